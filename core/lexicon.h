@@ -1,0 +1,108 @@
+/**
+ * @file lexicon.h
+ * Collection statistics and the I-Match lexicons (DESIGN §3.2, papers/001 §3
+ * and §4.1, papers/000 §3).
+ *
+ * A struct im_df counts, for every term, the number of documents holding it.
+ * Its memory grows with the vocabulary, never with the total size of the
+ * documents. From it im_lexicon_build() takes, with
+ * nidf(t) = log(N / df(t)) / log(N):
+ *   - the primary lexicon L: nidf in [lo, hi];
+ *   - the secondary lexicon B: nidf > hi, ranked by increasing nidf (the most
+ *     frequent first, ties broken by the term's bytes) and cut to
+ *     secondary_cap terms.
+ *
+ * The lexicon file is versioned and checksummed (see lexicon.c for the
+ * layout); it is written to a temporary file, fsync'ed and renamed, so a crash
+ * leaves either the old file or the new one. Loading refuses a file that is
+ * truncated, has a bad checksum or an unknown version.
+ *
+ * Thread-safety: a struct im_df is not thread-safe (give each thread its own
+ * and im_df_merge() them). A built or loaded struct im_lexicon is immutable:
+ * any number of threads may query it at once.
+ */
+#ifndef IM_LEXICON_H
+#define IM_LEXICON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "text.h"
+
+/* ---- Document frequencies ------------------------------------------------ */
+
+struct im_df;
+
+/** @return 0 or -ENOMEM. Caller frees with im_df_free(). */
+int im_df_new(struct im_df **out);
+void im_df_free(struct im_df *df);
+
+/** Count one document with unique terms @p u. @return 0 or -ENOMEM. */
+int im_df_add(struct im_df *df, const struct im_terms *u);
+
+/** Add the counts of @p src into @p dst. @return 0 or -ENOMEM. */
+int im_df_merge(struct im_df *dst, const struct im_df *src);
+
+/** Number of documents counted. */
+uint64_t im_df_docs(const struct im_df *df);
+
+/* ---- The lexicon --------------------------------------------------------- */
+
+enum im_lex_kind {
+	IM_LEX_PRIMARY = 1,
+	IM_LEX_SECONDARY = 2,
+};
+
+/** A lexicon term as seen by lookups. */
+struct im_lex_term {
+	const char *str;   /**< NUL-terminated, owned by the lexicon */
+	uint32_t len;
+	uint8_t kind;      /**< enum im_lex_kind */
+	uint32_t rank;     /**< position in B (0 = most frequent); 0 for L */
+	float nidf;
+};
+
+struct im_lexicon;
+
+/**
+ * Build L and B from @p df. The caller owns the result; free it with
+ * im_lexicon_free().
+ *
+ * @return 0, -ENOMEM, or -EINVAL if !(0 <= lo <= hi <= 1) or df counted fewer
+ *         than 2 documents (nidf is undefined).
+ */
+int im_lexicon_build(const struct im_df *df, double lo, double hi,
+		     size_t secondary_cap, struct im_lexicon **out);
+
+/**
+ * Save crash-safely to @p path (write PATH.tmp.PID, fsync, rename, fsync dir).
+ * @return 0 or a negative errno from the failing call.
+ */
+int im_lexicon_save(const struct im_lexicon *lex, const char *path);
+
+/**
+ * Load a lexicon file. On failure *out is NULL and, if @p why is not NULL, a
+ * one-line reason ("truncated", "bad checksum", "not an imatch lexicon",
+ * "unsupported version N", or strerror) is written there.
+ *
+ * @return 0, -ENOENT/-EACCES/... from open, -EINVAL for a corrupt file, or
+ *         -ENOMEM.
+ */
+int im_lexicon_load(const char *path, struct im_lexicon **out, char *why,
+		    size_t why_len);
+
+void im_lexicon_free(struct im_lexicon *lex);
+
+/** Look a term up by its bytes and XXH3_64bits hash. @return NULL if absent. */
+const struct im_lex_term *im_lexicon_find(const struct im_lexicon *lex,
+					  const char *s, size_t len,
+					  uint64_t hash);
+
+size_t im_lexicon_primary_size(const struct im_lexicon *lex);
+size_t im_lexicon_secondary_size(const struct im_lexicon *lex);
+/** N, the number of documents the statistics came from. */
+uint64_t im_lexicon_docs(const struct im_lexicon *lex);
+/** The nidf window the lexicon was built with. */
+void im_lexicon_window(const struct im_lexicon *lex, double *lo, double *hi);
+
+#endif

@@ -1,0 +1,64 @@
+/**
+ * @file params.h
+ * Every tunable of the algorithm in one struct, so that `imatch` and the
+ * daemon cannot drift apart: both fill a struct im_params from their options
+ * and hand it to the same core functions.
+ *
+ * The defaults are the measured ones (see README, "Choosing the defaults").
+ * A struct im_params is plain data: copy it freely; it owns nothing.
+ */
+#ifndef IM_PARAMS_H
+#define IM_PARAMS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/** Largest K (number of randomized lexicons); coordinate 0 is the original. */
+#define IM_MAX_LEXICONS 31
+/** Signatures per document at most: the original lexicon plus K. */
+#define IM_MAX_COORDS (IM_MAX_LEXICONS + 1)
+
+struct im_params {
+	/* Terms (papers/000 §6.3). */
+	unsigned min_word_len; /**< words shorter (in code points) are dropped; 4 */
+	unsigned max_digits;   /**< words with more digits are dropped; 1 */
+	unsigned min_unique;   /**< documents with fewer unique terms get no signature; 5 */
+
+	/* Lexicon (papers/000 §3, papers/001 §4.1). */
+	double nidf_lo;        /**< primary lexicon: nidf in [nidf_lo, nidf_hi] */
+	double nidf_hi;
+	size_t secondary_cap;  /**< at most this many terms in the secondary lexicon B */
+
+	/* Randomized lexicons and signatures (papers/000 §3, §4, §6.6). */
+	unsigned k;            /**< number of extra randomized lexicons, 0..IM_MAX_LEXICONS */
+	double keep;           /**< fraction of L and B each randomized lexicon keeps */
+	uint64_t seed;         /**< key of the membership hash */
+	unsigned min_terms;    /**< reject a coordinate when |S| < min_terms */
+	double min_ratio;      /**< extend S from B while |S|/|U| < min_ratio; then reject */
+
+	/* Input. */
+	uint64_t max_size;     /**< files larger than this are skipped (counted); 0 = no limit */
+	int hidden;            /**< also read names beginning with '.' */
+};
+
+/** Fill @p p with the defaults. Never fails. */
+void im_params_init(struct im_params *p);
+
+/**
+ * Check that @p p is consistent (k in range, 0 < keep <= 1, 0 <= lo <= hi <= 1,
+ * 0 <= min_ratio <= 1).
+ *
+ * @return 0, or -EINVAL with a one-line reason copied into @p why (may be NULL).
+ */
+int im_params_check(const struct im_params *p, char *why, size_t why_len);
+
+/**
+ * Parse one "name=value" setting (k, keep, nidf=LO:HI, min_terms, min_ratio,
+ * seed, max_size, secondary_cap, min_word_len, max_digits, min_unique) into @p p.
+ *
+ * @return 0; -ENOENT if the name is not a parameter (so the caller may treat
+ *         it as its own option); -EINVAL if the value does not parse.
+ */
+int im_params_set(struct im_params *p, const char *name, const char *value);
+
+#endif

@@ -1,0 +1,143 @@
+/**
+ * @file sig.h
+ * Extended I-Match signatures with randomized lexicons (DESIGN §3.3–§3.5,
+ * papers/000 §3 and §4).
+ *
+ * Coordinate 0 uses the lexicon as built; coordinate k = 1..K uses the
+ * randomized lexicons L_k ⊂ L and B_k ⊂ B. A term t belongs to lexicon k when
+ * a keyed hash of (seed, k, t) falls below keep; membership therefore costs no
+ * memory and is the same on every run and machine.
+ *
+ * For each coordinate: S = L_k ∩ U; while |S|/|U| < min_ratio, add the
+ * best-ranked term of B_k ∩ U not yet in S; reject if |S| < min_terms or
+ * |S|/|U| < min_ratio. A kept coordinate's signature is
+ *     SHA1( byte k, then each term of S in byte order followed by 0x00 )
+ * (terms never contain a NUL byte). Documents with fewer than
+ * im_params.min_unique unique terms are rejected in every coordinate.
+ * A 128-bit xxHash of the file's bytes is kept beside the signatures so that
+ * byte-identical files match even when they cannot be signed.
+ *
+ * Thread-safety: struct im_signer is one thread's worker state; create one per
+ * thread. The lexicon it borrows may be shared between signers.
+ */
+#ifndef IM_SIG_H
+#define IM_SIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lexicon.h"
+#include "params.h"
+#include "text.h"
+
+#define IM_SIG_LEN 20
+#define IM_SIG_HEX_LEN 40
+
+struct im_sig {
+	uint8_t b[IM_SIG_LEN];
+};
+
+/** What happened to a document. */
+enum im_doc_status {
+	IM_DOC_SIGNED,   /**< at least one coordinate has a signature */
+	IM_DOC_REJECTED, /**< a text, but every coordinate was rejected */
+	IM_DOC_BINARY,   /**< NUL byte in the first block: skipped */
+	IM_DOC_TOO_BIG,  /**< larger than im_params.max_size: skipped */
+	IM_DOC_ERROR,    /**< could not be read (errno in im_doc_sigs.err) */
+};
+
+/** Everything the index needs to know about one document. Plain data. */
+struct im_doc_sigs {
+	uint8_t status;  /**< enum im_doc_status */
+	uint8_t ncoords; /**< K + 1 */
+	uint8_t exact_valid; /**< exact[] holds the bytes' hash (status SIGNED or REJECTED) */
+	int32_t err;     /**< positive errno when status is IM_DOC_ERROR */
+	uint32_t valid;  /**< bit k set: sig[k] is a signature */
+	uint32_t unique_terms; /**< |U| */
+	uint8_t exact[16]; /**< XXH3 128-bit hash of the bytes, canonical (big-endian) */
+	struct im_sig sig[IM_MAX_COORDS];
+};
+
+/** Lower-case hex of @p s into @p hex (IM_SIG_HEX_LEN + 1 bytes). */
+void im_sig_hex(const struct im_sig *s, char *hex);
+/** Parse 40 hex digits (either case). @return 0 or -EINVAL. */
+int im_sig_parse(const char *hex, struct im_sig *s);
+/** memcmp order. */
+int im_sig_cmp(const struct im_sig *a, const struct im_sig *b);
+
+/** Why a coordinate got the signature it got; for `imatch explain`. */
+struct im_coord_info {
+	uint32_t primary;   /**< |L_k ∩ U| */
+	uint32_t secondary; /**< terms added from B_k */
+	uint32_t size;      /**< |S| */
+	bool rejected;
+	const char *why;    /**< static text when rejected, else NULL */
+};
+
+struct im_signer;
+
+/**
+ * A signer for one thread. Borrows @p lex (must outlive the signer) and copies
+ * @p p. @p lex may be NULL only for a signer that will be used to extract
+ * terms (im_signer_terms()).
+ *
+ * @return 0, -ENOMEM, or -EINVAL if im_params_check() fails.
+ */
+int im_signer_new(const struct im_lexicon *lex, const struct im_params *p,
+		  struct im_signer **out);
+void im_signer_free(struct im_signer *s);
+
+/**
+ * Sign a document held in memory. @p name (may be NULL) only helps kind
+ * detection. Fills *out completely.
+ *
+ * @return 0 (see out->status), or -ENOMEM.
+ */
+int im_signer_sign_buf(struct im_signer *s, const char *name, const char *buf,
+		       size_t len, struct im_doc_sigs *out);
+
+/**
+ * Read the regular file @p name relative to @p dirfd (openat; O_NOFOLLOW so
+ * a symlink is not followed) and sign it. A file that vanishes or cannot be
+ * read gives status IM_DOC_ERROR, not a failure; a file over max_size gives
+ * IM_DOC_TOO_BIG without reading it. Files are mapped or read whole; a file
+ * that shrinks while being read is signed as read.
+ *
+ * @param st  if not NULL, receives the fstat() of the opened file (st_size 0
+ *            and st_ino 0 when the open failed).
+ * @return 0 (see out->status), or -ENOMEM.
+ */
+struct stat;
+int im_signer_sign_at(struct im_signer *s, int dirfd, const char *name,
+		      struct im_doc_sigs *out, struct stat *st);
+
+/**
+ * Extract the unique terms of a file for lexicon building, through the same
+ * reading and extraction path as signing. The returned set is owned by the
+ * signer and valid until its next call.
+ *
+ * @param status  receives IM_DOC_SIGNED when terms were extracted, else the
+ *                reason (binary, too big, error).
+ * @return 0 or -ENOMEM.
+ */
+int im_signer_terms_at(struct im_signer *s, int dirfd, const char *name,
+		       enum im_doc_status *status, const struct im_terms **terms);
+
+/**
+ * Compute the signatures of a term set (no exact hash; status is SIGNED or
+ * REJECTED). @p info, if not NULL, receives K+1 entries.
+ *
+ * @return 0 or -ENOMEM.
+ */
+int im_signer_sign_terms(struct im_signer *s, const struct im_terms *u,
+			 struct im_doc_sigs *out, struct im_coord_info *info);
+
+/**
+ * For `imatch explain`: the sorted terms of S for coordinate @p k of the last
+ * im_signer_sign_terms() call with non-NULL info; NULL-terminated array owned
+ * by the signer, valid until its next call. NULL if k is out of range.
+ */
+const char *const *im_signer_last_set(struct im_signer *s, unsigned k);
+
+#endif

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Every test: install dependencies, build with warnings as errors, run all
+# suites (unit, cli, mount), then the unit tests again under ASan+UBSan and
+# under valgrind. Mount tests skip (exit 77) where /dev/fuse is unavailable.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+tools/deps.sh
+
+echo "== build (warnings are errors)"
+rm -rf build-test build-test-san
+meson setup build-test -Dtests=enabled >/dev/null
+ninja -C build-test
+
+echo "== tests"
+meson test -C build-test --print-errorlogs
+
+echo "== unit tests under AddressSanitizer + UndefinedBehaviorSanitizer"
+meson setup build-test-san -Dtests=enabled -Db_sanitize=address,undefined \
+	-Db_lundef=false >/dev/null
+ninja -C build-test-san
+UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 \
+	meson test -C build-test-san --print-errorlogs --suite unit
+
+echo "== unit tests under valgrind"
+CK_FORK=no meson test -C build-test --print-errorlogs --suite unit \
+	--timeout-multiplier=4 \
+	--wrap='valgrind --quiet --leak-check=full --show-leak-kinds=definite,indirect --errors-for-leak-kinds=definite,indirect --error-exitcode=1'

@@ -1,1 +1,154 @@
-/* placeholder: being written */
+/**
+ * @file terms.c
+ * The unique-term set U: an open-addressing hash table (linear probing, load
+ * at most 1/2) whose slots hold indexes into v[], and a byte arena holding
+ * the terms themselves, each followed by a NUL. Keys are XXH3_64bits of the
+ * term's bytes, the same hash the lexicon looks terms up by, so it is
+ * computed once per unique term.
+ *
+ * im_terms_clear() keeps every allocation: a worker signs many documents with
+ * one struct im_terms and stops allocating once it has seen a large one.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <xxhash.h>
+
+#include "text.h"
+
+#define TERMS_MIN_SLOTS 64
+#define TERMS_MIN_V 32
+#define TERMS_MIN_ARENA 4096
+
+void im_terms_init(struct im_terms *t)
+{
+	memset(t, 0, sizeof(*t));
+}
+
+void im_terms_release(struct im_terms *t)
+{
+	free(t->arena);
+	free(t->v);
+	free(t->slots);
+	im_terms_init(t);
+}
+
+void im_terms_clear(struct im_terms *t)
+{
+	size_t mask = t->nslots - 1;
+
+	if (!t->slots)
+		goto out;
+	/*
+	 * A small document in a table grown by a large one: forget its few
+	 * slots one by one instead of wiping the whole table. Each term is
+	 * searched for past emptied slots, so the order does not matter.
+	 */
+	if (t->n * 8 < t->nslots) {
+		for (size_t i = 0; i < t->n; i++) {
+			size_t s = t->v[i].hash & mask;
+
+			while (t->slots[s] != i + 1)
+				s = (s + 1) & mask;
+			t->slots[s] = 0;
+		}
+	} else {
+		memset(t->slots, 0, t->nslots * sizeof(*t->slots));
+	}
+out:
+	t->n = 0;
+	t->arena_len = 0;
+}
+
+/* Double the slot table and reinsert every term. */
+static int terms_rehash(struct im_terms *t)
+{
+	size_t nslots = t->nslots ? t->nslots * 2 : TERMS_MIN_SLOTS;
+	size_t mask = nslots - 1;
+	uint32_t *slots;
+
+	if (nslots > (SIZE_MAX / sizeof(*slots)) || nslots - 1 > UINT32_MAX)
+		return -ENOMEM;
+	slots = calloc(nslots, sizeof(*slots));
+	if (!slots)
+		return -ENOMEM;
+	for (size_t i = 0; i < t->n; i++) {
+		size_t s = t->v[i].hash & mask;
+
+		while (slots[s])
+			s = (s + 1) & mask;
+		slots[s] = (uint32_t)(i + 1);
+	}
+	free(t->slots);
+	t->slots = slots;
+	t->nslots = nslots;
+	return 0;
+}
+
+static int grow(void **p, size_t *cap, size_t need, size_t elem, size_t min)
+{
+	size_t c = *cap ? *cap : min;
+	void *np;
+
+	while (c < need) {
+		if (c > SIZE_MAX / 2 / elem)
+			return -ENOMEM;
+		c *= 2;
+	}
+	if (c == *cap)
+		return 0;
+	np = realloc(*p, c * elem);
+	if (!np)
+		return -ENOMEM;
+	*p = np;
+	*cap = c;
+	return 0;
+}
+
+int im_terms_add(struct im_terms *t, const char *s, size_t len)
+{
+	uint64_t h = XXH3_64bits(s, len);
+	size_t mask, i;
+	int ret;
+
+	/* Offsets and lengths are 32-bit; the arena holds term + NUL. */
+	if (len >= UINT32_MAX || t->arena_len + len + 1 > UINT32_MAX ||
+	    t->n + 1 >= UINT32_MAX)
+		return -ENOMEM;
+	if ((t->n + 1) * 2 > t->nslots) {
+		ret = terms_rehash(t);
+		if (ret)
+			return ret;
+	}
+	mask = t->nslots - 1;
+	i = h & mask;
+	while (t->slots[i]) {
+		const struct im_term *e = &t->v[t->slots[i] - 1];
+
+		if (e->hash == h && e->len == len &&
+		    !memcmp(t->arena + e->off, s, len))
+			return 0;
+		i = (i + 1) & mask;
+	}
+
+	ret = grow((void **)&t->v, &t->cap, t->n + 1, sizeof(*t->v),
+		   TERMS_MIN_V);
+	if (ret)
+		return ret;
+	ret = grow((void **)&t->arena, &t->arena_cap, t->arena_len + len + 1,
+		   1, TERMS_MIN_ARENA);
+	if (ret)
+		return ret;
+
+	memcpy(t->arena + t->arena_len, s, len);
+	t->arena[t->arena_len + len] = '\0';
+	t->v[t->n].off = (uint32_t)t->arena_len;
+	t->v[t->n].len = (uint32_t)len;
+	t->v[t->n].hash = h;
+	t->arena_len += len + 1;
+	t->n++;
+	t->slots[i] = (uint32_t)t->n;
+	return 0;
+}

@@ -50,7 +50,11 @@ enum im_doc_kind im_text_detect(const char *name, const char *buf, size_t len);
 
 /* ---- The term set U ------------------------------------------------------ */
 
-/** One unique term: bytes at terms->arena + off, UTF-8, case folded, no NUL. */
+/**
+ * One unique term: bytes at terms->arena + off, UTF-8, case folded. The term
+ * contains no NUL byte; the arena holds a NUL right after it, so
+ * im_terms_str() may also be used as a C string.
+ */
 struct im_term {
 	uint32_t off;
 	uint32_t len;
@@ -75,10 +79,15 @@ void im_terms_init(struct im_terms *t);
 void im_terms_clear(struct im_terms *t);
 void im_terms_release(struct im_terms *t);
 
-/** Add a term (already folded) unless present. @return 0 or -ENOMEM. */
+/**
+ * Add a term (already folded, no NUL byte) unless present. The bytes are
+ * copied. Pointers into the arena are invalidated by the next add.
+ *
+ * @return 0 or -ENOMEM (also when the set would pass 4 GiB of term bytes).
+ */
 int im_terms_add(struct im_terms *t, const char *s, size_t len);
 
-/** @return the bytes of term @p i (not NUL-terminated; see v[i].len). */
+/** @return the bytes of term @p i (NUL-terminated; its length is v[i].len). */
 static inline const char *im_terms_str(const struct im_terms *t, size_t i)
 {
 	return t->arena + t->v[i].off;

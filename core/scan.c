@@ -1,1 +1,828 @@
-/* placeholder: being written */
+/**
+ * @file scan.c
+ * The tree walker and the parallel scans built on it.
+ *
+ * Walk: depth first with an explicit stack of frames, one per directory on
+ * the current path. A frame reads its directory whole (names sorted, so a walk
+ * is reproducible), hands its files on, then descends into its
+ * subdirectories one by one. Every directory is opened with openat() relative
+ * to its parent's fd (O_NOFOLLOW | O_DIRECTORY), never by path. To keep deep
+ * trees from exhausting file descriptors, only the WALK_MAX_OPEN innermost
+ * frames keep their fd; an outer frame that needs its fd again reopens it by
+ * walking its components down from the nearest open ancestor, and checks that
+ * it found the same (st_dev, st_ino) (a directory renamed meanwhile is counted
+ * as an error rather than walked under its new identity).
+ *
+ * Directory fds are reference counted (struct dref) because a scan queues a
+ * file together with its directory's fd: the worker opens the file with
+ * openat(dir fd, name), so no path is resolved twice and no symlink in a
+ * parent component can be followed. The number of fds open at once is
+ * bounded by WALK_MAX_OPEN plus the queue length.
+ *
+ * Scan: the walker runs in the calling thread and feeds a bounded queue;
+ * worker threads, each with its own struct im_signer (and struct im_df for
+ * im_scan_df), sign; results and counters are serialized under one mutex.
+ */
+#include <assert.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "scan.h"
+
+/* Innermost frames that keep their directory fd open. */
+#define WALK_MAX_OPEN 32
+/* Files waiting for a worker. */
+#define QUEUE_LEN 128
+#define MAX_THREADS 256
+
+/* ---- Reference-counted directory fds ----------------------------------- */
+
+struct dref {
+	int fd;
+	unsigned refs; /* atomic */
+};
+
+static struct dref *dref_new(int fd)
+{
+	struct dref *d = malloc(sizeof(*d));
+
+	if (!d)
+		return NULL;
+	d->fd = fd;
+	d->refs = 1;
+	return d;
+}
+
+static struct dref *dref_get(struct dref *d)
+{
+	__atomic_add_fetch(&d->refs, 1, __ATOMIC_RELAXED);
+	return d;
+}
+
+static void dref_put(struct dref *d)
+{
+	if (!d)
+		return;
+	if (__atomic_sub_fetch(&d->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+		close(d->fd);
+		free(d);
+	}
+}
+
+/* ---- The walker --------------------------------------------------------- */
+
+/* What the walker does with each file, internally: the directory's fd comes
+ * along so that scans can open the file relative to it. */
+struct walk_cbs {
+	int (*dir)(const char *path, const struct stat *st, void *arg);
+	int (*file)(struct dref *dir, const char *path, size_t name_off,
+		    const struct stat *st, void *arg);
+	void *arg;
+	dev_t skip_dev;
+	ino_t skip_ino;
+	const volatile bool *cancel;
+};
+
+struct frame {
+	struct dref *dir;  /* NULL while closed to save fds */
+	char *path;        /* relative to the root; "" for the root */
+	dev_t dev;
+	ino_t ino;
+	char **subdirs;    /* names still to descend into, in order */
+	size_t nsub, next;
+};
+
+struct walker {
+	const struct im_params *p;
+	const struct walk_cbs *cb;
+	struct im_scan_counts *counts;
+	struct frame *stack;
+	size_t depth, cap;
+};
+
+static int cmp_names(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static char *join(const char *dir, const char *name)
+{
+	size_t dl = strlen(dir), nl = strlen(name);
+	char *s = malloc(dl + nl + 2);
+
+	if (!s)
+		return NULL;
+	if (dl) {
+		memcpy(s, dir, dl);
+		s[dl++] = '/';
+	}
+	memcpy(s + dl, name, nl + 1);
+	return s;
+}
+
+static void free_names(char **v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(v[i]);
+	free(v);
+}
+
+static void frame_release(struct frame *f)
+{
+	dref_put(f->dir);
+	f->dir = NULL;
+	free(f->path);
+	f->path = NULL;
+	if (f->subdirs)
+		free_names(f->subdirs + f->next, f->nsub - f->next);
+	/* The names before next were already freed as they were used. */
+	free(f->subdirs);
+	f->subdirs = NULL;
+}
+
+static int open_dir_at(int parent, const char *name)
+{
+	return openat(parent, name,
+		      O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+}
+
+/* Read the names of a directory (without "." and ".."), sorted. */
+static int read_names(int fd, char ***out, size_t *n_out)
+{
+	char **v = NULL, **nv;
+	size_t n = 0, cap = 0;
+	struct dirent *de;
+	DIR *d;
+	int dfd, ret = 0;
+
+	/* fdopendir owns its fd and moves its offset: give it its own. */
+	dfd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return -errno;
+	d = fdopendir(dfd);
+	if (!d) {
+		ret = -errno;
+		close(dfd);
+		return ret;
+	}
+	for (;;) {
+		errno = 0;
+		de = readdir(d);
+		if (!de) {
+			ret = -errno;
+			break;
+		}
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		if (n == cap) {
+			cap = cap ? 2 * cap : 32;
+			nv = realloc(v, cap * sizeof(*v));
+			if (!nv) {
+				ret = -ENOMEM;
+				break;
+			}
+			v = nv;
+		}
+		v[n] = strdup(de->d_name);
+		if (!v[n]) {
+			ret = -ENOMEM;
+			break;
+		}
+		n++;
+	}
+	closedir(d);
+	if (ret) {
+		free_names(v, n);
+		return ret;
+	}
+	if (n)
+		qsort(v, n, sizeof(*v), cmp_names);
+	*out = v;
+	*n_out = n;
+	return 0;
+}
+
+static bool cancelled(const struct walk_cbs *cb)
+{
+	return cb->cancel && __atomic_load_n(cb->cancel, __ATOMIC_RELAXED);
+}
+
+/*
+ * Reopen the fd of frame i from its nearest open ancestor, one component at
+ * a time (no component may be a symlink), and check its identity.
+ */
+static int frame_reopen(struct walker *w, size_t i)
+{
+	struct frame *f = &w->stack[i];
+	size_t a = i;
+	const char *rest;
+	char *copy, *tok, *save = NULL;
+	int fd = -1, next;
+	struct stat st;
+
+	while (!w->stack[a].dir) {
+		assert(a > 0); /* the root frame never closes */
+		a--;
+	}
+	/* f->path begins with the ancestor's path followed by '/' (or is
+	 * relative to the root when the ancestor is the root). */
+	rest = f->path + strlen(w->stack[a].path);
+	if (*rest == '/')
+		rest++;
+	copy = strdup(rest);
+	if (!copy)
+		return -ENOMEM;
+	for (tok = strtok_r(copy, "/", &save); tok;
+	     tok = strtok_r(NULL, "/", &save)) {
+		next = open_dir_at(fd < 0 ? w->stack[a].dir->fd : fd, tok);
+		if (fd >= 0)
+			close(fd);
+		fd = next;
+		if (fd < 0)
+			break;
+	}
+	free(copy);
+	if (fd < 0)
+		return -ENOENT;
+	if (fstat(fd, &st) || st.st_dev != f->dev || st.st_ino != f->ino) {
+		close(fd);
+		return -ESTALE;
+	}
+	f->dir = dref_new(fd);
+	if (!f->dir) {
+		close(fd);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+/*
+ * Enter a directory already opened as @p fd: count it, call the dir callback,
+ * hand its files on and push a frame with its subdirectories. Takes
+ * ownership of @p fd and @p path.
+ */
+static int walk_enter(struct walker *w, int fd, char *path,
+		      const struct stat *st)
+{
+	const struct walk_cbs *cb = w->cb;
+	struct im_scan_counts *c = w->counts;
+	char **names = NULL;
+	size_t n = 0, nsub = 0, i;
+	struct dref *dir = NULL;
+	struct frame *f;
+	struct stat est;
+	int ret;
+
+	c->dirs++;
+	dir = dref_new(fd);
+	if (!dir) {
+		close(fd);
+		free(path);
+		return -ENOMEM;
+	}
+	if (cb->dir) {
+		ret = cb->dir(path, st, cb->arg);
+		if (ret)
+			goto out;
+	}
+	ret = read_names(fd, &names, &n);
+	if (ret == -ENOMEM)
+		goto out;
+	if (ret) {
+		c->errors++;
+		ret = 0;
+		goto out;
+	}
+	for (i = 0; i < n; i++) {
+		char *name = names[i];
+		bool keep = false;
+
+		if (cancelled(cb)) {
+			ret = -ECANCELED;
+			break;
+		}
+		if (name[0] == '.' && !w->p->hidden) {
+			c->hidden++;
+		} else if (fstatat(fd, name, &est, AT_SYMLINK_NOFOLLOW)) {
+			c->errors++;
+		} else if (S_ISDIR(est.st_mode)) {
+			keep = !((cb->skip_dev || cb->skip_ino) &&
+				 est.st_dev == cb->skip_dev &&
+				 est.st_ino == cb->skip_ino);
+		} else if (S_ISREG(est.st_mode)) {
+			char *fp = join(path, name);
+
+			if (!fp) {
+				ret = -ENOMEM;
+				break;
+			}
+			c->files++;
+			if (cb->file)
+				ret = cb->file(dir, fp, strlen(fp) - strlen(name),
+					       &est, cb->arg);
+			free(fp);
+			if (ret)
+				break;
+		} else {
+			c->other++;
+		}
+		/* Subdirectories are compacted to the front; nsub <= i. */
+		if (keep)
+			names[nsub++] = name;
+		else
+			free(name);
+	}
+	if (ret) {
+		/* Kept names are in [0, nsub), unvisited ones in [i, n). */
+		for (; i < n; i++)
+			free(names[i]);
+		free_names(names, nsub);
+		names = NULL;
+		goto out;
+	}
+	if (w->depth == w->cap) {
+		size_t cap = w->cap ? 2 * w->cap : 16;
+		struct frame *ns = realloc(w->stack, cap * sizeof(*ns));
+
+		if (!ns) {
+			free_names(names, nsub);
+			ret = -ENOMEM;
+			goto out;
+		}
+		w->stack = ns;
+		w->cap = cap;
+	}
+	f = &w->stack[w->depth++];
+	f->dir = dir;
+	f->path = path;
+	f->dev = st->st_dev;
+	f->ino = st->st_ino;
+	f->subdirs = names;
+	f->nsub = nsub;
+	f->next = 0;
+	/* Keep only the innermost frames' fds open. */
+	if (w->depth > WALK_MAX_OPEN + 1) {
+		struct frame *old = &w->stack[w->depth - WALK_MAX_OPEN - 1];
+
+		if (old != &w->stack[0]) {
+			dref_put(old->dir);
+			old->dir = NULL;
+		}
+	}
+	return 0;
+out:
+	dref_put(dir);
+	free(path);
+	return ret;
+}
+
+/* The internal walk over @p rootfd, shared by im_walk and the scans. */
+static int walk(int rootfd, const struct im_params *p,
+		const struct walk_cbs *cb, struct im_scan_counts *counts)
+{
+	struct walker w = { .p = p, .cb = cb, .counts = counts };
+	struct stat st;
+	int fd, ret;
+	char *root;
+
+	fd = openat(rootfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st)) {
+		ret = -errno;
+		close(fd);
+		return ret;
+	}
+	root = strdup("");
+	if (!root) {
+		close(fd);
+		return -ENOMEM;
+	}
+	ret = walk_enter(&w, fd, root, &st);
+	while (!ret && w.depth) {
+		struct frame *f = &w.stack[w.depth - 1];
+		char *name, *path;
+		int cfd;
+
+		if (f->next == f->nsub) {
+			frame_release(f);
+			w.depth--;
+			continue;
+		}
+		if (cancelled(cb)) {
+			ret = -ECANCELED;
+			break;
+		}
+		name = f->subdirs[f->next++];
+		if (!f->dir) {
+			ret = frame_reopen(&w, w.depth - 1);
+			if (ret == -ENOMEM) {
+				free(name);
+				break;
+			}
+			if (ret) {
+				/* Gone or replaced: its remaining subdirectories
+				 * cannot be reached safely. */
+				counts->errors += 1;
+				free(name);
+				free_names(f->subdirs + f->next,
+					   f->nsub - f->next);
+				f->next = f->nsub;
+				ret = 0;
+				continue;
+			}
+		}
+		path = join(f->path, name);
+		if (!path) {
+			free(name);
+			ret = -ENOMEM;
+			break;
+		}
+		cfd = open_dir_at(f->dir->fd, name);
+		free(name);
+		if (cfd < 0 || fstat(cfd, &st)) {
+			if (cfd >= 0)
+				close(cfd);
+			counts->errors++;
+			free(path);
+			continue;
+		}
+		ret = walk_enter(&w, cfd, path, &st);
+	}
+	while (w.depth)
+		frame_release(&w.stack[--w.depth]);
+	free(w.stack);
+	return ret;
+}
+
+/* ---- Public walk -------------------------------------------------------- */
+
+struct pub_walk {
+	const struct im_walk_ops *ops;
+};
+
+static int pub_file(struct dref *dir, const char *path, size_t name_off,
+		    const struct stat *st, void *arg)
+{
+	const struct im_walk_ops *ops = ((struct pub_walk *)arg)->ops;
+
+	(void)dir;
+	(void)name_off;
+	return ops->file ? ops->file(path, st, ops->arg) : 0;
+}
+
+static int pub_dir(const char *path, const struct stat *st, void *arg)
+{
+	const struct im_walk_ops *ops = ((struct pub_walk *)arg)->ops;
+
+	return ops->dir ? ops->dir(path, st, ops->arg) : 0;
+}
+
+int im_walk(int dirfd, const struct im_params *p, const struct im_walk_ops *ops,
+	    struct im_scan_counts *counts)
+{
+	struct pub_walk pw = { .ops = ops };
+	struct walk_cbs cb = {
+		.dir = pub_dir,
+		.file = pub_file,
+		.arg = &pw,
+		.skip_dev = ops->skip_dev,
+		.skip_ino = ops->skip_ino,
+	};
+
+	return walk(dirfd, p, &cb, counts);
+}
+
+/* ---- Parallel scans ----------------------------------------------------- */
+
+struct item {
+	char *path;
+	size_t name_off;
+	struct dref *dir;
+	struct stat st;
+};
+
+struct scan {
+	/* Set before the workers start, read-only after. */
+	const struct im_lexicon *lex;
+	const struct im_params *p;
+	const struct im_scan_ops *ops; /* NULL for a df scan */
+	const volatile bool *cancel;
+
+	pthread_mutex_t qlock;
+	pthread_cond_t not_empty, not_full;
+	struct item q[QUEUE_LEN]; /* protected by qlock */
+	size_t head, len;         /* protected by qlock */
+	bool done;                /* protected by qlock: no more items */
+	int failure;              /* protected by qlock: first fatal error */
+
+	pthread_mutex_t rlock;    /* serializes results */
+	struct im_scan_counts *counts; /* protected by rlock */
+};
+
+static bool scan_stopping(struct scan *sc)
+{
+	return sc->failure ||
+	       (sc->cancel && __atomic_load_n(sc->cancel, __ATOMIC_RELAXED));
+}
+
+static void scan_fail(struct scan *sc, int err)
+{
+	pthread_mutex_lock(&sc->qlock);
+	if (!sc->failure)
+		sc->failure = err;
+	pthread_cond_broadcast(&sc->not_full);
+	pthread_cond_broadcast(&sc->not_empty);
+	pthread_mutex_unlock(&sc->qlock);
+}
+
+/* Walker side: queue a file. Takes a reference on @p dir. */
+static int scan_push(struct dref *dir, const char *path, size_t name_off,
+		     const struct stat *st, void *arg)
+{
+	struct scan *sc = arg;
+	struct item it;
+	int ret = 0;
+
+	if (sc->ops && sc->ops->want &&
+	    !sc->ops->want(path, st, sc->ops->arg))
+		return 0;
+	it.path = strdup(path);
+	if (!it.path)
+		return -ENOMEM;
+	it.name_off = name_off;
+	it.st = *st;
+	it.dir = dref_get(dir);
+
+	pthread_mutex_lock(&sc->qlock);
+	while (sc->len == QUEUE_LEN && !scan_stopping(sc))
+		pthread_cond_wait(&sc->not_full, &sc->qlock);
+	if (scan_stopping(sc)) {
+		ret = sc->failure ? sc->failure : -ECANCELED;
+	} else {
+		sc->q[(sc->head + sc->len) % QUEUE_LEN] = it;
+		sc->len++;
+		pthread_cond_signal(&sc->not_empty);
+	}
+	pthread_mutex_unlock(&sc->qlock);
+	if (ret) {
+		free(it.path);
+		dref_put(it.dir);
+	}
+	return ret;
+}
+
+static int scan_dir(const char *path, const struct stat *st, void *arg)
+{
+	struct scan *sc = arg;
+
+	return sc->ops && sc->ops->dir ? sc->ops->dir(path, st, sc->ops->arg)
+				       : 0;
+}
+
+/* Worker side: the next item, or false when the queue is closed. */
+static bool scan_pop(struct scan *sc, struct item *it)
+{
+	bool got = false;
+
+	pthread_mutex_lock(&sc->qlock);
+	while (!sc->len && !sc->done && !scan_stopping(sc))
+		pthread_cond_wait(&sc->not_empty, &sc->qlock);
+	if (sc->len && !scan_stopping(sc)) {
+		*it = sc->q[sc->head];
+		sc->head = (sc->head + 1) % QUEUE_LEN;
+		sc->len--;
+		pthread_cond_signal(&sc->not_full);
+		got = true;
+	}
+	pthread_mutex_unlock(&sc->qlock);
+	return got;
+}
+
+static void count_status(struct im_scan_counts *c, enum im_doc_status status,
+			 const struct stat *st)
+{
+	if ((unsigned)status < 5)
+		c->by_status[status]++;
+	if (status == IM_DOC_SIGNED || status == IM_DOC_REJECTED ||
+	    status == IM_DOC_BINARY)
+		c->bytes += (uint64_t)st->st_size;
+}
+
+struct sign_worker {
+	pthread_t tid;
+	struct scan *sc;
+	struct im_signer *signer;
+	struct im_df *df; /* df scans only */
+};
+
+static void *sign_main(void *arg)
+{
+	struct sign_worker *wk = arg;
+	struct scan *sc = wk->sc;
+	struct im_doc_sigs d;
+	struct item it;
+	struct stat st;
+
+	while (scan_pop(sc, &it)) {
+		const char *name = it.path + it.name_off;
+		int ret = im_signer_sign_at(wk->signer, it.dir->fd, name, &d,
+					    &st);
+
+		dref_put(it.dir);
+		if (ret) {
+			free(it.path);
+			scan_fail(sc, ret);
+			break;
+		}
+		/* The walker's stat when the file could not be opened. */
+		const struct stat *use = st.st_ino ? &st : &it.st;
+
+		pthread_mutex_lock(&sc->rlock);
+		count_status(sc->counts, d.status, use);
+		if (sc->ops->result)
+			sc->ops->result(it.path, use, &d, sc->ops->arg);
+		pthread_mutex_unlock(&sc->rlock);
+		free(it.path);
+	}
+	return NULL;
+}
+
+static void *df_main(void *arg)
+{
+	struct sign_worker *wk = arg;
+	struct scan *sc = wk->sc;
+	const struct im_terms *u;
+	enum im_doc_status status;
+	struct item it;
+
+	while (scan_pop(sc, &it)) {
+		const char *name = it.path + it.name_off;
+		int ret = im_signer_terms_at(wk->signer, it.dir->fd, name,
+					     &status, &u);
+
+		dref_put(it.dir);
+		free(it.path);
+		/* Documents without a term say nothing about frequencies. */
+		if (!ret && status == IM_DOC_SIGNED && u && u->n)
+			ret = im_df_add(wk->df, u);
+		if (ret) {
+			scan_fail(sc, ret);
+			break;
+		}
+		pthread_mutex_lock(&sc->rlock);
+		count_status(sc->counts, status, &it.st);
+		pthread_mutex_unlock(&sc->rlock);
+	}
+	return NULL;
+}
+
+static unsigned pick_threads(unsigned threads)
+{
+	long n;
+
+	if (threads)
+		return threads > MAX_THREADS ? MAX_THREADS : threads;
+	n = sysconf(_SC_NPROCESSORS_ONLN);
+	if (n < 1)
+		return 1;
+	return n > MAX_THREADS ? MAX_THREADS : (unsigned)n;
+}
+
+/*
+ * Run a scan: start @p threads workers running @p fn, walk in this thread,
+ * join. For a df scan (@p want_df) each worker gets a struct im_df and they
+ * are merged into *df_out.
+ */
+static int scan_run(int dirfd, struct scan *sc, unsigned threads,
+		    void *(*fn)(void *), bool want_df, struct im_df **df_out)
+{
+	struct walk_cbs cb = {
+		.dir = scan_dir,
+		.file = scan_push,
+		.arg = sc,
+		.skip_dev = sc->ops ? sc->ops->skip_dev : 0,
+		.skip_ino = sc->ops ? sc->ops->skip_ino : 0,
+		.cancel = sc->cancel,
+	};
+	struct sign_worker *wk;
+	unsigned n = pick_threads(threads), started = 0;
+	int ret = 0;
+
+	wk = calloc(n, sizeof(*wk));
+	if (!wk)
+		return -ENOMEM;
+	pthread_mutex_init(&sc->qlock, NULL);
+	pthread_mutex_init(&sc->rlock, NULL);
+	pthread_cond_init(&sc->not_empty, NULL);
+	pthread_cond_init(&sc->not_full, NULL);
+
+	for (unsigned i = 0; i < n; i++) {
+		wk[i].sc = sc;
+		ret = im_signer_new(sc->lex, sc->p, &wk[i].signer);
+		if (!ret && want_df)
+			ret = im_df_new(&wk[i].df);
+		if (ret)
+			goto join;
+	}
+	for (unsigned i = 0; i < n; i++) {
+		if (pthread_create(&wk[i].tid, NULL, fn, &wk[i])) {
+			ret = started ? 0 : -EAGAIN;
+			break; /* fewer workers still finish the job */
+		}
+		started++;
+	}
+	if (!ret)
+		ret = walk(dirfd, sc->p, &cb, sc->counts);
+
+join:
+	pthread_mutex_lock(&sc->qlock);
+	sc->done = true;
+	if (ret && !sc->failure)
+		sc->failure = ret;
+	pthread_cond_broadcast(&sc->not_empty);
+	pthread_cond_broadcast(&sc->not_full);
+	pthread_mutex_unlock(&sc->qlock);
+	for (unsigned i = 0; i < started; i++)
+		pthread_join(wk[i].tid, NULL);
+
+	/* Items left when the scan stopped early. */
+	while (sc->len) {
+		struct item *it = &sc->q[sc->head];
+
+		free(it->path);
+		dref_put(it->dir);
+		sc->head = (sc->head + 1) % QUEUE_LEN;
+		sc->len--;
+	}
+	if (!ret && sc->failure)
+		ret = sc->failure;
+	if (!ret && sc->cancel && *sc->cancel)
+		ret = -ECANCELED;
+
+	if (!ret && want_df) {
+		for (unsigned i = 1; i < n && !ret; i++)
+			ret = im_df_merge(wk[0].df, wk[i].df);
+		if (!ret) {
+			*df_out = wk[0].df;
+			wk[0].df = NULL;
+		}
+	}
+	for (unsigned i = 0; i < n; i++) {
+		im_signer_free(wk[i].signer);
+		if (wk[i].df)
+			im_df_free(wk[i].df);
+	}
+	free(wk);
+	pthread_cond_destroy(&sc->not_full);
+	pthread_cond_destroy(&sc->not_empty);
+	pthread_mutex_destroy(&sc->rlock);
+	pthread_mutex_destroy(&sc->qlock);
+	return ret;
+}
+
+int im_scan_sign(int dirfd, const struct im_lexicon *lex,
+		 const struct im_params *p, unsigned threads,
+		 const struct im_scan_ops *ops, struct im_scan_counts *counts)
+{
+	struct scan *sc;
+	int ret;
+
+	sc = calloc(1, sizeof(*sc));
+	if (!sc)
+		return -ENOMEM;
+	sc->lex = lex;
+	sc->p = p;
+	sc->ops = ops;
+	sc->cancel = ops->cancel;
+	sc->counts = counts;
+	ret = scan_run(dirfd, sc, threads, sign_main, false, NULL);
+	free(sc);
+	return ret;
+}
+
+int im_scan_df(int dirfd, const struct im_params *p, unsigned threads,
+	       const volatile bool *cancel, struct im_df **out,
+	       struct im_scan_counts *counts)
+{
+	struct im_scan_ops none = { .cancel = cancel };
+	struct scan *sc;
+	int ret;
+
+	*out = NULL;
+	sc = calloc(1, sizeof(*sc));
+	if (!sc)
+		return -ENOMEM;
+	sc->p = p;
+	sc->ops = &none;
+	sc->cancel = cancel;
+	sc->counts = counts;
+	ret = scan_run(dirfd, sc, threads, df_main, true, out);
+	free(sc);
+	return ret;
+}

@@ -1,1 +1,481 @@
-/* placeholder: being written */
+/**
+ * @file state.c
+ * The signature cache file (layout in state.h). Loading reads the whole file,
+ * checks the checksum first and only then parses, so a corrupt file never
+ * yields half an answer; entries point into the one buffer they came from.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <xxhash.h>
+
+#include "state.h"
+
+static const char state_magic[8] = "IMSTATE";
+#define HEADER_LEN (8 + 4 + 4 + 8 + 8)
+#define ENTRY_FIXED (4 + 8 + 8 + 8 + 1 + 1 + 1 + 4 + 4 + 4 + 16)
+
+/* ---- Little-endian helpers ----------------------------------------------- */
+
+struct buf {
+	uint8_t *p;
+	size_t len, cap;
+};
+
+static int buf_grow(struct buf *b, size_t more)
+{
+	if (b->len + more <= b->cap)
+		return 0;
+	size_t cap = b->cap ? b->cap : 4096;
+	while (cap < b->len + more)
+		cap *= 2;
+	uint8_t *p = realloc(b->p, cap);
+	if (!p)
+		return -ENOMEM;
+	b->p = p;
+	b->cap = cap;
+	return 0;
+}
+
+static void put_bytes(struct buf *b, const void *src, size_t n)
+{
+	memcpy(b->p + b->len, src, n);
+	b->len += n;
+}
+
+static void put_u64(struct buf *b, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		b->p[b->len++] = (uint8_t)(v >> (8 * i));
+}
+
+static void put_u32(struct buf *b, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		b->p[b->len++] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t get_u64(const uint8_t *p)
+{
+	uint64_t v = 0;
+	for (int i = 7; i >= 0; i--)
+		v = (v << 8) | p[i];
+	return v;
+}
+
+static uint32_t get_u32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+	       (uint32_t)p[3] << 24;
+}
+
+/* ---- Keys ---------------------------------------------------------------- */
+
+uint64_t im_state_key(const struct im_params *p, uint64_t lex_key)
+{
+	/* Field by field, never the struct's bytes: padding is not data. */
+	uint8_t tmp[128];
+	struct buf b = { tmp, 0, sizeof(tmp) };
+	uint64_t bits;
+
+	put_u64(&b, IM_STATE_VERSION);
+	put_u64(&b, lex_key);
+	put_u32(&b, p->min_word_len);
+	put_u32(&b, p->max_digits);
+	put_u32(&b, p->min_unique);
+	put_u32(&b, p->k);
+	memcpy(&bits, &p->keep, sizeof(bits));
+	put_u64(&b, bits);
+	put_u64(&b, p->seed);
+	put_u32(&b, p->min_terms);
+	memcpy(&bits, &p->min_ratio, sizeof(bits));
+	put_u64(&b, bits);
+	put_u64(&b, p->max_size);
+	return XXH3_64bits(tmp, b.len);
+}
+
+static int read_all(int fd, struct buf *b)
+{
+	for (;;) {
+		if (buf_grow(b, 65536))
+			return -ENOMEM;
+		ssize_t n = read(fd, b->p + b->len, b->cap - b->len);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (n == 0)
+			return 0;
+		b->len += (size_t)n;
+	}
+}
+
+int im_state_file_key(const char *path, uint64_t *out)
+{
+	struct buf b = { 0 };
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int ret;
+
+	if (fd < 0)
+		return -errno;
+	ret = read_all(fd, &b);
+	close(fd);
+	if (ret == 0)
+		*out = XXH3_64bits(b.p, b.len);
+	free(b.p);
+	return ret;
+}
+
+/* ---- Loading ------------------------------------------------------------- */
+
+struct im_state {
+	uint8_t *data; /* the file; paths point into it (NUL added in place) */
+	struct im_state_entry *v;
+	size_t n;
+	uint32_t *slots; /* open addressing over v, index + 1; 0 = empty */
+	size_t nslots;
+};
+
+static void why_set(char *why, size_t why_len, const char *msg)
+{
+	if (why && why_len)
+		snprintf(why, why_len, "%s", msg);
+}
+
+void im_state_free(struct im_state *st)
+{
+	if (!st)
+		return;
+	free(st->data);
+	free(st->v);
+	free(st->slots);
+	free(st);
+}
+
+static int build_slots(struct im_state *st)
+{
+	size_t ns = 16;
+	while (ns < st->n * 2)
+		ns *= 2;
+	st->slots = calloc(ns, sizeof(*st->slots));
+	if (!st->slots)
+		return -ENOMEM;
+	st->nslots = ns;
+	for (size_t i = 0; i < st->n; i++) {
+		const char *p = st->v[i].path;
+		size_t h = XXH3_64bits(p, strlen(p)) & (ns - 1);
+		while (st->slots[h]) {
+			/* A duplicate path keeps its last entry. */
+			if (!strcmp(st->v[st->slots[h] - 1].path, p))
+				break;
+			h = (h + 1) & (ns - 1);
+		}
+		st->slots[h] = (uint32_t)(i + 1);
+	}
+	return 0;
+}
+
+/* Parse the checked body; entries' paths are made NUL-terminated by moving
+ * each path one byte back over its length field (which is consumed). */
+static int parse(struct im_state *st, size_t len, char *why, size_t why_len)
+{
+	uint8_t *d = st->data;
+	uint64_t count = get_u64(d + 24);
+	size_t off = HEADER_LEN;
+
+	if (count > (len - HEADER_LEN) / ENTRY_FIXED) {
+		why_set(why, why_len, "truncated");
+		return -EINVAL;
+	}
+	st->v = calloc(count ? count : 1, sizeof(*st->v));
+	if (!st->v)
+		return -ENOMEM;
+	for (uint64_t i = 0; i < count; i++) {
+		struct im_state_entry *e = &st->v[i];
+		if (len - off < ENTRY_FIXED) {
+			why_set(why, why_len, "truncated");
+			return -EINVAL;
+		}
+		uint32_t plen = get_u32(d + off);
+		if (plen == 0 || len - off - ENTRY_FIXED < plen) {
+			why_set(why, why_len, "truncated");
+			return -EINVAL;
+		}
+		uint8_t *ps = d + off + 4;
+		if (memchr(ps, 0, plen)) {
+			why_set(why, why_len, "corrupt path");
+			return -EINVAL;
+		}
+		memmove(d + off, ps, plen);
+		d[off + plen] = 0;
+		e->path = (const char *)(d + off);
+		off += 4 + plen;
+		e->size = get_u64(d + off);
+		e->mtime_ns = (int64_t)get_u64(d + off + 8);
+		e->ino = get_u64(d + off + 16);
+		off += 24;
+		e->d.status = d[off];
+		e->d.ncoords = d[off + 1];
+		e->d.exact_valid = d[off + 2];
+		e->d.err = (int32_t)get_u32(d + off + 3);
+		e->d.valid = get_u32(d + off + 7);
+		e->d.unique_terms = get_u32(d + off + 11);
+		memcpy(e->d.exact, d + off + 15, 16);
+		off += 31;
+		if (e->d.status > IM_DOC_ERROR || e->d.ncoords > IM_MAX_COORDS ||
+		    (e->d.ncoords < 32 && (e->d.valid >> e->d.ncoords))) {
+			why_set(why, why_len, "corrupt entry");
+			return -EINVAL;
+		}
+		for (unsigned k = 0; k < e->d.ncoords; k++) {
+			if (!(e->d.valid & (1u << k)))
+				continue;
+			if (len - off < IM_SIG_LEN) {
+				why_set(why, why_len, "truncated");
+				return -EINVAL;
+			}
+			memcpy(e->d.sig[k].b, d + off, IM_SIG_LEN);
+			off += IM_SIG_LEN;
+		}
+	}
+	if (off != len) {
+		why_set(why, why_len, "trailing bytes");
+		return -EINVAL;
+	}
+	st->n = count;
+	return build_slots(st);
+}
+
+int im_state_load(const char *path, uint64_t key, struct im_state **out,
+		  char *why, size_t why_len)
+{
+	struct im_state *st = NULL;
+	struct buf b = { 0 };
+	int fd = -1, ret;
+
+	*out = NULL;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		ret = -errno;
+		why_set(why, why_len, strerror(-ret));
+		goto out;
+	}
+	ret = read_all(fd, &b);
+	if (ret) {
+		why_set(why, why_len, strerror(-ret));
+		goto out;
+	}
+	ret = -EINVAL;
+	if (b.len < 8 || memcmp(b.p, state_magic, 8)) {
+		why_set(why, why_len, "not an imatchfs state file");
+		goto out;
+	}
+	if (b.len < HEADER_LEN + 8) {
+		why_set(why, why_len, "truncated");
+		goto out;
+	}
+	uint32_t version = get_u32(b.p + 8);
+	if (version != IM_STATE_VERSION) {
+		if (why && why_len)
+			snprintf(why, why_len, "unsupported version %u", version);
+		goto out;
+	}
+	size_t body = b.len - 8;
+	if (XXH3_64bits(b.p, body) != get_u64(b.p + body)) {
+		why_set(why, why_len, "bad checksum (truncated or corrupt)");
+		goto out;
+	}
+	if (get_u32(b.p + 12) != IM_MAX_COORDS) {
+		why_set(why, why_len, "made for another IM_MAX_COORDS");
+		goto out;
+	}
+	if (get_u64(b.p + 16) != key) {
+		why_set(why, why_len,
+			"made with other parameters or another lexicon");
+		ret = -ESTALE;
+		goto out;
+	}
+	st = calloc(1, sizeof(*st));
+	if (!st) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	st->data = b.p;
+	b.p = NULL;
+	ret = parse(st, body, why, why_len);
+	if (ret == -ENOMEM)
+		why_set(why, why_len, strerror(ENOMEM));
+	if (ret)
+		goto out;
+	*out = st;
+	st = NULL;
+out:
+	if (fd >= 0)
+		close(fd);
+	free(b.p);
+	im_state_free(st);
+	return ret;
+}
+
+size_t im_state_count(const struct im_state *st)
+{
+	return st ? st->n : 0;
+}
+
+const struct im_state_entry *im_state_find(const struct im_state *st,
+					   const char *path)
+{
+	if (!st || !st->n)
+		return NULL;
+	size_t h = XXH3_64bits(path, strlen(path)) & (st->nslots - 1);
+	while (st->slots[h]) {
+		const struct im_state_entry *e = &st->v[st->slots[h] - 1];
+		if (!strcmp(e->path, path))
+			return e;
+		h = (h + 1) & (st->nslots - 1);
+	}
+	return NULL;
+}
+
+const struct im_state_entry *im_state_at(const struct im_state *st, size_t i)
+{
+	return st && i < st->n ? &st->v[i] : NULL;
+}
+
+/* ---- Writing ------------------------------------------------------------- */
+
+struct im_state_writer {
+	struct buf b;
+	uint64_t count;
+};
+
+int im_state_writer_new(uint64_t key, struct im_state_writer **out)
+{
+	struct im_state_writer *w = calloc(1, sizeof(*w));
+
+	*out = NULL;
+	if (!w || buf_grow(&w->b, HEADER_LEN)) {
+		free(w);
+		return -ENOMEM;
+	}
+	put_bytes(&w->b, state_magic, 8);
+	put_u32(&w->b, IM_STATE_VERSION);
+	put_u32(&w->b, IM_MAX_COORDS);
+	put_u64(&w->b, key);
+	put_u64(&w->b, 0); /* count, patched at commit */
+	*out = w;
+	return 0;
+}
+
+int im_state_writer_add(struct im_state_writer *w, const char *path,
+			uint64_t size, int64_t mtime_ns, uint64_t ino,
+			const struct im_doc_sigs *d)
+{
+	size_t plen = strlen(path);
+	unsigned nc = d->ncoords > IM_MAX_COORDS ? IM_MAX_COORDS : d->ncoords;
+	uint32_t valid = nc < 32 ? d->valid & ((1u << nc) - 1) : d->valid;
+
+	if (plen == 0 || plen > UINT32_MAX)
+		return -EINVAL;
+	if (buf_grow(&w->b, ENTRY_FIXED + plen + (size_t)nc * IM_SIG_LEN))
+		return -ENOMEM;
+	put_u32(&w->b, (uint32_t)plen);
+	put_bytes(&w->b, path, plen);
+	put_u64(&w->b, size);
+	put_u64(&w->b, (uint64_t)mtime_ns);
+	put_u64(&w->b, ino);
+	w->b.p[w->b.len++] = d->status;
+	w->b.p[w->b.len++] = (uint8_t)nc;
+	w->b.p[w->b.len++] = d->exact_valid;
+	put_u32(&w->b, (uint32_t)d->err);
+	put_u32(&w->b, valid);
+	put_u32(&w->b, d->unique_terms);
+	put_bytes(&w->b, d->exact, 16);
+	for (unsigned k = 0; k < nc; k++)
+		if (valid & (1u << k))
+			put_bytes(&w->b, d->sig[k].b, IM_SIG_LEN);
+	w->count++;
+	return 0;
+}
+
+static int write_full(int fd, const uint8_t *p, size_t n)
+{
+	while (n) {
+		ssize_t r = write(fd, p, n);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		p += r;
+		n -= (size_t)r;
+	}
+	return 0;
+}
+
+int im_state_writer_commit(struct im_state_writer *w, const char *path)
+{
+	char *tmp = NULL, *dcopy = NULL;
+	int fd = -1, dfd = -1, ret;
+	size_t len = strlen(path) + 32;
+
+	if (buf_grow(&w->b, 8))
+		return -ENOMEM;
+	/* Patch the count in place, then checksum everything. */
+	for (int i = 0; i < 8; i++)
+		w->b.p[24 + i] = (uint8_t)(w->count >> (8 * i));
+	size_t body = w->b.len;
+	put_u64(&w->b, XXH3_64bits(w->b.p, body));
+
+	ret = -ENOMEM;
+	tmp = malloc(len);
+	dcopy = strdup(path);
+	if (!tmp || !dcopy)
+		goto out;
+	snprintf(tmp, len, "%s.tmp.%ld", path, (long)getpid());
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		ret = -errno;
+		goto out;
+	}
+	ret = write_full(fd, w->b.p, w->b.len);
+	if (!ret && fsync(fd))
+		ret = -errno;
+	if (close(fd) && !ret)
+		ret = -errno;
+	fd = -1;
+	if (!ret && rename(tmp, path))
+		ret = -errno;
+	if (ret) {
+		unlink(tmp);
+		goto out;
+	}
+	/* The rename is durable only once the directory is. */
+	dfd = open(dirname(dcopy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0 || fsync(dfd))
+		ret = -errno;
+out:
+	w->b.len = body; /* commit may be retried */
+	if (fd >= 0)
+		close(fd);
+	if (dfd >= 0)
+		close(dfd);
+	free(tmp);
+	free(dcopy);
+	return ret;
+}
+
+void im_state_writer_free(struct im_state_writer *w)
+{
+	if (!w)
+		return;
+	free(w->b.p);
+	free(w);
+}

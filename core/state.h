@@ -1,0 +1,127 @@
+/**
+ * @file state.h
+ * The signature cache the daemon keeps in its state directory, so that a
+ * restart re-reads only the files whose size, mtime or inode changed
+ * (DESIGN §4).
+ *
+ * One file holds, for every file of the source, its path (relative to the
+ * source), size, mtime in nanoseconds, inode number and its struct
+ * im_doc_sigs. The file starts with a magic, a version and a 64-bit "key"
+ * that fingerprints everything a signature depends on (the signing
+ * parameters and the lexicon's bytes, see im_state_key()); a cache whose key
+ * differs from the running daemon's was made with other parameters and must
+ * not be reused. The file ends with an XXH3-64 checksum of every byte before
+ * it.
+ *
+ * Crash safety: im_state_writer_commit() writes PATH.tmp.PID, fsyncs it,
+ * renames it over PATH and fsyncs the directory, so a crash at any point
+ * leaves either the old file or the new one; a leftover PATH.tmp.* from a
+ * crash is never read. Loading refuses a truncated, corrupt or unknown-version
+ * file with a reason, and never deletes or rewrites it.
+ *
+ * Layout (little-endian):
+ *   "IMSTATE\0"  u32 version  u32 ncoords_max  u64 key  u64 count
+ *   count × { u32 path_len, path bytes, u64 size, i64 mtime_ns, u64 ino,
+ *             u8 status, u8 ncoords, u8 exact_valid, i32 err, u32 valid,
+ *             u32 unique_terms, 16 bytes exact,
+ *             20 bytes for each set bit of valid }
+ *   u64 xxh3_64(all of the above)
+ *
+ * Thread-safety: a struct im_state is immutable once loaded and may be read
+ * by any number of threads. A writer is used by one thread at a time.
+ */
+#ifndef IM_STATE_H
+#define IM_STATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "params.h"
+#include "sig.h"
+
+#define IM_STATE_VERSION 1
+
+/** One cached file. */
+struct im_state_entry {
+	const char *path; /**< owned by the struct im_state */
+	uint64_t size;
+	int64_t mtime_ns;
+	uint64_t ino;
+	struct im_doc_sigs d;
+};
+
+struct im_state;
+
+/* ---- Keys ---------------------------------------------------------------- */
+
+/**
+ * The fingerprint of what signatures depend on: every signing parameter of
+ * @p p (not the ones that only choose files, like hidden) and @p lex_key,
+ * the hash of the lexicon's bytes (im_state_file_key()). Never fails.
+ */
+uint64_t im_state_key(const struct im_params *p, uint64_t lex_key);
+
+/**
+ * XXH3-64 of the whole content of the file at @p path.
+ * @return 0 or a negative errno from open/read, -ENOMEM.
+ */
+int im_state_file_key(const char *path, uint64_t *out);
+
+/* ---- Loading ------------------------------------------------------------- */
+
+/**
+ * Load the cache at @p path. The caller owns *out (im_state_free()).
+ *
+ * @param key  the running key; a file with another key is refused with
+ *             -ESTALE (it is valid, only not usable).
+ * @param why  if not NULL, receives a one-line reason on failure
+ *             ("truncated", "bad checksum", "not an imatchfs state file",
+ *             "unsupported version N", "made with other parameters or
+ *             another lexicon", or strerror).
+ * @return 0; -ENOENT (or another open error) when there is no file;
+ *         -EINVAL for a corrupt file; -ESTALE; -ENOMEM.
+ */
+int im_state_load(const char *path, uint64_t key, struct im_state **out,
+		  char *why, size_t why_len);
+
+void im_state_free(struct im_state *st);
+
+/** Entries held. */
+size_t im_state_count(const struct im_state *st);
+
+/** @return the entry for @p path, or NULL. Borrowed from @p st. */
+const struct im_state_entry *im_state_find(const struct im_state *st,
+					   const char *path);
+
+/** The @p i-th entry (0 <= i < count), in file order. Borrowed. */
+const struct im_state_entry *im_state_at(const struct im_state *st, size_t i);
+
+/* ---- Writing ------------------------------------------------------------- */
+
+struct im_state_writer;
+
+/**
+ * Start a new cache image with key @p key, built in memory. Nothing touches
+ * the disk before im_state_writer_commit().
+ *
+ * @return 0 or -ENOMEM. The caller frees with im_state_writer_free().
+ */
+int im_state_writer_new(uint64_t key, struct im_state_writer **out);
+
+/** Append one entry (copies everything). @return 0 or -ENOMEM. */
+int im_state_writer_add(struct im_state_writer *w, const char *path,
+			uint64_t size, int64_t mtime_ns, uint64_t ino,
+			const struct im_doc_sigs *d);
+
+/**
+ * Write the image to @p path crash-safely (tmp, fsync, rename, fsync dir).
+ * The writer stays usable only for im_state_writer_free().
+ *
+ * @return 0 or a negative errno from the failing call (the old file, if any,
+ *         is then untouched and the tmp file removed).
+ */
+int im_state_writer_commit(struct im_state_writer *w, const char *path);
+
+void im_state_writer_free(struct im_state_writer *w);
+
+#endif

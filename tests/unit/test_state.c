@@ -1,0 +1,278 @@
+/* Unit tests for core/state: the crash-safe signature cache. */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "state.h"
+
+static char dir[64];
+static char path[128];
+
+static void setup(void)
+{
+	strcpy(dir, "/tmp/test_state.XXXXXX");
+	ck_assert_msg(mkdtemp(dir) != NULL, "mkdtemp: %s", strerror(errno));
+	snprintf(path, sizeof(path), "%s/sigcache", dir);
+}
+
+static void teardown(void)
+{
+	char cmd[160];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+static void fake_sigs(struct im_doc_sigs *d, unsigned seed)
+{
+	memset(d, 0, sizeof(*d));
+	d->status = IM_DOC_SIGNED;
+	d->ncoords = 11;
+	d->exact_valid = 1;
+	d->valid = 0x5f5 & ((1u << 11) - 1);
+	d->unique_terms = 100 + seed;
+	for (unsigned i = 0; i < 16; i++)
+		d->exact[i] = (uint8_t)(seed * 7 + i);
+	for (unsigned k = 0; k < 11; k++)
+		if (d->valid & (1u << k))
+			for (unsigned i = 0; i < IM_SIG_LEN; i++)
+				d->sig[k].b[i] = (uint8_t)(seed + k * 31 + i);
+}
+
+static uint64_t test_key(void)
+{
+	struct im_params p;
+	im_params_init(&p);
+	return im_state_key(&p, 1234);
+}
+
+/* Write @p n entries named "dir/file%u" with fake signatures. */
+static void write_cache(unsigned n, uint64_t key)
+{
+	struct im_state_writer *w;
+	ck_assert_int_eq(im_state_writer_new(key, &w), 0);
+	for (unsigned i = 0; i < n; i++) {
+		char name[64];
+		struct im_doc_sigs d;
+		fake_sigs(&d, i);
+		if (i % 5 == 4) {
+			d.status = IM_DOC_BINARY;
+			d.valid = 0;
+			d.exact_valid = 0;
+		}
+		snprintf(name, sizeof(name), "dir/file %u%%\n", i);
+		ck_assert_int_eq(im_state_writer_add(w, name, 1000 + i,
+						     (int64_t)i * 1000000007,
+						     42 + i, &d),
+				 0);
+	}
+	ck_assert_msg(im_state_writer_commit(w, path) == 0, "commit failed");
+	im_state_writer_free(w);
+}
+
+static size_t file_size(void)
+{
+	struct stat st;
+	ck_assert_int_eq(stat(path, &st), 0);
+	return (size_t)st.st_size;
+}
+
+START_TEST(test_state_round_trip)
+{
+	struct im_state *st;
+	char why[128] = "";
+
+	write_cache(100, test_key());
+	ck_assert_msg(im_state_load(path, test_key(), &st, why, sizeof(why)) == 0,
+		      "a freshly written cache must load: %s", why);
+	ck_assert_uint_eq(im_state_count(st), 100);
+	for (unsigned i = 0; i < 100; i++) {
+		char name[64];
+		struct im_doc_sigs d;
+		snprintf(name, sizeof(name), "dir/file %u%%\n", i);
+		const struct im_state_entry *e = im_state_find(st, name);
+		ck_assert_msg(e != NULL, "entry %u must be found by path", i);
+		ck_assert_uint_eq(e->size, 1000 + i);
+		ck_assert_int_eq(e->mtime_ns, (int64_t)i * 1000000007);
+		ck_assert_uint_eq(e->ino, 42 + i);
+		fake_sigs(&d, i);
+		if (i % 5 == 4) {
+			ck_assert_uint_eq(e->d.status, IM_DOC_BINARY);
+			continue;
+		}
+		ck_assert_uint_eq(e->d.valid, d.valid);
+		ck_assert_uint_eq(e->d.unique_terms, d.unique_terms);
+		ck_assert_msg(!memcmp(e->d.exact, d.exact, 16), "exact hash kept");
+		for (unsigned k = 0; k < 11; k++)
+			if (d.valid & (1u << k))
+				ck_assert_msg(!memcmp(e->d.sig[k].b, d.sig[k].b,
+						      IM_SIG_LEN),
+					      "signature %u of entry %u kept", k, i);
+	}
+	ck_assert_ptr_null(im_state_find(st, "dir/missing"));
+	im_state_free(st);
+}
+END_TEST
+
+START_TEST(test_state_empty_and_missing)
+{
+	struct im_state *st;
+
+	ck_assert_int_eq(im_state_load(path, test_key(), &st, NULL, 0), -ENOENT);
+	ck_assert_ptr_null(st);
+	write_cache(0, test_key());
+	ck_assert_int_eq(im_state_load(path, test_key(), &st, NULL, 0), 0);
+	ck_assert_uint_eq(im_state_count(st), 0);
+	ck_assert_ptr_null(im_state_find(st, "x"));
+	im_state_free(st);
+}
+END_TEST
+
+START_TEST(test_state_truncated_refused)
+{
+	struct im_state *st;
+	char why[128];
+
+	write_cache(20, test_key());
+	size_t full = file_size();
+	for (size_t cut = 0; cut < full; cut += 37) {
+		ck_assert_int_eq(truncate(path, (off_t)cut), 0);
+		why[0] = 0;
+		int ret = im_state_load(path, test_key(), &st, why, sizeof(why));
+		ck_assert_msg(ret == -EINVAL, "a file cut at %zu of %zu must be refused (got %d)",
+			      cut, full, ret);
+		ck_assert_msg(why[0] != 0, "a reason is given");
+		ck_assert_ptr_null(st);
+		write_cache(20, test_key());
+	}
+}
+END_TEST
+
+START_TEST(test_state_corrupt_refused)
+{
+	struct im_state *st;
+	char why[128] = "";
+
+	write_cache(20, test_key());
+	size_t full = file_size();
+	for (size_t pos = 0; pos < full; pos += 13) {
+		int fd = open(path, O_RDWR);
+		uint8_t c;
+		ck_assert_int_ge(fd, 0);
+		ck_assert_int_eq(pread(fd, &c, 1, (off_t)pos), 1);
+		c ^= 0x40;
+		ck_assert_int_eq(pwrite(fd, &c, 1, (off_t)pos), 1);
+		close(fd);
+		int ret = im_state_load(path, test_key(), &st, why, sizeof(why));
+		ck_assert_msg(ret == -EINVAL, "a flipped byte at %zu must be refused (got %d)",
+			      pos, ret);
+		write_cache(20, test_key());
+	}
+	/* Not a state file at all. */
+	FILE *f = fopen(path, "w");
+	fputs("hello world, this is not a cache\n", f);
+	fclose(f);
+	ck_assert_int_eq(im_state_load(path, test_key(), &st, why, sizeof(why)),
+			 -EINVAL);
+	ck_assert_str_eq(why, "not an imatchfs state file");
+}
+END_TEST
+
+START_TEST(test_state_params_mismatch)
+{
+	struct im_params p;
+	struct im_state *st;
+	char why[128] = "";
+
+	im_params_init(&p);
+	uint64_t k0 = im_state_key(&p, 1234);
+	p.k = 3;
+	ck_assert_msg(im_state_key(&p, 1234) != k0, "k is part of the key");
+	im_params_init(&p);
+	p.seed = 99;
+	ck_assert_msg(im_state_key(&p, 1234) != k0, "seed is part of the key");
+	im_params_init(&p);
+	ck_assert_msg(im_state_key(&p, 1235) != k0, "the lexicon is part of the key");
+	p.hidden = 1;
+	ck_assert_msg(im_state_key(&p, 1234) == k0,
+		      "hidden only chooses files, not signatures");
+
+	write_cache(5, k0);
+	ck_assert_int_eq(im_state_load(path, k0 + 1, &st, why, sizeof(why)),
+			 -ESTALE);
+	ck_assert_msg(strstr(why, "other parameters") != NULL, "reason: %s", why);
+	ck_assert_ptr_null(st);
+}
+END_TEST
+
+START_TEST(test_state_crash_leftover_tmp)
+{
+	struct im_state *st;
+	char tmp[160];
+
+	write_cache(10, test_key());
+	/* A crash between write and rename leaves a tmp file: it is ignored
+	 * and the committed cache still loads. */
+	snprintf(tmp, sizeof(tmp), "%s.tmp.99999", path);
+	FILE *f = fopen(tmp, "w");
+	fputs("IMSTATE\0garbage", f);
+	fclose(f);
+	ck_assert_int_eq(im_state_load(path, test_key(), &st, NULL, 0), 0);
+	ck_assert_uint_eq(im_state_count(st), 10);
+	im_state_free(st);
+	/* A new commit replaces the file atomically and leaves no tmp of its own. */
+	write_cache(3, test_key());
+	snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
+	ck_assert_msg(access(tmp, F_OK) != 0, "commit leaves no tmp file");
+	ck_assert_int_eq(im_state_load(path, test_key(), &st, NULL, 0), 0);
+	ck_assert_uint_eq(im_state_count(st), 3);
+	im_state_free(st);
+}
+END_TEST
+
+START_TEST(test_state_file_key)
+{
+	uint64_t a, b;
+	FILE *f = fopen(path, "w");
+	fputs("lexicon bytes", f);
+	fclose(f);
+	ck_assert_int_eq(im_state_file_key(path, &a), 0);
+	ck_assert_int_eq(im_state_file_key(path, &b), 0);
+	ck_assert_msg(a == b, "same bytes, same key");
+	f = fopen(path, "a");
+	fputs("!", f);
+	fclose(f);
+	ck_assert_int_eq(im_state_file_key(path, &b), 0);
+	ck_assert_msg(a != b, "other bytes, other key");
+	ck_assert_int_eq(im_state_file_key("/nonexistent/x", &b), -ENOENT);
+}
+END_TEST
+
+static Suite *state_suite(void)
+{
+	Suite *s = suite_create("state");
+	TCase *tc = tcase_create("cache");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_state_round_trip);
+	tcase_add_test(tc, test_state_empty_and_missing);
+	tcase_add_test(tc, test_state_truncated_refused);
+	tcase_add_test(tc, test_state_corrupt_refused);
+	tcase_add_test(tc, test_state_params_mismatch);
+	tcase_add_test(tc, test_state_crash_leftover_tmp);
+	tcase_add_test(tc, test_state_file_key);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(state_suite());
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

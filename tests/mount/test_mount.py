@@ -1,0 +1,750 @@
+#!/usr/bin/env python3
+"""Tests that mount imatchfs for real (DESIGN §2, §4, §5; issue 3).
+
+    test_mount.py IMATCHFS IMATCH [TEST...]     run the named tests (all if none)
+    test_mount.py --list                         print the test names
+
+Each test builds a small tree of generated documents in a tmp directory,
+mounts it in the foreground with auto_unmount and a private state directory,
+polls the view until it shows what the test expects (deadline 30 s, ten times
+that under TEST_WITH_VALGRIND=1), always unmounts, and fails on unexpected
+"error"/"warning" lines in the daemon's log. Exit 77 when FUSE is unavailable.
+KEEP_TMP=1 keeps each test's tmp directory.
+"""
+
+import errno
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from util import (DEADLINE, Fail, Skip, by_doc_documents, by_doc_path, check,  # noqa: E402
+                  check_view_invariants, cluster_sets, encode_member,
+                  expect_errno, fmt_clusters, in_proc_mounts, is_mounted, poll,
+                  read_clusters, read_dupes, read_status, run_tests, scan,
+                  status_int, write, make_tree)
+
+TESTS = {}
+
+
+def test(fn):
+    TESTS[fn.__name__[len('test_'):]] = fn
+    return fn
+
+
+# ---- Shared steps ----------------------------------------------------------------
+
+def settled(w, d, want_docs=None):
+    """Wait until status says nothing is pending and (when given) counts
+    @want_docs documents; return the status."""
+    def ok():
+        st = read_status(w.mnt if d is None else d.mnt)
+        pending = status_int(st, 'pending')
+        # Text documents: "documents" may also count skipped files.
+        docs = (status_int(st, 'signed') or 0) + (status_int(st, 'rejected') or 0)
+        phase = st.get('phase', '')
+        done = pending == 0 and not phase.startswith(('scan', 'lexicon', 'sign', 'start'))
+        if want_docs is not None:
+            done = done and docs == want_docs
+        return done, st
+    return poll(ok, 'status to settle (pending: 0%s)'
+                % ('' if want_docs is None else ', signed + rejected: %d' % want_docs))
+
+
+def wait_clusters(mnt, want, what='the clusters'):
+    """Poll until the set of clusters in the view equals @want."""
+    def ok():
+        have = cluster_sets(mnt)
+        return have == want, have
+    try:
+        return poll(ok, what)
+    except Fail:
+        have = cluster_sets(mnt)
+        raise Fail('%s: the view has\n%s\nwanted\n%s' % (what, fmt_clusters(have),
+                                                          fmt_clusters(want)))
+
+
+def cluster_with(mnt, rel):
+    for members in cluster_sets(mnt):
+        if rel in members:
+            return members
+    return frozenset()
+
+
+def standard(w):
+    """The standard small tree: (expected clusters, documents, families).
+    test_view_equals_scan checks the expectation against `imatch scan`, so a
+    generator problem shows there first."""
+    return make_tree(w.src, w.corpus)
+
+
+def wait_pair(w, a, b, what):
+    """Poll until a and b are in one cluster and in each other's dupes/."""
+    def ok():
+        c = cluster_with(w.mnt, a)
+        try:
+            da, db = read_dupes(w.mnt, a), read_dupes(w.mnt, b)
+        except OSError as e:
+            return False, 'cluster %s; %s' % (sorted(c), e)
+        return (b in c and b in da and a in db), (sorted(c), sorted(da), sorted(db))
+    poll(ok, what)
+
+
+# ---- The view against imatch scan ---------------------------------------------------
+
+@test
+def test_view_equals_scan(w):
+    """The default mount (lexicon built from the tree) shows exactly the
+    clusters `imatch scan` prints for the same tree; every document is in
+    by-doc; the view's invariants hold."""
+    want, docs, _ = standard(w)
+    sc = scan(w.imatch, w.src)
+    check(want <= sc, 'the generated near-duplicates do not cluster with imatch scan '
+          '(generator or core problem):\n%s\nwanted at least\n%s'
+          % (fmt_clusters(sc), fmt_clusters(want)))
+    d = w.daemon()
+    settled(w, d, len(docs))
+    wait_clusters(w.mnt, sc, 'the view to equal imatch scan')
+    check_view_invariants(w.mnt, w.src)
+    have = by_doc_documents(w.mnt)
+    check(have == set(docs), 'by-doc documents differ from the tree: missing %s, extra %s'
+          % (sorted(set(docs) - have), sorted(have - set(docs))))
+    d.umount()
+    d.check_log()
+
+
+@test
+def test_view_equals_scan_lexicon_file(w):
+    """With the same lexicon file and k, daemon and scan agree, and each
+    document's `signatures` equals `imatch sign`."""
+    want, docs, _ = standard(w)
+    lex = os.path.join(w.top, 'lexicon')
+    r = subprocess.run([w.imatch, 'lexicon', 'build', '-o', lex, w.src], capture_output=True)
+    check(r.returncode == 0, 'imatch lexicon build failed: %s' % r.stderr.decode())
+    sc = scan(w.imatch, w.src, ['--lexicon', lex, '-k', '4'])
+    check(want <= sc, 'imatch scan with -k 4 misses the near-duplicates:\n%s' % fmt_clusters(sc))
+    d = w.daemon(opts=['lexicon=' + lex, 'k=4'])
+    settled(w, d, len(docs))
+    wait_clusters(w.mnt, sc, 'the view (lexicon=FILE,k=4) to equal imatch scan')
+    r = subprocess.run([w.imatch, 'sign', '--lexicon', lex, '-k', '4']
+                       + [os.path.join(w.src, p) for p in docs], capture_output=True)
+    check(r.returncode == 0, 'imatch sign failed: %s' % r.stderr.decode())
+    signed = {}
+    for line in os.fsdecode(r.stdout).splitlines():
+        f = line.split('\t')
+        signed[os.path.relpath(f[0], w.src) if os.path.isabs(f[0]) else f[0]] = f[1:]
+    for p in docs:
+        with open(by_doc_path(w.mnt, p, 'signatures')) as f:
+            lines = f.read().splitlines()
+        check(len(lines) == 5, 'by-doc/%s/signatures has %d lines, wanted k+1 = 5'
+              % (p, len(lines)))
+        key = p if p in signed else os.path.join(w.src, p)
+        check(signed.get(key) == lines, 'by-doc/%s/signatures %s differs from imatch sign %s'
+              % (p, lines, signed.get(key)))
+    d.umount()
+    d.check_log()
+
+
+@test
+def test_by_doc_file_signatures_status(w):
+    """by-doc/<path>/file resolves to the source file; signatures has K+1
+    lines of 40 hex digits or '-'; status has the documented keys."""
+    want, docs, names = standard(w)
+    d = w.daemon()
+    st = settled(w, d, len(docs))
+    for key in ('documents', 'signed', 'rejected', 'skipped', 'errors', 'clusters',
+                'pending', 'lexicon_terms'):
+        check(key in st, 'status lacks "%s:"; it has %s' % (key, sorted(st)))
+        check(status_int(st, key) is not None, 'status "%s: %s" is not a number'
+              % (key, st[key]))
+    check(status_int(st, 'lexicon_terms') > 0, 'lexicon_terms is 0 after the first scan')
+    st = poll(lambda: (status_int(read_status(w.mnt), 'clusters') == len(want),
+                       read_status(w.mnt)), 'status clusters: %d' % len(want))
+    check(status_int(st, 'signed') + status_int(st, 'rejected') == len(docs),
+          'signed + rejected = %d + %d, wanted %d documents'
+          % (status_int(st, 'signed'), status_int(st, 'rejected'), len(docs)))
+    for p in docs:
+        link = by_doc_path(w.mnt, p, 'file')
+        check(os.readlink(link) == os.path.join(w.src, p), 'by-doc/%s/file -> %r'
+              % (p, os.readlink(link)))
+        with open(link, 'rb') as f, open(os.path.join(w.src, p), 'rb') as g:
+            check(f.read() == g.read(), 'by-doc/%s/file does not read as the source' % p)
+        with open(by_doc_path(w.mnt, p, 'signatures')) as f:
+            lines = f.read().splitlines()
+        check(len(lines) == 11, 'by-doc/%s/signatures has %d lines, wanted K+1 = 11'
+              % (p, len(lines)))
+        for s in lines:
+            check(s == '-' or (len(s) == 40 and all(c in '0123456789abcdef' for c in s)),
+                  'by-doc/%s/signatures line %r' % (p, s))
+    fam = names['family0']
+    with open(by_doc_path(w.mnt, fam[0], 'signatures')) as f:
+        a = f.read()
+    with open(by_doc_path(w.mnt, fam[1], 'signatures')) as f:
+        b = f.read()
+    check(a == b and a.count('-') < 11, 'a reformatted copy must have the same signatures:'
+          '\n%s\n%s' % (a, b))
+    with open(by_doc_path(w.mnt, 'notes/lonely.txt', 'signatures')) as f:
+        check(f.read().split() == ['-'] * 11, 'a two-word note must be rejected everywhere')
+    d.umount()
+    d.check_log()
+
+
+# ---- Live changes --------------------------------------------------------------------
+
+@test
+def test_new_near_duplicate(w):
+    """A new near-duplicate appears in clusters/ and in both documents' dupes/;
+    an unrelated new file joins no cluster."""
+    want, docs, _ = standard(w)
+    d = w.daemon()
+    settled(w, d, len(docs))
+    wait_clusters(w.mnt, want)
+    orig = 'reports/doc00.txt'
+    with open(os.path.join(w.src, orig)) as f:
+        text = f.read()
+    write(os.path.join(w.src, 'notes/doc00-again.txt'), w.corpus.near_duplicate(text))
+    write(os.path.join(w.src, 'notes/fresh.txt'), w.corpus.document())
+    wait_pair(w, orig, 'notes/doc00-again.txt', 'the new near-duplicate in the view')
+    wait_clusters(w.mnt, want | {frozenset([orig, 'notes/doc00-again.txt'])})
+    poll(lambda: os.path.isdir(by_doc_path(w.mnt, 'notes/fresh.txt')), 'by-doc/notes/fresh.txt')
+    check(read_dupes(w.mnt, 'notes/fresh.txt') == frozenset(), 'an unrelated file has dupes')
+    check_view_invariants(w.mnt, w.src)
+    d.umount()
+    d.check_log()
+
+
+@test
+def test_edit_breaks_similarity(w):
+    """Rewriting one copy with unrelated text removes it from the cluster
+    and from its former twin's dupes/."""
+    want, docs, names = standard(w)
+    a, b = names['family0']
+    d = w.daemon()
+    settled(w, d, len(docs))
+    wait_clusters(w.mnt, want)
+    write(os.path.join(w.src, b), w.corpus.document())
+    wait_clusters(w.mnt, want - {frozenset([a, b])}, 'the edited copy to leave its cluster')
+    poll(lambda: (read_dupes(w.mnt, a) == frozenset() and read_dupes(w.mnt, b) == frozenset(),
+                  (sorted(read_dupes(w.mnt, a)), sorted(read_dupes(w.mnt, b)))),
+         'both dupes/ to be empty')
+    # Editing it back brings it back.
+    with open(os.path.join(w.src, a)) as f:
+        write(os.path.join(w.src, b), w.corpus.near_duplicate(f.read()))
+    wait_clusters(w.mnt, want, 'the copy to come back after a second edit')
+    d.umount()
+    d.check_log()
+
+
+@test
+def test_delete(w):
+    """Deleting a member removes it from the view; deleting one of a pair
+    removes the cluster."""
+    want, docs, names = standard(w)
+    a, b = names['family0']
+    fam1 = names['family1']
+    d = w.daemon()
+    settled(w, d, len(docs))
+    wait_clusters(w.mnt, want)
+    os.unlink(os.path.join(w.src, b))
+    os.unlink(os.path.join(w.src, fam1[2]))
+    want2 = (want - {frozenset([a, b]), frozenset(fam1)}) | {frozenset(fam1[:2])}
+    wait_clusters(w.mnt, want2, 'the deleted members to leave the view')
+    poll(lambda: not os.path.lexists(by_doc_path(w.mnt, b)), 'by-doc/%s to go away' % b)
+    check(read_dupes(w.mnt, a) == frozenset(), '%s still has dupes' % a)
+    poll(lambda: (status_int(read_status(w.mnt), 'documents') == len(docs) - 2,
+                  read_status(w.mnt).get('documents')), 'status documents: %d' % (len(docs) - 2))
+    d.umount()
+    d.check_log()
+
+
+@test
+def test_rename_file(w):
+    """Renaming a member (in its directory and across directories) moves it
+    in clusters/ and by-doc/."""
+    want, docs, names = standard(w)
+    a, b = names['family0']
+    fam1 = names['family1']
+    d = w.daemon()
+    settled(w, d, len(docs))
+    wait_clusters(w.mnt, want)
+    os.rename(os.path.join(w.src, b), os.path.join(w.src, os.path.dirname(b), 'renamed.txt'))
+    nb = os.path.join(os.path.dirname(b), 'renamed.txt')
+    os.makedirs(os.path.join(w.src, 'elsewhere'))
+    os.rename(os.path.join(w.src, fam1[1]), os.path.join(w.src, 'elsewhere/moved.txt'))
+    want2 = (want - {frozenset([a, b]), frozenset(fam1)}) | {
+        frozenset([a, nb]), frozenset([fam1[0], 'elsewhere/moved.txt', fam1[2]])}
+    wait_clusters(w.mnt, want2, 'the renamed members in clusters/')
+    poll(lambda: not os.path.lexists(by_doc_path(w.mnt, b)), 'by-doc/%s to go away' % b)
+    wait_pair(w, a, nb, 'the renamed file in dupes/')
+    check(os.readlink(by_doc_path(w.mnt, 'elsewhere/moved.txt', 'file'))
+          == os.path.join(w.src, 'elsewhere/moved.txt'), 'file symlink after rename')
+    # Renaming over an existing document replaces it.
+    os.rename(os.path.join(w.src, 'elsewhere/moved.txt'), os.path.join(w.src, 'reports/doc03.txt'))
+    want3 = (want2 - {frozenset([fam1[0], 'elsewhere/moved.txt', fam1[2]])}) | {
+        frozenset([fam1[0], 'reports/doc03.txt', fam1[2]])}
+    wait_clusters(w.mnt, want3, 'a rename over an existing document')
+    check_view_invariants(w.mnt, w.src)
+    d.umount()
+    d.check_log()
+
+
+@test
+def test_new_subdirectory(w):
+    """A new subdirectory (made with files at once, and nested) is watched:
+    its files join the view, and later files in it too."""
+    want, docs, names = standard(w)
+    a = names['family2'][0]
+    d = w.daemon()
+    settled(w, d, len(docs))
+    wait_clusters(w.mnt, want)
+    with open(os.path.join(w.src, a)) as f:
+        text = f.read()
+    # makedirs and write at once: the watcher must scan what it missed.
+    write(os.path.join(w.src, 'new/deep/er/copy.txt'), w.corpus.near_duplicate(text))
+    wait_pair(w, a, 'new/deep/er/copy.txt', 'a file in a new nested subdirectory')
+    # The new directories are watched too.
+    write(os.path.join(w.src, 'new/deep/later.txt'), w.corpus.near_duplicate(text))
+    poll(lambda: ('new/deep/later.txt' in cluster_with(w.mnt, a), sorted(cluster_with(w.mnt, a))),
+         'a later file in the new subdirectory')
+    check(os.path.isdir(by_doc_path(w.mnt, 'new/deep/er')), 'by-doc mirrors new/deep/er')
+    d.umount()
+    d.check_log()
+
+
+@test
+def test_directory_rename(w):
+    """Renaming a directory renames its documents in the view; the renamed
+    directory stays watched; moving a directory in from outside SOURCE adds
+    its documents, moving one out removes them."""
+    want, docs, names = standard(w)
+    d = w.daemon()
+    settled(w, d, len(docs))
+    wait_clusters(w.mnt, want)
+
+    def ren(p):
+        return 'docs2024/' + p[len('archive/2024/'):] if p.startswith('archive/2024/') else p
+    os.rename(os.path.join(w.src, 'archive/2024'), os.path.join(w.src, 'docs2024'))
+    want2 = {frozenset(ren(p) for p in c) for c in want}
+    wait_clusters(w.mnt, want2, 'the renamed directory in clusters/')
+    poll(lambda: not os.path.lexists(by_doc_path(w.mnt, 'archive/2024')),
+         'by-doc/archive/2024 to go away')
+    fam = [ren(p) for p in names['family2']]
+    with open(os.path.join(w.src, fam[0])) as f:
+        text = f.read()
+    write(os.path.join(w.src, 'docs2024/after-rename.txt'), w.corpus.near_duplicate(text))
+    poll(lambda: ('docs2024/after-rename.txt' in cluster_with(w.mnt, fam[0]),
+                  sorted(cluster_with(w.mnt, fam[0]))), 'a new file in the renamed directory')
+    want3 = (want2 - {frozenset(fam)}) | {frozenset(fam + ['docs2024/after-rename.txt'])}
+
+    # In from outside the tree (only IN_MOVED_TO reaches the watcher).
+    outside = os.path.join(w.top, 'outside')
+    write(os.path.join(outside, 'x/twin.txt'), text)
+    os.rename(outside, os.path.join(w.src, 'inbound'))
+    want4 = (want3 - {frozenset(fam + ['docs2024/after-rename.txt'])}) | {
+        frozenset(fam + ['docs2024/after-rename.txt', 'inbound/x/twin.txt'])}
+    wait_clusters(w.mnt, want4, 'a directory moved in from outside SOURCE')
+    # And out again.
+    os.rename(os.path.join(w.src, 'inbound'), outside)
+    wait_clusters(w.mnt, want3, 'a directory moved out of SOURCE')
+    poll(lambda: not os.path.lexists(by_doc_path(w.mnt, 'inbound')), 'by-doc/inbound to go away')
+    check_view_invariants(w.mnt, w.src)
+    d.umount()
+    d.check_log()
+
+
+@test
+def test_concurrent_readers(w):
+    """Readers walking the view while files change see no errors but ENOENT
+    (an entry that went away between readdir and stat)."""
+    want, docs, names = standard(w)
+    d = w.daemon()
+    settled(w, d, len(docs))
+    stop, errors = threading.Event(), []
+
+    def reader():
+        while not stop.is_set():
+            for root, dirs, files in os.walk(w.mnt):
+                for n in dirs + files:
+                    try:
+                        p = os.path.join(root, n)
+                        os.lstat(p)
+                        if n in ('signatures', 'status'):
+                            with open(p, 'rb') as f:
+                                f.read()
+                    except OSError as e:
+                        if e.errno != errno.ENOENT:
+                            errors.append('%s: %s' % (p, e))
+    threads = [threading.Thread(target=reader) for _ in range(3)]
+    for t in threads:
+        t.start()
+    try:
+        a = names['family0'][0]
+        with open(os.path.join(w.src, a)) as f:
+            text = f.read()
+        for i in range(30):
+            write(os.path.join(w.src, 'churn/c%d.txt' % (i % 7)),
+                  w.corpus.near_duplicate(text) if i % 2 else w.corpus.document())
+            if i % 5 == 4:
+                os.unlink(os.path.join(w.src, 'churn/c%d.txt' % (i % 7)))
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    check(not errors, 'readers saw errors:\n' + '\n'.join(errors[:20]))
+    check(d.proc.poll() is None, 'the daemon died under concurrent readers')
+    settled(w, d)
+    check_view_invariants(w.mnt, w.src)
+    d.umount()
+    d.check_log()
+
+
+# ---- State ------------------------------------------------------------------------------
+
+@test
+def test_restart_from_cache(w):
+    """After a clean unmount, a restart serves every signature from the
+    cache (status cached: equals documents) and shows the same view."""
+    want, docs, _ = standard(w)
+    d = w.daemon()
+    settled(w, d, len(docs))
+    before = wait_clusters(w.mnt, want)
+    d.umount()
+    d.check_log()
+    check(os.listdir(w.state), 'the state directory is empty after a clean unmount')
+    d2 = w.daemon()
+    st = settled(w, d2, len(docs))
+    check('cached' in st, 'status has no "cached:" key: %s' % sorted(st))
+    check(status_int(st, 'cached') == len(docs), 'cached: %s after a restart, wanted %d; status %s'
+          % (st.get('cached'), len(docs), st))
+    wait_clusters(w.mnt, before, 'the same view after a restart')
+    # A file changed while unmounted is re-read, the rest still cached.
+    d2.umount()
+    write(os.path.join(w.src, 'reports/doc00.txt'), w.corpus.document())
+    d3 = w.daemon()
+    st = settled(w, d3, len(docs))
+    check(status_int(st, 'cached') == len(docs) - 1,
+          'cached: %s after changing one file offline, wanted %d'
+          % (st.get('cached'), len(docs) - 1))
+    d3.umount()
+    d3.check_log()
+
+
+@test
+def test_sigkill_state_loads(w):
+    """State written by a daemon killed with SIGKILL (mid-scan, then after
+    the view settled) still loads: the restart mounts, reports no error, and
+    shows the right view."""
+    want, docs, _ = standard(w)
+    d = w.daemon()
+    d.kill(signal.SIGKILL)
+    d.wait_exit(None)
+    poll(lambda: not is_mounted(w.mnt), 'auto_unmount after SIGKILL')
+    d2 = w.daemon()
+    settled(w, d2, len(docs))
+    wait_clusters(w.mnt, want, 'the view after a SIGKILL mid-scan')
+    # Give a periodic save a chance to happen, then kill again.
+    time.sleep(2)
+    d2.kill(signal.SIGKILL)
+    d2.wait_exit(None)
+    poll(lambda: not is_mounted(w.mnt), 'auto_unmount after SIGKILL')
+    d3 = w.daemon()
+    st = settled(w, d3, len(docs))
+    wait_clusters(w.mnt, want, 'the view after a SIGKILL of a settled daemon')
+    print('  info: cached: %s after SIGKILL of a settled daemon' % st.get('cached'))
+    d3.umount()
+    d3.check_log()
+
+
+@test
+def test_corrupt_state_refused(w):
+    """A corrupt state file is refused with one line and a non-zero exit,
+    and is left as it was (never silently rebuilt over)."""
+    want, docs, _ = standard(w)
+    d = w.daemon()
+    settled(w, d, len(docs))
+    d.umount()
+    files = []
+    for root, _, names in os.walk(w.state):
+        files += [os.path.join(root, n) for n in names]
+    check(files, 'no state files written')
+    for p in files:
+        with open(p, 'r+b') as f:
+            data = bytearray(f.read())
+            if data:
+                mid = len(data) // 2
+                data[mid] ^= 0xff
+                f.seek(0)
+                f.write(data)
+    snapshot = {p: open(p, 'rb').read() for p in files}
+    d2 = w.daemon(start=False)
+    d2.start(wait=False)
+    try:
+        rc = d2.proc.wait(timeout=DEADLINE)
+    except subprocess.TimeoutExpired:
+        raise Fail('imatchfs started over corrupt state files %s' % files)
+    check(rc != 0, 'imatchfs exited 0 over corrupt state')
+    check(not in_proc_mounts(w.mnt), 'mounted over corrupt state')
+    lines = [l for l in d2.log_text().splitlines() if l and not l.startswith('$ ')]
+    check(len(lines) == 1, 'wanted one line on stderr, got %d:\n%s' % (len(lines), '\n'.join(lines)))
+    for p in files:
+        check(open(p, 'rb').read() == snapshot[p], '%s was rewritten' % p)
+
+
+# ---- Names, odd files, permissions -----------------------------------------------------------
+
+@test
+def test_odd_names(w):
+    """Names with spaces, a newline, '%', '%2F', non-UTF-8 bytes and 255
+    bytes appear %-encoded in clusters/ and mirrored in by-doc/, and their
+    symlinks resolve."""
+    text = w.corpus.document()
+    odd = ['with space.txt', 'new\nline.txt', '100% sure.txt', 'a%2Fb.txt',
+           os.fsdecode(b'latin1-\xe9t\xe9.txt'), 'x' * 251 + '.txt', 'dir with space/in.txt',
+           'per%cent dir/%25.txt']
+    check(len(os.fsencode(odd[5])) == 255, 'the long name is 255 bytes')
+    for p in odd:
+        write(os.path.join(w.src, p), w.corpus.near_duplicate(text))
+    write(os.path.join(w.src, 'plain.txt'), text)
+    for i in range(6):
+        write(os.path.join(w.src, 'other%d.txt' % i), w.corpus.document())
+    d = w.daemon()
+    settled(w, d, len(odd) + 7)
+    want = frozenset(odd + ['plain.txt'])
+    poll(lambda: (want in cluster_sets(w.mnt), fmt_clusters(cluster_sets(w.mnt))),
+         'one cluster of the oddly named copies')
+    sig = [s for s, m in read_clusters(w.mnt).items() if m == want][0]
+    names = set(os.listdir(os.path.join(w.mnt, 'clusters', sig)))
+    check(names == {encode_member(p) for p in want}, 'member names %r' % sorted(names))
+    for p in odd:
+        link = os.path.join(w.mnt, 'clusters', sig, encode_member(p))
+        check(os.readlink(link) == os.path.join(w.src, p), 'target of %r' % link)
+        check(os.path.isfile(link), 'clusters/%s/%r does not resolve' % (sig, encode_member(p)))
+        check(os.path.isfile(by_doc_path(w.mnt, p, 'file')), 'by-doc/%r/file does not resolve' % p)
+        check('plain.txt' in read_dupes(w.mnt, p), 'plain.txt not in dupes of %r' % p)
+    d.umount()
+    d.check_log()
+
+
+@test
+def test_unreadable_and_binary(w):
+    """An unreadable file, a binary file and a FIFO are counted in status,
+    get no by-doc entry and do not stop the daemon.
+
+    Root reads a mode-000 file anyway, so as root the daemon runs with
+    CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH dropped from its bounding set
+    (setpriv), which makes mode 000 binding for it too."""
+    want, docs, _ = standard(w)
+    write(os.path.join(w.src, 'secret.txt'), w.corpus.document(), mode=0)
+    write(os.path.join(w.src, 'image.bin'), b'\x89PNG\r\n\x1a\n\0\0\0\rIHDR' + bytes(range(256)) * 8)
+    os.mkfifo(os.path.join(w.src, 'pipe.txt'))
+    wrap = ()
+    if os.geteuid() == 0:
+        if not shutil.which('setpriv'):
+            raise Skip('running as root and setpriv is missing: cannot make a file unreadable')
+        wrap = ('setpriv', '--bounding-set', '-dac_override,-dac_read_search', '--inh-caps',
+                '-dac_override,-dac_read_search', '--')
+    d = w.daemon(wrap=wrap)
+    st = settled(w, d, len(docs))
+    check(status_int(st, 'errors') >= 1, 'the unreadable file is not counted in errors: %s' % st)
+    check(status_int(st, 'skipped') >= 1, 'the binary file is not counted in skipped: %s' % st)
+    for p in ('secret.txt', 'image.bin', 'pipe.txt'):
+        check(not os.path.lexists(by_doc_path(w.mnt, p)), 'by-doc/%s exists' % p)
+    wait_clusters(w.mnt, want)
+    # Still alive and following changes.
+    write(os.path.join(w.src, 'after.txt'), w.corpus.document())
+    poll(lambda: os.path.isdir(by_doc_path(w.mnt, 'after.txt')), 'a new file after the odd ones')
+    d.umount()
+    d.check_log(allow=[r'secret\.txt', r'[Pp]ermission denied'])
+
+
+@test
+def test_hidden_and_state_excluded(w):
+    """Names beginning with '.' and the state directory (even inside SOURCE)
+    are not read; -o hidden includes dot files."""
+    want, docs, names = standard(w)
+    a = names['family0'][0]
+    with open(os.path.join(w.src, a)) as f:
+        text = f.read()
+    write(os.path.join(w.src, '.hidden-copy.txt'), w.corpus.near_duplicate(text))
+    write(os.path.join(w.src, '.git/objects/copy.txt'), w.corpus.near_duplicate(text))
+    inner = os.path.join(w.src, 'statedir')
+    os.mkdir(inner)
+    d = w.daemon(state=inner)
+    settled(w, d, len(docs))
+    wait_clusters(w.mnt, want, 'a view without dot files')
+    check(not os.path.lexists(by_doc_path(w.mnt, 'statedir')), 'the state directory is in by-doc')
+    d.umount()
+    d.check_log()
+    d2 = w.daemon(opts=['hidden'], state=os.path.join(w.top, 'state2'))
+    settled(w, d2, len(docs) + 2)
+    fam = names['family0']
+    poll(lambda: (frozenset(fam + ['.hidden-copy.txt', '.git/objects/copy.txt'])
+                  in cluster_sets(w.mnt), fmt_clusters(cluster_sets(w.mnt))),
+         'dot files in the view with -o hidden')
+    d2.umount()
+    d2.check_log()
+
+
+@test
+def test_modes_follow_source(w):
+    """by-doc entries carry the source file's owner, and a file others
+    cannot read gives an entry others cannot read."""
+    want, docs, _ = standard(w)
+    p = 'reports/doc00.txt'
+    os.chmod(os.path.join(w.src, p), 0o600)
+    try:
+        os.chown(os.path.join(w.src, 'reports/doc03.txt'), 4321, 4322)
+        chowned = True
+    except PermissionError:
+        chowned = False
+    d = w.daemon()
+    settled(w, d, len(docs))
+    st = os.stat(by_doc_path(w.mnt, p))
+    check(st.st_mode & 0o077 & 0o044 == 0, 'by-doc/%s has mode %o for a 0600 file'
+          % (p, st.st_mode))
+    if chowned:
+        st = os.stat(by_doc_path(w.mnt, 'reports/doc03.txt'))
+        check((st.st_uid, st.st_gid) == (4321, 4322), 'by-doc owner %d:%d, wanted 4321:4322'
+              % (st.st_uid, st.st_gid))
+    d.umount()
+    d.check_log()
+
+
+# ---- Read-only, mounting, signals -----------------------------------------------------------
+
+@test
+def test_writes_get_erofs(w):
+    """Every kind of write to the view fails with EROFS; the source is untouched."""
+    want, docs, _ = standard(w)
+    d = w.daemon()
+    settled(w, d, len(docs))
+    wait_clusters(w.mnt, want)
+    m = w.mnt
+    sig = sorted(read_clusters(m))[0]
+    member = os.listdir(os.path.join(m, 'clusters', sig))[0]
+    doc = 'reports/doc00.txt'
+    cases = [
+        ('create in /', lambda: os.close(os.open(os.path.join(m, 'new'), os.O_CREAT | os.O_WRONLY, 0o644))),
+        ('create in by-doc/', lambda: os.close(os.open(by_doc_path(m, 'reports', 'x'), os.O_CREAT | os.O_WRONLY, 0o644))),
+        ('mkdir in clusters/', lambda: os.mkdir(os.path.join(m, 'clusters', 'x'))),
+        ('mkdir in by-doc/', lambda: os.mkdir(by_doc_path(m, 'newdir'))),
+        ('unlink a member', lambda: os.unlink(os.path.join(m, 'clusters', sig, member))),
+        ('rmdir a cluster', lambda: os.rmdir(os.path.join(m, 'clusters', sig))),
+        ('unlink by-doc file', lambda: os.unlink(by_doc_path(m, doc, 'file'))),
+        ('write status', lambda: os.close(os.open(os.path.join(m, 'status'), os.O_WRONLY))),
+        ('truncate signatures', lambda: os.truncate(by_doc_path(m, doc, 'signatures'), 0)),
+        ('rename a member', lambda: os.rename(os.path.join(m, 'clusters', sig, member),
+                                              os.path.join(m, 'clusters', sig, 'x'))),
+        ('rename by-doc dir', lambda: os.rename(by_doc_path(m, 'reports'), by_doc_path(m, 'r2'))),
+        ('symlink', lambda: os.symlink('/etc/passwd', os.path.join(m, 'clusters', sig, 'x'))),
+        ('chmod status', lambda: os.chmod(os.path.join(m, 'status'), 0o777)),
+    ]
+    for what, fn in cases:
+        expect_errno(fn, errno.EROFS, what)
+    check(sorted(os.listdir(w.src)) == ['archive', 'notes', 'reports'], 'source changed: %s'
+          % os.listdir(w.src))
+    d.umount()
+    d.check_log()
+
+
+@test
+def test_mount_over_source(w):
+    """`imatchfs D D` mounts over the source itself and shows its clusters."""
+    want, docs, _ = standard(w)
+    d = w.daemon(mnt=w.src)
+    check(is_mounted(w.src), 'not mounted over the source')
+    settled(w, d, len(docs))
+    wait_clusters(w.src, want, 'clusters when mounted over the source')
+    check(sorted(os.listdir(w.src)) == ['by-doc', 'clusters', 'status'],
+          'the mount root holds %s' % os.listdir(w.src))
+    docs_seen = by_doc_documents(w.src)
+    check(docs_seen == set(docs), 'by-doc over the source: missing %s'
+          % sorted(set(docs) - docs_seen))
+    d.umount()
+    d.check_log()
+    check(sorted(os.listdir(w.src)) == ['archive', 'notes', 'reports'], 'source after unmount: %s'
+          % os.listdir(w.src))
+
+
+@test
+def test_signals_unmount(w):
+    """SIGTERM and SIGINT unmount and exit cleanly."""
+    _, docs, _ = standard(w)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        d = w.daemon()
+        settled(w, d, len(docs))
+        d.kill(sig)
+        d.wait_exit(0, 'after %s' % signal.Signals(sig).name)
+        poll(lambda: not is_mounted(w.mnt), 'the mount to go away after %s'
+             % signal.Signals(sig).name)
+        d.check_log()
+
+
+@test
+def test_daemonizes(w):
+    """Without -f, imatchfs returns once mounted and the mount serves."""
+    want, docs, _ = standard(w)
+    d = w.daemon(foreground=False, start=False)
+    d.start(wait=False)
+    try:
+        rc = d.proc.wait(timeout=DEADLINE)
+    except subprocess.TimeoutExpired:
+        raise Fail('imatchfs without -f did not return')
+    check(rc == 0, 'imatchfs without -f exited %d: %s' % (rc, d.log_text()))
+    check(is_mounted(w.mnt), 'not mounted when imatchfs returned')
+    try:
+        settled(w, None, len(docs))
+        wait_clusters(w.mnt, want)
+    finally:
+        r = subprocess.run(['fusermount3', '-u', w.mnt], capture_output=True)
+    check(r.returncode == 0, 'fusermount3 -u failed: %s' % r.stderr.decode())
+    poll(lambda: not is_mounted(w.mnt), 'the mount to go away')
+
+
+# ---- Bad arguments ----------------------------------------------------------------------------
+
+def refused(w, args, what, mnt=None):
+    """imatchfs -f ARGS must exit non-zero with one line on stderr and not mount."""
+    mnt = mnt or w.mnt
+    r = None
+    try:
+        r = subprocess.run([w.imatchfs, '-f'] + args, capture_output=True, timeout=DEADLINE)
+    except subprocess.TimeoutExpired:
+        raise Fail('%s: imatchfs %s kept running' % (what, ' '.join(args)))
+    finally:
+        if in_proc_mounts(mnt):
+            subprocess.run(['fusermount3', '-u', '-z', mnt], capture_output=True)
+            raise Fail('%s: imatchfs %s mounted' % (what, ' '.join(args)))
+    check(r.returncode != 0, '%s: exit status 0' % what)
+    lines = [l for l in r.stderr.decode(errors='replace').splitlines() if l.strip()]
+    check(len(lines) == 1, '%s: wanted one line on stderr, got %d:\n%s'
+          % (what, len(lines), '\n'.join(lines)))
+    print('  %s: %s' % (what, lines[0]))
+
+
+@test
+def test_bad_arguments(w):
+    """Missing SOURCE, non-empty mountpoint, unknown option, corrupt lexicon."""
+    st = 'state=' + w.state
+    write(os.path.join(w.src, 'a.txt'), w.corpus.document())
+    refused(w, ['-o', st, w.mnt], 'only one path')
+    refused(w, ['-o', st, os.path.join(w.top, 'nonexistent'), w.mnt], 'missing SOURCE')
+    busy = os.path.join(w.top, 'busy')
+    write(os.path.join(busy, 'something'), 'x')
+    refused(w, ['-o', st, w.src, busy], 'non-empty mountpoint', mnt=busy)
+    refused(w, ['-o', st, w.src, os.path.join(w.top, 'nomnt')], 'missing mountpoint')
+    refused(w, ['-o', st + ',no_such_option=1', w.src, w.mnt], 'unknown option')
+    refused(w, ['-o', st + ',k=99', w.src, w.mnt], 'k out of range')
+    lex = os.path.join(w.top, 'corrupt.lex')
+    write(lex, b'this is not a lexicon\n' * 10)
+    refused(w, ['-o', st + ',lexicon=' + lex, w.src, w.mnt], 'corrupt lexicon')
+    check(open(lex, 'rb').read() == b'this is not a lexicon\n' * 10, 'the lexicon file was rewritten')
+    refused(w, ['-o', st + ',lexicon=' + lex + '.missing', w.src, w.mnt], 'missing lexicon')
+
+
+if __name__ == '__main__':
+    sys.exit(run_tests(TESTS, sys.argv[1:]))

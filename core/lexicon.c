@@ -1,1 +1,803 @@
-/* placeholder: being written */
+/**
+ * @file lexicon.c
+ * Document frequencies and the I-Match lexicons (papers/001 §3 and §4.1,
+ * papers/000 §3).
+ *
+ * nidf(t) = log(N / df(t)) / log(N) puts every term of the collection on a
+ * 0..1 scale (1 = seen in one document, 0 = seen in all). The primary lexicon
+ * L is the window [lo, hi]; the secondary lexicon B (papers/000 §3, step 1)
+ * holds the rarer terms, nidf > hi, ranked from the most frequent down, so
+ * that a document whose overlap with L is too small borrows the terms closest
+ * to L first. Ranking B by decreasing df instead of increasing nidf gives the
+ * same order without any rounding.
+ *
+ * A term exactly on a boundary belongs to the window: nidf is compared with a
+ * tolerance of 1e-12, far below the gap between the nidf of two consecutive df
+ * values for any realistic N, but above the rounding of log() (e.g. N = 100,
+ * df = 10 gives nidf = 0.5 exactly in real arithmetic).
+ *
+ * File layout (all integers little-endian, doubles as their IEEE-754 bits):
+ *
+ *     0  magic "IMLEXICN"                 8 bytes
+ *     8  version (1)                      u32
+ *    12  flags (0)                        u32
+ *    16  file size in bytes               u64
+ *    24  N                                u64
+ *    32  lo, hi                           2 x f64
+ *    48  primary count, secondary count   2 x u64
+ *    64  terms: L in byte order, then B in rank order; each is
+ *          u32 len, len bytes (no NUL), u8 kind, u32 rank, u64 df
+ *   end  XXH3_64bits of everything before it                       u64
+ *
+ * The rank and kind are stored although they follow from df, so that a
+ * reader never has to re-derive them (and a file built with a different
+ * rounding still loads to the same lexicon).
+ */
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <xxhash.h>
+
+#include "lexicon.h"
+
+#define NIDF_EPS 1e-12
+
+/* ---- A growable byte arena ------------------------------------------------ */
+
+struct arena {
+	char *p;
+	size_t len, cap;
+};
+
+/* Append @p len bytes plus a NUL; @return the offset or (size_t)-1. */
+static size_t arena_put(struct arena *a, const char *s, size_t len)
+{
+	if (a->cap - a->len < len + 1) {
+		size_t cap = a->cap ? a->cap : 4096;
+		while (cap - a->len < len + 1)
+			cap *= 2;
+		char *p = realloc(a->p, cap);
+		if (!p)
+			return (size_t)-1;
+		a->p = p;
+		a->cap = cap;
+	}
+	size_t off = a->len;
+	memcpy(a->p + off, s, len);
+	a->p[off + len] = '\0';
+	a->len += len + 1;
+	return off;
+}
+
+/* ---- Document frequencies ------------------------------------------------- */
+
+struct df_entry {
+	uint64_t hash; /* XXH3_64bits of the bytes */
+	uint64_t off;  /* into df->arena */
+	uint32_t len;
+	uint32_t df;
+};
+
+struct im_df {
+	struct arena arena;
+	struct df_entry *v;
+	size_t n, cap;
+	uint32_t *slots; /* index + 1 into v; 0 = empty; power of two */
+	size_t nslots;
+	uint64_t docs;
+};
+
+int im_df_new(struct im_df **out)
+{
+	*out = calloc(1, sizeof(**out));
+	return *out ? 0 : -ENOMEM;
+}
+
+void im_df_free(struct im_df *df)
+{
+	if (!df)
+		return;
+	free(df->arena.p);
+	free(df->v);
+	free(df->slots);
+	free(df);
+}
+
+uint64_t im_df_docs(const struct im_df *df)
+{
+	return df->docs;
+}
+
+size_t im_df_terms(const struct im_df *df)
+{
+	return df->n;
+}
+
+uint64_t im_df_count(const struct im_df *df, const char *s, size_t len)
+{
+	if (!df->nslots || len > UINT32_MAX)
+		return 0;
+	uint64_t hash = XXH3_64bits(s, len);
+	size_t mask = df->nslots - 1;
+	for (size_t j = hash & mask; df->slots[j]; j = (j + 1) & mask) {
+		const struct df_entry *e = &df->v[df->slots[j] - 1];
+		if (e->hash == hash && e->len == len &&
+		    memcmp(df->arena.p + e->off, s, len) == 0)
+			return e->df;
+	}
+	return 0;
+}
+
+static int df_rehash(struct im_df *df, size_t nslots)
+{
+	uint32_t *slots = calloc(nslots, sizeof(*slots));
+	if (!slots)
+		return -ENOMEM;
+	size_t mask = nslots - 1;
+	for (size_t i = 0; i < df->n; i++) {
+		size_t j = df->v[i].hash & mask;
+		while (slots[j])
+			j = (j + 1) & mask;
+		slots[j] = (uint32_t)(i + 1);
+	}
+	free(df->slots);
+	df->slots = slots;
+	df->nslots = nslots;
+	return 0;
+}
+
+/* Find or insert; add @p count to its df. */
+static int df_count(struct im_df *df, const char *s, uint32_t len,
+		    uint64_t hash, uint32_t count)
+{
+	/* Keep the load at most 1/2 so that probes stay short. */
+	if ((df->n + 1) * 2 > df->nslots) {
+		if (df->n >= UINT32_MAX - 1)
+			return -EOVERFLOW;
+		int r = df_rehash(df, df->nslots ? df->nslots * 2 : 1024);
+		if (r < 0)
+			return r;
+	}
+	size_t mask = df->nslots - 1;
+	size_t j = hash & mask;
+	for (;;) {
+		uint32_t ix = df->slots[j];
+		if (!ix)
+			break;
+		struct df_entry *e = &df->v[ix - 1];
+		if (e->hash == hash && e->len == len &&
+		    memcmp(df->arena.p + e->off, s, len) == 0) {
+			if (UINT32_MAX - e->df < count)
+				return -EOVERFLOW;
+			e->df += count;
+			return 0;
+		}
+		j = (j + 1) & mask;
+	}
+	if (df->n == df->cap) {
+		size_t cap = df->cap ? df->cap * 2 : 512;
+		struct df_entry *v = realloc(df->v, cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		df->v = v;
+		df->cap = cap;
+	}
+	size_t off = arena_put(&df->arena, s, len);
+	if (off == (size_t)-1)
+		return -ENOMEM;
+	df->v[df->n] = (struct df_entry){
+		.hash = hash, .off = off, .len = len, .df = count };
+	df->slots[j] = (uint32_t)(++df->n);
+	return 0;
+}
+
+int im_df_add(struct im_df *df, const struct im_terms *u)
+{
+	if (df->docs >= UINT32_MAX)
+		return -EOVERFLOW;
+	for (size_t i = 0; i < u->n; i++) {
+		const struct im_term *t = &u->v[i];
+		int r = df_count(df, im_terms_str(u, i), t->len, t->hash, 1);
+		if (r < 0)
+			return r;
+	}
+	df->docs++;
+	return 0;
+}
+
+int im_df_merge(struct im_df *dst, const struct im_df *src)
+{
+	if (dst->docs + src->docs > UINT32_MAX)
+		return -EOVERFLOW;
+	for (size_t i = 0; i < src->n; i++) {
+		const struct df_entry *e = &src->v[i];
+		int r = df_count(dst, src->arena.p + e->off, e->len, e->hash,
+				 e->df);
+		if (r < 0)
+			return r;
+	}
+	dst->docs += src->docs;
+	return 0;
+}
+
+/* ---- The lexicon ------------------------------------------------------------ */
+
+struct lex_slot {
+	uint64_t hash;
+	uint32_t ix; /* index + 1 into lex->terms; 0 = empty */
+	uint32_t len;
+};
+
+struct im_lexicon {
+	uint64_t docs;
+	double lo, hi;
+	size_t nprimary, nsecondary;
+	struct im_lex_term *terms; /* L in byte order, then B in rank order */
+	uint32_t *dfs;             /* df of terms[i], for saving */
+	char *arena;               /* the NUL-terminated strings */
+	struct lex_slot *slots;    /* power of two, load <= 1/2 */
+	size_t mask;
+};
+
+void im_lexicon_free(struct im_lexicon *lex)
+{
+	if (!lex)
+		return;
+	free(lex->terms);
+	free(lex->dfs);
+	free(lex->arena);
+	free(lex->slots);
+	free(lex);
+}
+
+const struct im_lex_term *im_lexicon_term(const struct im_lexicon *lex,
+					  size_t i)
+{
+	return i < lex->nprimary + lex->nsecondary ? &lex->terms[i] : NULL;
+}
+
+size_t im_lexicon_primary_size(const struct im_lexicon *lex)
+{
+	return lex->nprimary;
+}
+
+size_t im_lexicon_secondary_size(const struct im_lexicon *lex)
+{
+	return lex->nsecondary;
+}
+
+uint64_t im_lexicon_docs(const struct im_lexicon *lex)
+{
+	return lex->docs;
+}
+
+void im_lexicon_window(const struct im_lexicon *lex, double *lo, double *hi)
+{
+	if (lo)
+		*lo = lex->lo;
+	if (hi)
+		*hi = lex->hi;
+}
+
+const struct im_lex_term *im_lexicon_find(const struct im_lexicon *lex,
+					  const char *s, size_t len,
+					  uint64_t hash)
+{
+	if (!lex->slots)
+		return NULL;
+	size_t j = hash & lex->mask;
+	for (;;) {
+		const struct lex_slot *sl = &lex->slots[j];
+		if (!sl->ix)
+			return NULL;
+		if (sl->hash == hash && sl->len == len) {
+			const struct im_lex_term *t = &lex->terms[sl->ix - 1];
+			if (memcmp(t->str, s, len) == 0)
+				return t;
+		}
+		j = (j + 1) & lex->mask;
+	}
+}
+
+static double nidf_of(uint64_t df, uint64_t n)
+{
+	return log((double)n / (double)df) / log((double)n);
+}
+
+/*
+ * Allocate the term arrays for @p n terms and @p bytes of strings (NULs
+ * included) and the hash table. The caller fills terms[] and then calls
+ * lex_index().
+ */
+static int lex_alloc(struct im_lexicon *lex, size_t n, size_t bytes)
+{
+	size_t nslots = 16;
+	while (nslots < 2 * n)
+		nslots *= 2;
+	lex->terms = calloc(n ? n : 1, sizeof(*lex->terms));
+	lex->dfs = calloc(n ? n : 1, sizeof(*lex->dfs));
+	lex->arena = malloc(bytes ? bytes : 1);
+	lex->slots = calloc(nslots, sizeof(*lex->slots));
+	lex->mask = nslots - 1;
+	if (!lex->terms || !lex->dfs || !lex->arena || !lex->slots)
+		return -ENOMEM;
+	return 0;
+}
+
+/* Insert terms[0..n) into the table. @return 0 or -EEXIST on a duplicate. */
+static int lex_index(struct im_lexicon *lex, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		const struct im_lex_term *t = &lex->terms[i];
+		uint64_t h = XXH3_64bits(t->str, t->len);
+		size_t j = h & lex->mask;
+		while (lex->slots[j].ix) {
+			const struct lex_slot *sl = &lex->slots[j];
+			if (sl->hash == h && sl->len == t->len &&
+			    memcmp(lex->terms[sl->ix - 1].str, t->str,
+				   t->len) == 0)
+				return -EEXIST;
+			j = (j + 1) & lex->mask;
+		}
+		lex->slots[j] = (struct lex_slot){
+			.hash = h, .ix = (uint32_t)(i + 1), .len = t->len };
+	}
+	return 0;
+}
+
+static int bytes_cmp(const char *a, size_t alen, const char *b, size_t blen)
+{
+	int c = memcmp(a, b, alen < blen ? alen : blen);
+	if (c)
+		return c;
+	return (alen > blen) - (alen < blen);
+}
+
+/* qsort context: the df being built from (qsort has no user pointer). */
+struct pick {
+	const struct df_entry *e;
+	const char *s;
+};
+
+static int pick_cmp_bytes(const void *pa, const void *pb)
+{
+	const struct pick *a = pa, *b = pb;
+	return bytes_cmp(a->s, a->e->len, b->s, b->e->len);
+}
+
+static int pick_cmp_rank(const void *pa, const void *pb)
+{
+	const struct pick *a = pa, *b = pb;
+	if (a->e->df != b->e->df)
+		return a->e->df > b->e->df ? -1 : 1;
+	return bytes_cmp(a->s, a->e->len, b->s, b->e->len);
+}
+
+int im_lexicon_build(const struct im_df *df, double lo, double hi,
+		     size_t secondary_cap, struct im_lexicon **out)
+{
+	struct im_lexicon *lex = NULL;
+	struct pick *pl = NULL, *pb = NULL;
+	size_t npl = 0, npb = 0;
+	int r;
+
+	*out = NULL;
+	if (!(lo >= 0 && lo <= hi && hi <= 1) || df->docs < 2)
+		return -EINVAL;
+
+	r = -ENOMEM;
+	pl = malloc((df->n ? df->n : 1) * sizeof(*pl));
+	pb = malloc((df->n ? df->n : 1) * sizeof(*pb));
+	lex = calloc(1, sizeof(*lex));
+	if (!pl || !pb || !lex)
+		goto out;
+
+	for (size_t i = 0; i < df->n; i++) {
+		const struct df_entry *e = &df->v[i];
+		double x = nidf_of(e->df, df->docs);
+		struct pick p = { e, df->arena.p + e->off };
+		if (x > hi + NIDF_EPS)
+			pb[npb++] = p;
+		else if (x >= lo - NIDF_EPS)
+			pl[npl++] = p;
+	}
+	qsort(pl, npl, sizeof(*pl), pick_cmp_bytes);
+	/* Only the secondary_cap best-ranked terms of B are kept. */
+	qsort(pb, npb, sizeof(*pb), pick_cmp_rank);
+	if (npb > secondary_cap)
+		npb = secondary_cap;
+
+	size_t n = npl + npb, bytes = 0;
+	if (n >= UINT32_MAX) {
+		r = -EOVERFLOW;
+		goto out;
+	}
+	for (size_t i = 0; i < npl; i++)
+		bytes += pl[i].e->len + 1;
+	for (size_t i = 0; i < npb; i++)
+		bytes += pb[i].e->len + 1;
+	lex->docs = df->docs;
+	lex->lo = lo;
+	lex->hi = hi;
+	lex->nprimary = npl;
+	lex->nsecondary = npb;
+	r = lex_alloc(lex, n, bytes);
+	if (r < 0)
+		goto out;
+
+	size_t off = 0;
+	for (size_t i = 0; i < n; i++) {
+		const struct pick *p = i < npl ? &pl[i] : &pb[i - npl];
+		struct im_lex_term *t = &lex->terms[i];
+		memcpy(lex->arena + off, p->s, p->e->len);
+		lex->arena[off + p->e->len] = '\0';
+		t->str = lex->arena + off;
+		t->len = p->e->len;
+		t->kind = i < npl ? IM_LEX_PRIMARY : IM_LEX_SECONDARY;
+		t->rank = i < npl ? 0 : (uint32_t)(i - npl);
+		t->nidf = (float)nidf_of(p->e->df, df->docs);
+		lex->dfs[i] = p->e->df;
+		off += p->e->len + 1;
+	}
+	r = lex_index(lex, n);
+	assert(r == 0); /* the df table holds each term once */
+	*out = lex;
+	lex = NULL;
+out:
+	free(pl);
+	free(pb);
+	im_lexicon_free(lex);
+	return r;
+}
+
+/* ---- The file ------------------------------------------------------------- */
+
+static const char lex_magic[8] = { 'I', 'M', 'L', 'E', 'X', 'I', 'C', 'N' };
+#define LEX_VERSION 1
+#define LEX_HEADER 64
+#define LEX_TRAILER 8
+#define LEX_REC_MIN (4 + 1 + 1 + 4 + 8) /* a one-byte term */
+#define LEX_TERM_MAX 65536
+
+static void put_u32(unsigned char *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static void put_u64(unsigned char *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static uint32_t get_u32(const unsigned char *p)
+{
+	uint32_t v = 0;
+	for (int i = 3; i >= 0; i--)
+		v = (v << 8) | p[i];
+	return v;
+}
+
+static uint64_t get_u64(const unsigned char *p)
+{
+	uint64_t v = 0;
+	for (int i = 7; i >= 0; i--)
+		v = (v << 8) | p[i];
+	return v;
+}
+
+static uint64_t dbl_bits(double d)
+{
+	uint64_t v;
+	memcpy(&v, &d, sizeof(v));
+	return v;
+}
+
+static double bits_dbl(uint64_t v)
+{
+	double d;
+	memcpy(&d, &v, sizeof(d));
+	return d;
+}
+
+static int write_all(int fd, const unsigned char *p, size_t len)
+{
+	while (len) {
+		ssize_t w = write(fd, p, len);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		p += w;
+		len -= (size_t)w;
+	}
+	return 0;
+}
+
+/* fsync the directory holding @p path so that a rename in it is durable. */
+static int fsync_parent(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	char *dir;
+	if (!slash)
+		dir = strdup(".");
+	else if (slash == path)
+		dir = strdup("/");
+	else
+		dir = strndup(path, (size_t)(slash - path));
+	if (!dir)
+		return -ENOMEM;
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	free(dir);
+	if (fd < 0)
+		return -errno;
+	int r = fsync(fd) < 0 ? -errno : 0;
+	close(fd);
+	/* Some file systems cannot fsync a directory; the rename still stands. */
+	if (r == -EINVAL || r == -EROFS)
+		r = 0;
+	return r;
+}
+
+int im_lexicon_save(const struct im_lexicon *lex, const char *path)
+{
+	size_t n = lex->nprimary + lex->nsecondary;
+	size_t size = LEX_HEADER + LEX_TRAILER;
+	unsigned char *buf = NULL, *p;
+	char *tmp = NULL;
+	int fd = -1, r;
+
+	for (size_t i = 0; i < n; i++)
+		size += 4 + lex->terms[i].len + 1 + 4 + 8;
+	r = -ENOMEM;
+	buf = malloc(size);
+	if (!buf || asprintf(&tmp, "%s.tmp.%ld", path, (long)getpid()) < 0) {
+		tmp = NULL;
+		goto out;
+	}
+
+	memcpy(buf, lex_magic, 8);
+	put_u32(buf + 8, LEX_VERSION);
+	put_u32(buf + 12, 0);
+	put_u64(buf + 16, size);
+	put_u64(buf + 24, lex->docs);
+	put_u64(buf + 32, dbl_bits(lex->lo));
+	put_u64(buf + 40, dbl_bits(lex->hi));
+	put_u64(buf + 48, lex->nprimary);
+	put_u64(buf + 56, lex->nsecondary);
+	p = buf + LEX_HEADER;
+	for (size_t i = 0; i < n; i++) {
+		const struct im_lex_term *t = &lex->terms[i];
+		put_u32(p, t->len);
+		memcpy(p + 4, t->str, t->len);
+		p += 4 + t->len;
+		*p++ = t->kind;
+		put_u32(p, t->rank);
+		put_u64(p + 4, lex->dfs[i]);
+		p += 12;
+	}
+	assert((size_t)(p - buf) == size - LEX_TRAILER);
+	put_u64(p, XXH3_64bits(buf, size - LEX_TRAILER));
+
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
+		  0644);
+	if (fd < 0) {
+		r = -errno;
+		goto out;
+	}
+	r = write_all(fd, buf, size);
+	if (r == 0 && fsync(fd) < 0)
+		r = -errno;
+	if (close(fd) < 0 && r == 0)
+		r = -errno;
+	fd = -1;
+	if (r < 0)
+		goto out;
+	if (rename(tmp, path) < 0) {
+		r = -errno;
+		goto out;
+	}
+	free(tmp);
+	tmp = NULL; /* renamed: nothing to clean up */
+	r = fsync_parent(path);
+out:
+	if (fd >= 0)
+		close(fd);
+	if (tmp) {
+		int saved = errno;
+		unlink(tmp);
+		errno = saved;
+	}
+	free(tmp);
+	free(buf);
+	return r;
+}
+
+static int read_file(const char *path, unsigned char **out, size_t *len)
+{
+	unsigned char *buf = NULL;
+	struct stat st;
+	size_t got = 0;
+	int fd, r = 0;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0) {
+		r = -errno;
+		goto out;
+	}
+	if (S_ISDIR(st.st_mode)) {
+		r = -EISDIR;
+		goto out;
+	}
+	if ((uint64_t)st.st_size > SIZE_MAX - 1) {
+		r = -EFBIG;
+		goto out;
+	}
+	buf = malloc((size_t)st.st_size + 1);
+	if (!buf) {
+		r = -ENOMEM;
+		goto out;
+	}
+	while (got < (size_t)st.st_size) {
+		ssize_t k = read(fd, buf + got, (size_t)st.st_size - got);
+		if (k < 0) {
+			if (errno == EINTR)
+				continue;
+			r = -errno;
+			goto out;
+		}
+		if (k == 0)
+			break;
+		got += (size_t)k;
+	}
+	*out = buf;
+	*len = got;
+	buf = NULL;
+out:
+	free(buf);
+	close(fd);
+	return r;
+}
+
+#define CORRUPT(...)                                             \
+	do {                                                     \
+		if (why)                                         \
+			snprintf(why, why_len, __VA_ARGS__);     \
+		r = -EINVAL;                                     \
+		goto out;                                        \
+	} while (0)
+
+int im_lexicon_load(const char *path, struct im_lexicon **out, char *why,
+		    size_t why_len)
+{
+	struct im_lexicon *lex = NULL;
+	unsigned char *buf = NULL;
+	size_t len = 0;
+	int r;
+
+	*out = NULL;
+	if (why && why_len)
+		why[0] = '\0';
+	r = read_file(path, &buf, &len);
+	if (r < 0) {
+		if (why)
+			snprintf(why, why_len, "%s", strerror(-r));
+		goto out;
+	}
+
+	if (memcmp(buf, lex_magic, len < 8 ? len : 8) != 0)
+		CORRUPT("not an imatch lexicon");
+	if (len < LEX_HEADER)
+		CORRUPT("truncated (%zu bytes, header needs %d)", len,
+			LEX_HEADER);
+	uint32_t version = get_u32(buf + 8);
+	if (version != LEX_VERSION)
+		CORRUPT("unsupported version %u", version);
+	uint32_t flags = get_u32(buf + 12);
+	if (flags != 0)
+		CORRUPT("unsupported flags 0x%x", flags);
+	uint64_t size = get_u64(buf + 16);
+	if (size > len)
+		CORRUPT("truncated (%zu of %llu bytes)", len,
+			(unsigned long long)size);
+	if (size < len)
+		CORRUPT("bad checksum (%zu bytes, header says %llu)", len,
+			(unsigned long long)size);
+	if (size < LEX_HEADER + LEX_TRAILER)
+		CORRUPT("truncated (%zu bytes)", len);
+	if (XXH3_64bits(buf, len - LEX_TRAILER) !=
+	    get_u64(buf + len - LEX_TRAILER))
+		CORRUPT("bad checksum");
+
+	/* The checksum matched; still check everything, as a reader should. */
+	uint64_t docs = get_u64(buf + 24);
+	double lo = bits_dbl(get_u64(buf + 32));
+	double hi = bits_dbl(get_u64(buf + 40));
+	uint64_t npl = get_u64(buf + 48), npb = get_u64(buf + 56);
+	size_t room = (len - LEX_HEADER - LEX_TRAILER) / LEX_REC_MIN;
+	if (docs < 2 || docs > UINT32_MAX)
+		CORRUPT("corrupt: %llu documents", (unsigned long long)docs);
+	if (!(lo >= 0 && lo <= hi && hi <= 1))
+		CORRUPT("corrupt: nidf window");
+	if (npl > room || npb > room || npl + npb > room)
+		CORRUPT("corrupt: %llu + %llu terms cannot fit in %zu bytes",
+			(unsigned long long)npl, (unsigned long long)npb, len);
+
+	size_t n = npl + npb;
+	size_t bytes = len - LEX_HEADER - LEX_TRAILER - n * (LEX_REC_MIN - 1);
+	r = -ENOMEM;
+	lex = calloc(1, sizeof(*lex));
+	if (!lex)
+		goto out;
+	lex->docs = docs;
+	lex->lo = lo;
+	lex->hi = hi;
+	lex->nprimary = npl;
+	lex->nsecondary = npb;
+	r = lex_alloc(lex, n, bytes + n);
+	if (r < 0)
+		goto out;
+
+	const unsigned char *p = buf + LEX_HEADER;
+	const unsigned char *end = buf + len - LEX_TRAILER;
+	size_t off = 0;
+	for (size_t i = 0; i < n; i++) {
+		struct im_lex_term *t = &lex->terms[i];
+		if (end - p < 4)
+			CORRUPT("corrupt: term %zu runs past the end", i);
+		uint32_t tl = get_u32(p);
+		if (tl == 0 || tl > LEX_TERM_MAX ||
+		    (size_t)(end - p) < 4 + (size_t)tl + 13)
+			CORRUPT("corrupt: term %zu has length %u", i, tl);
+		if (off + tl + 1 > bytes + n)
+			CORRUPT("corrupt: term %zu overruns the terms", i);
+		if (memchr(p + 4, '\0', tl))
+			CORRUPT("corrupt: term %zu holds a NUL byte", i);
+		memcpy(lex->arena + off, p + 4, tl);
+		lex->arena[off + tl] = '\0';
+		p += 4 + tl;
+		uint8_t kind = *p++;
+		uint32_t rank = get_u32(p);
+		uint64_t df = get_u64(p + 4);
+		p += 12;
+		uint8_t want = i < npl ? IM_LEX_PRIMARY : IM_LEX_SECONDARY;
+		uint32_t want_rank = i < npl ? 0 : (uint32_t)(i - npl);
+		if (kind != want || rank != want_rank)
+			CORRUPT("corrupt: term %zu has kind %u rank %u", i,
+				kind, rank);
+		if (df < 1 || df > docs)
+			CORRUPT("corrupt: term %zu has df %llu", i,
+				(unsigned long long)df);
+		t->str = lex->arena + off;
+		t->len = tl;
+		t->kind = kind;
+		t->rank = rank;
+		t->nidf = (float)nidf_of(df, docs);
+		lex->dfs[i] = (uint32_t)df;
+		off += tl + 1;
+	}
+	if (p != end)
+		CORRUPT("corrupt: %zu stray bytes after the terms",
+			(size_t)(end - p));
+	r = lex_index(lex, n);
+	if (r < 0)
+		CORRUPT("corrupt: a term appears twice");
+	*out = lex;
+	lex = NULL;
+out:
+	free(buf);
+	im_lexicon_free(lex);
+	return r;
+}

@@ -37,7 +37,13 @@ struct im_df;
 int im_df_new(struct im_df **out);
 void im_df_free(struct im_df *df);
 
-/** Count one document with unique terms @p u. @return 0 or -ENOMEM. */
+/**
+ * Count one document whose set of unique terms is @p u (a set: each term of
+ * it adds one to that term's df). Uses u->v[i].hash, which must be the
+ * XXH3_64bits of the term, as struct im_terms keeps it.
+ *
+ * @return 0, -ENOMEM, or -EOVERFLOW past UINT32_MAX documents.
+ */
 int im_df_add(struct im_df *df, const struct im_terms *u);
 
 /** Add the counts of @p src into @p dst. @return 0 or -ENOMEM. */
@@ -45,6 +51,12 @@ int im_df_merge(struct im_df *dst, const struct im_df *src);
 
 /** Number of documents counted. */
 uint64_t im_df_docs(const struct im_df *df);
+
+/** Number of distinct terms counted (the vocabulary). */
+size_t im_df_terms(const struct im_df *df);
+
+/** df of one term: the number of documents counted that hold it (0 if none). */
+uint64_t im_df_count(const struct im_df *df, const char *s, size_t len);
 
 /* ---- The lexicon --------------------------------------------------------- */
 
@@ -97,6 +109,17 @@ void im_lexicon_free(struct im_lexicon *lex);
 const struct im_lex_term *im_lexicon_find(const struct im_lexicon *lex,
 					  const char *s, size_t len,
 					  uint64_t hash);
+
+/**
+ * Term number @p i of the lexicon: 0 .. primary_size-1 are L in byte order
+ * (memcmp, a prefix first), then B in rank order, so that comparing two
+ * returned pointers compares the terms in that order. The same numbering
+ * holds for every pointer im_lexicon_find() returns.
+ *
+ * @return NULL if @p i >= primary_size + secondary_size.
+ */
+const struct im_lex_term *im_lexicon_term(const struct im_lexicon *lex,
+					  size_t i);
 
 size_t im_lexicon_primary_size(const struct im_lexicon *lex);
 size_t im_lexicon_secondary_size(const struct im_lexicon *lex);

@@ -1,0 +1,682 @@
+/*
+ * Unit tests for core/lexicon.c: document frequencies, the nidf window, the
+ * ranked secondary lexicon and the lexicon file (round trip and refusal of
+ * every kind of damage).
+ */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <xxhash.h>
+
+#include "lexicon.h"
+
+/* ---- Fixtures ------------------------------------------------------------- */
+
+static char tmpdir[64];
+
+static void tmp_setup(void)
+{
+	strcpy(tmpdir, "/tmp/test_lexicon.XXXXXX");
+	ck_assert_msg(mkdtemp(tmpdir) != NULL, "mkdtemp: %s", strerror(errno));
+}
+
+static void tmp_teardown(void)
+{
+	char cmd[128];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+static char *tmp_path(const char *name)
+{
+	static char path[128];
+	snprintf(path, sizeof(path), "%s/%s", tmpdir, name);
+	return path;
+}
+
+/* A document from a space-separated list of words. */
+static void add_doc(struct im_df *df, const char *words)
+{
+	struct im_terms u;
+	const char *p = words;
+
+	im_terms_init(&u);
+	while (*p) {
+		size_t n = strcspn(p, " ");
+		if (n)
+			ck_assert_int_eq(im_terms_add(&u, p, n), 0);
+		p += n;
+		p += strspn(p, " ");
+	}
+	ck_assert_int_eq(im_df_add(df, &u), 0);
+	im_terms_release(&u);
+}
+
+/*
+ * A collection of @p ndocs documents where word w[i] appears in the first
+ * dfs[i] documents.
+ */
+static struct im_df *collection(size_t ndocs, const char *const *w,
+				const unsigned *dfs, size_t nw)
+{
+	struct im_df *df;
+	struct im_terms u;
+
+	ck_assert_int_eq(im_df_new(&df), 0);
+	im_terms_init(&u);
+	for (size_t d = 0; d < ndocs; d++) {
+		im_terms_clear(&u);
+		for (size_t i = 0; i < nw; i++)
+			if (d < dfs[i])
+				ck_assert_int_eq(
+					im_terms_add(&u, w[i], strlen(w[i])), 0);
+		ck_assert_int_eq(im_df_add(df, &u), 0);
+	}
+	im_terms_release(&u);
+	return df;
+}
+
+static const struct im_lex_term *find(const struct im_lexicon *lex,
+				      const char *s)
+{
+	return im_lexicon_find(lex, s, strlen(s), XXH3_64bits(s, strlen(s)));
+}
+
+static unsigned char *slurp(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	ck_assert_msg(f != NULL, "open %s: %s", path, strerror(errno));
+	fseek(f, 0, SEEK_END);
+	long n = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	unsigned char *b = malloc((size_t)n + 1);
+	ck_assert(b != NULL);
+	ck_assert_int_eq(fread(b, 1, (size_t)n, f), (size_t)n);
+	fclose(f);
+	*len = (size_t)n;
+	return b;
+}
+
+static void spill(const char *path, const unsigned char *b, size_t len)
+{
+	FILE *f = fopen(path, "wb");
+	ck_assert_msg(f != NULL, "open %s: %s", path, strerror(errno));
+	ck_assert_int_eq(fwrite(b, 1, len, f), len);
+	ck_assert_int_eq(fclose(f), 0);
+}
+
+/*
+ * The standard small lexicon: N = 100, window [0.2, 0.8], so df 3..39 is L,
+ * df 1..2 is B, df >= 40 is dropped.
+ */
+static const char *const std_words[] = {
+	"the",   "and",   "with",  "river", "bank",  "money", "house",
+	"zebra", "quartz", "fjord", "alpha", "omega",
+};
+static const unsigned std_dfs[] = { 100, 90, 40, 39, 20, 10, 3,
+				    2,   2,  1,  1,  2 };
+#define NSTD (sizeof(std_words) / sizeof(std_words[0]))
+
+static struct im_lexicon *std_lexicon(size_t cap)
+{
+	struct im_df *df = collection(100, std_words, std_dfs, NSTD);
+	struct im_lexicon *lex;
+	ck_assert_int_eq(im_lexicon_build(df, 0.2, 0.8, cap, &lex), 0);
+	im_df_free(df);
+	return lex;
+}
+
+/* ---- Document frequencies ------------------------------------------------ */
+
+START_TEST(test_lexicon_df_counts)
+{
+	struct im_df *df;
+	ck_assert_int_eq(im_df_new(&df), 0);
+	add_doc(df, "apple banana cherry");
+	add_doc(df, "apple apple apple banana");
+	add_doc(df, "cherry durian");
+	ck_assert_uint_eq(im_df_docs(df), 3);
+	ck_assert_uint_eq(im_df_terms(df), 4);
+	ck_assert_msg(im_df_count(df, "apple", 5) == 2,
+		      "a term repeated in one document counts once");
+	ck_assert_uint_eq(im_df_count(df, "banana", 6), 2);
+	ck_assert_uint_eq(im_df_count(df, "cherry", 6), 2);
+	ck_assert_uint_eq(im_df_count(df, "durian", 6), 1);
+	ck_assert_uint_eq(im_df_count(df, "elder", 5), 0);
+	ck_assert_uint_eq(im_df_count(df, "appl", 4), 0);
+	im_df_free(df);
+}
+END_TEST
+
+START_TEST(test_lexicon_df_many_terms)
+{
+	/* Enough terms to make the table grow several times. */
+	struct im_df *df;
+	struct im_terms u;
+	char w[32];
+
+	ck_assert_int_eq(im_df_new(&df), 0);
+	im_terms_init(&u);
+	for (int d = 0; d < 3; d++) {
+		im_terms_clear(&u);
+		for (int i = 0; i < 50000; i++) {
+			if (d == 2 && i % 2)
+				continue;
+			int n = snprintf(w, sizeof(w), "term%dx", i);
+			ck_assert_int_eq(im_terms_add(&u, w, (size_t)n), 0);
+		}
+		ck_assert_int_eq(im_df_add(df, &u), 0);
+	}
+	ck_assert_uint_eq(im_df_terms(df), 50000);
+	ck_assert_uint_eq(im_df_count(df, "term0x", 6), 3);
+	ck_assert_uint_eq(im_df_count(df, "term49999x", 10), 2);
+	ck_assert_uint_eq(im_df_count(df, "term12344x", 10), 3);
+	im_terms_release(&u);
+	im_df_free(df);
+}
+END_TEST
+
+START_TEST(test_lexicon_df_merge)
+{
+	struct im_df *a, *b, *all;
+	static const char *docs[] = {
+		"apple banana", "banana cherry", "cherry durian apple",
+		"elder fig",    "fig apple",     "grape",
+	};
+	ck_assert_int_eq(im_df_new(&a), 0);
+	ck_assert_int_eq(im_df_new(&b), 0);
+	ck_assert_int_eq(im_df_new(&all), 0);
+	for (int i = 0; i < 6; i++) {
+		add_doc(i < 3 ? a : b, docs[i]);
+		add_doc(all, docs[5 - i]);
+	}
+	ck_assert_int_eq(im_df_merge(a, b), 0);
+	ck_assert_uint_eq(im_df_docs(a), 6);
+	ck_assert_uint_eq(im_df_terms(a), im_df_terms(all));
+	static const char *w[] = { "apple", "banana", "cherry", "durian",
+				   "elder", "fig",    "grape" };
+	for (int i = 0; i < 7; i++)
+		ck_assert_msg(im_df_count(a, w[i], strlen(w[i])) ==
+				      im_df_count(all, w[i], strlen(w[i])),
+			      "merged df of %s", w[i]);
+
+	/* Same counts in any order: the lexicon files are byte-identical. */
+	struct im_lexicon *la, *lb;
+	ck_assert_int_eq(im_lexicon_build(a, 0.1, 0.5, 10, &la), 0);
+	ck_assert_int_eq(im_lexicon_build(all, 0.1, 0.5, 10, &lb), 0);
+	tmp_setup();
+	char pa[128], pb[128];
+	snprintf(pa, sizeof(pa), "%s", tmp_path("a.lex"));
+	snprintf(pb, sizeof(pb), "%s", tmp_path("b.lex"));
+	ck_assert_int_eq(im_lexicon_save(la, pa), 0);
+	ck_assert_int_eq(im_lexicon_save(lb, pb), 0);
+	size_t na, nb;
+	unsigned char *ba = slurp(pa, &na), *bb = slurp(pb, &nb);
+	ck_assert_msg(na == nb && memcmp(ba, bb, na) == 0,
+		      "lexicon files differ with the order of documents");
+	free(ba);
+	free(bb);
+	tmp_teardown();
+	im_lexicon_free(la);
+	im_lexicon_free(lb);
+	im_df_free(a);
+	im_df_free(b);
+	im_df_free(all);
+}
+END_TEST
+
+/* ---- Building ------------------------------------------------------------ */
+
+START_TEST(test_lexicon_window)
+{
+	struct im_lexicon *lex = std_lexicon(100);
+
+	ck_assert_uint_eq(im_lexicon_docs(lex), 100);
+	ck_assert_uint_eq(im_lexicon_primary_size(lex), 4);
+	ck_assert_uint_eq(im_lexicon_secondary_size(lex), 5);
+	static const char *primary[] = { "river", "bank", "money", "house" };
+	for (int i = 0; i < 4; i++) {
+		const struct im_lex_term *t = find(lex, primary[i]);
+		ck_assert_msg(t && t->kind == IM_LEX_PRIMARY,
+			      "%s (df in 3..39) is in L", primary[i]);
+		ck_assert_str_eq(t->str, primary[i]);
+		ck_assert_uint_eq(t->rank, 0);
+	}
+	ck_assert_msg(find(lex, "the") == NULL, "df 100 (nidf 0) is dropped");
+	ck_assert_msg(find(lex, "and") == NULL, "df 90 is dropped");
+	ck_assert_msg(find(lex, "with") == NULL,
+		      "df 40 (nidf 0.199) is just below the window");
+	const struct im_lex_term *t = find(lex, "house");
+	ck_assert(fabsf(t->nidf - (float)(log(100.0 / 3) / log(100))) < 1e-6);
+	double lo, hi;
+	im_lexicon_window(lex, &lo, &hi);
+	ck_assert(lo == 0.2 && hi == 0.8);
+	im_lexicon_free(lex);
+}
+END_TEST
+
+START_TEST(test_lexicon_window_exact_boundaries)
+{
+	/* N = 10000: df 1000 has nidf 0.25 and df 10 has nidf 0.75, exactly. */
+	static const char *w[] = { "lowedge", "below", "middle",
+				   "highedge", "above" };
+	static const unsigned dfs[] = { 1000, 1001, 100, 10, 9 };
+	struct im_df *df = collection(10000, w, dfs, 5);
+	struct im_lexicon *lex;
+
+	ck_assert_int_eq(im_lexicon_build(df, 0.25, 0.75, 10, &lex), 0);
+	ck_assert_msg(find(lex, "lowedge") &&
+			      find(lex, "lowedge")->kind == IM_LEX_PRIMARY,
+		      "a term with nidf exactly lo is in L");
+	ck_assert_msg(find(lex, "highedge") &&
+			      find(lex, "highedge")->kind == IM_LEX_PRIMARY,
+		      "a term with nidf exactly hi is in L");
+	ck_assert_msg(find(lex, "middle")->kind == IM_LEX_PRIMARY, "middle");
+	ck_assert_msg(find(lex, "below") == NULL,
+		      "nidf just under lo is dropped");
+	ck_assert_msg(find(lex, "above") &&
+			      find(lex, "above")->kind == IM_LEX_SECONDARY,
+		      "nidf just over hi is in B");
+	im_lexicon_free(lex);
+
+	/* A window of one point still holds the terms on it. */
+	ck_assert_int_eq(im_lexicon_build(df, 0.5, 0.5, 10, &lex), 0);
+	ck_assert_uint_eq(im_lexicon_primary_size(lex), 1);
+	ck_assert_msg(find(lex, "middle")->kind == IM_LEX_PRIMARY,
+		      "df 100 of 10000 has nidf 0.5");
+	im_lexicon_free(lex);
+	im_df_free(df);
+}
+END_TEST
+
+START_TEST(test_lexicon_secondary_order_and_cap)
+{
+	struct im_lexicon *lex = std_lexicon(100);
+	/* B: df 2 (alpha? no: omega, quartz, zebra), then df 1 (alpha, fjord),
+	 * ties broken by bytes. */
+	static const char *order[] = { "omega", "quartz", "zebra", "alpha",
+				       "fjord" };
+	for (uint32_t i = 0; i < 5; i++) {
+		const struct im_lex_term *t = find(lex, order[i]);
+		ck_assert_msg(t && t->kind == IM_LEX_SECONDARY, "%s in B",
+			      order[i]);
+		ck_assert_msg(t->rank == i, "%s has rank %u, want %u",
+			      order[i], t->rank, i);
+		ck_assert_ptr_eq(im_lexicon_term(lex, 4 + i), t);
+	}
+	/* Term numbers: L in byte order first. */
+	ck_assert_str_eq(im_lexicon_term(lex, 0)->str, "bank");
+	ck_assert_str_eq(im_lexicon_term(lex, 1)->str, "house");
+	ck_assert_str_eq(im_lexicon_term(lex, 2)->str, "money");
+	ck_assert_str_eq(im_lexicon_term(lex, 3)->str, "river");
+	ck_assert_ptr_null(im_lexicon_term(lex, 9));
+	im_lexicon_free(lex);
+
+	lex = std_lexicon(3);
+	ck_assert_uint_eq(im_lexicon_secondary_size(lex), 3);
+	ck_assert_msg(find(lex, "zebra") && find(lex, "zebra")->rank == 2,
+		      "the cap keeps the best-ranked terms");
+	ck_assert_msg(find(lex, "alpha") == NULL && find(lex, "fjord") == NULL,
+		      "the cap drops the rarest terms");
+	im_lexicon_free(lex);
+
+	lex = std_lexicon(0);
+	ck_assert_uint_eq(im_lexicon_secondary_size(lex), 0);
+	ck_assert_uint_eq(im_lexicon_primary_size(lex), 4);
+	im_lexicon_free(lex);
+}
+END_TEST
+
+START_TEST(test_lexicon_build_refuses)
+{
+	struct im_df *df;
+	struct im_lexicon *lex = (void *)1;
+
+	ck_assert_int_eq(im_df_new(&df), 0);
+	ck_assert_int_eq(im_lexicon_build(df, 0.2, 0.8, 10, &lex), -EINVAL);
+	ck_assert_ptr_null(lex);
+	add_doc(df, "solo word");
+	ck_assert_msg(im_lexicon_build(df, 0.2, 0.8, 10, &lex) == -EINVAL,
+		      "N = 1: nidf is undefined");
+	add_doc(df, "second word");
+	ck_assert_int_eq(im_lexicon_build(df, 0.8, 0.2, 10, &lex), -EINVAL);
+	ck_assert_int_eq(im_lexicon_build(df, -0.1, 0.2, 10, &lex), -EINVAL);
+	ck_assert_int_eq(im_lexicon_build(df, 0.1, 1.5, 10, &lex), -EINVAL);
+	ck_assert_int_eq(im_lexicon_build(df, NAN, 0.5, 10, &lex), -EINVAL);
+	ck_assert_int_eq(im_lexicon_build(df, 0.0, 1.0, 10, &lex), 0);
+	ck_assert_uint_eq(im_lexicon_primary_size(lex), 3);
+	im_lexicon_free(lex);
+	im_df_free(df);
+}
+END_TEST
+
+/* ---- The file ----------------------------------------------------------- */
+
+static void assert_same_lexicon(const struct im_lexicon *a,
+				const struct im_lexicon *b)
+{
+	size_t n = im_lexicon_primary_size(a) + im_lexicon_secondary_size(a);
+	ck_assert_uint_eq(im_lexicon_docs(a), im_lexicon_docs(b));
+	ck_assert_uint_eq(im_lexicon_primary_size(a),
+			  im_lexicon_primary_size(b));
+	ck_assert_uint_eq(im_lexicon_secondary_size(a),
+			  im_lexicon_secondary_size(b));
+	double alo, ahi, blo, bhi;
+	im_lexicon_window(a, &alo, &ahi);
+	im_lexicon_window(b, &blo, &bhi);
+	ck_assert(alo == blo && ahi == bhi);
+	for (size_t i = 0; i < n; i++) {
+		const struct im_lex_term *x = im_lexicon_term(a, i);
+		const struct im_lex_term *y = find(b, x->str);
+		ck_assert_msg(y != NULL, "%s lost in the round trip", x->str);
+		ck_assert_ptr_eq(y, im_lexicon_term(b, i));
+		ck_assert_uint_eq(x->len, y->len);
+		ck_assert_uint_eq(x->kind, y->kind);
+		ck_assert_uint_eq(x->rank, y->rank);
+		ck_assert(x->nidf == y->nidf);
+	}
+}
+
+START_TEST(test_lexicon_save_load)
+{
+	struct im_lexicon *lex = std_lexicon(100), *back;
+	char why[128];
+	struct stat st;
+
+	ck_assert_int_eq(im_lexicon_save(lex, tmp_path("l.lex")), 0);
+	ck_assert_int_eq(im_lexicon_load(tmp_path("l.lex"), &back, why,
+					 sizeof(why)),
+			 0);
+	assert_same_lexicon(lex, back);
+	ck_assert_msg(stat(tmp_path("l.lex.tmp"), &st) < 0,
+		      "no temporary file is left behind");
+
+	/* Saving over an existing file replaces it; bytes are reproducible. */
+	ck_assert_int_eq(im_lexicon_save(back, tmp_path("l.lex")), 0);
+	ck_assert_int_eq(im_lexicon_save(lex, tmp_path("m.lex")), 0);
+	size_t n1, n2;
+	unsigned char *b1 = slurp(tmp_path("l.lex"), &n1);
+	unsigned char *b2 = slurp(tmp_path("m.lex"), &n2);
+	ck_assert(n1 == n2 && memcmp(b1, b2, n1) == 0);
+	free(b1);
+	free(b2);
+
+	/* An empty lexicon (no term in the window) survives too. */
+	struct im_lexicon *empty, *eback;
+	struct im_df *df = collection(100, std_words, std_dfs, 2);
+	ck_assert_int_eq(im_lexicon_build(df, 0.2, 0.8, 100, &empty), 0);
+	ck_assert_uint_eq(im_lexicon_primary_size(empty), 0);
+	ck_assert_int_eq(im_lexicon_save(empty, tmp_path("e.lex")), 0);
+	ck_assert_int_eq(im_lexicon_load(tmp_path("e.lex"), &eback, NULL, 0),
+			 0);
+	assert_same_lexicon(empty, eback);
+	ck_assert_ptr_null(find(eback, "the"));
+	im_lexicon_free(empty);
+	im_lexicon_free(eback);
+	im_df_free(df);
+
+	im_lexicon_free(lex);
+	im_lexicon_free(back);
+}
+END_TEST
+
+START_TEST(test_lexicon_save_errors)
+{
+	struct im_lexicon *lex = std_lexicon(100);
+	ck_assert_int_eq(im_lexicon_save(lex, tmp_path("no/such/dir/l.lex")),
+			 -ENOENT);
+	im_lexicon_free(lex);
+}
+END_TEST
+
+START_TEST(test_lexicon_load_missing)
+{
+	struct im_lexicon *lex = (void *)1;
+	char why[128];
+	ck_assert_int_eq(im_lexicon_load(tmp_path("nope.lex"), &lex, why,
+					 sizeof(why)),
+			 -ENOENT);
+	ck_assert_ptr_null(lex);
+	ck_assert_str_eq(why, strerror(ENOENT));
+	ck_assert_int_eq(im_lexicon_load(tmpdir, &lex, why, sizeof(why)),
+			 -EISDIR);
+}
+END_TEST
+
+/* Load @p path and require a refusal whose reason contains @p want. */
+static void assert_refused(const char *path, const char *want,
+			   const char *what)
+{
+	struct im_lexicon *lex = (void *)1;
+	char why[256];
+	int r = im_lexicon_load(path, &lex, why, sizeof(why));
+	ck_assert_msg(r == -EINVAL, "%s: load returned %d, want -EINVAL", what,
+		      r);
+	ck_assert_msg(lex == NULL, "%s: *out is not NULL", what);
+	ck_assert_msg(why[0] != '\0', "%s: no reason given", what);
+	if (want)
+		ck_assert_msg(strstr(why, want) != NULL,
+			      "%s: reason \"%s\" lacks \"%s\"", what, why,
+			      want);
+}
+
+START_TEST(test_lexicon_load_truncated)
+{
+	struct im_lexicon *lex = std_lexicon(100);
+	size_t len;
+	char what[64];
+
+	ck_assert_int_eq(im_lexicon_save(lex, tmp_path("l.lex")), 0);
+	unsigned char *b = slurp(tmp_path("l.lex"), &len);
+	ck_assert_uint_gt(len, 64);
+	/* Every proper prefix, the empty file included, is refused. */
+	for (size_t cut = 0; cut < len; cut++) {
+		spill(tmp_path("t.lex"), b, cut);
+		snprintf(what, sizeof(what), "cut at %zu of %zu", cut, len);
+		assert_refused(tmp_path("t.lex"), "truncated", what);
+	}
+	/* Trailing garbage is refused too. */
+	unsigned char *longer = malloc(len + 1);
+	memcpy(longer, b, len);
+	longer[len] = 'x';
+	spill(tmp_path("t.lex"), longer, len + 1);
+	assert_refused(tmp_path("t.lex"), NULL, "one byte appended");
+	free(longer);
+	free(b);
+	im_lexicon_free(lex);
+}
+END_TEST
+
+START_TEST(test_lexicon_load_flipped)
+{
+	struct im_lexicon *lex = std_lexicon(100);
+	size_t len;
+	char what[64];
+
+	ck_assert_int_eq(im_lexicon_save(lex, tmp_path("l.lex")), 0);
+	unsigned char *b = slurp(tmp_path("l.lex"), &len);
+	for (size_t i = 0; i < len; i++) {
+		for (int bit = 0; bit < 8; bit += 7) {
+			b[i] ^= (unsigned char)(1u << bit);
+			spill(tmp_path("f.lex"), b, len);
+			b[i] ^= (unsigned char)(1u << bit);
+			snprintf(what, sizeof(what), "bit %d of byte %zu", bit,
+				 i);
+			/* Past the header the checksum is what catches it. */
+			assert_refused(tmp_path("f.lex"),
+				       i >= 24 ? "bad checksum" : NULL, what);
+		}
+	}
+	free(b);
+	im_lexicon_free(lex);
+}
+END_TEST
+
+static void put64(unsigned char *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (unsigned char)(v >> (8 * i));
+}
+
+/* Rewrite the trailing checksum so that only the semantic checks remain. */
+static void reseal(unsigned char *b, size_t len)
+{
+	put64(b + len - 8, XXH3_64bits(b, len - 8));
+}
+
+START_TEST(test_lexicon_load_bad_header)
+{
+	struct im_lexicon *lex = std_lexicon(100);
+	size_t len;
+
+	ck_assert_int_eq(im_lexicon_save(lex, tmp_path("l.lex")), 0);
+	unsigned char *b = slurp(tmp_path("l.lex"), &len);
+	unsigned char *c = malloc(len);
+
+	memcpy(c, b, len);
+	memcpy(c, "GIF89a..", 8);
+	spill(tmp_path("x.lex"), c, len);
+	assert_refused(tmp_path("x.lex"), "not an imatch lexicon", "magic");
+
+	spill(tmp_path("x.lex"), (const unsigned char *)"hello\n", 6);
+	assert_refused(tmp_path("x.lex"), "not an imatch lexicon",
+		       "a short text file");
+
+	memcpy(c, b, len);
+	c[8] = 2;
+	reseal(c, len);
+	spill(tmp_path("x.lex"), c, len);
+	assert_refused(tmp_path("x.lex"), "unsupported version 2", "version");
+
+	memcpy(c, b, len);
+	put64(c + 24, 1); /* N = 1 */
+	reseal(c, len);
+	spill(tmp_path("x.lex"), c, len);
+	assert_refused(tmp_path("x.lex"), "documents", "N = 1");
+
+	memcpy(c, b, len);
+	put64(c + 48, UINT64_C(1) << 40); /* absurd primary count */
+	reseal(c, len);
+	spill(tmp_path("x.lex"), c, len);
+	assert_refused(tmp_path("x.lex"), "terms", "absurd count");
+
+	memcpy(c, b, len);
+	put64(c + 48, 3); /* one term moves from L to B: kinds disagree */
+	put64(c + 56, 6);
+	reseal(c, len);
+	spill(tmp_path("x.lex"), c, len);
+	assert_refused(tmp_path("x.lex"), "corrupt", "counts moved");
+
+	memcpy(c, b, len);
+	double lo = 0.9; /* lo > hi */
+	memcpy(c + 32, &lo, 8);
+	reseal(c, len);
+	spill(tmp_path("x.lex"), c, len);
+	assert_refused(tmp_path("x.lex"), "window", "lo > hi");
+
+	memcpy(c, b, len);
+	c[64] = 0xff; /* the first term's length */
+	reseal(c, len);
+	spill(tmp_path("x.lex"), c, len);
+	assert_refused(tmp_path("x.lex"), "corrupt", "term length");
+
+	free(c);
+	free(b);
+	im_lexicon_free(lex);
+}
+END_TEST
+
+START_TEST(test_lexicon_golden_file)
+{
+	/*
+	 * tests/data/lexicon/std-v1.lex was written by this code from the
+	 * standard collection. It must keep loading (format stability) and the
+	 * same collection must still produce it byte for byte.
+	 */
+	const char *golden = IM_TEST_DATA "/lexicon/std-v1.lex";
+	struct im_lexicon *lex = std_lexicon(100), *gold;
+	char why[128];
+
+	ck_assert_msg(im_lexicon_load(golden, &gold, why, sizeof(why)) == 0,
+		      "%s: %s", golden, why);
+	assert_same_lexicon(lex, gold);
+	ck_assert_int_eq(im_lexicon_save(lex, tmp_path("l.lex")), 0);
+	size_t n1, n2;
+	unsigned char *b1 = slurp(tmp_path("l.lex"), &n1);
+	unsigned char *b2 = slurp(golden, &n2);
+	ck_assert_msg(n1 == n2 && memcmp(b1, b2, n1) == 0,
+		      "the file format changed: bump LEX_VERSION");
+	free(b1);
+	free(b2);
+	im_lexicon_free(gold);
+	im_lexicon_free(lex);
+}
+END_TEST
+
+START_TEST(test_lexicon_utf8_terms)
+{
+	static const char *w[] = { "straße", "größe", "ελληνικά", "日本語" };
+	static const unsigned dfs[] = { 10, 10, 2, 10 };
+	struct im_df *df = collection(100, w, dfs, 4);
+	struct im_lexicon *lex, *back;
+	ck_assert_int_eq(im_lexicon_build(df, 0.2, 0.8, 10, &lex), 0);
+	ck_assert_int_eq(im_lexicon_save(lex, tmp_path("u.lex")), 0);
+	ck_assert_int_eq(im_lexicon_load(tmp_path("u.lex"), &back, NULL, 0), 0);
+	for (int i = 0; i < 4; i++) {
+		const struct im_lex_term *t = find(back, w[i]);
+		ck_assert_msg(t != NULL, "%s found after a round trip", w[i]);
+		ck_assert_uint_eq(t->kind, dfs[i] == 2 ? IM_LEX_SECONDARY
+						       : IM_LEX_PRIMARY);
+	}
+	im_lexicon_free(lex);
+	im_lexicon_free(back);
+	im_df_free(df);
+}
+END_TEST
+
+static Suite *lexicon_suite(void)
+{
+	Suite *s = suite_create("lexicon");
+	TCase *tc = tcase_create("df");
+	tcase_add_test(tc, test_lexicon_df_counts);
+	tcase_add_test(tc, test_lexicon_df_many_terms);
+	tcase_add_test(tc, test_lexicon_df_merge);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("build");
+	tcase_add_test(tc, test_lexicon_window);
+	tcase_add_test(tc, test_lexicon_window_exact_boundaries);
+	tcase_add_test(tc, test_lexicon_secondary_order_and_cap);
+	tcase_add_test(tc, test_lexicon_build_refuses);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("file");
+	tcase_add_checked_fixture(tc, tmp_setup, tmp_teardown);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_lexicon_save_load);
+	tcase_add_test(tc, test_lexicon_save_errors);
+	tcase_add_test(tc, test_lexicon_load_missing);
+	tcase_add_test(tc, test_lexicon_load_truncated);
+	tcase_add_test(tc, test_lexicon_load_flipped);
+	tcase_add_test(tc, test_lexicon_load_bad_header);
+	tcase_add_test(tc, test_lexicon_golden_file);
+	tcase_add_test(tc, test_lexicon_utf8_terms);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(lexicon_suite());
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

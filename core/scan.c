@@ -125,10 +125,15 @@ static char *join(const char *dir, const char *name)
 	return s;
 }
 
-static void free_names(char **v, size_t n)
+static void free_strings(char **v, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
 		free(v[i]);
+}
+
+static void free_names(char **v, size_t n)
+{
+	free_strings(v, n);
 	free(v);
 }
 
@@ -138,9 +143,9 @@ static void frame_release(struct frame *f)
 	f->dir = NULL;
 	free(f->path);
 	f->path = NULL;
+	/* The names before next were freed as they were used. */
 	if (f->subdirs)
-		free_names(f->subdirs + f->next, f->nsub - f->next);
-	/* The names before next were already freed as they were used. */
+		free_strings(f->subdirs + f->next, f->nsub - f->next);
 	free(f->subdirs);
 	f->subdirs = NULL;
 }
@@ -430,8 +435,8 @@ static int walk(int rootfd, const struct im_params *p,
 				 * cannot be reached safely. */
 				counts->errors += 1;
 				free(name);
-				free_names(f->subdirs + f->next,
-					   f->nsub - f->next);
+				free_strings(f->subdirs + f->next,
+					     f->nsub - f->next);
 				f->next = f->nsub;
 				ret = 0;
 				continue;

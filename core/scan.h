@@ -11,6 +11,14 @@
  * Paths handed to callbacks are relative to the source, without a leading
  * "./", components joined with '/'. They may contain any byte but NUL.
  *
+ * The walk visits the names of a directory in byte order (files handed on
+ * as they come, subdirectories after), so two walks of an unchanged tree see
+ * the same sequence. Deep trees do not exhaust file descriptors: only the 32
+ * innermost directories on the current path keep an fd open; the others are
+ * reopened component by component (O_NOFOLLOW) when the walk comes back to
+ * them and must still be the same (st_dev, st_ino), else they count as an
+ * error. A scan holds at most that many plus one per queued file (128).
+ *
  * Thread-safety: the functions are reentrant. Callbacks named "walker" run in
  * the calling thread; "result" callbacks run in worker threads but never two
  * at once (the scanner serializes them), in no particular order.
@@ -28,13 +36,14 @@
 
 /** What a walk or scan saw. All counters start at zero in the caller. */
 struct im_scan_counts {
-	uint64_t files;    /**< regular files handed on */
+	uint64_t files;    /**< regular files found (want() may leave some out) */
 	uint64_t dirs;     /**< directories entered (the root included) */
 	uint64_t hidden;   /**< names skipped because they begin with '.' */
 	uint64_t other;    /**< symlinks, devices, sockets, fifos: skipped */
 	uint64_t errors;   /**< entries or directories that could not be read */
-	uint64_t bytes;    /**< bytes of the files that were read */
-	uint64_t by_status[5]; /**< results per enum im_doc_status */
+	uint64_t bytes;    /**< scans: st_size of the files read (signed,
+			        rejected or binary) */
+	uint64_t by_status[5]; /**< scans: results per enum im_doc_status */
 };
 
 /** Called by the walker for each directory (the root is ""), before its files. */
@@ -57,8 +66,10 @@ struct im_walk_ops {
  * Walk the tree under @p dirfd (not closed; its offset is not used) depth
  * first, directories in no particular order.
  *
- * @return 0, a callback's non-zero value, or -ENOMEM. Unreadable
- *         subdirectories are counted in @p counts->errors, not fatal.
+ * @return 0, a callback's non-zero value, -ENOMEM, or a negative errno if
+ *         @p dirfd itself cannot be opened as a directory. Unreadable
+ *         subdirectories and entries are counted in @p counts->errors, not
+ *         fatal.
  */
 int im_walk(int dirfd, const struct im_params *p, const struct im_walk_ops *ops,
 	    struct im_scan_counts *counts);
@@ -81,9 +92,16 @@ struct im_scan_ops {
 };
 
 /**
- * Walk and sign every file with @p threads workers (0 = one per online CPU).
+ * Walk and sign every file with @p threads workers (0 = one per online CPU),
+ * each with its own struct im_signer. A file is opened by the worker relative
+ * to an fd of its own directory, so no path is resolved twice. The results
+ * (and @p counts) are the same whatever @p threads is; only the order of the
+ * result calls differs. The results and @p counts are updated under one
+ * mutex, so ops->result may touch them without locking.
  *
- * @return 0, -ECANCELED, or -ENOMEM.
+ * @return 0, -ECANCELED, -ENOMEM, -EINVAL if im_params_check(@p p) fails,
+ *         -EAGAIN if no thread could be started, or a negative errno if
+ *         @p dirfd cannot be opened as a directory.
  */
 int im_scan_sign(int dirfd, const struct im_lexicon *lex,
 		 const struct im_params *p, unsigned threads,
@@ -92,9 +110,11 @@ int im_scan_sign(int dirfd, const struct im_lexicon *lex,
 /**
  * Walk and count document frequencies for building a lexicon, with
  * @p threads workers (each with its own struct im_df, merged at the end).
- * The caller owns *out (im_df_free()).
+ * Terms come from im_signer_terms_at(), the signing path's own extraction;
+ * documents with no term at all (empty, binary, unreadable) are not counted
+ * in N. The caller owns *out (im_df_free()); *out is NULL on failure.
  *
- * @return 0, -ECANCELED, or -ENOMEM.
+ * @return as im_scan_sign().
  */
 int im_scan_df(int dirfd, const struct im_params *p, unsigned threads,
 	       const volatile bool *cancel, struct im_df **out,

@@ -1,0 +1,621 @@
+/*
+ * Unit tests for core/scan.c: what the walker visits and counts, that it
+ * never follows symlinks nor runs out of fds in deep trees, odd names, and
+ * that the parallel scans give exactly what signing each file alone gives,
+ * whatever the number of threads.
+ */
+#include <check.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "scan.h"
+
+/* ---- Helpers ---------------------------------------------------------------- */
+
+static char root[256];
+static int rootfd = -1;
+
+static void mkpath(const char *rel)
+{
+	char p[4096];
+
+	snprintf(p, sizeof(p), "%s/%s", root, rel);
+	ck_assert_msg(mkdir(p, 0755) == 0, "mkdir %s: %s", p, strerror(errno));
+}
+
+static void put(const char *rel, const char *text)
+{
+	char p[4096];
+	FILE *f;
+
+	snprintf(p, sizeof(p), "%s/%s", root, rel);
+	f = fopen(p, "w");
+	ck_assert_msg(f != NULL, "create %s: %s", p, strerror(errno));
+	fputs(text, f);
+	fclose(f);
+}
+
+static void rm_rf(int dfd, const char *name)
+{
+	int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
+	DIR *d;
+	struct dirent *de;
+
+	if (fd < 0) {
+		unlinkat(dfd, name, 0);
+		return;
+	}
+	d = fdopendir(fd);
+	while ((de = readdir(d)))
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+			rm_rf(dirfd(d), de->d_name);
+	closedir(d);
+	unlinkat(dfd, name, AT_REMOVEDIR);
+}
+
+static void setup(void)
+{
+	snprintf(root, sizeof(root), "/tmp/imatch-test-scan-XXXXXX");
+	ck_assert(mkdtemp(root) != NULL);
+	rootfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	ck_assert(rootfd >= 0);
+}
+
+static void teardown(void)
+{
+	close(rootfd);
+	rm_rf(AT_FDCWD, root);
+}
+
+static int open_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+
+	if (!d)
+		return -1;
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n;
+}
+
+/* Paths seen by a walk, in visiting order. */
+struct seen {
+	char **v;
+	size_t n;
+	int max_fds;
+};
+
+static int on_file(const char *path, const struct stat *st, void *arg)
+{
+	struct seen *s = arg;
+	int fds = open_fds();
+
+	(void)st;
+	if (fds > s->max_fds)
+		s->max_fds = fds;
+	s->v = realloc(s->v, (s->n + 1) * sizeof(*s->v));
+	s->v[s->n++] = strdup(path);
+	return 0;
+}
+
+static bool seen_has(const struct seen *s, const char *path)
+{
+	for (size_t i = 0; i < s->n; i++)
+		if (!strcmp(s->v[i], path))
+			return true;
+	return false;
+}
+
+static void seen_free(struct seen *s)
+{
+	for (size_t i = 0; i < s->n; i++)
+		free(s->v[i]);
+	free(s->v);
+}
+
+static void walk_all(const struct im_params *p, struct seen *s,
+		     struct im_scan_counts *c, dev_t sdev, ino_t sino)
+{
+	struct im_walk_ops ops = { .file = on_file, .arg = s,
+				   .skip_dev = sdev, .skip_ino = sino };
+
+	memset(s, 0, sizeof(*s));
+	memset(c, 0, sizeof(*c));
+	ck_assert_int_eq(im_walk(rootfd, p, &ops, c), 0);
+}
+
+/* ---- Walks -------------------------------------------------------------------- */
+
+START_TEST(test_scan_walk_counts_and_hidden)
+{
+	struct im_params p;
+	struct im_scan_counts c;
+	struct seen s;
+
+	im_params_init(&p);
+	put("a.txt", "alpha");
+	mkpath("sub");
+	put("sub/b.txt", "beta");
+	mkpath("sub/deeper");
+	put("sub/deeper/c.txt", "gamma");
+	put(".hidden.txt", "hidden");
+	mkpath(".git");
+	put(".git/config", "x");
+	{
+		char fp[512];
+
+		snprintf(fp, sizeof(fp), "%s/fifo", root);
+		ck_assert_int_eq(mkfifo(fp, 0600), 0);
+	}
+
+	walk_all(&p, &s, &c, 0, 0);
+	ck_assert_msg(s.n == 3, "expected 3 files, got %zu", s.n);
+	ck_assert_msg(seen_has(&s, "a.txt") && seen_has(&s, "sub/b.txt") &&
+			      seen_has(&s, "sub/deeper/c.txt"),
+		      "paths are relative, joined with '/', without './'");
+	ck_assert_uint_eq(c.files, 3);
+	ck_assert_msg(c.dirs == 3, "root, sub, sub/deeper: got %llu",
+		      (unsigned long long)c.dirs);
+	ck_assert_msg(c.hidden == 2, ".hidden.txt and .git skipped: got %llu",
+		      (unsigned long long)c.hidden);
+	ck_assert_msg(c.other == 1, "the fifo is counted as other");
+	ck_assert_uint_eq(c.errors, 0);
+	seen_free(&s);
+
+	p.hidden = 1;
+	walk_all(&p, &s, &c, 0, 0);
+	ck_assert_msg(s.n == 5 && seen_has(&s, ".git/config") &&
+			      seen_has(&s, ".hidden.txt"),
+		      "with hidden, dot-names are read (got %zu files)", s.n);
+	ck_assert_uint_eq(c.hidden, 0);
+	seen_free(&s);
+}
+END_TEST
+
+START_TEST(test_scan_walk_symlinks_not_followed)
+{
+	struct im_params p;
+	struct im_scan_counts c;
+	struct seen s;
+	char outside[] = "/tmp/imatch-test-outside-XXXXXX", t[512], l[512];
+
+	im_params_init(&p);
+	ck_assert(mkdtemp(outside) != NULL);
+	snprintf(t, sizeof(t), "%s/secret.txt", outside);
+	FILE *f = fopen(t, "w");
+	fputs("secret", f);
+	fclose(f);
+	put("real.txt", "real");
+	snprintf(l, sizeof(l), "%s/link-dir", root);
+	ck_assert_int_eq(symlink(outside, l), 0);
+	snprintf(l, sizeof(l), "%s/link-file", root);
+	ck_assert_int_eq(symlink(t, l), 0);
+	snprintf(l, sizeof(l), "%s/loop", root);
+	ck_assert_int_eq(symlink(".", l), 0);
+
+	walk_all(&p, &s, &c, 0, 0);
+	ck_assert_msg(s.n == 1 && seen_has(&s, "real.txt"),
+		      "only the real file is walked, got %zu files", s.n);
+	ck_assert_msg(c.other == 3, "three symlinks counted as other, got %llu",
+		      (unsigned long long)c.other);
+	seen_free(&s);
+	rm_rf(AT_FDCWD, outside);
+}
+END_TEST
+
+START_TEST(test_scan_walk_skip_dir)
+{
+	struct im_params p;
+	struct im_scan_counts c;
+	struct seen s;
+	struct stat st;
+
+	im_params_init(&p);
+	put("keep.txt", "k");
+	mkpath("state");
+	put("state/cache", "c");
+	ck_assert_int_eq(fstatat(rootfd, "state", &st, 0), 0);
+	walk_all(&p, &s, &c, st.st_dev, st.st_ino);
+	ck_assert_msg(s.n == 1 && seen_has(&s, "keep.txt"),
+		      "the skip directory is left out");
+	seen_free(&s);
+}
+END_TEST
+
+START_TEST(test_scan_walk_deep_tree_bounded_fds)
+{
+	enum { DEPTH = 150 };
+	struct im_params p;
+	struct im_scan_counts c;
+	struct seen s;
+	char rel[DEPTH * 2 + 64], f[sizeof(rel) + 16];
+	size_t len = 0;
+	int before;
+
+	im_params_init(&p);
+	/* A chain a/a/a/... with, at every level, a file f and a sibling
+	 * directory z/ holding a file: after the chain, the walker has to come
+	 * back to every level for z, through frames whose fds it closed. */
+	rel[0] = '\0';
+	for (int i = 0; i < DEPTH; i++) {
+		snprintf(f, sizeof(f), "%s%sf", rel, len ? "/" : "");
+		put(f, "file");
+		snprintf(f, sizeof(f), "%s%sz", rel, len ? "/" : "");
+		mkpath(f);
+		strcat(f, "/g");
+		put(f, "leaf");
+		len += snprintf(rel + len, sizeof(rel) - len, "%sa",
+				len ? "/" : "");
+		mkpath(rel);
+	}
+	before = open_fds();
+	walk_all(&p, &s, &c, 0, 0);
+	ck_assert_msg(s.n == 2 * DEPTH, "expected %d files, got %zu",
+		      2 * DEPTH, s.n);
+	ck_assert_uint_eq(c.dirs, 1 + 2 * DEPTH);
+	ck_assert_uint_eq(c.errors, 0);
+	ck_assert_msg(s.max_fds < before + 40,
+		      "fds stay bounded in a deep tree: %d open at most, %d before",
+		      s.max_fds, before);
+	ck_assert_msg(open_fds() == before, "no fd leaked by the walk");
+	/* The deepest z/g is reached through reopened frames. */
+	snprintf(f, sizeof(f), "%s/z/g", rel);
+	f[strlen(f) - 6] = '\0'; /* drop the last "/a" */
+	strcat(f, "/z/g");
+	ck_assert_msg(seen_has(&s, "a/z/g") && seen_has(&s, f),
+		      "siblings of deep frames are walked (%s)", f);
+	seen_free(&s);
+}
+END_TEST
+
+START_TEST(test_scan_walk_odd_names)
+{
+	static const char *const names[] = {
+		"new\nline.txt", "tab\tname.txt", "per%cent%2F.txt",
+		"bytes-\xff\xfe.txt", "back\\slash.txt", "sp ace.txt",
+	};
+	struct im_params p;
+	struct im_scan_counts c;
+	struct seen s;
+
+	im_params_init(&p);
+	mkpath("d\n\xc3");
+	for (size_t i = 0; i < 6; i++) {
+		char rel[64];
+
+		snprintf(rel, sizeof(rel), "d\n\xc3/%s", names[i]);
+		put(rel, "odd");
+	}
+	walk_all(&p, &s, &c, 0, 0);
+	ck_assert_uint_eq(s.n, 6);
+	for (size_t i = 0; i < 6; i++) {
+		char rel[64];
+
+		snprintf(rel, sizeof(rel), "d\n\xc3/%s", names[i]);
+		ck_assert_msg(seen_has(&s, rel), "odd name %zu arrives intact", i);
+	}
+	seen_free(&s);
+}
+END_TEST
+
+START_TEST(test_scan_walk_missing_root)
+{
+	struct im_params p;
+	struct im_scan_counts c = { 0 };
+	struct im_walk_ops ops = { 0 };
+
+	im_params_init(&p);
+	ck_assert_msg(im_walk(-1, &p, &ops, &c) < 0,
+		      "a bad root fd is an error, not an empty tree");
+}
+END_TEST
+
+/* ---- Parallel scans ------------------------------------------------------------ */
+
+static uint64_t rng = 88172645463325252ull;
+
+static uint64_t next_rand(void)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return rng;
+}
+
+/* A corpus of pseudo-random documents over a small vocabulary, some of them
+ * near-duplicates, plus a binary file, an empty one and a tiny one. */
+static void make_corpus(int ndocs)
+{
+	char vocab[400][12];
+	char *text = malloc(64 * 1024);
+
+	rng = 88172645463325252ull;
+	for (int i = 0; i < 400; i++) {
+		int len = 4 + next_rand() % 6;
+
+		for (int j = 0; j < len; j++)
+			vocab[i][j] = 'a' + next_rand() % 26;
+		vocab[i][len] = '\0';
+	}
+	mkpath("docs");
+	mkpath("docs/more");
+	for (int d = 0; d < ndocs; d++) {
+		char rel[64];
+		size_t n = 0;
+		uint64_t base = d / 3; /* families of three near-duplicates */
+		uint64_t saved = rng;
+
+		rng = 1000 + base;
+		for (int w = 0; w < 200; w++) {
+			uint64_t r = next_rand();
+			/* Zipf-like: small indices far more often. */
+			int idx = (int)((r % 400) * (r % 400) / 400);
+
+			if (w == (int)(d % 3) * 50)
+				idx = 399 - (int)(d % 7);
+			n += snprintf(text + n, 64 * 1024 - n, "%s%s",
+				      vocab[idx], w % 12 == 11 ? ".\n" : " ");
+		}
+		rng = saved;
+		snprintf(rel, sizeof(rel), "%s/doc%03d.txt",
+			 d % 2 ? "docs" : "docs/more", d);
+		put(rel, text);
+	}
+	free(text);
+	{
+		char p[512];
+		FILE *f;
+
+		snprintf(p, sizeof(p), "%s/docs/blob.bin", root);
+		f = fopen(p, "w");
+		fwrite("ab\0cd", 1, 5, f);
+		fclose(f);
+	}
+	put("empty.txt", "");
+	put("tiny.txt", "just three words");
+}
+
+struct result {
+	char *path;
+	struct im_doc_sigs d;
+};
+
+struct results {
+	struct result *v;
+	size_t n;
+	int calls_in_flight, overlap;
+};
+
+static void on_result(const char *path, const struct stat *st,
+		      const struct im_doc_sigs *d, void *arg)
+{
+	struct results *r = arg;
+
+	(void)st;
+	if (__atomic_add_fetch(&r->calls_in_flight, 1, __ATOMIC_SEQ_CST) > 1)
+		r->overlap = 1;
+	r->v = realloc(r->v, (r->n + 1) * sizeof(*r->v));
+	r->v[r->n].path = strdup(path);
+	r->v[r->n].d = *d;
+	r->n++;
+	__atomic_sub_fetch(&r->calls_in_flight, 1, __ATOMIC_SEQ_CST);
+}
+
+static int cmp_result(const void *a, const void *b)
+{
+	return strcmp(((const struct result *)a)->path,
+		      ((const struct result *)b)->path);
+}
+
+static void results_free(struct results *r)
+{
+	for (size_t i = 0; i < r->n; i++)
+		free(r->v[i].path);
+	free(r->v);
+	memset(r, 0, sizeof(*r));
+}
+
+static bool same_sigs(const struct im_doc_sigs *a, const struct im_doc_sigs *b)
+{
+	if (a->status != b->status || a->valid != b->valid ||
+	    a->ncoords != b->ncoords || a->unique_terms != b->unique_terms)
+		return false;
+	if (a->exact_valid != b->exact_valid ||
+	    (a->exact_valid && memcmp(a->exact, b->exact, 16)))
+		return false;
+	for (unsigned k = 0; k < a->ncoords; k++)
+		if ((a->valid >> k & 1) &&
+		    memcmp(&a->sig[k], &b->sig[k], sizeof(a->sig[k])))
+			return false;
+	return true;
+}
+
+static struct im_lexicon *corpus_lexicon(const struct im_params *p,
+					 unsigned threads, int ndocs)
+{
+	struct im_scan_counts c = { 0 };
+	struct im_lexicon *lex = NULL;
+	struct im_df *df = NULL;
+
+	ck_assert_int_eq(im_scan_df(rootfd, p, threads, NULL, &df, &c), 0);
+	/* The generated documents and tiny.txt; not the empty or binary file. */
+	ck_assert_msg(im_df_docs(df) == (uint64_t)ndocs + 1,
+		      "df counts the documents that have terms: %llu",
+		      (unsigned long long)im_df_docs(df));
+	ck_assert_msg(c.by_status[IM_DOC_BINARY] == 1,
+		      "the binary file is counted as binary");
+	ck_assert_int_eq(im_lexicon_build(df, p->nidf_lo, p->nidf_hi,
+					  p->secondary_cap, &lex),
+			 0);
+	im_df_free(df);
+	return lex;
+}
+
+static void scan_into(const struct im_lexicon *lex, const struct im_params *p,
+		      unsigned threads, struct results *r,
+		      struct im_scan_counts *c)
+{
+	struct im_scan_ops ops = { .result = on_result, .arg = r };
+
+	memset(r, 0, sizeof(*r));
+	memset(c, 0, sizeof(*c));
+	ck_assert_int_eq(im_scan_sign(rootfd, lex, p, threads, &ops, c), 0);
+	qsort(r->v, r->n, sizeof(*r->v), cmp_result);
+}
+
+START_TEST(test_scan_sign_equals_signing_alone)
+{
+	struct im_params p;
+	struct im_scan_counts c;
+	struct results r;
+	struct im_signer *s;
+	struct im_lexicon *lex;
+	size_t nsigned = 0;
+
+	im_params_init(&p);
+	make_corpus(36);
+	lex = corpus_lexicon(&p, 2, 36);
+	scan_into(lex, &p, 3, &r, &c);
+	ck_assert_msg(r.n == 39, "every file has a result: %zu", r.n);
+	ck_assert_msg(!r.overlap, "result callbacks never run at once");
+	ck_assert_uint_eq(c.files, 39);
+	ck_assert_uint_eq(c.by_status[IM_DOC_BINARY], 1);
+	ck_assert_uint_eq(c.by_status[IM_DOC_SIGNED] + c.by_status[IM_DOC_REJECTED] +
+				  c.by_status[IM_DOC_BINARY],
+			  39);
+	ck_assert_msg(c.bytes > 36 * 500, "bytes read are counted");
+
+	ck_assert_int_eq(im_signer_new(lex, &p, &s), 0);
+	for (size_t i = 0; i < r.n; i++) {
+		struct im_doc_sigs alone;
+
+		ck_assert_int_eq(im_signer_sign_at(s, rootfd, r.v[i].path,
+						   &alone, NULL),
+				 0);
+		ck_assert_msg(same_sigs(&alone, &r.v[i].d),
+			      "%s: the scan signs as signing the file alone",
+			      r.v[i].path);
+		nsigned += alone.status == IM_DOC_SIGNED;
+	}
+	ck_assert_msg(nsigned >= 30, "most documents get a signature (%zu)",
+		      nsigned);
+	im_signer_free(s);
+	results_free(&r);
+	im_lexicon_free(lex);
+}
+END_TEST
+
+START_TEST(test_scan_sign_threads_agree)
+{
+	struct im_params p;
+	struct im_scan_counts c1, c4;
+	struct results r1, r4;
+	struct im_lexicon *lex1, *lex4;
+
+	im_params_init(&p);
+	make_corpus(30);
+	lex1 = corpus_lexicon(&p, 1, 30);
+	lex4 = corpus_lexicon(&p, 4, 30);
+	ck_assert_msg(im_lexicon_primary_size(lex1) ==
+				      im_lexicon_primary_size(lex4) &&
+			      im_lexicon_secondary_size(lex1) ==
+				      im_lexicon_secondary_size(lex4),
+		      "df merged from 4 workers builds the same lexicon");
+	scan_into(lex1, &p, 1, &r1, &c1);
+	scan_into(lex4, &p, 4, &r4, &c4);
+	ck_assert_uint_eq(r1.n, r4.n);
+	for (size_t i = 0; i < r1.n; i++) {
+		ck_assert_str_eq(r1.v[i].path, r4.v[i].path);
+		ck_assert_msg(same_sigs(&r1.v[i].d, &r4.v[i].d),
+			      "%s: same signatures with -j1 and -j4",
+			      r1.v[i].path);
+	}
+	ck_assert_int_eq(memcmp(&c1, &c4, sizeof(c1)), 0);
+	results_free(&r1);
+	results_free(&r4);
+	im_lexicon_free(lex1);
+	im_lexicon_free(lex4);
+}
+END_TEST
+
+static bool want_odd(const char *path, const struct stat *st, void *arg)
+{
+	(void)st;
+	(void)arg;
+	return strstr(path, "doc") && (path[strlen(path) - 5] - '0') % 2;
+}
+
+START_TEST(test_scan_sign_want_and_cancel)
+{
+	struct im_params p;
+	struct im_scan_counts c = { 0 };
+	struct results r = { 0 };
+	struct im_lexicon *lex;
+	volatile bool cancel = true;
+	struct im_scan_ops ops = { .result = on_result, .arg = &r,
+				   .want = want_odd };
+
+	im_params_init(&p);
+	make_corpus(20);
+	lex = corpus_lexicon(&p, 2, 20);
+	ck_assert_int_eq(im_scan_sign(rootfd, lex, &p, 2, &ops, &c), 0);
+	ck_assert_msg(r.n == 10, "want() leaves files out: %zu results", r.n);
+	results_free(&r);
+
+	ops.cancel = &cancel;
+	memset(&c, 0, sizeof(c));
+	ck_assert_int_eq(im_scan_sign(rootfd, lex, &p, 2, &ops, &c),
+			 -ECANCELED);
+	ck_assert_msg(r.n == 0, "a cancelled scan signs nothing");
+	results_free(&r);
+
+	struct im_df *df = NULL;
+	ck_assert_int_eq(im_scan_df(rootfd, &p, 2, &cancel, &df, &c),
+			 -ECANCELED);
+	ck_assert_msg(df == NULL, "a cancelled df scan hands nothing out");
+	im_lexicon_free(lex);
+}
+END_TEST
+
+static Suite *scan_suite(void)
+{
+	Suite *s = suite_create("scan");
+	TCase *tc = tcase_create("walk");
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_scan_walk_counts_and_hidden);
+	tcase_add_test(tc, test_scan_walk_symlinks_not_followed);
+	tcase_add_test(tc, test_scan_walk_skip_dir);
+	tcase_add_test(tc, test_scan_walk_deep_tree_bounded_fds);
+	tcase_add_test(tc, test_scan_walk_odd_names);
+	tcase_add_test(tc, test_scan_walk_missing_root);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("sign");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_scan_sign_equals_signing_alone);
+	tcase_add_test(tc, test_scan_sign_threads_agree);
+	tcase_add_test(tc, test_scan_sign_want_and_cancel);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(scan_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

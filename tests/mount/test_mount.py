@@ -47,7 +47,7 @@ def settled(w, d, want_docs=None):
         # Text documents: "documents" may also count skipped files.
         docs = (status_int(st, 'signed') or 0) + (status_int(st, 'rejected') or 0)
         phase = st.get('phase', '')
-        done = pending == 0 and not phase.startswith(('scan', 'lexicon', 'sign', 'start'))
+        done = pending == 0 and not phase.startswith(('scan', 'rescan', 'lexicon', 'sign', 'start'))
         if want_docs is not None:
             done = done and docs == want_docs
         return done, st
@@ -511,9 +511,11 @@ def test_odd_names(w):
     write(os.path.join(w.src, 'plain.txt'), text)
     for i in range(6):
         write(os.path.join(w.src, 'other%d.txt' % i), w.corpus.document())
+    want = frozenset(odd + ['plain.txt'])
+    sc = scan(w.imatch, w.src)
+    check(sc == {want}, 'imatch scan of the odd names:\n%s' % fmt_clusters(sc))
     d = w.daemon()
     settled(w, d, len(odd) + 7)
-    want = frozenset(odd + ['plain.txt'])
     poll(lambda: (want in cluster_sets(w.mnt), fmt_clusters(cluster_sets(w.mnt))),
          'one cluster of the oddly named copies')
     sig = [s for s, m in read_clusters(w.mnt).items() if m == want][0]

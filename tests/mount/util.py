@@ -303,14 +303,17 @@ def by_doc_documents(mnt):
 
 
 def scan(imatch, src, args=()):
-    """`imatch scan` clusters as a set of frozensets of relative paths."""
+    """`imatch scan` clusters as a set of frozensets of relative paths
+    (TAB, newline and backslash in paths come escaped as \\t, \\n, \\\\)."""
     r = subprocess.run([imatch, 'scan'] + list(args) + [src], capture_output=True)
     check(r.returncode == 0, 'imatch scan %s failed (%d): %s'
           % (src, r.returncode, r.stderr.decode(errors='replace')))
     out = set()
-    for line in os.fsdecode(r.stdout).splitlines():
+    unesc = {'t': '\t', 'n': '\n', '\\': '\\'}
+    for line in os.fsdecode(r.stdout).split('\n'):
         if line.strip():
-            out.add(frozenset(line.split('\t')))
+            out.add(frozenset(re.sub(r'\\(.)', lambda m: unesc.get(m.group(1), m.group(0)), f)
+                              for f in line.split('\t')))
     return out
 
 

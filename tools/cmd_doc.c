@@ -1,0 +1,328 @@
+/**
+ * @file cmd_doc.c
+ * The per-file subcommands of `imatch`: sign, explain and terms. Files named
+ * on the command line are read through the same im_signer calls the scanner
+ * uses; a symbolic link named on the command line is followed (the user asked
+ * for that file), which the scanner never does inside a tree.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "imatch.h"
+#include "sig.h"
+#include "text.h"
+
+/*
+ * Resolve a command-line file: the result is a malloc'ed absolute path with
+ * no symlink left in it, to a regular file. Prints the reason and returns
+ * NULL otherwise.
+ */
+static char *resolve_file(const char *path)
+{
+	struct stat st;
+	char *real;
+
+	if (stat(path, &st)) {
+		err_msg("%s: %s", path, strerror(errno));
+		return NULL;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		err_msg("%s: %s", path,
+			S_ISDIR(st.st_mode) ? "is a directory"
+					    : "not a regular file");
+		return NULL;
+	}
+	real = realpath(path, NULL);
+	if (!real)
+		err_msg("%s: %s", path, strerror(errno));
+	return real;
+}
+
+static const char *status_name(unsigned status)
+{
+	static const char *const names[] = { "signed", "rejected", "binary",
+					     "too big", "error" };
+
+	return status < 5 ? names[status] : "?";
+}
+
+int cmd_sign(struct cli *c)
+{
+	struct im_lexicon *lex = NULL;
+	struct im_signer *s = NULL;
+	char hex[IM_SIG_HEX_LEN + 1];
+	struct im_doc_sigs d;
+	int code = EXIT_RUNTIME, failed = 0, ret;
+
+	if (load_lexicon(c, &lex))
+		return EXIT_RUNTIME;
+	ret = im_signer_new(lex, &c->p, &s);
+	if (ret) {
+		err_msg("%s", strerror(-ret));
+		goto out;
+	}
+	for (int i = 0; i < c->argc; i++) {
+		char *real = resolve_file(c->argv[i]);
+
+		if (!real) {
+			failed = 1;
+			continue;
+		}
+		ret = im_signer_sign_at(s, AT_FDCWD, real, &d, NULL);
+		free(real);
+		if (ret) {
+			err_msg("%s: %s", c->argv[i], strerror(-ret));
+			goto out;
+		}
+		if (d.status == IM_DOC_ERROR) {
+			err_msg("%s: %s", c->argv[i], strerror(d.err));
+			failed = 1;
+			continue;
+		}
+		if (c->verbose && d.status != IM_DOC_SIGNED)
+			err_msg("%s: %s", c->argv[i], status_name(d.status));
+		put_text_path(stdout, c->argv[i]);
+		for (unsigned k = 0; k <= c->p.k; k++) {
+			if (k < d.ncoords && (d.valid >> k & 1)) {
+				im_sig_hex(&d.sig[k], hex);
+				printf("\t%s", hex);
+			} else {
+				fputs("\t-", stdout);
+			}
+		}
+		putchar('\n');
+	}
+	if (fflush(stdout)) {
+		err_msg("writing the output: %s", strerror(errno));
+		goto out;
+	}
+	code = failed ? EXIT_RUNTIME : 0;
+out:
+	if (s)
+		im_signer_free(s);
+	im_lexicon_free(lex);
+	return code;
+}
+
+/* ---- explain --------------------------------------------------------------- */
+
+static enum im_doc_kind sniff_kind(const char *path)
+{
+	char buf[IM_TEXT_SNIFF];
+	ssize_t n = -1;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	const char *base = strrchr(path, '/');
+
+	if (fd >= 0) {
+		n = read(fd, buf, sizeof(buf));
+		close(fd);
+	}
+	return im_text_detect(base ? base + 1 : path, buf, n > 0 ? (size_t)n : 0);
+}
+
+static int print_term(void *arg, unsigned k, const struct im_lex_term *t)
+{
+	(void)arg;
+	(void)k;
+	if (t->kind == IM_LEX_SECONDARY)
+		printf(" %s(B#%" PRIu32 ")", t->str, t->rank);
+	else
+		printf(" %s", t->str);
+	return 0;
+}
+
+int cmd_explain(struct cli *c)
+{
+	struct im_coord_info info[IM_MAX_COORDS];
+	struct im_lexicon *lex = NULL;
+	struct im_signer *s = NULL, *ts = NULL;
+	const struct im_terms *u = NULL;
+	enum im_doc_status st;
+	struct im_doc_sigs d, d2;
+	char hex[IM_SIG_HEX_LEN + 1];
+	const char *file = c->argv[0];
+	char *real = NULL;
+	int code = EXIT_RUNTIME, ret;
+
+	real = resolve_file(file);
+	if (!real)
+		return EXIT_RUNTIME;
+	if (load_lexicon(c, &lex))
+		goto out;
+	ret = im_signer_new(lex, &c->p, &s);
+	if (!ret)
+		ret = im_signer_new(lex, &c->p, &ts);
+	if (!ret)
+		ret = im_signer_sign_at(s, AT_FDCWD, real, &d, NULL);
+	if (ret) {
+		err_msg("%s: %s", file, strerror(-ret));
+		goto out;
+	}
+	printf("file: ");
+	put_text_path(stdout, file);
+	printf("\nkind: %s\nstatus: %s\n", im_kind_name(sniff_kind(real)),
+	       status_name(d.status));
+	if (d.status == IM_DOC_ERROR) {
+		err_msg("%s: %s", file, strerror(d.err));
+		goto out;
+	}
+	if (d.status == IM_DOC_BINARY) {
+		printf("reason: a NUL byte in the first %d bytes: not a text\n",
+		       IM_TEXT_SNIFF);
+		code = 0;
+		goto out;
+	}
+	if (d.status == IM_DOC_TOO_BIG) {
+		printf("reason: larger than --max-size (%" PRIu64 " bytes)\n",
+		       c->p.max_size);
+		code = 0;
+		goto out;
+	}
+	if (d.exact_valid) {
+		printf("exact: ");
+		for (int i = 0; i < 16; i++)
+			printf("%02x", d.exact[i]);
+		putchar('\n');
+	}
+	/* The terms come from a second signer: they stay valid while the
+	 * first one signs them with the per-coordinate details. */
+	ret = im_signer_terms_at(ts, AT_FDCWD, real, &st, &u);
+	if (!ret)
+		ret = im_signer_sign_terms(s, u, &d2, info);
+	if (ret) {
+		err_msg("%s: %s", file, strerror(-ret));
+		goto out;
+	}
+	printf("unique terms: %" PRIu32 "\n", d2.unique_terms);
+	printf("lexicon: %zu primary, %zu secondary terms, from %" PRIu64
+	       " documents\n",
+	       im_lexicon_primary_size(lex), im_lexicon_secondary_size(lex),
+	       im_lexicon_docs(lex));
+	if (d2.unique_terms < c->p.min_unique)
+		printf("note: fewer than %u unique terms (--min-unique): "
+		       "every coordinate is rejected\n",
+		       c->p.min_unique);
+	printf("coord\tprimary\tsecondary\t|S|\tratio\tsignature\n");
+	for (unsigned k = 0; k < d2.ncoords; k++) {
+		const struct im_coord_info *ci = &info[k];
+		double ratio = d2.unique_terms
+				       ? (double)ci->size / d2.unique_terms
+				       : 0.0;
+
+		printf("%u\t%" PRIu32 "\t%" PRIu32 "\t%" PRIu32 "\t%.3f\t", k,
+		       ci->primary, ci->secondary, ci->size, ratio);
+		if (d2.valid >> k & 1) {
+			im_sig_hex(&d2.sig[k], hex);
+			printf("%s\n", hex);
+		} else {
+			printf("- (rejected: %s)\n",
+			       ci->why ? ci->why : "no signature");
+		}
+	}
+	if (c->verbose) {
+		for (unsigned k = 0; k < d2.ncoords; k++) {
+			printf("S[%u]:", k);
+			im_signer_foreach_term(s, k, print_term, NULL);
+			putchar('\n');
+		}
+	}
+	code = 0;
+out:
+	if (ts)
+		im_signer_free(ts);
+	if (s)
+		im_signer_free(s);
+	if (lex)
+		im_lexicon_free(lex);
+	free(real);
+	return code;
+}
+
+/* ---- terms ----------------------------------------------------------------- */
+
+struct term_ref {
+	const char *s;
+	uint32_t len;
+};
+
+static int cmp_term(const void *a, const void *b)
+{
+	const struct term_ref *x = a, *y = b;
+	uint32_t n = x->len < y->len ? x->len : y->len;
+	int r = memcmp(x->s, y->s, n);
+
+	if (r)
+		return r;
+	return x->len < y->len ? -1 : x->len > y->len;
+}
+
+int cmd_terms(struct cli *c)
+{
+	struct im_signer *s = NULL;
+	struct term_ref *v = NULL;
+	const struct im_terms *u;
+	enum im_doc_status st;
+	int code = EXIT_RUNTIME, failed = 0, ret;
+
+	ret = im_signer_new(NULL, &c->p, &s);
+	if (ret) {
+		err_msg("%s", strerror(-ret));
+		return EXIT_RUNTIME;
+	}
+	for (int i = 0; i < c->argc; i++) {
+		char *real = resolve_file(c->argv[i]);
+		struct term_ref *nv;
+
+		if (!real) {
+			failed = 1;
+			continue;
+		}
+		ret = im_signer_terms_at(s, AT_FDCWD, real, &st, &u);
+		free(real);
+		if (ret) {
+			err_msg("%s: %s", c->argv[i], strerror(-ret));
+			goto out;
+		}
+		if (st == IM_DOC_ERROR) {
+			err_msg("%s: cannot read", c->argv[i]);
+			failed = 1;
+			continue;
+		}
+		if (st != IM_DOC_SIGNED && c->verbose)
+			err_msg("%s: %s", c->argv[i], status_name(st));
+		put_text_path(stdout, c->argv[i]);
+		if (st == IM_DOC_SIGNED && u->n) {
+			nv = realloc(v, u->n * sizeof(*v));
+			if (!nv) {
+				err_msg("%s", strerror(ENOMEM));
+				goto out;
+			}
+			v = nv;
+			for (size_t j = 0; j < u->n; j++)
+				v[j] = (struct term_ref){ im_terms_str(u, j),
+							  u->v[j].len };
+			qsort(v, u->n, sizeof(*v), cmp_term);
+			for (size_t j = 0; j < u->n; j++) {
+				putchar('\t');
+				fwrite(v[j].s, 1, v[j].len, stdout);
+			}
+		}
+		putchar('\n');
+	}
+	if (fflush(stdout)) {
+		err_msg("writing the output: %s", strerror(errno));
+		goto out;
+	}
+	code = failed ? EXIT_RUNTIME : 0;
+out:
+	free(v);
+	if (s)
+		im_signer_free(s);
+	return code;
+}

@@ -1,0 +1,411 @@
+/**
+ * @file cmd_scan.c
+ * `imatch scan` and `imatch lexicon build`: whole trees, through the same
+ * core/scan.c passes the daemon runs (pass 1 im_scan_df for the lexicon,
+ * pass 2 im_scan_sign into a struct im_index), so that `imatch scan DIR` and
+ * a mount of DIR give the same clusters (DESIGN §4).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "imatch.h"
+#include "index.h"
+#include "scan.h"
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static int open_tree(const char *dir)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	if (fd < 0)
+		err_msg("%s: %s", dir, strerror(errno));
+	return fd;
+}
+
+/* Pass 1 over several trees: document frequencies merged into one. */
+static int df_over(struct cli *c, char **dirs, int ndirs, struct im_df **out,
+		   struct im_scan_counts *counts)
+{
+	struct im_df *total = NULL, *df = NULL;
+	int ret = 0;
+
+	for (int i = 0; i < ndirs; i++) {
+		int fd = open_tree(dirs[i]);
+
+		if (fd < 0) {
+			ret = -1;
+			break;
+		}
+		ret = im_scan_df(fd, &c->p, c->jobs, NULL, &df, counts);
+		close(fd);
+		if (ret) {
+			err_msg("%s: %s", dirs[i], strerror(-ret));
+			ret = -1;
+			break;
+		}
+		if (!total) {
+			total = df;
+		} else {
+			ret = im_df_merge(total, df);
+			im_df_free(df);
+			if (ret) {
+				err_msg("%s", strerror(-ret));
+				ret = -1;
+				break;
+			}
+		}
+		df = NULL;
+	}
+	if (ret) {
+		if (total)
+			im_df_free(total);
+		return ret;
+	}
+	*out = total;
+	return 0;
+}
+
+static int build_lexicon(struct cli *c, struct im_df *df,
+			 struct im_lexicon **lex)
+{
+	int ret = im_lexicon_build(df, c->p.nidf_lo, c->p.nidf_hi,
+				   c->p.secondary_cap, lex);
+
+	if (ret == -EINVAL)
+		return 1; /* fewer than 2 documents: no lexicon possible */
+	if (ret) {
+		err_msg("building the lexicon: %s", strerror(-ret));
+		return -1;
+	}
+	return 0;
+}
+
+int cmd_lexicon_build(struct cli *c)
+{
+	struct im_scan_counts counts = { 0 };
+	struct im_lexicon *lex = NULL;
+	struct im_df *df = NULL;
+	int ret;
+
+	if (df_over(c, c->argv, c->argc, &df, &counts))
+		return EXIT_RUNTIME;
+	ret = build_lexicon(c, df, &lex);
+	if (ret > 0)
+		err_msg("lexicon build: need at least 2 text documents, found %" PRIu64,
+			im_df_docs(df));
+	im_df_free(df);
+	if (ret)
+		return EXIT_RUNTIME;
+	ret = im_lexicon_save(lex, c->out);
+	if (ret) {
+		err_msg("%s: %s", c->out, strerror(-ret));
+		im_lexicon_free(lex);
+		return EXIT_RUNTIME;
+	}
+	fprintf(stderr,
+		"%s: %" PRIu64 " documents, %zu primary terms (nidf %.2f:%.2f), "
+		"%zu secondary terms\n",
+		c->out, im_lexicon_docs(lex), im_lexicon_primary_size(lex),
+		c->p.nidf_lo, c->p.nidf_hi, im_lexicon_secondary_size(lex));
+	im_lexicon_free(lex);
+	return 0;
+}
+
+/* ---- scan ------------------------------------------------------------------ */
+
+struct cluster {
+	struct im_sig name;
+	size_t size;
+	char **members; /* sorted */
+};
+
+struct collect {
+	struct im_index *idx;
+	int err;
+	struct cluster *v;
+	size_t n, cap;
+	struct cluster *cur;
+};
+
+static void on_result(const char *path, const struct stat *st,
+		      const struct im_doc_sigs *d, void *arg)
+{
+	struct collect *col = arg;
+	int ret;
+
+	(void)st;
+	ret = im_index_put(col->idx, path, d);
+	if (ret && !col->err)
+		col->err = ret;
+}
+
+static int on_member(const char *path, void *arg)
+{
+	struct cluster *cl = arg;
+	char *s;
+
+	if (cl->size == 0)
+		return -ENOMEM; /* more members than announced: cannot happen */
+	s = strdup(path);
+	if (!s)
+		return -ENOMEM;
+	cl->members[--cl->size] = s;
+	return 0;
+}
+
+static int on_cluster(const struct im_sig *name, size_t size, void *arg)
+{
+	struct collect *col = arg;
+
+	if (col->n == col->cap) {
+		size_t cap = col->cap ? 2 * col->cap : 64;
+		struct cluster *v = realloc(col->v, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		col->v = v;
+		col->cap = cap;
+	}
+	col->v[col->n++] = (struct cluster){ .name = *name, .size = size };
+	return 0;
+}
+
+/* Largest first; equal sizes by first member, which is unique. */
+static int cmp_cluster(const void *a, const void *b)
+{
+	const struct cluster *x = a, *y = b;
+
+	if (x->size != y->size)
+		return x->size > y->size ? -1 : 1;
+	return strcmp(x->members[0], y->members[0]);
+}
+
+static void free_clusters(struct collect *col)
+{
+	for (size_t i = 0; i < col->n; i++) {
+		struct cluster *cl = &col->v[i];
+
+		if (!cl->members)
+			continue;
+		for (size_t j = 0; j < cl->size; j++)
+			free(cl->members[j]);
+		free(cl->members);
+	}
+	free(col->v);
+}
+
+static int gather_clusters(struct collect *col)
+{
+	int ret = im_index_foreach_cluster(col->idx, on_cluster, col);
+
+	if (ret)
+		return ret;
+	for (size_t i = 0; i < col->n; i++) {
+		struct cluster *cl = &col->v[i];
+		size_t size = cl->size;
+
+		cl->members = calloc(size, sizeof(*cl->members));
+		if (!cl->members)
+			return -ENOMEM;
+		/* on_member fills from the end, counting size down. */
+		ret = im_index_cluster_members(col->idx, &cl->name, on_member,
+					       cl);
+		if (ret || cl->size) {
+			/* Keep what was filled freeable. */
+			for (size_t j = cl->size; j < size; j++)
+				free(cl->members[j]);
+			free(cl->members);
+			cl->members = NULL;
+			cl->size = 0;
+			return ret ? ret : -EIO;
+		}
+		cl->size = size;
+		qsort(cl->members, size, sizeof(*cl->members), cmp_strp);
+	}
+	qsort(col->v, col->n, sizeof(*col->v), cmp_cluster);
+	return 0;
+}
+
+static void print_text(const struct collect *col)
+{
+	for (size_t i = 0; i < col->n; i++) {
+		const struct cluster *cl = &col->v[i];
+
+		for (size_t j = 0; j < cl->size; j++) {
+			if (j)
+				putchar('\t');
+			put_text_path(stdout, cl->members[j]);
+		}
+		putchar('\n');
+	}
+}
+
+struct scan_summary {
+	struct im_scan_counts c;
+	uint64_t lex_docs;
+	size_t primary, secondary;
+	double t_lex, t_sign;
+};
+
+static uint64_t errors_of(const struct im_scan_counts *c)
+{
+	return c->errors + c->by_status[IM_DOC_ERROR];
+}
+
+static void print_json(const struct cli *c, const struct collect *col,
+		       const struct scan_summary *s)
+{
+	const struct im_scan_counts *k = &s->c;
+	char hex[IM_SIG_HEX_LEN + 1];
+
+	fputs("{\n  \"root\": ", stdout);
+	put_json_string(stdout, c->argv[0]);
+	fputs(",\n  \"lexicon\": {\"file\": ", stdout);
+	if (c->lexicon)
+		put_json_string(stdout, c->lexicon);
+	else
+		fputs("null", stdout);
+	printf(", \"documents\": %" PRIu64 ", \"primary\": %zu, "
+	       "\"secondary\": %zu},\n",
+	       s->lex_docs, s->primary, s->secondary);
+	printf("  \"params\": {\"k\": %u, \"keep\": %g, \"nidf\": [%g, %g], "
+	       "\"min_terms\": %u, \"min_ratio\": %g, \"seed\": %" PRIu64 "},\n",
+	       c->p.k, c->p.keep, c->p.nidf_lo, c->p.nidf_hi, c->p.min_terms,
+	       c->p.min_ratio, c->p.seed);
+	printf("  \"counts\": {\"documents\": %" PRIu64 ", \"signed\": %" PRIu64
+	       ", \"rejected\": %" PRIu64 ", \"binary\": %" PRIu64
+	       ", \"too_big\": %" PRIu64 ", \"errors\": %" PRIu64
+	       ", \"hidden\": %" PRIu64 ", \"other\": %" PRIu64
+	       ", \"directories\": %" PRIu64 ", \"bytes\": %" PRIu64
+	       ", \"clusters\": %zu},\n",
+	       k->files, k->by_status[IM_DOC_SIGNED],
+	       k->by_status[IM_DOC_REJECTED], k->by_status[IM_DOC_BINARY],
+	       k->by_status[IM_DOC_TOO_BIG], errors_of(k), k->hidden, k->other,
+	       k->dirs, k->bytes, col->n);
+	fputs("  \"clusters\": [", stdout);
+	for (size_t i = 0; i < col->n; i++) {
+		const struct cluster *cl = &col->v[i];
+
+		im_sig_hex(&cl->name, hex);
+		printf("%s\n    {\"name\": \"%s\", \"size\": %zu, \"members\": [",
+		       i ? "," : "", hex, cl->size);
+		for (size_t j = 0; j < cl->size; j++) {
+			if (j)
+				fputs(", ", stdout);
+			put_json_string(stdout, cl->members[j]);
+		}
+		fputs("]}", stdout);
+	}
+	fputs(col->n ? "\n  ]\n}\n" : "]\n}\n", stdout);
+}
+
+static void print_summary(const struct collect *col,
+			  const struct scan_summary *s)
+{
+	const struct im_scan_counts *k = &s->c;
+	double mb = (double)k->bytes / 1e6;
+
+	fprintf(stderr,
+		"documents: %" PRIu64 "\nsigned: %" PRIu64 "\nrejected: %" PRIu64
+		"\nbinary: %" PRIu64 "\ntoo_big: %" PRIu64 "\nerrors: %" PRIu64
+		"\nhidden: %" PRIu64 "\nother: %" PRIu64 "\nclusters: %zu\n"
+		"lexicon: %" PRIu64 " documents, %zu primary, %zu secondary "
+		"terms\n",
+		k->files, k->by_status[IM_DOC_SIGNED],
+		k->by_status[IM_DOC_REJECTED], k->by_status[IM_DOC_BINARY],
+		k->by_status[IM_DOC_TOO_BIG], errors_of(k), k->hidden, k->other,
+		col->n, s->lex_docs, s->primary, s->secondary);
+	if (s->t_lex > 0)
+		fprintf(stderr, "lexicon pass: %.3f s\n", s->t_lex);
+	fprintf(stderr, "signing pass: %.3f s, %.1f MB, %.1f MB/s\n", s->t_sign,
+		mb, s->t_sign > 0 ? mb / s->t_sign : 0.0);
+}
+
+int cmd_scan(struct cli *c)
+{
+	struct collect col = { 0 };
+	struct scan_summary sum = { 0 };
+	struct im_scan_counts pass1 = { 0 };
+	struct im_lexicon *lex = NULL;
+	struct im_df *df = NULL;
+	struct im_scan_ops ops = { .result = on_result, .arg = &col };
+	int fd = -1, ret, code = EXIT_RUNTIME;
+	double t0;
+
+	fd = open_tree(c->argv[0]);
+	if (fd < 0)
+		return EXIT_RUNTIME;
+	if (c->lexicon) {
+		if (load_lexicon(c, &lex))
+			goto out;
+	} else {
+		t0 = now();
+		if (df_over(c, c->argv, 1, &df, &pass1))
+			goto out;
+		ret = build_lexicon(c, df, &lex);
+		im_df_free(df);
+		if (ret < 0)
+			goto out;
+		sum.t_lex = now() - t0;
+	}
+	ret = im_index_new(&col.idx);
+	if (ret) {
+		err_msg("%s", strerror(-ret));
+		goto out;
+	}
+	if (lex) {
+		sum.lex_docs = im_lexicon_docs(lex);
+		sum.primary = im_lexicon_primary_size(lex);
+		sum.secondary = im_lexicon_secondary_size(lex);
+		t0 = now();
+		ret = im_scan_sign(fd, lex, &c->p, c->jobs, &ops, &sum.c);
+		sum.t_sign = now() - t0;
+		if (!ret)
+			ret = col.err;
+		if (ret) {
+			err_msg("%s: %s", c->argv[0], strerror(-ret));
+			goto out;
+		}
+	} else {
+		/* Fewer than two text documents: nothing can cluster by
+		 * signature; report the tree as pass 1 saw it. */
+		sum.c = pass1;
+		sum.lex_docs = 0;
+	}
+	ret = gather_clusters(&col);
+	if (ret) {
+		err_msg("%s", strerror(ret < 0 ? -ret : ret));
+		goto out;
+	}
+	if (c->json)
+		print_json(c, &col, &sum);
+	else
+		print_text(&col);
+	if (c->verbose)
+		print_summary(&col, &sum);
+	if (fflush(stdout) || ferror(stdout)) {
+		err_msg("writing the output: %s", strerror(errno));
+		goto out;
+	}
+	code = 0;
+out:
+	free_clusters(&col);
+	if (col.idx)
+		im_index_free(col.idx);
+	if (lex)
+		im_lexicon_free(lex);
+	close(fd);
+	return code;
+}

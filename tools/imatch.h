@@ -1,0 +1,71 @@
+/**
+ * @file imatch.h
+ * Shared pieces of the `imatch` command line tool: the parsed command line,
+ * the subcommands, and the output helpers (escaping for text and JSON).
+ *
+ * Exit codes: 0 success, 1 runtime failure (missing input, unreadable or
+ * corrupt lexicon, read errors), 2 usage error.
+ */
+#ifndef IMATCH_H
+#define IMATCH_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "lexicon.h"
+#include "params.h"
+
+#define EXIT_USAGE 2
+#define EXIT_RUNTIME 1
+
+/** The command line of one subcommand after option parsing. */
+struct cli {
+	const char *cmd;      /**< "scan", "sign", ... (for messages) */
+	struct im_params p;
+	const char *lexicon;  /**< --lexicon FILE, or NULL */
+	const char *out;      /**< -o FILE (lexicon build) */
+	unsigned jobs;        /**< -j N; 0 = one per CPU */
+	int verbose;          /**< -v, may be repeated */
+	bool json;            /**< --json */
+	int argc;             /**< operands */
+	char **argv;
+};
+
+/* ---- Subcommands: each returns the process exit code. --------------------- */
+
+int cmd_lexicon_build(struct cli *c);
+int cmd_scan(struct cli *c);
+int cmd_sign(struct cli *c);
+int cmd_explain(struct cli *c);
+int cmd_terms(struct cli *c);
+
+/* ---- Messages -------------------------------------------------------------- */
+
+/** "imatch: " + message + newline on stderr. */
+void err_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/** Load c->lexicon, printing the loader's reason on failure. @return 0 or -1. */
+int load_lexicon(const struct cli *c, struct im_lexicon **out);
+
+/* ---- Output escaping ------------------------------------------------------- */
+
+/**
+ * Write a path for the text formats: TAB, newline and backslash are written
+ * \t, \n and \\ so that one record stays on one line and TAB still separates
+ * fields; every other byte is written as is.
+ */
+void put_text_path(FILE *f, const char *s);
+
+/**
+ * Write @p s as a JSON string literal. Valid UTF-8 is copied (control
+ * characters, '"' and '\' escaped); each byte that is not part of valid UTF-8
+ * is written \udcXX (XX its value), the lone low surrogate U+DC80+byte that
+ * Python's "surrogateescape" uses: no valid UTF-8 text decodes to one, so
+ * the original bytes are recovered exactly.
+ */
+void put_json_string(FILE *f, const char *s);
+
+/** Byte-order comparison of two char * (for qsort). */
+int cmp_strp(const void *a, const void *b);
+
+#endif

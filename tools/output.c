@@ -1,0 +1,125 @@
+/**
+ * @file output.c
+ * Escaping of paths for the text and JSON outputs of `imatch`, and the
+ * lexicon loader shared by the subcommands.
+ */
+#include <stddef.h>
+#include <string.h>
+
+#include "imatch.h"
+
+void put_text_path(FILE *f, const char *s)
+{
+	for (; *s; s++) {
+		switch (*s) {
+		case '\t':
+			fputs("\\t", f);
+			break;
+		case '\n':
+			fputs("\\n", f);
+			break;
+		case '\\':
+			fputs("\\\\", f);
+			break;
+		default:
+			fputc(*s, f);
+		}
+	}
+}
+
+/* Length of the valid UTF-8 sequence at @p s (RFC 3629: no overlongs, no
+ * surrogates, nothing above U+10FFFF), or 0 if it is not one. */
+static size_t utf8_valid_len(const unsigned char *s)
+{
+	unsigned char c = s[0];
+	size_t n;
+	unsigned char lo = 0x80, hi = 0xbf;
+
+	if (c < 0x80)
+		return 1;
+	if (c >= 0xc2 && c <= 0xdf)
+		n = 2;
+	else if (c >= 0xe0 && c <= 0xef)
+		n = 3;
+	else if (c >= 0xf0 && c <= 0xf4)
+		n = 4;
+	else
+		return 0;
+	if (c == 0xe0)
+		lo = 0xa0;
+	else if (c == 0xed)
+		hi = 0x9f;
+	else if (c == 0xf0)
+		lo = 0x90;
+	else if (c == 0xf4)
+		hi = 0x8f;
+	if (s[1] < lo || s[1] > hi)
+		return 0;
+	for (size_t i = 2; i < n; i++)
+		if (s[i] < 0x80 || s[i] > 0xbf)
+			return 0;
+	return n;
+}
+
+void put_json_string(FILE *f, const char *str)
+{
+	const unsigned char *s = (const unsigned char *)str;
+
+	fputc('"', f);
+	while (*s) {
+		size_t n = utf8_valid_len(s);
+
+		if (n == 0) {
+			fprintf(f, "\\udc%02x", *s);
+			s++;
+			continue;
+		}
+		if (n > 1) {
+			fwrite(s, 1, n, f);
+			s += n;
+			continue;
+		}
+		switch (*s) {
+		case '"':
+			fputs("\\\"", f);
+			break;
+		case '\\':
+			fputs("\\\\", f);
+			break;
+		case '\n':
+			fputs("\\n", f);
+			break;
+		case '\t':
+			fputs("\\t", f);
+			break;
+		case '\r':
+			fputs("\\r", f);
+			break;
+		default:
+			if (*s < 0x20 || *s == 0x7f)
+				fprintf(f, "\\u%04x", *s);
+			else
+				fputc(*s, f);
+		}
+		s++;
+	}
+	fputc('"', f);
+}
+
+int cmp_strp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int load_lexicon(const struct cli *c, struct im_lexicon **out)
+{
+	char why[256] = "";
+	int ret = im_lexicon_load(c->lexicon, out, why, sizeof(why));
+
+	if (ret) {
+		err_msg("%s: cannot load lexicon: %s", c->lexicon,
+			why[0] ? why : strerror(-ret));
+		return -1;
+	}
+	return 0;
+}

@@ -1,1 +1,710 @@
-/* placeholder: being written */
+/**
+ * @file sig.c
+ * Extended I-Match signatures (papers/000 §3 and §4, papers/001 §3).
+ *
+ * For one document with unique terms U, each term is looked up once in the
+ * lexicon. The terms found are the candidates: P (in L) and Q (in B). Each
+ * candidate gets a bit mask of the coordinates whose lexicon holds it: bit 0
+ * always (the lexicon as built), bit k (k = 1..K) when
+ *
+ *     h = splitmix64_finalizer(XXH3_64bits_withSeed(t, seed) + k * gamma)
+ *     (h >> 11) * 2^-53 < keep
+ *
+ * a keyed hash that only depends on (seed, k, t), so the randomized lexicons
+ * L_k, B_k are the same on every run and machine and cost no memory. This is
+ * the "sampling without repetition" of papers/000 §6.6 with the fraction
+ * keep in place of bootstrap's 1 - 1/e.
+ *
+ * P and Q are sorted once per document, by their number in the lexicon:
+ * L is numbered in byte order and B in rank order (lexicon.h), so the sort is
+ * an integer sort and no string is compared. Coordinate k then takes
+ * S = { t in P : bit k }, extends it with the best-ranked terms of
+ * { t in Q : bit k } while |S| / |U| < min_ratio (papers/000 §3, step 4),
+ * rejects it if |S| < min_terms or the ratio is still short (step 5), and
+ * hashes  byte k || t1 0x00 t2 0x00 ...  in byte order with one SHA1 call.
+ * Terms taken from Q are merged in byte order through Q sorted by bytes,
+ * built at most once per document and only when some coordinate needs it.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
+#include <xxhash.h>
+
+#include "sig.h"
+
+/* Files read into a buffer larger than this do not keep it afterwards. */
+#define BUF_KEEP (16u << 20)
+
+struct im_signer {
+	const struct im_lexicon *lex; /* borrowed; NULL for terms only */
+	const struct im_lex_term *base; /* term number 0 of lex */
+	struct im_params p;
+	EVP_MD *md;
+	EVP_MD_CTX *ctx;
+	struct im_terms terms;
+
+	char *buf; /* the file being read */
+	size_t bufcap;
+
+	/* Candidates of the last document: term number << 32 | coordinate mask. */
+	uint64_t *pc, *qc, *tmp;
+	size_t npc, nqc, ccap;
+	uint32_t *qb;  /* indices into qc, in byte order of the terms */
+	uint32_t *sel; /* sel[i] == stamp: qc[i] is in the current S */
+	uint32_t stamp;
+	int qb_sorted;
+	size_t last_n; /* |U| of the last document */
+	int have_last;
+
+	unsigned char *hb; /* the bytes hashed for one coordinate */
+	size_t hbcap;
+	const char **setv; /* for im_signer_last_set() */
+	size_t setcap;
+};
+
+/* ---- Small helpers ---------------------------------------------------------- */
+
+void im_sig_hex(const struct im_sig *s, char *hex)
+{
+	static const char digits[] = "0123456789abcdef";
+	for (int i = 0; i < IM_SIG_LEN; i++) {
+		hex[2 * i] = digits[s->b[i] >> 4];
+		hex[2 * i + 1] = digits[s->b[i] & 15];
+	}
+	hex[IM_SIG_HEX_LEN] = '\0';
+}
+
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+int im_sig_parse(const char *hex, struct im_sig *s)
+{
+	for (int i = 0; i < IM_SIG_LEN; i++) {
+		int hi = hexval(hex[2 * i]);
+		int lo = hi < 0 ? -1 : hexval(hex[2 * i + 1]);
+		if (lo < 0)
+			return -EINVAL;
+		s->b[i] = (uint8_t)(hi << 4 | lo);
+	}
+	return hex[IM_SIG_HEX_LEN] == '\0' ? 0 : -EINVAL;
+}
+
+int im_sig_cmp(const struct im_sig *a, const struct im_sig *b)
+{
+	return memcmp(a->b, b->b, IM_SIG_LEN);
+}
+
+/* Grow *p to hold at least @p n elements of @p size bytes. */
+static int grow(void **p, size_t *cap, size_t n, size_t size)
+{
+	if (n <= *cap)
+		return 0;
+	size_t c = *cap ? *cap : 64;
+	while (c < n)
+		c *= 2;
+	void *q = realloc(*p, c * size);
+	if (!q)
+		return -ENOMEM;
+	*p = q;
+	*cap = c;
+	return 0;
+}
+
+/* ---- Life cycle ------------------------------------------------------------- */
+
+int im_signer_new(const struct im_lexicon *lex, const struct im_params *p,
+		  struct im_signer **out)
+{
+	struct im_signer *s;
+
+	*out = NULL;
+	if (im_params_check(p, NULL, 0) < 0)
+		return -EINVAL;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->lex = lex;
+	s->base = lex ? im_lexicon_term(lex, 0) : NULL;
+	s->p = *p;
+	im_terms_init(&s->terms);
+	s->md = EVP_MD_fetch(NULL, "SHA1", NULL);
+	s->ctx = EVP_MD_CTX_new();
+	if (!s->md || !s->ctx) {
+		im_signer_free(s);
+		return -ENOMEM;
+	}
+	*out = s;
+	return 0;
+}
+
+void im_signer_free(struct im_signer *s)
+{
+	if (!s)
+		return;
+	EVP_MD_CTX_free(s->ctx);
+	EVP_MD_free(s->md);
+	im_terms_release(&s->terms);
+	free(s->buf);
+	free(s->pc);
+	free(s->qc);
+	free(s->tmp);
+	free(s->qb);
+	free(s->sel);
+	free(s->hb);
+	free(s->setv);
+	free(s);
+}
+
+/* ---- Membership and candidates ------------------------------------------- */
+
+/* The finalizer of splitmix64 (Steele, Lea, Flood 2014): a bijection whose
+ * outputs for base + k * gamma, k = 1, 2, ... are independent-looking. */
+static inline uint64_t mix64(uint64_t z)
+{
+	z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+	z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+	return z ^ (z >> 31);
+}
+
+static uint32_t member_mask(const struct im_signer *s,
+			    const struct im_lex_term *t)
+{
+	uint32_t mask = 1;
+	if (s->p.k == 0)
+		return mask;
+	uint64_t h = XXH3_64bits_withSeed(t->str, t->len, s->p.seed);
+	for (unsigned k = 1; k <= s->p.k; k++) {
+		uint64_t z = mix64(h + k * UINT64_C(0x9e3779b97f4a7c15));
+		if ((double)(z >> 11) * 0x1p-53 < s->p.keep)
+			mask |= UINT32_C(1) << k;
+	}
+	return mask;
+}
+
+/* Sort @p v by its high 32 bits (the term number); stable LSD radix sort. */
+static void sort_by_number(uint64_t *v, uint64_t *tmp, size_t n)
+{
+	if (n < 48) {
+		for (size_t i = 1; i < n; i++) {
+			uint64_t x = v[i];
+			size_t j = i;
+			for (; j > 0 && (v[j - 1] >> 32) > (x >> 32); j--)
+				v[j] = v[j - 1];
+			v[j] = x;
+		}
+		return;
+	}
+	uint64_t *src = v, *dst = tmp;
+	for (int shift = 32; shift < 64; shift += 8) {
+		size_t cnt[256] = { 0 };
+		for (size_t i = 0; i < n; i++)
+			cnt[(src[i] >> shift) & 255]++;
+		if (cnt[(src[0] >> shift) & 255] == n)
+			continue; /* one bucket: this byte does not order */
+		size_t sum = 0;
+		for (int b = 0; b < 256; b++) {
+			size_t c = cnt[b];
+			cnt[b] = sum;
+			sum += c;
+		}
+		for (size_t i = 0; i < n; i++)
+			dst[cnt[(src[i] >> shift) & 255]++] = src[i];
+		uint64_t *x = src;
+		src = dst;
+		dst = x;
+	}
+	if (src != v)
+		memcpy(v, src, n * sizeof(*v));
+}
+
+static inline const struct im_lex_term *cand_term(const struct im_signer *s,
+						  uint64_t c)
+{
+	return &s->base[c >> 32];
+}
+
+static int bytes_cmp(const struct im_lex_term *a, const struct im_lex_term *b)
+{
+	int c = memcmp(a->str, b->str, a->len < b->len ? a->len : b->len);
+	if (c)
+		return c;
+	return (a->len > b->len) - (a->len < b->len);
+}
+
+static int qb_cmp(const void *pa, const void *pb, void *arg)
+{
+	const struct im_signer *s = arg;
+	uint32_t a = *(const uint32_t *)pa, b = *(const uint32_t *)pb;
+	return bytes_cmp(cand_term(s, s->qc[a]), cand_term(s, s->qc[b]));
+}
+
+static void sort_qb(struct im_signer *s)
+{
+	if (s->qb_sorted)
+		return;
+	for (size_t i = 0; i < s->nqc; i++)
+		s->qb[i] = (uint32_t)i;
+	qsort_r(s->qb, s->nqc, sizeof(*s->qb), qb_cmp, s);
+	s->qb_sorted = 1;
+}
+
+/* Make room for @p n candidates in every per-candidate array. */
+static int cand_reserve(struct im_signer *s, size_t n)
+{
+	if (n <= s->ccap)
+		return 0;
+	size_t cap = s->ccap ? s->ccap : 256;
+	while (cap < n)
+		cap *= 2;
+	uint64_t *pc = realloc(s->pc, cap * sizeof(*pc));
+	if (pc)
+		s->pc = pc;
+	uint64_t *qc = realloc(s->qc, cap * sizeof(*qc));
+	if (qc)
+		s->qc = qc;
+	uint64_t *tmp = realloc(s->tmp, cap * sizeof(*tmp));
+	if (tmp)
+		s->tmp = tmp;
+	uint32_t *qb = realloc(s->qb, cap * sizeof(*qb));
+	if (qb)
+		s->qb = qb;
+	/* sel is not reallocated: its old marks are worthless anyway. */
+	uint32_t *sel = calloc(cap, sizeof(*sel));
+	if (sel) {
+		free(s->sel);
+		s->sel = sel;
+	}
+	if (!pc || !qc || !tmp || !qb || !sel)
+		return -ENOMEM;
+	s->ccap = cap;
+	return 0;
+}
+
+/* Look every term of @p u up and keep the candidates, sorted. */
+static int collect(struct im_signer *s, const struct im_terms *u)
+{
+	s->npc = s->nqc = 0;
+	s->qb_sorted = 0;
+	s->have_last = 0;
+	if (cand_reserve(s, u->n) < 0)
+		return -ENOMEM;
+
+	for (size_t i = 0; i < u->n; i++) {
+		const struct im_term *ut = &u->v[i];
+		const struct im_lex_term *t = im_lexicon_find(
+			s->lex, im_terms_str(u, i), ut->len, ut->hash);
+		if (!t)
+			continue;
+		uint64_t c = (uint64_t)(t - s->base) << 32 | member_mask(s, t);
+		if (t->kind == IM_LEX_PRIMARY)
+			s->pc[s->npc++] = c;
+		else
+			s->qc[s->nqc++] = c;
+	}
+	sort_by_number(s->pc, s->tmp, s->npc);
+	sort_by_number(s->qc, s->tmp, s->nqc);
+	s->last_n = u->n;
+	s->have_last = 1;
+	return 0;
+}
+
+/* ---- One coordinate ------------------------------------------------------- */
+
+static int ratio_ok(size_t m, size_t n, double r)
+{
+	return n > 0 && (double)m / (double)n >= r;
+}
+
+/* The smallest |S| that meets min_ratio for |U| = n (n if none smaller). */
+static size_t ratio_need(size_t n, double r)
+{
+	if (n == 0)
+		return 0;
+	double x = ceil(r * (double)n);
+	size_t m = x < 0 ? 0 : x > (double)n ? n : (size_t)x;
+	while (m > 0 && ratio_ok(m - 1, n, r))
+		m--;
+	while (m < n && !ratio_ok(m, n, r))
+		m++;
+	return m;
+}
+
+struct coord {
+	size_t primary, secondary;
+	uint32_t stamp; /* marks the terms of Q that joined S */
+};
+
+/* Decide S for coordinate @p k: count P, mark the terms taken from Q. */
+static void coord_select(struct im_signer *s, unsigned k, struct coord *c)
+{
+	uint32_t bit = UINT32_C(1) << k;
+	size_t need = ratio_need(s->last_n, s->p.min_ratio);
+
+	c->primary = c->secondary = 0;
+	for (size_t i = 0; i < s->npc; i++)
+		c->primary += (s->pc[i] & bit) != 0;
+	c->stamp = ++s->stamp;
+	if (c->stamp == 0) { /* wrapped: forget every old mark */
+		if (s->sel)
+			memset(s->sel, 0, s->ccap * sizeof(*s->sel));
+		c->stamp = s->stamp = 1;
+	}
+	for (size_t i = 0; i < s->nqc && c->primary + c->secondary < need;
+	     i++) {
+		if (s->qc[i] & bit) {
+			s->sel[i] = c->stamp;
+			c->secondary++;
+		}
+	}
+}
+
+/* Visit S of coordinate k in byte order. */
+typedef int (*visit_fn)(void *arg, const struct im_lex_term *t);
+
+static int coord_walk(struct im_signer *s, unsigned k, const struct coord *c,
+		      visit_fn fn, void *arg)
+{
+	uint32_t bit = UINT32_C(1) << k;
+	size_t i = 0, j = 0;
+	int r;
+
+	if (!c->secondary) {
+		for (; i < s->npc; i++)
+			if ((s->pc[i] & bit) && (r = fn(arg, cand_term(s, s->pc[i]))))
+				return r;
+		return 0;
+	}
+	sort_qb(s);
+	for (;;) {
+		while (i < s->npc && !(s->pc[i] & bit))
+			i++;
+		while (j < s->nqc && s->sel[s->qb[j]] != c->stamp)
+			j++;
+		const struct im_lex_term *a =
+			i < s->npc ? cand_term(s, s->pc[i]) : NULL;
+		const struct im_lex_term *b =
+			j < s->nqc ? cand_term(s, s->qc[s->qb[j]]) : NULL;
+		if (!a && !b)
+			return 0;
+		if (a && (!b || bytes_cmp(a, b) < 0)) {
+			i++;
+		} else {
+			a = b;
+			j++;
+		}
+		if ((r = fn(arg, a)))
+			return r;
+	}
+}
+
+struct hashbuf {
+	struct im_signer *s;
+	size_t len;
+};
+
+static int put_term(void *arg, const struct im_lex_term *t)
+{
+	struct hashbuf *h = arg;
+	struct im_signer *s = h->s;
+	if (grow((void **)&s->hb, &s->hbcap, h->len + t->len + 1, 1) < 0)
+		return -ENOMEM;
+	/* The lexicon's strings end in NUL: copy it as the separator. */
+	memcpy(s->hb + h->len, t->str, t->len + 1);
+	h->len += t->len + 1;
+	return 0;
+}
+
+static int coord_hash(struct im_signer *s, unsigned k, const struct coord *c,
+		      struct im_sig *sig)
+{
+	struct hashbuf h = { s, 1 };
+	unsigned int mdlen = 0;
+	int r;
+
+	if (grow((void **)&s->hb, &s->hbcap, 1, 1) < 0)
+		return -ENOMEM;
+	s->hb[0] = (unsigned char)k;
+	r = coord_walk(s, k, c, put_term, &h);
+	if (r < 0)
+		return r;
+	if (!EVP_DigestInit_ex(s->ctx, s->md, NULL) ||
+	    !EVP_DigestUpdate(s->ctx, s->hb, h.len) ||
+	    !EVP_DigestFinal_ex(s->ctx, sig->b, &mdlen) || mdlen != IM_SIG_LEN)
+		return -ENOMEM; /* OpenSSL fails on allocation only */
+	return 0;
+}
+
+/* ---- Signing --------------------------------------------------------------- */
+
+int im_signer_sign_terms(struct im_signer *s, const struct im_terms *u,
+			 struct im_doc_sigs *out, struct im_coord_info *info)
+{
+	unsigned ncoords = s->p.k + 1;
+	size_t n = u->n;
+	int r;
+
+	memset(out, 0, sizeof(*out));
+	out->status = IM_DOC_REJECTED;
+	out->ncoords = (uint8_t)ncoords;
+	out->unique_terms = n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
+	if (!s->lex)
+		return -EINVAL;
+	r = collect(s, u);
+	if (r < 0)
+		return r;
+
+	for (unsigned k = 0; k < ncoords; k++) {
+		struct coord c;
+		const char *why = NULL;
+
+		coord_select(s, k, &c);
+		size_t size = c.primary + c.secondary;
+		if (n == 0 || n < s->p.min_unique)
+			why = "fewer than min_unique unique terms";
+		else if (size < s->p.min_terms)
+			why = "fewer than min_terms terms in S";
+		else if (!ratio_ok(size, n, s->p.min_ratio))
+			why = "|S|/|U| below min_ratio";
+		if (info)
+			info[k] = (struct im_coord_info){
+				.primary = (uint32_t)c.primary,
+				.secondary = (uint32_t)c.secondary,
+				.size = (uint32_t)size,
+				.rejected = why != NULL,
+				.why = why,
+			};
+		if (why)
+			continue;
+		r = coord_hash(s, k, &c, &out->sig[k]);
+		if (r < 0)
+			return r;
+		out->valid |= UINT32_C(1) << k;
+	}
+	if (out->valid)
+		out->status = IM_DOC_SIGNED;
+	return 0;
+}
+
+int im_signer_sign_buf(struct im_signer *s, const char *name, const char *buf,
+		       size_t len, struct im_doc_sigs *out)
+{
+	enum im_doc_kind kind = im_text_detect(name, buf, len);
+	int r;
+
+	if (kind == IM_KIND_BINARY) {
+		s->have_last = 0;
+		memset(out, 0, sizeof(*out));
+		out->status = IM_DOC_BINARY;
+		out->ncoords = (uint8_t)(s->p.k + 1);
+		return 0;
+	}
+	r = im_text_terms(buf, len, kind, &s->p, &s->terms);
+	if (r < 0)
+		return r;
+	r = im_signer_sign_terms(s, &s->terms, out, NULL);
+	if (r < 0)
+		return r;
+	XXH128_canonical_t c;
+	XXH128_canonicalFromHash(&c, XXH3_128bits(buf, len));
+	memcpy(out->exact, c.digest, sizeof(out->exact));
+	out->exact_valid = 1;
+	return 0;
+}
+
+/* ---- Reading ----------------------------------------------------------------- */
+
+/*
+ * Open and read @p name into s->buf[0..*len). *status is IM_DOC_SIGNED when
+ * it was read, else IM_DOC_TOO_BIG or IM_DOC_ERROR with *err set. A buffer
+ * that cannot be had for one large file is that file's error (ENOMEM), not a
+ * failure of the signer.
+ */
+static void read_at(struct im_signer *s, int dirfd, const char *name,
+		    struct stat *stp, enum im_doc_status *status, int *err,
+		    size_t *len)
+{
+	struct stat st;
+	size_t got = 0, want;
+	int fd;
+
+	*status = IM_DOC_ERROR;
+	*err = 0;
+	*len = 0;
+	memset(&st, 0, sizeof(st));
+	fd = openat(dirfd, name,
+		    O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	if (fd < 0) {
+		*err = errno;
+		goto out;
+	}
+	if (fstat(fd, &st) < 0) {
+		*err = errno;
+		goto out;
+	}
+	if (S_ISDIR(st.st_mode)) {
+		*err = EISDIR;
+		goto out;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		*err = EINVAL; /* device, fifo or socket: never read */
+		goto out;
+	}
+	if (s->p.max_size && (uint64_t)st.st_size > s->p.max_size) {
+		*status = IM_DOC_TOO_BIG;
+		goto out;
+	}
+	if ((uint64_t)st.st_size >= SIZE_MAX) {
+		*err = EFBIG;
+		goto out;
+	}
+	/* Bytes appended after fstat() are not read: the document is what
+	 * the file held when it was opened, or less if it shrank. */
+	want = (size_t)st.st_size;
+	if (grow((void **)&s->buf, &s->bufcap, want + 1, 1) < 0) {
+		*err = ENOMEM;
+		goto out;
+	}
+	while (got < want) {
+		ssize_t k = read(fd, s->buf + got, want - got);
+		if (k < 0) {
+			if (errno == EINTR)
+				continue;
+			*err = errno;
+			goto out;
+		}
+		if (k == 0)
+			break;
+		got += (size_t)k;
+	}
+	*len = got;
+	*status = IM_DOC_SIGNED;
+out:
+	if (fd >= 0)
+		close(fd);
+	if (stp)
+		*stp = st;
+}
+
+static void drop_big_buffer(struct im_signer *s)
+{
+	if (s->bufcap > BUF_KEEP) {
+		free(s->buf);
+		s->buf = NULL;
+		s->bufcap = 0;
+	}
+}
+
+int im_signer_sign_at(struct im_signer *s, int dirfd, const char *name,
+		      struct im_doc_sigs *out, struct stat *st)
+{
+	enum im_doc_status status;
+	size_t len;
+	int err, r;
+
+	read_at(s, dirfd, name, st, &status, &err, &len);
+	if (status != IM_DOC_SIGNED) {
+		memset(out, 0, sizeof(*out));
+		out->status = (uint8_t)status;
+		out->ncoords = (uint8_t)(s->p.k + 1);
+		out->err = err;
+		return 0;
+	}
+	const char *base = strrchr(name, '/');
+	r = im_signer_sign_buf(s, base ? base + 1 : name, s->buf ? s->buf : "",
+			       len, out);
+	drop_big_buffer(s);
+	return r;
+}
+
+int im_signer_terms_at(struct im_signer *s, int dirfd, const char *name,
+		       enum im_doc_status *status, const struct im_terms **terms)
+{
+	size_t len;
+	int err, r = 0;
+
+	*terms = NULL;
+	read_at(s, dirfd, name, NULL, status, &err, &len);
+	if (*status != IM_DOC_SIGNED)
+		return 0;
+	const char *base = strrchr(name, '/');
+	const char *buf = s->buf ? s->buf : "";
+	enum im_doc_kind kind = im_text_detect(base ? base + 1 : name, buf, len);
+	if (kind == IM_KIND_BINARY) {
+		*status = IM_DOC_BINARY;
+		goto out;
+	}
+	r = im_text_terms(buf, len, kind, &s->p, &s->terms);
+	if (r == 0)
+		*terms = &s->terms;
+out:
+	drop_big_buffer(s);
+	return r;
+}
+
+/* ---- Explaining ------------------------------------------------------------ */
+
+struct foreach_arg {
+	im_sig_term_fn fn;
+	void *arg;
+	unsigned k;
+};
+
+static int foreach_visit(void *arg, const struct im_lex_term *t)
+{
+	struct foreach_arg *a = arg;
+	return a->fn(a->arg, a->k, t);
+}
+
+int im_signer_foreach_term(struct im_signer *s, unsigned k, im_sig_term_fn fn,
+			   void *arg)
+{
+	struct foreach_arg a = { fn, arg, k };
+	struct coord c;
+
+	if (k > s->p.k || !s->have_last)
+		return -EINVAL;
+	coord_select(s, k, &c);
+	return coord_walk(s, k, &c, foreach_visit, &a);
+}
+
+struct setv_arg {
+	struct im_signer *s;
+	size_t n;
+};
+
+static int setv_put(void *arg, unsigned k, const struct im_lex_term *t)
+{
+	struct setv_arg *a = arg;
+	(void)k;
+	if (grow((void **)&a->s->setv, &a->s->setcap, a->n + 2,
+		 sizeof(*a->s->setv)) < 0)
+		return -ENOMEM;
+	a->s->setv[a->n++] = t->str;
+	return 0;
+}
+
+const char *const *im_signer_last_set(struct im_signer *s, unsigned k)
+{
+	struct setv_arg a = { s, 0 };
+
+	if (grow((void **)&s->setv, &s->setcap, 1, sizeof(*s->setv)) < 0)
+		return NULL;
+	if (im_signer_foreach_term(s, k, setv_put, &a) != 0)
+		return NULL;
+	s->setv[a.n] = NULL;
+	return s->setv;
+}

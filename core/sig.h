@@ -133,10 +133,39 @@ int im_signer_terms_at(struct im_signer *s, int dirfd, const char *name,
 int im_signer_sign_terms(struct im_signer *s, const struct im_terms *u,
 			 struct im_doc_sigs *out, struct im_coord_info *info);
 
+/* ---- Explaining a signature (`imatch explain`) ----------------------------
+ *
+ * A signer remembers the candidate terms of the last document it signed
+ * (im_signer_sign_terms(), im_signer_sign_buf() or im_signer_sign_at() with
+ * status SIGNED or REJECTED), so S can be listed for any coordinate afterwards
+ * without storing it: S is recomputed exactly as it was hashed.
+ */
+
 /**
- * For `imatch explain`: the sorted terms of S for coordinate @p k of the last
- * im_signer_sign_terms() call with non-NULL info; NULL-terminated array owned
- * by the signer, valid until its next call. NULL if k is out of range.
+ * Called by im_signer_foreach_term() once per term of S, in the order hashed
+ * (byte order). @p t is borrowed from the lexicon: t->kind says whether the
+ * term came from L or was added from B (then t->rank is its rank in B).
+ * Return 0 to go on; anything else stops the walk and is returned.
+ */
+typedef int (*im_sig_term_fn)(void *arg, unsigned k,
+			      const struct im_lex_term *t);
+
+/**
+ * Walk S of coordinate @p k of the last document signed, rejected
+ * coordinates included (S is then the set that was found too small).
+ *
+ * @return 0 when every term was visited, fn's non-zero value if it stopped,
+ *         or -EINVAL if @p k > K or no document has been signed yet.
+ */
+int im_signer_foreach_term(struct im_signer *s, unsigned k, im_sig_term_fn fn,
+			   void *arg);
+
+/**
+ * The same as a NULL-terminated array of the sorted terms of S for coordinate
+ * @p k of the last document signed. The array and the strings are owned by
+ * the signer (the strings by its lexicon) and valid until its next call.
+ *
+ * @return NULL if @p k > K, no document has been signed yet, or memory ran out.
  */
 const char *const *im_signer_last_set(struct im_signer *s, unsigned k);
 

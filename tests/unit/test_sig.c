@@ -1,0 +1,954 @@
+/*
+ * Unit tests for core/sig.c: randomized lexicon membership, the secondary
+ * extension and both rejection thresholds, SHA1 signatures checked against an
+ * independent computation, determinism, and reading real files.
+ */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
+#include <xxhash.h>
+
+#include "sig.h"
+
+#define SEED UINT64_C(20260131)
+
+/* ---- Helpers ---------------------------------------------------------------- */
+
+/* A word made of letters only (so that text extraction keeps it). */
+static const char *word(const char *prefix, unsigned i)
+{
+	static char buf[8][32];
+	static int turn;
+	char *w = buf[turn++ & 7];
+	int n = snprintf(w, 32, "%s", prefix);
+	do {
+		w[n++] = (char)('a' + i % 26);
+		i /= 26;
+	} while (i);
+	w[n] = '\0';
+	return w;
+}
+
+static void add(struct im_terms *u, const char *w)
+{
+	ck_assert_int_eq(im_terms_add(u, w, strlen(w)), 0);
+}
+
+/*
+ * A lexicon from 100 documents, window [0.2, 0.8]: nl words "lex…" with df 10
+ * (in L), nb words "rar…" where rar<i> has df 2 for i < nb/2 and 1 after (in
+ * B, ranked rar0, rar1, …  within each df by bytes), and "common…" words with
+ * df 60 (dropped). Extra L words from @p extra_l, B words (df 2) from
+ * @p extra_b.
+ */
+static struct im_lexicon *make_lexicon(unsigned nl, unsigned nb,
+				       const char *const *extra_l,
+				       const char *const *extra_b)
+{
+	struct im_df *df;
+	struct im_lexicon *lex;
+	struct im_terms u;
+
+	ck_assert_int_eq(im_df_new(&df), 0);
+	im_terms_init(&u);
+	for (unsigned d = 0; d < 100; d++) {
+		im_terms_clear(&u);
+		if (d < 10) {
+			for (unsigned i = 0; i < nl; i++)
+				add(&u, word("lex", i));
+			for (unsigned i = 0; extra_l && extra_l[i]; i++)
+				add(&u, extra_l[i]);
+		}
+		for (unsigned i = 0; i < nb; i++)
+			if (d < (i < nb / 2 ? 2u : 1u))
+				add(&u, word("rar", i));
+		for (unsigned i = 0; extra_b && extra_b[i]; i++)
+			if (d < 2)
+				add(&u, extra_b[i]);
+		if (d < 60)
+			for (unsigned i = 0; i < 20; i++)
+				add(&u, word("common", i));
+		ck_assert_int_eq(im_df_add(df, &u), 0);
+	}
+	im_terms_release(&u);
+	ck_assert_int_eq(im_lexicon_build(df, 0.2, 0.8, 100000, &lex), 0);
+	im_df_free(df);
+	return lex;
+}
+
+static void test_params(struct im_params *p)
+{
+	im_params_init(p);
+	p->k = 10;
+	p->keep = 0.63;
+	p->seed = SEED;
+	p->min_terms = 5;
+	p->min_ratio = 0.25;
+	p->min_unique = 5;
+	p->max_size = 0;
+}
+
+static struct im_signer *signer(const struct im_lexicon *lex,
+				const struct im_params *p)
+{
+	struct im_signer *s;
+	ck_assert_int_eq(im_signer_new(lex, p, &s), 0);
+	return s;
+}
+
+/* U = lex0..lex<nl-1>, rar0..rar<nb-1>, out0..out<nout-1> (not in the lexicon). */
+static void doc_terms(struct im_terms *u, unsigned nl, unsigned nb,
+		      unsigned nout)
+{
+	im_terms_clear(u);
+	for (unsigned i = 0; i < nl; i++)
+		add(u, word("lex", i));
+	for (unsigned i = 0; i < nb; i++)
+		add(u, word("rar", i));
+	for (unsigned i = 0; i < nout; i++)
+		add(u, word("out", i));
+}
+
+static int strp_cmp(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* SHA1(byte k, then each term followed by 0x00), the terms sorted here. */
+static void imatch_sha1(unsigned k, const char **terms, size_t n,
+			struct im_sig *out)
+{
+	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+	unsigned char kb = (unsigned char)k;
+	unsigned len = 0;
+
+	qsort(terms, n, sizeof(*terms), strp_cmp);
+	ck_assert(EVP_DigestInit_ex(ctx, EVP_sha1(), NULL));
+	EVP_DigestUpdate(ctx, &kb, 1);
+	for (size_t i = 0; i < n; i++)
+		EVP_DigestUpdate(ctx, terms[i], strlen(terms[i]) + 1);
+	ck_assert(EVP_DigestFinal_ex(ctx, out->b, &len));
+	ck_assert_uint_eq(len, IM_SIG_LEN);
+	EVP_MD_CTX_free(ctx);
+}
+
+static int is_set(const struct im_doc_sigs *d, unsigned k)
+{
+	return (d->valid >> k) & 1;
+}
+
+/* ---- Determinism ------------------------------------------------------------ */
+
+START_TEST(test_sig_same_seed_same_signatures)
+{
+	struct im_lexicon *lex = make_lexicon(200, 100, NULL, NULL);
+	struct im_params p;
+	struct im_terms u;
+	struct im_doc_sigs a, b, c;
+
+	test_params(&p);
+	struct im_signer *s1 = signer(lex, &p), *s2 = signer(lex, &p);
+	im_terms_init(&u);
+	doc_terms(&u, 60, 5, 20);
+	ck_assert_int_eq(im_signer_sign_terms(s1, &u, &a, NULL), 0);
+	ck_assert_int_eq(im_signer_sign_terms(s2, &u, &b, NULL), 0);
+	ck_assert_uint_eq(a.status, IM_DOC_SIGNED);
+	ck_assert_uint_eq(a.ncoords, 11);
+	ck_assert_uint_eq(a.unique_terms, 85);
+	ck_assert_msg(a.valid == 0x7ff, "all 11 coordinates signed: %x",
+		      a.valid);
+	ck_assert_msg(memcmp(&a, &b, sizeof(a)) == 0,
+		      "two signers with one seed agree");
+
+	/* A signer that signed something else in between still agrees. */
+	doc_terms(&u, 30, 0, 3);
+	ck_assert_int_eq(im_signer_sign_terms(s1, &u, &c, NULL), 0);
+	doc_terms(&u, 60, 5, 20);
+	ck_assert_int_eq(im_signer_sign_terms(s1, &u, &c, NULL), 0);
+	ck_assert(memcmp(&a, &c, sizeof(a)) == 0);
+
+	/* The randomized coordinates differ from each other. */
+	for (unsigned k = 1; k <= 10; k++)
+		ck_assert_msg(im_sig_cmp(&a.sig[0], &a.sig[k]) != 0,
+			      "coordinate %u equals coordinate 0", k);
+
+	/*
+	 * Golden values: the same on every machine and every run. If this
+	 * changes, every saved signature in the world changes with it.
+	 */
+	char hex[IM_SIG_HEX_LEN + 1];
+	im_sig_hex(&a.sig[0], hex);
+	ck_assert_str_eq(hex, "be988e9dcf92855e56998b35f9c525228f4057f9");
+	im_sig_hex(&a.sig[1], hex);
+	ck_assert_str_eq(hex, "86db6f2eaa7c2be0c88f2c76aee8f1ac77857510");
+	im_sig_hex(&a.sig[10], hex);
+	ck_assert_str_eq(hex, "99f4f52762fdccd12bff5e29e59d97f8c453c4dd");
+
+	im_terms_release(&u);
+	im_signer_free(s1);
+	im_signer_free(s2);
+	im_lexicon_free(lex);
+}
+END_TEST
+
+START_TEST(test_sig_seed_changes_randomized_coordinates)
+{
+	struct im_lexicon *lex = make_lexicon(200, 100, NULL, NULL);
+	struct im_params p, q;
+	struct im_terms u;
+	struct im_doc_sigs a, b;
+
+	test_params(&p);
+	q = p;
+	q.seed = SEED + 1;
+	struct im_signer *s1 = signer(lex, &p), *s2 = signer(lex, &q);
+	im_terms_init(&u);
+	doc_terms(&u, 60, 0, 20);
+	ck_assert_int_eq(im_signer_sign_terms(s1, &u, &a, NULL), 0);
+	ck_assert_int_eq(im_signer_sign_terms(s2, &u, &b, NULL), 0);
+	ck_assert_msg(im_sig_cmp(&a.sig[0], &b.sig[0]) == 0,
+		      "coordinate 0 does not depend on the seed");
+	for (unsigned k = 1; k <= 10; k++)
+		ck_assert_msg(im_sig_cmp(&a.sig[k], &b.sig[k]) != 0,
+			      "coordinate %u is the same under another seed",
+			      k);
+	im_terms_release(&u);
+	im_signer_free(s1);
+	im_signer_free(s2);
+	im_lexicon_free(lex);
+}
+END_TEST
+
+START_TEST(test_sig_word_order_and_duplicates)
+{
+	struct im_lexicon *lex = make_lexicon(200, 100, NULL, NULL);
+	struct im_params p;
+	struct im_terms u, v;
+	struct im_doc_sigs a, b;
+
+	test_params(&p);
+	struct im_signer *s = signer(lex, &p);
+	im_terms_init(&u);
+	im_terms_init(&v);
+	doc_terms(&u, 40, 10, 20);
+	/* The same set inserted backwards, every term twice. */
+	for (unsigned r = 0; r < 2; r++) {
+		for (unsigned i = 20; i-- > 0;)
+			add(&v, word("out", i));
+		for (unsigned i = 10; i-- > 0;)
+			add(&v, word("rar", i));
+		for (unsigned i = 40; i-- > 0;)
+			add(&v, word("lex", i));
+	}
+	ck_assert_int_eq(im_signer_sign_terms(s, &u, &a, NULL), 0);
+	ck_assert_int_eq(im_signer_sign_terms(s, &v, &b, NULL), 0);
+	ck_assert(a.valid != 0);
+	ck_assert_msg(memcmp(&a, &b, sizeof(a)) == 0,
+		      "signatures depend on the order of the words");
+	im_terms_release(&u);
+	im_terms_release(&v);
+	im_signer_free(s);
+	im_lexicon_free(lex);
+}
+END_TEST
+
+START_TEST(test_sig_text_order_invariance)
+{
+	/* Through text extraction: shuffled and repeated words. */
+	struct im_lexicon *lex = make_lexicon(200, 100, NULL, NULL);
+	struct im_params p;
+	struct im_doc_sigs a, b;
+	char t1[4096], t2[4096];
+	size_t n1 = 0, n2 = 0;
+
+	test_params(&p);
+	struct im_signer *s = signer(lex, &p);
+	for (unsigned i = 0; i < 30; i++)
+		n1 += (size_t)snprintf(t1 + n1, sizeof(t1) - n1, "%s, ",
+				       word("lex", i));
+	n1 += (size_t)snprintf(t1 + n1, sizeof(t1) - n1, "the end.\n");
+	for (unsigned i = 30; i-- > 0;)
+		n2 += (size_t)snprintf(t2 + n2, sizeof(t2) - n2, "%s %s\n",
+				       word("lex", i), word("lex", i));
+	ck_assert_int_eq(im_signer_sign_buf(s, "a.txt", t1, n1, &a), 0);
+	ck_assert_int_eq(im_signer_sign_buf(s, "b.txt", t2, n2, &b), 0);
+	ck_assert_uint_eq(a.status, IM_DOC_SIGNED);
+	ck_assert_uint_eq(a.unique_terms, 30);
+	ck_assert_uint_eq(b.unique_terms, 30);
+	ck_assert(a.valid == b.valid);
+	for (unsigned k = 0; k <= 10; k++)
+		ck_assert_msg(im_sig_cmp(&a.sig[k], &b.sig[k]) == 0,
+			      "coordinate %u differs", k);
+	ck_assert_msg(memcmp(a.exact, b.exact, 16) != 0,
+		      "different bytes, different exact hashes");
+	im_signer_free(s);
+	im_lexicon_free(lex);
+}
+END_TEST
+
+/* ---- The signature is I-Match's -------------------------------------------- */
+
+START_TEST(test_sig_coordinate0_is_imatch)
+{
+	struct im_lexicon *lex = make_lexicon(200, 100, NULL, NULL);
+	struct im_params p;
+	struct im_terms u;
+	struct im_doc_sigs d;
+	struct im_sig want;
+	const char *terms[64];
+
+	test_params(&p);
+	p.min_ratio = 0;
+	struct im_signer *s = signer(lex, &p);
+	im_terms_init(&u);
+	/* U: 50 L terms (added in a scrambled order), B and unknown words. */
+	for (unsigned i = 0; i < 50; i++)
+		add(&u, word("lex", (i * 37) % 50));
+	add(&u, "rarb");
+	add(&u, "unknownword");
+	add(&u, "common");
+	ck_assert_int_eq(im_signer_sign_terms(s, &u, &d, NULL), 0);
+	for (unsigned i = 0; i < 50; i++)
+		terms[i] = strdup(word("lex", i));
+	imatch_sha1(0, terms, 50, &want);
+	ck_assert_msg(is_set(&d, 0) && im_sig_cmp(&d.sig[0], &want) == 0,
+		      "coordinate 0 is SHA1 over 0x00 and the sorted L ∩ U");
+	for (unsigned i = 0; i < 50; i++)
+		free((void *)terms[i]);
+
+	/* Every coordinate hashes exactly the set that explain lists. */
+	for (unsigned k = 0; k <= p.k; k++) {
+		const char *const *set = im_signer_last_set(s, k);
+		size_t n = 0;
+		ck_assert_ptr_nonnull(set);
+		while (set[n])
+			terms[n] = set[n], n++;
+		for (size_t i = 1; i < n; i++)
+			ck_assert_msg(strcmp(terms[i - 1], terms[i]) < 0,
+				      "S of %u is listed in byte order", k);
+		imatch_sha1(k, terms, n, &want);
+		ck_assert_msg(im_sig_cmp(&d.sig[k], &want) == 0,
+			      "coordinate %u is SHA1 over its listed S", k);
+	}
+	ck_assert_ptr_null(im_signer_last_set(s, p.k + 1));
+	im_terms_release(&u);
+	im_signer_free(s);
+	im_lexicon_free(lex);
+}
+END_TEST
+
+struct mark {
+	char (*in)[IM_MAX_COORDS];
+	unsigned stop_after, seen;
+};
+
+static int mark_term(void *arg, unsigned k, const struct im_lex_term *t)
+{
+	struct mark *m = arg;
+	unsigned i = 0, mult = 1;
+	/* Decode "lex<letters>" back into its number. */
+	for (const char *c = t->str + 3; *c; c++, mult *= 26)
+		i += (unsigned)(*c - 'a') * mult;
+	m->in[i][k] = 1;
+	m->seen++;
+	return m->stop_after && m->seen == m->stop_after ? 42 : 0;
+}
+
+START_TEST(test_sig_membership_fraction)
+{
+	enum { NL = 20000 };
+	struct im_lexicon *lex = make_lexicon(NL, 0, NULL, NULL);
+	struct im_params p;
+	struct im_terms u;
+	struct im_doc_sigs d;
+	struct im_coord_info info[IM_MAX_COORDS];
+	struct mark m = { calloc(NL, sizeof(*m.in)), 0, 0 };
+
+	test_params(&p);
+	struct im_signer *s = signer(lex, &p);
+	im_terms_init(&u);
+	doc_terms(&u, NL, 0, 0);
+	ck_assert_int_eq(im_signer_sign_terms(s, &u, &d, info), 0);
+	ck_assert_uint_eq(info[0].primary, NL);
+	for (unsigned k = 1; k <= p.k; k++) {
+		double f = (double)info[k].primary / NL;
+		ck_assert_msg(f > 0.61 && f < 0.65,
+			      "lexicon %u keeps %.4f of the terms, want ~0.63",
+			      k, f);
+		ck_assert_int_eq(im_signer_foreach_term(s, k, mark_term, &m),
+				 0);
+	}
+	/* Lexicons are independent: two of them share ~keep² of the terms. */
+	for (unsigned k = 1; k < p.k; k++) {
+		unsigned both = 0;
+		for (unsigned i = 0; i < NL; i++)
+			both += m.in[i][k] && m.in[i][k + 1];
+		double f = (double)both / NL;
+		ck_assert_msg(f > 0.38 && f < 0.42,
+			      "lexicons %u and %u share %.4f, want ~0.397", k,
+			      k + 1, f);
+	}
+	/* The walk stops when the callback says so. */
+	m.stop_after = 3;
+	m.seen = 0;
+	ck_assert_int_eq(im_signer_foreach_term(s, 1, mark_term, &m), 42);
+	ck_assert_uint_eq(m.seen, 3);
+	ck_assert_int_eq(im_signer_foreach_term(s, 11, mark_term, &m),
+			 -EINVAL);
+
+	/* keep = 1: every randomized lexicon is the whole lexicon. */
+	im_signer_free(s);
+	p.keep = 1;
+	s = signer(lex, &p);
+	ck_assert_int_eq(im_signer_sign_terms(s, &u, &d, info), 0);
+	for (unsigned k = 0; k <= p.k; k++)
+		ck_assert_uint_eq(info[k].primary, NL);
+
+	free(m.in);
+	im_terms_release(&u);
+	im_signer_free(s);
+	im_lexicon_free(lex);
+}
+END_TEST
+
+/* ---- The secondary lexicon and the thresholds ------------------------------ */
+
+struct added {
+	unsigned secondary;
+	uint32_t ranks[64];
+};
+
+static int note_secondary(void *arg, unsigned k, const struct im_lex_term *t)
+{
+	struct added *a = arg;
+	(void)k;
+	if (t->kind == IM_LEX_SECONDARY && a->secondary < 64)
+		a->ranks[a->secondary++] = t->rank;
+	return 0;
+}
+
+START_TEST(test_sig_secondary_extension_threshold)
+{
+	struct im_lexicon *lex = make_lexicon(200, 100, NULL, NULL);
+	struct im_params p;
+	struct im_terms u;
+	struct im_doc_sigs d;
+	struct im_coord_info info[IM_MAX_COORDS];
+	struct added a;
+
+	test_params(&p);
+	p.k = 0;
+	p.min_ratio = 0.5;
+	p.min_terms = 1;
+	p.min_unique = 1;
+	struct im_signer *s = signer(lex, &p);
+	im_terms_init(&u);
+
+	/* 5 of 10 in L: the ratio is met exactly, B is not touched. */
+	doc_terms(&u, 5, 3, 2);
+	ck_assert_int_eq(im_signer_sign_terms(s, &u, &d, info), 0);
+	ck_assert_msg(info[0].primary == 5 && info[0].secondary == 0,
+		      "|S|/|U| = 0.5 = min_ratio needs no extension (%u+%u)",
+		      info[0].primary, info[0].secondary);
+	ck_assert(!info[0].rejected && is_set(&d, 0));
+
+	/* 4 of 10: one term of B, the best-ranked, joins S. */
+	doc_terms(&u, 4, 3, 3);
+	ck_assert_int_eq(im_signer_sign_terms(s, &u, &d, info), 0);
+	ck_assert_msg(info[0].primary == 4 && info[0].secondary == 1,
+		      "4/10 < 0.5: one term added (%u+%u)", info[0].primary,
+		      info[0].secondary);
+	ck_assert_uint_eq(info[0].size, 5);
+	ck_assert(!info[0].rejected && is_set(&d, 0));
+	memset(&a, 0, sizeof(a));
+	ck_assert_int_eq(im_signer_foreach_term(s, 0, note_secondary, &a), 0);
+	ck_assert_msg(a.secondary == 1 && a.ranks[0] == 0,
+		      "the added term is B's best-ranked one of U");
+
+	/* 2 of 10 with 2 in B: both added, still short: rejected on the ratio. */
+	doc_terms(&u, 2, 2, 6);
+	ck_assert_int_eq(im_signer_sign_terms(s, &u, &d, info), 0);
+	ck_assert_uint_eq(info[0].secondary, 2);
+	ck_assert_msg(info[0].rejected && !is_set(&d, 0) &&
+			      d.status == IM_DOC_REJECTED,
+		      "4/10 after extension is rejected");
+	ck_assert_ptr_nonnull(strstr(info[0].why, "min_ratio"));
+
+	/* The threshold in floating point: 3/10 meets 0.3 exactly. */
+	im_signer_free(s);
+	p.min_ratio = 0.3;
+	s = signer(lex, &p);
+	doc_terms(&u, 3, 3, 4);
+	ck_assert_int_eq(im_signer_sign_terms(s, &u, &d, info), 0);
+	ck_assert_msg(info[0].secondary == 0 && is_set(&d, 0),
+		      "3/10 meets min_ratio 0.3 (%u added)", info[0].secondary);
+	doc_terms(&u, 2, 3, 5);
+	ck_assert_int_eq(im_signer_sign_terms(s, &u, &d, info), 0);
+	ck_assert_msg(info[0].secondary == 1 && is_set(&d, 0),
+		      "2/10 needs exactly one more term (%u added)",
+		      info[0].secondary);
+
+	/* Each randomized coordinate extends from its own B_k to exactly the
+	 * 15 of 50 terms that min_ratio 0.3 asks for. */
+	im_signer_free(s);
+	p.k = 10;
+	s = signer(lex, &p);
+	doc_terms(&u, 10, 40, 0);
+	ck_assert_int_eq(im_signer_sign_terms(s, &u, &d, info), 0);
+	for (unsigned k = 0; k <= p.k; k++) {
+		ck_assert_msg(info[k].size == 15 && is_set(&d, k),
+			      "coordinate %u extended to %u, want 15", k,
+			      info[k].size);
+		memset(&a, 0, sizeof(a));
+		ck_assert_int_eq(
+			im_signer_foreach_term(s, k, note_secondary, &a), 0);
+		ck_assert_uint_eq(a.secondary, info[k].secondary);
+		ck_assert_uint_eq(a.secondary + info[k].primary, 15);
+	}
+	im_terms_release(&u);
+	im_signer_free(s);
+	im_lexicon_free(lex);
+}
+END_TEST
+
+START_TEST(test_sig_min_terms_boundary)
+{
+	struct im_lexicon *lex = make_lexicon(200, 100, NULL, NULL);
+	struct im_params p;
+	struct im_terms u;
+	struct im_doc_sigs d;
+	struct im_coord_info info[IM_MAX_COORDS];
+
+	test_params(&p);
+	p.k = 0;
+	p.min_ratio = 0;
+	p.min_terms = 5;
+	struct im_signer *s = signer(lex, &p);
+	im_terms_init(&u);
+	doc_terms(&u, 4, 0, 6);
+	ck_assert_int_eq(im_signer_sign_terms(s, &u, &d, info), 0);
+	ck_assert_msg(d.status == IM_DOC_REJECTED && info[0].rejected,
+		      "|S| = min_terms - 1 is rejected");
+	ck_assert_ptr_nonnull(strstr(info[0].why, "min_terms"));
+	doc_terms(&u, 5, 0, 6);
+	ck_assert_int_eq(im_signer_sign_terms(s, &u, &d, info), 0);
+	ck_assert_msg(d.status == IM_DOC_SIGNED && !info[0].rejected &&
+			      info[0].why == NULL,
+		      "|S| = min_terms is signed");
+	im_terms_release(&u);
+	im_signer_free(s);
+	im_lexicon_free(lex);
+}
+END_TEST
+
+START_TEST(test_sig_min_unique)
+{
+	struct im_lexicon *lex = make_lexicon(200, 100, NULL, NULL);
+	struct im_params p;
+	struct im_terms u;
+	struct im_doc_sigs d;
+	struct im_coord_info info[IM_MAX_COORDS];
+
+	test_params(&p);
+	p.min_terms = 1;
+	p.min_ratio = 0;
+	p.keep = 1;
+	struct im_signer *s = signer(lex, &p);
+	im_terms_init(&u);
+	doc_terms(&u, 4, 0, 0);
+	ck_assert_int_eq(im_signer_sign_terms(s, &u, &d, info), 0);
+	ck_assert_msg(d.status == IM_DOC_REJECTED && d.valid == 0,
+		      "4 unique terms < min_unique 5: rejected everywhere");
+	for (unsigned k = 0; k <= p.k; k++)
+		ck_assert_ptr_nonnull(strstr(info[k].why, "min_unique"));
+	doc_terms(&u, 5, 0, 0);
+	ck_assert_int_eq(im_signer_sign_terms(s, &u, &d, info), 0);
+	ck_assert_msg(d.status == IM_DOC_SIGNED && d.valid == 0x7ff,
+		      "5 unique terms: signed everywhere");
+
+	/* An empty document. */
+	im_terms_clear(&u);
+	ck_assert_int_eq(im_signer_sign_terms(s, &u, &d, info), 0);
+	ck_assert_uint_eq(d.status, IM_DOC_REJECTED);
+	ck_assert_uint_eq(d.unique_terms, 0);
+	im_terms_release(&u);
+	im_signer_free(s);
+	im_lexicon_free(lex);
+}
+END_TEST
+
+START_TEST(test_sig_long_document_small_overlap)
+{
+	/*
+	 * papers/000 Fig. 1: two different German messages share an English
+	 * banner; only the banner is in the lexicon. Plain I-Match gives both
+	 * the banner's signature; the ratio threshold refuses to.
+	 */
+	static const char *banner[] = { "email",  "scanned", "messagelabs",
+					"security", "system", "more",
+					"information", "please", "visit",
+					NULL };
+	static const char *payload_b[] = { "handy", "nummer", "chatten",
+					   "problem", NULL };
+	struct im_lexicon *lex = make_lexicon(200, 0, banner, payload_b);
+	struct im_params p;
+	struct im_terms u1, u2;
+	struct im_doc_sigs d1, d2;
+
+	test_params(&p);
+	im_terms_init(&u1);
+	im_terms_init(&u2);
+	for (unsigned i = 0; banner[i]; i++) {
+		add(&u1, banner[i]);
+		add(&u2, banner[i]);
+	}
+	for (unsigned i = 0; i < 100; i++) {
+		add(&u1, word("deutsch", i));
+		add(&u2, word("anders", i));
+	}
+	struct im_signer *s = signer(lex, &p);
+	ck_assert_int_eq(im_signer_sign_terms(s, &u1, &d1, NULL), 0);
+	ck_assert_int_eq(im_signer_sign_terms(s, &u2, &d2, NULL), 0);
+	ck_assert_msg(d1.status == IM_DOC_REJECTED &&
+			      d2.status == IM_DOC_REJECTED,
+		      "9 lexicon terms of 109 is below min_ratio: no signature");
+
+	/* Without the ratio threshold: the spurious match of Fig. 1. */
+	im_signer_free(s);
+	p.min_ratio = 0;
+	s = signer(lex, &p);
+	ck_assert_int_eq(im_signer_sign_terms(s, &u1, &d1, NULL), 0);
+	ck_assert_int_eq(im_signer_sign_terms(s, &u2, &d2, NULL), 0);
+	ck_assert(is_set(&d1, 0) && is_set(&d2, 0));
+	ck_assert_msg(im_sig_cmp(&d1.sig[0], &d2.sig[0]) == 0,
+		      "plain I-Match matches the banner alone");
+
+	/* With B vocabulary in the payloads, the extension tells them apart. */
+	im_signer_free(s);
+	p.min_ratio = 0.09;
+	s = signer(lex, &p);
+	add(&u1, "handy");
+	add(&u1, "nummer");
+	add(&u2, "chatten");
+	add(&u2, "problem");
+	ck_assert_int_eq(im_signer_sign_terms(s, &u1, &d1, NULL), 0);
+	ck_assert_int_eq(im_signer_sign_terms(s, &u2, &d2, NULL), 0);
+	ck_assert_msg(is_set(&d1, 0) && is_set(&d2, 0),
+		      "10 of 111 meets min_ratio 0.09 once one B term is added");
+	ck_assert_msg(im_sig_cmp(&d1.sig[0], &d2.sig[0]) != 0,
+		      "the secondary terms separate the two messages");
+
+	im_terms_release(&u1);
+	im_terms_release(&u2);
+	im_signer_free(s);
+	im_lexicon_free(lex);
+}
+END_TEST
+
+/* ---- Files ------------------------------------------------------------------ */
+
+static char tmpdir[64];
+static int dirfd_ = -1;
+
+static void tmp_setup(void)
+{
+	strcpy(tmpdir, "/tmp/test_sig.XXXXXX");
+	ck_assert_msg(mkdtemp(tmpdir) != NULL, "mkdtemp: %s", strerror(errno));
+	dirfd_ = open(tmpdir, O_RDONLY | O_DIRECTORY);
+	ck_assert_int_ge(dirfd_, 0);
+}
+
+static void tmp_teardown(void)
+{
+	char cmd[256];
+	close(dirfd_);
+	snprintf(cmd, sizeof(cmd), "chmod -R u+rwx '%s'; rm -rf '%s'", tmpdir,
+		 tmpdir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+static void put_file(const char *name, const char *data, size_t len)
+{
+	int fd = openat(dirfd_, name, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	ck_assert_msg(fd >= 0, "create %s: %s", name, strerror(errno));
+	ck_assert_int_eq(write(fd, data, len), (ssize_t)len);
+	close(fd);
+}
+
+/* A text of @p n lexicon words starting at word @p from. */
+static size_t lex_text(char *buf, size_t cap, unsigned from, unsigned n)
+{
+	size_t len = 0;
+	for (unsigned i = from; i < from + n; i++)
+		len += (size_t)snprintf(buf + len, cap - len, "%s%s",
+					word("lex", i), i % 8 == 7 ? ".\n" : " ");
+	return len;
+}
+
+START_TEST(test_sig_file_statuses)
+{
+	struct im_lexicon *lex = make_lexicon(200, 100, NULL, NULL);
+	struct im_params p;
+	struct im_doc_sigs d;
+	struct stat st;
+	char text[8192];
+	size_t len = lex_text(text, sizeof(text), 0, 40);
+
+	test_params(&p);
+	struct im_signer *s = signer(lex, &p);
+
+	put_file("doc.txt", text, len);
+	ck_assert_int_eq(im_signer_sign_at(s, dirfd_, "doc.txt", &d, &st), 0);
+	ck_assert_uint_eq(d.status, IM_DOC_SIGNED);
+	ck_assert_uint_eq(d.unique_terms, 40);
+	ck_assert(d.exact_valid);
+	ck_assert_int_eq(st.st_size, (off_t)len);
+	ck_assert(S_ISREG(st.st_mode));
+
+	/* The file on disk signs like the same bytes in memory. */
+	struct im_doc_sigs m;
+	ck_assert_int_eq(im_signer_sign_buf(s, "doc.txt", text, len, &m), 0);
+	ck_assert(memcmp(&m, &d, sizeof(d)) == 0);
+
+	ck_assert_int_eq(mkdirat(dirfd_, "sub", 0755), 0);
+	put_file("sub/doc.txt", text, len);
+	ck_assert_int_eq(im_signer_sign_at(s, dirfd_, "sub/doc.txt", &m, NULL),
+			 0);
+	ck_assert_msg(memcmp(&m, &d, sizeof(d)) == 0,
+		      "a path below dirfd reads the same");
+
+	put_file("bin.dat", "text\0more text", 14);
+	ck_assert_int_eq(im_signer_sign_at(s, dirfd_, "bin.dat", &d, &st), 0);
+	ck_assert_msg(d.status == IM_DOC_BINARY && !d.exact_valid,
+		      "a NUL byte makes a file binary");
+
+	ck_assert_int_eq(im_signer_sign_at(s, dirfd_, "gone.txt", &d, &st), 0);
+	ck_assert_msg(d.status == IM_DOC_ERROR && d.err == ENOENT,
+		      "a vanished file is an error, not a failure");
+	ck_assert_int_eq(st.st_ino, 0);
+
+	ck_assert_int_eq(symlinkat("doc.txt", dirfd_, "link"), 0);
+	ck_assert_int_eq(im_signer_sign_at(s, dirfd_, "link", &d, NULL), 0);
+	ck_assert_msg(d.status == IM_DOC_ERROR && d.err == ELOOP,
+		      "symlinks are not followed");
+
+	ck_assert_int_eq(im_signer_sign_at(s, dirfd_, "sub", &d, NULL), 0);
+	ck_assert_msg(d.status == IM_DOC_ERROR && d.err == EISDIR,
+		      "a directory is not a document");
+
+	ck_assert_int_eq(mkfifoat(dirfd_, "fifo", 0644), 0);
+	ck_assert_int_eq(im_signer_sign_at(s, dirfd_, "fifo", &d, NULL), 0);
+	ck_assert_msg(d.status == IM_DOC_ERROR,
+		      "a fifo is refused without blocking");
+
+	put_file("secret.txt", text, len);
+	ck_assert_int_eq(fchmodat(dirfd_, "secret.txt", 0, 0), 0);
+	ck_assert_int_eq(im_signer_sign_at(s, dirfd_, "secret.txt", &d, NULL),
+			 0);
+	if (geteuid() != 0)
+		ck_assert_msg(d.status == IM_DOC_ERROR && d.err == EACCES,
+			      "an unreadable file is an error");
+
+	put_file("empty.txt", "", 0);
+	ck_assert_int_eq(im_signer_sign_at(s, dirfd_, "empty.txt", &d, NULL),
+			 0);
+	ck_assert_msg(d.status == IM_DOC_REJECTED && d.exact_valid,
+		      "an empty file is a rejected text with an exact hash");
+
+	/* max_size */
+	im_signer_free(s);
+	p.max_size = 100;
+	s = signer(lex, &p);
+	ck_assert_int_eq(im_signer_sign_at(s, dirfd_, "doc.txt", &d, &st), 0);
+	ck_assert_msg(d.status == IM_DOC_TOO_BIG, "over max_size: skipped");
+	ck_assert_int_eq(st.st_size, (off_t)len);
+	put_file("small.txt", text, 100);
+	ck_assert_int_eq(im_signer_sign_at(s, dirfd_, "small.txt", &d, NULL),
+			 0);
+	ck_assert_msg(d.status != IM_DOC_TOO_BIG, "exactly max_size is read");
+
+	/* Terms for lexicon building go through the same path. */
+	enum im_doc_status status;
+	const struct im_terms *terms;
+	ck_assert_int_eq(im_signer_terms_at(s, dirfd_, "small.txt", &status,
+					    &terms),
+			 0);
+	ck_assert_uint_eq(status, IM_DOC_SIGNED);
+	ck_assert_ptr_nonnull(terms);
+	ck_assert_uint_gt(terms->n, 5);
+	ck_assert_int_eq(im_signer_terms_at(s, dirfd_, "bin.dat", &status,
+					    &terms),
+			 0);
+	ck_assert_uint_eq(status, IM_DOC_BINARY);
+	ck_assert_ptr_null(terms);
+	ck_assert_int_eq(im_signer_terms_at(s, dirfd_, "doc.txt", &status,
+					    &terms),
+			 0);
+	ck_assert_uint_eq(status, IM_DOC_TOO_BIG);
+	ck_assert_int_eq(im_signer_terms_at(s, dirfd_, "gone", &status,
+					    &terms),
+			 0);
+	ck_assert_uint_eq(status, IM_DOC_ERROR);
+
+	im_signer_free(s);
+	im_lexicon_free(lex);
+}
+END_TEST
+
+START_TEST(test_sig_terms_only_signer)
+{
+	struct im_params p;
+	struct im_signer *s;
+	enum im_doc_status status;
+	const struct im_terms *terms;
+	struct im_doc_sigs d;
+
+	test_params(&p);
+	ck_assert_int_eq(im_signer_new(NULL, &p, &s), 0);
+	put_file("a.txt", "alpha bet gamma delta epsilon", 29);
+	ck_assert_int_eq(im_signer_terms_at(s, dirfd_, "a.txt", &status,
+					    &terms),
+			 0);
+	ck_assert_uint_eq(status, IM_DOC_SIGNED);
+	ck_assert_uint_eq(terms->n, 4); /* "bet" is too short */
+	ck_assert_int_eq(im_signer_sign_terms(s, terms, &d, NULL), -EINVAL);
+	im_signer_free(s);
+}
+END_TEST
+
+START_TEST(test_sig_exact_hash)
+{
+	struct im_lexicon *lex = make_lexicon(200, 100, NULL, NULL);
+	struct im_params p;
+	struct im_doc_sigs a, b, c;
+	char text[8192];
+	size_t len = lex_text(text, sizeof(text), 0, 40);
+
+	test_params(&p);
+	struct im_signer *s = signer(lex, &p);
+	put_file("one.txt", text, len);
+	put_file("two.txt", text, len);
+	text[0] ^= 0x20; /* the same words, one letter in upper case */
+	put_file("three.txt", text, len);
+	text[0] ^= 0x20;
+	ck_assert_int_eq(im_signer_sign_at(s, dirfd_, "one.txt", &a, NULL), 0);
+	ck_assert_int_eq(im_signer_sign_at(s, dirfd_, "two.txt", &b, NULL), 0);
+	ck_assert_int_eq(im_signer_sign_at(s, dirfd_, "three.txt", &c, NULL),
+			 0);
+	ck_assert(a.exact_valid && b.exact_valid && c.exact_valid);
+	ck_assert_msg(memcmp(a.exact, b.exact, 16) == 0,
+		      "identical bytes, identical exact hash");
+	ck_assert_msg(memcmp(a.exact, c.exact, 16) != 0,
+		      "one byte changed, exact hash changed");
+	ck_assert_msg(im_sig_cmp(&a.sig[0], &c.sig[0]) == 0,
+		      "but the case-folded terms sign the same");
+
+	XXH128_canonical_t want;
+	XXH128_canonicalFromHash(&want, XXH3_128bits(text, len));
+	ck_assert_msg(memcmp(a.exact, want.digest, 16) == 0,
+		      "exact is the canonical XXH3-128 of the bytes");
+
+	/* Too short to sign, still an exact hash. */
+	put_file("tiny1", "hello", 5);
+	put_file("tiny2", "hello", 5);
+	ck_assert_int_eq(im_signer_sign_at(s, dirfd_, "tiny1", &a, NULL), 0);
+	ck_assert_int_eq(im_signer_sign_at(s, dirfd_, "tiny2", &b, NULL), 0);
+	ck_assert_uint_eq(a.status, IM_DOC_REJECTED);
+	ck_assert(a.exact_valid && memcmp(a.exact, b.exact, 16) == 0);
+	im_signer_free(s);
+	im_lexicon_free(lex);
+}
+END_TEST
+
+/* ---- Small things ------------------------------------------------------------ */
+
+START_TEST(test_sig_hex)
+{
+	struct im_sig s, t;
+	char hex[IM_SIG_HEX_LEN + 1];
+	for (int i = 0; i < IM_SIG_LEN; i++)
+		s.b[i] = (uint8_t)(i * 13 + 7);
+	im_sig_hex(&s, hex);
+	ck_assert_str_eq(hex, "0714212e3b4855626f7c8996a3b0bdcad7e4f1fe");
+	ck_assert_int_eq(im_sig_parse(hex, &t), 0);
+	ck_assert_int_eq(im_sig_cmp(&s, &t), 0);
+	ck_assert_int_eq(
+		im_sig_parse("0714212E3B4855626F7C8996A3B0BDCAD7E4F1FE", &t), 0);
+	ck_assert_int_eq(im_sig_cmp(&s, &t), 0);
+	ck_assert_int_eq(im_sig_parse("07141f2e", &t), -EINVAL);
+	ck_assert_int_eq(
+		im_sig_parse("0714212e3b4855626f7c8996a3b0bdcad7e4f1fe0", &t),
+		-EINVAL);
+	ck_assert_int_eq(
+		im_sig_parse("g714212e3b4855626f7c8996a3b0bdcad7e4f1fe", &t),
+		-EINVAL);
+	ck_assert_int_eq(im_sig_parse("", &t), -EINVAL);
+	t = s;
+	t.b[19]++;
+	ck_assert_int_lt(im_sig_cmp(&s, &t), 0);
+}
+END_TEST
+
+START_TEST(test_sig_bad_params)
+{
+	struct im_params p;
+	struct im_signer *s = (void *)1;
+	test_params(&p);
+	p.k = IM_MAX_LEXICONS + 1;
+	ck_assert_int_eq(im_signer_new(NULL, &p, &s), -EINVAL);
+	ck_assert_ptr_null(s);
+	test_params(&p);
+	p.keep = 0;
+	ck_assert_int_eq(im_signer_new(NULL, &p, &s), -EINVAL);
+
+	/* Nothing signed yet: nothing to explain. */
+	test_params(&p);
+	ck_assert_int_eq(im_signer_new(NULL, &p, &s), 0);
+	ck_assert_ptr_null(im_signer_last_set(s, 0));
+	im_signer_free(s);
+}
+END_TEST
+
+static Suite *sig_suite(void)
+{
+	Suite *s = suite_create("sig");
+	TCase *tc = tcase_create("signatures");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_sig_same_seed_same_signatures);
+	tcase_add_test(tc, test_sig_seed_changes_randomized_coordinates);
+	tcase_add_test(tc, test_sig_word_order_and_duplicates);
+	tcase_add_test(tc, test_sig_text_order_invariance);
+	tcase_add_test(tc, test_sig_coordinate0_is_imatch);
+	tcase_add_test(tc, test_sig_membership_fraction);
+	tcase_add_test(tc, test_sig_secondary_extension_threshold);
+	tcase_add_test(tc, test_sig_min_terms_boundary);
+	tcase_add_test(tc, test_sig_min_unique);
+	tcase_add_test(tc, test_sig_long_document_small_overlap);
+	tcase_add_test(tc, test_sig_hex);
+	tcase_add_test(tc, test_sig_bad_params);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("files");
+	tcase_add_checked_fixture(tc, tmp_setup, tmp_teardown);
+	tcase_add_test(tc, test_sig_file_statuses);
+	tcase_add_test(tc, test_sig_terms_only_signer);
+	tcase_add_test(tc, test_sig_exact_hash);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(sig_suite());
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,1 +1,390 @@
-/* placeholder: being written */
+/**
+ * @file html.c
+ * HTML to text for the word scanner: a single forward pass that never backs
+ * up, so malformed input costs at most linear time and ends at the end of the
+ * buffer.
+ *
+ *   - A tag is '<' then a letter (or "</" then a letter) up to the next '>'
+ *     outside a quoted attribute value; it becomes one space, except inline
+ *     tags (a, b, i, em, span, ...) which vanish, so "a<b>c</b>d" is one word
+ *     as a browser shows it. A tag that never ends drops the rest of the
+ *     document (a browser shows none of it either). A '<' that starts no tag
+ *     is text.
+ *   - <script> and <style> bodies are dropped up to their end tag.
+ *   - Comments <!-- --> vanish; <!...> and <?...?> become a space;
+ *     <![CDATA[ ... ]]> is copied verbatim.
+ *   - Entities: the 252 named entities of HTML 4 plus &apos;, with or without
+ *     the ';' (without it, the whole run of letters and digits after '&' must
+ *     be a name: "&amp " decodes, "&copyright" stays as it is); numeric
+ *     &#NNN; and &#xHH; (the ';' optional), with 128-159 read as
+ *     windows-1252 as browsers do and invalid values as U+FFFD. Anything else
+ *     after '&' is text.
+ * Text is copied as bytes: the word scanner deals with the encoding.
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "text_internal.h"
+
+struct entity {
+	const char *name;
+	uint32_t cp;
+};
+
+/* Sorted by strcmp() for bsearch(). */
+static const struct entity entities[] = {
+	{ "AElig", 198 }, { "Aacute", 193 }, { "Acirc", 194 }, { "Agrave", 192 },
+	{ "Alpha", 913 }, { "Aring", 197 }, { "Atilde", 195 }, { "Auml", 196 },
+	{ "Beta", 914 }, { "Ccedil", 199 }, { "Chi", 935 }, { "Dagger", 8225 },
+	{ "Delta", 916 }, { "ETH", 208 }, { "Eacute", 201 }, { "Ecirc", 202 },
+	{ "Egrave", 200 }, { "Epsilon", 917 }, { "Eta", 919 }, { "Euml", 203 },
+	{ "Gamma", 915 }, { "Iacute", 205 }, { "Icirc", 206 }, { "Igrave", 204 },
+	{ "Iota", 921 }, { "Iuml", 207 }, { "Kappa", 922 }, { "Lambda", 923 },
+	{ "Mu", 924 }, { "Ntilde", 209 }, { "Nu", 925 }, { "OElig", 338 },
+	{ "Oacute", 211 }, { "Ocirc", 212 }, { "Ograve", 210 }, { "Omega", 937 },
+	{ "Omicron", 927 }, { "Oslash", 216 }, { "Otilde", 213 }, { "Ouml", 214 },
+	{ "Phi", 934 }, { "Pi", 928 }, { "Prime", 8243 }, { "Psi", 936 },
+	{ "Rho", 929 }, { "Scaron", 352 }, { "Sigma", 931 }, { "THORN", 222 },
+	{ "Tau", 932 }, { "Theta", 920 }, { "Uacute", 218 }, { "Ucirc", 219 },
+	{ "Ugrave", 217 }, { "Upsilon", 933 }, { "Uuml", 220 }, { "Xi", 926 },
+	{ "Yacute", 221 }, { "Yuml", 376 }, { "Zeta", 918 }, { "aacute", 225 },
+	{ "acirc", 226 }, { "acute", 180 }, { "aelig", 230 }, { "agrave", 224 },
+	{ "alefsym", 8501 }, { "alpha", 945 }, { "amp", 38 }, { "and", 8743 },
+	{ "ang", 8736 }, { "apos", 39 }, { "aring", 229 }, { "asymp", 8776 },
+	{ "atilde", 227 }, { "auml", 228 }, { "bdquo", 8222 }, { "beta", 946 },
+	{ "brvbar", 166 }, { "bull", 8226 }, { "cap", 8745 }, { "ccedil", 231 },
+	{ "cedil", 184 }, { "cent", 162 }, { "chi", 967 }, { "circ", 710 },
+	{ "clubs", 9827 }, { "cong", 8773 }, { "copy", 169 }, { "crarr", 8629 },
+	{ "cup", 8746 }, { "curren", 164 }, { "dArr", 8659 }, { "dagger", 8224 },
+	{ "darr", 8595 }, { "deg", 176 }, { "delta", 948 }, { "diams", 9830 },
+	{ "divide", 247 }, { "eacute", 233 }, { "ecirc", 234 }, { "egrave", 232 },
+	{ "empty", 8709 }, { "emsp", 8195 }, { "ensp", 8194 }, { "epsilon", 949 },
+	{ "equiv", 8801 }, { "eta", 951 }, { "eth", 240 }, { "euml", 235 },
+	{ "euro", 8364 }, { "exist", 8707 }, { "fnof", 402 }, { "forall", 8704 },
+	{ "frac12", 189 }, { "frac14", 188 }, { "frac34", 190 }, { "frasl", 8260 },
+	{ "gamma", 947 }, { "ge", 8805 }, { "gt", 62 }, { "hArr", 8660 },
+	{ "harr", 8596 }, { "hearts", 9829 }, { "hellip", 8230 }, { "iacute", 237 },
+	{ "icirc", 238 }, { "iexcl", 161 }, { "igrave", 236 }, { "image", 8465 },
+	{ "infin", 8734 }, { "int", 8747 }, { "iota", 953 }, { "iquest", 191 },
+	{ "isin", 8712 }, { "iuml", 239 }, { "kappa", 954 }, { "lArr", 8656 },
+	{ "lambda", 955 }, { "lang", 9001 }, { "laquo", 171 }, { "larr", 8592 },
+	{ "lceil", 8968 }, { "ldquo", 8220 }, { "le", 8804 }, { "lfloor", 8970 },
+	{ "lowast", 8727 }, { "loz", 9674 }, { "lrm", 8206 }, { "lsaquo", 8249 },
+	{ "lsquo", 8216 }, { "lt", 60 }, { "macr", 175 }, { "mdash", 8212 },
+	{ "micro", 181 }, { "middot", 183 }, { "minus", 8722 }, { "mu", 956 },
+	{ "nabla", 8711 }, { "nbsp", 160 }, { "ndash", 8211 }, { "ne", 8800 },
+	{ "ni", 8715 }, { "not", 172 }, { "notin", 8713 }, { "nsub", 8836 },
+	{ "ntilde", 241 }, { "nu", 957 }, { "oacute", 243 }, { "ocirc", 244 },
+	{ "oelig", 339 }, { "ograve", 242 }, { "oline", 8254 }, { "omega", 969 },
+	{ "omicron", 959 }, { "oplus", 8853 }, { "or", 8744 }, { "ordf", 170 },
+	{ "ordm", 186 }, { "oslash", 248 }, { "otilde", 245 }, { "otimes", 8855 },
+	{ "ouml", 246 }, { "para", 182 }, { "part", 8706 }, { "permil", 8240 },
+	{ "perp", 8869 }, { "phi", 966 }, { "pi", 960 }, { "piv", 982 },
+	{ "plusmn", 177 }, { "pound", 163 }, { "prime", 8242 }, { "prod", 8719 },
+	{ "prop", 8733 }, { "psi", 968 }, { "quot", 34 }, { "rArr", 8658 },
+	{ "radic", 8730 }, { "rang", 9002 }, { "raquo", 187 }, { "rarr", 8594 },
+	{ "rceil", 8969 }, { "rdquo", 8221 }, { "real", 8476 }, { "reg", 174 },
+	{ "rfloor", 8971 }, { "rho", 961 }, { "rlm", 8207 }, { "rsaquo", 8250 },
+	{ "rsquo", 8217 }, { "sbquo", 8218 }, { "scaron", 353 }, { "sdot", 8901 },
+	{ "sect", 167 }, { "shy", 173 }, { "sigma", 963 }, { "sigmaf", 962 },
+	{ "sim", 8764 }, { "spades", 9824 }, { "sub", 8834 }, { "sube", 8838 },
+	{ "sum", 8721 }, { "sup", 8835 }, { "sup1", 185 }, { "sup2", 178 },
+	{ "sup3", 179 }, { "supe", 8839 }, { "szlig", 223 }, { "tau", 964 },
+	{ "there4", 8756 }, { "theta", 952 }, { "thetasym", 977 }, { "thinsp", 8201 },
+	{ "thorn", 254 }, { "tilde", 732 }, { "times", 215 }, { "trade", 8482 },
+	{ "uArr", 8657 }, { "uacute", 250 }, { "uarr", 8593 }, { "ucirc", 251 },
+	{ "ugrave", 249 }, { "uml", 168 }, { "upsih", 978 }, { "upsilon", 965 },
+	{ "uuml", 252 }, { "weierp", 8472 }, { "xi", 958 }, { "yacute", 253 },
+	{ "yen", 165 }, { "yuml", 255 }, { "zeta", 950 }, { "zwj", 8205 },
+	{ "zwnj", 8204 },
+
+};
+
+struct name_key {
+	const char *s;
+	size_t n;
+};
+
+static int entity_cmp(const void *key, const void *elem)
+{
+	const struct name_key *k = key;
+	const struct entity *e = elem;
+	int r = strncmp(k->s, e->name, k->n);
+
+	if (r)
+		return r;
+	return e->name[k->n] ? -1 : 0;
+}
+
+int32_t im_html_entity(const char *name, size_t len)
+{
+	struct name_key k = { name, len };
+	const struct entity *e;
+
+	if (!len || memchr(name, '\0', len))
+		return -1;
+	e = bsearch(&k, entities, sizeof(entities) / sizeof(entities[0]),
+		    sizeof(entities[0]), entity_cmp);
+	return e ? (int32_t)e->cp : -1;
+}
+
+size_t im_html_entity_count(void)
+{
+	return sizeof(entities) / sizeof(entities[0]);
+}
+
+static bool is_alpha(char c)
+{
+	return (unsigned)((c | 0x20) - 'a') < 26;
+}
+
+static bool is_digit(char c)
+{
+	return (unsigned)(c - '0') < 10;
+}
+
+static bool is_alnum(char c)
+{
+	return is_alpha(c) || is_digit(c);
+}
+
+static int hex_value(char c)
+{
+	if (is_digit(c))
+		return c - '0';
+	if ((unsigned)((c | 0x20) - 'a') < 6)
+		return (c | 0x20) - 'a' + 10;
+	return -1;
+}
+
+static bool is_space(char c)
+{
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f';
+}
+
+static bool has_prefix(const char *s, size_t n, const char *prefix)
+{
+	size_t pl = strlen(prefix);
+
+	return n >= pl && !memcmp(s, prefix, pl);
+}
+
+static bool name_is(const char *s, size_t n, const char *name)
+{
+	return strlen(name) == n && !strncasecmp(s, name, n);
+}
+
+/* @return the index of @needle in s[from, len), or len. */
+static size_t find(const char *s, size_t len, size_t from, const char *needle)
+{
+	size_t nl = strlen(needle);
+
+	while (from + nl <= len) {
+		const char *p = memchr(s + from, needle[0], len - from);
+
+		if (!p)
+			break;
+		from = (size_t)(p - s);
+		if (from + nl <= len && !memcmp(p, needle, nl))
+			return from;
+		from++;
+	}
+	return len;
+}
+
+/* Tags that do not break a word: phrasing elements a browser runs inline. */
+static const char *const inline_tags[] = {
+	"a",	"abbr", "acronym", "b",	   "bdi",  "bdo",    "big",   "cite",
+	"code", "data", "del",	   "dfn",  "em",   "font",   "i",     "ins",
+	"kbd",	"mark", "nobr",	   "q",	   "s",	   "samp",   "small", "span",
+	"strike", "strong", "sub", "sup",  "time", "tt",     "u",     "var",
+	"wbr",	NULL,
+};
+
+static bool is_inline(const char *name, size_t n)
+{
+	for (const char *const *t = inline_tags; *t; t++)
+		if (name_is(name, n, *t))
+			return true;
+	return false;
+}
+
+struct html {
+	const char *s;
+	size_t len;
+	struct im_buf *out;
+	/* Set once a search for that quote failed: none is left after it. */
+	bool no_dquote, no_squote;
+};
+
+/* Skip a <script> or <style> body from @from; @return the index after its
+ * end tag, or len. */
+static size_t skip_raw_text(const struct html *h, size_t from,
+			    const char *name)
+{
+	size_t nl = strlen(name);
+
+	for (;;) {
+		size_t k = find(h->s, h->len, from, "</");
+		const char *gt;
+
+		if (k == h->len)
+			return h->len;
+		k += 2;
+		if (k + nl <= h->len && !strncasecmp(h->s + k, name, nl) &&
+		    (k + nl == h->len || !is_alnum(h->s[k + nl]))) {
+			gt = memchr(h->s + k, '>', h->len - k);
+			return gt ? (size_t)(gt - h->s) + 1 : h->len;
+		}
+		from = k;
+	}
+}
+
+/* s[i] == '<'. Consume the markup; @return the index after it. */
+static size_t markup(struct html *h, size_t i, int *ret)
+{
+	const char *s = h->s;
+	size_t len = h->len, r = len - i, n0, n1, k;
+	const char *p;
+	bool closing, self_closing;
+	char prev = 0;
+
+	if (has_prefix(s + i, r, "<!--")) {
+		k = find(s, len, i + 2, "-->");
+		return k == len ? len : k + 3;
+	}
+	if (has_prefix(s + i, r, "<![CDATA[")) {
+		k = find(s, len, i + 9, "]]>");
+		*ret = im_buf_append(h->out, s + i + 9, k - (i + 9));
+		return k == len ? len : k + 3;
+	}
+	if (r >= 2 && (s[i + 1] == '!' || s[i + 1] == '?')) {
+		p = memchr(s + i + 2, '>', r - 2);
+		*ret = im_buf_putc(h->out, ' ');
+		return p ? (size_t)(p - s) + 1 : len;
+	}
+	closing = r >= 2 && s[i + 1] == '/';
+	n0 = i + 1 + closing;
+	if (n0 >= len || !is_alpha(s[n0])) {
+		*ret = im_buf_putc(h->out, '<');
+		return i + 1;
+	}
+	n1 = n0;
+	while (n1 < len && (is_alnum(s[n1]) || s[n1] == '-' || s[n1] == ':'))
+		n1++;
+
+	/* The end of the tag: the first '>' outside an attribute's quotes. */
+	k = n1;
+	while (k < len && s[k] != '>') {
+		char c = s[k];
+
+		if ((c == '"' || c == '\'') && prev == '=') {
+			bool *none = c == '"' ? &h->no_dquote : &h->no_squote;
+
+			p = *none ? NULL : memchr(s + k + 1, c, len - k - 1);
+			if (p) {
+				k = (size_t)(p - s) + 1;
+				prev = c;
+				continue;
+			}
+			*none = true; /* unbalanced: the quote is just a byte */
+		}
+		if (!is_space(c))
+			prev = c;
+		k++;
+	}
+	if (k >= len)
+		return len;
+	self_closing = s[k - 1] == '/';
+	k++;
+
+	if (!closing && !self_closing &&
+	    (name_is(s + n0, n1 - n0, "script") ||
+	     name_is(s + n0, n1 - n0, "style")))
+		k = skip_raw_text(h, k, name_is(s + n0, n1 - n0, "script") ?
+					     "script" : "style");
+	if (!is_inline(s + n0, n1 - n0))
+		*ret = im_buf_putc(h->out, ' ');
+	return k;
+}
+
+/* s[i] == '&'. Decode an entity or copy the '&'; @return the index after. */
+static size_t entity(struct html *h, size_t i, int *ret)
+{
+	const char *s = h->s;
+	size_t len = h->len, k = i + 1, d0;
+	uint32_t v = 0;
+	int32_t cp;
+
+	if (k < len && s[k] == '#') {
+		bool hex = false;
+
+		k++;
+		if (k < len && (s[k] | 0x20) == 'x') {
+			hex = true;
+			k++;
+		}
+		d0 = k;
+		for (; k < len; k++) {
+			int d = hex ? hex_value(s[k]) :
+				      (is_digit(s[k]) ? s[k] - '0' : -1);
+
+			if (d < 0)
+				break;
+			if (v <= 0x10ffff) /* saturate: no overflow */
+				v = v * (hex ? 16 : 10) + (uint32_t)d;
+		}
+		if (k == d0)
+			goto literal;
+		if (k < len && s[k] == ';')
+			k++;
+		if (v == 0 || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff))
+			v = 0xfffd;
+		else if (v >= 0x80 && v <= 0x9f)
+			v = im_cp1252_high[v - 0x80];
+		*ret = im_buf_put_cp(h->out, v);
+		return k;
+	}
+	d0 = k;
+	while (k < len && is_alnum(s[k]) && k - d0 <= 32)
+		k++;
+	cp = im_html_entity(s + d0, k - d0);
+	if (cp < 0)
+		goto literal;
+	if (k < len && s[k] == ';')
+		k++;
+	*ret = im_buf_put_cp(h->out, (uint32_t)cp);
+	return k;
+literal:
+	*ret = im_buf_putc(h->out, '&');
+	return i + 1;
+}
+
+int im_html_text(const char *s, size_t len, struct im_buf *out)
+{
+	struct html h = { .s = s, .len = len, .out = out };
+	size_t i = 0;
+	int ret = 0;
+
+	/* The text is never longer than the markup; one allocation. */
+	if (im_buf_reserve(out, len + 1))
+		return -ENOMEM;
+	while (i < len && !ret) {
+		size_t j = i;
+
+		while (j < len && s[j] != '<' && s[j] != '&')
+			j++;
+		ret = im_buf_append(out, s + i, j - i);
+		if (ret || j == len)
+			break;
+		if (s[j] == '<')
+			i = markup(&h, j, &ret);
+		else
+			i = entity(&h, j, &ret);
+	}
+	return ret;
+}

@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Inlined: the same XXH3_64bits as libxxhash, without a call per term. */
+#define XXH_INLINE_ALL
 #include <xxhash.h>
 
 #include "text.h"

@@ -1,1 +1,570 @@
-/* placeholder: being written */
+/**
+ * @file text.c
+ * Document kinds, the word scanner and the entry point im_text_terms()
+ * (DESIGN §3.1, papers/000 §6.3: "a word was defined as a sequence of
+ * alphanumeric characters ... converted to lower case and the ones containing
+ * more than one digit as well as those having fewer than four characters were
+ * removed").
+ *
+ * The scanner reads UTF-8 once, byte by byte for ASCII (a table gives the
+ * class and the lower-case form) and through a strict decoder and utf8proc
+ * otherwise. The current word is folded into a fixed buffer as it is read, so
+ * a word costs one im_terms_add() and nothing is allocated per word.
+ *
+ * Choices beyond text.h's summary:
+ *   - Combining marks (M*) continue a word that has begun (they never start
+ *     one), so Devanagari vowel signs or a decomposed accent stay in their
+ *     word. Text is not normalised: NFC and NFD spellings are different terms.
+ *   - Format characters (Cf: soft hyphen, zero-width joiners, the BOM) are
+ *     skipped without ending the word, as a reader would not see them.
+ *   - Length and digit filters look at the folded word ("Straße" and
+ *     "STRASSE" are both "strasse", 7 code points), so whether a term is kept
+ *     depends only on the term. Digits are code points of category N*.
+ *   - A word longer than IM_WORD_MAX bytes once folded is dropped whole
+ *     (base64 runs, hashes, glued tokens are not words).
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <utf8proc.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
+#include "text.h"
+#include "text_internal.h"
+
+const char *im_kind_name(enum im_doc_kind kind)
+{
+	switch (kind) {
+	case IM_KIND_TEXT:
+		return "text";
+	case IM_KIND_HTML:
+		return "html";
+	case IM_KIND_EMAIL:
+		return "email";
+	case IM_KIND_BINARY:
+		return "binary";
+	}
+	return "unknown";
+}
+
+/* ---- im_buf -------------------------------------------------------------- */
+
+void im_buf_release(struct im_buf *b)
+{
+	free(b->p);
+	b->p = NULL;
+	b->len = b->cap = 0;
+}
+
+int im_buf_reserve(struct im_buf *b, size_t extra)
+{
+	size_t cap = b->cap ? b->cap : 256;
+	char *p;
+
+	if (extra > SIZE_MAX - b->len)
+		return -ENOMEM;
+	if (b->len + extra <= b->cap)
+		return 0;
+	while (cap < b->len + extra) {
+		if (cap > SIZE_MAX / 2)
+			return -ENOMEM;
+		cap *= 2;
+	}
+	p = realloc(b->p, cap);
+	if (!p)
+		return -ENOMEM;
+	b->p = p;
+	b->cap = cap;
+	return 0;
+}
+
+int im_buf_append(struct im_buf *b, const void *s, size_t n)
+{
+	if (!n)
+		return 0;
+	if (im_buf_reserve(b, n))
+		return -ENOMEM;
+	memcpy(b->p + b->len, s, n);
+	b->len += n;
+	return 0;
+}
+
+int im_buf_put_cp(struct im_buf *b, uint32_t cp)
+{
+	utf8proc_uint8_t u[4];
+	utf8proc_ssize_t n = utf8proc_encode_char((utf8proc_int32_t)cp, u);
+
+	return im_buf_append(b, u, (size_t)n);
+}
+
+const uint16_t im_cp1252_high[32] = {
+	0x20ac, 0x0081, 0x201a, 0x0192, 0x201e, 0x2026, 0x2020, 0x2021,
+	0x02c6, 0x2030, 0x0160, 0x2039, 0x0152, 0x008d, 0x017d, 0x008f,
+	0x0090, 0x2018, 0x2019, 0x201c, 0x201d, 0x2022, 0x2013, 0x2014,
+	0x02dc, 0x2122, 0x0161, 0x203a, 0x0153, 0x009d, 0x017e, 0x0178,
+};
+
+/* ---- UTF-8 --------------------------------------------------------------- */
+
+size_t im_utf8_decode(const unsigned char *s, const unsigned char *end,
+		      uint32_t *cp)
+{
+	size_t avail = (size_t)(end - s);
+	unsigned c0 = s[0];
+
+	if (c0 < 0x80) {
+		*cp = c0;
+		return 1;
+	}
+	if (c0 < 0xc2 || c0 > 0xf4)
+		return 0; /* continuation byte, overlong lead, or past U+10FFFF */
+	if (c0 < 0xe0) {
+		if (avail < 2 || (s[1] & 0xc0) != 0x80)
+			return 0;
+		*cp = ((c0 & 0x1fu) << 6) | (s[1] & 0x3fu);
+		return 2;
+	}
+	if (c0 < 0xf0) {
+		if (avail < 3 || (s[1] & 0xc0) != 0x80 || (s[2] & 0xc0) != 0x80)
+			return 0;
+		if ((c0 == 0xe0 && s[1] < 0xa0) || (c0 == 0xed && s[1] >= 0xa0))
+			return 0; /* overlong, or a surrogate */
+		*cp = ((c0 & 0x0fu) << 12) | ((s[1] & 0x3fu) << 6) |
+		      (s[2] & 0x3fu);
+		return 3;
+	}
+	if (avail < 4 || (s[1] & 0xc0) != 0x80 || (s[2] & 0xc0) != 0x80 ||
+	    (s[3] & 0xc0) != 0x80)
+		return 0;
+	if ((c0 == 0xf0 && s[1] < 0x90) || (c0 == 0xf4 && s[1] >= 0x90))
+		return 0;
+	*cp = ((c0 & 0x07u) << 18) | ((s[1] & 0x3fu) << 12) |
+	      ((s[2] & 0x3fu) << 6) | (s[3] & 0x3fu);
+	return 4;
+}
+
+/* ---- Words --------------------------------------------------------------- */
+
+/* Byte classes: ASCII separators, letters, digits, and the rest (>= 0x80). */
+enum { C_SEP = 0, C_ALPHA = 1, C_DIGIT = 2, C_ALNUM = 3, C_HIGH = 4 };
+
+static const unsigned char byte_class[256] = {
+	['0' ... '9'] = C_DIGIT,
+	['A' ... 'Z'] = C_ALPHA,
+	['a' ... 'z'] = C_ALPHA,
+	[0x80 ... 0xff] = C_HIGH,
+};
+
+/* The word being read. len keeps counting past IM_WORD_MAX (bytes are then
+ * no longer stored) so that an overlong word is known to be one. */
+struct word {
+	size_t len;
+	unsigned ncp, ndig;
+	char buf[IM_WORD_MAX + 16];
+};
+
+struct scan {
+	struct word w;
+	unsigned min_len, max_digits;
+	struct im_terms *out;
+};
+
+static int word_end(struct scan *sc)
+{
+	struct word *w = &sc->w;
+	int ret = 0;
+
+	if (w->len <= IM_WORD_MAX && w->ncp >= sc->min_len &&
+	    w->ndig <= sc->max_digits)
+		ret = im_terms_add(sc->out, w->buf, w->len);
+	w->len = 0;
+	w->ncp = 0;
+	w->ndig = 0;
+	return ret;
+}
+
+static bool is_number(utf8proc_category_t c)
+{
+	return c >= UTF8PROC_CATEGORY_ND && c <= UTF8PROC_CATEGORY_NO;
+}
+
+/* Fold @cp and append it to the word. */
+static void word_add_cp(struct word *w, uint32_t cp)
+{
+	utf8proc_int32_t f[8];
+	int bound = 0;
+	utf8proc_ssize_t n;
+
+	n = utf8proc_decompose_char((utf8proc_int32_t)cp, f, 8,
+				    UTF8PROC_CASEFOLD, &bound);
+	if (n < 1 || n > 8) {
+		f[0] = (utf8proc_int32_t)cp;
+		n = 1;
+	}
+	for (utf8proc_ssize_t i = 0; i < n; i++) {
+		w->ncp++;
+		if (f[i] < 0x80) {
+			if ((unsigned)(f[i] - '0') < 10)
+				w->ndig++;
+		} else if (is_number(utf8proc_category(f[i]))) {
+			w->ndig++;
+		}
+		if (w->len <= IM_WORD_MAX) {
+			/* buf has room for one more sequence past IM_WORD_MAX */
+			w->len += (size_t)utf8proc_encode_char(
+				f[i], (utf8proc_uint8_t *)w->buf + w->len);
+		}
+	}
+}
+
+/* Append the ASCII letters and digits s[0, n) to the word, lower-cased. */
+static void word_add_ascii(struct word *w, const unsigned char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		unsigned k = byte_class[s[i]];
+
+		if (w->len < IM_WORD_MAX)
+			w->buf[w->len] = (char)(s[i] | (k == C_ALPHA ? 0x20 : 0));
+		w->len++;
+		w->ndig += k == C_DIGIT;
+	}
+	w->ncp += (unsigned)n;
+}
+
+/*
+ * The general case: a word holding non-ASCII, or invalid UTF-8, at @c.
+ * Reads up to the end of the current word. @return where it stopped.
+ */
+static const unsigned char *scan_slow(struct scan *sc, const unsigned char *c,
+				      const unsigned char *end, int *ret)
+{
+	while (c < end) {
+		unsigned k = byte_class[*c];
+		utf8proc_category_t cat;
+		uint32_t cp;
+		size_t n;
+
+		if (k == C_SEP)
+			break;
+		if (k & C_ALNUM) {
+			word_add_ascii(&sc->w, c, 1);
+			c++;
+			continue;
+		}
+		n = im_utf8_decode(c, end, &cp);
+		if (!n) {
+			/* One invalid byte is one separator; resync on the next. */
+			c++;
+			break;
+		}
+		c += n;
+		cat = utf8proc_category((utf8proc_int32_t)cp);
+		if ((cat >= UTF8PROC_CATEGORY_LU && cat <= UTF8PROC_CATEGORY_LO) ||
+		    is_number(cat)) {
+			word_add_cp(&sc->w, cp);
+		} else if (cat >= UTF8PROC_CATEGORY_MN &&
+			   cat <= UTF8PROC_CATEGORY_ME) {
+			if (sc->w.len)
+				word_add_cp(&sc->w, cp);
+		} else if (cat != UTF8PROC_CATEGORY_CF) {
+			break;
+		}
+	}
+	if (sc->w.len)
+		*ret = word_end(sc);
+	return c;
+}
+
+/*
+ * Read one word starting at @c (not a separator) to its end and add it.
+ * @return where it stopped.
+ */
+static const unsigned char *scan_word(struct scan *sc, const unsigned char *c,
+				      const unsigned char *end, int *ret)
+{
+	const unsigned char *w = c;
+	size_t n;
+
+	while (c < end && (byte_class[*c] & C_ALNUM))
+		c++;
+	n = (size_t)(c - w);
+	if (c == end || byte_class[*c] == C_SEP) {
+		/* All ASCII: fold and filter in one pass. */
+		if (n >= sc->min_len && n <= IM_WORD_MAX) {
+			unsigned ndig = 0;
+
+			for (size_t i = 0; i < n; i++) {
+				unsigned k = byte_class[w[i]];
+
+				sc->w.buf[i] =
+					(char)(w[i] | (k == C_ALPHA ? 0x20 : 0));
+				ndig += k == C_DIGIT;
+			}
+			if (ndig <= sc->max_digits)
+				*ret = im_terms_add(sc->out, sc->w.buf, n);
+		}
+		return c;
+	}
+	/* Non-ASCII (or invalid UTF-8) in or after this word. */
+	word_add_ascii(&sc->w, w, n);
+	return scan_slow(sc, c, end, ret);
+}
+
+#ifdef __SSE2__
+/*
+ * Classify 16 bytes at once: bit i of *alnum is set if s[i] is an ASCII
+ * letter or digit, of *digit if a digit, of the result if s[i] >= 0x80; *low
+ * receives the bytes with ASCII letters lower-cased.
+ */
+static inline unsigned classify16(const unsigned char *s, unsigned *alnum,
+				  unsigned *digit, __m128i *low)
+{
+	const __m128i v = _mm_loadu_si128((const __m128i *)s);
+	const __m128i bias = _mm_set1_epi8((char)0x80);
+	__m128i l = _mm_or_si128(v, _mm_set1_epi8(0x20));
+	/* Unsigned x - lo < n, as a signed compare after flipping the top bit. */
+	__m128i a = _mm_cmplt_epi8(
+		_mm_xor_si128(_mm_sub_epi8(l, _mm_set1_epi8('a')), bias),
+		_mm_set1_epi8((char)(26 - 128)));
+	__m128i d = _mm_cmplt_epi8(
+		_mm_xor_si128(_mm_sub_epi8(v, _mm_set1_epi8('0')), bias),
+		_mm_set1_epi8((char)(10 - 128)));
+
+	*low = _mm_or_si128(v, _mm_and_si128(a, _mm_set1_epi8(0x20)));
+	*alnum = (unsigned)_mm_movemask_epi8(_mm_or_si128(a, d));
+	*digit = (unsigned)_mm_movemask_epi8(d);
+	return (unsigned)_mm_movemask_epi8(v);
+}
+#endif
+
+int im_words_add(const char *s, size_t len, const struct im_params *p,
+		 struct im_terms *out)
+{
+	const unsigned char *c = (const unsigned char *)s;
+	const unsigned char *end = c + len;
+	struct scan sc;
+	int ret = 0;
+
+	sc.w.len = 0;
+	sc.w.ncp = 0;
+	sc.w.ndig = 0;
+	sc.min_len = p->min_word_len;
+	sc.max_digits = p->max_digits;
+	sc.out = out;
+
+#ifdef __SSE2__
+	/*
+	 * The hot path, while 16 bytes remain: one classification skips the
+	 * separators, one more finds the end of the word, lower-cases it and
+	 * counts its digits. Words of 16 bytes or more, and any non-ASCII,
+	 * go to scan_word().
+	 */
+	while (end - c >= 16 && !ret) {
+		unsigned alnum, digit, high, stop, n;
+		__m128i low;
+
+		high = classify16(c, &alnum, &digit, &low);
+		if (!(alnum | high)) {
+			c += 16;
+			continue;
+		}
+		c += __builtin_ctz(alnum | high);
+		if (end - c < 16)
+			break;
+		high = classify16(c, &alnum, &digit, &low);
+		stop = ~alnum & 0xffff;
+		n = stop ? (unsigned)__builtin_ctz(stop) : 16;
+		if (n == 16 || (high >> n) & 1) {
+			c = scan_word(&sc, c, end, &ret);
+			continue;
+		}
+		digit &= (1u << n) - 1;
+		/* Digits are rare: count them only when there are two. */
+		if (n >= sc.min_len &&
+		    (!(digit & (digit - 1)) ? (digit != 0) :
+		     (unsigned)__builtin_popcount(digit)) <= sc.max_digits) {
+			_mm_storeu_si128((__m128i *)sc.w.buf, low);
+			ret = im_terms_add(out, sc.w.buf, n);
+		}
+		c += n;
+	}
+#endif
+	while (c < end && !ret) {
+		while (byte_class[*c] == C_SEP)
+			if (++c == end)
+				goto out;
+		c = scan_word(&sc, c, end, &ret);
+	}
+out:
+	return ret;
+}
+
+/* ---- Kinds --------------------------------------------------------------- */
+
+static bool has_prefix_ci(const char *s, size_t len, const char *prefix)
+{
+	size_t n = strlen(prefix);
+
+	return len >= n && !strncasecmp(s, prefix, n);
+}
+
+static bool find_ci(const char *s, size_t len, const char *needle)
+{
+	size_t n = strlen(needle);
+
+	for (size_t i = 0; i + n <= len; i++)
+		if (!strncasecmp(s + i, needle, n))
+			return true;
+	return false;
+}
+
+static bool name_has_ext(const char *name, const char *const *exts)
+{
+	const char *base = strrchr(name, '/');
+	const char *dot;
+
+	base = base ? base + 1 : name;
+	dot = strrchr(base, '.');
+	if (!dot || dot == base)
+		return false;
+	for (; *exts; exts++)
+		if (!strcasecmp(dot + 1, *exts))
+			return true;
+	return false;
+}
+
+static const char *const mail_headers[] = {
+	"from",		"to",	       "cc",	      "subject",
+	"date",		"message-id",  "received",    "return-path",
+	"mime-version", "delivered-to", "reply-to",   "content-type",
+	"sender",	"in-reply-to", "references",  "x-mailer",
+	"user-agent",	"dkim-signature", NULL,
+};
+
+/*
+ * A leading block of RFC 5322 header lines (optionally after an mbox "From "
+ * line): every line up to the first empty one is "name: value" or a
+ * continuation, at least two are headers and one of them is a header that
+ * mail has and other "key: value" files rarely do.
+ */
+static bool looks_like_email(const char *s, size_t n)
+{
+	size_t i = 0, headers = 0, known = 0;
+	bool mbox = false;
+
+	if (has_prefix_ci(s, n, "From ")) {
+		const char *nl = memchr(s, '\n', n);
+
+		if (!nl)
+			return false;
+		i = (size_t)(nl - s) + 1;
+		mbox = true;
+	}
+	while (i < n) {
+		const char *line = s + i;
+		const char *nl = memchr(line, '\n', n - i);
+		size_t ll = nl ? (size_t)(nl - line) : n - i;
+		size_t k = 0;
+
+		if (ll && line[ll - 1] == '\r')
+			ll--;
+		if (ll == 0)
+			break;
+		if (line[0] == ' ' || line[0] == '\t') {
+			if (!headers)
+				return false;
+		} else {
+			while (k < ll && line[k] > 32 && line[k] < 127 &&
+			       line[k] != ':')
+				k++;
+			if (k == 0 || k == ll || line[k] != ':')
+				return false;
+			headers++;
+			for (const char *const *h = mail_headers; *h; h++) {
+				if (strlen(*h) == k && !strncasecmp(line, *h, k)) {
+					known++;
+					break;
+				}
+			}
+		}
+		if (!nl)
+			break;
+		i = (size_t)(nl - s) + 1;
+	}
+	return known >= 1 && (headers >= 2 || (mbox && headers >= 1));
+}
+
+enum im_doc_kind im_text_detect(const char *name, const char *buf, size_t len)
+{
+	static const char *const html_ext[] = { "html", "htm", "xhtml",
+						"shtml", NULL };
+	static const char *const mail_ext[] = { "eml", NULL };
+	size_t n = len < IM_TEXT_SNIFF ? len : IM_TEXT_SNIFF;
+	const char *s = buf;
+
+	if (n && memchr(buf, '\0', n))
+		return IM_KIND_BINARY;
+	if (name && name_has_ext(name, html_ext))
+		return IM_KIND_HTML;
+	if (name && name_has_ext(name, mail_ext))
+		return IM_KIND_EMAIL;
+
+	if (has_prefix_ci(s, n, "\xef\xbb\xbf")) {
+		s += 3;
+		n -= 3;
+	}
+	while (n && (*s == ' ' || *s == '\t' || *s == '\r' || *s == '\n')) {
+		s++;
+		n--;
+	}
+	if (has_prefix_ci(s, n, "<!doctype html") || has_prefix_ci(s, n, "<html"))
+		return IM_KIND_HTML;
+	if ((has_prefix_ci(s, n, "<?xml") || has_prefix_ci(s, n, "<!--") ||
+	     has_prefix_ci(s, n, "<!doctype")) &&
+	    find_ci(s, n, "<html"))
+		return IM_KIND_HTML;
+	if (looks_like_email(s, n))
+		return IM_KIND_EMAIL;
+	return IM_KIND_TEXT;
+}
+
+/* ---- Extraction ---------------------------------------------------------- */
+
+int im_text_terms(const char *buf, size_t len, enum im_doc_kind kind,
+		  const struct im_params *p, struct im_terms *out)
+{
+	struct im_buf text = { 0 };
+	int ret = 0;
+
+	im_terms_clear(out);
+	if (!len)
+		return kind <= IM_KIND_BINARY ? 0 : -EINVAL;
+	switch (kind) {
+	case IM_KIND_TEXT:
+		ret = im_words_add(buf, len, p, out);
+		break;
+	case IM_KIND_HTML:
+		ret = im_html_text(buf, len, &text);
+		if (!ret)
+			ret = im_words_add(text.p, text.len, p, out);
+		break;
+	case IM_KIND_EMAIL:
+		ret = im_email_text(buf, len, &text);
+		if (!ret)
+			ret = im_words_add(text.p, text.len, p, out);
+		break;
+	case IM_KIND_BINARY:
+		break;
+	default:
+		ret = -EINVAL;
+		break;
+	}
+	im_buf_release(&text);
+	return ret;
+}

@@ -11,10 +11,28 @@
  * is binary and yields no terms.
  *
  * A word is a maximal run of Unicode letters and digits (general categories
- * L* and N*), case folded with utf8proc. Words shorter than
- * im_params.min_word_len code points or with more than im_params.max_digits
- * digits are dropped. Invalid UTF-8 bytes act as separators: they never stop
- * the scan and never swallow a valid neighbour.
+ * L* and N*), case folded with utf8proc (full folding: "Straße" and
+ * "STRASSE" are both "strasse"). Combining marks (M*) continue a word but
+ * never start one; format characters (Cf: soft hyphen, zero-width joiners,
+ * BOM) are skipped without ending it; text is not otherwise normalised.
+ * Words shorter than im_params.min_word_len code points or with more than
+ * im_params.max_digits digits (code points of category N*) are dropped; both
+ * are counted on the folded word, so the decision depends only on the term.
+ * Words longer than 256 bytes once folded are dropped whole (base64 runs,
+ * hashes). Invalid UTF-8 bytes act as separators: they never stop the scan
+ * and never swallow a valid neighbour.
+ *
+ * HTML: tags become a space except inline ones (a, b, i, em, span, code,
+ * sub, sup, ...), which vanish, so "a<b>c</b>d" is the one word "acd", as a
+ * browser shows it; a tag left open at the end drops the rest. Entities: the
+ * 252 of HTML 4 and &apos;, with or without ';', and &#NNN; / &#xHH;.
+ *
+ * E-mail: Subject encoded-words (RFC 2047) are decoded; of a
+ * multipart/alternative only the last alternative that yields text is read
+ * (the sender's preferred one); parts with Content-Disposition: attachment
+ * are ignored; message/rfc822 parts are read as messages. ISO-8859-1,
+ * windows-1252 and ISO-8859-15 are converted; other charsets are read as
+ * UTF-8. The details are in html.c and email.c.
  *
  * Thread-safety: every function here is reentrant; a struct im_terms must not
  * be used by two threads at once.
@@ -99,8 +117,9 @@ static inline const char *im_terms_str(const struct im_terms *t, size_t i)
  * Clear @p out and fill it with the unique terms of a document of kind
  * @p kind held in @p buf / @p len. The buffer is only read.
  *
- * @return 0, or -ENOMEM. Malformed HTML, MIME or UTF-8 is not an error: what
- *         can be read is read.
+ * @return 0, -ENOMEM, or -EINVAL for a @p kind not in the enum. Malformed
+ *         HTML, MIME or UTF-8 is not an error: what can be read is read.
+ *         On error @p out holds part of the terms.
  */
 int im_text_terms(const char *buf, size_t len, enum im_doc_kind kind,
 		  const struct im_params *p, struct im_terms *out);

@@ -1,0 +1,92 @@
+/**
+ * @file text_internal.h
+ * Shared between text.c, html.c and email.c; not part of the core API (only
+ * tests/unit/test_text.c includes it besides them).
+ *
+ * HTML and e-mail are first turned into plain UTF-8 text in a struct im_buf,
+ * which the word scanner of text.c then reads. Plain text is scanned in place.
+ */
+#ifndef IM_TEXT_INTERNAL_H
+#define IM_TEXT_INTERNAL_H
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "text.h"
+
+/** Words whose folded form is longer than this many bytes are dropped. */
+#define IM_WORD_MAX 256
+
+/* ---- A growable byte buffer (text.c) ------------------------------------- */
+
+/** Owns p (malloc'ed) once anything was appended; zero-initialise it. */
+struct im_buf {
+	char *p;
+	size_t len, cap;
+};
+
+void im_buf_release(struct im_buf *b);
+/** Make room for @p extra more bytes. @return 0 or -ENOMEM. */
+int im_buf_reserve(struct im_buf *b, size_t extra);
+/** @return 0 or -ENOMEM. */
+int im_buf_append(struct im_buf *b, const void *s, size_t n);
+/** Append the UTF-8 encoding of @p cp (must be a valid scalar value). */
+int im_buf_put_cp(struct im_buf *b, uint32_t cp);
+
+static inline int im_buf_putc(struct im_buf *b, char c)
+{
+	if (b->len == b->cap && im_buf_reserve(b, 1))
+		return -ENOMEM;
+	b->p[b->len++] = c;
+	return 0;
+}
+
+/**
+ * windows-1252 bytes 0x80-0x9f as code points (the five unassigned bytes map
+ * to the C1 control of the same value). HTML reads &#128;-&#159; this way too.
+ */
+extern const uint16_t im_cp1252_high[32];
+
+/* ---- Words (text.c) ------------------------------------------------------ */
+
+/**
+ * Add to @p out (without clearing it) the words of the UTF-8 text @p s,
+ * filtered by @p p. @return 0 or -ENOMEM.
+ */
+int im_words_add(const char *s, size_t len, const struct im_params *p,
+		 struct im_terms *out);
+
+/**
+ * Decode one UTF-8 sequence at @p s (strict: no overlongs, surrogates or
+ * values past U+10FFFF). @return its length (1-4) with *cp set, or 0 if the
+ * bytes at @p s do not start a valid sequence within @p end.
+ */
+size_t im_utf8_decode(const unsigned char *s, const unsigned char *end,
+		      uint32_t *cp);
+
+/* ---- HTML (html.c) ------------------------------------------------------- */
+
+/**
+ * Append the text of the HTML document @p s to @p out: tags become a space
+ * (inline tags such as b, i, em, span, a become nothing), comments,
+ * declarations and processing instructions vanish, <script> and <style>
+ * bodies are dropped, CDATA sections are copied as they are, entities are
+ * decoded. @return 0 or -ENOMEM.
+ */
+int im_html_text(const char *s, size_t len, struct im_buf *out);
+
+/**
+ * The code point of the named entity @p name (without '&' and ';'), or -1.
+ * Names are case-sensitive, as in HTML.
+ */
+int32_t im_html_entity(const char *name, size_t len);
+/** Number of named entities known. */
+size_t im_html_entity_count(void);
+
+/* ---- E-mail (email.c) ---------------------------------------------------- */
+
+/** Append the Subject and text parts of the message @p s to @p out. */
+int im_email_text(const char *s, size_t len, struct im_buf *out);
+
+#endif

@@ -16,6 +16,7 @@
 #include <fcntl.h>
 #include <fuse.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -483,14 +484,18 @@ int main(int argc, char *argv[])
 	imfs_log(LOG_INFO, "mounted %s on %s (state in %s)", fs->source_real,
 		 fs->mountpoint, fs->state_dir);
 
+	int lr;
 	if (o.single) {
-		rc = fuse_loop(fs->fuse) ? 1 : 0;
+		lr = fuse_loop(fs->fuse);
 	} else {
 		struct fuse_loop_config *lc = fuse_loop_cfg_create();
 		fuse_loop_cfg_set_max_threads(lc, 16);
-		rc = fuse_loop_mt(fs->fuse, lc) ? 1 : 0;
+		lr = fuse_loop_mt(fs->fuse, lc);
 		fuse_loop_cfg_destroy(lc);
 	}
+	/* The loop returns the number of the signal that ended it: a clean
+	 * exit as much as fusermount3 -u is. */
+	rc = lr == 0 || lr == SIGTERM || lr == SIGINT || lr == SIGHUP ? 0 : 1;
 	imfs_log(LOG_INFO, "unmounting");
 out:
 	if (fs) {

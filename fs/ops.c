@@ -456,6 +456,7 @@ static size_t status_text(char *out, size_t cap)
 		"signed: %llu\n"
 		"rejected: %llu\n"
 		"binary: %llu\n"
+		"too_big: %llu\n"
 		"skipped: %llu\n"
 		"errors: %llu\n"
 		"pending: %llu\n"
@@ -480,7 +481,8 @@ static size_t status_text(char *out, size_t cap)
 		phase_name(LOAD(phase)), imfs->source_real,
 		LD(c[IM_DOC_SIGNED] + c[IM_DOC_REJECTED]), LD(c[IM_DOC_SIGNED]),
 		LD(c[IM_DOC_REJECTED]), LD(c[IM_DOC_BINARY]),
-		LD(c[IM_DOC_TOO_BIG]), LD(c[IM_DOC_ERROR]),
+		LD(c[IM_DOC_TOO_BIG]),
+		LD(c[IM_DOC_BINARY] + c[IM_DOC_TOO_BIG]), LD(c[IM_DOC_ERROR]),
 		LD(scanner_pending(imfs)), LD(LOAD(cached)),
 		im_index_cluster_count(imfs->idx), LD(files), LD(imfs->dirs),
 		LD(LOAD(hidden_skipped)), LD(LOAD(other_skipped)),

@@ -214,7 +214,8 @@ static bool scan_want_cb(const char *path, const struct stat *st, void *arg)
 	    e->mtime_ns == st_mtime_ns(st) && e->ino == st->st_ino &&
 	    e->d.status != IM_DOC_ERROR) {
 		view_apply(fs, n, path, st, &e->d);
-		__atomic_add_fetch(&fs->cached, 1, __ATOMIC_RELAXED);
+		if (node_is_doc(n))
+			__atomic_add_fetch(&fs->cached, 1, __ATOMIC_RELAXED);
 		want = false;
 		goto out;
 	}

@@ -1,0 +1,789 @@
+/*
+ * Unit tests of core/text.h: the term set, the word scanner, HTML and e-mail
+ * extraction, and kind detection. Every input is copied into a heap buffer
+ * of its exact length, so that ASan and valgrind catch any read past it.
+ */
+#include <check.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <xxhash.h>
+
+#include "text.h"
+#include "text_internal.h"
+
+#ifndef IM_TEST_DATA
+#define IM_TEST_DATA "tests/data"
+#endif
+
+static struct im_params params;
+static struct im_terms terms;
+
+static void setup(void)
+{
+	/* The paper's filters, set by hand: the defaults are params.c's. */
+	memset(&params, 0, sizeof(params));
+	params.min_word_len = 4;
+	params.max_digits = 1;
+	params.min_unique = 5;
+	im_terms_init(&terms);
+}
+
+static void teardown(void)
+{
+	im_terms_release(&terms);
+}
+
+/* Extract the terms of s[0, n) from an exact-size heap copy into `terms`. */
+static void extract_n(const char *s, size_t n, enum im_doc_kind kind)
+{
+	char *copy = malloc(n ? n : 1);
+	int ret;
+
+	ck_assert_ptr_nonnull(copy);
+	memcpy(copy, s, n);
+	ret = im_text_terms(copy, n, kind, &params, &terms);
+	free(copy);
+	ck_assert_msg(ret == 0, "im_text_terms returned %d", ret);
+}
+
+static void extract(const char *s, enum im_doc_kind kind)
+{
+	extract_n(s, strlen(s), kind);
+}
+
+static bool has(const char *word)
+{
+	for (size_t i = 0; i < terms.n; i++)
+		if (terms.v[i].len == strlen(word) &&
+		    !memcmp(im_terms_str(&terms, i), word, terms.v[i].len))
+			return true;
+	return false;
+}
+
+/* All terms, space-separated, for failure messages. */
+static const char *dump(void)
+{
+	static char buf[4096];
+	size_t o = 0;
+
+	buf[0] = '\0';
+	for (size_t i = 0; i < terms.n && o + 2 < sizeof(buf); i++)
+		o += (size_t)snprintf(buf + o, sizeof(buf) - o, "%s%s",
+				      i ? " " : "", im_terms_str(&terms, i));
+	return buf;
+}
+
+#define assert_has(w)                                                       \
+	ck_assert_msg(has(w), "term \"%s\" missing; terms: %s", (w), dump())
+#define assert_lacks(w)                                                     \
+	ck_assert_msg(!has(w), "term \"%s\" should be absent; terms: %s", (w), \
+		      dump())
+
+/* Exactly these terms, in any order. NULL-terminated. */
+static void assert_terms(const char *first, ...)
+{
+	va_list ap;
+	size_t n = 0;
+
+	va_start(ap, first);
+	for (const char *w = first; w; w = va_arg(ap, const char *)) {
+		assert_has(w);
+		n++;
+	}
+	va_end(ap);
+	ck_assert_msg(terms.n == n, "expected %zu terms, got %zu: %s", n,
+		      terms.n, dump());
+}
+
+static char *read_data(const char *name, size_t *len)
+{
+	char path[512];
+	FILE *f;
+	char *buf;
+	long n;
+
+	snprintf(path, sizeof(path), "%s/text/%s", IM_TEST_DATA, name);
+	f = fopen(path, "rb");
+	ck_assert_msg(f != NULL, "cannot open fixture %s", path);
+	ck_assert_int_eq(fseek(f, 0, SEEK_END), 0);
+	n = ftell(f);
+	ck_assert_int_ge(n, 0);
+	rewind(f);
+	buf = malloc((size_t)n + 1);
+	ck_assert_ptr_nonnull(buf);
+	ck_assert_uint_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
+	fclose(f);
+	*len = (size_t)n;
+	return buf;
+}
+
+static void extract_file(const char *name)
+{
+	size_t len;
+	char *buf = read_data(name, &len);
+
+	extract_n(buf, len, im_text_detect(name, buf, len));
+	free(buf);
+}
+
+/* The text im_html_text() makes of @html. Caller frees. */
+static char *html_text(const char *html)
+{
+	struct im_buf b = { 0 };
+	size_t n = strlen(html);
+	char *copy = malloc(n ? n : 1);
+	char *s;
+
+	memcpy(copy, html, n);
+	ck_assert_int_eq(im_html_text(copy, n, &b), 0);
+	free(copy);
+	s = malloc(b.len + 1);
+	memcpy(s, b.p ? b.p : "", b.len);
+	s[b.len] = '\0';
+	im_buf_release(&b);
+	return s;
+}
+
+#define assert_html(in, want)                                              \
+	do {                                                               \
+		char *got_ = html_text(in);                                \
+		ck_assert_msg(!strcmp(got_, (want)),                        \
+			      "html \"%s\": got \"%s\", want \"%s\"", (in), \
+			      got_, (want));                               \
+		free(got_);                                                \
+	} while (0)
+
+/* ---- The term set -------------------------------------------------------- */
+
+START_TEST(test_text_terms_set_is_unique_and_ordered)
+{
+	char w[32];
+
+	ck_assert_int_eq(im_terms_add(&terms, "alpha", 5), 0);
+	ck_assert_int_eq(im_terms_add(&terms, "beta", 4), 0);
+	ck_assert_int_eq(im_terms_add(&terms, "alpha", 5), 0);
+	ck_assert_uint_eq(terms.n, 2);
+	ck_assert_str_eq(im_terms_str(&terms, 0), "alpha");
+	ck_assert_str_eq(im_terms_str(&terms, 1), "beta");
+	ck_assert_msg(terms.v[0].hash == XXH3_64bits("alpha", 5),
+		      "term hash is not XXH3_64bits of its bytes");
+
+	/* Grow well past the first table, then reuse after a clear. */
+	for (int round = 0; round < 2; round++) {
+		for (int i = 0; i < 20000; i++) {
+			int n = snprintf(w, sizeof(w), "term%d", i);
+
+			ck_assert_int_eq(im_terms_add(&terms, w, (size_t)n), 0);
+			ck_assert_int_eq(im_terms_add(&terms, w, (size_t)n), 0);
+		}
+		ck_assert_uint_eq(terms.n, 20000 + (round ? 0 : 2));
+		for (size_t i = 0; i < 20000; i++) {
+			size_t k = i + (round ? 0 : 2);
+
+			snprintf(w, sizeof(w), "term%zu", i);
+			ck_assert_str_eq(im_terms_str(&terms, k), w);
+		}
+		im_terms_clear(&terms);
+		ck_assert_uint_eq(terms.n, 0);
+	}
+	/* A small document after a large one: the table still works. */
+	ck_assert_int_eq(im_terms_add(&terms, "gamma", 5), 0);
+	ck_assert_int_eq(im_terms_add(&terms, "gamma", 5), 0);
+	ck_assert_uint_eq(terms.n, 1);
+}
+END_TEST
+
+/* ---- Words --------------------------------------------------------------- */
+
+START_TEST(test_text_plain_words)
+{
+	extract("The quick brown fox jumps over the lazy dog.", IM_KIND_TEXT);
+	assert_terms("quick", "brown", "jumps", "over", "lazy", NULL);
+
+	extract("  well-known, e-mail; (parenthesis) \"quoted\"\ttab\nnewline",
+		IM_KIND_TEXT);
+	assert_terms("well", "known", "mail", "parenthesis", "quoted",
+		     "newline", NULL);
+}
+END_TEST
+
+START_TEST(test_text_case_folding)
+{
+	extract("STRASSE Straße strasse", IM_KIND_TEXT);
+	assert_terms("strasse", NULL);
+
+	extract("ΑΘΗΝΑ Αθηνα αθηνα", IM_KIND_TEXT);
+	assert_terms("αθηνα", NULL);
+
+	extract("МОСКВА Москва москва", IM_KIND_TEXT);
+	assert_terms("москва", NULL);
+
+	extract("Ünïcödé ÜNÏCÖDÉ", IM_KIND_TEXT);
+	assert_terms("ünïcödé", NULL);
+}
+END_TEST
+
+START_TEST(test_text_digit_filter)
+{
+	extract("abc1 ab12 2024 x1y2z route66 ١٢٣٤٥ item7", IM_KIND_TEXT);
+	assert_terms("abc1", "item7", NULL);
+
+	params.max_digits = 4;
+	extract("abc1 ab12 2024 123456 ١٢٣٤", IM_KIND_TEXT);
+	assert_terms("abc1", "ab12", "2024", "١٢٣٤", NULL);
+}
+END_TEST
+
+START_TEST(test_text_length_filter)
+{
+	extract("a ab abc abcd abcde", IM_KIND_TEXT);
+	assert_terms("abcd", "abcde", NULL);
+
+	/* Code points, not bytes; counted after folding (ß is "ss"). */
+	extract("äöü äöüé maß", IM_KIND_TEXT);
+	assert_terms("äöüé", "mass", NULL);
+
+	params.min_word_len = 2;
+	extract("a ab abc", IM_KIND_TEXT);
+	assert_terms("ab", "abc", NULL);
+}
+END_TEST
+
+START_TEST(test_text_long_runs_are_not_words)
+{
+	char buf[700];
+
+	memset(buf, 'a', 256);
+	memcpy(buf + 256, " okay ", 6);
+	memset(buf + 262, 'b', 257);
+	buf[519] = '\0';
+	extract(buf, IM_KIND_TEXT);
+	ck_assert_uint_eq(terms.n, 2);
+	ck_assert_uint_eq(terms.v[0].len, 256);
+	assert_has("okay");
+
+	/* The same with a non-ASCII letter inside the overlong run. */
+	strcpy(buf, "good ");
+	memset(buf + 5, 'c', 300);
+	memcpy(buf + 305, "é tail", sizeof("é tail"));
+	extract(buf, IM_KIND_TEXT);
+	assert_terms("good", "tail", NULL);
+}
+END_TEST
+
+START_TEST(test_text_invalid_utf8_is_a_separator)
+{
+	/* Stray continuation, invalid lead, bad continuation, overlong,
+	 * surrogate, past U+10FFFF: each splits, none swallows a neighbour. */
+	extract("hello\x80world", IM_KIND_TEXT);
+	assert_terms("hello", "world", NULL);
+	extract("abcd\xff\xfe""efgh", IM_KIND_TEXT);
+	assert_terms("abcd", "efgh", NULL);
+	extract("wxyz\xc3(ijkl", IM_KIND_TEXT);
+	assert_terms("wxyz", "ijkl", NULL);
+	extract("\xc0\xaf""over \xed\xa0\x80surr \xf4\x90\x80\x80""high",
+		IM_KIND_TEXT);
+	assert_terms("over", "surr", "high", NULL);
+	/* A broken sequence right before a valid multibyte letter. */
+	extract("\xe2\x82über\xc3\xa9tude", IM_KIND_TEXT);
+	assert_terms("überétude", NULL);
+	extract("schön\xe2\x82größe", IM_KIND_TEXT);
+	assert_terms("schön", "grösse", NULL);
+}
+END_TEST
+
+START_TEST(test_text_truncated_sequence_at_end)
+{
+	extract("alpha über\xc3", IM_KIND_TEXT);
+	assert_terms("alpha", "über", NULL);
+	extract("emoji \xf0\x9f\x98", IM_KIND_TEXT);
+	assert_terms("emoji", NULL);
+	extract("\xe2", IM_KIND_TEXT);
+	ck_assert_uint_eq(terms.n, 0);
+	/* Long enough to take the 16-byte path first. */
+	extract("abcdefghijklmnopqrstuvwxyz0 word\xe4\xb8", IM_KIND_TEXT);
+	assert_terms("abcdefghijklmnopqrstuvwxyz0", "word", NULL);
+}
+END_TEST
+
+START_TEST(test_text_empty_input)
+{
+	ck_assert_int_eq(im_terms_add(&terms, "stale", 5), 0);
+	ck_assert_int_eq(im_text_terms(NULL, 0, IM_KIND_TEXT, &params, &terms), 0);
+	ck_assert_uint_eq(terms.n, 0);
+	for (int k = IM_KIND_TEXT; k <= IM_KIND_BINARY; k++) {
+		extract("", (enum im_doc_kind)k);
+		ck_assert_uint_eq(terms.n, 0);
+	}
+	extract(" \n\t.,;", IM_KIND_TEXT);
+	ck_assert_uint_eq(terms.n, 0);
+	ck_assert_int_eq(im_text_terms("text", 4, (enum im_doc_kind)42,
+				       &params, &terms),
+			 -EINVAL);
+}
+END_TEST
+
+START_TEST(test_text_marks_and_format_characters)
+{
+	/* A decomposed accent stays in its word; a soft hyphen is invisible. */
+	extract("cafe\xcc\x81 hyphen\xc2\xad""ation \xef\xbb\xbf""bomword",
+		IM_KIND_TEXT);
+	assert_terms("cafe\xcc\x81", "hyphenation", "bomword", NULL);
+	/* Devanagari: vowel signs are marks inside the word. */
+	extract("नमस्ते दुनिया", IM_KIND_TEXT);
+	assert_terms("नमस्ते", "दुनिया", NULL);
+}
+END_TEST
+
+START_TEST(test_text_fast_and_slow_paths_agree)
+{
+	/* The same words at every offset and alignment. */
+	const char *base = "Alpha BRAVO charlie1 d2e3 x echo-foxtrot Größe ";
+	char buf[1024];
+
+	for (size_t pad = 0; pad < 40; pad++) {
+		size_t n = 0;
+
+		memset(buf, ' ', pad);
+		n = pad;
+		for (int r = 0; r < 3; r++) {
+			memcpy(buf + n, base, strlen(base));
+			n += strlen(base);
+		}
+		extract_n(buf, n, IM_KIND_TEXT);
+		assert_terms("alpha", "bravo", "charlie1", "echo", "foxtrot",
+			     "grösse", NULL);
+		/* And cut short mid-word. */
+		extract_n(buf, pad + 3, IM_KIND_TEXT);
+		ck_assert_uint_eq(terms.n, 0);
+	}
+}
+END_TEST
+
+/* ---- HTML ---------------------------------------------------------------- */
+
+START_TEST(test_text_html_entities)
+{
+	assert_html("caf&eacute; &Ntilde;and&uacute; &hellip;&amp;&lt;&gt;",
+		    "café Ñandú …&<>");
+	assert_html("&#233;&#xE9;&#XE9;&#x1F600;", "ééé\xf0\x9f\x98\x80");
+	/* Without ';': decoded when the whole name is known. */
+	assert_html("&amp &eacute caf&eacutex &#233x", "& é caf&eacutex éx");
+	/* Unknown names and bare '&' are text. */
+	assert_html("&bogus; AT&T & &; &#; &#x; &#xZ;",
+		    "&bogus; AT&T & &; &#; &#x; &#xZ;");
+	/* windows-1252 range, NUL, surrogates and overflow. */
+	assert_html("&#128;&#150;", "€–");
+	assert_html("&#0;&#xD800;&#99999999999999999999;",
+		    "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd");
+	assert_html("&apos;&quot;&nbsp;&copy;", "'\"\xc2\xa0©");
+
+	extract("<p>d&eacute;j&agrave; vu, r&#233;sum&#xe9;s, na&iuml;ve</p>",
+		IM_KIND_HTML);
+	assert_terms("déjà", "résumés", "naïve", NULL);
+	extract("&unknownentity; stays", IM_KIND_HTML);
+	assert_terms("unknownentity", "stays", NULL);
+}
+END_TEST
+
+START_TEST(test_text_html_entity_table)
+{
+	ck_assert_uint_eq(im_html_entity_count(), 253);
+	ck_assert_int_eq(im_html_entity("nbsp", 4), 160);
+	ck_assert_int_eq(im_html_entity("yuml", 4), 255);
+	ck_assert_int_eq(im_html_entity("Yuml", 4), 376);
+	ck_assert_int_eq(im_html_entity("apos", 4), 39);
+	ck_assert_int_eq(im_html_entity("diams", 5), 9830);
+	ck_assert_int_eq(im_html_entity("thetasym", 8), 977);
+	ck_assert_int_eq(im_html_entity("AMP", 3), -1);
+	ck_assert_int_eq(im_html_entity("am", 2), -1);
+	ck_assert_int_eq(im_html_entity("ampx", 4), -1);
+	ck_assert_int_eq(im_html_entity("", 0), -1);
+}
+END_TEST
+
+START_TEST(test_text_html_markup_removed)
+{
+	size_t len;
+	char *buf = read_data("page.html", &len);
+
+	ck_assert_int_eq(im_text_detect("page.html", buf, len), IM_KIND_HTML);
+	extract_n(buf, len, IM_KIND_HTML);
+	free(buf);
+	assert_has("lighthouse");
+	assert_has("keepers");
+	assert_has("handbook");
+	assert_has("keeping");
+	assert_has("light");
+	assert_has("lamp");
+	assert_has("headland");
+	assert_has("frédéric");
+	assert_has("renée");
+	assert_has("café");
+	assert_has("wicks");
+	assert_has("matches");
+	assert_has("supervisors"); /* Sup<b>er</b>visors: inline tag */
+	/* Scripts, styles, comments, attributes and tag names are gone. */
+	assert_lacks("scriptvariable");
+	assert_lacks("trackvisitor");
+	assert_lacks("stylerule");
+	assert_lacks("georgia");
+	assert_lacks("templatetool");
+	assert_lacks("navigation");
+	assert_lacks("tooltiptext");
+	assert_lacks("https");
+	assert_lacks("html");
+	assert_lacks("meta");
+}
+END_TEST
+
+START_TEST(test_text_html_tags)
+{
+	assert_html("<p>one</p><p>two</p>", " one  two ");
+	assert_html("a<b>c</b>d<br>e<span class=x>f</span>", "acd ef");
+	assert_html("<a title=\"x > y\" href='a>b'>link</a>", "link");
+	assert_html("if a < b and c<1", "if a < b and c<1");
+	assert_html("<!DOCTYPE html><?xml version=\"1.0\"?>x", "  x");
+	assert_html("<![CDATA[raw &amp; <b>]]>after", "raw &amp; <b>after");
+	assert_html("<SCRIPT type=x>if (a</b) x()</SCRIPT >y", " y");
+	assert_html("<style/>kept", " kept");
+	assert_html("<script>a</scripts></script>b", " b");
+	assert_html("x<!-->y<!--->z<!-- a -- b -->w", "xyzw");
+}
+END_TEST
+
+START_TEST(test_text_html_unterminated)
+{
+	assert_html("text <!-- never closed words", "text ");
+	assert_html("before <script>var hidden = 1;", "before  ");
+	assert_html("seen <style>p { }", "seen  ");
+	assert_html("shown <div class=\"unclosed", "shown ");
+	assert_html("shown <div class=\"unbalanced>tail", "shown  tail");
+	assert_html("tail <", "tail <");
+	assert_html("tail </", "tail </");
+	assert_html("amp &", "amp &");
+	assert_html("num &#", "num &#");
+	assert_html("hex &#x", "hex &#x");
+	assert_html("cdata <![CDATA[open", "cdata open");
+	assert_html("decl <!DOCTYPE", "decl  ");
+
+	extract("good words <b unterminated", IM_KIND_HTML);
+	assert_terms("good", "words", NULL);
+}
+END_TEST
+
+/* Random bytes drawn from HTML and MIME syntax must never crash or hang. */
+START_TEST(test_text_malformed_input_never_crashes)
+{
+	static const char alphabet[] = "<>&#;x!-/\"'=?abcdSCRIPTstyle \n\r\t"
+				       "\xc3\xa9\xff:ABC09_.[]";
+	unsigned long long x = 0x9e3779b97f4a7c15ull; /* fixed seed */
+	char buf[512];
+
+	for (int iter = 0; iter < 3000; iter++) {
+		size_t n;
+
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		n = x % sizeof(buf);
+		for (size_t i = 0; i < n; i++) {
+			x ^= x << 13;
+			x ^= x >> 7;
+			x ^= x << 17;
+			buf[i] = alphabet[x % (sizeof(alphabet) - 1)];
+		}
+		for (int k = IM_KIND_TEXT; k <= IM_KIND_BINARY; k++)
+			extract_n(buf, n, (enum im_doc_kind)k);
+		/* As a multipart body, with its boundary sprinkled in. */
+		if (n > 40) {
+			static const char hdr[] =
+				"Content-Type: multipart/mixed; boundary=ab\n\n";
+			char msg[sizeof(hdr) + sizeof(buf)];
+
+			memcpy(msg, hdr, sizeof(hdr) - 1);
+			memcpy(msg + sizeof(hdr) - 1, buf, n);
+			memcpy(msg + sizeof(hdr) - 1 + n / 3, "\n--ab\n", 6);
+			extract_n(msg, sizeof(hdr) - 1 + n, IM_KIND_EMAIL);
+		}
+	}
+}
+END_TEST
+
+/* ---- E-mail -------------------------------------------------------------- */
+
+START_TEST(test_text_email_quoted_printable)
+{
+	extract_file("qp.eml");
+	/* Soft line breaks join "mu=\nst" and "d=E9p=F4t" is latin-1. */
+	assert_has("must");
+	assert_has("dépôt");
+	assert_has("nightfall");
+	assert_has("acknowledge");
+	assert_lacks("=3D");
+	/* The Subject, with its encoded-word, is kept. */
+	assert_has("tide");
+	assert_has("tables");
+	assert_has("nördlingen");
+	assert_has("moorings");
+	/* Other headers are not. */
+	assert_lacks("harbour");
+	assert_lacks("master");
+	assert_lacks("crew");
+	assert_lacks("headerbrand");
+	assert_lacks("mailer");
+	assert_lacks("mime");
+	assert_lacks("version");
+}
+END_TEST
+
+START_TEST(test_text_email_multipart)
+{
+	extract_file("multipart.eml");
+	/* Subject: Q and B encoded-words, folded over two lines. */
+	assert_has("réunion");
+	assert_has("bénévoles");
+	assert_has("médiathèque");
+	/* multipart/alternative: the HTML (last) rendering only. */
+	assert_has("volunteers");
+	assert_has("wednesday");
+	assert_has("evening");
+	assert_has("flashlights");
+	assert_has("gloves");
+	assert_lacks("plainonly");
+	assert_lacks("rendering");
+	/* The base64 text/plain part. */
+	assert_has("schedule");
+	assert_has("gardening");
+	assert_has("shifts");
+	assert_has("promptly");
+	assert_has("danke");
+	assert_has("schön");
+	/* Attachments, preamble, epilogue and headers are ignored. */
+	assert_lacks("pdfsecretwords");
+	assert_lacks("hidden");
+	assert_lacks("attachedtextfile");
+	assert_lacks("preamblewords");
+	assert_lacks("epiloguewords");
+	assert_lacks("receivedtoken");
+	assert_lacks("messageidtoken");
+	assert_lacks("josé");
+	assert_lacks("garcía");
+	assert_lacks("roster");
+	assert_lacks("boundary");
+}
+END_TEST
+
+START_TEST(test_text_email_non_mime_and_mbox)
+{
+	extract("From sender@example.org Mon Mar  3 09:12:00 2025\n"
+		"From: Someone <sender@example.org>\n"
+		"Subject: plain message\n"
+		"\n"
+		"Body without any MIME headers, =3D stays literal.\n",
+		IM_KIND_EMAIL);
+	assert_terms("plain", "message", "body", "without", "mime",
+		     "headers", "stays", "literal", NULL);
+
+	/* CRLF line ends and a message that is only headers. */
+	extract("Subject: only\r\n a subject line\r\nTo: nobody\r\n",
+		IM_KIND_EMAIL);
+	assert_terms("only", "subject", "line", NULL);
+
+	/* windows-1252 body, base64, top-level text/html. */
+	extract("Subject: =?windows-1252?Q?=93smart=94_quotes?=\n"
+		"Content-Type: text/html; charset=windows-1252\n"
+		"Content-Transfer-Encoding: base64\n"
+		"\n"
+		"PHA+bmHvdmUgY2Fm6SZuYnNwO2xpZmU8L3A+\n",
+		IM_KIND_EMAIL);
+	assert_terms("smart", "quotes", "naïve", "café", "life", NULL);
+}
+END_TEST
+
+START_TEST(test_text_email_encoded_words)
+{
+	extract("Subject: =?UTF-8?q?caf=C3=A9_cr=C3=A8me?= and\n"
+		" =?iso-8859-1?b?cHLpc2VudA==?= =?utf-8?Q?ensemble?=\n"
+		"\n",
+		IM_KIND_EMAIL);
+	/* Blank between two encoded-words vanishes: "présent"+"ensemble". */
+	assert_terms("café", "crème", "présentensemble", NULL);
+
+	/* Malformed encoded-words stay as text. */
+	extract("Subject: =?utf-8?X?broken?= =?nothing here\n\n",
+		IM_KIND_EMAIL);
+	assert_terms("broken", "nothing", "here", NULL);
+}
+END_TEST
+
+START_TEST(test_text_email_nested_and_rfc822)
+{
+	extract("Content-Type: multipart/mixed; boundary=a\n"
+		"\n"
+		"--a\n"
+		"Content-Type: message/rfc822\n"
+		"\n"
+		"Subject: forwarded subject\n"
+		"From: hidden@example.org\n"
+		"Content-Type: multipart/related; boundary=\"b\"\n"
+		"\n"
+		"--b\n"
+		"\n"
+		"innermost plain text\n"
+		"--b\n"
+		"Content-Type: image/png\n"
+		"\n"
+		"iVBORw0KGgo pixeldata\n"
+		"--b--\n"
+		"--a\n"
+		"Content-Type: text/plain\n"
+		"\n"
+		"second part without close delimiter",
+		IM_KIND_EMAIL);
+	assert_terms("forwarded", "subject", "innermost", "plain", "text",
+		     "second", "part", "without", "close", "delimiter", NULL);
+}
+END_TEST
+
+/* ---- Kinds --------------------------------------------------------------- */
+
+START_TEST(test_text_binary_detection)
+{
+	size_t len;
+	char *buf = read_data("binary.bin", &len);
+	char big[IM_TEXT_SNIFF + 100];
+
+	ck_assert_int_eq(im_text_detect("binary.bin", buf, len), IM_KIND_BINARY);
+	/* Binary wins over the name. */
+	ck_assert_int_eq(im_text_detect("x.html", buf, len), IM_KIND_BINARY);
+	extract_n(buf, len, IM_KIND_BINARY);
+	ck_assert_uint_eq(terms.n, 0);
+	free(buf);
+
+	memset(big, 'a', sizeof(big));
+	big[IM_TEXT_SNIFF - 1] = '\0';
+	ck_assert_int_eq(im_text_detect(NULL, big, sizeof(big)), IM_KIND_BINARY);
+	big[IM_TEXT_SNIFF - 1] = 'a';
+	big[IM_TEXT_SNIFF] = '\0';
+	ck_assert_msg(im_text_detect(NULL, big, sizeof(big)) == IM_KIND_TEXT,
+		      "a NUL past the first block must not make a file binary");
+}
+END_TEST
+
+START_TEST(test_text_kind_detection)
+{
+	static const struct {
+		const char *name, *content;
+		enum im_doc_kind kind;
+	} cases[] = {
+		{ "index.html", "plain words", IM_KIND_HTML },
+		{ "dir.d/INDEX.HTM", "", IM_KIND_HTML },
+		{ "a.xhtml", "x", IM_KIND_HTML },
+		{ "msg.eml", "no headers at all", IM_KIND_EMAIL },
+		{ "notes.txt", "\xef\xbb\xbf  <!DOCTYPE HTML>\n<p>x",
+		  IM_KIND_HTML },
+		{ NULL, "<html><body>x", IM_KIND_HTML },
+		{ NULL, "<?xml version=\"1.0\"?>\n<html xmlns=\"x\">",
+		  IM_KIND_HTML },
+		{ NULL, "<p>a fragment is text</p>", IM_KIND_TEXT },
+		{ NULL, "From: a@b\nTo: c@d\nSubject: hi\n\nbody", IM_KIND_EMAIL },
+		{ NULL, "Received: from x\n\tby y\nDate: today\r\n\r\nb",
+		  IM_KIND_EMAIL },
+		{ NULL, "From a@b Mon Jan  1 00:00:00 2024\nSubject: x\n\n",
+		  IM_KIND_EMAIL },
+		{ NULL, "From here on, the text is plain.\nSecond line.\n",
+		  IM_KIND_TEXT },
+		{ NULL, "Title: notes\nAuthor: me\n\ntext", IM_KIND_TEXT },
+		{ NULL, "Subject: alone\nnot a header\n", IM_KIND_TEXT },
+		{ "README", "Just some text.\n", IM_KIND_TEXT },
+		{ ".html", "hidden file named .html", IM_KIND_TEXT },
+		{ NULL, "", IM_KIND_TEXT },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		size_t n = strlen(cases[i].content);
+		char *copy = malloc(n + 1);
+		enum im_doc_kind k;
+
+		memcpy(copy, cases[i].content, n);
+		k = im_text_detect(cases[i].name, copy, n);
+		free(copy);
+		ck_assert_msg(k == cases[i].kind,
+			      "case %zu (%s): detected %s, want %s", i,
+			      cases[i].name ? cases[i].name : "no name",
+			      im_kind_name(k), im_kind_name(cases[i].kind));
+	}
+	ck_assert_int_eq(im_text_detect(NULL, NULL, 0), IM_KIND_TEXT);
+	ck_assert_str_eq(im_kind_name(IM_KIND_TEXT), "text");
+	ck_assert_str_eq(im_kind_name(IM_KIND_HTML), "html");
+	ck_assert_str_eq(im_kind_name(IM_KIND_EMAIL), "email");
+	ck_assert_str_eq(im_kind_name(IM_KIND_BINARY), "binary");
+}
+END_TEST
+
+START_TEST(test_text_plain_fixture)
+{
+	extract_file("plain.txt");
+	assert_has("allotment");
+	assert_has("committee");
+	assert_has("müller");
+	assert_has("kürbis");
+	assert_has("zucchini");
+	assert_lacks("the");
+	assert_lacks("14");
+	/* Every term is folded: no ASCII capitals survive. */
+	for (size_t i = 0; i < terms.n; i++)
+		for (size_t j = 0; j < terms.v[i].len; j++)
+			ck_assert_msg(!(im_terms_str(&terms, i)[j] >= 'A' &&
+					im_terms_str(&terms, i)[j] <= 'Z'),
+				      "term %s not folded",
+				      im_terms_str(&terms, i));
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("text");
+	TCase *tc = tcase_create("text");
+	SRunner *sr;
+	int failed;
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_text_terms_set_is_unique_and_ordered);
+	tcase_add_test(tc, test_text_plain_words);
+	tcase_add_test(tc, test_text_case_folding);
+	tcase_add_test(tc, test_text_digit_filter);
+	tcase_add_test(tc, test_text_length_filter);
+	tcase_add_test(tc, test_text_long_runs_are_not_words);
+	tcase_add_test(tc, test_text_invalid_utf8_is_a_separator);
+	tcase_add_test(tc, test_text_truncated_sequence_at_end);
+	tcase_add_test(tc, test_text_empty_input);
+	tcase_add_test(tc, test_text_marks_and_format_characters);
+	tcase_add_test(tc, test_text_fast_and_slow_paths_agree);
+	tcase_add_test(tc, test_text_html_entities);
+	tcase_add_test(tc, test_text_html_entity_table);
+	tcase_add_test(tc, test_text_html_markup_removed);
+	tcase_add_test(tc, test_text_html_tags);
+	tcase_add_test(tc, test_text_html_unterminated);
+	tcase_add_test(tc, test_text_malformed_input_never_crashes);
+	tcase_add_test(tc, test_text_email_quoted_printable);
+	tcase_add_test(tc, test_text_email_multipart);
+	tcase_add_test(tc, test_text_email_non_mime_and_mbox);
+	tcase_add_test(tc, test_text_email_encoded_words);
+	tcase_add_test(tc, test_text_email_nested_and_rfc822);
+	tcase_add_test(tc, test_text_binary_detection);
+	tcase_add_test(tc, test_text_kind_detection);
+	tcase_add_test(tc, test_text_plain_fixture);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

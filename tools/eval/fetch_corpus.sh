@@ -7,11 +7,12 @@
 #
 # Afterwards CACHE/corpus/ holds:
 #   pg/     the PostgreSQL 15 HTML manual          (postgresql-doc-15)
-#   perl/   Perl's pod pages and its man3 module pages (gunzipped roff)  (perl-doc)
+#   perl/   Perl's pod pages, and its man1 and man3 pages as text      (perl-doc)
 #   py/     the Python 3.11 HTML documentation, without its rst sources (python3.11-doc)
 # and CACHE/corpus/main/ is all three as one tree (copies), the evaluation corpus
-# (about 2,500 documents, 84 MB). EVAL_PY=0 leaves Python out.
+# (about 2,700 documents, 85 MB). EVAL_PY=0 leaves Python out.
 set -eu
+here=$(cd "$(dirname "$0")" && pwd)
 
 cache=${1:-${IMATCH_EVAL_CACHE:-/tmp/imatch-eval}}
 pkgs="postgresql-doc-15 perl-doc"
@@ -42,11 +43,12 @@ link() { # link NAME SRC_DIR: a clean tree of the documents only
 link pg "$cache/root/postgresql-doc-15/usr/share/doc/postgresql-doc-15/html"
 # perl-doc: the pod pages (plain text with light markup), documentation only.
 link perl "$cache/root/perl-doc/usr/share/perl/5.36.0/pod"
-mkdir -p "$cache/corpus/perl/man3"
-for f in "$cache/root/perl-doc/usr/share/man/man3"/*.gz; do
-	b=${f##*/}
-	gzip -dc "$f" >"$cache/corpus/perl/man3/${b%.gz}"
-done
+# The man pages, as text: pod2man's roff preamble is the same in every page and
+# would make short pages similar through formatting alone (man2text.py).
+# man3: the core modules' pages; man1: the same pages as pod/, rendered by
+# pod2man -- real near-duplicates of the pod sources in another format.
+python3 "$here/man2text.py" "$cache/root/perl-doc/usr/share/man/man3" "$cache/corpus/perl/man3"
+python3 "$here/man2text.py" "$cache/root/perl-doc/usr/share/man/man1" "$cache/corpus/perl/man1"
 find "$cache/corpus" -type f \( -name '*.gz' -o -name '*.png' -o -name '*.svg' -o -name '*.css' -o -name '*.js' \) -delete
 rm -rf "$cache/corpus/py"
 if [ "${EVAL_PY:-1}" = 1 ]; then

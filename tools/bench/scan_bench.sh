@@ -1,0 +1,112 @@
+#!/bin/sh
+# Signing throughput of `imatch scan` beside cat and sha1sum of the same files,
+# measured in the same run (the ratios matter, not the absolute times), and
+# peak memory per document.
+#
+#   tools/bench/scan_bench.sh IMATCH [BENCH_DIR]
+#
+# Corpus (built once, kept in BENCH_DIR, default $IMATCH_BENCH_DIR or
+# /tmp/imatch-bench): the evaluation documents of tools/eval/fetch_corpus.sh
+# (PostgreSQL 15 HTML manual, Perl pod and man3 pages, Python 3.11 HTML docs:
+# 2,478 files, 84 MB) as they are, plus REPLICAS (default 3) lightly perturbed
+# replicas (tools/bench/replicate.py: 0.2% of the words replaced by other words
+# of the same document), so about 336 MB of real text in about 9,900 files.
+#
+# Each timing is the best of REPEAT (default 3) runs over a warm page cache.
+# Peak RSS comes from GNU time (installed with apt-get if missing) or, failing
+# that, is not reported. Memory per document = (peak RSS of the scan - peak RSS
+# of the same command over a one-file tree) / documents.
+set -eu
+
+imatch=${1:?usage: scan_bench.sh IMATCH [BENCH_DIR]}
+imatch=$(cd "$(dirname "$imatch")" && pwd)/$(basename "$imatch")
+bench=${2:-${IMATCH_BENCH_DIR:-/tmp/imatch-bench}}
+here=$(cd "$(dirname "$0")" && pwd)
+replicas=${REPLICAS:-3}
+repeat=${REPEAT:-3}
+jobs=$(nproc)
+
+corpus=$bench/corpus
+if [ ! -f "$corpus/.complete" ]; then
+	src=$("$here/../eval/fetch_corpus.sh" "${IMATCH_EVAL_CACHE:-/tmp/imatch-eval}")/main
+	rm -rf "$corpus"
+	python3 "$here/replicate.py" "$src" "$corpus" "$replicas"
+	touch "$corpus/.complete"
+fi
+
+if [ ! -x /usr/bin/time ] && [ "$(id -u)" = 0 ]; then
+	apt-get install -y -q time </dev/null >/dev/null 2>&1 || true
+fi
+gnutime=
+[ -x /usr/bin/time ] && /usr/bin/time -v true >/dev/null 2>&1 && gnutime=/usr/bin/time
+
+list=$bench/files.lst
+find "$corpus" -type f ! -name '.*' -print0 | sort -z >"$list"
+nfiles=$(tr -cd '\0' <"$list" | wc -c)
+bytes=$(xargs -0 cat <"$list" | wc -c)
+mb=$(echo "$bytes" | awk '{ printf "%.1f", $1 / 1e6 }')
+
+now() { date +%s.%N; }
+# best CMD...: run CMD (output discarded) REPEAT times, print the best wall time
+best() {
+	b=
+	i=0
+	while [ $i -lt "$repeat" ]; do
+		t0=$(now)
+		"$@" >/dev/null
+		t1=$(now)
+		b=$(echo "$t0 $t1 ${b:-1e9}" | awk '{ d = $2 - $1; print (d < $3) ? d : $3 }')
+		i=$((i + 1))
+	done
+	echo "$b"
+}
+# rss CMD...: peak RSS in kB of one run of CMD
+rss() {
+	if [ -n "$gnutime" ]; then
+		$gnutime -v "$@" 2>&1 >/dev/null | awk -F': ' '/Maximum resident/ { print $2 }'
+	else
+		echo 0
+	fi
+}
+
+cat_all() { xargs -0 cat <"$list"; }
+sha_all() { xargs -0 sha1sum <"$list"; }
+
+lex=$bench/bench.lex
+t_lex=$(best "$imatch" lexicon build -o "$lex" "$corpus")
+cat_all >/dev/null # warm the cache
+t_cat=$(best cat_all)
+t_sha=$(best sha_all)
+t_j1=$(best "$imatch" scan --lexicon "$lex" -j 1 "$corpus")
+t_jn=$(best "$imatch" scan --lexicon "$lex" -j "$jobs" "$corpus")
+
+one=$bench/one
+rm -rf "$one"
+mkdir -p "$one"
+cp "$(head -zn1 "$list" | tr -d '\0')" "$one/"
+r_base=$(rss "$imatch" scan --lexicon "$lex" -j 1 "$one")
+r_j1=$(rss "$imatch" scan --lexicon "$lex" -j 1 "$corpus")
+r_jn=$(rss "$imatch" scan --lexicon "$lex" -j "$jobs" "$corpus")
+r_lex=$(rss "$imatch" lexicon build -o "$bench/bench2.lex" "$corpus")
+r_sha=$(rss sha1sum "$(head -zn1 "$list" | tr -d '\0')")
+
+echo "Corpus: $corpus: $nfiles files, $mb MB (real documentation text, see the script); $(nproc) cores; $(uname -m); best of $repeat."
+echo
+echo "| command | seconds | MB/s | MB/s per core | vs sha1sum per core | peak RSS |"
+echo "|---|---:|---:|---:|---:|---:|"
+row() { # row NAME SECONDS CORES RSS_KB
+	echo "$1 $2 $3 $4 $bytes $t_sha" | awk '{
+		n = split($0, f, " ")
+		mbs = f[n-1] / f[2] / 1e6; sha = f[n-1] / f[n] / 1e6
+		rss = (f[4] > 0) ? sprintf("%.1f MB", f[4] / 1024) : "n/a"
+		printf "| %s | %.2f | %.0f | %.0f | %.2f | %s |\n", f[1], f[2], mbs, mbs / f[3], mbs / f[3] / sha, rss }'
+}
+row "cat" "$t_cat" 1 0 | sed 's/^| cat /| `cat` (xargs) /'
+row "sha1sum" "$t_sha" 1 "$r_sha" | sed 's/^| sha1sum /| `sha1sum` (xargs, 1 process at a time) /'
+row "lexicon" "$t_lex" 1 "$r_lex" | sed 's/^| lexicon /| `imatch lexicon build` /'
+row "j1" "$t_j1" 1 "$r_j1" | sed 's/^| j1 /| `imatch scan -j 1` /'
+row "jn" "$t_jn" "$jobs" "$r_jn" | sed "s/^| jn /| \`imatch scan -j $jobs\` /"
+echo
+echo "$r_j1 $r_jn $r_base $nfiles $t_j1 $t_jn" | awk '{
+	printf "Peak memory per document: %.2f kB (-j 1), %.2f kB (-j N) over the %.1f MB of a one-file scan with the same lexicon.\n", ($1 - $3) / $4, ($2 - $3) / $4, $3 / 1024
+	printf "Scaling -j N / -j 1: %.2fx.\n", $5 / $6 }'

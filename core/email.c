@@ -93,7 +93,8 @@ static int qp_decode(const char *s, size_t n, bool header, struct im_buf *out)
 			i++;
 			continue;
 		}
-		if (i + 2 < n && hex_value(s[i + 1]) >= 0 && hex_value(s[i + 2]) >= 0) {
+		if (i + 2 < n && hex_value(s[i + 1]) >= 0 &&
+		    hex_value(s[i + 2]) >= 0) {
 			out->p[out->len++] = (char)(hex_value(s[i + 1]) * 16 +
 						    hex_value(s[i + 2]));
 			i += 3;
@@ -149,13 +150,14 @@ enum charset { CS_UTF8, CS_1252, CS_8859_15 };
 static enum charset charset_of(const char *name, size_t n)
 {
 	static const char *const latin1[] = {
-		"iso-8859-1", "iso8859-1", "iso_8859-1", "latin1", "latin-1",
-		"l1", "windows-1252", "cp1252", "x-cp1252", "iso-ir-100",
-		"ibm819", "cp819", NULL,
+		"iso-8859-1", "iso8859-1",  "iso_8859-1",   "latin1",
+		"latin-1",    "l1",	    "windows-1252", "cp1252",
+		"x-cp1252",   "iso-ir-100", "ibm819",	    "cp819",
+		NULL,
 	};
 	static const char *const latin9[] = {
-		"iso-8859-15", "iso8859-15", "iso_8859-15", "latin9",
-		"latin-9", NULL,
+		"iso-8859-15", "iso8859-15", "iso_8859-15",
+		"latin9",      "latin-9",    NULL,
 	};
 	const char *star = memchr(name, '*', n); /* RFC 2231 language */
 
@@ -185,8 +187,7 @@ static uint32_t latin9_cp(unsigned char c)
 	return c;
 }
 
-static int to_utf8(const char *s, size_t n, enum charset cs,
-		   struct im_buf *out)
+static int to_utf8(const char *s, size_t n, enum charset cs, struct im_buf *out)
 {
 	int ret = 0;
 
@@ -285,7 +286,8 @@ static size_t parse_headers(const char *s, size_t len, bool top,
 			cur = &h->ctype;
 			h->has_ctype = true;
 		} else if (k == 25 &&
-			   !strncasecmp(line, "content-transfer-encoding", 25)) {
+			   !strncasecmp(line, "content-transfer-encoding",
+					25)) {
 			cur = &h->cte;
 		} else if (k == 19 &&
 			   !strncasecmp(line, "content-disposition", 19)) {
@@ -312,7 +314,8 @@ static void first_token(const struct im_buf *v, char *dst, size_t dst_len)
 		if (o + 1 < dst_len) {
 			char c = v->p[i];
 
-			dst[o++] = (c >= 'A' && c <= 'Z') ? (char)(c | 0x20) : c;
+			dst[o++] =
+				(c >= 'A' && c <= 'Z') ? (char)(c | 0x20) : c;
 		}
 		i++;
 	}
@@ -401,8 +404,8 @@ static size_t encoded_word(struct mail *m, const char *v, size_t n, size_t k,
 	else
 		*ret = b64_decode(v + q1 + 3, e - (q1 + 3), &m->dec);
 	if (!*ret)
-		*ret = to_utf8(m->dec.p, m->dec.len, charset_of(v + cs, q1 - cs),
-			       out);
+		*ret = to_utf8(m->dec.p, m->dec.len,
+			       charset_of(v + cs, q1 - cs), out);
 	return e + 2;
 }
 
@@ -489,7 +492,8 @@ static int multipart(struct mail *m, const char *s, size_t len,
 		size_t ll = (nl ? (size_t)(nl - s) : len) - i;
 		size_t end;
 
-		if (s[i] != '-' || !is_delimiter(s + i, ll, boundary, bl, &close)) {
+		if (s[i] != '-' ||
+		    !is_delimiter(s + i, ll, boundary, bl, &close)) {
 			i = next;
 			continue;
 		}
@@ -552,7 +556,7 @@ out:
 static int entity(struct mail *m, const char *s, size_t len, bool message,
 		  unsigned depth)
 {
-	struct headers h = { 0 };
+	struct headers h = {0};
 	char type[80], cte[40], disp[40], charset[80], boundary[256];
 	const char *body;
 	size_t blen, b;
@@ -589,7 +593,8 @@ static int entity(struct mail *m, const char *s, size_t len, bool message,
 					depth);
 		goto out;
 	}
-	if (!strcmp(type, "message/rfc822") || !strcmp(type, "message/global")) {
+	if (!strcmp(type, "message/rfc822") ||
+	    !strcmp(type, "message/global")) {
 		ret = entity(m, body, blen, true, depth + 1);
 		goto out;
 	}
@@ -629,7 +634,7 @@ out:
 
 int im_email_text(const char *s, size_t len, struct im_buf *out)
 {
-	struct mail m = { .out = out };
+	struct mail m = {.out = out};
 	int ret;
 
 	ret = entity(&m, s, len, true, 0);

@@ -36,6 +36,7 @@ struct entity {
 };
 
 /* Sorted by strcmp() for bsearch(). */
+/* clang-format off */
 static const struct entity entities[] = {
 	{ "AElig", 198 }, { "Aacute", 193 }, { "Acirc", 194 }, { "Agrave", 192 },
 	{ "Alpha", 913 }, { "Aring", 197 }, { "Atilde", 195 }, { "Auml", 196 },
@@ -103,6 +104,7 @@ static const struct entity entities[] = {
 	{ "zwnj", 8204 },
 
 };
+/* clang-format on */
 
 struct name_key {
 	const char *s;
@@ -122,7 +124,7 @@ static int entity_cmp(const void *key, const void *elem)
 
 int32_t im_html_entity(const char *name, size_t len)
 {
-	struct name_key k = { name, len };
+	struct name_key k = {name, len};
 	const struct entity *e;
 
 	if (!len || memchr(name, '\0', len))
@@ -197,6 +199,7 @@ static size_t find(const char *s, size_t len, size_t from, const char *needle)
 }
 
 /* Tags that do not break a word: phrasing elements a browser runs inline. */
+/* clang-format off */
 static const char *const inline_tags[] = {
 	"a",	"abbr", "acronym", "b",	   "bdi",  "bdo",    "big",   "cite",
 	"code", "data", "del",	   "dfn",  "em",   "font",   "i",     "ins",
@@ -204,6 +207,7 @@ static const char *const inline_tags[] = {
 	"strike", "strong", "sub", "sup",  "time", "tt",     "u",     "var",
 	"wbr",	NULL,
 };
+/* clang-format on */
 
 static bool is_inline(const char *name, size_t n)
 {
@@ -223,8 +227,7 @@ struct html {
 
 /* Skip a <script> or <style> body from @from; @return the index after its
  * end tag, or len. */
-static size_t skip_raw_text(const struct html *h, size_t from,
-			    const char *name)
+static size_t skip_raw_text(const struct html *h, size_t from, const char *name)
 {
 	size_t nl = strlen(name);
 
@@ -305,8 +308,9 @@ static size_t markup(struct html *h, size_t i, int *ret)
 	if (!closing && !self_closing &&
 	    (name_is(s + n0, n1 - n0, "script") ||
 	     name_is(s + n0, n1 - n0, "style")))
-		k = skip_raw_text(h, k, name_is(s + n0, n1 - n0, "script") ?
-					     "script" : "style");
+		k = skip_raw_text(h, k,
+				  name_is(s + n0, n1 - n0, "script") ? "script"
+								     : "style");
 	if (!is_inline(s + n0, n1 - n0))
 		*ret = im_buf_putc(h->out, ' ');
 	return k;
@@ -330,8 +334,8 @@ static size_t entity(struct html *h, size_t i, int *ret)
 		}
 		d0 = k;
 		for (; k < len; k++) {
-			int d = hex ? hex_value(s[k]) :
-				      (is_digit(s[k]) ? s[k] - '0' : -1);
+			int d = hex ? hex_value(s[k])
+				    : (is_digit(s[k]) ? s[k] - '0' : -1);
 
 			if (d < 0)
 				break;
@@ -366,7 +370,7 @@ literal:
 
 int im_html_text(const char *s, size_t len, struct im_buf *out)
 {
-	struct html h = { .s = s, .len = len, .out = out };
+	struct html h = {.s = s, .len = len, .out = out};
 	size_t i = 0;
 	int ret = 0;
 

@@ -21,7 +21,7 @@
 #include "text.h"
 
 #define TERMS_MIN_SLOTS 64
-#define TERMS_MIN_V 32
+#define TERMS_MIN_V	32
 #define TERMS_MIN_ARENA 4096
 
 void im_terms_init(struct im_terms *t)
@@ -139,8 +139,8 @@ int im_terms_add(struct im_terms *t, const char *s, size_t len)
 		   TERMS_MIN_V);
 	if (ret)
 		return ret;
-	ret = grow((void **)&t->arena, &t->arena_cap, t->arena_len + len + 1,
-		   1, TERMS_MIN_ARENA);
+	ret = grow((void **)&t->arena, &t->arena_cap, t->arena_len + len + 1, 1,
+		   TERMS_MIN_ARENA);
 	if (ret)
 		return ret;
 

@@ -41,14 +41,10 @@
 const char *im_kind_name(enum im_doc_kind kind)
 {
 	switch (kind) {
-	case IM_KIND_TEXT:
-		return "text";
-	case IM_KIND_HTML:
-		return "html";
-	case IM_KIND_EMAIL:
-		return "email";
-	case IM_KIND_BINARY:
-		return "binary";
+	case IM_KIND_TEXT: return "text";
+	case IM_KIND_HTML: return "html";
+	case IM_KIND_EMAIL: return "email";
+	case IM_KIND_BINARY: return "binary";
 	}
 	return "unknown";
 }
@@ -103,12 +99,14 @@ int im_buf_put_cp(struct im_buf *b, uint32_t cp)
 	return im_buf_append(b, u, (size_t)n);
 }
 
+/* clang-format off */
 const uint16_t im_cp1252_high[32] = {
 	0x20ac, 0x0081, 0x201a, 0x0192, 0x201e, 0x2026, 0x2020, 0x2021,
 	0x02c6, 0x2030, 0x0160, 0x2039, 0x0152, 0x008d, 0x017d, 0x008f,
 	0x0090, 0x2018, 0x2019, 0x201c, 0x201d, 0x2022, 0x2013, 0x2014,
 	0x02dc, 0x2122, 0x0161, 0x203a, 0x0153, 0x009d, 0x017e, 0x0178,
 };
+/* clang-format on */
 
 /* ---- UTF-8 --------------------------------------------------------------- */
 
@@ -230,7 +228,8 @@ static void word_add_ascii(struct word *w, const unsigned char *s, size_t n)
 		unsigned k = byte_class[s[i]];
 
 		if (w->len < IM_WORD_MAX)
-			w->buf[w->len] = (char)(s[i] | (k == C_ALPHA ? 0x20 : 0));
+			w->buf[w->len] =
+				(char)(s[i] | (k == C_ALPHA ? 0x20 : 0));
 		w->len++;
 		w->ndig += k == C_DIGIT;
 	}
@@ -265,7 +264,8 @@ static const unsigned char *scan_slow(struct scan *sc, const unsigned char *c,
 		}
 		c += n;
 		cat = utf8proc_category((utf8proc_int32_t)cp);
-		if ((cat >= UTF8PROC_CATEGORY_LU && cat <= UTF8PROC_CATEGORY_LO) ||
+		if ((cat >= UTF8PROC_CATEGORY_LU &&
+		     cat <= UTF8PROC_CATEGORY_LO) ||
 		    is_number(cat)) {
 			word_add_cp(&sc->w, cp);
 		} else if (cat >= UTF8PROC_CATEGORY_MN &&
@@ -303,7 +303,8 @@ static const unsigned char *scan_word(struct scan *sc, const unsigned char *c,
 				unsigned k = byte_class[w[i]];
 
 				sc->w.buf[i] =
-					(char)(w[i] | (k == C_ALPHA ? 0x20 : 0));
+					(char)(w[i] |
+					       (k == C_ALPHA ? 0x20 : 0));
 				ndig += k == C_DIGIT;
 			}
 			if (ndig <= sc->max_digits)
@@ -387,8 +388,10 @@ int im_words_add(const char *s, size_t len, const struct im_params *p,
 		digit &= (1u << n) - 1;
 		/* Digits are rare: count them only when there are two. */
 		if (n >= sc.min_len &&
-		    (!(digit & (digit - 1)) ? (digit != 0) :
-		     (unsigned)__builtin_popcount(digit)) <= sc.max_digits) {
+		    (!(digit & (digit - 1))
+			     ? (digit != 0)
+			     : (unsigned)__builtin_popcount(digit)) <=
+			    sc.max_digits) {
 			_mm_storeu_si128((__m128i *)sc.w.buf, low);
 			ret = im_terms_add(out, sc.w.buf, n);
 		}
@@ -439,6 +442,7 @@ static bool name_has_ext(const char *name, const char *const *exts)
 	return false;
 }
 
+/* clang-format off */
 static const char *const mail_headers[] = {
 	"from",		"to",	       "cc",	      "subject",
 	"date",		"message-id",  "received",    "return-path",
@@ -446,6 +450,7 @@ static const char *const mail_headers[] = {
 	"sender",	"in-reply-to", "references",  "x-mailer",
 	"user-agent",	"dkim-signature", NULL,
 };
+/* clang-format on */
 
 /*
  * A leading block of RFC 5322 header lines (optionally after an mbox "From "
@@ -487,7 +492,8 @@ static bool looks_like_email(const char *s, size_t n)
 				return false;
 			headers++;
 			for (const char *const *h = mail_headers; *h; h++) {
-				if (strlen(*h) == k && !strncasecmp(line, *h, k)) {
+				if (strlen(*h) == k &&
+				    !strncasecmp(line, *h, k)) {
 					known++;
 					break;
 				}
@@ -502,9 +508,9 @@ static bool looks_like_email(const char *s, size_t n)
 
 enum im_doc_kind im_text_detect(const char *name, const char *buf, size_t len)
 {
-	static const char *const html_ext[] = { "html", "htm", "xhtml",
-						"shtml", NULL };
-	static const char *const mail_ext[] = { "eml", NULL };
+	static const char *const html_ext[] = {"html", "htm", "xhtml", "shtml",
+					       NULL};
+	static const char *const mail_ext[] = {"eml", NULL};
 	size_t n = len < IM_TEXT_SNIFF ? len : IM_TEXT_SNIFF;
 	const char *s = buf;
 
@@ -523,7 +529,8 @@ enum im_doc_kind im_text_detect(const char *name, const char *buf, size_t len)
 		s++;
 		n--;
 	}
-	if (has_prefix_ci(s, n, "<!doctype html") || has_prefix_ci(s, n, "<html"))
+	if (has_prefix_ci(s, n, "<!doctype html") ||
+	    has_prefix_ci(s, n, "<html"))
 		return IM_KIND_HTML;
 	if ((has_prefix_ci(s, n, "<?xml") || has_prefix_ci(s, n, "<!--") ||
 	     has_prefix_ci(s, n, "<!doctype")) &&
@@ -539,16 +546,14 @@ enum im_doc_kind im_text_detect(const char *name, const char *buf, size_t len)
 int im_text_terms(const char *buf, size_t len, enum im_doc_kind kind,
 		  const struct im_params *p, struct im_terms *out)
 {
-	struct im_buf text = { 0 };
+	struct im_buf text = {0};
 	int ret = 0;
 
 	im_terms_clear(out);
 	if (!len)
 		return kind <= IM_KIND_BINARY ? 0 : -EINVAL;
 	switch (kind) {
-	case IM_KIND_TEXT:
-		ret = im_words_add(buf, len, p, out);
-		break;
+	case IM_KIND_TEXT: ret = im_words_add(buf, len, p, out); break;
 	case IM_KIND_HTML:
 		ret = im_html_text(buf, len, &text);
 		if (!ret)
@@ -559,11 +564,8 @@ int im_text_terms(const char *buf, size_t len, enum im_doc_kind kind,
 		if (!ret)
 			ret = im_words_add(text.p, text.len, p, out);
 		break;
-	case IM_KIND_BINARY:
-		break;
-	default:
-		ret = -EINVAL;
-		break;
+	case IM_KIND_BINARY: break;
+	default: ret = -EINVAL; break;
 	}
 	im_buf_release(&text);
 	return ret;

@@ -76,7 +76,8 @@ enum im_doc_kind im_text_detect(const char *name, const char *buf, size_t len);
 struct im_term {
 	uint32_t off;
 	uint32_t len;
-	uint64_t hash; /**< XXH3_64bits of the bytes; the lexicon looks up by it */
+	uint64_t
+		hash; /**< XXH3_64bits of the bytes; the lexicon looks up by it */
 };
 
 /**

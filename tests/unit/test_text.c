@@ -78,9 +78,9 @@ static const char *dump(void)
 	return buf;
 }
 
-#define assert_has(w)                                                       \
+#define assert_has(w)                                                          \
 	ck_assert_msg(has(w), "term \"%s\" missing; terms: %s", (w), dump())
-#define assert_lacks(w)                                                     \
+#define assert_lacks(w)                                                        \
 	ck_assert_msg(!has(w), "term \"%s\" should be absent; terms: %s", (w), \
 		      dump())
 
@@ -134,7 +134,7 @@ static void extract_file(const char *name)
 /* The text im_html_text() makes of @html. Caller frees. */
 static char *html_text(const char *html)
 {
-	struct im_buf b = { 0 };
+	struct im_buf b = {0};
 	size_t n = strlen(html);
 	char *copy = malloc(n ? n : 1);
 	char *s;
@@ -149,13 +149,13 @@ static char *html_text(const char *html)
 	return s;
 }
 
-#define assert_html(in, want)                                              \
-	do {                                                               \
-		char *got_ = html_text(in);                                \
-		ck_assert_msg(!strcmp(got_, (want)),                        \
-			      "html \"%s\": got \"%s\", want \"%s\"", (in), \
-			      got_, (want));                               \
-		free(got_);                                                \
+#define assert_html(in, want)                                                  \
+	do {                                                                   \
+		char *got_ = html_text(in);                                    \
+		ck_assert_msg(!strcmp(got_, (want)),                           \
+			      "html \"%s\": got \"%s\", want \"%s\"", (in),    \
+			      got_, (want));                                   \
+		free(got_);                                                    \
 	} while (0)
 
 /* ---- The term set -------------------------------------------------------- */
@@ -282,11 +282,15 @@ START_TEST(test_text_invalid_utf8_is_a_separator)
 	 * surrogate, past U+10FFFF: each splits, none swallows a neighbour. */
 	extract("hello\x80world", IM_KIND_TEXT);
 	assert_terms("hello", "world", NULL);
-	extract("abcd\xff\xfe""efgh", IM_KIND_TEXT);
+	extract("abcd\xff\xfe"
+		"efgh",
+		IM_KIND_TEXT);
 	assert_terms("abcd", "efgh", NULL);
 	extract("wxyz\xc3(ijkl", IM_KIND_TEXT);
 	assert_terms("wxyz", "ijkl", NULL);
-	extract("\xc0\xaf""over \xed\xa0\x80surr \xf4\x90\x80\x80""high",
+	extract("\xc0\xaf"
+		"over \xed\xa0\x80surr \xf4\x90\x80\x80"
+		"high",
 		IM_KIND_TEXT);
 	assert_terms("over", "surr", "high", NULL);
 	/* A broken sequence right before a valid multibyte letter. */
@@ -314,7 +318,8 @@ END_TEST
 START_TEST(test_text_empty_input)
 {
 	ck_assert_int_eq(im_terms_add(&terms, "stale", 5), 0);
-	ck_assert_int_eq(im_text_terms(NULL, 0, IM_KIND_TEXT, &params, &terms), 0);
+	ck_assert_int_eq(im_text_terms(NULL, 0, IM_KIND_TEXT, &params, &terms),
+			 0);
 	ck_assert_uint_eq(terms.n, 0);
 	for (int k = IM_KIND_TEXT; k <= IM_KIND_BINARY; k++) {
 		extract("", (enum im_doc_kind)k);
@@ -322,16 +327,18 @@ START_TEST(test_text_empty_input)
 	}
 	extract(" \n\t.,;", IM_KIND_TEXT);
 	ck_assert_uint_eq(terms.n, 0);
-	ck_assert_int_eq(im_text_terms("text", 4, (enum im_doc_kind)42,
-				       &params, &terms),
-			 -EINVAL);
+	ck_assert_int_eq(
+		im_text_terms("text", 4, (enum im_doc_kind)42, &params, &terms),
+		-EINVAL);
 }
 END_TEST
 
 START_TEST(test_text_marks_and_format_characters)
 {
 	/* A decomposed accent stays in its word; a soft hyphen is invisible. */
-	extract("cafe\xcc\x81 hyphen\xc2\xad""ation \xef\xbb\xbf""bomword",
+	extract("cafe\xcc\x81 hyphen\xc2\xad"
+		"ation \xef\xbb\xbf"
+		"bomword",
 		IM_KIND_TEXT);
 	assert_terms("cafe\xcc\x81", "hyphenation", "bomword", NULL);
 	/* Devanagari: vowel signs are marks inside the word. */
@@ -503,7 +510,8 @@ START_TEST(test_text_malformed_input_never_crashes)
 		/* As a multipart body, with its boundary sprinkled in. */
 		if (n > 40) {
 			static const char hdr[] =
-				"Content-Type: multipart/mixed; boundary=ab\n\n";
+				"Content-Type: multipart/mixed; "
+				"boundary=ab\n\n";
 			char msg[sizeof(hdr) + sizeof(buf)];
 
 			memcpy(msg, hdr, sizeof(hdr) - 1);
@@ -587,8 +595,8 @@ START_TEST(test_text_email_non_mime_and_mbox)
 		"\n"
 		"Body without any MIME headers, =3D stays literal.\n",
 		IM_KIND_EMAIL);
-	assert_terms("plain", "message", "body", "without", "mime",
-		     "headers", "stays", "literal", NULL);
+	assert_terms("plain", "message", "body", "without", "mime", "headers",
+		     "stays", "literal", NULL);
 
 	/* CRLF line ends and a message that is only headers. */
 	extract("Subject: only\r\n a subject line\r\nTo: nobody\r\n",
@@ -659,7 +667,8 @@ START_TEST(test_text_binary_detection)
 	char *buf = read_data("binary.bin", &len);
 	char big[IM_TEXT_SNIFF + 100];
 
-	ck_assert_int_eq(im_text_detect("binary.bin", buf, len), IM_KIND_BINARY);
+	ck_assert_int_eq(im_text_detect("binary.bin", buf, len),
+			 IM_KIND_BINARY);
 	/* Binary wins over the name. */
 	ck_assert_int_eq(im_text_detect("x.html", buf, len), IM_KIND_BINARY);
 	extract_n(buf, len, IM_KIND_BINARY);
@@ -668,7 +677,8 @@ START_TEST(test_text_binary_detection)
 
 	memset(big, 'a', sizeof(big));
 	big[IM_TEXT_SNIFF - 1] = '\0';
-	ck_assert_int_eq(im_text_detect(NULL, big, sizeof(big)), IM_KIND_BINARY);
+	ck_assert_int_eq(im_text_detect(NULL, big, sizeof(big)),
+			 IM_KIND_BINARY);
 	big[IM_TEXT_SNIFF - 1] = 'a';
 	big[IM_TEXT_SNIFF] = '\0';
 	ck_assert_msg(im_text_detect(NULL, big, sizeof(big)) == IM_KIND_TEXT,
@@ -682,28 +692,29 @@ START_TEST(test_text_kind_detection)
 		const char *name, *content;
 		enum im_doc_kind kind;
 	} cases[] = {
-		{ "index.html", "plain words", IM_KIND_HTML },
-		{ "dir.d/INDEX.HTM", "", IM_KIND_HTML },
-		{ "a.xhtml", "x", IM_KIND_HTML },
-		{ "msg.eml", "no headers at all", IM_KIND_EMAIL },
-		{ "notes.txt", "\xef\xbb\xbf  <!DOCTYPE HTML>\n<p>x",
-		  IM_KIND_HTML },
-		{ NULL, "<html><body>x", IM_KIND_HTML },
-		{ NULL, "<?xml version=\"1.0\"?>\n<html xmlns=\"x\">",
-		  IM_KIND_HTML },
-		{ NULL, "<p>a fragment is text</p>", IM_KIND_TEXT },
-		{ NULL, "From: a@b\nTo: c@d\nSubject: hi\n\nbody", IM_KIND_EMAIL },
-		{ NULL, "Received: from x\n\tby y\nDate: today\r\n\r\nb",
-		  IM_KIND_EMAIL },
-		{ NULL, "From a@b Mon Jan  1 00:00:00 2024\nSubject: x\n\n",
-		  IM_KIND_EMAIL },
-		{ NULL, "From here on, the text is plain.\nSecond line.\n",
-		  IM_KIND_TEXT },
-		{ NULL, "Title: notes\nAuthor: me\n\ntext", IM_KIND_TEXT },
-		{ NULL, "Subject: alone\nnot a header\n", IM_KIND_TEXT },
-		{ "README", "Just some text.\n", IM_KIND_TEXT },
-		{ ".html", "hidden file named .html", IM_KIND_TEXT },
-		{ NULL, "", IM_KIND_TEXT },
+		{"index.html", "plain words", IM_KIND_HTML},
+		{"dir.d/INDEX.HTM", "", IM_KIND_HTML},
+		{"a.xhtml", "x", IM_KIND_HTML},
+		{"msg.eml", "no headers at all", IM_KIND_EMAIL},
+		{"notes.txt", "\xef\xbb\xbf  <!DOCTYPE HTML>\n<p>x",
+		 IM_KIND_HTML},
+		{NULL, "<html><body>x", IM_KIND_HTML},
+		{NULL, "<?xml version=\"1.0\"?>\n<html xmlns=\"x\">",
+		 IM_KIND_HTML},
+		{NULL, "<p>a fragment is text</p>", IM_KIND_TEXT},
+		{NULL, "From: a@b\nTo: c@d\nSubject: hi\n\nbody",
+		 IM_KIND_EMAIL},
+		{NULL, "Received: from x\n\tby y\nDate: today\r\n\r\nb",
+		 IM_KIND_EMAIL},
+		{NULL, "From a@b Mon Jan  1 00:00:00 2024\nSubject: x\n\n",
+		 IM_KIND_EMAIL},
+		{NULL, "From here on, the text is plain.\nSecond line.\n",
+		 IM_KIND_TEXT},
+		{NULL, "Title: notes\nAuthor: me\n\ntext", IM_KIND_TEXT},
+		{NULL, "Subject: alone\nnot a header\n", IM_KIND_TEXT},
+		{"README", "Just some text.\n", IM_KIND_TEXT},
+		{".html", "hidden file named .html", IM_KIND_TEXT},
+		{NULL, "", IM_KIND_TEXT},
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {

@@ -218,8 +218,15 @@ uint64_t scanner_pending(struct imfs *fs);
 int watch_init(struct imfs *fs);
 int watch_start(struct imfs *fs);
 void watch_stop(struct imfs *fs);
-/** Watch directory @p n (at @p path). tree_lock held exclusively. */
-void watch_add(struct imfs *fs, struct node *n, const char *path);
+/**
+ * Add an inotify watch on directory @p path (relative to SOURCE); no lock
+ * needed. @return the watch descriptor, or -1 (no inotify, watch limit
+ * reached: then fs->watch_limit is set and logged once).
+ */
+int watch_path(struct imfs *fs, const char *path);
+/** Record that @p n is watched as @p wd (-1: nothing). tree_lock held
+ *  exclusively. */
+void watch_bind(struct imfs *fs, struct node *n, int wd);
 /** Stop watching @p n. tree_lock held exclusively. */
 void watch_forget(struct imfs *fs, struct node *n);
 

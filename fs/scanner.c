@@ -178,12 +178,13 @@ static int scan_dir_cb(const char *path, const struct stat *st, void *arg)
 	struct scan_ctx *sc = arg;
 	struct imfs *fs = sc->fs;
 
+	int wd = watch_path(fs, path); /* before the lock: it resolves a path */
 	pthread_rwlock_wrlock(&fs->tree_lock);
 	struct node *n = *path ? view_ensure(fs, path, true) : fs->root;
 	if (n) {
 		n->seen = sc->gen;
 		view_set_stat(n, st);
-		watch_add(fs, n, path);
+		watch_bind(fs, n, wd);
 	}
 	pthread_rwlock_unlock(&fs->tree_lock);
 	return fs->stop ? -ECANCELED : 0;

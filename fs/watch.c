@@ -68,29 +68,31 @@ static struct node *wd_node(struct imfs *fs, int wd)
 	return wd >= 0 && (size_t)wd < fs->wd_cap ? fs->wd_map[wd] : NULL;
 }
 
-void watch_add(struct imfs *fs, struct node *n, const char *path)
+int watch_path(struct imfs *fs, const char *path)
 {
 	char buf[8192];
 
 	if (fs->ifd < 0 || __atomic_load_n(&fs->watch_limit, __ATOMIC_RELAXED))
-		return;
+		return -1;
 	/* "/." for the root: IN_DONT_FOLLOW must not stop at the fd's link. */
 	if ((size_t)snprintf(buf, sizeof(buf), "/proc/self/fd/%d/%s",
 			     fs->srcfd, *path ? path : ".") >= sizeof(buf))
-		return; /* too deep to watch: the periodic rescan sees it */
+		return -1; /* too deep to watch */
 	int wd = inotify_add_watch(fs->ifd, buf, WATCH_MASK);
-	if (wd < 0) {
-		if (errno == ENOSPC) {
-			__atomic_store_n(&fs->watch_limit, 1, __ATOMIC_RELAXED);
-			imfs_log(LOG_WARNING,
-				 "inotify watch limit reached after %llu "
-				 "directories (raise fs.inotify.max_user_watches); "
-				 "falling back to a rescan every %u s",
-				 (unsigned long long)fs->watches,
-				 fs->rescan_secs);
-		}
+	if (wd < 0 && errno == ENOSPC &&
+	    !__atomic_exchange_n(&fs->watch_limit, 1, __ATOMIC_RELAXED))
+		imfs_log(LOG_WARNING,
+			 "inotify watch limit reached after %llu directories "
+			 "(raise fs.inotify.max_user_watches); falling back to "
+			 "a rescan every %u s",
+			 (unsigned long long)fs->watches, fs->rescan_secs);
+	return wd;
+}
+
+void watch_bind(struct imfs *fs, struct node *n, int wd)
+{
+	if (wd < 0)
 		return;
-	}
 	struct node *old = wd_node(fs, wd);
 	if (old == n)
 		return;
@@ -138,95 +140,116 @@ static char *join(const char *dir, const char *name)
 	return s;
 }
 
-/*
- * A directory appeared at @p path (new, or moved in from outside): watch it
- * and everything under it, and queue its files. Runs under tree_lock; the
- * walk is of metadata only (readdir and fstatat), and new directories are
- * normally small.
- */
-static void add_tree(struct imfs *fs, struct node *dir, const char *path,
-		     int depth)
-{
-	int fd = -1;
-	DIR *d = NULL;
-	struct dirent *de;
+/* What a look at the disk found, applied under tree_lock afterwards. */
+struct found {
+	char *path;
+	struct stat st;
+	int wd; /* directories */
+};
 
-	watch_add(fs, dir, path);
-	fd = openat(fs->srcfd, *path ? path : ".",
-		    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0 || depth > 256)
-		goto out;
-	d = fdopendir(fd);
-	if (!d)
-		goto out;
-	fd = -1;
-	while ((de = readdir(d))) {
-		struct stat st;
-		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-			continue;
-		if (!name_wanted(fs, de->d_name))
-			continue;
-		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW))
-			continue;
-		if (fs->state_ino && st.st_dev == fs->state_dev &&
-		    st.st_ino == fs->state_ino)
-			continue;
-		if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
-			continue;
-		char *cp = join(path, de->d_name);
-		if (!cp)
-			continue;
-		struct node *c = view_ensure(fs, cp, S_ISDIR(st.st_mode));
-		if (c) {
-			c->seen = fs->scan_gen;
-			view_set_stat(c, &st);
-			if (S_ISDIR(st.st_mode))
-				add_tree(fs, c, cp, depth + 1);
-			else
-				scanner_queue(fs, c);
-		}
-		free(cp);
-	}
-out:
-	if (d)
-		closedir(d);
-	if (fd >= 0)
-		close(fd);
+struct found_list {
+	struct found *v;
+	size_t n, cap;
+};
+
+static void found_release(struct found_list *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		free(l->v[i].path);
+	free(l->v);
+	l->v = NULL;
+	l->n = l->cap = 0;
 }
 
-/* Something named @p name appeared in @p dir: a file to sign or a tree. */
-static void appeared(struct imfs *fs, struct node *dir, const char *name,
-		     bool is_dir)
+static struct found *found_add(struct found_list *l, char *path,
+			       const struct stat *st)
 {
-	char *dp = view_path(dir);
-	char *path = dp ? join(dp, name) : NULL;
-
-	if (!path)
-		goto out;
-	struct node *n = view_ensure(fs, path, is_dir);
-	if (!n)
-		goto out;
-	n->seen = fs->scan_gen;
-	if (is_dir) {
-		struct stat st;
-		if (!fstatat(fs->srcfd, path, &st, AT_SYMLINK_NOFOLLOW))
-			view_set_stat(n, &st);
-		add_tree(fs, n, path, 0);
-	} else {
-		/* The mode and owner now; the rest once signed. */
-		struct stat st;
-		if (!fstatat(fs->srcfd, path, &st, AT_SYMLINK_NOFOLLOW)) {
-			if (!S_ISREG(st.st_mode)) {
-				view_remove(fs, n);
-				goto out;
-			}
-			view_set_stat(n, &st);
+	if (l->n == l->cap) {
+		size_t nc = l->cap ? l->cap * 2 : 16;
+		struct found *v = realloc(l->v, nc * sizeof(*v));
+		if (!v) {
+			free(path);
+			return NULL;
 		}
-		scanner_queue(fs, n);
+		l->v = v;
+		l->cap = nc;
 	}
-out:
-	free(dp);
-	free(path);
+	struct found *f = &l->v[l->n++];
+	f->path = path;
+	f->st = *st;
+	f->wd = -1;
+	return f;
+}
+
+/*
+ * Look at @p path with no lock held: a file, or a directory, which is
+ * watched and then walked at once for what was created in it before its
+ * watch existed (what comes after the watch raises events).
+ */
+static void look(struct imfs *fs, const char *path, struct found_list *l,
+		 int depth)
+{
+	struct stat st;
+	struct dirent *de;
+	DIR *d;
+
+	if (fstatat(fs->srcfd, path, &st, AT_SYMLINK_NOFOLLOW))
+		return;
+	if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
+		return;
+	if (fs->state_ino && st.st_dev == fs->state_dev &&
+	    st.st_ino == fs->state_ino)
+		return;
+	char *cp = strdup(path);
+	struct found *f = cp ? found_add(l, cp, &st) : NULL;
+	if (!f || !S_ISDIR(st.st_mode) || depth > 256)
+		return;
+	f->wd = watch_path(fs, path);
+	int fd = openat(fs->srcfd, path,
+			O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return;
+	}
+	while ((de = readdir(d))) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") ||
+		    !name_wanted(fs, de->d_name))
+			continue;
+		char *sub = join(path, de->d_name);
+		if (sub)
+			look(fs, sub, l, depth + 1);
+		free(sub);
+	}
+	closedir(d);
+}
+
+static bool changed(const struct node *n, const struct stat *st)
+{
+	return n->status == NODE_UNKNOWN || n->status == IM_DOC_ERROR ||
+	       n->size != (uint64_t)st->st_size || n->src_ino != st->st_ino ||
+	       n->mtime_ns != (int64_t)st->st_mtim.tv_sec * 1000000000 +
+				      st->st_mtim.tv_nsec;
+}
+
+/* Apply what look() found. tree_lock held exclusively. */
+static void apply_found(struct imfs *fs, struct found_list *l, bool resign)
+{
+	for (size_t i = 0; i < l->n; i++) {
+		struct found *f = &l->v[i];
+		bool dir = S_ISDIR(f->st.st_mode);
+		struct node *n = view_ensure(fs, f->path, dir);
+		if (!n)
+			continue;
+		n->seen = fs->scan_gen;
+		view_set_stat(n, &f->st);
+		if (dir)
+			watch_bind(fs, n, f->wd);
+		else if (resign || changed(n, &f->st))
+			scanner_queue(fs, n);
+	}
 }
 
 static void vanished(struct imfs *fs, struct node *dir, const char *name)
@@ -234,24 +257,6 @@ static void vanished(struct imfs *fs, struct node *dir, const char *name)
 	struct node *n = view_child(fs, dir, name);
 	if (n)
 		view_remove(fs, n);
-}
-
-/* The mode or owner of an entry changed; a file may have become readable. */
-static void attrib(struct imfs *fs, struct node *dir, const char *name)
-{
-	struct node *n = name ? view_child(fs, dir, name) : dir;
-	struct stat st;
-
-	if (!n)
-		return;
-	char *path = view_path(n);
-	if (path && !fstatat(fs->srcfd, *path ? path : ".", &st,
-			     AT_SYMLINK_NOFOLLOW)) {
-		view_set_stat(n, &st);
-		if (n->status == IM_DOC_ERROR)
-			scanner_queue(fs, n);
-	}
-	free(path);
 }
 
 /* A MOVED_FROM waiting for its MOVED_TO. By path: the node itself may be
@@ -272,12 +277,29 @@ static void move_out(struct imfs *fs, struct pending_move *mv)
 	mv->path = NULL;
 }
 
+/* What an event leaves to do once tree_lock is released: look at a path. */
+struct look_req {
+	char *path;  /* malloc'ed, or NULL for nothing */
+	bool resign; /* queue files even if they look unchanged */
+	bool shallow;
+};
+
+static void want_look(struct node *dir, const char *name,
+		      struct look_req *req, bool resign, bool shallow)
+{
+	char *dp = view_path(dir);
+	req->path = dp ? join(dp, name) : NULL;
+	req->resign = resign;
+	req->shallow = shallow;
+	free(dp);
+}
+
+/* Apply one event. tree_lock held exclusively; disk I/O left in @p req. */
 static void handle(struct imfs *fs, const struct inotify_event *e,
-		   struct pending_move *mv)
+		   struct pending_move *mv, struct look_req *req)
 {
 	struct node *dir = wd_node(fs, e->wd);
 	const char *name = e->len ? e->name : NULL;
-	bool is_dir = e->mask & IN_ISDIR;
 
 	if (e->mask & IN_Q_OVERFLOW) {
 		imfs_log(LOG_NOTICE, "inotify queue overflow: rescanning");
@@ -324,19 +346,20 @@ static void handle(struct imfs *fs, const struct inotify_event *e,
 			free(mv->path);
 			mv->path = NULL;
 		}
-		if (n) {
-			if (!view_move(fs, n, dir, name)) {
-				if (!(n->flags & NODE_DIR))
-					scanner_queue(fs, n); /* cheap check */
-				return;
-			}
-			view_remove(fs, n);
+		if (n && !view_move(fs, n, dir, name)) {
+			/* Renamed within the tree: signatures follow. A file
+			 * renamed over after a write (editors' save) is
+			 * checked against its size, mtime and inode. */
+			want_look(dir, name, req, false, true);
+			return;
 		}
-		appeared(fs, dir, name, is_dir);
+		if (n)
+			view_remove(fs, n);
+		want_look(dir, name, req, true, false);
 		return;
 	}
 	if (e->mask & IN_CREATE) {
-		appeared(fs, dir, name, is_dir);
+		want_look(dir, name, req, true, false);
 		return;
 	}
 	if (e->mask & IN_CLOSE_WRITE) {
@@ -344,7 +367,7 @@ static void handle(struct imfs *fs, const struct inotify_event *e,
 		if (n && !(n->flags & NODE_DIR))
 			scanner_queue(fs, n);
 		else if (!n)
-			appeared(fs, dir, name, false);
+			want_look(dir, name, req, true, true);
 		return;
 	}
 	if (e->mask & IN_DELETE) {
@@ -352,7 +375,27 @@ static void handle(struct imfs *fs, const struct inotify_event *e,
 		return;
 	}
 	if (e->mask & IN_ATTRIB)
-		attrib(fs, dir, name);
+		want_look(dir, name, req, false, true);
+}
+
+/* Do a look the last event asked for, then apply it under the lock again. */
+static void do_look(struct imfs *fs, struct look_req *req)
+{
+	struct found_list l = { NULL, 0, 0 };
+
+	pthread_rwlock_unlock(&fs->tree_lock);
+	look(fs, req->path, &l, req->shallow ? 1000 : 0);
+	pthread_rwlock_wrlock(&fs->tree_lock);
+	/* Apply only if the parent is still where it was meanwhile. */
+	char *slash = strrchr(req->path, '/');
+	if (slash)
+		*slash = 0;
+	struct node *parent = view_lookup(fs, slash ? req->path : "");
+	if (parent && (parent->flags & NODE_DIR))
+		apply_found(fs, &l, req->resign);
+	found_release(&l);
+	free(req->path);
+	req->path = NULL;
 }
 
 static void *watcher_main(void *arg)
@@ -360,6 +403,7 @@ static void *watcher_main(void *arg)
 	struct imfs *fs = arg;
 	char buf[64 * 1024] __attribute__((aligned(__alignof__(struct inotify_event))));
 	struct pending_move mv = { 0, NULL };
+	struct look_req req = { NULL, false, false };
 
 	for (;;) {
 		struct pollfd pfd[2] = {
@@ -388,7 +432,9 @@ static void *watcher_main(void *arg)
 			for (char *p = buf; p < buf + n;) {
 				const struct inotify_event *e = (const void *)p;
 				__atomic_add_fetch(&fs->events, 1, __ATOMIC_RELAXED);
-				handle(fs, e, &mv);
+				handle(fs, e, &mv, &req);
+				if (req.path)
+					do_look(fs, &req);
 				p += sizeof(*e) + e->len;
 			}
 			pthread_rwlock_unlock(&fs->tree_lock);

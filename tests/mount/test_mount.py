@@ -509,13 +509,15 @@ def test_odd_names(w):
     for p in odd:
         write(os.path.join(w.src, p), w.corpus.near_duplicate(text))
     write(os.path.join(w.src, 'plain.txt'), text)
-    for i in range(6):
+    # Enough unrelated documents that the copies' terms are not too common
+    # (nidf >= 0.2) to be in the lexicon.
+    for i in range(24):
         write(os.path.join(w.src, 'other%d.txt' % i), w.corpus.document())
     want = frozenset(odd + ['plain.txt'])
     sc = scan(w.imatch, w.src)
     check(sc == {want}, 'imatch scan of the odd names:\n%s' % fmt_clusters(sc))
     d = w.daemon()
-    settled(w, d, len(odd) + 7)
+    settled(w, d, len(odd) + 25)
     poll(lambda: (want in cluster_sets(w.mnt), fmt_clusters(cluster_sets(w.mnt))),
          'one cluster of the oddly named copies')
     sig = [s for s, m in read_clusters(w.mnt).items() if m == want][0]
@@ -552,7 +554,8 @@ def test_unreadable_and_binary(w):
     d = w.daemon(wrap=wrap)
     st = settled(w, d, len(docs))
     check(status_int(st, 'errors') >= 1, 'the unreadable file is not counted in errors: %s' % st)
-    check(status_int(st, 'skipped') >= 1, 'the binary file is not counted in skipped: %s' % st)
+    check((status_int(st, 'binary') or 0) + (status_int(st, 'skipped') or 0) >= 1,
+          'the binary file is counted neither in binary: nor in skipped: %s' % st)
     for p in ('secret.txt', 'image.bin', 'pipe.txt'):
         check(not os.path.lexists(by_doc_path(w.mnt, p)), 'by-doc/%s exists' % p)
     wait_clusters(w.mnt, want)

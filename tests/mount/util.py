@@ -137,7 +137,9 @@ class Daemon:
         o += list(opts)
         self.cmd = list(wrap)
         if VALGRIND:
+            supp = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'valgrind.supp')
             self.cmd += ['valgrind', '--quiet', '--error-exitcode=99',
+                         '--suppressions=' + supp,
                          '--leak-check=full', '--show-leak-kinds=definite',
                          '--errors-for-leak-kinds=definite']
         self.cmd += [exe] + (['-f'] if foreground else [])

@@ -614,8 +614,8 @@ static void count_status(struct im_scan_counts *c, enum im_doc_status status,
 {
 	if ((unsigned)status < 5)
 		c->by_status[status]++;
-	if (status == IM_DOC_SIGNED || status == IM_DOC_REJECTED ||
-	    status == IM_DOC_BINARY)
+	/* A binary file is only sniffed: its size says nothing of the work. */
+	if (status == IM_DOC_SIGNED || status == IM_DOC_REJECTED)
 		c->bytes += (uint64_t)st->st_size;
 }
 

@@ -41,8 +41,8 @@ struct im_scan_counts {
 	uint64_t hidden;   /**< names skipped because they begin with '.' */
 	uint64_t other;    /**< symlinks, devices, sockets, fifos: skipped */
 	uint64_t errors;   /**< entries or directories that could not be read */
-	uint64_t bytes;    /**< scans: st_size of the files read (signed,
-			        rejected or binary) */
+	uint64_t bytes;    /**< scans: st_size of the texts read (signed or
+			        rejected; binary files are only sniffed) */
 	uint64_t by_status[5]; /**< scans: results per enum im_doc_status */
 };
 

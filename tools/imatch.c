@@ -298,6 +298,11 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	if (!strcmp(name, "lexicon")) {
+		if (argc == 3 && (!strcmp(argv[2], "--help") ||
+				  !strcmp(argv[2], "-h"))) {
+			usage_cmd(&commands[0]);
+			return 0;
+		}
 		if (argc < 3 || strcmp(argv[2], "build")) {
 			err_msg("lexicon: expected 'lexicon build'");
 			return EXIT_USAGE;

@@ -82,6 +82,23 @@ def standard(w):
     return make_tree(w.src, w.corpus)
 
 
+def state_lexicon(w, state=None):
+    """The lexicon file the daemon saved in its state directory."""
+    state = state or w.state
+    names = [n for n in os.listdir(state) if 'lexicon' in n and '.tmp' not in n]
+    check(names, 'no lexicon file in the state directory: %s' % os.listdir(state))
+    return os.path.join(state, sorted(names)[0])
+
+
+def view_equals_scan(w, what):
+    """After live changes the view still equals `imatch scan` of the tree
+    with the lexicon the daemon saved (one code path, DESIGN §4)."""
+    settled(w, None)
+    want = scan(w.imatch, w.src, ['--lexicon', state_lexicon(w)])
+    wait_clusters(w.mnt, want, 'the view to equal imatch scan --lexicon STATE/lexicon ' + what)
+    check_view_invariants(w.mnt, w.src)
+
+
 def wait_pair(w, a, b, what):
     """Poll until a and b are in one cluster and in each other's dupes/."""
     def ok():
@@ -213,6 +230,7 @@ def test_new_near_duplicate(w):
     poll(lambda: os.path.isdir(by_doc_path(w.mnt, 'notes/fresh.txt')), 'by-doc/notes/fresh.txt')
     check(read_dupes(w.mnt, 'notes/fresh.txt') == frozenset(), 'an unrelated file has dupes')
     check_view_invariants(w.mnt, w.src)
+    view_equals_scan(w, 'after the changes')
     d.umount()
     d.check_log()
 
@@ -235,6 +253,7 @@ def test_edit_breaks_similarity(w):
     with open(os.path.join(w.src, a)) as f:
         write(os.path.join(w.src, b), w.corpus.near_duplicate(f.read()))
     wait_clusters(w.mnt, want, 'the copy to come back after a second edit')
+    view_equals_scan(w, 'after the changes')
     d.umount()
     d.check_log()
 
@@ -257,6 +276,7 @@ def test_delete(w):
     check(read_dupes(w.mnt, a) == frozenset(), '%s still has dupes' % a)
     poll(lambda: (status_int(read_status(w.mnt), 'documents') == len(docs) - 2,
                   read_status(w.mnt).get('documents')), 'status documents: %d' % (len(docs) - 2))
+    view_equals_scan(w, 'after the changes')
     d.umount()
     d.check_log()
 
@@ -288,6 +308,7 @@ def test_rename_file(w):
         frozenset([fam1[0], 'reports/doc03.txt', fam1[2]])}
     wait_clusters(w.mnt, want3, 'a rename over an existing document')
     check_view_invariants(w.mnt, w.src)
+    view_equals_scan(w, 'after the changes')
     d.umount()
     d.check_log()
 
@@ -311,6 +332,7 @@ def test_new_subdirectory(w):
     poll(lambda: ('new/deep/later.txt' in cluster_with(w.mnt, a), sorted(cluster_with(w.mnt, a))),
          'a later file in the new subdirectory')
     check(os.path.isdir(by_doc_path(w.mnt, 'new/deep/er')), 'by-doc mirrors new/deep/er')
+    view_equals_scan(w, 'after the changes')
     d.umount()
     d.check_log()
 
@@ -352,6 +374,74 @@ def test_directory_rename(w):
     wait_clusters(w.mnt, want3, 'a directory moved out of SOURCE')
     poll(lambda: not os.path.lexists(by_doc_path(w.mnt, 'inbound')), 'by-doc/inbound to go away')
     check_view_invariants(w.mnt, w.src)
+    view_equals_scan(w, 'after the changes')
+    d.umount()
+    d.check_log()
+
+
+@test
+def test_editor_patterns(w):
+    """What editors and shells do: save through a hidden temporary file
+    renamed over the document, rapid successive rewrites (the last one
+    wins), truncation to empty, rm -r of a directory, a directory renamed
+    to a hidden name and back. The view ends equal to `imatch scan`."""
+    want, docs, names = standard(w)
+    a, b = names['family0']
+    c = names['family2'][0]
+    d = w.daemon()
+    settled(w, d, len(docs))
+    wait_clusters(w.mnt, want)
+    with open(os.path.join(w.src, a)) as f:
+        text_a = f.read()
+    with open(os.path.join(w.src, c)) as f:
+        text_c = f.read()
+    # Save through ".name.swp", then rename over: b becomes a copy of c.
+    tmp = os.path.join(w.src, os.path.dirname(b), '.%s.swp' % os.path.basename(b))
+    write(tmp, w.corpus.near_duplicate(text_c))
+    os.rename(tmp, os.path.join(w.src, b))
+    poll(lambda: (b in cluster_with(w.mnt, c), sorted(cluster_with(w.mnt, c))),
+         'a document saved through a hidden temporary file')
+    # Rapid rewrites: the last content wins.
+    for i in range(20):
+        write(os.path.join(w.src, 'notes/busy.txt'),
+              w.corpus.near_duplicate(text_a) if i % 2 else w.corpus.document())
+    write(os.path.join(w.src, 'notes/busy.txt'), w.corpus.near_duplicate(text_a))
+    poll(lambda: ('notes/busy.txt' in cluster_with(w.mnt, a), sorted(cluster_with(w.mnt, a))),
+         'the last of 21 rapid rewrites')
+    # Two files emptied as a shell's `: > file` does, one empty from the start.
+    for p in ('reports/doc03.txt', 'notes/doc04.txt'):
+        open(os.path.join(w.src, p), 'w').close()
+    write(os.path.join(w.src, 'empty.txt'), '')
+    # rm -r of a directory; a directory hidden and shown again.
+    shutil.rmtree(os.path.join(w.src, 'archive', '2024'))
+    os.rename(os.path.join(w.src, 'reports'), os.path.join(w.src, '.reports'))
+    poll(lambda: not os.path.lexists(by_doc_path(w.mnt, 'reports')), 'by-doc/reports to go away')
+    os.rename(os.path.join(w.src, '.reports'), os.path.join(w.src, 'reports'))
+    poll(lambda: os.path.isdir(by_doc_path(w.mnt, 'reports', 'doc00.txt')),
+         'by-doc/reports back after un-hiding')
+    view_equals_scan(w, 'after editor-style changes')
+    d.umount()
+    d.check_log()
+
+
+@test
+def test_truncate_syscall(w):
+    """truncate(2) changes a document without opening it (`truncate -s`):
+    only IN_MODIFY reaches the watcher, no IN_CLOSE_WRITE. The view must
+    still follow."""
+    want, docs, names = standard(w)
+    a, b = names['family0']
+    d = w.daemon()
+    settled(w, d, len(docs))
+    wait_clusters(w.mnt, want)
+    size = os.path.getsize(os.path.join(w.src, b))
+    os.truncate(os.path.join(w.src, b), size // 3)
+    wait_clusters(w.mnt, want - {frozenset([a, b])}, 'a copy cut to a third by truncate(2)')
+    os.truncate(os.path.join(w.src, a), 0)
+    os.truncate(os.path.join(w.src, b), 0)
+    wait_clusters(w.mnt, (want - {frozenset([a, b])}) | {frozenset([a, b])},
+                  'two files truncated to empty (byte-identical) by truncate(2)')
+    view_equals_scan(w, 'after truncate(2)')
     d.umount()
     d.check_log()
 
@@ -398,6 +488,7 @@ def test_concurrent_readers(w):
     check(d.proc.poll() is None, 'the daemon died under concurrent readers')
     settled(w, d)
     check_view_invariants(w.mnt, w.src)
+    view_equals_scan(w, 'after the changes')
     d.umount()
     d.check_log()
 
@@ -535,8 +626,8 @@ def test_odd_names(w):
 
 @test
 def test_unreadable_and_binary(w):
-    """An unreadable file, a binary file and a FIFO are counted in status,
-    get no by-doc entry and do not stop the daemon.
+    """An unreadable file, a binary file, a FIFO and symbolic links are
+    counted in status, get no by-doc entry and do not stop the daemon.
 
     Root reads a mode-000 file anyway, so as root the daemon runs with
     CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH dropped from its bounding set
@@ -545,6 +636,12 @@ def test_unreadable_and_binary(w):
     write(os.path.join(w.src, 'secret.txt'), w.corpus.document(), mode=0)
     write(os.path.join(w.src, 'image.bin'), b'\x89PNG\r\n\x1a\n\0\0\0\rIHDR' + bytes(range(256)) * 8)
     os.mkfifo(os.path.join(w.src, 'pipe.txt'))
+    # Symbolic links are not followed, in or out of SOURCE.
+    outside = os.path.join(w.top, 'outside')
+    write(os.path.join(outside, 'twin.txt'), open(os.path.join(w.src, docs[0])).read())
+    os.symlink(os.path.join(outside, 'twin.txt'), os.path.join(w.src, 'link.txt'))
+    os.symlink(outside, os.path.join(w.src, 'linkdir'))
+    os.symlink(docs[0], os.path.join(w.src, 'inner-link.txt'))
     wrap = ()
     if os.geteuid() == 0:
         if not shutil.which('setpriv'):
@@ -556,7 +653,7 @@ def test_unreadable_and_binary(w):
     check(status_int(st, 'errors') >= 1, 'the unreadable file is not counted in errors: %s' % st)
     check((status_int(st, 'binary') or 0) + (status_int(st, 'skipped') or 0) >= 1,
           'the binary file is counted neither in binary: nor in skipped: %s' % st)
-    for p in ('secret.txt', 'image.bin', 'pipe.txt'):
+    for p in ('secret.txt', 'image.bin', 'pipe.txt', 'link.txt', 'linkdir', 'inner-link.txt'):
         check(not os.path.lexists(by_doc_path(w.mnt, p)), 'by-doc/%s exists' % p)
     wait_clusters(w.mnt, want)
     # Still alive and following changes.

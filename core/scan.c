@@ -37,7 +37,7 @@
 /* Innermost frames that keep their directory fd open. */
 #define WALK_MAX_OPEN 32
 /* Files waiting for a worker. */
-#define QUEUE_LEN 128
+#define QUEUE_LEN   128
 #define MAX_THREADS 256
 
 /* ---- Reference-counted directory fds ----------------------------------- */
@@ -89,11 +89,11 @@ struct walk_cbs {
 };
 
 struct frame {
-	struct dref *dir;  /* NULL while closed to save fds */
-	char *path;        /* relative to the root; "" for the root */
+	struct dref *dir; /* NULL while closed to save fds */
+	char *path;	  /* relative to the root; "" for the root */
 	dev_t dev;
 	ino_t ino;
-	char **subdirs;    /* names still to descend into, in order */
+	char **subdirs; /* names still to descend into, in order */
 	size_t nsub, next;
 };
 
@@ -328,8 +328,9 @@ static int walk_enter(struct walker *w, int fd, char *path,
 			}
 			c->files++;
 			if (cb->file)
-				ret = cb->file(dir, fp, strlen(fp) - strlen(name),
-					       &est, cb->arg);
+				ret = cb->file(dir, fp,
+					       strlen(fp) - strlen(name), &est,
+					       cb->arg);
 			free(fp);
 			if (ret)
 				break;
@@ -390,7 +391,7 @@ out:
 static int walk(int rootfd, const struct im_params *p,
 		const struct walk_cbs *cb, struct im_scan_counts *counts)
 {
-	struct walker w = { .p = p, .cb = cb, .counts = counts };
+	struct walker w = {.p = p, .cb = cb, .counts = counts};
 	struct stat st;
 	int fd, ret;
 	char *root;
@@ -491,7 +492,7 @@ static int pub_dir(const char *path, const struct stat *st, void *arg)
 int im_walk(int dirfd, const struct im_params *p, const struct im_walk_ops *ops,
 	    struct im_scan_counts *counts)
 {
-	struct pub_walk pw = { .ops = ops };
+	struct pub_walk pw = {.ops = ops};
 	struct walk_cbs cb = {
 		.dir = pub_dir,
 		.file = pub_file,
@@ -522,11 +523,11 @@ struct scan {
 	pthread_mutex_t qlock;
 	pthread_cond_t not_empty, not_full;
 	struct item q[QUEUE_LEN]; /* protected by qlock */
-	size_t head, len;         /* protected by qlock */
-	bool done;                /* protected by qlock: no more items */
-	int failure;              /* protected by qlock: first fatal error */
+	size_t head, len;	  /* protected by qlock */
+	bool done;		  /* protected by qlock: no more items */
+	int failure;		  /* protected by qlock: first fatal error */
 
-	pthread_mutex_t rlock;    /* serializes results */
+	pthread_mutex_t rlock;	       /* serializes results */
 	struct im_scan_counts *counts; /* protected by rlock */
 };
 
@@ -554,8 +555,7 @@ static int scan_push(struct dref *dir, const char *path, size_t name_off,
 	struct item it;
 	int ret = 0;
 
-	if (sc->ops && sc->ops->want &&
-	    !sc->ops->want(path, st, sc->ops->arg))
+	if (sc->ops && sc->ops->want && !sc->ops->want(path, st, sc->ops->arg))
 		return 0;
 	it.path = strdup(path);
 	if (!it.path)
@@ -815,7 +815,7 @@ int im_scan_df(int dirfd, const struct im_params *p, unsigned threads,
 	       const volatile bool *cancel, struct im_df **out,
 	       struct im_scan_counts *counts)
 {
-	struct im_scan_ops none = { .cancel = cancel };
+	struct im_scan_ops none = {.cancel = cancel};
 	struct scan *sc;
 	int ret;
 

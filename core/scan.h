@@ -36,18 +36,19 @@
 
 /** What a walk or scan saw. All counters start at zero in the caller. */
 struct im_scan_counts {
-	uint64_t files;    /**< regular files found (want() may leave some out) */
-	uint64_t dirs;     /**< directories entered (the root included) */
-	uint64_t hidden;   /**< names skipped because they begin with '.' */
-	uint64_t other;    /**< symlinks, devices, sockets, fifos: skipped */
-	uint64_t errors;   /**< entries or directories that could not be read */
-	uint64_t bytes;    /**< scans: st_size of the texts read (signed or
+	uint64_t files;	 /**< regular files found (want() may leave some out) */
+	uint64_t dirs;	 /**< directories entered (the root included) */
+	uint64_t hidden; /**< names skipped because they begin with '.' */
+	uint64_t other;	 /**< symlinks, devices, sockets, fifos: skipped */
+	uint64_t errors; /**< entries or directories that could not be read */
+	uint64_t bytes;	 /**< scans: st_size of the texts read (signed or
 			        rejected; binary files are only sniffed) */
 	uint64_t by_status[5]; /**< scans: results per enum im_doc_status */
 };
 
 /** Called by the walker for each directory (the root is ""), before its files. */
-typedef int (*im_walk_dir_cb)(const char *path, const struct stat *st, void *arg);
+typedef int (*im_walk_dir_cb)(const char *path, const struct stat *st,
+			      void *arg);
 /** Called by the walker for each regular file. Non-zero stops the walk. */
 typedef int (*im_walk_file_cb)(const char *path, const struct stat *st,
 			       void *arg);

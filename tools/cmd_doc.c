@@ -46,8 +46,8 @@ static char *resolve_file(const char *path)
 
 static const char *status_name(unsigned status)
 {
-	static const char *const names[] = { "signed", "rejected", "binary",
-					     "too big", "error" };
+	static const char *const names[] = {"signed", "rejected", "binary",
+					    "too big", "error"};
 
 	return status < 5 ? names[status] : "?";
 }
@@ -123,7 +123,8 @@ static enum im_doc_kind sniff_kind(const char *path)
 		n = read(fd, buf, sizeof(buf));
 		close(fd);
 	}
-	return im_text_detect(base ? base + 1 : path, buf, n > 0 ? (size_t)n : 0);
+	return im_text_detect(base ? base + 1 : path, buf,
+			      n > 0 ? (size_t)n : 0);
 }
 
 static int print_term(void *arg, unsigned k, const struct im_lex_term *t)
@@ -305,8 +306,8 @@ int cmd_terms(struct cli *c)
 			}
 			v = nv;
 			for (size_t j = 0; j < u->n; j++)
-				v[j] = (struct term_ref){ im_terms_str(u, j),
-							  u->v[j].len };
+				v[j] = (struct term_ref){im_terms_str(u, j),
+							 u->v[j].len};
 			qsort(v, u->n, sizeof(*v), cmp_term);
 			for (size_t j = 0; j < u->n; j++) {
 				putchar('\t');

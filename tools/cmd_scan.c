@@ -94,7 +94,7 @@ static int build_lexicon(struct cli *c, struct im_df *df,
 
 int cmd_lexicon_build(struct cli *c)
 {
-	struct im_scan_counts counts = { 0 };
+	struct im_scan_counts counts = {0};
 	struct im_lexicon *lex = NULL;
 	struct im_df *df = NULL;
 	int ret;
@@ -103,7 +103,8 @@ int cmd_lexicon_build(struct cli *c)
 		return EXIT_RUNTIME;
 	ret = build_lexicon(c, df, &lex);
 	if (ret > 0)
-		err_msg("lexicon build: need at least 2 text documents, found %" PRIu64,
+		err_msg("lexicon build: need at least 2 text documents, found "
+			"%" PRIu64,
 			im_df_docs(df));
 	im_df_free(df);
 	if (ret)
@@ -115,7 +116,8 @@ int cmd_lexicon_build(struct cli *c)
 		return EXIT_RUNTIME;
 	}
 	fprintf(stderr,
-		"%s: %" PRIu64 " documents, %zu primary terms (nidf %.2f:%.2f), "
+		"%s: %" PRIu64
+		" documents, %zu primary terms (nidf %.2f:%.2f), "
 		"%zu secondary terms\n",
 		c->out, im_lexicon_docs(lex), im_lexicon_primary_size(lex),
 		c->p.nidf_lo, c->p.nidf_hi, im_lexicon_secondary_size(lex));
@@ -178,7 +180,7 @@ static int on_cluster(const struct im_sig *name, size_t size, void *arg)
 		col->v = v;
 		col->cap = cap;
 	}
-	col->v[col->n++] = (struct cluster){ .name = *name, .size = size };
+	col->v[col->n++] = (struct cluster){.name = *name, .size = size};
 	return 0;
 }
 
@@ -281,7 +283,8 @@ static void print_json(const struct cli *c, const struct collect *col,
 	       "\"secondary\": %zu},\n",
 	       s->lex_docs, s->primary, s->secondary);
 	printf("  \"params\": {\"k\": %u, \"keep\": %g, \"nidf\": [%g, %g], "
-	       "\"min_terms\": %u, \"min_ratio\": %g, \"seed\": %" PRIu64 "},\n",
+	       "\"min_terms\": %u, \"min_ratio\": %g, \"seed\": %" PRIu64
+	       "},\n",
 	       c->p.k, c->p.keep, c->p.nidf_lo, c->p.nidf_hi, c->p.min_terms,
 	       c->p.min_ratio, c->p.seed);
 	printf("  \"counts\": {\"documents\": %" PRIu64 ", \"signed\": %" PRIu64
@@ -299,7 +302,8 @@ static void print_json(const struct cli *c, const struct collect *col,
 		const struct cluster *cl = &col->v[i];
 
 		im_sig_hex(&cl->name, hex);
-		printf("%s\n    {\"name\": \"%s\", \"size\": %zu, \"members\": [",
+		printf("%s\n    {\"name\": \"%s\", \"size\": %zu, \"members\": "
+		       "[",
 		       i ? "," : "", hex, cl->size);
 		for (size_t j = 0; j < cl->size; j++) {
 			if (j)
@@ -318,9 +322,10 @@ static void print_summary(const struct collect *col,
 	double mb = (double)k->bytes / 1e6;
 
 	fprintf(stderr,
-		"documents: %" PRIu64 "\nsigned: %" PRIu64 "\nrejected: %" PRIu64
-		"\nbinary: %" PRIu64 "\ntoo_big: %" PRIu64 "\nerrors: %" PRIu64
-		"\nhidden: %" PRIu64 "\nother: %" PRIu64 "\nclusters: %zu\n"
+		"documents: %" PRIu64 "\nsigned: %" PRIu64
+		"\nrejected: %" PRIu64 "\nbinary: %" PRIu64
+		"\ntoo_big: %" PRIu64 "\nerrors: %" PRIu64 "\nhidden: %" PRIu64
+		"\nother: %" PRIu64 "\nclusters: %zu\n"
 		"lexicon: %" PRIu64 " documents, %zu primary, %zu secondary "
 		"terms\n",
 		k->files, k->by_status[IM_DOC_SIGNED],
@@ -335,12 +340,12 @@ static void print_summary(const struct collect *col,
 
 int cmd_scan(struct cli *c)
 {
-	struct collect col = { 0 };
-	struct scan_summary sum = { 0 };
-	struct im_scan_counts pass1 = { 0 };
+	struct collect col = {0};
+	struct scan_summary sum = {0};
+	struct im_scan_counts pass1 = {0};
 	struct im_lexicon *lex = NULL;
 	struct im_df *df = NULL;
-	struct im_scan_ops ops = { .result = on_result, .arg = &col };
+	struct im_scan_ops ops = {.result = on_result, .arg = &col};
 	int fd = -1, ret, code = EXIT_RUNTIME;
 	double t0;
 

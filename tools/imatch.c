@@ -33,9 +33,20 @@ enum {
 
 /* Option codes above the byte range for long-only options. */
 enum {
-	O_LEXICON = 256, O_JSON, O_HIDDEN, O_KEEP, O_NIDF, O_MIN_TERMS,
-	O_MIN_RATIO, O_SEED, O_MAX_SIZE, O_SECONDARY_CAP, O_MIN_WORD_LEN,
-	O_MAX_DIGITS, O_MIN_UNIQUE, O_VERSION,
+	O_LEXICON = 256,
+	O_JSON,
+	O_HIDDEN,
+	O_KEEP,
+	O_NIDF,
+	O_MIN_TERMS,
+	O_MIN_RATIO,
+	O_SEED,
+	O_MAX_SIZE,
+	O_SECONDARY_CAP,
+	O_MIN_WORD_LEN,
+	O_MAX_DIGITS,
+	O_MIN_UNIQUE,
+	O_VERSION,
 };
 
 struct opt {
@@ -48,41 +59,43 @@ struct opt {
 };
 
 static const struct opt opts[] = {
-	{ "lexicon", 1, O_LEXICON, F_SIGNING, NULL,
-	  "--lexicon FILE     use this lexicon (from 'imatch lexicon build')" },
-	{ "output", 1, 'o', F_BUILD, NULL,
-	  "-o, --output FILE  write the lexicon here (required)" },
-	{ "jobs", 1, 'j', F_BUILD | F_SCAN, NULL,
-	  "-j, --jobs N       worker threads (default: one per CPU)" },
-	{ "json", 0, O_JSON, F_SCAN, NULL,
-	  "--json             print a JSON document instead of text" },
-	{ "verbose", 0, 'v', F_ALL, NULL,
-	  "-v, --verbose      say more (scan: a summary on stderr; explain: S)" },
-	{ "k", 1, 'k', F_SIGNING, "k",
-	  "-k, --k N          randomized lexicons besides the original (0..31)" },
-	{ "keep", 1, O_KEEP, F_SIGNING, "keep",
-	  "--keep F           fraction of L and B each randomized lexicon keeps" },
-	{ "nidf", 1, O_NIDF, F_BUILD | F_SCAN, "nidf",
-	  "--nidf LO:HI       primary lexicon window of normalized idf" },
-	{ "secondary-cap", 1, O_SECONDARY_CAP, F_BUILD | F_SCAN, "secondary_cap",
-	  "--secondary-cap N  at most N terms in the secondary lexicon" },
-	{ "min-terms", 1, O_MIN_TERMS, F_SIGNING, "min_terms",
-	  "--min-terms N      reject a coordinate when |S| < N" },
-	{ "min-ratio", 1, O_MIN_RATIO, F_SIGNING, "min_ratio",
-	  "--min-ratio F      extend S from B while |S|/|U| < F, then reject" },
-	{ "seed", 1, O_SEED, F_SIGNING, "seed",
-	  "--seed N           key of the randomized lexicons' membership hash" },
-	{ "max-size", 1, O_MAX_SIZE, F_ALL, "max_size",
-	  "--max-size BYTES   skip larger files (suffix K, M, G; 0 = no limit)" },
-	{ "min-word-len", 1, O_MIN_WORD_LEN, F_ALL, "min_word_len",
-	  "--min-word-len N   drop words shorter than N characters" },
-	{ "max-digits", 1, O_MAX_DIGITS, F_ALL, "max_digits",
-	  "--max-digits N     drop words with more than N digits" },
-	{ "min-unique", 1, O_MIN_UNIQUE, F_SIGNING, "min_unique",
-	  "--min-unique N     no signature for documents with fewer unique terms" },
-	{ "hidden", 0, O_HIDDEN, F_BUILD | F_SCAN, NULL,
-	  "--hidden           also read names beginning with '.'" },
-	{ "help", 0, 'h', F_ALL, NULL, "-h, --help         this help" },
+	{"lexicon", 1, O_LEXICON, F_SIGNING, NULL,
+	 "--lexicon FILE     use this lexicon (from 'imatch lexicon build')"},
+	{"output", 1, 'o', F_BUILD, NULL,
+	 "-o, --output FILE  write the lexicon here (required)"},
+	{"jobs", 1, 'j', F_BUILD | F_SCAN, NULL,
+	 "-j, --jobs N       worker threads (default: one per CPU)"},
+	{"json", 0, O_JSON, F_SCAN, NULL,
+	 "--json             print a JSON document instead of text"},
+	{"verbose", 0, 'v', F_ALL, NULL,
+	 "-v, --verbose      say more (scan: a summary on stderr; explain: S)"},
+	{"k", 1, 'k', F_SIGNING, "k",
+	 "-k, --k N          randomized lexicons besides the original (0..31)"},
+	{"keep", 1, O_KEEP, F_SIGNING, "keep",
+	 "--keep F           fraction of L and B each randomized lexicon "
+	 "keeps"},
+	{"nidf", 1, O_NIDF, F_BUILD | F_SCAN, "nidf",
+	 "--nidf LO:HI       primary lexicon window of normalized idf"},
+	{"secondary-cap", 1, O_SECONDARY_CAP, F_BUILD | F_SCAN, "secondary_cap",
+	 "--secondary-cap N  at most N terms in the secondary lexicon"},
+	{"min-terms", 1, O_MIN_TERMS, F_SIGNING, "min_terms",
+	 "--min-terms N      reject a coordinate when |S| < N"},
+	{"min-ratio", 1, O_MIN_RATIO, F_SIGNING, "min_ratio",
+	 "--min-ratio F      extend S from B while |S|/|U| < F, then reject"},
+	{"seed", 1, O_SEED, F_SIGNING, "seed",
+	 "--seed N           key of the randomized lexicons' membership hash"},
+	{"max-size", 1, O_MAX_SIZE, F_ALL, "max_size",
+	 "--max-size BYTES   skip larger files (suffix K, M, G; 0 = no limit)"},
+	{"min-word-len", 1, O_MIN_WORD_LEN, F_ALL, "min_word_len",
+	 "--min-word-len N   drop words shorter than N characters"},
+	{"max-digits", 1, O_MAX_DIGITS, F_ALL, "max_digits",
+	 "--max-digits N     drop words with more than N digits"},
+	{"min-unique", 1, O_MIN_UNIQUE, F_SIGNING, "min_unique",
+	 "--min-unique N     no signature for documents with fewer unique "
+	 "terms"},
+	{"hidden", 0, O_HIDDEN, F_BUILD | F_SCAN, NULL,
+	 "--hidden           also read names beginning with '.'"},
+	{"help", 0, 'h', F_ALL, NULL, "-h, --help         this help"},
 };
 #define NOPTS (sizeof(opts) / sizeof(opts[0]))
 
@@ -96,31 +109,31 @@ struct command {
 };
 
 static const struct command commands[] = {
-	{ "lexicon build", F_BUILD, cmd_lexicon_build, 1, -1,
-	  "imatch lexicon build [OPTIONS] -o FILE DIR...",
-	  "Count document frequencies over every DIR (together) and save the\n"
-	  "primary and secondary lexicons to FILE. A one-line summary goes to\n"
-	  "stderr." },
-	{ "sign", F_SIGN, cmd_sign, 1, -1,
-	  "imatch sign --lexicon FILE [OPTIONS] FILE...",
-	  "Print one line per file: the path, a TAB, and the K+1 signatures\n"
-	  "(40 hex digits) separated by TABs, '-' for a rejected coordinate.\n"
-	  "A lexicon is required: signatures only compare under the same one." },
-	{ "scan", F_SCAN, cmd_scan, 1, 1, "imatch scan [OPTIONS] DIR",
-	  "Sign every file under DIR and print the clusters of near-duplicates\n"
-	  "of two or more files, largest first (ties by first member), one per\n"
-	  "line: the members' paths relative to DIR, sorted, TAB-separated.\n"
-	  "In paths, TAB, newline and backslash are written \\t, \\n and \\\\.\n"
-	  "Without --lexicon the lexicon is built from DIR first, as the\n"
-	  "daemon does on its first mount." },
-	{ "explain", F_EXPLAIN, cmd_explain, 1, 1,
-	  "imatch explain --lexicon FILE [OPTIONS] FILE",
-	  "Show how FILE is signed: its kind, |U|, and for each coordinate the\n"
-	  "terms taken from the primary and secondary lexicons, |S|, |S|/|U|\n"
-	  "and the signature or why it was rejected. -v also lists S." },
-	{ "terms", F_TERMS, cmd_terms, 1, -1, "imatch terms [OPTIONS] FILE...",
-	  "Print one line per file: the path, then its unique terms U in byte\n"
-	  "order, TAB-separated." },
+	{"lexicon build", F_BUILD, cmd_lexicon_build, 1, -1,
+	 "imatch lexicon build [OPTIONS] -o FILE DIR...",
+	 "Count document frequencies over every DIR (together) and save the\n"
+	 "primary and secondary lexicons to FILE. A one-line summary goes to\n"
+	 "stderr."},
+	{"sign", F_SIGN, cmd_sign, 1, -1,
+	 "imatch sign --lexicon FILE [OPTIONS] FILE...",
+	 "Print one line per file: the path, a TAB, and the K+1 signatures\n"
+	 "(40 hex digits) separated by TABs, '-' for a rejected coordinate.\n"
+	 "A lexicon is required: signatures only compare under the same one."},
+	{"scan", F_SCAN, cmd_scan, 1, 1, "imatch scan [OPTIONS] DIR",
+	 "Sign every file under DIR and print the clusters of near-duplicates\n"
+	 "of two or more files, largest first (ties by first member), one per\n"
+	 "line: the members' paths relative to DIR, sorted, TAB-separated.\n"
+	 "In paths, TAB, newline and backslash are written \\t, \\n and \\\\.\n"
+	 "Without --lexicon the lexicon is built from DIR first, as the\n"
+	 "daemon does on its first mount."},
+	{"explain", F_EXPLAIN, cmd_explain, 1, 1,
+	 "imatch explain --lexicon FILE [OPTIONS] FILE",
+	 "Show how FILE is signed: its kind, |U|, and for each coordinate the\n"
+	 "terms taken from the primary and secondary lexicons, |S|, |S|/|U|\n"
+	 "and the signature or why it was rejected. -v also lists S."},
+	{"terms", F_TERMS, cmd_terms, 1, -1, "imatch terms [OPTIONS] FILE...",
+	 "Print one line per file: the path, then its unique terms U in byte\n"
+	 "order, TAB-separated."},
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
@@ -161,7 +174,7 @@ static int run_command(const struct command *cmd, int argc, char **argv)
 	struct option lopts[NOPTS + 1];
 	char shorts[64] = "+";
 	size_t n = 0, sl = 1;
-	struct cli c = { .cmd = cmd->name };
+	struct cli c = {.cmd = cmd->name};
 	char why[128];
 	int ch, ret;
 
@@ -169,8 +182,8 @@ static int run_command(const struct command *cmd, int argc, char **argv)
 	for (size_t i = 0; i < NOPTS; i++) {
 		if (!(opts[i].cmds & cmd->flag))
 			continue;
-		lopts[n++] = (struct option){ opts[i].name, opts[i].has_arg,
-					      NULL, opts[i].val };
+		lopts[n++] = (struct option){opts[i].name, opts[i].has_arg,
+					     NULL, opts[i].val};
 		if (opts[i].val < 256) {
 			shorts[sl++] = (char)opts[i].val;
 			if (opts[i].has_arg)
@@ -190,10 +203,12 @@ static int run_command(const struct command *cmd, int argc, char **argv)
 				o = &opts[i];
 		if (ch == '?' || ch == ':' || !o) {
 			if (optopt && optopt < 256)
-				err_msg("%s: unknown option or missing value: -%c",
+				err_msg("%s: unknown option or missing value: "
+					"-%c",
 					cmd->name, optopt);
 			else
-				err_msg("%s: unknown option or missing value: %s",
+				err_msg("%s: unknown option or missing value: "
+					"%s",
 					cmd->name, argv[optind - 1]);
 			fprintf(stderr, "Try 'imatch %s --help'.\n", cmd->name);
 			return EXIT_USAGE;
@@ -208,15 +223,9 @@ static int run_command(const struct command *cmd, int argc, char **argv)
 			continue;
 		}
 		switch (ch) {
-		case 'h':
-			usage_cmd(cmd);
-			return 0;
-		case 'v':
-			c.verbose++;
-			break;
-		case 'o':
-			c.out = optarg;
-			break;
+		case 'h': usage_cmd(cmd); return 0;
+		case 'v': c.verbose++; break;
+		case 'o': c.out = optarg; break;
 		case 'j': {
 			char *end;
 			unsigned long v;
@@ -232,15 +241,9 @@ static int run_command(const struct command *cmd, int argc, char **argv)
 			c.jobs = (unsigned)v;
 			break;
 		}
-		case O_LEXICON:
-			c.lexicon = optarg;
-			break;
-		case O_JSON:
-			c.json = true;
-			break;
-		case O_HIDDEN:
-			c.p.hidden = 1;
-			break;
+		case O_LEXICON: c.lexicon = optarg; break;
+		case O_JSON: c.json = true; break;
+		case O_HIDDEN: c.p.hidden = 1; break;
 		}
 	}
 	if (im_params_check(&c.p, why, sizeof(why))) {
@@ -262,8 +265,10 @@ static int run_command(const struct command *cmd, int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	if ((cmd->flag & (F_SIGN | F_EXPLAIN)) && !c.lexicon) {
-		err_msg("%s: --lexicon FILE is required (signatures compare only "
-			"under one lexicon; build it with 'imatch lexicon build')",
+		err_msg("%s: --lexicon FILE is required (signatures compare "
+			"only "
+			"under one lexicon; build it with 'imatch lexicon "
+			"build')",
 			cmd->name);
 		return EXIT_USAGE;
 	}
@@ -298,8 +303,8 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	if (!strcmp(name, "lexicon")) {
-		if (argc == 3 && (!strcmp(argv[2], "--help") ||
-				  !strcmp(argv[2], "-h"))) {
+		if (argc == 3 &&
+		    (!strcmp(argv[2], "--help") || !strcmp(argv[2], "-h"))) {
 			usage_cmd(&commands[0]);
 			return 0;
 		}
@@ -314,7 +319,8 @@ int main(int argc, char **argv)
 		if (!strcmp(commands[i].name, name))
 			return run_command(&commands[i], argc - 1, argv + 1);
 	if (name[0] == '-')
-		err_msg("unknown option '%s' (options follow the command)", name);
+		err_msg("unknown option '%s' (options follow the command)",
+			name);
 	else
 		err_msg("unknown command '%s'", name);
 	fprintf(stderr, "Try 'imatch --help'.\n");

@@ -15,19 +15,19 @@
 #include "lexicon.h"
 #include "params.h"
 
-#define EXIT_USAGE 2
+#define EXIT_USAGE   2
 #define EXIT_RUNTIME 1
 
 /** The command line of one subcommand after option parsing. */
 struct cli {
-	const char *cmd;      /**< "scan", "sign", ... (for messages) */
+	const char *cmd; /**< "scan", "sign", ... (for messages) */
 	struct im_params p;
-	const char *lexicon;  /**< --lexicon FILE, or NULL */
-	const char *out;      /**< -o FILE (lexicon build) */
-	unsigned jobs;        /**< -j N; 0 = one per CPU */
-	int verbose;          /**< -v, may be repeated */
-	bool json;            /**< --json */
-	int argc;             /**< operands */
+	const char *lexicon; /**< --lexicon FILE, or NULL */
+	const char *out;     /**< -o FILE (lexicon build) */
+	unsigned jobs;	     /**< -j N; 0 = one per CPU */
+	int verbose;	     /**< -v, may be repeated */
+	bool json;	     /**< --json */
+	int argc;	     /**< operands */
 	char **argv;
 };
 

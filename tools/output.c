@@ -12,17 +12,10 @@ void put_text_path(FILE *f, const char *s)
 {
 	for (; *s; s++) {
 		switch (*s) {
-		case '\t':
-			fputs("\\t", f);
-			break;
-		case '\n':
-			fputs("\\n", f);
-			break;
-		case '\\':
-			fputs("\\\\", f);
-			break;
-		default:
-			fputc(*s, f);
+		case '\t': fputs("\\t", f); break;
+		case '\n': fputs("\\n", f); break;
+		case '\\': fputs("\\\\", f); break;
+		default: fputc(*s, f);
 		}
 	}
 }
@@ -80,21 +73,11 @@ void put_json_string(FILE *f, const char *str)
 			continue;
 		}
 		switch (*s) {
-		case '"':
-			fputs("\\\"", f);
-			break;
-		case '\\':
-			fputs("\\\\", f);
-			break;
-		case '\n':
-			fputs("\\n", f);
-			break;
-		case '\t':
-			fputs("\\t", f);
-			break;
-		case '\r':
-			fputs("\\r", f);
-			break;
+		case '"': fputs("\\\"", f); break;
+		case '\\': fputs("\\\\", f); break;
+		case '\n': fputs("\\n", f); break;
+		case '\t': fputs("\\t", f); break;
+		case '\r': fputs("\\r", f); break;
 		default:
 			if (*s < 0x20 || *s == 0x7f)
 				fprintf(f, "\\u%04x", *s);

@@ -124,8 +124,8 @@ static void seen_free(struct seen *s)
 static void walk_all(const struct im_params *p, struct seen *s,
 		     struct im_scan_counts *c, dev_t sdev, ino_t sino)
 {
-	struct im_walk_ops ops = { .file = on_file, .arg = s,
-				   .skip_dev = sdev, .skip_ino = sino };
+	struct im_walk_ops ops = {
+		.file = on_file, .arg = s, .skip_dev = sdev, .skip_ino = sino};
 
 	memset(s, 0, sizeof(*s));
 	memset(c, 0, sizeof(*c));
@@ -258,13 +258,14 @@ START_TEST(test_scan_walk_deep_tree_bounded_fds)
 	}
 	before = open_fds();
 	walk_all(&p, &s, &c, 0, 0);
-	ck_assert_msg(s.n == 2 * DEPTH, "expected %d files, got %zu",
-		      2 * DEPTH, s.n);
+	ck_assert_msg(s.n == 2 * DEPTH, "expected %d files, got %zu", 2 * DEPTH,
+		      s.n);
 	ck_assert_uint_eq(c.dirs, 1 + 2 * DEPTH);
 	ck_assert_uint_eq(c.errors, 0);
-	ck_assert_msg(s.max_fds < before + 40,
-		      "fds stay bounded in a deep tree: %d open at most, %d before",
-		      s.max_fds, before);
+	ck_assert_msg(
+		s.max_fds < before + 40,
+		"fds stay bounded in a deep tree: %d open at most, %d before",
+		s.max_fds, before);
 	ck_assert_msg(open_fds() == before, "no fd leaked by the walk");
 	/* The deepest z/g is reached through reopened frames. */
 	snprintf(f, sizeof(f), "%s/z/g", rel);
@@ -279,7 +280,7 @@ END_TEST
 START_TEST(test_scan_walk_odd_names)
 {
 	static const char *const names[] = {
-		"new\nline.txt", "tab\tname.txt", "per%cent%2F.txt",
+		"new\nline.txt",      "tab\tname.txt",	 "per%cent%2F.txt",
 		"bytes-\xff\xfe.txt", "back\\slash.txt", "sp ace.txt",
 	};
 	struct im_params p;
@@ -300,7 +301,8 @@ START_TEST(test_scan_walk_odd_names)
 		char rel[64];
 
 		snprintf(rel, sizeof(rel), "d\n\xc3/%s", names[i]);
-		ck_assert_msg(seen_has(&s, rel), "odd name %zu arrives intact", i);
+		ck_assert_msg(seen_has(&s, rel), "odd name %zu arrives intact",
+			      i);
 	}
 	seen_free(&s);
 }
@@ -309,8 +311,8 @@ END_TEST
 START_TEST(test_scan_walk_missing_root)
 {
 	struct im_params p;
-	struct im_scan_counts c = { 0 };
-	struct im_walk_ops ops = { 0 };
+	struct im_scan_counts c = {0};
+	struct im_walk_ops ops = {0};
 
 	im_params_init(&p);
 	ck_assert_msg(im_walk(-1, &p, &ops, &c) < 0,
@@ -441,7 +443,7 @@ static bool same_sigs(const struct im_doc_sigs *a, const struct im_doc_sigs *b)
 static struct im_lexicon *corpus_lexicon(const struct im_params *p,
 					 unsigned threads, int ndocs)
 {
-	struct im_scan_counts c = { 0 };
+	struct im_scan_counts c = {0};
 	struct im_lexicon *lex = NULL;
 	struct im_df *df = NULL;
 
@@ -463,7 +465,7 @@ static void scan_into(const struct im_lexicon *lex, const struct im_params *p,
 		      unsigned threads, struct results *r,
 		      struct im_scan_counts *c)
 {
-	struct im_scan_ops ops = { .result = on_result, .arg = r };
+	struct im_scan_ops ops = {.result = on_result, .arg = r};
 
 	memset(r, 0, sizeof(*r));
 	memset(c, 0, sizeof(*c));
@@ -488,7 +490,8 @@ START_TEST(test_scan_sign_equals_signing_alone)
 	ck_assert_msg(!r.overlap, "result callbacks never run at once");
 	ck_assert_uint_eq(c.files, 39);
 	ck_assert_uint_eq(c.by_status[IM_DOC_BINARY], 1);
-	ck_assert_uint_eq(c.by_status[IM_DOC_SIGNED] + c.by_status[IM_DOC_REJECTED] +
+	ck_assert_uint_eq(c.by_status[IM_DOC_SIGNED] +
+				  c.by_status[IM_DOC_REJECTED] +
 				  c.by_status[IM_DOC_BINARY],
 			  39);
 	ck_assert_msg(c.bytes > 36 * 500, "bytes read are counted");
@@ -497,9 +500,9 @@ START_TEST(test_scan_sign_equals_signing_alone)
 	for (size_t i = 0; i < r.n; i++) {
 		struct im_doc_sigs alone;
 
-		ck_assert_int_eq(im_signer_sign_at(s, rootfd, r.v[i].path,
-						   &alone, NULL),
-				 0);
+		ck_assert_int_eq(
+			im_signer_sign_at(s, rootfd, r.v[i].path, &alone, NULL),
+			0);
 		ck_assert_msg(same_sigs(&alone, &r.v[i].d),
 			      "%s: the scan signs as signing the file alone",
 			      r.v[i].path);
@@ -556,12 +559,12 @@ static bool want_odd(const char *path, const struct stat *st, void *arg)
 START_TEST(test_scan_sign_want_and_cancel)
 {
 	struct im_params p;
-	struct im_scan_counts c = { 0 };
-	struct results r = { 0 };
+	struct im_scan_counts c = {0};
+	struct results r = {0};
 	struct im_lexicon *lex;
 	volatile bool cancel = true;
-	struct im_scan_ops ops = { .result = on_result, .arg = &r,
-				   .want = want_odd };
+	struct im_scan_ops ops = {
+		.result = on_result, .arg = &r, .want = want_odd};
 
 	im_params_init(&p);
 	make_corpus(20);

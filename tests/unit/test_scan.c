@@ -106,6 +106,16 @@ static int on_file(const char *path, const struct stat *st, void *arg)
 	return 0;
 }
 
+static int on_dir(const char *path, const struct stat *st, void *arg)
+{
+	struct seen *s = arg;
+
+	ck_assert_msg(S_ISDIR(st->st_mode), "dir callback gets a directory");
+	s->v = realloc(s->v, (s->n + 1) * sizeof(*s->v));
+	s->v[s->n++] = strdup(path);
+	return 0;
+}
+
 static bool seen_has(const struct seen *s, const char *path)
 {
 	for (size_t i = 0; i < s->n; i++)
@@ -176,6 +186,32 @@ START_TEST(test_scan_walk_counts_and_hidden)
 			      seen_has(&s, ".hidden.txt"),
 		      "with hidden, dot-names are read (got %zu files)", s.n);
 	ck_assert_uint_eq(c.hidden, 0);
+	seen_free(&s);
+}
+END_TEST
+
+START_TEST(test_scan_walk_dirs_before_files)
+{
+	struct im_params p;
+	struct im_scan_counts c = {0};
+	struct seen s = {0};
+	struct im_walk_ops ops = {.dir = on_dir, .file = on_file, .arg = &s};
+
+	im_params_init(&p);
+	mkpath("b");
+	put("b/y.txt", "y");
+	put("x.txt", "x");
+	mkpath("a");
+	put("a/z.txt", "z");
+	ck_assert_int_eq(im_walk(rootfd, &p, &ops, &c), 0);
+	ck_assert_uint_eq(s.n, 6);
+	/* Byte order within a directory, files before subdirectories, each
+	 * directory announced (the root as "") before its files. */
+	static const char *const want[] = {"",	      "x.txt", "a",
+					   "a/z.txt", "b",     "b/y.txt"};
+	for (size_t i = 0; i < 6; i++)
+		ck_assert_msg(!strcmp(s.v[i], want[i]),
+			      "visit %zu: %s, expected %s", i, s.v[i], want[i]);
 	seen_free(&s);
 }
 END_TEST
@@ -595,6 +631,7 @@ static Suite *scan_suite(void)
 
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_scan_walk_counts_and_hidden);
+	tcase_add_test(tc, test_scan_walk_dirs_before_files);
 	tcase_add_test(tc, test_scan_walk_symlinks_not_followed);
 	tcase_add_test(tc, test_scan_walk_skip_dir);
 	tcase_add_test(tc, test_scan_walk_deep_tree_bounded_fds);

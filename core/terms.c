@@ -109,32 +109,16 @@ static int grow(void **p, size_t *cap, size_t need, size_t elem, size_t min)
 	return 0;
 }
 
-int im_terms_add(struct im_terms *t, const char *s, size_t len)
+/* Append a term known to be absent, whose slot is @i. */
+static int terms_insert(struct im_terms *t, const char *s, size_t len,
+			uint64_t h, size_t i)
 {
-	uint64_t h = XXH3_64bits(s, len);
-	size_t mask, i;
 	int ret;
 
 	/* Offsets and lengths are 32-bit; the arena holds term + NUL. */
 	if (len >= UINT32_MAX || t->arena_len + len + 1 > UINT32_MAX ||
 	    t->n + 1 >= UINT32_MAX)
 		return -ENOMEM;
-	if ((t->n + 1) * 2 > t->nslots) {
-		ret = terms_rehash(t);
-		if (ret)
-			return ret;
-	}
-	mask = t->nslots - 1;
-	i = h & mask;
-	while (t->slots[i]) {
-		const struct im_term *e = &t->v[t->slots[i] - 1];
-
-		if (e->hash == h && e->len == len &&
-		    !memcmp(t->arena + e->off, s, len))
-			return 0;
-		i = (i + 1) & mask;
-	}
-
 	ret = grow((void **)&t->v, &t->cap, t->n + 1, sizeof(*t->v),
 		   TERMS_MIN_V);
 	if (ret)
@@ -153,4 +137,28 @@ int im_terms_add(struct im_terms *t, const char *s, size_t len)
 	t->n++;
 	t->slots[i] = (uint32_t)t->n;
 	return 0;
+}
+
+int im_terms_add(struct im_terms *t, const char *s, size_t len)
+{
+	uint64_t h = XXH3_64bits(s, len);
+	size_t mask, i;
+	uint32_t k;
+	int ret;
+
+	/* Keep the load at most 1/2 so that probes stay short. */
+	if ((t->n + 1) * 2 > t->nslots) {
+		ret = terms_rehash(t);
+		if (ret)
+			return ret;
+	}
+	mask = t->nslots - 1;
+	for (i = h & mask; (k = t->slots[i]); i = (i + 1) & mask) {
+		const struct im_term *e = &t->v[k - 1];
+
+		if (e->hash == h && e->len == len &&
+		    !memcmp(t->arena + e->off, s, len))
+			return 0;
+	}
+	return terms_insert(t, s, len, h, i);
 }

@@ -342,6 +342,83 @@ static inline unsigned classify16(const unsigned char *s, unsigned *alnum,
 	*digit = (unsigned)_mm_movemask_epi8(d);
 	return (unsigned)_mm_movemask_epi8(v);
 }
+
+/* 32 bytes of input as bit masks, and lower-cased. */
+struct block {
+	uint32_t alnum, digit, high;
+	__m128i low[2];
+};
+
+static inline void classify32(const unsigned char *s, struct block *b)
+{
+	unsigned a0, a1, d0, d1, h0, h1;
+
+	h0 = classify16(s, &a0, &d0, &b->low[0]);
+	h1 = classify16(s + 16, &a1, &d1, &b->low[1]);
+	b->alnum = a0 | a1 << 16;
+	b->digit = d0 | d1 << 16;
+	b->high = h0 | h1 << 16;
+}
+
+/*
+ * The hot path, while 32 bytes remain: classify a window at once and take
+ * its words from the bit masks; the lower-cased bytes are already in the
+ * block. A word that runs past the window starts the next one; a word of 32
+ * bytes or more, or one touching non-ASCII, goes to scan_word().
+ * @return where the scalar loop takes over.
+ */
+static const unsigned char *scan_blocks(struct scan *sc, const unsigned char *c,
+					const unsigned char *end, int *ret)
+{
+	struct block b;
+
+	while (end - c >= 32 && !*ret) {
+		uint32_t words;
+		unsigned pos = 0;
+
+		classify32(c, &b);
+		words = b.alnum | b.high;
+		for (;;) {
+			uint32_t m = words >> pos << pos, stop, dig;
+			unsigned st, e, n;
+
+			if (!m) {
+				c += 32;
+				break;
+			}
+			st = (unsigned)__builtin_ctz(m);
+			stop = ~b.alnum & (~0u << st);
+			if (!stop) {
+				/* Runs to the end of the window. */
+				if (st)
+					c += st;
+				else
+					c = scan_word(sc, c, end, ret);
+				break;
+			}
+			e = (unsigned)__builtin_ctz(stop);
+			if ((b.high >> e) & 1) {
+				c = scan_word(sc, c + st, end, ret);
+				break;
+			}
+			n = e - st;
+			dig = (b.digit >> st) & ((1u << n) - 1);
+			/* Digits are rare: count them only when two are. */
+			if (n >= sc->min_len &&
+			    (!(dig & (dig - 1))
+				     ? (dig != 0)
+				     : (unsigned)__builtin_popcount(dig)) <=
+				    sc->max_digits) {
+				*ret = im_terms_add(
+					sc->out, (const char *)b.low + st, n);
+				if (*ret)
+					break;
+			}
+			pos = e;
+		}
+	}
+	return c;
+}
 #endif
 
 int im_words_add(const char *s, size_t len, const struct im_params *p,
@@ -360,43 +437,7 @@ int im_words_add(const char *s, size_t len, const struct im_params *p,
 	sc.out = out;
 
 #ifdef __SSE2__
-	/*
-	 * The hot path, while 16 bytes remain: one classification skips the
-	 * separators, one more finds the end of the word, lower-cases it and
-	 * counts its digits. Words of 16 bytes or more, and any non-ASCII,
-	 * go to scan_word().
-	 */
-	while (end - c >= 16 && !ret) {
-		unsigned alnum, digit, high, stop, n;
-		__m128i low;
-
-		high = classify16(c, &alnum, &digit, &low);
-		if (!(alnum | high)) {
-			c += 16;
-			continue;
-		}
-		c += __builtin_ctz(alnum | high);
-		if (end - c < 16)
-			break;
-		high = classify16(c, &alnum, &digit, &low);
-		stop = ~alnum & 0xffff;
-		n = stop ? (unsigned)__builtin_ctz(stop) : 16;
-		if (n == 16 || (high >> n) & 1) {
-			c = scan_word(&sc, c, end, &ret);
-			continue;
-		}
-		digit &= (1u << n) - 1;
-		/* Digits are rare: count them only when there are two. */
-		if (n >= sc.min_len &&
-		    (!(digit & (digit - 1))
-			     ? (digit != 0)
-			     : (unsigned)__builtin_popcount(digit)) <=
-			    sc.max_digits) {
-			_mm_storeu_si128((__m128i *)sc.w.buf, low);
-			ret = im_terms_add(out, sc.w.buf, n);
-		}
-		c += n;
-	}
+	c = scan_blocks(&sc, c, end, &ret);
 #endif
 	while (c < end && !ret) {
 		while (byte_class[*c] == C_SEP)

@@ -230,10 +230,19 @@ int im_df_merge(struct im_df *dst, const struct im_df *src)
 
 /* ---- The lexicon ------------------------------------------------------------ */
 
+/*
+ * The lookup table. Each term lives in the arena as one record,
+ *     u32 term number, u32 length, the bytes, NUL
+ * and a slot holds the high half of the term's XXH3_64bits and the record's
+ * offset. A lookup that misses reads one slot line; a hit reads one record
+ * more, which holds everything the signer needs (number, length, bytes), so
+ * the term table itself stays out of the hot path.
+ */
+#define REC_HDR 8
+
 struct lex_slot {
-	uint64_t hash;
-	uint32_t ix; /* index + 1 into lex->terms; 0 = empty */
-	uint32_t len;
+	uint32_t tag; /* hash >> 32 */
+	uint32_t rec; /* offset of the record in arena; 0 = empty */
 };
 
 struct im_lexicon {
@@ -242,7 +251,8 @@ struct im_lexicon {
 	size_t nprimary, nsecondary;
 	struct im_lex_term *terms; /* L in byte order, then B in rank order */
 	uint32_t *dfs;             /* df of terms[i], for saving */
-	char *arena;               /* the NUL-terminated strings */
+	char *arena;               /* the records (see struct lex_slot) */
+	size_t arena_cap, arena_len;
 	struct lex_slot *slots;    /* power of two, load <= 1/2 */
 	size_t mask;
 };
@@ -287,24 +297,41 @@ void im_lexicon_window(const struct im_lexicon *lex, double *lo, double *hi)
 		*hi = lex->hi;
 }
 
+void im_lexicon_prefetch(const struct im_lexicon *lex, uint64_t hash)
+{
+	__builtin_prefetch(&lex->slots[hash & lex->mask]);
+}
+
+long im_lexicon_lookup(const struct im_lexicon *lex, const char *s,
+		       size_t len, uint64_t hash, const char **str)
+{
+	uint32_t tag = (uint32_t)(hash >> 32);
+	size_t j = hash & lex->mask;
+	for (;;) {
+		const struct lex_slot *sl = &lex->slots[j];
+		if (!sl->rec)
+			return -1;
+		if (sl->tag == tag) {
+			const char *rec = lex->arena + sl->rec;
+			uint32_t rlen, ix;
+			memcpy(&rlen, rec + 4, 4);
+			if (rlen == len && memcmp(rec + REC_HDR, s, len) == 0) {
+				memcpy(&ix, rec, 4);
+				if (str)
+					*str = rec + REC_HDR;
+				return ix;
+			}
+		}
+		j = (j + 1) & lex->mask;
+	}
+}
+
 const struct im_lex_term *im_lexicon_find(const struct im_lexicon *lex,
 					  const char *s, size_t len,
 					  uint64_t hash)
 {
-	if (!lex->slots)
-		return NULL;
-	size_t j = hash & lex->mask;
-	for (;;) {
-		const struct lex_slot *sl = &lex->slots[j];
-		if (!sl->ix)
-			return NULL;
-		if (sl->hash == hash && sl->len == len) {
-			const struct im_lex_term *t = &lex->terms[sl->ix - 1];
-			if (memcmp(t->str, s, len) == 0)
-				return t;
-		}
-		j = (j + 1) & lex->mask;
-	}
+	long ix = im_lexicon_lookup(lex, s, len, hash, NULL);
+	return ix < 0 ? NULL : &lex->terms[ix];
 }
 
 static double nidf_of(uint64_t df, uint64_t n)
@@ -313,22 +340,52 @@ static double nidf_of(uint64_t df, uint64_t n)
 }
 
 /*
- * Allocate the term arrays for @p n terms and @p bytes of strings (NULs
- * included) and the hash table. The caller fills terms[] and then calls
- * lex_index().
+ * Allocate the term arrays for @p n terms whose strings take @p bytes (their
+ * NULs included) and the hash table. The caller adds the terms with
+ * lex_set() and then calls lex_index().
  */
 static int lex_alloc(struct im_lexicon *lex, size_t n, size_t bytes)
 {
 	size_t nslots = 16;
 	while (nslots < 2 * n)
 		nslots *= 2;
+	/* Records start at REC_HDR so that offset 0 can mean "empty". */
+	lex->arena_len = REC_HDR;
+	lex->arena_cap = REC_HDR + n * REC_HDR + bytes;
+	if (lex->arena_cap > UINT32_MAX)
+		return -EOVERFLOW;
 	lex->terms = calloc(n ? n : 1, sizeof(*lex->terms));
 	lex->dfs = calloc(n ? n : 1, sizeof(*lex->dfs));
-	lex->arena = malloc(bytes ? bytes : 1);
+	/* The padding lets readers copy IM_LEX_STR_PAD bytes of any term. */
+	lex->arena = calloc(1, lex->arena_cap + IM_LEX_STR_PAD);
 	lex->slots = calloc(nslots, sizeof(*lex->slots));
 	lex->mask = nslots - 1;
 	if (!lex->terms || !lex->dfs || !lex->arena || !lex->slots)
 		return -ENOMEM;
+	return 0;
+}
+
+/* Term number @p i. @return 0, or -EINVAL if the arena has no room left. */
+static int lex_set(struct im_lexicon *lex, size_t i, const void *s,
+		   uint32_t len, uint8_t kind, uint32_t rank, uint64_t df)
+{
+	if (lex->arena_cap - lex->arena_len < REC_HDR + (size_t)len + 1)
+		return -EINVAL;
+	char *rec = lex->arena + lex->arena_len;
+	uint32_t ix = (uint32_t)i;
+	struct im_lex_term *t = &lex->terms[i];
+
+	memcpy(rec, &ix, 4);
+	memcpy(rec + 4, &len, 4);
+	memcpy(rec + REC_HDR, s, len);
+	rec[REC_HDR + len] = '\0';
+	lex->arena_len += REC_HDR + (size_t)len + 1;
+	t->str = rec + REC_HDR;
+	t->len = len;
+	t->kind = kind;
+	t->rank = rank;
+	t->nidf = (float)nidf_of(df, lex->docs);
+	lex->dfs[i] = (uint32_t)df;
 	return 0;
 }
 
@@ -338,17 +395,15 @@ static int lex_index(struct im_lexicon *lex, size_t n)
 	for (size_t i = 0; i < n; i++) {
 		const struct im_lex_term *t = &lex->terms[i];
 		uint64_t h = XXH3_64bits(t->str, t->len);
+		if (im_lexicon_lookup(lex, t->str, t->len, h, NULL) >= 0)
+			return -EEXIST;
 		size_t j = h & lex->mask;
-		while (lex->slots[j].ix) {
-			const struct lex_slot *sl = &lex->slots[j];
-			if (sl->hash == h && sl->len == t->len &&
-			    memcmp(lex->terms[sl->ix - 1].str, t->str,
-				   t->len) == 0)
-				return -EEXIST;
+		while (lex->slots[j].rec)
 			j = (j + 1) & lex->mask;
-		}
 		lex->slots[j] = (struct lex_slot){
-			.hash = h, .ix = (uint32_t)(i + 1), .len = t->len };
+			.tag = (uint32_t)(h >> 32),
+			.rec = (uint32_t)(t->str - REC_HDR - lex->arena),
+		};
 	}
 	return 0;
 }
@@ -433,19 +488,12 @@ int im_lexicon_build(const struct im_df *df, double lo, double hi,
 	if (r < 0)
 		goto out;
 
-	size_t off = 0;
 	for (size_t i = 0; i < n; i++) {
 		const struct pick *p = i < npl ? &pl[i] : &pb[i - npl];
-		struct im_lex_term *t = &lex->terms[i];
-		memcpy(lex->arena + off, p->s, p->e->len);
-		lex->arena[off + p->e->len] = '\0';
-		t->str = lex->arena + off;
-		t->len = p->e->len;
-		t->kind = i < npl ? IM_LEX_PRIMARY : IM_LEX_SECONDARY;
-		t->rank = i < npl ? 0 : (uint32_t)(i - npl);
-		t->nidf = (float)nidf_of(p->e->df, df->docs);
-		lex->dfs[i] = p->e->df;
-		off += p->e->len + 1;
+		r = lex_set(lex, i, p->s, p->e->len,
+			    i < npl ? IM_LEX_PRIMARY : IM_LEX_SECONDARY,
+			    i < npl ? 0 : (uint32_t)(i - npl), p->e->df);
+		assert(r == 0); /* bytes was counted above */
 	}
 	r = lex_index(lex, n);
 	assert(r == 0); /* the df table holds each term once */
@@ -752,21 +800,16 @@ int im_lexicon_load(const char *path, struct im_lexicon **out, char *why,
 
 	const unsigned char *p = buf + LEX_HEADER;
 	const unsigned char *end = buf + len - LEX_TRAILER;
-	size_t off = 0;
 	for (size_t i = 0; i < n; i++) {
-		struct im_lex_term *t = &lex->terms[i];
 		if (end - p < 4)
 			CORRUPT("corrupt: term %zu runs past the end", i);
 		uint32_t tl = get_u32(p);
 		if (tl == 0 || tl > LEX_TERM_MAX ||
 		    (size_t)(end - p) < 4 + (size_t)tl + 13)
 			CORRUPT("corrupt: term %zu has length %u", i, tl);
-		if (off + tl + 1 > bytes + n)
-			CORRUPT("corrupt: term %zu overruns the terms", i);
 		if (memchr(p + 4, '\0', tl))
 			CORRUPT("corrupt: term %zu holds a NUL byte", i);
-		memcpy(lex->arena + off, p + 4, tl);
-		lex->arena[off + tl] = '\0';
+		const unsigned char *str = p + 4;
 		p += 4 + tl;
 		uint8_t kind = *p++;
 		uint32_t rank = get_u32(p);
@@ -780,13 +823,8 @@ int im_lexicon_load(const char *path, struct im_lexicon **out, char *why,
 		if (df < 1 || df > docs)
 			CORRUPT("corrupt: term %zu has df %llu", i,
 				(unsigned long long)df);
-		t->str = lex->arena + off;
-		t->len = tl;
-		t->kind = kind;
-		t->rank = rank;
-		t->nidf = (float)nidf_of(df, docs);
-		lex->dfs[i] = (uint32_t)df;
-		off += tl + 1;
+		if (lex_set(lex, i, str, tl, kind, rank, df) < 0)
+			CORRUPT("corrupt: term %zu overruns the terms", i);
 	}
 	if (p != end)
 		CORRUPT("corrupt: %zu stray bytes after the terms",

@@ -65,6 +65,13 @@ enum im_lex_kind {
 	IM_LEX_SECONDARY = 2,
 };
 
+/**
+ * Every term string of a lexicon is followed by its NUL and then by readable
+ * bytes up to at least IM_LEX_STR_PAD bytes from its start, so that a reader
+ * may copy a short term with one fixed-size copy.
+ */
+#define IM_LEX_STR_PAD 16
+
 /** A lexicon term as seen by lookups. */
 struct im_lex_term {
 	const char *str;   /**< NUL-terminated, owned by the lexicon */
@@ -109,6 +116,21 @@ void im_lexicon_free(struct im_lexicon *lex);
 const struct im_lex_term *im_lexicon_find(const struct im_lexicon *lex,
 					  const char *s, size_t len,
 					  uint64_t hash);
+
+/**
+ * The signer's lookup: the same as im_lexicon_find() but it returns the term
+ * number (see im_lexicon_term(); it is below im_lexicon_primary_size() for a
+ * term of L) and, if @p str is not NULL, the lexicon's copy of the bytes
+ * (NUL-terminated and padded as IM_LEX_STR_PAD says) in *str, without reading
+ * the term table: one cache line for a miss, two for a hit.
+ *
+ * @return the term number, or -1 if absent.
+ */
+long im_lexicon_lookup(const struct im_lexicon *lex, const char *s,
+		       size_t len, uint64_t hash, const char **str);
+
+/** Hint that @p hash is about to be looked up (prefetches its slot). */
+void im_lexicon_prefetch(const struct im_lexicon *lex, uint64_t hash);
 
 /**
  * Term number @p i of the lexicon: 0 .. primary_size-1 are L in byte order

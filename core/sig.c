@@ -38,13 +38,25 @@
 
 #include "sig.h"
 
+/* How many terms ahead collect() prefetches lexicon slots. */
+#define PREFETCH 8
+
 /* Files read into a buffer larger than this do not keep it afterwards. */
 #define BUF_KEEP (16u << 20)
 
+/* A candidate term: the lexicon's NUL-terminated string and the coordinates
+ * whose lexicon holds it (bit k). */
+struct cand {
+	const char *str;
+	uint32_t len;
+	uint32_t mask;
+};
+
 struct im_signer {
 	const struct im_lexicon *lex; /* borrowed; NULL for terms only */
-	const struct im_lex_term *base; /* term number 0 of lex */
 	struct im_params p;
+	/* (z >> 11) * 2^-53 < keep  <=>  (z >> 11) < keep53, exactly */
+	uint64_t keep53;
 	EVP_MD *md;
 	EVP_MD_CTX *ctx;
 	struct im_terms terms;
@@ -52,13 +64,15 @@ struct im_signer {
 	char *buf; /* the file being read */
 	size_t bufcap;
 
-	/* Candidates of the last document: term number << 32 | coordinate mask. */
-	uint64_t *pc, *qc, *tmp;
+	/* The candidates of the last document (see collect()). */
+	struct cand *raw, *pc, *qc; /* as found; P and Q sorted */
+	uint64_t *pk, *qk, *tmp;    /* sort keys: term number << 32 | raw index */
 	size_t npc, nqc, ccap;
 	uint32_t *qb;  /* indices into qc, in byte order of the terms */
 	uint32_t *sel; /* sel[i] == stamp: qc[i] is in the current S */
 	uint32_t stamp;
 	int qb_sorted;
+	uint32_t pcount[IM_MAX_COORDS]; /* |L_k ∩ U| */
 	size_t last_n; /* |U| of the last document */
 	int have_last;
 
@@ -138,8 +152,8 @@ int im_signer_new(const struct im_lexicon *lex, const struct im_params *p,
 	if (!s)
 		return -ENOMEM;
 	s->lex = lex;
-	s->base = lex ? im_lexicon_term(lex, 0) : NULL;
 	s->p = *p;
+	s->keep53 = (uint64_t)ceil(ldexp(p->keep, 53));
 	im_terms_init(&s->terms);
 	s->md = EVP_MD_fetch(NULL, "SHA1", NULL);
 	s->ctx = EVP_MD_CTX_new();
@@ -159,8 +173,11 @@ void im_signer_free(struct im_signer *s)
 	EVP_MD_free(s->md);
 	im_terms_release(&s->terms);
 	free(s->buf);
+	free(s->raw);
 	free(s->pc);
 	free(s->qc);
+	free(s->pk);
+	free(s->qk);
 	free(s->tmp);
 	free(s->qb);
 	free(s->sel);
@@ -180,25 +197,30 @@ static inline uint64_t mix64(uint64_t z)
 	return z ^ (z >> 31);
 }
 
-static uint32_t member_mask(const struct im_signer *s,
-			    const struct im_lex_term *t)
+/*
+ * The coordinates whose lexicon holds the term: bit 0 always, bit k when
+ * (mix64(h + k * gamma) >> 11) * 2^-53 < keep. If @p count is not NULL,
+ * count[k] is incremented for every bit set (no branch per bit).
+ */
+static inline uint32_t member_mask(const struct im_signer *s, const char *str,
+				   size_t len, uint32_t *count)
 {
 	uint32_t mask = 1;
-	if (s->p.k == 0)
-		return mask;
-	uint64_t h = XXH3_64bits_withSeed(t->str, t->len, s->p.seed);
+	uint64_t h = s->p.k ? XXH3_64bits_withSeed(str, len, s->p.seed) : 0;
 	for (unsigned k = 1; k <= s->p.k; k++) {
 		uint64_t z = mix64(h + k * UINT64_C(0x9e3779b97f4a7c15));
-		if ((double)(z >> 11) * 0x1p-53 < s->p.keep)
-			mask |= UINT32_C(1) << k;
+		mask |= (uint32_t)((z >> 11) < s->keep53) << k;
 	}
+	if (count)
+		for (unsigned k = 0; k <= s->p.k; k++)
+			count[k] += (mask >> k) & 1;
 	return mask;
 }
 
 /* Sort @p v by its high 32 bits (the term number); stable LSD radix sort. */
 static void sort_by_number(uint64_t *v, uint64_t *tmp, size_t n)
 {
-	if (n < 48) {
+	if (n < 64) {
 		for (size_t i = 1; i < n; i++) {
 			uint64_t x = v[i];
 			size_t j = i;
@@ -231,13 +253,7 @@ static void sort_by_number(uint64_t *v, uint64_t *tmp, size_t n)
 		memcpy(v, src, n * sizeof(*v));
 }
 
-static inline const struct im_lex_term *cand_term(const struct im_signer *s,
-						  uint64_t c)
-{
-	return &s->base[c >> 32];
-}
-
-static int bytes_cmp(const struct im_lex_term *a, const struct im_lex_term *b)
+static int cand_cmp(const struct cand *a, const struct cand *b)
 {
 	int c = memcmp(a->str, b->str, a->len < b->len ? a->len : b->len);
 	if (c)
@@ -247,18 +263,18 @@ static int bytes_cmp(const struct im_lex_term *a, const struct im_lex_term *b)
 
 static int qb_cmp(const void *pa, const void *pb, void *arg)
 {
-	const struct im_signer *s = arg;
-	uint32_t a = *(const uint32_t *)pa, b = *(const uint32_t *)pb;
-	return bytes_cmp(cand_term(s, s->qc[a]), cand_term(s, s->qc[b]));
+	const struct cand *qc = arg;
+	return cand_cmp(&qc[*(const uint32_t *)pa], &qc[*(const uint32_t *)pb]);
 }
 
+/* Q in byte order, once per document and only if some coordinate needs it. */
 static void sort_qb(struct im_signer *s)
 {
 	if (s->qb_sorted)
 		return;
 	for (size_t i = 0; i < s->nqc; i++)
 		s->qb[i] = (uint32_t)i;
-	qsort_r(s->qb, s->nqc, sizeof(*s->qb), qb_cmp, s);
+	qsort_r(s->qb, s->nqc, sizeof(*s->qb), qb_cmp, s->qc);
 	s->qb_sorted = 1;
 }
 
@@ -270,53 +286,82 @@ static int cand_reserve(struct im_signer *s, size_t n)
 	size_t cap = s->ccap ? s->ccap : 256;
 	while (cap < n)
 		cap *= 2;
-	uint64_t *pc = realloc(s->pc, cap * sizeof(*pc));
-	if (pc)
-		s->pc = pc;
-	uint64_t *qc = realloc(s->qc, cap * sizeof(*qc));
-	if (qc)
-		s->qc = qc;
-	uint64_t *tmp = realloc(s->tmp, cap * sizeof(*tmp));
-	if (tmp)
-		s->tmp = tmp;
-	uint32_t *qb = realloc(s->qb, cap * sizeof(*qb));
-	if (qb)
-		s->qb = qb;
-	/* sel is not reallocated: its old marks are worthless anyway. */
-	uint32_t *sel = calloc(cap, sizeof(*sel));
-	if (sel) {
-		free(s->sel);
-		s->sel = sel;
-	}
-	if (!pc || !qc || !tmp || !qb || !sel)
+	/* Old contents are dead between documents: free, then allocate. */
+	free(s->raw);
+	free(s->pc);
+	free(s->qc);
+	free(s->pk);
+	free(s->qk);
+	free(s->tmp);
+	free(s->qb);
+	free(s->sel);
+	s->raw = malloc(cap * sizeof(*s->raw));
+	s->pc = malloc(cap * sizeof(*s->pc));
+	s->qc = malloc(cap * sizeof(*s->qc));
+	s->pk = malloc(cap * sizeof(*s->pk));
+	s->qk = malloc(cap * sizeof(*s->qk));
+	s->tmp = malloc(cap * sizeof(*s->tmp));
+	s->qb = malloc(cap * sizeof(*s->qb));
+	s->sel = calloc(cap, sizeof(*s->sel));
+	if (!s->raw || !s->pc || !s->qc || !s->pk || !s->qk || !s->tmp ||
+	    !s->qb || !s->sel) {
+		s->ccap = 0;
 		return -ENOMEM;
+	}
 	s->ccap = cap;
 	return 0;
 }
 
-/* Look every term of @p u up and keep the candidates, sorted. */
+/*
+ * Look every term of @p u up and keep the candidates: P (in L) sorted by term
+ * number, which is byte order, and Q (in B) sorted by term number, which is
+ * rank order. Count |L_k ∩ U| for every k on the way.
+ */
 static int collect(struct im_signer *s, const struct im_terms *u)
 {
+	size_t nraw = 0, npk = 0, nqk = 0, bytes = 1;
+	size_t nprimary = im_lexicon_primary_size(s->lex);
+
 	s->npc = s->nqc = 0;
 	s->qb_sorted = 0;
 	s->have_last = 0;
+	memset(s->pcount, 0, sizeof(s->pcount));
 	if (cand_reserve(s, u->n) < 0)
 		return -ENOMEM;
 
 	for (size_t i = 0; i < u->n; i++) {
+		/* Lookups are independent: let the next slots load meanwhile. */
+		if (i + PREFETCH < u->n)
+			im_lexicon_prefetch(s->lex, u->v[i + PREFETCH].hash);
 		const struct im_term *ut = &u->v[i];
-		const struct im_lex_term *t = im_lexicon_find(
-			s->lex, im_terms_str(u, i), ut->len, ut->hash);
-		if (!t)
+		const char *str;
+		long ix = im_lexicon_lookup(s->lex, im_terms_str(u, i), ut->len,
+					    ut->hash, &str);
+		if (ix < 0)
 			continue;
-		uint64_t c = (uint64_t)(t - s->base) << 32 | member_mask(s, t);
-		if (t->kind == IM_LEX_PRIMARY)
-			s->pc[s->npc++] = c;
+		int primary = (size_t)ix < nprimary;
+		uint32_t mask = member_mask(s, str, ut->len,
+					    primary ? s->pcount : NULL);
+		s->raw[nraw] = (struct cand){ str, ut->len, mask };
+		uint64_t key = (uint64_t)ix << 32 | nraw;
+		nraw++;
+		bytes += ut->len + 1;
+		if (primary)
+			s->pk[npk++] = key;
 		else
-			s->qc[s->nqc++] = c;
+			s->qk[nqk++] = key;
 	}
-	sort_by_number(s->pc, s->tmp, s->npc);
-	sort_by_number(s->qc, s->tmp, s->nqc);
+	sort_by_number(s->pk, s->tmp, npk);
+	sort_by_number(s->qk, s->tmp, nqk);
+	for (size_t i = 0; i < npk; i++)
+		s->pc[i] = s->raw[(uint32_t)s->pk[i]];
+	for (size_t i = 0; i < nqk; i++)
+		s->qc[i] = s->raw[(uint32_t)s->qk[i]];
+	s->npc = npk;
+	s->nqc = nqk;
+	/* One buffer holds any S of this document. */
+	if (grow((void **)&s->hb, &s->hbcap, bytes + IM_LEX_STR_PAD, 1) < 0)
+		return -ENOMEM;
 	s->last_n = u->n;
 	s->have_last = 1;
 	return 0;
@@ -348,32 +393,37 @@ struct coord {
 	uint32_t stamp; /* marks the terms of Q that joined S */
 };
 
-/* Decide S for coordinate @p k: count P, mark the terms taken from Q. */
-static void coord_select(struct im_signer *s, unsigned k, struct coord *c)
+/* Decide S for coordinate @p k: mark the best-ranked terms taken from Q. */
+static void coord_select(struct im_signer *s, unsigned k, size_t need,
+			 struct coord *c)
 {
 	uint32_t bit = UINT32_C(1) << k;
-	size_t need = ratio_need(s->last_n, s->p.min_ratio);
 
-	c->primary = c->secondary = 0;
-	for (size_t i = 0; i < s->npc; i++)
-		c->primary += (s->pc[i] & bit) != 0;
+	c->primary = s->pcount[k];
+	c->secondary = 0;
+	c->stamp = 0;
+	if (c->primary >= need || !s->nqc)
+		return;
 	c->stamp = ++s->stamp;
 	if (c->stamp == 0) { /* wrapped: forget every old mark */
-		if (s->sel)
-			memset(s->sel, 0, s->ccap * sizeof(*s->sel));
+		memset(s->sel, 0, s->ccap * sizeof(*s->sel));
 		c->stamp = s->stamp = 1;
 	}
 	for (size_t i = 0; i < s->nqc && c->primary + c->secondary < need;
 	     i++) {
-		if (s->qc[i] & bit) {
+		if (s->qc[i].mask & bit) {
 			s->sel[i] = c->stamp;
 			c->secondary++;
 		}
 	}
 }
 
-/* Visit S of coordinate k in byte order. */
-typedef int (*visit_fn)(void *arg, const struct im_lex_term *t);
+/*
+ * Visit S of coordinate k in byte order: P filtered by bit k, merged with the
+ * marked terms of Q. The hashing loop below is the same merge, unrolled for
+ * speed; this one serves explain.
+ */
+typedef int (*visit_fn)(void *arg, const struct cand *t);
 
 static int coord_walk(struct im_signer *s, unsigned k, const struct coord *c,
 		      visit_fn fn, void *arg)
@@ -382,25 +432,20 @@ static int coord_walk(struct im_signer *s, unsigned k, const struct coord *c,
 	size_t i = 0, j = 0;
 	int r;
 
-	if (!c->secondary) {
-		for (; i < s->npc; i++)
-			if ((s->pc[i] & bit) && (r = fn(arg, cand_term(s, s->pc[i]))))
-				return r;
-		return 0;
-	}
-	sort_qb(s);
+	if (c->secondary)
+		sort_qb(s);
 	for (;;) {
-		while (i < s->npc && !(s->pc[i] & bit))
+		while (i < s->npc && !(s->pc[i].mask & bit))
 			i++;
-		while (j < s->nqc && s->sel[s->qb[j]] != c->stamp)
+		while (c->secondary && j < s->nqc &&
+		       s->sel[s->qb[j]] != c->stamp)
 			j++;
-		const struct im_lex_term *a =
-			i < s->npc ? cand_term(s, s->pc[i]) : NULL;
-		const struct im_lex_term *b =
-			j < s->nqc ? cand_term(s, s->qc[s->qb[j]]) : NULL;
+		const struct cand *a = i < s->npc ? &s->pc[i] : NULL;
+		const struct cand *b =
+			c->secondary && j < s->nqc ? &s->qc[s->qb[j]] : NULL;
 		if (!a && !b)
 			return 0;
-		if (a && (!b || bytes_cmp(a, b) < 0)) {
+		if (a && (!b || cand_cmp(a, b) < 0)) {
 			i++;
 		} else {
 			a = b;
@@ -411,38 +456,61 @@ static int coord_walk(struct im_signer *s, unsigned k, const struct coord *c,
 	}
 }
 
-struct hashbuf {
-	struct im_signer *s;
-	size_t len;
-};
-
-static int put_term(void *arg, const struct im_lex_term *t)
+/*
+ * Append a term and its NUL separator (the lexicon's strings end in NUL) if
+ * @p in, without a branch for the common case: a short term is copied with
+ * one fixed-size copy (lexicon.h guarantees the bytes are readable, and hb has
+ * IM_LEX_STR_PAD bytes of slack), and only counted when it is in S.
+ */
+static inline size_t put(unsigned char *hb, size_t len, const struct cand *t,
+			 uint32_t in)
 {
-	struct hashbuf *h = arg;
-	struct im_signer *s = h->s;
-	if (grow((void **)&s->hb, &s->hbcap, h->len + t->len + 1, 1) < 0)
-		return -ENOMEM;
-	/* The lexicon's strings end in NUL: copy it as the separator. */
-	memcpy(s->hb + h->len, t->str, t->len + 1);
-	h->len += t->len + 1;
-	return 0;
+	if (t->len < IM_LEX_STR_PAD) {
+		memcpy(hb + len, t->str, IM_LEX_STR_PAD);
+		return len + in * (t->len + 1);
+	}
+	if (in)
+		memcpy(hb + len, t->str, t->len + 1);
+	return len + in * (t->len + 1);
 }
 
 static int coord_hash(struct im_signer *s, unsigned k, const struct coord *c,
 		      struct im_sig *sig)
 {
-	struct hashbuf h = { s, 1 };
+	uint32_t bit = UINT32_C(1) << k;
+	unsigned char *hb = s->hb;
 	unsigned int mdlen = 0;
-	int r;
+	size_t len = 1;
 
-	if (grow((void **)&s->hb, &s->hbcap, 1, 1) < 0)
-		return -ENOMEM;
-	s->hb[0] = (unsigned char)k;
-	r = coord_walk(s, k, c, put_term, &h);
-	if (r < 0)
-		return r;
+	hb[0] = (unsigned char)k;
+	if (!c->secondary) {
+		for (size_t i = 0; i < s->npc; i++)
+			len = put(hb, len, &s->pc[i], (s->pc[i].mask >> k) & 1);
+	} else {
+		size_t i = 0, j = 0;
+		sort_qb(s);
+		for (;;) {
+			while (i < s->npc && !(s->pc[i].mask & bit))
+				i++;
+			while (j < s->nqc && s->sel[s->qb[j]] != c->stamp)
+				j++;
+			if (j == s->nqc) {
+				for (; i < s->npc; i++)
+					len = put(hb, len, &s->pc[i],
+						  (s->pc[i].mask >> k) & 1);
+				break;
+			}
+			const struct cand *b = &s->qc[s->qb[j]];
+			if (i < s->npc && cand_cmp(&s->pc[i], b) < 0) {
+				len = put(hb, len, &s->pc[i++], 1);
+			} else {
+				len = put(hb, len, b, 1);
+				j++;
+			}
+		}
+	}
 	if (!EVP_DigestInit_ex(s->ctx, s->md, NULL) ||
-	    !EVP_DigestUpdate(s->ctx, s->hb, h.len) ||
+	    !EVP_DigestUpdate(s->ctx, hb, len) ||
 	    !EVP_DigestFinal_ex(s->ctx, sig->b, &mdlen) || mdlen != IM_SIG_LEN)
 		return -ENOMEM; /* OpenSSL fails on allocation only */
 	return 0;
@@ -467,11 +535,12 @@ int im_signer_sign_terms(struct im_signer *s, const struct im_terms *u,
 	if (r < 0)
 		return r;
 
+	size_t need = ratio_need(n, s->p.min_ratio);
 	for (unsigned k = 0; k < ncoords; k++) {
 		struct coord c;
 		const char *why = NULL;
 
-		coord_select(s, k, &c);
+		coord_select(s, k, need, &c);
 		size_t size = c.primary + c.secondary;
 		if (n == 0 || n < s->p.min_unique)
 			why = "fewer than min_unique unique terms";
@@ -658,26 +727,30 @@ out:
 /* ---- Explaining ------------------------------------------------------------ */
 
 struct foreach_arg {
+	const struct im_lexicon *lex;
 	im_sig_term_fn fn;
 	void *arg;
 	unsigned k;
 };
 
-static int foreach_visit(void *arg, const struct im_lex_term *t)
+static int foreach_visit(void *arg, const struct cand *c)
 {
 	struct foreach_arg *a = arg;
+	/* Explain is not a hot path: find the lexicon's entry again. */
+	const struct im_lex_term *t = im_lexicon_find(
+		a->lex, c->str, c->len, XXH3_64bits(c->str, c->len));
 	return a->fn(a->arg, a->k, t);
 }
 
 int im_signer_foreach_term(struct im_signer *s, unsigned k, im_sig_term_fn fn,
 			   void *arg)
 {
-	struct foreach_arg a = { fn, arg, k };
+	struct foreach_arg a = { s->lex, fn, arg, k };
 	struct coord c;
 
 	if (k > s->p.k || !s->have_last)
 		return -EINVAL;
-	coord_select(s, k, &c);
+	coord_select(s, k, ratio_need(s->last_n, s->p.min_ratio), &c);
 	return coord_walk(s, k, &c, foreach_visit, &a);
 }
 

@@ -421,8 +421,8 @@ static const unsigned char *scan_blocks(struct scan *sc, const unsigned char *c,
 }
 #endif
 
-int im_words_add(const char *s, size_t len, const struct im_params *p,
-		 struct im_terms *out)
+static int words_add(const char *s, size_t len, const struct im_params *p,
+		     struct im_terms *out, bool fast)
 {
 	const unsigned char *c = (const unsigned char *)s;
 	const unsigned char *end = c + len;
@@ -437,7 +437,10 @@ int im_words_add(const char *s, size_t len, const struct im_params *p,
 	sc.out = out;
 
 #ifdef __SSE2__
-	c = scan_blocks(&sc, c, end, &ret);
+	if (fast)
+		c = scan_blocks(&sc, c, end, &ret);
+#else
+	(void)fast;
 #endif
 	while (c < end && !ret) {
 		while (byte_class[*c] == C_SEP)
@@ -447,6 +450,18 @@ int im_words_add(const char *s, size_t len, const struct im_params *p,
 	}
 out:
 	return ret;
+}
+
+int im_words_add(const char *s, size_t len, const struct im_params *p,
+		 struct im_terms *out)
+{
+	return words_add(s, len, p, out, true);
+}
+
+int im_words_add_scalar(const char *s, size_t len, const struct im_params *p,
+			struct im_terms *out)
+{
+	return words_add(s, len, p, out, false);
 }
 
 /* ---- Kinds --------------------------------------------------------------- */

@@ -57,6 +57,10 @@ extern const uint16_t im_cp1252_high[32];
 int im_words_add(const char *s, size_t len, const struct im_params *p,
 		 struct im_terms *out);
 
+/** The same without the SIMD fast path, for tests to compare against. */
+int im_words_add_scalar(const char *s, size_t len, const struct im_params *p,
+			struct im_terms *out);
+
 /**
  * Decode one UTF-8 sequence at @p s (strict: no overlongs, surrogates or
  * values past U+10FFFF). @return its length (1-4) with *cp set, or 0 if the

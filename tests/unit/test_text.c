@@ -372,6 +372,94 @@ START_TEST(test_text_fast_and_slow_paths_agree)
 }
 END_TEST
 
+/* The 32-byte SIMD windows and the scalar scanner give the same terms, in
+ * the same order, on random mixes of ASCII, UTF-8 and invalid bytes. */
+START_TEST(test_text_simd_matches_scalar)
+{
+	static const char *const pieces[] = {
+		"a",
+		"B",
+		"z",
+		"Q",
+		"0",
+		"7",
+		" ",
+		" ",
+		" ",
+		"\n",
+		".",
+		"-",
+		"é",
+		"ß",
+		"Σ",
+		"ж",
+		"\xe2\x80\x94",
+		"\xc2\xad",
+		"\xcc\x81",
+		"\xff",
+		"\x80",
+		"\xc3",
+		"\xf0\x9f\x98\x80",
+		"word ",
+		"Test ",
+		"abcdefghijklmnopqrstu",
+		"1234",
+		"<",
+		"&",
+	};
+	const size_t npieces = sizeof(pieces) / sizeof(pieces[0]);
+	unsigned long long x = 0x2545f4914f6cdd1dull; /* fixed seed */
+	struct im_terms ref;
+	char buf[1200];
+
+	im_terms_init(&ref);
+	for (int iter = 0; iter < 2000; iter++) {
+		size_t n = 0, target;
+
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		target = x % 1000;
+		while (n < target) {
+			const char *pc;
+
+			x ^= x << 13;
+			x ^= x >> 7;
+			x ^= x << 17;
+			pc = pieces[x % npieces];
+			memcpy(buf + n, pc, strlen(pc));
+			n += strlen(pc);
+		}
+		params.min_word_len = 1 + (unsigned)(x >> 40) % 5;
+		params.max_digits = (unsigned)(x >> 50) % 3;
+		{
+			char *copy = malloc(n ? n : 1);
+
+			memcpy(copy, buf, n);
+			im_terms_clear(&terms);
+			im_terms_clear(&ref);
+			ck_assert_int_eq(im_words_add(copy, n, &params, &terms),
+					 0);
+			ck_assert_int_eq(
+				im_words_add_scalar(copy, n, &params, &ref), 0);
+			free(copy);
+		}
+		ck_assert_msg(terms.n == ref.n,
+			      "iteration %d: %zu terms with SIMD, %zu without",
+			      iter, terms.n, ref.n);
+		for (size_t i = 0; i < ref.n; i++)
+			ck_assert_msg(terms.v[i].len == ref.v[i].len &&
+					      !memcmp(im_terms_str(&terms, i),
+						      im_terms_str(&ref, i),
+						      ref.v[i].len),
+				      "iteration %d, term %zu: %s vs %s", iter,
+				      i, im_terms_str(&terms, i),
+				      im_terms_str(&ref, i));
+	}
+	im_terms_release(&ref);
+}
+END_TEST
+
 /* ---- HTML ---------------------------------------------------------------- */
 
 START_TEST(test_text_html_entities)
@@ -777,6 +865,7 @@ int main(void)
 	tcase_add_test(tc, test_text_empty_input);
 	tcase_add_test(tc, test_text_marks_and_format_characters);
 	tcase_add_test(tc, test_text_fast_and_slow_paths_agree);
+	tcase_add_test(tc, test_text_simd_matches_scalar);
 	tcase_add_test(tc, test_text_html_entities);
 	tcase_add_test(tc, test_text_html_entity_table);
 	tcase_add_test(tc, test_text_html_markup_removed);

@@ -773,6 +773,30 @@ def test_mount_over_source(w):
 
 
 @test
+def test_mountpoint_inside_source(w):
+    """`imatchfs ~ ~/dupes`: a mountpoint inside SOURCE is left out of the
+    walk (the daemon must never read its own view), the view equals the
+    scan of the tree made before mounting, and it unmounts cleanly."""
+    want, docs, _ = standard(w)
+    inner = os.path.join(w.src, 'dupes')
+    os.mkdir(inner)
+    sc = scan(w.imatch, w.src)
+    d = w.daemon(mnt=inner)
+    st = settled(w, d, len(docs))
+    check(status_int(st, 'directories') in (None, 5, 6),
+          'directories: %s; the walk went into its own mount?' % st.get('directories'))
+    wait_clusters(inner, sc, 'the clusters with the mountpoint inside SOURCE')
+    docs_seen = by_doc_documents(inner)
+    check(docs_seen == set(docs), 'by-doc with the mountpoint inside SOURCE: extra %s'
+          % sorted(docs_seen - set(docs))[:5])
+    # Live changes still work, and do not wake the walk into the mount.
+    write(os.path.join(w.src, 'late.txt'), w.corpus.document())
+    poll(lambda: os.path.isdir(by_doc_path(inner, 'late.txt')), 'by-doc/late.txt')
+    d.umount()
+    d.check_log()
+
+
+@test
 def test_signals_unmount(w):
     """SIGTERM and SIGINT unmount and exit cleanly."""
     _, docs, _ = standard(w)

@@ -179,6 +179,22 @@ class Daemon:
             if time.monotonic() > end:
                 raise Fail('not mounted after %ds; log:\n%s' % (DEADLINE, self.log_text()))
             time.sleep(0.02)
+        self.conn = os.minor(os.stat(self.mnt).st_dev)
+
+    def abort_connection(self):
+        """Abort our FUSE connection (fusectl), for a daemon stuck in a
+        request to its own mount that no thread will answer."""
+        ctl = '/sys/fs/fuse/connections'
+        if getattr(self, 'conn', None) is None:
+            return
+        if not os.path.isdir(os.path.join(ctl, str(self.conn))):
+            subprocess.run(['mount', '-t', 'fusectl', 'none', ctl], capture_output=True)
+        try:
+            with open(os.path.join(ctl, str(self.conn), 'abort'), 'w') as f:
+                f.write('1')
+            print('warning: aborted FUSE connection %d of %s' % (self.conn, self.mnt))
+        except OSError:
+            pass
 
     def umount(self):
         """Unmount with fusermount3 -u and require a clean exit of both."""
@@ -216,7 +232,11 @@ class Daemon:
                 self.proc.wait(timeout=5 * SLOW)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
-                self.proc.wait()
+                try:
+                    self.proc.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    self.abort_connection()
+                    self.proc.wait()
         if getattr(self, 'logf', None):
             self.logf.close()
             self.logf = None

@@ -175,11 +175,6 @@ static bool has_prefix(const char *s, size_t n, const char *prefix)
 	return n >= pl && !memcmp(s, prefix, pl);
 }
 
-static bool name_is(const char *s, size_t n, const char *name)
-{
-	return strlen(name) == n && !strncasecmp(s, name, n);
-}
-
 /* @return the index of @needle in s[from, len), or len. */
 static size_t find(const char *s, size_t len, size_t from, const char *needle)
 {
@@ -209,12 +204,26 @@ static const char *const inline_tags[] = {
 };
 /* clang-format on */
 
-static bool is_inline(const char *name, size_t n)
+enum tag_kind { TAG_OTHER, TAG_INLINE, TAG_SCRIPT, TAG_STYLE };
+
+/* What the tag named s[0, n) does to the text. */
+static enum tag_kind tag_kind(const char *s, size_t n)
 {
+	char name[12];
+
+	if (n >= sizeof(name))
+		return TAG_OTHER;
+	for (size_t i = 0; i < n; i++)
+		name[i] = (char)(s[i] | (is_alpha(s[i]) ? 0x20 : 0));
+	name[n] = '\0';
+	if (!strcmp(name, "script"))
+		return TAG_SCRIPT;
+	if (!strcmp(name, "style"))
+		return TAG_STYLE;
 	for (const char *const *t = inline_tags; *t; t++)
-		if (name_is(name, n, *t))
-			return true;
-	return false;
+		if ((*t)[0] == name[0] && !strcmp(*t, name))
+			return TAG_INLINE;
+	return TAG_OTHER;
 }
 
 struct html {
@@ -254,6 +263,7 @@ static size_t markup(struct html *h, size_t i, int *ret)
 	size_t len = h->len, r = len - i, n0, n1, k;
 	const char *p;
 	bool closing, self_closing;
+	enum tag_kind kind;
 	char prev = 0;
 
 	if (has_prefix(s + i, r, "<!--")) {
@@ -305,13 +315,12 @@ static size_t markup(struct html *h, size_t i, int *ret)
 	self_closing = s[k - 1] == '/';
 	k++;
 
-	if (!closing && !self_closing &&
-	    (name_is(s + n0, n1 - n0, "script") ||
-	     name_is(s + n0, n1 - n0, "style")))
-		k = skip_raw_text(h, k,
-				  name_is(s + n0, n1 - n0, "script") ? "script"
-								     : "style");
-	if (!is_inline(s + n0, n1 - n0))
+	kind = tag_kind(s + n0, n1 - n0);
+	if (!closing && !self_closing && kind == TAG_SCRIPT)
+		k = skip_raw_text(h, k, "script");
+	else if (!closing && !self_closing && kind == TAG_STYLE)
+		k = skip_raw_text(h, k, "style");
+	if (kind != TAG_INLINE)
 		*ret = im_buf_putc(h->out, ' ');
 	return k;
 }

@@ -533,7 +533,7 @@ def test_sigkill_state_loads(w):
     d = w.daemon()
     d.kill(signal.SIGKILL)
     d.wait_exit(None)
-    poll(lambda: not is_mounted(w.mnt), 'auto_unmount after SIGKILL')
+    poll(lambda: not in_proc_mounts(w.mnt), 'auto_unmount after SIGKILL')
     d2 = w.daemon()
     settled(w, d2, len(docs))
     wait_clusters(w.mnt, want, 'the view after a SIGKILL mid-scan')
@@ -541,7 +541,7 @@ def test_sigkill_state_loads(w):
     time.sleep(2)
     d2.kill(signal.SIGKILL)
     d2.wait_exit(None)
-    poll(lambda: not is_mounted(w.mnt), 'auto_unmount after SIGKILL')
+    poll(lambda: not in_proc_mounts(w.mnt), 'auto_unmount after SIGKILL')
     d3 = w.daemon()
     st = settled(w, d3, len(docs))
     wait_clusters(w.mnt, want, 'the view after a SIGKILL of a settled daemon')
@@ -805,7 +805,7 @@ def test_signals_unmount(w):
         settled(w, d, len(docs))
         d.kill(sig)
         d.wait_exit(0, 'after %s' % signal.Signals(sig).name)
-        poll(lambda: not is_mounted(w.mnt), 'the mount to go away after %s'
+        poll(lambda: not in_proc_mounts(w.mnt), 'the mount to go away after %s'
              % signal.Signals(sig).name)
         d.check_log()
 
@@ -828,7 +828,7 @@ def test_daemonizes(w):
     finally:
         r = subprocess.run(['fusermount3', '-u', w.mnt], capture_output=True)
     check(r.returncode == 0, 'fusermount3 -u failed: %s' % r.stderr.decode())
-    poll(lambda: not is_mounted(w.mnt), 'the mount to go away')
+    poll(lambda: not in_proc_mounts(w.mnt), 'the mount to go away')
 
 
 # ---- Bad arguments ----------------------------------------------------------------------------

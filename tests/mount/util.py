@@ -205,7 +205,7 @@ class Daemon:
 
     def wait_exit(self, want=0, when=''):
         if self.proc is None or not self.foreground:
-            poll(lambda: not is_mounted(self.mnt), 'the mount to go away ' + when)
+            poll(lambda: not in_proc_mounts(self.mnt), 'the mount to go away ' + when)
             return None
         try:
             rc = self.proc.wait(timeout=DEADLINE)
@@ -552,7 +552,7 @@ class World:
     def close(self, ok):
         for d in self.daemons:
             d.cleanup()
-        still = [d.mnt for d in self.daemons if is_mounted(d.mnt)]
+        still = [d.mnt for d in self.daemons if in_proc_mounts(d.mnt)]
         if still:
             print('warning: still mounted, leaving %s in place: %s' % (self.top, still))
         elif ok and not os.environ.get('KEEP_TMP'):

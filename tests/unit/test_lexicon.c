@@ -334,6 +334,35 @@ START_TEST(test_lexicon_secondary_order_and_cap)
 }
 END_TEST
 
+START_TEST(test_lexicon_lookup)
+{
+	struct im_lexicon *lex = std_lexicon(100);
+	size_t n = im_lexicon_primary_size(lex) + im_lexicon_secondary_size(lex);
+
+	for (size_t i = 0; i < n; i++) {
+		const struct im_lex_term *t = im_lexicon_term(lex, i);
+		const char *str = NULL;
+		long ix = im_lexicon_lookup(lex, t->str, t->len,
+					    XXH3_64bits(t->str, t->len), &str);
+		ck_assert_msg(ix == (long)i, "%s: number %ld, want %zu", t->str,
+			      ix, i);
+		ck_assert_msg(str == t->str, "the same bytes are handed out");
+		ck_assert_msg(str[t->len] == '\0', "NUL-terminated");
+		ck_assert_ptr_eq(find(lex, t->str), t);
+	}
+	const char *str = NULL;
+	ck_assert_int_eq(im_lexicon_lookup(lex, "banks", 5,
+					   XXH3_64bits("banks", 5), &str),
+			 -1);
+	ck_assert_int_eq(im_lexicon_lookup(lex, "ban", 3,
+					   XXH3_64bits("ban", 3), &str),
+			 -1);
+	ck_assert_ptr_null(str);
+	im_lexicon_prefetch(lex, 12345);
+	im_lexicon_free(lex);
+}
+END_TEST
+
 START_TEST(test_lexicon_build_refuses)
 {
 	struct im_df *df;
@@ -654,6 +683,7 @@ static Suite *lexicon_suite(void)
 	tcase_add_test(tc, test_lexicon_window);
 	tcase_add_test(tc, test_lexicon_window_exact_boundaries);
 	tcase_add_test(tc, test_lexicon_secondary_order_and_cap);
+	tcase_add_test(tc, test_lexicon_lookup);
 	tcase_add_test(tc, test_lexicon_build_refuses);
 	suite_add_tcase(s, tc);
 

@@ -98,15 +98,27 @@ int im_signer_sign_buf(struct im_signer *s, const char *name, const char *buf,
 		       size_t len, struct im_doc_sigs *out);
 
 /**
- * Read the regular file @p name relative to @p dirfd (openat; O_NOFOLLOW so
- * a symlink is not followed) and sign it. A file that vanishes or cannot be
- * read gives status IM_DOC_ERROR, not a failure; a file over max_size gives
- * IM_DOC_TOO_BIG without reading it. Files are mapped or read whole; a file
- * that shrinks while being read is signed as read.
+ * Read the regular file @p name relative to @p dirfd and sign it. It is
+ * opened with openat(O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY |
+ * O_NONBLOCK), so a symlink is not followed and a fifo never blocks, and read
+ * whole into a buffer the signer keeps (one over 16 MiB is released after).
+ * @p name may hold '/'; its last component helps kind detection.
  *
- * @param st  if not NULL, receives the fstat() of the opened file (st_size 0
- *            and st_ino 0 when the open failed).
- * @return 0 (see out->status), or -ENOMEM.
+ * Outcomes, all with return value 0:
+ *   - IM_DOC_SIGNED / IM_DOC_REJECTED: exact[] holds the bytes' hash.
+ *   - IM_DOC_BINARY: a NUL byte in the first IM_TEXT_SNIFF bytes.
+ *   - IM_DOC_TOO_BIG: st_size > max_size (max_size 0 = no limit); not read.
+ *   - IM_DOC_ERROR with err: the open's or read's errno (ENOENT when the file
+ *     vanished, EACCES, ELOOP for a symlink), EISDIR for a directory, EINVAL
+ *     for a device, fifo or socket, ENOMEM when no buffer could hold this
+ *     one file.
+ * The document is what the file held when it was opened: bytes appended
+ * after the fstat() are not read, and a file that shrinks is signed as read.
+ *
+ * @param st  if not NULL, receives the fstat() of the opened file (all zero,
+ *            so st_ino 0, when the open failed).
+ * @return 0 (see out->status), or -ENOMEM when signing itself ran out of
+ *         memory, or -EINVAL for a signer made without a lexicon.
  */
 struct stat;
 int im_signer_sign_at(struct im_signer *s, int dirfd, const char *name,
@@ -126,9 +138,10 @@ int im_signer_terms_at(struct im_signer *s, int dirfd, const char *name,
 
 /**
  * Compute the signatures of a term set (no exact hash; status is SIGNED or
- * REJECTED). @p info, if not NULL, receives K+1 entries.
+ * REJECTED). @p info, if not NULL, receives K+1 entries. @p u is only read
+ * during the call (the signer keeps no pointer into it).
  *
- * @return 0 or -ENOMEM.
+ * @return 0, -ENOMEM, or -EINVAL for a signer made without a lexicon.
  */
 int im_signer_sign_terms(struct im_signer *s, const struct im_terms *u,
 			 struct im_doc_sigs *out, struct im_coord_info *info);

@@ -1,1 +1,1277 @@
-/* placeholder: being written */
+/**
+ * @file index.c
+ * The cluster index (contract in index.h).
+ *
+ * Layout, chosen for memory (the daemon holds 100k+ documents):
+ *
+ * - docs[]: one malloc'd record per document holding its fixed fields, only
+ *   its valid signatures (packed in coordinate order) and its path. A
+ *   document's id is its slot in docs[]; free slots are odd values that chain
+ *   the free list, so ids are reused and never need a second array.
+ * - Four open-addressing tables of 8-byte slots (32-bit hash tag, 32-bit
+ *   value), linear probing, backward-shift deletion (no tombstones). Keys are
+ *   never copied into a table: a slot's value leads to a document that holds
+ *   the key, and the tag avoids most visits to it.
+ *     paths:  path -> document id
+ *     sigs:   (coordinate k, signature) -> posting
+ *     exacts: exact hash -> posting (a key space of its own)
+ *     names:  cluster name -> root document id
+ * - A posting is one document (REF(id, k)) or, when two or more documents
+ *   share the key, an index into plists[] with PL_BIT set. Most keys are
+ *   held by one document, so most postings cost one table slot only.
+ * - A cluster (component of two or more) is a circular doubly-linked list of
+ *   its members threaded through the records; every member points at the
+ *   root, and the root holds the size and a reference to the signature that
+ *   names the cluster. Since this lives in the records, removal and splits
+ *   never allocate: im_index_remove() cannot fail, and a put that fails has
+ *   changed nothing because everything it needs is reserved first.
+ *
+ * Put merges the components its keys reach into the largest one (relabelling
+ * the others). Remove recomputes the former component by a walk over its own
+ * postings: members are marked PENDING, then each walk from an unreached
+ * member collects one new component. Every shared posting list is walked once
+ * per recomputation (plist.epoch), so the cost is that of the component.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "index.h"
+
+#define NONE UINT32_MAX
+#define PENDING (UINT32_MAX - 1)
+/* Ids are shifted left by 5 in references, below PL_BIT / EXACT_NAME. */
+#define MAX_DOCS (1u << 26)
+#define PL_BIT 0x80000000u
+#define REF(id, k) ((uint32_t)(id) << 5 | (uint32_t)(k))
+#define REF_DOC(r) (((r) & ~PL_BIT) >> 5)
+#define REF_K(r) ((r) & 31u)
+/* In a name reference: the document's exact hash names the cluster. */
+#define EXACT_NAME 0x80000000u
+#define NKEYS (IM_MAX_COORDS + 1)
+
+struct doc {
+	uint32_t comp;       /* root id, NONE when in no cluster, PENDING in a split */
+	uint32_t prev, next; /* the cluster's members, circular */
+	uint32_t size;       /* root only: members */
+	uint32_t name;       /* root only: name reference */
+	uint32_t valid;      /* masked to ncoords */
+	uint32_t unique_terms;
+	int32_t err;
+	uint8_t status, ncoords, exact_valid, nsig;
+	uint8_t exact[16];
+	struct im_sig sig[]; /* nsig signatures, then the path */
+};
+
+struct slot {
+	uint32_t tag, val; /* val NONE: empty */
+};
+
+struct table {
+	struct slot *s;
+	uint32_t cap, n;
+};
+
+/* The documents sharing one key; ids[0] stands for the key. */
+struct plist {
+	uint32_t *ids; /* NULL: free slot, n is then the next free one */
+	uint32_t n, cap;
+	uint32_t epoch; /* last recomputation that walked this list */
+	uint8_t k;
+};
+
+struct im_index {
+	/* const queries take it too: see rdlock() */
+	pthread_rwlock_t lock;
+
+	/* everything below is protected by lock */
+	uintptr_t *docs; /* struct doc *, or (next free id << 1 | 1) */
+	uint32_t docs_cap, docs_used, docs_free, ndocs;
+	struct table paths, sigs, exacts, names;
+	struct plist *pl;
+	uint32_t pl_cap, pl_used, pl_free, pl_nfree;
+	uint32_t epoch;
+	size_t clusters;
+	uint64_t gen;
+};
+
+/* A key of a document: the exact hash, or signature k. */
+struct key {
+	bool exact;
+	uint8_t k;
+	const uint8_t *b;
+};
+
+/* ---- Records ------------------------------------------------------------- */
+
+static inline struct doc *D(const struct im_index *idx, uint32_t id)
+{
+	return (struct doc *)idx->docs[id];
+}
+
+static inline char *doc_path(const struct doc *d)
+{
+	return (char *)(d->sig + d->nsig);
+}
+
+static inline bool relating(const struct doc *d)
+{
+	return d->status == IM_DOC_SIGNED || d->status == IM_DOC_REJECTED;
+}
+
+static inline uint32_t coord_mask(unsigned ncoords)
+{
+	return ncoords >= 32 ? UINT32_MAX : (1u << ncoords) - 1;
+}
+
+/* Signature of coordinate k, which must be valid. */
+static inline const uint8_t *doc_sig(const struct doc *d, unsigned k)
+{
+	return d->sig[__builtin_popcount(d->valid & ((1u << k) - 1))].b;
+}
+
+/* Keys in a fixed order: the exact hash first, then coordinates ascending. */
+static unsigned doc_keys(const struct doc *d, struct key *out)
+{
+	unsigned n = 0, i = 0;
+
+	if (!relating(d))
+		return 0;
+	if (d->exact_valid)
+		out[n++] = (struct key){ .exact = true, .k = 0, .b = d->exact };
+	for (unsigned k = 0; k < d->ncoords; k++)
+		if (d->valid & (1u << k))
+			out[n++] = (struct key){ .k = k, .b = d->sig[i++].b };
+	return n;
+}
+
+static bool doc_has_key(const struct doc *d, const struct key *key)
+{
+	if (!relating(d))
+		return false;
+	if (key->exact)
+		return d->exact_valid && !memcmp(d->exact, key->b, 16);
+	return (d->valid & (1u << key->k)) &&
+	       !memcmp(doc_sig(d, key->k), key->b, IM_SIG_LEN);
+}
+
+static struct doc *rec_new(const char *path, const struct im_doc_sigs *s)
+{
+	uint32_t valid = s->valid & coord_mask(s->ncoords);
+	unsigned nsig = __builtin_popcount(valid), i = 0;
+	size_t len = strlen(path);
+	struct doc *d;
+
+	d = malloc(sizeof(*d) + nsig * sizeof(struct im_sig) + len + 1);
+	if (!d)
+		return NULL;
+	d->comp = d->prev = d->next = NONE;
+	d->size = 0;
+	d->name = NONE;
+	d->valid = valid;
+	d->unique_terms = s->unique_terms;
+	d->err = s->err;
+	d->status = s->status;
+	d->ncoords = s->ncoords;
+	d->exact_valid = !!s->exact_valid;
+	d->nsig = nsig;
+	memcpy(d->exact, s->exact, sizeof(d->exact));
+	for (unsigned k = 0; k < s->ncoords; k++)
+		if (valid & (1u << k))
+			d->sig[i++] = s->sig[k];
+	memcpy(doc_path(d), path, len + 1);
+	return d;
+}
+
+static void rec_export(const struct doc *d, struct im_doc_sigs *s)
+{
+	unsigned i = 0;
+
+	memset(s, 0, sizeof(*s));
+	s->status = d->status;
+	s->ncoords = d->ncoords;
+	s->exact_valid = d->exact_valid;
+	s->err = d->err;
+	s->valid = d->valid;
+	s->unique_terms = d->unique_terms;
+	memcpy(s->exact, d->exact, sizeof(s->exact));
+	for (unsigned k = 0; k < d->ncoords; k++)
+		if (d->valid & (1u << k))
+			s->sig[k] = d->sig[i++];
+}
+
+/* Do a and b relate to other documents in exactly the same way? */
+static bool same_keys(const struct doc *a, const struct doc *b)
+{
+	if (relating(a) != relating(b))
+		return false;
+	if (!relating(a))
+		return true;
+	return a->valid == b->valid && a->exact_valid == b->exact_valid &&
+	       (!a->exact_valid || !memcmp(a->exact, b->exact, 16)) &&
+	       !memcmp(a->sig, b->sig, a->nsig * sizeof(struct im_sig));
+}
+
+static bool same_content(const struct doc *a, const struct doc *b)
+{
+	return a->status == b->status && a->ncoords == b->ncoords &&
+	       a->exact_valid == b->exact_valid && a->err == b->err &&
+	       a->valid == b->valid && a->unique_terms == b->unique_terms &&
+	       !memcmp(a->exact, b->exact, 16) &&
+	       !memcmp(a->sig, b->sig, a->nsig * sizeof(struct im_sig));
+}
+
+/* ---- Open-addressing tables ---------------------------------------------- */
+
+static inline uint32_t tab_home(const struct table *t, uint32_t tag)
+{
+	return (uint32_t)(((uint64_t)tag * t->cap) >> 32);
+}
+
+static inline uint32_t tab_next(const struct table *t, uint32_t i)
+{
+	return i + 1 == t->cap ? 0 : i + 1;
+}
+
+/* Insert without growing: the caller reserved room. */
+static void tab_insert(struct table *t, uint32_t tag, uint32_t val)
+{
+	uint32_t i = tab_home(t, tag);
+
+	while (t->s[i].val != NONE)
+		i = tab_next(t, i);
+	t->s[i].tag = tag;
+	t->s[i].val = val;
+	t->n++;
+}
+
+/* Room for @p extra more entries at load 0.8 or less. */
+static int tab_reserve(struct table *t, uint32_t extra)
+{
+	uint64_t need = (uint64_t)t->n + extra, cap = t->cap;
+	struct table nt;
+
+	if (need * 5 <= cap * 4)
+		return 0;
+	if (cap < 16)
+		cap = 16;
+	while (need * 5 > cap * 4)
+		cap += cap / 2;
+	if (cap > UINT32_MAX / 2)
+		return -ENOMEM;
+	nt.cap = (uint32_t)cap;
+	nt.n = 0;
+	nt.s = malloc(cap * sizeof(*nt.s));
+	if (!nt.s)
+		return -ENOMEM;
+	memset(nt.s, 0xff, cap * sizeof(*nt.s));
+	for (uint32_t i = 0; i < t->cap; i++)
+		if (t->s[i].val != NONE)
+			tab_insert(&nt, t->s[i].tag, t->s[i].val);
+	free(t->s);
+	*t = nt;
+	return 0;
+}
+
+static void tab_erase(struct table *t, uint32_t i)
+{
+	uint32_t j = i;
+
+	for (;;) {
+		uint32_t h;
+		bool stays;
+
+		j = tab_next(t, j);
+		if (t->s[j].val == NONE)
+			break;
+		/* s[j] may fill the hole at i unless its home lies in (i, j]. */
+		h = tab_home(t, t->s[j].tag);
+		stays = i <= j ? (h > i && h <= j) : (h > i || h <= j);
+		if (!stays) {
+			t->s[i] = t->s[j];
+			i = j;
+		}
+	}
+	t->s[i].val = NONE;
+	t->n--;
+}
+
+static uint32_t tab_find_val(const struct table *t, uint32_t tag, uint32_t val)
+{
+	for (uint32_t i = tab_home(t, tag);; i = tab_next(t, i)) {
+		if (t->s[i].val == NONE)
+			return NONE;
+		if (t->s[i].val == val)
+			return i;
+	}
+}
+
+/* ---- Paths --------------------------------------------------------------- */
+
+static uint32_t path_tag(const char *path)
+{
+	return (uint32_t)XXH3_64bits(path, strlen(path));
+}
+
+/* Slot of @p path in idx->paths, or NONE. */
+static uint32_t path_slot(const struct im_index *idx, const char *path)
+{
+	const struct table *t = &idx->paths;
+	uint32_t tag;
+
+	if (!t->n)
+		return NONE;
+	tag = path_tag(path);
+	for (uint32_t i = tab_home(t, tag);; i = tab_next(t, i)) {
+		const struct slot *s = &t->s[i];
+
+		if (s->val == NONE)
+			return NONE;
+		if (s->tag == tag && !strcmp(doc_path(D(idx, s->val)), path))
+			return i;
+	}
+}
+
+static uint32_t path_find(const struct im_index *idx, const char *path)
+{
+	uint32_t i = path_slot(idx, path);
+
+	return i == NONE ? NONE : idx->paths.s[i].val;
+}
+
+/* ---- Postings ------------------------------------------------------------ */
+
+static uint32_t key_tag(const struct key *key)
+{
+	if (key->exact)
+		return (uint32_t)XXH3_64bits(key->b, 16);
+	return (uint32_t)XXH3_64bits_withSeed(key->b, IM_SIG_LEN, key->k);
+}
+
+static inline struct table *key_table(const struct im_index *idx,
+				      const struct key *key)
+{
+	return (struct table *)(key->exact ? &idx->exacts : &idx->sigs);
+}
+
+/* First document of a posting, and the coordinate of its key. */
+static uint32_t posting_first(const struct im_index *idx, uint32_t val,
+			      unsigned *k)
+{
+	if (val & PL_BIT) {
+		const struct plist *p = &idx->pl[val & ~PL_BIT];
+
+		*k = p->k;
+		return p->ids[0];
+	}
+	*k = REF_K(val);
+	return REF_DOC(val);
+}
+
+/* Slot of @p key's posting, or NONE. */
+static uint32_t posting_slot(const struct im_index *idx, const struct key *key,
+			     uint32_t tag)
+{
+	const struct table *t = key_table(idx, key);
+
+	if (!t->n)
+		return NONE;
+	for (uint32_t i = tab_home(t, tag);; i = tab_next(t, i)) {
+		const struct slot *s = &t->s[i];
+		unsigned k;
+		uint32_t first;
+
+		if (s->val == NONE)
+			return NONE;
+		if (s->tag != tag)
+			continue;
+		first = posting_first(idx, s->val, &k);
+		if (k == key->k && doc_has_key(D(idx, first), key))
+			return i;
+	}
+}
+
+/* Plist buffers set aside before a put commits, used in key order. */
+struct spare {
+	uint32_t *buf[NKEYS];
+	unsigned n, used;
+};
+
+static uint32_t plist_take(struct im_index *idx)
+{
+	uint32_t p;
+
+	if (idx->pl_free != NONE) {
+		p = idx->pl_free;
+		idx->pl_free = idx->pl[p].n;
+		idx->pl_nfree--;
+	} else {
+		p = idx->pl_used++;
+	}
+	return p;
+}
+
+static void plist_release(struct im_index *idx, uint32_t p)
+{
+	free(idx->pl[p].ids);
+	idx->pl[p].ids = NULL;
+	idx->pl[p].n = idx->pl_free;
+	idx->pl_free = p;
+	idx->pl_nfree++;
+}
+
+static void posting_add(struct im_index *idx, const struct key *key,
+			uint32_t id, struct spare *sp)
+{
+	struct table *t = key_table(idx, key);
+	uint32_t tag = key_tag(key), i = posting_slot(idx, key, tag), val, p;
+	struct plist *pl;
+
+	if (i == NONE) {
+		tab_insert(t, tag, REF(id, key->k));
+		return;
+	}
+	val = t->s[i].val;
+	if (val & PL_BIT) {
+		pl = &idx->pl[val & ~PL_BIT];
+		pl->ids[pl->n++] = id; /* cap reserved */
+		return;
+	}
+	p = plist_take(idx);
+	pl = &idx->pl[p];
+	pl->ids = sp->buf[sp->used++];
+	pl->cap = 4;
+	pl->n = 2;
+	pl->ids[0] = REF_DOC(val);
+	pl->ids[1] = id;
+	pl->k = key->k;
+	pl->epoch = 0;
+	t->s[i].val = PL_BIT | p;
+}
+
+/* Remove @p id from the posting of @p key, which holds it. */
+static void posting_del(struct im_index *idx, const struct key *key,
+			uint32_t id)
+{
+	struct table *t = key_table(idx, key);
+	uint32_t i = posting_slot(idx, key, key_tag(key)), val, p;
+	struct plist *pl;
+
+	val = t->s[i].val;
+	if (!(val & PL_BIT)) {
+		tab_erase(t, i);
+		return;
+	}
+	p = val & ~PL_BIT;
+	pl = &idx->pl[p];
+	for (uint32_t j = 0; j < pl->n; j++) {
+		if (pl->ids[j] == id) {
+			pl->ids[j] = pl->ids[--pl->n];
+			break;
+		}
+	}
+	if (pl->n == 1) {
+		t->s[i].val = REF(pl->ids[0], pl->k);
+		plist_release(idx, p);
+	}
+}
+
+/* ---- Cluster names ------------------------------------------------------- */
+
+static void name_of_ref(const struct im_index *idx, uint32_t ref,
+			struct im_sig *out)
+{
+	const struct doc *d = D(idx, REF_DOC(ref));
+
+	if (ref & EXACT_NAME) {
+		memcpy(out->b, d->exact, 16);
+		memset(out->b + 16, 0, IM_SIG_LEN - 16);
+	} else {
+		memcpy(out->b, doc_sig(d, REF_K(ref)), IM_SIG_LEN);
+	}
+}
+
+/* The better name of two references (NONE loses): any signature beats an
+ * exact hash, then memcmp order. */
+static uint32_t name_min(const struct im_index *idx, uint32_t a, uint32_t b)
+{
+	struct im_sig na, nb;
+
+	if (a == NONE)
+		return b;
+	if (b == NONE)
+		return a;
+	if ((a & EXACT_NAME) != (b & EXACT_NAME))
+		return (a & EXACT_NAME) ? b : a;
+	name_of_ref(idx, a, &na);
+	name_of_ref(idx, b, &nb);
+	return memcmp(na.b, nb.b, IM_SIG_LEN) <= 0 ? a : b;
+}
+
+/* The name a document would give a cluster of its own, or NONE. */
+static uint32_t doc_name(const struct im_index *idx, uint32_t id)
+{
+	const struct doc *d = D(idx, id);
+	const uint8_t *best = NULL;
+	unsigned bk = 0, i = 0;
+
+	if (!relating(d))
+		return NONE;
+	for (unsigned k = 0; k < d->ncoords; k++) {
+		if (!(d->valid & (1u << k)))
+			continue;
+		if (!best || memcmp(d->sig[i].b, best, IM_SIG_LEN) < 0) {
+			best = d->sig[i].b;
+			bk = k;
+		}
+		i++;
+	}
+	if (best)
+		return REF(id, bk);
+	return d->exact_valid ? (EXACT_NAME | REF(id, 0)) : NONE;
+}
+
+static uint32_t name_tag(const struct im_sig *name)
+{
+	return (uint32_t)XXH3_64bits(name->b, IM_SIG_LEN);
+}
+
+static void names_add(struct im_index *idx, uint32_t root)
+{
+	struct im_sig name;
+
+	name_of_ref(idx, D(idx, root)->name, &name);
+	tab_insert(&idx->names, name_tag(&name), root);
+}
+
+/* Call before the root's name reference changes or its documents go. */
+static void names_del(struct im_index *idx, uint32_t root)
+{
+	struct im_sig name;
+
+	name_of_ref(idx, D(idx, root)->name, &name);
+	tab_erase(&idx->names,
+		  tab_find_val(&idx->names, name_tag(&name), root));
+}
+
+static uint32_t names_find(const struct im_index *idx,
+			   const struct im_sig *name)
+{
+	const struct table *t = &idx->names;
+	uint32_t tag;
+
+	if (!t->n)
+		return NONE;
+	tag = name_tag(name);
+	for (uint32_t i = tab_home(t, tag);; i = tab_next(t, i)) {
+		const struct slot *s = &t->s[i];
+		struct im_sig n;
+
+		if (s->val == NONE)
+			return NONE;
+		if (s->tag != tag)
+			continue;
+		name_of_ref(idx, D(idx, s->val)->name, &n);
+		if (!memcmp(n.b, name->b, IM_SIG_LEN))
+			return s->val;
+	}
+}
+
+/* ---- Components ---------------------------------------------------------- */
+
+/* Put @p id, in no list, into the circular list after @p at. */
+static void list_link(struct im_index *idx, uint32_t at, uint32_t id)
+{
+	struct doc *a = D(idx, at), *d = D(idx, id);
+
+	d->prev = at;
+	d->next = a->next;
+	D(idx, a->next)->prev = id;
+	a->next = id;
+}
+
+static void list_unlink(struct im_index *idx, uint32_t id)
+{
+	struct doc *d = D(idx, id);
+
+	D(idx, d->prev)->next = d->next;
+	D(idx, d->next)->prev = d->prev;
+	d->prev = d->next = NONE;
+}
+
+/* Join two disjoint circular lists. */
+static void list_splice(struct im_index *idx, uint32_t a, uint32_t b)
+{
+	struct doc *da = D(idx, a), *db = D(idx, b);
+	uint32_t an = da->next, bp = db->prev;
+
+	da->next = b;
+	db->prev = a;
+	D(idx, bp)->next = an;
+	D(idx, an)->prev = bp;
+}
+
+/* Add document @p id (in docs[], in no posting) to the postings and to the
+ * component its keys reach. */
+static void insert_doc(struct im_index *idx, uint32_t id, struct spare *sp)
+{
+	struct key keys[NKEYS];
+	uint32_t reps[NKEYS], target = NONE, tsize = 1, name;
+	unsigned nkeys = doc_keys(D(idx, id), keys), nrep = 0;
+	struct doc *d = D(idx, id), *t;
+	bool new_cluster;
+
+	for (unsigned i = 0; i < nkeys; i++) {
+		uint32_t s = posting_slot(idx, &keys[i], key_tag(&keys[i]));
+
+		if (s != NONE) {
+			/* Everyone in a posting is in one component. */
+			unsigned k;
+			uint32_t y = posting_first(
+				idx, key_table(idx, &keys[i])->s[s].val, &k);
+			uint32_t c = D(idx, y)->comp == NONE ? y : D(idx, y)->comp;
+			unsigned j;
+
+			for (j = 0; j < nrep && reps[j] != c; j++)
+				;
+			if (j == nrep)
+				reps[nrep++] = c;
+		}
+		posting_add(idx, &keys[i], id, sp);
+	}
+	if (!nrep)
+		return;
+
+	/* The largest component absorbs the others; all singletons: id. */
+	for (unsigned j = 0; j < nrep; j++) {
+		struct doc *r = D(idx, reps[j]);
+
+		if (r->comp != NONE && r->size > tsize) {
+			target = reps[j];
+			tsize = r->size;
+		}
+	}
+	new_cluster = target == NONE;
+	if (new_cluster) {
+		target = id;
+		d->comp = d->prev = d->next = id;
+		d->size = 1;
+		d->name = doc_name(idx, id);
+	} else {
+		names_del(idx, target);
+		list_link(idx, target, id);
+		d->comp = target;
+		t = D(idx, target);
+		t->size++;
+		t->name = name_min(idx, t->name, doc_name(idx, id));
+	}
+	t = D(idx, target);
+	name = t->name;
+	for (unsigned j = 0; j < nrep; j++) {
+		uint32_t c = reps[j];
+		struct doc *r = D(idx, c);
+
+		if (c == target)
+			continue;
+		if (r->comp == NONE) {
+			list_link(idx, target, c);
+			r->comp = target;
+			t->size++;
+			name = name_min(idx, name, doc_name(idx, c));
+			continue;
+		}
+		names_del(idx, c);
+		idx->clusters--;
+		name = name_min(idx, name, r->name);
+		t->size += r->size;
+		for (uint32_t y = c;;) {
+			struct doc *dy = D(idx, y);
+
+			dy->comp = target;
+			y = dy->next;
+			if (y == c)
+				break;
+		}
+		list_splice(idx, target, c);
+		r->size = 0;
+		r->name = NONE;
+	}
+	t->name = name;
+	names_add(idx, target);
+	if (new_cluster)
+		idx->clusters++;
+}
+
+/* Take document @p id out of the postings and out of its component, which is
+ * recomputed. The record stays in docs[]. Never allocates. */
+static void detach_doc(struct im_index *idx, uint32_t id)
+{
+	struct key keys[NKEYS];
+	struct doc *d = D(idx, id);
+	unsigned nkeys = doc_keys(d, keys);
+	uint32_t pool;
+
+	for (unsigned i = 0; i < nkeys; i++)
+		posting_del(idx, &keys[i], id);
+	if (d->comp == NONE)
+		return;
+
+	names_del(idx, d->comp);
+	idx->clusters--;
+	D(idx, d->comp)->size = 0;
+	D(idx, d->comp)->name = NONE;
+	pool = d->next;
+	list_unlink(idx, id);
+	d->comp = NONE;
+	for (uint32_t y = pool;;) {
+		D(idx, y)->comp = PENDING;
+		y = D(idx, y)->next;
+		if (y == pool)
+			break;
+	}
+	if (++idx->epoch == 0) {
+		for (uint32_t p = 0; p < idx->pl_used; p++)
+			idx->pl[p].epoch = 0;
+		idx->epoch = 1;
+	}
+
+	/* Each walk from a member not yet reached collects one component. */
+	while (pool != NONE) {
+		uint32_t s = pool, cur, size = 1, name;
+		struct doc *ds = D(idx, s);
+
+		pool = ds->next == s ? NONE : ds->next;
+		if (pool != NONE)
+			list_unlink(idx, s);
+		ds->comp = s;
+		ds->prev = ds->next = s;
+		name = doc_name(idx, s);
+		cur = s;
+		do {
+			unsigned n = doc_keys(D(idx, cur), keys);
+
+			for (unsigned i = 0; i < n; i++) {
+				uint32_t sl = posting_slot(idx, &keys[i],
+							   key_tag(&keys[i]));
+				uint32_t val = key_table(idx, &keys[i])->s[sl].val;
+				struct plist *pl;
+
+				if (!(val & PL_BIT))
+					continue; /* only cur holds it */
+				pl = &idx->pl[val & ~PL_BIT];
+				if (pl->epoch == idx->epoch)
+					continue;
+				pl->epoch = idx->epoch;
+				for (uint32_t j = 0; j < pl->n; j++) {
+					uint32_t y = pl->ids[j];
+					struct doc *dy = D(idx, y);
+
+					if (dy->comp != PENDING)
+						continue;
+					if (pool == y)
+						pool = dy->next == y ? NONE :
+								       dy->next;
+					if (dy->next != y)
+						list_unlink(idx, y);
+					list_link(idx, D(idx, s)->prev, y);
+					dy->comp = s;
+					size++;
+					name = name_min(idx, name,
+							doc_name(idx, y));
+				}
+			}
+			cur = D(idx, cur)->next;
+		} while (cur != s);
+
+		if (size == 1) {
+			ds->comp = ds->prev = ds->next = NONE;
+		} else {
+			ds->size = size;
+			ds->name = name;
+			names_add(idx, s);
+			idx->clusters++;
+		}
+	}
+}
+
+/* ---- Document slots ------------------------------------------------------ */
+
+static int docs_reserve(struct im_index *idx)
+{
+	uint32_t cap;
+	uintptr_t *nd;
+
+	if (idx->docs_free != NONE || idx->docs_used < idx->docs_cap)
+		return 0;
+	if (idx->docs_cap >= MAX_DOCS)
+		return -ENOMEM;
+	cap = idx->docs_cap < 16 ? 16 : idx->docs_cap + idx->docs_cap / 2;
+	if (cap > MAX_DOCS)
+		cap = MAX_DOCS;
+	nd = realloc(idx->docs, cap * sizeof(*nd));
+	if (!nd)
+		return -ENOMEM;
+	idx->docs = nd;
+	idx->docs_cap = cap;
+	return 0;
+}
+
+static uint32_t docs_take(struct im_index *idx, struct doc *d)
+{
+	uint32_t id;
+
+	if (idx->docs_free != NONE) {
+		id = idx->docs_free;
+		idx->docs_free = (uint32_t)(idx->docs[id] >> 1);
+	} else {
+		id = idx->docs_used++;
+	}
+	idx->docs[id] = (uintptr_t)d;
+	idx->ndocs++;
+	return id;
+}
+
+static void docs_release(struct im_index *idx, uint32_t id)
+{
+	free(D(idx, id));
+	idx->docs[id] = (uintptr_t)idx->docs_free << 1 | 1;
+	idx->docs_free = id;
+	idx->ndocs--;
+}
+
+static inline bool docs_live(const struct im_index *idx, uint32_t id)
+{
+	return !(idx->docs[id] & 1);
+}
+
+/* ---- Locking ------------------------------------------------------------- */
+
+/* Queries are const for their callers but still take the lock. */
+static void rdlock(const struct im_index *idx)
+{
+	pthread_rwlock_rdlock((pthread_rwlock_t *)&idx->lock);
+}
+
+static void unlock(const struct im_index *idx)
+{
+	pthread_rwlock_unlock((pthread_rwlock_t *)&idx->lock);
+}
+
+/* ---- Life cycle ---------------------------------------------------------- */
+
+int im_index_new(struct im_index **out)
+{
+	struct im_index *idx;
+
+	*out = NULL;
+	idx = calloc(1, sizeof(*idx));
+	if (!idx)
+		return -ENOMEM;
+	if (pthread_rwlock_init(&idx->lock, NULL)) {
+		free(idx);
+		return -ENOMEM;
+	}
+	idx->docs_free = NONE;
+	idx->pl_free = NONE;
+	*out = idx;
+	return 0;
+}
+
+void im_index_free(struct im_index *idx)
+{
+	if (!idx)
+		return;
+	for (uint32_t id = 0; id < idx->docs_used; id++)
+		if (docs_live(idx, id))
+			free(D(idx, id));
+	for (uint32_t p = 0; p < idx->pl_used; p++)
+		free(idx->pl[p].ids);
+	free(idx->docs);
+	free(idx->pl);
+	free(idx->paths.s);
+	free(idx->sigs.s);
+	free(idx->exacts.s);
+	free(idx->names.s);
+	pthread_rwlock_destroy(&idx->lock);
+	free(idx);
+}
+
+/* ---- Updates ------------------------------------------------------------- */
+
+static void spare_release(struct spare *sp)
+{
+	while (sp->used < sp->n)
+		free(sp->buf[sp->used++]);
+}
+
+/* Everything insert_doc() of @p d and a new path slot will need, so that
+ * nothing fails once the index starts changing. */
+static int reserve_put(struct im_index *idx, const struct doc *d,
+		       bool new_path, struct spare *sp)
+{
+	struct key keys[NKEYS];
+	unsigned nkeys = doc_keys(d, keys), nsig = 0;
+	uint32_t clusters_max;
+	int ret;
+
+	sp->n = sp->used = 0;
+	ret = docs_reserve(idx);
+	if (ret)
+		return ret;
+	if (new_path && (ret = tab_reserve(&idx->paths, 1)))
+		return ret;
+	/* A split never allocates: keep room for every possible cluster. */
+	clusters_max = (idx->ndocs + 1) / 2 + 1;
+	if (clusters_max > idx->names.n &&
+	    (ret = tab_reserve(&idx->names, clusters_max - idx->names.n)))
+		return ret;
+	for (unsigned i = 0; i < nkeys; i++)
+		nsig += !keys[i].exact;
+	if ((ret = tab_reserve(&idx->sigs, nsig)) ||
+	    (ret = tab_reserve(&idx->exacts, nkeys - nsig)))
+		return ret;
+
+	for (unsigned i = 0; i < nkeys; i++) {
+		uint32_t s = posting_slot(idx, &keys[i], key_tag(&keys[i]));
+		uint32_t val;
+
+		if (s == NONE)
+			continue;
+		val = key_table(idx, &keys[i])->s[s].val;
+		if (val & PL_BIT) {
+			struct plist *pl = &idx->pl[val & ~PL_BIT];
+			uint32_t *ids;
+
+			if (pl->n < pl->cap)
+				continue;
+			if (pl->cap > UINT32_MAX / 2)
+				return -ENOMEM;
+			ids = realloc(pl->ids, 2 * pl->cap * sizeof(*ids));
+			if (!ids)
+				return -ENOMEM;
+			pl->ids = ids;
+			pl->cap *= 2;
+		} else {
+			sp->buf[sp->n] = malloc(4 * sizeof(uint32_t));
+			if (!sp->buf[sp->n])
+				return -ENOMEM;
+			sp->n++;
+		}
+	}
+	if (idx->pl_nfree + (idx->pl_cap - idx->pl_used) < sp->n) {
+		uint32_t cap = idx->pl_cap < 16 ? 16 : idx->pl_cap + idx->pl_cap / 2;
+		struct plist *np;
+
+		if (cap >= PL_BIT - 1)
+			return -ENOMEM;
+		np = realloc(idx->pl, cap * sizeof(*np));
+		if (!np)
+			return -ENOMEM;
+		idx->pl = np;
+		idx->pl_cap = cap;
+	}
+	return 0;
+}
+
+int im_index_put(struct im_index *idx, const char *path,
+		 const struct im_doc_sigs *s)
+{
+	struct spare sp = { .n = 0, .used = 0 };
+	struct doc *d, *od;
+	uint32_t old, id;
+	int ret = 0;
+
+	if (s->ncoords > IM_MAX_COORDS)
+		return -EINVAL;
+	d = rec_new(path, s);
+	if (!d)
+		return -ENOMEM;
+
+	pthread_rwlock_wrlock(&idx->lock);
+	old = path_find(idx, path);
+	if (old != NONE && same_keys(od = D(idx, old), d)) {
+		/* Nothing moves: the new record takes the old one's place. */
+		bool changed = !same_content(od, d);
+
+		d->comp = od->comp;
+		d->prev = od->prev;
+		d->next = od->next;
+		d->size = od->size;
+		d->name = od->name;
+		idx->docs[old] = (uintptr_t)d;
+		free(od);
+		if (changed)
+			idx->gen++;
+		goto out;
+	}
+	ret = reserve_put(idx, d, old == NONE, &sp);
+	if (ret) {
+		spare_release(&sp);
+		free(d);
+		goto out;
+	}
+	/* A replacement joins first and then the old record leaves, so that
+	 * what was reserved is what insert_doc() finds. */
+	id = docs_take(idx, d);
+	insert_doc(idx, id, &sp);
+	if (old == NONE) {
+		tab_insert(&idx->paths, path_tag(path), id);
+	} else {
+		detach_doc(idx, old);
+		idx->paths.s[path_slot(idx, path)].val = id;
+		docs_release(idx, old);
+	}
+	spare_release(&sp);
+	idx->gen++;
+out:
+	pthread_rwlock_unlock(&idx->lock);
+	return ret;
+}
+
+int im_index_remove(struct im_index *idx, const char *path)
+{
+	uint32_t slot, id;
+	int ret = 0;
+
+	pthread_rwlock_wrlock(&idx->lock);
+	slot = path_slot(idx, path);
+	if (slot == NONE) {
+		ret = -ENOENT;
+		goto out;
+	}
+	id = idx->paths.s[slot].val;
+	tab_erase(&idx->paths, slot);
+	detach_doc(idx, id);
+	docs_release(idx, id);
+	idx->gen++;
+out:
+	pthread_rwlock_unlock(&idx->lock);
+	return ret;
+}
+
+int im_index_rename(struct im_index *idx, const char *from, const char *to)
+{
+	uint32_t id, victim;
+	struct doc *od, *d = NULL;
+	size_t hdr, len = strlen(to);
+	int ret = 0;
+
+	pthread_rwlock_wrlock(&idx->lock);
+	id = path_find(idx, from);
+	if (id == NONE) {
+		ret = -ENOENT;
+		goto out;
+	}
+	if (!strcmp(from, to))
+		goto out;
+	victim = path_find(idx, to);
+	if (victim == NONE && (ret = tab_reserve(&idx->paths, 1)))
+		goto out;
+	od = D(idx, id);
+	hdr = sizeof(*od) + od->nsig * sizeof(struct im_sig);
+	d = malloc(hdr + len + 1);
+	if (!d) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	if (victim != NONE) {
+		tab_erase(&idx->paths, path_slot(idx, to));
+		detach_doc(idx, victim);
+		docs_release(idx, victim);
+	}
+	/* Copied only now: the victim's leaving may relink this record. */
+	memcpy(d, od, hdr);
+	memcpy(doc_path(d), to, len + 1);
+	tab_erase(&idx->paths, path_slot(idx, from));
+	idx->docs[id] = (uintptr_t)d;
+	free(od);
+	tab_insert(&idx->paths, path_tag(to), id);
+	idx->gen++;
+out:
+	pthread_rwlock_unlock(&idx->lock);
+	return ret;
+}
+
+/* ---- Queries ------------------------------------------------------------- */
+
+size_t im_index_size(const struct im_index *idx)
+{
+	size_t n;
+
+	rdlock(idx);
+	n = idx->ndocs;
+	unlock(idx);
+	return n;
+}
+
+size_t im_index_cluster_count(const struct im_index *idx)
+{
+	size_t n;
+
+	rdlock(idx);
+	n = idx->clusters;
+	unlock(idx);
+	return n;
+}
+
+uint64_t im_index_generation(const struct im_index *idx)
+{
+	uint64_t g;
+
+	rdlock(idx);
+	g = idx->gen;
+	unlock(idx);
+	return g;
+}
+
+int im_index_get(const struct im_index *idx, const char *path,
+		 struct im_doc_sigs *out)
+{
+	uint32_t id;
+	int ret = 0;
+
+	rdlock(idx);
+	id = path_find(idx, path);
+	if (id == NONE)
+		ret = -ENOENT;
+	else
+		rec_export(D(idx, id), out);
+	unlock(idx);
+	return ret;
+}
+
+int im_index_dupes(const struct im_index *idx, const char *path,
+		   im_index_path_cb cb, void *arg)
+{
+	struct key keys[NKEYS];
+	unsigned nkeys;
+	uint32_t id;
+	int ret = 0;
+
+	rdlock(idx);
+	id = path_find(idx, path);
+	if (id == NONE) {
+		ret = -ENOENT;
+		goto out;
+	}
+	nkeys = doc_keys(D(idx, id), keys);
+	for (unsigned i = 0; i < nkeys; i++) {
+		uint32_t s = posting_slot(idx, &keys[i], key_tag(&keys[i]));
+		uint32_t val = key_table(idx, &keys[i])->s[s].val;
+		const struct plist *pl;
+
+		if (!(val & PL_BIT))
+			continue; /* only this document */
+		pl = &idx->pl[val & ~PL_BIT];
+		for (uint32_t j = 0; j < pl->n; j++) {
+			const struct doc *y = D(idx, pl->ids[j]);
+			unsigned e;
+
+			if (pl->ids[j] == id)
+				continue;
+			/* Reported under the first key they share, without
+			 * a set (queries run in parallel and do not allocate). */
+			for (e = 0; e < i && !doc_has_key(y, &keys[e]); e++)
+				;
+			if (e < i)
+				continue;
+			ret = cb(doc_path(y), arg);
+			if (ret)
+				goto out;
+		}
+	}
+out:
+	unlock(idx);
+	return ret;
+}
+
+int im_index_cluster_of(const struct im_index *idx, const char *path,
+			struct im_sig *name)
+{
+	uint32_t id;
+	int ret = 0;
+
+	rdlock(idx);
+	id = path_find(idx, path);
+	if (id == NONE)
+		ret = -ENOENT;
+	else if (D(idx, id)->comp == NONE)
+		ret = -ESRCH;
+	else
+		name_of_ref(idx, D(idx, D(idx, id)->comp)->name, name);
+	unlock(idx);
+	return ret;
+}
+
+int im_index_cluster_members(const struct im_index *idx,
+			     const struct im_sig *name, im_index_path_cb cb,
+			     void *arg)
+{
+	uint32_t root;
+	int ret = 0;
+
+	rdlock(idx);
+	root = names_find(idx, name);
+	if (root == NONE) {
+		ret = -ENOENT;
+		goto out;
+	}
+	for (uint32_t y = root;;) {
+		const struct doc *d = D(idx, y);
+
+		ret = cb(doc_path(d), arg);
+		if (ret)
+			goto out;
+		y = d->next;
+		if (y == root)
+			break;
+	}
+out:
+	unlock(idx);
+	return ret;
+}
+
+int im_index_foreach_cluster(const struct im_index *idx,
+			     im_index_cluster_cb cb, void *arg)
+{
+	int ret = 0;
+
+	rdlock(idx);
+	for (uint32_t i = 0; i < idx->names.cap; i++) {
+		uint32_t root = idx->names.s[i].val;
+		struct im_sig name;
+
+		if (root == NONE)
+			continue;
+		name_of_ref(idx, D(idx, root)->name, &name);
+		ret = cb(&name, D(idx, root)->size, arg);
+		if (ret)
+			break;
+	}
+	unlock(idx);
+	return ret;
+}
+
+int im_index_foreach_doc(const struct im_index *idx,
+			 int (*cb)(const char *path, const struct im_doc_sigs *d,
+				   void *arg),
+			 void *arg)
+{
+	struct im_doc_sigs s;
+	int ret = 0;
+
+	rdlock(idx);
+	for (uint32_t id = 0; id < idx->docs_used; id++) {
+		if (!docs_live(idx, id))
+			continue;
+		rec_export(D(idx, id), &s);
+		ret = cb(doc_path(D(idx, id)), &s, arg);
+		if (ret)
+			break;
+	}
+	unlock(idx);
+	return ret;
+}

@@ -1,0 +1,962 @@
+/*
+ * The cluster index: near-duplicates, clusters and their names through
+ * add/update/remove/rename sequences, checked by hand on small cases and
+ * against a from-scratch union-find on thousands of random operations.
+ */
+#include <check.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "index.h"
+
+/* ---- Building documents by hand -------------------------------------------
+ * Signature "v at coordinate k": bytes 0..3 are v big-endian, byte 4 is k, so
+ * memcmp order is the order of v and equal v in different coordinates never
+ * collide (as SHA1 over k guarantees for real signatures).
+ */
+
+static void make_sig(struct im_sig *s, unsigned k, uint32_t v)
+{
+	memset(s->b, 0xab, sizeof(s->b));
+	s->b[0] = v >> 24;
+	s->b[1] = v >> 16;
+	s->b[2] = v >> 8;
+	s->b[3] = v;
+	s->b[4] = k;
+}
+
+/* Name of a cluster named by exact hash e: the hash and four zero bytes. */
+static void make_exact_name(struct im_sig *s, uint32_t e)
+{
+	memset(s->b, 0xcd, 16);
+	s->b[0] = e >> 24;
+	s->b[1] = e >> 16;
+	s->b[2] = e >> 8;
+	s->b[3] = e;
+	memset(s->b + 16, 0, 4);
+}
+
+/* v[k] == 0: coordinate k rejected; exact == 0: no exact hash. */
+static void make_doc(struct im_doc_sigs *d, unsigned ncoords, const uint32_t *v,
+		     uint32_t exact)
+{
+	memset(d, 0, sizeof(*d));
+	d->ncoords = ncoords;
+	for (unsigned k = 0; k < ncoords; k++) {
+		if (v[k]) {
+			d->valid |= 1u << k;
+			make_sig(&d->sig[k], k, v[k]);
+		}
+	}
+	d->status = d->valid ? IM_DOC_SIGNED : IM_DOC_REJECTED;
+	d->unique_terms = 42;
+	if (exact) {
+		struct im_sig n;
+
+		make_exact_name(&n, exact);
+		memcpy(d->exact, n.b, 16);
+		d->exact_valid = 1;
+	}
+}
+
+static void put3(struct im_index *idx, const char *path, uint32_t a,
+		 uint32_t b, uint32_t c)
+{
+	struct im_doc_sigs d;
+	uint32_t v[3] = { a, b, c };
+
+	make_doc(&d, 3, v, 0);
+	ck_assert_msg(im_index_put(idx, path, &d) == 0, "put %s failed", path);
+}
+
+/* ---- Collecting answers as sorted, space-separated strings --------------- */
+
+struct names {
+	char s[64][64];
+	int n;
+};
+
+static int collect(const char *path, void *arg)
+{
+	struct names *ns = arg;
+
+	ck_assert_int_lt(ns->n, 64);
+	snprintf(ns->s[ns->n++], sizeof(ns->s[0]), "%s", path);
+	return 0;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(a, b);
+}
+
+static const char *joined(struct names *ns, char *buf, size_t len)
+{
+	buf[0] = 0;
+	qsort(ns->s, ns->n, sizeof(ns->s[0]), cmp_str);
+	for (int i = 0; i < ns->n; i++) {
+		if (i)
+			strncat(buf, " ", len - strlen(buf) - 1);
+		strncat(buf, ns->s[i], len - strlen(buf) - 1);
+	}
+	return buf;
+}
+
+static char answer[4096];
+
+static const char *dupes(struct im_index *idx, const char *path)
+{
+	struct names ns = { .n = 0 };
+	int ret = im_index_dupes(idx, path, collect, &ns);
+
+	ck_assert_msg(ret == 0, "dupes of %s: %d", path, ret);
+	return joined(&ns, answer, sizeof(answer));
+}
+
+/* Members of the cluster holding @p path, or "-" if it is in none. */
+static const char *cluster(struct im_index *idx, const char *path)
+{
+	struct names ns = { .n = 0 };
+	struct im_sig name;
+	int ret = im_index_cluster_of(idx, path, &name);
+
+	if (ret == -ESRCH)
+		return "-";
+	ck_assert_msg(ret == 0, "cluster_of %s: %d", path, ret);
+	ck_assert_int_eq(im_index_cluster_members(idx, &name, collect, &ns), 0);
+	return joined(&ns, answer, sizeof(answer));
+}
+
+static void assert_name(struct im_index *idx, const char *path,
+			const struct im_sig *want)
+{
+	struct im_sig got;
+	char g[IM_SIG_HEX_LEN + 1], w[IM_SIG_HEX_LEN + 1];
+
+	ck_assert_int_eq(im_index_cluster_of(idx, path, &got), 0);
+	for (int i = 0; i < IM_SIG_LEN; i++) {
+		sprintf(g + 2 * i, "%02x", got.b[i]);
+		sprintf(w + 2 * i, "%02x", want->b[i]);
+	}
+	ck_assert_msg(!memcmp(got.b, want->b, IM_SIG_LEN),
+		      "cluster of %s named %s, want %s", path, g, w);
+}
+
+static struct im_index *idx;
+
+static void setup(void)
+{
+	ck_assert_int_eq(im_index_new(&idx), 0);
+}
+
+static void teardown(void)
+{
+	im_index_free(idx);
+	idx = NULL;
+}
+
+/* ---- Small cases ---------------------------------------------------------- */
+
+START_TEST(test_index_add_finds_dupes_and_cluster)
+{
+	struct im_doc_sigs got, want;
+	uint32_t v[3] = { 1, 2, 3 };
+	struct im_sig name;
+
+	make_doc(&want, 3, v, 7);
+	ck_assert_int_eq(im_index_put(idx, "a", &want), 0);
+	put3(idx, "b", 1, 9, 8);
+	put3(idx, "c", 5, 6, 4);
+
+	ck_assert_uint_eq(im_index_size(idx), 3);
+	ck_assert_uint_eq(im_index_cluster_count(idx), 1);
+	ck_assert_str_eq(dupes(idx, "a"), "b");
+	ck_assert_str_eq(dupes(idx, "b"), "a");
+	ck_assert_str_eq(dupes(idx, "c"), "");
+	ck_assert_str_eq(cluster(idx, "a"), "a b");
+	ck_assert_str_eq(cluster(idx, "c"), "-");
+	make_sig(&name, 0, 1);
+	assert_name(idx, "b", &name);
+
+	ck_assert_int_eq(im_index_get(idx, "a", &got), 0);
+	ck_assert_msg(!memcmp(&got, &want, sizeof(got)),
+		      "im_index_get does not give back what was put");
+	ck_assert_int_eq(im_index_get(idx, "nope", &got), -ENOENT);
+	ck_assert_int_eq(im_index_dupes(idx, "nope", collect, NULL), -ENOENT);
+	ck_assert_int_eq(im_index_cluster_of(idx, "nope", &name), -ENOENT);
+	ck_assert_int_eq(im_index_remove(idx, "nope"), -ENOENT);
+	ck_assert_int_eq(im_index_rename(idx, "nope", "x"), -ENOENT);
+}
+END_TEST
+
+START_TEST(test_index_exact_copies_without_signatures_cluster)
+{
+	struct im_doc_sigs d;
+	struct im_sig name;
+
+	make_doc(&d, 3, (uint32_t[]){ 0, 0, 0 }, 77);
+	ck_assert_int_eq(d.status, IM_DOC_REJECTED);
+	ck_assert_int_eq(im_index_put(idx, "x", &d), 0);
+	ck_assert_int_eq(im_index_put(idx, "y", &d), 0);
+	make_doc(&d, 3, (uint32_t[]){ 0, 0, 0 }, 78);
+	ck_assert_int_eq(im_index_put(idx, "z", &d), 0);
+
+	ck_assert_uint_eq(im_index_cluster_count(idx), 1);
+	ck_assert_str_eq(dupes(idx, "x"), "y");
+	ck_assert_str_eq(cluster(idx, "y"), "x y");
+	ck_assert_str_eq(cluster(idx, "z"), "-");
+	make_exact_name(&name, 77);
+	assert_name(idx, "x", &name);
+
+	/* A signed member names the cluster by its signature instead. */
+	make_doc(&d, 3, (uint32_t[]){ 0, 900, 0 }, 77);
+	ck_assert_int_eq(im_index_put(idx, "w", &d), 0);
+	make_sig(&name, 1, 900);
+	assert_name(idx, "x", &name);
+	ck_assert_str_eq(cluster(idx, "x"), "w x y");
+}
+END_TEST
+
+START_TEST(test_index_chain_is_one_cluster_and_splits)
+{
+	put3(idx, "a", 1, 2, 3);
+	put3(idx, "b", 1, 5, 6);
+	put3(idx, "c", 7, 5, 8);
+
+	ck_assert_str_eq(dupes(idx, "a"), "b");
+	ck_assert_str_eq(dupes(idx, "b"), "a c");
+	ck_assert_str_eq(dupes(idx, "c"), "b");
+	ck_assert_uint_eq(im_index_cluster_count(idx), 1);
+	ck_assert_str_eq(cluster(idx, "a"), "a b c");
+
+	ck_assert_int_eq(im_index_remove(idx, "b"), 0);
+	ck_assert_uint_eq(im_index_cluster_count(idx), 0);
+	ck_assert_str_eq(cluster(idx, "a"), "-");
+	ck_assert_str_eq(cluster(idx, "c"), "-");
+	ck_assert_str_eq(dupes(idx, "a"), "");
+	ck_assert_uint_eq(im_index_size(idx), 2);
+}
+END_TEST
+
+START_TEST(test_index_removing_a_bridge_leaves_two_clusters)
+{
+	put3(idx, "a1", 1, 2, 3);
+	put3(idx, "a2", 1, 20, 30);
+	put3(idx, "b", 11, 20, 31);
+	put3(idx, "c1", 12, 21, 31);
+	put3(idx, "c2", 12, 22, 32);
+	ck_assert_uint_eq(im_index_cluster_count(idx), 1);
+	ck_assert_str_eq(cluster(idx, "c2"), "a1 a2 b c1 c2");
+
+	ck_assert_int_eq(im_index_remove(idx, "b"), 0);
+	ck_assert_uint_eq(im_index_cluster_count(idx), 2);
+	ck_assert_str_eq(cluster(idx, "a1"), "a1 a2");
+	ck_assert_str_eq(cluster(idx, "c2"), "c1 c2");
+
+	/* Putting it back merges them again. */
+	put3(idx, "b", 11, 20, 31);
+	ck_assert_uint_eq(im_index_cluster_count(idx), 1);
+	ck_assert_str_eq(cluster(idx, "a1"), "a1 a2 b c1 c2");
+}
+END_TEST
+
+START_TEST(test_index_update_breaks_and_creates_similarity)
+{
+	uint64_t g0, g1;
+
+	put3(idx, "a", 1, 2, 3);
+	put3(idx, "b", 1, 4, 5);
+	ck_assert_str_eq(cluster(idx, "a"), "a b");
+
+	g0 = im_index_generation(idx);
+	put3(idx, "b", 6, 7, 8);
+	g1 = im_index_generation(idx);
+	ck_assert_msg(g1 > g0, "an update did not bump the generation");
+	ck_assert_uint_eq(im_index_size(idx), 2);
+	ck_assert_uint_eq(im_index_cluster_count(idx), 0);
+	ck_assert_str_eq(dupes(idx, "a"), "");
+
+	put3(idx, "b", 9, 2, 10);
+	ck_assert_uint_eq(im_index_cluster_count(idx), 1);
+	ck_assert_str_eq(dupes(idx, "b"), "a");
+
+	/* The same signatures again change nothing. */
+	g0 = im_index_generation(idx);
+	put3(idx, "b", 9, 2, 10);
+	ck_assert_uint_eq(im_index_generation(idx), g0);
+	ck_assert_str_eq(cluster(idx, "a"), "a b");
+}
+END_TEST
+
+START_TEST(test_index_replacing_moves_a_doc_between_clusters)
+{
+	struct im_sig name;
+
+	put3(idx, "a1", 1, 2, 3);
+	put3(idx, "a2", 1, 20, 30);
+	put3(idx, "m", 1, 21, 31);
+	put3(idx, "b1", 50, 60, 70);
+	put3(idx, "b2", 51, 60, 71);
+	ck_assert_uint_eq(im_index_cluster_count(idx), 2);
+
+	put3(idx, "m", 52, 61, 71);
+	ck_assert_uint_eq(im_index_cluster_count(idx), 2);
+	ck_assert_str_eq(cluster(idx, "a1"), "a1 a2");
+	ck_assert_str_eq(cluster(idx, "b1"), "b1 b2 m");
+	ck_assert_str_eq(dupes(idx, "m"), "b2");
+	make_sig(&name, 0, 50);
+	assert_name(idx, "m", &name);
+}
+END_TEST
+
+START_TEST(test_index_rename_keeps_membership)
+{
+	struct im_doc_sigs before, after;
+
+	put3(idx, "a", 1, 2, 3);
+	put3(idx, "b", 1, 4, 5);
+	put3(idx, "c", 7, 8, 9);
+	put3(idx, "d", 7, 10, 11);
+	ck_assert_int_eq(im_index_get(idx, "b", &before), 0);
+
+	ck_assert_int_eq(im_index_rename(idx, "b", "dir/b2"), 0);
+	ck_assert_int_eq(im_index_get(idx, "b", &after), -ENOENT);
+	ck_assert_int_eq(im_index_get(idx, "dir/b2", &after), 0);
+	ck_assert_msg(!memcmp(&before, &after, sizeof(after)),
+		      "rename changed the signatures");
+	ck_assert_str_eq(cluster(idx, "a"), "a dir/b2");
+	ck_assert_str_eq(dupes(idx, "a"), "dir/b2");
+
+	/* Renaming onto an existing document replaces it. */
+	ck_assert_int_eq(im_index_rename(idx, "dir/b2", "c"), 0);
+	ck_assert_uint_eq(im_index_size(idx), 3);
+	ck_assert_str_eq(cluster(idx, "a"), "a c");
+	ck_assert_str_eq(cluster(idx, "d"), "-");
+
+	/* Onto its own cluster mate too. */
+	ck_assert_int_eq(im_index_rename(idx, "c", "a"), 0);
+	ck_assert_uint_eq(im_index_size(idx), 2);
+	ck_assert_uint_eq(im_index_cluster_count(idx), 0);
+	ck_assert_int_eq(im_index_rename(idx, "a", "a"), 0);
+	ck_assert_str_eq(dupes(idx, "a"), "");
+}
+END_TEST
+
+START_TEST(test_index_name_is_smallest_sig_and_follows_members)
+{
+	struct im_sig name;
+	struct names ns = { .n = 0 };
+
+	put3(idx, "a", 5, 20, 30);
+	put3(idx, "b", 5, 21, 31);
+	make_sig(&name, 0, 5);
+	assert_name(idx, "a", &name);
+
+	/* c holds a smaller signature than anyone: it names the cluster. */
+	put3(idx, "c", 2, 21, 40);
+	make_sig(&name, 0, 2);
+	assert_name(idx, "a", &name);
+	ck_assert_str_eq(cluster(idx, "b"), "a b c");
+
+	ck_assert_int_eq(im_index_remove(idx, "c"), 0);
+	ck_assert_int_eq(im_index_cluster_members(idx, &name, collect, &ns),
+			 -ENOENT);
+	make_sig(&name, 0, 5);
+	assert_name(idx, "a", &name);
+	ck_assert_str_eq(cluster(idx, "a"), "a b");
+}
+END_TEST
+
+START_TEST(test_index_binary_and_error_docs_relate_to_nothing)
+{
+	struct im_doc_sigs d, got;
+
+	put3(idx, "a", 1, 2, 3);
+	make_doc(&d, 3, (uint32_t[]){ 1, 2, 3 }, 5);
+	d.status = IM_DOC_BINARY;
+	ck_assert_int_eq(im_index_put(idx, "bin", &d), 0);
+	d.status = IM_DOC_ERROR;
+	d.err = EACCES;
+	ck_assert_int_eq(im_index_put(idx, "err", &d), 0);
+	ck_assert_int_eq(im_index_put(idx, "err2", &d), 0);
+
+	ck_assert_uint_eq(im_index_size(idx), 4);
+	ck_assert_uint_eq(im_index_cluster_count(idx), 0);
+	ck_assert_str_eq(dupes(idx, "a"), "");
+	ck_assert_str_eq(dupes(idx, "err"), "");
+	ck_assert_str_eq(cluster(idx, "bin"), "-");
+	ck_assert_int_eq(im_index_get(idx, "err", &got), 0);
+	ck_assert_int_eq(got.status, IM_DOC_ERROR);
+	ck_assert_int_eq(got.err, EACCES);
+
+	/* Becoming a text makes it relate. */
+	put3(idx, "err", 1, 0, 0);
+	ck_assert_str_eq(cluster(idx, "a"), "a err");
+}
+END_TEST
+
+START_TEST(test_index_refuses_bad_input)
+{
+	struct im_doc_sigs d;
+
+	make_doc(&d, 3, (uint32_t[]){ 1, 2, 3 }, 0);
+	d.ncoords = IM_MAX_COORDS + 1;
+	ck_assert_int_eq(im_index_put(idx, "a", &d), -EINVAL);
+	ck_assert_uint_eq(im_index_size(idx), 0);
+}
+END_TEST
+
+static int stop_at_first(const char *path, void *arg)
+{
+	(void)path;
+	++*(int *)arg;
+	return 7;
+}
+
+START_TEST(test_index_callback_value_is_returned)
+{
+	int calls = 0;
+
+	put3(idx, "a", 1, 2, 3);
+	put3(idx, "b", 1, 4, 5);
+	put3(idx, "c", 1, 6, 7);
+	ck_assert_int_eq(im_index_dupes(idx, "a", stop_at_first, &calls), 7);
+	ck_assert_int_eq(calls, 1);
+}
+END_TEST
+
+START_TEST(test_index_many_copies_of_one_doc)
+{
+	char path[32];
+	struct names ns = { .n = 0 };
+
+	/* One big cluster where every key is shared by everyone. */
+	for (int i = 0; i < 60; i++) {
+		snprintf(path, sizeof(path), "copy%02d", i);
+		put3(idx, path, 1, 2, 3);
+	}
+	ck_assert_uint_eq(im_index_cluster_count(idx), 1);
+	ck_assert_int_eq(im_index_dupes(idx, "copy00", collect, &ns), 0);
+	ck_assert_int_eq(ns.n, 59);
+	for (int i = 0; i < 59; i++) {
+		snprintf(path, sizeof(path), "copy%02d", i);
+		ck_assert_int_eq(im_index_remove(idx, path), 0);
+	}
+	ck_assert_uint_eq(im_index_cluster_count(idx), 0);
+	ck_assert_str_eq(cluster(idx, "copy59"), "-");
+}
+END_TEST
+
+/* ---- Against a from-scratch recomputation -------------------------------- */
+
+/* Check records every passing assertion (a write per call); the loops below
+ * make millions of checks, so they only call into Check on failure. */
+#define CHECK(cond, ...)                                                       \
+	do {                                                                   \
+		if (!(cond))                                                   \
+			ck_abort_msg(__VA_ARGS__);                             \
+	} while (0)
+#define CHECK_EQ(a, b)                                                         \
+	do {                                                                   \
+		long long a_ = (a), b_ = (b);                                  \
+		CHECK(a_ == b_, "%s == %s: %lld != %lld", #a, #b, a_, b_);     \
+	} while (0)
+
+#define NP 200
+#define NC 3
+
+struct model {
+	bool present[NP];
+	struct im_doc_sigs d[NP];
+	/* recomputed by model_solve() */
+	int comp[NP];        /* union-find parent, then the root */
+	int size[NP];        /* at roots */
+	struct im_sig name[NP]; /* at roots */
+};
+
+static uint64_t rng_state;
+
+static uint32_t rnd(uint32_t n)
+{
+	/* splitmix64: fixed seeds, the same sequence everywhere */
+	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return (uint32_t)((z ^ (z >> 31)) % n);
+}
+
+struct pool {
+	uint32_t values, exacts;
+	unsigned reject_pct, exact_pct, binary_pct;
+};
+
+static void random_doc(const struct pool *p, struct im_doc_sigs *d)
+{
+	uint32_t v[NC];
+
+	for (unsigned k = 0; k < NC; k++)
+		v[k] = rnd(100) < p->reject_pct ? 0 : 1 + rnd(p->values);
+	make_doc(d, NC, v, rnd(100) < p->exact_pct ? 1 + rnd(p->exacts) : 0);
+	d->unique_terms = rnd(3);
+	if (rnd(100) < p->binary_pct)
+		d->status = rnd(2) ? IM_DOC_BINARY : IM_DOC_ERROR;
+}
+
+static bool model_relating(const struct im_doc_sigs *d)
+{
+	return d->status == IM_DOC_SIGNED || d->status == IM_DOC_REJECTED;
+}
+
+static bool model_related(const struct im_doc_sigs *a,
+			  const struct im_doc_sigs *b)
+{
+	if (!model_relating(a) || !model_relating(b))
+		return false;
+	if (a->exact_valid && b->exact_valid && !memcmp(a->exact, b->exact, 16))
+		return true;
+	for (unsigned k = 0; k < NC; k++)
+		if ((a->valid & b->valid & (1u << k)) &&
+		    !memcmp(&a->sig[k], &b->sig[k], sizeof(a->sig[k])))
+			return true;
+	return false;
+}
+
+static int uf_find(int *parent, int i)
+{
+	while (parent[i] != i)
+		i = parent[i] = parent[parent[i]];
+	return i;
+}
+
+/* Plain O(n^2) union-find: nothing shared with the index's method. */
+static void model_solve(struct model *m)
+{
+	bool has_sig[NP] = { false };
+
+	for (int i = 0; i < NP; i++)
+		m->comp[i] = i;
+	for (int i = 0; i < NP; i++) {
+		if (!m->present[i])
+			continue;
+		for (int j = i + 1; j < NP; j++)
+			if (m->present[j] && model_related(&m->d[i], &m->d[j]))
+				m->comp[uf_find(m->comp, i)] = uf_find(m->comp, j);
+	}
+	for (int i = 0; i < NP; i++) {
+		m->comp[i] = uf_find(m->comp, i);
+		m->size[i] = 0;
+	}
+	for (int i = 0; i < NP; i++) {
+		const struct im_doc_sigs *d = &m->d[i];
+		int r = m->comp[i];
+
+		if (!m->present[i])
+			continue;
+		if (!m->size[r]++)
+			memset(m->name[r].b, 0xff, IM_SIG_LEN);
+		if (!model_relating(d))
+			continue;
+		for (unsigned k = 0; k < NC; k++) {
+			if (!(d->valid & (1u << k)))
+				continue;
+			if (!has_sig[r] ||
+			    memcmp(d->sig[k].b, m->name[r].b, IM_SIG_LEN) < 0)
+				m->name[r] = d->sig[k];
+			has_sig[r] = true;
+		}
+		if (!has_sig[r] && d->exact_valid) {
+			struct im_sig n;
+
+			memcpy(n.b, d->exact, 16);
+			memset(n.b + 16, 0, 4);
+			if (memcmp(n.b, m->name[r].b, IM_SIG_LEN) < 0)
+				m->name[r] = n;
+		}
+	}
+}
+
+static int path_index(const char *path)
+{
+	int i;
+
+	CHECK(sscanf(path, "p%d", &i) == 1 && i >= 0 && i < NP,
+		      "odd path %s", path);
+	return i;
+}
+
+struct seen {
+	int count[NP];
+	int calls;
+};
+
+static int mark(const char *path, void *arg)
+{
+	struct seen *s = arg;
+
+	s->count[path_index(path)]++;
+	s->calls++;
+	return 0;
+}
+
+struct cluster_seen {
+	struct model *m;
+	int calls;
+	bool root_seen[NP];
+};
+
+static int check_cluster(const struct im_sig *name, size_t size, void *arg)
+{
+	struct cluster_seen *cs = arg;
+	struct model *m = cs->m;
+	int r;
+
+	cs->calls++;
+	for (r = 0; r < NP; r++)
+		if (m->size[r] >= 2 && m->comp[r] == r &&
+		    !memcmp(m->name[r].b, name->b, IM_SIG_LEN))
+			break;
+	CHECK(r < NP, "foreach_cluster gave a name the model lacks");
+	CHECK(!cs->root_seen[r], "cluster reported twice");
+	cs->root_seen[r] = true;
+	CHECK_EQ(size, (size_t)m->size[r]);
+	return 0;
+}
+
+static void model_check(struct im_index *x, struct model *m, bool full,
+			int step)
+{
+	size_t ndocs = 0, nclusters = 0;
+	struct cluster_seen cs = { .m = m, .calls = 0 };
+	char p[16];
+
+	model_solve(m);
+	for (int i = 0; i < NP; i++) {
+		ndocs += m->present[i];
+		nclusters += m->present[i] && m->comp[i] == i && m->size[i] >= 2;
+	}
+	CHECK(im_index_size(x) == ndocs, "step %d: size %zu, want %zu",
+		      step, im_index_size(x), ndocs);
+	CHECK(im_index_cluster_count(x) == nclusters,
+		      "step %d: %zu clusters, want %zu", step,
+		      im_index_cluster_count(x), nclusters);
+
+	for (int i = 0; i < NP; i++) {
+		struct im_sig name;
+		int r = m->comp[i], ret;
+
+		snprintf(p, sizeof(p), "p%d", i);
+		ret = im_index_cluster_of(x, p, &name);
+		if (!m->present[i]) {
+			CHECK(ret == -ENOENT, "step %d: %s gone: %d",
+				      step, p, ret);
+			continue;
+		}
+		if (m->size[r] < 2) {
+			CHECK(ret == -ESRCH,
+				      "step %d: %s alone but cluster_of %d",
+				      step, p, ret);
+			continue;
+		}
+		CHECK(ret == 0, "step %d: cluster_of %s: %d", step, p,
+			      ret);
+		CHECK(!memcmp(name.b, m->name[r].b, IM_SIG_LEN),
+			      "step %d: %s has the wrong cluster name", step,
+			      p);
+		if (r == i) {
+			struct seen s = { .calls = 0 };
+
+			CHECK_EQ(
+				im_index_cluster_members(x, &name, mark, &s),
+				0);
+			CHECK(s.calls == m->size[r],
+				      "step %d: %d members, want %d", step,
+				      s.calls, m->size[r]);
+			for (int j = 0; j < NP; j++)
+				CHECK(s.count[j] ==
+						      (m->present[j] &&
+						       m->comp[j] == r),
+					      "step %d: p%d membership in "
+					      "p%d's cluster wrong",
+					      step, j, i);
+		}
+	}
+	CHECK_EQ(im_index_foreach_cluster(x, check_cluster, &cs), 0);
+	CHECK_EQ((size_t)cs.calls, nclusters);
+
+	if (!full)
+		return;
+	for (int i = 0; i < NP; i++) {
+		struct seen s = { .calls = 0 };
+
+		if (!m->present[i])
+			continue;
+		snprintf(p, sizeof(p), "p%d", i);
+		CHECK_EQ(im_index_dupes(x, p, mark, &s), 0);
+		for (int j = 0; j < NP; j++) {
+			bool want = j != i && m->present[j] &&
+				    model_related(&m->d[i], &m->d[j]);
+
+			CHECK(s.count[j] == want,
+				      "step %d: p%d in dupes of p%d %d times, "
+				      "want %d",
+				      step, j, i, s.count[j], want);
+		}
+	}
+}
+
+/* One random operation on both the index and the model. */
+static void random_op(struct im_index *x, struct model *m,
+		      const struct pool *pool, int step)
+{
+	int i = rnd(NP), j = rnd(NP), op = rnd(100), ret;
+	char p[16], q[16];
+	struct im_doc_sigs d, got;
+	uint64_t g0 = im_index_generation(x);
+	bool changed;
+
+	snprintf(p, sizeof(p), "p%d", i);
+	snprintf(q, sizeof(q), "p%d", j);
+	if (op < 50) {
+		random_doc(pool, &d);
+		changed = !m->present[i] || memcmp(&d, &m->d[i], sizeof(d));
+		CHECK_EQ(im_index_put(x, p, &d), 0);
+		m->present[i] = true;
+		m->d[i] = d;
+		CHECK_EQ(im_index_get(x, p, &got), 0);
+		CHECK(!memcmp(&got, &d, sizeof(d)),
+			      "step %d: get gives back something else", step);
+	} else if (op < 60) {
+		/* Same keys, other details (or nothing new at all). */
+		if (!m->present[i])
+			return;
+		d = m->d[i];
+		d.unique_terms = rnd(3);
+		changed = d.unique_terms != m->d[i].unique_terms;
+		CHECK_EQ(im_index_put(x, p, &d), 0);
+		m->d[i] = d;
+	} else if (op < 80) {
+		ret = im_index_remove(x, p);
+		CHECK_EQ(ret, m->present[i] ? 0 : -ENOENT);
+		changed = m->present[i];
+		m->present[i] = false;
+	} else {
+		ret = im_index_rename(x, p, q);
+		CHECK_EQ(ret, m->present[i] ? 0 : -ENOENT);
+		changed = m->present[i] && i != j;
+		if (changed) {
+			m->present[j] = true;
+			m->d[j] = m->d[i];
+			m->present[i] = false;
+		}
+	}
+	if (changed)
+		CHECK(im_index_generation(x) > g0,
+			      "step %d: a change kept generation %llu", step,
+			      (unsigned long long)g0);
+	else
+		CHECK(im_index_generation(x) == g0,
+			      "step %d: nothing changed but generation moved",
+			      step);
+}
+
+static void run_random(const struct pool *pool, uint64_t seed, int steps,
+		       size_t min_rises)
+{
+	static struct model m;
+	struct im_index *x;
+	size_t most = 0, rises = 0, last = 0;
+
+	memset(&m, 0, sizeof(m));
+	rng_state = seed;
+	CHECK_EQ(im_index_new(&x), 0);
+	for (int step = 0; step < steps; step++) {
+		size_t c;
+
+		random_op(x, &m, pool, step);
+		model_check(x, &m, step % 20 == 0 || step == steps - 1, step);
+		c = im_index_cluster_count(x);
+		most = c > most ? c : most;
+		rises += c > last;
+		last = c;
+	}
+	/* The pool must make clusters come and go, or the test proves little. */
+	CHECK(most >= 3 && rises >= min_rises,
+	      "random sequence too tame: at most %zu clusters, %zu rises", most,
+	      rises);
+	im_index_free(x);
+}
+
+START_TEST(test_index_random_ops_match_recomputation)
+{
+	/* Near the percolation threshold: many mid-sized clusters that merge
+	 * and split all the time. */
+	static const struct pool sparse = { .values = 90, .exacts = 40,
+					    .reject_pct = 30, .exact_pct = 30,
+					    .binary_pct = 5 };
+
+	run_random(&sparse, 1, 3000, 200);
+}
+END_TEST
+
+START_TEST(test_index_random_ops_dense_pool)
+{
+	/* Few values: big clusters, long shared postings, exact-only members. */
+	static const struct pool dense = { .values = 30, .exacts = 8,
+					   .reject_pct = 65, .exact_pct = 50,
+					   .binary_pct = 5 };
+
+	run_random(&dense, 2, 1500, 30);
+}
+END_TEST
+
+/* ---- Threads ------------------------------------------------------------- */
+
+struct shared {
+	struct im_index *x;
+	volatile int done;
+	uint64_t seed;
+	long queries;
+};
+
+static int count_cb(const char *path, void *arg)
+{
+	CHECK(path[0] == 'p', "garbled path in a callback");
+	++*(long *)arg;
+	return 0;
+}
+
+static int cluster_cb(const struct im_sig *name, size_t size, void *arg)
+{
+	(void)name;
+	CHECK(size >= 2, "a cluster of %zu", size);
+	++*(long *)arg;
+	return 0;
+}
+
+static int doc_cb(const char *path, const struct im_doc_sigs *d, void *arg)
+{
+	CHECK(path[0] == 'p' && d->ncoords == NC, "garbled document");
+	++*(long *)arg;
+	return 0;
+}
+
+static void *reader(void *arg)
+{
+	struct shared *sh = arg;
+	uint64_t s = sh->seed;
+	long n = 0;
+
+	while (!__atomic_load_n(&sh->done, __ATOMIC_ACQUIRE)) {
+		char p[16];
+		struct im_sig name;
+		int ret;
+
+		s = s * 6364136223846793005ull + 1442695040888963407ull;
+		snprintf(p, sizeof(p), "p%d", (int)((s >> 33) % 100));
+		ret = im_index_dupes(sh->x, p, count_cb, &n);
+		CHECK(ret == 0 || ret == -ENOENT, "ret == 0 || ret == -ENOENT");
+		ret = im_index_cluster_of(sh->x, p, &name);
+		CHECK(ret == 0 || ret == -ENOENT || ret == -ESRCH, "ret == 0 || ret == -ENOENT || ret == -ESRCH");
+		if (ret == 0) {
+			/* It may have changed in between: ENOENT is fine. */
+			ret = im_index_cluster_members(sh->x, &name, count_cb,
+						       &n);
+			CHECK(ret == 0 || ret == -ENOENT, "ret == 0 || ret == -ENOENT");
+		}
+		if ((s >> 40) % 16 == 0) {
+			im_index_foreach_cluster(sh->x, cluster_cb, &n);
+			im_index_foreach_doc(sh->x, doc_cb, &n);
+		}
+		n += im_index_size(sh->x) + im_index_cluster_count(sh->x);
+		sh->queries++;
+	}
+	return NULL;
+}
+
+START_TEST(test_index_readers_and_a_writer)
+{
+	static const struct pool pool = { .values = 40, .exacts = 20,
+					  .reject_pct = 30, .exact_pct = 30,
+					  .binary_pct = 5 };
+	struct shared sh[3];
+	pthread_t th[3];
+	char p[16], q[16];
+
+	for (int t = 0; t < 3; t++) {
+		sh[t] = (struct shared){ .x = idx, .done = 0, .seed = t + 1 };
+		CHECK_EQ(pthread_create(&th[t], NULL, reader, &sh[t]),
+				 0);
+	}
+	rng_state = 3;
+	for (int step = 0; step < 4000; step++) {
+		struct im_doc_sigs d;
+		int op = rnd(10);
+
+		snprintf(p, sizeof(p), "p%u", rnd(100));
+		snprintf(q, sizeof(q), "p%u", rnd(100));
+		if (op < 6) {
+			random_doc(&pool, &d);
+			CHECK_EQ(im_index_put(idx, p, &d), 0);
+		} else if (op < 8) {
+			im_index_remove(idx, p);
+		} else {
+			im_index_rename(idx, p, q);
+		}
+	}
+	for (int t = 0; t < 3; t++) {
+		__atomic_store_n(&sh[t].done, 1, __ATOMIC_RELEASE);
+		CHECK_EQ(pthread_join(th[t], NULL), 0);
+		CHECK(sh[t].queries > 0, "reader %d never ran", t);
+	}
+}
+END_TEST
+
+static Suite *index_suite(void)
+{
+	Suite *s = suite_create("index");
+	TCase *tc = tcase_create("small");
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_index_add_finds_dupes_and_cluster);
+	tcase_add_test(tc, test_index_exact_copies_without_signatures_cluster);
+	tcase_add_test(tc, test_index_chain_is_one_cluster_and_splits);
+	tcase_add_test(tc, test_index_removing_a_bridge_leaves_two_clusters);
+	tcase_add_test(tc, test_index_update_breaks_and_creates_similarity);
+	tcase_add_test(tc, test_index_replacing_moves_a_doc_between_clusters);
+	tcase_add_test(tc, test_index_rename_keeps_membership);
+	tcase_add_test(tc, test_index_name_is_smallest_sig_and_follows_members);
+	tcase_add_test(tc, test_index_binary_and_error_docs_relate_to_nothing);
+	tcase_add_test(tc, test_index_refuses_bad_input);
+	tcase_add_test(tc, test_index_callback_value_is_returned);
+	tcase_add_test(tc, test_index_many_copies_of_one_doc);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("random");
+	tcase_set_timeout(tc, 600);
+	tcase_add_test(tc, test_index_random_ops_match_recomputation);
+	tcase_add_test(tc, test_index_random_ops_dense_pool);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("threads");
+	tcase_set_timeout(tc, 600);
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_index_readers_and_a_writer);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(index_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -208,6 +208,17 @@ static int to_utf8(const char *s, size_t n, enum charset cs, struct im_buf *out)
 	return ret;
 }
 
+bool im_charset_is_utf8(const char *name, size_t n)
+{
+	return charset_of(name, n) == CS_UTF8;
+}
+
+int im_charset_to_utf8(const char *name, size_t name_len, const char *s,
+		       size_t n, struct im_buf *out)
+{
+	return to_utf8(s, n, charset_of(name, name_len), out);
+}
+
 /* ---- Headers ------------------------------------------------------------- */
 
 /* The headers of one entity that matter here, unfolded. */

@@ -19,7 +19,9 @@
  *     &#NNN; and &#xHH; (the ';' optional), with 128-159 read as
  *     windows-1252 as browsers do and invalid values as U+FFFD. Anything else
  *     after '&' is text.
- * Text is copied as bytes: the word scanner deals with the encoding.
+ * Text is copied as bytes: the word scanner deals with the encoding
+ * (text.c converts a document that declares a legacy charset beforehand,
+ * finding the declaration with im_html_charset()).
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -375,6 +377,30 @@ static size_t entity(struct html *h, size_t i, int *ret)
 literal:
 	*ret = im_buf_putc(h->out, '&');
 	return i + 1;
+}
+
+size_t im_html_charset(const char *s, size_t len, const char **name)
+{
+	size_t n = len < 1024 ? len : 1024;
+
+	for (size_t i = 0; i + 8 < n; i++) {
+		size_t k = i + 8, e;
+
+		if ((s[i] | 0x20) != 'c' || strncasecmp(s + i, "charset=", 8))
+			continue;
+		if (s[k] == '"' || s[k] == '\'')
+			k++;
+		for (e = k;
+		     e < n && (is_alnum(s[e]) || s[e] == '-' || s[e] == '_' ||
+			       s[e] == '.' || s[e] == ':');
+		     e++)
+			;
+		if (e > k) {
+			*name = s + k;
+			return e - k;
+		}
+	}
+	return 0;
 }
 
 int im_html_text(const char *s, size_t len, struct im_buf *out)

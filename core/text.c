@@ -602,27 +602,37 @@ enum im_doc_kind im_text_detect(const char *name, const char *buf, size_t len)
 int im_text_terms(const char *buf, size_t len, enum im_doc_kind kind,
 		  const struct im_params *p, struct im_terms *out)
 {
-	struct im_buf text = {0};
+	struct im_buf text = {0}, conv = {0};
+	const char *cs = NULL;
+	size_t csl;
 	int ret = 0;
 
 	im_terms_clear(out);
-	if (!len)
-		return kind <= IM_KIND_BINARY ? 0 : -EINVAL;
-	switch (kind) {
-	case IM_KIND_TEXT: ret = im_words_add(buf, len, p, out); break;
-	case IM_KIND_HTML:
+	if (kind > IM_KIND_BINARY)
+		return -EINVAL;
+	if (!len || kind == IM_KIND_BINARY)
+		return 0;
+	if (kind == IM_KIND_TEXT)
+		return im_words_add(buf, len, p, out);
+
+	if (kind == IM_KIND_HTML) {
+		/* A legacy charset declared in a <meta>: convert first. */
+		csl = im_html_charset(buf, len, &cs);
+		if (csl && !im_charset_is_utf8(cs, csl)) {
+			ret = im_charset_to_utf8(cs, csl, buf, len, &conv);
+			if (ret)
+				goto out;
+			buf = conv.p;
+			len = conv.len;
+		}
 		ret = im_html_text(buf, len, &text);
-		if (!ret)
-			ret = im_words_add(text.p, text.len, p, out);
-		break;
-	case IM_KIND_EMAIL:
+	} else {
 		ret = im_email_text(buf, len, &text);
-		if (!ret)
-			ret = im_words_add(text.p, text.len, p, out);
-		break;
-	case IM_KIND_BINARY: break;
-	default: ret = -EINVAL; break;
 	}
+	if (!ret)
+		ret = im_words_add(text.p, text.len, p, out);
+out:
 	im_buf_release(&text);
+	im_buf_release(&conv);
 	return ret;
 }

@@ -25,7 +25,9 @@
  * HTML: tags become a space except inline ones (a, b, i, em, span, code,
  * sub, sup, ...), which vanish, so "a<b>c</b>d" is the one word "acd", as a
  * browser shows it; a tag left open at the end drops the rest. Entities: the
- * 252 of HTML 4 and &apos;, with or without ';', and &#NNN; / &#xHH;.
+ * 252 of HTML 4 and &apos;, with or without ';', and &#NNN; / &#xHH;. A
+ * document whose first 1024 bytes declare charset=ISO-8859-1, windows-1252
+ * or ISO-8859-15 is converted to UTF-8 first; any other is read as UTF-8.
  *
  * E-mail: Subject encoded-words (RFC 2047) are decoded; of a
  * multipart/alternative only the last alternative that yields text is read

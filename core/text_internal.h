@@ -10,6 +10,7 @@
 #define IM_TEXT_INTERNAL_H
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -88,9 +89,25 @@ int32_t im_html_entity(const char *name, size_t len);
 /** Number of named entities known. */
 size_t im_html_entity_count(void);
 
+/**
+ * The charset an HTML document declares (<meta charset=...> or
+ * content="...; charset=...") in its first 1024 bytes: sets *name and
+ * @return its length, or 0 if none is declared.
+ */
+size_t im_html_charset(const char *s, size_t len, const char **name);
+
 /* ---- E-mail (email.c) ---------------------------------------------------- */
 
 /** Append the Subject and text parts of the message @p s to @p out. */
 int im_email_text(const char *s, size_t len, struct im_buf *out);
+
+/**
+ * Charsets (email.c): ISO-8859-1 and windows-1252 (read as windows-1252),
+ * ISO-8859-15 are converted; every other name means UTF-8.
+ */
+bool im_charset_is_utf8(const char *name, size_t n);
+/** Append s[0, n), in charset @p name, to @p out as UTF-8. */
+int im_charset_to_utf8(const char *name, size_t name_len, const char *s,
+		       size_t n, struct im_buf *out);
 
 #endif

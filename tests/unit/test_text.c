@@ -486,6 +486,23 @@ START_TEST(test_text_html_entities)
 }
 END_TEST
 
+START_TEST(test_text_html_declared_charset)
+{
+	extract("<html><head><meta charset=\"ISO-8859-1\"></head>"
+		"<p>caf\xe9 na\xefve \x93quoted\x94</p>",
+		IM_KIND_HTML);
+	assert_terms("café", "naïve", "quoted", NULL);
+	extract("<meta http-equiv=Content-Type content='text/html; "
+		"charset=windows-1252'><p>Gr\xfc\xdf""e</p>",
+		IM_KIND_HTML);
+	assert_terms("grüsse", NULL);
+	/* UTF-8 declared or nothing declared: bytes are read as UTF-8. */
+	extract("<meta charset=utf-8><p>caf\xc3\xa9 caf\xe9s</p>",
+		IM_KIND_HTML);
+	assert_terms("café", NULL);
+}
+END_TEST
+
 START_TEST(test_text_html_entity_table)
 {
 	ck_assert_uint_eq(im_html_entity_count(), 253);
@@ -868,6 +885,7 @@ int main(void)
 	tcase_add_test(tc, test_text_simd_matches_scalar);
 	tcase_add_test(tc, test_text_html_entities);
 	tcase_add_test(tc, test_text_html_entity_table);
+	tcase_add_test(tc, test_text_html_declared_charset);
 	tcase_add_test(tc, test_text_html_markup_removed);
 	tcase_add_test(tc, test_text_html_tags);
 	tcase_add_test(tc, test_text_html_unterminated);

@@ -130,6 +130,7 @@ def main():
     ap.add_argument('-o', dest='opts', action='append', default=[],
                     help='extra imatchfs -o option (repeatable)')
     args = ap.parse_args()
+    args.imatchfs, args.imatch = os.path.abspath(args.imatchfs), os.path.abspath(args.imatch)
     only = set(args.only.split(','))
     work = args.work or '/tmp/imatchfs-bench-%d' % args.docs
     src = os.path.join(work, 'src')
@@ -150,10 +151,11 @@ def main():
     try:
         if 'mount' in only or 'restart' in only:
             t0 = time.monotonic()
-            r = subprocess.run([args.imatch, 'scan', src], stdout=subprocess.DEVNULL,
+            r = subprocess.run([args.imatch, 'scan', src], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE)
             fig('scan_s', '%.2f' % (time.monotonic() - t0),
-                'imatch scan %s (exit %d)' % (src, r.returncode))
+                'imatch scan %s (exit %d); clusters: %d'
+                % (src, r.returncode, len(r.stdout.splitlines())))
 
         d, t0 = mount(args, src, mnt, state, log)
         daemons.append(d)

@@ -825,6 +825,17 @@ int im_lexicon_load(const char *path, struct im_lexicon **out, char *why,
 				(unsigned long long)df);
 		if (lex_set(lex, i, str, tl, kind, rank, df) < 0)
 			CORRUPT("corrupt: term %zu overruns the terms", i);
+		/* Signatures hash L in term-number order, which must be byte
+		 * order; B must be in rank order (df down, then bytes). */
+		if (i > 0 && i != npl) {
+			const struct im_lex_term *a = &lex->terms[i - 1];
+			const struct im_lex_term *b = &lex->terms[i];
+			int c = bytes_cmp(a->str, a->len, b->str, b->len);
+			if (i < npl ? c >= 0
+				    : (lex->dfs[i - 1] < lex->dfs[i] ||
+				       (lex->dfs[i - 1] == lex->dfs[i] && c >= 0)))
+				CORRUPT("corrupt: term %zu is out of order", i);
+		}
 	}
 	if (p != end)
 		CORRUPT("corrupt: %zu stray bytes after the terms",

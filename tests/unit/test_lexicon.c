@@ -610,6 +610,29 @@ START_TEST(test_lexicon_load_bad_header)
 	spill(tmp_path("x.lex"), c, len);
 	assert_refused(tmp_path("x.lex"), "window", "lo > hi");
 
+	/* L must be in byte order: swap "money" and "river" (same length). */
+	memcpy(c, b, len);
+	unsigned char *m = memmem(c, len, "money", 5);
+	unsigned char *rv = memmem(c, len, "river", 5);
+	ck_assert(m && rv);
+	memcpy(m, "river", 5);
+	memcpy(rv, "money", 5);
+	reseal(c, len);
+	spill(tmp_path("x.lex"), c, len);
+	assert_refused(tmp_path("x.lex"), "out of order", "L out of order");
+
+	/* B must be in rank order: swap "omega" (df 2) and "alpha" (df 1), so
+	 * that "omega" comes before "fjord" among the df 1 terms. */
+	memcpy(c, b, len);
+	m = memmem(c, len, "omega", 5);
+	rv = memmem(c, len, "alpha", 5);
+	ck_assert(m && rv);
+	memcpy(m, "alpha", 5);
+	memcpy(rv, "omega", 5);
+	reseal(c, len);
+	spill(tmp_path("x.lex"), c, len);
+	assert_refused(tmp_path("x.lex"), "out of order", "B out of order");
+
 	memcpy(c, b, len);
 	c[64] = 0xff; /* the first term's length */
 	reseal(c, len);

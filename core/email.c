@@ -385,6 +385,7 @@ static bool header_param(const struct im_buf *v, const char *name, char *dst,
 struct mail {
 	struct im_buf *out;
 	struct im_buf dec, conv; /* scratch, reused by every part */
+	size_t ew_fail_end;	 /* see encoded_word() */
 };
 
 /*
@@ -404,11 +405,20 @@ static size_t encoded_word(struct mail *m, const char *v, size_t n, size_t k,
 	enc = (char)(v[q1 + 1] | 0x20);
 	if (enc != 'q' && enc != 'b')
 		return 0;
-	for (e = q1 + 3; e + 1 < n; e++)
+	/*
+	 * The text ends at "?=" and holds no blank (RFC 2047 §5). A search
+	 * that failed up to some point fails for any later start before it,
+	 * so each byte is searched once: no quadratic time on "=?x?q?=?x?q?".
+	 */
+	if (q1 + 3 < m->ew_fail_end)
+		return 0;
+	for (e = q1 + 3; e + 1 < n && !is_ws(v[e]); e++)
 		if (v[e] == '?' && v[e + 1] == '=')
 			break;
-	if (e + 1 >= n)
+	if (e + 1 >= n || is_ws(v[e])) {
+		m->ew_fail_end = e;
 		return 0;
+	}
 	m->dec.len = 0;
 	if (enc == 'q')
 		*ret = qp_decode(v + q1 + 3, e - (q1 + 3), true, &m->dec);
@@ -427,6 +437,7 @@ static int decode_subject(struct mail *m, const char *v, size_t n)
 	bool after_word = false;
 	int ret = 0;
 
+	m->ew_fail_end = 0;
 	while (i < n && !ret) {
 		size_t k = i, end = 0;
 		bool blank = true;

@@ -493,7 +493,8 @@ START_TEST(test_text_html_declared_charset)
 		IM_KIND_HTML);
 	assert_terms("café", "naïve", "quoted", NULL);
 	extract("<meta http-equiv=Content-Type content='text/html; "
-		"charset=windows-1252'><p>Gr\xfc\xdf""e</p>",
+		"charset=windows-1252'><p>Gr\xfc\xdf"
+		"e</p>",
 		IM_KIND_HTML);
 	assert_terms("grüsse", NULL);
 	/* UTF-8 declared or nothing declared: bytes are read as UTF-8. */
@@ -628,6 +629,26 @@ START_TEST(test_text_malformed_input_never_crashes)
 }
 END_TEST
 
+/* Every prefix of every fixture, read as every kind: a document cut short
+ * anywhere (inside a tag, an entity, a header, a boundary, a base64 block or
+ * a UTF-8 sequence) is read without error and without reading past its end. */
+START_TEST(test_text_truncated_fixtures)
+{
+	static const char *const names[] = {"plain.txt", "page.html", "qp.eml",
+					    "multipart.eml"};
+
+	for (size_t f = 0; f < sizeof(names) / sizeof(names[0]); f++) {
+		size_t len;
+		char *buf = read_data(names[f], &len);
+
+		for (size_t n = 0; n <= len; n += 1 + n / 256)
+			for (int k = IM_KIND_TEXT; k < IM_KIND_BINARY; k++)
+				extract_n(buf, n, (enum im_doc_kind)k);
+		free(buf);
+	}
+}
+END_TEST
+
 /* ---- E-mail -------------------------------------------------------------- */
 
 START_TEST(test_text_email_quoted_printable)
@@ -732,6 +753,50 @@ START_TEST(test_text_email_encoded_words)
 	extract("Subject: =?utf-8?X?broken?= =?nothing here\n\n",
 		IM_KIND_EMAIL);
 	assert_terms("broken", "nothing", "here", NULL);
+}
+END_TEST
+
+/* Inputs built to make a naive parser quadratic finish (well within the
+ * test's timeout) and still yield the words around them. */
+START_TEST(test_text_adversarial_input_stays_linear)
+{
+	const size_t reps = 100000;
+	char *buf = malloc(reps * 8 + 64);
+	size_t n;
+
+	/* A Subject of unterminated encoded-words. */
+	n = (size_t)sprintf(buf, "Subject: first ");
+	for (size_t i = 0; i < reps; i++, n += 6)
+		memcpy(buf + n, "=?x?q?", 6);
+	n += (size_t)sprintf(buf + n, " last\n\nbody");
+	extract_n(buf, n, IM_KIND_EMAIL);
+	assert_has("first");
+	assert_has("last");
+	assert_has("body");
+
+	/* Tags with unbalanced quotes, comments and scripts never closed. */
+	n = (size_t)sprintf(buf, "start ");
+	for (size_t i = 0; i < reps; i++, n += 7)
+		memcpy(buf + n, "<a x=\"y", 7);
+	extract_n(buf, n, IM_KIND_HTML);
+	assert_terms("start", NULL);
+	n = (size_t)sprintf(buf, "start ");
+	for (size_t i = 0; i < reps; i++, n += 8)
+		memcpy(buf + n, "<script>", 8);
+	extract_n(buf, n, IM_KIND_HTML);
+	assert_terms("start", NULL);
+
+	/* Deeply nested multiparts: ignored past the depth limit. */
+	n = 0;
+	for (size_t i = 0; i < 2000; i++)
+		n += (size_t)sprintf(buf + n,
+				     "Content-Type: multipart/mixed; "
+				     "boundary=b%zu\n\n--b%zu\n",
+				     i, i);
+	n += (size_t)sprintf(buf + n, "\ndeepest words\n");
+	extract_n(buf, n, IM_KIND_EMAIL);
+	ck_assert_uint_eq(terms.n, 0);
+	free(buf);
 }
 END_TEST
 
@@ -890,11 +955,13 @@ int main(void)
 	tcase_add_test(tc, test_text_html_tags);
 	tcase_add_test(tc, test_text_html_unterminated);
 	tcase_add_test(tc, test_text_malformed_input_never_crashes);
+	tcase_add_test(tc, test_text_truncated_fixtures);
 	tcase_add_test(tc, test_text_email_quoted_printable);
 	tcase_add_test(tc, test_text_email_multipart);
 	tcase_add_test(tc, test_text_email_non_mime_and_mbox);
 	tcase_add_test(tc, test_text_email_encoded_words);
 	tcase_add_test(tc, test_text_email_nested_and_rfc822);
+	tcase_add_test(tc, test_text_adversarial_input_stays_linear);
 	tcase_add_test(tc, test_text_binary_detection);
 	tcase_add_test(tc, test_text_kind_detection);
 	tcase_add_test(tc, test_text_plain_fixture);

@@ -207,13 +207,20 @@ static inline uint32_t member_mask(const struct im_signer *s, const char *str,
 {
 	uint32_t mask = 1;
 	uint64_t h = s->p.k ? XXH3_64bits_withSeed(str, len, s->p.seed) : 0;
-	for (unsigned k = 1; k <= s->p.k; k++) {
-		uint64_t z = mix64(h + k * UINT64_C(0x9e3779b97f4a7c15));
-		mask |= (uint32_t)((z >> 11) < s->keep53) << k;
+	if (count) {
+		count[0]++;
+		for (unsigned k = 1; k <= s->p.k; k++) {
+			uint64_t z = mix64(h + k * UINT64_C(0x9e3779b97f4a7c15));
+			uint32_t in = (z >> 11) < s->keep53;
+			mask |= in << k;
+			count[k] += in;
+		}
+	} else {
+		for (unsigned k = 1; k <= s->p.k; k++) {
+			uint64_t z = mix64(h + k * UINT64_C(0x9e3779b97f4a7c15));
+			mask |= (uint32_t)((z >> 11) < s->keep53) << k;
+		}
 	}
-	if (count)
-		for (unsigned k = 0; k <= s->p.k; k++)
-			count[k] += (mask >> k) & 1;
 	return mask;
 }
 

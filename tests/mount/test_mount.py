@@ -447,6 +447,80 @@ def test_truncate_syscall(w):
 
 
 @test
+def test_hard_links(w):
+    """Two names of one file (a hard link in another directory, as backup
+    trees have) are byte-identical near-duplicates; a write through one
+    name changes both, though inotify reports it in one directory only."""
+    want, docs, names = standard(w)
+    a = names['family0'][0]
+    os.link(os.path.join(w.src, 'reports/doc00.txt'), os.path.join(w.src, 'notes/doc00-link.txt'))
+    d = w.daemon()
+    settled(w, d, len(docs) + 1)
+    pair = frozenset(['reports/doc00.txt', 'notes/doc00-link.txt'])
+    wait_clusters(w.mnt, want | {pair}, 'a hard link clustered with its other name')
+    with open(os.path.join(w.src, a)) as f:
+        text = f.read()
+    # Write through one name: both names now hold a copy of family0.
+    with open(os.path.join(w.src, 'reports/doc00.txt'), 'w') as f:
+        f.write(w.corpus.near_duplicate(text))
+    fam = frozenset(names['family0']) | pair
+    wait_clusters(w.mnt, (want - {frozenset(names['family0'])}) | {fam},
+                  'both names of a hard-linked file after a write through one')
+    view_equals_scan(w, 'after writing a hard-linked file')
+    d.umount()
+    d.check_log()
+
+
+def root_inotify_watches():
+    """inotify watches held by root's processes now (fdinfo lines)."""
+    n = 0
+    for pid in os.listdir('/proc'):
+        if not pid.isdigit():
+            continue
+        try:
+            if os.stat('/proc/' + pid).st_uid != 0:
+                continue
+            for fd in os.listdir('/proc/%s/fdinfo' % pid):
+                with open('/proc/%s/fdinfo/%s' % (pid, fd)) as f:
+                    n += sum(1 for l in f if l.startswith('inotify wd:'))
+        except OSError:
+            pass
+    return n
+
+
+@test
+def test_watch_limit(w):
+    """When inotify watches run out, status and the log say so and periodic
+    rescans (-o rescan=1) still bring changes into the view. Changes the
+    global fs.inotify.max_user_watches for a few seconds, so it runs only as
+    root with IMATCHFS_TEST_SYSCTL=1."""
+    if os.geteuid() != 0 or os.environ.get('IMATCHFS_TEST_SYSCTL') != '1':
+        raise Skip('set IMATCHFS_TEST_SYSCTL=1 (as root) to lower max_user_watches')
+    want, docs, names = standard(w)
+    ctl = '/proc/sys/fs/inotify/max_user_watches'
+    with open(ctl) as f:
+        saved = f.read().strip()
+    try:
+        with open(ctl, 'w') as f:
+            f.write(str(root_inotify_watches() + 2))
+        d = w.daemon(opts=['rescan=1'])
+        st = settled(w, d, len(docs))
+    finally:
+        with open(ctl, 'w') as f:
+            f.write(saved)
+    check(st.get('watch_limit_reached', 'no') not in ('no', '0'),
+          'status does not say the watch limit was reached: %s' % st)
+    check(any('watch' in l for l in d.log_text().splitlines()[1:]),
+          'the log does not mention the watch limit')
+    for i, dd in enumerate(('', 'reports', 'notes', 'archive', 'archive/2024')):
+        with open(os.path.join(w.src, names['family0'][0])) as f:
+            write(os.path.join(w.src, dd, 'late%d.txt' % i), w.corpus.near_duplicate(f.read()))
+    view_equals_scan(w, 'with the watch limit reached (periodic rescans)')
+    d.umount()
+    d.check_log(allow=[r'watch', r'inotify'])
+
+
+@test
 def test_concurrent_readers(w):
     """Readers walking the view while files change see no errors but ENOENT
     (an entry that went away between readdir and stat)."""

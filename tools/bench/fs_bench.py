@@ -12,6 +12,8 @@ reformatted near-duplicates of another, 100 per directory):
   restart_view_s    the same after a clean unmount, served from the cache
   latency_ms        write of a new near-duplicate -> it appears in its
                     original's by-doc/.../dupes/ (median, p99, over --changes)
+  latency_rm_ms     unlink of every second copy -> its entry, cached by the
+                    kernel (lstat), is gone: the invalidation path
   ls_lR_s / find_s  over the mount, and over the same view copied to disk
                     as real symlinks and files (cp -a), best of 3, warm
   rss_per_doc_b     daemon VmRSS / N, and (VmRSS - VmRSS of a 20-document
@@ -208,7 +210,7 @@ def main():
         if 'latency' in only:
             rng = random.Random(99)
             corpus = Corpus(seed=7)
-            lat = []
+            lat, lat_rm = [], []
             os.makedirs(os.path.join(src, 'bench-latency'), exist_ok=True)
             originals = [p for p in paths if p not in twins]
             for i in range(args.changes):
@@ -233,10 +235,25 @@ def main():
                         break
                     time.sleep(0.0005)
                 lat.append((time.monotonic() - t0) * 1000)
-            lat.sort()
-            fig('latency_ms', 'median %.1f, p99 %.1f, max %.1f'
-                % (statistics.median(lat), lat[min(len(lat) - 1, int(len(lat) * 0.99))],
-                   lat[-1]), 'over %d new near-duplicates' % len(lat))
+                # Removal: the entry is in the kernel's dcache now (lstat), so
+                # it goes away only if the daemon invalidates it.
+                if i % 2:
+                    member = os.path.join(dupes, want)
+                    os.lstat(member)
+                    t0 = time.monotonic()
+                    os.unlink(os.path.join(src, rel))
+                    while os.path.lexists(member):
+                        if time.monotonic() - t0 > 90:
+                            print('latency: %s never went away' % member)
+                            break
+                        time.sleep(0.0005)
+                    lat_rm.append((time.monotonic() - t0) * 1000)
+            for name, v, what in (('latency_ms', lat, 'new near-duplicate -> in dupes/ (readdir)'),
+                                  ('latency_rm_ms', lat_rm, 'unlink -> gone from dupes/ (lstat)')):
+                v.sort()
+                fig(name, 'median %.1f, p99 %.1f, max %.1f'
+                    % (statistics.median(v), v[min(len(v) - 1, int(len(v) * 0.99))], v[-1]),
+                    '%s, %d changes' % (what, len(v)))
             shutil.rmtree(os.path.join(src, 'bench-latency'))
     finally:
         for d in daemons:

@@ -24,6 +24,7 @@
  *     (base64 runs, hashes, glued tokens are not words).
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -164,7 +165,7 @@ static const unsigned char byte_class[256] = {
 struct word {
 	size_t len;
 	unsigned ncp, ndig;
-	char buf[IM_WORD_MAX + 16];
+	char buf[IM_WORD_MAX + 32];
 };
 
 struct scan {
@@ -192,33 +193,73 @@ static bool is_number(utf8proc_category_t c)
 	return c >= UTF8PROC_CATEGORY_ND && c <= UTF8PROC_CATEGORY_NO;
 }
 
-/* Fold @cp and append it to the word. */
-static void word_add_cp(struct word *w, uint32_t cp)
+/* What a code point does to the word being read. */
+enum { CP_SEP, CP_WORD, CP_MARK, CP_SKIP };
+
+/* A code point's role and its folded form, ready to append. */
+struct cp_entry {
+	uint8_t role, len, ncp, ndig;
+	char fold[16];
+};
+
+static void cp_entry_fill(uint32_t cp, struct cp_entry *e)
 {
+	utf8proc_category_t cat = utf8proc_category((utf8proc_int32_t)cp);
 	utf8proc_int32_t f[8];
 	int bound = 0;
 	utf8proc_ssize_t n;
 
+	memset(e, 0, sizeof(*e));
+	if ((cat >= UTF8PROC_CATEGORY_LU && cat <= UTF8PROC_CATEGORY_LO) ||
+	    is_number(cat))
+		e->role = CP_WORD;
+	else if (cat >= UTF8PROC_CATEGORY_MN && cat <= UTF8PROC_CATEGORY_ME)
+		e->role = CP_MARK;
+	else if (cat == UTF8PROC_CATEGORY_CF)
+		e->role = CP_SKIP;
+	else
+		e->role = CP_SEP;
+	if (e->role != CP_WORD && e->role != CP_MARK)
+		return;
+
+	/* Full case folding maps to at most three code points. */
 	n = utf8proc_decompose_char((utf8proc_int32_t)cp, f, 8,
 				    UTF8PROC_CASEFOLD, &bound);
-	if (n < 1 || n > 8) {
+	if (n < 1 || n > 4) {
 		f[0] = (utf8proc_int32_t)cp;
 		n = 1;
 	}
 	for (utf8proc_ssize_t i = 0; i < n; i++) {
-		w->ncp++;
-		if (f[i] < 0x80) {
-			if ((unsigned)(f[i] - '0') < 10)
-				w->ndig++;
-		} else if (is_number(utf8proc_category(f[i]))) {
-			w->ndig++;
-		}
-		if (w->len <= IM_WORD_MAX) {
-			/* buf has room for one more sequence past IM_WORD_MAX */
-			w->len += (size_t)utf8proc_encode_char(
-				f[i], (utf8proc_uint8_t *)w->buf + w->len);
-		}
+		e->ncp++;
+		if (is_number(utf8proc_category(f[i])))
+			e->ndig++;
+		e->len += (uint8_t)utf8proc_encode_char(
+			f[i], (utf8proc_uint8_t *)e->fold + e->len);
 	}
+}
+
+/*
+ * Code points of one or two UTF-8 bytes (Latin, Greek, Cyrillic, Armenian,
+ * Hebrew, Arabic, ...) are looked up once, from utf8proc, on first use.
+ */
+#define CP_CACHED 0x800
+static struct cp_entry cp_cache[CP_CACHED];
+static pthread_once_t cp_cache_once = PTHREAD_ONCE_INIT;
+
+static void cp_cache_init(void)
+{
+	for (uint32_t cp = 0; cp < CP_CACHED; cp++)
+		cp_entry_fill(cp, &cp_cache[cp]);
+}
+
+/* Append a folded code point to the word. */
+static void word_add_entry(struct word *w, const struct cp_entry *e)
+{
+	if (w->len <= IM_WORD_MAX) /* buf has room past IM_WORD_MAX */
+		memcpy(w->buf + w->len, e->fold, sizeof(e->fold));
+	w->len += e->len;
+	w->ncp += e->ncp;
+	w->ndig += e->ndig;
 }
 
 /* Append the ASCII letters and digits s[0, n) to the word, lower-cased. */
@@ -243,9 +284,11 @@ static void word_add_ascii(struct word *w, const unsigned char *s, size_t n)
 static const unsigned char *scan_slow(struct scan *sc, const unsigned char *c,
 				      const unsigned char *end, int *ret)
 {
+	pthread_once(&cp_cache_once, cp_cache_init);
 	while (c < end) {
 		unsigned k = byte_class[*c];
-		utf8proc_category_t cat;
+		const struct cp_entry *e;
+		struct cp_entry big;
 		uint32_t cp;
 		size_t n;
 
@@ -263,18 +306,16 @@ static const unsigned char *scan_slow(struct scan *sc, const unsigned char *c,
 			break;
 		}
 		c += n;
-		cat = utf8proc_category((utf8proc_int32_t)cp);
-		if ((cat >= UTF8PROC_CATEGORY_LU &&
-		     cat <= UTF8PROC_CATEGORY_LO) ||
-		    is_number(cat)) {
-			word_add_cp(&sc->w, cp);
-		} else if (cat >= UTF8PROC_CATEGORY_MN &&
-			   cat <= UTF8PROC_CATEGORY_ME) {
-			if (sc->w.len)
-				word_add_cp(&sc->w, cp);
-		} else if (cat != UTF8PROC_CATEGORY_CF) {
-			break;
+		if (cp < CP_CACHED) {
+			e = &cp_cache[cp];
+		} else {
+			cp_entry_fill(cp, &big);
+			e = &big;
 		}
+		if (e->role == CP_WORD || (e->role == CP_MARK && sc->w.len))
+			word_add_entry(&sc->w, e);
+		else if (e->role == CP_SEP)
+			break;
 	}
 	if (sc->w.len)
 		*ret = word_end(sc);

@@ -225,6 +225,16 @@ START_TEST(test_text_case_folding)
 
 	extract("Ünïcödé ÜNÏCÖDÉ", IM_KIND_TEXT);
 	assert_terms("ünïcödé", NULL);
+
+	/* Folds to several code points: İ is i + U+0307, ΐ three. */
+	extract("İSTANBUL ΐΐΐΐ", IM_KIND_TEXT);
+	assert_terms("i\xcc\x87stanbul",
+		     "\xce\xb9\xcc\x88\xcc\x81\xce\xb9\xcc\x88\xcc\x81"
+		     "\xce\xb9\xcc\x88\xcc\x81\xce\xb9\xcc\x88\xcc\x81",
+		     NULL);
+	/* Beyond U+0800 (not cached): fullwidth Latin folds too. */
+	extract("ＡＢＣＤ ａｂｃｄ", IM_KIND_TEXT);
+	assert_terms("ａｂｃｄ", NULL);
 }
 END_TEST
 

@@ -44,6 +44,8 @@ enum node_flags {
 	NODE_QUEUED = 1 << 1,  /* in the work queue */
 	NODE_SIGNING = 1 << 2, /* a worker is signing it */
 	NODE_DEAD = 1 << 3,    /* detached; freed when neither of the above */
+	NODE_AGAIN = 1 << 4,   /* queued again while being signed */
+	NODE_LINKED = 1 << 5,  /* in fs->links: a file with several names */
 };
 
 /** Status of a file not signed yet. */
@@ -53,6 +55,7 @@ struct node {
 	struct node *parent;
 	struct node *child, *next, *prev; /* children; siblings */
 	struct node *hnext;               /* chain in fs->hash */
+	struct node *lnext;               /* chain in fs->links */
 	char *name;
 	uint64_t id;        /* view inode numbers derive from it */
 	uint64_t size;      /* as last signed (files) */
@@ -97,6 +100,9 @@ struct imfs {
 	int srcfd;          /* O_DIRECTORY fd of SOURCE: the only way in */
 	dev_t state_dev;    /* the state directory, left out of walks */
 	ino_t state_ino;
+	char *mnt_real;     /* realpath of MOUNTPOINT before mounting */
+	bool mnt_inside;    /* MOUNTPOINT is strictly inside SOURCE */
+	dev_t fuse_dev;     /* st_dev of our own mount when mnt_inside */
 	uid_t owner_uid;
 	gid_t owner_gid;
 	struct fuse *fuse;
@@ -113,6 +119,10 @@ struct imfs {
 	struct node *root;       /* protected by tree_lock */
 	struct node **hash;      /* protected by tree_lock */
 	size_t hash_size, hash_used;
+	/* Files with st_nlink > 1, by source inode: a write through one name
+	 * raises an event in one directory only. protected by tree_lock */
+	struct node **links;
+	size_t links_size;
 	uint64_t next_id;
 	uint32_t scan_gen;
 	uint64_t count[6];       /* files per status; [5] unknown. tree_lock */
@@ -142,6 +152,12 @@ struct imfs {
 	struct node **queue;
 	size_t qhead, qlen, qcap;
 	unsigned busy;              /* workers signing; work_lock */
+
+	/* Kernel cache invalidation (ops.c). */
+	pthread_mutex_t inval_lock;
+	pthread_cond_t inval_cond;
+	bool inval_wanted, inval_stopping, inval_started; /* inval_lock */
+	pthread_t inval_tid;
 
 	/* inotify. */
 	int ifd;
@@ -178,13 +194,25 @@ struct node *view_ensure(struct imfs *fs, const char *path, bool dir);
 /** Malloc'ed relative path of @p n ("" for the root), or NULL. */
 char *view_path(const struct node *n);
 /** Copy stat fields into @p n (mode, owner; and size/mtime/ino for dirs). */
-void view_set_stat(struct node *n, const struct stat *st);
+void view_set_stat(struct imfs *fs, struct node *n, const struct stat *st);
+/**
+ * The view changed: mark the state dirty and have the kernel's caches of
+ * clusters/, by-doc/ and status invalidated shortly. tree_lock held
+ * exclusively.
+ */
+void view_changed(struct imfs *fs);
 /**
  * Record the result of signing @p n (at @p path): stat, status, the index.
  * tree_lock held exclusively.
  */
 void view_apply(struct imfs *fs, struct node *n, const char *path,
 		const struct stat *st, const struct im_doc_sigs *d);
+/**
+ * @p n (at @p path) was just signed as @p d: give the same result to the
+ * other names of the same file (hard links). tree_lock held exclusively.
+ */
+void view_apply_links(struct imfs *fs, struct node *n, const struct stat *st,
+		      const struct im_doc_sigs *d);
 /** Remove @p n and everything under it from the tree and the index. */
 void view_remove(struct imfs *fs, struct node *n);
 /** Move @p n under @p dir as @p name (replacing what was there). */
@@ -233,5 +261,11 @@ void watch_forget(struct imfs *fs, struct node *n);
 /* ---- ops.c ---------------------------------------------------------------- */
 
 extern const struct fuse_operations imfs_oper;
+
+/** Ask for the kernel's caches to be invalidated soon. Any thread, any lock. */
+void inval_request(struct imfs *fs);
+/** Start and stop the thread that sends the invalidations. */
+int inval_start(struct imfs *fs);
+void inval_stop(struct imfs *fs);
 
 #endif

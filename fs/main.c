@@ -328,12 +328,15 @@ static void imfs_free(struct imfs *fs)
 	free(fs->source);
 	free(fs->source_real);
 	free(fs->mountpoint);
+	free(fs->mnt_real);
 	free(fs->state_dir);
 	free(fs->lexicon_opt);
 	free(fs->lexicon_path);
 	free(fs->cache_path);
 	pthread_rwlock_destroy(&fs->tree_lock);
 	pthread_mutex_destroy(&fs->work_lock);
+	pthread_mutex_destroy(&fs->inval_lock);
+	pthread_cond_destroy(&fs->inval_cond);
 	pthread_cond_destroy(&fs->work_cond);
 	pthread_cond_destroy(&fs->scan_cond);
 	free(fs);
@@ -378,11 +381,10 @@ int main(int argc, char *argv[])
 	pthread_rwlock_init(&fs->tree_lock, &ra);
 	pthread_rwlockattr_destroy(&ra);
 	pthread_mutex_init(&fs->work_lock, NULL);
+	pthread_mutex_init(&fs->inval_lock, NULL);
+	pthread_cond_init(&fs->inval_cond, NULL);
 	pthread_cond_init(&fs->work_cond, NULL);
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
 	pthread_cond_init(&fs->scan_cond, NULL);
-	pthread_condattr_destroy(&ca);
 	fs->params = o.params;
 	fs->threads = o.threads;
 	fs->rescan_secs = o.rescan;
@@ -410,6 +412,16 @@ int main(int argc, char *argv[])
 	}
 	if (check_mountpoint(fs->mountpoint, &sst))
 		goto out;
+	fs->mnt_real = realpath(fs->mountpoint, NULL);
+	if (!fs->mnt_real) {
+		fprintf(stderr, "imatchfs: error: mountpoint %s: %s\n",
+			fs->mountpoint, strerror(errno));
+		goto out;
+	}
+	size_t sl = strlen(fs->source_real);
+	fs->mnt_inside = !strncmp(fs->mnt_real, fs->source_real, sl) &&
+			 (fs->mnt_real[sl] == '/' ||
+			  (sl == 1 && fs->mnt_real[1])); /* SOURCE is / */
 
 	/* Absolute paths: the daemon changes directory to /. */
 	if (o.state) {
@@ -451,7 +463,6 @@ int main(int argc, char *argv[])
 	if (wret)
 		fs->watch_limit = 1;
 
-	/* Keep the kernel from caching names: see ops.c. */
 	fuse_opt_add_arg(&args, "-o");
 	fuse_opt_add_arg(&args, "ro,fsname=imatchfs,subtype=imatchfs");
 	fs->fuse = fuse_new(&args, &imfs_oper, sizeof(imfs_oper), fs);
@@ -477,6 +488,10 @@ int main(int argc, char *argv[])
 		goto out;
 	}
 	handlers = true;
+	if (inval_start(fs)) {
+		imfs_log(LOG_ERR, "cannot start the invalidation thread");
+		goto out;
+	}
 	if (scanner_start(fs)) {
 		imfs_log(LOG_ERR, "cannot start the scanner");
 		goto out;
@@ -500,6 +515,7 @@ int main(int argc, char *argv[])
 out:
 	if (fs) {
 		bool had_scanner = fs->scanner_started;
+		inval_stop(fs);
 		scanner_stop(fs);
 		watch_stop(fs);
 		if (had_scanner && fs->lex && scanner_save(fs) == 0)

@@ -4,13 +4,21 @@
  * in-memory tree, never from the source disk.
  *
  * Every operation resolves its path into a struct vpath under tree_lock held
- * shared, answers from memory and lets go. Kernel caching: the high-level API
- * cannot tell the kernel precisely which names a new signature changed (a
- * document joining a cluster renames the cluster and changes the dupes/ of
- * every member), so entry, attribute and negative timeouts are 0 and the
- * generated files (status, signatures) are opened with direct_io: every
- * lookup and read comes to the daemon, which answers from memory, and the
- * view reflects a change as soon as the index holds it.
+ * shared, answers from memory and lets go.
+ *
+ * Kernel caching: entries and attributes are cached by the kernel (timeouts
+ * of CACHE_SECS, so `ls -lR` and `find` are served from the dcache), and every
+ * change of the view is pushed out by invalidation, not waited out: any
+ * change (a signature, a file added, removed or renamed, a mode) wakes the
+ * invalidator thread, which after a few milliseconds (to coalesce a burst)
+ * invalidates the top-level entries "clusters", "by-doc" and "status" of the
+ * root (node id 1, the one node id the high-level API lets us name). The
+ * kernel's d_invalidate() then drops everything cached below them, so the
+ * next lookups come back to the daemon. Finer invalidation would need node
+ * ids the high-level API does not expose; one document's change can rename
+ * a cluster and alter the dupes/ of many others anyway. Negative entries are
+ * never cached, and the generated files (status, signatures) are opened with
+ * direct_io so their content is always current.
  *
  * Inode numbers (use_ino): fixed for the top entries, 16 + 4 * node id (+1
  * dupes, +2 file, +3 signatures) under by-doc, and a hash with the top bit
@@ -21,10 +29,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <fuse.h>
+#include <fuse_lowlevel.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/statvfs.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <xxhash.h>
@@ -49,6 +59,11 @@ enum vkind {
 #define INO_STATUS 2
 #define INO_CLUSTERS 3
 #define INO_HASHED (1ull << 63)
+
+/* Kernel entry and attribute cache lifetime; changes are invalidated. */
+#define CACHE_SECS 60.0
+/* How long a burst of changes is gathered before invalidating. */
+#define INVAL_BATCH_NS (5 * 1000 * 1000)
 
 struct vpath {
 	enum vkind kind;
@@ -176,6 +191,19 @@ static int resolve_bydoc(struct vpath *vp, char *rest)
 	return 0;
 }
 
+/*
+ * Is the caller a thread of this daemon? With MOUNTPOINT inside SOURCE our
+ * own walks cross into the mount; the view is then shown to us as an empty
+ * directory, so that it is never walked, watched or signed as a document.
+ */
+static bool self_call(void)
+{
+	if (!imfs->mnt_inside)
+		return false;
+	struct fuse_context *ctx = fuse_get_context();
+	return ctx && syscall(SYS_tgkill, getpid(), ctx->pid, 0) == 0;
+}
+
 /* Resolve @p path; tree_lock held shared by the caller throughout. */
 static int resolve(const char *path, struct vpath *vp)
 {
@@ -184,6 +212,8 @@ static int resolve(const char *path, struct vpath *vp)
 	int ret;
 
 	memset(vp, 0, sizeof(*vp));
+	if (path[0] == '/' && path[1] && self_call())
+		return -ENOENT;
 	if (strlen(path) >= sizeof(buf))
 		return -ENAMETOOLONG;
 	strcpy(buf, path);
@@ -645,6 +675,8 @@ static int imfs_readdir(const char *path, void *buf, fuse_fill_dir_t filler,
 	add(&f, "..", S_IFDIR, 0);
 	switch (vp.kind) {
 	case V_ROOT:
+		if (self_call())
+			break;
 		add(&f, "clusters", S_IFDIR, INO_CLUSTERS);
 		add(&f, "by-doc", S_IFDIR, node_ino(imfs->root));
 		add(&f, "status", S_IFREG, INO_STATUS);
@@ -701,11 +733,74 @@ static void *imfs_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 	(void)conn;
 	cfg->use_ino = 1;
 	cfg->readdir_ino = 1;
-	cfg->entry_timeout = 0;
-	cfg->attr_timeout = 0;
+	cfg->entry_timeout = CACHE_SECS;
+	cfg->attr_timeout = CACHE_SECS;
 	cfg->negative_timeout = 0;
 	cfg->kernel_cache = 0;
 	return imfs;
+}
+
+/* ---- Invalidation ------------------------------------------------------------------ */
+
+void inval_request(struct imfs *fs)
+{
+	pthread_mutex_lock(&fs->inval_lock);
+	if (!fs->inval_wanted) {
+		fs->inval_wanted = true;
+		pthread_cond_signal(&fs->inval_cond);
+	}
+	pthread_mutex_unlock(&fs->inval_lock);
+}
+
+static void *inval_main(void *arg)
+{
+	struct imfs *fs = arg;
+	struct fuse_session *se = fuse_get_session(fs->fuse);
+	static const char *const names[] = { "clusters", "by-doc", "status" };
+
+	pthread_mutex_lock(&fs->inval_lock);
+	for (;;) {
+		while (!fs->inval_wanted && !fs->inval_stopping)
+			pthread_cond_wait(&fs->inval_cond, &fs->inval_lock);
+		if (fs->inval_stopping)
+			break;
+		pthread_mutex_unlock(&fs->inval_lock);
+		struct timespec ts = { 0, INVAL_BATCH_NS };
+		nanosleep(&ts, NULL);
+		pthread_mutex_lock(&fs->inval_lock);
+		/* Cleared before sending: a change from now on asks again. */
+		fs->inval_wanted = false;
+		pthread_mutex_unlock(&fs->inval_lock);
+		/* No lock of ours is held: the kernel may need a FUSE worker
+		 * to finish a lookup in the root before it can invalidate. */
+		for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+			fuse_lowlevel_notify_inval_entry(se, FUSE_ROOT_ID,
+							 names[i],
+							 strlen(names[i]));
+		pthread_mutex_lock(&fs->inval_lock);
+	}
+	pthread_mutex_unlock(&fs->inval_lock);
+	return NULL;
+}
+
+int inval_start(struct imfs *fs)
+{
+	if (pthread_create(&fs->inval_tid, NULL, inval_main, fs))
+		return -EAGAIN;
+	fs->inval_started = true;
+	return 0;
+}
+
+void inval_stop(struct imfs *fs)
+{
+	if (!fs->inval_started)
+		return;
+	pthread_mutex_lock(&fs->inval_lock);
+	fs->inval_stopping = true;
+	pthread_cond_signal(&fs->inval_cond);
+	pthread_mutex_unlock(&fs->inval_lock);
+	pthread_join(fs->inval_tid, NULL);
+	fs->inval_started = false;
 }
 
 /* ---- Everything that would write ----------------------------------------------------- */

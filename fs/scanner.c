@@ -118,7 +118,16 @@ static void *worker_main(void *arg)
 		pthread_rwlock_wrlock(&fs->tree_lock);
 		n->flags &= ~NODE_QUEUED;
 		if (n->flags & NODE_DEAD) {
-			view_node_free(n);
+			if (!(n->flags & NODE_SIGNING))
+				view_node_free(n);
+			pthread_rwlock_unlock(&fs->tree_lock);
+			work_done(fs);
+			continue;
+		}
+		if (n->flags & NODE_SIGNING) {
+			/* Never two signings of one file at once: an older
+			 * result could land last. Its signer queues it again. */
+			n->flags |= NODE_AGAIN;
 			pthread_rwlock_unlock(&fs->tree_lock);
 			work_done(fs);
 			continue;
@@ -135,6 +144,7 @@ static void *worker_main(void *arg)
 		if (n->flags & NODE_DEAD) {
 			if (!(n->flags & NODE_QUEUED))
 				view_node_free(n);
+			n = NULL;
 		} else if (ret) {
 			imfs_log(LOG_ERR, "signing %s: %s", path, strerror(-ret));
 		} else {
@@ -145,12 +155,17 @@ static void *worker_main(void *arg)
 					/* Gone: its delete event follows. */
 				} else {
 					view_apply(fs, n, path, &st, &d);
+					view_apply_links(fs, n, &st, &d);
 				}
 			} else {
 				/* Renamed while signed: sign it again. */
 				scanner_queue(fs, n);
 			}
 			free(now);
+		}
+		if (n && (n->flags & NODE_AGAIN)) {
+			n->flags &= ~NODE_AGAIN;
+			scanner_queue(fs, n);
 		}
 		pthread_rwlock_unlock(&fs->tree_lock);
 		free(path);
@@ -178,12 +193,15 @@ static int scan_dir_cb(const char *path, const struct stat *st, void *arg)
 	struct scan_ctx *sc = arg;
 	struct imfs *fs = sc->fs;
 
+	/* Our own mount, inside the source: ops.c shows it empty to us. */
+	if (fs->fuse_dev && st->st_dev == fs->fuse_dev)
+		return 0;
 	int wd = watch_path(fs, path); /* before the lock: it resolves a path */
 	pthread_rwlock_wrlock(&fs->tree_lock);
 	struct node *n = *path ? view_ensure(fs, path, true) : fs->root;
 	if (n) {
 		n->seen = sc->gen;
-		view_set_stat(n, st);
+		view_set_stat(fs, n, st);
 		watch_bind(fs, n, wd);
 	}
 	pthread_rwlock_unlock(&fs->tree_lock);
@@ -205,7 +223,7 @@ static bool scan_want_cb(const char *path, const struct stat *st, void *arg)
 	    n->size == (uint64_t)st->st_size &&
 	    n->mtime_ns == st_mtime_ns(st) && n->src_ino == st->st_ino) {
 		/* Unchanged since signed; keep up with chmod/chown. */
-		view_set_stat(n, st);
+		view_set_stat(fs, n, st);
 		want = false;
 		goto out;
 	}
@@ -220,7 +238,7 @@ static bool scan_want_cb(const char *path, const struct stat *st, void *arg)
 		want = false;
 		goto out;
 	}
-	view_set_stat(n, st);
+	view_set_stat(fs, n, st);
 	__atomic_add_fetch(&fs->scan_todo, 1, __ATOMIC_RELAXED);
 out:
 	pthread_rwlock_unlock(&fs->tree_lock);
@@ -417,6 +435,7 @@ static int start_workers(struct imfs *fs)
 static void set_phase(struct imfs *fs, enum imfs_phase p)
 {
 	__atomic_store_n(&fs->phase, p, __ATOMIC_RELAXED);
+	inval_request(fs);
 }
 
 static bool wait_stop(struct imfs *fs, unsigned secs)
@@ -439,6 +458,11 @@ static void *scanner_main(void *arg)
 	struct imfs *fs = arg;
 	int ret;
 
+	if (fs->mnt_inside) {
+		struct stat st;
+		if (stat(fs->mnt_real, &st) == 0)
+			fs->fuse_dev = st.st_dev;
+	}
 	while (!fs->lex && !fs->stop) {
 		set_phase(fs, PHASE_LEXICON);
 		imfs_log(LOG_INFO, "building the lexicon from %s", fs->source);

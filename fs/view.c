@@ -129,7 +129,7 @@ int view_init(struct imfs *fs)
 	if (!fs->root)
 		return -ENOMEM;
 	if (fstat(fs->srcfd, &st) == 0)
-		view_set_stat(fs->root, &st);
+		view_set_stat(fs, fs->root, &st);
 	fs->dirs = 1;
 	return 0;
 }
@@ -151,6 +151,8 @@ void view_release(struct imfs *fs)
 	fs->root = NULL;
 	free(fs->hash);
 	fs->hash = NULL;
+	free(fs->links);
+	fs->links = NULL;
 }
 
 struct node *view_child(struct imfs *fs, struct node *dir, const char *name)
@@ -212,7 +214,7 @@ struct node *view_ensure(struct imfs *fs, const char *path, bool dir)
 				fs->dirs++;
 			else
 				fs->count[5]++;
-			fs->dirty = true;
+			view_changed(fs);
 		}
 		n = c;
 		path += len;
@@ -249,8 +251,11 @@ static int64_t mtime_ns(const struct stat *st)
 	return (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
 }
 
-void view_set_stat(struct node *n, const struct stat *st)
+void view_set_stat(struct imfs *fs, struct node *n, const struct stat *st)
 {
+	if (n->mode != (st->st_mode & 07777) || n->uid != st->st_uid ||
+	    n->gid != st->st_gid)
+		view_changed(fs);
 	n->mode = st->st_mode & 07777;
 	n->uid = st->st_uid;
 	n->gid = st->st_gid;
@@ -258,6 +263,61 @@ void view_set_stat(struct node *n, const struct stat *st)
 		n->mtime_ns = mtime_ns(st);
 		n->src_ino = st->st_ino;
 	}
+}
+
+/* ---- Hard links ---------------------------------------------------------- */
+
+#define LINKS_SIZE 1024
+
+static void links_remove(struct imfs *fs, struct node *n)
+{
+	if (!(n->flags & NODE_LINKED))
+		return;
+	size_t h = n->src_ino % fs->links_size;
+	for (struct node **pp = &fs->links[h]; *pp; pp = &(*pp)->lnext) {
+		if (*pp == n) {
+			*pp = n->lnext;
+			break;
+		}
+	}
+	n->lnext = NULL;
+	n->flags &= ~NODE_LINKED;
+}
+
+static void links_insert(struct imfs *fs, struct node *n)
+{
+	if (!fs->links) {
+		fs->links = calloc(LINKS_SIZE, sizeof(*fs->links));
+		if (!fs->links)
+			return;
+		fs->links_size = LINKS_SIZE;
+	}
+	size_t h = n->src_ino % fs->links_size;
+	n->lnext = fs->links[h];
+	fs->links[h] = n;
+	n->flags |= NODE_LINKED;
+}
+
+void view_apply_links(struct imfs *fs, struct node *n, const struct stat *st,
+		      const struct im_doc_sigs *d)
+{
+	if (!(n->flags & NODE_LINKED))
+		return;
+	size_t h = n->src_ino % fs->links_size;
+	for (struct node *o = fs->links[h]; o; o = o->lnext) {
+		if (o == n || o->src_ino != n->src_ino)
+			continue;
+		char *p = view_path(o);
+		if (p)
+			view_apply(fs, o, p, st, d);
+		free(p);
+	}
+}
+
+void view_changed(struct imfs *fs)
+{
+	fs->dirty = true;
+	inval_request(fs);
 }
 
 static unsigned status_slot(uint8_t status)
@@ -272,10 +332,14 @@ void view_apply(struct imfs *fs, struct node *n, const char *path,
 
 	fs->count[status_slot(n->status)]--;
 	if (st && st->st_ino) {
-		view_set_stat(n, st);
+		view_set_stat(fs, n, st);
+		if (n->src_ino != st->st_ino || st->st_nlink < 2)
+			links_remove(fs, n);
 		n->size = (uint64_t)st->st_size;
 		n->mtime_ns = mtime_ns(st);
 		n->src_ino = st->st_ino;
+		if (st->st_nlink > 1 && !(n->flags & NODE_LINKED))
+			links_insert(fs, n);
 	}
 	n->status = d->status;
 	fs->count[status_slot(n->status)]++;
@@ -291,7 +355,7 @@ void view_apply(struct imfs *fs, struct node *n, const char *path,
 	} else if (was_doc) {
 		im_index_remove(fs->idx, path);
 	}
-	fs->dirty = true;
+	view_changed(fs);
 }
 
 /* Detach @p n (and its subtree) from the hash, the index and the counters. */
@@ -320,6 +384,7 @@ static void detach(struct imfs *fs, struct node *n, char *path)
 		if (node_is_doc(n))
 			im_index_remove(fs->idx, path);
 		fs->count[status_slot(n->status)]--;
+		links_remove(fs, n);
 	}
 	unlink_child(n);
 	n->parent = NULL;
@@ -339,7 +404,7 @@ void view_remove(struct imfs *fs, struct node *n)
 		return;
 	detach(fs, n, path);
 	free(path);
-	fs->dirty = true;
+	view_changed(fs);
 }
 
 /* Rename, in the index, every document under @p n from @p from to @p to. */
@@ -396,7 +461,7 @@ int view_move(struct imfs *fs, struct node *n, struct node *dir,
 	to = view_path(n);
 	if (to)
 		rename_docs(fs, n, from, to);
-	fs->dirty = true;
+	view_changed(fs);
 	ret = 0;
 out:
 	free(from);

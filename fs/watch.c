@@ -26,12 +26,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "daemon.h"
 
 #define WATCH_MASK                                                          \
-	(IN_CLOSE_WRITE | IN_CREATE | IN_DELETE | IN_MOVED_FROM |          \
+	(IN_CLOSE_WRITE | IN_MODIFY | IN_CREATE | IN_DELETE | IN_MOVED_FROM | \
 	 IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF | IN_ATTRIB |         \
 	 IN_ONLYDIR | IN_DONT_FOLLOW | IN_EXCL_UNLINK)
 
@@ -200,6 +201,8 @@ static void look(struct imfs *fs, const char *path, struct found_list *l,
 	if (fs->state_ino && st.st_dev == fs->state_dev &&
 	    st.st_ino == fs->state_ino)
 		return;
+	if (fs->fuse_dev && st.st_dev == fs->fuse_dev)
+		return; /* our own mount */
 	char *cp = strdup(path);
 	struct found *f = cp ? found_add(l, cp, &st) : NULL;
 	if (!f || !S_ISDIR(st.st_mode) || depth > 256)
@@ -244,7 +247,7 @@ static void apply_found(struct imfs *fs, struct found_list *l, bool resign)
 		if (!n)
 			continue;
 		n->seen = fs->scan_gen;
-		view_set_stat(n, &f->st);
+		view_set_stat(fs, n, &f->st);
 		if (dir)
 			watch_bind(fs, n, f->wd);
 		else if (resign || changed(n, &f->st))
@@ -277,6 +280,80 @@ static void move_out(struct imfs *fs, struct pending_move *mv)
 	mv->path = NULL;
 }
 
+/*
+ * Files written without a close-after-write (truncate(2), or a writer that
+ * keeps its file open): IN_MODIFY puts them here, and they are looked at
+ * MODIFY_SETTLE_MS after their last IN_MODIFY unless IN_CLOSE_WRITE came
+ * first. Writers that close (the usual case) are signed once, on close.
+ */
+#define MODIFY_SETTLE_MS 100
+#define MODIFY_MAX 4096
+
+struct modified {
+	char **paths;
+	int64_t *when; /* ms, monotonic */
+	size_t n, cap;
+};
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void modified_clear(struct modified *m)
+{
+	for (size_t i = 0; i < m->n; i++)
+		free(m->paths[i]);
+	m->n = 0;
+}
+
+/* Remember (or refresh) @p path; takes ownership of it. */
+static void modified_add(struct imfs *fs, struct modified *m, char *path)
+{
+	for (size_t i = 0; i < m->n; i++) {
+		if (!strcmp(m->paths[i], path)) {
+			m->when[i] = now_ms();
+			free(path);
+			return;
+		}
+	}
+	if (m->n == MODIFY_MAX) {
+		/* Too many files being written: let a rescan catch up. */
+		modified_clear(m);
+		scanner_request_rescan(fs);
+	}
+	if (m->n == m->cap) {
+		size_t nc = m->cap ? m->cap * 2 : 16;
+		char **p = realloc(m->paths, nc * sizeof(*p));
+		if (p)
+			m->paths = p;
+		int64_t *w = realloc(m->when, nc * sizeof(*w));
+		if (w)
+			m->when = w;
+		if (!p || !w) {
+			free(path);
+			return;
+		}
+		m->cap = nc;
+	}
+	m->paths[m->n] = path;
+	m->when[m->n++] = now_ms();
+}
+
+static void modified_forget(struct modified *m, const char *path)
+{
+	for (size_t i = 0; i < m->n; i++) {
+		if (!strcmp(m->paths[i], path)) {
+			free(m->paths[i]);
+			m->paths[i] = m->paths[--m->n];
+			m->when[i] = m->when[m->n];
+			return;
+		}
+	}
+}
+
 /* What an event leaves to do once tree_lock is released: look at a path. */
 struct look_req {
 	char *path;  /* malloc'ed, or NULL for nothing */
@@ -296,7 +373,8 @@ static void want_look(struct node *dir, const char *name,
 
 /* Apply one event. tree_lock held exclusively; disk I/O left in @p req. */
 static void handle(struct imfs *fs, const struct inotify_event *e,
-		   struct pending_move *mv, struct look_req *req)
+		   struct pending_move *mv, struct look_req *req,
+		   struct modified *mod)
 {
 	struct node *dir = wd_node(fs, e->wd);
 	const char *name = e->len ? e->name : NULL;
@@ -362,8 +440,23 @@ static void handle(struct imfs *fs, const struct inotify_event *e,
 		want_look(dir, name, req, true, false);
 		return;
 	}
+	if (e->mask & IN_MODIFY) {
+		struct node *n = view_child(fs, dir, name);
+		if (n && !(n->flags & NODE_DIR)) {
+			char *p = view_path(n);
+			if (p)
+				modified_add(fs, mod, p);
+		}
+		return;
+	}
 	if (e->mask & IN_CLOSE_WRITE) {
 		struct node *n = view_child(fs, dir, name);
+		if (mod->n) {
+			char *p = n ? view_path(n) : NULL;
+			if (p)
+				modified_forget(mod, p);
+			free(p);
+		}
 		if (n && !(n->flags & NODE_DIR))
 			scanner_queue(fs, n);
 		else if (!n)
@@ -398,12 +491,32 @@ static void do_look(struct imfs *fs, struct look_req *req)
 	req->path = NULL;
 }
 
+/* Look at the files whose writes have settled. tree_lock not held. */
+static void settle(struct imfs *fs, struct modified *m)
+{
+	int64_t now = now_ms();
+
+	for (size_t i = 0; i < m->n;) {
+		if (now - m->when[i] < MODIFY_SETTLE_MS) {
+			i++;
+			continue;
+		}
+		struct look_req req = { m->paths[i], false, true };
+		m->paths[i] = m->paths[--m->n];
+		m->when[i] = m->when[m->n];
+		pthread_rwlock_wrlock(&fs->tree_lock);
+		do_look(fs, &req); /* unlocks around the stat; frees the path */
+		pthread_rwlock_unlock(&fs->tree_lock);
+	}
+}
+
 static void *watcher_main(void *arg)
 {
 	struct imfs *fs = arg;
 	char buf[64 * 1024] __attribute__((aligned(__alignof__(struct inotify_event))));
 	struct pending_move mv = { 0, NULL };
 	struct look_req req = { NULL, false, false };
+	struct modified mod = { NULL, NULL, 0, 0 };
 
 	for (;;) {
 		struct pollfd pfd[2] = {
@@ -411,7 +524,7 @@ static void *watcher_main(void *arg)
 			{ .fd = fs->stop_pipe[0], .events = POLLIN },
 		};
 		/* A lone MOVED_FROM waits one short poll for its MOVED_TO. */
-		int r = poll(pfd, 2, mv.path ? 20 : -1);
+		int r = poll(pfd, 2, mv.path ? 20 : mod.n ? MODIFY_SETTLE_MS / 2 : -1);
 		if (r < 0 && errno != EINTR)
 			break;
 		if (pfd[1].revents || fs->stop)
@@ -420,8 +533,11 @@ static void *watcher_main(void *arg)
 			pthread_rwlock_wrlock(&fs->tree_lock);
 			move_out(fs, &mv);
 			pthread_rwlock_unlock(&fs->tree_lock);
-			continue;
 		}
+		if (mod.n)
+			settle(fs, &mod);
+		if (r == 0)
+			continue;
 		for (;;) {
 			ssize_t n = read(fs->ifd, buf, sizeof(buf));
 			if (n < 0 && errno == EINTR)
@@ -432,7 +548,7 @@ static void *watcher_main(void *arg)
 			for (char *p = buf; p < buf + n;) {
 				const struct inotify_event *e = (const void *)p;
 				__atomic_add_fetch(&fs->events, 1, __ATOMIC_RELAXED);
-				handle(fs, e, &mv, &req);
+				handle(fs, e, &mv, &req, &mod);
 				if (req.path)
 					do_look(fs, &req);
 				p += sizeof(*e) + e->len;
@@ -441,6 +557,9 @@ static void *watcher_main(void *arg)
 		}
 	}
 	free(mv.path);
+	modified_clear(&mod);
+	free(mod.paths);
+	free(mod.when);
 	return NULL;
 }
 

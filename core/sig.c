@@ -42,7 +42,7 @@
 #define PREFETCH 8
 
 /* Files read into a buffer larger than this do not keep it afterwards. */
-#define BUF_KEEP (16u << 20)
+#define BUF_KEEP (4u << 20)
 
 /* A candidate term: the lexicon's NUL-terminated string and the coordinates
  * whose lexicon holds it (bit k). */

@@ -101,7 +101,7 @@ int im_signer_sign_buf(struct im_signer *s, const char *name, const char *buf,
  * Read the regular file @p name relative to @p dirfd and sign it. It is
  * opened with openat(O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY |
  * O_NONBLOCK), so a symlink is not followed and a fifo never blocks, and read
- * whole into a buffer the signer keeps (one over 16 MiB is released after).
+ * whole into a buffer the signer keeps (one over 4 MiB is released after).
  * @p name may hold '/'; its last component helps kind detection.
  *
  * Outcomes, all with return value 0:

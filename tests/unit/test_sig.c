@@ -867,6 +867,39 @@ START_TEST(test_sig_exact_hash)
 }
 END_TEST
 
+START_TEST(test_sig_large_file)
+{
+	/* Over the 4 MiB the signer keeps a buffer for, and max_size 0. */
+	struct im_lexicon *lex = make_lexicon(200, 100, NULL, NULL);
+	struct im_params p;
+	struct im_doc_sigs big, small;
+	char text[8192];
+	size_t len = lex_text(text, sizeof(text), 0, 60);
+
+	test_params(&p);
+	p.max_size = 0;
+	struct im_signer *s = signer(lex, &p);
+	int fd = openat(dirfd_, "big.txt", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	ck_assert_int_ge(fd, 0);
+	size_t total = 0;
+	while (total < (5u << 20)) {
+		ck_assert_int_eq(write(fd, text, len), (ssize_t)len);
+		total += len;
+	}
+	close(fd);
+	put_file("small.txt", text, len);
+	ck_assert_int_eq(im_signer_sign_at(s, dirfd_, "big.txt", &big, NULL), 0);
+	ck_assert_int_eq(im_signer_sign_at(s, dirfd_, "small.txt", &small, NULL),
+			 0);
+	ck_assert_uint_eq(big.status, IM_DOC_SIGNED);
+	ck_assert_msg(memcmp(big.sig, small.sig, sizeof(big.sig)) == 0,
+		      "repeating a text does not change its terms");
+	ck_assert(memcmp(big.exact, small.exact, 16) != 0);
+	im_signer_free(s);
+	im_lexicon_free(lex);
+}
+END_TEST
+
 /* ---- Small things ------------------------------------------------------------ */
 
 START_TEST(test_sig_hex)
@@ -940,6 +973,7 @@ static Suite *sig_suite(void)
 	tcase_add_test(tc, test_sig_file_statuses);
 	tcase_add_test(tc, test_sig_terms_only_signer);
 	tcase_add_test(tc, test_sig_exact_hash);
+	tcase_add_test(tc, test_sig_large_file);
 	suite_add_tcase(s, tc);
 	return s;
 }

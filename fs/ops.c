@@ -730,7 +730,9 @@ static int imfs_statfs(const char *path, struct statvfs *sv)
 
 static void *imfs_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 {
-	(void)conn;
+	/* A member's target is a function of its name: cache readlink. */
+	if (conn->capable & FUSE_CAP_CACHE_SYMLINKS)
+		conn->want |= FUSE_CAP_CACHE_SYMLINKS;
 	cfg->use_ino = 1;
 	cfg->readdir_ino = 1;
 	cfg->entry_timeout = CACHE_SECS;

@@ -389,10 +389,13 @@ int scanner_save(struct imfs *fs)
 	if (ret)
 		goto out;
 	path[0] = 0;
+	/* Cleared first: a change made while the image is built dirties it
+	 * again. Readers go on meanwhile; only updates wait. */
 	pthread_rwlock_wrlock(&fs->tree_lock);
+	fs->dirty = false;
+	pthread_rwlock_unlock(&fs->tree_lock);
+	pthread_rwlock_rdlock(&fs->tree_lock);
 	ret = add_subtree(fs, w, fs->root, path, 0, cap);
-	if (!ret)
-		fs->dirty = false;
 	pthread_rwlock_unlock(&fs->tree_lock);
 	if (ret)
 		goto out;

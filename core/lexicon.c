@@ -254,7 +254,7 @@ struct im_lexicon {
 	uint32_t *dfs;             /* df of terms[i], for saving */
 	char *arena;               /* the records (see struct lex_slot) */
 	size_t arena_cap, arena_len;
-	struct lex_slot *slots;    /* power of two, load <= 1/2 */
+	struct lex_slot *slots;    /* power of two, load <= 2/3 */
 	size_t mask;
 };
 
@@ -367,8 +367,9 @@ static void *table_alloc(size_t size)
  */
 static int lex_alloc(struct im_lexicon *lex, size_t n, size_t bytes)
 {
+	/* Load at most 2/3: with 8-byte slots a probe run stays in a line. */
 	size_t nslots = 16;
-	while (nslots < 2 * n)
+	while (nslots < n + n / 2)
 		nslots *= 2;
 	/* Records start at REC_HDR so that offset 0 can mean "empty". */
 	lex->arena_len = REC_HDR;

@@ -423,11 +423,12 @@ static void plist_release(struct im_index *idx, uint32_t p)
 	idx->pl_nfree++;
 }
 
+/* Add @p id to the posting of @p key, at slot @p i (NONE: a new key). */
 static void posting_add(struct im_index *idx, const struct key *key,
-			uint32_t id, struct spare *sp)
+			uint32_t tag, uint32_t i, uint32_t id, struct spare *sp)
 {
 	struct table *t = key_table(idx, key);
-	uint32_t tag = key_tag(key), i = posting_slot(idx, key, tag), val, p;
+	uint32_t val, p;
 	struct plist *pl;
 
 	if (i == NONE) {
@@ -625,7 +626,8 @@ static void insert_doc(struct im_index *idx, uint32_t id, struct spare *sp)
 	bool new_cluster;
 
 	for (unsigned i = 0; i < nkeys; i++) {
-		uint32_t s = posting_slot(idx, &keys[i], key_tag(&keys[i]));
+		uint32_t tag = key_tag(&keys[i]);
+		uint32_t s = posting_slot(idx, &keys[i], tag);
 
 		if (s != NONE) {
 			/* Everyone in a posting is in one component. */
@@ -640,7 +642,7 @@ static void insert_doc(struct im_index *idx, uint32_t id, struct spare *sp)
 			if (j == nrep)
 				reps[nrep++] = c;
 		}
-		posting_add(idx, &keys[i], id, sp);
+		posting_add(idx, &keys[i], tag, s, id, sp);
 	}
 	if (!nrep)
 		return;
@@ -864,15 +866,26 @@ static void unlock(const struct im_index *idx)
 
 int im_index_new(struct im_index **out)
 {
+	pthread_rwlockattr_t attr;
 	struct im_index *idx;
+	int err;
 
 	*out = NULL;
 	idx = calloc(1, sizeof(*idx));
 	if (!idx)
 		return -ENOMEM;
-	if (pthread_rwlock_init(&idx->lock, NULL)) {
+	/* Writers first: a steady stream of lookups (a busy mount) must not
+	 * starve the watcher. Hence no recursive read locking (index.h). */
+	err = pthread_rwlockattr_init(&attr);
+	if (!err) {
+		pthread_rwlockattr_setkind_np(
+			&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+		err = pthread_rwlock_init(&idx->lock, &attr);
+		pthread_rwlockattr_destroy(&attr);
+	}
+	if (err) {
 		free(idx);
-		return -ENOMEM;
+		return -err;
 	}
 	idx->docs_free = NONE;
 	idx->pl_free = NONE;

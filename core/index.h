@@ -23,10 +23,17 @@
  * them). Documents whose status is neither SIGNED nor REJECTED are kept (so
  * that counts and lookups work) but relate to nothing.
  *
+ * Memory: about 340 bytes of heap per document plus its path at K = 10
+ * (measured over 100k synthetic documents). Signatures are stored once, in the
+ * document; the postings hold 8-byte references.
+ *
  * Thread-safety: all functions are safe to call from any number of threads.
  * Writers (put, remove, rename) take an internal write lock; queries take it
- * shared. Query callbacks run under the shared lock: they must not call the
- * writers of the same index, and should be quick.
+ * shared. The lock prefers writers, so that a stream of lookups cannot starve
+ * updates; in exchange it is not recursive. Query callbacks run under the
+ * shared lock: they must not call ANY function of the same index (a nested
+ * read lock deadlocks as soon as a writer waits), and should be quick. The
+ * paths and names handed to callbacks are borrowed: valid during the call.
  */
 #ifndef IM_INDEX_H
 #define IM_INDEX_H
@@ -48,19 +55,28 @@ void im_index_free(struct im_index *idx);
 
 /**
  * Add document @p path, or replace what the index held for it. Copies @p path
- * and @p d.
+ * and @p d. Only the valid signatures of coordinates below d->ncoords are
+ * kept; sig[] entries without their valid bit are ignored (im_index_get()
+ * gives them back as zeros). Putting what the index already holds changes
+ * nothing (the generation stays).
  *
- * @return 0 or -ENOMEM (the index is then unchanged).
+ * @return 0, -EINVAL if d->ncoords > IM_MAX_COORDS, or -ENOMEM (also past
+ *         2^26 documents); on error the index is unchanged.
  */
 int im_index_put(struct im_index *idx, const char *path,
 		 const struct im_doc_sigs *d);
 
-/** Remove a document. @return 0, or -ENOENT if it is not there. */
+/**
+ * Remove a document. Never allocates, so it cannot fail for lack of memory.
+ *
+ * @return 0, or -ENOENT if it is not there.
+ */
 int im_index_remove(struct im_index *idx, const char *path);
 
 /**
  * Rename a document, keeping its signatures (a file renamed in the source).
- * Replaces a document already at @p to.
+ * Replaces a document already at @p to. Renaming a path to itself does
+ * nothing and returns 0.
  *
  * @return 0, -ENOENT if @p from is not there, or -ENOMEM (unchanged).
  */

@@ -289,6 +289,14 @@ static int load_state(struct imfs *fs)
 				: "");
 		return -1;
 	} else {
+		double lo, hi;
+		im_lexicon_window(fs->lex, &lo, &hi);
+		if (!fs->lexicon_opt &&
+		    (lo != fs->params.nidf_lo || hi != fs->params.nidf_hi))
+			imfs_log(LOG_NOTICE,
+				 "keeping the lexicon in %s, built with nidf=%g:%g "
+				 "(move it away to rebuild it with other options)",
+				 fs->state_dir, lo, hi);
 		ret = im_state_file_key(fs->lexicon_path, &lex_key);
 		if (ret) {
 			fprintf(stderr, "imatchfs: error: lexicon %s: %s\n",

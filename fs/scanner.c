@@ -476,12 +476,12 @@ static void *scanner_main(void *arg)
 			return NULL;
 		/* Fewer than two documents: nothing to compare yet. */
 		set_phase(fs, PHASE_NO_LEXICON);
-		imfs_log(LOG_NOTICE,
-			 "no lexicon yet (%s); retrying every %u s",
+		unsigned retry = fs->rescan_secs < 5 ? fs->rescan_secs : 5;
+		imfs_log(LOG_NOTICE, "no lexicon yet (%s); retrying every %u s",
 			 ret == -EINVAL ? "fewer than two documents"
 					: strerror(-ret),
-			 fs->rescan_secs);
-		if (wait_stop(fs, fs->rescan_secs))
+			 retry);
+		if (wait_stop(fs, retry))
 			return NULL;
 	}
 	if (fs->stop)

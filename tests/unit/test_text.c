@@ -5,6 +5,7 @@
  */
 #include <check.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -467,6 +468,54 @@ START_TEST(test_text_simd_matches_scalar)
 				      im_terms_str(&ref, i));
 	}
 	im_terms_release(&ref);
+}
+END_TEST
+
+struct thread_job {
+	const char *text;
+	size_t n_terms;
+	int ret;
+};
+
+static void *extract_in_thread(void *arg)
+{
+	struct thread_job *job = arg;
+	struct im_terms t;
+
+	im_terms_init(&t);
+	for (int i = 0; i < 50 && !job->ret; i++)
+		job->ret = im_text_terms(job->text, strlen(job->text),
+					 IM_KIND_TEXT, &params, &t);
+	job->n_terms = t.n;
+	im_terms_release(&t);
+	return NULL;
+}
+
+/* Threads with their own struct im_terms may extract at once, including
+ * the first use of the code point table. */
+START_TEST(test_text_threads_extract_at_once)
+{
+	const char *text = "Съешь же ещё этих мягких французских булок, "
+			   "да выпей чаю. Ξεσκεπάζω την ψυχοφθόρα βδελυγμία.";
+	struct thread_job jobs[4];
+	pthread_t tid[4];
+
+	for (int i = 0; i < 4; i++) {
+		jobs[i] = (struct thread_job){.text = text};
+		ck_assert_int_eq(pthread_create(&tid[i], NULL,
+						extract_in_thread, &jobs[i]),
+				 0);
+	}
+	for (int i = 0; i < 4; i++)
+		ck_assert_int_eq(pthread_join(tid[i], NULL), 0);
+	extract(text, IM_KIND_TEXT);
+	ck_assert_uint_eq(terms.n, 9);
+	for (int i = 0; i < 4; i++) {
+		ck_assert_int_eq(jobs[i].ret, 0);
+		ck_assert_msg(jobs[i].n_terms == terms.n,
+			      "thread %d found %zu terms, expected %zu", i,
+			      jobs[i].n_terms, terms.n);
+	}
 }
 END_TEST
 
@@ -958,6 +1007,7 @@ int main(void)
 	tcase_add_test(tc, test_text_marks_and_format_characters);
 	tcase_add_test(tc, test_text_fast_and_slow_paths_agree);
 	tcase_add_test(tc, test_text_simd_matches_scalar);
+	tcase_add_test(tc, test_text_threads_extract_at_once);
 	tcase_add_test(tc, test_text_html_entities);
 	tcase_add_test(tc, test_text_html_entity_table);
 	tcase_add_test(tc, test_text_html_declared_charset);

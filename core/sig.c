@@ -71,7 +71,7 @@ struct im_signer {
 	uint32_t *qb;  /* indices into qc, in byte order of the terms */
 	uint32_t *sel; /* sel[i] == stamp: qc[i] is in the current S */
 	uint32_t stamp;
-	int qb_sorted;
+	int q_sorted, qb_sorted;
 	uint32_t pcount[IM_MAX_COORDS]; /* |L_k ∩ U| */
 	size_t last_n; /* |U| of the last document */
 	int have_last;
@@ -359,13 +359,11 @@ static int collect(struct im_signer *s, const struct im_terms *u)
 			s->qk[nqk++] = key;
 	}
 	sort_by_number(s->pk, s->tmp, npk);
-	sort_by_number(s->qk, s->tmp, nqk);
 	for (size_t i = 0; i < npk; i++)
 		s->pc[i] = s->raw[(uint32_t)s->pk[i]];
-	for (size_t i = 0; i < nqk; i++)
-		s->qc[i] = s->raw[(uint32_t)s->qk[i]];
 	s->npc = npk;
-	s->nqc = nqk;
+	s->nqc = nqk; /* qc[] is filled by sort_q(), if some coordinate needs it */
+	s->q_sorted = 0;
 	/* One buffer holds any S of this document. */
 	if (grow((void **)&s->hb, &s->hbcap, bytes + IM_LEX_STR_PAD, 1) < 0)
 		return -ENOMEM;
@@ -400,6 +398,17 @@ struct coord {
 	uint32_t stamp; /* marks the terms of Q that joined S */
 };
 
+/* Q in rank order, once per document and only when S must be extended. */
+static void sort_q(struct im_signer *s)
+{
+	if (s->q_sorted)
+		return;
+	sort_by_number(s->qk, s->tmp, s->nqc);
+	for (size_t i = 0; i < s->nqc; i++)
+		s->qc[i] = s->raw[(uint32_t)s->qk[i]];
+	s->q_sorted = 1;
+}
+
 /* Decide S for coordinate @p k: mark the best-ranked terms taken from Q. */
 static void coord_select(struct im_signer *s, unsigned k, size_t need,
 			 struct coord *c)
@@ -411,6 +420,7 @@ static void coord_select(struct im_signer *s, unsigned k, size_t need,
 	c->stamp = 0;
 	if (c->primary >= need || !s->nqc)
 		return;
+	sort_q(s);
 	c->stamp = ++s->stamp;
 	if (c->stamp == 0) { /* wrapped: forget every old mark */
 		memset(s->sel, 0, s->ccap * sizeof(*s->sel));

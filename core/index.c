@@ -41,24 +41,25 @@
 
 #include "index.h"
 
-#define NONE UINT32_MAX
+#define NONE	UINT32_MAX
 #define PENDING (UINT32_MAX - 1)
 /* Ids are shifted left by 5 in references, below PL_BIT / EXACT_NAME. */
-#define MAX_DOCS (1u << 26)
-#define PL_BIT 0x80000000u
+#define MAX_DOCS   (1u << 26)
+#define PL_BIT	   0x80000000u
 #define REF(id, k) ((uint32_t)(id) << 5 | (uint32_t)(k))
 #define REF_DOC(r) (((r) & ~PL_BIT) >> 5)
-#define REF_K(r) ((r) & 31u)
+#define REF_K(r)   ((r)&31u)
 /* In a name reference: the document's exact hash names the cluster. */
 #define EXACT_NAME 0x80000000u
-#define NKEYS (IM_MAX_COORDS + 1)
+#define NKEYS	   (IM_MAX_COORDS + 1)
 
 struct doc {
-	uint32_t comp;       /* root id, NONE when in no cluster, PENDING in a split */
+	/* root id, NONE when in no cluster, PENDING during a split */
+	uint32_t comp;
 	uint32_t prev, next; /* the cluster's members, circular */
-	uint32_t size;       /* root only: members */
-	uint32_t name;       /* root only: name reference */
-	uint32_t valid;      /* masked to ncoords */
+	uint32_t size;	     /* root only: members */
+	uint32_t name;	     /* root only: name reference */
+	uint32_t valid;	     /* masked to ncoords */
 	uint32_t unique_terms;
 	int32_t err;
 	uint8_t status, ncoords, exact_valid, nsig;
@@ -141,10 +142,10 @@ static unsigned doc_keys(const struct doc *d, struct key *out)
 	if (!relating(d))
 		return 0;
 	if (d->exact_valid)
-		out[n++] = (struct key){ .exact = true, .k = 0, .b = d->exact };
+		out[n++] = (struct key){.exact = true, .k = 0, .b = d->exact};
 	for (unsigned k = 0; k < d->ncoords; k++)
 		if (d->valid & (1u << k))
-			out[n++] = (struct key){ .k = k, .b = d->sig[i++].b };
+			out[n++] = (struct key){.k = k, .b = d->sig[i++].b};
 	return n;
 }
 
@@ -634,7 +635,8 @@ static void insert_doc(struct im_index *idx, uint32_t id, struct spare *sp)
 			unsigned k;
 			uint32_t y = posting_first(
 				idx, key_table(idx, &keys[i])->s[s].val, &k);
-			uint32_t c = D(idx, y)->comp == NONE ? y : D(idx, y)->comp;
+			uint32_t c =
+				D(idx, y)->comp == NONE ? y : D(idx, y)->comp;
 			unsigned j;
 
 			for (j = 0; j < nrep && reps[j] != c; j++)
@@ -758,7 +760,8 @@ static void detach_doc(struct im_index *idx, uint32_t id)
 			for (unsigned i = 0; i < n; i++) {
 				uint32_t sl = posting_slot(idx, &keys[i],
 							   key_tag(&keys[i]));
-				uint32_t val = key_table(idx, &keys[i])->s[sl].val;
+				uint32_t val =
+					key_table(idx, &keys[i])->s[sl].val;
 				struct plist *pl;
 
 				if (!(val & PL_BIT))
@@ -774,8 +777,8 @@ static void detach_doc(struct im_index *idx, uint32_t id)
 					if (dy->comp != PENDING)
 						continue;
 					if (pool == y)
-						pool = dy->next == y ? NONE :
-								       dy->next;
+						pool = dy->next == y ? NONE
+								     : dy->next;
 					if (dy->next != y)
 						list_unlink(idx, y);
 					list_link(idx, D(idx, s)->prev, y);
@@ -922,8 +925,8 @@ static void spare_release(struct spare *sp)
 
 /* Everything insert_doc() of @p d and a new path slot will need, so that
  * nothing fails once the index starts changing. */
-static int reserve_put(struct im_index *idx, const struct doc *d,
-		       bool new_path, struct spare *sp)
+static int reserve_put(struct im_index *idx, const struct doc *d, bool new_path,
+		       struct spare *sp)
 {
 	struct key keys[NKEYS];
 	unsigned nkeys = doc_keys(d, keys), nsig = 0;
@@ -975,7 +978,8 @@ static int reserve_put(struct im_index *idx, const struct doc *d,
 		}
 	}
 	if (idx->pl_nfree + (idx->pl_cap - idx->pl_used) < sp->n) {
-		uint32_t cap = idx->pl_cap < 16 ? 16 : idx->pl_cap + idx->pl_cap / 2;
+		uint32_t cap =
+			idx->pl_cap < 16 ? 16 : idx->pl_cap + idx->pl_cap / 2;
 		struct plist *np;
 
 		if (cap >= PL_BIT - 1)
@@ -992,7 +996,7 @@ static int reserve_put(struct im_index *idx, const struct doc *d,
 int im_index_put(struct im_index *idx, const char *path,
 		 const struct im_doc_sigs *s)
 {
-	struct spare sp = { .n = 0, .used = 0 };
+	struct spare sp = {.n = 0, .used = 0};
 	struct doc *d, *od;
 	uint32_t old, id;
 	int ret = 0;
@@ -1247,8 +1251,8 @@ out:
 	return ret;
 }
 
-int im_index_foreach_cluster(const struct im_index *idx,
-			     im_index_cluster_cb cb, void *arg)
+int im_index_foreach_cluster(const struct im_index *idx, im_index_cluster_cb cb,
+			     void *arg)
 {
 	int ret = 0;
 
@@ -1269,8 +1273,8 @@ int im_index_foreach_cluster(const struct im_index *idx,
 }
 
 int im_index_foreach_doc(const struct im_index *idx,
-			 int (*cb)(const char *path, const struct im_doc_sigs *d,
-				   void *arg),
+			 int (*cb)(const char *path,
+				   const struct im_doc_sigs *d, void *arg),
 			 void *arg)
 {
 	struct im_doc_sigs s;

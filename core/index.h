@@ -126,16 +126,16 @@ int im_index_cluster_members(const struct im_index *idx,
 			     void *arg);
 
 /** Call @p cb for each cluster. @return 0 or cb's non-zero value. */
-int im_index_foreach_cluster(const struct im_index *idx,
-			     im_index_cluster_cb cb, void *arg);
+int im_index_foreach_cluster(const struct im_index *idx, im_index_cluster_cb cb,
+			     void *arg);
 
 /**
  * Call @p cb for each document. The index is read-locked throughout.
  * @return 0 or cb's non-zero value.
  */
 int im_index_foreach_doc(const struct im_index *idx,
-			 int (*cb)(const char *path, const struct im_doc_sigs *d,
-				   void *arg),
+			 int (*cb)(const char *path,
+				   const struct im_doc_sigs *d, void *arg),
 			 void *arg);
 
 #endif

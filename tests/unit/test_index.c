@@ -63,11 +63,11 @@ static void make_doc(struct im_doc_sigs *d, unsigned ncoords, const uint32_t *v,
 	}
 }
 
-static void put3(struct im_index *idx, const char *path, uint32_t a,
-		 uint32_t b, uint32_t c)
+static void put3(struct im_index *idx, const char *path, uint32_t a, uint32_t b,
+		 uint32_t c)
 {
 	struct im_doc_sigs d;
-	uint32_t v[3] = { a, b, c };
+	uint32_t v[3] = {a, b, c};
 
 	make_doc(&d, 3, v, 0);
 	ck_assert_msg(im_index_put(idx, path, &d) == 0, "put %s failed", path);
@@ -110,7 +110,7 @@ static char answer[4096];
 
 static const char *dupes(struct im_index *idx, const char *path)
 {
-	struct names ns = { .n = 0 };
+	struct names ns = {.n = 0};
 	int ret = im_index_dupes(idx, path, collect, &ns);
 
 	ck_assert_msg(ret == 0, "dupes of %s: %d", path, ret);
@@ -120,7 +120,7 @@ static const char *dupes(struct im_index *idx, const char *path)
 /* Members of the cluster holding @p path, or "-" if it is in none. */
 static const char *cluster(struct im_index *idx, const char *path)
 {
-	struct names ns = { .n = 0 };
+	struct names ns = {.n = 0};
 	struct im_sig name;
 	int ret = im_index_cluster_of(idx, path, &name);
 
@@ -164,7 +164,7 @@ static void teardown(void)
 START_TEST(test_index_add_finds_dupes_and_cluster)
 {
 	struct im_doc_sigs got, want;
-	uint32_t v[3] = { 1, 2, 3 };
+	uint32_t v[3] = {1, 2, 3};
 	struct im_sig name;
 
 	make_doc(&want, 3, v, 7);
@@ -198,11 +198,11 @@ START_TEST(test_index_exact_copies_without_signatures_cluster)
 	struct im_doc_sigs d;
 	struct im_sig name;
 
-	make_doc(&d, 3, (uint32_t[]){ 0, 0, 0 }, 77);
+	make_doc(&d, 3, (uint32_t[]){0, 0, 0}, 77);
 	ck_assert_int_eq(d.status, IM_DOC_REJECTED);
 	ck_assert_int_eq(im_index_put(idx, "x", &d), 0);
 	ck_assert_int_eq(im_index_put(idx, "y", &d), 0);
-	make_doc(&d, 3, (uint32_t[]){ 0, 0, 0 }, 78);
+	make_doc(&d, 3, (uint32_t[]){0, 0, 0}, 78);
 	ck_assert_int_eq(im_index_put(idx, "z", &d), 0);
 
 	ck_assert_uint_eq(im_index_cluster_count(idx), 1);
@@ -213,7 +213,7 @@ START_TEST(test_index_exact_copies_without_signatures_cluster)
 	assert_name(idx, "x", &name);
 
 	/* A signed member names the cluster by its signature instead. */
-	make_doc(&d, 3, (uint32_t[]){ 0, 900, 0 }, 77);
+	make_doc(&d, 3, (uint32_t[]){0, 900, 0}, 77);
 	ck_assert_int_eq(im_index_put(idx, "w", &d), 0);
 	make_sig(&name, 1, 900);
 	assert_name(idx, "x", &name);
@@ -349,7 +349,7 @@ END_TEST
 START_TEST(test_index_name_is_smallest_sig_and_follows_members)
 {
 	struct im_sig name;
-	struct names ns = { .n = 0 };
+	struct names ns = {.n = 0};
 
 	put3(idx, "a", 5, 20, 30);
 	put3(idx, "b", 5, 21, 31);
@@ -376,7 +376,7 @@ START_TEST(test_index_binary_and_error_docs_relate_to_nothing)
 	struct im_doc_sigs d, got;
 
 	put3(idx, "a", 1, 2, 3);
-	make_doc(&d, 3, (uint32_t[]){ 1, 2, 3 }, 5);
+	make_doc(&d, 3, (uint32_t[]){1, 2, 3}, 5);
 	d.status = IM_DOC_BINARY;
 	ck_assert_int_eq(im_index_put(idx, "bin", &d), 0);
 	d.status = IM_DOC_ERROR;
@@ -403,7 +403,7 @@ START_TEST(test_index_refuses_bad_input)
 {
 	struct im_doc_sigs d;
 
-	make_doc(&d, 3, (uint32_t[]){ 1, 2, 3 }, 0);
+	make_doc(&d, 3, (uint32_t[]){1, 2, 3}, 0);
 	d.ncoords = IM_MAX_COORDS + 1;
 	ck_assert_int_eq(im_index_put(idx, "a", &d), -EINVAL);
 	ck_assert_uint_eq(im_index_size(idx), 0);
@@ -432,7 +432,7 @@ END_TEST
 START_TEST(test_index_many_copies_of_one_doc)
 {
 	char path[32];
-	struct names ns = { .n = 0 };
+	struct names ns = {.n = 0};
 
 	/* One big cluster where every key is shared by everyone. */
 	for (int i = 0; i < 60; i++) {
@@ -473,8 +473,8 @@ struct model {
 	bool present[NP];
 	struct im_doc_sigs d[NP];
 	/* recomputed by model_solve() */
-	int comp[NP];        /* union-find parent, then the root */
-	int size[NP];        /* at roots */
+	int comp[NP];		/* union-find parent, then the root */
+	int size[NP];		/* at roots */
 	struct im_sig name[NP]; /* at roots */
 };
 
@@ -536,7 +536,7 @@ static int uf_find(int *parent, int i)
 /* Plain O(n^2) union-find: nothing shared with the index's method. */
 static void model_solve(struct model *m)
 {
-	bool has_sig[NP] = { false };
+	bool has_sig[NP] = {false};
 
 	for (int i = 0; i < NP; i++)
 		m->comp[i] = i;
@@ -545,7 +545,8 @@ static void model_solve(struct model *m)
 			continue;
 		for (int j = i + 1; j < NP; j++)
 			if (m->present[j] && model_related(&m->d[i], &m->d[j]))
-				m->comp[uf_find(m->comp, i)] = uf_find(m->comp, j);
+				m->comp[uf_find(m->comp, i)] =
+					uf_find(m->comp, j);
 	}
 	for (int i = 0; i < NP; i++) {
 		m->comp[i] = uf_find(m->comp, i);
@@ -584,8 +585,8 @@ static int path_index(const char *path)
 {
 	int i;
 
-	CHECK(sscanf(path, "p%d", &i) == 1 && i >= 0 && i < NP,
-		      "odd path %s", path);
+	CHECK(sscanf(path, "p%d", &i) == 1 && i >= 0 && i < NP, "odd path %s",
+	      path);
 	return i;
 }
 
@@ -631,19 +632,20 @@ static void model_check(struct im_index *x, struct model *m, bool full,
 			int step)
 {
 	size_t ndocs = 0, nclusters = 0;
-	struct cluster_seen cs = { .m = m, .calls = 0 };
+	struct cluster_seen cs = {.m = m, .calls = 0};
 	char p[16];
 
 	model_solve(m);
 	for (int i = 0; i < NP; i++) {
 		ndocs += m->present[i];
-		nclusters += m->present[i] && m->comp[i] == i && m->size[i] >= 2;
+		nclusters +=
+			m->present[i] && m->comp[i] == i && m->size[i] >= 2;
 	}
-	CHECK(im_index_size(x) == ndocs, "step %d: size %zu, want %zu",
-		      step, im_index_size(x), ndocs);
+	CHECK(im_index_size(x) == ndocs, "step %d: size %zu, want %zu", step,
+	      im_index_size(x), ndocs);
 	CHECK(im_index_cluster_count(x) == nclusters,
-		      "step %d: %zu clusters, want %zu", step,
-		      im_index_cluster_count(x), nclusters);
+	      "step %d: %zu clusters, want %zu", step,
+	      im_index_cluster_count(x), nclusters);
 
 	for (int i = 0; i < NP; i++) {
 		struct im_sig name;
@@ -652,37 +654,33 @@ static void model_check(struct im_index *x, struct model *m, bool full,
 		snprintf(p, sizeof(p), "p%d", i);
 		ret = im_index_cluster_of(x, p, &name);
 		if (!m->present[i]) {
-			CHECK(ret == -ENOENT, "step %d: %s gone: %d",
-				      step, p, ret);
+			CHECK(ret == -ENOENT, "step %d: %s gone: %d", step, p,
+			      ret);
 			continue;
 		}
 		if (m->size[r] < 2) {
 			CHECK(ret == -ESRCH,
-				      "step %d: %s alone but cluster_of %d",
-				      step, p, ret);
+			      "step %d: %s alone but cluster_of %d", step, p,
+			      ret);
 			continue;
 		}
-		CHECK(ret == 0, "step %d: cluster_of %s: %d", step, p,
-			      ret);
+		CHECK(ret == 0, "step %d: cluster_of %s: %d", step, p, ret);
 		CHECK(!memcmp(name.b, m->name[r].b, IM_SIG_LEN),
-			      "step %d: %s has the wrong cluster name", step,
-			      p);
+		      "step %d: %s has the wrong cluster name", step, p);
 		if (r == i) {
-			struct seen s = { .calls = 0 };
+			struct seen s = {.calls = 0};
 
-			CHECK_EQ(
-				im_index_cluster_members(x, &name, mark, &s),
-				0);
+			CHECK_EQ(im_index_cluster_members(x, &name, mark, &s),
+				 0);
 			CHECK(s.calls == m->size[r],
-				      "step %d: %d members, want %d", step,
-				      s.calls, m->size[r]);
+			      "step %d: %d members, want %d", step, s.calls,
+			      m->size[r]);
 			for (int j = 0; j < NP; j++)
-				CHECK(s.count[j] ==
-						      (m->present[j] &&
-						       m->comp[j] == r),
-					      "step %d: p%d membership in "
-					      "p%d's cluster wrong",
-					      step, j, i);
+				CHECK(s.count[j] == (m->present[j] &&
+						     m->comp[j] == r),
+				      "step %d: p%d membership in "
+				      "p%d's cluster wrong",
+				      step, j, i);
 		}
 	}
 	CHECK_EQ(im_index_foreach_cluster(x, check_cluster, &cs), 0);
@@ -691,7 +689,7 @@ static void model_check(struct im_index *x, struct model *m, bool full,
 	if (!full)
 		return;
 	for (int i = 0; i < NP; i++) {
-		struct seen s = { .calls = 0 };
+		struct seen s = {.calls = 0};
 
 		if (!m->present[i])
 			continue;
@@ -702,9 +700,9 @@ static void model_check(struct im_index *x, struct model *m, bool full,
 				    model_related(&m->d[i], &m->d[j]);
 
 			CHECK(s.count[j] == want,
-				      "step %d: p%d in dupes of p%d %d times, "
-				      "want %d",
-				      step, j, i, s.count[j], want);
+			      "step %d: p%d in dupes of p%d %d times, "
+			      "want %d",
+			      step, j, i, s.count[j], want);
 		}
 	}
 }
@@ -729,7 +727,7 @@ static void random_op(struct im_index *x, struct model *m,
 		m->d[i] = d;
 		CHECK_EQ(im_index_get(x, p, &got), 0);
 		CHECK(!memcmp(&got, &d, sizeof(d)),
-			      "step %d: get gives back something else", step);
+		      "step %d: get gives back something else", step);
 	} else if (op < 60) {
 		/* Same keys, other details (or nothing new at all). */
 		if (!m->present[i])
@@ -756,12 +754,11 @@ static void random_op(struct im_index *x, struct model *m,
 	}
 	if (changed)
 		CHECK(im_index_generation(x) > g0,
-			      "step %d: a change kept generation %llu", step,
-			      (unsigned long long)g0);
+		      "step %d: a change kept generation %llu", step,
+		      (unsigned long long)g0);
 	else
 		CHECK(im_index_generation(x) == g0,
-			      "step %d: nothing changed but generation moved",
-			      step);
+		      "step %d: nothing changed but generation moved", step);
 }
 
 static void run_random(const struct pool *pool, uint64_t seed, int steps,
@@ -795,9 +792,11 @@ START_TEST(test_index_random_ops_match_recomputation)
 {
 	/* Near the percolation threshold: many mid-sized clusters that merge
 	 * and split all the time. */
-	static const struct pool sparse = { .values = 90, .exacts = 40,
-					    .reject_pct = 30, .exact_pct = 30,
-					    .binary_pct = 5 };
+	static const struct pool sparse = {.values = 90,
+					   .exacts = 40,
+					   .reject_pct = 30,
+					   .exact_pct = 30,
+					   .binary_pct = 5};
 
 	run_random(&sparse, 1, 3000, 200);
 }
@@ -806,9 +805,11 @@ END_TEST
 START_TEST(test_index_random_ops_dense_pool)
 {
 	/* Few values: big clusters, long shared postings, exact-only members. */
-	static const struct pool dense = { .values = 30, .exacts = 8,
-					   .reject_pct = 65, .exact_pct = 50,
-					   .binary_pct = 5 };
+	static const struct pool dense = {.values = 30,
+					  .exacts = 8,
+					  .reject_pct = 65,
+					  .exact_pct = 50,
+					  .binary_pct = 5};
 
 	run_random(&dense, 2, 1500, 30);
 }
@@ -861,12 +862,14 @@ static void *reader(void *arg)
 		ret = im_index_dupes(sh->x, p, count_cb, &n);
 		CHECK(ret == 0 || ret == -ENOENT, "ret == 0 || ret == -ENOENT");
 		ret = im_index_cluster_of(sh->x, p, &name);
-		CHECK(ret == 0 || ret == -ENOENT || ret == -ESRCH, "ret == 0 || ret == -ENOENT || ret == -ESRCH");
+		CHECK(ret == 0 || ret == -ENOENT || ret == -ESRCH,
+		      "ret == 0 || ret == -ENOENT || ret == -ESRCH");
 		if (ret == 0) {
 			/* It may have changed in between: ENOENT is fine. */
 			ret = im_index_cluster_members(sh->x, &name, count_cb,
 						       &n);
-			CHECK(ret == 0 || ret == -ENOENT, "ret == 0 || ret == -ENOENT");
+			CHECK(ret == 0 || ret == -ENOENT,
+			      "ret == 0 || ret == -ENOENT");
 		}
 		if ((s >> 40) % 16 == 0) {
 			im_index_foreach_cluster(sh->x, cluster_cb, &n);
@@ -880,17 +883,18 @@ static void *reader(void *arg)
 
 START_TEST(test_index_readers_and_a_writer)
 {
-	static const struct pool pool = { .values = 40, .exacts = 20,
-					  .reject_pct = 30, .exact_pct = 30,
-					  .binary_pct = 5 };
+	static const struct pool pool = {.values = 40,
+					 .exacts = 20,
+					 .reject_pct = 30,
+					 .exact_pct = 30,
+					 .binary_pct = 5};
 	struct shared sh[3];
 	pthread_t th[3];
 	char p[16], q[16];
 
 	for (int t = 0; t < 3; t++) {
-		sh[t] = (struct shared){ .x = idx, .done = 0, .seed = t + 1 };
-		CHECK_EQ(pthread_create(&th[t], NULL, reader, &sh[t]),
-				 0);
+		sh[t] = (struct shared){.x = idx, .done = 0, .seed = t + 1};
+		CHECK_EQ(pthread_create(&th[t], NULL, reader, &sh[t]), 0);
 	}
 	rng_state = 3;
 	for (int step = 0; step < 4000; step++) {

@@ -69,6 +69,7 @@ struct im_signer {
 	uint64_t *pk, *qk, *tmp;    /* sort keys: term number << 32 | raw index */
 	size_t npc, nqc, ccap;
 	uint32_t *qb;  /* indices into qc, in byte order of the terms */
+	uint32_t *qs;  /* indices into qc of the terms S took from Q */
 	uint32_t *sel; /* sel[i] == stamp: qc[i] is in the current S */
 	uint32_t stamp;
 	int q_sorted, qb_sorted;
@@ -180,6 +181,7 @@ void im_signer_free(struct im_signer *s)
 	free(s->qk);
 	free(s->tmp);
 	free(s->qb);
+	free(s->qs);
 	free(s->sel);
 	free(s->hb);
 	free(s->setv);
@@ -301,6 +303,7 @@ static int cand_reserve(struct im_signer *s, size_t n)
 	free(s->qk);
 	free(s->tmp);
 	free(s->qb);
+	free(s->qs);
 	free(s->sel);
 	s->raw = malloc(cap * sizeof(*s->raw));
 	s->pc = malloc(cap * sizeof(*s->pc));
@@ -309,9 +312,10 @@ static int cand_reserve(struct im_signer *s, size_t n)
 	s->qk = malloc(cap * sizeof(*s->qk));
 	s->tmp = malloc(cap * sizeof(*s->tmp));
 	s->qb = malloc(cap * sizeof(*s->qb));
+	s->qs = malloc(cap * sizeof(*s->qs));
 	s->sel = calloc(cap, sizeof(*s->sel));
 	if (!s->raw || !s->pc || !s->qc || !s->pk || !s->qk || !s->tmp ||
-	    !s->qb || !s->sel) {
+	    !s->qb || !s->qs || !s->sel) {
 		s->ccap = 0;
 		return -ENOMEM;
 	}
@@ -409,7 +413,11 @@ static void sort_q(struct im_signer *s)
 	s->q_sorted = 1;
 }
 
-/* Decide S for coordinate @p k: mark the best-ranked terms taken from Q. */
+/*
+ * Decide S for coordinate @p k: the best-ranked terms of Q with bit k join
+ * it until |S| reaches @p need. They are listed in s->qs, in rank order, and
+ * marked in s->sel with a stamp of their own.
+ */
 static void coord_select(struct im_signer *s, unsigned k, size_t need,
 			 struct coord *c)
 {
@@ -430,15 +438,45 @@ static void coord_select(struct im_signer *s, unsigned k, size_t need,
 	     i++) {
 		if (s->qc[i].mask & bit) {
 			s->sel[i] = c->stamp;
-			c->secondary++;
+			s->qs[c->secondary++] = (uint32_t)i;
 		}
 	}
 }
 
 /*
+ * Put the terms coord_select() took from Q in byte order. A few are sorted
+ * on the spot; many are read off Q in byte order, which is sorted once per
+ * document and only then.
+ */
+#define FEW_SECONDARY 32
+
+static void coord_order(struct im_signer *s, const struct coord *c)
+{
+	uint32_t *qs = s->qs;
+	size_t n = c->secondary;
+
+	if (n <= FEW_SECONDARY && !s->qb_sorted) {
+		for (size_t i = 1; i < n; i++) {
+			uint32_t x = qs[i];
+			size_t j = i;
+			for (; j > 0 && cand_cmp(&s->qc[qs[j - 1]], &s->qc[x]) > 0;
+			     j--)
+				qs[j] = qs[j - 1];
+			qs[j] = x;
+		}
+		return;
+	}
+	sort_qb(s);
+	size_t m = 0;
+	for (size_t j = 0; j < s->nqc && m < n; j++)
+		if (s->sel[s->qb[j]] == c->stamp)
+			qs[m++] = s->qb[j];
+}
+
+/*
  * Visit S of coordinate k in byte order: P filtered by bit k, merged with the
- * marked terms of Q. The hashing loop below is the same merge, unrolled for
- * speed; this one serves explain.
+ * terms taken from Q. coord_hash() is the same merge, written for speed;
+ * this one serves explain.
  */
 typedef int (*visit_fn)(void *arg, const struct cand *t);
 
@@ -449,17 +487,13 @@ static int coord_walk(struct im_signer *s, unsigned k, const struct coord *c,
 	size_t i = 0, j = 0;
 	int r;
 
-	if (c->secondary)
-		sort_qb(s);
+	coord_order(s, c);
 	for (;;) {
 		while (i < s->npc && !(s->pc[i].mask & bit))
 			i++;
-		while (c->secondary && j < s->nqc &&
-		       s->sel[s->qb[j]] != c->stamp)
-			j++;
 		const struct cand *a = i < s->npc ? &s->pc[i] : NULL;
 		const struct cand *b =
-			c->secondary && j < s->nqc ? &s->qc[s->qb[j]] : NULL;
+			j < c->secondary ? &s->qc[s->qs[j]] : NULL;
 		if (!a && !b)
 			return 0;
 		if (a && (!b || cand_cmp(a, b) < 0)) {
@@ -494,7 +528,6 @@ static inline size_t put(unsigned char *hb, size_t len, const struct cand *t,
 static int coord_hash(struct im_signer *s, unsigned k, const struct coord *c,
 		      struct im_sig *sig)
 {
-	uint32_t bit = UINT32_C(1) << k;
 	unsigned char *hb = s->hb;
 	unsigned int mdlen = 0;
 	size_t len = 1;
@@ -504,27 +537,17 @@ static int coord_hash(struct im_signer *s, unsigned k, const struct coord *c,
 		for (size_t i = 0; i < s->npc; i++)
 			len = put(hb, len, &s->pc[i], (s->pc[i].mask >> k) & 1);
 	} else {
-		size_t i = 0, j = 0;
-		sort_qb(s);
-		for (;;) {
-			while (i < s->npc && !(s->pc[i].mask & bit))
-				i++;
-			while (j < s->nqc && s->sel[s->qb[j]] != c->stamp)
-				j++;
-			if (j == s->nqc) {
-				for (; i < s->npc; i++)
-					len = put(hb, len, &s->pc[i],
-						  (s->pc[i].mask >> k) & 1);
-				break;
-			}
-			const struct cand *b = &s->qc[s->qb[j]];
-			if (i < s->npc && cand_cmp(&s->pc[i], b) < 0) {
-				len = put(hb, len, &s->pc[i++], 1);
-			} else {
-				len = put(hb, len, b, 1);
-				j++;
-			}
+		size_t i = 0;
+		coord_order(s, c);
+		for (size_t j = 0; j < c->secondary; j++) {
+			const struct cand *b = &s->qc[s->qs[j]];
+			for (; i < s->npc && cand_cmp(&s->pc[i], b) < 0; i++)
+				len = put(hb, len, &s->pc[i],
+					  (s->pc[i].mask >> k) & 1);
+			len = put(hb, len, b, 1);
 		}
+		for (; i < s->npc; i++)
+			len = put(hb, len, &s->pc[i], (s->pc[i].mask >> k) & 1);
 	}
 	if (!EVP_DigestInit_ex(s->ctx, s->md, NULL) ||
 	    !EVP_DigestUpdate(s->ctx, hb, len) ||

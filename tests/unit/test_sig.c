@@ -518,6 +518,62 @@ START_TEST(test_sig_secondary_extension_threshold)
 }
 END_TEST
 
+/* sig[k] of @p d must be SHA1 over what explain lists for coordinate k. */
+static void assert_hash_matches_set(struct im_signer *s,
+				    const struct im_doc_sigs *d, unsigned k)
+{
+	static const char *terms[4096];
+	struct im_sig want;
+	size_t n = 0;
+	const char *const *set = im_signer_last_set(s, k);
+
+	ck_assert_ptr_nonnull(set);
+	while (set[n] && n < 4096)
+		terms[n] = set[n], n++;
+	for (size_t i = 1; i < n; i++)
+		ck_assert_msg(strcmp(terms[i - 1], terms[i]) < 0,
+			      "S of %u is listed in byte order", k);
+	imatch_sha1(k, terms, n, &want);
+	ck_assert_msg(is_set(d, k) && im_sig_cmp(&d->sig[k], &want) == 0,
+		      "coordinate %u hashes its listed S", k);
+}
+
+START_TEST(test_sig_extension_hashes_merged_set)
+{
+	/* The terms taken from B are hashed in byte order among those of L,
+	 * whether few (sorted on the spot) or many (read off B sorted once). */
+	struct im_lexicon *lex = make_lexicon(200, 100, NULL, NULL);
+	struct im_params p;
+	struct im_terms u;
+	struct im_doc_sigs d;
+	struct im_coord_info info[IM_MAX_COORDS];
+
+	test_params(&p);
+	p.min_ratio = 0.3;
+	struct im_signer *s = signer(lex, &p);
+	im_terms_init(&u);
+	doc_terms(&u, 10, 40, 0);
+	ck_assert_int_eq(im_signer_sign_terms(s, &u, &d, info), 0);
+	for (unsigned k = 0; k <= p.k; k++) {
+		ck_assert(info[k].secondary > 0 && info[k].secondary <= 32);
+		assert_hash_matches_set(s, &d, k);
+	}
+
+	im_signer_free(s);
+	p.keep = 1;
+	p.min_ratio = 0.9;
+	s = signer(lex, &p);
+	doc_terms(&u, 10, 80, 0);
+	ck_assert_int_eq(im_signer_sign_terms(s, &u, &d, info), 0);
+	ck_assert_uint_eq(info[0].secondary, 71);
+	for (unsigned k = 0; k <= p.k; k++)
+		assert_hash_matches_set(s, &d, k);
+	im_terms_release(&u);
+	im_signer_free(s);
+	im_lexicon_free(lex);
+}
+END_TEST
+
 START_TEST(test_sig_min_terms_boundary)
 {
 	struct im_lexicon *lex = make_lexicon(200, 100, NULL, NULL);
@@ -961,6 +1017,7 @@ static Suite *sig_suite(void)
 	tcase_add_test(tc, test_sig_coordinate0_is_imatch);
 	tcase_add_test(tc, test_sig_membership_fraction);
 	tcase_add_test(tc, test_sig_secondary_extension_threshold);
+	tcase_add_test(tc, test_sig_extension_hashes_merged_set);
 	tcase_add_test(tc, test_sig_min_terms_boundary);
 	tcase_add_test(tc, test_sig_min_unique);
 	tcase_add_test(tc, test_sig_long_document_small_overlap);

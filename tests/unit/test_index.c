@@ -5,6 +5,7 @@
  */
 #include <check.h>
 #include <errno.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -920,6 +921,57 @@ START_TEST(test_index_readers_and_a_writer)
 }
 END_TEST
 
+/* ---- Memory -------------------------------------------------------------- */
+
+START_TEST(test_index_memory_per_document)
+{
+	/* The daemon holds 100k+ documents: measure the heap they take at
+	 * K = 10 with every coordinate signed (the most keys). Under ASan or
+	 * valgrind mallinfo2() does not see the heap, and only the run is
+	 * checked. */
+	const int n = 100000;
+	struct mallinfo2 before, after;
+	size_t paths = 0;
+	struct im_doc_sigs d;
+	char path[64];
+	double per_doc;
+
+	rng_state = 4;
+	before = mallinfo2();
+	for (int i = 0; i < n; i++) {
+		memset(&d, 0, sizeof(d));
+		d.status = IM_DOC_SIGNED;
+		d.ncoords = 11;
+		d.valid = 0x7ff;
+		d.exact_valid = 1;
+		for (unsigned j = 0; j < sizeof(d.exact); j++)
+			d.exact[j] = rnd(256);
+		for (unsigned k = 0; k < 11; k++)
+			for (unsigned j = 0; j < IM_SIG_LEN; j++)
+				d.sig[k].b[j] = rnd(256);
+		/* Pairs: document 10j + 9 shares two signatures with 10j + 8. */
+		if (i % 10 >= 8) {
+			make_sig(&d.sig[0], 0, i / 10);
+			make_sig(&d.sig[5], 5, i / 10);
+		}
+		paths += snprintf(path, sizeof(path), "dir%03d/file-%06d.txt",
+				  i % 997, i) +
+			 1;
+		CHECK_EQ(im_index_put(idx, path, &d), 0);
+	}
+	after = mallinfo2();
+	ck_assert_uint_eq(im_index_size(idx), n);
+	ck_assert_uint_eq(im_index_cluster_count(idx), n / 10);
+	if (after.uordblks <= before.uordblks)
+		return;
+	per_doc = (double)(after.uordblks - before.uordblks - paths) / n;
+	printf("index: %.0f bytes of heap per document plus its path "
+	       "(%d documents, K = 10)\n",
+	       per_doc, n);
+	ck_assert_msg(per_doc < 512, "%.0f bytes per document", per_doc);
+}
+END_TEST
+
 static Suite *index_suite(void)
 {
 	Suite *s = suite_create("index");
@@ -950,6 +1002,12 @@ static Suite *index_suite(void)
 	tcase_set_timeout(tc, 600);
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_index_readers_and_a_writer);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("memory");
+	tcase_set_timeout(tc, 600);
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_index_memory_per_document);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1,8 +1,9 @@
 /**
  * @file state.c
- * The signature cache file (layout in state.h). Loading reads the whole file,
- * checks the checksum first and only then parses, so a corrupt file never
- * yields half an answer; entries point into the one buffer they came from.
+ * The signature cache file (layout in state.h). Loading maps the whole file,
+ * checks the checksum first and then every entry's structure, so a corrupt
+ * file never yields half an answer; entries are decoded from the mapping
+ * when asked for.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -10,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdbool.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -136,10 +139,11 @@ int im_state_file_key(const char *path, uint64_t *out)
 /* ---- Loading ------------------------------------------------------------- */
 
 struct im_state {
-	uint8_t *data; /* the file; paths point into it (NUL added in place) */
-	struct im_state_entry *v;
+	const uint8_t *map; /* the whole file, read-only */
+	size_t map_len;
+	size_t *off;        /* entry i starts at map + off[i] (its path length) */
 	size_t n;
-	uint32_t *slots; /* open addressing over v, index + 1; 0 = empty */
+	uint32_t *slots;    /* open addressing over off, index + 1; 0 = empty */
 	size_t nslots;
 };
 
@@ -153,10 +157,49 @@ void im_state_free(struct im_state *st)
 {
 	if (!st)
 		return;
-	free(st->data);
-	free(st->v);
+	if (st->map && st->map_len)
+		munmap((void *)st->map, st->map_len);
+	free(st->off);
 	free(st->slots);
 	free(st);
+}
+
+/* Decode the entry at @p off; the structure was checked at load. */
+static void decode(const struct im_state *st, size_t off,
+		   struct im_state_entry *e)
+{
+	const uint8_t *d = st->map + off;
+	uint32_t plen = get_u32(d);
+
+	memset(&e->d, 0, sizeof(e->d));
+	e->path = (const char *)d + 4;
+	e->path_len = plen;
+	d += 4 + plen;
+	e->size = get_u64(d);
+	e->mtime_ns = (int64_t)get_u64(d + 8);
+	e->ino = get_u64(d + 16);
+	d += 24;
+	e->d.status = d[0];
+	e->d.ncoords = d[1];
+	e->d.exact_valid = d[2];
+	e->d.err = (int32_t)get_u32(d + 3);
+	e->d.valid = get_u32(d + 7);
+	e->d.unique_terms = get_u32(d + 11);
+	memcpy(e->d.exact, d + 15, 16);
+	d += 31;
+	for (unsigned k = 0; k < e->d.ncoords; k++) {
+		if (e->d.valid & (1u << k)) {
+			memcpy(e->d.sig[k].b, d, IM_SIG_LEN);
+			d += IM_SIG_LEN;
+		}
+	}
+}
+
+static bool path_eq(const struct im_state *st, size_t off, const char *p,
+		    size_t len)
+{
+	return get_u32(st->map + off) == len &&
+	       !memcmp(st->map + off + 4, p, len);
 }
 
 static int build_slots(struct im_state *st)
@@ -169,11 +212,13 @@ static int build_slots(struct im_state *st)
 		return -ENOMEM;
 	st->nslots = ns;
 	for (size_t i = 0; i < st->n; i++) {
-		const char *p = st->v[i].path;
-		size_t h = XXH3_64bits(p, strlen(p)) & (ns - 1);
+		const uint8_t *d = st->map + st->off[i];
+		uint32_t plen = get_u32(d);
+		size_t h = XXH3_64bits(d + 4, plen) & (ns - 1);
 		while (st->slots[h]) {
 			/* A duplicate path keeps its last entry. */
-			if (!strcmp(st->v[st->slots[h] - 1].path, p))
+			if (path_eq(st, st->off[st->slots[h] - 1],
+				    (const char *)d + 4, plen))
 				break;
 			h = (h + 1) & (ns - 1);
 		}
@@ -182,23 +227,22 @@ static int build_slots(struct im_state *st)
 	return 0;
 }
 
-/* Parse the checked body; entries' paths are made NUL-terminated by moving
- * each path one byte back over its length field (which is consumed). */
-static int parse(struct im_state *st, size_t len, char *why, size_t why_len)
+/* Check the structure of every entry and record where each starts. */
+static int index_entries(struct im_state *st, size_t len, char *why,
+			 size_t why_len)
 {
-	uint8_t *d = st->data;
+	const uint8_t *d = st->map;
 	uint64_t count = get_u64(d + 24);
 	size_t off = HEADER_LEN;
 
-	if (count > (len - HEADER_LEN) / ENTRY_FIXED) {
+	if (count > (len - HEADER_LEN) / ENTRY_FIXED || count >= UINT32_MAX) {
 		why_set(why, why_len, "truncated");
 		return -EINVAL;
 	}
-	st->v = calloc(count ? count : 1, sizeof(*st->v));
-	if (!st->v)
+	st->off = malloc((count ? count : 1) * sizeof(*st->off));
+	if (!st->off)
 		return -ENOMEM;
 	for (uint64_t i = 0; i < count; i++) {
-		struct im_state_entry *e = &st->v[i];
 		if (len - off < ENTRY_FIXED) {
 			why_set(why, why_len, "truncated");
 			return -EINVAL;
@@ -208,42 +252,26 @@ static int parse(struct im_state *st, size_t len, char *why, size_t why_len)
 			why_set(why, why_len, "truncated");
 			return -EINVAL;
 		}
-		uint8_t *ps = d + off + 4;
-		if (memchr(ps, 0, plen)) {
+		if (memchr(d + off + 4, 0, plen)) {
 			why_set(why, why_len, "corrupt path");
 			return -EINVAL;
 		}
-		memmove(d + off, ps, plen);
-		d[off + plen] = 0;
-		e->path = (const char *)(d + off);
-		off += 4 + plen;
-		e->size = get_u64(d + off);
-		e->mtime_ns = (int64_t)get_u64(d + off + 8);
-		e->ino = get_u64(d + off + 16);
-		off += 24;
-		e->d.status = d[off];
-		e->d.ncoords = d[off + 1];
-		e->d.exact_valid = d[off + 2];
-		e->d.err = (int32_t)get_u32(d + off + 3);
-		e->d.valid = get_u32(d + off + 7);
-		e->d.unique_terms = get_u32(d + off + 11);
-		memcpy(e->d.exact, d + off + 15, 16);
-		off += 31;
-		if (e->d.status > IM_DOC_ERROR || e->d.ncoords > IM_MAX_COORDS ||
-		    (e->d.ncoords < 32 && (e->d.valid >> e->d.ncoords))) {
+		st->off[i] = off;
+		const uint8_t *f = d + off + 4 + plen + 24;
+		uint8_t status = f[0], ncoords = f[1];
+		uint32_t valid = get_u32(f + 7);
+		if (status > IM_DOC_ERROR || ncoords > IM_MAX_COORDS ||
+		    (ncoords < 32 && (valid >> ncoords))) {
 			why_set(why, why_len, "corrupt entry");
 			return -EINVAL;
 		}
-		for (unsigned k = 0; k < e->d.ncoords; k++) {
-			if (!(e->d.valid & (1u << k)))
-				continue;
-			if (len - off < IM_SIG_LEN) {
-				why_set(why, why_len, "truncated");
-				return -EINVAL;
-			}
-			memcpy(e->d.sig[k].b, d + off, IM_SIG_LEN);
-			off += IM_SIG_LEN;
+		off += ENTRY_FIXED + plen;
+		size_t sigs = (size_t)__builtin_popcount(valid) * IM_SIG_LEN;
+		if (len - off < sigs) {
+			why_set(why, why_len, "truncated");
+			return -EINVAL;
 		}
+		off += sigs;
 	}
 	if (off != len) {
 		why_set(why, why_len, "trailing bytes");
@@ -257,59 +285,65 @@ int im_state_load(const char *path, uint64_t key, struct im_state **out,
 		  char *why, size_t why_len)
 {
 	struct im_state *st = NULL;
-	struct buf b = { 0 };
+	struct stat sb;
 	int fd = -1, ret;
 
 	*out = NULL;
+	st = calloc(1, sizeof(*st));
+	if (!st)
+		return -ENOMEM;
 	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
+	if (fd < 0 || fstat(fd, &sb)) {
 		ret = -errno;
 		why_set(why, why_len, strerror(-ret));
 		goto out;
 	}
-	ret = read_all(fd, &b);
-	if (ret) {
-		why_set(why, why_len, strerror(-ret));
-		goto out;
-	}
 	ret = -EINVAL;
-	if (b.len < 8 || memcmp(b.p, state_magic, 8)) {
+	if (sb.st_size < 8) {
 		why_set(why, why_len, "not an imatchfs state file");
 		goto out;
 	}
-	if (b.len < HEADER_LEN + 8) {
+	st->map_len = (size_t)sb.st_size;
+	void *m = mmap(NULL, st->map_len, PROT_READ, MAP_PRIVATE, fd, 0);
+	if (m == MAP_FAILED) {
+		ret = -errno;
+		st->map_len = 0;
+		why_set(why, why_len, strerror(-ret));
+		goto out;
+	}
+	st->map = m;
+	const uint8_t *b = st->map;
+	size_t len = st->map_len;
+	if (memcmp(b, state_magic, 8)) {
+		why_set(why, why_len, "not an imatchfs state file");
+		goto out;
+	}
+	if (len < HEADER_LEN + 8) {
 		why_set(why, why_len, "truncated");
 		goto out;
 	}
-	uint32_t version = get_u32(b.p + 8);
+	uint32_t version = get_u32(b + 8);
 	if (version != IM_STATE_VERSION) {
 		if (why && why_len)
 			snprintf(why, why_len, "unsupported version %u", version);
 		goto out;
 	}
-	size_t body = b.len - 8;
-	if (XXH3_64bits(b.p, body) != get_u64(b.p + body)) {
+	size_t body = len - 8;
+	if (XXH3_64bits(b, body) != get_u64(b + body)) {
 		why_set(why, why_len, "bad checksum (truncated or corrupt)");
 		goto out;
 	}
-	if (get_u32(b.p + 12) != IM_MAX_COORDS) {
+	if (get_u32(b + 12) != IM_MAX_COORDS) {
 		why_set(why, why_len, "made for another IM_MAX_COORDS");
 		goto out;
 	}
-	if (get_u64(b.p + 16) != key) {
+	if (get_u64(b + 16) != key) {
 		why_set(why, why_len,
 			"made with other parameters or another lexicon");
 		ret = -ESTALE;
 		goto out;
 	}
-	st = calloc(1, sizeof(*st));
-	if (!st) {
-		ret = -ENOMEM;
-		goto out;
-	}
-	st->data = b.p;
-	b.p = NULL;
-	ret = parse(st, body, why, why_len);
+	ret = index_entries(st, body, why, why_len);
 	if (ret == -ENOMEM)
 		why_set(why, why_len, strerror(ENOMEM));
 	if (ret)
@@ -319,7 +353,6 @@ int im_state_load(const char *path, uint64_t key, struct im_state **out,
 out:
 	if (fd >= 0)
 		close(fd);
-	free(b.p);
 	im_state_free(st);
 	return ret;
 }
@@ -329,24 +362,31 @@ size_t im_state_count(const struct im_state *st)
 	return st ? st->n : 0;
 }
 
-const struct im_state_entry *im_state_find(const struct im_state *st,
-					   const char *path)
+int im_state_find(const struct im_state *st, const char *path,
+		  struct im_state_entry *out)
 {
 	if (!st || !st->n)
-		return NULL;
-	size_t h = XXH3_64bits(path, strlen(path)) & (st->nslots - 1);
+		return -ENOENT;
+	size_t len = strlen(path);
+	size_t h = XXH3_64bits(path, len) & (st->nslots - 1);
 	while (st->slots[h]) {
-		const struct im_state_entry *e = &st->v[st->slots[h] - 1];
-		if (!strcmp(e->path, path))
-			return e;
+		size_t off = st->off[st->slots[h] - 1];
+		if (path_eq(st, off, path, len)) {
+			decode(st, off, out);
+			return 0;
+		}
 		h = (h + 1) & (st->nslots - 1);
 	}
-	return NULL;
+	return -ENOENT;
 }
 
-const struct im_state_entry *im_state_at(const struct im_state *st, size_t i)
+int im_state_at(const struct im_state *st, size_t i,
+		struct im_state_entry *out)
 {
-	return st && i < st->n ? &st->v[i] : NULL;
+	if (!st || i >= st->n)
+		return -ENOENT;
+	decode(st, st->off[i], out);
+	return 0;
 }
 
 /* ---- Writing ------------------------------------------------------------- */

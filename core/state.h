@@ -27,6 +27,10 @@
  *             20 bytes for each set bit of valid }
  *   u64 xxh3_64(all of the above)
  *
+ * Memory: a loaded cache is the file mapped read-only plus 12 bytes per
+ * entry (an offset and a hash slot); entries are decoded on demand, and
+ * im_state_free() gives everything back to the system.
+ *
  * Thread-safety: a struct im_state is immutable once loaded and may be read
  * by any number of threads. A writer is used by one thread at a time.
  */
@@ -41,9 +45,10 @@
 
 #define IM_STATE_VERSION 1
 
-/** One cached file. */
+/** One cached file, decoded by im_state_find() / im_state_at(). */
 struct im_state_entry {
-	const char *path; /**< owned by the struct im_state */
+	const char *path; /**< into the loaded file: NOT NUL-terminated */
+	size_t path_len;
 	uint64_t size;
 	int64_t mtime_ns;
 	uint64_t ino;
@@ -89,12 +94,16 @@ void im_state_free(struct im_state *st);
 /** Entries held. */
 size_t im_state_count(const struct im_state *st);
 
-/** @return the entry for @p path, or NULL. Borrowed from @p st. */
-const struct im_state_entry *im_state_find(const struct im_state *st,
-					   const char *path);
+/**
+ * Decode the entry for @p path into *out (its path borrowed from @p st).
+ * @return 0, or -ENOENT if @p path is not cached.
+ */
+int im_state_find(const struct im_state *st, const char *path,
+		  struct im_state_entry *out);
 
-/** The @p i-th entry (0 <= i < count), in file order. Borrowed. */
-const struct im_state_entry *im_state_at(const struct im_state *st, size_t i);
+/** Decode the @p i-th entry, in file order. @return 0 or -ENOENT. */
+int im_state_at(const struct im_state *st, size_t i,
+		struct im_state_entry *out);
 
 /* ---- Writing ------------------------------------------------------------- */
 

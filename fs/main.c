@@ -505,7 +505,7 @@ int main(int argc, char *argv[])
 		goto out;
 	}
 	imfs_log(LOG_INFO, "mounted %s on %s (state in %s)", fs->source_real,
-		 fs->mountpoint, fs->state_dir);
+		 fs->mnt_real, fs->state_dir);
 
 	int lr;
 	if (o.single) {

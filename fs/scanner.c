@@ -227,12 +227,12 @@ static bool scan_want_cb(const char *path, const struct stat *st, void *arg)
 		want = false;
 		goto out;
 	}
-	const struct im_state_entry *e =
-		sc->cache ? im_state_find(sc->cache, path) : NULL;
-	if (e && e->size == (uint64_t)st->st_size &&
-	    e->mtime_ns == st_mtime_ns(st) && e->ino == st->st_ino &&
-	    e->d.status != IM_DOC_ERROR) {
-		view_apply(fs, n, path, st, &e->d);
+	struct im_state_entry e;
+	if (sc->cache && !im_state_find(sc->cache, path, &e) &&
+	    e.size == (uint64_t)st->st_size &&
+	    e.mtime_ns == st_mtime_ns(st) && e.ino == st->st_ino &&
+	    e.d.status != IM_DOC_ERROR) {
+		view_apply(fs, n, path, st, &e.d);
 		if (node_is_doc(n))
 			__atomic_add_fetch(&fs->cached, 1, __ATOMIC_RELAXED);
 		want = false;
@@ -294,7 +294,7 @@ static int full_scan(struct imfs *fs, const struct im_state *cache)
 	__atomic_store_n(&fs->walk_errors, counts.errors, __ATOMIC_RELAXED);
 	if (ret) {
 		if (ret != -ECANCELED)
-			imfs_log(LOG_ERR, "scanning %s: %s", fs->source,
+			imfs_log(LOG_ERR, "scanning %s: %s", fs->source_real,
 				 strerror(-ret));
 		return ret;
 	}
@@ -468,7 +468,7 @@ static void *scanner_main(void *arg)
 	}
 	while (!fs->lex && !fs->stop) {
 		set_phase(fs, PHASE_LEXICON);
-		imfs_log(LOG_INFO, "building the lexicon from %s", fs->source);
+		imfs_log(LOG_INFO, "building the lexicon from %s", fs->source_real);
 		ret = build_lexicon(fs);
 		if (!ret)
 			break;

@@ -94,8 +94,12 @@ START_TEST(test_state_round_trip)
 		char name[64];
 		struct im_doc_sigs d;
 		snprintf(name, sizeof(name), "dir/file %u%%\n", i);
-		const struct im_state_entry *e = im_state_find(st, name);
-		ck_assert_msg(e != NULL, "entry %u must be found by path", i);
+		struct im_state_entry ent;
+		const struct im_state_entry *e = &ent;
+		ck_assert_msg(im_state_find(st, name, &ent) == 0,
+			      "entry %u must be found by path", i);
+		ck_assert_uint_eq(e->path_len, strlen(name));
+		ck_assert_msg(!memcmp(e->path, name, e->path_len), "path kept");
 		ck_assert_uint_eq(e->size, 1000 + i);
 		ck_assert_int_eq(e->mtime_ns, (int64_t)i * 1000000007);
 		ck_assert_uint_eq(e->ino, 42 + i);
@@ -113,7 +117,12 @@ START_TEST(test_state_round_trip)
 						      IM_SIG_LEN),
 					      "signature %u of entry %u kept", k, i);
 	}
-	ck_assert_ptr_null(im_state_find(st, "dir/missing"));
+	struct im_state_entry e;
+	ck_assert_int_eq(im_state_find(st, "dir/missing", &e), -ENOENT);
+	ck_assert_int_eq(im_state_find(st, "dir/file 1", &e), -ENOENT);
+	ck_assert_int_eq(im_state_at(st, 99, &e), 0);
+	ck_assert_uint_eq(e.ino, 42 + 99);
+	ck_assert_int_eq(im_state_at(st, 100, &e), -ENOENT);
 	im_state_free(st);
 }
 END_TEST
@@ -127,7 +136,8 @@ START_TEST(test_state_empty_and_missing)
 	write_cache(0, test_key());
 	ck_assert_int_eq(im_state_load(path, test_key(), &st, NULL, 0), 0);
 	ck_assert_uint_eq(im_state_count(st), 0);
-	ck_assert_ptr_null(im_state_find(st, "x"));
+	struct im_state_entry e;
+	ck_assert_int_eq(im_state_find(st, "x", &e), -ENOENT);
 	im_state_free(st);
 }
 END_TEST

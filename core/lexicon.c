@@ -51,6 +51,9 @@
 
 #define NIDF_EPS 1e-12
 
+/* The longest term a lexicon holds (words from text.c are far shorter). */
+#define LEX_TERM_MAX 65536
+
 /* ---- A growable byte arena ------------------------------------------------ */
 
 struct arena {
@@ -479,6 +482,8 @@ int im_lexicon_build(const struct im_df *df, double lo, double hi,
 
 	for (size_t i = 0; i < df->n; i++) {
 		const struct df_entry *e = &df->v[i];
+		if (e->len > LEX_TERM_MAX)
+			continue; /* load would refuse it */
 		double x = nidf_of(e->df, df->docs);
 		struct pick p = { e, df->arena.p + e->off };
 		if (x > hi + NIDF_EPS)
@@ -535,7 +540,6 @@ static const char lex_magic[8] = { 'I', 'M', 'L', 'E', 'X', 'I', 'C', 'N' };
 #define LEX_HEADER 64
 #define LEX_TRAILER 8
 #define LEX_REC_MIN (4 + 1 + 1 + 4 + 8) /* a one-byte term */
-#define LEX_TERM_MAX 65536
 
 static void put_u32(unsigned char *p, uint32_t v)
 {

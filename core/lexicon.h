@@ -87,7 +87,7 @@ struct im_lexicon;
  * Build L and B from @p df. The caller owns the result; free it with
  * im_lexicon_free(). A term whose nidf lies on lo or hi (within 1e-12, the
  * rounding of log()) is in L. B keeps at most @p secondary_cap terms (0: B is
- * empty). The result depends only on the counts, never on the order in which
+ * empty). Terms longer than 65536 bytes are left out. The result depends only on the counts, never on the order in which
  * documents were added or merged: the same counts save to the same bytes.
  *
  * @return 0, -ENOMEM, or -EINVAL if !(0 <= lo <= hi <= 1) or df counted fewer

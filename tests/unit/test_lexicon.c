@@ -698,6 +698,32 @@ START_TEST(test_lexicon_utf8_terms)
 }
 END_TEST
 
+START_TEST(test_lexicon_huge_term)
+{
+	/* A term too long for the file is left out, so the file still loads. */
+	char *huge = malloc(70001);
+	memset(huge, 'x', 70000);
+	huge[70000] = '\0';
+	const char *w[] = { huge, "normal" };
+	static const unsigned dfs[] = { 10, 10 };
+	struct im_df *df = collection(100, w, dfs, 2);
+	struct im_lexicon *lex, *back;
+	char why[128];
+
+	ck_assert_int_eq(im_lexicon_build(df, 0.2, 0.8, 10, &lex), 0);
+	ck_assert_uint_eq(im_lexicon_primary_size(lex), 1);
+	ck_assert_int_eq(im_lexicon_save(lex, tmp_path("h.lex")), 0);
+	ck_assert_msg(im_lexicon_load(tmp_path("h.lex"), &back, why,
+				      sizeof(why)) == 0,
+		      "load: %s", why);
+	ck_assert_ptr_nonnull(find(back, "normal"));
+	im_lexicon_free(lex);
+	im_lexicon_free(back);
+	im_df_free(df);
+	free(huge);
+}
+END_TEST
+
 static Suite *lexicon_suite(void)
 {
 	Suite *s = suite_create("lexicon");
@@ -726,6 +752,7 @@ static Suite *lexicon_suite(void)
 	tcase_add_test(tc, test_lexicon_load_bad_header);
 	tcase_add_test(tc, test_lexicon_golden_file);
 	tcase_add_test(tc, test_lexicon_utf8_terms);
+	tcase_add_test(tc, test_lexicon_huge_term);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -8,9 +8,9 @@
 # Corpus (built once, kept in BENCH_DIR, default $IMATCH_BENCH_DIR or
 # /tmp/imatch-bench): the evaluation documents of tools/eval/fetch_corpus.sh
 # (PostgreSQL 15 HTML manual, Perl pod and man3 pages, Python 3.11 HTML docs:
-# 2,478 files, 84 MB) as they are, plus REPLICAS (default 3) lightly perturbed
+# 2,684 files, 90 MB) as they are, plus REPLICAS (default 3) lightly perturbed
 # replicas (tools/bench/replicate.py: 0.2% of the words replaced by other words
-# of the same document), so about 336 MB of real text in about 9,900 files.
+# of the same document), so about 360 MB of real text in about 10,700 files.
 #
 # Each timing is the best of REPEAT (default 3) runs over a warm page cache.
 # Peak RSS comes from GNU time (installed with apt-get if missing) or, failing
@@ -72,6 +72,7 @@ rss() {
 cat_all() { xargs -0 cat <"$list"; }
 sha_all() { xargs -0 sha1sum <"$list"; }
 
+load=$(cut -d" " -f1-3 /proc/loadavg)
 lex=$bench/bench.lex
 t_lex=$(best "$imatch" lexicon build -o "$lex" "$corpus")
 cat_all >/dev/null # warm the cache
@@ -90,7 +91,7 @@ r_jn=$(rss "$imatch" scan --lexicon "$lex" -j "$jobs" "$corpus")
 r_lex=$(rss "$imatch" lexicon build -o "$bench/bench2.lex" "$corpus")
 r_sha=$(rss sha1sum "$(head -zn1 "$list" | tr -d '\0')")
 
-echo "Corpus: $corpus: $nfiles files, $mb MB (real documentation text, see the script); $(nproc) cores; $(uname -m); best of $repeat."
+echo "Corpus: $corpus: $nfiles files, $mb MB (real documentation text, see the script); $(nproc) cores; $(uname -m); best of $repeat; load average before: $load."
 echo
 echo "| command | seconds | MB/s | MB/s per core | vs sha1sum per core | peak RSS |"
 echo "|---|---:|---:|---:|---:|---:|"

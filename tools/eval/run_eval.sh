@@ -10,12 +10,12 @@
 #
 #  1. papers/000 §6.4, Tables 2-3: recall and precision of the near-duplicate
 #     relation against the cosine >= 0.9 ground truth (tools/eval/cosine), for
-#     K = 0, 2, 5, 10 and three nidf windows, then single-option sweeps of
-#     keep, min_ratio and min_terms at K = 10.
+#     K = 0, 2, 5, 10 and three nidf windows, then sweeps of keep, min_ratio
+#     and min_terms (alone and combined) at K = 10.
 #  2. papers/001 §4.3, Tables III-IV: the perturbation protocol
 #     (tools/eval/perturb), for the same K and windows and three strengths,
-#     then sweeps of keep and min_ratio.
-# Takes about ten minutes on two cores.
+#     then the same sweeps.
+# Takes about fifteen minutes on two cores.
 set -eu
 
 imatch=${1:?usage: run_eval.sh IMATCH [CACHE]}
@@ -37,21 +37,26 @@ echo
 python3 "$here/cosine" --imatch "$imatch" --ks "$ks" --windows "$windows" \
 	--truth-cache "$truth" "$corpus"
 echo
-echo "Single-option sweeps at nidf [0.2, 0.8] (other options at their defaults):"
+# Settings swept at K = 10, nidf [0.2, 0.8]: one option at a time, then the
+# combinations that the single sweeps point to (a small keep needs a small
+# min_ratio, since S_k holds about keep * |L & U| terms; a small S_k wants a
+# larger min_terms to stay precise).
+settings="keep=0.8 keep=0.63 keep=0.5 keep=0.3 min-ratio=0 min-ratio=0.5 min-terms=3 min-terms=10
+keep=0.5,min-ratio=0.15 keep=0.3,min-ratio=0 keep=0.3,min-ratio=0,min-terms=10
+keep=0.2,min-ratio=0 keep=0.2,min-ratio=0,min-terms=10"
+args_of() { # keep=0.3,min-ratio=0 -> --keep 0.3 --min-ratio 0
+	echo "$1" | tr ',' '\n' | sed 's/^/--/; s/=/ /'
+}
+echo "Sweeps at nidf [0.2, 0.8] (options not named are at their defaults):"
 echo
 hdr=
-sweep() { # sweep OPTION VALUE...: one row pair (K = 0, 10) per value
-	opt=$1
-	shift
-	for v in "$@"; do
-		python3 "$here/cosine" --imatch "$imatch" --ks 0,10 --windows 0.2:0.8 \
-			--truth-cache "$truth" --label "$opt=$v" --"$opt" "$v" $hdr "$corpus" | grep '^|'
-		hdr=--no-header
-	done
-}
-sweep keep 0.3 0.5 0.63 0.8
-sweep min-ratio 0 0.25 0.5
-sweep min-terms 3 5 10
+for st in $settings; do
+	# shellcheck disable=SC2046
+	python3 "$here/cosine" --imatch "$imatch" --ks 0,10 --windows 0.2:0.8 \
+		--truth-cache "$truth" --label "$st" $(args_of "$st") $hdr "$corpus" | grep '^|' ||
+		echo "| $st | failed: see stderr |"
+	hdr=--no-header
+done
 echo
 echo "## Perturbation protocol (papers/001 §4.3, Tables III-IV)"
 echo
@@ -59,17 +64,13 @@ echo "Command: \`tools/eval/perturb --imatch IMATCH --ks $ks --windows $windows 
 echo
 python3 "$here/perturb" --imatch "$imatch" --ks "$ks" --windows "$windows" "$corpus"
 echo
-echo "Single-option sweeps at nidf [0.2, 0.8], 1% of the words edited:"
+echo "Sweeps at nidf [0.2, 0.8], K = 10, 1% and 2% of the words edited:"
 echo
 hdr=
-psweep() { # psweep OPTION VALUE...
-	opt=$1
-	shift
-	for v in "$@"; do
-		python3 "$here/perturb" --imatch "$imatch" --ks 0,10 --windows 0.2:0.8 \
-			--strengths 10:9 --families none --label "$opt=$v" --"$opt" "$v" $hdr "$corpus"
-		hdr=--no-header
-	done
-}
-psweep keep 0.3 0.5 0.63 0.8
-psweep min-ratio 0 0.25 0.5
+for st in $settings; do
+	# shellcheck disable=SC2046
+	python3 "$here/perturb" --imatch "$imatch" --ks 10 --windows 0.2:0.8 --strengths 10:9,5:9 \
+		--families none --label "$st" $(args_of "$st") $hdr "$corpus" ||
+		echo "| $st | failed: see stderr |"
+	hdr=--no-header
+done

@@ -262,6 +262,8 @@ void watch_forget(struct imfs *fs, struct node *n);
 
 extern const struct fuse_operations imfs_oper;
 
+/** Free the generated files still open when the session ended. */
+void ops_release_all(void);
 /** Ask for the kernel's caches to be invalidated soon. Any thread, any lock. */
 void inval_request(struct imfs *fs);
 /** Start and stop the thread that sends the invalidations. */

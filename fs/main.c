@@ -534,6 +534,7 @@ out:
 			fuse_unmount(fs->fuse);
 		if (fs->fuse)
 			fuse_destroy(fs->fuse);
+		ops_release_all();
 		imfs_free(fs);
 	}
 out_args:

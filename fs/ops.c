@@ -529,10 +529,27 @@ static size_t status_text(char *out, size_t cap)
 	return len;
 }
 
+/* An open status or signatures file: its text, fixed at open. Kept on a
+ * list so that handles still open when the session ends are freed. */
 struct content {
+	struct content *prev, *next; /* protected by open_lock */
 	size_t len;
 	char data[];
 };
+
+static struct content *open_list;
+static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void ops_release_all(void)
+{
+	pthread_mutex_lock(&open_lock);
+	while (open_list) {
+		struct content *c = open_list;
+		open_list = c->next;
+		free(c);
+	}
+	pthread_mutex_unlock(&open_lock);
+}
 
 static int imfs_open(const char *path, struct fuse_file_info *fi)
 {
@@ -567,6 +584,13 @@ static int imfs_open(const char *path, struct fuse_file_info *fi)
 				      : sigs_text(vp.docpath, ct->data, len);
 	if (ct->len > len)
 		ct->len = len;
+	pthread_mutex_lock(&open_lock);
+	ct->prev = NULL;
+	ct->next = open_list;
+	if (open_list)
+		open_list->prev = ct;
+	open_list = ct;
+	pthread_mutex_unlock(&open_lock);
 	fi->fh = (uintptr_t)ct;
 	fi->direct_io = 1;
 	fi->keep_cache = 0;
@@ -594,8 +618,20 @@ static int imfs_read(const char *path, char *buf, size_t size, off_t off,
 
 static int imfs_release(const char *path, struct fuse_file_info *fi)
 {
+	struct content *ct = (void *)(uintptr_t)fi->fh;
 	(void)path;
-	free((void *)(uintptr_t)fi->fh);
+
+	if (ct) {
+		pthread_mutex_lock(&open_lock);
+		if (ct->prev)
+			ct->prev->next = ct->next;
+		else
+			open_list = ct->next;
+		if (ct->next)
+			ct->next->prev = ct->prev;
+		pthread_mutex_unlock(&open_lock);
+		free(ct);
+	}
 	fi->fh = 0;
 	return 0;
 }

@@ -234,8 +234,9 @@ int scanner_start(struct imfs *fs);
 void scanner_stop(struct imfs *fs);
 /** Queue @p n for signing by a worker. tree_lock held exclusively. */
 void scanner_queue(struct imfs *fs, struct node *n);
-/** Ask the scanner for a full rescan (inotify overflow, watch limit). */
-void scanner_request_rescan(struct imfs *fs);
+/** Ask the scanner for a full rescan (inotify overflow, watch limit).
+ *  @return false if one was already asked for and has not started. */
+bool scanner_request_rescan(struct imfs *fs);
 /** Save the signature cache now. @return 0 or a negative errno. */
 int scanner_save(struct imfs *fs);
 /** Files waiting or being signed. */

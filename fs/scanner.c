@@ -66,12 +66,14 @@ uint64_t scanner_pending(struct imfs *fs)
 	return n + (todo > done ? todo - done : 0);
 }
 
-void scanner_request_rescan(struct imfs *fs)
+bool scanner_request_rescan(struct imfs *fs)
 {
 	pthread_mutex_lock(&fs->work_lock);
+	bool fresh = !fs->rescan_wanted;
 	fs->rescan_wanted = true;
 	pthread_cond_broadcast(&fs->scan_cond);
 	pthread_mutex_unlock(&fs->work_lock);
+	return fresh;
 }
 
 static struct node *work_pop(struct imfs *fs)

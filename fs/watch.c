@@ -380,8 +380,11 @@ static void handle(struct imfs *fs, const struct inotify_event *e,
 	const char *name = e->len ? e->name : NULL;
 
 	if (e->mask & IN_Q_OVERFLOW) {
-		imfs_log(LOG_NOTICE, "inotify queue overflow: rescanning");
-		scanner_request_rescan(fs);
+		static int64_t last_said = -100000;
+		if (scanner_request_rescan(fs) && now_ms() - last_said > 10000) {
+			imfs_log(LOG_NOTICE, "inotify queue overflow: rescanning");
+			last_said = now_ms(); /* the watcher thread only */
+		}
 		return;
 	}
 	if (e->mask & IN_IGNORED) {

@@ -792,6 +792,68 @@ def test_modes_follow_source(w):
 
 # ---- Read-only, mounting, signals -----------------------------------------------------------
 
+def as_nobody(code):
+    """Run python @code as uid/gid 65534; return (exit status, output)."""
+    def drop():
+        os.setgroups([])
+        os.setgid(65534)
+        os.setuid(65534)
+    exe = '/usr/bin/python3' if os.path.exists('/usr/bin/python3') else sys.executable
+    try:
+        r = subprocess.run([exe, '-c', code], preexec_fn=drop, capture_output=True,
+                           timeout=DEADLINE)
+    except PermissionError:
+        raise Skip('user 65534 cannot run %s' % exe)
+    return r.returncode, (r.stdout + r.stderr).decode(errors='replace').strip()
+
+
+@test
+def test_allow_other(w):
+    """By default only the mounting user sees the mount; with
+    allow_other,default_permissions another user sees by-doc entries with
+    the source's modes: a 0600 document stays closed to them."""
+    if os.geteuid() != 0:
+        raise Skip('needs root to act as another user')
+    want, docs, _ = standard(w)
+    os.chmod(w.top, 0o755)
+    for root, dirs, files in os.walk(w.src):
+        for n in dirs:
+            os.chmod(os.path.join(root, n), 0o755)
+        for n in files:
+            os.chmod(os.path.join(root, n), 0o644)
+    os.chmod(os.path.join(w.src, 'reports/doc00.txt'), 0o600)
+    probe = """
+import os, sys
+m = sys.argv[1] if len(sys.argv) > 1 else %r
+def tryit(f):
+    try:
+        f()
+        return 'ok'
+    except OSError as e:
+        return e.strerror
+print(tryit(lambda: os.listdir(m + '/clusters')))
+print(tryit(lambda: os.listdir(m + '/by-doc/reports/doc03.txt/dupes')))
+print(tryit(lambda: open(m + '/by-doc/reports/doc03.txt/signatures').read()))
+print(tryit(lambda: os.listdir(m + '/by-doc/reports/doc00.txt/dupes')))
+print(tryit(lambda: open(m + '/by-doc/reports/doc00.txt/signatures').read()))
+""" % w.mnt
+    d = w.daemon()
+    settled(w, d, len(docs))
+    rc, out = as_nobody(probe)
+    check(out.splitlines()[:1] == ['Permission denied'],
+          'another user reads a mount without allow_other: %r' % out)
+    d.umount()
+    d.check_log()
+    d2 = w.daemon(opts=['allow_other', 'default_permissions'])
+    settled(w, d2, len(docs))
+    rc, out = as_nobody(probe)
+    check(out.splitlines() == ['ok', 'ok', 'ok', 'Permission denied', 'Permission denied'],
+          'as another user with allow_other,default_permissions (clusters, 0644 dupes, '
+          '0644 signatures, 0600 dupes, 0600 signatures): %r' % out.splitlines())
+    d2.umount()
+    d2.check_log()
+
+
 @test
 def test_writes_get_erofs(w):
     """Every kind of write to the view fails with EROFS; the source is untouched."""

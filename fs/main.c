@@ -406,6 +406,14 @@ int main(int argc, char *argv[])
 	fs->mountpoint = o.mountpoint;
 	o.source = o.mountpoint = NULL;
 
+	/* FUSE options first: an unknown one is refused before anything is
+	 * created (fuse_new mounts nothing). */
+	fuse_opt_add_arg(&args, "-o");
+	fuse_opt_add_arg(&args, "ro,fsname=imatchfs,subtype=imatchfs");
+	fs->fuse = fuse_new(&args, &imfs_oper, sizeof(imfs_oper), fs);
+	if (!fs->fuse)
+		goto out; /* fuse_new printed why (an unknown option, say) */
+
 	fs->srcfd = open(fs->source, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fs->srcfd < 0 || fstat(fs->srcfd, &sst)) {
 		fprintf(stderr, "imatchfs: error: source %s: %s\n", fs->source,
@@ -471,11 +479,6 @@ int main(int argc, char *argv[])
 	if (wret)
 		fs->watch_limit = 1;
 
-	fuse_opt_add_arg(&args, "-o");
-	fuse_opt_add_arg(&args, "ro,fsname=imatchfs,subtype=imatchfs");
-	fs->fuse = fuse_new(&args, &imfs_oper, sizeof(imfs_oper), fs);
-	if (!fs->fuse)
-		goto out; /* fuse_new printed why (an unknown option, say) */
 	if (fuse_mount(fs->fuse, fs->mountpoint)) {
 		fprintf(stderr, "imatchfs: error: cannot mount on %s\n",
 			fs->mountpoint);

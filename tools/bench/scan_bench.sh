@@ -12,7 +12,9 @@
 # replicas (tools/bench/replicate.py: 0.2% of the words replaced by other words
 # of the same document), so about 360 MB of real text in about 10,700 files.
 #
-# Each timing is the best of REPEAT (default 3) runs over a warm page cache.
+# Each timing is the best of REPEAT (default 5) rounds over a warm page cache;
+# a round runs every command once, so that load from elsewhere hits all alike.
+# imatch scan runs with its defaults (K = 10) and the lexicon built from the corpus.
 # Peak RSS comes from GNU time (installed with apt-get if missing) or, failing
 # that, is not reported. Memory per document = (peak RSS of the scan - peak RSS
 # of the same command over a one-file tree) / documents.
@@ -23,7 +25,7 @@ imatch=$(cd "$(dirname "$imatch")" && pwd)/$(basename "$imatch")
 bench=${2:-${IMATCH_BENCH_DIR:-/tmp/imatch-bench}}
 here=$(cd "$(dirname "$0")" && pwd)
 replicas=${REPLICAS:-3}
-repeat=${REPEAT:-3}
+repeat=${REPEAT:-5}
 jobs=$(nproc)
 
 corpus=$bench/corpus
@@ -47,19 +49,14 @@ bytes=$(xargs -0 cat <"$list" | wc -c)
 mb=$(echo "$bytes" | awk '{ printf "%.1f", $1 / 1e6 }')
 
 now() { date +%s.%N; }
-# best CMD...: run CMD (output discarded) REPEAT times, print the best wall time
-best() {
-	b=
-	i=0
-	while [ $i -lt "$repeat" ]; do
-		t0=$(now)
-		"$@" >/dev/null
-		t1=$(now)
-		b=$(echo "$t0 $t1 ${b:-1e9}" | awk '{ d = $2 - $1; print (d < $3) ? d : $3 }')
-		i=$((i + 1))
-	done
-	echo "$b"
+# timed CMD...: run CMD once (output discarded), print its wall time
+timed() {
+	t0=$(now)
+	"$@" >/dev/null 2>&1 || { echo "scan_bench: '$*' failed" >&2; exit 1; }
+	t1=$(now)
+	echo "$t0 $t1" | awk '{ print $2 - $1 }'
 }
+min() { echo "$1 ${2:-1e9}" | awk '{ print ($1 < $2) ? $1 : $2 }'; }
 # rss CMD...: peak RSS in kB of one run of CMD
 rss() {
 	if [ -n "$gnutime" ]; then
@@ -74,12 +71,19 @@ sha_all() { xargs -0 sha1sum <"$list"; }
 
 load=$(cut -d" " -f1-3 /proc/loadavg)
 lex=$bench/bench.lex
-t_lex=$(best "$imatch" lexicon build -o "$lex" "$corpus")
 cat_all >/dev/null # warm the cache
-t_cat=$(best cat_all)
-t_sha=$(best sha_all)
-t_j1=$(best "$imatch" scan --lexicon "$lex" -j 1 "$corpus")
-t_jn=$(best "$imatch" scan --lexicon "$lex" -j "$jobs" "$corpus")
+# Rounds interleave the commands, so that a change in load from other
+# processes hits all of them alike; each keeps its best time.
+t_lex= t_cat= t_sha= t_j1= t_jn=
+i=0
+while [ $i -lt "$repeat" ]; do
+	t_lex=$(min "$(timed "$imatch" lexicon build -j 1 -o "$lex" "$corpus")" "$t_lex")
+	t_cat=$(min "$(timed cat_all)" "$t_cat")
+	t_sha=$(min "$(timed sha_all)" "$t_sha")
+	t_j1=$(min "$(timed "$imatch" scan --lexicon "$lex" -j 1 "$corpus")" "$t_j1")
+	t_jn=$(min "$(timed "$imatch" scan --lexicon "$lex" -j "$jobs" "$corpus")" "$t_jn")
+	i=$((i + 1))
+done
 
 one=$bench/one
 rm -rf "$one"
@@ -88,7 +92,7 @@ cp "$(head -zn1 "$list" | tr -d '\0')" "$one/"
 r_base=$(rss "$imatch" scan --lexicon "$lex" -j 1 "$one")
 r_j1=$(rss "$imatch" scan --lexicon "$lex" -j 1 "$corpus")
 r_jn=$(rss "$imatch" scan --lexicon "$lex" -j "$jobs" "$corpus")
-r_lex=$(rss "$imatch" lexicon build -o "$bench/bench2.lex" "$corpus")
+r_lex=$(rss "$imatch" lexicon build -j 1 -o "$bench/bench2.lex" "$corpus")
 r_sha=$(rss sha1sum "$(head -zn1 "$list" | tr -d '\0')")
 
 echo "Corpus: $corpus: $nfiles files, $mb MB (real documentation text, see the script); $(nproc) cores; $(uname -m); best of $repeat; load average before: $load."
@@ -104,7 +108,7 @@ row() { # row NAME SECONDS CORES RSS_KB
 }
 row "cat" "$t_cat" 1 0 | sed 's/^| cat /| `cat` (xargs) /'
 row "sha1sum" "$t_sha" 1 "$r_sha" | sed 's/^| sha1sum /| `sha1sum` (xargs, 1 process at a time) /'
-row "lexicon" "$t_lex" 1 "$r_lex" | sed 's/^| lexicon /| `imatch lexicon build` /'
+row "lexicon" "$t_lex" 1 "$r_lex" | sed 's/^| lexicon /| `imatch lexicon build -j 1` /'
 row "j1" "$t_j1" 1 "$r_j1" | sed 's/^| j1 /| `imatch scan -j 1` /'
 row "jn" "$t_jn" "$jobs" "$r_jn" | sed "s/^| jn /| \`imatch scan -j $jobs\` /"
 echo

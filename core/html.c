@@ -24,11 +24,16 @@
  * finding the declaration with im_html_charset()).
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #include "text_internal.h"
 
@@ -208,24 +213,96 @@ static const char *const inline_tags[] = {
 
 enum tag_kind { TAG_OTHER, TAG_INLINE, TAG_SCRIPT, TAG_STYLE };
 
+/*
+ * Every tag is classified, so names are compared as one integer each: a name
+ * of at most 8 bytes, lower-cased, packed little end first (0 past its end).
+ * No name of interest is longer; a longer one is TAG_OTHER.
+ */
+#define TAG_KEY_MAX 8
+#define NINLINE (sizeof(inline_tags) / sizeof(inline_tags[0]) - 1)
+
+static uint64_t tag_key(const char *s, size_t n)
+{
+	uint64_t key = 0;
+
+	for (size_t i = 0; i < n; i++)
+		key |= (uint64_t)(unsigned char)(s[i] | (is_alpha(s[i]) ? 0x20 : 0))
+		       << (8 * i);
+	return key;
+}
+
+/* Every name of interest in a small open-addressed table, keyed by the
+ * packed name (0 marks an empty slot: no name packs to 0). */
+#define KIND_SLOTS 128
+static uint64_t kind_key[KIND_SLOTS];
+static uint8_t kind_val[KIND_SLOTS];
+static pthread_once_t keys_once = PTHREAD_ONCE_INIT;
+
+static size_t kind_slot(uint64_t key)
+{
+	return (size_t)((key * UINT64_C(0x9e3779b97f4a7c15)) >> 57);
+}
+
+static void kind_put(const char *name, enum tag_kind kind)
+{
+	uint64_t key = tag_key(name, strlen(name));
+	size_t i = kind_slot(key);
+
+	while (kind_key[i])
+		i = (i + 1) % KIND_SLOTS;
+	kind_key[i] = key;
+	kind_val[i] = (uint8_t)kind;
+}
+
+static void keys_init(void)
+{
+	for (size_t i = 0; i < NINLINE; i++)
+		kind_put(inline_tags[i], TAG_INLINE);
+	kind_put("script", TAG_SCRIPT);
+	kind_put("style", TAG_STYLE);
+}
+
 /* What the tag named s[0, n) does to the text. */
 static enum tag_kind tag_kind(const char *s, size_t n)
 {
-	char name[12];
+	uint64_t key;
 
-	if (n >= sizeof(name))
+	if (n > TAG_KEY_MAX)
 		return TAG_OTHER;
-	for (size_t i = 0; i < n; i++)
-		name[i] = (char)(s[i] | (is_alpha(s[i]) ? 0x20 : 0));
-	name[n] = '\0';
-	if (!strcmp(name, "script"))
-		return TAG_SCRIPT;
-	if (!strcmp(name, "style"))
-		return TAG_STYLE;
-	for (const char *const *t = inline_tags; *t; t++)
-		if ((*t)[0] == name[0] && !strcmp(*t, name))
-			return TAG_INLINE;
+	pthread_once(&keys_once, keys_init);
+	key = tag_key(s, n);
+	for (size_t i = kind_slot(key); kind_key[i]; i = (i + 1) % KIND_SLOTS)
+		if (kind_key[i] == key)
+			return (enum tag_kind)kind_val[i];
 	return TAG_OTHER;
+}
+
+/*
+ * The index of the first of the bytes @a, @b, @c in s[i, len), or len (pass
+ * a byte twice to look for two). Text and tag bodies are read with this,
+ * 16 bytes at a time with SSE2.
+ */
+static inline size_t find3(const char *s, size_t i, size_t len, char a, char b,
+			   char c)
+{
+#ifdef __SSE2__
+	const __m128i va = _mm_set1_epi8(a), vb = _mm_set1_epi8(b),
+		      vc = _mm_set1_epi8(c);
+
+	for (; i + 16 <= len; i += 16) {
+		__m128i v = _mm_loadu_si128((const __m128i *)(s + i));
+		unsigned m = (unsigned)_mm_movemask_epi8(_mm_or_si128(
+			_mm_or_si128(_mm_cmpeq_epi8(v, va), _mm_cmpeq_epi8(v, vb)),
+			_mm_cmpeq_epi8(v, vc)));
+
+		if (m)
+			return i + (unsigned)__builtin_ctz(m);
+	}
+#endif
+	for (; i < len; i++)
+		if (s[i] == a || s[i] == b || s[i] == c)
+			return i;
+	return len;
 }
 
 struct html {
@@ -292,12 +369,26 @@ static size_t markup(struct html *h, size_t i, int *ret)
 	while (n1 < len && (is_alnum(s[n1]) || s[n1] == '-' || s[n1] == ':'))
 		n1++;
 
-	/* The end of the tag: the first '>' outside an attribute's quotes. */
+	/*
+	 * The end of the tag: the first '>' outside an attribute's quotes. A
+	 * quote opens a value when the last byte before it other than space
+	 * is '='; the bytes between are skipped in blocks and that byte is
+	 * found by looking back from the quote.
+	 */
 	k = n1;
-	while (k < len && s[k] != '>') {
-		char c = s[k];
+	for (;;) {
+		size_t from = k, b;
+		char c;
 
-		if ((c == '"' || c == '\'') && prev == '=') {
+		k = find3(s, k, len, '>', '"', '\'');
+		if (k >= len || s[k] == '>')
+			break;
+		c = s[k];
+		for (b = k; b > from && is_space(s[b - 1]); b--)
+			;
+		if (b > from)
+			prev = s[b - 1];
+		if (prev == '=') {
 			bool *none = c == '"' ? &h->no_dquote : &h->no_squote;
 
 			p = *none ? NULL : memchr(s + k + 1, c, len - k - 1);
@@ -308,8 +399,7 @@ static size_t markup(struct html *h, size_t i, int *ret)
 			}
 			*none = true; /* unbalanced: the quote is just a byte */
 		}
-		if (!is_space(c))
-			prev = c;
+		prev = c;
 		k++;
 	}
 	if (k >= len)
@@ -413,10 +503,8 @@ int im_html_text(const char *s, size_t len, struct im_buf *out)
 	if (im_buf_reserve(out, len + 1))
 		return -ENOMEM;
 	while (i < len && !ret) {
-		size_t j = i;
+		size_t j = find3(s, i, len, '<', '&', '&');
 
-		while (j < len && s[j] != '<' && s[j] != '&')
-			j++;
 		ret = im_buf_append(out, s + i, j - i);
 		if (ret || j == len)
 			break;

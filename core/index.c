@@ -978,10 +978,13 @@ static int reserve_put(struct im_index *idx, const struct doc *d, bool new_path,
 		}
 	}
 	if (idx->pl_nfree + (idx->pl_cap - idx->pl_used) < sp->n) {
-		uint32_t cap =
-			idx->pl_cap < 16 ? 16 : idx->pl_cap + idx->pl_cap / 2;
+		uint64_t cap = idx->pl_cap < 16 ? 16 : idx->pl_cap;
 		struct plist *np;
 
+		/* One put may need up to K+2 new lists: grow until they fit,
+		 * not by a fixed step. */
+		while (idx->pl_nfree + (cap - idx->pl_used) < sp->n)
+			cap += cap / 2;
 		if (cap >= PL_BIT - 1)
 			return -ENOMEM;
 		np = realloc(idx->pl, cap * sizeof(*np));

@@ -452,6 +452,33 @@ START_TEST(test_index_many_copies_of_one_doc)
 }
 END_TEST
 
+/* A put that turns every one of a document's IM_MAX_COORDS + 1 keys into a
+ * shared posting at once needs that many new lists in one go (regression:
+ * the list table grew by a fixed step and was overrun). */
+START_TEST(test_index_put_sharing_every_key_at_once)
+{
+	struct im_doc_sigs d;
+	uint32_t v[IM_MAX_COORDS];
+	char path[32];
+
+	for (uint32_t pair = 0; pair < 8; pair++) {
+		for (unsigned k = 0; k < IM_MAX_COORDS; k++)
+			v[k] = 1000 * (pair + 1) + k;
+		make_doc(&d, IM_MAX_COORDS, v, 77 + pair);
+		snprintf(path, sizeof(path), "a%u", pair);
+		ck_assert_int_eq(im_index_put(idx, path, &d), 0);
+		snprintf(path, sizeof(path), "b%u", pair);
+		ck_assert_int_eq(im_index_put(idx, path, &d), 0);
+		char expect[32];
+		snprintf(expect, sizeof(expect), "a%u", pair);
+		ck_assert_str_eq(dupes(idx, path), expect);
+	}
+	ck_assert_uint_eq(im_index_cluster_count(idx), 8);
+	ck_assert_str_eq(dupes(idx, "b7"), "a7");
+	ck_assert_str_eq(dupes(idx, "a0"), "b0");
+}
+END_TEST
+
 /* ---- Against a from-scratch recomputation -------------------------------- */
 
 /* Check records every passing assertion (a write per call); the loops below
@@ -990,6 +1017,7 @@ static Suite *index_suite(void)
 	tcase_add_test(tc, test_index_refuses_bad_input);
 	tcase_add_test(tc, test_index_callback_value_is_returned);
 	tcase_add_test(tc, test_index_many_copies_of_one_doc);
+	tcase_add_test(tc, test_index_put_sharing_every_key_at_once);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("random");

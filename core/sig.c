@@ -19,8 +19,9 @@
  * L is numbered in byte order and B in rank order (lexicon.h), so the sort is
  * an integer sort and no string is compared. Coordinate k then takes
  * S = { t in P : bit k }, extends it with the best-ranked terms of
- * { t in Q : bit k } while |S| / |U| < min_ratio (papers/000 §3, step 4),
- * rejects it if |S| < min_terms or the ratio is still short (step 5), and
+ * { t in Q : bit k } while |S| / |U| < min_ratio (papers/000 §3, step 4;
+ * min_ratio * keep for k >= 1, see coord_ratio()), rejects it if
+ * |S| < min_terms or the ratio is still short (step 5), and
  * hashes  byte k || t1 0x00 t2 0x00 ...  in byte order with one SHA1 call.
  * Terms taken from Q are merged in byte order through Q sorted by bytes,
  * built at most once per document and only when some coordinate needs it.
@@ -34,6 +35,8 @@
 #include <unistd.h>
 
 #include <openssl/evp.h>
+/* Inlined: one keyed hash per candidate term, without a call. */
+#define XXH_INLINE_ALL
 #include <xxhash.h>
 
 #include "sig.h"
@@ -397,6 +400,20 @@ static size_t ratio_need(size_t n, double r)
 	return m;
 }
 
+/*
+ * The ratio threshold of coordinate k. L_k and B_k keep a fraction keep of
+ * L and B, so |S_k|/|U| can reach only about keep times what |S_0|/|U| can:
+ * with one threshold for all, every randomized coordinate of a document
+ * that coordinate 0 signs comfortably would be rejected whenever
+ * keep * coverage < min_ratio, and randomization would add nothing. Scaling
+ * keeps the §3 guard (a long document may not be signed by a sliver of its
+ * terms) at the same strength relative to what each lexicon can offer.
+ */
+static double coord_ratio(const struct im_signer *s, unsigned k)
+{
+	return k ? s->p.min_ratio * s->p.keep : s->p.min_ratio;
+}
+
 struct coord {
 	size_t primary, secondary;
 	uint32_t stamp; /* marks the terms of Q that joined S */
@@ -575,19 +592,21 @@ int im_signer_sign_terms(struct im_signer *s, const struct im_terms *u,
 	if (r < 0)
 		return r;
 
-	size_t need = ratio_need(n, s->p.min_ratio);
+	size_t need0 = ratio_need(n, coord_ratio(s, 0));
+	size_t needk = ratio_need(n, coord_ratio(s, 1));
 	for (unsigned k = 0; k < ncoords; k++) {
 		struct coord c;
 		const char *why = NULL;
 
-		coord_select(s, k, need, &c);
+		coord_select(s, k, k ? needk : need0, &c);
 		size_t size = c.primary + c.secondary;
 		if (n == 0 || n < s->p.min_unique)
 			why = "fewer than min_unique unique terms";
 		else if (size < s->p.min_terms)
 			why = "fewer than min_terms terms in S";
-		else if (!ratio_ok(size, n, s->p.min_ratio))
-			why = "|S|/|U| below min_ratio";
+		else if (!ratio_ok(size, n, coord_ratio(s, k)))
+			why = k ? "|S|/|U| below min_ratio * keep"
+				: "|S|/|U| below min_ratio";
 		if (info)
 			info[k] = (struct im_coord_info){
 				.primary = (uint32_t)c.primary,
@@ -790,7 +809,7 @@ int im_signer_foreach_term(struct im_signer *s, unsigned k, im_sig_term_fn fn,
 
 	if (k > s->p.k || !s->have_last)
 		return -EINVAL;
-	coord_select(s, k, ratio_need(s->last_n, s->p.min_ratio), &c);
+	coord_select(s, k, ratio_need(s->last_n, coord_ratio(s, k)), &c);
 	return coord_walk(s, k, &c, foreach_visit, &a);
 }
 

@@ -8,9 +8,12 @@
  * a keyed hash of (seed, k, t) falls below keep; membership therefore costs no
  * memory and is the same on every run and machine.
  *
- * For each coordinate: S = L_k ∩ U; while |S|/|U| < min_ratio, add the
+ * For each coordinate: S = L_k ∩ U; while |S|/|U| < r_k, add the
  * best-ranked term of B_k ∩ U not yet in S; reject if |S| < min_terms or
- * |S|/|U| < min_ratio. A kept coordinate's signature is
+ * |S|/|U| < r_k, where r_0 = min_ratio and r_k = min_ratio * keep for
+ * k >= 1 (a randomized lexicon holds only that fraction of the terms, so
+ * the guard keeps the same strength relative to what it can offer).
+ * A kept coordinate's signature is
  *     SHA1( byte k, then each term of S in byte order followed by 0x00 )
  * (terms never contain a NUL byte). Documents with fewer than
  * im_params.min_unique unique terms are rejected in every coordinate.

@@ -269,7 +269,6 @@ static enum tag_kind tag_kind(const char *s, size_t n)
 
 	if (n > TAG_KEY_MAX)
 		return TAG_OTHER;
-	pthread_once(&keys_once, keys_init);
 	key = tag_key(s, n);
 	for (size_t i = kind_slot(key); kind_key[i]; i = (i + 1) % KIND_SLOTS)
 		if (kind_key[i] == key)
@@ -345,11 +344,12 @@ static size_t markup(struct html *h, size_t i, int *ret)
 	enum tag_kind kind;
 	char prev = 0;
 
-	if (has_prefix(s + i, r, "<!--")) {
+	/* Most markup is a tag: look at comments and CDATA only after "<!". */
+	if (r >= 2 && s[i + 1] == '!' && has_prefix(s + i, r, "<!--")) {
 		k = find(s, len, i + 2, "-->");
 		return k == len ? len : k + 3;
 	}
-	if (has_prefix(s + i, r, "<![CDATA[")) {
+	if (r >= 2 && s[i + 1] == '!' && has_prefix(s + i, r, "<![CDATA[")) {
 		k = find(s, len, i + 9, "]]>");
 		*ret = im_buf_append(h->out, s + i + 9, k - (i + 9));
 		return k == len ? len : k + 3;
@@ -391,9 +391,10 @@ static size_t markup(struct html *h, size_t i, int *ret)
 		if (prev == '=') {
 			bool *none = c == '"' ? &h->no_dquote : &h->no_squote;
 
-			p = *none ? NULL : memchr(s + k + 1, c, len - k - 1);
-			if (p) {
-				k = (size_t)(p - s) + 1;
+			size_t q = *none ? len : find3(s, k + 1, len, c, c, c);
+
+			if (q < len) {
+				k = q + 1;
 				prev = c;
 				continue;
 			}
@@ -499,13 +500,20 @@ int im_html_text(const char *s, size_t len, struct im_buf *out)
 	size_t i = 0;
 	int ret = 0;
 
+	pthread_once(&keys_once, keys_init); /* for tag_kind() */
 	/* The text is never longer than the markup; one allocation. */
 	if (im_buf_reserve(out, len + 1))
 		return -ENOMEM;
 	while (i < len && !ret) {
 		size_t j = find3(s, i, len, '<', '&', '&');
 
-		ret = im_buf_append(out, s + i, j - i);
+		/* Room was reserved above: the text so far is at most i bytes. */
+		if (j - i <= out->cap - out->len) {
+			memcpy(out->p + out->len, s + i, j - i);
+			out->len += j - i;
+		} else {
+			ret = im_buf_append(out, s + i, j - i);
+		}
 		if (ret || j == len)
 			break;
 		if (s[j] == '<')

@@ -23,9 +23,9 @@ void im_params_init(struct im_params *p)
 	p->nidf_hi = 0.8;
 	p->secondary_cap = 200000;
 	p->k = 10;
-	p->keep = 0.63;
+	p->keep = 0.3;
 	p->seed = 0x1a7c4;
-	p->min_terms = 5;
+	p->min_terms = 10;
 	p->min_ratio = 0.25;
 	p->max_size = 64ull << 20;
 	p->hidden = 0;

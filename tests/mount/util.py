@@ -20,6 +20,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 SKIP = 77
@@ -28,6 +29,10 @@ VALGRIND = os.environ.get('TEST_WITH_VALGRIND', '') not in ('', '0')
 # Valgrind slows the daemon down by an order of magnitude: give it room.
 SLOW = 10 if VALGRIND else 1
 DEADLINE = 30 * SLOW
+# A test still running after this long has a syscall stuck in a mount that
+# no daemon thread answers: the runner then aborts the FUSE connections.
+# Keep it below meson's timeout (tests/mount/meson.build; x5 under valgrind).
+WATCHDOG = 180 * (5 if VALGRIND else 1)
 
 
 class Skip(Exception):
@@ -97,17 +102,25 @@ def is_mounted(mnt):
     return st.st_dev != pst.st_dev
 
 
-def in_proc_mounts(mnt):
+def mount_minor(mnt):
+    """The minor device number of the mount on @mnt (its FUSE connection
+    number), from /proc/self/mountinfo: no request to the mount itself.
+    None if nothing is mounted there."""
     mnt = os.path.abspath(mnt)
-    with open('/proc/self/mounts', 'rb') as f:
+    found = None
+    with open('/proc/self/mountinfo', 'rb') as f:
         for line in f:
             fields = line.split()
-            if len(fields) > 1:
-                p = fields[1].decode('utf-8', 'surrogateescape')
+            if len(fields) > 4:
+                p = fields[4].decode('utf-8', 'surrogateescape')
                 p = re.sub(r'\\([0-7]{3})', lambda m: chr(int(m.group(1), 8)), p)
                 if p == mnt:
-                    return True
-    return False
+                    found = int(fields[2].split(b':')[1])
+    return found
+
+
+def in_proc_mounts(mnt):
+    return mount_minor(mnt) is not None
 
 
 # ---- The daemon --------------------------------------------------------------
@@ -131,6 +144,7 @@ class Daemon:
         self.source = source
         self.mnt = mnt
         self.proc = None
+        self.conn = None
         o = ['auto_unmount'] if foreground else []
         if state:
             o.append('state=' + state)
@@ -169,6 +183,7 @@ class Daemon:
     def wait_mounted(self):
         end = time.monotonic() + DEADLINE
         while not is_mounted(self.mnt):
+            self.conn = mount_minor(self.mnt)
             rc = self.proc.poll()
             if rc is not None and (self.foreground or rc != 0):
                 text = self.log_text()
@@ -179,13 +194,13 @@ class Daemon:
             if time.monotonic() > end:
                 raise Fail('not mounted after %ds; log:\n%s' % (DEADLINE, self.log_text()))
             time.sleep(0.02)
-        self.conn = os.minor(os.stat(self.mnt).st_dev)
 
     def abort_connection(self):
         """Abort our FUSE connection (fusectl), for a daemon stuck in a
         request to its own mount that no thread will answer."""
         ctl = '/sys/fs/fuse/connections'
-        if getattr(self, 'conn', None) is None:
+        self.conn = mount_minor(self.mnt) or self.conn
+        if self.conn is None:
             return
         if not os.path.isdir(os.path.join(ctl, str(self.conn))):
             subprocess.run(['mount', '-t', 'fusectl', 'none', ctl], capture_output=True)
@@ -549,6 +564,12 @@ class World:
             d.start()
         return d
 
+    def abort(self):
+        print('FAIL: still running after %d s: aborting the FUSE connections' % WATCHDOG)
+        sys.stdout.flush()
+        for d in self.daemons:
+            d.abort_connection()
+
     def close(self, ok):
         for d in self.daemons:
             d.cleanup()
@@ -591,6 +612,9 @@ def run_tests(tests, argv):
     for name in names:
         world = World(imatchfs, imatch, name)
         ok = False
+        dog = threading.Timer(WATCHDOG, world.abort)
+        dog.daemon = True
+        dog.start()
         try:
             tests[name](world)
             ok = True
@@ -612,6 +636,7 @@ def run_tests(tests, argv):
             for d in world.daemons:
                 print('--- log of %s\n%s' % (' '.join(d.cmd), d.log_text()))
         finally:
+            dog.cancel()
             world.close(ok)
         sys.stdout.flush()
     if failed:

@@ -812,10 +812,14 @@ int im_scan_sign(int dirfd, const struct im_lexicon *lex,
 }
 
 int im_scan_df(int dirfd, const struct im_params *p, unsigned threads,
-	       const volatile bool *cancel, struct im_df **out,
+	       const struct im_scan_ops *ops, struct im_df **out,
 	       struct im_scan_counts *counts)
 {
-	struct im_scan_ops none = {.cancel = cancel};
+	struct im_scan_ops none = {
+		.cancel = ops ? ops->cancel : NULL,
+		.skip_dev = ops ? ops->skip_dev : 0,
+		.skip_ino = ops ? ops->skip_ino : 0,
+	};
 	struct scan *sc;
 	int ret;
 
@@ -825,7 +829,7 @@ int im_scan_df(int dirfd, const struct im_params *p, unsigned threads,
 		return -ENOMEM;
 	sc->p = p;
 	sc->ops = &none;
-	sc->cancel = cancel;
+	sc->cancel = none.cancel;
 	sc->counts = counts;
 	ret = scan_run(dirfd, sc, threads, df_main, true, out);
 	free(sc);

@@ -114,11 +114,13 @@ int im_scan_sign(int dirfd, const struct im_lexicon *lex,
  * Terms come from im_signer_terms_at(), the signing path's own extraction;
  * documents with no term at all (empty, binary, unreadable) are not counted
  * in N. The caller owns *out (im_df_free()); *out is NULL on failure.
+ * Of @p ops (may be NULL) only cancel, skip_dev and skip_ino are used, so
+ * that the statistics come from exactly the files a signing scan reads.
  *
  * @return as im_scan_sign().
  */
 int im_scan_df(int dirfd, const struct im_params *p, unsigned threads,
-	       const volatile bool *cancel, struct im_df **out,
+	       const struct im_scan_ops *ops, struct im_df **out,
 	       struct im_scan_counts *counts);
 
 #endif

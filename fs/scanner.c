@@ -480,8 +480,14 @@ static int build_lexicon(struct imfs *fs)
 	struct im_lexicon *lex = NULL;
 	int ret;
 
-	ret = im_scan_df(fs->srcfd, &fs->params, fs->threads, &fs->cancel_scan,
-			 &df, &counts);
+	struct im_scan_ops ops = {
+		.cancel = &fs->cancel_scan,
+		.skip_dev = fs->state_dev,
+		.skip_ino = fs->state_ino,
+	};
+
+	ret = im_scan_df(fs->srcfd, &fs->params, fs->threads, &ops, &df,
+			 &counts);
 	if (ret)
 		goto out;
 	ret = im_lexicon_build(df, fs->params.nidf_lo, fs->params.nidf_hi,

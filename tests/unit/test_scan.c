@@ -592,6 +592,34 @@ static bool want_odd(const char *path, const struct stat *st, void *arg)
 	return strstr(path, "doc") && (path[strlen(path) - 5] - '0') % 2;
 }
 
+/* A state directory inside the source must not feed the statistics. */
+START_TEST(test_scan_df_skips_the_skip_dir)
+{
+	struct im_params p;
+	struct im_scan_counts c = {0};
+	struct im_df *df = NULL;
+	struct stat st;
+
+	im_params_init(&p);
+	make_corpus(9);
+	mkpath("state");
+	put("state/cache.txt", "alpha bravo charlie delta echo foxtrot golf");
+	ck_assert_int_eq(fstatat(rootfd, "state", &st, 0), 0);
+	struct im_scan_ops ops = {.skip_dev = st.st_dev, .skip_ino = st.st_ino};
+
+	ck_assert_int_eq(im_scan_df(rootfd, &p, 2, &ops, &df, &c), 0);
+	ck_assert_msg(im_df_docs(df) == 9 + 1,
+		      "the skipped directory's file was counted: N = %llu",
+		      (unsigned long long)im_df_docs(df));
+	im_df_free(df);
+	ck_assert_int_eq(im_scan_df(rootfd, &p, 2, NULL, &df, &c), 0);
+	ck_assert_msg(im_df_docs(df) == 9 + 2,
+		      "without a skip the file is counted: N = %llu",
+		      (unsigned long long)im_df_docs(df));
+	im_df_free(df);
+}
+END_TEST
+
 START_TEST(test_scan_sign_want_and_cancel)
 {
 	struct im_params p;
@@ -617,7 +645,7 @@ START_TEST(test_scan_sign_want_and_cancel)
 	results_free(&r);
 
 	struct im_df *df = NULL;
-	ck_assert_int_eq(im_scan_df(rootfd, &p, 2, &cancel, &df, &c),
+	ck_assert_int_eq(im_scan_df(rootfd, &p, 2, &ops, &df, &c),
 			 -ECANCELED);
 	ck_assert_msg(df == NULL, "a cancelled df scan hands nothing out");
 	im_lexicon_free(lex);
@@ -644,6 +672,7 @@ static Suite *scan_suite(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_scan_sign_equals_signing_alone);
 	tcase_add_test(tc, test_scan_sign_threads_agree);
+	tcase_add_test(tc, test_scan_df_skips_the_skip_dir);
 	tcase_add_test(tc, test_scan_sign_want_and_cancel);
 	suite_add_tcase(s, tc);
 	return s;

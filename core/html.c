@@ -231,6 +231,10 @@ static uint64_t tag_key(const char *s, size_t n)
 	return key;
 }
 
+/* The bytes of a tag name (letters, digits, '-', ':') lower-cased, 0 for
+ * the bytes that end it; filled by keys_init(). */
+static unsigned char name_byte[256];
+
 /* Every name of interest in a small open-addressed table, keyed by the
  * packed name (0 marks an empty slot: no name packs to 0). */
 #define KIND_SLOTS 128
@@ -256,20 +260,20 @@ static void kind_put(const char *name, enum tag_kind kind)
 
 static void keys_init(void)
 {
+	for (unsigned c = 1; c < 256; c++)
+		if (is_alnum((char)c) || c == '-' || c == ':')
+			name_byte[c] = (unsigned char)(c | (is_alpha((char)c) ? 0x20 : 0));
 	for (size_t i = 0; i < NINLINE; i++)
 		kind_put(inline_tags[i], TAG_INLINE);
 	kind_put("script", TAG_SCRIPT);
 	kind_put("style", TAG_STYLE);
 }
 
-/* What the tag named s[0, n) does to the text. */
-static enum tag_kind tag_kind(const char *s, size_t n)
+/* What the tag of @p n bytes whose name packs to @p key does to the text. */
+static enum tag_kind tag_kind(uint64_t key, size_t n)
 {
-	uint64_t key;
-
 	if (n > TAG_KEY_MAX)
 		return TAG_OTHER;
-	key = tag_key(s, n);
 	for (size_t i = kind_slot(key); kind_key[i]; i = (i + 1) % KIND_SLOTS)
 		if (kind_key[i] == key)
 			return (enum tag_kind)kind_val[i];
@@ -342,6 +346,7 @@ static size_t markup(struct html *h, size_t i, int *ret)
 	const char *p;
 	bool closing, self_closing;
 	enum tag_kind kind;
+	uint64_t key;
 	char prev = 0;
 
 	/* Most markup is a tag: look at comments and CDATA only after "<!". */
@@ -365,9 +370,15 @@ static size_t markup(struct html *h, size_t i, int *ret)
 		*ret = im_buf_putc(h->out, '<');
 		return i + 1;
 	}
+	/* The name, packed for tag_kind() as it is read (tag_key()). */
 	n1 = n0;
-	while (n1 < len && (is_alnum(s[n1]) || s[n1] == '-' || s[n1] == ':'))
+	key = 0;
+	while (n1 < len && name_byte[(unsigned char)s[n1]]) {
+		if (n1 - n0 < TAG_KEY_MAX)
+			key |= (uint64_t)name_byte[(unsigned char)s[n1]]
+			       << (8 * (n1 - n0));
 		n1++;
+	}
 
 	/*
 	 * The end of the tag: the first '>' outside an attribute's quotes. A
@@ -408,7 +419,7 @@ static size_t markup(struct html *h, size_t i, int *ret)
 	self_closing = s[k - 1] == '/';
 	k++;
 
-	kind = tag_kind(s + n0, n1 - n0);
+	kind = tag_kind(key, n1 - n0);
 	if (!closing && !self_closing && kind == TAG_SCRIPT)
 		k = skip_raw_text(h, k, "script");
 	else if (!closing && !self_closing && kind == TAG_STYLE)

@@ -115,10 +115,11 @@ static const struct command commands[] = {
 	 "primary and secondary lexicons to FILE. A one-line summary goes to\n"
 	 "stderr."},
 	{"sign", F_SIGN, cmd_sign, 1, -1,
-	 "imatch sign --lexicon FILE [OPTIONS] FILE...",
+	 "imatch sign [--lexicon FILE] [OPTIONS] FILE...",
 	 "Print one line per file: the path, a TAB, and the K+1 signatures\n"
 	 "(40 hex digits) separated by TABs, '-' for a rejected coordinate.\n"
-	 "A lexicon is required: signatures only compare under the same one."},
+	 "The lexicon is --lexicon FILE, else $IMATCH_LEXICON: signatures\n"
+	 "only compare under the same one."},
 	{"scan", F_SCAN, cmd_scan, 1, 1, "imatch scan [OPTIONS] DIR",
 	 "Sign every file under DIR and print the clusters of near-duplicates\n"
 	 "of two or more files, largest first (ties by first member), one per\n"
@@ -127,10 +128,11 @@ static const struct command commands[] = {
 	 "Without --lexicon the lexicon is built from DIR first, as the\n"
 	 "daemon does on its first mount."},
 	{"explain", F_EXPLAIN, cmd_explain, 1, 1,
-	 "imatch explain --lexicon FILE [OPTIONS] FILE",
+	 "imatch explain [--lexicon FILE] [OPTIONS] FILE",
 	 "Show how FILE is signed: its kind, |U|, and for each coordinate the\n"
 	 "terms taken from the primary and secondary lexicons, |S|, |S|/|U|\n"
-	 "and the signature or why it was rejected. -v also lists S."},
+	 "and the signature or why it was rejected. -v also lists S.\n"
+	 "The lexicon is --lexicon FILE, else $IMATCH_LEXICON."},
 	{"terms", F_TERMS, cmd_terms, 1, -1, "imatch terms [OPTIONS] FILE...",
 	 "Print one line per file: the path, then its unique terms U in byte\n"
 	 "order, TAB-separated."},
@@ -264,13 +266,21 @@ static int run_command(const struct command *cmd, int argc, char **argv)
 		err_msg("lexicon build: -o FILE is required");
 		return EXIT_USAGE;
 	}
+	/* Signatures compare only under one lexicon, and one file holds no
+	 * collection statistics: sign and explain need a lexicon, given or
+	 * named by the environment (e.g. the one a daemon saved). */
 	if ((cmd->flag & (F_SIGN | F_EXPLAIN)) && !c.lexicon) {
-		err_msg("%s: --lexicon FILE is required (signatures compare "
-			"only "
-			"under one lexicon; build it with 'imatch lexicon "
-			"build')",
-			cmd->name);
-		return EXIT_USAGE;
+		const char *env = getenv("IMATCH_LEXICON");
+
+		if (env && *env) {
+			c.lexicon = env;
+		} else {
+			err_msg("%s: no lexicon: give --lexicon FILE or set "
+				"IMATCH_LEXICON (build one with 'imatch "
+				"lexicon build')",
+				cmd->name);
+			return EXIT_USAGE;
+		}
 	}
 	return cmd->run(&c);
 }

@@ -249,6 +249,19 @@ def case_sign_format(tmp):
         check(all(r[1:] == rows[0][1:] for r in rows),
               "near-duplicates with the same terms sign alike")
         check(any(s != "-" for s in rows[0][1:]), "the family is signed")
+    # Without --lexicon, sign takes $IMATCH_LEXICON, and says what is
+    # missing when neither is there.
+    env = dict(os.environ, IMATCH_LEXICON=lex)
+    p = subprocess.run([IMATCH, "sign", fam[0]], env=env,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    with_flag, _ = run("sign", "--lexicon", lex, fam[0])
+    check(p.returncode == 0 and p.stdout == with_flag,
+          "sign with IMATCH_LEXICON equals sign --lexicon")
+    env.pop("IMATCH_LEXICON")
+    p = subprocess.run([IMATCH, "sign", fam[0]], env=env,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    check(p.returncode == 2 and b"--lexicon" in p.stderr,
+          "sign without a lexicon is a usage error naming --lexicon")
     # scan with the saved lexicon gives the same clusters as without.
     a, _ = run("scan", tree)
     b, _ = run("scan", "--lexicon", lex, tree)

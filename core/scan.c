@@ -602,8 +602,17 @@ static bool scan_pop(struct scan *sc, struct item *it)
 		*it = sc->q[sc->head];
 		sc->head = (sc->head + 1) % QUEUE_LEN;
 		sc->len--;
-		pthread_cond_signal(&sc->not_full);
+		/*
+		 * The walker waits only on a full queue: wake it once half of
+		 * the queue is free, not after every item, or walker and
+		 * worker switch places once per file.
+		 */
+		if (sc->len <= QUEUE_LEN / 2)
+			pthread_cond_signal(&sc->not_full);
 		got = true;
+	} else if (scan_stopping(sc)) {
+		/* A walker waiting on a full queue must see the stop too. */
+		pthread_cond_broadcast(&sc->not_full);
 	}
 	pthread_mutex_unlock(&sc->qlock);
 	return got;

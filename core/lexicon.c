@@ -47,6 +47,7 @@
 
 #include <xxhash.h>
 
+#include "bytes.h"
 #include "lexicon.h"
 
 #define NIDF_EPS 1e-12
@@ -301,33 +302,6 @@ void im_lexicon_window(const struct im_lexicon *lex, double *lo, double *hi)
 		*hi = lex->hi;
 }
 
-/*
- * a[0, n) == b[0, n), without a call for the usual term of 4 to 16 bytes:
- * two overlapping loads from each side cover it.
- */
-static inline int same_bytes(const char *a, const char *b, size_t n)
-{
-	if (n >= 8 && n <= 16) {
-		uint64_t a0, a1, b0, b1;
-
-		memcpy(&a0, a, 8);
-		memcpy(&b0, b, 8);
-		memcpy(&a1, a + n - 8, 8);
-		memcpy(&b1, b + n - 8, 8);
-		return !((a0 ^ b0) | (a1 ^ b1));
-	}
-	if (n >= 4 && n < 8) {
-		uint32_t a0, a1, b0, b1;
-
-		memcpy(&a0, a, 4);
-		memcpy(&b0, b, 4);
-		memcpy(&a1, a + n - 4, 4);
-		memcpy(&b1, b + n - 4, 4);
-		return !((a0 ^ b0) | (a1 ^ b1));
-	}
-	return !memcmp(a, b, n);
-}
-
 void im_lexicon_prefetch(const struct im_lexicon *lex, uint64_t hash)
 {
 	__builtin_prefetch(&lex->slots[hash & lex->mask]);
@@ -346,7 +320,7 @@ long im_lexicon_lookup(const struct im_lexicon *lex, const char *s,
 			const char *rec = lex->arena + sl->rec;
 			uint32_t rlen, ix;
 			memcpy(&rlen, rec + 4, 4);
-			if (rlen == len && same_bytes(rec + REC_HDR, s, len)) {
+			if (rlen == len && im_same_bytes(rec + REC_HDR, s, len)) {
 				memcpy(&ix, rec, 4);
 				if (str)
 					*str = rec + REC_HDR;

@@ -18,6 +18,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "bytes.h"
 #include "text.h"
 
 #define TERMS_MIN_SLOTS 64
@@ -62,33 +63,6 @@ void im_terms_clear(struct im_terms *t)
 out:
 	t->n = 0;
 	t->arena_len = 0;
-}
-
-/*
- * a[0, n) == b[0, n), without a call for the usual term of 4 to 16 bytes:
- * two overlapping loads from each side cover it.
- */
-static inline int same_bytes(const char *a, const char *b, size_t n)
-{
-	if (n >= 8 && n <= 16) {
-		uint64_t a0, a1, b0, b1;
-
-		memcpy(&a0, a, 8);
-		memcpy(&b0, b, 8);
-		memcpy(&a1, a + n - 8, 8);
-		memcpy(&b1, b + n - 8, 8);
-		return !((a0 ^ b0) | (a1 ^ b1));
-	}
-	if (n >= 4 && n < 8) {
-		uint32_t a0, a1, b0, b1;
-
-		memcpy(&a0, a, 4);
-		memcpy(&b0, b, 4);
-		memcpy(&a1, a + n - 4, 4);
-		memcpy(&b1, b + n - 4, 4);
-		return !((a0 ^ b0) | (a1 ^ b1));
-	}
-	return !memcmp(a, b, n);
 }
 
 /* Double the slot table and reinsert every term. */
@@ -184,7 +158,7 @@ int im_terms_add(struct im_terms *t, const char *s, size_t len)
 		const struct im_term *e = &t->v[k - 1];
 
 		if (e->hash == h && e->len == len &&
-		    same_bytes(t->arena + e->off, s, len))
+		    im_same_bytes(t->arena + e->off, s, len))
 			return 0;
 	}
 	return terms_insert(t, s, len, h, i);

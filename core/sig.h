@@ -54,7 +54,9 @@ enum im_doc_status {
 struct im_doc_sigs {
 	uint8_t status;  /**< enum im_doc_status */
 	uint8_t ncoords; /**< K + 1 */
-	uint8_t exact_valid; /**< exact[] holds the bytes' hash (status SIGNED or REJECTED) */
+	uint8_t exact_valid; /**< exact[] holds the bytes' hash (status SIGNED or
+			       REJECTED, and at least one byte: empty files
+			       are not exact copies of each other) */
 	int32_t err;     /**< positive errno when status is IM_DOC_ERROR */
 	uint32_t valid;  /**< bit k set: sig[k] is a signature */
 	uint32_t unique_terms; /**< |U| */

@@ -136,6 +136,7 @@ struct cluster {
 struct collect {
 	struct im_index *idx;
 	int err;
+	int verbose; /* name the files that could not be read */
 	struct cluster *v;
 	size_t n, cap;
 	struct cluster *cur;
@@ -148,6 +149,11 @@ static void on_result(const char *path, const struct stat *st,
 	int ret;
 
 	(void)st;
+	if (col->verbose && d->status == IM_DOC_ERROR) {
+		fputs("imatch: cannot read ", stderr);
+		put_text_path(stderr, path);
+		fprintf(stderr, ": %s\n", strerror(d->err));
+	}
 	ret = im_index_put(col->idx, path, d);
 	if (ret && !col->err)
 		col->err = ret;
@@ -287,16 +293,18 @@ static void print_json(const struct cli *c, const struct collect *col,
 	       "},\n",
 	       c->p.k, c->p.keep, c->p.nidf_lo, c->p.nidf_hi, c->p.min_terms,
 	       c->p.min_ratio, c->p.seed);
-	printf("  \"counts\": {\"documents\": %" PRIu64 ", \"signed\": %" PRIu64
+	printf("  \"counts\": {\"files\": %" PRIu64 ", \"documents\": %" PRIu64
+	       ", \"signed\": %" PRIu64
 	       ", \"rejected\": %" PRIu64 ", \"binary\": %" PRIu64
 	       ", \"too_big\": %" PRIu64 ", \"errors\": %" PRIu64
 	       ", \"hidden\": %" PRIu64 ", \"other\": %" PRIu64
 	       ", \"directories\": %" PRIu64 ", \"bytes\": %" PRIu64
 	       ", \"clusters\": %zu},\n",
-	       k->files, k->by_status[IM_DOC_SIGNED],
-	       k->by_status[IM_DOC_REJECTED], k->by_status[IM_DOC_BINARY],
-	       k->by_status[IM_DOC_TOO_BIG], errors_of(k), k->hidden, k->other,
-	       k->dirs, k->bytes, col->n);
+	       k->files,
+	       k->by_status[IM_DOC_SIGNED] + k->by_status[IM_DOC_REJECTED],
+	       k->by_status[IM_DOC_SIGNED], k->by_status[IM_DOC_REJECTED],
+	       k->by_status[IM_DOC_BINARY], k->by_status[IM_DOC_TOO_BIG],
+	       errors_of(k), k->hidden, k->other, k->dirs, k->bytes, col->n);
 	fputs("  \"clusters\": [", stdout);
 	for (size_t i = 0; i < col->n; i++) {
 		const struct cluster *cl = &col->v[i];
@@ -322,16 +330,18 @@ static void print_summary(const struct collect *col,
 	double mb = (double)k->bytes / 1e6;
 
 	fprintf(stderr,
-		"documents: %" PRIu64 "\nsigned: %" PRIu64
+		"files: %" PRIu64 "\ndocuments: %" PRIu64 "\nsigned: %" PRIu64
 		"\nrejected: %" PRIu64 "\nbinary: %" PRIu64
 		"\ntoo_big: %" PRIu64 "\nerrors: %" PRIu64 "\nhidden: %" PRIu64
 		"\nother: %" PRIu64 "\nclusters: %zu\n"
 		"lexicon: %" PRIu64 " documents, %zu primary, %zu secondary "
 		"terms\n",
-		k->files, k->by_status[IM_DOC_SIGNED],
-		k->by_status[IM_DOC_REJECTED], k->by_status[IM_DOC_BINARY],
-		k->by_status[IM_DOC_TOO_BIG], errors_of(k), k->hidden, k->other,
-		col->n, s->lex_docs, s->primary, s->secondary);
+		k->files,
+		k->by_status[IM_DOC_SIGNED] + k->by_status[IM_DOC_REJECTED],
+		k->by_status[IM_DOC_SIGNED], k->by_status[IM_DOC_REJECTED],
+		k->by_status[IM_DOC_BINARY], k->by_status[IM_DOC_TOO_BIG],
+		errors_of(k), k->hidden, k->other, col->n, s->lex_docs,
+		s->primary, s->secondary);
 	if (s->t_lex > 0)
 		fprintf(stderr, "lexicon pass: %.3f s\n", s->t_lex);
 	fprintf(stderr, "signing pass: %.3f s, %.1f MB, %.1f MB/s\n", s->t_sign,
@@ -340,7 +350,7 @@ static void print_summary(const struct collect *col,
 
 int cmd_scan(struct cli *c)
 {
-	struct collect col = {0};
+	struct collect col = {.verbose = c->verbose};
 	struct scan_summary sum = {0};
 	struct im_scan_counts pass1 = {0};
 	struct im_lexicon *lex = NULL;

@@ -9,7 +9,6 @@ set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 source_dir=$(realpath -e "${1:-$top/tests/data/demo}")
 mnt=${2:-/tmp/imatchfs-demo}
-state=${IMATCHFS_STATE:-/tmp/imatchfs-demo-state}
 
 "$top/tools/deps.sh"
 cd "$top"
@@ -20,7 +19,9 @@ if mountpoint -q "$mnt" 2>/dev/null; then
 	fusermount3 -u "$mnt"
 fi
 mkdir -p "$mnt"
-./build/fs/imatchfs -o "state=$state" "$source_dir" "$mnt"
+# The state (lexicon, signature cache) goes to the daemon's default place,
+# one directory per SOURCE, so each tree gets its own lexicon.
+./build/fs/imatchfs "$source_dir" "$mnt"
 
 # The mount is browsable at once; wait (generously) for the first scan.
 for _ in $(seq 600); do

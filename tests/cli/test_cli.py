@@ -205,8 +205,11 @@ def case_scan_json(tmp):
           % sorted(map(sorted, got)))
     n = doc["counts"]
     nfiles = sum(len(f) for f in FAMILIES) + 30 + 2
-    check(n["documents"] == nfiles,
-          "documents counted: %d, expected %d" % (n["documents"], nfiles))
+    check(n["files"] == nfiles,
+          "files counted: %d, expected %d" % (n["files"], nfiles))
+    check(n["documents"] == n["signed"] + n["rejected"] and
+          n["documents"] == nfiles - n["binary"] - n["too_big"] - n["errors"],
+          "documents are the texts read: %r" % n)
     check(n["binary"] == 1, "one binary file counted")
     check(n["hidden"] == 1 and n["other"] == 1,
           "one hidden directory and one symlink skipped: %r" % n)

@@ -725,6 +725,24 @@ static int read_file(const char *path, unsigned char **out, size_t *len)
 		r = -EFBIG;
 		goto out;
 	}
+	/* A file given by mistake (a 2 GB image, say) is refused on its first
+	 * bytes, not after reading all of it into memory. */
+	{
+		unsigned char head[sizeof(lex_magic)];
+		ssize_t k;
+
+		do
+			k = pread(fd, head, sizeof(head), 0);
+		while (k < 0 && errno == EINTR);
+		if (k < 0) {
+			r = -errno;
+			goto out;
+		}
+		if (memcmp(head, lex_magic, (size_t)k) != 0) {
+			r = -EBADMSG;
+			goto out;
+		}
+	}
 	buf = malloc((size_t)st.st_size + 1);
 	if (!buf) {
 		r = -ENOMEM;
@@ -771,6 +789,8 @@ int im_lexicon_load(const char *path, struct im_lexicon **out, char *why,
 	if (why && why_len)
 		why[0] = '\0';
 	r = read_file(path, &buf, &len);
+	if (r == -EBADMSG)
+		CORRUPT("not an imatch lexicon");
 	if (r < 0) {
 		if (why)
 			snprintf(why, why_len, "%s",

@@ -292,13 +292,18 @@ int im_state_load(const char *path, uint64_t key, struct im_state **out,
 	st = calloc(1, sizeof(*st));
 	if (!st)
 		return -ENOMEM;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: a fifo named by mistake must not hang the daemon. */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
 	if (fd < 0 || fstat(fd, &sb)) {
 		ret = -errno;
 		why_set(why, why_len, strerror(-ret));
 		goto out;
 	}
 	ret = -EINVAL;
+	if (!S_ISREG(sb.st_mode)) {
+		why_set(why, why_len, "not a regular file");
+		goto out;
+	}
 	if (sb.st_size < 8) {
 		why_set(why, why_len, "not an imatchfs state file");
 		goto out;
@@ -480,7 +485,8 @@ int im_state_writer_commit(struct im_state_writer *w, const char *path)
 	if (!tmp || !dcopy)
 		goto out;
 	snprintf(tmp, len, "%s.tmp.%ld", path, (long)getpid());
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
+		  0600);
 	if (fd < 0) {
 		ret = -errno;
 		goto out;
@@ -497,10 +503,14 @@ int im_state_writer_commit(struct im_state_writer *w, const char *path)
 		unlink(tmp);
 		goto out;
 	}
-	/* The rename is durable only once the directory is. */
+	/* The rename is durable only once the directory is. It has happened,
+	 * though: a filesystem that cannot sync directories (EINVAL, EROFS)
+	 * must not make every later commit look failed. */
 	dfd = open(dirname(dcopy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd < 0 || fsync(dfd))
-		ret = -errno;
+	if (dfd < 0 || fsync(dfd)) {
+		if (errno != EINVAL && errno != EROFS)
+			ret = -errno;
+	}
 out:
 	w->b.len = body; /* commit may be retried */
 	if (fd >= 0)

@@ -475,10 +475,15 @@ static int words_add(const char *s, size_t len, const struct im_params *p,
 		     struct im_terms *out, bool fast)
 {
 	const unsigned char *c = (const unsigned char *)s;
-	const unsigned char *end = c + len;
+	const unsigned char *end;
 	struct scan sc;
 	int ret = 0;
 
+	/* HTML or mail with no text hands over a NULL buffer; NULL + 0 is
+	 * undefined behaviour. */
+	if (len == 0)
+		return 0;
+	end = c + len;
 	sc.w.len = 0;
 	sc.w.ncp = 0;
 	sc.w.ndig = 0;

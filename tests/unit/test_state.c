@@ -142,6 +142,26 @@ START_TEST(test_state_empty_and_missing)
 }
 END_TEST
 
+/* A fifo or a directory where the cache should be is refused at once, with
+ * a reason; opening a fifo for reading must not wait for a writer. */
+START_TEST(test_state_not_a_regular_file)
+{
+	struct im_state *st;
+	char why[128];
+
+	ck_assert_int_eq(mkfifo(path, 0600), 0);
+	ck_assert_int_eq(im_state_load(path, test_key(), &st, why, sizeof(why)),
+			 -EINVAL);
+	ck_assert_ptr_null(st);
+	ck_assert_msg(strstr(why, "regular") != NULL, "reason: %s", why);
+	ck_assert_int_eq(unlink(path), 0);
+	ck_assert_int_eq(mkdir(path, 0700), 0);
+	ck_assert_int_eq(im_state_load(path, test_key(), &st, why, sizeof(why)),
+			 -EINVAL);
+	ck_assert_msg(strstr(why, "regular") != NULL, "reason: %s", why);
+}
+END_TEST
+
 START_TEST(test_state_truncated_refused)
 {
 	struct im_state *st;
@@ -269,6 +289,7 @@ static Suite *state_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_state_round_trip);
 	tcase_add_test(tc, test_state_empty_and_missing);
+	tcase_add_test(tc, test_state_not_a_regular_file);
 	tcase_add_test(tc, test_state_truncated_refused);
 	tcase_add_test(tc, test_state_corrupt_refused);
 	tcase_add_test(tc, test_state_params_mismatch);

@@ -219,14 +219,15 @@ enum tag_kind { TAG_OTHER, TAG_INLINE, TAG_SCRIPT, TAG_STYLE };
  * No name of interest is longer; a longer one is TAG_OTHER.
  */
 #define TAG_KEY_MAX 8
-#define NINLINE (sizeof(inline_tags) / sizeof(inline_tags[0]) - 1)
+#define NINLINE	    (sizeof(inline_tags) / sizeof(inline_tags[0]) - 1)
 
 static uint64_t tag_key(const char *s, size_t n)
 {
 	uint64_t key = 0;
 
 	for (size_t i = 0; i < n; i++)
-		key |= (uint64_t)(unsigned char)(s[i] | (is_alpha(s[i]) ? 0x20 : 0))
+		key |= (uint64_t)(unsigned char)(s[i] |
+						 (is_alpha(s[i]) ? 0x20 : 0))
 		       << (8 * i);
 	return key;
 }
@@ -262,7 +263,9 @@ static void keys_init(void)
 {
 	for (unsigned c = 1; c < 256; c++)
 		if (is_alnum((char)c) || c == '-' || c == ':')
-			name_byte[c] = (unsigned char)(c | (is_alpha((char)c) ? 0x20 : 0));
+			name_byte[c] =
+				(unsigned char)(c |
+						(is_alpha((char)c) ? 0x20 : 0));
 	for (size_t i = 0; i < NINLINE; i++)
 		kind_put(inline_tags[i], TAG_INLINE);
 	kind_put("script", TAG_SCRIPT);
@@ -294,9 +297,10 @@ static inline size_t find3(const char *s, size_t i, size_t len, char a, char b,
 
 	for (; i + 16 <= len; i += 16) {
 		__m128i v = _mm_loadu_si128((const __m128i *)(s + i));
-		unsigned m = (unsigned)_mm_movemask_epi8(_mm_or_si128(
-			_mm_or_si128(_mm_cmpeq_epi8(v, va), _mm_cmpeq_epi8(v, vb)),
-			_mm_cmpeq_epi8(v, vc)));
+		unsigned m = (unsigned)_mm_movemask_epi8(
+			_mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, va),
+						  _mm_cmpeq_epi8(v, vb)),
+				     _mm_cmpeq_epi8(v, vc)));
 
 		if (m)
 			return i + (unsigned)__builtin_ctz(m);

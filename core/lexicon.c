@@ -199,7 +199,7 @@ static int df_count(struct im_df *df, const char *s, uint32_t len,
 	if (off == (size_t)-1)
 		return -ENOMEM;
 	df->v[df->n] = (struct df_entry){
-		.hash = hash, .off = off, .len = len, .df = count };
+		.hash = hash, .off = off, .len = len, .df = count};
 	df->slots[j] = (uint32_t)(++df->n);
 	return 0;
 }
@@ -255,10 +255,10 @@ struct im_lexicon {
 	double lo, hi;
 	size_t nprimary, nsecondary;
 	struct im_lex_term *terms; /* L in byte order, then B in rank order */
-	uint32_t *dfs;             /* df of terms[i], for saving */
-	char *arena;               /* the records (see struct lex_slot) */
+	uint32_t *dfs;		   /* df of terms[i], for saving */
+	char *arena;		   /* the records (see struct lex_slot) */
 	size_t arena_cap, arena_len;
-	struct lex_slot *slots;    /* power of two, load <= 2/3 */
+	struct lex_slot *slots; /* power of two, load <= 2/3 */
 	size_t mask;
 };
 
@@ -307,8 +307,8 @@ void im_lexicon_prefetch(const struct im_lexicon *lex, uint64_t hash)
 	__builtin_prefetch(&lex->slots[hash & lex->mask]);
 }
 
-long im_lexicon_lookup(const struct im_lexicon *lex, const char *s,
-		       size_t len, uint64_t hash, const char **str)
+long im_lexicon_lookup(const struct im_lexicon *lex, const char *s, size_t len,
+		       uint64_t hash, const char **str)
 {
 	uint32_t tag = (uint32_t)(hash >> 32);
 	size_t j = hash & lex->mask;
@@ -320,7 +320,8 @@ long im_lexicon_lookup(const struct im_lexicon *lex, const char *s,
 			const char *rec = lex->arena + sl->rec;
 			uint32_t rlen, ix;
 			memcpy(&rlen, rec + 4, 4);
-			if (rlen == len && im_same_bytes(rec + REC_HDR, s, len)) {
+			if (rlen == len &&
+			    im_same_bytes(rec + REC_HDR, s, len)) {
 				memcpy(&ix, rec, 4);
 				if (str)
 					*str = rec + REC_HDR;
@@ -486,7 +487,7 @@ int im_lexicon_build(const struct im_df *df, double lo, double hi,
 		if (e->len > LEX_TERM_MAX)
 			continue; /* load would refuse it */
 		double x = nidf_of(e->df, df->docs);
-		struct pick p = { e, df->arena.p + e->off };
+		struct pick p = {e, df->arena.p + e->off};
 		if (x > hi + NIDF_EPS)
 			pb[npb++] = p;
 		else if (x >= lo - NIDF_EPS)
@@ -536,9 +537,9 @@ out:
 
 /* ---- The file ------------------------------------------------------------- */
 
-static const char lex_magic[8] = { 'I', 'M', 'L', 'E', 'X', 'I', 'C', 'N' };
+static const char lex_magic[8] = {'I', 'M', 'L', 'E', 'X', 'I', 'C', 'N'};
 #define LEX_VERSION 1
-#define LEX_HEADER 64
+#define LEX_HEADER  64
 #define LEX_TRAILER 8
 #define LEX_REC_MIN (4 + 1 + 1 + 4 + 8) /* a one-byte term */
 
@@ -769,12 +770,12 @@ out:
 	return r;
 }
 
-#define CORRUPT(...)                                             \
-	do {                                                     \
-		if (why)                                         \
-			snprintf(why, why_len, __VA_ARGS__);     \
-		r = -EINVAL;                                     \
-		goto out;                                        \
+#define CORRUPT(...)                                                           \
+	do {                                                                   \
+		if (why)                                                       \
+			snprintf(why, why_len, __VA_ARGS__);                   \
+		r = -EINVAL;                                                   \
+		goto out;                                                      \
 	} while (0)
 
 int im_lexicon_load(const char *path, struct im_lexicon **out, char *why,
@@ -887,7 +888,8 @@ int im_lexicon_load(const char *path, struct im_lexicon **out, char *why,
 			int c = bytes_cmp(a->str, a->len, b->str, b->len);
 			if (i < npl ? c >= 0
 				    : (lex->dfs[i - 1] < lex->dfs[i] ||
-				       (lex->dfs[i - 1] == lex->dfs[i] && c >= 0)))
+				       (lex->dfs[i - 1] == lex->dfs[i] &&
+					c >= 0)))
 				CORRUPT("corrupt: term %zu is out of order", i);
 		}
 	}

@@ -74,10 +74,10 @@ enum im_lex_kind {
 
 /** A lexicon term as seen by lookups. */
 struct im_lex_term {
-	const char *str;   /**< NUL-terminated, owned by the lexicon */
+	const char *str; /**< NUL-terminated, owned by the lexicon */
 	uint32_t len;
-	uint8_t kind;      /**< enum im_lex_kind */
-	uint32_t rank;     /**< position in B (0 = most frequent); 0 for L */
+	uint8_t kind;  /**< enum im_lex_kind */
+	uint32_t rank; /**< position in B (0 = most frequent); 0 for L */
 	float nidf;
 };
 
@@ -133,8 +133,8 @@ const struct im_lex_term *im_lexicon_find(const struct im_lexicon *lex,
  *
  * @return the term number, or -1 if absent.
  */
-long im_lexicon_lookup(const struct im_lexicon *lex, const char *s,
-		       size_t len, uint64_t hash, const char **str);
+long im_lexicon_lookup(const struct im_lexicon *lex, const char *s, size_t len,
+		       uint64_t hash, const char **str);
 
 /** Hint that @p hash is about to be looked up (prefetches its slot). */
 void im_lexicon_prefetch(const struct im_lexicon *lex, uint64_t hash);

@@ -44,8 +44,10 @@ int im_params_check(const struct im_params *p, char *why, size_t why_len)
 		return fail(why, why_len, "k must be between 0 and 31");
 	if (!(p->keep > 0.0 && p->keep <= 1.0))
 		return fail(why, why_len, "keep must be in (0, 1]");
-	if (!(p->nidf_lo >= 0.0 && p->nidf_lo <= p->nidf_hi && p->nidf_hi <= 1.0))
-		return fail(why, why_len, "nidf must be LO:HI with 0 <= LO <= HI <= 1");
+	if (!(p->nidf_lo >= 0.0 && p->nidf_lo <= p->nidf_hi &&
+	      p->nidf_hi <= 1.0))
+		return fail(why, why_len,
+			    "nidf must be LO:HI with 0 <= LO <= HI <= 1");
 	if (!(p->min_ratio >= 0.0 && p->min_ratio <= 1.0))
 		return fail(why, why_len, "min_ratio must be in [0, 1]");
 	if (p->min_word_len == 0)
@@ -65,9 +67,21 @@ static int parse_u64(const char *s, uint64_t *out)
 		return -EINVAL;
 	/* Sizes read better with a suffix: max_size=64M. */
 	switch (*end) {
-	case 'k': case 'K': v <<= 10; end++; break;
-	case 'm': case 'M': v <<= 20; end++; break;
-	case 'g': case 'G': v <<= 30; end++; break;
+	case 'k':
+	case 'K':
+		v <<= 10;
+		end++;
+		break;
+	case 'm':
+	case 'M':
+		v <<= 20;
+		end++;
+		break;
+	case 'g':
+	case 'G':
+		v <<= 30;
+		end++;
+		break;
 	}
 	if (*end)
 		return -EINVAL;

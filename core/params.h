@@ -20,25 +20,38 @@
 
 struct im_params {
 	/* Terms (papers/000 §6.3). */
-	unsigned min_word_len; /**< words shorter (in code points) are dropped; 4 */
-	unsigned max_digits;   /**< words with more digits are dropped; 1 */
-	unsigned min_unique;   /**< documents with fewer unique terms get no signature; 5 */
+	/** Words shorter than this (in code points) are dropped; 4. */
+	unsigned min_word_len;
+	/** Words with more digits than this are dropped; 1. */
+	unsigned max_digits;
+	/** Documents with fewer unique terms get no signature; 5. */
+	unsigned min_unique;
 
 	/* Lexicon (papers/000 §3, papers/001 §4.1). */
-	double nidf_lo;        /**< primary lexicon: nidf in [nidf_lo, nidf_hi] */
+	/** Primary lexicon: nidf in [nidf_lo, nidf_hi]. */
+	double nidf_lo;
 	double nidf_hi;
-	size_t secondary_cap;  /**< at most this many terms in the secondary lexicon B */
+	/** At most this many terms in the secondary lexicon B. */
+	size_t secondary_cap;
 
 	/* Randomized lexicons and signatures (papers/000 §3, §4, §6.6). */
-	unsigned k;            /**< number of extra randomized lexicons, 0..IM_MAX_LEXICONS */
-	double keep;           /**< fraction of L and B each randomized lexicon keeps */
-	uint64_t seed;         /**< key of the membership hash */
-	unsigned min_terms;    /**< reject a coordinate when |S| < min_terms */
-	double min_ratio;      /**< extend S from B while |S|/|U| < min_ratio; then reject */
+	/** Number of extra randomized lexicons, 0..IM_MAX_LEXICONS. */
+	unsigned k;
+	/** Fraction of L and B each randomized lexicon keeps. */
+	double keep;
+	/** Key of the membership hash. */
+	uint64_t seed;
+	/** Reject a coordinate when |S| < min_terms. */
+	unsigned min_terms;
+	/** Extend S from B while |S|/|U| < min_ratio (min_ratio * keep for
+	 *  the randomized coordinates), then reject. */
+	double min_ratio;
 
 	/* Input. */
-	uint64_t max_size;     /**< files larger than this are skipped (counted); 0 = no limit */
-	int hidden;            /**< also read names beginning with '.' */
+	/** Files larger than this are skipped (counted); 0 = no limit. */
+	uint64_t max_size;
+	/** Also read names beginning with '.'. */
+	int hidden;
 };
 
 /** Fill @p p with the defaults. Never fails. */

@@ -69,7 +69,7 @@ struct im_signer {
 
 	/* The candidates of the last document (see collect()). */
 	struct cand *raw, *pc, *qc; /* as found; P and Q sorted */
-	uint64_t *pk, *qk, *tmp;    /* sort keys: term number << 32 | raw index */
+	uint64_t *pk, *qk, *tmp; /* sort keys: term number << 32 | raw index */
 	size_t npc, nqc, ccap;
 	uint32_t *qb;  /* indices into qc, in byte order of the terms */
 	uint32_t *qs;  /* indices into qc of the terms S took from Q */
@@ -77,7 +77,7 @@ struct im_signer {
 	uint32_t stamp;
 	int q_sorted, qb_sorted;
 	uint32_t pcount[IM_MAX_COORDS]; /* |L_k ∩ U| */
-	size_t last_n; /* |U| of the last document */
+	size_t last_n;			/* |U| of the last document */
 	int have_last;
 
 	unsigned char *hb; /* the bytes hashed for one coordinate */
@@ -215,14 +215,16 @@ static inline uint32_t member_mask(const struct im_signer *s, const char *str,
 	if (count) {
 		count[0]++;
 		for (unsigned k = 1; k <= s->p.k; k++) {
-			uint64_t z = mix64(h + k * UINT64_C(0x9e3779b97f4a7c15));
+			uint64_t z =
+				mix64(h + k * UINT64_C(0x9e3779b97f4a7c15));
 			uint32_t in = (z >> 11) < s->keep53;
 			mask |= in << k;
 			count[k] += in;
 		}
 	} else {
 		for (unsigned k = 1; k <= s->p.k; k++) {
-			uint64_t z = mix64(h + k * UINT64_C(0x9e3779b97f4a7c15));
+			uint64_t z =
+				mix64(h + k * UINT64_C(0x9e3779b97f4a7c15));
 			mask |= (uint32_t)((z >> 11) < s->keep53) << k;
 		}
 	}
@@ -244,7 +246,7 @@ static void sort_by_number(uint64_t *v, uint64_t *tmp, size_t n)
 	}
 	uint64_t *src = v, *dst = tmp;
 	for (int shift = 32; shift < 64; shift += 8) {
-		size_t cnt[256] = { 0 };
+		size_t cnt[256] = {0};
 		for (size_t i = 0; i < n; i++)
 			cnt[(src[i] >> shift) & 255]++;
 		if (cnt[(src[0] >> shift) & 255] == n)
@@ -356,7 +358,7 @@ static int collect(struct im_signer *s, const struct im_terms *u)
 		int primary = (size_t)ix < nprimary;
 		uint32_t mask = member_mask(s, str, ut->len,
 					    primary ? s->pcount : NULL);
-		s->raw[nraw] = (struct cand){ str, ut->len, mask };
+		s->raw[nraw] = (struct cand){str, ut->len, mask};
 		uint64_t key = (uint64_t)ix << 32 | nraw;
 		nraw++;
 		bytes += ut->len + 1;
@@ -369,7 +371,8 @@ static int collect(struct im_signer *s, const struct im_terms *u)
 	for (size_t i = 0; i < npk; i++)
 		s->pc[i] = s->raw[(uint32_t)s->pk[i]];
 	s->npc = npk;
-	s->nqc = nqk; /* qc[] is filled by sort_q(), if some coordinate needs it */
+	s->nqc =
+		nqk; /* qc[] is filled by sort_q(), if some coordinate needs it */
 	s->q_sorted = 0;
 	/* One buffer holds any S of this document. */
 	if (grow((void **)&s->hb, &s->hbcap, bytes + IM_LEX_STR_PAD, 1) < 0)
@@ -476,7 +479,8 @@ static void coord_order(struct im_signer *s, const struct coord *c)
 		for (size_t i = 1; i < n; i++) {
 			uint32_t x = qs[i];
 			size_t j = i;
-			for (; j > 0 && cand_cmp(&s->qc[qs[j - 1]], &s->qc[x]) > 0;
+			for (; j > 0 &&
+			       cand_cmp(&s->qc[qs[j - 1]], &s->qc[x]) > 0;
 			     j--)
 				qs[j] = qs[j - 1];
 			qs[j] = x;
@@ -763,7 +767,8 @@ int im_signer_sign_at(struct im_signer *s, int dirfd, const char *name,
 }
 
 int im_signer_terms_at(struct im_signer *s, int dirfd, const char *name,
-		       enum im_doc_status *status, const struct im_terms **terms)
+		       enum im_doc_status *status,
+		       const struct im_terms **terms)
 {
 	size_t len;
 	int err, r = 0;
@@ -774,7 +779,8 @@ int im_signer_terms_at(struct im_signer *s, int dirfd, const char *name,
 		return 0;
 	const char *base = strrchr(name, '/');
 	const char *buf = s->buf ? s->buf : "";
-	enum im_doc_kind kind = im_text_detect(base ? base + 1 : name, buf, len);
+	enum im_doc_kind kind =
+		im_text_detect(base ? base + 1 : name, buf, len);
 	if (kind == IM_KIND_BINARY) {
 		*status = IM_DOC_BINARY;
 		goto out;
@@ -808,7 +814,7 @@ static int foreach_visit(void *arg, const struct cand *c)
 int im_signer_foreach_term(struct im_signer *s, unsigned k, im_sig_term_fn fn,
 			   void *arg)
 {
-	struct foreach_arg a = { s->lex, fn, arg, k };
+	struct foreach_arg a = {s->lex, fn, arg, k};
 	struct coord c;
 
 	if (k > s->p.k || !s->have_last)
@@ -835,7 +841,7 @@ static int setv_put(void *arg, unsigned k, const struct im_lex_term *t)
 
 const char *const *im_signer_last_set(struct im_signer *s, unsigned k)
 {
-	struct setv_arg a = { s, 0 };
+	struct setv_arg a = {s, 0};
 
 	if (grow((void **)&s->setv, &s->setcap, 1, sizeof(*s->setv)) < 0)
 		return NULL;

@@ -34,7 +34,7 @@
 #include "params.h"
 #include "text.h"
 
-#define IM_SIG_LEN 20
+#define IM_SIG_LEN     20
 #define IM_SIG_HEX_LEN 40
 
 struct im_sig {
@@ -43,24 +43,25 @@ struct im_sig {
 
 /** What happened to a document. */
 enum im_doc_status {
-	IM_DOC_SIGNED,   /**< at least one coordinate has a signature */
+	IM_DOC_SIGNED,	 /**< at least one coordinate has a signature */
 	IM_DOC_REJECTED, /**< a text, but every coordinate was rejected */
-	IM_DOC_BINARY,   /**< NUL byte in the first block: skipped */
-	IM_DOC_TOO_BIG,  /**< larger than im_params.max_size: skipped */
-	IM_DOC_ERROR,    /**< could not be read (errno in im_doc_sigs.err) */
+	IM_DOC_BINARY,	 /**< NUL byte in the first block: skipped */
+	IM_DOC_TOO_BIG,	 /**< larger than im_params.max_size: skipped */
+	IM_DOC_ERROR,	 /**< could not be read (errno in im_doc_sigs.err) */
 };
 
 /** Everything the index needs to know about one document. Plain data. */
 struct im_doc_sigs {
-	uint8_t status;  /**< enum im_doc_status */
-	uint8_t ncoords; /**< K + 1 */
+	uint8_t status;	     /**< enum im_doc_status */
+	uint8_t ncoords;     /**< K + 1 */
 	uint8_t exact_valid; /**< exact[] holds the bytes' hash (status SIGNED or
 			       REJECTED, and at least one byte: empty files
 			       are not exact copies of each other) */
-	int32_t err;     /**< positive errno when status is IM_DOC_ERROR */
-	uint32_t valid;  /**< bit k set: sig[k] is a signature */
+	int32_t err;	     /**< positive errno when status is IM_DOC_ERROR */
+	uint32_t valid;	     /**< bit k set: sig[k] is a signature */
 	uint32_t unique_terms; /**< |U| */
-	uint8_t exact[16]; /**< XXH3 128-bit hash of the bytes, canonical (big-endian) */
+	uint8_t exact
+		[16]; /**< XXH3 128-bit hash of the bytes, canonical (big-endian) */
 	struct im_sig sig[IM_MAX_COORDS];
 };
 
@@ -75,9 +76,9 @@ int im_sig_cmp(const struct im_sig *a, const struct im_sig *b);
 struct im_coord_info {
 	uint32_t primary;   /**< |L_k ∩ U| */
 	uint32_t secondary; /**< terms added from B_k */
-	uint32_t size;      /**< |S| */
+	uint32_t size;	    /**< |S| */
 	bool rejected;
-	const char *why;    /**< static text when rejected, else NULL */
+	const char *why; /**< static text when rejected, else NULL */
 };
 
 struct im_signer;
@@ -139,7 +140,8 @@ int im_signer_sign_at(struct im_signer *s, int dirfd, const char *name,
  * @return 0 or -ENOMEM.
  */
 int im_signer_terms_at(struct im_signer *s, int dirfd, const char *name,
-		       enum im_doc_status *status, const struct im_terms **terms);
+		       enum im_doc_status *status,
+		       const struct im_terms **terms);
 
 /**
  * Compute the signatures of a term set (no exact hash; status is SIGNED or

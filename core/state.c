@@ -21,7 +21,7 @@
 #include "state.h"
 
 static const char state_magic[8] = "IMSTATE";
-#define HEADER_LEN (8 + 4 + 4 + 8 + 8)
+#define HEADER_LEN  (8 + 4 + 4 + 8 + 8)
 #define ENTRY_FIXED (4 + 8 + 8 + 8 + 1 + 1 + 1 + 4 + 4 + 4 + 16)
 
 /* ---- Little-endian helpers ----------------------------------------------- */
@@ -84,7 +84,7 @@ uint64_t im_state_key(const struct im_params *p, uint64_t lex_key)
 {
 	/* Field by field, never the struct's bytes: padding is not data. */
 	uint8_t tmp[128];
-	struct buf b = { tmp, 0, sizeof(tmp) };
+	struct buf b = {tmp, 0, sizeof(tmp)};
 	uint64_t bits;
 
 	put_u64(&b, IM_STATE_VERSION);
@@ -122,7 +122,7 @@ static int read_all(int fd, struct buf *b)
 
 int im_state_file_key(const char *path, uint64_t *out)
 {
-	struct buf b = { 0 };
+	struct buf b = {0};
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	int ret;
 
@@ -141,9 +141,9 @@ int im_state_file_key(const char *path, uint64_t *out)
 struct im_state {
 	const uint8_t *map; /* the whole file, read-only */
 	size_t map_len;
-	size_t *off;        /* entry i starts at map + off[i] (its path length) */
+	size_t *off; /* entry i starts at map + off[i] (its path length) */
 	size_t n;
-	uint32_t *slots;    /* open addressing over off, index + 1; 0 = empty */
+	uint32_t *slots; /* open addressing over off, index + 1; 0 = empty */
 	size_t nslots;
 };
 
@@ -330,7 +330,8 @@ int im_state_load(const char *path, uint64_t key, struct im_state **out,
 	uint32_t version = get_u32(b + 8);
 	if (version != IM_STATE_VERSION) {
 		if (why && why_len)
-			snprintf(why, why_len, "unsupported version %u", version);
+			snprintf(why, why_len, "unsupported version %u",
+				 version);
 		goto out;
 	}
 	size_t body = len - 8;
@@ -385,8 +386,7 @@ int im_state_find(const struct im_state *st, const char *path,
 	return -ENOENT;
 }
 
-int im_state_at(const struct im_state *st, size_t i,
-		struct im_state_entry *out)
+int im_state_at(const struct im_state *st, size_t i, struct im_state_entry *out)
 {
 	if (!st || i >= st->n)
 		return -ENOENT;

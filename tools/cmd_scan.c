@@ -294,12 +294,11 @@ static void print_json(const struct cli *c, const struct collect *col,
 	       c->p.k, c->p.keep, c->p.nidf_lo, c->p.nidf_hi, c->p.min_terms,
 	       c->p.min_ratio, c->p.seed);
 	printf("  \"counts\": {\"files\": %" PRIu64 ", \"documents\": %" PRIu64
-	       ", \"signed\": %" PRIu64
-	       ", \"rejected\": %" PRIu64 ", \"binary\": %" PRIu64
-	       ", \"too_big\": %" PRIu64 ", \"errors\": %" PRIu64
-	       ", \"hidden\": %" PRIu64 ", \"other\": %" PRIu64
-	       ", \"directories\": %" PRIu64 ", \"bytes\": %" PRIu64
-	       ", \"clusters\": %zu},\n",
+	       ", \"signed\": %" PRIu64 ", \"rejected\": %" PRIu64
+	       ", \"binary\": %" PRIu64 ", \"too_big\": %" PRIu64
+	       ", \"errors\": %" PRIu64 ", \"hidden\": %" PRIu64
+	       ", \"other\": %" PRIu64 ", \"directories\": %" PRIu64
+	       ", \"bytes\": %" PRIu64 ", \"clusters\": %zu},\n",
 	       k->files,
 	       k->by_status[IM_DOC_SIGNED] + k->by_status[IM_DOC_REJECTED],
 	       k->by_status[IM_DOC_SIGNED], k->by_status[IM_DOC_REJECTED],

@@ -76,7 +76,8 @@ static struct im_df *collection(size_t ndocs, const char *const *w,
 		for (size_t i = 0; i < nw; i++)
 			if (d < dfs[i])
 				ck_assert_int_eq(
-					im_terms_add(&u, w[i], strlen(w[i])), 0);
+					im_terms_add(&u, w[i], strlen(w[i])),
+					0);
 		ck_assert_int_eq(im_df_add(df, &u), 0);
 	}
 	im_terms_release(&u);
@@ -117,11 +118,10 @@ static void spill(const char *path, const unsigned char *b, size_t len)
  * df 1..2 is B, df >= 40 is dropped.
  */
 static const char *const std_words[] = {
-	"the",   "and",   "with",  "river", "bank",  "money", "house",
-	"zebra", "quartz", "fjord", "alpha", "omega",
+	"the",	 "and",	  "with",   "river", "bank",  "money",
+	"house", "zebra", "quartz", "fjord", "alpha", "omega",
 };
-static const unsigned std_dfs[] = { 100, 90, 40, 39, 20, 10, 3,
-				    2,   2,  1,  1,  2 };
+static const unsigned std_dfs[] = {100, 90, 40, 39, 20, 10, 3, 2, 2, 1, 1, 2};
 #define NSTD (sizeof(std_words) / sizeof(std_words[0]))
 
 static struct im_lexicon *std_lexicon(size_t cap)
@@ -188,7 +188,7 @@ START_TEST(test_lexicon_df_merge)
 	struct im_df *a, *b, *all;
 	static const char *docs[] = {
 		"apple banana", "banana cherry", "cherry durian apple",
-		"elder fig",    "fig apple",     "grape",
+		"elder fig",	"fig apple",	 "grape",
 	};
 	ck_assert_int_eq(im_df_new(&a), 0);
 	ck_assert_int_eq(im_df_new(&b), 0);
@@ -200,8 +200,8 @@ START_TEST(test_lexicon_df_merge)
 	ck_assert_int_eq(im_df_merge(a, b), 0);
 	ck_assert_uint_eq(im_df_docs(a), 6);
 	ck_assert_uint_eq(im_df_terms(a), im_df_terms(all));
-	static const char *w[] = { "apple", "banana", "cherry", "durian",
-				   "elder", "fig",    "grape" };
+	static const char *w[] = {"apple", "banana", "cherry", "durian",
+				  "elder", "fig",    "grape"};
 	for (int i = 0; i < 7; i++)
 		ck_assert_msg(im_df_count(a, w[i], strlen(w[i])) ==
 				      im_df_count(all, w[i], strlen(w[i])),
@@ -241,7 +241,7 @@ START_TEST(test_lexicon_window)
 	ck_assert_uint_eq(im_lexicon_docs(lex), 100);
 	ck_assert_uint_eq(im_lexicon_primary_size(lex), 4);
 	ck_assert_uint_eq(im_lexicon_secondary_size(lex), 5);
-	static const char *primary[] = { "river", "bank", "money", "house" };
+	static const char *primary[] = {"river", "bank", "money", "house"};
 	for (int i = 0; i < 4; i++) {
 		const struct im_lex_term *t = find(lex, primary[i]);
 		ck_assert_msg(t && t->kind == IM_LEX_PRIMARY,
@@ -265,9 +265,9 @@ END_TEST
 START_TEST(test_lexicon_window_exact_boundaries)
 {
 	/* N = 10000: df 1000 has nidf 0.25 and df 10 has nidf 0.75, exactly. */
-	static const char *w[] = { "lowedge", "below", "middle",
-				   "highedge", "above" };
-	static const unsigned dfs[] = { 1000, 1001, 100, 10, 9 };
+	static const char *w[] = {"lowedge", "below", "middle", "highedge",
+				  "above"};
+	static const unsigned dfs[] = {1000, 1001, 100, 10, 9};
 	struct im_df *df = collection(10000, w, dfs, 5);
 	struct im_lexicon *lex;
 
@@ -301,14 +301,14 @@ START_TEST(test_lexicon_secondary_order_and_cap)
 	struct im_lexicon *lex = std_lexicon(100);
 	/* B: df 2 (alpha? no: omega, quartz, zebra), then df 1 (alpha, fjord),
 	 * ties broken by bytes. */
-	static const char *order[] = { "omega", "quartz", "zebra", "alpha",
-				       "fjord" };
+	static const char *order[] = {"omega", "quartz", "zebra", "alpha",
+				      "fjord"};
 	for (uint32_t i = 0; i < 5; i++) {
 		const struct im_lex_term *t = find(lex, order[i]);
 		ck_assert_msg(t && t->kind == IM_LEX_SECONDARY, "%s in B",
 			      order[i]);
-		ck_assert_msg(t->rank == i, "%s has rank %u, want %u",
-			      order[i], t->rank, i);
+		ck_assert_msg(t->rank == i, "%s has rank %u, want %u", order[i],
+			      t->rank, i);
 		ck_assert_ptr_eq(im_lexicon_term(lex, 4 + i), t);
 	}
 	/* Term numbers: L in byte order first. */
@@ -337,7 +337,8 @@ END_TEST
 START_TEST(test_lexicon_lookup)
 {
 	struct im_lexicon *lex = std_lexicon(100);
-	size_t n = im_lexicon_primary_size(lex) + im_lexicon_secondary_size(lex);
+	size_t n =
+		im_lexicon_primary_size(lex) + im_lexicon_secondary_size(lex);
 
 	for (size_t i = 0; i < n; i++) {
 		const struct im_lex_term *t = im_lexicon_term(lex, i);
@@ -354,9 +355,9 @@ START_TEST(test_lexicon_lookup)
 	ck_assert_int_eq(im_lexicon_lookup(lex, "banks", 5,
 					   XXH3_64bits("banks", 5), &str),
 			 -1);
-	ck_assert_int_eq(im_lexicon_lookup(lex, "ban", 3,
-					   XXH3_64bits("ban", 3), &str),
-			 -1);
+	ck_assert_int_eq(
+		im_lexicon_lookup(lex, "ban", 3, XXH3_64bits("ban", 3), &str),
+		-1);
 	ck_assert_ptr_null(str);
 	im_lexicon_prefetch(lex, 12345);
 	im_lexicon_free(lex);
@@ -420,9 +421,8 @@ START_TEST(test_lexicon_save_load)
 	struct stat st;
 
 	ck_assert_int_eq(im_lexicon_save(lex, tmp_path("l.lex")), 0);
-	ck_assert_int_eq(im_lexicon_load(tmp_path("l.lex"), &back, why,
-					 sizeof(why)),
-			 0);
+	ck_assert_int_eq(
+		im_lexicon_load(tmp_path("l.lex"), &back, why, sizeof(why)), 0);
 	assert_same_lexicon(lex, back);
 	ck_assert_msg(stat(tmp_path("l.lex.tmp"), &st) < 0,
 		      "no temporary file is left behind");
@@ -469,9 +469,9 @@ START_TEST(test_lexicon_load_missing)
 {
 	struct im_lexicon *lex = (void *)1;
 	char why[128];
-	ck_assert_int_eq(im_lexicon_load(tmp_path("nope.lex"), &lex, why,
-					 sizeof(why)),
-			 -ENOENT);
+	ck_assert_int_eq(
+		im_lexicon_load(tmp_path("nope.lex"), &lex, why, sizeof(why)),
+		-ENOENT);
 	ck_assert_ptr_null(lex);
 	ck_assert_str_eq(why, strerror(ENOENT));
 	ck_assert_int_eq(im_lexicon_load(tmpdir, &lex, why, sizeof(why)),
@@ -485,8 +485,7 @@ START_TEST(test_lexicon_load_missing)
 END_TEST
 
 /* Load @p path and require a refusal whose reason contains @p want. */
-static void assert_refused(const char *path, const char *want,
-			   const char *what)
+static void assert_refused(const char *path, const char *want, const char *what)
 {
 	struct im_lexicon *lex = (void *)1;
 	char why[256];
@@ -679,8 +678,8 @@ END_TEST
 
 START_TEST(test_lexicon_utf8_terms)
 {
-	static const char *w[] = { "straße", "größe", "ελληνικά", "日本語" };
-	static const unsigned dfs[] = { 10, 10, 2, 10 };
+	static const char *w[] = {"straße", "größe", "ελληνικά", "日本語"};
+	static const unsigned dfs[] = {10, 10, 2, 10};
 	struct im_df *df = collection(100, w, dfs, 4);
 	struct im_lexicon *lex, *back;
 	ck_assert_int_eq(im_lexicon_build(df, 0.2, 0.8, 10, &lex), 0);
@@ -704,8 +703,8 @@ START_TEST(test_lexicon_huge_term)
 	char *huge = malloc(70001);
 	memset(huge, 'x', 70000);
 	huge[70000] = '\0';
-	const char *w[] = { huge, "normal" };
-	static const unsigned dfs[] = { 10, 10 };
+	const char *w[] = {huge, "normal"};
+	static const unsigned dfs[] = {10, 10};
 	struct im_df *df = collection(100, w, dfs, 2);
 	struct im_lexicon *lex, *back;
 	char why[128];

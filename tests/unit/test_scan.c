@@ -645,8 +645,7 @@ START_TEST(test_scan_sign_want_and_cancel)
 	results_free(&r);
 
 	struct im_df *df = NULL;
-	ck_assert_int_eq(im_scan_df(rootfd, &p, 2, &ops, &df, &c),
-			 -ECANCELED);
+	ck_assert_int_eq(im_scan_df(rootfd, &p, 2, &ops, &df, &c), -ECANCELED);
 	ck_assert_msg(df == NULL, "a cancelled df scan hands nothing out");
 	im_lexicon_free(lex);
 }

@@ -369,7 +369,7 @@ START_TEST(test_sig_membership_fraction)
 	struct im_terms u;
 	struct im_doc_sigs d;
 	struct im_coord_info info[IM_MAX_COORDS];
-	struct mark m = { calloc(NL, sizeof(*m.in)), 0, 0 };
+	struct mark m = {calloc(NL, sizeof(*m.in)), 0, 0};
 
 	test_params(&p);
 	struct im_signer *s = signer(lex, &p);
@@ -400,8 +400,7 @@ START_TEST(test_sig_membership_fraction)
 	m.seen = 0;
 	ck_assert_int_eq(im_signer_foreach_term(s, 1, mark_term, &m), 42);
 	ck_assert_uint_eq(m.seen, 3);
-	ck_assert_int_eq(im_signer_foreach_term(s, 11, mark_term, &m),
-			 -EINVAL);
+	ck_assert_int_eq(im_signer_foreach_term(s, 11, mark_term, &m), -EINVAL);
 
 	/* keep = 1: every randomized lexicon is the whole lexicon. */
 	im_signer_free(s);
@@ -658,12 +657,11 @@ START_TEST(test_sig_long_document_small_overlap)
 	 * banner; only the banner is in the lexicon. Plain I-Match gives both
 	 * the banner's signature; the ratio threshold refuses to.
 	 */
-	static const char *banner[] = { "email",  "scanned", "messagelabs",
-					"security", "system", "more",
-					"information", "please", "visit",
-					NULL };
-	static const char *payload_b[] = { "handy", "nummer", "chatten",
-					   "problem", NULL };
+	static const char *banner[] = {
+		"email", "scanned",	"messagelabs", "security", "system",
+		"more",	 "information", "please",      "visit",	   NULL};
+	static const char *payload_b[] = {"handy", "nummer", "chatten",
+					  "problem", NULL};
 	struct im_lexicon *lex = make_lexicon(200, 0, banner, payload_b);
 	struct im_params p;
 	struct im_terms u1, u2;
@@ -683,9 +681,9 @@ START_TEST(test_sig_long_document_small_overlap)
 	struct im_signer *s = signer(lex, &p);
 	ck_assert_int_eq(im_signer_sign_terms(s, &u1, &d1, NULL), 0);
 	ck_assert_int_eq(im_signer_sign_terms(s, &u2, &d2, NULL), 0);
-	ck_assert_msg(d1.status == IM_DOC_REJECTED &&
-			      d2.status == IM_DOC_REJECTED,
-		      "9 lexicon terms of 109 is below min_ratio: no signature");
+	ck_assert_msg(
+		d1.status == IM_DOC_REJECTED && d2.status == IM_DOC_REJECTED,
+		"9 lexicon terms of 109 is below min_ratio: no signature");
 
 	/* Without the ratio threshold: the spurious match of Fig. 1. */
 	im_signer_free(s);
@@ -707,8 +705,9 @@ START_TEST(test_sig_long_document_small_overlap)
 	add(&u2, "problem");
 	ck_assert_int_eq(im_signer_sign_terms(s, &u1, &d1, NULL), 0);
 	ck_assert_int_eq(im_signer_sign_terms(s, &u2, &d2, NULL), 0);
-	ck_assert_msg(is_set(&d1, 0) && is_set(&d2, 0),
-		      "10 of 111 meets min_ratio 0.09 once one B term is added");
+	ck_assert_msg(
+		is_set(&d1, 0) && is_set(&d2, 0),
+		"10 of 111 meets min_ratio 0.09 once one B term is added");
 	ck_assert_msg(im_sig_cmp(&d1.sig[0], &d2.sig[0]) != 0,
 		      "the secondary terms separate the two messages");
 
@@ -755,7 +754,8 @@ static size_t lex_text(char *buf, size_t cap, unsigned from, unsigned n)
 	size_t len = 0;
 	for (unsigned i = from; i < from + n; i++)
 		len += (size_t)snprintf(buf + len, cap - len, "%s%s",
-					word("lex", i), i % 8 == 7 ? ".\n" : " ");
+					word("lex", i),
+					i % 8 == 7 ? ".\n" : " ");
 	return len;
 }
 
@@ -845,23 +845,19 @@ START_TEST(test_sig_file_statuses)
 	/* Terms for lexicon building go through the same path. */
 	enum im_doc_status status;
 	const struct im_terms *terms;
-	ck_assert_int_eq(im_signer_terms_at(s, dirfd_, "small.txt", &status,
-					    &terms),
-			 0);
+	ck_assert_int_eq(
+		im_signer_terms_at(s, dirfd_, "small.txt", &status, &terms), 0);
 	ck_assert_uint_eq(status, IM_DOC_SIGNED);
 	ck_assert_ptr_nonnull(terms);
 	ck_assert_uint_gt(terms->n, 5);
-	ck_assert_int_eq(im_signer_terms_at(s, dirfd_, "bin.dat", &status,
-					    &terms),
-			 0);
+	ck_assert_int_eq(
+		im_signer_terms_at(s, dirfd_, "bin.dat", &status, &terms), 0);
 	ck_assert_uint_eq(status, IM_DOC_BINARY);
 	ck_assert_ptr_null(terms);
-	ck_assert_int_eq(im_signer_terms_at(s, dirfd_, "doc.txt", &status,
-					    &terms),
-			 0);
+	ck_assert_int_eq(
+		im_signer_terms_at(s, dirfd_, "doc.txt", &status, &terms), 0);
 	ck_assert_uint_eq(status, IM_DOC_TOO_BIG);
-	ck_assert_int_eq(im_signer_terms_at(s, dirfd_, "gone", &status,
-					    &terms),
+	ck_assert_int_eq(im_signer_terms_at(s, dirfd_, "gone", &status, &terms),
 			 0);
 	ck_assert_uint_eq(status, IM_DOC_ERROR);
 
@@ -881,9 +877,8 @@ START_TEST(test_sig_terms_only_signer)
 	test_params(&p);
 	ck_assert_int_eq(im_signer_new(NULL, &p, &s), 0);
 	put_file("a.txt", "alpha bet gamma delta epsilon", 29);
-	ck_assert_int_eq(im_signer_terms_at(s, dirfd_, "a.txt", &status,
-					    &terms),
-			 0);
+	ck_assert_int_eq(
+		im_signer_terms_at(s, dirfd_, "a.txt", &status, &terms), 0);
 	ck_assert_uint_eq(status, IM_DOC_SIGNED);
 	ck_assert_uint_eq(terms->n, 4); /* "bet" is too short */
 	ck_assert_int_eq(im_signer_sign_terms(s, terms, &d, NULL), -EINVAL);
@@ -956,9 +951,10 @@ START_TEST(test_sig_large_file)
 	}
 	close(fd);
 	put_file("small.txt", text, len);
-	ck_assert_int_eq(im_signer_sign_at(s, dirfd_, "big.txt", &big, NULL), 0);
-	ck_assert_int_eq(im_signer_sign_at(s, dirfd_, "small.txt", &small, NULL),
+	ck_assert_int_eq(im_signer_sign_at(s, dirfd_, "big.txt", &big, NULL),
 			 0);
+	ck_assert_int_eq(
+		im_signer_sign_at(s, dirfd_, "small.txt", &small, NULL), 0);
 	ck_assert_uint_eq(big.status, IM_DOC_SIGNED);
 	ck_assert_msg(memcmp(big.sig, small.sig, sizeof(big.sig)) == 0,
 		      "repeating a text does not change its terms");
@@ -981,7 +977,8 @@ START_TEST(test_sig_hex)
 	ck_assert_int_eq(im_sig_parse(hex, &t), 0);
 	ck_assert_int_eq(im_sig_cmp(&s, &t), 0);
 	ck_assert_int_eq(
-		im_sig_parse("0714212E3B4855626F7C8996A3B0BDCAD7E4F1FE", &t), 0);
+		im_sig_parse("0714212E3B4855626F7C8996A3B0BDCAD7E4F1FE", &t),
+		0);
 	ck_assert_int_eq(im_sig_cmp(&s, &t), 0);
 	ck_assert_int_eq(im_sig_parse("07141f2e", &t), -EINVAL);
 	ck_assert_int_eq(

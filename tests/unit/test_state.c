@@ -87,7 +87,8 @@ START_TEST(test_state_round_trip)
 	char why[128] = "";
 
 	write_cache(100, test_key());
-	ck_assert_msg(im_state_load(path, test_key(), &st, why, sizeof(why)) == 0,
+	ck_assert_msg(im_state_load(path, test_key(), &st, why, sizeof(why)) ==
+			      0,
 		      "a freshly written cache must load: %s", why);
 	ck_assert_uint_eq(im_state_count(st), 100);
 	for (unsigned i = 0; i < 100; i++) {
@@ -110,12 +111,14 @@ START_TEST(test_state_round_trip)
 		}
 		ck_assert_uint_eq(e->d.valid, d.valid);
 		ck_assert_uint_eq(e->d.unique_terms, d.unique_terms);
-		ck_assert_msg(!memcmp(e->d.exact, d.exact, 16), "exact hash kept");
+		ck_assert_msg(!memcmp(e->d.exact, d.exact, 16),
+			      "exact hash kept");
 		for (unsigned k = 0; k < 11; k++)
 			if (d.valid & (1u << k))
 				ck_assert_msg(!memcmp(e->d.sig[k].b, d.sig[k].b,
 						      IM_SIG_LEN),
-					      "signature %u of entry %u kept", k, i);
+					      "signature %u of entry %u kept",
+					      k, i);
 	}
 	struct im_state_entry e;
 	ck_assert_int_eq(im_state_find(st, "dir/missing", &e), -ENOENT);
@@ -131,7 +134,8 @@ START_TEST(test_state_empty_and_missing)
 {
 	struct im_state *st;
 
-	ck_assert_int_eq(im_state_load(path, test_key(), &st, NULL, 0), -ENOENT);
+	ck_assert_int_eq(im_state_load(path, test_key(), &st, NULL, 0),
+			 -ENOENT);
 	ck_assert_ptr_null(st);
 	write_cache(0, test_key());
 	ck_assert_int_eq(im_state_load(path, test_key(), &st, NULL, 0), 0);
@@ -172,9 +176,12 @@ START_TEST(test_state_truncated_refused)
 	for (size_t cut = 0; cut < full; cut += 37) {
 		ck_assert_int_eq(truncate(path, (off_t)cut), 0);
 		why[0] = 0;
-		int ret = im_state_load(path, test_key(), &st, why, sizeof(why));
-		ck_assert_msg(ret == -EINVAL, "a file cut at %zu of %zu must be refused (got %d)",
-			      cut, full, ret);
+		int ret =
+			im_state_load(path, test_key(), &st, why, sizeof(why));
+		ck_assert_msg(
+			ret == -EINVAL,
+			"a file cut at %zu of %zu must be refused (got %d)",
+			cut, full, ret);
 		ck_assert_msg(why[0] != 0, "a reason is given");
 		ck_assert_ptr_null(st);
 		write_cache(20, test_key());
@@ -197,8 +204,10 @@ START_TEST(test_state_corrupt_refused)
 		c ^= 0x40;
 		ck_assert_int_eq(pwrite(fd, &c, 1, (off_t)pos), 1);
 		close(fd);
-		int ret = im_state_load(path, test_key(), &st, why, sizeof(why));
-		ck_assert_msg(ret == -EINVAL, "a flipped byte at %zu must be refused (got %d)",
+		int ret =
+			im_state_load(path, test_key(), &st, why, sizeof(why));
+		ck_assert_msg(ret == -EINVAL,
+			      "a flipped byte at %zu must be refused (got %d)",
 			      pos, ret);
 		write_cache(20, test_key());
 	}
@@ -226,7 +235,8 @@ START_TEST(test_state_params_mismatch)
 	p.seed = 99;
 	ck_assert_msg(im_state_key(&p, 1234) != k0, "seed is part of the key");
 	im_params_init(&p);
-	ck_assert_msg(im_state_key(&p, 1235) != k0, "the lexicon is part of the key");
+	ck_assert_msg(im_state_key(&p, 1235) != k0,
+		      "the lexicon is part of the key");
 	p.hidden = 1;
 	ck_assert_msg(im_state_key(&p, 1234) == k0,
 		      "hidden only chooses files, not signatures");
@@ -234,7 +244,8 @@ START_TEST(test_state_params_mismatch)
 	write_cache(5, k0);
 	ck_assert_int_eq(im_state_load(path, k0 + 1, &st, why, sizeof(why)),
 			 -ESTALE);
-	ck_assert_msg(strstr(why, "other parameters") != NULL, "reason: %s", why);
+	ck_assert_msg(strstr(why, "other parameters") != NULL, "reason: %s",
+		      why);
 	ck_assert_ptr_null(st);
 }
 END_TEST

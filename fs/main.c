@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <xxhash.h>
@@ -267,6 +268,54 @@ static char *path_join(const char *a, const char *b)
 }
 
 /* The lexicon and the cache, before mounting. @return 0 or -1 (printed). */
+/* Undo the octal escapes (\040 for a space) of a /proc/self/mountinfo field. */
+static void unescape_octal(char *s)
+{
+	char *o = s;
+	for (; *s; s++) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' &&
+		    s[2] >= '0' && s[2] <= '7' && s[3] >= '0' && s[3] <= '7') {
+			*o++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 +
+				      (s[3] - '0'));
+			s += 3;
+		} else {
+			*o++ = *s;
+		}
+	}
+	*o = '\0';
+}
+
+/*
+ * The st_dev of our own mount on @p mnt, read from /proc/self/mountinfo (the
+ * last mount there, the one on top), so that it is learnt without a request
+ * to the mount itself: a stat() of the mountpoint from one of our threads
+ * waits for the FUSE loop, and under valgrind, which runs one thread at a
+ * time, it never returned. Returns 0 if not found.
+ */
+static dev_t mount_dev(const char *mnt)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	char *line = NULL;
+	size_t cap = 0;
+	dev_t dev = 0;
+
+	if (!f)
+		return 0;
+	while (getline(&line, &cap, f) > 0) {
+		unsigned maj, min;
+		char point[PATH_MAX * 4 + 1];
+		/* "ID PARENT MAJ:MIN ROOT MOUNTPOINT ..." */
+		if (sscanf(line, "%*u %*u %u:%u %*s %16384s", &maj, &min, point) != 3)
+			continue;
+		unescape_octal(point);
+		if (!strcmp(point, mnt))
+			dev = makedev(maj, min);
+	}
+	free(line);
+	fclose(f);
+	return dev;
+}
+
 static int load_state(struct imfs *fs)
 {
 	char why[256];
@@ -485,6 +534,12 @@ int main(int argc, char *argv[])
 		goto out;
 	}
 	mounted = true;
+	if (fs->mnt_inside) {
+		fs->fuse_dev = mount_dev(fs->mnt_real);
+		if (!fs->fuse_dev)
+			imfs_log(LOG_WARNING, "%s not found in /proc/self/mountinfo",
+				 fs->mnt_real);
+	}
 	if (fuse_daemonize(fs->foreground)) {
 		fprintf(stderr, "imatchfs: error: cannot daemonize\n");
 		goto out;

@@ -634,11 +634,8 @@ static void *scanner_main(void *arg)
 	struct imfs *fs = arg;
 	int ret;
 
-	if (fs->mnt_inside) {
-		struct stat st;
-		if (stat(fs->mnt_real, &st) == 0)
-			fs->fuse_dev = st.st_dev;
-	}
+	/* fs->fuse_dev was read from mountinfo by main(): a stat() of the
+	 * mountpoint from here would be a request to our own mount. */
 	while (!fs->lex && !fs->stop) {
 		set_phase(fs, PHASE_LEXICON);
 		imfs_log(LOG_INFO, "building the lexicon from %s", fs->source_real);

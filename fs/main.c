@@ -16,6 +16,7 @@
 #include <fcntl.h>
 #include <fuse.h>
 #include <limits.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -408,6 +409,11 @@ int main(int argc, char *argv[])
 	char why[160];
 	int rc = 1;
 	bool mounted = false, handlers = false;
+
+	/* One arena per FUSE and worker thread (glibc's default, up to 8 per
+	 * core) keeps freed memory of each thread apart: two are enough for
+	 * short-lived requests and keep the resident size close to the data. */
+	mallopt(M_ARENA_MAX, 2);
 
 	im_params_init(&o.params);
 	o.rescan = 60;

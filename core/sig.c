@@ -169,14 +169,9 @@ int im_signer_new(const struct im_lexicon *lex, const struct im_params *p,
 	return 0;
 }
 
-void im_signer_free(struct im_signer *s)
+/* The per-candidate arrays, all sized s->ccap. */
+static void cand_arrays_free(struct im_signer *s)
 {
-	if (!s)
-		return;
-	EVP_MD_CTX_free(s->ctx);
-	EVP_MD_free(s->md);
-	im_terms_release(&s->terms);
-	free(s->buf);
 	free(s->raw);
 	free(s->pc);
 	free(s->qc);
@@ -186,6 +181,17 @@ void im_signer_free(struct im_signer *s)
 	free(s->qb);
 	free(s->qs);
 	free(s->sel);
+}
+
+void im_signer_free(struct im_signer *s)
+{
+	if (!s)
+		return;
+	EVP_MD_CTX_free(s->ctx);
+	EVP_MD_free(s->md);
+	im_terms_release(&s->terms);
+	free(s->buf);
+	cand_arrays_free(s);
 	free(s->hb);
 	free(s->setv);
 	free(s);
@@ -301,15 +307,7 @@ static int cand_reserve(struct im_signer *s, size_t n)
 	while (cap < n)
 		cap *= 2;
 	/* Old contents are dead between documents: free, then allocate. */
-	free(s->raw);
-	free(s->pc);
-	free(s->qc);
-	free(s->pk);
-	free(s->qk);
-	free(s->tmp);
-	free(s->qb);
-	free(s->qs);
-	free(s->sel);
+	cand_arrays_free(s);
 	s->raw = malloc(cap * sizeof(*s->raw));
 	s->pc = malloc(cap * sizeof(*s->pc));
 	s->qc = malloc(cap * sizeof(*s->qc));

@@ -7,7 +7,7 @@
  * shared, answers from memory and lets go.
  *
  * Kernel caching: entries and attributes are cached by the kernel (timeouts
- * of CACHE_SECS, so `ls -lR` and `find` are served from the dcache), and every
+ * of CACHE_SECS, so one `ls -lR` or `find` is served from the dcache), and every
  * change of the view is pushed out by invalidation, not waited out: any
  * change (a signature, a file added, removed or renamed, a mode) wakes the
  * invalidator thread, which after a few milliseconds (to coalesce a burst)
@@ -60,8 +60,14 @@ enum vkind {
 #define INO_CLUSTERS 3
 #define INO_HASHED (1ull << 63)
 
-/* Kernel entry and attribute cache lifetime; changes are invalidated. */
-#define CACHE_SECS 60.0
+/*
+ * Kernel entry and attribute cache lifetime. Changes are invalidated, but a
+ * lookup in flight while the invalidation is sent can re-cache a stale entry
+ * (a directory's dentry alias is reused with its cached children; seen as
+ * by-doc/<dir> outliving its rename to a hidden name). The lifetime bounds
+ * how long such a stale entry can last: deletion scripts read this view.
+ */
+#define CACHE_SECS 1.0
 /* How long a burst of changes is gathered before invalidating. */
 #define INVAL_BATCH_NS (5 * 1000 * 1000)
 

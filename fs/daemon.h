@@ -4,7 +4,7 @@
  * operations (ops.c), the namespace (view.c), the inotify watcher (watch.c)
  * and the scanner with its worker threads (scanner.c).
  *
- * Data: the cluster index (core/index.h, internally locked) holds the
+ * Data: the cluster index (core/index/index.h, internally locked) holds the
  * signatures of documents (SIGNED or REJECTED) keyed by their path relative to
  * SOURCE. Beside it, view.c keeps an in-memory mirror of the source tree:
  * one struct node per directory and regular file seen, with the stat fields

@@ -1,5 +1,5 @@
 /*
- * Unit tests for core/lexicon.c: document frequencies, the nidf window, the
+ * Unit tests for core/sign/lexicon.c: document frequencies, the nidf window, the
  * ranked secondary lexicon and the lexicon file (round trip and refusal of
  * every kind of damage).
  */

@@ -1,5 +1,5 @@
 /*
- * Unit tests for core/sig.c: randomized lexicon membership, the secondary
+ * Unit tests for core/sign/sig.c: randomized lexicon membership, the secondary
  * extension and both rejection thresholds, SHA1 signatures checked against an
  * independent computation, determinism, and reading real files.
  */

@@ -1,4 +1,4 @@
-/* Unit tests for core/state: the crash-safe signature cache. */
+/* Unit tests for core/state/state: the crash-safe signature cache. */
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>

@@ -1,5 +1,5 @@
 /*
- * Unit tests of core/text.h: the term set, the word scanner, HTML and e-mail
+ * Unit tests of core/text/text.h: the term set, the word scanner, HTML and e-mail
  * extraction, and kind detection. Every input is copied into a heap buffer
  * of its exact length, so that ASan and valgrind catch any read past it.
  */

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "extract.h"
 #include "imatch.h"
 #include "sig.h"
 #include "text.h"
@@ -112,21 +113,6 @@ out:
 
 /* ---- explain --------------------------------------------------------------- */
 
-static enum im_doc_kind sniff_kind(const char *path)
-{
-	char buf[IM_TEXT_SNIFF];
-	ssize_t n = -1;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	const char *base = strrchr(path, '/');
-
-	if (fd >= 0) {
-		n = read(fd, buf, sizeof(buf));
-		close(fd);
-	}
-	return im_text_detect(base ? base + 1 : path, buf,
-			      n > 0 ? (size_t)n : 0);
-}
-
 static int print_term(void *arg, unsigned k, const struct im_lex_term *t)
 {
 	(void)arg;
@@ -167,15 +153,15 @@ int cmd_explain(struct cli *c)
 	}
 	printf("file: ");
 	put_text_path(stdout, file);
-	printf("\nkind: %s\nstatus: %s\n", im_kind_name(sniff_kind(real)),
+	printf("\nformat: %s\nstatus: %s\n", im_format_name(d.format),
 	       status_name(d.status));
 	if (d.status == IM_DOC_ERROR) {
 		err_msg("%s: %s", file, strerror(d.err));
 		goto out;
 	}
 	if (d.status == IM_DOC_BINARY) {
-		printf("reason: a NUL byte in the first %d bytes: not a text\n",
-		       IM_TEXT_SNIFF);
+		printf("reason: no known format: only byte-identical copies "
+		       "relate to it\n");
 		code = 0;
 		goto out;
 	}

@@ -129,7 +129,7 @@ static const struct command commands[] = {
 	 "daemon does on its first mount."},
 	{"explain", F_EXPLAIN, cmd_explain, 1, 1,
 	 "imatch explain [--lexicon FILE] [OPTIONS] FILE",
-	 "Show how FILE is signed: its kind, |U|, and for each coordinate the\n"
+	 "Show how FILE is signed: its format, |U|, and for each coordinate the\n"
 	 "terms taken from the primary and secondary lexicons, |S|, |S|/|U|\n"
 	 "and the signature or why it was rejected. -v also lists S.\n"
 	 "The lexicon is --lexicon FILE, else $IMATCH_LEXICON."},

@@ -39,6 +39,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "extract.h"
 #include "sig.h"
 
 /* How many terms ahead collect() prefetches lexicon slots. */
@@ -63,6 +64,7 @@ struct im_signer {
 	EVP_MD *md;
 	EVP_MD_CTX *ctx;
 	struct im_terms terms;
+	struct im_extractor *x;
 
 	char *buf; /* the file being read */
 	size_t bufcap;
@@ -161,7 +163,7 @@ int im_signer_new(const struct im_lexicon *lex, const struct im_params *p,
 	im_terms_init(&s->terms);
 	s->md = EVP_MD_fetch(NULL, "SHA1", NULL);
 	s->ctx = EVP_MD_CTX_new();
-	if (!s->md || !s->ctx) {
+	if (!s->md || !s->ctx || im_extractor_new(NULL, &s->x)) {
 		im_signer_free(s);
 		return -ENOMEM;
 	}
@@ -190,6 +192,7 @@ void im_signer_free(struct im_signer *s)
 	EVP_MD_CTX_free(s->ctx);
 	EVP_MD_free(s->md);
 	im_terms_release(&s->terms);
+	im_extractor_free(s->x);
 	free(s->buf);
 	cand_arrays_free(s);
 	free(s->hb);
@@ -632,22 +635,26 @@ int im_signer_sign_terms(struct im_signer *s, const struct im_terms *u,
 int im_signer_sign_buf(struct im_signer *s, const char *name, const char *buf,
 		       size_t len, struct im_doc_sigs *out)
 {
-	enum im_doc_kind kind = im_text_detect(name, buf, len);
+	struct im_extract_result xr;
 	int r;
 
-	if (kind == IM_KIND_BINARY) {
+	r = im_extract(s->x, name, buf, len, &xr);
+	if (r < 0)
+		return r;
+	if (xr.format == IM_FMT_BINARY) {
 		s->have_last = 0;
 		memset(out, 0, sizeof(*out));
 		out->status = IM_DOC_BINARY;
 		out->ncoords = (uint8_t)(s->p.k + 1);
-		return 0;
+	} else {
+		r = im_text_terms(xr.text, xr.len, &s->p, &s->terms);
+		if (r < 0)
+			return r;
+		r = im_signer_sign_terms(s, &s->terms, out, NULL);
+		if (r < 0)
+			return r;
 	}
-	r = im_text_terms(buf, len, kind, &s->p, &s->terms);
-	if (r < 0)
-		return r;
-	r = im_signer_sign_terms(s, &s->terms, out, NULL);
-	if (r < 0)
-		return r;
+	out->format = (uint8_t)xr.format;
 	/* Empty files are all "identical": relating them would make one
 	 * cluster of every empty __init__.py and placeholder in the tree. */
 	if (len == 0)
@@ -776,14 +783,17 @@ int im_signer_terms_at(struct im_signer *s, int dirfd, const char *name,
 	if (*status != IM_DOC_SIGNED)
 		return 0;
 	const char *base = strrchr(name, '/');
-	const char *buf = s->buf ? s->buf : "";
-	enum im_doc_kind kind =
-		im_text_detect(base ? base + 1 : name, buf, len);
-	if (kind == IM_KIND_BINARY) {
+	struct im_extract_result xr;
+
+	r = im_extract(s->x, base ? base + 1 : name, s->buf ? s->buf : "", len,
+		       &xr);
+	if (r < 0)
+		goto out;
+	if (xr.format == IM_FMT_BINARY) {
 		*status = IM_DOC_BINARY;
 		goto out;
 	}
-	r = im_text_terms(buf, len, kind, &s->p, &s->terms);
+	r = im_text_terms(xr.text, xr.len, &s->p, &s->terms);
 	if (r == 0)
 		*terms = &s->terms;
 out:

@@ -30,6 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "extract.h"
 #include "lexicon.h"
 #include "params.h"
 #include "text.h"
@@ -57,6 +58,7 @@ struct im_doc_sigs {
 	uint8_t exact_valid; /**< exact[] holds the bytes' hash (status SIGNED or
 			       REJECTED, and at least one byte: empty files
 			       are not exact copies of each other) */
+	uint8_t format;	     /**< enum im_format (extract.h) */
 	int32_t err;	     /**< positive errno when status is IM_DOC_ERROR */
 	uint32_t valid;	     /**< bit k set: sig[k] is a signature */
 	uint32_t unique_terms; /**< |U| */
@@ -95,8 +97,9 @@ int im_signer_new(const struct im_lexicon *lex, const struct im_params *p,
 void im_signer_free(struct im_signer *s);
 
 /**
- * Sign a document held in memory. @p name (may be NULL) only helps kind
- * detection. Fills *out completely.
+ * Sign a document held in memory; its format is sniffed from the bytes
+ * (extract.h). @p name (may be NULL) only chooses an external filter for a
+ * binary file. Fills *out completely.
  *
  * @return 0 (see out->status), or -ENOMEM.
  */
@@ -108,11 +111,11 @@ int im_signer_sign_buf(struct im_signer *s, const char *name, const char *buf,
  * opened with openat(O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY |
  * O_NONBLOCK), so a symlink is not followed and a fifo never blocks, and read
  * whole into a buffer the signer keeps (one over 4 MiB is released after).
- * @p name may hold '/'; its last component helps kind detection.
+ * @p name may hold '/'.
  *
  * Outcomes, all with return value 0:
  *   - IM_DOC_SIGNED / IM_DOC_REJECTED: exact[] holds the bytes' hash.
- *   - IM_DOC_BINARY: a NUL byte in the first IM_TEXT_SNIFF bytes.
+ *   - IM_DOC_BINARY: no format extract.h knows (exact[] holds the hash).
  *   - IM_DOC_TOO_BIG: st_size > max_size (max_size 0 = no limit); not read.
  *   - IM_DOC_ERROR with err: the open's or read's errno (ENOENT when the file
  *     vanished, EACCES, ELOOP for a symlink), EISDIR for a directory, EINVAL

@@ -182,7 +182,8 @@ static void decode(const struct im_state *st, size_t off,
 	e->d.status = d[0];
 	e->d.ncoords = d[1];
 	e->d.exact_valid = d[2];
-	e->d.err = (int32_t)get_u32(d + 3);
+	e->d.err = (int32_t)(get_u32(d + 3) & 0xffffff);
+	e->d.format = (uint8_t)(get_u32(d + 3) >> 24);
 	e->d.valid = get_u32(d + 7);
 	e->d.unique_terms = get_u32(d + 11);
 	memcpy(e->d.exact, d + 15, 16);
@@ -439,7 +440,8 @@ int im_state_writer_add(struct im_state_writer *w, const char *path,
 	w->b.p[w->b.len++] = d->status;
 	w->b.p[w->b.len++] = (uint8_t)nc;
 	w->b.p[w->b.len++] = d->exact_valid;
-	put_u32(&w->b, (uint32_t)d->err);
+	put_u32(&w->b,
+		((uint32_t)d->err & 0xffffff) | (uint32_t)d->format << 24);
 	put_u32(&w->b, valid);
 	put_u32(&w->b, d->unique_terms);
 	put_bytes(&w->b, d->exact, 16);

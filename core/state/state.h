@@ -22,10 +22,12 @@
  * Layout (little-endian):
  *   "IMSTATE\0"  u32 version  u32 ncoords_max  u64 key  u64 count
  *   count × { u32 path_len, path bytes, u64 size, i64 mtime_ns, u64 ino,
- *             u8 status, u8 ncoords, u8 exact_valid, i32 err, u32 valid,
+ *             u8 status, u8 ncoords, u8 exact_valid, u32 err_format, u32 valid,
  *             u32 unique_terms, 16 bytes exact,
  *             20 bytes for each set bit of valid }
  *   u64 xxh3_64(all of the above)
+ * err_format holds err in its low 24 bits (an errno, or the failure reason)
+ * and the document's format (enum im_format) in its top 8.
  *
  * Memory: a loaded cache is the file mapped read-only plus 12 bytes per
  * entry (an offset and a hash slot); entries are decoded on demand, and

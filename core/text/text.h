@@ -3,12 +3,8 @@
  * From the bytes of a document to its set U of unique terms (DESIGN §3.1,
  * papers/000 §6.3).
  *
- * Three document kinds are understood: plain text, HTML (markup, comments,
- * <script> and <style> bodies removed, named and numeric entities decoded) and
- * e-mail (headers dropped except Subject; MIME parts with quoted-printable or
- * base64 transfer encoding decoded; text/plain and text/html parts kept, other
- * parts ignored). A document with a NUL byte in its first IM_TEXT_SNIFF bytes
- * is binary and yields no terms.
+ * The text comes from extract.h (format sniffing and extraction); here it is
+ * UTF-8 and only read.
  *
  * A word is a maximal run of Unicode letters and digits (general categories
  * L* and N*), case folded with utf8proc (full folding: "Straße" and
@@ -22,20 +18,6 @@
  * hashes). Invalid UTF-8 bytes act as separators: they never stop the scan
  * and never swallow a valid neighbour.
  *
- * HTML: tags become a space except inline ones (a, b, i, em, span, code,
- * sub, sup, ...), which vanish, so "a<b>c</b>d" is the one word "acd", as a
- * browser shows it; a tag left open at the end drops the rest. Entities: the
- * 252 of HTML 4 and &apos;, with or without ';', and &#NNN; / &#xHH;. A
- * document whose first 1024 bytes declare charset=ISO-8859-1, windows-1252
- * or ISO-8859-15 is converted to UTF-8 first; any other is read as UTF-8.
- *
- * E-mail: Subject encoded-words (RFC 2047) are decoded; of a
- * multipart/alternative only the last alternative that yields text is read
- * (the sender's preferred one); parts with Content-Disposition: attachment
- * are ignored; message/rfc822 parts are read as messages. ISO-8859-1,
- * windows-1252 and ISO-8859-15 are converted; other charsets are read as
- * UTF-8. The details are in html.c and email.c.
- *
  * Thread-safety: every function here is reentrant; a struct im_terms must not
  * be used by two threads at once.
  */
@@ -46,27 +28,6 @@
 #include <stdint.h>
 
 #include "params.h"
-
-/** Bytes looked at to decide that a file is binary. */
-#define IM_TEXT_SNIFF 4096
-
-enum im_doc_kind {
-	IM_KIND_TEXT,
-	IM_KIND_HTML,
-	IM_KIND_EMAIL,
-	IM_KIND_BINARY,
-};
-
-/** Name of a kind for messages ("text", "html", "email", "binary"). */
-const char *im_kind_name(enum im_doc_kind kind);
-
-/**
- * Decide the kind of a document from its file name (may be NULL) and its
- * first bytes: NUL in the first IM_TEXT_SNIFF bytes means binary; .html/.htm/
- * .xhtml or a leading <!DOCTYPE html / <html means HTML; .eml or a leading
- * run of RFC 5322 header lines (or an mbox "From " line) means e-mail.
- */
-enum im_doc_kind im_text_detect(const char *name, const char *buf, size_t len);
 
 /* ---- The term set U ------------------------------------------------------ */
 
@@ -117,14 +78,13 @@ static inline const char *im_terms_str(const struct im_terms *t, size_t i)
 /* ---- Extraction ---------------------------------------------------------- */
 
 /**
- * Clear @p out and fill it with the unique terms of a document of kind
- * @p kind held in @p buf / @p len. The buffer is only read.
+ * Clear @p out and fill it with the unique terms of the UTF-8 text
+ * @p text / @p len (extract.h makes it; invalid sequences act as
+ * separators). The text is only read; it may be NULL when @p len is 0.
  *
- * @return 0, -ENOMEM, or -EINVAL for a @p kind not in the enum. Malformed
- *         HTML, MIME or UTF-8 is not an error: what can be read is read.
- *         On error @p out holds part of the terms.
+ * @return 0 or -ENOMEM. On error @p out holds part of the terms.
  */
-int im_text_terms(const char *buf, size_t len, enum im_doc_kind kind,
-		  const struct im_params *p, struct im_terms *out);
+int im_text_terms(const char *text, size_t len, const struct im_params *p,
+		  struct im_terms *out);
 
 #endif

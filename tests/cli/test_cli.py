@@ -291,14 +291,14 @@ def case_explain(tmp):
     member = os.path.join(tree, "reports/q1.txt")
     out, _ = run("explain", "--lexicon", lex, "-v", member)
     text = out.decode()
-    check("kind: text" in text and "status: signed" in text,
-          "explain shows kind and status: %s" % text[:300])
+    check("format: text" in text and "status: signed" in text,
+          "explain shows format and status: %s" % text[:300])
     rows = [l for l in text.splitlines() if l[:1].isdigit()]
     check(len(rows) == 11, "one row per coordinate (K=10): %d" % len(rows))
     check("S[0]:" in text, "-v lists the terms of S")
     out, _ = run("explain", "--lexicon", lex,
                  os.path.join(tree, "mail/q1.html"))
-    check("kind: html" in out.decode(), "HTML is detected")
+    check("format: html" in out.decode(), "HTML is detected")
     out, _ = run("explain", "--lexicon", lex,
                  os.path.join(tree, "misc/blob.bin"))
     check("binary" in out.decode(), "a binary file is explained as binary")

@@ -14,6 +14,7 @@
 
 #include <xxhash.h>
 
+#include "extract.h"
 #include "text.h"
 #include "text_internal.h"
 
@@ -23,6 +24,7 @@
 
 static struct im_params params;
 static struct im_terms terms;
+static struct im_extractor *xtor;
 
 static void setup(void)
 {
@@ -32,27 +34,42 @@ static void setup(void)
 	params.max_digits = 1;
 	params.min_unique = 5;
 	im_terms_init(&terms);
+	ck_assert_int_eq(im_extractor_new(NULL, &xtor), 0);
 }
 
 static void teardown(void)
 {
 	im_terms_release(&terms);
+	im_extractor_free(xtor);
 }
 
-/* Extract the terms of s[0, n) from an exact-size heap copy into `terms`. */
-static void extract_n(const char *s, size_t n, enum im_doc_kind kind)
+/*
+ * Extract the terms of s[0, n) from an exact-size heap copy into `terms`.
+ * Plain text goes to the word scanner as it is, so that its handling of
+ * invalid UTF-8 is tested here (extraction would read such text as
+ * windows-1252: tests/unit/test_extract.c).
+ */
+static void extract_n(const char *s, size_t n, enum im_format kind)
 {
 	char *copy = malloc(n ? n : 1);
+	struct im_extract_result r;
 	int ret;
 
 	ck_assert_ptr_nonnull(copy);
 	memcpy(copy, s, n);
-	ret = im_text_terms(copy, n, kind, &params, &terms);
+	if (kind == IM_FMT_TEXT) {
+		r.text = copy;
+		r.len = n;
+	} else {
+		ret = im_extract_as(xtor, kind, copy, n, &r);
+		ck_assert_msg(ret == 0, "im_extract_as returned %d", ret);
+	}
+	ret = im_text_terms(r.text, r.len, &params, &terms);
 	free(copy);
 	ck_assert_msg(ret == 0, "im_text_terms returned %d", ret);
 }
 
-static void extract(const char *s, enum im_doc_kind kind)
+static void extract(const char *s, enum im_format kind)
 {
 	extract_n(s, strlen(s), kind);
 }
@@ -128,7 +145,7 @@ static void extract_file(const char *name)
 	size_t len;
 	char *buf = read_data(name, &len);
 
-	extract_n(buf, len, im_text_detect(name, buf, len));
+	extract_n(buf, len, im_extract_sniff(buf, len));
 	free(buf);
 }
 
@@ -203,11 +220,11 @@ END_TEST
 
 START_TEST(test_text_plain_words)
 {
-	extract("The quick brown fox jumps over the lazy dog.", IM_KIND_TEXT);
+	extract("The quick brown fox jumps over the lazy dog.", IM_FMT_TEXT);
 	assert_terms("quick", "brown", "jumps", "over", "lazy", NULL);
 
 	extract("  well-known, e-mail; (parenthesis) \"quoted\"\ttab\nnewline",
-		IM_KIND_TEXT);
+		IM_FMT_TEXT);
 	assert_terms("well", "known", "mail", "parenthesis", "quoted",
 		     "newline", NULL);
 }
@@ -215,52 +232,52 @@ END_TEST
 
 START_TEST(test_text_case_folding)
 {
-	extract("STRASSE Straße strasse", IM_KIND_TEXT);
+	extract("STRASSE Straße strasse", IM_FMT_TEXT);
 	assert_terms("strasse", NULL);
 
-	extract("ΑΘΗΝΑ Αθηνα αθηνα", IM_KIND_TEXT);
+	extract("ΑΘΗΝΑ Αθηνα αθηνα", IM_FMT_TEXT);
 	assert_terms("αθηνα", NULL);
 
-	extract("МОСКВА Москва москва", IM_KIND_TEXT);
+	extract("МОСКВА Москва москва", IM_FMT_TEXT);
 	assert_terms("москва", NULL);
 
-	extract("Ünïcödé ÜNÏCÖDÉ", IM_KIND_TEXT);
+	extract("Ünïcödé ÜNÏCÖDÉ", IM_FMT_TEXT);
 	assert_terms("ünïcödé", NULL);
 
 	/* Folds to several code points: İ is i + U+0307, ΐ three. */
-	extract("İSTANBUL ΐΐΐΐ", IM_KIND_TEXT);
+	extract("İSTANBUL ΐΐΐΐ", IM_FMT_TEXT);
 	assert_terms("i\xcc\x87stanbul",
 		     "\xce\xb9\xcc\x88\xcc\x81\xce\xb9\xcc\x88\xcc\x81"
 		     "\xce\xb9\xcc\x88\xcc\x81\xce\xb9\xcc\x88\xcc\x81",
 		     NULL);
 	/* Beyond U+0800 (not cached): fullwidth Latin folds too. */
-	extract("ＡＢＣＤ ａｂｃｄ", IM_KIND_TEXT);
+	extract("ＡＢＣＤ ａｂｃｄ", IM_FMT_TEXT);
 	assert_terms("ａｂｃｄ", NULL);
 }
 END_TEST
 
 START_TEST(test_text_digit_filter)
 {
-	extract("abc1 ab12 2024 x1y2z route66 ١٢٣٤٥ item7", IM_KIND_TEXT);
+	extract("abc1 ab12 2024 x1y2z route66 ١٢٣٤٥ item7", IM_FMT_TEXT);
 	assert_terms("abc1", "item7", NULL);
 
 	params.max_digits = 4;
-	extract("abc1 ab12 2024 123456 ١٢٣٤", IM_KIND_TEXT);
+	extract("abc1 ab12 2024 123456 ١٢٣٤", IM_FMT_TEXT);
 	assert_terms("abc1", "ab12", "2024", "١٢٣٤", NULL);
 }
 END_TEST
 
 START_TEST(test_text_length_filter)
 {
-	extract("a ab abc abcd abcde", IM_KIND_TEXT);
+	extract("a ab abc abcd abcde", IM_FMT_TEXT);
 	assert_terms("abcd", "abcde", NULL);
 
 	/* Code points, not bytes; counted after folding (ß is "ss"). */
-	extract("äöü äöüé maß", IM_KIND_TEXT);
+	extract("äöü äöüé maß", IM_FMT_TEXT);
 	assert_terms("äöüé", "mass", NULL);
 
 	params.min_word_len = 2;
-	extract("a ab abc", IM_KIND_TEXT);
+	extract("a ab abc", IM_FMT_TEXT);
 	assert_terms("ab", "abc", NULL);
 }
 END_TEST
@@ -273,7 +290,7 @@ START_TEST(test_text_long_runs_are_not_words)
 	memcpy(buf + 256, " okay ", 6);
 	memset(buf + 262, 'b', 257);
 	buf[519] = '\0';
-	extract(buf, IM_KIND_TEXT);
+	extract(buf, IM_FMT_TEXT);
 	ck_assert_uint_eq(terms.n, 2);
 	ck_assert_uint_eq(terms.v[0].len, 256);
 	assert_has("okay");
@@ -282,7 +299,7 @@ START_TEST(test_text_long_runs_are_not_words)
 	strcpy(buf, "good ");
 	memset(buf + 5, 'c', 300);
 	memcpy(buf + 305, "é tail", sizeof("é tail"));
-	extract(buf, IM_KIND_TEXT);
+	extract(buf, IM_FMT_TEXT);
 	assert_terms("good", "tail", NULL);
 }
 END_TEST
@@ -291,37 +308,37 @@ START_TEST(test_text_invalid_utf8_is_a_separator)
 {
 	/* Stray continuation, invalid lead, bad continuation, overlong,
 	 * surrogate, past U+10FFFF: each splits, none swallows a neighbour. */
-	extract("hello\x80world", IM_KIND_TEXT);
+	extract("hello\x80world", IM_FMT_TEXT);
 	assert_terms("hello", "world", NULL);
 	extract("abcd\xff\xfe"
 		"efgh",
-		IM_KIND_TEXT);
+		IM_FMT_TEXT);
 	assert_terms("abcd", "efgh", NULL);
-	extract("wxyz\xc3(ijkl", IM_KIND_TEXT);
+	extract("wxyz\xc3(ijkl", IM_FMT_TEXT);
 	assert_terms("wxyz", "ijkl", NULL);
 	extract("\xc0\xaf"
 		"over \xed\xa0\x80surr \xf4\x90\x80\x80"
 		"high",
-		IM_KIND_TEXT);
+		IM_FMT_TEXT);
 	assert_terms("over", "surr", "high", NULL);
 	/* A broken sequence right before a valid multibyte letter. */
-	extract("\xe2\x82über\xc3\xa9tude", IM_KIND_TEXT);
+	extract("\xe2\x82über\xc3\xa9tude", IM_FMT_TEXT);
 	assert_terms("überétude", NULL);
-	extract("schön\xe2\x82größe", IM_KIND_TEXT);
+	extract("schön\xe2\x82größe", IM_FMT_TEXT);
 	assert_terms("schön", "grösse", NULL);
 }
 END_TEST
 
 START_TEST(test_text_truncated_sequence_at_end)
 {
-	extract("alpha über\xc3", IM_KIND_TEXT);
+	extract("alpha über\xc3", IM_FMT_TEXT);
 	assert_terms("alpha", "über", NULL);
-	extract("emoji \xf0\x9f\x98", IM_KIND_TEXT);
+	extract("emoji \xf0\x9f\x98", IM_FMT_TEXT);
 	assert_terms("emoji", NULL);
-	extract("\xe2", IM_KIND_TEXT);
+	extract("\xe2", IM_FMT_TEXT);
 	ck_assert_uint_eq(terms.n, 0);
 	/* Long enough to take the 16-byte path first. */
-	extract("abcdefghijklmnopqrstuvwxyz0 word\xe4\xb8", IM_KIND_TEXT);
+	extract("abcdefghijklmnopqrstuvwxyz0 word\xe4\xb8", IM_FMT_TEXT);
 	assert_terms("abcdefghijklmnopqrstuvwxyz0", "word", NULL);
 }
 END_TEST
@@ -329,18 +346,17 @@ END_TEST
 START_TEST(test_text_empty_input)
 {
 	ck_assert_int_eq(im_terms_add(&terms, "stale", 5), 0);
-	ck_assert_int_eq(im_text_terms(NULL, 0, IM_KIND_TEXT, &params, &terms),
-			 0);
+	ck_assert_int_eq(im_text_terms(NULL, 0, &params, &terms), 0);
 	ck_assert_uint_eq(terms.n, 0);
-	for (int k = IM_KIND_TEXT; k <= IM_KIND_BINARY; k++) {
-		extract("", (enum im_doc_kind)k);
+	for (int k = IM_FMT_TEXT; k <= IM_FMT_BINARY; k++) {
+		extract("", (enum im_format)k);
 		ck_assert_uint_eq(terms.n, 0);
 	}
-	extract(" \n\t.,;", IM_KIND_TEXT);
+	extract(" \n\t.,;", IM_FMT_TEXT);
 	ck_assert_uint_eq(terms.n, 0);
-	ck_assert_int_eq(
-		im_text_terms("text", 4, (enum im_doc_kind)42, &params, &terms),
-		-EINVAL);
+	struct im_extract_result r;
+	ck_assert_int_eq(im_extract_as(xtor, (enum im_format)42, "text", 4, &r),
+			 -EINVAL);
 }
 END_TEST
 
@@ -350,10 +366,10 @@ START_TEST(test_text_marks_and_format_characters)
 	extract("cafe\xcc\x81 hyphen\xc2\xad"
 		"ation \xef\xbb\xbf"
 		"bomword",
-		IM_KIND_TEXT);
+		IM_FMT_TEXT);
 	assert_terms("cafe\xcc\x81", "hyphenation", "bomword", NULL);
 	/* Devanagari: vowel signs are marks inside the word. */
-	extract("नमस्ते दुनिया", IM_KIND_TEXT);
+	extract("नमस्ते दुनिया", IM_FMT_TEXT);
 	assert_terms("नमस्ते", "दुनिया", NULL);
 }
 END_TEST
@@ -373,11 +389,11 @@ START_TEST(test_text_fast_and_slow_paths_agree)
 			memcpy(buf + n, base, strlen(base));
 			n += strlen(base);
 		}
-		extract_n(buf, n, IM_KIND_TEXT);
+		extract_n(buf, n, IM_FMT_TEXT);
 		assert_terms("alpha", "bravo", "charlie1", "echo", "foxtrot",
 			     "grösse", NULL);
 		/* And cut short mid-word. */
-		extract_n(buf, pad + 3, IM_KIND_TEXT);
+		extract_n(buf, pad + 3, IM_FMT_TEXT);
 		ck_assert_uint_eq(terms.n, 0);
 	}
 }
@@ -484,8 +500,8 @@ static void *extract_in_thread(void *arg)
 
 	im_terms_init(&t);
 	for (int i = 0; i < 50 && !job->ret; i++)
-		job->ret = im_text_terms(job->text, strlen(job->text),
-					 IM_KIND_TEXT, &params, &t);
+		job->ret = im_text_terms(job->text, strlen(job->text), &params,
+					 &t);
 	job->n_terms = t.n;
 	im_terms_release(&t);
 	return NULL;
@@ -508,7 +524,7 @@ START_TEST(test_text_threads_extract_at_once)
 	}
 	for (int i = 0; i < 4; i++)
 		ck_assert_int_eq(pthread_join(tid[i], NULL), 0);
-	extract(text, IM_KIND_TEXT);
+	extract(text, IM_FMT_TEXT);
 	ck_assert_uint_eq(terms.n, 9);
 	for (int i = 0; i < 4; i++) {
 		ck_assert_int_eq(jobs[i].ret, 0);
@@ -538,9 +554,9 @@ START_TEST(test_text_html_entities)
 	assert_html("&apos;&quot;&nbsp;&copy;", "'\"\xc2\xa0©");
 
 	extract("<p>d&eacute;j&agrave; vu, r&#233;sum&#xe9;s, na&iuml;ve</p>",
-		IM_KIND_HTML);
+		IM_FMT_HTML);
 	assert_terms("déjà", "résumés", "naïve", NULL);
-	extract("&unknownentity; stays", IM_KIND_HTML);
+	extract("&unknownentity; stays", IM_FMT_HTML);
 	assert_terms("unknownentity", "stays", NULL);
 }
 END_TEST
@@ -549,16 +565,15 @@ START_TEST(test_text_html_declared_charset)
 {
 	extract("<html><head><meta charset=\"ISO-8859-1\"></head>"
 		"<p>caf\xe9 na\xefve \x93quoted\x94</p>",
-		IM_KIND_HTML);
+		IM_FMT_HTML);
 	assert_terms("café", "naïve", "quoted", NULL);
 	extract("<meta http-equiv=Content-Type content='text/html; "
 		"charset=windows-1252'><p>Gr\xfc\xdf"
 		"e</p>",
-		IM_KIND_HTML);
+		IM_FMT_HTML);
 	assert_terms("grüsse", NULL);
 	/* UTF-8 declared or nothing declared: bytes are read as UTF-8. */
-	extract("<meta charset=utf-8><p>caf\xc3\xa9 caf\xe9s</p>",
-		IM_KIND_HTML);
+	extract("<meta charset=utf-8><p>caf\xc3\xa9 caf\xe9s</p>", IM_FMT_HTML);
 	assert_terms("café", NULL);
 }
 END_TEST
@@ -584,8 +599,8 @@ START_TEST(test_text_html_markup_removed)
 	size_t len;
 	char *buf = read_data("page.html", &len);
 
-	ck_assert_int_eq(im_text_detect("page.html", buf, len), IM_KIND_HTML);
-	extract_n(buf, len, IM_KIND_HTML);
+	ck_assert_int_eq(im_extract_sniff(buf, len), IM_FMT_HTML);
+	extract_n(buf, len, IM_FMT_HTML);
 	free(buf);
 	assert_has("lighthouse");
 	assert_has("keepers");
@@ -644,7 +659,7 @@ START_TEST(test_text_html_unterminated)
 	assert_html("cdata <![CDATA[open", "cdata open");
 	assert_html("decl <!DOCTYPE", "decl  ");
 
-	extract("good words <b unterminated", IM_KIND_HTML);
+	extract("good words <b unterminated", IM_FMT_HTML);
 	assert_terms("good", "words", NULL);
 }
 END_TEST
@@ -670,8 +685,8 @@ START_TEST(test_text_malformed_input_never_crashes)
 			x ^= x << 17;
 			buf[i] = alphabet[x % (sizeof(alphabet) - 1)];
 		}
-		for (int k = IM_KIND_TEXT; k <= IM_KIND_BINARY; k++)
-			extract_n(buf, n, (enum im_doc_kind)k);
+		for (int k = IM_FMT_TEXT; k <= IM_FMT_BINARY; k++)
+			extract_n(buf, n, (enum im_format)k);
 		/* As a multipart body, with its boundary sprinkled in. */
 		if (n > 40) {
 			static const char hdr[] =
@@ -682,7 +697,7 @@ START_TEST(test_text_malformed_input_never_crashes)
 			memcpy(msg, hdr, sizeof(hdr) - 1);
 			memcpy(msg + sizeof(hdr) - 1, buf, n);
 			memcpy(msg + sizeof(hdr) - 1 + n / 3, "\n--ab\n", 6);
-			extract_n(msg, sizeof(hdr) - 1 + n, IM_KIND_EMAIL);
+			extract_n(msg, sizeof(hdr) - 1 + n, IM_FMT_EMAIL);
 		}
 	}
 }
@@ -701,8 +716,8 @@ START_TEST(test_text_truncated_fixtures)
 		char *buf = read_data(names[f], &len);
 
 		for (size_t n = 0; n <= len; n += 1 + n / 256)
-			for (int k = IM_KIND_TEXT; k < IM_KIND_BINARY; k++)
-				extract_n(buf, n, (enum im_doc_kind)k);
+			for (int k = IM_FMT_TEXT; k < IM_FMT_BINARY; k++)
+				extract_n(buf, n, (enum im_format)k);
 		free(buf);
 	}
 }
@@ -779,13 +794,13 @@ START_TEST(test_text_email_non_mime_and_mbox)
 		"Subject: plain message\n"
 		"\n"
 		"Body without any MIME headers, =3D stays literal.\n",
-		IM_KIND_EMAIL);
+		IM_FMT_EMAIL);
 	assert_terms("plain", "message", "body", "without", "mime", "headers",
 		     "stays", "literal", NULL);
 
 	/* CRLF line ends and a message that is only headers. */
 	extract("Subject: only\r\n a subject line\r\nTo: nobody\r\n",
-		IM_KIND_EMAIL);
+		IM_FMT_EMAIL);
 	assert_terms("only", "subject", "line", NULL);
 
 	/* windows-1252 body, base64, top-level text/html. */
@@ -794,7 +809,7 @@ START_TEST(test_text_email_non_mime_and_mbox)
 		"Content-Transfer-Encoding: base64\n"
 		"\n"
 		"PHA+bmHvdmUgY2Fm6SZuYnNwO2xpZmU8L3A+\n",
-		IM_KIND_EMAIL);
+		IM_FMT_EMAIL);
 	assert_terms("smart", "quotes", "naïve", "café", "life", NULL);
 }
 END_TEST
@@ -804,13 +819,12 @@ START_TEST(test_text_email_encoded_words)
 	extract("Subject: =?UTF-8?q?caf=C3=A9_cr=C3=A8me?= and\n"
 		" =?iso-8859-1?b?cHLpc2VudA==?= =?utf-8?Q?ensemble?=\n"
 		"\n",
-		IM_KIND_EMAIL);
+		IM_FMT_EMAIL);
 	/* Blank between two encoded-words vanishes: "présent"+"ensemble". */
 	assert_terms("café", "crème", "présentensemble", NULL);
 
 	/* Malformed encoded-words stay as text. */
-	extract("Subject: =?utf-8?X?broken?= =?nothing here\n\n",
-		IM_KIND_EMAIL);
+	extract("Subject: =?utf-8?X?broken?= =?nothing here\n\n", IM_FMT_EMAIL);
 	assert_terms("broken", "nothing", "here", NULL);
 }
 END_TEST
@@ -828,7 +842,7 @@ START_TEST(test_text_adversarial_input_stays_linear)
 	for (size_t i = 0; i < reps; i++, n += 6)
 		memcpy(buf + n, "=?x?q?", 6);
 	n += (size_t)sprintf(buf + n, " last\n\nbody");
-	extract_n(buf, n, IM_KIND_EMAIL);
+	extract_n(buf, n, IM_FMT_EMAIL);
 	assert_has("first");
 	assert_has("last");
 	assert_has("body");
@@ -837,12 +851,12 @@ START_TEST(test_text_adversarial_input_stays_linear)
 	n = (size_t)sprintf(buf, "start ");
 	for (size_t i = 0; i < reps; i++, n += 7)
 		memcpy(buf + n, "<a x=\"y", 7);
-	extract_n(buf, n, IM_KIND_HTML);
+	extract_n(buf, n, IM_FMT_HTML);
 	assert_terms("start", NULL);
 	n = (size_t)sprintf(buf, "start ");
 	for (size_t i = 0; i < reps; i++, n += 8)
 		memcpy(buf + n, "<script>", 8);
-	extract_n(buf, n, IM_KIND_HTML);
+	extract_n(buf, n, IM_FMT_HTML);
 	assert_terms("start", NULL);
 
 	/* Deeply nested multiparts: ignored past the depth limit. */
@@ -853,7 +867,7 @@ START_TEST(test_text_adversarial_input_stays_linear)
 				     "boundary=b%zu\n\n--b%zu\n",
 				     i, i);
 	n += (size_t)sprintf(buf + n, "\ndeepest words\n");
-	extract_n(buf, n, IM_KIND_EMAIL);
+	extract_n(buf, n, IM_FMT_EMAIL);
 	ck_assert_uint_eq(terms.n, 0);
 	free(buf);
 }
@@ -882,7 +896,7 @@ START_TEST(test_text_email_nested_and_rfc822)
 		"Content-Type: text/plain\n"
 		"\n"
 		"second part without close delimiter",
-		IM_KIND_EMAIL);
+		IM_FMT_EMAIL);
 	assert_terms("forwarded", "subject", "innermost", "plain", "text",
 		     "second", "part", "without", "close", "delimiter", NULL);
 }
@@ -894,23 +908,19 @@ START_TEST(test_text_binary_detection)
 {
 	size_t len;
 	char *buf = read_data("binary.bin", &len);
-	char big[IM_TEXT_SNIFF + 100];
+	char big[IM_EXTRACT_SNIFF + 100];
 
-	ck_assert_int_eq(im_text_detect("binary.bin", buf, len),
-			 IM_KIND_BINARY);
-	/* Binary wins over the name. */
-	ck_assert_int_eq(im_text_detect("x.html", buf, len), IM_KIND_BINARY);
-	extract_n(buf, len, IM_KIND_BINARY);
+	ck_assert_int_eq(im_extract_sniff(buf, len), IM_FMT_BINARY);
+	extract_n(buf, len, IM_FMT_BINARY);
 	ck_assert_uint_eq(terms.n, 0);
 	free(buf);
 
 	memset(big, 'a', sizeof(big));
-	big[IM_TEXT_SNIFF - 1] = '\0';
-	ck_assert_int_eq(im_text_detect(NULL, big, sizeof(big)),
-			 IM_KIND_BINARY);
-	big[IM_TEXT_SNIFF - 1] = 'a';
-	big[IM_TEXT_SNIFF] = '\0';
-	ck_assert_msg(im_text_detect(NULL, big, sizeof(big)) == IM_KIND_TEXT,
+	big[IM_EXTRACT_SNIFF - 1] = '\0';
+	ck_assert_int_eq(im_extract_sniff(big, sizeof(big)), IM_FMT_BINARY);
+	big[IM_EXTRACT_SNIFF - 1] = 'a';
+	big[IM_EXTRACT_SNIFF] = '\0';
+	ck_assert_msg(im_extract_sniff(big, sizeof(big)) == IM_FMT_TEXT,
 		      "a NUL past the first block must not make a file binary");
 }
 END_TEST
@@ -919,51 +929,63 @@ START_TEST(test_text_kind_detection)
 {
 	static const struct {
 		const char *name, *content;
-		enum im_doc_kind kind;
+		enum im_format kind;
 	} cases[] = {
-		{"index.html", "plain words", IM_KIND_HTML},
-		{"dir.d/INDEX.HTM", "", IM_KIND_HTML},
-		{"a.xhtml", "x", IM_KIND_HTML},
-		{"msg.eml", "no headers at all", IM_KIND_EMAIL},
+		/* Names play no part: content decides. */
+		{"index.html", "plain words", IM_FMT_TEXT},
+		{"dir.d/INDEX.HTM", "", IM_FMT_TEXT},
+		{"msg.eml", "no headers at all", IM_FMT_TEXT},
+		{"page.txt", "<div>\n<head><title>t</title></head>",
+		 IM_FMT_HTML},
 		{"notes.txt", "\xef\xbb\xbf  <!DOCTYPE HTML>\n<p>x",
-		 IM_KIND_HTML},
-		{NULL, "<html><body>x", IM_KIND_HTML},
+		 IM_FMT_HTML},
+		{NULL, "<html><body>x", IM_FMT_HTML},
 		{NULL, "<?xml version=\"1.0\"?>\n<html xmlns=\"x\">",
-		 IM_KIND_HTML},
-		{NULL, "<p>a fragment is text</p>", IM_KIND_TEXT},
-		{NULL, "From: a@b\nTo: c@d\nSubject: hi\n\nbody",
-		 IM_KIND_EMAIL},
+		 IM_FMT_HTML},
+		{NULL, "<p>a fragment is text</p>", IM_FMT_TEXT},
+		{NULL, "From: a@b\nTo: c@d\nSubject: hi\n\nbody", IM_FMT_EMAIL},
 		{NULL, "Received: from x\n\tby y\nDate: today\r\n\r\nb",
-		 IM_KIND_EMAIL},
+		 IM_FMT_EMAIL},
 		{NULL, "From a@b Mon Jan  1 00:00:00 2024\nSubject: x\n\n",
-		 IM_KIND_EMAIL},
+		 IM_FMT_EMAIL},
 		{NULL, "From here on, the text is plain.\nSecond line.\n",
-		 IM_KIND_TEXT},
-		{NULL, "Title: notes\nAuthor: me\n\ntext", IM_KIND_TEXT},
-		{NULL, "Subject: alone\nnot a header\n", IM_KIND_TEXT},
-		{"README", "Just some text.\n", IM_KIND_TEXT},
-		{".html", "hidden file named .html", IM_KIND_TEXT},
-		{NULL, "", IM_KIND_TEXT},
+		 IM_FMT_TEXT},
+		{NULL, "Title: notes\nAuthor: me\n\ntext", IM_FMT_TEXT},
+		{NULL, "Subject: alone\nnot a header\n", IM_FMT_TEXT},
+		{"README", "Just some text.\n", IM_FMT_TEXT},
+		{".html", "hidden file named .html", IM_FMT_TEXT},
+		{NULL,
+		 "\xff\xfe"
+		 "a\0b\0",
+		 IM_FMT_TEXT},
+		{NULL,
+		 "\xfe\xff"
+		 "\0a\0b",
+		 IM_FMT_TEXT},
+		{NULL, "", IM_FMT_TEXT},
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		size_t n = strlen(cases[i].content);
+		if (cases[i].content[0] == '\xff' ||
+		    cases[i].content[0] == '\xfe')
+			n = 6;
 		char *copy = malloc(n + 1);
-		enum im_doc_kind k;
+		enum im_format k;
 
 		memcpy(copy, cases[i].content, n);
-		k = im_text_detect(cases[i].name, copy, n);
+		k = im_extract_sniff(copy, n);
 		free(copy);
 		ck_assert_msg(k == cases[i].kind,
 			      "case %zu (%s): detected %s, want %s", i,
 			      cases[i].name ? cases[i].name : "no name",
-			      im_kind_name(k), im_kind_name(cases[i].kind));
+			      im_format_name(k), im_format_name(cases[i].kind));
 	}
-	ck_assert_int_eq(im_text_detect(NULL, NULL, 0), IM_KIND_TEXT);
-	ck_assert_str_eq(im_kind_name(IM_KIND_TEXT), "text");
-	ck_assert_str_eq(im_kind_name(IM_KIND_HTML), "html");
-	ck_assert_str_eq(im_kind_name(IM_KIND_EMAIL), "email");
-	ck_assert_str_eq(im_kind_name(IM_KIND_BINARY), "binary");
+	ck_assert_int_eq(im_extract_sniff(NULL, 0), IM_FMT_TEXT);
+	ck_assert_str_eq(im_format_name(IM_FMT_TEXT), "text");
+	ck_assert_str_eq(im_format_name(IM_FMT_HTML), "html");
+	ck_assert_str_eq(im_format_name(IM_FMT_EMAIL), "email");
+	ck_assert_str_eq(im_format_name(IM_FMT_BINARY), "binary");
 }
 END_TEST
 

@@ -1,0 +1,369 @@
+/**
+ * @file extract.c
+ * Sniffing, the in-process extractors (text, UTF-16, windows-1252, HTML,
+ * e-mail) and the dispatch to the sandboxed ones (see extract.h).
+ *
+ * Plain UTF-8 text, the common case, is not copied: the result points into
+ * the caller's buffer after one validation pass that moves 8 bytes at a time
+ * through ASCII.
+ */
+#include <errno.h>
+#include <iconv.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "extract.h"
+#include "extract_internal.h"
+
+/* clang-format off */
+static const char *const format_names[IM_FMT_COUNT] = {
+	[IM_FMT_TEXT] = "text",	[IM_FMT_HTML] = "html",	[IM_FMT_EMAIL] = "email",
+	[IM_FMT_BINARY] = "binary", [IM_FMT_PDF] = "pdf", [IM_FMT_DOCX] = "docx",
+	[IM_FMT_XLSX] = "xlsx",	[IM_FMT_PPTX] = "pptx",	[IM_FMT_ODT] = "odt",
+	[IM_FMT_ODS] = "ods",	[IM_FMT_ODP] = "odp",	[IM_FMT_EPUB] = "epub",
+	[IM_FMT_FILTER] = "filter", [IM_FMT_COMPRESSED] = "compressed",
+};
+
+static const char *const fail_names[IM_XF_COUNT] = {
+	[IM_XF_NONE] = "none",		[IM_XF_CORRUPT] = "corrupt",
+	[IM_XF_ENCRYPTED] = "encrypted", [IM_XF_EXPANSION] = "expansion",
+	[IM_XF_ENTITIES] = "entities",	[IM_XF_NESTING] = "nesting",
+	[IM_XF_OUTPUT] = "output",	[IM_XF_MEMORY] = "memory",
+	[IM_XF_CPU] = "cpu",		[IM_XF_TIMEOUT] = "timeout",
+	[IM_XF_CRASH] = "crash",	[IM_XF_SANDBOX] = "sandbox",
+	[IM_XF_FILTER] = "filter",
+};
+/* clang-format on */
+
+const char *im_format_name(enum im_format f)
+{
+	return (unsigned)f < IM_FMT_COUNT ? format_names[f] : "unknown";
+}
+
+const char *im_extract_fail_name(enum im_extract_fail f)
+{
+	return (unsigned)f < IM_XF_COUNT ? fail_names[f] : "unknown";
+}
+
+/* ---- Sniffing ------------------------------------------------------------ */
+
+static bool has_prefix_ci(const char *s, size_t len, const char *prefix)
+{
+	size_t n = strlen(prefix);
+
+	return len >= n && !strncasecmp(s, prefix, n);
+}
+
+static bool has_prefix(const char *s, size_t len, const char *prefix, size_t n)
+{
+	return len >= n && !memcmp(s, prefix, n);
+}
+
+static bool find_ci(const char *s, size_t len, const char *needle)
+{
+	size_t n = strlen(needle);
+
+	for (size_t i = 0; i + n <= len; i++)
+		if (!strncasecmp(s + i, needle, n))
+			return true;
+	return false;
+}
+
+/* clang-format off */
+static const char *const mail_headers[] = {
+	"from",		"to",	       "cc",	      "subject",
+	"date",		"message-id",  "received",    "return-path",
+	"mime-version", "delivered-to", "reply-to",   "content-type",
+	"sender",	"in-reply-to", "references",  "x-mailer",
+	"user-agent",	"dkim-signature", NULL,
+};
+/* clang-format on */
+
+/*
+ * A leading block of RFC 5322 header lines (optionally after an mbox "From "
+ * line): every line up to the first empty one is "name: value" or a
+ * continuation, at least two are headers and one of them is a header that
+ * mail has and other "key: value" files rarely do.
+ */
+static bool looks_like_email(const char *s, size_t n)
+{
+	size_t i = 0, headers = 0, known = 0;
+	bool mbox = false;
+
+	if (has_prefix_ci(s, n, "From ")) {
+		const char *nl = memchr(s, '\n', n);
+
+		if (!nl)
+			return false;
+		i = (size_t)(nl - s) + 1;
+		mbox = true;
+	}
+	while (i < n) {
+		const char *line = s + i;
+		const char *nl = memchr(line, '\n', n - i);
+		size_t ll = nl ? (size_t)(nl - line) : n - i;
+		size_t k = 0;
+
+		if (ll && line[ll - 1] == '\r')
+			ll--;
+		if (ll == 0)
+			break;
+		if (line[0] == ' ' || line[0] == '\t') {
+			if (!headers)
+				return false;
+		} else {
+			while (k < ll && line[k] > 32 && line[k] < 127 &&
+			       line[k] != ':')
+				k++;
+			if (k == 0 || k == ll || line[k] != ':')
+				return false;
+			headers++;
+			for (const char *const *h = mail_headers; *h; h++) {
+				if (strlen(*h) == k &&
+				    !strncasecmp(line, *h, k)) {
+					known++;
+					break;
+				}
+			}
+		}
+		if (!nl)
+			break;
+		i = (size_t)(nl - s) + 1;
+	}
+	return known >= 1 && (headers >= 2 || (mbox && headers >= 1));
+}
+
+/* Markup a browser would render: a doctype or <html>, or a fragment that
+ * opens with a tag and has the head or body of a page. */
+static bool looks_like_html(const char *s, size_t n)
+{
+	if (has_prefix_ci(s, n, "<!doctype html") ||
+	    has_prefix_ci(s, n, "<html"))
+		return true;
+	if (!n || s[0] != '<')
+		return false;
+	if (has_prefix_ci(s, n, "<?xml") || has_prefix_ci(s, n, "<!--") ||
+	    has_prefix_ci(s, n, "<!doctype"))
+		return find_ci(s, n, "<html");
+	return find_ci(s, n, "<head") || find_ci(s, n, "<body");
+}
+
+enum im_format im_extract_sniff(const char *buf, size_t len)
+{
+	size_t n = len < IM_EXTRACT_SNIFF ? len : IM_EXTRACT_SNIFF;
+	const char *s = buf;
+
+	if (!len)
+		return IM_FMT_TEXT;
+	if (has_prefix(s, n, "\xff\xfe", 2) || has_prefix(s, n, "\xfe\xff", 2))
+		return IM_FMT_TEXT;
+	if (memchr(buf, '\0', n))
+		return IM_FMT_BINARY;
+
+	if (has_prefix(s, n, "\xef\xbb\xbf", 3)) {
+		s += 3;
+		n -= 3;
+	}
+	while (n && (*s == ' ' || *s == '\t' || *s == '\r' || *s == '\n')) {
+		s++;
+		n--;
+	}
+	if (looks_like_html(s, n))
+		return IM_FMT_HTML;
+	if (looks_like_email(s, n))
+		return IM_FMT_EMAIL;
+	return IM_FMT_TEXT;
+}
+
+/* ---- Options ------------------------------------------------------------ */
+
+void im_extract_opts_init(struct im_extract_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->max_text = (size_t)16 << 20;
+}
+
+/* ---- The extractor ------------------------------------------------------- */
+
+struct im_extractor {
+	struct im_extract_opts o;
+	struct im_buf text; /* the last result, when it is not the input */
+	struct im_buf conv; /* input converted to UTF-8 */
+};
+
+int im_extractor_new(const struct im_extract_opts *o, struct im_extractor **out)
+{
+	struct im_extractor *x = calloc(1, sizeof(*x));
+
+	*out = NULL;
+	if (!x)
+		return -ENOMEM;
+	if (o)
+		x->o = *o;
+	else
+		im_extract_opts_init(&x->o);
+	*out = x;
+	return 0;
+}
+
+void im_extractor_free(struct im_extractor *x)
+{
+	if (!x)
+		return;
+	im_buf_release(&x->text);
+	im_buf_release(&x->conv);
+	free(x);
+}
+
+/* ---- In-process formats -------------------------------------------------- */
+
+bool im_utf8_valid(const char *s, size_t len)
+{
+	const unsigned char *c = (const unsigned char *)s;
+	const unsigned char *end = c + len;
+	uint32_t cp;
+
+	while (c < end) {
+		if (end - c >= 8) {
+			uint64_t w;
+
+			memcpy(&w, c, 8);
+			if (!(w & UINT64_C(0x8080808080808080))) {
+				c += 8;
+				continue;
+			}
+		}
+		if (*c < 0x80) {
+			c++;
+			continue;
+		}
+		size_t k = im_utf8_decode(c, end, &cp);
+		if (!k)
+			return false;
+		c += k;
+	}
+	return true;
+}
+
+/* UTF-16 with its byte-order mark to UTF-8; unpaired surrogates and an odd
+ * last byte are dropped rather than failing the document. */
+static int utf16_to_utf8(const char *s, size_t len, struct im_buf *out)
+{
+	bool le = (unsigned char)s[0] == 0xff;
+	const unsigned char *u = (const unsigned char *)s + 2;
+	size_t n = (len - 2) / 2;
+	int ret = 0;
+
+	out->len = 0;
+	for (size_t i = 0; i < n && !ret; i++) {
+		uint32_t c = le ? (uint32_t)(u[2 * i] | u[2 * i + 1] << 8)
+				: (uint32_t)(u[2 * i] << 8 | u[2 * i + 1]);
+
+		if (c >= 0xd800 && c < 0xdc00 && i + 1 < n) {
+			uint32_t d = le ? (uint32_t)(u[2 * i + 2] |
+						     u[2 * i + 3] << 8)
+					: (uint32_t)(u[2 * i + 2] << 8 |
+						     u[2 * i + 3]);
+
+			if (d >= 0xdc00 && d < 0xe000) {
+				c = 0x10000 + ((c - 0xd800) << 10) +
+				    (d - 0xdc00);
+				i++;
+			}
+		}
+		if (c >= 0xd800 && c < 0xe000)
+			continue;
+		ret = im_buf_put_cp(out, c);
+	}
+	return ret;
+}
+
+static int cp1252_to_utf8(const char *s, size_t len, struct im_buf *out)
+{
+	out->len = 0;
+	return im_charset_to_utf8("windows-1252", 12, s, len, out);
+}
+
+/*
+ * The input as UTF-8: @p buf itself, or a conversion in x->conv. Sets *s and
+ * *len to what the extractor should read next.
+ */
+static int as_utf8(struct im_extractor *x, const char **s, size_t *len,
+		   bool allow_1252)
+{
+	const char *b = *s;
+	int ret = 0;
+
+	if (*len >= 2 && ((b[0] == '\xff' && b[1] == '\xfe') ||
+			  (b[0] == '\xfe' && b[1] == '\xff')))
+		ret = utf16_to_utf8(b, *len, &x->conv);
+	else if (allow_1252 && !im_utf8_valid(b, *len))
+		ret = cp1252_to_utf8(b, *len, &x->conv);
+	else
+		return 0;
+	if (ret)
+		return ret;
+	*s = x->conv.p;
+	*len = x->conv.len;
+	return 0;
+}
+
+static int html_text(struct im_extractor *x, const char *buf, size_t len)
+{
+	const char *cs = NULL;
+	size_t csl = im_html_charset(buf, len, &cs);
+	int ret;
+
+	if (csl && !im_charset_is_utf8(cs, csl)) {
+		x->conv.len = 0;
+		ret = im_charset_to_utf8(cs, csl, buf, len, &x->conv);
+		if (ret)
+			return ret;
+		buf = x->conv.p;
+		len = x->conv.len;
+	} else {
+		ret = as_utf8(x, &buf, &len, !csl);
+		if (ret)
+			return ret;
+	}
+	return im_html_text(buf, len, &x->text);
+}
+
+int im_extract_as(struct im_extractor *x, enum im_format f, const char *buf,
+		  size_t len, struct im_extract_result *r)
+{
+	int ret = 0;
+
+	memset(r, 0, sizeof(*r));
+	r->format = f;
+	x->text.len = 0;
+	if (!len || f == IM_FMT_BINARY)
+		return 0;
+	switch (f) {
+	case IM_FMT_TEXT:
+		ret = as_utf8(x, &buf, &len, true);
+		if (ret)
+			return ret;
+		r->text = buf;
+		r->len = len;
+		break;
+	case IM_FMT_HTML: ret = html_text(x, buf, len); break;
+	case IM_FMT_EMAIL: ret = im_email_text(buf, len, &x->text); break;
+	default: return -EINVAL;
+	}
+	if (ret)
+		return ret;
+	if (f != IM_FMT_TEXT) {
+		r->text = x->text.len ? x->text.p : NULL;
+		r->len = x->text.len;
+	}
+	return 0;
+}
+
+int im_extract(struct im_extractor *x, const char *name, const char *buf,
+	       size_t len, struct im_extract_result *r)
+{
+	(void)name;
+	return im_extract_as(x, im_extract_sniff(buf, len), buf, len, r);
+}

@@ -1,0 +1,185 @@
+/**
+ * @file extract.h
+ * From the bytes of a file to UTF-8 text: content sniffing and one extractor
+ * per format (DESIGN §3.1). This is the only way from bytes to text; the
+ * word scanner (text.h) reads what it returns.
+ *
+ * The format is sniffed from the content, never from the name:
+ *   - "%PDF-" in the first 1024 bytes: PDF (poppler);
+ *   - a ZIP whose first entry is "mimetype" holding an OpenDocument or EPUB
+ *     media type: ODT, ODS, ODP, EPUB; a ZIP holding "[Content_Types].xml"
+ *     and word/document.xml, xl/workbook.xml or ppt/presentation.xml: DOCX,
+ *     XLSX, PPTX (libarchive for the container, expat for the XML);
+ *   - gzip, bzip2 or xz: decompressed (libarchive) and sniffed again, once;
+ *     the result carries the inner format with `compressed` set;
+ *   - a UTF-16 byte-order mark: text, converted with iconv;
+ *   - a NUL byte in the first IM_EXTRACT_SNIFF bytes: binary (no text; the
+ *     file only takes part in the exact-copy tier);
+ *   - else HTML (a leading doctype or <html>, or markup with <head>/<body>),
+ *     e-mail (a leading block of RFC 5322 headers) or plain text. Text that is
+ *     not valid UTF-8 is read as windows-1252.
+ *
+ * Text, HTML and e-mail are extracted in the calling thread: they are the bulk
+ * of a text share and their code is ours. Every format that parses an
+ * untrusted container (PDF, ZIP, compressed) runs in a sandboxed helper
+ * process (sandbox.c): seccomp allowlist, RLIMIT_AS and RLIMIT_CPU, a
+ * wall-clock deadline, capped output. A helper that crashes, loops or runs
+ * out of memory costs that one file (a failure with its reason) and is
+ * replaced on the next file that needs one.
+ *
+ * Thread-safety: a struct im_extractor is one thread's state (buffers and at
+ * most one helper process); create one per thread. im_extract_sniff() and the
+ * name functions are reentrant.
+ */
+#ifndef IM_EXTRACT_H
+#define IM_EXTRACT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/** Bytes looked at to decide that a file is binary. */
+#define IM_EXTRACT_SNIFF 4096
+
+/**
+ * Formats. The values are stored in state files: append only.
+ * IM_FMT_BINARY is "no known format": the bytes are not text.
+ */
+enum im_format {
+	IM_FMT_TEXT,
+	IM_FMT_HTML,
+	IM_FMT_EMAIL,
+	IM_FMT_BINARY,
+	IM_FMT_PDF,
+	IM_FMT_DOCX,
+	IM_FMT_XLSX,
+	IM_FMT_PPTX,
+	IM_FMT_ODT,
+	IM_FMT_ODS,
+	IM_FMT_ODP,
+	IM_FMT_EPUB,
+	IM_FMT_FILTER,	   /**< text from a user's external filter */
+	IM_FMT_COMPRESSED, /**< sniffing only: gzip, bzip2 or xz */
+	IM_FMT_COUNT
+};
+
+/** Why extraction failed. Stored in state files: append only. */
+enum im_extract_fail {
+	IM_XF_NONE,
+	IM_XF_CORRUPT,	 /**< the container, XML or PDF does not parse */
+	IM_XF_ENCRYPTED, /**< password-protected */
+	IM_XF_EXPANSION, /**< unpacks to more than max_unpacked (zip bomb) */
+	IM_XF_ENTITIES,	 /**< XML declares entities (expansion is refused) */
+	IM_XF_NESTING,	 /**< XML nested deeper than IM_EXTRACT_XML_DEPTH */
+	IM_XF_OUTPUT,	 /**< more than max_text bytes of text */
+	IM_XF_MEMORY,	 /**< the helper ran out of its address space */
+	IM_XF_CPU,	 /**< the helper used up its CPU time */
+	IM_XF_TIMEOUT,	 /**< the wall-clock deadline passed */
+	IM_XF_CRASH,	 /**< the helper died of a signal */
+	IM_XF_SANDBOX,	 /**< no helper could be started */
+	IM_XF_FILTER,	 /**< the external filter exited non-zero */
+	IM_XF_COUNT
+};
+
+/** XML elements nested deeper than this fail with IM_XF_NESTING. */
+#define IM_EXTRACT_XML_DEPTH 256
+
+/** Short lower-case name of a format ("pdf", "docx", ...), for status keys. */
+const char *im_format_name(enum im_format f);
+/** Short name of a failure ("corrupt", "zip_bomb", ...), for status keys. */
+const char *im_extract_fail_name(enum im_extract_fail f);
+
+/**
+ * The format of @p buf / @p len from its content alone (see the top of this
+ * file). Never returns IM_FMT_FILTER. @p buf may be NULL when @p len is 0
+ * (empty is text).
+ */
+enum im_format im_extract_sniff(const char *buf, size_t len);
+
+/* ---- Options ------------------------------------------------------------ */
+
+/** Limits of one extraction, in the helper. */
+struct im_extract_opts {
+	/** Address space a helper may add to what it inherited; 1 GiB. */
+	uint64_t mem_bytes;
+	/** CPU seconds a file may use in its helper; 10. */
+	unsigned cpu_seconds;
+	/** Wall-clock milliseconds from request to reply; 30000. */
+	unsigned deadline_ms;
+	/** Text longer than this fails with IM_XF_OUTPUT; 16 MiB. */
+	size_t max_text;
+	/** Bytes a container may unpack to; 256 MiB. */
+	size_t max_unpacked;
+	/** Run container formats in helpers; true. false runs them in the
+	 *  calling thread (fuzzing, tests under valgrind): only for trusted
+	 *  input. */
+	bool sandbox;
+	/**
+	 * External filters, borrowed: NULL-terminated "EXT:COMMAND" strings.
+	 * A file whose content sniffs as binary and whose name ends in ".EXT"
+	 * (case-insensitive) is piped into `/bin/sh -c COMMAND` in a helper
+	 * (same limits, no seccomp: the command execs) and its stdout is the
+	 * text. NULL for none.
+	 */
+	const char *const *filters;
+};
+
+/** Fill @p o with the defaults. */
+void im_extract_opts_init(struct im_extract_opts *o);
+
+/**
+ * Check one "EXT:COMMAND" filter specification.
+ * @return 0 or -EINVAL (no ':', empty extension or command, '/' in EXT).
+ */
+int im_extract_filter_check(const char *spec);
+
+/* ---- Extracting ---------------------------------------------------------- */
+
+struct im_extractor;
+
+/**
+ * One thread's extractor. Copies @p o (NULL: defaults); the filter strings
+ * stay borrowed and must outlive the extractor. No helper is started until a
+ * file needs one. The caller frees with im_extractor_free(), which ends the
+ * helper.
+ *
+ * @return 0 or -ENOMEM.
+ */
+int im_extractor_new(const struct im_extract_opts *o,
+		     struct im_extractor **out);
+void im_extractor_free(struct im_extractor *x);
+
+/** What one extraction gave. */
+struct im_extract_result {
+	enum im_format format;	   /**< never IM_FMT_COMPRESSED */
+	enum im_extract_fail fail; /**< IM_XF_NONE when text was extracted */
+	bool compressed;	   /**< read through gzip, bzip2 or xz */
+	/** UTF-8 text (invalid sequences may remain; the word scanner skips
+	 *  them), not NUL-terminated. Points into the caller's buffer (plain
+	 *  UTF-8 text) or into the extractor; valid until the next call on the
+	 *  extractor or until the caller's buffer changes. NULL when len is 0. */
+	const char *text;
+	size_t len;
+};
+
+/**
+ * Sniff and extract the document @p buf / @p len. @p name (may be NULL)
+ * is used only to choose an external filter for a binary file.
+ *
+ * @return 0 (see r->fail: a hostile or broken file is a failure, not an
+ *         error), or -ENOMEM when the calling process itself ran out.
+ */
+int im_extract(struct im_extractor *x, const char *name, const char *buf,
+	       size_t len, struct im_extract_result *r);
+
+/**
+ * The same for a format already known (tests, fuzzing): no sniffing, and
+ * IM_FMT_BINARY gives no text.
+ */
+int im_extract_as(struct im_extractor *x, enum im_format f, const char *buf,
+		  size_t len, struct im_extract_result *r);
+
+/** Helpers started by this extractor since it was made (tests). */
+unsigned im_extractor_spawned(const struct im_extractor *x);
+
+#endif

@@ -32,6 +32,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "beneath.h"
 #include "scan.h"
 
 /* Innermost frames that keep their directory fd open. */
@@ -218,17 +219,17 @@ static bool cancelled(const struct walk_cbs *cb)
 }
 
 /*
- * Reopen the fd of frame i from its nearest open ancestor, one component at
- * a time (no component may be a symlink), and check its identity.
+ * Reopen the fd of frame i from its nearest open ancestor (no component may
+ * be a symlink, nothing outside the ancestor is reached) and check that it
+ * is still the directory the walk entered.
  */
 static int frame_reopen(struct walker *w, size_t i)
 {
 	struct frame *f = &w->stack[i];
-	size_t a = i;
+	struct stat want = {.st_dev = f->dev, .st_ino = f->ino};
 	const char *rest;
-	char *copy, *tok, *save = NULL;
-	int fd = -1, next;
-	struct stat st;
+	size_t a = i;
+	int fd, ret;
 
 	while (!w->stack[a].dir) {
 		assert(a > 0); /* the root frame never closes */
@@ -239,25 +240,12 @@ static int frame_reopen(struct walker *w, size_t i)
 	rest = f->path + strlen(w->stack[a].path);
 	if (*rest == '/')
 		rest++;
-	copy = strdup(rest);
-	if (!copy)
-		return -ENOMEM;
-	for (tok = strtok_r(copy, "/", &save); tok;
-	     tok = strtok_r(NULL, "/", &save)) {
-		next = open_dir_at(fd < 0 ? w->stack[a].dir->fd : fd, tok);
-		if (fd >= 0)
-			close(fd);
-		fd = next;
-		if (fd < 0)
-			break;
-	}
-	free(copy);
-	if (fd < 0)
+	ret = im_open_beneath_same(w->stack[a].dir->fd, rest,
+				   O_RDONLY | O_DIRECTORY, &want, NULL, &fd);
+	if (ret == -ENOMEM || ret == -ESTALE)
+		return ret;
+	if (ret)
 		return -ENOENT;
-	if (fstat(fd, &st) || st.st_dev != f->dev || st.st_ino != f->ino) {
-		close(fd);
-		return -ESTALE;
-	}
 	f->dir = dref_new(fd);
 	if (!f->dir) {
 		close(fd);
@@ -319,6 +307,13 @@ static int walk_enter(struct walker *w, int fd, char *path,
 			keep = !((cb->skip_dev || cb->skip_ino) &&
 				 est.st_dev == cb->skip_dev &&
 				 est.st_ino == cb->skip_ino);
+			/* Another imatchfs view inside the tree would list
+			 * that tree's documents again. */
+			if (keep && est.st_dev != st->st_dev &&
+			    im_is_imatchfs_mount(est.st_dev) == 1) {
+				c->mounts++;
+				keep = false;
+			}
 		} else if (S_ISREG(est.st_mode)) {
 			char *fp = join(path, name);
 

@@ -15,9 +15,11 @@
  * as they come, subdirectories after), so two walks of an unchanged tree see
  * the same sequence. Deep trees do not exhaust file descriptors: only the 32
  * innermost directories on the current path keep an fd open; the others are
- * reopened component by component (O_NOFOLLOW) when the walk comes back to
+ * reopened below their nearest open ancestor with im_open_beneath() (no
+ * symlink followed, nothing outside reached) when the walk comes back to
  * them and must still be the same (st_dev, st_ino), else they count as an
  * error. A scan holds at most that many plus one per queued file (128).
+ * Another imatchfs mount inside the tree is not entered (counts->mounts).
  *
  * Thread-safety: the functions are reentrant. Callbacks named "walker" run in
  * the calling thread; "result" callbacks run in worker threads but never two
@@ -41,6 +43,7 @@ struct im_scan_counts {
 	uint64_t hidden; /**< names skipped because they begin with '.' */
 	uint64_t other;	 /**< symlinks, devices, sockets, fifos: skipped */
 	uint64_t errors; /**< entries or directories that could not be read */
+	uint64_t mounts; /**< imatchfs mounts inside the tree: not entered */
 	uint64_t bytes;	 /**< scans: st_size of the texts read (signed or
 			        rejected; binary files are only sniffed) */
 	uint64_t by_status[5]; /**< scans: results per enum im_doc_status */

@@ -233,6 +233,33 @@ int im_df_merge(struct im_df *dst, const struct im_df *src)
 	return 0;
 }
 
+int im_df_add_term(struct im_df *df, const char *s, size_t len, uint32_t count)
+{
+	if (!len || len > UINT32_MAX)
+		return -EINVAL;
+	return df_count(df, s, (uint32_t)len, XXH3_64bits(s, len), count);
+}
+
+int im_df_add_docs(struct im_df *df, uint64_t n)
+{
+	if (n > UINT32_MAX || df->docs + n > UINT32_MAX)
+		return -EOVERFLOW;
+	df->docs += n;
+	return 0;
+}
+
+int im_df_foreach(const struct im_df *df, im_df_term_fn fn, void *arg)
+{
+	for (size_t i = 0; i < df->n; i++) {
+		const struct df_entry *e = &df->v[i];
+		int r = fn(df->arena.p + e->off, e->len, e->hash, e->df, arg);
+
+		if (r)
+			return r;
+	}
+	return 0;
+}
+
 /* ---- The lexicon ------------------------------------------------------------ */
 
 /*

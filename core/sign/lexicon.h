@@ -58,6 +58,36 @@ size_t im_df_terms(const struct im_df *df);
 /** df of one term: the number of documents counted that hold it (0 if none). */
 uint64_t im_df_count(const struct im_df *df, const char *s, size_t len);
 
+/*
+ * Partial counts: the batch stages (core/scale) count document frequencies
+ * per shard, write them out and add them up elsewhere. Adding the counts of
+ * every shard gives exactly the struct im_df of one pass over all of them.
+ */
+
+/**
+ * Add @p count documents holding the term @p s (not one more document: see
+ * im_df_add_docs()).
+ *
+ * @return 0, -ENOMEM, -EINVAL for an empty term, or -EOVERFLOW past
+ *         UINT32_MAX.
+ */
+int im_df_add_term(struct im_df *df, const char *s, size_t len, uint32_t count);
+
+/** Add @p n to N. @return 0 or -EOVERFLOW past UINT32_MAX documents. */
+int im_df_add_docs(struct im_df *df, uint64_t n);
+
+/** Called once per term by im_df_foreach(); non-zero stops the walk. */
+typedef int (*im_df_term_fn)(const char *s, uint32_t len, uint64_t hash,
+			     uint32_t count, void *arg);
+
+/**
+ * Call @p fn for every distinct term (hash is XXH3_64bits of its bytes), in
+ * no particular order. @p df must not change meanwhile.
+ *
+ * @return 0 or fn's non-zero value.
+ */
+int im_df_foreach(const struct im_df *df, im_df_term_fn fn, void *arg);
+
 /* ---- The lexicon --------------------------------------------------------- */
 
 enum im_lex_kind {

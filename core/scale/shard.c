@@ -1,0 +1,209 @@
+/**
+ * @file shard.c
+ * Shard lists and opening their files (see shard.h).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <xxhash.h>
+
+#include "shard.h"
+
+static int read_file(const char *file, char **out, size_t *len)
+{
+	char *buf = NULL, *nb;
+	size_t n = 0, cap = 0;
+	int fd, ret = 0;
+
+	fd = open(file, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	for (;;) {
+		ssize_t r;
+
+		if (cap - n < 65536) {
+			cap = cap ? 2 * cap : 65536;
+			nb = realloc(buf, cap);
+			if (!nb) {
+				ret = -ENOMEM;
+				break;
+			}
+			buf = nb;
+		}
+		r = read(fd, buf + n, cap - n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			ret = -errno;
+			break;
+		}
+		if (r == 0)
+			break;
+		n += (size_t)r;
+	}
+	close(fd);
+	if (ret) {
+		free(buf);
+		return ret;
+	}
+	*out = buf;
+	*len = n;
+	return 0;
+}
+
+static bool good_path(const char *s)
+{
+	const char *c = s;
+
+	if (*s == '\0' || *s == '/')
+		return false;
+	while (*c) {
+		const char *e = strchr(c, '/');
+		size_t l = e ? (size_t)(e - c) : strlen(c);
+
+		if (l == 0 || (l == 1 && c[0] == '.') ||
+		    (l == 2 && c[0] == '.' && c[1] == '.'))
+			return false;
+		if (!e)
+			break;
+		c = e + 1;
+		if (!*c)
+			return false; /* trailing '/' */
+	}
+	return true;
+}
+
+int im_shard_load(const char *file, struct im_shard *out, char *why,
+		  size_t why_len)
+{
+	char *buf = NULL;
+	size_t len = 0, n = 0, i;
+	int ret;
+
+	memset(out, 0, sizeof(*out));
+	ret = read_file(file, &buf, &len);
+	if (ret) {
+		if (why)
+			snprintf(why, why_len, "%s", strerror(-ret));
+		return ret;
+	}
+	if (len && buf[len - 1] != '\0') {
+		if (why)
+			snprintf(why, why_len, "does not end with a NUL byte");
+		free(buf);
+		return -EINVAL;
+	}
+	for (i = 0; i < len; i++)
+		n += buf[i] == '\0';
+	out->path = malloc((n ? n : 1) * sizeof(*out->path));
+	if (!out->path) {
+		free(buf);
+		return -ENOMEM;
+	}
+	out->buf = buf;
+	for (i = 0; i < len; i += strlen(buf + i) + 1) {
+		if (!good_path(buf + i)) {
+			if (why)
+				snprintf(why, why_len,
+					 "path %zu is not a relative path "
+					 "without '.' or '..'",
+					 out->n + 1);
+			im_shard_release(out);
+			return -EINVAL;
+		}
+		out->path[out->n++] = buf + i;
+	}
+	return 0;
+}
+
+void im_shard_release(struct im_shard *s)
+{
+	free(s->path);
+	free(s->buf);
+	memset(s, 0, sizeof(*s));
+}
+
+void im_tree_init(struct im_tree *t, int rootfd)
+{
+	t->root = rootfd;
+	t->dir = -1;
+	t->cached = NULL;
+}
+
+void im_tree_release(struct im_tree *t)
+{
+	if (t->dir >= 0)
+		close(t->dir);
+	free(t->cached);
+	t->dir = -1;
+	t->cached = NULL;
+}
+
+int im_tree_dir(struct im_tree *t, const char *path, int *dirfd,
+		const char **name)
+{
+	const char *slash = strrchr(path, '/');
+	size_t dlen = slash ? (size_t)(slash - path) : 0;
+	char *dir, *tok, *save = NULL;
+	int fd = -1, ret = 0;
+
+	*name = slash ? slash + 1 : path;
+	if (!slash) {
+		*dirfd = t->root;
+		return 0;
+	}
+	if (t->cached && strlen(t->cached) == dlen &&
+	    !memcmp(t->cached, path, dlen)) {
+		*dirfd = t->dir;
+		return 0;
+	}
+	im_tree_release(t);
+	dir = strndup(path, dlen);
+	if (!dir)
+		return -ENOMEM;
+	t->cached = strdup(dir);
+	if (!t->cached) {
+		free(dir);
+		return -ENOMEM;
+	}
+	for (tok = strtok_r(dir, "/", &save); tok;
+	     tok = strtok_r(NULL, "/", &save)) {
+		int next =
+			openat(fd < 0 ? t->root : fd, tok,
+			       O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+		if (next < 0)
+			ret = -errno;
+		if (fd >= 0)
+			close(fd);
+		fd = next;
+		if (ret)
+			break;
+	}
+	free(dir);
+	if (ret) {
+		free(t->cached);
+		t->cached = NULL;
+		return ret;
+	}
+	t->dir = fd;
+	*dirfd = fd;
+	return 0;
+}
+
+uint64_t im_terms_key(const struct im_params *p)
+{
+	uint64_t v[4] = {1, p->min_word_len, p->max_digits, p->max_size};
+	uint8_t b[sizeof(v)];
+
+	/* Little-endian bytes, so the key is the same on every machine. */
+	for (size_t i = 0; i < sizeof(v); i++)
+		b[i] = (uint8_t)(v[i / 8] >> (8 * (i % 8)));
+	return XXH3_64bits(b, sizeof(b));
+}

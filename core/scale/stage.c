@@ -1,0 +1,475 @@
+/**
+ * @file stage.c
+ * The stage file container (layout in stage.h). The writer checksums as it
+ * streams, so a file of any size is written in one pass with a fixed
+ * buffer; the reader maps the file and checks everything before it hands
+ * out the first record.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <xxhash.h>
+
+#include "stage.h"
+
+static const char stage_magic[8] = "IMSTAGE";
+#define HEADER_LEN  32
+#define TRAILER_LEN (8 + 8 * IM_STAGE_META + 8)
+#define WBUF	    65536
+
+static void put_le(uint8_t *p, uint64_t v, int n)
+{
+	for (int i = 0; i < n; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t get_le(const uint8_t *p, int n)
+{
+	uint64_t v = 0;
+
+	for (int i = n - 1; i >= 0; i--)
+		v = (v << 8) | p[i];
+	return v;
+}
+
+const char *im_stage_kind_name(uint32_t kind)
+{
+	switch (kind) {
+	case IM_STAGE_MANIFEST: return "manifest";
+	case IM_STAGE_DF: return "df";
+	}
+	return NULL;
+}
+
+/* ---- Writing ------------------------------------------------------------- */
+
+struct im_stage_writer {
+	int fd;
+	char *path, *tmp;
+	XXH3_state_t *xx;
+	uint8_t *buf;
+	size_t len;
+	uint64_t count;
+	uint64_t meta[IM_STAGE_META];
+	int err; /* first write error */
+	bool committed;
+};
+
+static int write_full(int fd, const uint8_t *p, size_t n)
+{
+	while (n) {
+		ssize_t r = write(fd, p, n);
+
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		p += r;
+		n -= (size_t)r;
+	}
+	return 0;
+}
+
+static int wflush(struct im_stage_writer *w)
+{
+	if (!w->err && w->len) {
+		XXH3_64bits_update(w->xx, w->buf, w->len);
+		w->err = write_full(w->fd, w->buf, w->len);
+	}
+	w->len = 0;
+	return w->err;
+}
+
+static int wput(struct im_stage_writer *w, const void *src, size_t n)
+{
+	const uint8_t *p = src;
+
+	while (n && !w->err) {
+		size_t room = WBUF - w->len, take = n < room ? n : room;
+
+		memcpy(w->buf + w->len, p, take);
+		w->len += take;
+		p += take;
+		n -= take;
+		if (w->len == WBUF)
+			wflush(w);
+	}
+	return w->err;
+}
+
+int im_stage_writer_new(const char *path, const struct im_stage_header *h,
+			struct im_stage_writer **out)
+{
+	struct im_stage_writer *w = NULL;
+	uint8_t hdr[HEADER_LEN];
+	size_t tlen = strlen(path) + 32;
+	int ret = -EINVAL;
+
+	*out = NULL;
+	if (!im_stage_kind_name(h->kind) || !h->nparts ||
+	    h->nparts > IM_STAGE_MAX_PARTS || h->part >= h->nparts)
+		goto out;
+	ret = -ENOMEM;
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		goto out;
+	w->fd = -1;
+	w->path = strdup(path);
+	w->tmp = malloc(tlen);
+	w->buf = malloc(WBUF);
+	w->xx = XXH3_createState();
+	if (!w->path || !w->tmp || !w->buf || !w->xx)
+		goto out;
+	XXH3_64bits_reset(w->xx);
+	snprintf(w->tmp, tlen, "%s.tmp.%ld", path, (long)getpid());
+	w->fd = open(w->tmp,
+		     O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
+		     0644);
+	if (w->fd < 0) {
+		ret = -errno;
+		goto out;
+	}
+	memcpy(hdr, stage_magic, 8);
+	put_le(hdr + 8, IM_STAGE_VERSION, 4);
+	put_le(hdr + 12, h->kind, 4);
+	put_le(hdr + 16, h->part, 4);
+	put_le(hdr + 20, h->nparts, 4);
+	put_le(hdr + 24, h->key, 8);
+	ret = wput(w, hdr, sizeof(hdr));
+out:
+	if (ret) {
+		im_stage_writer_free(w);
+		return ret;
+	}
+	*out = w;
+	return 0;
+}
+
+int im_stage_writer_add(struct im_stage_writer *w, const void *payload,
+			size_t len)
+{
+	uint8_t l[4];
+
+	if (len > UINT32_MAX)
+		return -EFBIG;
+	put_le(l, len, 4);
+	if (wput(w, l, 4) || wput(w, payload, len))
+		return w->err;
+	w->count++;
+	return 0;
+}
+
+void im_stage_writer_set_meta(struct im_stage_writer *w, unsigned i, uint64_t v)
+{
+	if (i < IM_STAGE_META)
+		w->meta[i] = v;
+}
+
+int im_stage_writer_commit(struct im_stage_writer *w)
+{
+	uint8_t tr[TRAILER_LEN - 8], sum[8];
+	int ret;
+
+	put_le(tr, w->count, 8);
+	for (unsigned i = 0; i < IM_STAGE_META; i++)
+		put_le(tr + 8 + 8 * i, w->meta[i], 8);
+	if (wput(w, tr, sizeof(tr)) || wflush(w))
+		return w->err;
+	put_le(sum, XXH3_64bits_digest(w->xx), 8);
+	ret = write_full(w->fd, sum, 8);
+	if (close(w->fd) && !ret)
+		ret = -errno;
+	w->fd = -1;
+	if (!ret && rename(w->tmp, w->path))
+		ret = -errno;
+	if (ret) {
+		w->err = ret;
+		return ret;
+	}
+	w->committed = true;
+	return 0;
+}
+
+void im_stage_writer_free(struct im_stage_writer *w)
+{
+	if (!w)
+		return;
+	if (w->fd >= 0)
+		close(w->fd);
+	if (!w->committed && w->tmp)
+		unlink(w->tmp);
+	XXH3_freeState(w->xx);
+	free(w->buf);
+	free(w->tmp);
+	free(w->path);
+	free(w);
+}
+
+/* ---- Reading ------------------------------------------------------------- */
+
+struct im_stage_reader {
+	const uint8_t *map;
+	size_t size;
+	struct im_stage_header h;
+	uint64_t count;
+	uint64_t meta[IM_STAGE_META];
+	const uint8_t *pos, *end; /* records */
+};
+
+__attribute__((format(printf, 4, 5))) static int
+fail(char *why, size_t why_len, int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (why && why_len) {
+		va_start(ap, fmt);
+		vsnprintf(why, why_len, fmt, ap);
+		va_end(ap);
+	}
+	return err;
+}
+
+/* Check the structure of a mapped file whose checksum is already good. */
+static int walk_records(struct im_stage_reader *r, char *why, size_t why_len)
+{
+	const uint8_t *p = r->pos;
+	uint64_t n = 0;
+
+	while (p < r->end) {
+		uint64_t len;
+
+		if ((size_t)(r->end - p) < 4)
+			return fail(why, why_len, -EINVAL,
+				    "corrupt: a record runs past the end");
+		len = get_le(p, 4);
+		p += 4;
+		if (len > (uint64_t)(r->end - p))
+			return fail(why, why_len, -EINVAL,
+				    "corrupt: a record runs past the end");
+		p += len;
+		n++;
+	}
+	if (n != r->count)
+		return fail(why, why_len, -EINVAL,
+			    "corrupt: %llu records, the trailer says %llu",
+			    (unsigned long long)n,
+			    (unsigned long long)r->count);
+	return 0;
+}
+
+int im_stage_open(const char *path, struct im_stage_reader **out, char *why,
+		  size_t why_len)
+{
+	struct im_stage_reader *r = NULL;
+	const uint8_t *m, *tr;
+	void *map = MAP_FAILED;
+	struct stat st;
+	int fd, ret;
+	uint32_t version;
+
+	*out = NULL;
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0) {
+		ret = -errno;
+		return fail(why, why_len, ret, "%s", strerror(-ret));
+	}
+	if (fstat(fd, &st)) {
+		ret = -errno;
+		close(fd);
+		return fail(why, why_len, ret, "%s", strerror(-ret));
+	}
+	if (!S_ISREG(st.st_mode)) {
+		close(fd);
+		return fail(why, why_len, -EINVAL, "not a regular file");
+	}
+	if ((uint64_t)st.st_size < 8) {
+		close(fd);
+		return fail(why, why_len, -EINVAL,
+			    st.st_size ? "truncated" : "truncated (empty)");
+	}
+	map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	ret = -errno;
+	close(fd);
+	if (map == MAP_FAILED)
+		return fail(why, why_len, ret, "%s", strerror(-ret));
+	m = map;
+	ret = -EINVAL;
+	if (memcmp(m, stage_magic, 8)) {
+		fail(why, why_len, ret, "not an imatch stage file");
+		goto out;
+	}
+	if ((uint64_t)st.st_size < HEADER_LEN + TRAILER_LEN) {
+		fail(why, why_len, ret, "truncated");
+		goto out;
+	}
+	version = (uint32_t)get_le(m + 8, 4);
+	if (version != IM_STAGE_VERSION) {
+		fail(why, why_len, ret, "unsupported version %u", version);
+		goto out;
+	}
+	tr = m + st.st_size - TRAILER_LEN;
+	if (XXH3_64bits(m, (size_t)st.st_size - 8) !=
+	    get_le(tr + TRAILER_LEN - 8, 8)) {
+		fail(why, why_len, ret, "bad checksum (truncated or damaged)");
+		goto out;
+	}
+	ret = -ENOMEM;
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		goto out;
+	r->map = m;
+	r->size = (size_t)st.st_size;
+	r->h.kind = (uint32_t)get_le(m + 12, 4);
+	r->h.part = (uint32_t)get_le(m + 16, 4);
+	r->h.nparts = (uint32_t)get_le(m + 20, 4);
+	r->h.key = get_le(m + 24, 8);
+	r->count = get_le(tr, 8);
+	for (unsigned i = 0; i < IM_STAGE_META; i++)
+		r->meta[i] = get_le(tr + 8 + 8 * i, 8);
+	r->pos = m + HEADER_LEN;
+	r->end = tr;
+	ret = -EINVAL;
+	if (!im_stage_kind_name(r->h.kind)) {
+		fail(why, why_len, ret, "unknown kind %u", r->h.kind);
+		goto out;
+	}
+	if (!r->h.nparts || r->h.nparts > IM_STAGE_MAX_PARTS ||
+	    r->h.part >= r->h.nparts) {
+		fail(why, why_len, ret, "corrupt: partition %u of %u",
+		     r->h.part, r->h.nparts);
+		goto out;
+	}
+	ret = walk_records(r, why, why_len);
+out:
+	if (ret) {
+		free(r);
+		munmap(map, (size_t)st.st_size);
+		return ret;
+	}
+	*out = r;
+	return 0;
+}
+
+void im_stage_reader_free(struct im_stage_reader *r)
+{
+	if (!r)
+		return;
+	munmap((void *)r->map, r->size);
+	free(r);
+}
+
+const struct im_stage_header *im_stage_header(const struct im_stage_reader *r)
+{
+	return &r->h;
+}
+
+uint64_t im_stage_count(const struct im_stage_reader *r)
+{
+	return r->count;
+}
+
+uint64_t im_stage_meta(const struct im_stage_reader *r, unsigned i)
+{
+	return i < IM_STAGE_META ? r->meta[i] : 0;
+}
+
+bool im_stage_next(struct im_stage_reader *r, const uint8_t **payload,
+		   size_t *len)
+{
+	size_t l;
+
+	/* The structure was checked on open. */
+	if (r->pos >= r->end)
+		return false;
+	l = (size_t)get_le(r->pos, 4);
+	*payload = r->pos + 4;
+	*len = l;
+	r->pos += 4 + l;
+	return true;
+}
+
+void im_stage_rewind(struct im_stage_reader *r)
+{
+	r->pos = r->map + HEADER_LEN;
+}
+
+/* ---- Payload encoding ------------------------------------------------------ */
+
+void im_stage_buf_put(struct im_stage_buf *b, const void *src, size_t n)
+{
+	if (b->oom)
+		return;
+	if (b->cap - b->len < n) {
+		size_t cap = b->cap ? b->cap : 256;
+		uint8_t *p;
+
+		while (cap - b->len < n)
+			cap *= 2;
+		p = realloc(b->p, cap);
+		if (!p) {
+			b->oom = true;
+			return;
+		}
+		b->p = p;
+		b->cap = cap;
+	}
+	if (n)
+		memcpy(b->p + b->len, src, n);
+	b->len += n;
+}
+
+void im_stage_buf_u32(struct im_stage_buf *b, uint32_t v)
+{
+	uint8_t t[4];
+
+	put_le(t, v, 4);
+	im_stage_buf_put(b, t, 4);
+}
+
+void im_stage_buf_u64(struct im_stage_buf *b, uint64_t v)
+{
+	uint8_t t[8];
+
+	put_le(t, v, 8);
+	im_stage_buf_put(b, t, 8);
+}
+
+void im_stage_buf_release(struct im_stage_buf *b)
+{
+	free(b->p);
+	*b = (struct im_stage_buf){0};
+}
+
+const uint8_t *im_stage_get(struct im_stage_cur *c, size_t n)
+{
+	const uint8_t *p = c->p;
+
+	if (c->bad || (size_t)(c->end - c->p) < n) {
+		c->bad = true;
+		return NULL;
+	}
+	c->p += n;
+	return p;
+}
+
+uint32_t im_stage_get_u32(struct im_stage_cur *c)
+{
+	const uint8_t *p = im_stage_get(c, 4);
+
+	return p ? (uint32_t)get_le(p, 4) : 0;
+}
+
+uint64_t im_stage_get_u64(struct im_stage_cur *c)
+{
+	const uint8_t *p = im_stage_get(c, 8);
+
+	return p ? get_le(p, 8) : 0;
+}

@@ -1,0 +1,189 @@
+/**
+ * @file stage.h
+ * The files that the batch stages exchange (/work/shared/SCALE.md): one
+ * versioned, checksummed container for every kind of stage output, written
+ * by one `imatch` process and read by the next, possibly on another machine.
+ *
+ * Layout (all integers little-endian):
+ *
+ *     0  magic "IMSTAGE\0"                       8 bytes
+ *     8  version (IM_STAGE_VERSION)              u32
+ *    12  kind (enum im_stage_kind)               u32
+ *    16  part, nparts                            2 x u32
+ *    24  key                                     u64
+ *    32  records, each: u32 len, len bytes of payload
+ *   end  count of records                        u64
+ *        meta[IM_STAGE_META]                     IM_STAGE_META x u64
+ *        XXH3_64bits of every byte before it     u64
+ *
+ * The key fingerprints what the content depends on (the parameters, the
+ * lexicon), so that outputs of different runs are never mixed: readers that
+ * combine files require equal keys. The meta words are kind-specific totals
+ * known only once the records are written (so they sit in the trailer and
+ * the file is written in one pass); each kind documents its own.
+ *
+ * Crash safety: a writer streams into PATH.tmp.PID and renames it over PATH
+ * on commit, so a killed task leaves no file at PATH and a retried task
+ * simply writes it again. The file is not fsync'ed: a stage output is always
+ * recomputable, and a file torn by a power loss fails its checksum, so the
+ * driver reruns the task that made it instead of trusting it.
+ *
+ * Memory: a writer holds a 64 KiB buffer; a reader maps the file read-only
+ * and decodes records from the mapping.
+ *
+ * Thread-safety: a writer or reader belongs to one thread at a time;
+ * different ones are independent.
+ */
+#ifndef IM_STAGE_H
+#define IM_STAGE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#define IM_STAGE_VERSION 1
+#define IM_STAGE_META	 8
+/** Most partitions a shuffle may use. */
+#define IM_STAGE_MAX_PARTS 4096
+
+enum im_stage_kind {
+	IM_STAGE_MANIFEST = 1, /**< `imatch ls`: files of a tree */
+	IM_STAGE_DF = 2,       /**< `imatch df`: document frequencies */
+	IM_STAGE_KIND_MAX = 2,
+};
+
+/** The fixed part of a stage file, as written or read. */
+struct im_stage_header {
+	uint32_t kind; /**< enum im_stage_kind */
+	uint32_t part; /**< this file's partition, < nparts */
+	uint32_t nparts;
+	uint64_t key;
+};
+
+/** The kind's name ("manifest", "df", ...), or NULL for an unknown kind. */
+const char *im_stage_kind_name(uint32_t kind);
+
+/**
+ * The partition of a key hash among @p nparts (1..IM_STAGE_MAX_PARTS): the
+ * high 32 bits scaled to the range, so that every partition count splits
+ * the hash space evenly. Never fails.
+ */
+static inline uint32_t im_stage_part_of(uint64_t hash, uint32_t nparts)
+{
+	return (uint32_t)(((hash >> 32) * nparts) >> 32);
+}
+
+/* ---- Writing ------------------------------------------------------------- */
+
+struct im_stage_writer;
+
+/**
+ * Start writing a stage file at @p path (into PATH.tmp.PID until committed).
+ *
+ * @return 0, -EINVAL for an unknown kind or part >= nparts, -ENOMEM, or the
+ *         open's negative errno. The caller frees with im_stage_writer_free().
+ */
+int im_stage_writer_new(const char *path, const struct im_stage_header *h,
+			struct im_stage_writer **out);
+
+/**
+ * Append one record. A write error is remembered and returned here and by
+ * im_stage_writer_commit().
+ *
+ * @return 0, -EFBIG for a payload of 4 GiB or more, or a negative errno.
+ */
+int im_stage_writer_add(struct im_stage_writer *w, const void *payload,
+			size_t len);
+
+/** Set meta word @p i (< IM_STAGE_META) of the trailer; 0 unless set. */
+void im_stage_writer_set_meta(struct im_stage_writer *w, unsigned i,
+			      uint64_t v);
+
+/**
+ * Write the trailer and rename the file into place. After it the writer is
+ * only good for im_stage_writer_free().
+ *
+ * @return 0 or a negative errno (then nothing is left at the temporary
+ *         name and PATH is untouched).
+ */
+int im_stage_writer_commit(struct im_stage_writer *w);
+
+/** Free; an uncommitted file is removed. Accepts NULL. */
+void im_stage_writer_free(struct im_stage_writer *w);
+
+/* ---- Reading ------------------------------------------------------------- */
+
+struct im_stage_reader;
+
+/**
+ * Open and verify a stage file: magic, version, checksum, and that the
+ * records fill the file exactly and number what the trailer says. Nothing is
+ * handed out from a file that fails any check.
+ *
+ * @param why  if not NULL, receives a one-line reason on failure, without
+ *             the path: "not an imatch stage file", "unsupported version N",
+ *             "unknown kind N", "truncated", "bad checksum", "corrupt: ...",
+ *             "not a regular file", or strerror() of the open's error.
+ * @return 0, -EINVAL for a file that fails a check, -ENOMEM, or the open's
+ *         negative errno. The caller frees with im_stage_reader_free().
+ */
+int im_stage_open(const char *path, struct im_stage_reader **out, char *why,
+		  size_t why_len);
+
+void im_stage_reader_free(struct im_stage_reader *r);
+
+const struct im_stage_header *im_stage_header(const struct im_stage_reader *r);
+uint64_t im_stage_count(const struct im_stage_reader *r);
+uint64_t im_stage_meta(const struct im_stage_reader *r, unsigned i);
+
+/**
+ * The next record's payload, borrowed from the mapping (valid until the
+ * reader is freed). @return true, or false after the last record.
+ */
+bool im_stage_next(struct im_stage_reader *r, const uint8_t **payload,
+		   size_t *len);
+
+/** Start again from the first record. */
+void im_stage_rewind(struct im_stage_reader *r);
+
+/* ---- Payload encoding ----------------------------------------------------
+ *
+ * Records are built into a caller-owned byte buffer and decoded with a
+ * bounds-checked cursor: a short payload sets the cursor's error flag and
+ * yields zeros instead of reading past the record.
+ */
+
+struct im_stage_buf {
+	uint8_t *p;
+	size_t len, cap;
+	bool oom; /**< an append failed: the content is incomplete */
+};
+
+void im_stage_buf_put(struct im_stage_buf *b, const void *src, size_t n);
+void im_stage_buf_u32(struct im_stage_buf *b, uint32_t v);
+void im_stage_buf_u64(struct im_stage_buf *b, uint64_t v);
+void im_stage_buf_release(struct im_stage_buf *b);
+
+struct im_stage_cur {
+	const uint8_t *p, *end;
+	bool bad; /**< a read went past the end */
+};
+
+static inline struct im_stage_cur im_stage_cur(const uint8_t *p, size_t len)
+{
+	return (struct im_stage_cur){p, p + len, false};
+}
+
+/** @return @p n bytes, or NULL (and bad set) if fewer remain. */
+const uint8_t *im_stage_get(struct im_stage_cur *c, size_t n);
+uint32_t im_stage_get_u32(struct im_stage_cur *c);
+uint64_t im_stage_get_u64(struct im_stage_cur *c);
+
+/** Bytes not yet read. */
+static inline size_t im_stage_left(const struct im_stage_cur *c)
+{
+	return (size_t)(c->end - c->p);
+}
+
+#endif

@@ -1,0 +1,398 @@
+/* Unit tests for core/scale: the stage file container and shard lists. */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <xxhash.h>
+
+#include "shard.h"
+#include "stage.h"
+
+static char dir[64];
+static char path[128];
+
+static void setup(void)
+{
+	strcpy(dir, "/tmp/test_stage.XXXXXX");
+	ck_assert_msg(mkdtemp(dir) != NULL, "mkdtemp: %s", strerror(errno));
+	snprintf(path, sizeof(path), "%s/run", dir);
+}
+
+static void teardown(void)
+{
+	char cmd[160];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+static const struct im_stage_header hdr = {
+	.kind = IM_STAGE_DF, .part = 3, .nparts = 8, .key = 0x1122334455667788};
+
+/* A file of @p n records: record i holds i bytes of value i, plus a u64. */
+static void write_stage(unsigned n)
+{
+	struct im_stage_writer *w;
+	struct im_stage_buf b = {0};
+
+	ck_assert_int_eq(im_stage_writer_new(path, &hdr, &w), 0);
+	for (unsigned i = 0; i < n; i++) {
+		b.len = 0;
+		im_stage_buf_u64(&b, 1000 + i);
+		for (unsigned j = 0; j < i % 300; j++)
+			im_stage_buf_put(&b, &(uint8_t){(uint8_t)i}, 1);
+		ck_assert(!b.oom);
+		ck_assert_int_eq(im_stage_writer_add(w, b.p, b.len), 0);
+	}
+	im_stage_writer_set_meta(w, 0, n);
+	im_stage_writer_set_meta(w, IM_STAGE_META - 1, 42);
+	ck_assert_int_eq(im_stage_writer_commit(w), 0);
+	im_stage_writer_free(w);
+	im_stage_buf_release(&b);
+}
+
+static int open_why(char *why, size_t len)
+{
+	struct im_stage_reader *r = NULL;
+	int ret = im_stage_open(path, &r, why, len);
+
+	ck_assert_msg((ret == 0) == (r != NULL), "reader iff success");
+	im_stage_reader_free(r);
+	return ret;
+}
+
+static long file_size(void)
+{
+	struct stat st;
+
+	ck_assert_int_eq(stat(path, &st), 0);
+	return (long)st.st_size;
+}
+
+START_TEST(test_stage_round_trip)
+{
+	/* Past the writer's 64 KiB buffer several times. */
+	const unsigned n = 2000;
+	struct im_stage_reader *r;
+	const uint8_t *p;
+	size_t len;
+	unsigned i = 0;
+
+	write_stage(n);
+	ck_assert_int_eq(im_stage_open(path, &r, NULL, 0), 0);
+	ck_assert_uint_eq(im_stage_header(r)->kind, IM_STAGE_DF);
+	ck_assert_uint_eq(im_stage_header(r)->part, 3);
+	ck_assert_uint_eq(im_stage_header(r)->nparts, 8);
+	ck_assert_uint_eq(im_stage_header(r)->key, 0x1122334455667788);
+	ck_assert_uint_eq(im_stage_count(r), n);
+	ck_assert_uint_eq(im_stage_meta(r, 0), n);
+	ck_assert_uint_eq(im_stage_meta(r, IM_STAGE_META - 1), 42);
+	ck_assert_uint_eq(im_stage_meta(r, 1), 0);
+	while (im_stage_next(r, &p, &len)) {
+		struct im_stage_cur c = im_stage_cur(p, len);
+
+		ck_assert_uint_eq(im_stage_get_u64(&c), 1000 + i);
+		ck_assert_uint_eq(im_stage_left(&c), i % 300);
+		for (unsigned j = 0; j < i % 300; j++)
+			ck_assert_uint_eq(im_stage_get(&c, 1)[0], (uint8_t)i);
+		ck_assert_msg(!c.bad, "record %u decodes", i);
+		/* Reading past the end yields zeros and marks the cursor. */
+		ck_assert_uint_eq(im_stage_get_u32(&c), 0);
+		ck_assert(c.bad);
+		i++;
+	}
+	ck_assert_uint_eq(i, n);
+	im_stage_rewind(r);
+	ck_assert(im_stage_next(r, &p, &len));
+	ck_assert_uint_eq(len, 8);
+	im_stage_reader_free(r);
+}
+END_TEST
+
+START_TEST(test_stage_empty_and_no_tmp_left)
+{
+	struct im_stage_reader *r;
+	const uint8_t *p;
+	size_t len;
+	char cmd[200];
+
+	write_stage(0);
+	ck_assert_int_eq(im_stage_open(path, &r, NULL, 0), 0);
+	ck_assert_uint_eq(im_stage_count(r), 0);
+	ck_assert(!im_stage_next(r, &p, &len));
+	im_stage_reader_free(r);
+	snprintf(cmd, sizeof(cmd), "test $(ls '%s' | wc -l) = 1", dir);
+	ck_assert_msg(system(cmd) == 0, "only the committed file is left");
+}
+END_TEST
+
+START_TEST(test_stage_uncommitted_leaves_nothing)
+{
+	struct im_stage_writer *w;
+	char cmd[200];
+
+	ck_assert_int_eq(im_stage_writer_new(path, &hdr, &w), 0);
+	ck_assert_int_eq(im_stage_writer_add(w, "abc", 3), 0);
+	im_stage_writer_free(w); /* a task killed before its commit */
+	ck_assert_int_eq(access(path, F_OK), -1);
+	snprintf(cmd, sizeof(cmd), "test -z \"$(ls -A '%s')\"", dir);
+	ck_assert_msg(system(cmd) == 0, "the temporary file is removed");
+}
+END_TEST
+
+START_TEST(test_stage_truncated_refused)
+{
+	char why[128];
+	long size;
+
+	write_stage(50);
+	size = file_size();
+	/* Every cut, down to the magic and below it. */
+	for (long cut = size - 1; cut >= 0; cut -= (cut > 100 ? 37 : 1)) {
+		ck_assert_int_eq(truncate(path, cut), 0);
+		why[0] = '\0';
+		ck_assert_int_eq(open_why(why, sizeof(why)), -EINVAL);
+		ck_assert_msg(strstr(why, "truncated") ||
+				      strstr(why, "checksum"),
+			      "cut at %ld: '%s'", cut, why);
+	}
+}
+END_TEST
+
+static void flip(long off)
+{
+	uint8_t v;
+	int fd = open(path, O_RDWR);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pread(fd, &v, 1, off), 1);
+	v ^= 0xff;
+	ck_assert_int_eq(pwrite(fd, &v, 1, off), 1);
+	close(fd);
+}
+
+static void poke(long off, uint8_t v)
+{
+	int fd = open(path, O_WRONLY);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pwrite(fd, &v, 1, off), 1);
+	close(fd);
+}
+
+/* Recompute the checksum after an edit, as a buggy writer would have. */
+static void reseal(void)
+{
+	long size = file_size();
+	uint8_t *buf = malloc((size_t)size);
+	uint64_t sum;
+	int fd = open(path, O_RDWR);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pread(fd, buf, (size_t)size, 0), size);
+	sum = XXH3_64bits(buf, (size_t)size - 8);
+	for (int i = 0; i < 8; i++)
+		buf[size - 8 + i] = (uint8_t)(sum >> (8 * i));
+	ck_assert_int_eq(pwrite(fd, buf + size - 8, 8, size - 8), 8);
+	close(fd);
+	free(buf);
+}
+
+START_TEST(test_stage_corrupt_refused)
+{
+	char why[128];
+	long size;
+
+	write_stage(20);
+	size = file_size();
+	/* Any flipped byte fails the checksum. */
+	for (long off = 0; off < size; off += 7) {
+		write_stage(20);
+		flip(off);
+		why[0] = '\0';
+		ck_assert_int_eq(open_why(why, sizeof(why)), -EINVAL);
+		ck_assert_msg(why[0] != '\0', "a reason at offset %ld", off);
+	}
+	/* Wrong magic. */
+	write_stage(20);
+	poke(0, 'X');
+	ck_assert_int_eq(open_why(why, sizeof(why)), -EINVAL);
+	ck_assert_str_eq(why, "not an imatch stage file");
+	/* Unknown version, even with a good checksum. */
+	write_stage(20);
+	poke(8, 9);
+	reseal();
+	ck_assert_int_eq(open_why(why, sizeof(why)), -EINVAL);
+	ck_assert_str_eq(why, "unsupported version 9");
+	/* Unknown kind. */
+	write_stage(20);
+	poke(12, 200);
+	reseal();
+	ck_assert_int_eq(open_why(why, sizeof(why)), -EINVAL);
+	ck_assert_str_eq(why, "unknown kind 200");
+	/* A record length that runs past the end, checksum intact. */
+	write_stage(20);
+	poke(32 + 3, 0x7f);
+	reseal();
+	ck_assert_int_eq(open_why(why, sizeof(why)), -EINVAL);
+	ck_assert_msg(strncmp(why, "corrupt:", 8) == 0, "'%s'", why);
+	/* A count that disagrees with the records. */
+	write_stage(20);
+	poke(size - (8 + 8 * IM_STAGE_META + 8), 21);
+	reseal();
+	ck_assert_int_eq(open_why(why, sizeof(why)), -EINVAL);
+	ck_assert_msg(strncmp(why, "corrupt:", 8) == 0, "'%s'", why);
+}
+END_TEST
+
+START_TEST(test_stage_not_a_file)
+{
+	char why[128];
+
+	ck_assert_int_eq(open_why(why, sizeof(why)), -ENOENT);
+	ck_assert_int_eq(mkdir(path, 0700), 0);
+	ck_assert_int_eq(open_why(why, sizeof(why)), -EINVAL);
+	ck_assert_str_eq(why, "not a regular file");
+}
+END_TEST
+
+START_TEST(test_stage_bad_header_rejected)
+{
+	struct im_stage_writer *w = NULL;
+	struct im_stage_header h = hdr;
+
+	h.part = 8;
+	ck_assert_int_eq(im_stage_writer_new(path, &h, &w), -EINVAL);
+	h.part = 0;
+	h.kind = 999;
+	ck_assert_int_eq(im_stage_writer_new(path, &h, &w), -EINVAL);
+	ck_assert_ptr_null(w);
+}
+END_TEST
+
+START_TEST(test_stage_part_of_even)
+{
+	unsigned count[7] = {0};
+
+	for (uint64_t i = 0; i < 70000; i++)
+		count[im_stage_part_of(XXH3_64bits(&i, sizeof(i)), 7)]++;
+	for (unsigned p = 0; p < 7; p++)
+		ck_assert_msg(count[p] > 9000 && count[p] < 11000,
+			      "partition %u holds %u of 70000", p, count[p]);
+	ck_assert_uint_eq(im_stage_part_of(UINT64_MAX, 7), 6);
+	ck_assert_uint_eq(im_stage_part_of(0, 7), 0);
+}
+END_TEST
+
+static void write_bytes(const char *p, const char *s, size_t n)
+{
+	int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, s, n), (ssize_t)n);
+	close(fd);
+}
+
+START_TEST(test_shard_load)
+{
+	static const char good[] = "a\0b/c d\0x/y/z\0";
+	struct im_shard sh;
+	char why[128];
+
+	write_bytes(path, good, sizeof(good) - 1);
+	ck_assert_int_eq(im_shard_load(path, &sh, why, sizeof(why)), 0);
+	ck_assert_uint_eq(sh.n, 3);
+	ck_assert_str_eq(sh.path[1], "b/c d");
+	ck_assert_str_eq(sh.path[2], "x/y/z");
+	im_shard_release(&sh);
+
+	write_bytes(path, "", 0);
+	ck_assert_int_eq(im_shard_load(path, &sh, why, sizeof(why)), 0);
+	ck_assert_uint_eq(sh.n, 0);
+	im_shard_release(&sh);
+
+	static const struct {
+		const char *s;
+		size_t n;
+	} bad[] = {
+#define L(x) {x, sizeof(x)}
+		L("a\0/etc/passwd"), L("a/../b"), L("./a"),
+		L("a//b"),	     L("a/"),	  L("a\0\0b"),
+#undef L
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+		write_bytes(path, bad[i].s, bad[i].n);
+		ck_assert_msg(im_shard_load(path, &sh, why, sizeof(why)) ==
+				      -EINVAL,
+			      "list %zu refused", i);
+	}
+	write_bytes(path, "abc", 3);
+	ck_assert_int_eq(im_shard_load(path, &sh, why, sizeof(why)), -EINVAL);
+	ck_assert_str_eq(why, "does not end with a NUL byte");
+}
+END_TEST
+
+START_TEST(test_tree_no_symlink_dirs)
+{
+	char p[200];
+	const char *name;
+	struct im_tree t;
+	int root, fd;
+
+	snprintf(p, sizeof(p), "%s/a", dir);
+	ck_assert_int_eq(mkdir(p, 0700), 0);
+	snprintf(p, sizeof(p), "%s/a/b", dir);
+	ck_assert_int_eq(mkdir(p, 0700), 0);
+	snprintf(p, sizeof(p), "%s/link", dir);
+	ck_assert_int_eq(symlink("a", p), 0);
+	root = open(dir, O_RDONLY | O_DIRECTORY);
+	ck_assert_int_ge(root, 0);
+	im_tree_init(&t, root);
+	ck_assert_int_eq(im_tree_dir(&t, "top", &fd, &name), 0);
+	ck_assert_int_eq(fd, root);
+	ck_assert_str_eq(name, "top");
+	ck_assert_int_eq(im_tree_dir(&t, "a/b/f", &fd, &name), 0);
+	ck_assert_str_eq(name, "f");
+	ck_assert_int_eq(im_tree_dir(&t, "a/b/g", &fd, &name), 0);
+	ck_assert_int_eq(im_tree_dir(&t, "link/b/f", &fd, &name), -ENOTDIR);
+	ck_assert_int_eq(im_tree_dir(&t, "gone/f", &fd, &name), -ENOENT);
+	ck_assert_int_eq(im_tree_dir(&t, "a/f", &fd, &name), 0);
+	im_tree_release(&t);
+	close(root);
+}
+END_TEST
+
+static Suite *stage_suite(void)
+{
+	Suite *s = suite_create("stage");
+	TCase *tc = tcase_create("core");
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_stage_round_trip);
+	tcase_add_test(tc, test_stage_empty_and_no_tmp_left);
+	tcase_add_test(tc, test_stage_uncommitted_leaves_nothing);
+	tcase_add_test(tc, test_stage_truncated_refused);
+	tcase_add_test(tc, test_stage_corrupt_refused);
+	tcase_add_test(tc, test_stage_not_a_file);
+	tcase_add_test(tc, test_stage_bad_header_rejected);
+	tcase_add_test(tc, test_stage_part_of_even);
+	tcase_add_test(tc, test_shard_load);
+	tcase_add_test(tc, test_tree_no_symlink_dirs);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(stage_suite());
+
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

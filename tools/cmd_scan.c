@@ -99,7 +99,8 @@ int cmd_lexicon_build(struct cli *c)
 	struct im_df *df = NULL;
 	int ret;
 
-	if (df_over(c, c->argv, c->argc, &df, &counts))
+	if (c->from_df ? df_from_stage(c, &df)
+		       : df_over(c, c->argv, c->argc, &df, &counts))
 		return EXIT_RUNTIME;
 	ret = build_lexicon(c, df, &lex);
 	if (ret > 0)

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "imatch.h"
+#include "stage.h"
 
 #ifndef IM_VERSION
 #define IM_VERSION "unknown"
@@ -27,8 +28,13 @@ enum {
 	F_SCAN = 1 << 2,
 	F_EXPLAIN = 1 << 3,
 	F_TERMS = 1 << 4,
-	F_ALL = 0x1f,
-	F_SIGNING = F_SIGN | F_SCAN | F_EXPLAIN, /* need k, seed, ... */
+	F_LS = 1 << 5,
+	F_DF = 1 << 6,
+	F_MERGE = 1 << 7,
+	F_CAT = 1 << 8,
+	F_ALL = 0x1ff,
+	F_WRITES = F_BUILD | F_LS | F_DF | F_MERGE, /* need -o */
+	F_SIGNING = F_SIGN | F_SCAN | F_EXPLAIN,    /* need k, seed, ... */
 };
 
 /* Option codes above the byte range for long-only options. */
@@ -47,6 +53,13 @@ enum {
 	O_MAX_DIGITS,
 	O_MIN_UNIQUE,
 	O_VERSION,
+	O_FILES_FROM,
+	O_ROOT,
+	O_SHARDS,
+	O_SHARD_BYTES,
+	O_FROM_DF,
+	O_CHECK,
+	O_HEAD,
 };
 
 struct opt {
@@ -61,8 +74,9 @@ struct opt {
 static const struct opt opts[] = {
 	{"lexicon", 1, O_LEXICON, F_SIGNING, NULL,
 	 "--lexicon FILE     use this lexicon (from 'imatch lexicon build')"},
-	{"output", 1, 'o', F_BUILD, NULL,
-	 "-o, --output FILE  write the lexicon here (required)"},
+	{"output", 1, 'o', F_WRITES, NULL,
+	 "-o, --output FILE  write the result here (required; df: the "
+	 "prefix)"},
 	{"jobs", 1, 'j', F_BUILD | F_SCAN, NULL,
 	 "-j, --jobs N       worker threads (default: one per CPU)"},
 	{"json", 0, O_JSON, F_SCAN, NULL,
@@ -93,7 +107,25 @@ static const struct opt opts[] = {
 	{"min-unique", 1, O_MIN_UNIQUE, F_SIGNING, "min_unique",
 	 "--min-unique N     no signature for documents with fewer unique "
 	 "terms"},
-	{"hidden", 0, O_HIDDEN, F_BUILD | F_SCAN, NULL,
+	{"from-df", 0, O_FROM_DF, F_BUILD, NULL,
+	 "--from-df          operands are merged 'df merge' partitions, not "
+	 "DIRs"},
+	{"files-from", 1, O_FILES_FROM, F_DF, NULL,
+	 "--files-from LIST  the shard: NUL-separated paths relative to "
+	 "--root"},
+	{"root", 1, O_ROOT, F_DF, NULL,
+	 "--root DIR         the tree the listed paths are in"},
+	{"parts", 1, 'P', F_DF, NULL,
+	 "-P, --parts N      partitions of the output by term hash (64)"},
+	{"shards", 1, O_SHARDS, F_LS, NULL,
+	 "--shards DIR       also split the files into shard lists in DIR"},
+	{"shard-bytes", 1, O_SHARD_BYTES, F_LS, NULL,
+	 "--shard-bytes N    input bytes per shard (suffix K, M, G; 1G)"},
+	{"check", 0, O_CHECK, F_CAT, NULL,
+	 "--check            only verify: print nothing, exit 1 if any is bad"},
+	{"head", 0, O_HEAD, F_CAT, NULL,
+	 "--head             verify, then print the header and totals only"},
+	{"hidden", 0, O_HIDDEN, F_BUILD | F_SCAN | F_LS, NULL,
 	 "--hidden           also read names beginning with '.'"},
 	{"help", 0, 'h', F_ALL, NULL, "-h, --help         this help"},
 };
@@ -113,7 +145,9 @@ static const struct command commands[] = {
 	 "imatch lexicon build [OPTIONS] -o FILE DIR...",
 	 "Count document frequencies over every DIR (together) and save the\n"
 	 "primary and secondary lexicons to FILE. A one-line summary goes to\n"
-	 "stderr."},
+	 "stderr. With --from-df the operands are the merged partitions of\n"
+	 "'imatch df merge' instead, one per partition, and FILE is the same\n"
+	 "bytes as a build over the tree they were counted from."},
 	{"sign", F_SIGN, cmd_sign, 1, -1,
 	 "imatch sign [--lexicon FILE] [OPTIONS] FILE...",
 	 "Print one line per file: the path, a TAB, and the K+1 signatures\n"
@@ -136,6 +170,25 @@ static const struct command commands[] = {
 	{"terms", F_TERMS, cmd_terms, 1, -1, "imatch terms [OPTIONS] FILE...",
 	 "Print one line per file: the path, then its unique terms U in byte\n"
 	 "order, TAB-separated."},
+	{"ls", F_LS, cmd_ls, 1, 1,
+	 "imatch ls [OPTIONS] -o MANIFEST [--shards DIR] DIR",
+	 "Batch stage 'list': walk DIR as scan does (same selection rules)\n"
+	 "and write a manifest stage file: path, size, mtime, inode of every\n"
+	 "regular file. With --shards, also split them, in walk order, into\n"
+	 "shard lists DIR/000000, DIR/000001, ... of about --shard-bytes."},
+	{"df", F_DF, cmd_df, 0, 0,
+	 "imatch df --files-from LIST --root DIR [-P N] -o PREFIX",
+	 "Batch stage 'df': count the document frequencies of the files of\n"
+	 "one shard and write them as N sorted runs PREFIX.p0000 ...,\n"
+	 "partitioned by term hash. Unreadable files are counted, not fatal."},
+	{"df merge", F_MERGE, cmd_df_merge, 1, -1,
+	 "imatch df merge -o FILE RUN...",
+	 "Add up runs of one partition (the outputs of 'imatch df' for every\n"
+	 "shard) into one. 'imatch lexicon build --from-df' takes one merged\n"
+	 "file per partition."},
+	{"cat", F_CAT, cmd_cat, 1, -1, "imatch cat [--check|--head] FILE...",
+	 "Print stage files (from ls, df, ...) as JSON, after verifying them.\n"
+	 "A corrupt or truncated file is refused with one line naming it."},
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
@@ -171,6 +224,36 @@ static void usage_cmd(const struct command *cmd)
 			printf("  %s\n", opts[i].help);
 }
 
+/* A decimal count in [lo, hi], with a K, M or G suffix (powers of 1024)
+ * when @p suffix. @return 0 or -1. */
+static int parse_count(const char *s, uint64_t lo, uint64_t hi, bool suffix,
+		       uint64_t *out)
+{
+	unsigned long long v;
+	unsigned shift = 0;
+	char *end;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s || *s == '-')
+		return -1;
+	if (suffix && *end && !end[1]) {
+		const char *u = strchr("KMG", *end);
+
+		if (!u)
+			return -1;
+		shift = 10 * (unsigned)(u - "KMG" + 1);
+		end++;
+	}
+	if (*end || v > (hi >> shift))
+		return -1;
+	v <<= shift;
+	if (v < lo)
+		return -1;
+	*out = v;
+	return 0;
+}
+
 static int run_command(const struct command *cmd, int argc, char **argv)
 {
 	struct option lopts[NOPTS + 1];
@@ -178,9 +261,12 @@ static int run_command(const struct command *cmd, int argc, char **argv)
 	size_t n = 0, sl = 1;
 	struct cli c = {.cmd = cmd->name};
 	char why[128];
+	uint64_t v64;
 	int ch, ret;
 
 	im_params_init(&c.p);
+	c.parts = 64;
+	c.shard_bytes = 1ull << 30;
 	for (size_t i = 0; i < NOPTS; i++) {
 		if (!(opts[i].cmds & cmd->flag))
 			continue;
@@ -243,6 +329,30 @@ static int run_command(const struct command *cmd, int argc, char **argv)
 			c.jobs = (unsigned)v;
 			break;
 		}
+		case 'P':
+			if (parse_count(optarg, 1, IM_STAGE_MAX_PARTS, false,
+					&v64)) {
+				err_msg("%s: bad value for --parts: '%s' "
+					"(1..%d)",
+					cmd->name, optarg, IM_STAGE_MAX_PARTS);
+				return EXIT_USAGE;
+			}
+			c.parts = (unsigned)v64;
+			break;
+		case O_SHARD_BYTES:
+			if (parse_count(optarg, 1, UINT64_MAX, true,
+					&c.shard_bytes)) {
+				err_msg("%s: bad value for --shard-bytes: '%s'",
+					cmd->name, optarg);
+				return EXIT_USAGE;
+			}
+			break;
+		case O_FILES_FROM: c.files_from = optarg; break;
+		case O_ROOT: c.root = optarg; break;
+		case O_SHARDS: c.shards = optarg; break;
+		case O_FROM_DF: c.from_df = true; break;
+		case O_CHECK: c.check = true; break;
+		case O_HEAD: c.head = true; break;
 		case O_LEXICON: c.lexicon = optarg; break;
 		case O_JSON: c.json = true; break;
 		case O_HIDDEN: c.p.hidden = 1; break;
@@ -262,8 +372,12 @@ static int run_command(const struct command *cmd, int argc, char **argv)
 		fprintf(stderr, "Usage: %s\n", cmd->usage);
 		return EXIT_USAGE;
 	}
-	if (cmd->flag == F_BUILD && !c.out) {
-		err_msg("lexicon build: -o FILE is required");
+	if ((cmd->flag & F_WRITES) && !c.out) {
+		err_msg("%s: -o FILE is required", cmd->name);
+		return EXIT_USAGE;
+	}
+	if (cmd->flag == F_DF && (!c.files_from || !c.root)) {
+		err_msg("df: --files-from LIST and --root DIR are required");
 		return EXIT_USAGE;
 	}
 	/* Signatures compare only under one lexicon, and one file holds no
@@ -324,6 +438,15 @@ int main(int argc, char **argv)
 		}
 		/* argv[2] ("build") plays the program name for getopt. */
 		return run_command(&commands[0], argc - 2, argv + 2);
+	}
+	/* Two-word commands ("df merge"): argv[2] plays the program name. */
+	for (size_t i = 0; argc > 2 && i < NCOMMANDS; i++) {
+		size_t nl = strlen(name);
+
+		if (!strncmp(commands[i].name, name, nl) &&
+		    commands[i].name[nl] == ' ' &&
+		    !strcmp(commands[i].name + nl + 1, argv[2]))
+			return run_command(&commands[i], argc - 2, argv + 2);
 	}
 	for (size_t i = 0; i < NCOMMANDS; i++)
 		if (!strcmp(commands[i].name, name))

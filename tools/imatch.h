@@ -10,6 +10,7 @@
 #define IMATCH_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "lexicon.h"
@@ -27,7 +28,16 @@ struct cli {
 	unsigned jobs;	     /**< -j N; 0 = one per CPU */
 	int verbose;	     /**< -v, may be repeated */
 	bool json;	     /**< --json */
-	int argc;	     /**< operands */
+	/* The batch stages (cmd_stage.c). */
+	const char *files_from; /**< --files-from LIST: a shard */
+	const char *root;	/**< --root DIR: what the list is relative to */
+	const char *shards;	/**< ls --shards DIR */
+	uint64_t shard_bytes;	/**< ls --shard-bytes N */
+	unsigned parts;		/**< -P, --parts N: partitions of a shuffle */
+	bool from_df;		/**< lexicon build --from-df */
+	bool check;		/**< cat --check */
+	bool head;		/**< cat --head */
+	int argc;		/**< operands */
 	char **argv;
 };
 
@@ -38,6 +48,17 @@ int cmd_scan(struct cli *c);
 int cmd_sign(struct cli *c);
 int cmd_explain(struct cli *c);
 int cmd_terms(struct cli *c);
+int cmd_ls(struct cli *c);
+int cmd_df(struct cli *c);
+int cmd_df_merge(struct cli *c);
+int cmd_cat(struct cli *c);
+
+/**
+ * lexicon build --from-df: add up the merged partitions named by the
+ * operands into one struct im_df, exactly the counts of one pass over the
+ * tree. Prints the reason naming the file on failure. @return 0 or -1.
+ */
+int df_from_stage(struct cli *c, struct im_df **out);
 
 /* ---- Messages -------------------------------------------------------------- */
 

@@ -1,0 +1,882 @@
+/**
+ * @file cmd_stage.c
+ * The batch stage commands (/work/shared/SCALE.md): `imatch ls`, `df`,
+ * `df merge`, `lexicon build --from-df` (its input half) and `cat`. Each
+ * reads files and writes stage files (core/scale/stage.h), so that any
+ * scheduler can run them over shards of a tree too large for one process.
+ *
+ * Exit codes follow SCALE.md: a document that cannot be read is counted and
+ * the command still exits 0; what a retry can fix (writing an output, memory)
+ * exits 1; a bad command line exits 2.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "imatch.h"
+#include "scan.h"
+#include "shard.h"
+#include "stage.h"
+
+/* Meta words of a manifest (IM_STAGE_MANIFEST). */
+enum {
+	MAN_FILES,
+	MAN_DIRS,
+	MAN_HIDDEN,
+	MAN_OTHER,
+	MAN_ERRORS,
+	MAN_SHARDS,
+	MAN_BYTES,
+};
+static const char *const man_meta[] = {
+	"files", "directories", "hidden", "other", "errors", "shards", "bytes"};
+
+/* Meta words of document frequencies (IM_STAGE_DF). */
+enum {
+	DF_DOCS,  /* N: documents with at least one term */
+	DF_FILES, /* files listed */
+	DF_ERRORS,
+};
+static const char *const df_meta[] = {"documents", "files", "errors"};
+
+static int open_root(const char *dir)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	if (fd < 0)
+		err_msg("%s: %s", dir, strerror(errno));
+	return fd;
+}
+
+/* Open a stage file, saying why not in one line naming it. */
+static struct im_stage_reader *open_stage(const char *path)
+{
+	struct im_stage_reader *r = NULL;
+	char why[160] = "";
+	int ret = im_stage_open(path, &r, why, sizeof(why));
+
+	if (ret) {
+		err_msg("%s: %s", path, why[0] ? why : strerror(-ret));
+		return NULL;
+	}
+	return r;
+}
+
+static int write_failed(const char *path, int err)
+{
+	err_msg("%s: %s", path, strerror(-err));
+	return EXIT_RUNTIME;
+}
+
+/* ---- ls ---------------------------------------------------------------------- */
+
+struct ls_ctx {
+	struct im_stage_writer *w;
+	struct im_stage_buf rec;
+	const char *shards; /* directory, or NULL */
+	uint64_t shard_bytes;
+	FILE *shard; /* the shard being filled */
+	char *shard_path, *shard_tmp;
+	uint32_t nshards;
+	uint64_t in_shard; /* bytes in the current shard */
+	uint64_t bytes;
+	int err;
+};
+
+static int shard_close(struct ls_ctx *x)
+{
+	int ret = 0;
+
+	if (!x->shard)
+		return 0;
+	if (fflush(x->shard) || ferror(x->shard))
+		ret = errno ? -errno : -EIO;
+	if (fclose(x->shard) && !ret)
+		ret = -errno;
+	x->shard = NULL;
+	if (!ret && rename(x->shard_tmp, x->shard_path))
+		ret = -errno;
+	if (ret) {
+		unlink(x->shard_tmp);
+		err_msg("%s: %s", x->shard_path, strerror(-ret));
+	}
+	return ret;
+}
+
+static int shard_open(struct ls_ctx *x)
+{
+	size_t len = strlen(x->shards) + 64;
+
+	free(x->shard_path);
+	free(x->shard_tmp);
+	x->shard_path = malloc(len);
+	x->shard_tmp = malloc(len);
+	if (!x->shard_path || !x->shard_tmp)
+		return -ENOMEM;
+	snprintf(x->shard_path, len, "%s/%06" PRIu32, x->shards, x->nshards);
+	snprintf(x->shard_tmp, len, "%s.tmp.%ld", x->shard_path,
+		 (long)getpid());
+	x->shard = fopen(x->shard_tmp, "we");
+	if (!x->shard) {
+		int ret = -errno;
+
+		err_msg("%s: %s", x->shard_tmp, strerror(errno));
+		return ret;
+	}
+	x->nshards++;
+	x->in_shard = 0;
+	return 0;
+}
+
+static int ls_file(const char *path, const struct stat *st, void *arg)
+{
+	struct ls_ctx *x = arg;
+	uint64_t size = (uint64_t)st->st_size;
+	int ret;
+
+	/* A shard is full when this file would take it past the target; a
+	 * file larger than the target gets a shard of its own. */
+	if (x->shards && (!x->shard || (x->in_shard &&
+					x->in_shard + size > x->shard_bytes))) {
+		ret = shard_close(x);
+		if (!ret)
+			ret = shard_open(x);
+		if (ret)
+			return x->err = ret;
+	}
+	if (x->shard) {
+		fwrite(path, 1, strlen(path) + 1, x->shard);
+		x->in_shard += size;
+	}
+	x->bytes += size;
+	x->rec.len = 0;
+	im_stage_buf_u64(&x->rec, size);
+	im_stage_buf_u64(&x->rec, (uint64_t)st->st_mtim.tv_sec * 1000000000u +
+					  (uint64_t)st->st_mtim.tv_nsec);
+	im_stage_buf_u64(&x->rec, st->st_ino);
+	im_stage_buf_u32(&x->rec, x->shards ? x->nshards - 1 : 0);
+	im_stage_buf_put(&x->rec, path, strlen(path));
+	if (x->rec.oom)
+		return x->err = -ENOMEM;
+	ret = im_stage_writer_add(x->w, x->rec.p, x->rec.len);
+	if (ret)
+		x->err = ret;
+	return ret;
+}
+
+int cmd_ls(struct cli *c)
+{
+	struct im_stage_header h = {.kind = IM_STAGE_MANIFEST, .nparts = 1};
+	struct ls_ctx x = {.shards = c->shards, .shard_bytes = c->shard_bytes};
+	struct im_walk_ops ops = {.file = ls_file, .arg = &x};
+	struct im_scan_counts k = {0};
+	int fd, ret, code = EXIT_RUNTIME;
+
+	fd = open_root(c->argv[0]);
+	if (fd < 0)
+		return EXIT_RUNTIME;
+	if (c->shards && mkdir(c->shards, 0755) && errno != EEXIST) {
+		err_msg("%s: %s", c->shards, strerror(errno));
+		goto out;
+	}
+	h.key = im_terms_key(&c->p);
+	ret = im_stage_writer_new(c->out, &h, &x.w);
+	if (ret) {
+		write_failed(c->out, ret);
+		goto out;
+	}
+	ret = im_walk(fd, &c->p, &ops, &k);
+	if (!ret)
+		ret = shard_close(&x);
+	if (ret) {
+		if (!x.err || ret == -ENOMEM)
+			err_msg("%s: %s", c->argv[0], strerror(-ret));
+		goto out;
+	}
+	im_stage_writer_set_meta(x.w, MAN_FILES, k.files);
+	im_stage_writer_set_meta(x.w, MAN_DIRS, k.dirs);
+	im_stage_writer_set_meta(x.w, MAN_HIDDEN, k.hidden);
+	im_stage_writer_set_meta(x.w, MAN_OTHER, k.other);
+	im_stage_writer_set_meta(x.w, MAN_ERRORS, k.errors);
+	im_stage_writer_set_meta(x.w, MAN_SHARDS, x.nshards);
+	im_stage_writer_set_meta(x.w, MAN_BYTES, x.bytes);
+	ret = im_stage_writer_commit(x.w);
+	if (ret) {
+		write_failed(c->out, ret);
+		goto out;
+	}
+	if (c->verbose)
+		fprintf(stderr,
+			"%s: %" PRIu64 " files, %" PRIu64 " bytes, %" PRIu32
+			" shards\n",
+			c->out, k.files, x.bytes, x.nshards);
+	code = 0;
+out:
+	if (x.shard) {
+		fclose(x.shard);
+		unlink(x.shard_tmp);
+	}
+	free(x.shard_path);
+	free(x.shard_tmp);
+	im_stage_buf_release(&x.rec);
+	im_stage_writer_free(x.w);
+	close(fd);
+	return code;
+}
+
+/* ---- df ---------------------------------------------------------------------- */
+
+struct term_ref {
+	const char *s;
+	uint32_t len;
+	uint32_t count;
+};
+
+/* Byte order, a prefix first: the order of every sorted df run. */
+static int term_cmp(const char *a, uint32_t al, const char *b, uint32_t bl)
+{
+	int r = memcmp(a, b, al < bl ? al : bl);
+
+	if (r)
+		return r;
+	return al < bl ? -1 : al > bl;
+}
+
+static int cmp_term_ref(const void *a, const void *b)
+{
+	const struct term_ref *x = a, *y = b;
+
+	return term_cmp(x->s, x->len, y->s, y->len);
+}
+
+struct buckets {
+	struct term_ref **v;
+	size_t *n, *cap;
+	uint32_t nparts;
+};
+
+static int bucket_term(const char *s, uint32_t len, uint64_t hash,
+		       uint32_t count, void *arg)
+{
+	struct buckets *b = arg;
+	uint32_t p = im_stage_part_of(hash, b->nparts);
+
+	if (b->n[p] == b->cap[p]) {
+		size_t cap = b->cap[p] ? 2 * b->cap[p] : 256;
+		struct term_ref *v = realloc(b->v[p], cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		b->v[p] = v;
+		b->cap[p] = cap;
+	}
+	b->v[p][b->n[p]++] = (struct term_ref){s, len, count};
+	return 0;
+}
+
+static char *part_path(const char *prefix, uint32_t part)
+{
+	size_t len = strlen(prefix) + 16;
+	char *s = malloc(len);
+
+	if (s)
+		snprintf(s, len, "%s.p%04" PRIu32, prefix, part);
+	return s;
+}
+
+/* Write one sorted run of @p v (sorted here) to @p path. */
+static int write_df_run(const char *path, const struct im_stage_header *h,
+			struct term_ref *v, size_t n, const uint64_t *meta)
+{
+	struct im_stage_writer *w = NULL;
+	struct im_stage_buf rec = {0};
+	int ret;
+
+	qsort(v, n, sizeof(*v), cmp_term_ref);
+	ret = im_stage_writer_new(path, h, &w);
+	for (size_t i = 0; !ret && i < n; i++) {
+		rec.len = 0;
+		im_stage_buf_u32(&rec, v[i].count);
+		im_stage_buf_put(&rec, v[i].s, v[i].len);
+		ret = rec.oom ? -ENOMEM
+			      : im_stage_writer_add(w, rec.p, rec.len);
+	}
+	for (unsigned i = 0; !ret && i <= DF_ERRORS; i++)
+		im_stage_writer_set_meta(w, i, meta[i]);
+	if (!ret)
+		ret = im_stage_writer_commit(w);
+	im_stage_writer_free(w);
+	im_stage_buf_release(&rec);
+	return ret;
+}
+
+/* Count the terms of every listed file into @p df; per-file failures are
+ * counted in meta[DF_ERRORS]. @return 0 or -ENOMEM. */
+static int df_shard(struct cli *c, int rootfd, const struct im_shard *sh,
+		    struct im_df *df, uint64_t *meta)
+{
+	struct im_signer *s = NULL;
+	struct im_tree t;
+	int ret;
+
+	ret = im_signer_new(NULL, &c->p, &s);
+	if (ret)
+		return ret;
+	im_tree_init(&t, rootfd);
+	for (size_t i = 0; i < sh->n && !ret; i++) {
+		const struct im_terms *u = NULL;
+		enum im_doc_status status = IM_DOC_ERROR;
+		const char *name;
+		int dfd;
+
+		meta[DF_FILES]++;
+		ret = im_tree_dir(&t, sh->path[i], &dfd, &name);
+		if (ret == -ENOMEM)
+			break;
+		if (ret) {
+			meta[DF_ERRORS]++;
+			ret = 0;
+			continue;
+		}
+		ret = im_signer_terms_at(s, dfd, name, &status, &u);
+		if (ret)
+			break;
+		if (status == IM_DOC_ERROR)
+			meta[DF_ERRORS]++;
+		/* As im_scan_df: documents without a term are not in N. */
+		if (status == IM_DOC_SIGNED && u && u->n)
+			ret = im_df_add(df, u);
+	}
+	im_tree_release(&t);
+	im_signer_free(s);
+	meta[DF_DOCS] = im_df_docs(df);
+	return ret;
+}
+
+int cmd_df(struct cli *c)
+{
+	struct im_stage_header h = {.kind = IM_STAGE_DF, .nparts = c->parts};
+	struct buckets b = {.nparts = c->parts};
+	struct im_shard sh = {0};
+	struct im_df *df = NULL;
+	uint64_t meta[DF_ERRORS + 1] = {0};
+	char why[160] = "";
+	int fd, ret, code = EXIT_RUNTIME;
+
+	fd = open_root(c->root);
+	if (fd < 0)
+		return EXIT_RUNTIME;
+	ret = im_shard_load(c->files_from, &sh, why, sizeof(why));
+	if (ret) {
+		err_msg("%s: %s", c->files_from, why);
+		goto out;
+	}
+	b.v = calloc(c->parts, sizeof(*b.v));
+	b.n = calloc(c->parts, sizeof(*b.n));
+	b.cap = calloc(c->parts, sizeof(*b.cap));
+	ret = -ENOMEM;
+	if (!b.v || !b.n || !b.cap || im_df_new(&df))
+		goto fail;
+	ret = df_shard(c, fd, &sh, df, meta);
+	if (!ret)
+		ret = im_df_foreach(df, bucket_term, &b);
+	if (ret)
+		goto fail;
+	h.key = im_terms_key(&c->p);
+	for (uint32_t p = 0; p < c->parts; p++) {
+		char *path = part_path(c->out, p);
+
+		h.part = p;
+		ret = path ? write_df_run(path, &h, b.v[p], b.n[p], meta)
+			   : -ENOMEM;
+		if (ret) {
+			write_failed(path ? path : c->out, ret);
+			free(path);
+			goto out;
+		}
+		free(path);
+	}
+	if (c->verbose)
+		fprintf(stderr,
+			"%s: %" PRIu64 " files, %" PRIu64 " documents, %zu "
+			"terms, %" PRIu64 " errors\n",
+			c->files_from, meta[DF_FILES], meta[DF_DOCS],
+			im_df_terms(df), meta[DF_ERRORS]);
+	code = 0;
+	goto out;
+fail:
+	err_msg("%s: %s", c->files_from, strerror(-ret));
+out:
+	for (uint32_t p = 0; b.v && p < c->parts; p++)
+		free(b.v[p]);
+	free(b.v);
+	free(b.n);
+	free(b.cap);
+	im_df_free(df);
+	im_shard_release(&sh);
+	close(fd);
+	return code;
+}
+
+/* ---- df merge ---------------------------------------------------------------- */
+
+/* One input run and its current term. */
+struct run {
+	struct im_stage_reader *r;
+	const char *s;
+	uint32_t len, count;
+};
+
+/* Advance to the next term. @return 1, 0 at the end, -EINVAL if corrupt. */
+static int run_next(struct run *x)
+{
+	const uint8_t *p;
+	size_t len;
+	struct im_stage_cur cur;
+
+	if (!im_stage_next(x->r, &p, &len))
+		return 0;
+	cur = im_stage_cur(p, len);
+	x->count = im_stage_get_u32(&cur);
+	x->len = (uint32_t)im_stage_left(&cur);
+	x->s = (const char *)im_stage_get(&cur, x->len);
+	return cur.bad || !x->len ? -EINVAL : 1;
+}
+
+static bool run_less(const struct run *a, const struct run *b)
+{
+	return term_cmp(a->s, a->len, b->s, b->len) < 0;
+}
+
+static void heap_down(struct run **h, size_t n, size_t i)
+{
+	for (;;) {
+		size_t l = 2 * i + 1, m = i;
+
+		if (l < n && run_less(h[l], h[m]))
+			m = l;
+		if (l + 1 < n && run_less(h[l + 1], h[m]))
+			m = l + 1;
+		if (m == i)
+			return;
+		struct run *t = h[i];
+		h[i] = h[m];
+		h[m] = t;
+		i = m;
+	}
+}
+
+/*
+ * Open every input as a DF run and check that they belong together (one
+ * partition of one kind of counting). On failure a line names the file.
+ */
+static int open_runs(struct cli *c, struct run *runs, uint64_t key,
+		     bool same_part)
+{
+	const struct im_stage_header *h0 = NULL;
+
+	for (int i = 0; i < c->argc; i++) {
+		const struct im_stage_header *h;
+
+		runs[i].r = open_stage(c->argv[i]);
+		if (!runs[i].r)
+			return -1;
+		h = im_stage_header(runs[i].r);
+		if (h->kind != IM_STAGE_DF) {
+			err_msg("%s: a %s file, not document frequencies",
+				c->argv[i], im_stage_kind_name(h->kind));
+			return -1;
+		}
+		if (h->key != key) {
+			err_msg("%s: counted with other term options "
+				"(--min-word-len, --max-digits, --max-size)",
+				c->argv[i]);
+			return -1;
+		}
+		if (!h0) {
+			h0 = h;
+		} else if (h->nparts != h0->nparts ||
+			   (same_part && h->part != h0->part)) {
+			err_msg("%s: partition %" PRIu32 " of %" PRIu32
+				", but %s is %" PRIu32 " of %" PRIu32,
+				c->argv[i], h->part, h->nparts, c->argv[0],
+				h0->part, h0->nparts);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static void close_runs(struct run *runs, int n)
+{
+	for (int i = 0; runs && i < n; i++)
+		im_stage_reader_free(runs[i].r);
+	free(runs);
+}
+
+int cmd_df_merge(struct cli *c)
+{
+	struct im_stage_header h;
+	struct im_stage_writer *w = NULL;
+	struct im_stage_buf rec = {0};
+	struct run *runs = calloc((size_t)c->argc, sizeof(*runs));
+	struct run **heap = calloc((size_t)c->argc, sizeof(*heap));
+	uint64_t meta[DF_ERRORS + 1] = {0};
+	size_t n = 0;
+	int ret = -ENOMEM, code = EXIT_RUNTIME;
+
+	if (!runs || !heap)
+		goto fail;
+	if (open_runs(c, runs, im_terms_key(&c->p), true))
+		goto out;
+	h = *im_stage_header(runs[0].r);
+	for (int i = 0; i < c->argc; i++) {
+		for (unsigned m = 0; m <= DF_ERRORS; m++)
+			meta[m] += im_stage_meta(runs[i].r, m);
+		ret = run_next(&runs[i]);
+		if (ret < 0) {
+			err_msg("%s: corrupt: a bad term record", c->argv[i]);
+			goto out;
+		}
+		if (ret)
+			heap[n++] = &runs[i];
+	}
+	for (size_t i = n; i-- > 0;)
+		heap_down(heap, n, i);
+	ret = im_stage_writer_new(c->out, &h, &w);
+	if (ret) {
+		write_failed(c->out, ret);
+		goto out;
+	}
+	while (n) {
+		struct run *top = heap[0];
+		uint64_t sum = 0;
+
+		rec.len = 0;
+		im_stage_buf_u32(&rec, 0); /* the sum, patched below */
+		im_stage_buf_put(&rec, top->s, top->len);
+		if (rec.oom) {
+			ret = -ENOMEM;
+			goto fail;
+		}
+		/* Pop every run holding this term. */
+		while (n && term_cmp(heap[0]->s, heap[0]->len,
+				     (const char *)rec.p + 4,
+				     (uint32_t)rec.len - 4) == 0) {
+			struct run *x = heap[0];
+
+			sum += x->count;
+			ret = run_next(x);
+			if (ret < 0) {
+				err_msg("%s: corrupt: a bad term record",
+					c->argv[x - runs]);
+				goto out;
+			}
+			if (!ret)
+				heap[0] = heap[--n];
+			heap_down(heap, n, 0);
+		}
+		if (sum > UINT32_MAX) {
+			err_msg("df merge: a count passes 2^32 documents");
+			goto out;
+		}
+		for (int i = 0; i < 4; i++)
+			rec.p[i] = (uint8_t)(sum >> (8 * i));
+		ret = im_stage_writer_add(w, rec.p, rec.len);
+		if (ret) {
+			write_failed(c->out, ret);
+			goto out;
+		}
+	}
+	for (unsigned m = 0; m <= DF_ERRORS; m++)
+		im_stage_writer_set_meta(w, m, meta[m]);
+	ret = im_stage_writer_commit(w);
+	if (ret) {
+		write_failed(c->out, ret);
+		goto out;
+	}
+	code = 0;
+	goto out;
+fail:
+	err_msg("df merge: %s", strerror(-ret));
+out:
+	im_stage_writer_free(w);
+	im_stage_buf_release(&rec);
+	free(heap);
+	close_runs(runs, c->argc);
+	return code;
+}
+
+/* ---- lexicon build --from-df --------------------------------------------------- */
+
+int df_from_stage(struct cli *c, struct im_df **out)
+{
+	struct run *runs = calloc((size_t)c->argc, sizeof(*runs));
+	struct im_df *df = NULL;
+	uint32_t nparts;
+	uint64_t docs;
+	unsigned char *seen = NULL;
+	int ret = -ENOMEM;
+
+	*out = NULL;
+	if (!runs || im_df_new(&df))
+		goto fail;
+	if (open_runs(c, runs, im_terms_key(&c->p), false))
+		goto out;
+	nparts = im_stage_header(runs[0].r)->nparts;
+	docs = im_stage_meta(runs[0].r, DF_DOCS);
+	seen = calloc(nparts, 1);
+	if (!seen)
+		goto fail;
+	for (int i = 0; i < c->argc; i++) {
+		uint32_t part = im_stage_header(runs[i].r)->part;
+
+		if (seen[part]++) {
+			err_msg("%s: partition %" PRIu32 " given twice "
+				"(give the output of 'df merge', one file "
+				"per partition)",
+				c->argv[i], part);
+			goto out;
+		}
+		if (im_stage_meta(runs[i].r, DF_DOCS) != docs) {
+			err_msg("%s: counts %" PRIu64 " documents, but %s "
+				"counts %" PRIu64 ": not one collection",
+				c->argv[i], im_stage_meta(runs[i].r, DF_DOCS),
+				c->argv[0], docs);
+			goto out;
+		}
+		while ((ret = run_next(&runs[i])) > 0) {
+			ret = im_df_add_term(df, runs[i].s, runs[i].len,
+					     runs[i].count);
+			if (ret)
+				goto fail;
+		}
+		if (ret < 0) {
+			err_msg("%s: corrupt: a bad term record", c->argv[i]);
+			goto out;
+		}
+	}
+	if ((uint32_t)c->argc != nparts) {
+		err_msg("lexicon build: %d of %" PRIu32 " partitions given",
+			c->argc, nparts);
+		goto out;
+	}
+	ret = im_df_add_docs(df, docs);
+	if (ret)
+		goto fail;
+	*out = df;
+	df = NULL;
+	ret = 0;
+	goto out;
+fail:
+	err_msg("lexicon build: %s", strerror(-ret));
+out:
+	if (*out == NULL)
+		ret = -1;
+	free(seen);
+	im_df_free(df);
+	close_runs(runs, c->argc);
+	return ret;
+}
+
+/* ---- cat --------------------------------------------------------------------- */
+
+/* A JSON string of @p len bytes that hold no NUL. */
+static void put_json_bytes(FILE *f, const uint8_t *p, size_t len)
+{
+	char *s = strndup((const char *)p, len);
+
+	if (!s) {
+		fputs("null", f);
+		return;
+	}
+	put_json_string(f, s);
+	free(s);
+}
+
+static bool cat_manifest(FILE *f, const uint8_t *p, size_t len)
+{
+	struct im_stage_cur cur = im_stage_cur(p, len);
+	uint64_t size = im_stage_get_u64(&cur), mtime = im_stage_get_u64(&cur),
+		 ino = im_stage_get_u64(&cur);
+	uint32_t shard = im_stage_get_u32(&cur);
+
+	if (cur.bad || !im_stage_left(&cur))
+		return false;
+	if (!f)
+		return true;
+	fputs("{\"path\": ", f);
+	put_json_bytes(f, cur.p, im_stage_left(&cur));
+	fprintf(f,
+		", \"size\": %" PRIu64 ", \"mtime_ns\": %" PRIu64
+		", \"ino\": %" PRIu64 ", \"shard\": %" PRIu32 "}",
+		size, mtime, ino, shard);
+	return true;
+}
+
+static bool cat_df(FILE *f, const uint8_t *p, size_t len)
+{
+	struct im_stage_cur cur = im_stage_cur(p, len);
+	uint32_t count = im_stage_get_u32(&cur);
+
+	if (cur.bad || !im_stage_left(&cur))
+		return false;
+	if (!f)
+		return true;
+	fputs("{\"term\": ", f);
+	put_json_bytes(f, cur.p, im_stage_left(&cur));
+	fprintf(f, ", \"df\": %" PRIu32 "}", count);
+	return true;
+}
+
+/* True when @p path begins with the lexicon file's magic. */
+static bool is_lexicon(const char *path)
+{
+	char magic[8];
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	bool yes;
+
+	if (fd < 0)
+		return false;
+	yes = read(fd, magic, 8) == 8 && !memcmp(magic, "IMLEXICN", 8);
+	close(fd);
+	return yes;
+}
+
+/* The lexicon is a stage output too (`lexicon build --from-df`). */
+static int cat_lexicon(const char *path, bool check, bool head)
+{
+	struct im_lexicon *lex = NULL;
+	char why[256] = "";
+	size_t n;
+	double lo, hi;
+	int ret = im_lexicon_load(path, &lex, why, sizeof(why));
+
+	if (ret) {
+		err_msg("%s: %s", path, why[0] ? why : strerror(-ret));
+		return -1;
+	}
+	if (check) {
+		im_lexicon_free(lex);
+		return 0;
+	}
+	n = im_lexicon_primary_size(lex) + im_lexicon_secondary_size(lex);
+	im_lexicon_window(lex, &lo, &hi);
+	fputs("{\"file\": ", stdout);
+	put_json_string(stdout, path);
+	printf(", \"kind\": \"lexicon\", \"documents\": %" PRIu64
+	       ", \"nidf\": [%g, %g], \"primary\": %zu, \"secondary\": %zu",
+	       im_lexicon_docs(lex), lo, hi, im_lexicon_primary_size(lex),
+	       im_lexicon_secondary_size(lex));
+	if (!head) {
+		fputs(",\n \"terms\": [", stdout);
+		for (size_t i = 0; i < n; i++) {
+			const struct im_lex_term *t = im_lexicon_term(lex, i);
+
+			fputs(i ? ",\n  {\"term\": " : "\n  {\"term\": ",
+			      stdout);
+			put_json_string(stdout, t->str);
+			printf(", \"kind\": \"%s\", \"rank\": %" PRIu32
+			       ", \"nidf\": %.6f}",
+			       t->kind == IM_LEX_PRIMARY ? "primary"
+							 : "secondary",
+			       t->rank, t->nidf);
+		}
+		fputs(n ? "\n ]" : "]", stdout);
+	}
+	fputs("}\n", stdout);
+	im_lexicon_free(lex);
+	return 0;
+}
+
+static int cat_one(const char *path, bool check, bool head)
+{
+	struct im_stage_reader *r;
+	const struct im_stage_header *h;
+	const char *const *names = NULL;
+	bool (*rec)(FILE *, const uint8_t *, size_t) = NULL;
+	bool ok;
+	size_t nnames = 0, len;
+	const uint8_t *p;
+	uint64_t i = 0;
+
+	if (is_lexicon(path))
+		return cat_lexicon(path, check, head);
+	r = open_stage(path);
+	if (!r)
+		return -1;
+	h = im_stage_header(r);
+	switch (h->kind) {
+	case IM_STAGE_MANIFEST:
+		names = man_meta;
+		nnames = sizeof(man_meta) / sizeof(*man_meta);
+		rec = cat_manifest;
+		break;
+	case IM_STAGE_DF:
+		names = df_meta;
+		nnames = sizeof(df_meta) / sizeof(*df_meta);
+		rec = cat_df;
+		break;
+	}
+	if (check) {
+		/* Every record must decode, not only the container. */
+		while (im_stage_next(r, &p, &len) && rec(NULL, p, len))
+			i++;
+		if (i != im_stage_count(r))
+			err_msg("%s: corrupt: record %" PRIu64
+				" does not decode",
+				path, i + 1);
+		ok = i == im_stage_count(r);
+		im_stage_reader_free(r);
+		return ok ? 0 : -1;
+	}
+	fputs("{\"file\": ", stdout);
+	put_json_string(stdout, path);
+	printf(", \"kind\": \"%s\", \"version\": %d, \"part\": %" PRIu32
+	       ", \"nparts\": %" PRIu32 ", \"key\": \"%016" PRIx64
+	       "\", \"count\": %" PRIu64 ",\n \"meta\": {",
+	       im_stage_kind_name(h->kind), IM_STAGE_VERSION, h->part,
+	       h->nparts, h->key, im_stage_count(r));
+	for (size_t m = 0; m < nnames; m++)
+		printf("%s\"%s\": %" PRIu64, m ? ", " : "", names[m],
+		       im_stage_meta(r, (unsigned)m));
+	if (head) {
+		fputs("}}\n", stdout);
+		im_stage_reader_free(r);
+		return 0;
+	}
+	fputs("},\n \"records\": [", stdout);
+	while (im_stage_next(r, &p, &len)) {
+		fputs(i ? ",\n  " : "\n  ", stdout);
+		if (!rec(stdout, p, len)) {
+			fputs("null]}\n", stdout);
+			err_msg("%s: corrupt: record %" PRIu64
+				" does not decode",
+				path, i + 1);
+			im_stage_reader_free(r);
+			return -1;
+		}
+		i++;
+	}
+	fputs(i ? "\n ]}\n" : "]}\n", stdout);
+	im_stage_reader_free(r);
+	return 0;
+}
+
+int cmd_cat(struct cli *c)
+{
+	int failed = 0;
+
+	for (int i = 0; i < c->argc; i++)
+		if (cat_one(c->argv[i], c->check, c->head))
+			failed = 1;
+	if (fflush(stdout) || ferror(stdout)) {
+		err_msg("writing the output: %s", strerror(errno));
+		return EXIT_RUNTIME;
+	}
+	return failed ? EXIT_RUNTIME : 0;
+}

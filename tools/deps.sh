@@ -4,7 +4,8 @@
 set -euo pipefail
 
 pkgs=(build-essential meson ninja-build pkg-config libfuse3-dev fuse3
-      libssl-dev libxxhash-dev libutf8proc-dev check python3 valgrind)
+      libssl-dev libxxhash-dev libutf8proc-dev check python3 valgrind
+      python3-distributed)
 
 missing=()
 for p in "${pkgs[@]}"; do

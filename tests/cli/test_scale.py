@@ -1,0 +1,239 @@
+#!/usr/bin/env python3
+"""Black-box tests of the batch stages and their Dask driver
+(tools/scale/imatch-cluster, SCALE.md).
+
+Usage: test_scale.py IMATCH CASE SRCDIR
+
+The driver runs on a LocalCluster; its outputs must equal what `imatch`
+computes over the whole tree in one process, whatever the shard size and
+worker count, and after a killed run. Exits 77 (skip) when no Python with
+Dask distributed is installed.
+"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import test_cli  # noqa: E402  (the generated tree and helpers)
+from test_cli import Failure, check, run  # noqa: E402
+
+SKIP = 77
+PYTHON = None
+DRIVER = None
+
+
+def find_python():
+    """An interpreter that can import distributed: this one, else Debian's."""
+    for py in (sys.executable, "/usr/bin/python3"):
+        if py and os.path.exists(py) and subprocess.run(
+                [py, "-c", "import distributed"],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL).returncode == 0:
+            return py
+    return None
+
+
+def driver(tree, out, *opts, code=0, timeout=120):
+    """Run the driver; return its stderr (progress and summary)."""
+    p = subprocess.run([PYTHON, DRIVER, "--imatch", test_cli.IMATCH, *opts,
+                        tree, out], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=timeout)
+    err = p.stderr.decode("utf-8", "replace")
+    check(p.returncode == code, "imatch-cluster %s: exit %d, expected %d:\n%s"
+          % (" ".join(opts), p.returncode, code, err))
+    return err
+
+
+def read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def reference_lexicon(tmp, tree):
+    ref = os.path.join(tmp, "lexicon.ref")
+    run("lexicon", "build", "-o", ref, tree)
+    return read(ref)
+
+
+def resumed(err, stage):
+    """The 'resumed' count the summary table gives for @stage."""
+    for line in err.splitlines():
+        f = line.split()
+        if f and f[0] == stage and len(f) >= 3 and f[1].isdigit():
+            return int(f[1]), int(f[2])
+    raise Failure("no summary line for stage %s in:\n%s" % (stage, err))
+
+
+# ---- Cases -----------------------------------------------------------------
+
+def case_scale_lexicon(tmp):
+    """The lexicon is byte-identical to `imatch lexicon build`, for one
+    worker and one shard as for two workers and a shard per file."""
+    tree = os.path.join(tmp, "tree")
+    test_cli.make_tree(tree)
+    want = reference_lexicon(tmp, tree)
+    for workers, parts, shard in (("1", "1", "1G"), ("2", "3", "1")):
+        out = os.path.join(tmp, "out-%s" % workers)
+        err = driver(tree, out, "--local", workers, "-P", parts,
+                     "--shard-bytes", str(1 << 30 if shard == "1G" else 1))
+        check(read(os.path.join(out, "lexicon")) == want,
+              "lexicon from %s workers, %s partitions equals imatch "
+              "lexicon build" % (workers, parts))
+        tasks, _ = resumed(err, "df")
+        check(tasks >= (1 if shard == "1G" else 30),
+              "df ran one task per shard: %d" % tasks)
+    # The manifest names exactly the files scan reads (no hidden ones).
+    man, _ = run("cat", os.path.join(tmp, "out-2", "manifest"))
+    doc = json.loads(man)
+    listed = sorted(os.fsencode(r["path"].encode("utf-8",
+                                                 "surrogateescape"))
+                    for r in doc["records"])
+    walked = []
+    rootb = os.fsencode(tree)
+    for d, dirs, files in os.walk(rootb):
+        dirs[:] = [x for x in dirs if not x.startswith(b".")]
+        for f in files:
+            full = os.path.join(d, f)
+            if not f.startswith(b".") and not os.path.islink(full):
+                walked.append(os.path.relpath(full, rootb))
+    check(listed == sorted(walked),
+          "manifest lists the tree's regular files:\n%s\n%s"
+          % (listed, sorted(walked)))
+    check(doc["meta"]["files"] == len(walked) and doc["meta"]["hidden"] >= 1,
+          "manifest totals: %s" % doc["meta"])
+
+
+def case_scale_resume(tmp):
+    """A run killed in the middle resumes: verified outputs are kept, the
+    rest is redone, and the result is the same."""
+    tree = os.path.join(tmp, "tree")
+    test_cli.make_tree(tree)
+    want = reference_lexicon(tmp, tree)
+    out = os.path.join(tmp, "out")
+    argv = [PYTHON, DRIVER, "--imatch", test_cli.IMATCH, "--local", "1",
+            "-P", "2", "--shard-bytes", "1", tree, out]
+    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 60
+    dfdir = os.path.join(out, "df")
+    try:
+        while time.monotonic() < deadline and p.poll() is None:
+            if os.path.isdir(dfdir) and len(os.listdir(dfdir)) >= 6:
+                break
+            time.sleep(0.01)
+    finally:
+        # The driver and its LocalCluster share the new session's group.
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        p.wait()
+    done = sum(1 for f in os.listdir(dfdir) if f.endswith(".p0001")
+               and not f.startswith("merged")) if os.path.isdir(dfdir) else 0
+    err = driver(tree, out, "--local", "1", "-P", "2", "--shard-bytes", "1")
+    tasks, again = resumed(err, "df")
+    check(again >= done and again <= tasks,
+          "the rerun resumed the %d finished df tasks (of %d): %d"
+          % (done, tasks, again))
+    check(read(os.path.join(out, "lexicon")) == want,
+          "the resumed run's lexicon equals imatch lexicon build")
+    # A damaged output is redone, not trusted.
+    victim = os.path.join(dfdir, "000003.p0000")
+    with open(victim, "r+b") as f:
+        f.seek(40)
+        f.write(b"\xff\xff")
+    err = driver(tree, out, "--local", "1", "-P", "2", "--shard-bytes", "1")
+    check(resumed(err, "df")[1] == tasks - 1,
+          "only the damaged shard's df task ran again")
+    run("cat", "--check", victim)
+    check(read(os.path.join(out, "lexicon")) == want, "lexicon unchanged")
+    # Other options into the same OUT are refused.
+    err = driver(tree, out, "--local", "1", "-P", "3", code=1)
+    check("other options" in err, "a changed run is refused: %s" % err)
+
+
+def case_stage_errors(tmp):
+    """Stage files that are corrupt, truncated or mixed are refused with one
+    line naming the file; usage errors exit 2."""
+    tree = os.path.join(tmp, "tree")
+    test_cli.make_tree(tree, singles=5)
+    man = os.path.join(tmp, "manifest")
+    run("ls", "-o", man, "--shards", os.path.join(tmp, "sh"), tree)
+    data = read(man)
+    bad = os.path.join(tmp, "bad")
+    for cut, why in ((len(data) - 1, "checksum"), (10, "truncated"),
+                     (0, "truncated")):
+        with open(bad, "wb") as f:
+            f.write(data[:cut])
+        _, err = run("cat", bad, code=1)
+        check(err.count("\n") == 1 and bad in err and why in err,
+              "one line naming the file: %r" % err)
+    with open(bad, "wb") as f:
+        f.write(b"hello world, this is not a stage file at all" * 3)
+    _, err = run("cat", "--check", bad, code=1)
+    check("not an imatch stage file" in err, err)
+    # df runs of another partition or other term options do not mix.
+    sh = os.path.join(tmp, "sh", "000000")
+    run("df", "--files-from", sh, "--root", tree, "-P", "2", "-o",
+        os.path.join(tmp, "a"))
+    run("df", "--files-from", sh, "--root", tree, "-P", "2",
+        "--min-word-len", "3", "-o", os.path.join(tmp, "b"))
+    _, err = run("df", "merge", "-o", os.path.join(tmp, "m"),
+                 os.path.join(tmp, "a.p0000"), os.path.join(tmp, "a.p0001"),
+                 code=1)
+    check("partition" in err, err)
+    _, err = run("df", "merge", "-o", os.path.join(tmp, "m"),
+                 os.path.join(tmp, "a.p0000"), os.path.join(tmp, "b.p0000"),
+                 code=1)
+    check("other term options" in err, err)
+    _, err = run("lexicon", "build", "--from-df", "-o",
+                 os.path.join(tmp, "lex"), os.path.join(tmp, "a.p0000"),
+                 code=1)
+    check("1 of 2 partitions" in err, err)
+    _, err = run("lexicon", "build", "--from-df", "-o",
+                 os.path.join(tmp, "lex"), man, code=1)
+    check("not document frequencies" in err, err)
+    run("df", "--root", tree, "-o", os.path.join(tmp, "x"), code=2)
+    run("df", "--files-from", bad, "--root", tree, "-o",
+        os.path.join(tmp, "x"), code=1)
+
+
+CASES = {name[5:]: fn for name, fn in globals().items()
+         if name.startswith("case_")}
+NEEDS_DASK = {"scale_lexicon", "scale_resume"}
+
+
+def main():
+    global PYTHON, DRIVER
+    if len(sys.argv) < 4 or sys.argv[2] not in CASES:
+        print("usage: test_scale.py IMATCH CASE SRCDIR; cases: %s"
+              % " ".join(sorted(CASES)), file=sys.stderr)
+        return 2
+    case = sys.argv[2]
+    test_cli.IMATCH = os.path.abspath(sys.argv[1])
+    DRIVER = os.path.join(sys.argv[3], "tools", "scale", "imatch-cluster")
+    if case in NEEDS_DASK:
+        PYTHON = find_python()
+        if not PYTHON:
+            print("SKIP %s: Dask distributed is not installed "
+                  "(apt-get install python3-distributed)" % case)
+            return SKIP
+    tmp = tempfile.mkdtemp(prefix="imatch-scale-")
+    try:
+        CASES[case](tmp)
+    except Failure as e:
+        print("FAIL %s: %s" % (case, e), file=sys.stderr)
+        return 1
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print("ok %s" % case)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -13,6 +13,7 @@
 
 #include <xxhash.h>
 
+#include "beneath.h"
 #include "shard.h"
 
 static int read_file(const char *file, char **out, size_t *len)
@@ -150,8 +151,8 @@ int im_tree_dir(struct im_tree *t, const char *path, int *dirfd,
 {
 	const char *slash = strrchr(path, '/');
 	size_t dlen = slash ? (size_t)(slash - path) : 0;
-	char *dir, *tok, *save = NULL;
-	int fd = -1, ret = 0;
+	char *dir;
+	int fd, ret;
 
 	*name = slash ? slash + 1 : path;
 	if (!slash) {
@@ -167,31 +168,12 @@ int im_tree_dir(struct im_tree *t, const char *path, int *dirfd,
 	dir = strndup(path, dlen);
 	if (!dir)
 		return -ENOMEM;
-	t->cached = strdup(dir);
-	if (!t->cached) {
-		free(dir);
-		return -ENOMEM;
-	}
-	for (tok = strtok_r(dir, "/", &save); tok;
-	     tok = strtok_r(NULL, "/", &save)) {
-		int next =
-			openat(fd < 0 ? t->root : fd, tok,
-			       O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-
-		if (next < 0)
-			ret = -errno;
-		if (fd >= 0)
-			close(fd);
-		fd = next;
-		if (ret)
-			break;
-	}
-	free(dir);
+	ret = im_open_beneath(t->root, dir, O_RDONLY | O_DIRECTORY, &fd);
 	if (ret) {
-		free(t->cached);
-		t->cached = NULL;
+		free(dir);
 		return ret;
 	}
+	t->cached = dir;
 	t->dir = fd;
 	*dirfd = fd;
 	return 0;

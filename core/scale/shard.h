@@ -4,11 +4,12 @@
  * file holding paths relative to a root directory, each followed by a NUL
  * byte, in the order the walker met them (so neighbours share directories).
  *
- * Listed files are opened the way the walker opens them: every directory
- * component with openat(O_NOFOLLOW | O_DIRECTORY) from the root's fd, never
- * by a path the kernel resolves in one go, so a symlink planted in the tree
- * after the listing cannot lead a stage outside it. The last directory is
- * kept open, so a shard costs about one open per directory, not per file.
+ * Listed files are opened the way the walker opens them: the directory with
+ * im_open_beneath() from the root's fd (beneath.h: no symlink followed in any
+ * component), the file relative to it with O_NOFOLLOW, so a symlink planted
+ * in the tree after the listing cannot lead a stage outside it. The last
+ * directory is kept open, so a shard costs about one open per directory, not
+ * per file.
  *
  * Thread-safety: a struct im_shard and a struct im_tree belong to one thread.
  */
@@ -59,8 +60,8 @@ void im_tree_release(struct im_tree *t);
  * file's name within it. *dirfd stays owned by @p t and is valid until the
  * next call.
  *
- * @return 0, -ENOMEM, or the errno of the component that failed (ENOENT,
- *         ELOOP or ENOTDIR for a symlink, EACCES, ...).
+ * @return 0, -ENOMEM, or im_open_beneath()'s error (-ELOOP for a symlink,
+ *         -ENOENT, -ENOTDIR, -EACCES, ...).
  */
 int im_tree_dir(struct im_tree *t, const char *path, int *dirfd,
 		const char **name);

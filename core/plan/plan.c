@@ -1,0 +1,360 @@
+/**
+ * @file plan.c
+ * Keep rules and greedy keepers (DESIGN §6); the rule is stated in plan.h.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan.h"
+
+/* ---- Keep rules ------------------------------------------------------------ */
+
+static const char *const rule_names[] = {
+	[IM_KEEP_PROTECT] = "protect", [IM_KEEP_OLDEST] = "oldest",
+	[IM_KEEP_NEWEST] = "newest",   [IM_KEEP_SHORTEST] = "shortest",
+	[IM_KEEP_LONGEST] = "longest", [IM_KEEP_NAME] = "name",
+};
+#define NRULES (sizeof(rule_names) / sizeof(rule_names[0]))
+
+static int keep_fail(char *why, size_t len, const char *fmt, const char *arg)
+{
+	if (why && len)
+		snprintf(why, len, fmt, arg);
+	return -EINVAL;
+}
+
+int im_keep_parse(const char *s, struct im_keep *out, char *why, size_t why_len)
+{
+	struct im_keep k = {.n = 0};
+	bool seen[NRULES] = {false};
+	const char *p = s;
+
+	if (!*s)
+		return keep_fail(why, why_len, "no keep rule given%s", "");
+	for (;;) {
+		size_t len = strcspn(p, ",");
+		unsigned r;
+
+		for (r = 0; r < NRULES; r++)
+			if (strlen(rule_names[r]) == len &&
+			    !memcmp(p, rule_names[r], len))
+				break;
+		if (r == NRULES) {
+			char name[64];
+
+			snprintf(name, sizeof(name), "%.*s",
+				 (int)(len < 40 ? len : 40), p);
+			return keep_fail(why, why_len,
+					 "unknown keep rule '%s' (protect, "
+					 "oldest, newest, shortest, longest, "
+					 "name)",
+					 name);
+		}
+		if (seen[r])
+			return keep_fail(why, why_len,
+					 "keep rule '%s' given twice",
+					 rule_names[r]);
+		if ((r == IM_KEEP_OLDEST && seen[IM_KEEP_NEWEST]) ||
+		    (r == IM_KEEP_NEWEST && seen[IM_KEEP_OLDEST]))
+			return keep_fail(why, why_len,
+					 "'oldest' and 'newest' exclude each "
+					 "other%s",
+					 "");
+		if ((r == IM_KEEP_SHORTEST && seen[IM_KEEP_LONGEST]) ||
+		    (r == IM_KEEP_LONGEST && seen[IM_KEEP_SHORTEST]))
+			return keep_fail(why, why_len,
+					 "'shortest' and 'longest' exclude "
+					 "each other%s",
+					 "");
+		if (seen[IM_KEEP_NAME])
+			return keep_fail(why, why_len,
+					 "'name' decides every tie, so it must "
+					 "be the last rule (before '%s')",
+					 rule_names[r]);
+		seen[r] = true;
+		k.rule[k.n++] = (uint8_t)r;
+		p += len;
+		if (!*p)
+			break;
+		p++;
+	}
+	if (!seen[IM_KEEP_NAME])
+		k.rule[k.n++] = IM_KEEP_NAME;
+	*out = k;
+	return 0;
+}
+
+void im_keep_format(const struct im_keep *k, char *buf, size_t len)
+{
+	size_t used = 0;
+
+	if (len)
+		buf[0] = '\0';
+	for (unsigned i = 0; i < k->n && used < len; i++) {
+		int w = snprintf(buf + used, len - used, "%s%s", i ? "," : "",
+				 rule_names[k->rule[i]]);
+
+		if (w < 0)
+			break;
+		used += (size_t)w;
+	}
+}
+
+bool im_plan_protected(const char *path, const char *const *dirs, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		size_t len = strlen(dirs[i]);
+
+		if (len == 0)
+			return true;
+		if (!strncmp(path, dirs[i], len) && path[len] == '/')
+			return true;
+	}
+	return false;
+}
+
+/* ---- Planning -------------------------------------------------------------- */
+
+void im_plan_init(struct im_plan *p)
+{
+	memset(p, 0, sizeof(*p));
+}
+
+void im_plan_release(struct im_plan *p)
+{
+	free(p->v);
+	im_plan_init(p);
+}
+
+struct rank_ctx {
+	const struct im_plan_file *f;
+	const struct im_keep *keep;
+	const bool *prot;
+	const size_t *plen;
+};
+
+static int cmp3(int64_t a, int64_t b)
+{
+	return (a > b) - (a < b);
+}
+
+static int cmp_files(uint32_t i, uint32_t j, const struct rank_ctx *c)
+{
+	for (unsigned r = 0; r < c->keep->n; r++) {
+		int d = 0;
+
+		switch (c->keep->rule[r]) {
+		case IM_KEEP_PROTECT:
+			d = (int)c->prot[j] - (int)c->prot[i];
+			break;
+		case IM_KEEP_OLDEST:
+			d = cmp3(c->f[i].mtime_ns, c->f[j].mtime_ns);
+			break;
+		case IM_KEEP_NEWEST:
+			d = cmp3(c->f[j].mtime_ns, c->f[i].mtime_ns);
+			break;
+		case IM_KEEP_SHORTEST:
+			d = cmp3((int64_t)c->plen[i], (int64_t)c->plen[j]);
+			break;
+		case IM_KEEP_LONGEST:
+			d = cmp3((int64_t)c->plen[j], (int64_t)c->plen[i]);
+			break;
+		case IM_KEEP_NAME:
+			d = strcmp(c->f[i].path, c->f[j].path);
+			break;
+		}
+		if (d)
+			return d;
+	}
+	/* Paths are unique, so only a rule list without "name" gets here. */
+	return strcmp(c->f[i].path, c->f[j].path);
+}
+
+static int cmp_order(const void *a, const void *b, void *arg)
+{
+	return cmp_files(*(const uint32_t *)a, *(const uint32_t *)b, arg);
+}
+
+static int cmp_entry(const void *a, const void *b, void *arg)
+{
+	const struct im_plan_entry *x = a, *y = b;
+	const uint32_t *rank = arg;
+
+	if (x->keeper != y->keeper)
+		return rank[x->keeper] < rank[y->keeper] ? -1 : 1;
+	return (rank[x->file] > rank[y->file]) -
+	       (rank[x->file] < rank[y->file]);
+}
+
+/* Neighbours of each file over the links that count (CSR). */
+struct adj {
+	size_t *start;	/* nfiles + 1 */
+	uint32_t *link; /* link indices */
+};
+
+static int adj_build(size_t nfiles, const struct im_plan_link *links,
+		     size_t nlinks, bool near, struct adj *a)
+{
+	size_t *fill = NULL;
+	int ret = -ENOMEM;
+
+	a->start = calloc(nfiles + 1, sizeof(*a->start));
+	a->link = malloc((nlinks ? 2 * nlinks : 1) * sizeof(*a->link));
+	fill = calloc(nfiles + 1, sizeof(*fill));
+	if (!a->start || !a->link || !fill)
+		goto out;
+	ret = -EINVAL;
+	for (size_t l = 0; l < nlinks; l++) {
+		if (links[l].a >= nfiles || links[l].b >= nfiles ||
+		    links[l].a == links[l].b)
+			goto out;
+		if (!near && !links[l].exact)
+			continue;
+		a->start[links[l].a + 1]++;
+		a->start[links[l].b + 1]++;
+	}
+	for (size_t i = 0; i < nfiles; i++)
+		a->start[i + 1] += a->start[i];
+	memcpy(fill, a->start, (nfiles + 1) * sizeof(*fill));
+	for (size_t l = 0; l < nlinks; l++) {
+		if (!near && !links[l].exact)
+			continue;
+		a->link[fill[links[l].a]++] = (uint32_t)l;
+		a->link[fill[links[l].b]++] = (uint32_t)l;
+	}
+	ret = 0;
+out:
+	free(fill);
+	return ret;
+}
+
+enum { FREE, KEEPER, PLANNED, SAME };
+
+int im_plan_build(const struct im_plan_file *files, size_t nfiles,
+		  const struct im_plan_link *links, size_t nlinks,
+		  const struct im_plan_opts *o, struct im_plan *out)
+{
+	struct adj adj = {NULL, NULL};
+	struct rank_ctx ctx = {.f = files, .keep = &o->keep};
+	struct im_plan p;
+	uint32_t *order = NULL, *rank = NULL, *entry_of = NULL;
+	uint8_t *state = NULL;
+	bool *prot = NULL, *counted = NULL;
+	size_t *plen = NULL, cap = 0;
+	int ret = -ENOMEM;
+
+	im_plan_init(&p);
+	im_plan_init(out);
+	if (nfiles > UINT32_MAX)
+		return -EINVAL;
+	order = malloc((nfiles ? nfiles : 1) * sizeof(*order));
+	rank = malloc((nfiles ? nfiles : 1) * sizeof(*rank));
+	entry_of = malloc((nfiles ? nfiles : 1) * sizeof(*entry_of));
+	state = calloc(nfiles ? nfiles : 1, sizeof(*state));
+	prot = calloc(nfiles ? nfiles : 1, sizeof(*prot));
+	counted = calloc(nfiles ? nfiles : 1, sizeof(*counted));
+	plen = malloc((nfiles ? nfiles : 1) * sizeof(*plen));
+	if (!order || !rank || !entry_of || !state || !prot || !counted ||
+	    !plen)
+		goto out;
+	ret = adj_build(nfiles, links, nlinks, o->near, &adj);
+	if (ret)
+		goto out;
+	for (size_t i = 0; i < nfiles; i++) {
+		order[i] = (uint32_t)i;
+		plen[i] = strlen(files[i].path);
+		prot[i] = im_plan_protected(files[i].path, o->protect,
+					    o->nprotect);
+	}
+	ctx.prot = prot;
+	ctx.plen = plen;
+	qsort_r(order, nfiles, sizeof(*order), cmp_order, &ctx);
+	for (size_t i = 0; i < nfiles; i++)
+		rank[order[i]] = (uint32_t)i;
+
+	ret = -ENOMEM;
+	for (size_t oi = 0; oi < nfiles; oi++) {
+		uint32_t k = order[oi];
+
+		if (state[k] != FREE)
+			continue;
+		state[k] = KEEPER;
+		for (size_t e = adj.start[k]; e < adj.start[k + 1]; e++) {
+			const struct im_plan_link *l = &links[adj.link[e]];
+			uint32_t j = l->a == k ? l->b : l->a;
+			struct im_plan_entry *pe;
+
+			if (state[j] == PLANNED &&
+			    p.v[entry_of[j]].keeper == k) {
+				/* The same pair linked again. */
+				pe = &p.v[entry_of[j]];
+				pe->exact |= l->exact;
+				if (l->similarity > pe->similarity)
+					pe->similarity = l->similarity;
+				continue;
+			}
+			if (state[j] != FREE)
+				continue;
+			if (prot[j]) {
+				p.protected_kept += !counted[j];
+				counted[j] = true;
+				continue;
+			}
+			if (files[j].ino && files[j].ino == files[k].ino &&
+			    files[j].dev == files[k].dev) {
+				state[j] = SAME;
+				p.same_inode++;
+				continue;
+			}
+			if (p.n == cap) {
+				size_t nc = cap ? 2 * cap : 64;
+				struct im_plan_entry *v =
+					realloc(p.v, nc * sizeof(*v));
+
+				if (!v)
+					goto out;
+				p.v = v;
+				cap = nc;
+			}
+			state[j] = PLANNED;
+			entry_of[j] = (uint32_t)p.n;
+			p.v[p.n++] = (struct im_plan_entry){
+				.file = j,
+				.keeper = k,
+				.similarity = l->similarity,
+				.exact = l->exact,
+			};
+		}
+	}
+	for (size_t i = 0; i < p.n; i++) {
+		struct im_plan_entry *pe = &p.v[i];
+
+		if (pe->exact)
+			pe->similarity = 1.0f;
+		p.bytes += files[pe->file].size;
+		if (pe->exact) {
+			p.exact++;
+			p.exact_bytes += files[pe->file].size;
+		}
+	}
+	qsort_r(p.v, p.n, sizeof(*p.v), cmp_entry, rank);
+	for (size_t i = 0; i < p.n; i++)
+		p.keepers += i == 0 || p.v[i].keeper != p.v[i - 1].keeper;
+	*out = p;
+	im_plan_init(&p);
+	ret = 0;
+out:
+	im_plan_release(&p);
+	free(adj.start);
+	free(adj.link);
+	free(order);
+	free(rank);
+	free(entry_of);
+	free(state);
+	free(prot);
+	free(counted);
+	free(plen);
+	return ret;
+}

@@ -1,0 +1,145 @@
+/**
+ * @file plan.h
+ * Removal plans (DESIGN §6): which files of a group of duplicates may go,
+ * and which file is kept in place of each.
+ *
+ * Input is a graph: files (path, size, mtime, inode) and the links between
+ * them, each a verified near-duplicate pair with its similarity, or an exact
+ * copy. The caller takes them from the index; this module knows nothing of
+ * the index, the filesystem or any output format, so the same function plans
+ * for `imatch dedupe`, the daemon's `redundant/` and any other driver.
+ *
+ * The rule (greedy keepers within a cluster): order the files by the keep
+ * rules; walk that order; a file not yet planned becomes a keeper and every
+ * not yet planned, unprotected file DIRECTLY linked to it (by an exact link,
+ * or by any link when near-duplicates are included) is planned with that
+ * keeper. So:
+ *   - a file is planned only when it is directly linked to its keeper, never
+ *     through a chain of links;
+ *   - a keeper is never planned, and each planned file's keeper is the best
+ *     ranked of its unplanned neighbours;
+ *   - a file under a protected directory is never planned.
+ * Walking the whole collection in one order gives the same plan as walking
+ * each cluster separately: a keeper only claims its own neighbours. A file
+ * whose keeper is the same inode (a hard link of it) frees nothing and is
+ * left out of the plan; it is counted in im_plan.same_inode.
+ *
+ * Cost: O(F log F + L) time, O(F + L) memory for F files and L links.
+ *
+ * Thread-safety: the functions are reentrant and keep no state; the inputs
+ * are only read.
+ */
+#ifndef IM_PLAN_H
+#define IM_PLAN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- Keep rules ------------------------------------------------------------ */
+
+enum im_keep_rule {
+	IM_KEEP_PROTECT,  /**< files under a protected directory first */
+	IM_KEEP_OLDEST,	  /**< smaller mtime first */
+	IM_KEEP_NEWEST,	  /**< larger mtime first */
+	IM_KEEP_SHORTEST, /**< shorter path (in bytes) first */
+	IM_KEEP_LONGEST,  /**< longer path first */
+	IM_KEEP_NAME,	  /**< path in byte order; always the last rule */
+};
+
+#define IM_KEEP_MAX_RULES 6
+/** DESIGN §6: the rules used when the user names none. */
+#define IM_KEEP_DEFAULT "protect,oldest,shortest,name"
+
+/** Keep rules in the order they decide; the first that tells two files apart
+ *  wins. Plain data. */
+struct im_keep {
+	uint8_t rule[IM_KEEP_MAX_RULES]; /**< enum im_keep_rule */
+	unsigned n;
+};
+
+/**
+ * Parse a comma-separated list of rule names ("protect", "oldest", "newest",
+ * "shortest", "longest", "name"). "name" is appended when missing, so the
+ * order is total. A rule may appear once; "oldest" and "newest" exclude each
+ * other, as do "shortest" and "longest".
+ *
+ * @return 0, or -EINVAL with a one-line reason in @p why (may be NULL).
+ */
+int im_keep_parse(const char *s, struct im_keep *out, char *why,
+		  size_t why_len);
+
+/** Write the rules back as a comma-separated list into @p buf. */
+void im_keep_format(const struct im_keep *k, char *buf, size_t len);
+
+/**
+ * Whether @p path (relative to the root) lies under one of @p dirs (relative
+ * directory paths, without a trailing '/'; "" is the root itself, so it
+ * protects everything). A directory protects the paths below it only at a
+ * component boundary: "a/b" protects "a/b/c", not "a/bc".
+ */
+bool im_plan_protected(const char *path, const char *const *dirs, size_t n);
+
+/* ---- Planning -------------------------------------------------------------- */
+
+/** One file. Borrowed by im_plan_build() during the call only. */
+struct im_plan_file {
+	const char *path; /**< relative to the root, unique among the files */
+	uint64_t size;
+	int64_t mtime_ns;  /**< nanoseconds since the epoch */
+	uint64_t dev, ino; /**< both 0 when unknown (never "same inode") */
+};
+
+/** One link between files[a] and files[b]. Links may repeat; a pair linked
+ *  twice counts as exact if either link is, with the larger similarity. */
+struct im_plan_link {
+	uint32_t a, b;	  /**< indices into the files; a != b */
+	float similarity; /**< in [0, 1]; 1 for an exact copy */
+	bool exact;	  /**< identical bytes */
+};
+
+struct im_plan_opts {
+	struct im_keep keep;
+	bool near;		    /**< plan near-duplicates, not only exact */
+	const char *const *protect; /**< relative directories (see above) */
+	size_t nprotect;
+};
+
+/** One planned file: files[file] may go; files[keeper] stays in its place. */
+struct im_plan_entry {
+	uint32_t file, keeper;
+	float similarity;
+	bool exact;
+};
+
+/** A plan. The caller owns it: im_plan_init() before, im_plan_release()
+ *  after. */
+struct im_plan {
+	/** Sorted by the keeper's rank, then the file's rank, so each keeper's
+	 *  files are adjacent and the best kept group comes first. */
+	struct im_plan_entry *v;
+	size_t n;
+	size_t keepers;	       /**< distinct keepers among the entries */
+	size_t same_inode;     /**< hard links of their keeper, left out */
+	size_t protected_kept; /**< protected files that were linked to a
+				    better-ranked unplanned file */
+	uint64_t bytes;	       /**< sum of the planned files' sizes */
+	uint64_t exact_bytes;  /**< the same, exact entries only */
+	size_t exact;	       /**< entries that are exact copies */
+};
+
+void im_plan_init(struct im_plan *p);
+/** Free the entries; @p p is empty afterwards and may be reused. */
+void im_plan_release(struct im_plan *p);
+
+/**
+ * Plan the files: see the rule at the top.
+ *
+ * @return 0, -EINVAL if a link names a file out of range or links a file
+ *         to itself, or -ENOMEM; on error @p out is empty.
+ */
+int im_plan_build(const struct im_plan_file *files, size_t nfiles,
+		  const struct im_plan_link *links, size_t nlinks,
+		  const struct im_plan_opts *o, struct im_plan *out);
+
+#endif

@@ -137,7 +137,9 @@ struct cluster {
 struct collect {
 	struct im_index *idx;
 	int err;
-	int verbose; /* name the files that could not be read */
+	int verbose;	 /* name the files that could not be read */
+	scan_file_fn fn; /* scan_tree()'s caller, or NULL */
+	void *fn_arg;
 	struct cluster *v;
 	size_t n, cap;
 	struct cluster *cur;
@@ -149,7 +151,6 @@ static void on_result(const char *path, const struct stat *st,
 	struct collect *col = arg;
 	int ret;
 
-	(void)st;
 	if (col->verbose && d->status == IM_DOC_ERROR) {
 		fputs("imatch: cannot read ", stderr);
 		put_text_path(stderr, path);
@@ -158,6 +159,8 @@ static void on_result(const char *path, const struct stat *st,
 	ret = im_index_put(col->idx, path, d);
 	if (ret && !col->err)
 		col->err = ret;
+	if (!ret && col->fn)
+		col->fn(path, st, d, col->fn_arg);
 }
 
 static int on_member(const char *path, void *arg)
@@ -348,20 +351,19 @@ static void print_summary(const struct collect *col,
 		mb, s->t_sign > 0 ? mb / s->t_sign : 0.0);
 }
 
-int cmd_scan(struct cli *c)
+/* Sign the tree open at @p fd into col->idx (a new index): the lexicon is
+ * c->lexicon, else built from the tree first, as the daemon does on its
+ * first mount. @return 0, or -1 after printing why. */
+static int sign_tree(struct cli *c, int fd, struct collect *col,
+		     struct scan_summary *sum)
 {
-	struct collect col = {.verbose = c->verbose};
-	struct scan_summary sum = {0};
 	struct im_scan_counts pass1 = {0};
 	struct im_lexicon *lex = NULL;
 	struct im_df *df = NULL;
-	struct im_scan_ops ops = {.result = on_result, .arg = &col};
-	int fd = -1, ret, code = EXIT_RUNTIME;
+	struct im_scan_ops ops = {.result = on_result, .arg = col};
+	int ret, code = -1;
 	double t0;
 
-	fd = open_tree(c->argv[0]);
-	if (fd < 0)
-		return EXIT_RUNTIME;
 	if (c->lexicon) {
 		if (load_lexicon(c, &lex))
 			goto out;
@@ -373,22 +375,22 @@ int cmd_scan(struct cli *c)
 		im_df_free(df);
 		if (ret < 0)
 			goto out;
-		sum.t_lex = now() - t0;
+		sum->t_lex = now() - t0;
 	}
-	ret = im_index_new(&col.idx);
+	ret = im_index_new(&col->idx);
 	if (ret) {
 		err_msg("%s", strerror(-ret));
 		goto out;
 	}
 	if (lex) {
-		sum.lex_docs = im_lexicon_docs(lex);
-		sum.primary = im_lexicon_primary_size(lex);
-		sum.secondary = im_lexicon_secondary_size(lex);
+		sum->lex_docs = im_lexicon_docs(lex);
+		sum->primary = im_lexicon_primary_size(lex);
+		sum->secondary = im_lexicon_secondary_size(lex);
 		t0 = now();
-		ret = im_scan_sign(fd, lex, &c->p, c->jobs, &ops, &sum.c);
-		sum.t_sign = now() - t0;
+		ret = im_scan_sign(fd, lex, &c->p, c->jobs, &ops, &sum->c);
+		sum->t_sign = now() - t0;
 		if (!ret)
-			ret = col.err;
+			ret = col->err;
 		if (ret) {
 			err_msg("%s: %s", c->argv[0], strerror(-ret));
 			goto out;
@@ -396,9 +398,42 @@ int cmd_scan(struct cli *c)
 	} else {
 		/* Fewer than two text documents: nothing can cluster by
 		 * signature; report the tree as pass 1 saw it. */
-		sum.c = pass1;
-		sum.lex_docs = 0;
+		sum->c = pass1;
+		sum->lex_docs = 0;
 	}
+	code = 0;
+out:
+	if (lex)
+		im_lexicon_free(lex);
+	return code;
+}
+
+int scan_tree(struct cli *c, int fd, struct im_index **idx, scan_file_fn fn,
+	      void *arg)
+{
+	struct collect col = {.verbose = c->verbose, .fn = fn, .fn_arg = arg};
+	struct scan_summary sum = {0};
+
+	if (sign_tree(c, fd, &col, &sum)) {
+		if (col.idx)
+			im_index_free(col.idx);
+		return -1;
+	}
+	*idx = col.idx;
+	return 0;
+}
+
+int cmd_scan(struct cli *c)
+{
+	struct collect col = {.verbose = c->verbose};
+	struct scan_summary sum = {0};
+	int fd = -1, ret, code = EXIT_RUNTIME;
+
+	fd = open_tree(c->argv[0]);
+	if (fd < 0)
+		return EXIT_RUNTIME;
+	if (sign_tree(c, fd, &col, &sum))
+		goto out;
 	ret = gather_clusters(&col);
 	if (ret) {
 		err_msg("%s", strerror(ret < 0 ? -ret : ret));
@@ -419,8 +454,6 @@ out:
 	free_clusters(&col);
 	if (col.idx)
 		im_index_free(col.idx);
-	if (lex)
-		im_lexicon_free(lex);
 	close(fd);
 	return code;
 }

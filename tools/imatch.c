@@ -16,6 +16,7 @@
 
 #include "imatch.h"
 #include "stage.h"
+#include "plan.h"
 
 #ifndef IM_VERSION
 #define IM_VERSION "unknown"
@@ -32,9 +33,11 @@ enum {
 	F_DF = 1 << 6,
 	F_MERGE = 1 << 7,
 	F_CAT = 1 << 8,
-	F_ALL = 0x1ff,
-	F_WRITES = F_BUILD | F_LS | F_DF | F_MERGE, /* need -o */
-	F_SIGNING = F_SIGN | F_SCAN | F_EXPLAIN,    /* need k, seed, ... */
+	F_DEDUPE = 1 << 9,
+	F_APPLY = 1 << 10,
+	F_ALL = 0x3ff, /* every command but apply */
+	F_WRITES = F_BUILD | F_LS | F_DF | F_MERGE,	    /* need -o */
+	F_SIGNING = F_SIGN | F_SCAN | F_EXPLAIN | F_DEDUPE, /* k, seed, ... */
 };
 
 /* Option codes above the byte range for long-only options. */
@@ -60,6 +63,14 @@ enum {
 	O_FROM_DF,
 	O_CHECK,
 	O_HEAD,
+	O_NEAR,
+	O_KEEP_RULES,
+	O_KEEP_FRACTION,
+	O_PROTECT,
+	O_ACTION,
+	O_FORMAT,
+	O_CSV,
+	O_DRY_RUN,
 };
 
 struct opt {
@@ -77,20 +88,21 @@ static const struct opt opts[] = {
 	{"output", 1, 'o', F_WRITES, NULL,
 	 "-o, --output FILE  write the result here (required; df: the "
 	 "prefix)"},
-	{"jobs", 1, 'j', F_BUILD | F_SCAN, NULL,
+	{"jobs", 1, 'j', F_BUILD | F_SCAN | F_DEDUPE, NULL,
 	 "-j, --jobs N       worker threads (default: one per CPU)"},
-	{"json", 0, O_JSON, F_SCAN, NULL,
+	{"json", 0, O_JSON, F_SCAN | F_DEDUPE, NULL,
 	 "--json             print a JSON document instead of text"},
-	{"verbose", 0, 'v', F_ALL, NULL,
+	{"verbose", 0, 'v', F_ALL | F_APPLY, NULL,
 	 "-v, --verbose      say more (scan: a summary on stderr; explain: S)"},
 	{"k", 1, 'k', F_SIGNING, "k",
 	 "-k, --k N          randomized lexicons besides the original (0..31)"},
-	{"keep", 1, O_KEEP, F_SIGNING, "keep",
+	{"keep", 1, O_KEEP, F_SIGNING & ~F_DEDUPE, "keep",
 	 "--keep F           fraction of L and B each randomized lexicon "
 	 "keeps"},
-	{"nidf", 1, O_NIDF, F_BUILD | F_SCAN, "nidf",
+	{"nidf", 1, O_NIDF, F_BUILD | F_SCAN | F_DEDUPE, "nidf",
 	 "--nidf LO:HI       primary lexicon window of normalized idf"},
-	{"secondary-cap", 1, O_SECONDARY_CAP, F_BUILD | F_SCAN, "secondary_cap",
+	{"secondary-cap", 1, O_SECONDARY_CAP, F_BUILD | F_SCAN | F_DEDUPE,
+	 "secondary_cap",
 	 "--secondary-cap N  at most N terms in the secondary lexicon"},
 	{"min-terms", 1, O_MIN_TERMS, F_SIGNING, "min_terms",
 	 "--min-terms N      reject a coordinate when |S| < N"},
@@ -125,9 +137,30 @@ static const struct opt opts[] = {
 	 "--check            only verify: print nothing, exit 1 if any is bad"},
 	{"head", 0, O_HEAD, F_CAT, NULL,
 	 "--head             verify, then print the header and totals only"},
-	{"hidden", 0, O_HIDDEN, F_BUILD | F_SCAN | F_LS, NULL,
+	{"hidden", 0, O_HIDDEN, F_BUILD | F_SCAN | F_LS | F_DEDUPE, NULL,
 	 "--hidden           also read names beginning with '.'"},
-	{"help", 0, 'h', F_ALL, NULL, "-h, --help         this help"},
+	/* dedupe: --keep names the keep rules there; the fraction has its
+	 * own name. */
+	{"near", 0, O_NEAR, F_DEDUPE, NULL,
+	 "--near             also plan near-duplicates (default: exact "
+	 "copies)"},
+	{"keep", 1, O_KEEP_RULES, F_DEDUPE, NULL,
+	 "--keep RULES       keep rules in order (default " IM_KEEP_DEFAULT
+	 ")"},
+	{"protect", 1, O_PROTECT, F_DEDUPE, NULL,
+	 "--protect DIR      never plan a file under DIR (repeatable)"},
+	{"action", 1, O_ACTION, F_DEDUPE, NULL,
+	 "--action ACTION    remove (default), trash=DIR, hardlink, symlink"},
+	{"format", 1, O_FORMAT, F_DEDUPE, NULL,
+	 "--format FMT       json (lines, default), csv, text, sh"},
+	{"csv", 0, O_CSV, F_DEDUPE, NULL,
+	 "--csv              the same as --format csv"},
+	{"keep-fraction", 1, O_KEEP_FRACTION, F_DEDUPE, "keep",
+	 "--keep-fraction F  fraction of L and B each randomized lexicon "
+	 "keeps"},
+	{"dry-run", 0, O_DRY_RUN, F_APPLY, NULL,
+	 "--dry-run          check every line, change nothing"},
+	{"help", 0, 'h', F_ALL | F_APPLY, NULL, "-h, --help         this help"},
 };
 #define NOPTS (sizeof(opts) / sizeof(opts[0]))
 
@@ -163,7 +196,8 @@ static const struct command commands[] = {
 	 "daemon does on its first mount."},
 	{"explain", F_EXPLAIN, cmd_explain, 1, 1,
 	 "imatch explain [--lexicon FILE] [OPTIONS] FILE",
-	 "Show how FILE is signed: its format, |U|, and for each coordinate the\n"
+	 "Show how FILE is signed: its format, |U|, and for each coordinate "
+	 "the\n"
 	 "terms taken from the primary and secondary lexicons, |S|, |S|/|U|\n"
 	 "and the signature or why it was rejected. -v also lists S.\n"
 	 "The lexicon is --lexicon FILE, else $IMATCH_LEXICON."},
@@ -189,6 +223,24 @@ static const struct command commands[] = {
 	{"cat", F_CAT, cmd_cat, 1, -1, "imatch cat [--check|--head] FILE...",
 	 "Print stage files (from ls, df, ...) as JSON, after verifying them.\n"
 	 "A corrupt or truncated file is refused with one line naming it."},
+	{"dedupe", F_DEDUPE, cmd_dedupe, 1, 1,
+	 "imatch dedupe [--near] [--keep RULES] [--protect DIR]... "
+	 "[--action ACTION] [OPTIONS] DIR",
+	 "Plan the removal of redundant files under DIR and print the plan,\n"
+	 "one JSON object per line (see imatch(1)); a summary goes to stderr.\n"
+	 "Changes nothing: review the plan, delete the lines of files to "
+	 "keep,\n"
+	 "then run 'imatch apply'. Within each cluster the keep rules pick a\n"
+	 "keeper; the files directly linked to it are planned, never through\n"
+	 "a chain of links. Exact copies only unless --near."},
+	{"apply", F_APPLY, cmd_apply, 1, 1, "imatch apply [--dry-run] PLAN|-",
+	 "Carry out a plan from 'imatch dedupe' (a file, or - for stdin), "
+	 "line\n"
+	 "by line. Each line is re-verified first: the file and its keeper\n"
+	 "exist, are regular files with the size, mtime and content recorded\n"
+	 "in the plan, no path component is a symlink, and the keeper is not\n"
+	 "itself planned; otherwise the line is skipped and the reason said.\n"
+	 "Exit status 0 when every line was done or skipped, 1 on an error."},
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
@@ -356,6 +408,22 @@ static int run_command(const struct command *cmd, int argc, char **argv)
 		case O_LEXICON: c.lexicon = optarg; break;
 		case O_JSON: c.json = true; break;
 		case O_HIDDEN: c.p.hidden = 1; break;
+		case O_NEAR: c.near = true; break;
+		case O_KEEP_RULES: c.keep_rules = optarg; break;
+		case O_PROTECT:
+			if (!c.protect)
+				c.protect =
+					calloc((size_t)argc, sizeof(char *));
+			if (!c.protect) {
+				err_msg("%s", strerror(ENOMEM));
+				return EXIT_RUNTIME;
+			}
+			c.protect[c.nprotect++] = optarg;
+			break;
+		case O_ACTION: c.action = optarg; break;
+		case O_FORMAT: c.format = optarg; break;
+		case O_CSV: c.format = "csv"; break;
+		case O_DRY_RUN: c.dry_run = true; break;
 		}
 	}
 	if (im_params_check(&c.p, why, sizeof(why))) {
@@ -396,7 +464,9 @@ static int run_command(const struct command *cmd, int argc, char **argv)
 			return EXIT_USAGE;
 		}
 	}
-	return cmd->run(&c);
+	ret = cmd->run(&c);
+	free(c.protect);
+	return ret;
 }
 
 int main(int argc, char **argv)

@@ -37,7 +37,15 @@ struct cli {
 	bool from_df;		/**< lexicon build --from-df */
 	bool check;		/**< cat --check */
 	bool head;		/**< cat --head */
-	int argc;		/**< operands */
+	/* dedupe and apply */
+	bool near;		/**< --near */
+	const char *keep_rules; /**< --keep RULES, or NULL */
+	const char **protect;	/**< --protect DIR, repeatable (malloc'd) */
+	size_t nprotect;
+	const char *action; /**< --action ACTION, or NULL */
+	const char *format; /**< --format FMT (--csv: "csv"), or NULL */
+	bool dry_run;	    /**< --dry-run */
+	int argc;	    /**< operands */
 	char **argv;
 };
 
@@ -52,6 +60,8 @@ int cmd_ls(struct cli *c);
 int cmd_df(struct cli *c);
 int cmd_df_merge(struct cli *c);
 int cmd_cat(struct cli *c);
+int cmd_dedupe(struct cli *c);
+int cmd_apply(struct cli *c);
 
 /**
  * lexicon build --from-df: add up the merged partitions named by the
@@ -59,6 +69,28 @@ int cmd_cat(struct cli *c);
  * tree. Prints the reason naming the file on failure. @return 0 or -1.
  */
 int df_from_stage(struct cli *c, struct im_df **out);
+
+/* ---- Signing a tree (cmd_scan.c) ------------------------------------------- */
+
+struct im_index;
+struct im_doc_sigs;
+struct stat;
+
+/** Sees each file scan_tree() signed, after it entered the index; calls are
+ *  serialized. @p st is the fstat() of the file as it was read. */
+typedef void (*scan_file_fn)(const char *path, const struct stat *st,
+			     const struct im_doc_sigs *d, void *arg);
+
+/**
+ * Sign the tree open at @p fd (c->argv[0]) into a new index, exactly as
+ * `imatch scan` does: with c->lexicon, else a lexicon built from the tree
+ * first. The caller frees *idx with im_index_free().
+ *
+ * @param fn  may be NULL.
+ * @return 0, or -1 after printing why.
+ */
+int scan_tree(struct cli *c, int fd, struct im_index **idx, scan_file_fn fn,
+	      void *arg);
 
 /* ---- Messages -------------------------------------------------------------- */
 

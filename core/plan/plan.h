@@ -36,6 +36,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "index.h"
+
 /* ---- Keep rules ------------------------------------------------------------ */
 
 enum im_keep_rule {
@@ -141,5 +143,49 @@ void im_plan_release(struct im_plan *p);
 int im_plan_build(const struct im_plan_file *files, size_t nfiles,
 		  const struct im_plan_link *links, size_t nlinks,
 		  const struct im_plan_opts *o, struct im_plan *out);
+
+/* ---- From the index --------------------------------------------------------
+ * The driver used by `imatch dedupe` and the daemon: the files are the members
+ * of the index's clusters, the links are im_index_dupes(), a link is exact
+ * when both documents have the same content hash.
+ */
+
+/** The files of every cluster and the plan over them. Owned by the caller:
+ *  zero it (or im_plan_set_release() it) before, release it after. */
+struct im_plan_set {
+	struct im_plan_file *files; /**< paths owned by the set */
+	uint8_t (*hash)[16];	    /**< each file's content hash */
+	bool *hash_valid;	    /**< hash[i] holds one (else 0s) */
+	struct im_sig *cluster;	    /**< the cluster each file is in */
+	size_t nfiles;
+	struct im_plan plan; /**< indices refer to files[] */
+};
+
+/**
+ * Fill @p f->size, mtime_ns, dev and ino of the document @p path (f->path is
+ * set already). Never called while the index is locked, so it may take the
+ * caller's own locks.
+ *
+ * @return 0; > 0 to leave the document out (it vanished, or the user
+ *         excluded it: it is then neither planned nor a keeper); < 0 to
+ *         stop with that error.
+ */
+typedef int (*im_plan_meta_cb)(const char *path, struct im_plan_file *f,
+			       void *arg);
+
+/**
+ * Plan over the clusters of @p idx. The index may change meanwhile (the
+ * daemon): the plan then reflects some mix of the two states, never a link
+ * the index did not hold, and a caller that needs one state compares
+ * im_index_generation() before and after.
+ *
+ * @return 0, -ENOMEM, or meta's negative value; on error @p out is empty.
+ */
+int im_plan_from_index(const struct im_index *idx, const struct im_plan_opts *o,
+		       im_plan_meta_cb meta, void *arg,
+		       struct im_plan_set *out);
+
+/** Free everything @p s holds; it is zeroed. */
+void im_plan_set_release(struct im_plan_set *s);
 
 #endif

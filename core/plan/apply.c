@@ -1,0 +1,1080 @@
+/**
+ * @file apply.c
+ * Parsing and applying plan lines (contract in apply.h).
+ *
+ * Internal helpers return 0 (go on), SKIP (not safe: r->why says why) or a
+ * negative errno (r->why names the step), so every check reads the same way.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "apply.h"
+
+#define SKIP 1
+
+/* ---- Parsing ----------------------------------------------------------------- */
+
+struct jp {
+	const char *s, *end;
+	const char *why;
+};
+
+static void ws(struct jp *p)
+{
+	while (p->s < p->end && (*p->s == ' ' || *p->s == '\t' ||
+				 *p->s == '\r' || *p->s == '\n'))
+		p->s++;
+}
+
+static int fail(struct jp *p, const char *why)
+{
+	if (!p->why)
+		p->why = why;
+	return -EINVAL;
+}
+
+static int hex4(struct jp *p, unsigned *v)
+{
+	*v = 0;
+	if (p->end - p->s < 4)
+		return fail(p, "a truncated \\u escape");
+	for (int i = 0; i < 4; i++) {
+		char c = *p->s++;
+
+		*v <<= 4;
+		if (c >= '0' && c <= '9')
+			*v |= (unsigned)(c - '0');
+		else if (c >= 'a' && c <= 'f')
+			*v |= (unsigned)(c - 'a' + 10);
+		else if (c >= 'A' && c <= 'F')
+			*v |= (unsigned)(c - 'A' + 10);
+		else
+			return fail(p, "a bad \\u escape");
+	}
+	return 0;
+}
+
+static size_t put_utf8(char *o, unsigned cp)
+{
+	if (cp < 0x80) {
+		o[0] = (char)cp;
+		return 1;
+	}
+	if (cp < 0x800) {
+		o[0] = (char)(0xc0 | cp >> 6);
+		o[1] = (char)(0x80 | (cp & 0x3f));
+		return 2;
+	}
+	if (cp < 0x10000) {
+		o[0] = (char)(0xe0 | cp >> 12);
+		o[1] = (char)(0x80 | (cp >> 6 & 0x3f));
+		o[2] = (char)(0x80 | (cp & 0x3f));
+		return 3;
+	}
+	o[0] = (char)(0xf0 | cp >> 18);
+	o[1] = (char)(0x80 | (cp >> 12 & 0x3f));
+	o[2] = (char)(0x80 | (cp >> 6 & 0x3f));
+	o[3] = (char)(0x80 | (cp & 0x3f));
+	return 4;
+}
+
+/* A string literal, decoded into a malloc'd NUL-terminated buffer. A NUL
+ * inside is refused: every string here is a path or a name. */
+static int jstring(struct jp *p, char **out)
+{
+	char *buf, *o;
+
+	*out = NULL;
+	ws(p);
+	if (p->s >= p->end || *p->s != '"')
+		return fail(p, "a string was expected");
+	p->s++;
+	/* Escapes only shrink: the rest of the line is enough. */
+	buf = malloc((size_t)(p->end - p->s) + 1);
+	if (!buf)
+		return -ENOMEM;
+	o = buf;
+	for (;;) {
+		unsigned char c;
+
+		if (p->s >= p->end) {
+			free(buf);
+			return fail(p, "an unterminated string");
+		}
+		c = (unsigned char)*p->s++;
+		if (c == '"')
+			break;
+		if (c < 0x20) {
+			free(buf);
+			return fail(p, "a control character in a string");
+		}
+		if (c != '\\') {
+			*o++ = (char)c;
+			continue;
+		}
+		if (p->s >= p->end) {
+			free(buf);
+			return fail(p, "an unterminated string");
+		}
+		c = (unsigned char)*p->s++;
+		switch (c) {
+		case '"':
+		case '\\':
+		case '/': *o++ = (char)c; break;
+		case 'b': *o++ = '\b'; break;
+		case 'f': *o++ = '\f'; break;
+		case 'n': *o++ = '\n'; break;
+		case 'r': *o++ = '\r'; break;
+		case 't': *o++ = '\t'; break;
+		case 'u': {
+			unsigned cp, lo;
+
+			if (hex4(p, &cp))
+				goto bad;
+			if (cp >= 0xdc80 && cp <= 0xdcff) {
+				/* surrogateescape: one raw byte */
+				*o++ = (char)(cp - 0xdc00);
+				break;
+			}
+			if (cp >= 0xd800 && cp <= 0xdbff) {
+				if (p->end - p->s < 6 || p->s[0] != '\\' ||
+				    p->s[1] != 'u') {
+					fail(p, "a lone surrogate");
+					goto bad;
+				}
+				p->s += 2;
+				if (hex4(p, &lo))
+					goto bad;
+				if (lo < 0xdc00 || lo > 0xdfff) {
+					fail(p, "a lone surrogate");
+					goto bad;
+				}
+				cp = 0x10000 + ((cp - 0xd800) << 10) +
+				     (lo - 0xdc00);
+			} else if (cp >= 0xdc00 && cp <= 0xdfff) {
+				fail(p, "a lone surrogate");
+				goto bad;
+			}
+			if (cp == 0) {
+				fail(p, "a NUL in a string");
+				goto bad;
+			}
+			o += put_utf8(o, cp);
+			break;
+		}
+		default: fail(p, "a bad escape in a string"); goto bad;
+		}
+	}
+	*o = '\0';
+	*out = buf;
+	return 0;
+bad:
+	free(buf);
+	return -EINVAL;
+}
+
+/* A number token, copied out for strto*(). */
+static int jtoken(struct jp *p, char *tok, size_t len)
+{
+	size_t n = 0;
+
+	ws(p);
+	while (p->s < p->end && strchr("+-0123456789.eE", *p->s) && *p->s) {
+		if (n + 1 >= len)
+			return fail(p, "a number too long");
+		tok[n++] = *p->s++;
+	}
+	tok[n] = '\0';
+	return n ? 0 : fail(p, "a number was expected");
+}
+
+static int jint(struct jp *p, int64_t *v)
+{
+	char tok[32], *end;
+	long long x;
+
+	if (jtoken(p, tok, sizeof(tok)))
+		return -EINVAL;
+	errno = 0;
+	x = strtoll(tok, &end, 10);
+	if (errno || *end)
+		return fail(p, "an integer was expected");
+	*v = x;
+	return 0;
+}
+
+static int juint(struct jp *p, uint64_t *v)
+{
+	char tok[32], *end;
+	unsigned long long x;
+
+	if (jtoken(p, tok, sizeof(tok)))
+		return -EINVAL;
+	errno = 0;
+	x = strtoull(tok, &end, 10);
+	if (errno || *end || tok[0] == '-')
+		return fail(p, "a size was expected");
+	*v = x;
+	return 0;
+}
+
+static int jdouble(struct jp *p, double *v)
+{
+	char tok[64], *end;
+
+	if (jtoken(p, tok, sizeof(tok)))
+		return -EINVAL;
+	*v = strtod(tok, &end);
+	return *end ? fail(p, "a number was expected") : 0;
+}
+
+/* Any value of a field we do not know (nested up to a modest depth). */
+static int jskip(struct jp *p, int depth)
+{
+	ws(p);
+	if (p->s >= p->end)
+		return fail(p, "a value was expected");
+	if (depth > 16)
+		return fail(p, "values nested too deep");
+	if (*p->s == '"') {
+		char *s;
+		int ret = jstring(p, &s);
+
+		free(s);
+		return ret;
+	}
+	if (*p->s == '{' || *p->s == '[') {
+		char close = *p->s == '{' ? '}' : ']';
+
+		p->s++;
+		ws(p);
+		if (p->s < p->end && *p->s == close) {
+			p->s++;
+			return 0;
+		}
+		for (;;) {
+			int ret;
+
+			if (close == '}') {
+				char *k;
+
+				ret = jstring(p, &k);
+				free(k);
+				if (ret)
+					return ret;
+				ws(p);
+				if (p->s >= p->end || *p->s++ != ':')
+					return fail(p, "':' was expected");
+			}
+			ret = jskip(p, depth + 1);
+			if (ret)
+				return ret;
+			ws(p);
+			if (p->s < p->end && *p->s == ',') {
+				p->s++;
+				continue;
+			}
+			if (p->s < p->end && *p->s == close) {
+				p->s++;
+				return 0;
+			}
+			return fail(p, "',' or a closing bracket was expected");
+		}
+	}
+	for (const char *w = "true\0false\0null\0"; *w; w += strlen(w) + 1)
+		if ((size_t)(p->end - p->s) >= strlen(w) &&
+		    !memcmp(p->s, w, strlen(w))) {
+			p->s += strlen(w);
+			return 0;
+		}
+	{
+		double d;
+
+		return jdouble(p, &d);
+	}
+}
+
+static int jhash(struct jp *p, uint8_t *h)
+{
+	char *s;
+	int ret = jstring(p, &s);
+
+	if (ret)
+		return ret;
+	ret = 0;
+	if (strncmp(s, "xxh128:", 7) || strlen(s) != 7 + 32)
+		ret = fail(p, "a hash must be \"xxh128:\" and 32 hex digits");
+	for (int i = 0; !ret && i < 16; i++) {
+		unsigned v;
+
+		if (sscanf(s + 7 + 2 * i, "%2x", &v) != 1 ||
+		    !strchr("0123456789abcdefABCDEF", s[7 + 2 * i]) ||
+		    !strchr("0123456789abcdefABCDEF", s[8 + 2 * i]))
+			ret = fail(p, "a hash must be \"xxh128:\" and 32 hex "
+				      "digits");
+		else
+			h[i] = (uint8_t)v;
+	}
+	free(s);
+	return ret;
+}
+
+enum {
+	F_ACTION = 1 << 0,
+	F_KIND = 1 << 1,
+	F_PATH = 1 << 2,
+	F_KEEPER = 1 << 3,
+	F_SIZE = 1 << 4,
+	F_MTIME = 1 << 5,
+	F_HASH = 1 << 6,
+	F_KSIZE = 1 << 7,
+	F_KMTIME = 1 << 8,
+	F_KHASH = 1 << 9,
+	F_ROOT = 1 << 10,
+	F_TRASH = 1 << 11,
+	F_NEEDED = (1 << 10) - 1,
+};
+
+static int field(struct jp *p, const char *key, struct im_plan_line *l,
+		 unsigned *seen)
+{
+	static const char *const actions[] = {"remove", "trash", "hardlink",
+					      "symlink"};
+	char *s = NULL;
+	int ret;
+
+	if (!strcmp(key, "action") || !strcmp(key, "kind")) {
+		bool action = key[0] == 'a';
+
+		ret = jstring(p, &s);
+		if (ret)
+			return ret;
+		ret = fail(p, action ? "unknown action" : "unknown kind");
+		if (action) {
+			for (int i = 0; i < 4; i++)
+				if (!strcmp(s, actions[i])) {
+					l->action = (enum im_plan_action)i;
+					ret = 0;
+				}
+		} else if (!strcmp(s, "exact") || !strcmp(s, "near")) {
+			l->exact = s[0] == 'e';
+			ret = 0;
+		}
+		free(s);
+		if (!ret)
+			p->why = NULL;
+		*seen |= action ? F_ACTION : F_KIND;
+		return ret;
+	}
+	if (!strcmp(key, "path"))
+		return *seen |= F_PATH, jstring(p, &l->file.path);
+	if (!strcmp(key, "keeper"))
+		return *seen |= F_KEEPER, jstring(p, &l->keeper.path);
+	if (!strcmp(key, "root"))
+		return *seen |= F_ROOT, jstring(p, &l->root);
+	if (!strcmp(key, "trash"))
+		return *seen |= F_TRASH, jstring(p, &l->trash);
+	if (!strcmp(key, "size"))
+		return *seen |= F_SIZE, juint(p, &l->file.size);
+	if (!strcmp(key, "keeper_size"))
+		return *seen |= F_KSIZE, juint(p, &l->keeper.size);
+	if (!strcmp(key, "mtime_ns"))
+		return *seen |= F_MTIME, jint(p, &l->file.mtime_ns);
+	if (!strcmp(key, "keeper_mtime_ns"))
+		return *seen |= F_KMTIME, jint(p, &l->keeper.mtime_ns);
+	if (!strcmp(key, "hash"))
+		return *seen |= F_HASH, jhash(p, l->file.hash);
+	if (!strcmp(key, "keeper_hash"))
+		return *seen |= F_KHASH, jhash(p, l->keeper.hash);
+	if (!strcmp(key, "similarity"))
+		return jdouble(p, &l->similarity);
+	return jskip(p, 0);
+}
+
+void im_plan_line_release(struct im_plan_line *l)
+{
+	free(l->file.path);
+	free(l->keeper.path);
+	free(l->root);
+	free(l->trash);
+	memset(l, 0, sizeof(*l));
+}
+
+int im_plan_line_parse(const char *s, size_t len, struct im_plan_line *out,
+		       char *why, size_t why_len)
+{
+	struct jp p = {s, s + len, NULL};
+	struct im_plan_line l;
+	unsigned seen = 0;
+	int ret = -EINVAL;
+
+	memset(&l, 0, sizeof(l));
+	memset(out, 0, sizeof(*out));
+	ws(&p);
+	if (p.s >= p.end || *p.s++ != '{') {
+		fail(&p, "a line must be one JSON object");
+		goto out;
+	}
+	ws(&p);
+	if (p.s < p.end && *p.s == '}') {
+		fail(&p, "an empty object");
+		goto out;
+	}
+	for (;;) {
+		char *key;
+
+		ret = jstring(&p, &key);
+		if (ret)
+			goto out;
+		ws(&p);
+		if (p.s >= p.end || *p.s++ != ':') {
+			free(key);
+			ret = fail(&p, "':' was expected");
+			goto out;
+		}
+		ret = field(&p, key, &l, &seen);
+		free(key);
+		if (ret)
+			goto out;
+		ws(&p);
+		if (p.s < p.end && *p.s == ',') {
+			p.s++;
+			continue;
+		}
+		if (p.s < p.end && *p.s == '}') {
+			p.s++;
+			break;
+		}
+		ret = fail(&p, "',' or '}' was expected");
+		goto out;
+	}
+	ws(&p);
+	ret = -EINVAL;
+	if (p.s != p.end)
+		fail(&p, "text after the object");
+	else if ((seen & F_NEEDED) != F_NEEDED)
+		fail(&p, "a field is missing (action, kind, path, keeper, "
+			 "size, mtime_ns, hash and the keeper's)");
+	else if (l.action == IM_ACT_TRASH &&
+		 (seen & (F_ROOT | F_TRASH)) != (F_ROOT | F_TRASH))
+		fail(&p, "a trash line needs root and trash");
+	else
+		ret = 0;
+out:
+	if (ret) {
+		if (why && why_len)
+			snprintf(why, why_len, "%s",
+				 ret == -ENOMEM ? "out of memory"
+				 : p.why	? p.why
+						: "malformed JSON");
+		im_plan_line_release(&l);
+		return ret;
+	}
+	*out = l;
+	return 0;
+}
+
+/* ---- Opening without following symlinks -------------------------------------- */
+
+/* The two files of a line, for the reasons given. */
+enum role { FILE_, KEEPER };
+
+/* Absolute, no empty, "." or ".." component, not "/" itself. */
+static bool canonical(const char *path)
+{
+	const char *c = path;
+
+	if (path[0] != '/' || !path[1])
+		return false;
+	while (*c == '/') {
+		size_t n = strcspn(++c, "/");
+
+		if (n == 0 || (n == 1 && c[0] == '.') ||
+		    (n == 2 && c[0] == '.' && c[1] == '.'))
+			return false;
+		c += n;
+	}
+	return true;
+}
+
+/*
+ * Open the directory holding the last component of @p path (a canonical
+ * absolute path) one component at a time, never following a symlink;
+ * with @p create, make missing directories. *name points into @p buf (a
+ * copy of the path). O_PATH: only search permission is needed on the way.
+ */
+static int open_parent(const char *path, bool create, char *buf, size_t len,
+		       int *dirfd, const char **name, const char **why,
+		       const char *const whys[4])
+{
+	char *c, *slash;
+	int fd, nfd;
+
+	if (snprintf(buf, len, "%s", path) >= (int)len) {
+		*why = "the path is too long";
+		return -ENAMETOOLONG;
+	}
+	fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0) {
+		*why = "opening /";
+		return -errno;
+	}
+	c = buf + 1;
+	while ((slash = strchr(c, '/'))) {
+		*slash = '\0';
+		nfd = openat(fd, c,
+			     O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (nfd < 0 && errno == ENOENT && create) {
+			if (mkdirat(fd, c, 0777) && errno != EEXIST) {
+				int e = errno;
+
+				close(fd);
+				*why = whys[3];
+				return -e;
+			}
+			nfd = openat(fd, c,
+				     O_PATH | O_DIRECTORY | O_NOFOLLOW |
+					     O_CLOEXEC);
+		}
+		if (nfd < 0) {
+			int e = errno;
+			struct stat st;
+
+			if (!fstatat(fd, c, &st, AT_SYMLINK_NOFOLLOW) &&
+			    S_ISLNK(st.st_mode))
+				*why = whys[0];
+			else if (e == ENOENT)
+				*why = whys[1];
+			else if (e == ENOTDIR || e == ELOOP)
+				*why = whys[2];
+			close(fd);
+			if (e == ENOENT || e == ENOTDIR || e == ELOOP)
+				return SKIP;
+			*why = whys[3];
+			return -e;
+		}
+		close(fd);
+		fd = nfd;
+		*slash = '/';
+		c = slash + 1;
+	}
+	*dirfd = fd;
+	*name = c;
+	return 0;
+}
+
+static const char *const dir_whys[2][4] = {
+	{"a directory on the file's path is a symlink",
+	 "a directory on the file's path is gone",
+	 "a component of the file's path is not a directory",
+	 "opening a directory on the file's path"},
+	{"a directory on the keeper's path is a symlink",
+	 "a directory on the keeper's path is gone",
+	 "a component of the keeper's path is not a directory",
+	 "opening a directory on the keeper's path"},
+};
+
+enum reason {
+	R_GONE,
+	R_SYMLINK,
+	R_NOT_REG,
+	R_SIZE,
+	R_MTIME,
+	R_CONTENT,
+	R_OPEN,
+	R_READ,
+};
+
+static const char *const whys[2][8] = {
+	{"the file is gone", "the file is a symlink",
+	 "the file is not a regular file", "the file's size changed",
+	 "the file was modified since the plan", "the file's content changed",
+	 "opening the file", "reading the file"},
+	{"the keeper is gone", "the keeper is a symlink",
+	 "the keeper is not a regular file", "the keeper's size changed",
+	 "the keeper was modified since the plan",
+	 "the keeper's content changed", "opening the keeper",
+	 "reading the keeper"},
+};
+
+/* One side of a line, opened and checked against the plan's record. */
+struct side {
+	char buf[PATH_MAX];
+	int dirfd, fd;
+	const char *name;
+	struct stat st;
+};
+
+static int64_t mtime_ns(const struct stat *st)
+{
+	return (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+}
+
+static int open_side(const struct im_plan_rec *rec, enum role role,
+		     struct side *s, const char **why)
+{
+	int ret;
+
+	ret = open_parent(rec->path, false, s->buf, sizeof(s->buf), &s->dirfd,
+			  &s->name, why, dir_whys[role]);
+	if (ret)
+		return ret;
+	s->fd = openat(s->dirfd, s->name,
+		       O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY |
+			       O_CLOEXEC);
+	if (s->fd < 0) {
+		int e = errno;
+
+		*why = whys[role][e == ENOENT  ? R_GONE
+				  : e == ELOOP ? R_SYMLINK
+					       : R_OPEN];
+		return e == ENOENT || e == ELOOP ? SKIP : -e;
+	}
+	if (fstat(s->fd, &s->st)) {
+		*why = whys[role][R_OPEN];
+		return -errno;
+	}
+	if (!S_ISREG(s->st.st_mode)) {
+		*why = whys[role][R_NOT_REG];
+		return SKIP;
+	}
+	if ((uint64_t)s->st.st_size != rec->size) {
+		*why = whys[role][R_SIZE];
+		return SKIP;
+	}
+	if (mtime_ns(&s->st) != rec->mtime_ns) {
+		*why = whys[role][R_MTIME];
+		return SKIP;
+	}
+	return 0;
+}
+
+static void close_side(struct side *s)
+{
+	if (s->fd >= 0)
+		close(s->fd);
+	if (s->dirfd >= 0)
+		close(s->dirfd);
+	s->fd = s->dirfd = -1;
+}
+
+/*
+ * Hash both files and, when @p compare, compare their bytes on the way
+ * (regular files: a read is short only at the end). *same is false when
+ * they differ.
+ */
+#define CHUNK (128 * 1024)
+
+static int hash_files(struct side *a, struct side *b, bool compare,
+		      uint8_t ha[16], uint8_t hb[16], bool *same,
+		      const char **why)
+{
+	XXH3_state_t *xa = XXH3_createState(), *xb = XXH3_createState();
+	char *ba = malloc(CHUNK), *bb = malloc(CHUNK);
+	off_t oa = 0, ob = 0;
+	bool done_a = false, done_b = false;
+	int ret = -ENOMEM;
+
+	*same = true;
+	if (!xa || !xb || !ba || !bb)
+		goto out;
+	XXH3_128bits_reset(xa);
+	XXH3_128bits_reset(xb);
+	while (!done_a || !done_b) {
+		ssize_t ra = done_a ? 0 : pread(a->fd, ba, CHUNK, oa);
+		ssize_t rb = done_b ? 0 : pread(b->fd, bb, CHUNK, ob);
+
+		if (ra < 0 || rb < 0) {
+			ret = -errno;
+			*why = whys[ra < 0 ? FILE_ : KEEPER][R_READ];
+			goto out;
+		}
+		XXH3_128bits_update(xa, ba, (size_t)ra);
+		XXH3_128bits_update(xb, bb, (size_t)rb);
+		if (compare && (ra != rb || memcmp(ba, bb, (size_t)ra)))
+			*same = false;
+		oa += ra;
+		ob += rb;
+		done_a = ra == 0;
+		done_b = rb == 0;
+	}
+	{
+		XXH128_canonical_t c;
+
+		XXH128_canonicalFromHash(&c, XXH3_128bits_digest(xa));
+		memcpy(ha, c.digest, 16);
+		XXH128_canonicalFromHash(&c, XXH3_128bits_digest(xb));
+		memcpy(hb, c.digest, 16);
+	}
+	ret = 0;
+out:
+	XXH3_freeState(xa);
+	XXH3_freeState(xb);
+	free(ba);
+	free(bb);
+	return ret;
+}
+
+/* ---- Acting ------------------------------------------------------------------ */
+
+/* Is the name still the inode that was verified, unchanged? */
+static bool still_there(const struct side *s)
+{
+	struct stat now, fst;
+
+	return !fstatat(s->dirfd, s->name, &now, AT_SYMLINK_NOFOLLOW) &&
+	       now.st_dev == s->st.st_dev && now.st_ino == s->st.st_ino &&
+	       !fstat(s->fd, &fst) && mtime_ns(&fst) == mtime_ns(&s->st) &&
+	       fst.st_size == s->st.st_size;
+}
+
+/* A fresh name for a temporary file or link in the same directory. */
+static void temp_name(char *buf, size_t len, unsigned attempt)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	snprintf(buf, len, ".imatch-%ld-%lx-%u.tmp", (long)getpid(),
+		 (unsigned long)ts.tv_nsec, attempt);
+}
+
+/* @p path relative to @p root, or NULL if it is not strictly below it. */
+static const char *below(const char *path, const char *root)
+{
+	size_t n = strlen(root);
+
+	if (!strcmp(root, "/"))
+		return path + 1;
+	if (strncmp(path, root, n) || path[n] != '/' || !path[n + 1])
+		return NULL;
+	return path + n + 1;
+}
+
+static const char *const trash_whys[4] = {
+	"a directory on the way into the trash is a symlink",
+	"a directory on the way into the trash is missing",
+	"a component of the trash path is not a directory",
+	"creating a directory in the trash",
+};
+
+/* Across filesystems: copy, check, link into place (never over anything),
+ * then unlink the original. */
+static int copy_across(const struct im_plan_line *l, struct side *f, int dfd,
+		       const char *base, const char **why)
+{
+	char tmp[64], *buf = NULL;
+	XXH3_state_t *x = NULL;
+	int tfd = -1, ret = -ENOMEM;
+	off_t off = 0;
+	bool made = false;
+
+	for (unsigned i = 0; tfd < 0 && i < 100; i++) {
+		temp_name(tmp, sizeof(tmp), i);
+		tfd = openat(dfd, tmp,
+			     O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
+				     O_CLOEXEC,
+			     0600);
+		if (tfd < 0 && errno != EEXIST) {
+			*why = "creating a copy in the trash";
+			return -errno;
+		}
+	}
+	if (tfd < 0) {
+		*why = "creating a copy in the trash";
+		return -EEXIST;
+	}
+	made = true;
+	buf = malloc(CHUNK);
+	x = XXH3_createState();
+	if (!buf || !x)
+		goto out;
+	XXH3_128bits_reset(x);
+	for (;;) {
+		ssize_t n = pread(f->fd, buf, CHUNK, off);
+
+		if (n < 0) {
+			ret = -errno;
+			*why = whys[FILE_][R_READ];
+			goto out;
+		}
+		if (n == 0)
+			break;
+		XXH3_128bits_update(x, buf, (size_t)n);
+		for (ssize_t w = 0; w < n;) {
+			ssize_t k = write(tfd, buf + w, (size_t)(n - w));
+
+			if (k < 0) {
+				ret = -errno;
+				*why = "writing the copy in the trash";
+				goto out;
+			}
+			w += k;
+		}
+		off += n;
+	}
+	{
+		XXH128_canonical_t c;
+
+		XXH128_canonicalFromHash(&c, XXH3_128bits_digest(x));
+		if ((uint64_t)off != l->file.size ||
+		    memcmp(c.digest, l->file.hash, 16)) {
+			*why = "the file changed while it was copied to the "
+			       "trash";
+			ret = SKIP;
+			goto out;
+		}
+	}
+	if (fchmod(tfd, f->st.st_mode & 07777) ||
+	    futimens(tfd, (struct timespec[2]){f->st.st_atim, f->st.st_mtim})) {
+		ret = -errno;
+		*why = "giving the copy the file's mode and times";
+		goto out;
+	}
+	/* The owner only when allowed (root); a user's copy is theirs. */
+	if (fchown(tfd, f->st.st_uid, f->st.st_gid) && errno != EPERM) {
+		ret = -errno;
+		*why = "giving the copy the file's owner";
+		goto out;
+	}
+	if (fsync(tfd)) {
+		ret = -errno;
+		*why = "writing the copy in the trash";
+		goto out;
+	}
+	if (linkat(dfd, tmp, dfd, base, 0)) {
+		ret = errno == EEXIST ? SKIP : -errno;
+		*why = errno == EEXIST
+			       ? "something is already at the destination in "
+				 "the trash"
+			       : "linking the copy into place in the trash";
+		goto out;
+	}
+	if (!still_there(f)) {
+		/* Both stay: the copy verified, the original now different. */
+		*why = "the file changed while it was copied; the copy in the "
+		       "trash stays";
+		ret = SKIP;
+		goto out;
+	}
+	if (unlinkat(f->dirfd, f->name, 0)) {
+		ret = -errno;
+		*why = "removing the file after copying it to the trash";
+		goto out;
+	}
+	ret = 0;
+out:
+	if (tfd >= 0)
+		close(tfd);
+	if (made)
+		unlinkat(dfd, tmp, 0);
+	free(buf);
+	XXH3_freeState(x);
+	return ret;
+}
+
+static int do_trash(const struct im_plan_line *l, struct side *f, bool dry,
+		    struct im_apply_result *r, const char **why)
+{
+	char buf[PATH_MAX];
+	const char *rel, *base;
+	struct stat st;
+	int dfd = -1, ret;
+
+	if (!l->root || !canonical(l->root) || !l->trash ||
+	    !(canonical(l->trash) || !strcmp(l->trash, "/"))) {
+		*why = "the line's root or trash is not a canonical absolute "
+		       "path";
+		return SKIP;
+	}
+	rel = below(l->file.path, l->root);
+	if (!rel) {
+		*why = "the file is not below the plan's root";
+		return SKIP;
+	}
+	if (snprintf(r->dest, sizeof(r->dest), "%s/%s",
+		     strcmp(l->trash, "/") ? l->trash : "",
+		     rel) >= (int)sizeof(r->dest)) {
+		*why = "the path in the trash is too long";
+		return SKIP;
+	}
+	ret = open_parent(r->dest, !dry, buf, sizeof(buf), &dfd, &base, why,
+			  trash_whys);
+	if (dry && ret == SKIP && *why == trash_whys[1])
+		return 0; /* would be created */
+	if (ret)
+		return ret;
+	if (!fstatat(dfd, base, &st, AT_SYMLINK_NOFOLLOW)) {
+		*why = "something is already at the destination in the trash";
+		ret = SKIP;
+		goto out;
+	}
+	if (dry)
+		goto out;
+	if (!still_there(f)) {
+		*why = "the file changed during verification";
+		ret = SKIP;
+		goto out;
+	}
+	if (!renameat2(f->dirfd, f->name, dfd, base, RENAME_NOREPLACE))
+		goto out;
+	if (errno == EINVAL || errno == ENOSYS) {
+		/* No RENAME_NOREPLACE here: link (fails on an existing
+		 * name), then unlink. */
+		if (!linkat(f->dirfd, f->name, dfd, base, 0)) {
+			if (unlinkat(f->dirfd, f->name, 0)) {
+				ret = -errno;
+				*why = "removing the file after linking it "
+				       "into the trash";
+			}
+			goto out;
+		}
+	}
+	if (errno == EEXIST) {
+		*why = "something is already at the destination in the trash";
+		ret = SKIP;
+	} else if (errno == EXDEV) {
+		ret = copy_across(l, f, dfd, base, why);
+	} else {
+		ret = -errno;
+		*why = "moving the file into the trash";
+	}
+out:
+	close(dfd);
+	return ret;
+}
+
+/* Replace the file by a hard link to, or a symlink at, the keeper: made
+ * under a temporary name, renamed over the file. */
+static int do_replace(const struct im_plan_line *l, struct side *f,
+		      struct side *k, bool dry, const char **why)
+{
+	char tmp[64], proc[64];
+	int ret = -EEXIST;
+
+	if (!l->exact) {
+		*why = "hardlink and symlink replace exact copies only";
+		return SKIP;
+	}
+	if (l->action == IM_ACT_HARDLINK && f->st.st_dev != k->st.st_dev) {
+		*why = "the keeper is on another filesystem";
+		return SKIP;
+	}
+	if (dry)
+		return 0;
+	if (!still_there(f) || !still_there(k)) {
+		*why = "the file or the keeper changed during verification";
+		return SKIP;
+	}
+	/* Through /proc the link is made to the very inode verified. */
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", k->fd);
+	for (unsigned i = 0; ret == -EEXIST && i < 100; i++) {
+		int e;
+
+		temp_name(tmp, sizeof(tmp), i);
+		if (l->action == IM_ACT_SYMLINK)
+			e = symlinkat(l->keeper.path, f->dirfd, tmp);
+		else if ((e = linkat(AT_FDCWD, proc, f->dirfd, tmp,
+				     AT_SYMLINK_FOLLOW)) &&
+			 errno == ENOENT)
+			e = linkat(k->dirfd, k->name, f->dirfd, tmp, 0);
+		ret = e ? -errno : 0;
+	}
+	if (ret) {
+		*why = "making the link under a temporary name";
+		return ret;
+	}
+	if (renameat(f->dirfd, tmp, f->dirfd, f->name)) {
+		ret = -errno;
+		*why = "renaming the link over the file";
+		unlinkat(f->dirfd, tmp, 0);
+	}
+	return ret;
+}
+
+int im_apply_line(const struct im_plan_line *l, bool dry_run,
+		  struct im_apply_result *r)
+{
+	struct side f = {.dirfd = -1, .fd = -1}, k = {.dirfd = -1, .fd = -1};
+	uint8_t hf[16], hk[16];
+	const char *why = NULL;
+	bool same;
+	int ret = SKIP;
+
+	memset(r, 0, sizeof(*r));
+	if (!canonical(l->file.path))
+		why = "the file's path is not a canonical absolute path";
+	else if (!canonical(l->keeper.path))
+		why = "the keeper's path is not a canonical absolute path";
+	else if (!strcmp(l->file.path, l->keeper.path))
+		why = "the file is its own keeper";
+	if (why)
+		goto out;
+	ret = open_side(&l->file, FILE_, &f, &why);
+	if (ret)
+		goto out;
+	ret = open_side(&l->keeper, KEEPER, &k, &why);
+	if (ret)
+		goto out;
+	ret = SKIP;
+	if (f.st.st_dev == k.st.st_dev && f.st.st_ino == k.st.st_ino) {
+		why = "the file and the keeper are the same inode";
+		goto out;
+	}
+	if (l->exact && l->file.size != l->keeper.size) {
+		why = "an exact line whose sizes differ";
+		goto out;
+	}
+	ret = hash_files(&f, &k, l->exact, hf, hk, &same, &why);
+	if (ret)
+		goto out;
+	ret = SKIP;
+	if (memcmp(hf, l->file.hash, 16))
+		why = whys[FILE_][R_CONTENT];
+	else if (memcmp(hk, l->keeper.hash, 16))
+		why = whys[KEEPER][R_CONTENT];
+	else if (l->exact && !same)
+		why = "the file and the keeper differ, though the plan says "
+		      "exact";
+	if (why)
+		goto out;
+
+	ret = 0;
+	switch (l->action) {
+	case IM_ACT_REMOVE:
+		if (dry_run)
+			break;
+		if (!still_there(&f) || !still_there(&k)) {
+			why = "the file or the keeper changed during "
+			      "verification";
+			ret = SKIP;
+		} else if (unlinkat(f.dirfd, f.name, 0)) {
+			ret = -errno;
+			why = "removing the file";
+		}
+		break;
+	case IM_ACT_TRASH:
+		if (!still_there(&k)) {
+			why = "the keeper changed during verification";
+			ret = SKIP;
+			break;
+		}
+		ret = do_trash(l, &f, dry_run, r, &why);
+		break;
+	case IM_ACT_HARDLINK:
+	case IM_ACT_SYMLINK: ret = do_replace(l, &f, &k, dry_run, &why); break;
+	}
+out:
+	close_side(&f);
+	close_side(&k);
+	r->why = why;
+	r->outcome = ret == 0 ? IM_APPLY_DONE : IM_APPLY_SKIPPED;
+	return ret == SKIP ? 0 : ret;
+}

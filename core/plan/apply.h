@@ -1,0 +1,112 @@
+/**
+ * @file apply.h
+ * Carrying out one line of a removal plan (DESIGN §6, "Apply"), after
+ * re-verifying it: the plan may be hours old, edited by hand, or wrong.
+ *
+ * A line is acted on only when all of these still hold, else it is skipped
+ * with the reason:
+ *   - both paths are absolute and canonical (no "", "." or ".." component);
+ *   - no component of either path is a symlink: directories are opened one
+ *     component at a time with O_NOFOLLOW, and the file itself too;
+ *   - the file and the keeper are regular files with the size, mtime and
+ *     content hash (XXH3-128) recorded in the plan, and are not the same
+ *     inode;
+ *   - for an exact line, their bytes are equal (compared, not only hashed:
+ *     a crafted hash collision cannot make a different file go);
+ *   - for trash, nothing exists yet at the destination (never overwrites).
+ * Just before acting, the name is checked to still lead to the inode that
+ * was verified. What remains is the window between that check and the
+ * unlink or rename itself, which no POSIX call closes.
+ *
+ * Actions:
+ *   remove    unlink the file.
+ *   trash     move it to TRASH/<path relative to root>, creating the
+ *             directories (again without following symlinks); across
+ *             filesystems by copy to a temporary name, fsync, hash check,
+ *             link to the final name (fails rather than overwrite), unlink.
+ *   hardlink  link the keeper to a temporary name beside the file, then
+ *             rename it over the file (atomic: the name always holds one
+ *             of the two); skipped when they are on different filesystems.
+ *   symlink   the same with a symlink to the keeper's absolute path.
+ *
+ * Whether a keeper is planned elsewhere in the same plan is a property of
+ * the whole plan; the caller checks it (see `imatch apply`).
+ *
+ * Thread-safety: reentrant; no global state.
+ */
+#ifndef IM_APPLY_H
+#define IM_APPLY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum im_plan_action {
+	IM_ACT_REMOVE,
+	IM_ACT_TRASH,
+	IM_ACT_HARDLINK,
+	IM_ACT_SYMLINK,
+};
+
+/** A file as the plan recorded it. */
+struct im_plan_rec {
+	char *path; /**< absolute */
+	uint64_t size;
+	int64_t mtime_ns;
+	uint8_t hash[16]; /**< XXH3-128, canonical (big-endian) */
+};
+
+/** One parsed plan line. Strings are owned by the line. */
+struct im_plan_line {
+	enum im_plan_action action;
+	bool exact;
+	double similarity;
+	struct im_plan_rec file, keeper;
+	char *root;  /**< the scanned directory; NULL if absent */
+	char *trash; /**< trash only: the directory files move under */
+};
+
+/* ---- Parsing ----------------------------------------------------------------- */
+
+/**
+ * Parse one JSON line as `imatch dedupe` writes it (fields in any order;
+ * unknown fields ignored; "\udcXX" escapes give back byte XX, as Python's
+ * surrogateescape). Needs action, kind, path, keeper, size, mtime_ns, hash,
+ * keeper_size, keeper_mtime_ns, keeper_hash, and for trash also root and
+ * trash. Release @p out with im_plan_line_release() after success.
+ *
+ * @return 0; -EINVAL with a one-line reason in @p why (may be NULL) for a
+ *         malformed line; -ENOMEM. On error @p out holds nothing.
+ */
+int im_plan_line_parse(const char *s, size_t len, struct im_plan_line *out,
+		       char *why, size_t why_len);
+
+void im_plan_line_release(struct im_plan_line *l);
+
+/* ---- Applying ---------------------------------------------------------------- */
+
+enum im_apply_outcome {
+	IM_APPLY_DONE,	  /**< acted (or, dry run: would act) */
+	IM_APPLY_SKIPPED, /**< not acted on for safety; see why */
+};
+
+struct im_apply_result {
+	enum im_apply_outcome outcome;
+	const char *why; /**< static text: the reason skipped, or the step
+			      that failed */
+	char dest[4096]; /**< trash: where the file went (or would go) */
+};
+
+/**
+ * Re-verify @p l and, unless @p dry_run, act on it.
+ *
+ * @return 0 with r->outcome DONE or SKIPPED; or a negative errno when
+ *         verification could not read a file (EACCES, EIO, …) or the action
+ *         failed, r->why naming the step. After a failure nothing is lost:
+ *         the file is still at its path or (trash) at the destination with
+ *         verified bytes; a temporary name is removed again.
+ */
+int im_apply_line(const struct im_plan_line *l, bool dry_run,
+		  struct im_apply_result *r);
+
+#endif

@@ -1,0 +1,368 @@
+#!/usr/bin/env python3
+"""Black-box tests of `imatch dedupe` and `imatch apply` on real files.
+
+Usage: test_dedupe.py IMATCH CASE
+
+Each CASE writes a tree with planted groups of copies, plans with the built
+binary, changes the tree the way a user or another program might between plan
+and apply, applies, and checks what is left on disk. Python standard library
+only; helpers shared with test_cli.py.
+"""
+import csv
+import io
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import test_cli
+from test_cli import Failure, check, document, vocabulary
+
+def run(*args, code=0, stdin=None):
+    """Run imatch; check its exit code; return (stdout bytes, stderr str)."""
+    p = subprocess.run([test_cli.IMATCH, *map(str, args)], input=stdin,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       timeout=300)
+    err = p.stderr.decode("utf-8", "replace")
+    check(p.returncode == code,
+          "imatch %s: exit %d, expected %d; stderr: %s"
+          % (" ".join(map(str, args)), p.returncode, code, err.strip()))
+    return p.stdout, err
+
+
+def put(root, rel, data, mtime=None):
+    path = os.path.join(root, rel)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(data)
+    if mtime is not None:
+        os.utime(path, (mtime, mtime))
+    return path
+
+
+def make_groups(root, seed=11, sizes=(2, 3, 4, 5), singles=12):
+    """Groups of byte-identical copies, with distinct mtimes (the first copy
+    oldest), plus a near-duplicate of each group (not an exact copy) and
+    unrelated singles. Returns [[absolute paths, oldest first]]."""
+    rng = random.Random(seed)
+    vocab = vocabulary(rng)
+    groups = []
+    dirs = ["archive", "reports/2024", "mail", "deep/a/b", "x"]
+    for g, n in enumerate(sizes):
+        sents = document(rng, vocab)
+        data = ("\n".join(sents) + "\n").encode()
+        members = []
+        for i in range(n):
+            rel = "%s/g%d-copy%d.txt" % (dirs[(g + i) % len(dirs)], g, i)
+            members.append(put(root, rel, data, mtime=1_600_000_000 + i))
+        # Same terms, other bytes: a near-duplicate, never an exact copy.
+        put(root, "near/g%d.txt" % g, ("\n".join(reversed(sents)) +
+                                       "\n").encode(), mtime=1_500_000_000)
+        groups.append(members)
+    for i in range(singles):
+        put(root, "misc/s%02d.txt" % i,
+            ("\n".join(document(rng, vocab)) + "\n").encode())
+    return groups
+
+
+def plan_lines(out):
+    lines = [json.loads(l) for l in out.decode("utf-8").splitlines()]
+    for l in lines:
+        check({"action", "kind", "similarity", "path", "keeper", "size",
+               "mtime_ns", "hash", "keeper_size", "keeper_mtime_ns",
+               "keeper_hash", "root", "cluster"} <= set(l),
+              "plan line fields: %s" % sorted(l))
+        check(os.path.isabs(l["path"]) and os.path.isabs(l["keeper"]),
+              "absolute paths: %r" % l)
+    return lines
+
+
+def fsb(s):
+    return os.fsencode(s)
+
+
+def files_under(root):
+    out = set()
+    for d, _, names in os.walk(root):
+        for n in names:
+            out.add(os.path.join(d, n))
+    return out
+
+
+def dump(path, lines):
+    with open(path, "w") as f:
+        for l in lines:
+            f.write(json.dumps(l) + "\n")
+
+
+# ---- Cases -----------------------------------------------------------------
+
+def case_exact_groups(tmp):
+    """Every planted group of n copies loses exactly n-1, keeps its oldest,
+    and nothing else is planned; apply leaves exactly the keepers."""
+    root = os.path.join(tmp, "share")
+    groups = make_groups(root)
+    out, err = run("dedupe", root)
+    lines = plan_lines(out)
+    planned = {l["path"] for l in lines}
+    want = {p for g in groups for p in g[1:]}
+    check(planned == want, "planned %s\nwant %s" % (sorted(planned),
+                                                    sorted(want)))
+    for l in lines:
+        g = next(g for g in groups if l["path"] in g)
+        check(l["keeper"] == g[0], "%s kept for %s, want the oldest %s"
+              % (l["keeper"], l["path"], g[0]))
+        check(l["kind"] == "exact" and l["similarity"] == 1 and
+              l["action"] == "remove", "exact remove lines: %r" % l)
+        check(l["size"] == os.path.getsize(l["path"]) and
+              l["hash"] == l["keeper_hash"], "size and hash: %r" % l)
+        check(l["mtime_ns"] == os.stat(l["path"]).st_mtime_ns,
+              "mtime_ns is the file's")
+    nbytes = sum(l["size"] for l in lines)
+    check("%d files" % len(want) in err and "(%d bytes)" % nbytes in err,
+          "summary names files and bytes: %s" % err)
+    before = files_under(root)
+    out, err = run("apply", "--dry-run", "-", stdin=out)
+    check(files_under(root) == before, "--dry-run changes nothing")
+    check(out.count(b"would remove ") == len(want), "dry run: %s" % out)
+    plan = os.path.join(tmp, "plan.jsonl")
+    dump(plan, lines)
+    out, err = run("apply", plan)
+    check(files_under(root) == before - want,
+          "apply removed exactly the planned files")
+    check(out.count(b"removed ") == len(want) and "%d done" % len(want)
+          in err, "one line per action and a summary: %s %s" % (out, err))
+    out, _ = run("dedupe", root)
+    check(out == b"", "nothing left to plan: %s" % out)
+
+
+def case_protect(tmp):
+    """A copy under --protect is never planned and wins as keeper."""
+    root = os.path.join(tmp, "share")
+    groups = make_groups(root, sizes=(3,), singles=3)
+    newest = groups[0][-1]
+    prot = os.path.dirname(newest)
+    out, _ = run("dedupe", "--protect", prot, root)
+    lines = plan_lines(out)
+    check({l["path"] for l in lines} == set(groups[0][:-1]) and
+          all(l["keeper"] == newest for l in lines),
+          "the protected copy is kept: %r" % lines)
+    # Without the 'protect' rule it need not win, but is still never planned.
+    out, err = run("dedupe", "--protect", prot, "--keep", "oldest", root)
+    lines = plan_lines(out)
+    check(newest not in {l["path"] for l in lines} and
+          {l["keeper"] for l in lines} == {groups[0][0]},
+          "protected never planned: %r" % lines)
+    check("1 protected" in err, "summary counts the protected file: %s" % err)
+
+
+def copies(root, name, n, rng, vocab):
+    """n byte-identical copies ROOT/NAME/a.txt, b.txt, … (a oldest)."""
+    data = ("\n".join(document(rng, vocab)) + "\n").encode()
+    return [put(root, "%s/%s.txt" % (name, "abcdefgh"[i]), data,
+                mtime=1_600_000_000 + i) for i in range(n)]
+
+
+def case_apply_reverifies(tmp):
+    """Changed file, deleted keeper, symlinked directory, keeper planned
+    elsewhere: each line skipped with its reason, nothing else touched."""
+    root = os.path.join(tmp, "share")
+    rng = random.Random(5)
+    vocab = vocabulary(rng)
+    changed = copies(root, "changed", 2, rng, vocab)
+    gone = copies(root, "gone", 2, rng, vocab)
+    swap = copies(root, "swap", 2, rng, vocab)
+    os.rename(swap[0], os.path.join(root, "keeper.txt"))
+    swap[0] = os.path.join(root, "keeper.txt")
+    fine = copies(root, "fine", 3, rng, vocab)
+    ok = copies(root, "ok", 2, rng, vocab)
+    out, _ = run("dedupe", root)
+    lines = plan_lines(out)
+    by_path = {l["path"]: l for l in lines}
+    check(set(by_path) == {changed[1], gone[1], swap[1], fine[1], fine[2],
+                           ok[1]}, "planned: %s" % sorted(by_path))
+    # 1. Same size and mtime, other bytes: only the hash can tell.
+    st = os.stat(changed[1])
+    with open(changed[1], "r+b") as f:
+        b = f.read(1)
+        f.seek(0)
+        f.write(b"X" if b != b"X" else b"Y")
+    os.utime(changed[1], ns=(st.st_atime_ns, st.st_mtime_ns))
+    # 2. The keeper is deleted.
+    os.unlink(gone[0])
+    # 3. The planned file's directory is swapped for a symlink to a copy.
+    d = os.path.join(root, "swap")
+    shutil.copytree(d, d + ".real", copy_function=shutil.copy2)
+    shutil.rmtree(d)
+    os.symlink("swap.real", d)
+    # 4. An edited plan also plans fine/a.txt, the keeper of two lines.
+    extra = dict(by_path[fine[1]])
+    extra["path"], extra["keeper"] = fine[0], fine[1]
+    extra["mtime_ns"], extra["keeper_mtime_ns"] = (extra["keeper_mtime_ns"],
+                                                   extra["mtime_ns"])
+    plan = os.path.join(tmp, "plan.jsonl")
+    dump(plan, lines + [extra])
+    out, err = run("apply", plan)
+    text = out.decode("utf-8", "replace")
+    reasons = {changed[1]: "file's content changed",
+               gone[1]: "keeper is gone",
+               swap[1]: "symlink",
+               fine[0]: "keeper is itself planned",
+               fine[1]: "keeper is itself planned",
+               fine[2]: "keeper is itself planned"}
+    for path, why in reasons.items():
+        line = next((l for l in text.splitlines()
+                     if l.startswith("skipped " + path + ":")), None)
+        check(line is not None and why in line,
+              "%s skipped because %s: %s" % (path, why, text))
+    check(all(os.path.exists(p) for p in
+              (changed[1], gone[1], fine[0], fine[1], fine[2],
+               os.path.join(d + ".real", "b.txt"))),
+          "skipped files are still there")
+    check(not os.path.exists(ok[1]) and os.path.exists(ok[0]),
+          "the line that still verifies was applied")
+    check(" 6 skipped, 0 failed" in err, "summary: %s" % err)
+    # A malformed line is an error (exit 1), and is reported by number.
+    with open(plan, "a") as f:
+        f.write('{"action": "remove", "path": "/x"\n')
+    out, err = run("apply", plan, code=1)
+    check(":%d: not a plan line" % (len(lines) + 2) in err,
+          "malformed line named: %s" % err)
+
+
+def case_trash(tmp):
+    """trash=DIR keeps relative paths, bytes, mode and mtime; never
+    overwrites; works across filesystems when /dev/shm is another one."""
+    root = os.path.join(tmp, "share")
+    os.makedirs(root)
+    for trash in (os.path.join(tmp, "trash"),
+                  tempfile.mkdtemp(prefix="imatch-trash-", dir="/dev/shm")
+                  if os.path.isdir("/dev/shm") else None):
+        if trash is None:
+            continue
+        try:
+            shutil.rmtree(root)
+            groups = make_groups(root, sizes=(2, 3), singles=2)
+            for g in groups:
+                os.chmod(g[1], 0o640)
+            out, _ = run("dedupe", "--action", "trash=" + trash, root)
+            lines = plan_lines(out)
+            check(all(l["action"] == "trash" and l["trash"] == trash
+                      for l in lines), "trash lines: %r" % lines)
+            # Something already where one file would go: left alone.
+            blocked = lines[0]["path"]
+            dest0 = os.path.join(trash, os.path.relpath(blocked, root))
+            put(trash, os.path.relpath(blocked, root), b"occupied")
+            saved = {l["path"]: (open(l["path"], "rb").read(),
+                                 os.stat(l["path"])) for l in lines}
+            out, err = run("apply", "-", stdin=out)
+            for l in lines:
+                dest = os.path.join(trash, os.path.relpath(l["path"], root))
+                if l["path"] == blocked:
+                    check(open(dest0, "rb").read() == b"occupied" and
+                          os.path.exists(blocked),
+                          "never overwrites in the trash")
+                    continue
+                data, st = saved[l["path"]]
+                check(not os.path.exists(l["path"]), "moved away")
+                check(open(dest, "rb").read() == data,
+                      "same bytes at %s" % dest)
+                dst = os.stat(dest)
+                check(dst.st_mtime_ns == st.st_mtime_ns and
+                      dst.st_mode == st.st_mode,
+                      "mode and mtime kept at %s" % dest)
+            check(b"already at the destination" in out, out)
+        finally:
+            shutil.rmtree(trash, ignore_errors=True)
+
+
+def case_links(tmp):
+    """hardlink gives equal inodes; symlink points at the keeper; both keep
+    the bytes readable at the old path."""
+    root = os.path.join(tmp, "share")
+    groups = make_groups(root, sizes=(3,), singles=2)
+    data = open(groups[0][0], "rb").read()
+    out, _ = run("dedupe", "--action", "hardlink", root)
+    run("apply", "-", stdin=out)
+    ino = {os.stat(p).st_ino for p in groups[0]}
+    check(len(ino) == 1, "hardlink: one inode for the group: %s" % ino)
+    check(all(open(p, "rb").read() == data for p in groups[0]), "bytes kept")
+    out, err = run("dedupe", root)
+    check(out == b"" and "2 hard links" in err,
+          "hard links of their keeper are not planned again: %s" % out)
+    shutil.rmtree(root)
+    groups = make_groups(root, sizes=(3,), singles=2)
+    out, _ = run("dedupe", "--action", "symlink", root)
+    run("apply", "-", stdin=out)
+    for p in groups[0][1:]:
+        check(os.path.islink(p) and os.readlink(p) == groups[0][0],
+              "symlink to the keeper: %s" % p)
+        check(open(p, "rb").read() == data, "readable through the link")
+
+
+def case_formats(tmp):
+    """--csv has the JSON's rows; --format text groups keeper first;
+    --format sh is a script that dry-runs with -n and applies without."""
+    root = os.path.join(tmp, "share")
+    groups = make_groups(root, sizes=(2, 3), singles=2)
+    j, _ = run("dedupe", root)
+    jl = plan_lines(j)
+    c, _ = run("dedupe", "--csv", root)
+    rows = list(csv.DictReader(io.StringIO(c.decode("utf-8"))))
+    check([r["path"] for r in rows] == [l["path"] for l in jl] and
+          [int(r["size"]) for r in rows] == [l["size"] for l in jl],
+          "CSV rows equal the JSON lines")
+    t, _ = run("dedupe", "--format", "text", root)
+    blocks = t.decode().strip().split("\n\n")
+    check(len(blocks) == len(groups), "one block per keeper: %r" % t)
+    for b in blocks:
+        first, *rest = b.split("\n")
+        g = next(g for g in groups if first == "keep\t" + g[0])
+        check(sorted(r.split("\t")[3] for r in rest) == sorted(g[1:]) and
+              all(r.startswith("remove\texact\t1.0000\t") for r in rest),
+              "text block: %r" % b)
+    s, _ = run("dedupe", "--format", "sh", root)
+    script = os.path.join(tmp, "plan.sh")
+    with open(script, "wb") as f:
+        f.write(s)
+    before = files_under(root)
+    env = dict(os.environ, IMATCH=test_cli.IMATCH)
+    p = subprocess.run(["sh", script, "-n"], env=env, capture_output=True)
+    check(p.returncode == 0 and files_under(root) == before,
+          "sh -n changes nothing: %r" % p.stderr)
+    p = subprocess.run(["sh", script], env=env, capture_output=True)
+    check(p.returncode == 0 and
+          files_under(root) == before - {x for g in groups for x in g[1:]},
+          "the script applies the plan: %r" % p.stderr)
+
+
+def case_usage(tmp):
+    root = os.path.join(tmp, "share")
+    make_groups(root, sizes=(2,), singles=2)
+    for args, what in [
+            (["--keep", "oldest,newest"], "exclude each other"),
+            (["--keep", "biggest"], "unknown keep rule"),
+            (["--action", "hardlink", "--near"], "exact copies only"),
+            (["--action", "shred"], "unknown --action"),
+            (["--format", "xml"], "unknown --format"),
+            (["--protect", tmp], "not inside"),
+            (["--action", "trash=" + os.path.join(root, "t")],
+             "must not contain each other")]:
+        _, err = run("dedupe", *args, root, code=2)
+        check(what in err, "%s: %s" % (args, err))
+    _, err = run("apply", os.path.join(tmp, "nope"), code=1)
+    check("nope" in err, err)
+    # --keep-fraction is the signing fraction (--keep means rules here).
+    run("dedupe", "--keep-fraction", "0.5", root)
+
+
+CASES = {name[5:]: fn for name, fn in globals().items()
+         if name.startswith("case_")}
+
+if __name__ == "__main__":
+    # test_cli's driver: a temporary directory per case, FAIL/ok lines.
+    test_cli.CASES = CASES
+    sys.exit(test_cli.main())

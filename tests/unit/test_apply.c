@@ -1,0 +1,141 @@
+/*
+ * Plan lines: parsing what `imatch dedupe` writes (every field, the
+ * surrogateescape bytes, fields in any order, unknown fields) and refusing
+ * what it never writes. Acting on real files is tested by
+ * tests/cli/test_dedupe.py.
+ */
+#include <check.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "apply.h"
+
+#define H32 "00112233445566778899aabbccddeeff"
+#define LINE_TAIL                                                              \
+	"\"size\": 12, \"mtime_ns\": 1600000000123456789, \"hash\": "          \
+	"\"xxh128:" H32 "\", \"keeper_size\": 12, \"keeper_mtime_ns\": -5, "   \
+	"\"keeper_hash\": \"xxh128:" H32 "\""
+
+static int parse(const char *s, struct im_plan_line *l, char *why)
+{
+	return im_plan_line_parse(s, strlen(s), l, why, 160);
+}
+
+START_TEST(test_apply_parses_a_dedupe_line)
+{
+	struct im_plan_line l;
+	char why[160];
+	const char *s =
+		"{\"action\": \"trash\", \"kind\": \"near\", \"similarity\": "
+		"0.9312, \"path\": \"/r/a\\u00e9\\udcff\\\"b\\n\", "
+		"\"keeper\": \"/r/k\", " LINE_TAIL ", \"root\": \"/r\", "
+		"\"cluster\": \"ab\", \"trash\": \"/t\", \"future\": "
+		"{\"x\": [1, true, null, \"s\"]}}\n";
+
+	ck_assert_int_eq(parse(s, &l, why), 0);
+	ck_assert_int_eq(l.action, IM_ACT_TRASH);
+	ck_assert(!l.exact);
+	ck_assert_double_eq_tol(l.similarity, 0.9312, 1e-9);
+	ck_assert_str_eq(l.file.path, "/r/a\xc3\xa9\xff\"b\n");
+	ck_assert_str_eq(l.keeper.path, "/r/k");
+	ck_assert_str_eq(l.root, "/r");
+	ck_assert_str_eq(l.trash, "/t");
+	ck_assert_uint_eq(l.file.size, 12);
+	ck_assert_int_eq(l.file.mtime_ns, 1600000000123456789LL);
+	ck_assert_int_eq(l.keeper.mtime_ns, -5);
+	ck_assert_uint_eq(l.file.hash[0], 0x00);
+	ck_assert_uint_eq(l.file.hash[15], 0xff);
+	ck_assert_uint_eq(l.keeper.hash[1], 0x11);
+	im_plan_line_release(&l);
+}
+END_TEST
+
+START_TEST(test_apply_refuses_what_dedupe_never_writes)
+{
+	static const char *const bad[] = {
+		"",
+		"[]",
+		"{}",
+		"{\"action\": \"remove\"}",
+		/* missing keeper */
+		"{\"action\": \"remove\", \"kind\": \"exact\", \"path\": "
+		"\"/a\", " LINE_TAIL "}",
+		/* trash without root and trash */
+		"{\"action\": \"trash\", \"kind\": \"exact\", \"path\": "
+		"\"/a\", "
+		"\"keeper\": \"/b\", " LINE_TAIL "}",
+		"{\"action\": \"shred\", \"kind\": \"exact\", \"path\": "
+		"\"/a\", "
+		"\"keeper\": \"/b\", " LINE_TAIL "}",
+		"{\"action\": \"remove\", \"kind\": \"exact\", \"path\": "
+		"\"/a\\ud800\", \"keeper\": \"/b\", " LINE_TAIL "}",
+		"{\"action\": \"remove\", \"kind\": \"exact\", \"path\": "
+		"\"/a\\u0000\", \"keeper\": \"/b\", " LINE_TAIL "}",
+		"{\"action\": \"remove\", \"kind\": \"exact\", \"path\": "
+		"\"/a\", "
+		"\"keeper\": \"/b\", " LINE_TAIL ", \"size\": -1}",
+		"{\"action\": \"remove\", \"kind\": \"exact\", \"path\": "
+		"\"/a\", "
+		"\"keeper\": \"/b\", " LINE_TAIL ", \"hash\": \"md5:00\"}",
+		"{\"action\": \"remove\", \"kind\": \"exact\", \"path\": "
+		"\"/a\", "
+		"\"keeper\": \"/b\", " LINE_TAIL "} trailing",
+		"{\"action\": \"remove\", \"kind\": \"exact\", \"path\": "
+		"\"/a\", "
+		"\"keeper\": \"/b\", " LINE_TAIL,
+	};
+	struct im_plan_line l;
+	char why[160];
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		why[0] = '\0';
+		ck_assert_msg(parse(bad[i], &l, why) == -EINVAL, "accepted: %s",
+			      bad[i]);
+		ck_assert_msg(why[0], "no reason for: %s", bad[i]);
+		ck_assert_ptr_null(l.file.path);
+	}
+}
+END_TEST
+
+START_TEST(test_apply_skips_non_canonical_paths_without_touching)
+{
+	struct im_plan_line l;
+	struct im_apply_result r;
+	char why[160];
+	const char *s = "{\"action\": \"remove\", \"kind\": \"exact\", "
+			"\"path\": \"/tmp/../etc/passwd\", \"keeper\": "
+			"\"/etc/passwd\", " LINE_TAIL "}";
+
+	ck_assert_int_eq(parse(s, &l, why), 0);
+	ck_assert_int_eq(im_apply_line(&l, false, &r), 0);
+	ck_assert_int_eq(r.outcome, IM_APPLY_SKIPPED);
+	ck_assert_str_eq(r.why,
+			 "the file's path is not a canonical absolute path");
+	im_plan_line_release(&l);
+}
+END_TEST
+
+static Suite *apply_suite(void)
+{
+	Suite *s = suite_create("apply");
+	TCase *tc = tcase_create("lines");
+
+	tcase_add_test(tc, test_apply_parses_a_dedupe_line);
+	tcase_add_test(tc, test_apply_refuses_what_dedupe_never_writes);
+	tcase_add_test(tc,
+		       test_apply_skips_non_canonical_paths_without_touching);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(apply_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

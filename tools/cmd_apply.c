@@ -1,0 +1,237 @@
+/**
+ * @file cmd_apply.c
+ * `imatch apply [--dry-run] PLAN|-`: carry out a plan from `imatch dedupe`.
+ * The whole plan is read first, so that a line whose keeper is planned on
+ * another line (or a file planned twice) is known before anything is done;
+ * each line is then re-verified and acted on by core/plan/apply.c.
+ *
+ * Blank lines and lines beginning with '#' are ignored (the comments of
+ * `dedupe --format sh`). Output: one line per plan line on stdout ("removed
+ * PATH", "skipped PATH: why", …; "would …" with --dry-run), a summary on
+ * stderr. Exit 0 when every line was done or skipped for safety, 1 when a
+ * line was malformed or an action failed.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "apply.h"
+#include "imatch.h"
+
+struct item {
+	size_t lineno;
+	bool ok; /* parsed */
+	struct im_plan_line l;
+};
+
+struct plan {
+	struct item *v;
+	size_t n, cap;
+	size_t bad; /* malformed lines */
+};
+
+static void say_bad(const char *name, size_t lineno, const char *why)
+{
+	err_msg("apply: %s:%zu: not a plan line: %s", name, lineno, why);
+}
+
+/* Read every line; a malformed one is reported and counted. */
+static int read_plan(const char *name, FILE *in, struct plan *p)
+{
+	char *line = NULL, why[160];
+	size_t cap = 0, lineno = 0;
+	ssize_t len;
+	int ret = 0;
+
+	while ((len = getline(&line, &cap, in)) >= 0) {
+		struct item *it;
+		const char *s = line;
+
+		lineno++;
+		while (*s == ' ' || *s == '\t')
+			s++;
+		if (*s == '#' || *s == '\n' || *s == '\r' || !*s)
+			continue;
+		if (p->n == p->cap) {
+			size_t nc = p->cap ? 2 * p->cap : 64;
+			struct item *v = realloc(p->v, nc * sizeof(*v));
+
+			if (!v) {
+				ret = -ENOMEM;
+				break;
+			}
+			p->v = v;
+			p->cap = nc;
+		}
+		it = &p->v[p->n++];
+		memset(it, 0, sizeof(*it));
+		it->lineno = lineno;
+		if (memchr(line, '\0', (size_t)len)) {
+			say_bad(name, lineno, "a NUL byte");
+			p->bad++;
+			continue;
+		}
+		ret = im_plan_line_parse(line, (size_t)len, &it->l, why,
+					 sizeof(why));
+		if (ret == -ENOMEM)
+			break;
+		it->ok = ret == 0;
+		if (ret) {
+			say_bad(name, lineno, why);
+			p->bad++;
+		}
+		ret = 0;
+	}
+	if (!ret && ferror(in))
+		ret = -EIO;
+	free(line);
+	return ret;
+}
+
+static int cmp_path_item(const void *a, const void *b)
+{
+	const struct item *x = *(struct item *const *)a;
+	const struct item *y = *(struct item *const *)b;
+	int d = strcmp(x->l.file.path, y->l.file.path);
+
+	if (d)
+		return d;
+	return (x->lineno > y->lineno) - (x->lineno < y->lineno);
+}
+
+static int cmp_key_item(const void *key, const void *b)
+{
+	return strcmp(key, (*(struct item *const *)b)->l.file.path);
+}
+
+/*
+ * Lines that must not be acted on whatever the files say: a keeper that is
+ * planned itself (on any line), or a file planned on an earlier line too.
+ * *why[i] is set for those.
+ */
+static int whole_plan_checks(struct plan *p, const char **why)
+{
+	struct item **by = malloc((p->n ? p->n : 1) * sizeof(*by));
+	size_t n = 0;
+
+	if (!by)
+		return -ENOMEM;
+	for (size_t i = 0; i < p->n; i++)
+		if (p->v[i].ok)
+			by[n++] = &p->v[i];
+	qsort(by, n, sizeof(*by), cmp_path_item);
+	for (size_t i = 0; i < n; i++)
+		if (i && !strcmp(by[i]->l.file.path, by[i - 1]->l.file.path))
+			why[by[i] - p->v] = "the file is planned on an "
+					    "earlier line too";
+	for (size_t i = 0; i < p->n; i++) {
+		if (!p->v[i].ok || why[i])
+			continue;
+		if (bsearch(p->v[i].l.keeper.path, by, n, sizeof(*by),
+			    cmp_key_item))
+			why[i] = "the keeper is itself planned";
+	}
+	free(by);
+	return 0;
+}
+
+static const char *const done_verb[2][4] = {
+	{"removed", "trashed", "hardlinked", "symlinked"},
+	{"would remove", "would trash", "would hardlink", "would symlink"},
+};
+
+static void print_done(const struct im_plan_line *l, bool dry,
+		       const struct im_apply_result *r)
+{
+	fputs(done_verb[dry][l->action], stdout);
+	putchar(' ');
+	put_text_path(stdout, l->file.path);
+	if (l->action != IM_ACT_REMOVE) {
+		fputs(" -> ", stdout);
+		put_text_path(stdout, l->action == IM_ACT_TRASH
+					      ? r->dest
+					      : l->keeper.path);
+	}
+	putchar('\n');
+}
+
+static void print_skipped(const char *path, const char *why)
+{
+	fputs("skipped ", stdout);
+	put_text_path(stdout, path);
+	printf(": %s\n", why);
+}
+
+int cmd_apply(struct cli *c)
+{
+	const char *name = c->argv[0];
+	struct plan p = {NULL, 0, 0, 0};
+	const char **why = NULL;
+	size_t done = 0, skipped = 0, failed = 0;
+	uint64_t bytes = 0;
+	FILE *in = stdin;
+	int ret, code = EXIT_RUNTIME;
+
+	if (strcmp(name, "-")) {
+		in = fopen(name, "re");
+		if (!in) {
+			err_msg("apply: %s: %s", name, strerror(errno));
+			return EXIT_RUNTIME;
+		}
+	} else {
+		name = "(stdin)";
+	}
+	ret = read_plan(name, in, &p);
+	if (ret) {
+		err_msg("apply: reading %s: %s", name, strerror(-ret));
+		goto out;
+	}
+	why = calloc(p.n ? p.n : 1, sizeof(*why));
+	if (!why || whole_plan_checks(&p, why)) {
+		err_msg("apply: %s", strerror(ENOMEM));
+		goto out;
+	}
+	for (size_t i = 0; i < p.n; i++) {
+		const struct im_plan_line *l = &p.v[i].l;
+		struct im_apply_result r;
+
+		if (!p.v[i].ok)
+			continue;
+		if (why[i]) {
+			print_skipped(l->file.path, why[i]);
+			skipped++;
+			continue;
+		}
+		ret = im_apply_line(l, c->dry_run, &r);
+		if (ret) {
+			fputs("failed ", stdout);
+			put_text_path(stdout, l->file.path);
+			printf(": %s: %s\n", r.why, strerror(-ret));
+			failed++;
+		} else if (r.outcome == IM_APPLY_SKIPPED) {
+			print_skipped(l->file.path, r.why);
+			skipped++;
+		} else {
+			print_done(l, c->dry_run, &r);
+			done++;
+			bytes += l->file.size;
+		}
+		fflush(stdout);
+	}
+	fprintf(stderr,
+		"imatch: apply: %zu %s (%" PRIu64 " bytes), %zu skipped, %zu "
+		"failed, %zu malformed lines\n",
+		done, c->dry_run ? "would be done" : "done", bytes, skipped,
+		failed, p.bad);
+	code = failed || p.bad ? EXIT_RUNTIME : 0;
+out:
+	for (size_t i = 0; i < p.n; i++)
+		if (p.v[i].ok)
+			im_plan_line_release(&p.v[i].l);
+	free(p.v);
+	free(why);
+	if (in != stdin)
+		fclose(in);
+	return code;
+}

@@ -1,0 +1,558 @@
+/**
+ * @file cmd_dedupe.c
+ * `imatch dedupe`: sign a tree as `imatch scan` does, plan the removal of
+ * redundant files with core/plan (DESIGN §6) and print the plan. Nothing is
+ * changed; `imatch apply` (cmd_apply.c) carries a plan out.
+ *
+ * The plan line (JSON, one object per line; the CSV has the same columns):
+ *   action     "remove", "trash", "hardlink" or "symlink"
+ *   kind       "exact" (identical bytes) or "near"
+ *   similarity to the keeper, in [0, 1]; 1 for exact
+ *   path, keeper          absolute paths
+ *   size, mtime_ns, hash  the file as planned (hash "xxh128:" + 32 hex)
+ *   keeper_size, keeper_mtime_ns, keeper_hash   the keeper as planned
+ *   root       the scanned directory (absolute)
+ *   cluster    the cluster's name (40 hex digits)
+ *   trash      for "trash": the directory files move under, at their path
+ *              relative to root
+ * Paths are written as put_json_string() does: bytes that are not UTF-8
+ * come back exactly from the \udcXX escapes.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "imatch.h"
+#include "index.h"
+#include "plan.h"
+
+/* What the scan saw of each document. */
+struct rec {
+	char *path;
+	uint64_t size, dev, ino;
+	int64_t mtime_ns;
+};
+
+struct recs {
+	struct rec *v;
+	size_t n, cap;
+	int err;
+};
+
+static void on_file(const char *path, const struct stat *st,
+		    const struct im_doc_sigs *d, void *arg)
+{
+	struct recs *r = arg;
+
+	if (d->status != IM_DOC_SIGNED && d->status != IM_DOC_REJECTED)
+		return;
+	if (r->n == r->cap) {
+		size_t cap = r->cap ? 2 * r->cap : 256;
+		struct rec *v = realloc(r->v, cap * sizeof(*v));
+
+		if (!v) {
+			r->err = -ENOMEM;
+			return;
+		}
+		r->v = v;
+		r->cap = cap;
+	}
+	r->v[r->n].path = strdup(path);
+	if (!r->v[r->n].path) {
+		r->err = -ENOMEM;
+		return;
+	}
+	r->v[r->n].size = (uint64_t)st->st_size;
+	r->v[r->n].dev = st->st_dev;
+	r->v[r->n].ino = st->st_ino;
+	r->v[r->n].mtime_ns =
+		(int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+	r->n++;
+}
+
+static int cmp_rec(const void *a, const void *b)
+{
+	return strcmp(((const struct rec *)a)->path,
+		      ((const struct rec *)b)->path);
+}
+
+static int meta(const char *path, struct im_plan_file *f, void *arg)
+{
+	const struct recs *r = arg;
+	struct rec key = {.path = (char *)path};
+	const struct rec *hit =
+		bsearch(&key, r->v, r->n, sizeof(*r->v), cmp_rec);
+
+	if (!hit)
+		return 1; /* not a document of this scan */
+	f->size = hit->size;
+	f->mtime_ns = hit->mtime_ns;
+	f->dev = hit->dev;
+	f->ino = hit->ino;
+	return 0;
+}
+
+/* ---- Options ----------------------------------------------------------------- */
+
+enum format { FMT_JSON, FMT_CSV, FMT_TEXT, FMT_SH };
+enum action { ACT_REMOVE, ACT_TRASH, ACT_HARDLINK, ACT_SYMLINK };
+static const char *const action_names[] = {"remove", "trash", "hardlink",
+					   "symlink"};
+
+struct dedupe {
+	char root[PATH_MAX];
+	char trash[PATH_MAX]; /* ACT_TRASH */
+	enum format fmt;
+	enum action act;
+	struct im_plan_opts o;
+	const char **protect; /* relative to root */
+	struct im_plan_set set;
+};
+
+/*
+ * An absolute path for @p dir without symlink components, as apply will
+ * require: the longest existing prefix through realpath(), then the missing
+ * rest (apply creates it) as given, where "." and ".." are refused.
+ */
+static int absolute_dir(const char *dir, char *out, size_t len)
+{
+	char head[PATH_MAX], tail[PATH_MAX] = "", tmp[PATH_MAX];
+	char cwd[PATH_MAX];
+
+	if (dir[0] == '/') {
+		if (snprintf(head, sizeof(head), "%s", dir) >=
+		    (int)sizeof(head))
+			return -ENAMETOOLONG;
+	} else {
+		if (!getcwd(cwd, sizeof(cwd)))
+			return -errno;
+		if (snprintf(head, sizeof(head), "%s/%s", cwd, dir) >=
+		    (int)sizeof(head))
+			return -ENAMETOOLONG;
+	}
+	while (!realpath(head, tmp)) {
+		char *slash = strrchr(head, '/');
+		const char *name = slash + 1;
+
+		if (errno != ENOENT)
+			return -errno;
+		if (!strcmp(name, ".") || !strcmp(name, ".."))
+			return -EINVAL;
+		if (*name) {
+			if (snprintf(cwd, sizeof(cwd), "/%s%s", name, tail) >=
+			    (int)sizeof(cwd))
+				return -ENAMETOOLONG;
+			strcpy(tail, cwd);
+		}
+		if (slash == head)
+			slash++; /* keep "/" */
+		*slash = '\0';
+	}
+	if (snprintf(out, len, "%s%s", strcmp(tmp, "/") ? tmp : "",
+		     tail[0] ? tail : "") >= (int)len)
+		return -ENAMETOOLONG;
+	if (!out[0])
+		strcpy(out, "/");
+	return 0;
+}
+
+/* @p path relative to @p root ("" for root itself), or NULL if outside. */
+static const char *under(const char *path, const char *root)
+{
+	size_t n = strlen(root);
+
+	if (!strcmp(root, "/"))
+		return path + 1;
+	if (strncmp(path, root, n))
+		return NULL;
+	if (path[n] == '\0')
+		return path + n;
+	return path[n] == '/' ? path + n + 1 : NULL;
+}
+
+static int parse_options(struct cli *c, struct dedupe *dd)
+{
+	char why[160];
+	const char *f = c->format ? c->format : "json";
+
+	if (c->json && c->format && strcmp(c->format, "json")) {
+		err_msg("dedupe: --json and --format %s exclude each other",
+			c->format);
+		return -1;
+	}
+	if (!strcmp(f, "json"))
+		dd->fmt = FMT_JSON;
+	else if (!strcmp(f, "csv"))
+		dd->fmt = FMT_CSV;
+	else if (!strcmp(f, "text"))
+		dd->fmt = FMT_TEXT;
+	else if (!strcmp(f, "sh"))
+		dd->fmt = FMT_SH;
+	else {
+		err_msg("dedupe: unknown --format '%s' (json, csv, text, sh)",
+			f);
+		return -1;
+	}
+	if (im_keep_parse(c->keep_rules ? c->keep_rules : IM_KEEP_DEFAULT,
+			  &dd->o.keep, why, sizeof(why))) {
+		err_msg("dedupe: --keep: %s", why);
+		return -1;
+	}
+	dd->o.near = c->near;
+
+	if (!realpath(c->argv[0], dd->root)) {
+		err_msg("%s: %s", c->argv[0], strerror(errno));
+		return 1;
+	}
+	dd->protect = calloc(c->nprotect + 1, sizeof(*dd->protect));
+	if (!dd->protect) {
+		err_msg("%s", strerror(ENOMEM));
+		return 1;
+	}
+	for (size_t i = 0; i < c->nprotect; i++) {
+		char abs[PATH_MAX];
+		const char *rel;
+
+		if (!realpath(c->protect[i], abs)) {
+			err_msg("dedupe: --protect %s: %s", c->protect[i],
+				strerror(errno));
+			return -1;
+		}
+		rel = under(abs, dd->root);
+		if (!rel) {
+			err_msg("dedupe: --protect %s: not inside %s",
+				c->protect[i], dd->root);
+			return -1;
+		}
+		dd->protect[i] = rel;
+	}
+	dd->o.protect = dd->protect;
+	dd->o.nprotect = c->nprotect;
+
+	if (!c->action || !strcmp(c->action, "remove")) {
+		dd->act = ACT_REMOVE;
+	} else if (!strcmp(c->action, "hardlink")) {
+		dd->act = ACT_HARDLINK;
+	} else if (!strcmp(c->action, "symlink")) {
+		dd->act = ACT_SYMLINK;
+	} else if (!strncmp(c->action, "trash=", 6) && c->action[6]) {
+		int ret = absolute_dir(c->action + 6, dd->trash,
+				       sizeof(dd->trash));
+
+		dd->act = ACT_TRASH;
+		if (ret) {
+			err_msg("dedupe: --action %s: %s", c->action,
+				strerror(-ret));
+			return -1;
+		}
+		if (under(dd->trash, dd->root) || under(dd->root, dd->trash)) {
+			err_msg("dedupe: --action %s: the trash directory and "
+				"%s must not contain each other",
+				c->action, dd->root);
+			return -1;
+		}
+	} else {
+		err_msg("dedupe: unknown --action '%s' (remove, trash=DIR, "
+			"hardlink, symlink)",
+			c->action);
+		return -1;
+	}
+	if ((dd->act == ACT_HARDLINK || dd->act == ACT_SYMLINK) && c->near) {
+		err_msg("dedupe: --action %s replaces exact copies only; "
+			"drop --near",
+			action_names[dd->act]);
+		return -1;
+	}
+	return 0;
+}
+
+/* ---- Output ------------------------------------------------------------------ */
+
+static void put_abs(FILE *f, const struct dedupe *dd, const char *rel,
+		    void (*put)(FILE *, const char *))
+{
+	char buf[2 * PATH_MAX];
+
+	snprintf(buf, sizeof(buf), "%s/%s",
+		 strcmp(dd->root, "/") ? dd->root : "", rel);
+	put(f, buf);
+}
+
+static void hash_hex(const uint8_t *h, char *hex)
+{
+	for (int i = 0; i < 16; i++)
+		sprintf(hex + 2 * i, "%02x", h[i]);
+}
+
+/* RFC 4180: quoted when it holds a comma, quote or line break. */
+static void put_csv(FILE *f, const char *s)
+{
+	if (!strpbrk(s, ",\"\r\n")) {
+		fputs(s, f);
+		return;
+	}
+	fputc('"', f);
+	for (; *s; s++) {
+		if (*s == '"')
+			fputc('"', f);
+		fputc(*s, f);
+	}
+	fputc('"', f);
+}
+
+static const char *const columns[] = {
+	"action",      "kind",
+	"similarity",  "path",
+	"keeper",      "size",
+	"mtime_ns",    "hash",
+	"keeper_size", "keeper_mtime_ns",
+	"keeper_hash", "root",
+	"cluster",     "trash",
+};
+#define NCOLUMNS (sizeof(columns) / sizeof(columns[0]))
+
+static void print_line(FILE *f, const struct dedupe *dd,
+		       const struct im_plan_entry *e, bool csv)
+{
+	const struct im_plan_set *s = &dd->set;
+	const struct im_plan_file *x = &s->files[e->file];
+	const struct im_plan_file *k = &s->files[e->keeper];
+	char h[33], kh[33], cl[IM_SIG_HEX_LEN + 1];
+	void (*put)(FILE *, const char *) = csv ? put_csv : put_json_string;
+
+	hash_hex(s->hash[e->file], h);
+	hash_hex(s->hash[e->keeper], kh);
+	im_sig_hex(&s->cluster[e->file], cl);
+	if (csv)
+		fprintf(f, "%s,%s,%.4f,", action_names[dd->act],
+			e->exact ? "exact" : "near", e->similarity);
+	else
+		fprintf(f,
+			"{\"action\": \"%s\", \"kind\": \"%s\", "
+			"\"similarity\": "
+			"%.4f, \"path\": ",
+			action_names[dd->act], e->exact ? "exact" : "near",
+			e->similarity);
+	put_abs(f, dd, x->path, put);
+	fprintf(f, csv ? "," : ", \"keeper\": ");
+	put_abs(f, dd, k->path, put);
+	if (csv)
+		fprintf(f,
+			",%" PRIu64 ",%" PRId64 ",xxh128:%s,%" PRIu64
+			",%" PRId64 ",xxh128:%s,",
+			x->size, x->mtime_ns, h, k->size, k->mtime_ns, kh);
+	else
+		fprintf(f,
+			", \"size\": %" PRIu64 ", \"mtime_ns\": %" PRId64
+			", \"hash\": \"xxh128:%s\", \"keeper_size\": %" PRIu64
+			", \"keeper_mtime_ns\": %" PRId64
+			", \"keeper_hash\": \"xxh128:%s\", \"root\": ",
+			x->size, x->mtime_ns, h, k->size, k->mtime_ns, kh);
+	put(f, dd->root);
+	fprintf(f, csv ? ",%s," : ", \"cluster\": \"%s\"", cl);
+	if (dd->act == ACT_TRASH) {
+		fputs(csv ? "" : ", \"trash\": ", f);
+		put(f, dd->trash);
+	}
+	fputs(csv ? "\n" : "}\n", f);
+}
+
+/* Groups for reading: the keeper, then each file that goes. */
+static void print_text(FILE *f, const struct dedupe *dd, const char *prefix)
+{
+	const struct im_plan *p = &dd->set.plan;
+
+	for (size_t i = 0; i < p->n; i++) {
+		const struct im_plan_entry *e = &p->v[i];
+
+		if (i == 0 || e->keeper != p->v[i - 1].keeper) {
+			fprintf(f, "%s%skeep\t", i ? "\n" : "", prefix);
+			put_abs(f, dd, dd->set.files[e->keeper].path,
+				put_text_path);
+			fputc('\n', f);
+		}
+		fprintf(f, "%s%s\t%s\t%.4f\t", prefix, action_names[dd->act],
+			e->exact ? "exact" : "near", e->similarity);
+		put_abs(f, dd, dd->set.files[e->file].path, put_text_path);
+		fputc('\n', f);
+	}
+}
+
+/* A string in single quotes for sh. */
+static void put_sh_quoted(FILE *f, const char *s)
+{
+	fputc('\'', f);
+	for (; *s; s++) {
+		if (*s == '\'')
+			fputs("'\\''", f);
+		else
+			fputc(*s, f);
+	}
+	fputc('\'', f);
+}
+
+/*
+ * rmlint-style: a script to read, edit and run. The plan is embedded as a
+ * here-document fed to `imatch apply`, which re-verifies every line; a
+ * comment line before each group says what it keeps (apply skips lines
+ * beginning with '#').
+ */
+static void print_sh(FILE *f, const struct dedupe *dd)
+{
+	const struct im_plan *p = &dd->set.plan;
+	char self[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+
+	if (n <= 0)
+		strcpy(self, "imatch");
+	else
+		self[n] = '\0';
+	fputs("#!/bin/sh\n# Removal plan made by 'imatch dedupe' for ", f);
+	put_text_path(f, dd->root);
+	fputs(".\n"
+	      "# Review it: delete the JSON line of each file you want to keep "
+	      "(a\n"
+	      "# deleted line leaves its file alone). Then:\n"
+	      "#   sh THIS_SCRIPT -n   checks every line and changes nothing\n"
+	      "#   sh THIS_SCRIPT      applies it; 'imatch apply' re-verifies "
+	      "each line\n"
+	      "#                       (size, mtime, content) before it acts\n"
+	      "set -eu\nIMATCH=${IMATCH:-",
+	      f);
+	put_sh_quoted(f, self);
+	fputs("}\n"
+	      "case ${1:-} in\n"
+	      "'') dry= ;;\n"
+	      "-n|--dry-run) dry=--dry-run ;;\n"
+	      "*) echo \"usage: $0 [-n]\" >&2; exit 2 ;;\n"
+	      "esac\n"
+	      "exec \"$IMATCH\" apply $dry - <<'IMATCH_PLAN_END'\n",
+	      f);
+	for (size_t i = 0; i < p->n; i++) {
+		const struct im_plan_entry *e = &p->v[i];
+
+		if (i == 0 || e->keeper != p->v[i - 1].keeper) {
+			fputs("# keep ", f);
+			put_abs(f, dd, dd->set.files[e->keeper].path,
+				put_text_path);
+			fputc('\n', f);
+		}
+		print_line(f, dd, e, false);
+	}
+	fputs("IMATCH_PLAN_END\n", f);
+}
+
+static void print_plan(const struct dedupe *dd)
+{
+	switch (dd->fmt) {
+	case FMT_JSON:
+	case FMT_CSV:
+		if (dd->fmt == FMT_CSV)
+			for (size_t i = 0; i < NCOLUMNS; i++)
+				printf("%s%s", i ? "," : "", columns[i]);
+		if (dd->fmt == FMT_CSV)
+			putchar('\n');
+		for (size_t i = 0; i < dd->set.plan.n; i++)
+			print_line(stdout, dd, &dd->set.plan.v[i],
+				   dd->fmt == FMT_CSV);
+		break;
+	case FMT_TEXT: print_text(stdout, dd, ""); break;
+	case FMT_SH: print_sh(stdout, dd); break;
+	}
+}
+
+static void human(uint64_t b, char *buf, size_t len)
+{
+	static const char *const unit[] = {"B", "kB", "MB", "GB", "TB"};
+	double v = (double)b;
+	unsigned u = 0;
+
+	while (v >= 1000 && u < 4) {
+		v /= 1000;
+		u++;
+	}
+	snprintf(buf, len, u ? "%.1f %s" : "%.0f %s", v, unit[u]);
+}
+
+static void print_summary(const struct dedupe *dd)
+{
+	const struct im_plan *p = &dd->set.plan;
+	char all[32], ex[32], nr[32];
+
+	human(p->bytes, all, sizeof(all));
+	human(p->exact_bytes, ex, sizeof(ex));
+	human(p->bytes - p->exact_bytes, nr, sizeof(nr));
+	fprintf(stderr,
+		"imatch: dedupe: %zu files, %s (%" PRIu64 " bytes) can go: "
+		"%zu exact copies (%s), %zu near-duplicates (%s); %zu "
+		"keepers\n",
+		p->n, all, p->bytes, p->exact, ex, p->n - p->exact, nr,
+		p->keepers);
+	if (p->protected_kept || p->same_inode)
+		fprintf(stderr,
+			"imatch: dedupe: %zu protected files kept; %zu hard "
+			"links of their keeper left alone\n",
+			p->protected_kept, p->same_inode);
+}
+
+int cmd_dedupe(struct cli *c)
+{
+	struct dedupe dd;
+	struct recs recs = {NULL, 0, 0, 0};
+	struct im_index *idx = NULL;
+	int fd = -1, ret, code = EXIT_RUNTIME;
+
+	memset(&dd, 0, sizeof(dd));
+	ret = parse_options(c, &dd);
+	if (ret) {
+		code = ret < 0 ? EXIT_USAGE : EXIT_RUNTIME;
+		goto out;
+	}
+	fd = open(dd.root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0) {
+		err_msg("%s: %s", c->argv[0], strerror(errno));
+		goto out;
+	}
+	if (scan_tree(c, fd, &idx, on_file, &recs))
+		goto out;
+	if (recs.err) {
+		err_msg("%s", strerror(-recs.err));
+		goto out;
+	}
+	qsort(recs.v, recs.n, sizeof(*recs.v), cmp_rec);
+	ret = im_plan_from_index(idx, &dd.o, meta, &recs, &dd.set);
+	if (ret == -ENOTSUP) {
+		err_msg("dedupe: --near needs similarity scores from the "
+			"index, "
+			"which this build lacks");
+		code = EXIT_USAGE;
+		goto out;
+	}
+	if (ret) {
+		err_msg("planning: %s", strerror(-ret));
+		goto out;
+	}
+	print_plan(&dd);
+	if (fflush(stdout) || ferror(stdout)) {
+		err_msg("writing the plan: %s", strerror(errno));
+		goto out;
+	}
+	print_summary(&dd);
+	code = 0;
+out:
+	im_plan_set_release(&dd.set);
+	free(dd.protect);
+	for (size_t i = 0; i < recs.n; i++)
+		free(recs.v[i].path);
+	free(recs.v);
+	if (idx)
+		im_index_free(idx);
+	if (fd >= 0)
+		close(fd);
+	return code;
+}

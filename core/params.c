@@ -27,6 +27,7 @@ void im_params_init(struct im_params *p)
 	p->seed = 0x1a7c4;
 	p->min_terms = 10;
 	p->min_ratio = 0.25;
+	p->similarity = 0.9;
 	p->max_size = 64ull << 20;
 	p->hidden = 0;
 }
@@ -50,6 +51,8 @@ int im_params_check(const struct im_params *p, char *why, size_t why_len)
 			    "nidf must be LO:HI with 0 <= LO <= HI <= 1");
 	if (!(p->min_ratio >= 0.0 && p->min_ratio <= 1.0))
 		return fail(why, why_len, "min_ratio must be in [0, 1]");
+	if (!(p->similarity > 0.0 && p->similarity <= 1.0))
+		return fail(why, why_len, "similarity must be in (0, 1]");
 	if (p->min_word_len == 0)
 		return fail(why, why_len, "min_word_len must be at least 1");
 	return 0;
@@ -123,6 +126,8 @@ int im_params_set(struct im_params *p, const char *name, const char *value)
 		return parse_unsigned(value, &p->min_terms);
 	if (!strcmp(name, "min_ratio"))
 		return parse_double(value, &p->min_ratio);
+	if (!strcmp(name, "similarity"))
+		return parse_double(value, &p->similarity);
 	if (!strcmp(name, "min_word_len"))
 		return parse_unsigned(value, &p->min_word_len);
 	if (!strcmp(name, "max_digits"))

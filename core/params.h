@@ -47,6 +47,11 @@ struct im_params {
 	 *  the randomized coordinates), then reject. */
 	double min_ratio;
 
+	/* Links (DESIGN §2, §3.6). */
+	/** A candidate pair becomes a near link when the sketch's estimate of
+	 *  the cosine of the two term sets is at least this. */
+	double similarity;
+
 	/* Input. */
 	/** Files larger than this are skipped (counted); 0 = no limit. */
 	uint64_t max_size;
@@ -59,7 +64,7 @@ void im_params_init(struct im_params *p);
 
 /**
  * Check that @p p is consistent (k in range, 0 < keep <= 1, 0 <= lo <= hi <= 1,
- * 0 <= min_ratio <= 1).
+ * 0 <= min_ratio <= 1, 0 < similarity <= 1).
  *
  * @return 0, or -EINVAL with a one-line reason copied into @p why (may be NULL).
  */
@@ -67,7 +72,7 @@ int im_params_check(const struct im_params *p, char *why, size_t why_len);
 
 /**
  * Parse one "name=value" setting (k, keep, nidf=LO:HI, min_terms, min_ratio,
- * seed, max_size, secondary_cap, min_word_len, max_digits, min_unique) into @p p.
+ * similarity, seed, max_size, secondary_cap, min_word_len, max_digits, min_unique) into @p p.
  *
  * @return 0; -ENOENT if the name is not a parameter (so the caller may treat
  *         it as its own option); -EINVAL if the value does not parse.

@@ -4,8 +4,9 @@
  *
  * Layout, chosen for memory (the daemon holds 100k+ documents):
  *
- * - docs[]: one malloc'd record per document holding its fixed fields, only
- *   its valid signatures (packed in coordinate order) and its path. A
+ * - docs[]: one malloc'd record per document holding its fixed fields, its
+ *   sketch, only its valid signatures (packed in coordinate order, whole or
+ *   as 8-byte prefixes), its smallest signature and its path. A
  *   document's id is its slot in docs[]; free slots are odd values that chain
  *   the free list, so ids are reused and never need a second array.
  * - Four open-addressing tables of 8-byte slots (32-bit hash tag, 32-bit
@@ -13,11 +14,13 @@
  *   never copied into a table: a slot's value leads to a document that holds
  *   the key, and the tag avoids most visits to it.
  *     paths:  path -> document id
- *     sigs:   (coordinate k, signature) -> posting
- *     exacts: exact hash -> posting (a key space of its own)
+ *     sigs:   (coordinate k, signature prefix) -> posting
+ *     exacts: exact hash -> posting
+ *     bands:  (band j, its 32 bits) -> posting
  *     names:  cluster name -> root document id
  * - A posting is one document (REF(id, k)) or, when two or more documents
- *   share the key, an index into plists[] with PL_BIT set. Most keys are
+ *   share the key, an index into plists[] with PL_BIT set, its ids sorted by
+ *   path (the hot-key rule compares by rank in that order). Most keys are
  *   held by one document, so most postings cost one table slot only.
  * - A cluster (component of two or more) is a circular doubly-linked list of
  *   its members threaded through the records; every member points at the
@@ -26,11 +29,16 @@
  *   never allocate: im_index_remove() cannot fail, and a put that fails has
  *   changed nothing because everything it needs is reserved first.
  *
- * Put merges the components its keys reach into the largest one (relabelling
- * the others). Remove recomputes the former component by a walk over its own
- * postings: members are marked PENDING, then each walk from an unreached
- * member collects one new component. Every shared posting list is walked once
- * per recomputation (plist.epoch), so the cost is that of the component.
+ * Put verifies the document against every holder of its keys that the
+ * hot-key rule compares it with and joins the components of those it is
+ * linked to (the smaller relabelled into the larger). Remove recomputes the
+ * former component by a walk over its links: members are marked PENDING,
+ * then each walk from an unreached member collects one new component. An
+ * exact key's list is walked once per recomputation (plist.epoch); a near
+ * key's holders are verified from each member walked, but only while they
+ * are still PENDING, so a big component costs list scans, not comparisons.
+ * Ranks move when holders come and go: a document pushed out of a hot key's
+ * first HOT has its component recomputed, one moved in is connected anew.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -40,6 +48,7 @@
 #include <xxhash.h>
 
 #include "index.h"
+#include "params.h"
 
 #define NONE	UINT32_MAX
 #define PENDING (UINT32_MAX - 1)
@@ -51,7 +60,8 @@
 #define REF_K(r)   ((r)&31u)
 /* In a name reference: the document's exact hash names the cluster. */
 #define EXACT_NAME 0x80000000u
-#define NKEYS	   (IM_MAX_COORDS + 1)
+#define NKEYS	   IM_MAX_KEYS
+#define HOT	   IM_INDEX_HOT_CAP
 
 struct doc {
 	/* root id, NONE when in no cluster, PENDING during a split */
@@ -63,8 +73,13 @@ struct doc {
 	uint32_t unique_terms;
 	int32_t err;
 	uint8_t status, ncoords, exact_valid, nsig;
+	uint8_t csz; /* bytes kept per signature: IM_SIG_LEN, or 8 */
 	uint8_t exact[16];
-	struct im_sig sig[]; /* nsig signatures, then the path */
+	uint64_t fsize;
+	int64_t mtime_ns;
+	struct im_sketch sketch;
+	struct im_sig least; /* the smallest signature (names), if nsig */
+	uint8_t coord[];     /* nsig signatures (csz bytes each), the path */
 };
 
 struct slot {
@@ -91,20 +106,28 @@ struct im_index {
 	/* everything below is protected by lock */
 	uintptr_t *docs; /* struct doc *, or (next free id << 1 | 1) */
 	uint32_t docs_cap, docs_used, docs_free, ndocs;
-	struct table paths, sigs, exacts, names;
+	struct table paths, sigs, exacts, bands, names;
 	struct plist *pl;
 	uint32_t pl_cap, pl_used, pl_free, pl_nfree;
 	uint32_t epoch;
 	size_t clusters;
 	uint64_t gen;
+	double threshold; /* im_params.similarity */
+	size_t csz;	  /* bytes kept per signature */
 };
 
-/* A key of a document: the exact hash, or signature k. */
+/* A candidate key of a document (see im_doc_keys()): b points into the
+ * record, key_len(kind) bytes. */
 struct key {
-	bool exact;
+	uint8_t kind; /* enum im_key_kind */
 	uint8_t k;
 	const uint8_t *b;
 };
+
+static inline size_t key_len(unsigned kind)
+{
+	return kind == IM_KEY_EXACT ? 16 : kind == IM_KEY_COORD ? 8 : 4;
+}
 
 /* ---- Records ------------------------------------------------------------- */
 
@@ -115,7 +138,7 @@ static inline struct doc *D(const struct im_index *idx, uint32_t id)
 
 static inline char *doc_path(const struct doc *d)
 {
-	return (char *)(d->sig + d->nsig);
+	return (char *)(d->coord + d->nsig * d->csz);
 }
 
 static inline bool relating(const struct doc *d)
@@ -128,13 +151,20 @@ static inline uint32_t coord_mask(unsigned ncoords)
 	return ncoords >= 32 ? UINT32_MAX : (1u << ncoords) - 1;
 }
 
-/* Signature of coordinate k, which must be valid. */
+/* Prefix of coordinate k's signature, which must be valid. */
 static inline const uint8_t *doc_sig(const struct doc *d, unsigned k)
 {
-	return d->sig[__builtin_popcount(d->valid & ((1u << k) - 1))].b;
+	return d->coord +
+	       __builtin_popcount(d->valid & ((1u << k) - 1)) * d->csz;
 }
 
-/* Keys in a fixed order: the exact hash first, then coordinates ascending. */
+static inline const uint8_t *band_bytes(const struct im_sketch *sk, unsigned j)
+{
+	return sk->v + j * (IM_SKETCH_BAND_BINS * IM_SKETCH_BITS / 8);
+}
+
+/* Keys in a fixed order (im_doc_keys()): the exact hash, coordinates
+ * ascending, bands ascending. */
 static unsigned doc_keys(const struct doc *d, struct key *out)
 {
 	unsigned n = 0, i = 0;
@@ -142,10 +172,15 @@ static unsigned doc_keys(const struct doc *d, struct key *out)
 	if (!relating(d))
 		return 0;
 	if (d->exact_valid)
-		out[n++] = (struct key){.exact = true, .k = 0, .b = d->exact};
+		out[n++] = (struct key){IM_KEY_EXACT, 0, d->exact};
 	for (unsigned k = 0; k < d->ncoords; k++)
 		if (d->valid & (1u << k))
-			out[n++] = (struct key){.k = k, .b = d->sig[i++].b};
+			out[n++] = (struct key){IM_KEY_COORD, k,
+						d->coord + d->csz * i++};
+	if (d->sketch.n)
+		for (unsigned j = 0; j < IM_SKETCH_BANDS; j++)
+			out[n++] = (struct key){IM_KEY_BAND, j,
+						band_bytes(&d->sketch, j)};
 	return n;
 }
 
@@ -153,20 +188,45 @@ static bool doc_has_key(const struct doc *d, const struct key *key)
 {
 	if (!relating(d))
 		return false;
-	if (key->exact)
+	switch (key->kind) {
+	case IM_KEY_EXACT:
 		return d->exact_valid && !memcmp(d->exact, key->b, 16);
-	return (d->valid & (1u << key->k)) &&
-	       !memcmp(doc_sig(d, key->k), key->b, IM_SIG_LEN);
+	case IM_KEY_COORD:
+		return (d->valid & (1u << key->k)) &&
+		       !memcmp(doc_sig(d, key->k), key->b, 8);
+	default:
+		return d->sketch.n &&
+		       !memcmp(band_bytes(&d->sketch, key->k), key->b, 4);
+	}
 }
 
-static struct doc *rec_new(const char *path, const struct im_doc_sigs *s)
+/* The pair rule of im_doc_link(), on records. */
+static bool verify(const struct im_index *idx, const struct doc *a,
+		   const struct doc *b, double *sim, bool *exact)
+{
+	*exact = false;
+	*sim = 0.0;
+	if (!relating(a) || !relating(b))
+		return false;
+	if (a->exact_valid && b->exact_valid &&
+	    !memcmp(a->exact, b->exact, 16)) {
+		*exact = true;
+		*sim = 1.0;
+		return true;
+	}
+	*sim = im_sketch_similarity(&a->sketch, &b->sketch);
+	return *sim >= idx->threshold;
+}
+
+static struct doc *rec_new(const char *path, const struct im_doc_sigs *s,
+			   size_t csz)
 {
 	uint32_t valid = s->valid & coord_mask(s->ncoords);
 	unsigned nsig = __builtin_popcount(valid), i = 0;
 	size_t len = strlen(path);
 	struct doc *d;
 
-	d = malloc(sizeof(*d) + nsig * sizeof(struct im_sig) + len + 1);
+	d = malloc(sizeof(*d) + nsig * csz + len + 1);
 	if (!d)
 		return NULL;
 	d->comp = d->prev = d->next = NONE;
@@ -179,11 +239,36 @@ static struct doc *rec_new(const char *path, const struct im_doc_sigs *s)
 	d->ncoords = s->ncoords;
 	d->exact_valid = !!s->exact_valid;
 	d->nsig = nsig;
+	d->csz = (uint8_t)csz;
 	memcpy(d->exact, s->exact, sizeof(d->exact));
-	for (unsigned k = 0; k < s->ncoords; k++)
-		if (valid & (1u << k))
-			d->sig[i++] = s->sig[k];
+	d->fsize = s->size;
+	d->mtime_ns = s->mtime_ns;
+	d->sketch = s->sketch;
+	memset(&d->least, 0, sizeof(d->least));
+	for (unsigned k = 0; k < s->ncoords; k++) {
+		if (!(valid & (1u << k)))
+			continue;
+		if (!i || memcmp(s->sig[k].b, d->least.b, IM_SIG_LEN) < 0)
+			d->least = s->sig[k];
+		memcpy(d->coord + csz * i++, s->sig[k].b, csz);
+	}
 	memcpy(doc_path(d), path, len + 1);
+	return d;
+}
+
+/* A copy of @p od under another path, in no posting or cluster. */
+static struct doc *rec_copy(const struct doc *od, const char *path)
+{
+	size_t hdr = sizeof(*od) + od->nsig * od->csz, len = strlen(path);
+	struct doc *d = malloc(hdr + len + 1);
+
+	if (!d)
+		return NULL;
+	memcpy(d, od, hdr);
+	memcpy(doc_path(d), path, len + 1);
+	d->comp = d->prev = d->next = NONE;
+	d->size = 0;
+	d->name = NONE;
 	return d;
 }
 
@@ -199,9 +284,12 @@ static void rec_export(const struct doc *d, struct im_doc_sigs *s)
 	s->valid = d->valid;
 	s->unique_terms = d->unique_terms;
 	memcpy(s->exact, d->exact, sizeof(s->exact));
+	s->size = d->fsize;
+	s->mtime_ns = d->mtime_ns;
+	s->sketch = d->sketch;
 	for (unsigned k = 0; k < d->ncoords; k++)
 		if (d->valid & (1u << k))
-			s->sig[k] = d->sig[i++];
+			memcpy(s->sig[k].b, d->coord + d->csz * i++, d->csz);
 }
 
 /* Do a and b relate to other documents in exactly the same way? */
@@ -213,7 +301,10 @@ static bool same_keys(const struct doc *a, const struct doc *b)
 		return true;
 	return a->valid == b->valid && a->exact_valid == b->exact_valid &&
 	       (!a->exact_valid || !memcmp(a->exact, b->exact, 16)) &&
-	       !memcmp(a->sig, b->sig, a->nsig * sizeof(struct im_sig));
+	       !memcmp(&a->sketch, &b->sketch, sizeof(a->sketch)) &&
+	       !memcmp(&a->least, &b->least, sizeof(a->least)) &&
+	       a->csz == b->csz &&
+	       !memcmp(a->coord, b->coord, a->nsig * a->csz);
 }
 
 static bool same_content(const struct doc *a, const struct doc *b)
@@ -221,8 +312,12 @@ static bool same_content(const struct doc *a, const struct doc *b)
 	return a->status == b->status && a->ncoords == b->ncoords &&
 	       a->exact_valid == b->exact_valid && a->err == b->err &&
 	       a->valid == b->valid && a->unique_terms == b->unique_terms &&
-	       !memcmp(a->exact, b->exact, 16) &&
-	       !memcmp(a->sig, b->sig, a->nsig * sizeof(struct im_sig));
+	       !memcmp(a->exact, b->exact, 16) && a->fsize == b->fsize &&
+	       a->mtime_ns == b->mtime_ns &&
+	       !memcmp(&a->sketch, &b->sketch, sizeof(a->sketch)) &&
+	       !memcmp(&a->least, &b->least, sizeof(a->least)) &&
+	       a->csz == b->csz &&
+	       !memcmp(a->coord, b->coord, a->nsig * a->csz);
 }
 
 /* ---- Open-addressing tables ---------------------------------------------- */
@@ -255,12 +350,12 @@ static int tab_reserve(struct table *t, uint32_t extra)
 	uint64_t need = (uint64_t)t->n + extra, cap = t->cap;
 	struct table nt;
 
-	if (need * 5 <= cap * 4)
+	if (need * 10 <= cap * 9)
 		return 0;
 	if (cap < 16)
 		cap = 16;
-	while (need * 5 > cap * 4)
-		cap += cap / 2;
+	while (need * 10 > cap * 9)
+		cap += cap / 4;
 	if (cap > UINT32_MAX / 2)
 		return -ENOMEM;
 	nt.cap = (uint32_t)cap;
@@ -347,15 +442,17 @@ static uint32_t path_find(const struct im_index *idx, const char *path)
 
 static uint32_t key_tag(const struct key *key)
 {
-	if (key->exact)
-		return (uint32_t)XXH3_64bits(key->b, 16);
-	return (uint32_t)XXH3_64bits_withSeed(key->b, IM_SIG_LEN, key->k);
+	return (uint32_t)XXH3_64bits_withSeed(key->b, key_len(key->kind),
+					      key->kind << 8 | key->k);
 }
 
 static inline struct table *key_table(const struct im_index *idx,
 				      const struct key *key)
 {
-	return (struct table *)(key->exact ? &idx->exacts : &idx->sigs);
+	const struct table *t = key->kind == IM_KEY_EXACT   ? &idx->exacts
+				: key->kind == IM_KEY_COORD ? &idx->sigs
+							    : &idx->bands;
+	return (struct table *)t;
 }
 
 /* First document of a posting, and the coordinate of its key. */
@@ -424,23 +521,67 @@ static void plist_release(struct im_index *idx, uint32_t p)
 	idx->pl_nfree++;
 }
 
-/* Add @p id to the posting of @p key, at slot @p i (NONE: a new key). */
-static void posting_add(struct im_index *idx, const struct key *key,
-			uint32_t tag, uint32_t i, uint32_t id, struct spare *sp)
+/* Posting order: by path, then id (a replacement briefly shares its path
+ * with the record it replaces). */
+static int doc_order(const struct im_index *idx, uint32_t a, uint32_t b)
+{
+	int c = strcmp(doc_path(D(idx, a)), doc_path(D(idx, b)));
+
+	return c ? c : (a > b) - (a < b);
+}
+
+/* Where @p id is, or would go, in @p pl. */
+static uint32_t plist_rank(const struct im_index *idx, const struct plist *pl,
+			   uint32_t id)
+{
+	uint32_t lo = 0, hi = pl->n;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (doc_order(idx, pl->ids[mid], id) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* Is the pair at ranks i and j of a group compared? (im_group_pair()) */
+static inline bool pair_considered(unsigned kind, uint32_t i, uint32_t j)
+{
+	return kind == IM_KEY_EXACT || i < HOT || j < HOT;
+}
+
+/*
+ * Add @p id to the posting of @p key, at slot @p i (NONE: a new key).
+ * @return the document that thereby lost its place among the first HOT of a
+ * near key (its pairs with the members past HOT are no longer compared), or
+ * NONE.
+ */
+static uint32_t posting_add(struct im_index *idx, const struct key *key,
+			    uint32_t tag, uint32_t i, uint32_t id,
+			    struct spare *sp)
 {
 	struct table *t = key_table(idx, key);
-	uint32_t val, p;
+	uint32_t val, p, r;
 	struct plist *pl;
 
 	if (i == NONE) {
 		tab_insert(t, tag, REF(id, key->k));
-		return;
+		return NONE;
 	}
 	val = t->s[i].val;
 	if (val & PL_BIT) {
 		pl = &idx->pl[val & ~PL_BIT];
-		pl->ids[pl->n++] = id; /* cap reserved */
-		return;
+		r = plist_rank(idx, pl, id);
+		memmove(pl->ids + r + 1, pl->ids + r,
+			(pl->n - r) * sizeof(*pl->ids)); /* cap reserved */
+		pl->ids[r] = id;
+		pl->n++;
+		if (key->kind != IM_KEY_EXACT && r < HOT && pl->n > HOT)
+			return pl->ids[HOT];
+		return NONE;
 	}
 	p = plist_take(idx);
 	pl = &idx->pl[p];
@@ -449,36 +590,46 @@ static void posting_add(struct im_index *idx, const struct key *key,
 	pl->n = 2;
 	pl->ids[0] = REF_DOC(val);
 	pl->ids[1] = id;
+	if (doc_order(idx, id, REF_DOC(val)) < 0) {
+		pl->ids[0] = id;
+		pl->ids[1] = REF_DOC(val);
+	}
 	pl->k = key->k;
 	pl->epoch = 0;
 	t->s[i].val = PL_BIT | p;
+	return NONE;
 }
 
-/* Remove @p id from the posting of @p key, which holds it. */
-static void posting_del(struct im_index *idx, const struct key *key,
-			uint32_t id)
+/*
+ * Remove @p id from the posting of @p key, which holds it.
+ * @return the document that thereby moved into the first HOT of a near key
+ * (it is now compared with every member), or NONE.
+ */
+static uint32_t posting_del(struct im_index *idx, const struct key *key,
+			    uint32_t id)
 {
 	struct table *t = key_table(idx, key);
-	uint32_t i = posting_slot(idx, key, key_tag(key)), val, p;
+	uint32_t i = posting_slot(idx, key, key_tag(key)), val, p, r;
+	uint32_t promoted = NONE;
 	struct plist *pl;
 
 	val = t->s[i].val;
 	if (!(val & PL_BIT)) {
 		tab_erase(t, i);
-		return;
+		return NONE;
 	}
 	p = val & ~PL_BIT;
 	pl = &idx->pl[p];
-	for (uint32_t j = 0; j < pl->n; j++) {
-		if (pl->ids[j] == id) {
-			pl->ids[j] = pl->ids[--pl->n];
-			break;
-		}
-	}
+	r = plist_rank(idx, pl, id);
+	if (key->kind != IM_KEY_EXACT && r < HOT && pl->n > HOT)
+		promoted = pl->ids[HOT];
+	pl->n--;
+	memmove(pl->ids + r, pl->ids + r + 1, (pl->n - r) * sizeof(*pl->ids));
 	if (pl->n == 1) {
 		t->s[i].val = REF(pl->ids[0], pl->k);
 		plist_release(idx, p);
 	}
+	return promoted;
 }
 
 /* ---- Cluster names ------------------------------------------------------- */
@@ -489,10 +640,20 @@ static void name_of_ref(const struct im_index *idx, uint32_t ref,
 	const struct doc *d = D(idx, REF_DOC(ref));
 
 	if (ref & EXACT_NAME) {
-		memcpy(out->b, d->exact, 16);
+		const uint8_t *h = d->exact;
+		XXH128_canonical_t c;
+
+		if (REF_K(ref) == 1) {
+			/* Neither signature nor bytes: the sketch names it. */
+			XXH128_canonicalFromHash(
+				&c,
+				XXH3_128bits(&d->sketch, sizeof(d->sketch)));
+			h = c.digest;
+		}
+		memcpy(out->b, h, 16);
 		memset(out->b + 16, 0, IM_SIG_LEN - 16);
 	} else {
-		memcpy(out->b, doc_sig(d, REF_K(ref)), IM_SIG_LEN);
+		*out = d->least;
 	}
 }
 
@@ -517,23 +678,14 @@ static uint32_t name_min(const struct im_index *idx, uint32_t a, uint32_t b)
 static uint32_t doc_name(const struct im_index *idx, uint32_t id)
 {
 	const struct doc *d = D(idx, id);
-	const uint8_t *best = NULL;
-	unsigned bk = 0, i = 0;
 
 	if (!relating(d))
 		return NONE;
-	for (unsigned k = 0; k < d->ncoords; k++) {
-		if (!(d->valid & (1u << k)))
-			continue;
-		if (!best || memcmp(d->sig[i].b, best, IM_SIG_LEN) < 0) {
-			best = d->sig[i].b;
-			bk = k;
-		}
-		i++;
-	}
-	if (best)
-		return REF(id, bk);
-	return d->exact_valid ? (EXACT_NAME | REF(id, 0)) : NONE;
+	if (d->nsig)
+		return REF(id, 0);
+	if (d->exact_valid)
+		return EXACT_NAME | REF(id, 0);
+	return d->sketch.n ? (EXACT_NAME | REF(id, 1)) : NONE;
 }
 
 static uint32_t name_tag(const struct im_sig *name)
@@ -616,133 +768,139 @@ static void list_splice(struct im_index *idx, uint32_t a, uint32_t b)
 	D(idx, an)->prev = bp;
 }
 
-/* Add document @p id (in docs[], in no posting) to the postings and to the
- * component its keys reach. */
-static void insert_doc(struct im_index *idx, uint32_t id, struct spare *sp)
+/* The shared posting list of @p key, or NULL when one document holds it. */
+static struct plist *key_plist(const struct im_index *idx,
+			       const struct key *key)
 {
-	struct key keys[NKEYS];
-	uint32_t reps[NKEYS], target = NONE, tsize = 1, name;
-	unsigned nkeys = doc_keys(D(idx, id), keys), nrep = 0;
-	struct doc *d = D(idx, id), *t;
-	bool new_cluster;
+	uint32_t sl = posting_slot(idx, key, key_tag(key));
+	uint32_t val = key_table(idx, key)->s[sl].val;
 
-	for (unsigned i = 0; i < nkeys; i++) {
-		uint32_t tag = key_tag(&keys[i]);
-		uint32_t s = posting_slot(idx, &keys[i], tag);
-
-		if (s != NONE) {
-			/* Everyone in a posting is in one component. */
-			unsigned k;
-			uint32_t y = posting_first(
-				idx, key_table(idx, &keys[i])->s[s].val, &k);
-			uint32_t c =
-				D(idx, y)->comp == NONE ? y : D(idx, y)->comp;
-			unsigned j;
-
-			for (j = 0; j < nrep && reps[j] != c; j++)
-				;
-			if (j == nrep)
-				reps[nrep++] = c;
-		}
-		posting_add(idx, &keys[i], tag, s, id, sp);
-	}
-	if (!nrep)
-		return;
-
-	/* The largest component absorbs the others; all singletons: id. */
-	for (unsigned j = 0; j < nrep; j++) {
-		struct doc *r = D(idx, reps[j]);
-
-		if (r->comp != NONE && r->size > tsize) {
-			target = reps[j];
-			tsize = r->size;
-		}
-	}
-	new_cluster = target == NONE;
-	if (new_cluster) {
-		target = id;
-		d->comp = d->prev = d->next = id;
-		d->size = 1;
-		d->name = doc_name(idx, id);
-	} else {
-		names_del(idx, target);
-		list_link(idx, target, id);
-		d->comp = target;
-		t = D(idx, target);
-		t->size++;
-		t->name = name_min(idx, t->name, doc_name(idx, id));
-	}
-	t = D(idx, target);
-	name = t->name;
-	for (unsigned j = 0; j < nrep; j++) {
-		uint32_t c = reps[j];
-		struct doc *r = D(idx, c);
-
-		if (c == target)
-			continue;
-		if (r->comp == NONE) {
-			list_link(idx, target, c);
-			r->comp = target;
-			t->size++;
-			name = name_min(idx, name, doc_name(idx, c));
-			continue;
-		}
-		names_del(idx, c);
-		idx->clusters--;
-		name = name_min(idx, name, r->name);
-		t->size += r->size;
-		for (uint32_t y = c;;) {
-			struct doc *dy = D(idx, y);
-
-			dy->comp = target;
-			y = dy->next;
-			if (y == c)
-				break;
-		}
-		list_splice(idx, target, c);
-		r->size = 0;
-		r->name = NONE;
-	}
-	t->name = name;
-	names_add(idx, target);
-	if (new_cluster)
-		idx->clusters++;
+	return val & PL_BIT ? &idx->pl[val & ~PL_BIT] : NULL;
 }
 
-/* Take document @p id out of the postings and out of its component, which is
- * recomputed. The record stays in docs[]. Never allocates. */
-static void detach_doc(struct im_index *idx, uint32_t id)
+/* The members of @p pl compared with @p id (at its rank): ids[0..end). */
+static uint32_t compared_end(const struct im_index *idx, const struct key *key,
+			     const struct plist *pl, uint32_t id)
 {
-	struct key keys[NKEYS];
-	struct doc *d = D(idx, id);
-	unsigned nkeys = doc_keys(d, keys);
-	uint32_t pool;
+	if (key->kind == IM_KEY_EXACT || pl->n <= HOT ||
+	    plist_rank(idx, pl, id) < HOT)
+		return pl->n;
+	return HOT;
+}
 
-	for (unsigned i = 0; i < nkeys; i++)
-		posting_del(idx, &keys[i], id);
-	if (d->comp == NONE)
+/* Give document @p x, in no cluster, one of its own; a member follows. */
+static void cluster_new(struct im_index *idx, uint32_t x)
+{
+	struct doc *d = D(idx, x);
+
+	d->comp = d->prev = d->next = x;
+	d->size = 1;
+	d->name = doc_name(idx, x);
+	names_add(idx, x);
+	idx->clusters++;
+}
+
+/* @p x and @p y are linked: one component from now on. */
+static void join(struct im_index *idx, uint32_t x, uint32_t y)
+{
+	uint32_t cx = D(idx, x)->comp, cy = D(idx, y)->comp, tmp, name;
+	struct doc *t, *r;
+
+	if (cx != NONE && cx == cy)
 		return;
-
-	names_del(idx, d->comp);
+	if (cx == NONE && cy == NONE) {
+		cluster_new(idx, x);
+		cx = x;
+	}
+	if (cx == NONE) {
+		cx = cy;
+		cy = NONE;
+		tmp = x;
+		x = y;
+		y = tmp;
+	}
+	t = D(idx, cx);
+	names_del(idx, cx);
+	if (cy == NONE) {
+		list_link(idx, cx, y);
+		D(idx, y)->comp = cx;
+		t->size++;
+		t->name = name_min(idx, t->name, doc_name(idx, y));
+		names_add(idx, cx);
+		return;
+	}
+	/* The larger component absorbs the smaller one. */
+	names_del(idx, cy);
+	if (D(idx, cy)->size > t->size) {
+		tmp = cx;
+		cx = cy;
+		cy = tmp;
+		t = D(idx, cx);
+	}
+	r = D(idx, cy);
 	idx->clusters--;
-	D(idx, d->comp)->size = 0;
-	D(idx, d->comp)->name = NONE;
-	pool = d->next;
-	list_unlink(idx, id);
-	d->comp = NONE;
-	for (uint32_t y = pool;;) {
-		D(idx, y)->comp = PENDING;
-		y = D(idx, y)->next;
-		if (y == pool)
+	name = name_min(idx, t->name, r->name);
+	t->size += r->size;
+	for (uint32_t m = cy;;) {
+		struct doc *dm = D(idx, m);
+
+		dm->comp = cx;
+		m = dm->next;
+		if (m == cy)
 			break;
 	}
+	list_splice(idx, cx, cy);
+	r->size = 0;
+	r->name = NONE;
+	t->name = name;
+	names_add(idx, cx);
+}
+
+/* Join @p id with every document it is linked to. Never allocates. */
+static void connect(struct im_index *idx, uint32_t id)
+{
+	struct key keys[NKEYS];
+	const struct doc *d = D(idx, id);
+	unsigned n = doc_keys(d, keys);
+
+	for (unsigned i = 0; i < n; i++) {
+		const struct plist *pl = key_plist(idx, &keys[i]);
+		uint32_t end;
+
+		if (!pl)
+			continue;
+		end = compared_end(idx, &keys[i], pl, id);
+		for (uint32_t j = 0; j < end; j++) {
+			uint32_t y = pl->ids[j];
+			double sim;
+			bool exact;
+
+			if (y == id ||
+			    (d->comp != NONE && D(idx, y)->comp == d->comp))
+				continue;
+			if (verify(idx, d, D(idx, y), &sim, &exact))
+				join(idx, id, y);
+		}
+	}
+}
+
+/*
+ * Rebuild the components of the documents in the circular list @p pool, all
+ * marked PENDING and in no cluster any more: each walk from a member not yet
+ * reached collects one component, following verified links. An exact key's
+ * members are all linked, so its list is walked once per rebuild
+ * (plist.epoch); a near key's members are verified against the one walked
+ * from. Never allocates.
+ */
+static void split(struct im_index *idx, uint32_t pool)
+{
+	struct key keys[NKEYS];
+
 	if (++idx->epoch == 0) {
 		for (uint32_t p = 0; p < idx->pl_used; p++)
 			idx->pl[p].epoch = 0;
 		idx->epoch = 1;
 	}
-
-	/* Each walk from a member not yet reached collects one component. */
 	while (pool != NONE) {
 		uint32_t s = pool, cur, size = 1, name;
 		struct doc *ds = D(idx, s);
@@ -755,26 +913,32 @@ static void detach_doc(struct im_index *idx, uint32_t id)
 		name = doc_name(idx, s);
 		cur = s;
 		do {
-			unsigned n = doc_keys(D(idx, cur), keys);
+			const struct doc *dc = D(idx, cur);
+			unsigned n = doc_keys(dc, keys);
 
 			for (unsigned i = 0; i < n; i++) {
-				uint32_t sl = posting_slot(idx, &keys[i],
-							   key_tag(&keys[i]));
-				uint32_t val =
-					key_table(idx, &keys[i])->s[sl].val;
-				struct plist *pl;
+				struct plist *pl = key_plist(idx, &keys[i]);
+				bool exact_key = keys[i].kind == IM_KEY_EXACT;
+				uint32_t end;
 
-				if (!(val & PL_BIT))
+				if (!pl)
 					continue; /* only cur holds it */
-				pl = &idx->pl[val & ~PL_BIT];
-				if (pl->epoch == idx->epoch)
-					continue;
-				pl->epoch = idx->epoch;
-				for (uint32_t j = 0; j < pl->n; j++) {
+				if (exact_key) {
+					if (pl->epoch == idx->epoch)
+						continue;
+					pl->epoch = idx->epoch;
+				}
+				end = compared_end(idx, &keys[i], pl, cur);
+				for (uint32_t j = 0; j < end; j++) {
 					uint32_t y = pl->ids[j];
 					struct doc *dy = D(idx, y);
+					double sim;
+					bool exact;
 
 					if (dy->comp != PENDING)
+						continue;
+					if (!exact_key &&
+					    !verify(idx, dc, dy, &sim, &exact))
 						continue;
 					if (pool == y)
 						pool = dy->next == y ? NONE
@@ -800,6 +964,80 @@ static void detach_doc(struct im_index *idx, uint32_t id)
 			idx->clusters++;
 		}
 	}
+}
+
+/* Dissolve the cluster rooted at @p root: its members, still in one
+ * circular list, become PENDING. */
+static void dissolve(struct im_index *idx, uint32_t root)
+{
+	names_del(idx, root);
+	idx->clusters--;
+	D(idx, root)->size = 0;
+	D(idx, root)->name = NONE;
+	for (uint32_t y = root;;) {
+		D(idx, y)->comp = PENDING;
+		y = D(idx, y)->next;
+		if (y == root)
+			break;
+	}
+}
+
+/* Rebuild the cluster rooted at @p root from its links. */
+static void recompute(struct im_index *idx, uint32_t root)
+{
+	dissolve(idx, root);
+	split(idx, root);
+}
+
+/* Add document @p id (in docs[], in no posting) to the postings and to the
+ * components its links reach. */
+static void insert_doc(struct im_index *idx, uint32_t id, struct spare *sp)
+{
+	struct key keys[NKEYS];
+	uint32_t displaced[NKEYS];
+	unsigned nkeys = doc_keys(D(idx, id), keys), nd = 0;
+
+	for (unsigned i = 0; i < nkeys; i++) {
+		uint32_t tag = key_tag(&keys[i]);
+		uint32_t s = posting_slot(idx, &keys[i], tag);
+		uint32_t x = posting_add(idx, &keys[i], tag, s, id, sp);
+
+		if (x != NONE)
+			displaced[nd++] = x;
+	}
+	connect(idx, id);
+	/* A document pushed out of a hot key's first HOT lost links. */
+	for (unsigned i = 0; i < nd; i++)
+		if (D(idx, displaced[i])->comp != NONE)
+			recompute(idx, D(idx, displaced[i])->comp);
+}
+
+/* Take document @p id out of the postings and out of its component, which is
+ * recomputed. The record stays in docs[]. Never allocates. */
+static void detach_doc(struct im_index *idx, uint32_t id)
+{
+	struct key keys[NKEYS];
+	uint32_t promoted[NKEYS];
+	struct doc *d = D(idx, id);
+	unsigned nkeys = doc_keys(d, keys), np = 0;
+	uint32_t pool;
+
+	for (unsigned i = 0; i < nkeys; i++) {
+		uint32_t x = posting_del(idx, &keys[i], id);
+
+		if (x != NONE)
+			promoted[np++] = x;
+	}
+	if (d->comp != NONE) {
+		dissolve(idx, d->comp);
+		pool = d->next;
+		list_unlink(idx, id);
+		d->comp = NONE;
+		split(idx, pool);
+	}
+	/* A document moved into a hot key's first HOT gained links. */
+	for (unsigned i = 0; i < np; i++)
+		connect(idx, promoted[i]);
 }
 
 /* ---- Document slots ------------------------------------------------------ */
@@ -870,6 +1108,7 @@ static void unlock(const struct im_index *idx)
 int im_index_new(struct im_index **out)
 {
 	pthread_rwlockattr_t attr;
+	struct im_params p;
 	struct im_index *idx;
 	int err;
 
@@ -892,6 +1131,9 @@ int im_index_new(struct im_index **out)
 	}
 	idx->docs_free = NONE;
 	idx->pl_free = NONE;
+	im_params_init(&p);
+	idx->threshold = p.similarity;
+	idx->csz = IM_SIG_LEN;
 	*out = idx;
 	return 0;
 }
@@ -910,6 +1152,7 @@ void im_index_free(struct im_index *idx)
 	free(idx->paths.s);
 	free(idx->sigs.s);
 	free(idx->exacts.s);
+	free(idx->bands.s);
 	free(idx->names.s);
 	pthread_rwlock_destroy(&idx->lock);
 	free(idx);
@@ -929,7 +1172,7 @@ static int reserve_put(struct im_index *idx, const struct doc *d, bool new_path,
 		       struct spare *sp)
 {
 	struct key keys[NKEYS];
-	unsigned nkeys = doc_keys(d, keys), nsig = 0;
+	unsigned nkeys = doc_keys(d, keys), nper[3] = {0, 0, 0};
 	uint32_t clusters_max;
 	int ret;
 
@@ -945,9 +1188,10 @@ static int reserve_put(struct im_index *idx, const struct doc *d, bool new_path,
 	    (ret = tab_reserve(&idx->names, clusters_max - idx->names.n)))
 		return ret;
 	for (unsigned i = 0; i < nkeys; i++)
-		nsig += !keys[i].exact;
-	if ((ret = tab_reserve(&idx->sigs, nsig)) ||
-	    (ret = tab_reserve(&idx->exacts, nkeys - nsig)))
+		nper[keys[i].kind]++;
+	if ((ret = tab_reserve(&idx->exacts, nper[IM_KEY_EXACT])) ||
+	    (ret = tab_reserve(&idx->sigs, nper[IM_KEY_COORD])) ||
+	    (ret = tab_reserve(&idx->bands, nper[IM_KEY_BAND])))
 		return ret;
 
 	for (unsigned i = 0; i < nkeys; i++) {
@@ -996,21 +1240,14 @@ static int reserve_put(struct im_index *idx, const struct doc *d, bool new_path,
 	return 0;
 }
 
-int im_index_put(struct im_index *idx, const char *path,
-		 const struct im_doc_sigs *s)
+/* im_index_put() under the write lock; takes ownership of @p d. */
+static int put_locked(struct im_index *idx, const char *path, struct doc *d)
 {
 	struct spare sp = {.n = 0, .used = 0};
-	struct doc *d, *od;
 	uint32_t old, id;
-	int ret = 0;
+	struct doc *od;
+	int ret;
 
-	if (s->ncoords > IM_MAX_COORDS)
-		return -EINVAL;
-	d = rec_new(path, s);
-	if (!d)
-		return -ENOMEM;
-
-	pthread_rwlock_wrlock(&idx->lock);
 	old = path_find(idx, path);
 	if (old != NONE && same_keys(od = D(idx, old), d)) {
 		/* Nothing moves: the new record takes the old one's place. */
@@ -1025,13 +1262,13 @@ int im_index_put(struct im_index *idx, const char *path,
 		free(od);
 		if (changed)
 			idx->gen++;
-		goto out;
+		return 0;
 	}
 	ret = reserve_put(idx, d, old == NONE, &sp);
 	if (ret) {
 		spare_release(&sp);
 		free(d);
-		goto out;
+		return ret;
 	}
 	/* A replacement joins first and then the old record leaves, so that
 	 * what was reserved is what insert_doc() finds. */
@@ -1046,37 +1283,54 @@ int im_index_put(struct im_index *idx, const char *path,
 	}
 	spare_release(&sp);
 	idx->gen++;
-out:
+	return 0;
+}
+
+int im_index_put(struct im_index *idx, const char *path,
+		 const struct im_doc_sigs *s)
+{
+	struct doc *d;
+	int ret;
+
+	if (s->ncoords > IM_MAX_COORDS)
+		return -EINVAL;
+	d = rec_new(path, s, idx->csz);
+	if (!d)
+		return -ENOMEM;
+	pthread_rwlock_wrlock(&idx->lock);
+	ret = put_locked(idx, path, d);
 	pthread_rwlock_unlock(&idx->lock);
 	return ret;
 }
 
-int im_index_remove(struct im_index *idx, const char *path)
+static int remove_locked(struct im_index *idx, const char *path)
 {
-	uint32_t slot, id;
-	int ret = 0;
+	uint32_t slot = path_slot(idx, path), id;
 
-	pthread_rwlock_wrlock(&idx->lock);
-	slot = path_slot(idx, path);
-	if (slot == NONE) {
-		ret = -ENOENT;
-		goto out;
-	}
+	if (slot == NONE)
+		return -ENOENT;
 	id = idx->paths.s[slot].val;
 	tab_erase(&idx->paths, slot);
 	detach_doc(idx, id);
 	docs_release(idx, id);
 	idx->gen++;
-out:
+	return 0;
+}
+
+int im_index_remove(struct im_index *idx, const char *path)
+{
+	int ret;
+
+	pthread_rwlock_wrlock(&idx->lock);
+	ret = remove_locked(idx, path);
 	pthread_rwlock_unlock(&idx->lock);
 	return ret;
 }
 
 int im_index_rename(struct im_index *idx, const char *from, const char *to)
 {
-	uint32_t id, victim;
-	struct doc *od, *d = NULL;
-	size_t hdr, len = strlen(to);
+	struct doc *d;
+	uint32_t id;
 	int ret = 0;
 
 	pthread_rwlock_wrlock(&idx->lock);
@@ -1087,30 +1341,45 @@ int im_index_rename(struct im_index *idx, const char *from, const char *to)
 	}
 	if (!strcmp(from, to))
 		goto out;
-	victim = path_find(idx, to);
-	if (victim == NONE && (ret = tab_reserve(&idx->paths, 1)))
-		goto out;
-	od = D(idx, id);
-	hdr = sizeof(*od) + od->nsig * sizeof(struct im_sig);
-	d = malloc(hdr + len + 1);
+	/* The path orders the postings (the hot-key rule): a renamed record
+	 * is put anew and the old one leaves. */
+	d = rec_copy(D(idx, id), to);
 	if (!d) {
 		ret = -ENOMEM;
 		goto out;
 	}
-	if (victim != NONE) {
-		tab_erase(&idx->paths, path_slot(idx, to));
-		detach_doc(idx, victim);
-		docs_release(idx, victim);
-	}
-	/* Copied only now: the victim's leaving may relink this record. */
-	memcpy(d, od, hdr);
-	memcpy(doc_path(d), to, len + 1);
-	tab_erase(&idx->paths, path_slot(idx, from));
-	idx->docs[id] = (uintptr_t)d;
-	free(od);
-	tab_insert(&idx->paths, path_tag(to), id);
-	idx->gen++;
+	ret = put_locked(idx, to, d);
+	if (!ret)
+		remove_locked(idx, from);
 out:
+	pthread_rwlock_unlock(&idx->lock);
+	return ret;
+}
+
+int im_index_set_prefixes(struct im_index *idx, bool prefixes)
+{
+	int ret = 0;
+
+	pthread_rwlock_wrlock(&idx->lock);
+	if (idx->ndocs)
+		ret = -EBUSY;
+	else
+		idx->csz = prefixes ? 8 : IM_SIG_LEN;
+	pthread_rwlock_unlock(&idx->lock);
+	return ret;
+}
+
+int im_index_set_similarity(struct im_index *idx, double threshold)
+{
+	int ret = 0;
+
+	if (!(threshold > 0.0 && threshold <= 1.0))
+		return -EINVAL;
+	pthread_rwlock_wrlock(&idx->lock);
+	if (idx->ndocs)
+		ret = -EBUSY;
+	else
+		idx->threshold = threshold;
 	pthread_rwlock_unlock(&idx->lock);
 	return ret;
 }
@@ -1163,10 +1432,24 @@ int im_index_get(const struct im_index *idx, const char *path,
 	return ret;
 }
 
-int im_index_dupes(const struct im_index *idx, const char *path,
-		   im_index_path_cb cb, void *arg)
+/* Were @p a and @p y compared under @p key, which both hold? */
+static bool compared_under(const struct im_index *idx, const struct key *key,
+			   uint32_t a, uint32_t y)
+{
+	const struct plist *pl;
+
+	if (key->kind == IM_KEY_EXACT)
+		return true;
+	pl = key_plist(idx, key);
+	return pl->n <= HOT || plist_rank(idx, pl, a) < HOT ||
+	       plist_rank(idx, pl, y) < HOT;
+}
+
+int im_index_links(const struct im_index *idx, const char *path,
+		   im_index_link_cb cb, void *arg)
 {
 	struct key keys[NKEYS];
+	const struct doc *d;
 	unsigned nkeys;
 	uint32_t id;
 	int ret = 0;
@@ -1177,28 +1460,35 @@ int im_index_dupes(const struct im_index *idx, const char *path,
 		ret = -ENOENT;
 		goto out;
 	}
-	nkeys = doc_keys(D(idx, id), keys);
+	d = D(idx, id);
+	nkeys = doc_keys(d, keys);
 	for (unsigned i = 0; i < nkeys; i++) {
-		uint32_t s = posting_slot(idx, &keys[i], key_tag(&keys[i]));
-		uint32_t val = key_table(idx, &keys[i])->s[s].val;
-		const struct plist *pl;
+		const struct plist *pl = key_plist(idx, &keys[i]);
+		uint32_t end;
 
-		if (!(val & PL_BIT))
+		if (!pl)
 			continue; /* only this document */
-		pl = &idx->pl[val & ~PL_BIT];
-		for (uint32_t j = 0; j < pl->n; j++) {
+		end = compared_end(idx, &keys[i], pl, id);
+		for (uint32_t j = 0; j < end; j++) {
 			const struct doc *y = D(idx, pl->ids[j]);
+			struct im_link l;
 			unsigned e;
 
-			if (pl->ids[j] == id)
+			if (pl->ids[j] == id ||
+			    !verify(idx, d, y, &l.similarity, &l.exact))
 				continue;
-			/* Reported under the first key they share, without
-			 * a set (queries run in parallel and do not allocate). */
-			for (e = 0; e < i && !doc_has_key(y, &keys[e]); e++)
-				;
+			/* Reported under the first key that compared them,
+			 * without a set (queries run in parallel and do not
+			 * allocate). */
+			for (e = 0; e < i; e++)
+				if (doc_has_key(y, &keys[e]) &&
+				    compared_under(idx, &keys[e], id,
+						   pl->ids[j]))
+					break;
 			if (e < i)
 				continue;
-			ret = cb(doc_path(y), arg);
+			l.path = doc_path(y);
+			ret = cb(&l, arg);
 			if (ret)
 				goto out;
 		}
@@ -1206,6 +1496,26 @@ int im_index_dupes(const struct im_index *idx, const char *path,
 out:
 	unlock(idx);
 	return ret;
+}
+
+struct dupes_arg {
+	im_index_path_cb cb;
+	void *arg;
+};
+
+static int dupes_link(const struct im_link *l, void *arg)
+{
+	struct dupes_arg *a = arg;
+
+	return a->cb(l->path, a->arg);
+}
+
+int im_index_dupes(const struct im_index *idx, const char *path,
+		   im_index_path_cb cb, void *arg)
+{
+	struct dupes_arg a = {cb, arg};
+
+	return im_index_links(idx, path, dupes_link, &a);
 }
 
 int im_index_cluster_of(const struct im_index *idx, const char *path,
@@ -1294,4 +1604,72 @@ int im_index_foreach_doc(const struct im_index *idx,
 	}
 	unlock(idx);
 	return ret;
+}
+
+/* ---- Candidates and verification, pure ----------------------------------- */
+
+unsigned im_doc_keys(const struct im_doc_sigs *d, struct im_cand_key *out)
+{
+	unsigned n = 0;
+
+	if (d->status != IM_DOC_SIGNED && d->status != IM_DOC_REJECTED)
+		return 0;
+	if (d->exact_valid) {
+		out[n] = (struct im_cand_key){.kind = IM_KEY_EXACT, .len = 16};
+		memcpy(out[n++].b, d->exact, 16);
+	}
+	for (unsigned k = 0; k < d->ncoords && k < IM_MAX_COORDS; k++) {
+		if (!(d->valid & (1u << k)))
+			continue;
+		out[n] = (struct im_cand_key){
+			.kind = IM_KEY_COORD, .k = (uint8_t)k, .len = 8};
+		memcpy(out[n++].b, d->sig[k].b, 8);
+	}
+	if (d->sketch.n) {
+		for (unsigned j = 0; j < IM_SKETCH_BANDS; j++) {
+			out[n] = (struct im_cand_key){
+				.kind = IM_KEY_BAND, .k = (uint8_t)j, .len = 4};
+			memcpy(out[n++].b, band_bytes(&d->sketch, j), 4);
+		}
+	}
+	return n;
+}
+
+bool im_doc_link(const struct im_doc_sigs *a, const struct im_doc_sigs *b,
+		 double threshold, double *similarity, bool *exact)
+{
+	*exact = false;
+	*similarity = 0.0;
+	if ((a->status != IM_DOC_SIGNED && a->status != IM_DOC_REJECTED) ||
+	    (b->status != IM_DOC_SIGNED && b->status != IM_DOC_REJECTED))
+		return false;
+	if (a->exact_valid && b->exact_valid &&
+	    !memcmp(a->exact, b->exact, 16)) {
+		*exact = true;
+		*similarity = 1.0;
+		return true;
+	}
+	*similarity = im_sketch_similarity(&a->sketch, &b->sketch);
+	return *similarity >= threshold;
+}
+
+int im_group_links(unsigned kind, const struct im_doc_sigs *const *m, size_t n,
+		   double threshold, im_group_link_cb cb, void *arg)
+{
+	for (size_t i = 0; i < n; i++) {
+		for (size_t j = i + 1; j < n; j++) {
+			double sim;
+			bool exact;
+			int ret;
+
+			if (kind != IM_KEY_EXACT && !im_group_pair(i, j))
+				break; /* i >= HOT: so is every later j */
+			if (!im_doc_link(m[i], m[j], threshold, &sim, &exact))
+				continue;
+			ret = cb(i, j, sim, exact, arg);
+			if (ret)
+				return ret;
+		}
+	}
+	return 0;
 }

@@ -3,29 +3,45 @@
  * The cluster index: documents, their signatures, near-duplicates and
  * clusters, updated one document at a time (DESIGN §2).
  *
- * Relation: two documents are near-duplicates when they hold the same
- * signature in the same coordinate (the coordinate is hashed into the
- * signature, so equal signatures are equal coordinates) or when their bytes
- * hash the same (im_doc_sigs.exact). A cluster is a connected component of
- * that relation with two or more members; every document is in at most one.
+ * Relation (DESIGN §2, §3.6): two documents are linked when
+ *   - exact: their bytes hash the same (im_doc_sigs.exact, 128 bits), or
+ *   - near: they share a candidate key (the first 64 bits of the signature
+ *     of the same coordinate, or one band of their sketches, see
+ *     im_doc_keys()), they were compared under that key (im_group_pair():
+ *     a key held by more than IM_INDEX_HOT_CAP documents compares each with
+ *     the first IM_INDEX_HOT_CAP of them in path order only), and the
+ *     sketches estimate the cosine of their term sets at or above the
+ *     index's similarity threshold (im_doc_link()).
+ * The relation is symmetric. It is exactly the union, over all keys, of
+ * im_group_links() on the key's holders ordered by path, so a scaled-out
+ * index (SCALE.md) that runs the pure functions below finds the same links.
+ * A cluster is a connected component of the links with two or more members;
+ * every document is in at most one.
  * A cluster's name is the smallest signature (memcmp order) held by any
  * member; a cluster none of whose members has a signature (exact copies of
- * unsignable files) is named by the smallest exact hash followed by four zero
- * bytes.
+ * unsignable files, short documents) is named by the smallest exact hash
+ * followed by four zero bytes (or, for a member with neither, the XXH3-128 of
+ * its sketch).
  *
- * Cost: put/remove touch the postings of the document's own K+2 keys. Adding
- * merges components (the smaller is relabelled into the larger); removing or
- * changing a document recomputes only its former component by a walk over
- * that component's postings. No operation walks the whole collection except
+ * Cost: put/remove touch the postings of the document's own keys (at most
+ * IM_MAX_KEYS) and verify the document against the holders compared with it
+ * (a sketch comparison is some 20 ns). Adding merges components (the smaller
+ * is relabelled into the larger); removing or changing a document recomputes
+ * only its former component by a walk over that component's links; a
+ * document pushed out of a hot key's first IM_INDEX_HOT_CAP has its
+ * component recomputed too. No operation walks the whole collection except
  * the explicit iterations below.
  *
  * Documents are keyed by path (any NUL-terminated bytes; the index copies
  * them). Documents whose status is neither SIGNED nor REJECTED are kept (so
  * that counts and lookups work) but relate to nothing.
  *
- * Memory: about 340 bytes of heap per document plus its path at K = 10
- * (measured over 100k synthetic documents). Signatures are stored once, in the
- * document; the postings hold 8-byte references.
+ * Memory: the record holds the sketch (132 bytes), the valid signatures
+ * (20 bytes each, or their 8-byte prefixes after im_index_set_prefixes()),
+ * the smallest signature (the cluster name) and the path; the postings hold
+ * 8-byte references, one per key. With prefixes, K = 10 and every
+ * coordinate signed that is about 490 bytes of heap per document plus its
+ * path (tests/unit/test_index.c, test_index_memory_per_document).
  *
  * Thread-safety: all functions are safe to call from any number of threads.
  * Writers (put, remove, rename) take an internal write lock; queries take it
@@ -38,18 +54,43 @@
 #ifndef IM_INDEX_H
 #define IM_INDEX_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "sig.h"
+#include "sketch.h"
 
 struct im_index;
 
 /* ---- Life cycle ---------------------------------------------------------- */
 
-/** @return 0 or -ENOMEM. Caller frees with im_index_free(). */
+/**
+ * A new index verifying near links at the default similarity threshold
+ * (im_params_init()). @return 0 or -ENOMEM. Caller frees with
+ * im_index_free().
+ */
 int im_index_new(struct im_index **out);
 void im_index_free(struct im_index *idx);
+
+/**
+ * Set the similarity threshold (im_params.similarity) of an empty index.
+ * @return 0, -EINVAL unless 0 < @p threshold <= 1, or -EBUSY once a document
+ *         was put (links already verified would disagree).
+ */
+int im_index_set_similarity(struct im_index *idx, double threshold);
+
+/**
+ * Keep only the first 8 bytes of each signature (the candidate key) and the
+ * smallest whole one (the cluster name), to save 12 bytes per coordinate:
+ * im_index_get() and im_index_foreach_doc() then give each signature's
+ * prefix followed by zeros, so a caller that shows or saves signatures keeps
+ * them itself (the state cache holds them whole). Links and clusters are the
+ * same either way.
+ *
+ * @return 0 or -EBUSY once a document was put.
+ */
+int im_index_set_prefixes(struct im_index *idx, bool prefixes);
 
 /* ---- Updates ------------------------------------------------------------- */
 
@@ -76,7 +117,8 @@ int im_index_remove(struct im_index *idx, const char *path);
 /**
  * Rename a document, keeping its signatures (a file renamed in the source).
  * Replaces a document already at @p to. Renaming a path to itself does
- * nothing and returns 0.
+ * nothing and returns 0. The path orders the holders of a key, so the
+ * document's links are verified again.
  *
  * @return 0, -ENOENT if @p from is not there, or -ENOMEM (unchanged).
  */
@@ -97,16 +139,32 @@ size_t im_index_cluster_count(const struct im_index *idx);
 /** A counter bumped by every change that alters any query's answer. */
 uint64_t im_index_generation(const struct im_index *idx);
 
-/** Copy the signatures of @p path into *out. @return 0 or -ENOENT. */
+/** Copy what was put for @p path into *out (signatures cut to prefixes
+ *  after im_index_set_prefixes()). @return 0 or -ENOENT. */
 int im_index_get(const struct im_index *idx, const char *path,
 		 struct im_doc_sigs *out);
 
+/** One verified link of a document, handed to im_index_link_cb. */
+struct im_link {
+	const char *path;  /**< the other document (borrowed) */
+	double similarity; /**< the sketch's cosine estimate; 1 when exact */
+	bool exact;	   /**< identical bytes (128-bit hash) */
+};
+
+/** Called once per link; return non-zero to stop the iteration. */
+typedef int (*im_index_link_cb)(const struct im_link *l, void *arg);
+
 /**
- * Call @p cb for each near-duplicate of @p path (itself excluded, each once,
- * in no particular order).
+ * Call @p cb for each document linked to @p path (itself excluded, each once,
+ * in no particular order): its near-duplicates with their similarity and
+ * kind. Symmetric: b is reported for a exactly when a is for b.
  *
  * @return 0, -ENOENT if @p path is not indexed, or cb's non-zero value.
  */
+int im_index_links(const struct im_index *idx, const char *path,
+		   im_index_link_cb cb, void *arg);
+
+/** im_index_links() with the paths only. */
 int im_index_dupes(const struct im_index *idx, const char *path,
 		   im_index_path_cb cb, void *arg);
 
@@ -130,12 +188,83 @@ int im_index_foreach_cluster(const struct im_index *idx, im_index_cluster_cb cb,
 			     void *arg);
 
 /**
- * Call @p cb for each document. The index is read-locked throughout.
+ * Call @p cb for each document, with everything put for it (signatures,
+ * sketch, exact hash, size, mtime). The index is read-locked throughout.
  * @return 0 or cb's non-zero value.
  */
 int im_index_foreach_doc(const struct im_index *idx,
 			 int (*cb)(const char *path,
 				   const struct im_doc_sigs *d, void *arg),
 			 void *arg);
+
+/* ---- Candidates and verification, pure (SCALE.md) ------------------------
+ *
+ * The functions the live index itself applies, without an index: a
+ * scaled-out index that groups documents by candidate key, orders each group
+ * by path and calls im_group_links() finds exactly the links of the live
+ * index. All are pure, reentrant and never allocate.
+ */
+
+/** A key held by more documents than this compares each only with the first
+ *  IM_INDEX_HOT_CAP in path order (and those with all). */
+#define IM_INDEX_HOT_CAP 64
+
+enum im_key_kind {
+	IM_KEY_EXACT, /**< the 128-bit hash of the bytes (16 bytes) */
+	IM_KEY_COORD, /**< coordinate k's signature, first 8 bytes */
+	IM_KEY_BAND,  /**< band k of the sketch, 4 bytes (im_sketch_band()) */
+};
+
+/** Most keys one document has. */
+#define IM_MAX_KEYS (1 + IM_MAX_COORDS + IM_SKETCH_BANDS)
+
+/** A candidate key: documents with equal (kind, k, b[0..len)) are compared. */
+struct im_cand_key {
+	uint8_t kind; /**< enum im_key_kind */
+	uint8_t k;    /**< coordinate or band; 0 for exact */
+	uint8_t len;  /**< bytes used in b */
+	uint8_t b[16];
+};
+
+/**
+ * The candidate keys of @p d into @p out (room for IM_MAX_KEYS), in a fixed
+ * order: exact, coordinates ascending, bands ascending. Documents whose
+ * status is neither SIGNED nor REJECTED have none.
+ *
+ * @return the number of keys.
+ */
+unsigned im_doc_keys(const struct im_doc_sigs *d, struct im_cand_key *out);
+
+/** Are the members at ranks @p i and @p j (in path order) of a near key's
+ *  holders compared? Exact keys compare every pair. */
+static inline bool im_group_pair(size_t i, size_t j)
+{
+	return i < IM_INDEX_HOT_CAP || j < IM_INDEX_HOT_CAP;
+}
+
+/**
+ * Verify one compared pair: exact when both hold the same exact hash
+ * (similarity 1), else near when the sketches' cosine estimate is at least
+ * @p threshold. Symmetric in @p a and @p b.
+ *
+ * @return whether they are linked; *similarity and *exact are set either way.
+ */
+bool im_doc_link(const struct im_doc_sigs *a, const struct im_doc_sigs *b,
+		 double threshold, double *similarity, bool *exact);
+
+/** Called by im_group_links() per link, i < j; non-zero stops. */
+typedef int (*im_group_link_cb)(size_t i, size_t j, double similarity,
+				bool exact, void *arg);
+
+/**
+ * The links among the @p n holders @p m of one key of kind @p kind, which the
+ * caller orders by path (byte order): every pair im_group_pair() compares
+ * (every pair for IM_KEY_EXACT) that im_doc_link() accepts, i ascending,
+ * then j.
+ *
+ * @return 0 or cb's non-zero value.
+ */
+int im_group_links(unsigned kind, const struct im_doc_sigs *const *m, size_t n,
+		   double threshold, im_group_link_cb cb, void *arg);
 
 #endif

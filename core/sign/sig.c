@@ -629,6 +629,7 @@ int im_signer_sign_terms(struct im_signer *s, const struct im_terms *u,
 	}
 	if (out->valid)
 		out->status = IM_DOC_SIGNED;
+	im_sketch_compute(u, s->p.seed, &out->sketch);
 	return 0;
 }
 
@@ -753,21 +754,27 @@ int im_signer_sign_at(struct im_signer *s, int dirfd, const char *name,
 		      struct im_doc_sigs *out, struct stat *st)
 {
 	enum im_doc_status status;
+	struct stat lst;
 	size_t len;
-	int err, r;
+	int err, r = 0;
 
-	read_at(s, dirfd, name, st, &status, &err, &len);
+	read_at(s, dirfd, name, &lst, &status, &err, &len);
 	if (status != IM_DOC_SIGNED) {
 		memset(out, 0, sizeof(*out));
 		out->status = (uint8_t)status;
 		out->ncoords = (uint8_t)(s->p.k + 1);
 		out->err = err;
-		return 0;
+	} else {
+		const char *base = strrchr(name, '/');
+		r = im_signer_sign_buf(s, base ? base + 1 : name,
+				       s->buf ? s->buf : "", len, out);
+		drop_big_buffer(s);
 	}
-	const char *base = strrchr(name, '/');
-	r = im_signer_sign_buf(s, base ? base + 1 : name, s->buf ? s->buf : "",
-			       len, out);
-	drop_big_buffer(s);
+	out->size = (uint64_t)lst.st_size;
+	out->mtime_ns =
+		(int64_t)lst.st_mtim.tv_sec * 1000000000 + lst.st_mtim.tv_nsec;
+	if (st)
+		*st = lst;
 	return r;
 }
 

@@ -18,7 +18,9 @@
  * (terms never contain a NUL byte). Documents with fewer than
  * im_params.min_unique unique terms are rejected in every coordinate.
  * A 128-bit xxHash of the file's bytes is kept beside the signatures so that
- * byte-identical files match even when they cannot be signed.
+ * byte-identical files match even when they cannot be signed, and a sketch of
+ * U (sketch.h) verifies every candidate pair, including documents too short
+ * for any coordinate.
  *
  * Thread-safety: struct im_signer is one thread's worker state; create one per
  * thread. The lexicon it borrows may be shared between signers.
@@ -33,6 +35,7 @@
 #include "extract.h"
 #include "lexicon.h"
 #include "params.h"
+#include "sketch.h"
 #include "text.h"
 
 #define IM_SIG_LEN     20
@@ -65,6 +68,13 @@ struct im_doc_sigs {
 	uint8_t exact
 		[16]; /**< XXH3 128-bit hash of the bytes, canonical (big-endian) */
 	struct im_sig sig[IM_MAX_COORDS];
+	/** Sketch of U (seeded with im_params.seed); n == 0 when U is empty
+	 *  or the document is not a text. Verifies candidate links. */
+	struct im_sketch sketch;
+	/** The file's st_size and st_mtim in nanoseconds when it was read
+	 *  (im_signer_sign_at(); 0 from im_signer_sign_buf()). */
+	uint64_t size;
+	int64_t mtime_ns;
 };
 
 /** Lower-case hex of @p s into @p hex (IM_SIG_HEX_LEN + 1 bytes). */

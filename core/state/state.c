@@ -21,8 +21,9 @@
 #include "state.h"
 
 static const char state_magic[8] = "IMSTATE";
-#define HEADER_LEN  (8 + 4 + 4 + 8 + 8)
-#define ENTRY_FIXED (4 + 8 + 8 + 8 + 1 + 1 + 1 + 4 + 4 + 4 + 16)
+#define HEADER_LEN (8 + 4 + 4 + 8 + 8)
+#define ENTRY_FIXED                                                            \
+	(4 + 8 + 8 + 8 + 1 + 1 + 1 + 4 + 4 + 4 + 16 + IM_SKETCH_RECORD)
 
 /* ---- Little-endian helpers ----------------------------------------------- */
 
@@ -100,6 +101,8 @@ uint64_t im_state_key(const struct im_params *p, uint64_t lex_key)
 	memcpy(&bits, &p->min_ratio, sizeof(bits));
 	put_u64(&b, bits);
 	put_u64(&b, p->max_size);
+	/* Sketches made with another geometry do not compare. */
+	put_u32(&b, IM_SKETCH_BINS << 8 | IM_SKETCH_BITS);
 	return XXH3_64bits(tmp, b.len);
 }
 
@@ -187,7 +190,10 @@ static void decode(const struct im_state *st, size_t off,
 	e->d.valid = get_u32(d + 7);
 	e->d.unique_terms = get_u32(d + 11);
 	memcpy(e->d.exact, d + 15, 16);
-	d += 31;
+	im_sketch_decode(d + 31, &e->d.sketch);
+	e->d.size = e->size;
+	e->d.mtime_ns = e->mtime_ns;
+	d += 31 + IM_SKETCH_RECORD;
 	for (unsigned k = 0; k < e->d.ncoords; k++) {
 		if (e->d.valid & (1u << k)) {
 			memcpy(e->d.sig[k].b, d, IM_SIG_LEN);
@@ -445,6 +451,8 @@ int im_state_writer_add(struct im_state_writer *w, const char *path,
 	put_u32(&w->b, valid);
 	put_u32(&w->b, d->unique_terms);
 	put_bytes(&w->b, d->exact, 16);
+	im_sketch_encode(&d->sketch, w->b.p + w->b.len);
+	w->b.len += IM_SKETCH_RECORD;
 	for (unsigned k = 0; k < nc; k++)
 		if (valid & (1u << k))
 			put_bytes(&w->b, d->sig[k].b, IM_SIG_LEN);

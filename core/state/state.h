@@ -6,7 +6,7 @@
  *
  * One file holds, for every file of the source, its path (relative to the
  * source), size, mtime in nanoseconds, inode number and its struct
- * im_doc_sigs. The file starts with a magic, a version and a 64-bit "key"
+ * im_doc_sigs (its size and mtime_ns are the entry's). The file starts with a magic, a version and a 64-bit "key"
  * that fingerprints everything a signature depends on (the signing
  * parameters and the lexicon's bytes, see im_state_key()); a cache whose key
  * differs from the running daemon's was made with other parameters and must
@@ -24,6 +24,7 @@
  *   count × { u32 path_len, path bytes, u64 size, i64 mtime_ns, u64 ino,
  *             u8 status, u8 ncoords, u8 exact_valid, u32 err_format, u32 valid,
  *             u32 unique_terms, 16 bytes exact,
+ *             IM_SKETCH_RECORD bytes of sketch (im_sketch_encode()),
  *             20 bytes for each set bit of valid }
  *   u64 xxh3_64(all of the above)
  * err_format holds err in its low 24 bits (an errno, or the failure reason)
@@ -45,7 +46,8 @@
 #include "params.h"
 #include "sig.h"
 
-#define IM_STATE_VERSION 1
+/* 2: the sketch joined each entry. */
+#define IM_STATE_VERSION 2
 
 /** One cached file, decoded by im_state_find() / im_state_at(). */
 struct im_state_entry {

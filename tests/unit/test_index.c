@@ -41,6 +41,36 @@ static void make_exact_name(struct im_sig *s, uint32_t e)
 	memset(s->b + 16, 0, 4);
 }
 
+/*
+ * Sketches that keep the hand-made relation "shares a coordinate or the exact
+ * hash": every document's sketch agrees with every other's in the upper half
+ * (a cosine estimate of about 0.67, which setup()'s threshold of 0.5
+ * accepts), and its lower half, where the bands are, is a hash of its
+ * signatures, so only identical documents share a band. Documents with
+ * neither signature nor exact hash get no sketch, as they relate to nothing.
+ */
+static void make_sketch(struct im_doc_sigs *d)
+{
+	uint64_t h = 0x9e3779b97f4a7c15ull;
+
+	memset(&d->sketch, 0, sizeof(d->sketch));
+	if (!d->valid && !d->exact_valid)
+		return;
+	for (unsigned k = 0; k < d->ncoords; k++)
+		if (d->valid & (1u << k))
+			for (unsigned j = 0; j < IM_SIG_LEN; j++)
+				h = (h ^ d->sig[k].b[j] ^ k) * 0x100000001b3ull;
+	for (unsigned j = 0; d->exact_valid && j < 16; j++)
+		h = (h ^ d->exact[j]) * 0x100000001b3ull;
+	d->sketch.n = 42;
+	for (unsigned i = 0; i < IM_SKETCH_BYTES / 2; i++) {
+		h ^= h >> 29;
+		h *= 0xbf58476d1ce4e5b9ull;
+		d->sketch.v[i] = (uint8_t)(h >> 56);
+	}
+	memset(d->sketch.v + IM_SKETCH_BYTES / 2, 0x5a, IM_SKETCH_BYTES / 2);
+}
+
 /* v[k] == 0: coordinate k rejected; exact == 0: no exact hash. */
 static void make_doc(struct im_doc_sigs *d, unsigned ncoords, const uint32_t *v,
 		     uint32_t exact)
@@ -62,6 +92,18 @@ static void make_doc(struct im_doc_sigs *d, unsigned ncoords, const uint32_t *v,
 		memcpy(d->exact, n.b, 16);
 		d->exact_valid = 1;
 	}
+	make_sketch(d);
+}
+
+/* What im_index_get() gives back for @p d: signatures cut to their first
+ * 8 bytes (the index keeps only those, index.h). */
+static struct im_doc_sigs as_stored(const struct im_doc_sigs *d)
+{
+	struct im_doc_sigs s = *d;
+
+	for (unsigned k = 0; k < IM_MAX_COORDS; k++)
+		memset(s.sig[k].b + 8, 0, IM_SIG_LEN - 8);
+	return s;
 }
 
 static void put3(struct im_index *idx, const char *path, uint32_t a, uint32_t b,
@@ -152,6 +194,7 @@ static struct im_index *idx;
 static void setup(void)
 {
 	ck_assert_int_eq(im_index_new(&idx), 0);
+	ck_assert_int_eq(im_index_set_similarity(idx, 0.5), 0);
 }
 
 static void teardown(void)
@@ -735,6 +778,9 @@ static void model_check(struct im_index *x, struct model *m, bool full,
 	}
 }
 
+/* The index under test keeps signature prefixes only. */
+static bool prefixes_mode;
+
 /* One random operation on both the index and the model. */
 static void random_op(struct im_index *x, struct model *m,
 		      const struct pool *pool, int step)
@@ -754,6 +800,8 @@ static void random_op(struct im_index *x, struct model *m,
 		m->present[i] = true;
 		m->d[i] = d;
 		CHECK_EQ(im_index_get(x, p, &got), 0);
+		if (prefixes_mode)
+			d = as_stored(&d);
 		CHECK(!memcmp(&got, &d, sizeof(d)),
 		      "step %d: get gives back something else", step);
 	} else if (op < 60) {
@@ -799,6 +847,8 @@ static void run_random(const struct pool *pool, uint64_t seed, int steps,
 	memset(&m, 0, sizeof(m));
 	rng_state = seed;
 	CHECK_EQ(im_index_new(&x), 0);
+	CHECK_EQ(im_index_set_similarity(x, 0.5), 0);
+	CHECK_EQ(im_index_set_prefixes(x, prefixes_mode), 0);
 	for (int step = 0; step < steps; step++) {
 		size_t c;
 
@@ -827,6 +877,22 @@ START_TEST(test_index_random_ops_match_recomputation)
 					   .binary_pct = 5};
 
 	run_random(&sparse, 1, 3000, 200);
+}
+END_TEST
+
+START_TEST(test_index_random_ops_with_prefixes)
+{
+	/* Cluster names and links must not depend on what is kept of the
+	 * signatures. */
+	static const struct pool sparse = {.values = 90,
+					   .exacts = 40,
+					   .reject_pct = 30,
+					   .exact_pct = 30,
+					   .binary_pct = 5};
+
+	prefixes_mode = true;
+	run_random(&sparse, 3, 2000, 100);
+	prefixes_mode = false;
 }
 END_TEST
 
@@ -964,6 +1030,7 @@ START_TEST(test_index_memory_per_document)
 	double per_doc;
 
 	rng_state = 4;
+	ck_assert_int_eq(im_index_set_prefixes(idx, true), 0);
 	before = mallinfo2();
 	for (int i = 0; i < n; i++) {
 		memset(&d, 0, sizeof(d));
@@ -977,9 +1044,22 @@ START_TEST(test_index_memory_per_document)
 			for (unsigned j = 0; j < IM_SIG_LEN; j++)
 				d.sig[k].b[j] = rnd(256);
 		/* Pairs: document 10j + 9 shares two signatures with 10j + 8. */
+		d.sketch.n = 300;
+		for (unsigned j = 0; j < IM_SKETCH_BYTES; j++)
+			d.sketch.v[j] = rnd(256);
 		if (i % 10 >= 8) {
 			make_sig(&d.sig[0], 0, i / 10);
 			make_sig(&d.sig[5], 5, i / 10);
+			/* Near-identical term sets: equal sketches but one bin. */
+			uint64_t h =
+				(uint64_t)(i / 10 + 1) * 0x9e3779b97f4a7c15ull;
+
+			for (unsigned j = 0; j < IM_SKETCH_BYTES; j++) {
+				h ^= h >> 29;
+				h *= 0xbf58476d1ce4e5b9ull;
+				d.sketch.v[j] = (uint8_t)(h >> 56);
+			}
+			d.sketch.v[IM_SKETCH_BYTES - 1] = (uint8_t)i;
 		}
 		paths += snprintf(path, sizeof(path), "dir%03d/file-%06d.txt",
 				  i % 997, i) +
@@ -1024,6 +1104,7 @@ static Suite *index_suite(void)
 	tcase_set_timeout(tc, 600);
 	tcase_add_test(tc, test_index_random_ops_match_recomputation);
 	tcase_add_test(tc, test_index_random_ops_dense_pool);
+	tcase_add_test(tc, test_index_random_ops_with_prefixes);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("threads");

@@ -782,12 +782,21 @@ START_TEST(test_sig_file_statuses)
 	/* The file on disk signs like the same bytes in memory. */
 	struct im_doc_sigs m;
 	ck_assert_int_eq(im_signer_sign_buf(s, "doc.txt", text, len, &m), 0);
+	/* Only the file's size and mtime are not in the bytes. */
+	ck_assert_uint_eq(d.size, len);
+	ck_assert_int_eq(d.mtime_ns, (int64_t)st.st_mtim.tv_sec * 1000000000 +
+					     st.st_mtim.tv_nsec);
+	ck_assert_uint_eq(m.size, 0);
+	m.size = d.size;
+	m.mtime_ns = d.mtime_ns;
 	ck_assert(memcmp(&m, &d, sizeof(d)) == 0);
 
 	ck_assert_int_eq(mkdirat(dirfd_, "sub", 0755), 0);
 	put_file("sub/doc.txt", text, len);
 	ck_assert_int_eq(im_signer_sign_at(s, dirfd_, "sub/doc.txt", &m, NULL),
 			 0);
+	ck_assert_uint_eq(m.size, len);
+	m.mtime_ns = d.mtime_ns;
 	ck_assert_msg(memcmp(&m, &d, sizeof(d)) == 0,
 		      "a path below dirfd reads the same");
 

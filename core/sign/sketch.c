@@ -1,0 +1,159 @@
+/**
+ * @file sketch.c
+ * One-permutation b-bit MinHash with optimal densification (method and
+ * references in sketch.h).
+ */
+#include <math.h>
+#include <string.h>
+
+#include "sketch.h"
+
+#define EMPTY	 UINT64_MAX
+#define VAL_MASK ((UINT64_C(1) << 56) - 1)
+
+/* Stafford's variant 13 of the MurmurHash3 finaliser: a bijection, so
+ * distinct term hashes stay distinct. */
+static inline uint64_t mix(uint64_t x)
+{
+	x ^= x >> 30;
+	x *= UINT64_C(0xbf58476d1ce4e5b9);
+	x ^= x >> 27;
+	x *= UINT64_C(0x94d049bb133111eb);
+	x ^= x >> 31;
+	return x;
+}
+
+static inline void bin_put(uint64_t *bins, uint64_t h, uint64_t seed)
+{
+	uint64_t g = mix(h ^ seed);
+	unsigned bin = (unsigned)(g >> 56);
+	uint64_t val = g & VAL_MASK;
+
+	if (val < bins[bin])
+		bins[bin] = val;
+}
+
+static void finish(uint64_t *bins, size_t n, uint64_t seed,
+		   struct im_sketch *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (n == 0)
+		return;
+	out->n = n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
+	/* Each empty bin draws bins from its own fixed sequence until one is
+	 * filled: the same sequence in every document, so two documents with
+	 * the same filled bins fill their empty ones alike. */
+	uint64_t src[IM_SKETCH_BINS];
+	memcpy(src, bins, sizeof(src));
+	for (unsigned i = 0; i < IM_SKETCH_BINS; i++) {
+		if (src[i] != EMPTY)
+			continue;
+		for (uint64_t a = 1;; a++) {
+			unsigned j =
+				(unsigned)(mix(seed ^
+					       mix((uint64_t)i << 32 | a)) >>
+					   56);
+			if (src[j] != EMPTY) {
+				bins[i] = src[j];
+				break;
+			}
+		}
+	}
+	for (unsigned i = 0; i < IM_SKETCH_BINS; i++) {
+		uint8_t b = (uint8_t)(bins[i] & 0xf);
+
+		out->v[i / 2] |= (uint8_t)(i & 1 ? b << 4 : b);
+	}
+}
+
+void im_sketch_compute(const struct im_terms *u, uint64_t seed,
+		       struct im_sketch *out)
+{
+	uint64_t bins[IM_SKETCH_BINS];
+
+	memset(bins, 0xff, sizeof(bins));
+	for (size_t i = 0; i < u->n; i++)
+		bin_put(bins, u->v[i].hash, seed);
+	finish(bins, u->n, seed, out);
+}
+
+void im_sketch_from_hashes(const uint64_t *h, size_t n, uint64_t seed,
+			   struct im_sketch *out)
+{
+	uint64_t bins[IM_SKETCH_BINS];
+
+	memset(bins, 0xff, sizeof(bins));
+	for (size_t i = 0; i < n; i++)
+		bin_put(bins, h[i], seed);
+	finish(bins, n, seed, out);
+}
+
+unsigned im_sketch_agree(const struct im_sketch *a, const struct im_sketch *b)
+{
+	unsigned differ = 0;
+
+	for (size_t i = 0; i < IM_SKETCH_BYTES; i += 8) {
+		uint64_t x, y;
+
+		memcpy(&x, a->v + i, 8);
+		memcpy(&y, b->v + i, 8);
+		x ^= y;
+		/* One bit per nibble that differs anywhere. */
+		x |= x >> 1;
+		x |= x >> 2;
+		differ += (unsigned)__builtin_popcountll(
+			x & UINT64_C(0x1111111111111111));
+	}
+	return IM_SKETCH_BINS - differ;
+}
+
+double im_sketch_jaccard(const struct im_sketch *a, const struct im_sketch *b)
+{
+	const double chance = 1.0 / (1u << IM_SKETCH_BITS);
+	double p, j;
+
+	if (!a->n || !b->n)
+		return 0.0;
+	p = (double)im_sketch_agree(a, b) / IM_SKETCH_BINS;
+	j = (p - chance) / (1.0 - chance);
+	return j < 0.0 ? 0.0 : j;
+}
+
+double im_sketch_similarity(const struct im_sketch *a,
+			    const struct im_sketch *b)
+{
+	double j = im_sketch_jaccard(a, b), na = a->n, nb = b->n, inter, cos;
+
+	if (j <= 0.0)
+		return 0.0;
+	inter = j * (na + nb) / (1.0 + j);
+	if (inter > na)
+		inter = na;
+	if (inter > nb)
+		inter = nb;
+	cos = inter / sqrt(na * nb);
+	return cos > 1.0 ? 1.0 : cos;
+}
+
+uint32_t im_sketch_band(const struct im_sketch *s, unsigned j)
+{
+	const uint8_t *p =
+		s->v + j * (IM_SKETCH_BAND_BINS * IM_SKETCH_BITS / 8);
+
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+	       (uint32_t)p[3] << 24;
+}
+
+void im_sketch_encode(const struct im_sketch *s, uint8_t out[IM_SKETCH_RECORD])
+{
+	for (int i = 0; i < 4; i++)
+		out[i] = (uint8_t)(s->n >> (8 * i));
+	memcpy(out + 4, s->v, IM_SKETCH_BYTES);
+}
+
+void im_sketch_decode(const uint8_t in[IM_SKETCH_RECORD], struct im_sketch *out)
+{
+	out->n = (uint32_t)in[0] | (uint32_t)in[1] << 8 |
+		 (uint32_t)in[2] << 16 | (uint32_t)in[3] << 24;
+	memcpy(out->v, in + 4, IM_SKETCH_BYTES);
+}

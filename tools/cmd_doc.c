@@ -137,6 +137,13 @@ int cmd_explain(struct cli *c)
 	char *real = NULL;
 	int code = EXIT_RUNTIME, ret;
 
+	if (c->argc == 2) {
+		if (load_lexicon(c, &lex))
+			return EXIT_RUNTIME;
+		code = explain_pair(c, lex);
+		im_lexicon_free(lex);
+		return code;
+	}
 	real = resolve_file(file);
 	if (!real)
 		return EXIT_RUNTIME;

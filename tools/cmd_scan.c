@@ -378,6 +378,8 @@ static int sign_tree(struct cli *c, int fd, struct collect *col,
 		sum->t_lex = now() - t0;
 	}
 	ret = im_index_new(&col->idx);
+	if (!ret)
+		ret = im_index_set_similarity(col->idx, c->p.similarity);
 	if (ret) {
 		err_msg("%s", strerror(-ret));
 		goto out;

@@ -35,9 +35,11 @@ enum {
 	F_CAT = 1 << 8,
 	F_DEDUPE = 1 << 9,
 	F_APPLY = 1 << 10,
-	F_ALL = 0x3ff, /* every command but apply */
-	F_WRITES = F_BUILD | F_LS | F_DF | F_MERGE,	    /* need -o */
-	F_SIGNING = F_SIGN | F_SCAN | F_EXPLAIN | F_DEDUPE, /* k, seed, ... */
+	F_DUPES = 1 << 11,
+	F_ALL = 0x3ff | F_DUPES, /* every command but apply */
+	F_WRITES = F_BUILD | F_LS | F_DF | F_MERGE, /* need -o */
+	F_SIGNING = F_SIGN | F_SCAN | F_EXPLAIN | F_DEDUPE |
+		    F_DUPES, /* k, seed, ... */
 };
 
 /* Option codes above the byte range for long-only options. */
@@ -71,6 +73,7 @@ enum {
 	O_FORMAT,
 	O_CSV,
 	O_DRY_RUN,
+	O_SIMILARITY,
 };
 
 struct opt {
@@ -88,9 +91,9 @@ static const struct opt opts[] = {
 	{"output", 1, 'o', F_WRITES, NULL,
 	 "-o, --output FILE  write the result here (required; df: the "
 	 "prefix)"},
-	{"jobs", 1, 'j', F_BUILD | F_SCAN | F_DEDUPE, NULL,
+	{"jobs", 1, 'j', F_BUILD | F_SCAN | F_DEDUPE | F_DUPES, NULL,
 	 "-j, --jobs N       worker threads (default: one per CPU)"},
-	{"json", 0, O_JSON, F_SCAN | F_DEDUPE, NULL,
+	{"json", 0, O_JSON, F_SCAN | F_DEDUPE | F_DUPES, NULL,
 	 "--json             print a JSON document instead of text"},
 	{"verbose", 0, 'v', F_ALL | F_APPLY, NULL,
 	 "-v, --verbose      say more (scan: a summary on stderr; explain: S)"},
@@ -99,10 +102,10 @@ static const struct opt opts[] = {
 	{"keep", 1, O_KEEP, F_SIGNING & ~F_DEDUPE, "keep",
 	 "--keep F           fraction of L and B each randomized lexicon "
 	 "keeps"},
-	{"nidf", 1, O_NIDF, F_BUILD | F_SCAN | F_DEDUPE, "nidf",
+	{"nidf", 1, O_NIDF, F_BUILD | F_SCAN | F_DEDUPE | F_DUPES, "nidf",
 	 "--nidf LO:HI       primary lexicon window of normalized idf"},
-	{"secondary-cap", 1, O_SECONDARY_CAP, F_BUILD | F_SCAN | F_DEDUPE,
-	 "secondary_cap",
+	{"secondary-cap", 1, O_SECONDARY_CAP,
+	 F_BUILD | F_SCAN | F_DEDUPE | F_DUPES, "secondary_cap",
 	 "--secondary-cap N  at most N terms in the secondary lexicon"},
 	{"min-terms", 1, O_MIN_TERMS, F_SIGNING, "min_terms",
 	 "--min-terms N      reject a coordinate when |S| < N"},
@@ -137,8 +140,8 @@ static const struct opt opts[] = {
 	 "--check            only verify: print nothing, exit 1 if any is bad"},
 	{"head", 0, O_HEAD, F_CAT, NULL,
 	 "--head             verify, then print the header and totals only"},
-	{"hidden", 0, O_HIDDEN, F_BUILD | F_SCAN | F_LS | F_DEDUPE, NULL,
-	 "--hidden           also read names beginning with '.'"},
+	{"hidden", 0, O_HIDDEN, F_BUILD | F_SCAN | F_LS | F_DEDUPE | F_DUPES,
+	 NULL, "--hidden           also read names beginning with '.'"},
 	/* dedupe: --keep names the keep rules there; the fraction has its
 	 * own name. */
 	{"near", 0, O_NEAR, F_DEDUPE, NULL,
@@ -160,6 +163,9 @@ static const struct opt opts[] = {
 	 "keeps"},
 	{"dry-run", 0, O_DRY_RUN, F_APPLY, NULL,
 	 "--dry-run          check every line, change nothing"},
+	{"similarity", 1, O_SIMILARITY, F_SIGNING & ~F_SIGN, "similarity",
+	 "--similarity F     link a candidate pair when its sketch estimates "
+	 "the\n                   cosine of their term sets at F or more"},
 	{"help", 0, 'h', F_ALL | F_APPLY, NULL, "-h, --help         this help"},
 };
 #define NOPTS (sizeof(opts) / sizeof(opts[0]))
@@ -194,13 +200,23 @@ static const struct command commands[] = {
 	 "In paths, TAB, newline and backslash are written \\t, \\n and \\\\.\n"
 	 "Without --lexicon the lexicon is built from DIR first, as the\n"
 	 "daemon does on its first mount."},
-	{"explain", F_EXPLAIN, cmd_explain, 1, 1,
-	 "imatch explain [--lexicon FILE] [OPTIONS] FILE",
+	{"explain", F_EXPLAIN, cmd_explain, 1, 2,
+	 "imatch explain [--lexicon FILE] [OPTIONS] FILE [OTHER]",
 	 "Show how FILE is signed: its format, |U|, and for each coordinate "
 	 "the\n"
 	 "terms taken from the primary and secondary lexicons, |S|, |S|/|U|\n"
 	 "and the signature or why it was rejected. -v also lists S.\n"
+	 "With OTHER: which coordinates agree or differ, the candidate keys\n"
+	 "they share, the sketch's estimate, the true cosine of the two term\n"
+	 "sets, and whether they are linked.\n"
 	 "The lexicon is --lexicon FILE, else $IMATCH_LEXICON."},
+	{"dupes", F_DUPES, cmd_dupes, 1, 1, "imatch dupes [OPTIONS] DIR",
+	 "Sign every file under DIR as scan does and print, for each file\n"
+	 "with near-duplicates, one line: its path, then theirs, "
+	 "TAB-separated,\n"
+	 "all relative to DIR and sorted. The relation is symmetric and is\n"
+	 "what a mount shows in by-doc/PATH/dupes/. --json adds each link's\n"
+	 "similarity and kind (exact: identical bytes; near)."},
 	{"terms", F_TERMS, cmd_terms, 1, -1, "imatch terms [OPTIONS] FILE...",
 	 "Print one line per file: the path, then its unique terms U in byte\n"
 	 "order, TAB-separated."},

@@ -62,6 +62,9 @@ int cmd_df_merge(struct cli *c);
 int cmd_cat(struct cli *c);
 int cmd_dedupe(struct cli *c);
 int cmd_apply(struct cli *c);
+int cmd_dupes(struct cli *c);
+/** explain with two operands (cmd_dupes.c): why they are linked or not. */
+int explain_pair(struct cli *c, const struct im_lexicon *lex);
 
 /**
  * lexicon build --from-df: add up the merged partitions named by the

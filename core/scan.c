@@ -616,7 +616,7 @@ static bool scan_pop(struct scan *sc, struct item *it)
 static void count_status(struct im_scan_counts *c, enum im_doc_status status,
 			 const struct stat *st)
 {
-	if ((unsigned)status < 5)
+	if ((unsigned)status < IM_DOC_STATUS_COUNT)
 		c->by_status[status]++;
 	/* A binary file is only sniffed: its size says nothing of the work. */
 	if (status == IM_DOC_SIGNED || status == IM_DOC_REJECTED)

@@ -46,7 +46,8 @@ struct im_scan_counts {
 	uint64_t mounts; /**< imatchfs mounts inside the tree: not entered */
 	uint64_t bytes;	 /**< scans: st_size of the texts read (signed or
 			        rejected; binary files are only sniffed) */
-	uint64_t by_status[5]; /**< scans: results per enum im_doc_status */
+	uint64_t by_status[IM_DOC_STATUS_COUNT]; /**< scans: results per
+						    enum im_doc_status */
 };
 
 /** Called by the walker for each directory (the root is ""), before its files. */

@@ -47,10 +47,10 @@ static char *resolve_file(const char *path)
 
 static const char *status_name(unsigned status)
 {
-	static const char *const names[] = {"signed", "rejected", "binary",
-					    "too big", "error"};
+	static const char *const names[] = {"signed",  "rejected", "binary",
+					    "too big", "error",	   "failed"};
 
-	return status < 5 ? names[status] : "?";
+	return status < IM_DOC_STATUS_COUNT ? names[status] : "?";
 }
 
 int cmd_sign(struct cli *c)

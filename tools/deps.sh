@@ -5,7 +5,8 @@ set -euo pipefail
 
 pkgs=(build-essential meson ninja-build pkg-config libfuse3-dev fuse3
       libssl-dev libxxhash-dev libutf8proc-dev check python3 valgrind
-      python3-distributed)
+      python3-distributed
+      libpoppler-glib-dev libarchive-dev libexpat1-dev libseccomp-dev)
 
 missing=()
 for p in "${pkgs[@]}"; do

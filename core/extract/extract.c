@@ -149,6 +149,59 @@ static bool looks_like_html(const char *s, size_t n)
 	return find_ci(s, n, "<head") || find_ci(s, n, "<body");
 }
 
+static uint32_t le16(const char *p)
+{
+	return (uint32_t)(unsigned char)p[0] | (uint32_t)(unsigned char)p[1]
+						       << 8;
+}
+
+/*
+ * A ZIP: ODF and EPUB put an uncompressed "mimetype" entry first (their
+ * specifications require it); OOXML has [Content_Types].xml and a main part
+ * whose name the central directory holds as plain bytes.
+ */
+static enum im_format sniff_zip(const char *buf, size_t len)
+{
+	static const struct {
+		const char *type;
+		enum im_format f;
+	} mimetypes[] = {
+		{"application/vnd.oasis.opendocument.text", IM_FMT_ODT},
+		{"application/vnd.oasis.opendocument.spreadsheet", IM_FMT_ODS},
+		{"application/vnd.oasis.opendocument.presentation", IM_FMT_ODP},
+		{"application/epub+zip", IM_FMT_EPUB},
+	};
+	static const struct {
+		const char *part;
+		enum im_format f;
+	} parts[] = {
+		{"word/document.xml", IM_FMT_DOCX},
+		{"xl/workbook.xml", IM_FMT_XLSX},
+		{"ppt/presentation.xml", IM_FMT_PPTX},
+	};
+
+	if (len >= 38) {
+		size_t nl = le16(buf + 26), xl = le16(buf + 28);
+		size_t dl = le16(buf + 18) | (size_t)le16(buf + 20) << 16;
+
+		if (nl == 8 && !memcmp(buf + 30, "mimetype", 8) &&
+		    le16(buf + 8) == 0 && 30 + nl + xl + dl <= len) {
+			const char *d = buf + 30 + nl + xl;
+
+			for (size_t i = 0; i < 4; i++)
+				if (strlen(mimetypes[i].type) == dl &&
+				    !memcmp(d, mimetypes[i].type, dl))
+					return mimetypes[i].f;
+		}
+	}
+	if (memmem(buf, len, "[Content_Types].xml", 19))
+		for (size_t i = 0; i < 3; i++)
+			if (memmem(buf, len, parts[i].part,
+				   strlen(parts[i].part)))
+				return parts[i].f;
+	return IM_FMT_BINARY;
+}
+
 enum im_format im_extract_sniff(const char *buf, size_t len)
 {
 	size_t n = len < IM_EXTRACT_SNIFF ? len : IM_EXTRACT_SNIFF;
@@ -156,6 +209,18 @@ enum im_format im_extract_sniff(const char *buf, size_t len)
 
 	if (!len)
 		return IM_FMT_TEXT;
+	if (memmem(s, n < 1024 ? n : 1024, "%PDF-", 5))
+		return IM_FMT_PDF;
+	if (has_prefix(s, n, "PK\x03\x04", 4))
+		return sniff_zip(buf, len);
+	if (has_prefix(s, n, "\x1f\x8b", 2) ||
+	    has_prefix(s, n,
+		       "\xfd"
+		       "7zXZ\0",
+		       6) ||
+	    (has_prefix(s, n, "BZh", 3) && n >= 10 && s[3] >= '1' &&
+	     s[3] <= '9' && !memcmp(s + 4, "\x31\x41\x59\x26\x53\x59", 6)))
+		return IM_FMT_COMPRESSED;
 	if (has_prefix(s, n, "\xff\xfe", 2) || has_prefix(s, n, "\xfe\xff", 2))
 		return IM_FMT_TEXT;
 	if (memchr(buf, '\0', n))
@@ -181,15 +246,54 @@ enum im_format im_extract_sniff(const char *buf, size_t len)
 void im_extract_opts_init(struct im_extract_opts *o)
 {
 	memset(o, 0, sizeof(*o));
+	o->mem_bytes = (uint64_t)1 << 30;
+	o->cpu_seconds = 10;
+	o->deadline_ms = 30000;
 	o->max_text = (size_t)16 << 20;
+	o->max_unpacked = (size_t)128 << 20;
+	o->sandbox = true;
+}
+
+int im_extract_filter_check(const char *spec)
+{
+	const char *colon = strchr(spec, ':');
+
+	if (!colon || colon == spec || !colon[1] ||
+	    memchr(spec, '/', (size_t)(colon - spec)))
+		return -EINVAL;
+	return 0;
+}
+
+/* The command of the filter for @p name, or NULL. */
+static const char *filter_for(const struct im_extract_opts *o, const char *name)
+{
+	const char *base, *dot;
+
+	if (!o->filters || !name)
+		return NULL;
+	base = strrchr(name, '/');
+	base = base ? base + 1 : name;
+	dot = strrchr(base, '.');
+	if (!dot || dot == base)
+		return NULL;
+	for (const char *const *f = o->filters; *f; f++) {
+		const char *colon = strchr(*f, ':');
+
+		if (colon && (size_t)(colon - *f) == strlen(dot + 1) &&
+		    !strncasecmp(*f, dot + 1, (size_t)(colon - *f)))
+			return colon + 1;
+	}
+	return NULL;
 }
 
 /* ---- The extractor ------------------------------------------------------- */
 
 struct im_extractor {
 	struct im_extract_opts o;
-	struct im_buf text; /* the last result, when it is not the input */
-	struct im_buf conv; /* input converted to UTF-8 */
+	struct im_buf text;	/* the last result, when it is not the input */
+	struct im_buf conv;	/* input converted to UTF-8 */
+	struct im_buf unpacked; /* a compressed file's content */
+	struct im_helper helper;
 };
 
 int im_extractor_new(const struct im_extract_opts *o, struct im_extractor **out)
@@ -203,6 +307,7 @@ int im_extractor_new(const struct im_extract_opts *o, struct im_extractor **out)
 		x->o = *o;
 	else
 		im_extract_opts_init(&x->o);
+	im_helper_init(&x->helper);
 	*out = x;
 	return 0;
 }
@@ -211,8 +316,10 @@ void im_extractor_free(struct im_extractor *x)
 {
 	if (!x)
 		return;
+	im_helper_stop(&x->helper);
 	im_buf_release(&x->text);
 	im_buf_release(&x->conv);
+	im_buf_release(&x->unpacked);
 	free(x);
 }
 
@@ -330,40 +437,150 @@ static int html_text(struct im_extractor *x, const char *buf, size_t len)
 	return im_html_text(buf, len, &x->text);
 }
 
-int im_extract_as(struct im_extractor *x, enum im_format f, const char *buf,
-		  size_t len, struct im_extract_result *r)
+static bool contained(enum im_format f)
+{
+	return f >= IM_FMT_PDF && f <= IM_FMT_EPUB;
+}
+
+/* Text, HTML and e-mail, in this process. */
+static int local_text(struct im_extractor *x, enum im_format f, const char *buf,
+		      size_t len, struct im_extract_result *r)
 {
 	int ret = 0;
 
-	memset(r, 0, sizeof(*r));
-	r->format = f;
-	x->text.len = 0;
-	if (!len || f == IM_FMT_BINARY)
-		return 0;
 	switch (f) {
 	case IM_FMT_TEXT:
 		ret = as_utf8(x, &buf, &len, true);
 		if (ret)
 			return ret;
-		r->text = buf;
+		r->text = len ? buf : NULL;
 		r->len = len;
-		break;
+		return 0;
 	case IM_FMT_HTML: ret = html_text(x, buf, len); break;
 	case IM_FMT_EMAIL: ret = im_email_text(buf, len, &x->text); break;
 	default: return -EINVAL;
 	}
 	if (ret)
 		return ret;
-	if (f != IM_FMT_TEXT) {
-		r->text = x->text.len ? x->text.p : NULL;
-		r->len = x->text.len;
-	}
+	r->text = x->text.len ? x->text.p : NULL;
+	r->len = x->text.len;
 	return 0;
+}
+
+/*
+ * Any format in this process: what a helper runs, and all of it when the
+ * sandbox is off. A compressed file is unpacked and its content extracted
+ * (one level: compressed inside compressed is binary).
+ */
+static int local_extract(struct im_extractor *x, enum im_format f,
+			 const char *buf, size_t len,
+			 struct im_extract_result *r)
+{
+	int ret;
+
+	if (f == IM_FMT_COMPRESSED) {
+		x->unpacked.len = 0;
+		ret = im_unpack(buf, len, &x->o, &x->unpacked);
+		if (ret)
+			goto fail;
+		r->compressed = true;
+		buf = x->unpacked.p;
+		len = x->unpacked.len;
+		f = im_extract_sniff(buf, len);
+		if (f == IM_FMT_COMPRESSED)
+			f = IM_FMT_BINARY;
+		r->format = f;
+		if (!len || f == IM_FMT_BINARY)
+			return 0;
+		if (!contained(f)) {
+			ret = local_text(x, f, buf, len, r);
+			if (!ret && x->o.max_text && r->len > x->o.max_text) {
+				r->text = NULL;
+				r->len = 0;
+				r->fail = IM_XF_OUTPUT;
+			}
+			return ret;
+		}
+	}
+	if (!contained(f))
+		return local_text(x, f, buf, len, r);
+	if (f == IM_FMT_PDF)
+		ret = im_pdf_text(buf, len, &x->o, &x->text);
+	else
+		ret = im_zipdoc_text(f, buf, len, &x->o, &x->text);
+	if (ret)
+		goto fail;
+	r->text = x->text.len ? x->text.p : NULL;
+	r->len = x->text.len;
+	return 0;
+fail:
+	if (ret == -ENOMEM)
+		ret = IM_XF_MEMORY;
+	if (ret < 0)
+		return ret;
+	r->fail = (enum im_extract_fail)ret;
+	return 0;
+}
+
+int im_extract_local(struct im_extractor *x, enum im_format f, const char *buf,
+		     size_t len, struct im_extract_result *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->format = f;
+	x->text.len = 0;
+	if (!len || f == IM_FMT_BINARY)
+		return 0;
+	if ((unsigned)f >= IM_FMT_COUNT || f == IM_FMT_FILTER)
+		return -EINVAL;
+	return local_extract(x, f, buf, len, r);
+}
+
+static int helper_result(struct im_extractor *x, int ret,
+			 struct im_extract_result *r)
+{
+	if (ret < 0)
+		return ret;
+	if (ret > 0) {
+		r->fail = (enum im_extract_fail)ret;
+		r->text = NULL;
+		r->len = 0;
+		return 0;
+	}
+	r->text = x->text.len ? x->text.p : NULL;
+	r->len = x->text.len;
+	return 0;
+}
+
+int im_extract_as(struct im_extractor *x, enum im_format f, const char *buf,
+		  size_t len, struct im_extract_result *r)
+{
+	if (!x->o.sandbox || !(contained(f) || f == IM_FMT_COMPRESSED))
+		return im_extract_local(x, f, buf, len, r);
+	memset(r, 0, sizeof(*r));
+	r->format = f;
+	x->text.len = 0;
+	return helper_result(
+		x,
+		im_helper_extract(&x->helper, &x->o, f, buf, len, &x->text, r),
+		r);
 }
 
 int im_extract(struct im_extractor *x, const char *name, const char *buf,
 	       size_t len, struct im_extract_result *r)
 {
-	(void)name;
-	return im_extract_as(x, im_extract_sniff(buf, len), buf, len, r);
+	enum im_format f = im_extract_sniff(buf, len);
+	const char *cmd = f == IM_FMT_BINARY ? filter_for(&x->o, name) : NULL;
+
+	if (!cmd)
+		return im_extract_as(x, f, buf, len, r);
+	memset(r, 0, sizeof(*r));
+	r->format = IM_FMT_FILTER;
+	x->text.len = 0;
+	return helper_result(x, im_filter_run(cmd, &x->o, buf, len, &x->text),
+			     r);
+}
+
+unsigned im_extractor_spawned(const struct im_extractor *x)
+{
+	return x->helper.spawned;
 }

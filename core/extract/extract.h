@@ -151,7 +151,8 @@ void im_extractor_free(struct im_extractor *x);
 
 /** What one extraction gave. */
 struct im_extract_result {
-	enum im_format format;	   /**< never IM_FMT_COMPRESSED */
+	enum im_format format;	   /**< IM_FMT_COMPRESSED only when
+				        unpacking failed */
 	enum im_extract_fail fail; /**< IM_XF_NONE when text was extracted */
 	bool compressed;	   /**< read through gzip, bzip2 or xz */
 	/** UTF-8 text (invalid sequences may remain; the word scanner skips

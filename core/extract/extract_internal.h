@@ -8,11 +8,68 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
 
 #include "extract.h"
 #include "text_internal.h"
 
 /** True when s[0, len) is valid UTF-8 (strict, as im_utf8_decode()). */
 bool im_utf8_valid(const char *s, size_t len);
+
+/*
+ * Container extractors (pdf.c, zipdoc.c): append the text of a document to
+ * @p out. @return 0, an enum im_extract_fail (> 0), or -ENOMEM. They parse
+ * hostile input: the caller runs them in a helper unless the sandbox is off.
+ */
+int im_pdf_text(const char *buf, size_t len, const struct im_extract_opts *o,
+		struct im_buf *out);
+/** docx, xlsx, pptx, odt, ods, odp, epub; -EINVAL for another format. */
+int im_zipdoc_text(enum im_format f, const char *buf, size_t len,
+		   const struct im_extract_opts *o, struct im_buf *out);
+/** The content of a gzip, bzip2 or xz file, at most o->max_unpacked bytes. */
+int im_unpack(const char *buf, size_t len, const struct im_extract_opts *o,
+	      struct im_buf *out);
+
+/**
+ * Extract in this process, whatever the sandbox option says: what a helper
+ * runs. As im_extract_as().
+ */
+int im_extract_local(struct im_extractor *x, enum im_format f, const char *buf,
+		     size_t len, struct im_extract_result *r);
+
+/* ---- Helpers (sandbox.c) ------------------------------------------------- */
+
+/** One helper process; owned by one extractor. */
+struct im_helper {
+	pid_t pid;	 /* 0: none running */
+	int fd;		 /* our end of its socket; -1: none */
+	uint64_t cpu_ms; /* CPU time it reported after its last file */
+	unsigned spawned;
+};
+
+void im_helper_init(struct im_helper *h);
+/** Kill and reap the helper, if any. */
+void im_helper_stop(struct im_helper *h);
+
+/**
+ * Have the helper (started when there is none) extract a document of format
+ * @p f into @p out (its length set to the text's), and set r->format (the
+ * inner format of a compressed file) and r->compressed.
+ *
+ * @return 0, an enum im_extract_fail (> 0: the helper failed, died, timed
+ *         out or could not be started), or -ENOMEM.
+ */
+int im_helper_extract(struct im_helper *h, const struct im_extract_opts *o,
+		      enum im_format f, const char *buf, size_t len,
+		      struct im_buf *out, struct im_extract_result *r);
+
+/**
+ * Pipe @p buf through `/bin/sh -c CMD` with the helpers' limits (address
+ * space, CPU, deadline, output cap; no seccomp, as the command must exec);
+ * its stdout goes to @p out. @return as im_helper_extract().
+ */
+int im_filter_run(const char *cmd, const struct im_extract_opts *o,
+		  const char *buf, size_t len, struct im_buf *out);
 
 #endif

@@ -642,10 +642,11 @@ int im_signer_sign_buf(struct im_signer *s, const char *name, const char *buf,
 	r = im_extract(s->x, name, buf, len, &xr);
 	if (r < 0)
 		return r;
-	if (xr.format == IM_FMT_BINARY) {
+	if (xr.format == IM_FMT_BINARY || xr.fail) {
 		s->have_last = 0;
 		memset(out, 0, sizeof(*out));
-		out->status = IM_DOC_BINARY;
+		out->status = xr.fail ? IM_DOC_FAILED : IM_DOC_BINARY;
+		out->err = (int32_t)xr.fail;
 		out->ncoords = (uint8_t)(s->p.k + 1);
 	} else {
 		r = im_text_terms(xr.text, xr.len, &s->p, &s->terms);
@@ -796,8 +797,8 @@ int im_signer_terms_at(struct im_signer *s, int dirfd, const char *name,
 		       &xr);
 	if (r < 0)
 		goto out;
-	if (xr.format == IM_FMT_BINARY) {
-		*status = IM_DOC_BINARY;
+	if (xr.format == IM_FMT_BINARY || xr.fail) {
+		*status = xr.fail ? IM_DOC_FAILED : IM_DOC_BINARY;
 		goto out;
 	}
 	r = im_text_terms(xr.text, xr.len, &s->p, &s->terms);

@@ -52,7 +52,12 @@ enum im_doc_status {
 	IM_DOC_BINARY,	 /**< NUL byte in the first block: skipped */
 	IM_DOC_TOO_BIG,	 /**< larger than im_params.max_size: skipped */
 	IM_DOC_ERROR,	 /**< could not be read (errno in im_doc_sigs.err) */
+	IM_DOC_FAILED,	 /**< extraction failed (enum im_extract_fail in
+			      im_doc_sigs.err); retried when the file changes */
 };
+
+/** Number of values of enum im_doc_status. */
+#define IM_DOC_STATUS_COUNT 6
 
 /** Everything the index needs to know about one document. Plain data. */
 struct im_doc_sigs {
@@ -62,8 +67,9 @@ struct im_doc_sigs {
 			       REJECTED, and at least one byte: empty files
 			       are not exact copies of each other) */
 	uint8_t format;	     /**< enum im_format (extract.h) */
-	int32_t err;	     /**< positive errno when status is IM_DOC_ERROR */
-	uint32_t valid;	     /**< bit k set: sig[k] is a signature */
+	int32_t err;	/**< positive errno when status is IM_DOC_ERROR, the
+			       enum im_extract_fail when IM_DOC_FAILED */
+	uint32_t valid; /**< bit k set: sig[k] is a signature */
 	uint32_t unique_terms; /**< |U| */
 	uint8_t exact
 		[16]; /**< XXH3 128-bit hash of the bytes, canonical (big-endian) */
@@ -126,6 +132,8 @@ int im_signer_sign_buf(struct im_signer *s, const char *name, const char *buf,
  * Outcomes, all with return value 0:
  *   - IM_DOC_SIGNED / IM_DOC_REJECTED: exact[] holds the bytes' hash.
  *   - IM_DOC_BINARY: no format extract.h knows (exact[] holds the hash).
+ *   - IM_DOC_FAILED: extraction failed, the reason in err (exact[] holds
+ *     the hash).
  *   - IM_DOC_TOO_BIG: st_size > max_size (max_size 0 = no limit); not read.
  *   - IM_DOC_ERROR with err: the open's or read's errno (ENOENT when the file
  *     vanished, EACCES, ELOOP for a symlink), EISDIR for a directory, EINVAL

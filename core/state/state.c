@@ -267,7 +267,7 @@ static int index_entries(struct im_state *st, size_t len, char *why,
 		const uint8_t *f = d + off + 4 + plen + 24;
 		uint8_t status = f[0], ncoords = f[1];
 		uint32_t valid = get_u32(f + 7);
-		if (status > IM_DOC_ERROR || ncoords > IM_MAX_COORDS ||
+		if (status >= IM_DOC_STATUS_COUNT || ncoords > IM_MAX_COORDS ||
 		    (ncoords < 32 && (valid >> ncoords))) {
 			why_set(why, why_len, "corrupt entry");
 			return -EINVAL;

@@ -12,6 +12,7 @@
 
 #include "extract.h"
 #include "extract_internal.h"
+#include "text.h"
 
 #ifndef IM_TEST_DATA
 #define IM_TEST_DATA "tests/data"
@@ -146,6 +147,310 @@ START_TEST(test_extract_names_and_binary)
 }
 END_TEST
 
+/* ---- Fixtures (tests/make_format_fixtures.sh) ---------------------------- */
+
+static char *read_fixture(const char *name, size_t *len)
+{
+	char path[512];
+	FILE *f;
+	char *buf;
+	long n;
+
+	snprintf(path, sizeof(path), "%s/formats/%s", IM_TEST_DATA, name);
+	f = fopen(path, "rb");
+	ck_assert_msg(f != NULL, "cannot open fixture %s", path);
+	ck_assert_int_eq(fseek(f, 0, SEEK_END), 0);
+	n = ftell(f);
+	ck_assert_int_ge(n, 0);
+	rewind(f);
+	buf = malloc((size_t)n + 1);
+	ck_assert_ptr_nonnull(buf);
+	ck_assert_uint_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
+	fclose(f);
+	*len = (size_t)n;
+	return buf;
+}
+
+static void extract_fixture(const char *name)
+{
+	size_t len;
+	char *buf = read_fixture(name, &len);
+
+	extract_n(buf, len);
+	free(buf);
+}
+
+static const struct {
+	const char *name;
+	enum im_format f;
+	bool compressed;
+} fixtures[] = {
+	{"cc0.txt", IM_FMT_TEXT, false},
+	{"cc0-utf16.txt", IM_FMT_TEXT, false},
+	{"cc0.txt.gz", IM_FMT_TEXT, true},
+	{"cc0.html", IM_FMT_HTML, false},
+	{"cc0.docx", IM_FMT_DOCX, false},
+	{"cc0.odt", IM_FMT_ODT, false},
+	{"cc0.epub", IM_FMT_EPUB, false},
+	{"cc0.pdf", IM_FMT_PDF, false},
+	{"sheet.xlsx", IM_FMT_XLSX, false},
+	{"sheet.ods", IM_FMT_ODS, false},
+	{"slides.pptx", IM_FMT_PPTX, false},
+	{"slides.odp", IM_FMT_ODP, false},
+};
+
+START_TEST(test_extract_sniff_fixtures)
+{
+	size_t len;
+	char *buf = read_fixture(fixtures[_i].name, &len);
+	enum im_format want =
+		fixtures[_i].compressed ? IM_FMT_COMPRESSED : fixtures[_i].f;
+
+	ck_assert_msg(im_extract_sniff(buf, len) == want,
+		      "%s sniffed as %s, want %s", fixtures[_i].name,
+		      im_format_name(im_extract_sniff(buf, len)),
+		      im_format_name(want));
+	free(buf);
+	extract_fixture(fixtures[_i].name);
+	ck_assert_msg(res.format == fixtures[_i].f && !res.fail &&
+			      res.compressed == fixtures[_i].compressed,
+		      "%s: format %s, failure %s", fixtures[_i].name,
+		      im_format_name(res.format),
+		      im_extract_fail_name(res.fail));
+}
+END_TEST
+
+/* The unique terms of the last result. */
+static void result_terms(struct im_terms *t)
+{
+	struct im_params p;
+
+	im_params_init(&p);
+	ck_assert_int_eq(im_text_terms(res.text, res.len, &p, t), 0);
+}
+
+/* |A ∩ B| / |A ∪ B| of two term sets. */
+static double jaccard(const struct im_terms *a, const struct im_terms *b)
+{
+	size_t both = 0;
+
+	for (size_t i = 0; i < a->n; i++) {
+		bool found = false;
+
+		for (size_t j = 0; j < b->n && !found; j++)
+			found = a->v[i].len == b->v[j].len &&
+				!memcmp(im_terms_str(a, i), im_terms_str(b, j),
+					a->v[i].len);
+		both += found;
+	}
+	return (double)both / (double)(a->n + b->n - both);
+}
+
+/* The same text in every format yields (almost) the same terms: a PDF's
+ * reading order, ligatures and hyphenation, an office file's runs, an
+ * e-book's spine all come back to the words of the text. */
+START_TEST(test_extract_same_text_every_format)
+{
+	static const char *const same[] = {
+		"cc0-utf16.txt", "cc0.txt.gz", "cc0.html", "cc0.docx",
+		"cc0.odt",	 "cc0.epub",   "cc0.pdf",
+	};
+	struct im_terms base, t;
+
+	im_terms_init(&base);
+	im_terms_init(&t);
+	extract_fixture("cc0.txt");
+	result_terms(&base);
+	ck_assert_uint_gt(base.n, 200);
+	for (size_t i = 0; i < sizeof(same) / sizeof(same[0]); i++) {
+		double j;
+
+		extract_fixture(same[i]);
+		result_terms(&t);
+		j = jaccard(&base, &t);
+		ck_assert_msg(j >= 0.99,
+			      "%s shares %.3f of the text's terms (%zu vs %zu)",
+			      same[i], j, t.n, base.n);
+	}
+	extract_fixture("artistic.pdf");
+	result_terms(&t);
+	ck_assert_msg(jaccard(&base, &t) < 0.3,
+		      "another text by the same programs is another document");
+	im_terms_release(&base);
+	im_terms_release(&t);
+}
+END_TEST
+
+START_TEST(test_extract_office_parts)
+{
+	extract_fixture("sheet.xlsx");
+	assert_text_has("northern territories");
+	assert_text_has("lighthouse");
+	extract_fixture("sheet.ods");
+	assert_text_has("southern provinces");
+	extract_fixture("slides.pptx");
+	assert_text_has("Harbour dredging schedule");
+	assert_text_has("Speaker notes mention seagulls");
+	extract_fixture("slides.odp");
+	assert_text_has("Quarterly lighthouse maintenance review");
+	assert_text_has("Speaker notes mention seagulls");
+	extract_fixture("cc0.pdf");
+	assert_text_has("Statement of Purpose");
+}
+END_TEST
+
+/* PDF repairs: ligatures and words hyphenated at a line end. */
+START_TEST(test_extract_pdf_repairs)
+{
+	struct im_buf b = {0};
+	struct im_extract_opts o;
+	static const char content[] = "BT /F1 12 Tf 20 150 Td (an exam-) Tj 0 "
+				      "-20 Td (ple of Jean-) Tj "
+				      "0 -20 Td (Paul) Tj ET";
+	char pdf[1024];
+	int n = snprintf(
+		pdf, sizeof(pdf),
+		"%%PDF-1.4\n1 0 obj<</Type/Catalog/Pages 2 0 R>>endobj\n"
+		"2 0 obj<</Type/Pages/Kids[3 0 R]/Count 1>>endobj\n"
+		"3 0 obj<</Type/Page/Parent 2 0 R/MediaBox[0 0 300 200]"
+		"/Resources<</Font<</F1 4 0 R>>>>/Contents 5 0 R>>endobj\n"
+		"4 0 obj<</Type/Font/Subtype/Type1/BaseFont/Helvetica>>endobj\n"
+		"5 0 obj<</Length %zu>>stream\n%s\nendstream endobj\n"
+		"trailer<</Root 1 0 R>>\n%%%%EOF\n",
+		sizeof(content) - 1, content);
+
+	im_extract_opts_init(&o);
+	ck_assert_int_eq(im_pdf_text(pdf, (size_t)n, &o, &b), 0);
+	ck_assert_msg(b.len && memmem(b.p, b.len, "an example of Jean-", 19),
+		      "hyphenation joined before a lower-case letter only: "
+		      "%.*s",
+		      (int)b.len, b.p);
+	ck_assert_msg(memmem(b.p, b.len, "Jean-\nPaul", 10),
+		      "a capital keeps the hyphen: [%.*s]", (int)b.len, b.p);
+	im_buf_release(&b);
+}
+END_TEST
+
+/* Each hostile file fails with its reason, in a helper, and the next file
+ * is extracted by a fresh helper when the last one had to die. */
+static const struct {
+	const char *name;
+	enum im_extract_fail why;
+} hostile[] = {
+	{"bomb.docx", IM_XF_EXPANSION},	   {"bomb.txt.bz2", IM_XF_EXPANSION},
+	{"entities.docx", IM_XF_ENTITIES}, {"nested.docx", IM_XF_NESTING},
+	{"truncated.pdf", IM_XF_CORRUPT},  {"garbage.pdf", IM_XF_CORRUPT},
+};
+
+START_TEST(test_extract_hostile)
+{
+	extract_fixture(hostile[_i].name);
+	ck_assert_msg(res.fail == hostile[_i].why, "%s failed with %s, want %s",
+		      hostile[_i].name, im_extract_fail_name(res.fail),
+		      im_extract_fail_name(hostile[_i].why));
+	ck_assert_uint_eq(res.len, 0);
+	extract_fixture("cc0.docx");
+	ck_assert_msg(!res.fail, "the helper serves the next file");
+	assert_text_has("Statement of Purpose");
+	ck_assert_uint_eq(im_extractor_spawned(xtor), 1);
+}
+END_TEST
+
+/* The limits of a helper: a deadline, an address space, and a helper that
+ * died is replaced. */
+START_TEST(test_extract_helper_limits)
+{
+	struct im_extract_opts o;
+
+	im_extractor_free(xtor);
+	im_extract_opts_init(&o);
+	/* Unpacking up to 1 GiB of zeros takes ten times longer than this. */
+	o.deadline_ms = 2000;
+	o.max_unpacked = (size_t)1 << 30;
+	ck_assert_int_eq(im_extractor_new(&o, &xtor), 0);
+	extract_fixture("bomb.txt.bz2");
+	ck_assert_str_eq(im_extract_fail_name(res.fail), "timeout");
+	extract_fixture("cc0.txt.gz");
+	ck_assert_msg(!res.fail && im_extractor_spawned(xtor) == 2,
+		      "a helper killed for its time is replaced (%s, %u)",
+		      im_extract_fail_name(res.fail),
+		      im_extractor_spawned(xtor));
+
+	im_extractor_free(xtor);
+	o.mem_bytes = 16 << 20; /* less than unpacking the bomb needs */
+	o.max_unpacked = (size_t)1 << 30;
+	ck_assert_int_eq(im_extractor_new(&o, &xtor), 0);
+	extract_fixture("bomb.docx");
+	ck_assert_msg(res.fail == IM_XF_MEMORY || res.fail == IM_XF_CRASH,
+		      "out of address space: %s",
+		      im_extract_fail_name(res.fail));
+	o.max_text = 1000;
+	im_extractor_free(xtor);
+	ck_assert_int_eq(im_extractor_new(&o, &xtor), 0);
+	extract_fixture("cc0.docx");
+	ck_assert_str_eq(im_extract_fail_name(res.fail), "output");
+}
+END_TEST
+
+/* The same extractors without the sandbox (what fuzzing runs). */
+START_TEST(test_extract_unsandboxed)
+{
+	struct im_extract_opts o;
+
+	im_extractor_free(xtor);
+	im_extract_opts_init(&o);
+	o.sandbox = false;
+	ck_assert_int_eq(im_extractor_new(&o, &xtor), 0);
+	extract_fixture("cc0.odt");
+	assert_text_has("Statement of Purpose");
+	extract_fixture("entities.docx");
+	ck_assert_int_eq(res.fail, IM_XF_ENTITIES);
+	ck_assert_uint_eq(im_extractor_spawned(xtor), 0);
+}
+END_TEST
+
+START_TEST(test_extract_filters)
+{
+	static const char *const filters[] = {
+		"dat:tr a-z A-Z",
+		"bad:exit 3",
+		"slow:sleep 5",
+		NULL,
+	};
+	struct im_extract_opts o;
+
+	ck_assert_int_eq(im_extract_filter_check("doc:antiword -"), 0);
+	ck_assert_int_eq(im_extract_filter_check("doc"), -EINVAL);
+	ck_assert_int_eq(im_extract_filter_check(":cat"), -EINVAL);
+	ck_assert_int_eq(im_extract_filter_check("a/b:cat"), -EINVAL);
+	ck_assert_int_eq(im_extract_filter_check("doc:"), -EINVAL);
+	im_extractor_free(xtor);
+	im_extract_opts_init(&o);
+	o.filters = filters;
+	o.deadline_ms = 300;
+	ck_assert_int_eq(im_extractor_new(&o, &xtor), 0);
+
+	free(copy);
+	copy = malloc(14);
+	ck_assert_ptr_nonnull(copy);
+	memcpy(copy, "x\0legacy words", 14);
+	ck_assert_int_eq(im_extract(xtor, "dir/old.DAT", copy, 14, &res), 0);
+	keep_text();
+	ck_assert_int_eq(res.format, IM_FMT_FILTER);
+	ck_assert_str_eq(text + 2, "LEGACY WORDS");
+	ck_assert_int_eq(im_extract(xtor, "x.bad", copy, 14, &res), 0);
+	ck_assert_int_eq(res.fail, IM_XF_FILTER);
+	ck_assert_int_eq(im_extract(xtor, "x.slow", copy, 14, &res), 0);
+	ck_assert_int_eq(res.fail, IM_XF_TIMEOUT);
+	ck_assert_int_eq(im_extract(xtor, "x.other", copy, 14, &res), 0);
+	ck_assert_msg(res.format == IM_FMT_BINARY && !res.fail,
+		      "no filter for the name: binary");
+	ck_assert_int_eq(im_extract(xtor, "x.dat", "plain text", 10, &res), 0);
+	ck_assert_msg(res.format == IM_FMT_TEXT,
+		      "filters are only for what no extractor reads");
+}
+END_TEST
+
 static Suite *extract_suite(void)
 {
 	Suite *s = suite_create("extract");
@@ -158,6 +463,26 @@ static Suite *extract_suite(void)
 	tcase_add_test(
 		tc, test_extract_html_without_charset_is_cp1252_when_invalid);
 	tcase_add_test(tc, test_extract_names_and_binary);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("formats");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 120);
+	tcase_add_loop_test(tc, test_extract_sniff_fixtures, 0,
+			    sizeof(fixtures) / sizeof(fixtures[0]));
+	tcase_add_test(tc, test_extract_same_text_every_format);
+	tcase_add_test(tc, test_extract_office_parts);
+	tcase_add_test(tc, test_extract_pdf_repairs);
+	tcase_add_test(tc, test_extract_unsandboxed);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("sandbox");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 120);
+	tcase_add_loop_test(tc, test_extract_hostile, 0,
+			    sizeof(hostile) / sizeof(hostile[0]));
+	tcase_add_test(tc, test_extract_helper_limits);
+	tcase_add_test(tc, test_extract_filters);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1,0 +1,131 @@
+/**
+ * @file pdf.c
+ * PDF to text through poppler's GLib binding, page by page in reading order
+ * (poppler_page_get_text(): the text output device without physical layout),
+ * then two repairs so that the PDF of a text yields the text's terms:
+ *   - ligatures U+FB00-U+FB06 (ﬀ ﬁ ﬂ ﬃ ﬄ ﬅ ﬆ) become their letters, which
+ *     typesetters substitute and poppler reports as they are drawn;
+ *   - a word broken at a line end by a hyphen ("exam-\nple", also with
+ *     U+2010 or a soft hyphen) is joined when the next line goes on with a
+ *     lower-case letter, so "exam-" and "ple" do not replace "example".
+ *     A capital after the break ("Jean-\nPaul") keeps the hyphen.
+ * Runs inside a sandboxed helper (sandbox.c): poppler parses hostile input.
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <string.h>
+
+#include <poppler.h>
+
+#include "extract_internal.h"
+
+/* The UTF-8 of U+FB00..U+FB06 is EF AC 80..86. */
+static const char *const ligatures[7] = {"ff",	"fi", "fl", "ffi",
+					 "ffl", "st", "st"};
+
+static bool starts_lower(const char *s, const char *end)
+{
+	/* Non-ASCII letters are taken as lower case: a break before "über"
+	 * is common, one before an accented capital rare. */
+	return s < end &&
+	       ((*s >= 'a' && *s <= 'z') || (unsigned char)*s >= 0xc0);
+}
+
+static bool ends_in_letter(const struct im_buf *out)
+{
+	unsigned char c;
+
+	if (!out->len)
+		return false;
+	c = (unsigned char)out->p[out->len - 1];
+	return c >= 0x80 || ((c | 0x20) >= 'a' && (c | 0x20) <= 'z');
+}
+
+/* Length of a hyphen at s: '-', U+2010 or U+00AD; 0 for none. */
+static size_t hyphen_len(const char *s, const char *end)
+{
+	if (s < end && *s == '-')
+		return 1;
+	if (end - s >= 3 && !memcmp(s, "\xe2\x80\x90", 3))
+		return 3;
+	if (end - s >= 2 && !memcmp(s, "\xc2\xad", 2))
+		return 2;
+	return 0;
+}
+
+/* Append one page's text with ligatures expanded and breaks joined. */
+static int page_append(const char *s, size_t len, struct im_buf *out)
+{
+	const char *end = s + len;
+	int ret = 0;
+
+	while (s < end && !ret) {
+		size_t h = hyphen_len(s, end);
+
+		if (h && ends_in_letter(out)) {
+			const char *n = s + h;
+
+			if (n < end && *n == '\r')
+				n++;
+			if (n < end && *n == '\n' && starts_lower(n + 1, end)) {
+				s = n + 1;
+				continue;
+			}
+		}
+		if (end - s >= 3 && !memcmp(s, "\xef\xac", 2) &&
+		    (unsigned char)s[2] >= 0x80 &&
+		    (unsigned char)s[2] <= 0x86) {
+			const char *l = ligatures[(unsigned char)s[2] - 0x80];
+
+			ret = im_buf_append(out, l, strlen(l));
+			s += 3;
+			continue;
+		}
+		ret = im_buf_putc(out, *s++);
+	}
+	return ret;
+}
+
+int im_pdf_text(const char *buf, size_t len, const struct im_extract_opts *o,
+		struct im_buf *out)
+{
+	PopplerDocument *doc = NULL;
+	GError *err = NULL;
+	GBytes *bytes;
+	int ret = 0, pages;
+
+	bytes = g_bytes_new_static(buf, len);
+	doc = poppler_document_new_from_bytes(bytes, NULL, &err);
+	if (!doc) {
+		ret = err && g_error_matches(err, POPPLER_ERROR,
+					     POPPLER_ERROR_ENCRYPTED)
+			      ? IM_XF_ENCRYPTED
+			      : IM_XF_CORRUPT;
+		goto out;
+	}
+	pages = poppler_document_get_n_pages(doc);
+	for (int i = 0; i < pages && !ret; i++) {
+		PopplerPage *page = poppler_document_get_page(doc, i);
+		char *t;
+
+		if (!page)
+			continue;
+		t = poppler_page_get_text(page);
+		if (t) {
+			ret = page_append(t, strlen(t), out);
+			if (!ret)
+				ret = im_buf_putc(out, '\n');
+			g_free(t);
+		}
+		g_object_unref(page);
+		if (!ret && o->max_text && out->len > o->max_text)
+			ret = IM_XF_OUTPUT;
+	}
+out:
+	if (err)
+		g_error_free(err);
+	if (doc)
+		g_object_unref(doc);
+	g_bytes_unref(bytes);
+	return ret;
+}

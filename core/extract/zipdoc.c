@@ -1,0 +1,753 @@
+/**
+ * @file zipdoc.c
+ * Documents in ZIP containers (OOXML: docx, xlsx, pptx; ODF: odt, ods, odp;
+ * EPUB) and compressed single files (gzip, bzip2, xz), through libarchive,
+ * with the XML read by expat.
+ *
+ * One pass over the archive collects the entries a format needs (decided by
+ * name), counting every byte unpacked against max_unpacked, so a zip bomb
+ * stops at that many bytes (IM_XF_EXPANSION) whatever its ratio. An
+ * encrypted entry fails the document (IM_XF_ENCRYPTED).
+ *
+ * XML: the parser is told nothing of external entities (expat then never
+ * loads them) and stops at the first entity declaration (IM_XF_ENTITIES):
+ * office formats never declare entities, and refusing them is the only
+ * complete answer to entity expansion ("billion laughs"). Elements nested
+ * deeper than IM_EXTRACT_XML_DEPTH stop it too (IM_XF_NESTING). Names are
+ * matched by their local part, so any namespace prefix works.
+ *
+ * What each format gives:
+ *   - docx: word/document.xml, then footnotes and endnotes: w:t runs, a
+ *     newline per paragraph, a space for tabs and breaks. Deleted text
+ *     (w:delText) and field codes are not text; headers, footers and
+ *     comments are left out (templates repeat them across documents).
+ *   - xlsx: shared strings and inline strings of every sheet, one per line.
+ *   - pptx: slides, then notes, in slide-number order: a:t runs, a newline
+ *     per paragraph.
+ *   - odt, ods, odp: content.xml, all text inside office:body, a newline per
+ *     paragraph, heading, list item and cell.
+ *   - epub: the spine of the package named by META-INF/container.xml, in
+ *     order, each item read as HTML (html.c); items marked linear="no" and
+ *     the navigation document are skipped. Without a readable package, every
+ *     (X)HTML entry in name order.
+ * Runs inside a sandboxed helper (sandbox.c).
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <expat.h>
+
+#include "extract_internal.h"
+
+/* ---- Reading the archive ------------------------------------------------- */
+
+struct part {
+	char *name;
+	struct im_buf data;
+};
+
+struct parts {
+	struct part *v;
+	size_t n, cap;
+};
+
+static void parts_release(struct parts *ps)
+{
+	for (size_t i = 0; i < ps->n; i++) {
+		free(ps->v[i].name);
+		im_buf_release(&ps->v[i].data);
+	}
+	free(ps->v);
+	memset(ps, 0, sizeof(*ps));
+}
+
+static struct part *parts_find(const struct parts *ps, const char *name)
+{
+	for (size_t i = 0; i < ps->n; i++)
+		if (!strcmp(ps->v[i].name, name))
+			return &ps->v[i];
+	return NULL;
+}
+
+/* Read the data of the current entry into @p b, counting against *budget.
+ * @return 0, a failure, or -ENOMEM. */
+static int read_entry(struct archive *a, struct im_buf *b, size_t *budget)
+{
+	char chunk[16384];
+
+	for (;;) {
+		la_ssize_t k = archive_read_data(a, chunk, sizeof(chunk));
+
+		if (k < 0)
+			return IM_XF_CORRUPT;
+		if (k == 0)
+			return 0;
+		if ((size_t)k > *budget)
+			return IM_XF_EXPANSION;
+		*budget -= (size_t)k;
+		if (im_buf_append(b, chunk, (size_t)k))
+			return -ENOMEM;
+	}
+}
+
+typedef bool (*want_fn)(const char *name);
+
+/* Collect the entries @p want selects, in archive order. */
+static int zip_collect(const char *buf, size_t len,
+		       const struct im_extract_opts *o, want_fn want,
+		       struct parts *out)
+{
+	size_t budget = o->max_unpacked ? o->max_unpacked : SIZE_MAX;
+	struct archive_entry *e;
+	struct archive *a;
+	int ret = 0, r;
+
+	a = archive_read_new();
+	if (!a)
+		return -ENOMEM;
+	archive_read_support_format_zip(a);
+	if (archive_read_open_memory(a, buf, len) != ARCHIVE_OK) {
+		ret = IM_XF_CORRUPT;
+		goto out;
+	}
+	while ((r = archive_read_next_header(a, &e)) == ARCHIVE_OK ||
+	       r == ARCHIVE_WARN) {
+		const char *name = archive_entry_pathname(e);
+		struct part *p;
+
+		if (!name || !want(name))
+			continue;
+		if (archive_entry_is_encrypted(e)) {
+			ret = IM_XF_ENCRYPTED;
+			goto out;
+		}
+		if (out->n == out->cap) {
+			size_t cap = out->cap ? 2 * out->cap : 8;
+			struct part *v = realloc(out->v, cap * sizeof(*v));
+
+			if (!v) {
+				ret = -ENOMEM;
+				goto out;
+			}
+			out->v = v;
+			out->cap = cap;
+		}
+		p = &out->v[out->n];
+		memset(p, 0, sizeof(*p));
+		p->name = strdup(name);
+		if (!p->name) {
+			ret = -ENOMEM;
+			goto out;
+		}
+		out->n++;
+		ret = read_entry(a, &p->data, &budget);
+		if (ret)
+			goto out;
+	}
+	if (r != ARCHIVE_EOF)
+		ret = IM_XF_CORRUPT;
+out:
+	archive_read_free(a);
+	return ret;
+}
+
+/* ---- XML to text --------------------------------------------------------- */
+
+/* Which elements carry text, and where lines and spaces go. */
+struct xml_rules {
+	const char *const *text;   /* character data kept inside these ... */
+	const char *within;	   /* ... or, when text is NULL, inside this */
+	const char *const *nl_end; /* a newline after each of these */
+	const char *const *space;  /* a space where one of these starts */
+};
+
+struct xml_ctx {
+	XML_Parser p;
+	const struct xml_rules *r;
+	const struct im_extract_opts *o;
+	struct im_buf *out;
+	unsigned depth, in_text, in_within;
+	int fail;
+};
+
+static const char *local_name(const XML_Char *name)
+{
+	const char *sep = strrchr(name, '\x01');
+
+	return sep ? sep + 1 : name;
+}
+
+static bool in_list(const char *const *list, const char *name)
+{
+	for (; list && *list; list++)
+		if (!strcmp(*list, name))
+			return true;
+	return false;
+}
+
+static void xml_stop(struct xml_ctx *c, int fail)
+{
+	if (!c->fail)
+		c->fail = fail;
+	XML_StopParser(c->p, XML_FALSE);
+}
+
+static void xml_put(struct xml_ctx *c, const char *s, size_t n)
+{
+	if (c->fail)
+		return;
+	if (im_buf_append(c->out, s, n))
+		xml_stop(c, -ENOMEM);
+	else if (c->o->max_text && c->out->len > c->o->max_text)
+		xml_stop(c, IM_XF_OUTPUT);
+}
+
+static void XMLCALL xml_start(void *arg, const XML_Char *name,
+			      const XML_Char **atts)
+{
+	struct xml_ctx *c = arg;
+	const char *l = local_name(name);
+
+	(void)atts;
+	if (++c->depth > IM_EXTRACT_XML_DEPTH) {
+		xml_stop(c, IM_XF_NESTING);
+		return;
+	}
+	if (in_list(c->r->space, l))
+		xml_put(c, " ", 1);
+	if (in_list(c->r->text, l))
+		c->in_text++;
+	if (c->r->within && !strcmp(c->r->within, l))
+		c->in_within++;
+}
+
+static void XMLCALL xml_end(void *arg, const XML_Char *name)
+{
+	struct xml_ctx *c = arg;
+	const char *l = local_name(name);
+
+	c->depth--;
+	if (c->in_text && in_list(c->r->text, l))
+		c->in_text--;
+	if (c->in_within && c->r->within && !strcmp(c->r->within, l))
+		c->in_within--;
+	if (in_list(c->r->nl_end, l))
+		xml_put(c, "\n", 1);
+}
+
+static void XMLCALL xml_chars(void *arg, const XML_Char *s, int len)
+{
+	struct xml_ctx *c = arg;
+
+	if (c->r->text ? c->in_text : c->in_within)
+		xml_put(c, s, (size_t)len);
+}
+
+static void XMLCALL xml_entity_decl(void *arg, const XML_Char *name,
+				    int is_param, const XML_Char *value,
+				    int value_len, const XML_Char *base,
+				    const XML_Char *system_id,
+				    const XML_Char *public_id,
+				    const XML_Char *notation)
+{
+	(void)name, (void)is_param, (void)value, (void)value_len, (void)base;
+	(void)system_id, (void)public_id, (void)notation;
+	xml_stop(arg, IM_XF_ENTITIES);
+}
+
+/* A parser with our safety settings; its user data is @p ctx. */
+static XML_Parser xml_parser(void *ctx)
+{
+	XML_Parser p = XML_ParserCreateNS(NULL, '\x01');
+
+	if (!p)
+		return NULL;
+	XML_SetUserData(p, ctx);
+	XML_SetEntityDeclHandler(p, xml_entity_decl);
+	XML_SetParamEntityParsing(p, XML_PARAM_ENTITY_PARSING_NEVER);
+	return p;
+}
+
+/* @return 0, a failure, or -ENOMEM. */
+static int xml_parse(XML_Parser p, const struct im_buf *data, int *fail)
+{
+	if (data->len > INT_MAX)
+		return IM_XF_EXPANSION;
+	if (XML_Parse(p, data->p ? data->p : "", (int)data->len, XML_TRUE) !=
+	    XML_STATUS_OK) {
+		if (*fail)
+			return *fail;
+		return XML_GetErrorCode(p) == XML_ERROR_NO_MEMORY
+			       ? -ENOMEM
+			       : IM_XF_CORRUPT;
+	}
+	return *fail;
+}
+
+static int xml_text(const struct im_buf *data, const struct xml_rules *r,
+		    const struct im_extract_opts *o, struct im_buf *out)
+{
+	struct xml_ctx c = {.r = r, .o = o, .out = out};
+	int ret;
+
+	c.p = xml_parser(&c);
+	if (!c.p)
+		return -ENOMEM;
+	XML_SetElementHandler(c.p, xml_start, xml_end);
+	XML_SetCharacterDataHandler(c.p, xml_chars);
+	ret = xml_parse(c.p, data, &c.fail);
+	XML_ParserFree(c.p);
+	if (!ret)
+		ret = im_buf_putc(out, '\n') ? -ENOMEM : 0;
+	return ret;
+}
+
+/* ---- Office formats ------------------------------------------------------ */
+
+static const char *const t_only[] = {"t", NULL};
+
+static const struct xml_rules docx_rules = {
+	.text = t_only,
+	.nl_end = (const char *const[]){"p", "tr", NULL},
+	.space = (const char *const[]){"tab", "br", "cr", "tc", NULL},
+};
+static const struct xml_rules xlsx_rules = {
+	.text = t_only,
+	.nl_end = (const char *const[]){"si", "is", NULL},
+};
+static const struct xml_rules pptx_rules = {
+	.text = t_only,
+	.nl_end = (const char *const[]){"p", NULL},
+	.space = (const char *const[]){"br", "tab", NULL},
+};
+static const struct xml_rules odf_rules = {
+	.within = "body",
+	.nl_end = (const char *const[]){"p", "h", "list-item", "table-cell",
+					"frame", NULL},
+	.space = (const char *const[]){"s", "tab", "line-break", NULL},
+};
+
+static bool has_prefix(const char *s, const char *prefix)
+{
+	return !strncmp(s, prefix, strlen(prefix));
+}
+
+static bool has_suffix(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), k = strlen(suffix);
+
+	return n >= k && !strcmp(s + n - k, suffix);
+}
+
+static bool want_docx(const char *n)
+{
+	return !strcmp(n, "word/document.xml") ||
+	       !strcmp(n, "word/footnotes.xml") ||
+	       !strcmp(n, "word/endnotes.xml");
+}
+
+static bool want_xlsx(const char *n)
+{
+	return !strcmp(n, "xl/sharedStrings.xml") ||
+	       (has_prefix(n, "xl/worksheets/") && has_suffix(n, ".xml"));
+}
+
+static bool want_pptx(const char *n)
+{
+	return (has_prefix(n, "ppt/slides/") ||
+		has_prefix(n, "ppt/notesSlides/")) &&
+	       has_suffix(n, ".xml");
+}
+
+static bool want_odf(const char *n)
+{
+	return !strcmp(n, "content.xml");
+}
+
+/* Entry order for docx (the body first) and pptx (slides before notes, by
+ * number: slide2 before slide10). */
+static unsigned long name_number(const char *s)
+{
+	while (*s && (*s < '0' || *s > '9'))
+		s++;
+	return strtoul(s, NULL, 10);
+}
+
+static int part_rank(const char *n)
+{
+	if (!strcmp(n, "word/document.xml") ||
+	    !strcmp(n, "xl/sharedStrings.xml"))
+		return 0;
+	if (has_prefix(n, "ppt/notesSlides/"))
+		return 2;
+	return 1;
+}
+
+static int part_cmp(const void *a, const void *b)
+{
+	const struct part *x = a, *y = b;
+	int rx = part_rank(x->name), ry = part_rank(y->name);
+	unsigned long nx, ny;
+
+	if (rx != ry)
+		return rx - ry;
+	nx = name_number(strrchr(x->name, '/') ? strrchr(x->name, '/') : "");
+	ny = name_number(strrchr(y->name, '/') ? strrchr(y->name, '/') : "");
+	if (nx != ny)
+		return nx < ny ? -1 : 1;
+	return strcmp(x->name, y->name);
+}
+
+static int office_text(const char *buf, size_t len, want_fn want,
+		       const struct xml_rules *rules,
+		       const struct im_extract_opts *o, struct im_buf *out)
+{
+	struct parts ps = {0};
+	int ret;
+
+	ret = zip_collect(buf, len, o, want, &ps);
+	if (!ret && !ps.n)
+		ret = IM_XF_CORRUPT;
+	if (!ret)
+		qsort(ps.v, ps.n, sizeof(*ps.v), part_cmp);
+	for (size_t i = 0; i < ps.n && !ret; i++)
+		ret = xml_text(&ps.v[i].data, rules, o, out);
+	parts_release(&ps);
+	return ret;
+}
+
+/* ---- EPUB ---------------------------------------------------------------- */
+
+struct opf_item {
+	char *id, *href;
+	bool nav;
+};
+
+struct epub {
+	XML_Parser p;
+	int fail;
+	unsigned depth;
+	char *rootfile;	       /* from container.xml */
+	struct opf_item *item; /* manifest */
+	size_t nitem, icap;
+	char **spine; /* idrefs, in order */
+	size_t nspine, scap;
+};
+
+static const char *attr(const XML_Char **atts, const char *name)
+{
+	for (; atts[0]; atts += 2)
+		if (!strcmp(local_name(atts[0]), name))
+			return atts[1];
+	return NULL;
+}
+
+static int push_str(char ***v, size_t *n, size_t *cap, const char *s)
+{
+	if (*n == *cap) {
+		size_t c = *cap ? 2 * *cap : 16;
+		char **nv = realloc(*v, c * sizeof(*nv));
+
+		if (!nv)
+			return -ENOMEM;
+		*v = nv;
+		*cap = c;
+	}
+	(*v)[*n] = strdup(s);
+	if (!(*v)[*n])
+		return -ENOMEM;
+	(*n)++;
+	return 0;
+}
+
+static int opf_item_add(struct epub *e, const char *id, const char *href,
+			const char *props)
+{
+	struct opf_item *it;
+
+	if (e->nitem == e->icap) {
+		size_t c = e->icap ? 2 * e->icap : 16;
+		struct opf_item *v = realloc(e->item, c * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		e->item = v;
+		e->icap = c;
+	}
+	it = &e->item[e->nitem];
+	it->id = strdup(id);
+	it->href = strdup(href);
+	it->nav = props && strstr(props, "nav");
+	if (!it->id || !it->href) {
+		free(it->id);
+		free(it->href);
+		return -ENOMEM;
+	}
+	e->nitem++;
+	return 0;
+}
+
+static void XMLCALL epub_start(void *arg, const XML_Char *name,
+			       const XML_Char **atts)
+{
+	struct epub *e = arg;
+	const char *l = local_name(name), *a, *b;
+	int ret = 0;
+
+	if (++e->depth > IM_EXTRACT_XML_DEPTH) {
+		e->fail = IM_XF_NESTING;
+		XML_StopParser(e->p, XML_FALSE);
+		return;
+	}
+	if (!strcmp(l, "rootfile") && !e->rootfile &&
+	    (a = attr(atts, "full-path"))) {
+		e->rootfile = strdup(a);
+		ret = e->rootfile ? 0 : -ENOMEM;
+	} else if (!strcmp(l, "item") && (a = attr(atts, "id")) &&
+		   (b = attr(atts, "href"))) {
+		ret = opf_item_add(e, a, b, attr(atts, "properties"));
+	} else if (!strcmp(l, "itemref") && (a = attr(atts, "idref"))) {
+		b = attr(atts, "linear");
+		if (!b || strcmp(b, "no"))
+			ret = push_str(&e->spine, &e->nspine, &e->scap, a);
+	}
+	if (ret) {
+		e->fail = ret;
+		XML_StopParser(e->p, XML_FALSE);
+	}
+}
+
+static void XMLCALL epub_end(void *arg, const XML_Char *name)
+{
+	(void)name;
+	((struct epub *)arg)->depth--;
+}
+
+static void XMLCALL epub_entity_decl(void *arg, const XML_Char *name,
+				     int is_param, const XML_Char *value,
+				     int value_len, const XML_Char *base,
+				     const XML_Char *system_id,
+				     const XML_Char *public_id,
+				     const XML_Char *notation)
+{
+	struct epub *e = arg;
+
+	(void)name, (void)is_param, (void)value, (void)value_len, (void)base;
+	(void)system_id, (void)public_id, (void)notation;
+	e->fail = IM_XF_ENTITIES;
+	XML_StopParser(e->p, XML_FALSE);
+}
+
+static int epub_parse(struct epub *e, const struct im_buf *data)
+{
+	int ret;
+
+	e->p = XML_ParserCreateNS(NULL, '\x01');
+	if (!e->p)
+		return -ENOMEM;
+	XML_SetUserData(e->p, e);
+	XML_SetEntityDeclHandler(e->p, epub_entity_decl);
+	XML_SetParamEntityParsing(e->p, XML_PARAM_ENTITY_PARSING_NEVER);
+	XML_SetElementHandler(e->p, epub_start, epub_end);
+	e->depth = 0;
+	ret = xml_parse(e->p, data, &e->fail);
+	XML_ParserFree(e->p);
+	e->p = NULL;
+	return ret;
+}
+
+static void epub_release(struct epub *e)
+{
+	free(e->rootfile);
+	for (size_t i = 0; i < e->nitem; i++) {
+		free(e->item[i].id);
+		free(e->item[i].href);
+	}
+	free(e->item);
+	for (size_t i = 0; i < e->nspine; i++)
+		free(e->spine[i]);
+	free(e->spine);
+}
+
+static bool want_epub(const char *n)
+{
+	return !strcmp(n, "META-INF/container.xml") || has_suffix(n, ".opf") ||
+	       has_suffix(n, ".xhtml") || has_suffix(n, ".html") ||
+	       has_suffix(n, ".htm");
+}
+
+static int hex_digit(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if ((c | 0x20) >= 'a' && (c | 0x20) <= 'f')
+		return (c | 0x20) - 'a' + 10;
+	return -1;
+}
+
+/* The entry an href of the package at @p opf names: relative to the
+ * package's directory, %XX decoded, "./" and "../" resolved. */
+static char *resolve_href(const char *opf, const char *href)
+{
+	const char *slash = strrchr(opf, '/');
+	size_t dl = slash ? (size_t)(slash - opf) + 1 : 0;
+	size_t n = strlen(href);
+	char *s = malloc(dl + n + 1), *w;
+
+	if (!s)
+		return NULL;
+	memcpy(s, opf, dl);
+	w = s + dl;
+	for (size_t i = 0; i < n && href[i] != '#'; i++) {
+		int hi, lo;
+
+		if (href[i] == '%' && i + 2 < n &&
+		    (hi = hex_digit(href[i + 1])) >= 0 &&
+		    (lo = hex_digit(href[i + 2])) >= 0) {
+			*w++ = (char)(hi << 4 | lo);
+			i += 2;
+		} else {
+			*w++ = href[i];
+		}
+	}
+	*w = '\0';
+	/* Resolve "./" and "dir/../" in place. */
+	for (char *p; (p = strstr(s, "/./"));)
+		memmove(p, p + 2, strlen(p + 2) + 1);
+	if (!strncmp(s, "./", 2))
+		memmove(s, s + 2, strlen(s + 2) + 1);
+	for (char *p; (p = strstr(s, "/../"));) {
+		char *q = p;
+
+		while (q > s && q[-1] != '/')
+			q--;
+		memmove(q, p + 4, strlen(p + 4) + 1);
+	}
+	return s;
+}
+
+/* The text of one (X)HTML page from its <body> on: the <title> of a page
+ * is a file name or a repeat of a heading, not the book's text. */
+static int page_text(const struct im_buf *page, struct im_buf *out)
+{
+	const char *s = page->p ? page->p : "";
+	size_t n = page->len;
+
+	for (size_t i = 0; i + 5 <= n; i++) {
+		if (s[i] == '<' && !strncasecmp(s + i + 1, "body", 4)) {
+			s += i;
+			n -= i;
+			break;
+		}
+	}
+	return im_html_text(s, n, out);
+}
+
+static int epub_text(const char *buf, size_t len,
+		     const struct im_extract_opts *o, struct im_buf *out)
+{
+	struct parts ps = {0};
+	struct epub e = {0};
+	struct part *pk, *c;
+	size_t done = 0;
+	int ret;
+
+	ret = zip_collect(buf, len, o, want_epub, &ps);
+	if (ret)
+		goto out;
+	c = parts_find(&ps, "META-INF/container.xml");
+	if (c)
+		ret = epub_parse(&e, &c->data);
+	if (!ret && e.rootfile && (pk = parts_find(&ps, e.rootfile)))
+		ret = epub_parse(&e, &pk->data);
+	for (size_t i = 0; i < e.nspine && !ret; i++) {
+		for (size_t j = 0; j < e.nitem && !ret; j++) {
+			char *path;
+			struct part *p;
+
+			if (strcmp(e.item[j].id, e.spine[i]) || e.item[j].nav)
+				continue;
+			path = resolve_href(e.rootfile, e.item[j].href);
+			if (!path) {
+				ret = -ENOMEM;
+				break;
+			}
+			p = parts_find(&ps, path);
+			free(path);
+			if (p) {
+				ret = page_text(&p->data, out);
+				done++;
+			}
+			break;
+		}
+	}
+	/* No usable package: every page, in name order. */
+	if (!ret && !done) {
+		qsort(ps.v, ps.n, sizeof(*ps.v), part_cmp);
+		for (size_t i = 0; i < ps.n && !ret; i++)
+			if (has_suffix(ps.v[i].name, "htm") ||
+			    has_suffix(ps.v[i].name, "html"))
+				ret = page_text(&ps.v[i].data, out);
+	}
+	if (ret < 0 && ret != -ENOMEM)
+		ret = IM_XF_CORRUPT;
+	if (!ret && o->max_text && out->len > o->max_text)
+		ret = IM_XF_OUTPUT;
+out:
+	epub_release(&e);
+	parts_release(&ps);
+	return ret;
+}
+
+int im_zipdoc_text(enum im_format f, const char *buf, size_t len,
+		   const struct im_extract_opts *o, struct im_buf *out)
+{
+	switch (f) {
+	case IM_FMT_DOCX:
+		return office_text(buf, len, want_docx, &docx_rules, o, out);
+	case IM_FMT_XLSX:
+		return office_text(buf, len, want_xlsx, &xlsx_rules, o, out);
+	case IM_FMT_PPTX:
+		return office_text(buf, len, want_pptx, &pptx_rules, o, out);
+	case IM_FMT_ODT:
+	case IM_FMT_ODS:
+	case IM_FMT_ODP:
+		return office_text(buf, len, want_odf, &odf_rules, o, out);
+	case IM_FMT_EPUB: return epub_text(buf, len, o, out);
+	default: return -EINVAL;
+	}
+}
+
+/* ---- Compressed single files --------------------------------------------- */
+
+int im_unpack(const char *buf, size_t len, const struct im_extract_opts *o,
+	      struct im_buf *out)
+{
+	size_t budget = o->max_unpacked ? o->max_unpacked : SIZE_MAX;
+	struct archive_entry *e;
+	struct archive *a;
+	int ret;
+
+	a = archive_read_new();
+	if (!a)
+		return -ENOMEM;
+	archive_read_support_filter_gzip(a);
+	archive_read_support_filter_bzip2(a);
+	archive_read_support_filter_xz(a);
+	archive_read_support_format_raw(a);
+	if (archive_read_open_memory(a, buf, len) != ARCHIVE_OK ||
+	    archive_read_next_header(a, &e) != ARCHIVE_OK) {
+		ret = IM_XF_CORRUPT;
+		goto out;
+	}
+	ret = read_entry(a, out, &budget);
+out:
+	archive_read_free(a);
+	return ret;
+}

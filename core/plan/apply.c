@@ -17,6 +17,7 @@
 #include <xxhash.h>
 
 #include "apply.h"
+#include "beneath.h"
 
 #define SKIP 1
 
@@ -506,10 +507,11 @@ static bool canonical(const char *path)
 }
 
 /*
- * Open the directory holding the last component of @p path (a canonical
- * absolute path) one component at a time, never following a symlink;
- * with @p create, make missing directories. *name points into @p buf (a
- * copy of the path). O_PATH: only search permission is needed on the way.
+ * Open the directory that is to hold the last component of @p path (a
+ * canonical absolute path in the trash) one component at a time, never
+ * following a symlink; with @p create, make missing directories, which
+ * im_open_beneath() (used for the file and the keeper) does not. *name
+ * points into @p buf (a copy of the path).
  */
 static int open_parent(const char *path, bool create, char *buf, size_t len,
 		       int *dirfd, const char **name, const char **why,
@@ -621,12 +623,32 @@ static int64_t mtime_ns(const struct stat *st)
 static int open_side(const struct im_plan_rec *rec, enum role role,
 		     struct side *s, const char **why)
 {
-	int ret;
+	char *slash;
+	int root, ret;
 
-	ret = open_parent(rec->path, false, s->buf, sizeof(s->buf), &s->dirfd,
-			  &s->name, why, dir_whys[role]);
-	if (ret)
-		return ret;
+	if (snprintf(s->buf, sizeof(s->buf), "%s", rec->path) >=
+	    (int)sizeof(s->buf)) {
+		*why = "the path is too long";
+		return -ENAMETOOLONG;
+	}
+	slash = strrchr(s->buf, '/');
+	*slash = '\0';
+	s->name = slash + 1;
+	root = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (root < 0) {
+		*why = "opening /";
+		return -errno;
+	}
+	ret = im_open_beneath(root, s->buf + 1, O_RDONLY | O_DIRECTORY,
+			      &s->dirfd);
+	close(root);
+	switch (ret) {
+	case 0: break;
+	case -ELOOP: *why = dir_whys[role][0]; return SKIP;
+	case -ENOENT: *why = dir_whys[role][1]; return SKIP;
+	case -ENOTDIR: *why = dir_whys[role][2]; return SKIP;
+	default: *why = dir_whys[role][3]; return ret;
+	}
 	s->fd = openat(s->dirfd, s->name,
 		       O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY |
 			       O_CLOEXEC);
@@ -884,7 +906,7 @@ static int do_trash(const struct im_plan_line *l, struct side *f, bool dry,
 		    struct im_apply_result *r, const char **why)
 {
 	char buf[PATH_MAX];
-	const char *rel, *base;
+	const char *rel, *base = NULL;
 	struct stat st;
 	int dfd = -1, ret;
 

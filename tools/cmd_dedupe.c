@@ -27,6 +27,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "dupdirs.h"
 #include "imatch.h"
 #include "index.h"
 #include "plan.h"
@@ -555,4 +556,52 @@ out:
 	if (fd >= 0)
 		close(fd);
 	return code;
+}
+
+/* ---- scan --dirs --------------------------------------------------------------- */
+
+int print_dup_dirs(const struct cli *c, const struct im_index *idx)
+{
+	struct im_dupdirs d;
+	int ret = im_dupdirs_from_index(idx, false, &d);
+
+	if (ret) {
+		err_msg("%s", strerror(-ret));
+		return EXIT_RUNTIME;
+	}
+	if (c->json) {
+		fputs("{\"root\": ", stdout);
+		put_json_string(stdout, c->argv[0]);
+		fputs(", \"dir_groups\": [", stdout);
+	}
+	for (size_t i = 0; i < d.n; i++) {
+		const struct im_dupdir_group *g = &d.v[i];
+
+		if (c->json)
+			printf("%s\n  {\"documents\": %zu, \"dirs\": [",
+			       i ? "," : "", g->docs);
+		for (size_t j = 0; j < g->n; j++) {
+			if (c->json) {
+				fputs(j ? ", " : "", stdout);
+				put_json_string(stdout, g->dirs[j]);
+			} else {
+				fputs(j ? "\t" : "", stdout);
+				put_text_path(stdout, g->dirs[j]);
+			}
+		}
+		fputs(c->json ? "]}" : "\n", stdout);
+	}
+	if (c->json)
+		fputs(d.n ? "\n]}\n" : "]}\n", stdout);
+	if (c->verbose)
+		fprintf(stderr,
+			"imatch: scan: %zu groups of duplicate "
+			"directories\n",
+			d.n);
+	im_dupdirs_release(&d);
+	if (fflush(stdout) || ferror(stdout)) {
+		err_msg("writing the output: %s", strerror(errno));
+		return EXIT_RUNTIME;
+	}
+	return 0;
 }

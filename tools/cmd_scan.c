@@ -436,6 +436,10 @@ int cmd_scan(struct cli *c)
 		return EXIT_RUNTIME;
 	if (sign_tree(c, fd, &col, &sum))
 		goto out;
+	if (c->dirs) {
+		code = print_dup_dirs(c, col.idx);
+		goto out;
+	}
 	ret = gather_clusters(&col);
 	if (ret) {
 		err_msg("%s", strerror(ret < 0 ? -ret : ret));

@@ -74,6 +74,7 @@ enum {
 	O_CSV,
 	O_DRY_RUN,
 	O_SIMILARITY,
+	O_DIRS,
 };
 
 struct opt {
@@ -161,6 +162,8 @@ static const struct opt opts[] = {
 	{"keep-fraction", 1, O_KEEP_FRACTION, F_DEDUPE, "keep",
 	 "--keep-fraction F  fraction of L and B each randomized lexicon "
 	 "keeps"},
+	{"dirs", 0, O_DIRS, F_SCAN, NULL,
+	 "--dirs             print duplicate directories instead of clusters"},
 	{"dry-run", 0, O_DRY_RUN, F_APPLY, NULL,
 	 "--dry-run          check every line, change nothing"},
 	{"similarity", 1, O_SIMILARITY, F_SIGNING & ~F_SIGN, "similarity",
@@ -440,6 +443,7 @@ static int run_command(const struct command *cmd, int argc, char **argv)
 		case O_FORMAT: c.format = optarg; break;
 		case O_CSV: c.format = "csv"; break;
 		case O_DRY_RUN: c.dry_run = true; break;
+		case O_DIRS: c.dirs = true; break;
 		}
 	}
 	if (im_params_check(&c.p, why, sizeof(why))) {

@@ -45,6 +45,7 @@ struct cli {
 	const char *action; /**< --action ACTION, or NULL */
 	const char *format; /**< --format FMT (--csv: "csv"), or NULL */
 	bool dry_run;	    /**< --dry-run */
+	bool dirs;	    /**< scan --dirs */
 	int argc;	    /**< operands */
 	char **argv;
 };
@@ -94,6 +95,10 @@ typedef void (*scan_file_fn)(const char *path, const struct stat *st,
  */
 int scan_tree(struct cli *c, int fd, struct im_index **idx, scan_file_fn fn,
 	      void *arg);
+
+/** scan --dirs: print the duplicate directories of @p idx (cmd_dedupe.c).
+ *  @return the exit code. */
+int print_dup_dirs(const struct cli *c, const struct im_index *idx);
 
 /* ---- Messages -------------------------------------------------------------- */
 

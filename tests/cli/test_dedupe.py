@@ -359,6 +359,37 @@ def case_usage(tmp):
     run("dedupe", "--keep-fraction", "0.5", root)
 
 
+def case_scan_dirs(tmp):
+    """A copied folder is one line of scan --dirs, at its top; a folder that
+    holds only part of the copy, or one more document, is no duplicate."""
+    root = os.path.join(tmp, "share")
+    rng = random.Random(9)
+    vocab = vocabulary(rng)
+    docs = [("\n".join(document(rng, vocab)) + "\n").encode()
+            for _ in range(6)]
+    for base in ("proj", "backup/2024/proj", "old/proj-copy"):
+        put(root, base + "/a.txt", docs[0])
+        put(root, base + "/sub/b.txt", docs[1])
+        put(root, base + "/sub/deeper/c.txt", docs[2])
+    put(root, "old/notes.txt", docs[3])       # old/ is more than the copy
+    put(root, "part/a.txt", docs[0])          # only part of it
+    put(root, "part/sub/b.txt", docs[1])
+    put(root, "x/one.txt", docs[4])
+    put(root, "y/z/one-again.txt", docs[4])
+    for i in range(6):
+        put(root, "misc/s%d.txt" % i,
+            ("\n".join(document(rng, vocab)) + "\n").encode())
+    out, _ = run("scan", "--dirs", root)
+    lines = [l.split("\t") for l in out.decode().splitlines()]
+    check(lines == [["backup", "old/proj-copy", "proj"], ["x", "y"]],
+          "duplicate directories: %r" % lines)
+    out, _ = run("scan", "--dirs", "--json", root)
+    doc = json.loads(out)
+    check([(g["documents"], g["dirs"]) for g in doc["dir_groups"]] ==
+          [(3, ["backup", "old/proj-copy", "proj"]), (1, ["x", "y"])],
+          "JSON: %r" % doc)
+
+
 CASES = {name[5:]: fn for name, fn in globals().items()
          if name.startswith("case_")}
 

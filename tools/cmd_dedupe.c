@@ -527,13 +527,6 @@ int cmd_dedupe(struct cli *c)
 	}
 	qsort(recs.v, recs.n, sizeof(*recs.v), cmp_rec);
 	ret = im_plan_from_index(idx, &dd.o, meta, &recs, &dd.set);
-	if (ret == -ENOTSUP) {
-		err_msg("dedupe: --near needs similarity scores from the "
-			"index, "
-			"which this build lacks");
-		code = EXIT_USAGE;
-		goto out;
-	}
 	if (ret) {
 		err_msg("planning: %s", strerror(-ret));
 		goto out;

@@ -12,8 +12,7 @@
 
 struct doc {
 	char *path;
-	bool in_cluster, hv;
-	uint8_t hash[16];
+	bool in_cluster;
 	struct im_sig cl;
 };
 
@@ -32,7 +31,6 @@ struct ctx {
 	size_t ndirs, dirs_cap;
 	/* during covers() */
 	const struct dir *target;
-	const struct doc *from;
 	bool hit;
 };
 
@@ -82,8 +80,6 @@ static int on_doc(const char *path, const struct im_doc_sigs *d, void *arg)
 	x->path = strdup(path);
 	if (!x->path)
 		return -ENOMEM;
-	x->hv = d->exact_valid;
-	memcpy(x->hash, d->exact, sizeof(x->hash));
 	c->n++;
 	return 0;
 }
@@ -166,20 +162,12 @@ static bool below(const struct ctx *c, const struct dir *d, const char *path)
 	       path[d->plen] == '/';
 }
 
-static int on_link(const char *path, void *arg)
+static int on_link(const struct im_link *l, void *arg)
 {
 	struct ctx *c = arg;
-	struct doc key = {.path = (char *)path};
-	const struct doc *y;
 
-	if (!below(c, c->target, path))
+	if (!below(c, c->target, l->path) || (c->exact_only && !l->exact))
 		return 0;
-	if (c->exact_only) {
-		y = bsearch(&key, c->docs, c->n, sizeof(*c->docs), cmp_doc);
-		if (!y || !y->hv || !c->from->hv ||
-		    memcmp(y->hash, c->from->hash, sizeof(y->hash)))
-			return 0;
-	}
 	c->hit = true;
 	return 1; /* found one: stop */
 }
@@ -193,9 +181,8 @@ static int covers(struct ctx *c, const struct dir *a, const struct dir *b,
 		int ret;
 
 		c->target = b;
-		c->from = &c->docs[i];
 		c->hit = false;
-		ret = im_index_dupes(c->idx, c->docs[i].path, on_link, c);
+		ret = im_index_links(c->idx, c->docs[i].path, on_link, c);
 		if (ret < 0 && ret != -ENOENT)
 			return ret;
 		if (!c->hit)

@@ -146,8 +146,8 @@ int im_plan_build(const struct im_plan_file *files, size_t nfiles,
 
 /* ---- From the index --------------------------------------------------------
  * The driver used by `imatch dedupe` and the daemon: the files are the members
- * of the index's clusters, the links are im_index_dupes(), a link is exact
- * when both documents have the same content hash.
+ * of the index's clusters, the links and their similarity and kind are
+ * im_index_links().
  */
 
 /** The files of every cluster and the plan over them. Owned by the caller:

@@ -3,7 +3,8 @@
  * Removal plans over the index's clusters (contract in plan.h).
  *
  * The index is only queried (never held locked across calls), one cluster at
- * a time: its members, then each member's near-duplicates, looked up among
+ * a time: its members, then each member's verified links (similarity and
+ * kind as the index holds them), looked up among
  * the members by binary search. A neighbour that is not a member (the index
  * changed between the two calls) is ignored.
  */
@@ -107,29 +108,27 @@ static int cmp_path(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static int on_dupe(const char *path, void *arg)
+static int on_link(const struct im_link *l, void *arg)
 {
 	struct gather *g = arg;
+	const char *path = l->path;
 	char **hit = bsearch(&path, g->paths + g->first, g->count,
 			     sizeof(*g->paths), cmp_path);
 	uint32_t j;
-	bool exact;
 
 	if (!hit)
 		return 0;
 	j = (uint32_t)(hit - g->paths);
 	if (j <= g->cur)
 		return 0; /* each pair once: from its smaller end */
-	exact = g->hv[g->cur] && g->hv[j] &&
-		!memcmp(g->hash[g->cur], g->hash[j], sizeof(g->hash[j]));
 	if (grow((void **)&g->links, &g->links_cap, g->nlinks + 1,
 		 sizeof(*g->links)))
 		return -ENOMEM;
 	g->links[g->nlinks++] = (struct im_plan_link){
 		.a = g->cur,
 		.b = j,
-		.similarity = 1.0f,
-		.exact = exact,
+		.similarity = (float)l->similarity,
+		.exact = l->exact,
 	};
 	return 0;
 }
@@ -164,7 +163,7 @@ static int gather_cluster(const struct im_index *idx, struct gather *g,
 	g->count = g->n - first;
 	for (size_t i = first; i < g->n; i++) {
 		g->cur = (uint32_t)i;
-		ret = im_index_dupes(idx, g->paths[i], on_dupe, g);
+		ret = im_index_links(idx, g->paths[i], on_link, g);
 		if (ret && ret != -ENOENT)
 			return ret;
 	}
@@ -198,10 +197,6 @@ int im_plan_from_index(const struct im_index *idx, const struct im_plan_opts *o,
 	im_plan_init(&s.plan);
 	memset(out, 0, sizeof(*out));
 	im_plan_init(&out->plan);
-	/* Until the index verifies links and scores them (DESIGN §2), it has
-	 * no similarity to plan a near-duplicate with. */
-	if (o->near)
-		return -ENOTSUP;
 	ret = im_index_foreach_cluster(idx, on_cluster, &g);
 	for (size_t c = 0; !ret && c < g.nnames; c++)
 		ret = gather_cluster(idx, &g, &g.names[c]);

@@ -390,6 +390,50 @@ def case_scan_dirs(tmp):
           "JSON: %r" % doc)
 
 
+def case_near(tmp):
+    """--near plans near-duplicates too: each family of same-term variants
+    (reordered, re-cased, as HTML) loses all but its keeper, every near line
+    is above the similarity threshold, and nothing is planned across
+    families; without --near none of them is planned."""
+    from test_cli import variant
+    root = os.path.join(tmp, "share")
+    rng = random.Random(21)
+    vocab = vocabulary(rng)
+    families = []
+    for f in range(4):
+        sents = document(rng, vocab, nsent=40)
+        fam = [put(root, "fam%d/base.txt" % f,
+                   ("\n".join(sents) + "\n").encode(), mtime=1_500_000_000)]
+        for i, how in enumerate(("reorder", "upper", "html")[:f % 3 + 1]):
+            fam.append(put(root, "other/f%d-%s.txt" % (f, how),
+                           variant(rng, sents, how).encode(),
+                           mtime=1_600_000_000 + i))
+        families.append(fam)
+    for i in range(10):
+        put(root, "misc/s%d.txt" % i,
+            ("\n".join(document(rng, vocab)) + "\n").encode())
+    out, _ = run("dedupe", root)
+    check(out == b"", "no exact copies, nothing planned: %s" % out)
+    out, err = run("dedupe", "--near", root)
+    lines = plan_lines(out)
+    want = {p for fam in families for p in fam[1:]}
+    check({l["path"] for l in lines} == want,
+          "planned %s, want %s" % (sorted(l["path"] for l in lines),
+                                   sorted(want)))
+    threshold = 0.9  # im_params.similarity's default
+    for l in lines:
+        fam = next(f for f in families if l["path"] in f)
+        check(l["keeper"] == fam[0], "the oldest is kept: %r" % l)
+        check(l["kind"] == "near" and l["similarity"] >= threshold,
+              "near line above the threshold: %r" % l)
+    check("%d near-duplicates" % len(want) in err, err)
+    run("dedupe", "--near", "--action", "hardlink", root, code=2)
+    out, err = run("apply", "-", stdin=out)
+    check(all(not os.path.exists(p) for p in want) and
+          all(os.path.exists(f[0]) for f in families),
+          "apply removed the near-duplicates, kept the keepers: %s" % out)
+
+
 CASES = {name[5:]: fn for name, fn in globals().items()
          if name.startswith("case_")}
 

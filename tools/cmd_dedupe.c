@@ -290,22 +290,6 @@ static void hash_hex(const uint8_t *h, char *hex)
 		sprintf(hex + 2 * i, "%02x", h[i]);
 }
 
-/* RFC 4180: quoted when it holds a comma, quote or line break. */
-static void put_csv(FILE *f, const char *s)
-{
-	if (!strpbrk(s, ",\"\r\n")) {
-		fputs(s, f);
-		return;
-	}
-	fputc('"', f);
-	for (; *s; s++) {
-		if (*s == '"')
-			fputc('"', f);
-		fputc(*s, f);
-	}
-	fputc('"', f);
-}
-
 static const char *const columns[] = {
 	"action",      "kind",
 	"similarity",  "path",
@@ -567,9 +551,19 @@ int print_dup_dirs(const struct cli *c, const struct im_index *idx)
 		put_json_string(stdout, c->argv[0]);
 		fputs(", \"dir_groups\": [", stdout);
 	}
+	if (WANT_CSV(c) && !c->json)
+		puts("group,documents,dir");
 	for (size_t i = 0; i < d.n; i++) {
 		const struct im_dupdir_group *g = &d.v[i];
 
+		if (WANT_CSV(c) && !c->json) {
+			for (size_t j = 0; j < g->n; j++) {
+				printf("%zu,%zu,", i + 1, g->docs);
+				put_csv(stdout, g->dirs[j]);
+				putchar('\n');
+			}
+			continue;
+		}
 		if (c->json)
 			printf("%s\n  {\"documents\": %zu, \"dirs\": [",
 			       i ? "," : "", g->docs);

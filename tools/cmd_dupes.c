@@ -91,6 +91,16 @@ static void dupes_clear(struct dupes *ds)
 static void print_doc(const struct cli *c, const char *path,
 		      const struct dupes *ds, bool first)
 {
+	if (WANT_CSV(c)) {
+		for (size_t i = 0; i < ds->n; i++) {
+			put_csv(stdout, path);
+			putchar(',');
+			put_csv(stdout, ds->v[i].path);
+			printf(",%.4f,%s\n", ds->v[i].similarity,
+			       ds->v[i].exact ? "exact" : "near");
+		}
+		return;
+	}
 	if (!c->json) {
 		put_text_path(stdout, path);
 		for (size_t i = 0; i < ds->n; i++) {
@@ -134,6 +144,8 @@ int cmd_dupes(struct cli *c)
 		goto out;
 	}
 	qsort(ps.v, ps.n, sizeof(*ps.v), cmp_strp);
+	if (WANT_CSV(c) && !c->json)
+		puts("path,dupe,similarity,kind");
 	if (c->json) {
 		fputs("{\n  \"root\": ", stdout);
 		put_json_string(stdout, c->argv[0]);

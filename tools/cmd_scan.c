@@ -264,6 +264,24 @@ static void print_text(const struct collect *col)
 	}
 }
 
+/* One row per member: the cluster's name, its size, the member. */
+static void print_csv(const struct collect *col)
+{
+	char hex[IM_SIG_HEX_LEN + 1];
+
+	puts("cluster,size,path");
+	for (size_t i = 0; i < col->n; i++) {
+		const struct cluster *cl = &col->v[i];
+
+		im_sig_hex(&cl->name, hex);
+		for (size_t j = 0; j < cl->size; j++) {
+			printf("%s,%zu,", hex, cl->size);
+			put_csv(stdout, cl->members[j]);
+			putchar('\n');
+		}
+	}
+}
+
 struct scan_summary {
 	struct im_scan_counts c;
 	uint64_t lex_docs;
@@ -447,6 +465,8 @@ int cmd_scan(struct cli *c)
 	}
 	if (c->json)
 		print_json(c, &col, &sum);
+	else if (WANT_CSV(c))
+		print_csv(&col);
 	else
 		print_text(&col);
 	if (c->verbose)

@@ -157,8 +157,8 @@ static const struct opt opts[] = {
 	 "--action ACTION    remove (default), trash=DIR, hardlink, symlink"},
 	{"format", 1, O_FORMAT, F_DEDUPE, NULL,
 	 "--format FMT       json (lines, default), csv, text, sh"},
-	{"csv", 0, O_CSV, F_DEDUPE, NULL,
-	 "--csv              the same as --format csv"},
+	{"csv", 0, O_CSV, F_DEDUPE | F_SCAN | F_DUPES, NULL,
+	 "--csv              print CSV (dedupe: the same as --format csv)"},
 	{"keep-fraction", 1, O_KEEP_FRACTION, F_DEDUPE, "keep",
 	 "--keep-fraction F  fraction of L and B each randomized lexicon "
 	 "keeps"},

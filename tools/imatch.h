@@ -126,6 +126,16 @@ void put_text_path(FILE *f, const char *s);
  */
 void put_json_string(FILE *f, const char *s);
 
+/**
+ * Write @p s as one CSV field (RFC 4180): as is, or in double quotes with
+ * quotes doubled when it holds a comma, a quote or a line break. Bytes are
+ * written as they are (a path that is not UTF-8 stays so).
+ */
+void put_csv(FILE *f, const char *s);
+
+/** Whether the output is to be CSV (--csv). */
+#define WANT_CSV(c) ((c)->format && !strcmp((c)->format, "csv"))
+
 /** Byte-order comparison of two char * (for qsort). */
 int cmp_strp(const void *a, const void *b);
 

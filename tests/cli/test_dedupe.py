@@ -434,6 +434,31 @@ def case_near(tmp):
           "apply removed the near-duplicates, kept the keepers: %s" % out)
 
 
+def case_csv_exports(tmp):
+    """scan, dupes and scan --dirs offer --csv with the rows of --json;
+    names with commas, quotes and newlines survive (RFC 4180)."""
+    root = os.path.join(tmp, "share")
+    groups = make_groups(root, sizes=(2, 3), singles=3)
+    os.rename(groups[0][1], os.path.join(root, 'odd, "quoted"\nname.txt'))
+    out, _ = run("scan", "--json", root)
+    want = sorted((c["name"], m) for c in json.loads(out)["clusters"]
+                  for m in c["members"])
+    out, _ = run("scan", "--csv", root)
+    rows = list(csv.DictReader(io.StringIO(out.decode(), newline="")))
+    check(sorted((r["cluster"], r["path"]) for r in rows) == want,
+          "scan --csv rows equal --json: %r" % rows)
+    out, _ = run("dupes", "--json", root)
+    want = sorted((d["path"], x["path"], x["kind"])
+                  for d in json.loads(out)["documents"] for x in d["dupes"])
+    out, _ = run("dupes", "--csv", root)
+    rows = list(csv.DictReader(io.StringIO(out.decode(), newline="")))
+    check(sorted((r["path"], r["dupe"], r["kind"]) for r in rows) == want
+          and want, "dupes --csv rows equal --json: %r" % rows)
+    out, _ = run("scan", "--dirs", "--csv", root)
+    check(out.decode().splitlines()[0] == "group,documents,dir",
+          "scan --dirs --csv header: %r" % out)
+
+
 CASES = {name[5:]: fn for name, fn in globals().items()
          if name.startswith("case_")}
 

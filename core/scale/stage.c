@@ -44,6 +44,10 @@ const char *im_stage_kind_name(uint32_t kind)
 	switch (kind) {
 	case IM_STAGE_MANIFEST: return "manifest";
 	case IM_STAGE_DF: return "df";
+	case IM_STAGE_RECORDS: return "records";
+	case IM_STAGE_KEYS: return "keys";
+	case IM_STAGE_LINKS: return "links";
+	case IM_STAGE_CLUSTERS: return "clusters";
 	}
 	return NULL;
 }
@@ -399,6 +403,140 @@ bool im_stage_next(struct im_stage_reader *r, const uint8_t **payload,
 void im_stage_rewind(struct im_stage_reader *r)
 {
 	r->pos = r->map + HEADER_LEN;
+}
+
+/* ---- Partition buffers ---------------------------------------------------------- */
+
+int im_stage_parts_init(struct im_stage_parts *pp, uint32_t nparts, size_t item)
+{
+	pp->nparts = nparts;
+	pp->item = item;
+	pp->p = calloc(nparts ? nparts : 1, sizeof(*pp->p));
+	return pp->p ? 0 : -ENOMEM;
+}
+
+int im_stage_parts_push(struct im_stage_parts *pp, uint32_t part,
+			const void *item)
+{
+	struct im_stage_part *p = &pp->p[part];
+
+	if (p->n == p->cap) {
+		size_t cap = p->cap ? 2 * p->cap : 64;
+		void *v = realloc(p->v, cap * pp->item);
+
+		if (!v)
+			return -ENOMEM;
+		p->v = v;
+		p->cap = cap;
+	}
+	memcpy((char *)p->v + p->n++ * pp->item, item, pp->item);
+	return 0;
+}
+
+void im_stage_parts_release(struct im_stage_parts *pp)
+{
+	for (uint32_t i = 0; pp->p && i < pp->nparts; i++)
+		free(pp->p[i].v);
+	free(pp->p);
+	pp->p = NULL;
+}
+
+/* ---- Merging sorted runs ----------------------------------------------------- */
+
+struct merge_head {
+	const uint8_t *p;
+	size_t len, run;
+};
+
+struct im_stage_merge {
+	struct im_stage_reader *const *runs;
+	im_stage_cmp_fn cmp;
+	struct merge_head *heap;
+	size_t n;
+};
+
+static bool head_less(const struct im_stage_merge *m,
+		      const struct merge_head *a, const struct merge_head *b)
+{
+	int r = m->cmp(a->p, a->len, b->p, b->len);
+
+	return r < 0 || (r == 0 && a->run < b->run);
+}
+
+static void heap_down(struct im_stage_merge *m, size_t i)
+{
+	struct merge_head *h = m->heap;
+
+	for (;;) {
+		size_t l = 2 * i + 1, best = i;
+
+		if (l < m->n && head_less(m, &h[l], &h[best]))
+			best = l;
+		if (l + 1 < m->n && head_less(m, &h[l + 1], &h[best]))
+			best = l + 1;
+		if (best == i)
+			return;
+		struct merge_head t = h[i];
+		h[i] = h[best];
+		h[best] = t;
+		i = best;
+	}
+}
+
+int im_stage_merge_new(struct im_stage_reader *const *runs, size_t n,
+		       im_stage_cmp_fn cmp, struct im_stage_merge **out)
+{
+	struct im_stage_merge *m = calloc(1, sizeof(*m));
+
+	*out = NULL;
+	if (!m)
+		return -ENOMEM;
+	m->heap = calloc(n ? n : 1, sizeof(*m->heap));
+	if (!m->heap) {
+		free(m);
+		return -ENOMEM;
+	}
+	m->runs = runs;
+	m->cmp = cmp;
+	for (size_t i = 0; i < n; i++) {
+		struct merge_head *h = &m->heap[m->n];
+
+		h->run = i;
+		if (im_stage_next(runs[i], &h->p, &h->len))
+			m->n++;
+	}
+	for (size_t i = m->n; i-- > 0;)
+		heap_down(m, i);
+	*out = m;
+	return 0;
+}
+
+int im_stage_merge_next(struct im_stage_merge *m, const uint8_t **payload,
+			size_t *len, size_t *run)
+{
+	struct merge_head top, *h = m->heap;
+
+	if (!m->n)
+		return 0;
+	top = h[0];
+	if (run)
+		*run = top.run;
+	if (!im_stage_next(m->runs[top.run], &h[0].p, &h[0].len))
+		h[0] = h[--m->n];
+	else if (m->cmp(top.p, top.len, h[0].p, h[0].len) > 0)
+		return -EINVAL; /* that run is not sorted */
+	heap_down(m, 0);
+	*payload = top.p;
+	*len = top.len;
+	return 1;
+}
+
+void im_stage_merge_free(struct im_stage_merge *m)
+{
+	if (!m)
+		return;
+	free(m->heap);
+	free(m);
 }
 
 /* ---- Payload encoding ------------------------------------------------------ */

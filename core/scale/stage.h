@@ -50,7 +50,10 @@
 enum im_stage_kind {
 	IM_STAGE_MANIFEST = 1, /**< `imatch ls`: files of a tree */
 	IM_STAGE_DF = 2,       /**< `imatch df`: document frequencies */
-	IM_STAGE_KIND_MAX = 2,
+	IM_STAGE_RECORDS = 3,  /**< `imatch sign --records`: documents */
+	IM_STAGE_KEYS = 4,     /**< `imatch sign --records`: candidate keys */
+	IM_STAGE_LINKS = 5,    /**< `imatch links`: links from key groups */
+	IM_STAGE_CLUSTERS = 6, /**< `imatch components`: clusters */
 };
 
 /** The fixed part of a stage file, as written or read. */
@@ -146,6 +149,61 @@ bool im_stage_next(struct im_stage_reader *r, const uint8_t **payload,
 
 /** Start again from the first record. */
 void im_stage_rewind(struct im_stage_reader *r);
+
+/* ---- Partition buffers ---------------------------------------------------
+ *
+ * The map side of a shuffle: items of one fixed size collected per
+ * partition, to be sorted and written as one run each.
+ */
+
+struct im_stage_parts {
+	uint32_t nparts;
+	size_t item; /**< bytes per item */
+	struct im_stage_part {
+		void *v; /**< n items */
+		size_t n, cap;
+	} * p;
+};
+
+/** @return 0 or -ENOMEM. Release with im_stage_parts_release(). */
+int im_stage_parts_init(struct im_stage_parts *pp, uint32_t nparts,
+			size_t item);
+/** Copy @p item into partition @p part (< nparts). @return 0 or -ENOMEM. */
+int im_stage_parts_push(struct im_stage_parts *pp, uint32_t part,
+			const void *item);
+void im_stage_parts_release(struct im_stage_parts *pp);
+
+/* ---- Merging sorted runs -------------------------------------------------
+ *
+ * The reduce side of a shuffle: records of several runs, each sorted by
+ * @p cmp, handed out in one sorted sequence (a binary heap over the runs'
+ * current records; ties go to the run given first).
+ */
+
+/** Compare two payloads; the order the runs are sorted in. */
+typedef int (*im_stage_cmp_fn)(const uint8_t *a, size_t alen, const uint8_t *b,
+			       size_t blen);
+
+struct im_stage_merge;
+
+/**
+ * Merge @p n runs (borrowed; they must outlive the merge and not be read
+ * meanwhile). @return 0 or -ENOMEM.
+ */
+int im_stage_merge_new(struct im_stage_reader *const *runs, size_t n,
+		       im_stage_cmp_fn cmp, struct im_stage_merge **out);
+
+/**
+ * The next record in order, borrowed as im_stage_next() says, and in
+ * *@p run the index of the run it came from (may be NULL).
+ *
+ * @return 1, 0 after the last, or -EINVAL when run *@p run is out of
+ *         order.
+ */
+int im_stage_merge_next(struct im_stage_merge *m, const uint8_t **payload,
+			size_t *len, size_t *run);
+
+void im_stage_merge_free(struct im_stage_merge *m);
 
 /* ---- Payload encoding ----------------------------------------------------
  *

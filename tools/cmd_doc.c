@@ -61,6 +61,12 @@ int cmd_sign(struct cli *c)
 	struct im_doc_sigs d;
 	int code = EXIT_RUNTIME, failed = 0, ret;
 
+	if (c->records)
+		return cmd_sign_records(c);
+	if (!c->argc) {
+		err_msg("sign: missing operand");
+		return EXIT_USAGE;
+	}
 	if (load_lexicon(c, &lex))
 		return EXIT_RUNTIME;
 	ret = im_signer_new(lex, &c->p, &s);

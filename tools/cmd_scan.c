@@ -128,12 +128,6 @@ int cmd_lexicon_build(struct cli *c)
 
 /* ---- scan ------------------------------------------------------------------ */
 
-struct cluster {
-	struct im_sig name;
-	size_t size;
-	char **members; /* sorted */
-};
-
 struct collect {
 	struct im_index *idx;
 	int err;
@@ -194,8 +188,7 @@ static int on_cluster(const struct im_sig *name, size_t size, void *arg)
 	return 0;
 }
 
-/* Largest first; equal sizes by first member, which is unique. */
-static int cmp_cluster(const void *a, const void *b)
+int cmp_cluster(const void *a, const void *b)
 {
 	const struct cluster *x = a, *y = b;
 
@@ -250,10 +243,10 @@ static int gather_clusters(struct collect *col)
 	return 0;
 }
 
-static void print_text(const struct collect *col)
+void print_scan_text(const struct cluster *v, size_t n)
 {
-	for (size_t i = 0; i < col->n; i++) {
-		const struct cluster *cl = &col->v[i];
+	for (size_t i = 0; i < n; i++) {
+		const struct cluster *cl = &v[i];
 
 		for (size_t j = 0; j < cl->size; j++) {
 			if (j)
@@ -282,26 +275,20 @@ static void print_csv(const struct collect *col)
 	}
 }
 
-struct scan_summary {
-	struct im_scan_counts c;
-	uint64_t lex_docs;
-	size_t primary, secondary;
-	double t_lex, t_sign;
-};
-
 static uint64_t errors_of(const struct im_scan_counts *c)
 {
 	return c->errors + c->by_status[IM_DOC_ERROR];
 }
 
-static void print_json(const struct cli *c, const struct collect *col,
-		       const struct scan_summary *s)
+void print_scan_json(const struct cli *c, const char *root,
+		     const struct cluster *v, size_t n,
+		     const struct scan_summary *s)
 {
 	const struct im_scan_counts *k = &s->c;
 	char hex[IM_SIG_HEX_LEN + 1];
 
 	fputs("{\n  \"root\": ", stdout);
-	put_json_string(stdout, c->argv[0]);
+	put_json_string(stdout, root);
 	fputs(",\n  \"lexicon\": {\"file\": ", stdout);
 	if (c->lexicon)
 		put_json_string(stdout, c->lexicon);
@@ -325,10 +312,10 @@ static void print_json(const struct cli *c, const struct collect *col,
 	       k->by_status[IM_DOC_SIGNED] + k->by_status[IM_DOC_REJECTED],
 	       k->by_status[IM_DOC_SIGNED], k->by_status[IM_DOC_REJECTED],
 	       k->by_status[IM_DOC_BINARY], k->by_status[IM_DOC_TOO_BIG],
-	       errors_of(k), k->hidden, k->other, k->dirs, k->bytes, col->n);
+	       errors_of(k), k->hidden, k->other, k->dirs, k->bytes, n);
 	fputs("  \"clusters\": [", stdout);
-	for (size_t i = 0; i < col->n; i++) {
-		const struct cluster *cl = &col->v[i];
+	for (size_t i = 0; i < n; i++) {
+		const struct cluster *cl = &v[i];
 
 		im_sig_hex(&cl->name, hex);
 		printf("%s\n    {\"name\": \"%s\", \"size\": %zu, \"members\": "
@@ -341,7 +328,7 @@ static void print_json(const struct cli *c, const struct collect *col,
 		}
 		fputs("]}", stdout);
 	}
-	fputs(col->n ? "\n  ]\n}\n" : "]\n}\n", stdout);
+	fputs(n ? "\n  ]\n}\n" : "]\n}\n", stdout);
 }
 
 static void print_summary(const struct collect *col,
@@ -464,11 +451,11 @@ int cmd_scan(struct cli *c)
 		goto out;
 	}
 	if (c->json)
-		print_json(c, &col, &sum);
+		print_scan_json(c, c->argv[0], col.v, col.n, &sum);
 	else if (WANT_CSV(c))
 		print_csv(&col);
 	else
-		print_text(&col);
+		print_scan_text(col.v, col.n);
 	if (c->verbose)
 		print_summary(&col, &sum);
 	if (fflush(stdout) || ferror(stdout)) {

@@ -43,7 +43,7 @@ enum {
 };
 static const char *const df_meta[] = {"documents", "files", "errors"};
 
-static int open_root(const char *dir)
+int open_root(const char *dir)
 {
 	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 
@@ -53,7 +53,7 @@ static int open_root(const char *dir)
 }
 
 /* Open a stage file, saying why not in one line naming it. */
-static struct im_stage_reader *open_stage(const char *path)
+struct im_stage_reader *open_stage(const char *path)
 {
 	struct im_stage_reader *r = NULL;
 	char why[160] = "";
@@ -66,7 +66,7 @@ static struct im_stage_reader *open_stage(const char *path)
 	return r;
 }
 
-static int write_failed(const char *path, int err)
+int write_failed(const char *path, int err)
 {
 	err_msg("%s: %s", path, strerror(-err));
 	return EXIT_RUNTIME;
@@ -253,29 +253,13 @@ static int cmp_term_ref(const void *a, const void *b)
 	return term_cmp(x->s, x->len, y->s, y->len);
 }
 
-struct buckets {
-	struct term_ref **v;
-	size_t *n, *cap;
-	uint32_t nparts;
-};
-
 static int bucket_term(const char *s, uint32_t len, uint64_t hash,
 		       uint32_t count, void *arg)
 {
-	struct buckets *b = arg;
-	uint32_t p = im_stage_part_of(hash, b->nparts);
+	struct im_stage_parts *pp = arg;
+	struct term_ref t = {s, len, count};
 
-	if (b->n[p] == b->cap[p]) {
-		size_t cap = b->cap[p] ? 2 * b->cap[p] : 256;
-		struct term_ref *v = realloc(b->v[p], cap * sizeof(*v));
-
-		if (!v)
-			return -ENOMEM;
-		b->v[p] = v;
-		b->cap[p] = cap;
-	}
-	b->v[p][b->n[p]++] = (struct term_ref){s, len, count};
-	return 0;
+	return im_stage_parts_push(pp, im_stage_part_of(hash, pp->nparts), &t);
 }
 
 static char *part_path(const char *prefix, uint32_t part)
@@ -360,7 +344,7 @@ static int df_shard(struct cli *c, int rootfd, const struct im_shard *sh,
 int cmd_df(struct cli *c)
 {
 	struct im_stage_header h = {.kind = IM_STAGE_DF, .nparts = c->parts};
-	struct buckets b = {.nparts = c->parts};
+	struct im_stage_parts b = {0};
 	struct im_shard sh = {0};
 	struct im_df *df = NULL;
 	uint64_t meta[DF_ERRORS + 1] = {0};
@@ -375,11 +359,9 @@ int cmd_df(struct cli *c)
 		err_msg("%s: %s", c->files_from, why);
 		goto out;
 	}
-	b.v = calloc(c->parts, sizeof(*b.v));
-	b.n = calloc(c->parts, sizeof(*b.n));
-	b.cap = calloc(c->parts, sizeof(*b.cap));
 	ret = -ENOMEM;
-	if (!b.v || !b.n || !b.cap || im_df_new(&df))
+	if (im_stage_parts_init(&b, c->parts, sizeof(struct term_ref)) ||
+	    im_df_new(&df))
 		goto fail;
 	ret = df_shard(c, fd, &sh, df, meta);
 	if (!ret)
@@ -391,7 +373,7 @@ int cmd_df(struct cli *c)
 		char *path = part_path(c->out, p);
 
 		h.part = p;
-		ret = path ? write_df_run(path, &h, b.v[p], b.n[p], meta)
+		ret = path ? write_df_run(path, &h, b.p[p].v, b.p[p].n, meta)
 			   : -ENOMEM;
 		if (ret) {
 			write_failed(path ? path : c->out, ret);
@@ -411,11 +393,7 @@ int cmd_df(struct cli *c)
 fail:
 	err_msg("%s: %s", c->files_from, strerror(-ret));
 out:
-	for (uint32_t p = 0; b.v && p < c->parts; p++)
-		free(b.v[p]);
-	free(b.v);
-	free(b.n);
-	free(b.cap);
+	im_stage_parts_release(&b);
 	im_df_free(df);
 	im_shard_release(&sh);
 	close(fd);
@@ -447,27 +425,13 @@ static int run_next(struct run *x)
 	return cur.bad || !x->len ? -EINVAL : 1;
 }
 
-static bool run_less(const struct run *a, const struct run *b)
+/* The order of df runs: by term, the count ahead of it aside. */
+static int df_rec_cmp(const uint8_t *a, size_t al, const uint8_t *b, size_t bl)
 {
-	return term_cmp(a->s, a->len, b->s, b->len) < 0;
-}
-
-static void heap_down(struct run **h, size_t n, size_t i)
-{
-	for (;;) {
-		size_t l = 2 * i + 1, m = i;
-
-		if (l < n && run_less(h[l], h[m]))
-			m = l;
-		if (l + 1 < n && run_less(h[l + 1], h[m]))
-			m = l + 1;
-		if (m == i)
-			return;
-		struct run *t = h[i];
-		h[i] = h[m];
-		h[m] = t;
-		i = m;
-	}
+	if (al < 4 || bl < 4)
+		return al < bl ? -1 : al > bl;
+	return term_cmp((const char *)a + 4, (uint32_t)(al - 4),
+			(const char *)b + 4, (uint32_t)(bl - 4));
 }
 
 /*
@@ -518,83 +482,88 @@ static void close_runs(struct run *runs, int n)
 	free(runs);
 }
 
+/* Write one merged term; @return 0 or a negative errno. */
+static int put_sum(struct im_stage_writer *w, struct im_stage_buf *rec,
+		   uint64_t sum)
+{
+	if (sum > UINT32_MAX)
+		return -EOVERFLOW;
+	for (int i = 0; i < 4; i++)
+		rec->p[i] = (uint8_t)(sum >> (8 * i));
+	return im_stage_writer_add(w, rec->p, rec->len);
+}
+
 int cmd_df_merge(struct cli *c)
 {
 	struct im_stage_header h;
 	struct im_stage_writer *w = NULL;
-	struct im_stage_buf rec = {0};
+	struct im_stage_merge *m = NULL;
+	struct im_stage_reader **rs = calloc((size_t)c->argc, sizeof(*rs));
 	struct run *runs = calloc((size_t)c->argc, sizeof(*runs));
-	struct run **heap = calloc((size_t)c->argc, sizeof(*heap));
-	uint64_t meta[DF_ERRORS + 1] = {0};
-	size_t n = 0;
+	struct im_stage_buf rec = {0};
+	uint64_t meta[DF_ERRORS + 1] = {0}, sum = 0;
+	const uint8_t *p;
+	size_t len, from = 0;
 	int ret = -ENOMEM, code = EXIT_RUNTIME;
 
-	if (!runs || !heap)
+	if (!rs || !runs)
 		goto fail;
 	if (open_runs(c, runs, im_terms_key(&c->p), true))
 		goto out;
 	h = *im_stage_header(runs[0].r);
 	for (int i = 0; i < c->argc; i++) {
-		for (unsigned m = 0; m <= DF_ERRORS; m++)
-			meta[m] += im_stage_meta(runs[i].r, m);
-		ret = run_next(&runs[i]);
-		if (ret < 0) {
-			err_msg("%s: corrupt: a bad term record", c->argv[i]);
-			goto out;
-		}
-		if (ret)
-			heap[n++] = &runs[i];
+		rs[i] = runs[i].r;
+		for (unsigned k = 0; k <= DF_ERRORS; k++)
+			meta[k] += im_stage_meta(rs[i], k);
 	}
-	for (size_t i = n; i-- > 0;)
-		heap_down(heap, n, i);
+	ret = im_stage_merge_new(rs, (size_t)c->argc, df_rec_cmp, &m);
+	if (ret)
+		goto fail;
 	ret = im_stage_writer_new(c->out, &h, &w);
 	if (ret) {
 		write_failed(c->out, ret);
 		goto out;
 	}
-	while (n) {
-		struct run *top = heap[0];
-		uint64_t sum = 0;
-
-		rec.len = 0;
-		im_stage_buf_u32(&rec, 0); /* the sum, patched below */
-		im_stage_buf_put(&rec, top->s, top->len);
-		if (rec.oom) {
-			ret = -ENOMEM;
-			goto fail;
+	while ((ret = im_stage_merge_next(m, &p, &len, &from)) > 0) {
+		if (len < 5) {
+			ret = -EINVAL;
+			break;
 		}
-		/* Pop every run holding this term. */
-		while (n && term_cmp(heap[0]->s, heap[0]->len,
-				     (const char *)rec.p + 4,
-				     (uint32_t)rec.len - 4) == 0) {
-			struct run *x = heap[0];
-
-			sum += x->count;
-			ret = run_next(x);
-			if (ret < 0) {
-				err_msg("%s: corrupt: a bad term record",
-					c->argv[x - runs]);
-				goto out;
+		/* A new term: write the last one's sum. */
+		if (rec.len && df_rec_cmp(rec.p, rec.len, p, len)) {
+			ret = put_sum(w, &rec, sum);
+			if (ret)
+				break;
+			rec.len = 0;
+		}
+		if (!rec.len) {
+			im_stage_buf_put(&rec, p, len);
+			sum = 0;
+			if (rec.oom) {
+				ret = -ENOMEM;
+				break;
 			}
-			if (!ret)
-				heap[0] = heap[--n];
-			heap_down(heap, n, 0);
 		}
-		if (sum > UINT32_MAX) {
-			err_msg("df merge: a count passes 2^32 documents");
-			goto out;
-		}
-		for (int i = 0; i < 4; i++)
-			rec.p[i] = (uint8_t)(sum >> (8 * i));
-		ret = im_stage_writer_add(w, rec.p, rec.len);
-		if (ret) {
-			write_failed(c->out, ret);
-			goto out;
-		}
+		sum += (uint64_t)p[0] | (uint64_t)p[1] << 8 |
+		       (uint64_t)p[2] << 16 | (uint64_t)p[3] << 24;
 	}
-	for (unsigned m = 0; m <= DF_ERRORS; m++)
-		im_stage_writer_set_meta(w, m, meta[m]);
-	ret = im_stage_writer_commit(w);
+	if (!ret && rec.len)
+		ret = put_sum(w, &rec, sum);
+	if (ret == -EINVAL) {
+		err_msg("%s: corrupt: a bad or unsorted term record",
+			c->argv[from]);
+		goto out;
+	}
+	if (ret == -EOVERFLOW) {
+		err_msg("df merge: a count passes 2^32 documents");
+		goto out;
+	}
+	if (ret == -ENOMEM)
+		goto fail;
+	for (unsigned k = 0; !ret && k <= DF_ERRORS; k++)
+		im_stage_writer_set_meta(w, k, meta[k]);
+	if (!ret)
+		ret = im_stage_writer_commit(w);
 	if (ret) {
 		write_failed(c->out, ret);
 		goto out;
@@ -604,9 +573,10 @@ int cmd_df_merge(struct cli *c)
 fail:
 	err_msg("df merge: %s", strerror(-ret));
 out:
+	im_stage_merge_free(m);
 	im_stage_writer_free(w);
 	im_stage_buf_release(&rec);
-	free(heap);
+	free(rs);
 	close_runs(runs, c->argc);
 	return code;
 }
@@ -798,7 +768,7 @@ static int cat_one(const char *path, bool check, bool head)
 	struct im_stage_reader *r;
 	const struct im_stage_header *h;
 	const char *const *names = NULL;
-	bool (*rec)(FILE *, const uint8_t *, size_t) = NULL;
+	cat_record_fn rec = NULL;
 	bool ok;
 	size_t nnames = 0, len;
 	const uint8_t *p;
@@ -821,6 +791,7 @@ static int cat_one(const char *path, bool check, bool head)
 		nnames = sizeof(df_meta) / sizeof(*df_meta);
 		rec = cat_df;
 		break;
+	default: cat_detect_kind(h->kind, &names, &nnames, &rec); break;
 	}
 	if (check) {
 		/* Every record must decode, not only the container. */

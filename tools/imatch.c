@@ -36,10 +36,14 @@ enum {
 	F_DEDUPE = 1 << 9,
 	F_APPLY = 1 << 10,
 	F_DUPES = 1 << 11,
-	F_ALL = 0x3ff | F_DUPES, /* every command but apply */
-	F_WRITES = F_BUILD | F_LS | F_DF | F_MERGE, /* need -o */
-	F_SIGNING = F_SIGN | F_SCAN | F_EXPLAIN | F_DEDUPE |
-		    F_DUPES, /* k, seed, ... */
+	F_LINKS = 1 << 12,
+	F_COMP = 1 << 13,
+	F_EXPORT = 1 << 14,
+	F_ALL = 0x3ff | F_DUPES | F_LINKS | F_COMP | F_EXPORT, /* not apply */
+	F_KEYED = F_LINKS | F_COMP | F_EXPORT, /* stage files keyed by params */
+	F_WRITES = F_BUILD | F_LS | F_DF | F_MERGE | F_LINKS | F_COMP, /* -o */
+	F_SIGNING = F_SIGN | F_SCAN | F_EXPLAIN | F_DEDUPE | F_DUPES |
+		    F_KEYED, /* k, seed, ... */
 };
 
 /* Option codes above the byte range for long-only options. */
@@ -75,6 +79,8 @@ enum {
 	O_DRY_RUN,
 	O_SIMILARITY,
 	O_DIRS,
+	O_RECORDS,
+	O_SHARD_ID,
 };
 
 struct opt {
@@ -89,12 +95,12 @@ struct opt {
 static const struct opt opts[] = {
 	{"lexicon", 1, O_LEXICON, F_SIGNING, NULL,
 	 "--lexicon FILE     use this lexicon (from 'imatch lexicon build')"},
-	{"output", 1, 'o', F_WRITES, NULL,
+	{"output", 1, 'o', F_WRITES | F_SIGN, NULL,
 	 "-o, --output FILE  write the result here (required; df: the "
 	 "prefix)"},
 	{"jobs", 1, 'j', F_BUILD | F_SCAN | F_DEDUPE | F_DUPES, NULL,
 	 "-j, --jobs N       worker threads (default: one per CPU)"},
-	{"json", 0, O_JSON, F_SCAN | F_DEDUPE | F_DUPES, NULL,
+	{"json", 0, O_JSON, F_SCAN | F_DEDUPE | F_DUPES | F_EXPORT, NULL,
 	 "--json             print a JSON document instead of text"},
 	{"verbose", 0, 'v', F_ALL | F_APPLY, NULL,
 	 "-v, --verbose      say more (scan: a summary on stderr; explain: S)"},
@@ -103,7 +109,8 @@ static const struct opt opts[] = {
 	{"keep", 1, O_KEEP, F_SIGNING & ~F_DEDUPE, "keep",
 	 "--keep F           fraction of L and B each randomized lexicon "
 	 "keeps"},
-	{"nidf", 1, O_NIDF, F_BUILD | F_SCAN | F_DEDUPE | F_DUPES, "nidf",
+	{"nidf", 1, O_NIDF, F_BUILD | F_SCAN | F_DEDUPE | F_DUPES | F_EXPORT,
+	 "nidf",
 	 "--nidf LO:HI       primary lexicon window of normalized idf"},
 	{"secondary-cap", 1, O_SECONDARY_CAP,
 	 F_BUILD | F_SCAN | F_DEDUPE | F_DUPES, "secondary_cap",
@@ -126,12 +133,18 @@ static const struct opt opts[] = {
 	{"from-df", 0, O_FROM_DF, F_BUILD, NULL,
 	 "--from-df          operands are merged 'df merge' partitions, not "
 	 "DIRs"},
-	{"files-from", 1, O_FILES_FROM, F_DF, NULL,
+	{"records", 0, O_RECORDS, F_SIGN, NULL,
+	 "--records          batch stage: sign the shard --files-from into "
+	 "stage files"},
+	{"shard-id", 1, O_SHARD_ID, F_SIGN, NULL,
+	 "--shard-id I/N     sign --records: this shard's number, of N"},
+	{"files-from", 1, O_FILES_FROM, F_DF | F_SIGN, NULL,
 	 "--files-from LIST  the shard: NUL-separated paths relative to "
 	 "--root"},
-	{"root", 1, O_ROOT, F_DF, NULL,
-	 "--root DIR         the tree the listed paths are in"},
-	{"parts", 1, 'P', F_DF, NULL,
+	{"root", 1, O_ROOT, F_DF | F_SIGN | F_EXPORT, NULL,
+	 "--root DIR         the tree the listed paths are in (export: its "
+	 "name)"},
+	{"parts", 1, 'P', F_DF | F_SIGN, NULL,
 	 "-P, --parts N      partitions of the output by term hash (64)"},
 	{"shards", 1, O_SHARDS, F_LS, NULL,
 	 "--shards DIR       also split the files into shard lists in DIR"},
@@ -190,12 +203,17 @@ static const struct command commands[] = {
 	 "stderr. With --from-df the operands are the merged partitions of\n"
 	 "'imatch df merge' instead, one per partition, and FILE is the same\n"
 	 "bytes as a build over the tree they were counted from."},
-	{"sign", F_SIGN, cmd_sign, 1, -1,
-	 "imatch sign [--lexicon FILE] [OPTIONS] FILE...",
+	{"sign", F_SIGN, cmd_sign, 0, -1,
+	 "imatch sign [--lexicon FILE] [OPTIONS] FILE...\n"
+	 "  imatch sign --records --files-from LIST --root DIR --shard-id I/N "
+	 "[-P N] -o PREFIX",
 	 "Print one line per file: the path, a TAB, and the K+1 signatures\n"
 	 "(40 hex digits) separated by TABs, '-' for a rejected coordinate.\n"
 	 "The lexicon is --lexicon FILE, else $IMATCH_LEXICON: signatures\n"
-	 "only compare under the same one."},
+	 "only compare under the same one.\n"
+	 "With --records (batch stage 'sign'): sign the files of one shard\n"
+	 "into PREFIX.rec (one record per document) and its candidate keys\n"
+	 "into N sorted runs PREFIX.k0000 ..., partitioned by key hash."},
 	{"scan", F_SCAN, cmd_scan, 1, 1, "imatch scan [OPTIONS] DIR",
 	 "Sign every file under DIR and print the clusters of near-duplicates\n"
 	 "of two or more files, largest first (ties by first member), one per\n"
@@ -239,6 +257,23 @@ static const struct command commands[] = {
 	 "Add up runs of one partition (the outputs of 'imatch df' for every\n"
 	 "shard) into one. 'imatch lexicon build --from-df' takes one merged\n"
 	 "file per partition."},
+	{"links", F_LINKS, cmd_links, 1, -1,
+	 "imatch links --lexicon FILE [OPTIONS] -o FILE KEYRUN...",
+	 "Batch stage 'links': merge the key runs of one partition (every\n"
+	 "shard's PREFIX.kNNNN) and link the documents of each key group:\n"
+	 "each member to the group's first, so a key held by very many\n"
+	 "documents costs one link per member. -v reports group sizes."},
+	{"components", F_COMP, cmd_components, 1, -1,
+	 "imatch components --lexicon FILE [OPTIONS] -o FILE RECORDS... "
+	 "LINKS...",
+	 "Batch stage 'components': union-find over the documents of every\n"
+	 "shard's records (dense ids, shard by shard) and all links; write\n"
+	 "the clusters of two or more, each named by its smallest signature."},
+	{"export", F_EXPORT, cmd_export, 1, -1,
+	 "imatch export --lexicon FILE [OPTIONS] [--json] [--root DIR] "
+	 "MANIFEST CLUSTERS RECORDS...",
+	 "Batch stage 'export': print what 'imatch scan [--json] DIR' prints\n"
+	 "for the tree the stage files were made from (\"root\" is --root)."},
 	{"cat", F_CAT, cmd_cat, 1, -1, "imatch cat [--check|--head] FILE...",
 	 "Print stage files (from ls, df, ...) as JSON, after verifying them.\n"
 	 "A corrupt or truncated file is refused with one line naming it."},
@@ -424,6 +459,8 @@ static int run_command(const struct command *cmd, int argc, char **argv)
 		case O_FROM_DF: c.from_df = true; break;
 		case O_CHECK: c.check = true; break;
 		case O_HEAD: c.head = true; break;
+		case O_RECORDS: c.records = true; break;
+		case O_SHARD_ID: c.shard_id = optarg; break;
 		case O_LEXICON: c.lexicon = optarg; break;
 		case O_JSON: c.json = true; break;
 		case O_HIDDEN: c.p.hidden = 1; break;
@@ -471,7 +508,7 @@ static int run_command(const struct command *cmd, int argc, char **argv)
 	/* Signatures compare only under one lexicon, and one file holds no
 	 * collection statistics: sign and explain need a lexicon, given or
 	 * named by the environment (e.g. the one a daemon saved). */
-	if ((cmd->flag & (F_SIGN | F_EXPLAIN)) && !c.lexicon) {
+	if ((cmd->flag & (F_SIGN | F_EXPLAIN | F_KEYED)) && !c.lexicon) {
 		const char *env = getenv("IMATCH_LEXICON");
 
 		if (env && *env) {

@@ -15,6 +15,8 @@
 
 #include "lexicon.h"
 #include "params.h"
+#include "scan.h"
+#include "sig.h"
 
 #define EXIT_USAGE   2
 #define EXIT_RUNTIME 1
@@ -42,11 +44,13 @@ struct cli {
 	const char *keep_rules; /**< --keep RULES, or NULL */
 	const char **protect;	/**< --protect DIR, repeatable (malloc'd) */
 	size_t nprotect;
-	const char *action; /**< --action ACTION, or NULL */
-	const char *format; /**< --format FMT (--csv: "csv"), or NULL */
-	bool dry_run;	    /**< --dry-run */
-	bool dirs;	    /**< scan --dirs */
-	int argc;	    /**< operands */
+	const char *action;   /**< --action ACTION, or NULL */
+	const char *format;   /**< --format FMT (--csv: "csv"), or NULL */
+	bool dry_run;	      /**< --dry-run */
+	bool dirs;	      /**< scan --dirs */
+	bool records;	      /**< sign --records */
+	const char *shard_id; /**< sign --shard-id I/N */
+	int argc;	      /**< operands */
 	char **argv;
 };
 
@@ -66,6 +70,31 @@ int cmd_apply(struct cli *c);
 int cmd_dupes(struct cli *c);
 /** explain with two operands (cmd_dupes.c): why they are linked or not. */
 int explain_pair(struct cli *c, const struct im_lexicon *lex);
+
+int cmd_sign_records(struct cli *c);
+int cmd_links(struct cli *c);
+int cmd_components(struct cli *c);
+int cmd_export(struct cli *c);
+
+/* Shared by the stage commands (cmd_stage.c). */
+struct im_stage_reader;
+/** Open and verify a stage file; else one line naming it. @return NULL. */
+struct im_stage_reader *open_stage(const char *path);
+/** open(O_DIRECTORY) of a tree; else one line naming it. @return fd or -1. */
+int open_root(const char *dir);
+/** Say that writing @p path failed with @p err. @return EXIT_RUNTIME. */
+int write_failed(const char *path, int err);
+
+/** Print one record as JSON to @p f, or with @p f NULL only check that it
+ *  decodes. @return whether it decodes. */
+typedef bool (*cat_record_fn)(FILE *f, const uint8_t *p, size_t len);
+
+/**
+ * The printer and the names of the meta words of the detection stages'
+ * kinds (cmd_cluster.c). @return false (nothing set) for another kind.
+ */
+bool cat_detect_kind(uint32_t kind, const char *const **names, size_t *n,
+		     cat_record_fn *rec);
 
 /**
  * lexicon build --from-df: add up the merged partitions named by the
@@ -99,6 +128,33 @@ int scan_tree(struct cli *c, int fd, struct im_index **idx, scan_file_fn fn,
 /** scan --dirs: print the duplicate directories of @p idx (cmd_dedupe.c).
  *  @return the exit code. */
 int print_dup_dirs(const struct cli *c, const struct im_index *idx);
+
+/* ---- The clusters of a tree (cmd_scan.c), also printed by `export` ------- */
+
+struct cluster {
+	struct im_sig name;
+	size_t size;
+	char **members; /**< sorted */
+};
+
+/** What `scan --json` reports besides the clusters. */
+struct scan_summary {
+	struct im_scan_counts c;
+	uint64_t lex_docs;
+	size_t primary, secondary;
+	double t_lex, t_sign;
+};
+
+/** Largest first; equal sizes by first member, which is unique (qsort). */
+int cmp_cluster(const void *a, const void *b);
+
+/** The `scan` text on stdout: one line per cluster. */
+void print_scan_text(const struct cluster *v, size_t n);
+
+/** The `scan --json` document on stdout, naming @p root. */
+void print_scan_json(const struct cli *c, const char *root,
+		     const struct cluster *v, size_t n,
+		     const struct scan_summary *s);
 
 /* ---- Messages -------------------------------------------------------------- */
 

@@ -1,0 +1,1155 @@
+/**
+ * @file cmd_cluster.c
+ * The detection stages (SCALE.md): `imatch sign --records` (documents and
+ * their candidate keys, per shard), `imatch links` (links from the groups of
+ * one key partition), `imatch components` (union-find over dense ids) and
+ * `imatch export` (the bytes of `imatch scan --json`).
+ *
+ * Candidates and links are those of the live index (index.h): documents that
+ * share a signature of some coordinate or the exact hash of their bytes.
+ * Within a group of documents sharing a key, linking each member to the
+ * group's first (in shard, index order) gives the same components as linking
+ * every pair, so a key held by a million files costs a million links, not
+ * 10^12 (the hot-key rule of SCALE.md); group sizes are reported.
+ *
+ * Every stage file carries the key of the signing parameters and the
+ * lexicon (im_state_key()), so outputs of different runs never mix.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <xxhash.h>
+
+#include "imatch.h"
+#include "index.h"
+#include "records.h"
+#include "shard.h"
+#include "stage.h"
+#include "state.h"
+
+/* Meta words of a records file (IM_STAGE_RECORDS): per status, then. */
+enum {
+	REC_STATUS0 = 0, /* .. REC_STATUS0 + IM_DOC_ERROR */
+	REC_BYTES = 5,	 /* st_size of the texts read */
+};
+static const char *const rec_meta[] = {"signed",  "rejected", "binary",
+				       "too_big", "errors",   "bytes"};
+/* Meta words of a links file (IM_STAGE_LINKS). */
+enum {
+	LNK_GROUPS,  /* keys held by two documents or more */
+	LNK_MEMBERS, /* documents in them, with repetition */
+	LNK_LARGEST, /* documents in the largest group */
+	LNK_LINKS,
+};
+static const char *const lnk_meta[] = {"groups", "members", "largest_group",
+				       "links"};
+/* Meta words of a clusters file (IM_STAGE_CLUSTERS). */
+enum {
+	CL_DOCS,
+	CL_CLUSTERS,
+	CL_MEMBERS,
+};
+static const char *const cl_meta[] = {"documents", "clusters", "members"};
+
+static int parse_shard_id(const char *s, uint32_t *id, uint32_t *n)
+{
+	char *end;
+	unsigned long a, b;
+
+	errno = 0;
+	a = strtoul(s, &end, 10);
+	if (errno || end == s || *end != '/' || *s == '-')
+		return -1;
+	s = end + 1;
+	b = strtoul(s, &end, 10);
+	if (errno || end == s || *end || *s == '-' || !b || a >= b ||
+	    b > UINT32_MAX)
+		return -1;
+	*id = (uint32_t)a;
+	*n = (uint32_t)b;
+	return 0;
+}
+
+/* The key of everything a signature depends on: parameters and lexicon. */
+static int run_key(const struct cli *c, uint64_t *key)
+{
+	uint64_t lex_key;
+	int ret = im_state_file_key(c->lexicon, &lex_key);
+
+	if (ret) {
+		err_msg("%s: %s", c->lexicon, strerror(-ret));
+		return -1;
+	}
+	/* Links depend on the similarity threshold too. */
+	uint64_t v[2] = {im_state_key(&c->p, lex_key), 0};
+
+	memcpy(&v[1], &c->p.similarity, sizeof(v[1]));
+	*key = XXH3_64bits(v, sizeof(v));
+	return 0;
+}
+
+/* ---- sign --records ------------------------------------------------------- */
+
+static int cmp_keys(const void *a, const void *b)
+{
+	return im_stage_key_cmp(a, b);
+}
+
+static char *suffixed(const char *prefix, const char *fmt, uint32_t n)
+{
+	size_t len = strlen(prefix) + 32;
+	char *s = malloc(len);
+	int off;
+
+	if (!s)
+		return NULL;
+	off = snprintf(s, len, "%s", prefix);
+	snprintf(s + off, len - (size_t)off, fmt, n);
+	return s;
+}
+
+/* Sign every listed file into the records writer and the key buckets. */
+static int sign_shard(struct cli *c, const struct im_lexicon *lex, int rootfd,
+		      const struct im_shard *sh, uint32_t shard,
+		      struct im_stage_writer *w, struct im_stage_parts *kp)
+{
+	struct im_cand_key keys[IM_MAX_KEYS];
+	struct im_stage_buf rec = {0};
+	struct im_signer *s = NULL;
+	uint64_t counts[IM_DOC_ERROR + 1] = {0}, bytes = 0;
+	struct im_tree t;
+	int ret;
+
+	ret = im_signer_new(lex, &c->p, &s);
+	if (ret)
+		return ret;
+	im_tree_init(&t, rootfd);
+	for (size_t i = 0; i < sh->n && !ret; i++) {
+		struct im_stage_doc doc = {.path = sh->path[i],
+					   .path_len = strlen(sh->path[i])};
+		struct stat st = {0};
+		const char *name;
+		unsigned nk;
+		int dfd;
+
+		ret = im_tree_dir(&t, sh->path[i], &dfd, &name);
+		if (ret == -ENOMEM)
+			break;
+		if (ret) {
+			/* As the signer reports a file it cannot open. */
+			doc.d.status = IM_DOC_ERROR;
+			doc.d.ncoords = (uint8_t)(c->p.k + 1);
+			doc.d.err = -ret;
+			ret = 0;
+		} else {
+			ret = im_signer_sign_at(s, dfd, name, &doc.d, &st);
+			if (ret)
+				break;
+		}
+		doc.size = (uint64_t)st.st_size;
+		doc.mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 +
+			       st.st_mtim.tv_nsec;
+		doc.ino = st.st_ino;
+		counts[doc.d.status]++;
+		if (im_stage_doc_relates(&doc.d))
+			bytes += doc.size;
+		rec.len = 0;
+		im_stage_doc_encode(&rec, &doc);
+		if (rec.oom) {
+			ret = -ENOMEM;
+			break;
+		}
+		ret = im_stage_writer_add(w, rec.p, rec.len);
+		nk = im_doc_keys(&doc.d, keys);
+		for (unsigned k = 0; k < nk && !ret; k++) {
+			struct im_stage_key sk;
+
+			im_stage_key_make(&sk, &keys[k], &doc.d, shard,
+					  (uint32_t)i, sh->path[i]);
+			ret = im_stage_parts_push(
+				kp, im_stage_key_part(&sk, kp->nparts), &sk);
+		}
+	}
+	for (unsigned k = 0; k <= IM_DOC_ERROR; k++)
+		im_stage_writer_set_meta(w, REC_STATUS0 + k, counts[k]);
+	im_stage_writer_set_meta(w, REC_BYTES, bytes);
+	im_tree_release(&t);
+	im_signer_free(s);
+	im_stage_buf_release(&rec);
+	return ret;
+}
+
+static int write_keys(const char *path, const struct im_stage_header *h,
+		      struct im_stage_key *v, size_t n)
+{
+	struct im_stage_writer *w = NULL;
+	struct im_stage_buf rec = {0};
+	int ret;
+
+	qsort(v, n, sizeof(*v), cmp_keys);
+	ret = im_stage_writer_new(path, h, &w);
+	for (size_t i = 0; !ret && i < n; i++) {
+		rec.len = 0;
+		im_stage_key_encode(&rec, &v[i]);
+		ret = rec.oom ? -ENOMEM
+			      : im_stage_writer_add(w, rec.p, rec.len);
+	}
+	if (!ret)
+		ret = im_stage_writer_commit(w);
+	im_stage_writer_free(w);
+	im_stage_buf_release(&rec);
+	return ret;
+}
+
+int cmd_sign_records(struct cli *c)
+{
+	struct im_stage_header h = {.kind = IM_STAGE_RECORDS};
+	struct im_stage_parts kp = {0};
+	struct im_stage_writer *w = NULL;
+	struct im_lexicon *lex = NULL;
+	struct im_shard sh = {0};
+	uint32_t shard, nshards;
+	char why[160] = "", *path = NULL;
+	int fd = -1, ret, code = EXIT_RUNTIME;
+
+	if (!c->files_from || !c->root || !c->out || !c->shard_id || c->argc) {
+		err_msg("sign --records: needs --files-from LIST --root DIR "
+			"--shard-id I/N -o PREFIX and no FILE operands");
+		return EXIT_USAGE;
+	}
+	if (parse_shard_id(c->shard_id, &shard, &nshards)) {
+		err_msg("sign: bad value for --shard-id: '%s' (I/N, I < N)",
+			c->shard_id);
+		return EXIT_USAGE;
+	}
+	fd = open_root(c->root);
+	if (fd < 0)
+		return EXIT_RUNTIME;
+	if (load_lexicon(c, &lex) || run_key(c, &h.key))
+		goto out;
+	ret = im_shard_load(c->files_from, &sh, why, sizeof(why));
+	if (ret) {
+		err_msg("%s: %s", c->files_from, why);
+		goto out;
+	}
+	path = suffixed(c->out, ".rec", 0);
+	ret = -ENOMEM;
+	if (im_stage_parts_init(&kp, c->parts, sizeof(struct im_stage_key)) ||
+	    !path)
+		goto fail;
+	h.part = shard;
+	h.nparts = nshards;
+	ret = im_stage_writer_new(path, &h, &w);
+	if (ret) {
+		write_failed(path, ret);
+		goto out;
+	}
+	ret = sign_shard(c, lex, fd, &sh, shard, w, &kp);
+	if (ret == -ENOMEM)
+		goto fail;
+	if (!ret)
+		ret = im_stage_writer_commit(w);
+	if (ret) {
+		write_failed(path, ret);
+		goto out;
+	}
+	h.kind = IM_STAGE_KEYS;
+	h.nparts = c->parts;
+	for (uint32_t p = 0; p < c->parts; p++) {
+		char *kpath = suffixed(c->out, ".k%04" PRIu32, p);
+
+		h.part = p;
+		ret = kpath ? write_keys(kpath, &h, kp.p[p].v, kp.p[p].n)
+			    : -ENOMEM;
+		if (ret) {
+			write_failed(kpath ? kpath : c->out, ret);
+			free(kpath);
+			goto out;
+		}
+		free(kpath);
+	}
+	code = 0;
+	goto out;
+fail:
+	err_msg("%s: %s", c->files_from, strerror(-ret));
+out:
+	im_stage_parts_release(&kp);
+	free(path);
+	im_stage_writer_free(w);
+	im_shard_release(&sh);
+	if (lex)
+		im_lexicon_free(lex);
+	if (fd >= 0)
+		close(fd);
+	return code;
+}
+
+/* ---- Opening a set of stage files ----------------------------------------------- */
+
+/* Open every operand; require one key and the kinds in @p kinds (a mask of
+ * 1 << kind). On failure one line names the file. */
+static int open_all(struct cli *c, struct im_stage_reader **rs, uint64_t key,
+		    unsigned kinds)
+{
+	for (int i = 0; i < c->argc; i++) {
+		const struct im_stage_header *h;
+
+		rs[i] = open_stage(c->argv[i]);
+		if (!rs[i])
+			return -1;
+		h = im_stage_header(rs[i]);
+		if (!(kinds & (1u << h->kind))) {
+			err_msg("%s: a %s file is not an input of %s",
+				c->argv[i], im_stage_kind_name(h->kind),
+				c->cmd);
+			return -1;
+		}
+		if (h->key != key && h->kind != IM_STAGE_MANIFEST) {
+			err_msg("%s: made with other options or another "
+				"lexicon than this %s",
+				c->argv[i], c->cmd);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static void close_all(struct im_stage_reader **rs, int n)
+{
+	for (int i = 0; rs && i < n; i++)
+		im_stage_reader_free(rs[i]);
+	free(rs);
+}
+
+/* ---- links ------------------------------------------------------------------ */
+
+static int key_rec_cmp(const uint8_t *a, size_t al, const uint8_t *b, size_t bl)
+{
+	struct im_stage_key x, y;
+
+	/* Undecodable records sort first; the reader reports them. */
+	if (im_stage_key_decode(a, al, &x))
+		return -1;
+	if (im_stage_key_decode(b, bl, &y))
+		return 1;
+	return im_stage_key_cmp(&x, &y);
+}
+
+/* One key group being collected, and what verifying it needs. */
+struct group {
+	struct im_stage_key *m; /* members, in path order */
+	size_t n, cap;
+	struct im_doc_sigs *sigs; /* for im_group_links() */
+	const struct im_doc_sigs **ptrs;
+	size_t sigs_cap;
+	struct im_stage_writer *w;
+	struct im_stage_buf rec;
+	uint64_t groups, members, largest, links;
+};
+
+static int group_add(struct group *g, const struct im_stage_key *k)
+{
+	if (g->n == g->cap) {
+		size_t cap = g->cap ? 2 * g->cap : 64;
+		struct im_stage_key *m = realloc(g->m, cap * sizeof(*m));
+
+		if (!m)
+			return -ENOMEM;
+		g->m = m;
+		g->cap = cap;
+	}
+	g->m[g->n++] = *k;
+	return 0;
+}
+
+static int put_link(size_t i, size_t j, double similarity, bool exact,
+		    void *arg)
+{
+	struct group *g = arg;
+	struct im_stage_link l = {
+		.a_shard = g->m[i].shard,
+		.a_index = g->m[i].index,
+		.b_shard = g->m[j].shard,
+		.b_index = g->m[j].index,
+		.exact = exact,
+		.similarity = similarity,
+	};
+
+	g->rec.len = 0;
+	im_stage_link_encode(&g->rec, &l);
+	if (g->rec.oom)
+		return -ENOMEM;
+	g->links++;
+	return im_stage_writer_add(g->w, g->rec.p, g->rec.len);
+}
+
+/*
+ * The links of one complete group. The holders of one exact hash are all
+ * exact copies of each other, so linking each to the first gives the same
+ * components as every pair (the live index's relation) in linear time: a
+ * file copied a million times costs a million links. Other keys are
+ * verified by im_group_links(), which caps the comparisons of hot keys.
+ */
+static int group_flush(struct group *g, double threshold)
+{
+	int ret = 0;
+
+	if (g->n >= 2) {
+		g->groups++;
+		g->members += g->n;
+		if (g->n > g->largest)
+			g->largest = g->n;
+	}
+	if (g->n >= 2 && g->m[0].key.kind == IM_KEY_EXACT) {
+		for (size_t j = 1; j < g->n && !ret; j++)
+			ret = put_link(0, j, 1.0, true, g);
+	} else if (g->n >= 2) {
+		if (g->sigs_cap < g->n) {
+			free(g->sigs);
+			free(g->ptrs);
+			g->sigs = malloc(g->n * sizeof(*g->sigs));
+			g->ptrs = malloc(g->n * sizeof(*g->ptrs));
+			g->sigs_cap = g->sigs && g->ptrs ? g->n : 0;
+			if (!g->sigs_cap)
+				return -ENOMEM;
+		}
+		for (size_t i = 0; i < g->n; i++) {
+			im_stage_key_sigs(&g->m[i], &g->sigs[i]);
+			g->ptrs[i] = &g->sigs[i];
+		}
+		ret = im_group_links(g->m[0].key.kind, g->ptrs, g->n, threshold,
+				     put_link, g);
+	}
+	g->n = 0;
+	return ret;
+}
+
+static int links_merge(struct im_stage_merge *m, struct group *g,
+		       double threshold, size_t *from)
+{
+	struct im_stage_key k;
+	const uint8_t *p;
+	size_t len;
+	int ret;
+
+	while ((ret = im_stage_merge_next(m, &p, &len, from)) > 0) {
+		if (im_stage_key_decode(p, len, &k))
+			return -EINVAL;
+		if (g->n && !im_stage_key_same(&g->m[0], &k)) {
+			ret = group_flush(g, threshold);
+			if (ret)
+				return ret;
+		}
+		ret = group_add(g, &k);
+		if (ret)
+			return ret;
+	}
+	return ret ? ret : group_flush(g, threshold);
+}
+
+int cmd_links(struct cli *c)
+{
+	struct im_stage_reader **rs = calloc((size_t)c->argc, sizeof(*rs));
+	struct im_stage_header h = {.kind = IM_STAGE_LINKS, .nparts = 1};
+	struct im_stage_merge *m = NULL;
+	struct group g = {0};
+	size_t from = 0;
+	int ret = -ENOMEM, code = EXIT_RUNTIME;
+
+	if (!rs)
+		goto fail;
+	if (run_key(c, &h.key) || open_all(c, rs, h.key, 1u << IM_STAGE_KEYS))
+		goto out;
+	for (int i = 1; i < c->argc; i++) {
+		const struct im_stage_header *a = im_stage_header(rs[0]),
+					     *b = im_stage_header(rs[i]);
+
+		if (a->part != b->part || a->nparts != b->nparts) {
+			err_msg("%s: partition %" PRIu32 " of %" PRIu32
+				", but %s is %" PRIu32 " of %" PRIu32,
+				c->argv[i], b->part, b->nparts, c->argv[0],
+				a->part, a->nparts);
+			goto out;
+		}
+	}
+	ret = im_stage_merge_new(rs, (size_t)c->argc, key_rec_cmp, &m);
+	if (ret)
+		goto fail;
+	ret = im_stage_writer_new(c->out, &h, &g.w);
+	if (ret) {
+		write_failed(c->out, ret);
+		goto out;
+	}
+	ret = links_merge(m, &g, c->p.similarity, &from);
+	if (ret == -EINVAL) {
+		err_msg("%s: corrupt: a bad or unsorted key record",
+			c->argv[from]);
+		goto out;
+	}
+	if (ret == -ENOMEM)
+		goto fail;
+	im_stage_writer_set_meta(g.w, LNK_GROUPS, g.groups);
+	im_stage_writer_set_meta(g.w, LNK_MEMBERS, g.members);
+	im_stage_writer_set_meta(g.w, LNK_LARGEST, g.largest);
+	im_stage_writer_set_meta(g.w, LNK_LINKS, g.links);
+	if (!ret)
+		ret = im_stage_writer_commit(g.w);
+	if (ret) {
+		write_failed(c->out, ret);
+		goto out;
+	}
+	if (c->verbose)
+		fprintf(stderr,
+			"%s: %" PRIu64 " key groups, %" PRIu64
+			" members, largest %" PRIu64 ", %" PRIu64 " links\n",
+			c->out, g.groups, g.members, g.largest, g.links);
+	code = 0;
+	goto out;
+fail:
+	err_msg("links: %s", strerror(-ret));
+out:
+	im_stage_merge_free(m);
+	im_stage_writer_free(g.w);
+	im_stage_buf_release(&g.rec);
+	free(g.m);
+	free(g.sigs);
+	free(g.ptrs);
+	close_all(rs, c->argc);
+	return code;
+}
+
+/* ---- Records in shard order -------------------------------------------------- */
+
+/* The records files among the operands, by shard, all shards present. */
+struct shard_set {
+	struct im_stage_reader **rec; /* [nshards], borrowed */
+	uint64_t *base; /* [nshards + 1]: dense id of each first */
+	uint32_t nshards;
+};
+
+static int shard_set_init(struct cli *c, struct im_stage_reader **rs,
+			  struct shard_set *s)
+{
+	const struct im_stage_header *h;
+	uint32_t n = 0;
+
+	memset(s, 0, sizeof(*s));
+	for (int i = 0; i < c->argc; i++) {
+		h = im_stage_header(rs[i]);
+		if (h->kind != IM_STAGE_RECORDS)
+			continue;
+		if (n && h->nparts != n) {
+			err_msg("%s: shard %" PRIu32 " of %" PRIu32
+				", but another records file says %" PRIu32,
+				c->argv[i], h->part, h->nparts, n);
+			return -1;
+		}
+		n = h->nparts;
+	}
+	if (!n) {
+		err_msg("%s: no records files given", c->cmd);
+		return -1;
+	}
+	s->nshards = n;
+	s->rec = calloc(n, sizeof(*s->rec));
+	s->base = calloc((size_t)n + 1, sizeof(*s->base));
+	if (!s->rec || !s->base) {
+		err_msg("%s", strerror(ENOMEM));
+		return -1;
+	}
+	for (int i = 0; i < c->argc; i++) {
+		h = im_stage_header(rs[i]);
+		if (h->kind != IM_STAGE_RECORDS)
+			continue;
+		if (s->rec[h->part]) {
+			err_msg("%s: shard %" PRIu32 " given twice", c->argv[i],
+				h->part);
+			return -1;
+		}
+		s->rec[h->part] = rs[i];
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		if (!s->rec[i]) {
+			err_msg("%s: the records of shard %" PRIu32
+				" of %" PRIu32 " are missing",
+				c->cmd, i, n);
+			return -1;
+		}
+		s->base[i + 1] = s->base[i] + im_stage_count(s->rec[i]);
+	}
+	if (s->base[n] >= UINT32_MAX) {
+		err_msg("%s: more than 2^32 documents", c->cmd);
+		return -1;
+	}
+	return 0;
+}
+
+static void shard_set_release(struct shard_set *s)
+{
+	free(s->rec);
+	free(s->base);
+}
+
+/* Call @p fn for every document, in dense id order; also hands over each
+ * shard's reader once its documents are done (doc NULL). @return 0,
+ * -EINVAL for a record that does not decode, or fn's non-zero value. */
+static int shard_set_foreach(const struct shard_set *ss,
+			     int (*fn)(uint32_t id,
+				       const struct im_stage_doc *doc,
+				       struct im_stage_reader *r, void *arg),
+			     void *arg)
+{
+	uint32_t id = 0;
+	int ret;
+
+	for (uint32_t s = 0; s < ss->nshards; s++) {
+		const uint8_t *p;
+		size_t len;
+
+		im_stage_rewind(ss->rec[s]);
+		while (im_stage_next(ss->rec[s], &p, &len)) {
+			struct im_stage_doc doc;
+
+			if (im_stage_doc_decode(p, len, &doc))
+				return -EINVAL;
+			ret = fn(id++, &doc, NULL, arg);
+			if (ret)
+				return ret;
+		}
+		ret = fn(id, NULL, ss->rec[s], arg);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+/* Dense id of (shard, index), or UINT32_MAX if out of range. */
+static uint32_t dense_id(const struct shard_set *s, uint32_t shard,
+			 uint32_t index)
+{
+	if (shard >= s->nshards || s->base[shard] + index >= s->base[shard + 1])
+		return UINT32_MAX;
+	return (uint32_t)(s->base[shard] + index);
+}
+
+/* ---- components -------------------------------------------------------------- */
+
+static uint32_t uf_find(uint32_t *parent, uint32_t x)
+{
+	while (parent[x] != x) {
+		parent[x] = parent[parent[x]]; /* path halving */
+		x = parent[x];
+	}
+	return x;
+}
+
+/* The smaller id becomes the root: the result does not depend on the order
+ * of the links. */
+static void uf_union(uint32_t *parent, uint32_t a, uint32_t b)
+{
+	a = uf_find(parent, a);
+	b = uf_find(parent, b);
+	if (a < b)
+		parent[b] = a;
+	else if (b < a)
+		parent[a] = b;
+}
+
+/* A cluster's name as the index chooses it (index.h): the smallest
+ * signature of any member; without any, the smallest exact hash (or hash of
+ * the sketch) followed by zero bytes. have: 0 none yet, 1 a hash, 2 a
+ * signature. */
+struct cname {
+	struct im_sig name;
+	uint8_t have;
+};
+
+static void name_offer(struct cname *cn, const struct im_doc_sigs *d)
+{
+	for (unsigned k = 0; k < d->ncoords && k < IM_MAX_COORDS; k++) {
+		if (!(d->valid & (1u << k)))
+			continue;
+		if (cn->have < 2 || im_sig_cmp(&d->sig[k], &cn->name) < 0)
+			cn->name = d->sig[k];
+		cn->have = 2;
+	}
+	if (cn->have < 2 && (d->exact_valid || d->sketch.n)) {
+		struct im_sig e = {{0}};
+		XXH128_canonical_t h;
+
+		if (d->exact_valid) {
+			memcpy(e.b, d->exact, 16);
+		} else {
+			/* Neither signature nor bytes: the index names it by
+			 * the XXH3-128 of the sketch (index.c, name_of_ref). */
+			XXH128_canonicalFromHash(
+				&h,
+				XXH3_128bits(&d->sketch, sizeof(d->sketch)));
+			memcpy(e.b, h.digest, 16);
+		}
+		if (!cn->have || im_sig_cmp(&e, &cn->name) < 0)
+			cn->name = e;
+		cn->have = 1;
+	}
+}
+
+/* Union every link of the links files among the operands. */
+static int union_links(struct cli *c, struct im_stage_reader **rs,
+		       const struct shard_set *ss, uint32_t *parent)
+{
+	for (int i = 0; i < c->argc; i++) {
+		const uint8_t *p;
+		size_t len;
+
+		if (im_stage_header(rs[i])->kind != IM_STAGE_LINKS)
+			continue;
+		while (im_stage_next(rs[i], &p, &len)) {
+			struct im_stage_link l;
+			uint32_t a, b;
+
+			if (im_stage_link_decode(p, len, &l) ||
+			    (a = dense_id(ss, l.a_shard, l.a_index)) ==
+				    UINT32_MAX ||
+			    (b = dense_id(ss, l.b_shard, l.b_index)) ==
+				    UINT32_MAX) {
+				err_msg("%s: corrupt: a link to no document",
+					c->argv[i]);
+				return -1;
+			}
+			uf_union(parent, a, b);
+		}
+	}
+	return 0;
+}
+
+struct naming {
+	const uint32_t *parent, *cl;
+	struct cname *names;
+};
+
+/* Offer each clustered document's signatures to its cluster's name. */
+static int name_doc(uint32_t id, const struct im_stage_doc *doc,
+		    struct im_stage_reader *r, void *arg)
+{
+	struct naming *nm = arg;
+	uint32_t c;
+
+	(void)r;
+	if (!doc)
+		return 0;
+	c = nm->cl[nm->parent[id]];
+	if (c)
+		name_offer(&nm->names[c - 1], &doc->d);
+	return 0;
+}
+
+int cmd_components(struct cli *c)
+{
+	struct im_stage_reader **rs = calloc((size_t)c->argc, sizeof(*rs));
+	struct im_stage_header h = {.kind = IM_STAGE_CLUSTERS, .nparts = 1};
+	struct im_stage_writer *w = NULL;
+	struct im_stage_buf rec = {0};
+	struct shard_set ss = {0};
+	uint32_t *parent = NULL, *cl = NULL, *off = NULL, *mem = NULL;
+	struct cname *names = NULL;
+	uint32_t n, ncl = 0, nmem = 0;
+	int ret = -ENOMEM, code = EXIT_RUNTIME;
+
+	if (!rs)
+		goto fail;
+	if (run_key(c, &h.key) ||
+	    open_all(c, rs, h.key,
+		     1u << IM_STAGE_RECORDS | 1u << IM_STAGE_LINKS) ||
+	    shard_set_init(c, rs, &ss))
+		goto out;
+	n = (uint32_t)ss.base[ss.nshards];
+	/* 4 bytes per document for the forest, 4 for the cluster numbers
+	 * (then 4 per clustered document for the member lists). */
+	parent = malloc(((size_t)n + 1) * sizeof(*parent));
+	cl = calloc((size_t)n + 1, sizeof(*cl));
+	if (!parent || !cl)
+		goto fail;
+	for (uint32_t i = 0; i < n; i++)
+		parent[i] = i;
+	if (union_links(c, rs, &ss, parent))
+		goto out;
+	/* Flatten, count sizes into cl[root], then number the clusters of
+	 * two or more in root order: cl[root] = number (from 1). */
+	for (uint32_t i = 0; i < n; i++)
+		cl[parent[i] = uf_find(parent, i)]++;
+	for (uint32_t i = 0; i < n; i++) {
+		if (parent[i] != i)
+			continue;
+		if (cl[i] >= 2) {
+			nmem += cl[i];
+			cl[i] = ++ncl;
+		} else {
+			cl[i] = 0;
+		}
+	}
+	names = calloc((size_t)ncl + 1, sizeof(*names));
+	off = calloc((size_t)ncl + 2, sizeof(*off));
+	mem = malloc(((size_t)nmem + 1) * sizeof(*mem));
+	if (!names || !off || !mem)
+		goto fail;
+	for (uint32_t i = 0; i < n; i++)
+		if (cl[parent[i]])
+			off[cl[parent[i]] + 1]++;
+	for (uint32_t k = 1; k <= ncl; k++)
+		off[k + 1] += off[k];
+	/* Fill in id order, so each list is sorted; off[k] ends at its end. */
+	for (uint32_t i = 0; i < n; i++)
+		if (cl[parent[i]])
+			mem[off[cl[parent[i]]]++] = i;
+	if (shard_set_foreach(&ss, name_doc,
+			      &(struct naming){parent, cl, names})) {
+		err_msg("components: corrupt: a record does not decode");
+		goto out;
+	}
+	ret = im_stage_writer_new(c->out, &h, &w);
+	for (uint32_t k = 1; !ret && k <= ncl; k++) {
+		uint32_t start = k > 1 ? off[k - 1] : 0;
+
+		rec.len = 0;
+		im_stage_cluster_encode(&rec, &names[k - 1].name, mem + start,
+					off[k] - start);
+		ret = rec.oom ? -ENOMEM
+			      : im_stage_writer_add(w, rec.p, rec.len);
+	}
+	if (!ret) {
+		im_stage_writer_set_meta(w, CL_DOCS, n);
+		im_stage_writer_set_meta(w, CL_CLUSTERS, ncl);
+		im_stage_writer_set_meta(w, CL_MEMBERS, nmem);
+		ret = im_stage_writer_commit(w);
+	}
+	if (ret) {
+		write_failed(c->out, ret);
+		goto out;
+	}
+	if (c->verbose)
+		fprintf(stderr,
+			"%s: %" PRIu32 " documents, %" PRIu32
+			" clusters of %" PRIu32 "\n",
+			c->out, n, ncl, nmem);
+	code = 0;
+	goto out;
+fail:
+	err_msg("components: %s", strerror(-ret));
+out:
+	free(parent);
+	free(cl);
+	free(off);
+	free(mem);
+	free(names);
+	im_stage_writer_free(w);
+	im_stage_buf_release(&rec);
+	shard_set_release(&ss);
+	close_all(rs, c->argc);
+	return code;
+}
+
+/* ---- export -------------------------------------------------------------------- */
+
+struct exporting {
+	const uint32_t *label;
+	struct cluster *v;
+	struct scan_summary *sum;
+};
+
+/* Fill the clusters' member paths from the records, in dense id order, and
+ * add up each shard's counts. */
+static int export_doc(uint32_t id, const struct im_stage_doc *doc,
+		      struct im_stage_reader *r, void *arg)
+{
+	struct exporting *ex = arg;
+	struct cluster *cl;
+
+	if (!doc) {
+		for (unsigned k = 0; k <= IM_DOC_ERROR; k++)
+			ex->sum->c.by_status[k] +=
+				im_stage_meta(r, REC_STATUS0 + k);
+		ex->sum->c.bytes += im_stage_meta(r, REC_BYTES);
+		return 0;
+	}
+	if (!ex->label[id])
+		return 0;
+	cl = &ex->v[ex->label[id] - 1];
+	cl->members[cl->size] = strndup(doc->path, doc->path_len);
+	if (!cl->members[cl->size])
+		return -ENOMEM;
+	cl->size++;
+	return 0;
+}
+
+static void free_cluster_list(struct cluster *v, size_t n)
+{
+	for (size_t i = 0; v && i < n; i++) {
+		for (size_t j = 0; v[i].members && j < v[i].size; j++)
+			free(v[i].members[j]);
+		free(v[i].members);
+	}
+	free(v);
+}
+
+int cmd_export(struct cli *c)
+{
+	struct im_stage_reader **rs = calloc((size_t)c->argc, sizeof(*rs));
+	struct im_stage_reader *man = NULL, *cls = NULL;
+	struct scan_summary sum = {0};
+	struct shard_set ss = {0};
+	struct im_lexicon *lex = NULL;
+	struct cluster *v = NULL;
+	uint32_t *label = NULL;
+	uint64_t key, ncl = 0;
+	const uint8_t *p;
+	size_t len;
+	int ret = -ENOMEM, code = EXIT_RUNTIME;
+
+	if (!rs)
+		goto fail;
+	if (load_lexicon(c, &lex) || run_key(c, &key) ||
+	    open_all(c, rs, key,
+		     1u << IM_STAGE_MANIFEST | 1u << IM_STAGE_RECORDS |
+			     1u << IM_STAGE_CLUSTERS) ||
+	    shard_set_init(c, rs, &ss))
+		goto out;
+	for (int i = 0; i < c->argc; i++) {
+		uint32_t kind = im_stage_header(rs[i])->kind;
+
+		if (kind == IM_STAGE_MANIFEST)
+			man = man ? NULL : rs[i];
+		if (kind == IM_STAGE_CLUSTERS)
+			cls = cls ? NULL : rs[i];
+	}
+	if (!man || !cls) {
+		err_msg("export: give exactly one manifest and one clusters "
+			"file, with every shard's records");
+		goto out;
+	}
+	if (im_stage_meta(cls, CL_DOCS) != ss.base[ss.nshards]) {
+		err_msg("export: the clusters file counts %" PRIu64
+			" documents, the records %" PRIu64,
+			im_stage_meta(cls, CL_DOCS), ss.base[ss.nshards]);
+		goto out;
+	}
+	ncl = im_stage_count(cls);
+	label = calloc(ss.base[ss.nshards] + 1, sizeof(*label));
+	v = calloc(ncl + 1, sizeof(*v));
+	if (!label || !v)
+		goto fail;
+	for (uint64_t k = 0; im_stage_next(cls, &p, &len); k++) {
+		const uint8_t *ids;
+		uint32_t n;
+
+		if (im_stage_cluster_decode(p, len, &v[k].name, &ids, &n)) {
+			err_msg("export: corrupt: a bad cluster record");
+			goto out;
+		}
+		v[k].members = calloc(n, sizeof(*v[k].members));
+		if (!v[k].members)
+			goto fail;
+		for (uint32_t j = 0; j < n; j++) {
+			uint32_t id = im_stage_cluster_member(ids, j);
+
+			if (id >= ss.base[ss.nshards] || label[id]) {
+				err_msg("export: corrupt: a cluster member "
+					"out of range or in two clusters");
+				goto out;
+			}
+			label[id] = (uint32_t)k + 1;
+		}
+	}
+	ret = shard_set_foreach(&ss, export_doc,
+				&(struct exporting){label, v, &sum});
+	if (ret == -EINVAL) {
+		err_msg("export: corrupt: a record does not decode");
+		goto out;
+	}
+	if (ret)
+		goto fail;
+	for (uint64_t k = 0; k < ncl; k++)
+		qsort(v[k].members, v[k].size, sizeof(*v[k].members), cmp_strp);
+	qsort(v, ncl, sizeof(*v), cmp_cluster);
+	sum.c.files = im_stage_meta(man, 0);
+	sum.c.dirs = im_stage_meta(man, 1);
+	sum.c.hidden = im_stage_meta(man, 2);
+	sum.c.other = im_stage_meta(man, 3);
+	sum.c.errors = im_stage_meta(man, 4);
+	sum.lex_docs = im_lexicon_docs(lex);
+	sum.primary = im_lexicon_primary_size(lex);
+	sum.secondary = im_lexicon_secondary_size(lex);
+	/* The batch built its lexicon from the tree, as scan does without
+	 * --lexicon: report it the same way. */
+	c->lexicon = NULL;
+	if (c->json)
+		print_scan_json(c, c->root ? c->root : ".", v, ncl, &sum);
+	else
+		print_scan_text(v, ncl);
+	if (fflush(stdout) || ferror(stdout)) {
+		err_msg("writing the output: %s", strerror(errno));
+		goto out;
+	}
+	code = 0;
+	goto out;
+fail:
+	err_msg("export: %s", strerror(-ret));
+out:
+	free_cluster_list(v, ncl);
+	free(label);
+	if (lex)
+		im_lexicon_free(lex);
+	shard_set_release(&ss);
+	close_all(rs, c->argc);
+	return code;
+}
+
+/* ---- cat ----------------------------------------------------------------------- */
+
+static void put_hex(FILE *f, const uint8_t *b, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		fprintf(f, "%02x", b[i]);
+}
+
+static bool cat_record(FILE *f, const uint8_t *p, size_t len)
+{
+	struct im_stage_doc doc;
+	char *path;
+	bool first = true;
+
+	if (im_stage_doc_decode(p, len, &doc))
+		return false;
+	if (!f)
+		return true;
+	path = strndup(doc.path, doc.path_len);
+	fputs("{\"path\": ", f);
+	if (path)
+		put_json_string(f, path);
+	else
+		fputs("null", f);
+	free(path);
+	fprintf(f,
+		", \"size\": %" PRIu64 ", \"mtime_ns\": %" PRId64
+		", \"ino\": %" PRIu64 ", \"status\": %u, \"err\": %" PRId32
+		", \"unique_terms\": %" PRIu32 ", \"exact\": ",
+		doc.size, doc.mtime_ns, doc.ino, doc.d.status, doc.d.err,
+		doc.d.unique_terms);
+	if (doc.d.exact_valid) {
+		fputc('"', f);
+		put_hex(f, doc.d.exact, 16);
+		fputc('"', f);
+	} else {
+		fputs("null", f);
+	}
+	fputs(", \"sigs\": [", f);
+	for (unsigned k = 0; k < doc.d.ncoords; k++) {
+		fputs(first ? "" : ", ", f);
+		first = false;
+		if (doc.d.valid & (1u << k)) {
+			fputc('"', f);
+			put_hex(f, doc.d.sig[k].b, IM_SIG_LEN);
+			fputc('"', f);
+		} else {
+			fputs("null", f);
+		}
+	}
+	fputs("]}", f);
+	return true;
+}
+
+static bool cat_key(FILE *f, const uint8_t *p, size_t len)
+{
+	static const char *const kinds[] = {"exact", "coord", "band"};
+	struct im_stage_key k;
+	char *path;
+
+	if (im_stage_key_decode(p, len, &k))
+		return false;
+	if (!f)
+		return true;
+	fprintf(f, "{\"kind\": \"%s\", \"k\": %u, \"key\": \"",
+		kinds[k.key.kind], k.key.k);
+	put_hex(f, k.key.b, k.key.len);
+	fprintf(f,
+		"\", \"shard\": %" PRIu32 ", \"index\": %" PRIu32
+		", \"path\": ",
+		k.shard, k.index);
+	path = strndup(k.path, k.path_len);
+	if (path)
+		put_json_string(f, path);
+	else
+		fputs("null", f);
+	free(path);
+	fputc('}', f);
+	return true;
+}
+
+static bool cat_link(FILE *f, const uint8_t *p, size_t len)
+{
+	struct im_stage_link l;
+
+	if (im_stage_link_decode(p, len, &l))
+		return false;
+	if (f)
+		fprintf(f,
+			"{\"a\": [%" PRIu32 ", %" PRIu32 "], \"b\": [%" PRIu32
+			", %" PRIu32 "], \"kind\": \"%s\", \"similarity\": "
+			"%.4f}",
+			l.a_shard, l.a_index, l.b_shard, l.b_index,
+			l.exact ? "exact" : "near", l.similarity);
+	return true;
+}
+
+static bool cat_cluster(FILE *f, const uint8_t *p, size_t len)
+{
+	char hex[IM_SIG_HEX_LEN + 1];
+	struct im_sig name;
+	const uint8_t *ids;
+	uint32_t n;
+
+	if (im_stage_cluster_decode(p, len, &name, &ids, &n))
+		return false;
+	if (!f)
+		return true;
+	im_sig_hex(&name, hex);
+	fprintf(f, "{\"name\": \"%s\", \"size\": %" PRIu32 ", \"ids\": [", hex,
+		n);
+	for (uint32_t i = 0; i < n; i++)
+		fprintf(f, "%s%" PRIu32, i ? ", " : "",
+			im_stage_cluster_member(ids, i));
+	fputs("]}", f);
+	return true;
+}
+
+bool cat_detect_kind(uint32_t kind, const char *const **names, size_t *n,
+		     cat_record_fn *rec)
+{
+	switch (kind) {
+	case IM_STAGE_RECORDS:
+		*names = rec_meta;
+		*n = sizeof(rec_meta) / sizeof(*rec_meta);
+		*rec = cat_record;
+		return true;
+	case IM_STAGE_KEYS:
+		*names = NULL;
+		*n = 0;
+		*rec = cat_key;
+		return true;
+	case IM_STAGE_LINKS:
+		*names = lnk_meta;
+		*n = sizeof(lnk_meta) / sizeof(*lnk_meta);
+		*rec = cat_link;
+		return true;
+	case IM_STAGE_CLUSTERS:
+		*names = cl_meta;
+		*n = sizeof(cl_meta) / sizeof(*cl_meta);
+		*rec = cat_cluster;
+		return true;
+	}
+	return false;
+}

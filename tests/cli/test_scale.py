@@ -10,6 +10,7 @@ worker count, and after a killed run. Exits 77 (skip) when no Python with
 Dask distributed is installed.
 """
 import json
+import random
 import os
 import shutil
 import signal
@@ -71,27 +72,68 @@ def resumed(err, stage):
 
 # ---- Cases -----------------------------------------------------------------
 
-def case_scale_lexicon(tmp):
-    """The lexicon is byte-identical to `imatch lexicon build`, for one
-    worker and one shard as for two workers and a shard per file."""
+def make_scale_tree(root):
+    """test_cli's tree, plus what stresses the key groups: a licence-like
+    text in 70 files with a changed name each (a hot key, above the index's
+    cap of 64 compared holders) and exact copies of texts too short to
+    sign (linked by their exact hash alone)."""
+    test_cli.make_tree(root)
+    rng = random.Random(11)
+    vocab = test_cli.vocabulary(rng, 800)
+    base = test_cli.document(rng, vocab, nsent=20)
+    for i in range(70):
+        d = os.path.join(root, "vendor", "pkg%02d" % i)
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, "LICENSE"), "w") as f:
+            f.write("Copyright holder%02d\n" % i + "\n".join(base) + "\n")
+    for i in range(3):
+        with open(os.path.join(root, "misc", "short%d.txt" % i), "w") as f:
+            f.write("tiny note\n")
+
+
+def reference_scan(tree):
+    out, _ = run("scan", "--json", tree)
+    doc = json.loads(out)
+    doc.pop("root")
+    return doc
+
+
+def check_outputs(out, want_lex, want_scan, what):
+    check(read(os.path.join(out, "lexicon")) == want_lex,
+          "%s: the lexicon equals imatch lexicon build's, byte for byte"
+          % what)
+    with open(os.path.join(out, "scan.json"), "rb") as f:
+        got = json.load(f)
+    got.pop("root")
+    check(got == want_scan, "%s: scan.json equals imatch scan --json:\n"
+          "%s\n%s" % (what, json.dumps(got, indent=1),
+                       json.dumps(want_scan, indent=1)))
+
+
+def case_scale_equal(tmp):
+    """The lexicon and scan.json equal `imatch lexicon build` and `imatch
+    scan --json`, for one worker and one shard as for two workers and many
+    shards."""
     tree = os.path.join(tmp, "tree")
-    test_cli.make_tree(tree)
-    want = reference_lexicon(tmp, tree)
-    for workers, parts, shard in (("1", "1", "1G"), ("2", "3", "1")):
+    make_scale_tree(tree)
+    want_lex = reference_lexicon(tmp, tree)
+    want_scan = reference_scan(tree)
+    sizes = sorted(c["size"] for c in want_scan["clusters"])
+    check(sizes[-1] >= 70 and 3 in sizes,
+          "the tree has a hot cluster and short exact copies: %s" % sizes)
+    for workers, parts, shard in (("1", "1", 1 << 30), ("2", "3", 12000)):
         out = os.path.join(tmp, "out-%s" % workers)
         err = driver(tree, out, "--local", workers, "-P", parts,
-                     "--shard-bytes", str(1 << 30 if shard == "1G" else 1))
-        check(read(os.path.join(out, "lexicon")) == want,
-              "lexicon from %s workers, %s partitions equals imatch "
-              "lexicon build" % (workers, parts))
-        tasks, _ = resumed(err, "df")
-        check(tasks >= (1 if shard == "1G" else 30),
-              "df ran one task per shard: %d" % tasks)
+                     "--shard-bytes", str(shard))
+        check_outputs(out, want_lex, want_scan,
+                      "%s workers, %s partitions" % (workers, parts))
+        tasks, _ = resumed(err, "sign")
+        check(tasks >= (1 if shard > 1e6 else 10),
+              "sign ran one task per shard: %d" % tasks)
     # The manifest names exactly the files scan reads (no hidden ones).
     man, _ = run("cat", os.path.join(tmp, "out-2", "manifest"))
     doc = json.loads(man)
-    listed = sorted(os.fsencode(r["path"].encode("utf-8",
-                                                 "surrogateescape"))
+    listed = sorted(r["path"].encode("utf-8", "surrogateescape")
                     for r in doc["records"])
     walked = []
     rootb = os.fsencode(tree)
@@ -104,8 +146,35 @@ def case_scale_lexicon(tmp):
     check(listed == sorted(walked),
           "manifest lists the tree's regular files:\n%s\n%s"
           % (listed, sorted(walked)))
-    check(doc["meta"]["files"] == len(walked) and doc["meta"]["hidden"] >= 1,
-          "manifest totals: %s" % doc["meta"])
+
+
+def case_scale_worker_killed(tmp):
+    """A worker killed in the middle of a sign task costs a retry, not the
+    run: the engine runs the task again and the result is the same."""
+    tree = os.path.join(tmp, "tree")
+    test_cli.make_tree(tree)
+    want_lex = reference_lexicon(tmp, tree)
+    want_scan = reference_scan(tree)
+    marker = os.path.join(tmp, "killed")
+    wrapper = os.path.join(tmp, "imatch-killer")
+    # The first `imatch sign` kills the worker that started it (its parent)
+    # and dies with it, before writing anything.
+    with open(wrapper, "w") as f:
+        f.write("#!/bin/sh\n"
+                "if [ \"$1\" = sign ] && mkdir %s 2>/dev/null; then\n"
+                "  kill -9 $PPID; exit 1\n"
+                "fi\n"
+                "exec %s \"$@\"\n" % (marker, test_cli.IMATCH))
+    os.chmod(wrapper, 0o755)
+    out = os.path.join(tmp, "out")
+    p = subprocess.run([PYTHON, DRIVER, "--imatch", wrapper, "--local", "2",
+                        "-P", "2", "--shard-bytes", "20000", tree, out],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       timeout=150)
+    err = p.stderr.decode("utf-8", "replace")
+    check(os.path.isdir(marker), "a worker was killed during sign")
+    check(p.returncode == 0, "the run survives a killed worker:\n%s" % err)
+    check_outputs(out, want_lex, want_scan, "after a killed worker")
 
 
 def case_scale_resume(tmp):
@@ -116,14 +185,14 @@ def case_scale_resume(tmp):
     want = reference_lexicon(tmp, tree)
     out = os.path.join(tmp, "out")
     argv = [PYTHON, DRIVER, "--imatch", test_cli.IMATCH, "--local", "1",
-            "-P", "2", "--shard-bytes", "1", tree, out]
+            "-P", "2", "--shard-bytes", "8000", tree, out]
     p = subprocess.Popen(argv, stdout=subprocess.DEVNULL,
                          stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.monotonic() + 60
     dfdir = os.path.join(out, "df")
     try:
         while time.monotonic() < deadline and p.poll() is None:
-            if os.path.isdir(dfdir) and len(os.listdir(dfdir)) >= 6:
+            if os.path.isdir(dfdir) and len(os.listdir(dfdir)) >= 4:
                 break
             time.sleep(0.01)
     finally:
@@ -135,19 +204,18 @@ def case_scale_resume(tmp):
         p.wait()
     done = sum(1 for f in os.listdir(dfdir) if f.endswith(".p0001")
                and not f.startswith("merged")) if os.path.isdir(dfdir) else 0
-    err = driver(tree, out, "--local", "1", "-P", "2", "--shard-bytes", "1")
+    err = driver(tree, out, "--local", "1", "-P", "2", "--shard-bytes", "8000")
     tasks, again = resumed(err, "df")
     check(again >= done and again <= tasks,
           "the rerun resumed the %d finished df tasks (of %d): %d"
           % (done, tasks, again))
-    check(read(os.path.join(out, "lexicon")) == want,
-          "the resumed run's lexicon equals imatch lexicon build")
+    check_outputs(out, want, reference_scan(tree), "resumed run")
     # A damaged output is redone, not trusted.
     victim = os.path.join(dfdir, "000003.p0000")
     with open(victim, "r+b") as f:
         f.seek(40)
         f.write(b"\xff\xff")
-    err = driver(tree, out, "--local", "1", "-P", "2", "--shard-bytes", "1")
+    err = driver(tree, out, "--local", "1", "-P", "2", "--shard-bytes", "8000")
     check(resumed(err, "df")[1] == tasks - 1,
           "only the damaged shard's df task ran again")
     run("cat", "--check", victim)
@@ -205,7 +273,7 @@ def case_stage_errors(tmp):
 
 CASES = {name[5:]: fn for name, fn in globals().items()
          if name.startswith("case_")}
-NEEDS_DASK = {"scale_lexicon", "scale_resume"}
+NEEDS_DASK = {"scale_equal", "scale_resume", "scale_worker_killed"}
 
 
 def main():

@@ -75,21 +75,26 @@ static int parse_shard_id(const char *s, uint32_t *id, uint32_t *n)
 	return 0;
 }
 
-/* The key of everything a signature depends on: parameters and lexicon. */
-static int run_key(const struct cli *c, uint64_t *key)
+/* What the stage files depend on: records and keys on the parameters and
+ * the lexicon (the state file's key), links and clusters also on the
+ * similarity threshold. */
+struct run_keys {
+	uint64_t sign, link;
+};
+
+static int run_key(const struct cli *c, struct run_keys *k)
 {
-	uint64_t lex_key;
+	uint64_t lex_key, v[2];
 	int ret = im_state_file_key(c->lexicon, &lex_key);
 
 	if (ret) {
 		err_msg("%s: %s", c->lexicon, strerror(-ret));
 		return -1;
 	}
-	/* Links depend on the similarity threshold too. */
-	uint64_t v[2] = {im_state_key(&c->p, lex_key), 0};
-
+	k->sign = im_state_key(&c->p, lex_key);
+	v[0] = k->sign;
 	memcpy(&v[1], &c->p.similarity, sizeof(v[1]));
-	*key = XXH3_64bits(v, sizeof(v));
+	k->link = XXH3_64bits(v, sizeof(v));
 	return 0;
 }
 
@@ -209,6 +214,7 @@ static int write_keys(const char *path, const struct im_stage_header *h,
 int cmd_sign_records(struct cli *c)
 {
 	struct im_stage_header h = {.kind = IM_STAGE_RECORDS};
+	struct run_keys keys;
 	struct im_stage_parts kp = {0};
 	struct im_stage_writer *w = NULL;
 	struct im_lexicon *lex = NULL;
@@ -230,8 +236,9 @@ int cmd_sign_records(struct cli *c)
 	fd = open_root(c->root);
 	if (fd < 0)
 		return EXIT_RUNTIME;
-	if (load_lexicon(c, &lex) || run_key(c, &h.key))
+	if (load_lexicon(c, &lex) || run_key(c, &keys))
 		goto out;
+	h.key = keys.sign;
 	ret = im_shard_load(c->files_from, &sh, why, sizeof(why));
 	if (ret) {
 		err_msg("%s: %s", c->files_from, why);
@@ -293,8 +300,8 @@ out:
 
 /* Open every operand; require one key and the kinds in @p kinds (a mask of
  * 1 << kind). On failure one line names the file. */
-static int open_all(struct cli *c, struct im_stage_reader **rs, uint64_t key,
-		    unsigned kinds)
+static int open_all(struct cli *c, struct im_stage_reader **rs,
+		    const struct run_keys *keys, unsigned kinds)
 {
 	for (int i = 0; i < c->argc; i++) {
 		const struct im_stage_header *h;
@@ -309,7 +316,11 @@ static int open_all(struct cli *c, struct im_stage_reader **rs, uint64_t key,
 				c->cmd);
 			return -1;
 		}
-		if (h->key != key && h->kind != IM_STAGE_MANIFEST) {
+		if (h->key !=
+		    (h->kind == IM_STAGE_MANIFEST ? im_terms_key(&c->p)
+		     : h->kind == IM_STAGE_RECORDS || h->kind == IM_STAGE_KEYS
+			     ? keys->sign
+			     : keys->link)) {
 			err_msg("%s: made with other options or another "
 				"lexicon than this %s",
 				c->argv[i], c->cmd);
@@ -456,6 +467,7 @@ int cmd_links(struct cli *c)
 {
 	struct im_stage_reader **rs = calloc((size_t)c->argc, sizeof(*rs));
 	struct im_stage_header h = {.kind = IM_STAGE_LINKS, .nparts = 1};
+	struct run_keys keys;
 	struct im_stage_merge *m = NULL;
 	struct group g = {0};
 	size_t from = 0;
@@ -463,8 +475,9 @@ int cmd_links(struct cli *c)
 
 	if (!rs)
 		goto fail;
-	if (run_key(c, &h.key) || open_all(c, rs, h.key, 1u << IM_STAGE_KEYS))
+	if (run_key(c, &keys) || open_all(c, rs, &keys, 1u << IM_STAGE_KEYS))
 		goto out;
+	h.key = keys.link;
 	for (int i = 1; i < c->argc; i++) {
 		const struct im_stage_header *a = im_stage_header(rs[0]),
 					     *b = im_stage_header(rs[i]);
@@ -752,6 +765,7 @@ int cmd_components(struct cli *c)
 {
 	struct im_stage_reader **rs = calloc((size_t)c->argc, sizeof(*rs));
 	struct im_stage_header h = {.kind = IM_STAGE_CLUSTERS, .nparts = 1};
+	struct run_keys keys;
 	struct im_stage_writer *w = NULL;
 	struct im_stage_buf rec = {0};
 	struct shard_set ss = {0};
@@ -762,11 +776,12 @@ int cmd_components(struct cli *c)
 
 	if (!rs)
 		goto fail;
-	if (run_key(c, &h.key) ||
-	    open_all(c, rs, h.key,
+	if (run_key(c, &keys) ||
+	    open_all(c, rs, &keys,
 		     1u << IM_STAGE_RECORDS | 1u << IM_STAGE_LINKS) ||
 	    shard_set_init(c, rs, &ss))
 		goto out;
+	h.key = keys.link;
 	n = (uint32_t)ss.base[ss.nshards];
 	/* 4 bytes per document for the forest, 4 for the cluster numbers
 	 * (then 4 per clustered document for the member lists). */
@@ -905,15 +920,16 @@ int cmd_export(struct cli *c)
 	struct im_lexicon *lex = NULL;
 	struct cluster *v = NULL;
 	uint32_t *label = NULL;
-	uint64_t key, ncl = 0;
+	struct run_keys keys;
+	uint64_t ncl = 0;
 	const uint8_t *p;
 	size_t len;
 	int ret = -ENOMEM, code = EXIT_RUNTIME;
 
 	if (!rs)
 		goto fail;
-	if (load_lexicon(c, &lex) || run_key(c, &key) ||
-	    open_all(c, rs, key,
+	if (load_lexicon(c, &lex) || run_key(c, &keys) ||
+	    open_all(c, rs, &keys,
 		     1u << IM_STAGE_MANIFEST | 1u << IM_STAGE_RECORDS |
 			     1u << IM_STAGE_CLUSTERS) ||
 	    shard_set_init(c, rs, &ss))

@@ -81,6 +81,7 @@ enum {
 	O_DIRS,
 	O_RECORDS,
 	O_SHARD_ID,
+	O_EXCLUDE,
 };
 
 struct opt {
@@ -110,8 +111,7 @@ static const struct opt opts[] = {
 	 "--keep F           fraction of L and B each randomized lexicon "
 	 "keeps"},
 	{"nidf", 1, O_NIDF, F_BUILD | F_SCAN | F_DEDUPE | F_DUPES | F_EXPORT,
-	 "nidf",
-	 "--nidf LO:HI       primary lexicon window of normalized idf"},
+	 "nidf", "--nidf LO:HI       primary lexicon window of normalized idf"},
 	{"secondary-cap", 1, O_SECONDARY_CAP,
 	 F_BUILD | F_SCAN | F_DEDUPE | F_DUPES, "secondary_cap",
 	 "--secondary-cap N  at most N terms in the secondary lexicon"},
@@ -166,6 +166,9 @@ static const struct opt opts[] = {
 	 ")"},
 	{"protect", 1, O_PROTECT, F_DEDUPE, NULL,
 	 "--protect DIR      never plan a file under DIR (repeatable)"},
+	{"exclude", 1, O_EXCLUDE, F_DEDUPE, NULL,
+	 "--exclude GLOB     leave matching paths out of the plan "
+	 "(repeatable)"},
 	{"action", 1, O_ACTION, F_DEDUPE, NULL,
 	 "--action ACTION    remove (default), trash=DIR, hardlink, symlink"},
 	{"format", 1, O_FORMAT, F_DEDUPE, NULL,
@@ -467,15 +470,19 @@ static int run_command(const struct command *cmd, int argc, char **argv)
 		case O_NEAR: c.near = true; break;
 		case O_KEEP_RULES: c.keep_rules = optarg; break;
 		case O_PROTECT:
-			if (!c.protect)
-				c.protect =
-					calloc((size_t)argc, sizeof(char *));
-			if (!c.protect) {
+		case O_EXCLUDE: {
+			bool prot = ch == O_PROTECT;
+			const char ***v = prot ? &c.protect : &c.exclude;
+
+			if (!*v)
+				*v = calloc((size_t)argc, sizeof(char *));
+			if (!*v) {
 				err_msg("%s", strerror(ENOMEM));
 				return EXIT_RUNTIME;
 			}
-			c.protect[c.nprotect++] = optarg;
+			(*v)[prot ? c.nprotect++ : c.nexclude++] = optarg;
 			break;
+		}
 		case O_ACTION: c.action = optarg; break;
 		case O_FORMAT: c.format = optarg; break;
 		case O_CSV: c.format = "csv"; break;
@@ -523,6 +530,7 @@ static int run_command(const struct command *cmd, int argc, char **argv)
 	}
 	ret = cmd->run(&c);
 	free(c.protect);
+	free(c.exclude);
 	return ret;
 }
 

@@ -44,6 +44,8 @@ struct cli {
 	const char *keep_rules; /**< --keep RULES, or NULL */
 	const char **protect;	/**< --protect DIR, repeatable (malloc'd) */
 	size_t nprotect;
+	const char **exclude; /**< --exclude GLOB, repeatable (malloc'd) */
+	size_t nexclude;
 	const char *action;   /**< --action ACTION, or NULL */
 	const char *format;   /**< --format FMT (--csv: "csv"), or NULL */
 	bool dry_run;	      /**< --dry-run */

@@ -157,6 +157,15 @@ def case_protect(tmp):
           {l["keeper"] for l in lines} == {groups[0][0]},
           "protected never planned: %r" % lines)
     check("1 protected" in err, "summary counts the protected file: %s" % err)
+    # --exclude leaves paths out of the plan: neither planned nor kept.
+    rel = os.path.relpath(groups[0][0], root)
+    for glob in (rel, os.path.basename(groups[0][0]).replace("copy", "c?py"),
+                 os.path.dirname(rel) + "/*"):
+        out, _ = run("dedupe", "--exclude", glob, root)
+        lines = plan_lines(out)
+        check(groups[0][0] not in {l["path"] for l in lines} |
+              {l["keeper"] for l in lines} and len(lines) == 1,
+              "--exclude %s: %r" % (glob, lines))
 
 
 def copies(root, name, n, rng, vocab):

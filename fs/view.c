@@ -1,542 +1,575 @@
 /**
  * @file view.c
- * The in-memory mirror of the source tree behind `by-doc/`, and the <member>
- * name encoding.
+ * The read side of the view (view.h).
  *
- * Nodes are linked to their parent and siblings (so a directory rename is one
- * relink) and found by (parent, name) in one global chained hash table. The
- * index is keyed by path, so a directory rename also renames, in the index,
- * every document under it. Status counters are kept in step with every status
- * change so that `status` never walks the tree.
+ * Members: a cluster's or a dupes/ directory's entries are the documents the
+ * index lists there, each named member_name(path) and standing for the
+ * document's own symlink inode (ino.h). A plain member name is decoded and
+ * checked against the index; a shortened one (member.h) is found by listing
+ * the directory's members.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
-#include <xxhash.h>
+#include "ctab.h"
+#include "ino.h"
+#include "member.h"
+#include "model.h"
+#include "status.h"
+#include "view.h"
 
-#include "daemon.h"
+/* ---- Who may see what (allow_other) ------------------------------------------ */
 
-static size_t name_hash(const struct node *parent, const char *name)
+static bool perm_ok(const struct node *n, const struct vcaller *who,
+		    unsigned bit)
 {
-	return (size_t)XXH3_64bits_withSeed(name, strlen(name),
-					    (uint64_t)(uintptr_t)parent);
+	unsigned m = n->mode;
+
+	if (who->uid == n->uid)
+		return (m >> 6) & bit;
+	if (who->gid == n->gid)
+		return (m >> 3) & bit;
+	return m & bit;
 }
 
-static int hash_grow(struct imfs *fs)
+/*
+ * With allow_other, a caller other than root sees a member only if it could
+ * read the source file and search every directory above it. Conservative:
+ * only the caller's primary group is considered.
+ */
+static bool may_see(const struct imfs *fs, const struct node *n,
+		    const struct vcaller *who)
 {
-	size_t ns = fs->hash_size ? fs->hash_size * 2 : 1024;
-	struct node **nh = calloc(ns, sizeof(*nh));
+	if (!fs->opts->allow_other || !who || who->uid == 0)
+		return true;
+	if (!perm_ok(n, who, 4))
+		return false;
+	for (const struct node *p = n->parent; p; p = p->parent)
+		if (!perm_ok(p, who, 1))
+			return false;
+	return true;
+}
 
-	if (!nh)
-		return -ENOMEM;
-	for (size_t i = 0; i < fs->hash_size; i++) {
-		struct node *n = fs->hash[i], *next;
-		for (; n; n = next) {
-			next = n->hnext;
-			size_t h = name_hash(n->parent, n->name) & (ns - 1);
-			n->hnext = nh[h];
-			nh[h] = n;
-		}
+/*
+ * Is the caller a thread of this daemon? With MOUNTPOINT inside SOURCE our
+ * own walks cross into the mount; the view is then shown to us as an empty
+ * directory, so that it is never walked, watched or signed as a document.
+ */
+static bool self_call(const struct imfs *fs, const struct vcaller *who)
+{
+	return fs->mnt_inside && who &&
+	       syscall(SYS_tgkill, getpid(), who->pid, 0) == 0;
+}
+
+/* ---- Resolving ----------------------------------------------------------------- */
+
+static int stop_cb(const char *path, void *arg)
+{
+	(void)path;
+	(void)arg;
+	return 1;
+}
+
+static bool cluster_exists(struct imfs *fs, const struct im_sig *sig)
+{
+	return im_index_cluster_members(fs->model->idx, sig, stop_cb, NULL) ==
+	       1;
+}
+
+int view_get(struct imfs *fs, uint64_t ino, struct vobj *out)
+{
+	memset(out, 0, sizeof(*out));
+	switch (ino) {
+	case INO_ROOT: out->kind = V_ROOT; return 0;
+	case INO_STATUS: out->kind = V_STATUS; return 0;
+	case INO_CLUSTERS: out->kind = V_CLUSTERS; return 0;
 	}
-	free(fs->hash);
-	fs->hash = nh;
-	fs->hash_size = ns;
-	return 0;
-}
-
-static void hash_insert(struct imfs *fs, struct node *n)
-{
-	if (fs->hash_used + 1 > fs->hash_size / 2 * 3 / 2)
-		hash_grow(fs); /* on failure chains just grow longer */
-	size_t h = name_hash(n->parent, n->name) & (fs->hash_size - 1);
-	n->hnext = fs->hash[h];
-	fs->hash[h] = n;
-	fs->hash_used++;
-}
-
-static void hash_delete(struct imfs *fs, struct node *n)
-{
-	size_t h = name_hash(n->parent, n->name) & (fs->hash_size - 1);
-	for (struct node **pp = &fs->hash[h]; *pp; pp = &(*pp)->hnext) {
-		if (*pp == n) {
-			*pp = n->hnext;
-			n->hnext = NULL;
-			fs->hash_used--;
-			return;
-		}
-	}
-}
-
-static void link_child(struct node *dir, struct node *n)
-{
-	n->parent = dir;
-	n->prev = NULL;
-	n->next = dir->child;
-	if (dir->child)
-		dir->child->prev = n;
-	dir->child = n;
-}
-
-static void unlink_child(struct node *n)
-{
-	if (n->prev)
-		n->prev->next = n->next;
-	else if (n->parent)
-		n->parent->child = n->next;
-	if (n->next)
-		n->next->prev = n->prev;
-	n->next = n->prev = NULL;
-}
-
-static struct node *node_new(struct imfs *fs, const char *name, bool dir)
-{
-	struct node *n = calloc(1, sizeof(*n));
-
-	if (!n)
-		return NULL;
-	n->name = strdup(name);
-	if (!n->name) {
-		free(n);
-		return NULL;
-	}
-	n->id = fs->next_id++;
-	n->wd = -1;
-	n->flags = dir ? NODE_DIR : 0;
-	n->status = NODE_UNKNOWN;
-	n->seen = fs->scan_gen;
-	n->mode = dir ? 0755 : 0644;
-	n->uid = fs->owner_uid;
-	n->gid = fs->owner_gid;
-	return n;
-}
-
-void view_node_free(struct node *n)
-{
-	free(n->name);
-	free(n);
-}
-
-int view_init(struct imfs *fs)
-{
-	struct stat st;
-
-	fs->next_id = 1;
-	if (hash_grow(fs))
-		return -ENOMEM;
-	fs->root = node_new(fs, "", true);
-	if (!fs->root)
-		return -ENOMEM;
-	if (fstat(fs->srcfd, &st) == 0)
-		view_set_stat(fs, fs->root, &st);
-	fs->dirs = 1;
-	return 0;
-}
-
-static void free_subtree(struct node *n)
-{
-	struct node *c, *next;
-	for (c = n->child; c; c = next) {
-		next = c->next;
-		free_subtree(c);
-	}
-	view_node_free(n);
-}
-
-void view_release(struct imfs *fs)
-{
-	if (fs->root)
-		free_subtree(fs->root);
-	fs->root = NULL;
-	free(fs->hash);
-	fs->hash = NULL;
-	free(fs->links);
-	fs->links = NULL;
-}
-
-struct node *view_child(struct imfs *fs, struct node *dir, const char *name)
-{
-	size_t h = name_hash(dir, name) & (fs->hash_size - 1);
-	for (struct node *n = fs->hash[h]; n; n = n->hnext)
-		if (n->parent == dir && !strcmp(n->name, name))
-			return n;
-	return NULL;
-}
-
-struct node *view_lookup(struct imfs *fs, const char *path)
-{
-	struct node *n = fs->root;
-	char comp[4096];
-
-	while (n && *path) {
-		const char *slash = strchr(path, '/');
-		size_t len = slash ? (size_t)(slash - path) : strlen(path);
-		if (len >= sizeof(comp) || !(n->flags & NODE_DIR))
-			return NULL;
-		memcpy(comp, path, len);
-		comp[len] = 0;
-		n = view_child(fs, n, comp);
-		path += len;
-		if (*path == '/')
-			path++;
-	}
-	return n;
-}
-
-struct node *view_ensure(struct imfs *fs, const char *path, bool dir)
-{
-	struct node *n = fs->root;
-	char comp[4096];
-
-	while (*path) {
-		const char *slash = strchr(path, '/');
-		size_t len = slash ? (size_t)(slash - path) : strlen(path);
-		bool last = !slash;
-		if (len >= sizeof(comp) || !(n->flags & NODE_DIR))
-			return NULL;
-		memcpy(comp, path, len);
-		comp[len] = 0;
-		struct node *c = view_child(fs, n, comp);
-		bool want_dir = last ? dir : true;
-		if (c && !!(c->flags & NODE_DIR) != want_dir) {
-			/* A file became a directory or the reverse. */
-			view_remove(fs, c);
-			c = NULL;
-		}
-		if (!c) {
-			c = node_new(fs, comp, want_dir);
-			if (!c)
-				return NULL;
-			link_child(n, c);
-			hash_insert(fs, c);
-			if (want_dir)
-				fs->dirs++;
-			else
-				fs->count[5]++;
-			view_changed(fs);
-		}
-		n = c;
-		path += len;
-		if (*path == '/')
-			path++;
-	}
-	return n;
-}
-
-char *view_path(const struct node *n)
-{
-	size_t len = 0;
-	const struct node *p;
-
-	for (p = n; p && p->parent; p = p->parent)
-		len += strlen(p->name) + 1;
-	char *s = malloc(len + 1);
-	if (!s)
-		return NULL;
-	s[len ? len - 1 : 0] = 0;
-	size_t end = len ? len - 1 : 0;
-	for (p = n; p && p->parent; p = p->parent) {
-		size_t l = strlen(p->name);
-		end -= l;
-		memcpy(s + end, p->name, l);
-		if (end)
-			s[--end] = '/';
-	}
-	return s;
-}
-
-static int64_t mtime_ns(const struct stat *st)
-{
-	return (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
-}
-
-void view_set_stat(struct imfs *fs, struct node *n, const struct stat *st)
-{
-	if (n->mode != (st->st_mode & 07777) || n->uid != st->st_uid ||
-	    n->gid != st->st_gid)
-		view_changed(fs);
-	n->mode = st->st_mode & 07777;
-	n->uid = st->st_uid;
-	n->gid = st->st_gid;
-	if (n->flags & NODE_DIR) {
-		n->mtime_ns = mtime_ns(st);
-		n->src_ino = st->st_ino;
-	}
-}
-
-/* ---- Hard links ---------------------------------------------------------- */
-
-#define LINKS_SIZE 1024
-
-static void links_remove(struct imfs *fs, struct node *n)
-{
-	if (!(n->flags & NODE_LINKED))
-		return;
-	size_t h = n->src_ino % fs->links_size;
-	for (struct node **pp = &fs->links[h]; *pp; pp = &(*pp)->lnext) {
-		if (*pp == n) {
-			*pp = n->lnext;
-			break;
-		}
-	}
-	n->lnext = NULL;
-	n->flags &= ~NODE_LINKED;
-}
-
-static void links_insert(struct imfs *fs, struct node *n)
-{
-	if (!fs->links) {
-		fs->links = calloc(LINKS_SIZE, sizeof(*fs->links));
-		if (!fs->links)
-			return;
-		fs->links_size = LINKS_SIZE;
-	}
-	size_t h = n->src_ino % fs->links_size;
-	n->lnext = fs->links[h];
-	fs->links[h] = n;
-	n->flags |= NODE_LINKED;
-}
-
-void view_apply_links(struct imfs *fs, struct node *n, const struct stat *st,
-		      const struct im_doc_sigs *d)
-{
-	if (!(n->flags & NODE_LINKED))
-		return;
-	size_t h = n->src_ino % fs->links_size;
-	for (struct node *o = fs->links[h]; o; o = o->lnext) {
-		if (o == n || o->src_ino != n->src_ino)
-			continue;
-		char *p = view_path(o);
-		if (p)
-			view_apply(fs, o, p, st, d);
-		free(p);
-	}
-}
-
-void view_changed(struct imfs *fs)
-{
-	fs->dirty = true;
-	inval_request(fs);
-}
-
-static unsigned status_slot(uint8_t status)
-{
-	return status <= IM_DOC_ERROR ? status : 5;
-}
-
-void view_apply(struct imfs *fs, struct node *n, const char *path,
-		const struct stat *st, const struct im_doc_sigs *d)
-{
-	bool was_doc = node_is_doc(n);
-
-	fs->count[status_slot(n->status)]--;
-	if (st && st->st_ino) {
-		view_set_stat(fs, n, st);
-		if (n->src_ino != st->st_ino || st->st_nlink < 2)
-			links_remove(fs, n);
-		n->size = (uint64_t)st->st_size;
-		n->mtime_ns = mtime_ns(st);
-		n->src_ino = st->st_ino;
-		if (st->st_nlink > 1 && !(n->flags & NODE_LINKED))
-			links_insert(fs, n);
-	}
-	n->status = d->status;
-	fs->count[status_slot(n->status)]++;
-	if (node_is_doc(n)) {
-		if (im_index_put(fs->idx, path, d)) {
-			/* Out of memory: show it as an error, retried later. */
-			fs->count[status_slot(n->status)]--;
-			n->status = IM_DOC_ERROR;
-			fs->count[IM_DOC_ERROR]++;
-			if (was_doc)
-				im_index_remove(fs->idx, path);
-		}
-	} else if (was_doc) {
-		im_index_remove(fs->idx, path);
-	}
-	view_changed(fs);
-}
-
-/* Detach @p n (and its subtree) from the hash, the index and the counters. */
-static void detach(struct imfs *fs, struct node *n, char *path)
-{
-	struct node *c, *next;
-
-	for (c = n->child; c; c = next) {
-		next = c->next;
-		size_t l = strlen(path);
-		char *cp = malloc(l + strlen(c->name) + 2);
-		if (cp) {
-			if (l)
-				memcpy(cp, path, l), cp[l++] = '/';
-			strcpy(cp + l, c->name);
-		}
-		detach(fs, c, cp ? cp : path);
-		if (cp)
-			free(cp);
-	}
-	hash_delete(fs, n);
-	if (n->flags & NODE_DIR) {
-		watch_forget(fs, n);
-		fs->dirs--;
-	} else {
-		if (node_is_doc(n))
-			im_index_remove(fs->idx, path);
-		fs->count[status_slot(n->status)]--;
-		links_remove(fs, n);
-	}
-	unlink_child(n);
-	n->parent = NULL;
-	n->child = NULL;
-	if (n->flags & (NODE_QUEUED | NODE_SIGNING))
-		n->flags |= NODE_DEAD; /* a worker frees it */
-	else
-		view_node_free(n);
-}
-
-void view_remove(struct imfs *fs, struct node *n)
-{
-	if (n == fs->root)
-		return;
-	char *path = view_path(n);
-	if (!path)
-		return;
-	detach(fs, n, path);
-	free(path);
-	view_changed(fs);
-}
-
-/* Rename, in the index, every document under @p n from @p from to @p to. */
-static void rename_docs(struct imfs *fs, struct node *n, const char *from,
-			const char *to)
-{
-	if (!(n->flags & NODE_DIR)) {
-		if (node_is_doc(n))
-			im_index_rename(fs->idx, from, to);
-		return;
-	}
-	size_t fl = strlen(from), tl = strlen(to);
-	for (struct node *c = n->child; c; c = c->next) {
-		size_t cl = strlen(c->name);
-		char *a = malloc(fl + cl + 2), *b = malloc(tl + cl + 2);
-		if (a && b) {
-			sprintf(a, "%s%s%s", from, fl ? "/" : "", c->name);
-			sprintf(b, "%s%s%s", to, tl ? "/" : "", c->name);
-			rename_docs(fs, c, a, b);
-		}
-		free(a);
-		free(b);
-	}
-}
-
-int view_move(struct imfs *fs, struct node *n, struct node *dir,
-	      const char *name)
-{
-	char *from = NULL, *to = NULL, *nn = NULL;
-	int ret = -ENOMEM;
-
-	if (n == fs->root)
-		return -EINVAL;
-	/* Never move a directory under itself. */
-	for (struct node *p = dir; p; p = p->parent)
-		if (p == n)
-			return -EINVAL;
-	struct node *old = view_child(fs, dir, name);
-	if (old == n)
+	if (ino & CTAB_INO_BIT) {
+		out->kind = V_CLUSTER;
+		if (ctab_name(fs->ctab, ino, &out->sig) ||
+		    !cluster_exists(fs, &out->sig))
+			return -ENOENT;
 		return 0;
-	if (old)
-		view_remove(fs, old);
-	from = view_path(n);
-	nn = strdup(name);
-	if (!from || !nn)
-		goto out;
-	hash_delete(fs, n);
-	unlink_child(n);
-	free(n->name);
-	n->name = nn;
-	nn = NULL;
-	link_child(dir, n);
-	hash_insert(fs, n);
-	to = view_path(n);
-	if (to)
-		rename_docs(fs, n, from, to);
-	view_changed(fs);
-	ret = 0;
-out:
-	free(from);
-	free(to);
-	free(nn);
+	}
+	struct node *n =
+		tree_by_id(fs->model->tree, ino_slot(ino), ino_gen(ino));
+	if (!n)
+		return -ENOENT;
+	out->node = n;
+	bool doc = node_is_doc(n);
+	switch (ino_sub(ino)) {
+	case SUB_DIR:
+		out->kind = (n->flags & NODE_DIR) ? V_DIR : V_DOC;
+		return (n->flags & NODE_DIR) || doc ? 0 : -ENOENT;
+	case SUB_DUPES: out->kind = V_DUPES; break;
+	case SUB_FILE: out->kind = V_FILE; break;
+	case SUB_SIGS: out->kind = V_SIGS; break;
+	case SUB_MEMBER: out->kind = V_MEMBER; break;
+	default: return -ENOENT;
+	}
+	return doc ? 0 : -ENOENT;
+}
+
+/* Calls @p cb for each member path of cluster or dupes directory @p dir. */
+static int members_foreach(struct imfs *fs, const struct vobj *dir,
+			   im_index_path_cb cb, void *arg)
+{
+	if (dir->kind == V_CLUSTER)
+		return im_index_cluster_members(fs->model->idx, &dir->sig, cb,
+						arg);
+	char *path = tree_path(dir->node);
+	if (!path)
+		return -ENOMEM;
+	int ret = im_index_dupes(fs->model->idx, path, cb, arg);
+	free(path);
 	return ret;
 }
 
-static void sweep(struct imfs *fs, struct node *dir, uint32_t gen)
+struct find_short {
+	const char *name;
+	char *path; /* found */
+};
+
+static int find_short_cb(const char *path, void *arg)
 {
-	struct node *c, *next;
-	for (c = dir->child; c; c = next) {
-		next = c->next;
-		if (c->seen != gen)
-			view_remove(fs, c);
-		else if (c->flags & NODE_DIR)
-			sweep(fs, c, gen);
-	}
+	struct find_short *f = arg;
+	char *name = member_name(path);
+	int ret = name && !strcmp(name, f->name);
+
+	free(name);
+	if (ret)
+		f->path = strdup(path);
+	return ret;
 }
 
-void view_sweep(struct imfs *fs, uint32_t gen)
+static int equal_cb(const char *path, void *arg)
 {
-	sweep(fs, fs->root, gen);
+	return strcmp(path, arg) == 0;
 }
 
-/* ---- Member names --------------------------------------------------------- */
-
-char *member_encode(const char *path)
+/* The document named @p name in cluster or dupes directory @p dir. */
+static int lookup_member(struct imfs *fs, const struct vobj *dir,
+			 const char *name, struct node **out)
 {
-	size_t extra = 0;
-	for (const char *p = path; *p; p++)
-		if (*p == '%' || *p == '/')
-			extra += 2;
-	char *s = malloc(strlen(path) + extra + 1), *o = s;
-	if (!s)
-		return NULL;
-	for (const char *p = path; *p; p++) {
-		if (*p == '%') {
-			memcpy(o, "%25", 3);
-			o += 3;
-		} else if (*p == '/') {
-			memcpy(o, "%2F", 3);
-			o += 3;
-		} else {
-			*o++ = *p;
+	char *path = NULL, *canon = NULL;
+	int ret = -ENOENT;
+
+	if (member_is_short(name)) {
+		struct find_short f = {name, NULL};
+		members_foreach(fs, dir, find_short_cb, &f);
+		path = f.path;
+	} else {
+		path = member_decode(name);
+		canon = path ? member_name(path) : NULL;
+		if (!canon || strcmp(canon, name))
+			goto out;
+		if (dir->kind == V_CLUSTER) {
+			struct im_sig s;
+			if (im_index_cluster_of(fs->model->idx, path, &s) ||
+			    im_sig_cmp(&s, &dir->sig))
+				goto out;
+		} else if (members_foreach(fs, dir, equal_cb, path) != 1) {
+			goto out;
 		}
 	}
-	*o = 0;
-	return s;
+	if (!path)
+		goto out;
+	*out = tree_lookup(fs->model->tree, path);
+	if (*out && node_is_doc(*out))
+		ret = 0;
+out:
+	free(path);
+	free(canon);
+	return ret;
 }
 
-char *member_decode(const char *name)
+static int lookup_cluster(struct imfs *fs, const char *name, struct vobj *out)
 {
-	char *s = malloc(strlen(name) + 1), *o = s;
-	if (!s)
-		return NULL;
-	for (const char *p = name; *p; p++) {
-		if (*p != '%') {
-			*o++ = *p;
-		} else if (!strncmp(p, "%25", 3)) {
-			*o++ = '%';
-			p += 2;
-		} else if (!strncmp(p, "%2F", 3)) {
-			*o++ = '/';
-			p += 2;
+	char hex[IM_SIG_HEX_LEN + 1];
+
+	out->kind = V_CLUSTER;
+	if (strlen(name) != IM_SIG_HEX_LEN || im_sig_parse(name, &out->sig))
+		return -ENOENT;
+	/* Only the canonical lower-case spelling is a name. */
+	im_sig_hex(&out->sig, hex);
+	if (strcmp(hex, name) || !cluster_exists(fs, &out->sig))
+		return -ENOENT;
+	return 0;
+}
+
+int view_lookup(struct imfs *fs, const struct vobj *dir, const char *name,
+		const struct vcaller *who, struct vobj *out)
+{
+	struct node *n;
+	int ret;
+
+	memset(out, 0, sizeof(*out));
+	switch (dir->kind) {
+	case V_ROOT:
+		if (self_call(fs, who))
+			return -ENOENT;
+		if (!strcmp(name, "status")) {
+			out->kind = V_STATUS;
+		} else if (!strcmp(name, "clusters")) {
+			out->kind = V_CLUSTERS;
+		} else if (!strcmp(name, "by-doc")) {
+			out->kind = V_DIR;
+			out->node = tree_root(fs->model->tree);
 		} else {
-			free(s);
+			return -ENOENT;
+		}
+		break;
+	case V_CLUSTERS: return lookup_cluster(fs, name, out);
+	case V_DIR:
+		n = tree_child(fs->model->tree, dir->node, name);
+		if (!n || (!(n->flags & NODE_DIR) && !node_is_doc(n)))
+			return -ENOENT;
+		out->kind = (n->flags & NODE_DIR) ? V_DIR : V_DOC;
+		out->node = n;
+		break;
+	case V_DOC:
+		out->node = dir->node;
+		if (!strcmp(name, "dupes"))
+			out->kind = V_DUPES;
+		else if (!strcmp(name, "file"))
+			out->kind = V_FILE;
+		else if (!strcmp(name, "signatures"))
+			out->kind = V_SIGS;
+		else
+			return -ENOENT;
+		break;
+	case V_CLUSTER:
+	case V_DUPES:
+		ret = lookup_member(fs, dir, name, &out->node);
+		if (ret)
+			return ret;
+		if (!may_see(fs, out->node, who))
+			return -ENOENT;
+		out->kind = V_MEMBER;
+		break;
+	default: return -ENOTDIR;
+	}
+	if (out->node)
+		node_mark_known(out->node);
+	return 0;
+}
+
+/* ---- Attributes ------------------------------------------------------------------ */
+
+static void set_time(struct stat *st, int64_t ns)
+{
+	st->st_mtim.tv_sec = ns / 1000000000;
+	st->st_mtim.tv_nsec = ns % 1000000000;
+	st->st_atim = st->st_ctim = st->st_mtim;
+}
+
+/* A document shown as a directory: searchable wherever it is readable. */
+static mode_t doc_dir_mode(const struct node *n)
+{
+	mode_t m = n->mode & 0777;
+	return S_IFDIR | m | ((m & 0444) >> 2);
+}
+
+static size_t target_len(const struct imfs *fs, const struct node *n)
+{
+	return strlen(fs->source_real) + 1 + tree_path_len(n);
+}
+
+static uint64_t vobj_ino(struct imfs *fs, const struct vobj *o)
+{
+	static const enum ino_sub sub[] = {
+		[V_DIR] = SUB_DIR,     [V_DOC] = SUB_DIR,
+		[V_DUPES] = SUB_DUPES, [V_FILE] = SUB_FILE,
+		[V_SIGS] = SUB_SIGS,   [V_MEMBER] = SUB_MEMBER,
+	};
+
+	switch (o->kind) {
+	case V_ROOT: return INO_ROOT;
+	case V_STATUS: return INO_STATUS;
+	case V_CLUSTERS: return INO_CLUSTERS;
+	case V_CLUSTER: return ctab_ino(fs->ctab, &o->sig);
+	default: return node_ino(o->node, sub[o->kind]);
+	}
+}
+
+static size_t sigs_text(struct imfs *fs, const struct node *n, char *out,
+			size_t cap);
+
+static mode_t kind_type(enum vkind k)
+{
+	switch (k) {
+	case V_STATUS:
+	case V_SIGS: return S_IFREG;
+	case V_FILE:
+	case V_MEMBER: return S_IFLNK;
+	default: return S_IFDIR;
+	}
+}
+
+void view_stat(struct imfs *fs, const struct vobj *o, struct stat *st)
+{
+	const struct node *n = o->node;
+	char *text;
+	size_t len;
+
+	memset(st, 0, sizeof(*st));
+	st->st_ino = vobj_ino(fs, o);
+	st->st_uid = n ? n->uid : fs->owner_uid;
+	st->st_gid = n ? n->gid : fs->owner_gid;
+	st->st_nlink = 1;
+	st->st_blksize = 4096;
+	set_time(st, n ? n->mtime_ns : (int64_t)fs->started * 1000000000);
+	if (S_ISDIR(kind_type(o->kind)))
+		set_time(st, fs->model->clock_ns); /* see model.h */
+	switch (o->kind) {
+	case V_ROOT:
+	case V_CLUSTERS:
+	case V_CLUSTER:
+		st->st_mode = S_IFDIR | 0555;
+		st->st_nlink = 2;
+		break;
+	case V_STATUS:
+		st->st_mode = S_IFREG | 0444;
+		if (!view_text(fs, o, &text, &len)) {
+			st->st_size = (off_t)len;
+			free(text);
+		}
+		set_time(st, (int64_t)time(NULL) * 1000000000);
+		break;
+	case V_DIR:
+		st->st_mode = S_IFDIR | (n->mode & 07777);
+		st->st_nlink = 2;
+		break;
+	case V_DOC:
+	case V_DUPES:
+		st->st_mode = doc_dir_mode(n);
+		st->st_nlink = 2;
+		break;
+	case V_FILE:
+	case V_MEMBER:
+		st->st_mode = S_IFLNK | 0777;
+		st->st_size = (off_t)target_len(fs, n);
+		break;
+	case V_SIGS:
+		st->st_mode = S_IFREG | (n->mode & 0444);
+		st->st_size = (off_t)sigs_text(fs, n, NULL, 0);
+		break;
+	}
+	st->st_blocks = (st->st_size + 511) / 512;
+}
+
+/* ---- Listings ----------------------------------------------------------------------- */
+
+struct lister {
+	struct imfs *fs;
+	const struct vcaller *who;
+	struct vlist *l;
+	size_t cap;
+	int err;
+};
+
+static struct ventry *list_add(struct lister *ls, const char *name,
+			       const struct vobj *o)
+{
+	struct vlist *l = ls->l;
+
+	if (ls->err)
+		return NULL;
+	if (l->n == ls->cap) {
+		size_t nc = ls->cap ? ls->cap * 2 : 16;
+		struct ventry *v = realloc(l->v, nc * sizeof(*v));
+		if (!v) {
+			ls->err = -ENOMEM;
 			return NULL;
 		}
+		l->v = v;
+		ls->cap = nc;
 	}
-	*o = 0;
-	/* Only canonical names: no empty component, no leading or double '/'. */
-	if (!*s || s[0] == '/' || strstr(s, "//") || s[strlen(s) - 1] == '/') {
-		free(s);
+	struct ventry *e = &l->v[l->n];
+	memset(e, 0, sizeof(*e));
+	e->name = strdup(name);
+	if (!e->name) {
+		ls->err = -ENOMEM;
 		return NULL;
 	}
-	return s;
+	if (o) {
+		view_stat(ls->fs, o, &e->st);
+		if (o->node)
+			node_mark_known(o->node);
+		if (o->kind == V_CLUSTER) {
+			e->cluster = 1;
+			e->sig = o->sig;
+		}
+	} else {
+		e->st.st_mode = S_IFDIR; /* "." and "..": no inode given */
+	}
+	l->n++;
+	return e;
+}
+
+static int list_member_cb(const char *path, void *arg)
+{
+	struct lister *ls = arg;
+	struct vobj o = {.kind = V_MEMBER,
+			 .node = tree_lookup(ls->fs->model->tree, path)};
+
+	if (!o.node || !node_is_doc(o.node) ||
+	    !may_see(ls->fs, o.node, ls->who))
+		return 0;
+	char *name = member_name(path);
+	if (!name) {
+		ls->err = -ENOMEM;
+		return 1;
+	}
+	list_add(ls, name, &o);
+	free(name);
+	return ls->err ? 1 : 0;
+}
+
+static int list_cluster_cb(const struct im_sig *name, size_t size, void *arg)
+{
+	struct lister *ls = arg;
+	struct vobj o = {.kind = V_CLUSTER, .sig = *name};
+	char hex[IM_SIG_HEX_LEN + 1];
+
+	(void)size;
+	im_sig_hex(name, hex);
+	list_add(ls, hex, &o);
+	return ls->err ? 1 : 0;
+}
+
+static void list_dir(struct lister *ls, struct node *dir)
+{
+	for (struct node *c = dir->child; c && !ls->err; c = c->next) {
+		if (!(c->flags & NODE_DIR) && !node_is_doc(c))
+			continue;
+		struct vobj o = {.kind = (c->flags & NODE_DIR) ? V_DIR : V_DOC,
+				 .node = c};
+		list_add(ls, c->name, &o);
+	}
+}
+
+int view_list(struct imfs *fs, const struct vobj *dir,
+	      const struct vcaller *who, struct vlist *out)
+{
+	struct lister ls = {fs, who, out, 0, 0};
+	static const char *const doc_names[] = {"dupes", "file", "signatures"};
+
+	memset(out, 0, sizeof(*out));
+	list_add(&ls, ".", NULL);
+	list_add(&ls, "..", NULL);
+	switch (dir->kind) {
+	case V_ROOT:
+		if (self_call(fs, who))
+			break;
+		for (unsigned i = 0; i < 3; i++) {
+			static const char *const top[] = {"clusters", "by-doc",
+							  "status"};
+			struct vobj o;
+			struct vobj root = {.kind = V_ROOT};
+			if (!view_lookup(fs, &root, top[i], who, &o))
+				list_add(&ls, top[i], &o);
+		}
+		break;
+	case V_CLUSTERS:
+		im_index_foreach_cluster(fs->model->idx, list_cluster_cb, &ls);
+		break;
+	case V_CLUSTER:
+	case V_DUPES:
+		if (members_foreach(fs, dir, list_member_cb, &ls) < 0 &&
+		    !ls.err && dir->kind == V_DUPES)
+			ls.err = -ENOMEM;
+		break;
+	case V_DIR: list_dir(&ls, dir->node); break;
+	case V_DOC:
+		for (unsigned i = 0; i < 3; i++) {
+			struct vobj o;
+			if (!view_lookup(fs, dir, doc_names[i], who, &o))
+				list_add(&ls, doc_names[i], &o);
+		}
+		break;
+	default: ls.err = -ENOTDIR; break;
+	}
+	if (ls.err)
+		view_list_free(out);
+	return ls.err;
+}
+
+void view_list_free(struct vlist *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		free(l->v[i].name);
+	free(l->v);
+	l->v = NULL;
+	l->n = 0;
+}
+
+/* ---- Content --------------------------------------------------------------------- */
+
+int view_readlink(struct imfs *fs, const struct vobj *o, char **out)
+{
+	*out = NULL;
+	if (o->kind != V_FILE && o->kind != V_MEMBER)
+		return -EINVAL;
+	size_t sl = strlen(fs->source_real), cap = target_len(fs, o->node) + 1;
+	char *s = malloc(cap);
+	if (!s)
+		return -ENOMEM;
+	memcpy(s, fs->source_real, sl);
+	s[sl] = '/';
+	tree_path_into(o->node, s + sl + 1, cap - sl - 1);
+	*out = s;
+	return 0;
+}
+
+/* snprintf-like: writes what fits in out[0..cap), returns the full length. */
+static size_t sigs_text(struct imfs *fs, const struct node *n, char *out,
+			size_t cap)
+{
+	struct im_doc_sigs d;
+	size_t len = 0;
+	char *path = tree_path(n);
+
+	if (!path || im_index_get(fs->model->idx, path, &d)) {
+		free(path);
+		return 0;
+	}
+	free(path);
+	for (unsigned k = 0; k < d.ncoords; k++) {
+		char line[IM_SIG_HEX_LEN + 2] = "-";
+		if (d.valid & (1u << k))
+			im_sig_hex(&d.sig[k], line);
+		strcat(line, "\n");
+		size_t l = strlen(line);
+		if (out && len + l <= cap)
+			memcpy(out + len, line, l);
+		len += l;
+	}
+	return len;
+}
+
+int view_text(struct imfs *fs, const struct vobj *o, char **out, size_t *len)
+{
+	size_t n;
+
+	*out = NULL;
+	if (o->kind == V_STATUS)
+		n = status_text(fs, NULL, 0);
+	else if (o->kind == V_SIGS)
+		n = sigs_text(fs, o->node, NULL, 0);
+	else
+		return o->kind == V_FILE || o->kind == V_MEMBER ? -EINVAL
+								: -EISDIR;
+	*out = malloc(n + 1);
+	if (!*out)
+		return -ENOMEM;
+	*len = o->kind == V_STATUS ? status_text(fs, *out, n)
+				   : sigs_text(fs, o->node, *out, n);
+	if (*len > n)
+		*len = n;
+	return 0;
 }

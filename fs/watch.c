@@ -1,27 +1,21 @@
 /**
  * @file watch.c
- * The inotify watcher: one watch per directory of the source, placed by the
- * scanner as it walks (and here, as directories appear), so the whole tree is
- * followed.
+ * The inotify watcher (watch.h).
  *
  * Events are read as libuv does (non-blocking fd, retry on EINTR, stop on
- * EAGAIN, step by sizeof(*e) + e->len) and applied to the tree under
- * tree_lock: files closed after writing, created or moved in are queued for
- * the signing workers; deletes and moves out remove nodes; a MOVED_FROM and
- * the MOVED_TO with the same cookie in the same read are one rename (a
- * directory rename renames every document under it in the index). A new
- * directory is walked at once for what was created in it before its watch
- * existed. IN_Q_OVERFLOW asks the scanner for a full rescan; ENOSPC from
- * inotify_add_watch (the watch limit) is reported in `status` and the log,
- * and the scanner then rescans periodically.
+ * EAGAIN, step by sizeof(*e) + e->len) and applied to the model under the
+ * tree lock. What needs the disk (a stat, walking a new directory) is
+ * collected first with the lock released, then applied: a new directory is
+ * walked at once with core's walker (its watch is added before its names
+ * are read, so nothing created meanwhile is missed).
  *
  * Watches are added by path "/proc/self/fd/<srcfd>/<relative path>", which
  * resolves through the source's directory fd, never through the mountpoint.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,119 +23,186 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "daemon.h"
+#include "model.h"
+#include "scan.h"
+#include "scanner.h"
+#include "util.h"
+#include "watch.h"
+#include "workers.h"
 
-#define WATCH_MASK                                                          \
-	(IN_CLOSE_WRITE | IN_MODIFY | IN_CREATE | IN_DELETE | IN_MOVED_FROM | \
-	 IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF | IN_ATTRIB |         \
+#define WATCH_MASK                                                             \
+	(IN_CLOSE_WRITE | IN_MODIFY | IN_CREATE | IN_DELETE | IN_MOVED_FROM |  \
+	 IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF | IN_ATTRIB |             \
 	 IN_ONLYDIR | IN_DONT_FOLLOW | IN_EXCL_UNLINK)
 
-int watch_init(struct imfs *fs)
+/*
+ * Files written without a close-after-write (truncate(2), or a writer that
+ * keeps its file open): IN_MODIFY puts them here, and they are looked at
+ * MODIFY_SETTLE_MS after their last IN_MODIFY unless IN_CLOSE_WRITE came
+ * first. Writers that close (the usual case) are signed once, on close.
+ */
+#define MODIFY_SETTLE_MS 100
+#define MODIFY_MAX	 4096
+/* A lone MOVED_FROM waits this long for its MOVED_TO (same read, usually). */
+#define MOVE_PAIR_MS 20
+
+struct modified {
+	char **paths;
+	int64_t *when; /* ms, monotonic */
+	size_t n, cap;
+};
+
+/* A MOVED_FROM waiting for its MOVED_TO. By path: the node itself may be
+ * freed by a sweep before the pair arrives. */
+struct pending_move {
+	uint32_t cookie;
+	char *path; /* or NULL */
+};
+
+struct watch {
+	struct imfs *fs;
+	int ifd, stop_pipe[2];
+	pthread_t tid;
+	bool started;
+	struct node **wd_map; /* wd -> directory; tree lock */
+	size_t wd_cap;
+	uint64_t watches, events; /* atomics */
+	int limit;		  /* atomic */
+	/* The thread's own. */
+	struct pending_move mv;
+	struct modified mod;
+};
+
+int watch_new(struct imfs *fs, struct watch **out)
 {
-	fs->stop_pipe[0] = fs->stop_pipe[1] = -1;
-	fs->ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-	if (fs->ifd < 0)
-		return -errno;
-	if (pipe2(fs->stop_pipe, O_CLOEXEC | O_NONBLOCK))
-		return -errno;
+	struct watch *w = calloc(1, sizeof(*w));
+
+	*out = NULL;
+	if (!w)
+		return -ENOMEM;
+	w->fs = fs;
+	w->stop_pipe[0] = w->stop_pipe[1] = -1;
+	w->ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	if (w->ifd < 0 || pipe2(w->stop_pipe, O_CLOEXEC | O_NONBLOCK)) {
+		imfs_log(LOG_WARNING,
+			 "inotify unavailable (%s): rescanning "
+			 "every %u s",
+			 strerror(errno), fs->opts->rescan);
+		if (w->ifd >= 0)
+			close(w->ifd);
+		w->ifd = -1;
+		w->limit = 1;
+	}
+	*out = w;
 	return 0;
 }
 
-static int wd_map_set(struct imfs *fs, int wd, struct node *n)
+void watch_free(struct watch *w)
 {
-	if ((size_t)wd >= fs->wd_cap) {
-		size_t nc = fs->wd_cap ? fs->wd_cap : 1024;
+	if (!w)
+		return;
+	if (w->ifd >= 0)
+		close(w->ifd);
+	for (int i = 0; i < 2; i++)
+		if (w->stop_pipe[i] >= 0)
+			close(w->stop_pipe[i]);
+	free(w->wd_map);
+	free(w);
+}
+
+void watch_stats(struct watch *w, struct watch_stats *out)
+{
+	out->watches = __atomic_load_n(&w->watches, __ATOMIC_RELAXED);
+	out->events = __atomic_load_n(&w->events, __ATOMIC_RELAXED);
+	out->limit = __atomic_load_n(&w->limit, __ATOMIC_RELAXED);
+}
+
+/* ---- Watches --------------------------------------------------------------- */
+
+static struct node *wd_node(const struct watch *w, int wd)
+{
+	return wd >= 0 && (size_t)wd < w->wd_cap ? w->wd_map[wd] : NULL;
+}
+
+static int wd_map_set(struct watch *w, int wd, struct node *n)
+{
+	if ((size_t)wd >= w->wd_cap) {
+		size_t nc = w->wd_cap ? w->wd_cap : 1024;
 		while (nc <= (size_t)wd)
 			nc *= 2;
-		struct node **m = realloc(fs->wd_map, nc * sizeof(*m));
+		struct node **m = realloc(w->wd_map, nc * sizeof(*m));
 		if (!m)
 			return -ENOMEM;
-		memset(m + fs->wd_cap, 0, (nc - fs->wd_cap) * sizeof(*m));
-		fs->wd_map = m;
-		fs->wd_cap = nc;
+		memset(m + w->wd_cap, 0, (nc - w->wd_cap) * sizeof(*m));
+		w->wd_map = m;
+		w->wd_cap = nc;
 	}
-	fs->wd_map[wd] = n;
+	w->wd_map[wd] = n;
 	return 0;
 }
 
-static struct node *wd_node(struct imfs *fs, int wd)
-{
-	return wd >= 0 && (size_t)wd < fs->wd_cap ? fs->wd_map[wd] : NULL;
-}
-
-int watch_path(struct imfs *fs, const char *path)
+int watch_dir(struct watch *w, const char *path)
 {
 	char buf[8192];
 
-	if (fs->ifd < 0 || __atomic_load_n(&fs->watch_limit, __ATOMIC_RELAXED))
+	if (w->ifd < 0 || __atomic_load_n(&w->limit, __ATOMIC_RELAXED))
 		return -1;
 	/* "/." for the root: IN_DONT_FOLLOW must not stop at the fd's link. */
 	if ((size_t)snprintf(buf, sizeof(buf), "/proc/self/fd/%d/%s",
-			     fs->srcfd, *path ? path : ".") >= sizeof(buf))
+			     w->fs->srcfd, *path ? path : ".") >= sizeof(buf))
 		return -1; /* too deep to watch */
-	int wd = inotify_add_watch(fs->ifd, buf, WATCH_MASK);
+	int wd = inotify_add_watch(w->ifd, buf, WATCH_MASK);
 	if (wd < 0 && errno == ENOSPC &&
-	    !__atomic_exchange_n(&fs->watch_limit, 1, __ATOMIC_RELAXED))
+	    !__atomic_exchange_n(&w->limit, 1, __ATOMIC_RELAXED))
 		imfs_log(LOG_WARNING,
 			 "inotify watch limit reached after %llu directories "
 			 "(raise fs.inotify.max_user_watches); falling back to "
 			 "a rescan every %u s",
-			 (unsigned long long)fs->watches, fs->rescan_secs);
+			 (unsigned long long)w->watches, w->fs->opts->rescan);
 	return wd;
 }
 
-void watch_bind(struct imfs *fs, struct node *n, int wd)
+/* Forget the binding of @p wd, if @p n holds it. */
+static void unbind(struct watch *w, struct node *n)
 {
-	if (wd < 0)
-		return;
-	struct node *old = wd_node(fs, wd);
-	if (old == n)
-		return;
-	if (old)
-		old->wd = -1; /* the same directory under a new node */
-	else
-		__atomic_add_fetch(&fs->watches, 1, __ATOMIC_RELAXED);
-	if (n->wd >= 0 && wd_node(fs, n->wd) == n) {
-		fs->wd_map[n->wd] = NULL;
-		__atomic_sub_fetch(&fs->watches, 1, __ATOMIC_RELAXED);
-	}
-	n->wd = wd;
-	wd_map_set(fs, wd, n);
-}
-
-void watch_forget(struct imfs *fs, struct node *n)
-{
-	if (n->wd < 0)
-		return;
-	if (wd_node(fs, n->wd) == n) {
-		fs->wd_map[n->wd] = NULL;
-		/* The directory may live on elsewhere (moved out). */
-		inotify_rm_watch(fs->ifd, n->wd);
-		__atomic_sub_fetch(&fs->watches, 1, __ATOMIC_RELAXED);
+	if (n->wd >= 0 && wd_node(w, n->wd) == n) {
+		w->wd_map[n->wd] = NULL;
+		__atomic_sub_fetch(&w->watches, 1, __ATOMIC_RELAXED);
 	}
 	n->wd = -1;
 }
 
-static bool name_wanted(struct imfs *fs, const char *name)
+void watch_bind(struct watch *w, struct node *n, int wd)
 {
-	return fs->params.hidden || name[0] != '.';
-}
-
-static char *join(const char *dir, const char *name)
-{
-	size_t dl = strlen(dir), nl = strlen(name);
-	char *s = malloc(dl + nl + 2);
-	if (!s)
-		return NULL;
-	if (dl) {
-		memcpy(s, dir, dl);
-		s[dl++] = '/';
+	if (wd < 0)
+		return;
+	struct node *old = wd_node(w, wd);
+	if (old == n)
+		return;
+	if (old)
+		unbind(w, old); /* the same directory under a new node */
+	unbind(w, n);
+	if (wd_map_set(w, wd, n)) {
+		inotify_rm_watch(w->ifd, wd);
+		return;
 	}
-	memcpy(s + dl, name, nl + 1);
-	return s;
+	n->wd = wd;
+	__atomic_add_fetch(&w->watches, 1, __ATOMIC_RELAXED);
 }
 
-/* What a look at the disk found, applied under tree_lock afterwards. */
+void watch_forget(struct watch *w, struct node *n)
+{
+	int wd = n->wd;
+
+	if (wd >= 0 && wd_node(w, wd) == n)
+		/* The directory may live on elsewhere (moved out). */
+		inotify_rm_watch(w->ifd, wd);
+	unbind(w, n);
+}
+
+/* ---- Looking at the disk (no lock held) --------------------------------------- */
+
+/* What a look at the disk found, applied under the tree lock afterwards. */
 struct found {
 	char *path;
 	struct stat st;
@@ -149,6 +210,8 @@ struct found {
 };
 
 struct found_list {
+	struct watch *w;
+	const char *base; /* the looked-at path the walk is under */
 	struct found *v;
 	size_t n, cap;
 };
@@ -162,9 +225,12 @@ static void found_release(struct found_list *l)
 	l->n = l->cap = 0;
 }
 
+/* Takes ownership of @p path. */
 static struct found *found_add(struct found_list *l, char *path,
 			       const struct stat *st)
 {
+	if (!path)
+		return NULL;
 	if (l->n == l->cap) {
 		size_t nc = l->cap ? l->cap * 2 : 16;
 		struct found *v = realloc(l->v, nc * sizeof(*v));
@@ -182,122 +248,116 @@ static struct found *found_add(struct found_list *l, char *path,
 	return f;
 }
 
-/*
- * Look at @p path with no lock held: a file, or a directory, which is
- * watched and then walked at once for what was created in it before its
- * watch existed (what comes after the watch raises events).
- */
-static void look(struct imfs *fs, const char *path, struct found_list *l,
-		 int depth)
+static char *under_base(const struct found_list *l, const char *rel)
 {
-	struct stat st;
-	struct dirent *de;
-	DIR *d;
+	return *rel ? path_join(l->base, rel) : strdup(l->base);
+}
 
+static int walk_dir_cb(const char *rel, const struct stat *st, void *arg)
+{
+	struct found_list *l = arg;
+	struct imfs *fs = l->w->fs;
+
+	if (fs->fuse_dev && st->st_dev == fs->fuse_dev)
+		return 0; /* our own mount: view.c shows it empty to us */
+	struct found *f = found_add(l, under_base(l, rel), st);
+	if (!f)
+		return -ENOMEM;
+	f->wd = watch_dir(l->w, f->path);
+	return 0;
+}
+
+static int walk_file_cb(const char *rel, const struct stat *st, void *arg)
+{
+	struct found_list *l = arg;
+
+	return found_add(l, under_base(l, rel), st) ? 0 : -ENOMEM;
+}
+
+/*
+ * Look at @p path: a file, or a directory, which is watched and walked (with
+ * @p deep) for what was created in it before its watch existed.
+ */
+static void look(struct watch *w, const char *path, bool deep,
+		 struct found_list *l)
+{
+	struct imfs *fs = w->fs;
+	struct stat st;
+
+	l->w = w;
+	l->base = path;
 	if (fstatat(fs->srcfd, path, &st, AT_SYMLINK_NOFOLLOW))
 		return;
-	if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
+	if (st.st_dev == fs->state_dev && st.st_ino == fs->state_ino)
 		return;
-	if (fs->state_ino && st.st_dev == fs->state_dev &&
-	    st.st_ino == fs->state_ino)
+	if (S_ISREG(st.st_mode) || (S_ISDIR(st.st_mode) && !deep)) {
+		found_add(l, strdup(path), &st);
 		return;
-	if (fs->fuse_dev && st.st_dev == fs->fuse_dev)
-		return; /* our own mount */
-	char *cp = strdup(path);
-	struct found *f = cp ? found_add(l, cp, &st) : NULL;
-	if (!f || !S_ISDIR(st.st_mode) || depth > 256)
+	}
+	if (!S_ISDIR(st.st_mode))
 		return;
-	f->wd = watch_path(fs, path);
 	int fd = openat(fs->srcfd, path,
 			O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return;
-	d = fdopendir(fd);
-	if (!d) {
-		close(fd);
-		return;
-	}
-	while ((de = readdir(d))) {
-		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") ||
-		    !name_wanted(fs, de->d_name))
-			continue;
-		char *sub = join(path, de->d_name);
-		if (sub)
-			look(fs, sub, l, depth + 1);
-		free(sub);
-	}
-	closedir(d);
+	struct im_scan_counts counts = {0};
+	struct im_walk_ops ops = {
+		.dir = walk_dir_cb,
+		.file = walk_file_cb,
+		.arg = l,
+		.skip_dev = fs->state_dev,
+		.skip_ino = fs->state_ino,
+	};
+	im_walk(fd, &fs->opts->params, &ops, &counts);
+	close(fd);
 }
 
-static bool changed(const struct node *n, const struct stat *st)
+/* Apply what look() found. Tree lock held exclusively. */
+static void apply_found(struct watch *w, struct found_list *l, bool resign)
 {
-	return n->status == NODE_UNKNOWN || n->status == IM_DOC_ERROR ||
-	       n->size != (uint64_t)st->st_size || n->src_ino != st->st_ino ||
-	       n->mtime_ns != (int64_t)st->st_mtim.tv_sec * 1000000000 +
-				      st->st_mtim.tv_nsec;
-}
+	struct model *m = w->fs->model;
 
-/* Apply what look() found. tree_lock held exclusively. */
-static void apply_found(struct imfs *fs, struct found_list *l, bool resign)
-{
 	for (size_t i = 0; i < l->n; i++) {
 		struct found *f = &l->v[i];
 		bool dir = S_ISDIR(f->st.st_mode);
-		struct node *n = view_ensure(fs, f->path, dir);
+		struct node *n = model_ensure(m, f->path, dir);
 		if (!n)
 			continue;
-		n->seen = fs->scan_gen;
-		view_set_stat(fs, n, &f->st);
+		n->seen = m->scan_gen;
+		model_set_stat(m, n, &f->st);
 		if (dir)
-			watch_bind(fs, n, f->wd);
-		else if (resign || changed(n, &f->st))
-			scanner_queue(fs, n);
+			watch_bind(w, n, f->wd);
+		else if ((resign || !model_unchanged(n, &f->st)) &&
+			 workers_queue(w->fs->workers, n))
+			scanner_request_rescan(w->fs->scanner);
 	}
 }
 
-static void vanished(struct imfs *fs, struct node *dir, const char *name)
+/* Look at @p path (the tree lock held, released meanwhile), then apply. */
+static void look_and_apply(struct watch *w, char *path, bool resign, bool deep)
 {
-	struct node *n = view_child(fs, dir, name);
-	if (n)
-		view_remove(fs, n);
+	struct found_list l = {0};
+	struct tree *t = w->fs->model->tree;
+
+	tree_unlock(t);
+	look(w, path, deep, &l);
+	tree_wrlock(t);
+	/* Apply only if the parent is still there. */
+	char *slash = strrchr(path, '/');
+	if (slash)
+		*slash = 0;
+	struct node *parent = tree_lookup(t, slash ? path : "");
+	if (parent && (parent->flags & NODE_DIR))
+		apply_found(w, &l, resign);
+	found_release(&l);
 }
 
-/* A MOVED_FROM waiting for its MOVED_TO. By path: the node itself may be
- * freed by a sweep before the pair arrives. */
-struct pending_move {
-	uint32_t cookie;
-	char *path; /* malloc'ed, or NULL */
-};
-
-static void move_out(struct imfs *fs, struct pending_move *mv)
-{
-	if (!mv->path)
-		return;
-	struct node *n = view_lookup(fs, mv->path);
-	if (n)
-		view_remove(fs, n);
-	free(mv->path);
-	mv->path = NULL;
-}
-
-/*
- * Files written without a close-after-write (truncate(2), or a writer that
- * keeps its file open): IN_MODIFY puts them here, and they are looked at
- * MODIFY_SETTLE_MS after their last IN_MODIFY unless IN_CLOSE_WRITE came
- * first. Writers that close (the usual case) are signed once, on close.
- */
-#define MODIFY_SETTLE_MS 100
-#define MODIFY_MAX 4096
-
-struct modified {
-	char **paths;
-	int64_t *when; /* ms, monotonic */
-	size_t n, cap;
-};
+/* ---- Files being written ------------------------------------------------------------ */
 
 static int64_t now_ms(void)
 {
 	struct timespec ts;
+
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
@@ -309,31 +369,48 @@ static void modified_clear(struct modified *m)
 	m->n = 0;
 }
 
-/* Remember (or refresh) @p path; takes ownership of it. */
-static void modified_add(struct imfs *fs, struct modified *m, char *path)
+static ssize_t modified_find(const struct modified *m, const char *path)
 {
-	for (size_t i = 0; i < m->n; i++) {
-		if (!strcmp(m->paths[i], path)) {
-			m->when[i] = now_ms();
-			free(path);
-			return;
-		}
+	for (size_t i = 0; i < m->n; i++)
+		if (!strcmp(m->paths[i], path))
+			return (ssize_t)i;
+	return -1;
+}
+
+static void modified_del(struct modified *m, size_t i)
+{
+	free(m->paths[i]);
+	m->paths[i] = m->paths[--m->n];
+	m->when[i] = m->when[m->n];
+}
+
+/* Remember (or refresh) @p path; takes ownership of it. */
+static void modified_add(struct watch *w, char *path)
+{
+	struct modified *m = &w->mod;
+	ssize_t i = modified_find(m, path);
+
+	if (i >= 0) {
+		m->when[i] = now_ms();
+		free(path);
+		return;
 	}
 	if (m->n == MODIFY_MAX) {
 		/* Too many files being written: let a rescan catch up. */
 		modified_clear(m);
-		scanner_request_rescan(fs);
+		scanner_request_rescan(w->fs->scanner);
 	}
 	if (m->n == m->cap) {
 		size_t nc = m->cap ? m->cap * 2 : 16;
 		char **p = realloc(m->paths, nc * sizeof(*p));
 		if (p)
 			m->paths = p;
-		int64_t *w = realloc(m->when, nc * sizeof(*w));
-		if (w)
-			m->when = w;
-		if (!p || !w) {
+		int64_t *t = realloc(m->when, nc * sizeof(*t));
+		if (t)
+			m->when = t;
+		if (!p || !t) {
 			free(path);
+			scanner_request_rescan(w->fs->scanner);
 			return;
 		}
 		m->cap = nc;
@@ -342,161 +419,11 @@ static void modified_add(struct imfs *fs, struct modified *m, char *path)
 	m->when[m->n++] = now_ms();
 }
 
-static void modified_forget(struct modified *m, const char *path)
+/* Look at the files whose writes have settled. Tree lock not held. */
+static void settle(struct watch *w)
 {
-	for (size_t i = 0; i < m->n; i++) {
-		if (!strcmp(m->paths[i], path)) {
-			free(m->paths[i]);
-			m->paths[i] = m->paths[--m->n];
-			m->when[i] = m->when[m->n];
-			return;
-		}
-	}
-}
-
-/* What an event leaves to do once tree_lock is released: look at a path. */
-struct look_req {
-	char *path;  /* malloc'ed, or NULL for nothing */
-	bool resign; /* queue files even if they look unchanged */
-	bool shallow;
-};
-
-static void want_look(struct node *dir, const char *name,
-		      struct look_req *req, bool resign, bool shallow)
-{
-	char *dp = view_path(dir);
-	req->path = dp ? join(dp, name) : NULL;
-	req->resign = resign;
-	req->shallow = shallow;
-	free(dp);
-}
-
-/* Apply one event. tree_lock held exclusively; disk I/O left in @p req. */
-static void handle(struct imfs *fs, const struct inotify_event *e,
-		   struct pending_move *mv, struct look_req *req,
-		   struct modified *mod)
-{
-	struct node *dir = wd_node(fs, e->wd);
-	const char *name = e->len ? e->name : NULL;
-
-	if (e->mask & IN_Q_OVERFLOW) {
-		static int64_t last_said = -100000;
-		if (scanner_request_rescan(fs) && now_ms() - last_said > 10000) {
-			imfs_log(LOG_NOTICE, "inotify queue overflow: rescanning");
-			last_said = now_ms(); /* the watcher thread only */
-		}
-		return;
-	}
-	if (e->mask & IN_IGNORED) {
-		if (dir && dir->wd == e->wd) {
-			fs->wd_map[e->wd] = NULL;
-			dir->wd = -1;
-			__atomic_sub_fetch(&fs->watches, 1, __ATOMIC_RELAXED);
-		}
-		return;
-	}
-	if (!dir || (dir->flags & NODE_DEAD))
-		return;
-	if (e->mask & (IN_DELETE_SELF | IN_MOVE_SELF)) {
-		/* The parent's event does the work; the root has none. */
-		if (dir == fs->root && (e->mask & IN_DELETE_SELF))
-			imfs_log(LOG_WARNING, "the source directory was deleted");
-		return;
-	}
-	if (!name)
-		return;
-	if (!name_wanted(fs, name)) {
-		/* Renamed to a hidden name: gone from the view. */
-		if (e->mask & IN_MOVED_FROM)
-			vanished(fs, dir, name);
-		return;
-	}
-	if (e->mask & IN_MOVED_FROM) {
-		move_out(fs, mv); /* an earlier unpaired move left the tree */
-		struct node *n = view_child(fs, dir, name);
-		if (n) {
-			mv->path = view_path(n);
-			mv->cookie = e->cookie;
-		}
-		return;
-	}
-	if (e->mask & IN_MOVED_TO) {
-		struct node *n = NULL;
-		if (mv->path && mv->cookie == e->cookie) {
-			n = view_lookup(fs, mv->path);
-			free(mv->path);
-			mv->path = NULL;
-		}
-		if (n && !view_move(fs, n, dir, name)) {
-			/* Renamed within the tree: signatures follow. A file
-			 * renamed over after a write (editors' save) is
-			 * checked against its size, mtime and inode. */
-			want_look(dir, name, req, false, true);
-			return;
-		}
-		if (n)
-			view_remove(fs, n);
-		want_look(dir, name, req, true, false);
-		return;
-	}
-	if (e->mask & IN_CREATE) {
-		want_look(dir, name, req, true, false);
-		return;
-	}
-	if (e->mask & IN_MODIFY) {
-		struct node *n = view_child(fs, dir, name);
-		if (n && !(n->flags & NODE_DIR)) {
-			char *p = view_path(n);
-			if (p)
-				modified_add(fs, mod, p);
-		}
-		return;
-	}
-	if (e->mask & IN_CLOSE_WRITE) {
-		struct node *n = view_child(fs, dir, name);
-		if (mod->n) {
-			char *p = n ? view_path(n) : NULL;
-			if (p)
-				modified_forget(mod, p);
-			free(p);
-		}
-		if (n && !(n->flags & NODE_DIR))
-			scanner_queue(fs, n);
-		else if (!n)
-			want_look(dir, name, req, true, true);
-		return;
-	}
-	if (e->mask & IN_DELETE) {
-		vanished(fs, dir, name);
-		return;
-	}
-	if (e->mask & IN_ATTRIB)
-		want_look(dir, name, req, false, true);
-}
-
-/* Do a look the last event asked for, then apply it under the lock again. */
-static void do_look(struct imfs *fs, struct look_req *req)
-{
-	struct found_list l = { NULL, 0, 0 };
-
-	pthread_rwlock_unlock(&fs->tree_lock);
-	look(fs, req->path, &l, req->shallow ? 1000 : 0);
-	pthread_rwlock_wrlock(&fs->tree_lock);
-	/* Apply only if the parent is still where it was meanwhile. */
-	char *slash = strrchr(req->path, '/');
-	if (slash)
-		*slash = 0;
-	struct node *parent = view_lookup(fs, slash ? req->path : "");
-	if (parent && (parent->flags & NODE_DIR))
-		apply_found(fs, &l, req->resign);
-	found_release(&l);
-	free(req->path);
-	req->path = NULL;
-}
-
-/* Look at the files whose writes have settled. tree_lock not held. */
-static void settle(struct imfs *fs, struct modified *m)
-{
+	struct modified *m = &w->mod;
+	struct tree *t = w->fs->model->tree;
 	int64_t now = now_ms();
 
 	for (size_t i = 0; i < m->n;) {
@@ -504,94 +431,246 @@ static void settle(struct imfs *fs, struct modified *m)
 			i++;
 			continue;
 		}
-		struct look_req req = { m->paths[i], false, true };
-		m->paths[i] = m->paths[--m->n];
-		m->when[i] = m->when[m->n];
-		pthread_rwlock_wrlock(&fs->tree_lock);
-		do_look(fs, &req); /* unlocks around the stat; frees the path */
-		pthread_rwlock_unlock(&fs->tree_lock);
+		char *path = m->paths[i];
+		m->paths[i] = NULL;
+		modified_del(m, i);
+		tree_wrlock(t);
+		look_and_apply(w, path, false, false);
+		tree_unlock(t);
+		free(path);
 	}
 }
 
-static void *watcher_main(void *arg)
+/* ---- Events (tree lock held exclusively) ------------------------------------------------- */
+
+static bool name_wanted(const struct watch *w, const char *name)
 {
-	struct imfs *fs = arg;
-	char buf[64 * 1024] __attribute__((aligned(__alignof__(struct inotify_event))));
-	struct pending_move mv = { 0, NULL };
-	struct look_req req = { NULL, false, false };
-	struct modified mod = { NULL, NULL, 0, 0 };
+	return w->fs->opts->params.hidden || name[0] != '.';
+}
+
+static void move_out(struct watch *w)
+{
+	if (!w->mv.path)
+		return;
+	struct node *n = tree_lookup(w->fs->model->tree, w->mv.path);
+	if (n)
+		model_remove(w->fs->model, n);
+	free(w->mv.path);
+	w->mv.path = NULL;
+}
+
+/* What an event leaves to do with the disk: look at a path. */
+struct look_req {
+	char *path; /* or NULL: nothing */
+	bool resign, deep;
+};
+
+static void want_look(struct node *dir, const char *name, struct look_req *req,
+		      bool resign, bool deep)
+{
+	char *dp = tree_path(dir);
+
+	req->path = dp ? path_join(dp, name) : NULL;
+	req->resign = resign;
+	req->deep = deep;
+	free(dp);
+}
+
+static void on_overflow(struct watch *w)
+{
+	static int64_t last_said = -100000; /* the watcher thread only */
+
+	if (scanner_request_rescan(w->fs->scanner) &&
+	    now_ms() - last_said > 10000) {
+		imfs_log(LOG_NOTICE, "inotify queue overflow: rescanning");
+		last_said = now_ms();
+	}
+}
+
+static void on_moved_to(struct watch *w, struct node *dir, const char *name,
+			uint32_t cookie, struct look_req *req)
+{
+	struct model *m = w->fs->model;
+	struct node *n = NULL;
+
+	if (w->mv.path && w->mv.cookie == cookie) {
+		n = tree_lookup(m->tree, w->mv.path);
+		free(w->mv.path);
+		w->mv.path = NULL;
+	}
+	if (n && !model_move(m, n, dir, name)) {
+		/* Renamed within the tree: signatures follow. A file renamed
+		 * over after a write (editors' save) is checked against its
+		 * size, mtime and inode. */
+		want_look(dir, name, req, false, false);
+		return;
+	}
+	if (n)
+		model_remove(m, n);
+	want_look(dir, name, req, true, true);
+}
+
+static void on_close_write(struct watch *w, struct node *dir, const char *name,
+			   struct look_req *req)
+{
+	struct node *n = tree_child(w->fs->model->tree, dir, name);
+
+	if (w->mod.n && n) {
+		char *p = tree_path(n);
+		ssize_t i = p ? modified_find(&w->mod, p) : -1;
+		if (i >= 0)
+			modified_del(&w->mod, (size_t)i);
+		free(p);
+	}
+	if (!n)
+		want_look(dir, name, req, true, false);
+	else if (!(n->flags & NODE_DIR) && workers_queue(w->fs->workers, n))
+		scanner_request_rescan(w->fs->scanner);
+}
+
+static void handle(struct watch *w, const struct inotify_event *e,
+		   struct look_req *req)
+{
+	struct model *m = w->fs->model;
+	struct node *dir = wd_node(w, e->wd), *n;
+	const char *name = e->len ? e->name : NULL;
+
+	if (e->mask & IN_Q_OVERFLOW) {
+		on_overflow(w);
+		return;
+	}
+	if (e->mask & IN_IGNORED) {
+		if (dir)
+			unbind(w, dir);
+		return;
+	}
+	if (!dir || (dir->flags & NODE_DEAD))
+		return;
+	if (e->mask & (IN_DELETE_SELF | IN_MOVE_SELF)) {
+		/* The parent's event does the work; the root has none. */
+		if (dir == tree_root(m->tree) && (e->mask & IN_DELETE_SELF))
+			imfs_log(LOG_WARNING,
+				 "the source directory was deleted");
+		return;
+	}
+	if (!name)
+		return;
+	n = tree_child(m->tree, dir, name);
+	if (!name_wanted(w, name)) {
+		/* Renamed to a hidden name: gone from the view. */
+		if ((e->mask & IN_MOVED_FROM) && n)
+			model_remove(m, n);
+		return;
+	}
+	if (e->mask & IN_MOVED_FROM) {
+		move_out(w); /* an earlier unpaired move left the tree */
+		if (n) {
+			w->mv.path = tree_path(n);
+			w->mv.cookie = e->cookie;
+		}
+	} else if (e->mask & IN_MOVED_TO) {
+		on_moved_to(w, dir, name, e->cookie, req);
+	} else if (e->mask & IN_CREATE) {
+		want_look(dir, name, req, true, true);
+	} else if (e->mask & IN_MODIFY) {
+		if (n && !(n->flags & NODE_DIR)) {
+			char *p = tree_path(n);
+			if (p)
+				modified_add(w, p);
+		}
+	} else if (e->mask & IN_CLOSE_WRITE) {
+		on_close_write(w, dir, name, req);
+	} else if (e->mask & IN_DELETE) {
+		if (n)
+			model_remove(m, n);
+	} else if (e->mask & IN_ATTRIB) {
+		want_look(dir, name, req, false, false);
+	}
+}
+
+/* Read and apply every event there is. */
+static void read_events(struct watch *w)
+{
+	char buf[64 * 1024]
+		__attribute__((aligned(__alignof__(struct inotify_event))));
+	struct tree *t = w->fs->model->tree;
+	struct look_req req = {0};
+
+	for (;;) {
+		ssize_t n = read(w->ifd, buf, sizeof(buf));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		tree_wrlock(t);
+		for (char *p = buf; p < buf + n;) {
+			const struct inotify_event *e = (const void *)p;
+			__atomic_add_fetch(&w->events, 1, __ATOMIC_RELAXED);
+			handle(w, e, &req);
+			if (req.path) {
+				look_and_apply(w, req.path, req.resign,
+					       req.deep);
+				free(req.path);
+				req.path = NULL;
+			}
+			p += sizeof(*e) + e->len;
+		}
+		tree_unlock(t);
+	}
+}
+
+static void *watch_main(void *arg)
+{
+	struct watch *w = arg;
+	struct tree *t = w->fs->model->tree;
 
 	for (;;) {
 		struct pollfd pfd[2] = {
-			{ .fd = fs->ifd, .events = POLLIN },
-			{ .fd = fs->stop_pipe[0], .events = POLLIN },
+			{.fd = w->ifd, .events = POLLIN},
+			{.fd = w->stop_pipe[0], .events = POLLIN},
 		};
-		/* A lone MOVED_FROM waits one short poll for its MOVED_TO. */
-		int r = poll(pfd, 2, mv.path ? 20 : mod.n ? MODIFY_SETTLE_MS / 2 : -1);
+		int timeout = w->mv.path ? MOVE_PAIR_MS
+			      : w->mod.n ? MODIFY_SETTLE_MS / 2
+					 : -1;
+		int r = poll(pfd, 2, timeout);
 		if (r < 0 && errno != EINTR)
 			break;
-		if (pfd[1].revents || fs->stop)
+		if (r > 0 && pfd[1].revents)
 			break;
-		if (r == 0 && mv.path) {
-			pthread_rwlock_wrlock(&fs->tree_lock);
-			move_out(fs, &mv);
-			pthread_rwlock_unlock(&fs->tree_lock);
+		if (r == 0 && w->mv.path) {
+			tree_wrlock(t);
+			move_out(w);
+			tree_unlock(t);
 		}
-		if (mod.n)
-			settle(fs, &mod);
-		if (r == 0)
-			continue;
-		for (;;) {
-			ssize_t n = read(fs->ifd, buf, sizeof(buf));
-			if (n < 0 && errno == EINTR)
-				continue;
-			if (n <= 0)
-				break;
-			pthread_rwlock_wrlock(&fs->tree_lock);
-			for (char *p = buf; p < buf + n;) {
-				const struct inotify_event *e = (const void *)p;
-				__atomic_add_fetch(&fs->events, 1, __ATOMIC_RELAXED);
-				handle(fs, e, &mv, &req, &mod);
-				if (req.path)
-					do_look(fs, &req);
-				p += sizeof(*e) + e->len;
-			}
-			pthread_rwlock_unlock(&fs->tree_lock);
-		}
+		if (w->mod.n)
+			settle(w);
+		if (r > 0)
+			read_events(w);
 	}
-	free(mv.path);
-	modified_clear(&mod);
-	free(mod.paths);
-	free(mod.when);
+	free(w->mv.path);
+	w->mv.path = NULL;
+	modified_clear(&w->mod);
+	free(w->mod.paths);
+	free(w->mod.when);
 	return NULL;
 }
 
-int watch_start(struct imfs *fs)
+int watch_start(struct watch *w)
 {
-	if (fs->ifd < 0)
+	if (w->ifd < 0)
 		return -EBADF;
-	if (pthread_create(&fs->watcher_tid, NULL, watcher_main, fs))
+	if (pthread_create(&w->tid, NULL, watch_main, w))
 		return -EAGAIN;
-	fs->watcher_started = true;
+	w->started = true;
 	return 0;
 }
 
-void watch_stop(struct imfs *fs)
+void watch_stop(struct watch *w)
 {
-	if (fs->watcher_started) {
-		ssize_t r = write(fs->stop_pipe[1], "x", 1);
-		(void)r;
-		pthread_join(fs->watcher_tid, NULL);
-		fs->watcher_started = false;
-	}
-	if (fs->ifd >= 0)
-		close(fs->ifd);
-	if (fs->stop_pipe[0] >= 0)
-		close(fs->stop_pipe[0]);
-	if (fs->stop_pipe[1] >= 0)
-		close(fs->stop_pipe[1]);
-	fs->ifd = fs->stop_pipe[0] = fs->stop_pipe[1] = -1;
-	free(fs->wd_map);
-	fs->wd_map = NULL;
-	fs->wd_cap = 0;
+	if (!w || !w->started)
+		return;
+	ssize_t r = write(w->stop_pipe[1], "x", 1);
+	(void)r;
+	pthread_join(w->tid, NULL);
+	w->started = false;
 }

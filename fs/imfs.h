@@ -1,0 +1,61 @@
+/**
+ * @file imfs.h
+ * The daemon's parts, wired together by main(): the one context handed to
+ * the FUSE operations (as the session's userdata) and to the threads. It
+ * holds no state of its own beyond what is fixed before mounting; each part
+ * owns its state behind its header:
+ *
+ *   options.h   the command line                      (main thread)
+ *   model.h     tree + index + counters               (tree lock)
+ *   ctab.h      cluster inode numbers                 (own mutex)
+ *   inval.h     the kernel's caches                   (own mutex, thread)
+ *   view.h      what the FUSE operations show         (tree lock, shared)
+ *   ops.c       the FUSE low-level operations         (FUSE workers)
+ *   workers.h   signing changed files                 (own mutex, threads)
+ *   scanner.h   lexicon, full scans, saving the state (own mutex, thread)
+ *   watch.h     inotify                               (thread)
+ *   stateio.h   the lexicon and signature cache files
+ *   status.h    the `status` file
+ */
+#ifndef IMFS_IMFS_H
+#define IMFS_IMFS_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include "options.h"
+
+struct model;
+struct ctab;
+struct inval;
+struct workers;
+struct scanner;
+struct watch;
+struct fuse_session;
+
+struct imfs {
+	/* Fixed before mounting. */
+	const struct imfs_opts *opts;
+	char *source_real; /* realpath: symlink targets start with it */
+	char *state_dir;   /* absolute */
+	int srcfd;	   /* O_DIRECTORY fd of SOURCE: the only way in */
+	dev_t state_dev;   /* the state directory, left out of walks */
+	ino_t state_ino;
+	bool mnt_inside; /* MOUNTPOINT is strictly inside SOURCE */
+	dev_t fuse_dev;	 /* st_dev of our own mount when mnt_inside */
+	uid_t owner_uid;
+	gid_t owner_gid;
+	time_t started;
+
+	/* The parts (set before any thread starts, then never changed). */
+	struct model *model;
+	struct ctab *ctab;
+	struct inval *inval;
+	struct workers *workers;
+	struct scanner *scanner;
+	struct watch *watch;
+	struct fuse_session *se;
+};
+
+#endif

@@ -1,0 +1,64 @@
+/**
+ * @file ino.h
+ * The inode numbers of the view, one layout for every module:
+ *
+ *   1, 2, 3        the root, status, clusters/
+ *   4..15          reserved for further top-level entries
+ *   gen<<35 | slot<<3 | sub
+ *                  what belongs to the tree node (slot, gen) (tree.h): its
+ *                  by-doc directory (sub 0), dupes/ (1), file (2),
+ *                  signatures (3), and the symlink that stands for the
+ *                  document in clusters/ and in others' dupes/ (4); 5..7 are
+ *                  free for further per-document entries. Slots start at 2,
+ *                  so these are >= 16.
+ *   top bit set    cluster directories (ctab.h)
+ *
+ * A document's member symlink is one inode wherever it is listed: its target
+ * and attributes depend on the document only (st_nlink stays 1, so that
+ * cp -a, tar and rsync copy each as a symlink, not as a hard link).
+ */
+#ifndef IMFS_INO_H
+#define IMFS_INO_H
+
+#include <stdint.h>
+
+#include "tree.h"
+
+#define INO_ROOT     1
+#define INO_STATUS   2
+#define INO_CLUSTERS 3
+
+enum ino_sub {
+	SUB_DIR = 0,
+	SUB_DUPES = 1,
+	SUB_FILE = 2,
+	SUB_SIGS = 3,
+	SUB_MEMBER = 4,
+	SUB_COUNT = 5, /* subs in use */
+};
+
+#define INO_SUB_BITS  3
+#define INO_SLOT_BITS 32
+
+static inline uint64_t node_ino(const struct node *n, enum ino_sub sub)
+{
+	return (uint64_t)n->gen << (INO_SLOT_BITS + INO_SUB_BITS) |
+	       (uint64_t)n->slot << INO_SUB_BITS | sub;
+}
+
+static inline uint32_t ino_slot(uint64_t ino)
+{
+	return (uint32_t)(ino >> INO_SUB_BITS);
+}
+
+static inline uint32_t ino_gen(uint64_t ino)
+{
+	return (uint32_t)(ino >> (INO_SLOT_BITS + INO_SUB_BITS));
+}
+
+static inline enum ino_sub ino_sub(uint64_t ino)
+{
+	return (enum ino_sub)(ino & ((1u << INO_SUB_BITS) - 1));
+}
+
+#endif

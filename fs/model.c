@@ -1,0 +1,539 @@
+/**
+ * @file model.c
+ * The documents: tree and index in step, counted and invalidated (model.h).
+ *
+ * What the kernel may cache that one change touches:
+ *   - a node appearing, leaving or being renamed: its parent's listing and
+ *     the entry of its name there (note_entry);
+ *   - a node's own attributes or text: its inodes (note_node);
+ *   - an index change for a path: its dupes/ and those of its
+ *     near-duplicates, before and after, and its cluster before and after
+ *     (note_links). A cluster that vanished by merging into another was
+ *     held by no path involved: inval_clusters_gone() finds it.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ino.h"
+#include "member.h"
+#include "model.h"
+#include "util.h"
+
+#define LINKS_SIZE 1024
+
+static void changed(struct model *m);
+
+struct hlink;
+static void links_free(struct model *m);
+
+int model_new(uid_t uid, gid_t gid, struct inval *iv, struct model **out)
+{
+	struct model *m = calloc(1, sizeof(*m));
+
+	*out = NULL;
+	if (!m)
+		return -ENOMEM;
+	if (tree_new(uid, gid, &m->tree) || im_index_new(&m->idx)) {
+		model_free(m);
+		return -ENOMEM;
+	}
+	m->inval = iv;
+	m->dirs = 1;
+	changed(m);
+	*out = m;
+	return 0;
+}
+
+void model_free(struct model *m)
+{
+	if (!m)
+		return;
+	tree_free(m->tree);
+	if (m->idx)
+		im_index_free(m->idx);
+	links_free(m);
+	free(m);
+}
+
+bool model_unchanged(const struct node *n, const struct stat *st)
+{
+	return n->status != NODE_UNKNOWN && n->status != IM_DOC_ERROR &&
+	       n->size == (uint64_t)st->st_size &&
+	       n->mtime_ns == st_mtime_ns(st) && n->src_ino == st->st_ino;
+}
+
+static unsigned count_slot(uint8_t status)
+{
+	return status <= IM_DOC_ERROR ? status : COUNT_UNKNOWN;
+}
+
+/* ---- What the kernel must forget ---------------------------------------------- */
+
+static void note_entry(struct model *m, const struct node *n)
+{
+	const struct node *p = n->parent;
+
+	if (!p || !(p->flags & NODE_KNOWN))
+		return;
+	inval_inode(m->inval, node_ino(p, SUB_DIR));
+	inval_entry(m->inval, node_ino(p, SUB_DIR), n->name);
+}
+
+static void note_node(struct model *m, const struct node *n)
+{
+	if (!(n->flags & NODE_KNOWN))
+		return;
+	for (unsigned sub = 0; sub < SUB_COUNT; sub++)
+		if (sub != SUB_DUPES)
+			inval_inode(m->inval, node_ino(n, sub));
+}
+
+struct note_ctx {
+	struct model *m;
+	struct node *doc; /* the document whose links change, if known */
+	char *member;	  /* its member name */
+};
+
+/* @p path is a near-duplicate of the document: each loses or gains the
+ * other in its dupes/. */
+static int note_dupe_cb(const char *path, void *arg)
+{
+	struct note_ctx *nc = arg;
+	struct node *d = tree_lookup(nc->m->tree, path);
+
+	if (d && (d->flags & NODE_KNOWN)) {
+		inval_inode(nc->m->inval, node_ino(d, SUB_DUPES));
+		inval_entry(nc->m->inval, node_ino(d, SUB_DUPES), nc->member);
+	}
+	if (nc->doc) {
+		char *name = member_name(path);
+		if (!name) {
+			inval_all(nc->m->inval);
+			return 1;
+		}
+		inval_entry(nc->m->inval, node_ino(nc->doc, SUB_DUPES), name);
+		free(name);
+	}
+	return 0;
+}
+
+/* Called before and after each index change for @p path. */
+static void note_links(struct model *m, const char *path)
+{
+	struct note_ctx nc = {m, tree_lookup(m->tree, path), NULL};
+	struct im_sig c;
+
+	if (!m->inval)
+		return;
+	if (!im_index_cluster_of(m->idx, path, &c))
+		inval_cluster(m->inval, &c);
+	if (nc.doc && !(nc.doc->flags & NODE_KNOWN))
+		nc.doc = NULL;
+	if (nc.doc)
+		inval_inode(m->inval, node_ino(nc.doc, SUB_DUPES));
+	nc.member = member_name(path);
+	if (!nc.member) {
+		inval_all(m->inval);
+		return;
+	}
+	im_index_dupes(m->idx, path, note_dupe_cb, &nc);
+	free(nc.member);
+}
+
+static void changed(struct model *m)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	int64_t now = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+	m->clock_ns = now > m->clock_ns ? now : m->clock_ns + 1;
+	m->dirty = true;
+}
+
+/* ---- The index, with what the kernel must forget ----------------------------------- */
+
+static int index_put(struct model *m, const char *path,
+		     const struct im_doc_sigs *d)
+{
+	note_links(m, path);
+	int ret = im_index_put(m->idx, path, d);
+	note_links(m, path);
+	if (!ret)
+		inval_clusters_gone(m->inval);
+	return ret;
+}
+
+static void index_remove(struct model *m, const char *path)
+{
+	note_links(m, path);
+	im_index_remove(m->idx, path);
+}
+
+static int index_rename(struct model *m, const char *from, const char *to)
+{
+	note_links(m, from);
+	int ret = im_index_rename(m->idx, from, to);
+	note_links(m, ret ? from : to);
+	return ret;
+}
+
+/* ---- Hard links ------------------------------------------------------------------ */
+
+/* Files with st_nlink > 1, by source inode: few, so kept apart from the
+ * nodes (which then need no pointer for them). */
+struct hlink {
+	struct node *n;
+	struct hlink *next;
+};
+
+static void links_remove(struct model *m, struct node *n)
+{
+	if (!(n->flags & NODE_LINKED))
+		return;
+	for (struct hlink **pp = &m->links[n->src_ino % m->links_size]; *pp;
+	     pp = &(*pp)->next) {
+		if ((*pp)->n == n) {
+			struct hlink *l = *pp;
+			*pp = l->next;
+			free(l);
+			break;
+		}
+	}
+	n->flags &= ~NODE_LINKED;
+}
+
+static void links_free(struct model *m)
+{
+	for (size_t i = 0; i < m->links_size; i++) {
+		while (m->links[i]) {
+			struct hlink *l = m->links[i];
+			m->links[i] = l->next;
+			free(l);
+		}
+	}
+	free(m->links);
+}
+
+/* On ENOMEM the other names follow their own events only. */
+static void links_insert(struct model *m, struct node *n)
+{
+	struct hlink *l;
+
+	if (!m->links) {
+		m->links = calloc(LINKS_SIZE, sizeof(*m->links));
+		if (!m->links)
+			return;
+		m->links_size = LINKS_SIZE;
+	}
+	l = malloc(sizeof(*l));
+	if (!l)
+		return;
+	l->n = n;
+	l->next = m->links[n->src_ino % m->links_size];
+	m->links[n->src_ino % m->links_size] = l;
+	n->flags |= NODE_LINKED;
+}
+
+void model_apply_links(struct model *m, struct node *n, const struct stat *st,
+		       const struct im_doc_sigs *d)
+{
+	if (!(n->flags & NODE_LINKED))
+		return;
+	for (struct hlink *l = m->links[n->src_ino % m->links_size]; l;
+	     l = l->next) {
+		struct node *o = l->n;
+		if (o == n || o->src_ino != n->src_ino)
+			continue;
+		char *p = tree_path(o);
+		if (p)
+			model_apply(m, o, p, st, d);
+		free(p);
+	}
+}
+
+/* ---- Nodes ------------------------------------------------------------------------- */
+
+void model_set_stat(struct model *m, struct node *n, const struct stat *st)
+{
+	bool dir = n->flags & NODE_DIR;
+
+	if (n->mode == (st->st_mode & 07777) && n->uid == st->st_uid &&
+	    n->gid == st->st_gid &&
+	    (!dir ||
+	     (n->mtime_ns == st_mtime_ns(st) && n->src_ino == st->st_ino)))
+		return;
+	n->mode = st->st_mode & 07777;
+	n->uid = st->st_uid;
+	n->gid = st->st_gid;
+	if (dir) {
+		n->mtime_ns = st_mtime_ns(st);
+		n->src_ino = st->st_ino;
+	}
+	note_node(m, n);
+	changed(m);
+}
+
+struct node *model_ensure(struct model *m, const char *path, bool dir)
+{
+	struct node *n = tree_root(m->tree);
+	char comp[256];
+
+	while (*path) {
+		const char *slash = strchr(path, '/');
+		size_t len = slash ? (size_t)(slash - path) : strlen(path);
+		bool want_dir = slash ? true : dir;
+		if (len >= sizeof(comp) || !(n->flags & NODE_DIR))
+			return NULL;
+		memcpy(comp, path, len);
+		comp[len] = 0;
+		struct node *c = tree_child(m->tree, n, comp);
+		if (c && !!(c->flags & NODE_DIR) != want_dir) {
+			/* A file became a directory or the reverse. */
+			model_remove(m, c);
+			c = NULL;
+		}
+		if (!c) {
+			if (tree_add(m->tree, n, comp, want_dir, &c))
+				return NULL;
+			c->seen = m->scan_gen;
+			if (want_dir) {
+				m->dirs++;
+				note_entry(m, c);
+			} else {
+				m->count[COUNT_UNKNOWN]++;
+			}
+			changed(m);
+		}
+		n = c;
+		path += len;
+		if (*path == '/')
+			path++;
+	}
+	return n;
+}
+
+/* Take the source's inode, size and mtime of file @p n from @p st. */
+static void take_file_stat(struct model *m, struct node *n,
+			   const struct stat *st)
+{
+	model_set_stat(m, n, st);
+	if (n->src_ino != st->st_ino || st->st_nlink < 2)
+		links_remove(m, n);
+	n->size = (uint64_t)st->st_size;
+	n->mtime_ns = st_mtime_ns(st);
+	n->src_ino = st->st_ino;
+	if (st->st_nlink > 1 && !(n->flags & NODE_LINKED))
+		links_insert(m, n);
+}
+
+static void set_status(struct model *m, struct node *n, uint8_t status)
+{
+	m->count[count_slot(n->status)]--;
+	n->status = status;
+	m->count[count_slot(n->status)]++;
+}
+
+void model_apply(struct model *m, struct node *n, const char *path,
+		 const struct stat *st, const struct im_doc_sigs *d)
+{
+	bool was_doc = node_is_doc(n);
+
+	if (st && st->st_ino)
+		take_file_stat(m, n, st);
+	set_status(m, n, d->status);
+	if (node_is_doc(n)) {
+		if (index_put(m, path, d)) {
+			/* Out of memory: an error, signed again when it
+			 * changes; the index holds nothing for it. */
+			set_status(m, n, IM_DOC_ERROR);
+			if (was_doc)
+				index_remove(m, path);
+		}
+	} else if (was_doc) {
+		index_remove(m, path);
+	}
+	if (was_doc != node_is_doc(n))
+		note_entry(m, n);
+	note_node(m, n);
+	changed(m);
+}
+
+/*
+ * Forget @p n and its subtree (already out of the tree) in the index, the
+ * counters and the hooks; free what no worker holds. @p path holds n's path
+ * (length @p len) with room up to @p cap for the paths below.
+ */
+static void drop_subtree(struct model *m, struct node *n, char *path,
+			 size_t len, size_t cap)
+{
+	struct node *c, *next;
+
+	for (c = n->child; c; c = next) {
+		next = c->next;
+		size_t cl = strlen(c->name), l = len;
+		if (l + 1 + cl >= cap) {
+			drop_subtree(m, c, path, len, 0);
+			continue;
+		}
+		if (l)
+			path[l++] = '/';
+		memcpy(path + l, c->name, cl + 1);
+		drop_subtree(m, c, path, l + cl, cap);
+		path[len] = 0;
+	}
+	if (n->flags & NODE_DIR) {
+		if (m->hooks.dir_gone)
+			m->hooks.dir_gone(m->hooks.arg, n);
+		m->dirs--;
+	} else {
+		if (node_is_doc(n) && cap)
+			index_remove(m, path);
+		m->count[count_slot(n->status)]--;
+		links_remove(m, n);
+	}
+	n->child = NULL;
+	if (n->flags & (NODE_QUEUED | NODE_SIGNING))
+		n->flags |= NODE_DEAD; /* the worker holding it frees it */
+	else
+		tree_node_free(n);
+}
+
+static size_t subtree_len(const struct node *n);
+
+void model_remove(struct model *m, struct node *n)
+{
+	char spare[16384];
+
+	if (n == tree_root(m->tree))
+		return;
+	size_t cap = tree_path_len(n) + subtree_len(n) + 1;
+	char *buf = malloc(cap);
+	if (!buf) {
+		/* Out of memory: paths up to 16 KiB still leave the index. */
+		buf = spare;
+		cap = sizeof(spare);
+	}
+	size_t len = tree_path_into(n, buf, cap);
+	if (len == (size_t)-1) {
+		imfs_log(LOG_ERR,
+			 "no memory to forget a path deeper than 16 KiB");
+		buf[0] = 0;
+		len = cap = 0;
+	}
+	note_entry(m, n);
+	tree_detach(m->tree, n);
+	drop_subtree(m, n, buf, len, cap);
+	if (buf != spare)
+		free(buf);
+	changed(m);
+}
+
+/* The length of the longest path below @p n, relative to it. */
+static size_t subtree_len(const struct node *n)
+{
+	size_t max = 0;
+
+	for (const struct node *c = n->child; c; c = c->next) {
+		size_t l = 1 + strlen(c->name) + subtree_len(c);
+		if (l > max)
+			max = l;
+	}
+	return max;
+}
+
+/*
+ * Rename, in the index, every document under @p n from @p a to @p b: two
+ * buffers holding n's old and new paths, with room for subtree_len(n) more.
+ * Never allocates; a document the index cannot rename (ENOMEM) leaves it and
+ * is signed again.
+ */
+static void rename_docs(struct model *m, struct node *n, char *a, size_t al,
+			char *b, size_t bl)
+{
+	if (!(n->flags & NODE_DIR)) {
+		if (!node_is_doc(n))
+			return;
+		note_node(m, n); /* its symlinks' targets */
+		if (index_rename(m, a, b)) {
+			index_remove(m, a);
+			set_status(m, n, NODE_UNKNOWN);
+			if (m->hooks.resign)
+				m->hooks.resign(m->hooks.arg, n);
+		}
+		return;
+	}
+	for (struct node *c = n->child; c; c = c->next) {
+		size_t cl = strlen(c->name), ca = al, cb = bl;
+		if (ca)
+			a[ca++] = '/';
+		if (cb)
+			b[cb++] = '/';
+		memcpy(a + ca, c->name, cl + 1);
+		memcpy(b + cb, c->name, cl + 1);
+		rename_docs(m, c, a, ca + cl, b, cb + cl);
+		a[al] = 0;
+		b[bl] = 0;
+	}
+}
+
+int model_move(struct model *m, struct node *n, struct node *dir,
+	       const char *name)
+{
+	char *from = NULL, *dpath = NULL, *to = NULL, *a = NULL, *b = NULL;
+	int ret = -ENOMEM;
+
+	if (n == tree_root(m->tree) || tree_is_under(dir, n))
+		return -EINVAL;
+	struct node *old = tree_child(m->tree, dir, name);
+	if (old == n)
+		return 0;
+	/* All memory first: past this point nothing fails half-way. */
+	from = tree_path(n);
+	dpath = tree_path(dir);
+	to = dpath ? path_join(dpath, name) : NULL;
+	if (!from || !to)
+		goto out;
+	size_t sub = subtree_len(n), fl = strlen(from), tl = strlen(to);
+	a = malloc(fl + sub + 1);
+	b = malloc(tl + sub + 1);
+	if (!a || !b)
+		goto out;
+	memcpy(a, from, fl + 1);
+	memcpy(b, to, tl + 1);
+	if (old)
+		model_remove(m, old);
+	note_entry(m, n);
+	ret = tree_move(m->tree, n, dir, name);
+	if (ret)
+		goto out;
+	note_entry(m, n);
+	rename_docs(m, n, a, fl, b, tl);
+	changed(m);
+out:
+	free(from);
+	free(dpath);
+	free(to);
+	free(a);
+	free(b);
+	return ret;
+}
+
+static void sweep(struct model *m, struct node *dir, uint32_t gen)
+{
+	struct node *c, *next;
+
+	for (c = dir->child; c; c = next) {
+		next = c->next;
+		if (c->seen != gen)
+			model_remove(m, c);
+		else if (c->flags & NODE_DIR)
+			sweep(m, c, gen);
+	}
+}
+
+void model_sweep(struct model *m, uint32_t gen)
+{
+	sweep(m, tree_root(m->tree), gen);
+}

@@ -1,0 +1,122 @@
+/**
+ * @file model.h
+ * The documents: the tree (tree.h) and the cluster index (core/index/index.h)
+ * kept in step, counted for `status`, and pushed to the kernel's caches
+ * (inval.h) at every change. Every change to the view goes through here.
+ *
+ * Consistency: a file node's status says what the index holds for its path:
+ * SIGNED or REJECTED nodes are in the index, others are not. An allocation
+ * failure never breaks this: the document is then shown as an error (and
+ * re-signed when it changes) rather than half-updated.
+ *
+ * Invalidation: the kernel may cache what belongs to a node only after the
+ * node was marked NODE_KNOWN (view.c does, before replying), and a cluster
+ * only while ctab holds it; so changes nobody looked at cost no
+ * notification, which keeps the first scan cheap.
+ *
+ * Locking: every function needs the tree lock held exclusively (tree_wrlock),
+ * except model_new/model_free and the read-only model_unchanged(). The
+ * fields marked so are protected by the tree lock; readers (view.c) read
+ * them under the shared lock.
+ */
+#ifndef IMFS_MODEL_H
+#define IMFS_MODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+#include "index.h"
+#include "inval.h"
+#include "sig.h"
+#include "tree.h"
+
+/** Files per status: enum im_doc_status, then files not signed yet. */
+#define COUNT_UNKNOWN 5
+#define COUNT_SLOTS   6
+
+/** What the model asks of the other modules. Called under the tree lock. */
+struct model_hooks {
+	/** Directory @p dir leaves the tree: stop watching it. */
+	void (*dir_gone)(void *arg, struct node *dir);
+	/** @p file must be signed again (its index entry could not follow a
+	 *  rename for lack of memory). */
+	void (*resign)(void *arg, struct node *file);
+	void *arg;
+};
+
+struct hlink;
+
+struct model {
+	struct tree *tree;
+	struct im_index *idx;
+	struct inval *inval; /* may be NULL: no kernel to tell */
+	struct model_hooks hooks;
+	uint64_t count[COUNT_SLOTS]; /* tree lock */
+	uint64_t dirs;		     /* tree lock */
+	uint32_t scan_gen;	     /* tree lock */
+	bool dirty;		     /* changed since saved; tree lock */
+	/* When the view last changed (ns, strictly increasing): the mtime of
+	 * every directory of the view, so that the kernel drops a cached
+	 * listing filled by a readdir that raced a change. tree lock */
+	int64_t clock_ns;
+	struct hlink **links; /* hard links by source inode; tree lock */
+	size_t links_size;
+};
+
+/* ---- Life cycle (no lock) ---------------------------------------------------- */
+
+/**
+ * A model of an empty tree owned by @p uid:@p gid. The caller frees it with
+ * model_free(), which frees the tree and the index.
+ * @return 0 or -ENOMEM.
+ */
+int model_new(uid_t uid, gid_t gid, struct inval *iv, struct model **out);
+void model_free(struct model *m);
+
+/* ---- Queries --------------------------------------------------------------------- */
+
+/** Whether @p n is shown as a document (signed or rejected). */
+static inline bool node_is_doc(const struct node *n)
+{
+	return n->status == IM_DOC_SIGNED || n->status == IM_DOC_REJECTED;
+}
+
+/**
+ * Whether file @p n is known as @p st shows it (same size, mtime and source
+ * inode, and signed without error): then it need not be read again.
+ * Any lock mode.
+ */
+bool model_unchanged(const struct node *n, const struct stat *st);
+
+/* ---- Changes (tree lock held exclusively) ----------------------------------------- */
+
+/**
+ * The node at @p path, created with missing directories if absent; @p dir
+ * says what a created final component is. A node of the other kind there is
+ * replaced. @return NULL on ENOMEM or when a component is a file where a
+ * directory is needed (the caller then rescans).
+ */
+struct node *model_ensure(struct model *m, const char *path, bool dir);
+/** Take mode and owner (and for directories mtime and inode) from @p st. */
+void model_set_stat(struct model *m, struct node *n, const struct stat *st);
+/** Record the result @p d of signing file @p n at @p path, read as @p st. */
+void model_apply(struct model *m, struct node *n, const char *path,
+		 const struct stat *st, const struct im_doc_sigs *d);
+/** @p n was just signed as @p d: give the same result to the other names
+ *  of the same file (hard links: a write raises one event, in one place). */
+void model_apply_links(struct model *m, struct node *n, const struct stat *st,
+		       const struct im_doc_sigs *d);
+/** Remove @p n (not the root) and everything under it. */
+void model_remove(struct model *m, struct node *n);
+/**
+ * Move @p n under @p dir as @p name, replacing what was there; the
+ * documents below keep their signatures. @return 0, -EINVAL (the root, or
+ * @p dir under @p n) or -ENOMEM (then nothing changed).
+ */
+int model_move(struct model *m, struct node *n, struct node *dir,
+	       const char *name);
+/** Remove every node not seen by scan generation @p gen. */
+void model_sweep(struct model *m, uint32_t gen);
+
+#endif

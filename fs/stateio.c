@@ -1,0 +1,195 @@
+/**
+ * @file stateio.c
+ * The lexicon and signature cache files (stateio.h).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "stateio.h"
+#include "util.h"
+
+int stateio_open(struct stateio *sio, const char *state_dir,
+		 const char *lexicon, const struct im_params *p)
+{
+	memset(sio, 0, sizeof(*sio));
+	sio->params = p;
+	sio->lexicon_given = lexicon != NULL;
+	sio->lexicon_path =
+		lexicon ? strdup(lexicon) : path_join(state_dir, "lexicon");
+	sio->cache_path = path_join(state_dir, "sigcache");
+	if (!sio->lexicon_path || !sio->cache_path) {
+		stateio_release(sio);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+void stateio_release(struct stateio *sio)
+{
+	free(sio->lexicon_path);
+	free(sio->cache_path);
+	sio->lexicon_path = sio->cache_path = NULL;
+}
+
+/* The key of the lexicon file as it is now. */
+static int take_key(struct stateio *sio)
+{
+	uint64_t lex_key = 0;
+	int ret = im_state_file_key(sio->lexicon_path, &lex_key);
+
+	if (!ret)
+		sio->key = im_state_key(sio->params, lex_key);
+	return ret;
+}
+
+int stateio_load(struct stateio *sio, struct im_lexicon **lex,
+		 struct im_state **cache)
+{
+	char why[256];
+	int ret;
+
+	*lex = NULL;
+	*cache = NULL;
+	ret = im_lexicon_load(sio->lexicon_path, lex, why, sizeof(why));
+	if (ret == -ENOENT && !sio->lexicon_given)
+		return 0; /* first mount: the scanner builds it */
+	if (ret) {
+		fprintf(stderr, "imatchfs: error: lexicon %s: %s%s\n",
+			sio->lexicon_path, why,
+			ret == -EINVAL && !sio->lexicon_given
+				? " (refusing to replace it; move it away to "
+				  "rebuild)"
+				: "");
+		return -1;
+	}
+	double lo, hi;
+	im_lexicon_window(*lex, &lo, &hi);
+	if (!sio->lexicon_given &&
+	    (lo != sio->params->nidf_lo || hi != sio->params->nidf_hi))
+		imfs_log(LOG_NOTICE,
+			 "keeping the lexicon %s, built with nidf=%g:%g (move "
+			 "it away to rebuild it with other options)",
+			 sio->lexicon_path, lo, hi);
+	ret = take_key(sio);
+	if (ret) {
+		fprintf(stderr, "imatchfs: error: lexicon %s: %s\n",
+			sio->lexicon_path, strerror(-ret));
+		return -1;
+	}
+	ret = im_state_load(sio->cache_path, sio->key, cache, why, sizeof(why));
+	if (ret == -EINVAL) {
+		fprintf(stderr,
+			"imatchfs: error: signature cache %s is corrupt (%s); "
+			"refusing to replace it: move it away to start "
+			"afresh\n",
+			sio->cache_path, why);
+		return -1;
+	}
+	if (ret == -ESTALE)
+		imfs_log(LOG_NOTICE,
+			 "the signature cache was made with other parameters "
+			 "or another lexicon: signing afresh");
+	else if (ret && ret != -ENOENT)
+		imfs_log(LOG_NOTICE, "not using the signature cache %s: %s",
+			 sio->cache_path, why);
+	return 0;
+}
+
+int stateio_save_lexicon(struct stateio *sio, const struct im_lexicon *lex)
+{
+	int ret = im_lexicon_save(lex, sio->lexicon_path);
+
+	if (!ret)
+		ret = take_key(sio);
+	if (ret)
+		imfs_log(LOG_ERR, "saving the lexicon to %s: %s",
+			 sio->lexicon_path, strerror(-ret));
+	return ret;
+}
+
+struct im_state *stateio_load_cache(struct stateio *sio)
+{
+	struct im_state *cache = NULL;
+	char why[160];
+	int ret = im_state_load(sio->cache_path, sio->key, &cache, why,
+				sizeof(why));
+
+	if (ret && ret != -ENOENT)
+		imfs_log(LOG_NOTICE, "not using the signature cache %s: %s",
+			 sio->cache_path, why);
+	return cache;
+}
+
+/* Add every file of @p dir (path in @p path, length @p len) that is signed
+ * without error. */
+static int add_subtree(struct im_index *idx, struct im_state_writer *w,
+		       const struct node *dir, char *path, size_t len,
+		       size_t cap)
+{
+	int ret = 0;
+
+	for (const struct node *c = dir->child; c && !ret; c = c->next) {
+		size_t nl = strlen(c->name);
+		if (len + nl + 2 > cap)
+			continue; /* deeper than the buffer: not cached */
+		size_t l = len;
+		if (l)
+			path[l++] = '/';
+		memcpy(path + l, c->name, nl + 1);
+		if (c->flags & NODE_DIR) {
+			ret = add_subtree(idx, w, c, path, l + nl, cap);
+		} else if (c->status != NODE_UNKNOWN &&
+			   c->status != IM_DOC_ERROR) {
+			struct im_doc_sigs d;
+			if (!node_is_doc(c) || im_index_get(idx, path, &d)) {
+				memset(&d, 0, sizeof(d));
+				d.status = node_is_doc(c) ? IM_DOC_ERROR
+							  : c->status;
+			}
+			if (d.status != IM_DOC_ERROR)
+				ret = im_state_writer_add(w, path, c->size,
+							  c->mtime_ns,
+							  c->src_ino, &d);
+		}
+		path[len] = 0;
+	}
+	return ret;
+}
+
+int stateio_save(struct stateio *sio, struct model *m)
+{
+	struct im_state_writer *w = NULL;
+	size_t cap = 65536;
+	char *path = malloc(cap);
+	int ret = -ENOMEM;
+
+	if (!path)
+		goto out;
+	ret = im_state_writer_new(sio->key, &w);
+	if (ret)
+		goto out;
+	path[0] = 0;
+	/* Cleared first: a change made while the image is built dirties it
+	 * again. Readers go on meanwhile; only updates wait. */
+	tree_wrlock(m->tree);
+	m->dirty = false;
+	tree_unlock(m->tree);
+	tree_rdlock(m->tree);
+	ret = add_subtree(m->idx, w, tree_root(m->tree), path, 0, cap);
+	tree_unlock(m->tree);
+	if (!ret)
+		ret = im_state_writer_commit(w, sio->cache_path);
+	if (ret) {
+		imfs_log(LOG_ERR, "saving the signature cache to %s: %s",
+			 sio->cache_path, strerror(-ret));
+		tree_wrlock(m->tree);
+		m->dirty = true;
+		tree_unlock(m->tree);
+	}
+out:
+	im_state_writer_free(w);
+	free(path);
+	return ret;
+}

@@ -1,0 +1,57 @@
+/**
+ * @file stateio.h
+ * The daemon's files in its state directory (DESIGN §4): the lexicon (unless
+ * -o lexicon=FILE names one) and the signature cache (core/state/state.h),
+ * whose key ties it to the parameters and the lexicon's bytes.
+ *
+ * A corrupt lexicon or cache is refused, never replaced: the user decides.
+ *
+ * Thread-safety: stateio_open() and stateio_load() run in the main thread
+ * before mounting; the others in the scanner thread (or the main thread
+ * after it stopped). stateio_save() takes the tree lock itself.
+ */
+#ifndef IMFS_STATEIO_H
+#define IMFS_STATEIO_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "lexicon.h"
+#include "model.h"
+#include "params.h"
+#include "state.h"
+
+struct stateio {
+	char *lexicon_path; /* the lexicon in use or to build */
+	char *cache_path;
+	bool lexicon_given; /* -o lexicon=FILE */
+	const struct im_params *params;
+	uint64_t key; /* im_state_key() once there is a lexicon */
+};
+
+/** Fill @p sio for @p state_dir and @p lexicon (absolute, or NULL).
+ *  @return 0 or -ENOMEM. */
+int stateio_open(struct stateio *sio, const char *state_dir,
+		 const char *lexicon, const struct im_params *p);
+void stateio_release(struct stateio *sio);
+
+/**
+ * Load the lexicon (*lex stays NULL on a first mount without one: the
+ * scanner builds it) and the cache that matches it (*cache NULL if none).
+ * @return 0, or -1 after printing one line (corrupt or missing given file).
+ */
+int stateio_load(struct stateio *sio, struct im_lexicon **lex,
+		 struct im_state **cache);
+
+/** Save @p lex, just built, as the lexicon and take its key.
+ *  @return 0 or a negative errno (logged). */
+int stateio_save_lexicon(struct stateio *sio, const struct im_lexicon *lex);
+
+/** Load the cache made for the current key, if any (logged). */
+struct im_state *stateio_load_cache(struct stateio *sio);
+
+/** Write the signature cache from @p m crash-safely.
+ *  @return 0 or a negative errno (logged). */
+int stateio_save(struct stateio *sio, struct model *m);
+
+#endif

@@ -1,0 +1,97 @@
+/**
+ * @file status.c
+ * The `status` file (status.h).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "index.h"
+#include "inval.h"
+#include "lexicon.h"
+#include "model.h"
+#include "scanner.h"
+#include "status.h"
+#include "watch.h"
+#include "workers.h"
+
+static const char *phase_name(enum scanner_phase p)
+{
+	switch (p) {
+	case PHASE_STARTING: return "starting";
+	case PHASE_LEXICON: return "building-lexicon";
+	case PHASE_SCANNING: return "scanning";
+	case PHASE_LIVE: return "live";
+	case PHASE_RESCANNING: return "rescanning";
+	case PHASE_NO_LEXICON: return "waiting-for-documents";
+	}
+	return "unknown";
+}
+
+#define LD(x) ((unsigned long long)(x))
+
+size_t status_text(struct imfs *fs, char *out, size_t cap)
+{
+	char buf[4096];
+	const struct model *m = fs->model;
+	const uint64_t *c = m->count;
+	const struct im_lexicon *lex = scanner_lexicon(fs->scanner);
+	size_t prim = lex ? im_lexicon_primary_size(lex) : 0;
+	size_t sec = lex ? im_lexicon_secondary_size(lex) : 0;
+	uint64_t files = 0;
+	struct scanner_stats ss;
+	struct watch_stats ws;
+
+	for (unsigned i = 0; i < COUNT_SLOTS; i++)
+		files += c[i];
+	scanner_stats(fs->scanner, &ss);
+	watch_stats(fs->watch, &ws);
+	int n = snprintf(
+		buf, sizeof(buf),
+		"phase: %s\n"
+		"source: %s\n"
+		"documents: %llu\n"
+		"signed: %llu\n"
+		"rejected: %llu\n"
+		"binary: %llu\n"
+		"too_big: %llu\n"
+		"skipped: %llu\n"
+		"errors: %llu\n"
+		"pending: %llu\n"
+		"cached: %llu\n"
+		"clusters: %zu\n"
+		"files: %llu\n"
+		"directories: %llu\n"
+		"hidden: %llu\n"
+		"other: %llu\n"
+		"walk_errors: %llu\n"
+		"lexicon_terms: %zu\n"
+		"lexicon_primary: %zu\n"
+		"lexicon_secondary: %zu\n"
+		"lexicon_docs: %llu\n"
+		"k: %u\n"
+		"watches: %llu\n"
+		"watch_limit_reached: %s\n"
+		"events: %llu\n"
+		"rescans: %llu\n"
+		"saves: %llu\n"
+		"invalidations: %llu\n"
+		"state_dir: %s\n",
+		phase_name(ss.phase), fs->source_real,
+		LD(c[IM_DOC_SIGNED] + c[IM_DOC_REJECTED]), LD(c[IM_DOC_SIGNED]),
+		LD(c[IM_DOC_REJECTED]), LD(c[IM_DOC_BINARY]),
+		LD(c[IM_DOC_TOO_BIG]), LD(c[IM_DOC_BINARY] + c[IM_DOC_TOO_BIG]),
+		LD(c[IM_DOC_ERROR]),
+		LD(workers_pending(fs->workers) + ss.pending), LD(ss.cached),
+		im_index_cluster_count(m->idx), LD(files), LD(m->dirs),
+		LD(ss.hidden), LD(ss.other), LD(ss.walk_errors), prim + sec,
+		prim, sec, LD(lex ? im_lexicon_docs(lex) : 0),
+		fs->opts->params.k, LD(ws.watches), ws.limit ? "yes" : "no",
+		LD(ws.events), LD(ss.rescans), LD(ss.saves),
+		LD(inval_sent(fs->inval)), fs->state_dir);
+	size_t len = n < 0 ? 0 : (size_t)n;
+	if (len >= sizeof(buf))
+		len = sizeof(buf) - 1;
+	if (out)
+		memcpy(out, buf, len < cap ? len : cap);
+	return len;
+}

@@ -1,0 +1,133 @@
+/**
+ * @file tree.h
+ * The in-memory mirror of the source tree: one struct node per directory and
+ * regular file seen, with the stat fields the view shows, so that no FUSE
+ * operation touches the source.
+ *
+ * Invariants: nodes are linked to their parent and siblings (a directory
+ * rename is one relink) and found by (parent, name) in one chained hash
+ * table. Each live node holds a slot in a table that gives it its identity
+ * for the kernel: (slot, gen). A slot is reused only with a new gen, so an
+ * inode number the kernel still holds for a removed node never names another
+ * (tree_by_id() then returns NULL).
+ *
+ * This module is only the structure: what a node means for the index, the
+ * counters and the kernel's caches is model.h's business.
+ *
+ * Locking: one rwlock (tree_rdlock/tree_wrlock) protects every node and the
+ * tables. FUSE workers take it shared; the watcher, scanner and workers take
+ * it exclusive for short updates, never around file I/O. Lock order: the
+ * tree lock, then the index's own lock, then the work queue's and the
+ * invalidation queue's. Every function below needs the lock held as stated.
+ *
+ * Memory per node: about 100 bytes plus its name, 8 in the slot table and 8
+ * in the name hash.
+ */
+#ifndef IMFS_TREE_H
+#define IMFS_TREE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+enum node_flags {
+	NODE_DIR = 1 << 0,
+	NODE_QUEUED = 1 << 1,  /* in the work queue (workers.h) */
+	NODE_SIGNING = 1 << 2, /* a worker is signing it */
+	NODE_DEAD = 1 << 3,    /* detached; freed by the worker holding it */
+	NODE_AGAIN = 1 << 4,   /* queued again while being signed */
+	NODE_LINKED = 1 << 5,  /* in the hard-link table (model.c) */
+	NODE_KNOWN = 1 << 6,   /* the kernel may cache one of its inodes */
+};
+
+/** Status of a file not signed yet. */
+#define NODE_UNKNOWN 0xff
+
+struct node {
+	struct node *parent;
+	struct node *child, *next, *prev; /* children; siblings */
+	struct node *hnext;		  /* chain in the name hash */
+	char *name;
+	union {
+		uint64_t size; /* files: as last signed */
+		int wd;	       /* directories: inotify watch, or -1 */
+	};
+	int64_t mtime_ns; /* files: as last signed; dirs: as last walked */
+	uint64_t src_ino;
+	uint32_t mode, uid, gid;
+	uint32_t slot, gen; /* identity for inode numbers */
+	uint32_t seen;	    /* scan generation that last saw it */
+	uint8_t flags;	    /* enum node_flags; NODE_KNOWN set atomically */
+	uint8_t status;	    /* enum im_doc_status or NODE_UNKNOWN */
+};
+
+struct tree;
+
+/* ---- Life cycle ----------------------------------------------------------- */
+
+/**
+ * A tree holding only its root (a directory named ""), owned by @p uid and
+ * @p gid until stat fields are set. Caller frees with tree_free().
+ * @return 0 or -ENOMEM.
+ */
+int tree_new(uid_t uid, gid_t gid, struct tree **out);
+/** Free the tree and every node still attached. No lock; no other user. */
+void tree_free(struct tree *t);
+
+void tree_rdlock(struct tree *t);
+void tree_wrlock(struct tree *t);
+void tree_unlock(struct tree *t);
+
+/* ---- Queries (lock held, shared or exclusive) ------------------------------ */
+
+struct node *tree_root(const struct tree *t);
+/** Child of @p dir named @p name, or NULL. */
+struct node *tree_child(const struct tree *t, const struct node *dir,
+			const char *name);
+/** The node at relative path @p path ("" = root), or NULL. */
+struct node *tree_lookup(const struct tree *t, const char *path);
+/** The live node with identity (@p slot, @p gen), or NULL. */
+struct node *tree_by_id(const struct tree *t, uint32_t slot, uint32_t gen);
+/** The relative path of @p n ("" for the root). Caller frees; NULL: ENOMEM. */
+char *tree_path(const struct node *n);
+/** The length of tree_path(@p n), without allocating. */
+size_t tree_path_len(const struct node *n);
+/** Write the path of @p n into @p buf. @return its length, or (size_t)-1
+ *  if it does not fit in @p cap bytes with its NUL. */
+size_t tree_path_into(const struct node *n, char *buf, size_t cap);
+/** Whether @p n is @p anc or below it. */
+bool tree_is_under(const struct node *n, const struct node *anc);
+
+/** Mark @p n as cached by the kernel. Safe under the shared lock. */
+static inline void node_mark_known(struct node *n)
+{
+	if (!(__atomic_load_n(&n->flags, __ATOMIC_RELAXED) & NODE_KNOWN))
+		__atomic_fetch_or(&n->flags, NODE_KNOWN, __ATOMIC_RELAXED);
+}
+
+/* ---- Changes (lock held exclusively) -------------------------------------- */
+
+/**
+ * Add a child @p name (a directory if @p dir) under @p parent, which has no
+ * child of that name. @return 0 or -ENOMEM (then nothing changed).
+ */
+int tree_add(struct tree *t, struct node *parent, const char *name, bool dir,
+	     struct node **out);
+/**
+ * Move @p n under @p dir as @p name; @p dir has no child of that name and is
+ * not under @p n. @return 0 or -ENOMEM (then nothing changed).
+ */
+int tree_move(struct tree *t, struct node *n, struct node *dir,
+	      const char *name);
+/**
+ * Take @p n (not the root) and its subtree out of the tree: out of the hash,
+ * the slot table and its parent. The nodes stay linked to each other below
+ * @p n, for the caller to walk; free each with tree_node_free().
+ */
+void tree_detach(struct tree *t, struct node *n);
+/** Free one detached node (its children are not touched). */
+void tree_node_free(struct node *n);
+
+#endif

@@ -1,0 +1,36 @@
+/**
+ * @file util.h
+ * Small helpers every part of the daemon uses, written once: nanosecond
+ * mtimes, joining relative paths, logging.
+ *
+ * Thread-safety: all functions are safe from any thread. imfs_log_setup() is
+ * called once by main() before any other thread exists.
+ */
+#ifndef IMFS_UTIL_H
+#define IMFS_UTIL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <syslog.h>
+
+/** The modification time of @p st in nanoseconds since the epoch. */
+static inline int64_t st_mtime_ns(const struct stat *st)
+{
+	return (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+}
+
+/**
+ * "@p dir/@p name", or @p name alone when @p dir is "" (the source's root).
+ * The caller frees the result; NULL on ENOMEM.
+ */
+char *path_join(const char *dir, const char *name);
+
+/** Where log lines go: stderr (the default) or syslog; debug lines or not. */
+void imfs_log_setup(bool to_syslog, bool debug);
+
+/** Log "imatchfs: [error: |warning: ]message" to stderr or syslog. */
+void imfs_log(int level, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+#endif

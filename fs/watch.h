@@ -1,0 +1,52 @@
+/**
+ * @file watch.h
+ * The inotify watcher: one watch per directory of the source, placed by the
+ * scanner as it walks and by the watcher as directories appear, so the whole
+ * tree is followed (DESIGN §4). Its thread reads events and applies them to
+ * the model: files closed after writing, created or moved in are queued for
+ * the workers; deletes and moves out remove nodes; a MOVED_FROM and its
+ * MOVED_TO are one rename. IN_Q_OVERFLOW asks the scanner for a rescan; when
+ * the watch limit is reached it says so once, and the scanner rescans
+ * periodically.
+ *
+ * Thread-safety: watch_dir() from any thread, no lock needed (it resolves a
+ * path); watch_bind() and watch_forget() with the tree lock held
+ * exclusively (the map from watches to nodes is protected by it);
+ * watch_stats() from any thread; the rest from the main thread.
+ */
+#ifndef IMFS_WATCH_H
+#define IMFS_WATCH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "imfs.h"
+#include "tree.h"
+
+struct watch;
+
+struct watch_stats {
+	uint64_t watches, events;
+	bool limit; /* watches ran out (or no inotify): rescans instead */
+};
+
+/**
+ * @return 0, or -ENOMEM. Without inotify (*out is still made) the limit is
+ * marked reached, so that the scanner rescans periodically.
+ */
+int watch_new(struct imfs *fs, struct watch **out);
+void watch_free(struct watch *w);
+/** Start the thread. @return 0, -EBADF without inotify, or -EAGAIN. */
+int watch_start(struct watch *w);
+void watch_stop(struct watch *w);
+
+/** Add a watch on directory @p path (relative to SOURCE).
+ *  @return the watch descriptor, or -1 (no inotify, limit reached). */
+int watch_dir(struct watch *w, const char *path);
+/** @p dir is watched as @p wd (-1: nothing). Tree lock exclusive. */
+void watch_bind(struct watch *w, struct node *dir, int wd);
+/** @p dir leaves the tree: stop watching it. Tree lock exclusive. */
+void watch_forget(struct watch *w, struct node *dir);
+void watch_stats(struct watch *w, struct watch_stats *out);
+
+#endif

@@ -1,0 +1,245 @@
+/**
+ * @file workers.c
+ * The signing workers (workers.h).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "model.h"
+#include "sig.h"
+#include "util.h"
+#include "workers.h"
+
+struct workers {
+	struct imfs *fs;
+	const struct im_lexicon *lex;
+	pthread_t *tids;
+	unsigned n;
+	pthread_mutex_t lock;
+	pthread_cond_t cond; /* work or stop */
+	struct node **q;     /* ring; protected by lock */
+	size_t head, len, cap;
+	unsigned busy; /* signing now; lock */
+	bool stop;     /* lock */
+};
+
+int workers_new(struct imfs *fs, struct workers **out)
+{
+	struct workers *w = calloc(1, sizeof(*w));
+
+	*out = NULL;
+	if (!w)
+		return -ENOMEM;
+	w->fs = fs;
+	pthread_mutex_init(&w->lock, NULL);
+	pthread_cond_init(&w->cond, NULL);
+	*out = w;
+	return 0;
+}
+
+void workers_free(struct workers *w)
+{
+	if (!w)
+		return;
+	pthread_mutex_destroy(&w->lock);
+	pthread_cond_destroy(&w->cond);
+	free(w->q);
+	free(w->tids);
+	free(w);
+}
+
+int workers_queue(struct workers *w, struct node *n)
+{
+	int ret = 0;
+
+	if (n->flags & (NODE_QUEUED | NODE_DIR | NODE_DEAD))
+		return 0;
+	pthread_mutex_lock(&w->lock);
+	if (w->len == w->cap) {
+		size_t nc = w->cap ? w->cap * 2 : 256;
+		struct node **nq = malloc(nc * sizeof(*nq));
+		if (!nq) {
+			ret = -ENOMEM;
+			goto out;
+		}
+		for (size_t i = 0; i < w->len; i++)
+			nq[i] = w->q[(w->head + i) % w->cap];
+		free(w->q);
+		w->q = nq;
+		w->cap = nc;
+		w->head = 0;
+	}
+	w->q[(w->head + w->len) % w->cap] = n;
+	w->len++;
+	n->flags |= NODE_QUEUED;
+	pthread_cond_signal(&w->cond);
+out:
+	pthread_mutex_unlock(&w->lock);
+	return ret;
+}
+
+uint64_t workers_pending(struct workers *w)
+{
+	pthread_mutex_lock(&w->lock);
+	uint64_t n = w->len + w->busy;
+	pthread_mutex_unlock(&w->lock);
+	return n;
+}
+
+static struct node *pop(struct workers *w)
+{
+	struct node *n = NULL;
+
+	pthread_mutex_lock(&w->lock);
+	while (!w->len && !w->stop)
+		pthread_cond_wait(&w->cond, &w->lock);
+	if (w->len && !w->stop) {
+		n = w->q[w->head];
+		w->head = (w->head + 1) % w->cap;
+		w->len--;
+		w->busy++;
+	}
+	pthread_mutex_unlock(&w->lock);
+	return n;
+}
+
+static void done(struct workers *w)
+{
+	pthread_mutex_lock(&w->lock);
+	w->busy--;
+	pthread_mutex_unlock(&w->lock);
+}
+
+/* Take @p n off the queue for signing. Tree lock held. @return its path,
+ * or NULL when there is nothing to sign (dead, busy, ENOMEM). */
+static char *claim(struct workers *w, struct node *n)
+{
+	n->flags &= ~NODE_QUEUED;
+	if (n->flags & NODE_DEAD) {
+		if (!(n->flags & NODE_SIGNING))
+			tree_node_free(n);
+		return NULL;
+	}
+	if (n->flags & NODE_SIGNING) {
+		/* Its signer queues it again: an older result never lands
+		 * last. */
+		n->flags |= NODE_AGAIN;
+		return NULL;
+	}
+	char *path = tree_path(n);
+	if (path)
+		n->flags |= NODE_SIGNING;
+	else
+		workers_queue(w, n); /* later, with memory */
+	return path;
+}
+
+/* Apply the result of signing @p n at @p path. Tree lock held. */
+static void finish(struct workers *w, struct node *n, const char *path, int ret,
+		   const struct stat *st, const struct im_doc_sigs *d)
+{
+	struct model *m = w->fs->model;
+
+	n->flags &= ~NODE_SIGNING;
+	if (n->flags & NODE_DEAD) {
+		if (!(n->flags & NODE_QUEUED))
+			tree_node_free(n);
+		return;
+	}
+	if (ret) {
+		imfs_log(LOG_ERR, "signing %s: %s", path, strerror(-ret));
+	} else {
+		char *now = tree_path(n);
+		if (!now || strcmp(now, path)) {
+			/* Renamed while signed: sign it again. */
+			workers_queue(w, n);
+		} else if (!(d->status == IM_DOC_ERROR && d->err == ENOENT)) {
+			/* (Gone: its delete event follows.) */
+			model_apply(m, n, path, st, d);
+			model_apply_links(m, n, st, d);
+		}
+		free(now);
+	}
+	if (n->flags & NODE_AGAIN) {
+		n->flags &= ~NODE_AGAIN;
+		workers_queue(w, n);
+	}
+}
+
+static void *worker_main(void *arg)
+{
+	struct workers *w = arg;
+	struct tree *t = w->fs->model->tree;
+	struct im_signer *signer = NULL;
+	struct im_doc_sigs d;
+	struct stat st;
+	int ret;
+
+	ret = im_signer_new(w->lex, &w->fs->opts->params, &signer);
+	if (ret) {
+		imfs_log(LOG_ERR, "cannot start a signing worker: %s",
+			 strerror(-ret));
+		return NULL;
+	}
+	for (struct node *n; (n = pop(w)); done(w)) {
+		tree_wrlock(t);
+		char *path = claim(w, n);
+		tree_unlock(t);
+		if (!path)
+			continue;
+		ret = im_signer_sign_at(signer, w->fs->srcfd, path, &d, &st);
+		tree_wrlock(t);
+		finish(w, n, path, ret, &st, &d);
+		tree_unlock(t);
+		free(path);
+	}
+	im_signer_free(signer);
+	return NULL;
+}
+
+int workers_start(struct workers *w, const struct im_lexicon *lex, unsigned n)
+{
+	if (!n) {
+		long c = sysconf(_SC_NPROCESSORS_ONLN);
+		n = c > 0 ? (unsigned)c : 1;
+	}
+	w->lex = lex;
+	w->tids = calloc(n, sizeof(*w->tids));
+	if (!w->tids)
+		return -ENOMEM;
+	for (unsigned i = 0; i < n; i++) {
+		if (pthread_create(&w->tids[i], NULL, worker_main, w))
+			break;
+		w->n++;
+	}
+	return w->n ? 0 : -EAGAIN;
+}
+
+void workers_stop(struct workers *w)
+{
+	struct tree *t = w->fs->model->tree;
+
+	pthread_mutex_lock(&w->lock);
+	w->stop = true;
+	pthread_cond_broadcast(&w->cond);
+	pthread_mutex_unlock(&w->lock);
+	for (unsigned i = 0; i < w->n; i++)
+		pthread_join(w->tids[i], NULL);
+	w->n = 0;
+	/* Nodes still queued were never signed: free the dead ones. */
+	tree_wrlock(t);
+	pthread_mutex_lock(&w->lock);
+	for (size_t i = 0; i < w->len; i++) {
+		struct node *n = w->q[(w->head + i) % w->cap];
+		n->flags &= ~NODE_QUEUED;
+		if (n->flags & NODE_DEAD)
+			tree_node_free(n);
+	}
+	w->len = 0;
+	pthread_mutex_unlock(&w->lock);
+	tree_unlock(t);
+}

@@ -1,0 +1,49 @@
+/**
+ * @file workers.h
+ * The signing workers: threads that sign the files the watcher queues, one
+ * struct im_signer each, and apply the results to the model.
+ *
+ * The queue holds nodes, not paths, so a file renamed while it waits is
+ * signed under its new name; a node removed while queued or being signed is
+ * only marked NODE_DEAD by the model and freed here by whoever holds it.
+ * Never two signings of one file at once: a file queued while being signed
+ * is signed again afterwards (NODE_AGAIN), so the last write always wins.
+ *
+ * Locking: workers_queue() needs the tree lock held exclusively; the queue
+ * has its own mutex, taken after the tree lock. The rest: main thread.
+ */
+#ifndef IMFS_WORKERS_H
+#define IMFS_WORKERS_H
+
+#include <stdint.h>
+
+#include "imfs.h"
+#include "lexicon.h"
+#include "tree.h"
+
+struct workers;
+
+/** @return 0 or -ENOMEM. Free with workers_free() after workers_stop(). */
+int workers_new(struct imfs *fs, struct workers **out);
+void workers_free(struct workers *w);
+
+/**
+ * Start @p n threads (0: one per CPU) signing with @p lex (borrowed; it
+ * must outlive the workers). Files queued before are signed then.
+ * @return 0 or -EAGAIN if no thread could start.
+ */
+int workers_start(struct workers *w, const struct im_lexicon *lex, unsigned n);
+/** Stop and join the threads; forget what is still queued. */
+void workers_stop(struct workers *w);
+
+/**
+ * Queue file @p n for signing (nothing for directories, dead or already
+ * queued nodes). Tree lock held exclusively.
+ * @return 0, or -ENOMEM (the caller then asks for a rescan).
+ */
+int workers_queue(struct workers *w, struct node *n);
+
+/** Files waiting or being signed. Any thread. */
+uint64_t workers_pending(struct workers *w);
+
+#endif

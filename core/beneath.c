@@ -21,8 +21,8 @@
 
 #include "beneath.h"
 
-#define ALLOWED_FLAGS                                                       \
-	(O_ACCMODE | O_DIRECTORY | O_NONBLOCK | O_NOCTTY | O_NOATIME |      \
+#define ALLOWED_FLAGS                                                          \
+	(O_ACCMODE | O_DIRECTORY | O_NONBLOCK | O_NOCTTY | O_NOATIME |         \
 	 O_NOFOLLOW | O_CLOEXEC)
 #define OPENAT2_TRIES 4
 
@@ -97,7 +97,7 @@ int im_open_beneath_walk(int dirfd, const char *path, int flags, int *out)
 			next = openat(fd < 0 ? dirfd : fd, name,
 				      last ? flags
 					   : O_RDONLY | O_DIRECTORY |
-						     O_NOFOLLOW | O_CLOEXEC);
+						      O_NOFOLLOW | O_CLOEXEC);
 			ret = next < 0 ? symlink_errno(fd < 0 ? dirfd : fd,
 						       name, errno)
 				       : 0;

@@ -6,7 +6,8 @@ set -euo pipefail
 pkgs=(build-essential meson ninja-build pkg-config libfuse3-dev fuse3
       libssl-dev libxxhash-dev libutf8proc-dev check python3 valgrind
       python3-distributed
-      libpoppler-glib-dev libarchive-dev libexpat1-dev libseccomp-dev)
+      libpoppler-glib-dev libarchive-dev libexpat1-dev libseccomp-dev
+      clang-format)
 
 missing=()
 for p in "${pkgs[@]}"; do

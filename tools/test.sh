@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# Every test: install dependencies, build with warnings as errors, run all
+# Every test: install dependencies, check the C format of core/ and fs/,
+# build with warnings as errors, run all
 # suites (unit, cli, mount), then the unit tests again under ASan+UBSan and
 # under valgrind. Mount tests skip (exit 77) where /dev/fuse is unavailable.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 tools/deps.sh
+
+echo "== format (clang-format with .clang-format, core/ and fs/)"
+tools/check-format.sh
 
 echo "== build (warnings are errors)"
 rm -rf build-test build-test-san

@@ -1445,6 +1445,29 @@ static bool compared_under(const struct im_index *idx, const struct key *key,
 	       plist_rank(idx, pl, y) < HOT;
 }
 
+int im_index_hot(const struct im_index *idx, const char *path)
+{
+	struct key keys[NKEYS];
+	unsigned nkeys;
+	uint32_t id;
+	int ret = 0;
+
+	rdlock(idx);
+	id = path_find(idx, path);
+	if (id == NONE) {
+		ret = -ENOENT;
+		goto out;
+	}
+	nkeys = doc_keys(D(idx, id), keys);
+	for (unsigned i = 0; i < nkeys && !ret; i++) {
+		const struct plist *pl = key_plist(idx, &keys[i]);
+		ret = keys[i].kind != IM_KEY_EXACT && pl && pl->n > HOT;
+	}
+out:
+	unlock(idx);
+	return ret;
+}
+
 int im_index_links(const struct im_index *idx, const char *path,
 		   im_index_link_cb cb, void *arg)
 {

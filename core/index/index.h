@@ -169,6 +169,17 @@ int im_index_dupes(const struct im_index *idx, const char *path,
 		   im_index_path_cb cb, void *arg);
 
 /**
+ * Whether a near key of @p path is held by more than IM_INDEX_HOT_CAP
+ * documents. A change of such a document can change the links between
+ * others (one pushed out of the first IM_INDEX_HOT_CAP of the key, or let
+ * in), not only its own: a caller that follows changes link by link (the
+ * daemon's cache invalidation) must then assume that anything changed.
+ *
+ * @return 1, 0, or -ENOENT if @p path is not indexed.
+ */
+int im_index_hot(const struct im_index *idx, const char *path);
+
+/**
  * The name of the cluster holding @p path. @return 0, -ENOENT if @p path is
  * not indexed, or -ESRCH if it is in no cluster (it has no near-duplicate).
  */

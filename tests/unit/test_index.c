@@ -495,6 +495,26 @@ START_TEST(test_index_many_copies_of_one_doc)
 }
 END_TEST
 
+/* A key held by more than IM_INDEX_HOT_CAP documents makes each of them
+ * hot; one fewer, none. */
+START_TEST(test_index_hot_keys)
+{
+	char path[32];
+
+	for (int i = 0; i < IM_INDEX_HOT_CAP; i++) {
+		snprintf(path, sizeof(path), "copy%03d", i);
+		put3(idx, path, 1, 2, 3);
+	}
+	ck_assert_int_eq(im_index_hot(idx, "copy000"), 0);
+	put3(idx, "copy999", 1, 2, 3);
+	ck_assert_int_eq(im_index_hot(idx, "copy000"), 1);
+	ck_assert_int_eq(im_index_hot(idx, "copy999"), 1);
+	ck_assert_int_eq(im_index_hot(idx, "nothere"), -ENOENT);
+	ck_assert_int_eq(im_index_remove(idx, "copy999"), 0);
+	ck_assert_int_eq(im_index_hot(idx, "copy000"), 0);
+}
+END_TEST
+
 /* A put that turns every one of a document's IM_MAX_COORDS + 1 keys into a
  * shared posting at once needs that many new lists in one go (regression:
  * the list table grew by a fixed step and was overrun). */
@@ -1098,6 +1118,7 @@ static Suite *index_suite(void)
 	tcase_add_test(tc, test_index_callback_value_is_returned);
 	tcase_add_test(tc, test_index_many_copies_of_one_doc);
 	tcase_add_test(tc, test_index_put_sharing_every_key_at_once);
+	tcase_add_test(tc, test_index_hot_keys);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("random");

@@ -254,7 +254,8 @@ static int make_parts(struct imfs *fs, struct stateio *sio,
 		      struct im_lexicon *lex, struct im_state *cache)
 {
 	if (ctab_new(&fs->ctab) ||
-	    model_new(fs->owner_uid, fs->owner_gid, NULL, &fs->model) ||
+	    model_new(fs->owner_uid, fs->owner_gid, fs->opts->params.similarity,
+		      NULL, &fs->model) ||
 	    inval_new(fs->ctab, fs->model->idx, &fs->inval) ||
 	    workers_new(fs, &fs->workers) || watch_new(fs, &fs->watch)) {
 		im_lexicon_free(lex);

@@ -28,7 +28,8 @@ static void changed(struct model *m);
 struct hlink;
 static void links_free(struct model *m);
 
-int model_new(uid_t uid, gid_t gid, struct inval *iv, struct model **out)
+int model_new(uid_t uid, gid_t gid, double similarity, struct inval *iv,
+	      struct model **out)
 {
 	struct model *m = calloc(1, sizeof(*m));
 
@@ -38,6 +39,11 @@ int model_new(uid_t uid, gid_t gid, struct inval *iv, struct model **out)
 	if (tree_new(uid, gid, &m->tree) || im_index_new(&m->idx)) {
 		model_free(m);
 		return -ENOMEM;
+	}
+	/* The same links as imatch with the same options (DESIGN §4). */
+	if (im_index_set_similarity(m->idx, similarity)) {
+		model_free(m);
+		return -EINVAL;
 	}
 	m->inval = iv;
 	m->dirs = 1;
@@ -154,12 +160,22 @@ static void changed(struct model *m)
 
 /* ---- The index, with what the kernel must forget ----------------------------------- */
 
+/* A document sharing a hot key can change links between others
+ * (index.h): then everything the kernel holds is dropped. */
+static void note_hot(struct model *m, const char *path)
+{
+	if (m->inval && im_index_hot(m->idx, path) == 1)
+		inval_all(m->inval);
+}
+
 static int index_put(struct model *m, const char *path,
 		     const struct im_doc_sigs *d)
 {
+	note_hot(m, path);
 	note_links(m, path);
 	int ret = im_index_put(m->idx, path, d);
 	note_links(m, path);
+	note_hot(m, path);
 	if (!ret)
 		inval_clusters_gone(m->inval);
 	return ret;
@@ -167,15 +183,18 @@ static int index_put(struct model *m, const char *path,
 
 static void index_remove(struct model *m, const char *path)
 {
+	note_hot(m, path);
 	note_links(m, path);
 	im_index_remove(m->idx, path);
 }
 
 static int index_rename(struct model *m, const char *from, const char *to)
 {
+	note_hot(m, from);
 	note_links(m, from);
 	int ret = im_index_rename(m->idx, from, to);
 	note_links(m, ret ? from : to);
+	note_hot(m, ret ? from : to);
 	return ret;
 }
 

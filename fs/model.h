@@ -67,11 +67,13 @@ struct model {
 /* ---- Life cycle (no lock) ---------------------------------------------------- */
 
 /**
- * A model of an empty tree owned by @p uid:@p gid. The caller frees it with
+ * A model of an empty tree owned by @p uid:@p gid, linking near-duplicates
+ * at @p similarity (im_params.similarity). The caller frees it with
  * model_free(), which frees the tree and the index.
- * @return 0 or -ENOMEM.
+ * @return 0, -ENOMEM or -EINVAL (a similarity out of (0, 1]).
  */
-int model_new(uid_t uid, gid_t gid, struct inval *iv, struct model **out);
+int model_new(uid_t uid, gid_t gid, double similarity, struct inval *iv,
+	      struct model **out);
 void model_free(struct model *m);
 
 /* ---- Queries --------------------------------------------------------------------- */

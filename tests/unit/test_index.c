@@ -1099,6 +1099,222 @@ START_TEST(test_index_memory_per_document)
 }
 END_TEST
 
+/* ---- Verified links and the hot-key rule ---------------------------------
+ * Every document holds one coordinate value, so that key has more than
+ * IM_INDEX_HOT_CAP holders; sketches come in six groups (three families, two
+ * variants each) that verify only within their group, and each document's
+ * bands are its own. The index must give exactly the links of
+ * im_group_links() over the holders in path order, through puts that push
+ * documents out of the first IM_INDEX_HOT_CAP, removals that pull them in,
+ * and renames that move them.
+ */
+#define VN 160
+
+struct vmodel {
+	bool present[VN];
+	struct im_doc_sigs d[VN];
+	bool link[VN][VN];
+};
+
+static uint64_t vmix(uint64_t h)
+{
+	h ^= h >> 31;
+	h *= 0x9e3779b97f4a7c15ull;
+	h ^= h >> 29;
+	return h;
+}
+
+static void verified_doc(struct im_doc_sigs *d, unsigned family,
+			 unsigned variant, uint64_t salt)
+{
+	const unsigned bandbytes = IM_SKETCH_BANDS * 4;
+
+	memset(d, 0, sizeof(*d));
+	d->status = IM_DOC_SIGNED;
+	d->ncoords = 1;
+	d->valid = 1;
+	make_sig(&d->sig[0], 0, 7);
+	d->unique_terms = d->sketch.n = 500;
+	for (unsigned i = 0; i < IM_SKETCH_BYTES; i++) {
+		uint64_t h = i < bandbytes ? salt * 1000 + i
+			     : variant && i >= (bandbytes + IM_SKETCH_BYTES) / 2
+				     ? 7000 + family * 1000 + i
+				     : 3000 + family * 1000 + i;
+		d->sketch.v[i] = (uint8_t)(vmix(h + 1) >> 56);
+	}
+}
+
+static int vmodel_link(size_t i, size_t j, double sim, bool exact, void *arg)
+{
+	int *ids = ((int **)arg)[0];
+	struct vmodel *m = ((void **)arg)[1];
+
+	(void)sim;
+	(void)exact;
+	m->link[ids[i]][ids[j]] = m->link[ids[j]][ids[i]] = true;
+	return 0;
+}
+
+static int vuf(int *parent, int i)
+{
+	while (parent[i] != i)
+		i = parent[i] = parent[parent[i]];
+	return i;
+}
+
+static void vmodel_check(struct im_index *x, struct vmodel *m, int step)
+{
+	const struct im_doc_sigs *members[VN];
+	int ids[VN], parent[VN], n = 0, comps = 0, size[VN] = {0};
+	void *arg[2] = {ids, m};
+	char p[16];
+
+	for (int i = 0; i < VN; i++) {
+		if (!m->present[i])
+			continue;
+		ids[n] = i;
+		members[n++] = &m->d[i];
+	}
+	memset(m->link, 0, sizeof(m->link));
+	/* "v%03d" paths: path order is number order. */
+	im_group_links(IM_KEY_COORD, members, n, 0.8, vmodel_link, arg);
+	for (int i = 0; i < VN; i++)
+		parent[i] = i;
+	for (int i = 0; i < VN; i++)
+		for (int j = 0; j < VN; j++)
+			if (m->link[i][j])
+				parent[vuf(parent, i)] = vuf(parent, j);
+	for (int i = 0; i < VN; i++)
+		if (m->present[i])
+			size[vuf(parent, i)]++;
+	for (int i = 0; i < VN; i++)
+		comps += size[i] >= 2;
+	CHECK(im_index_cluster_count(x) == (size_t)comps,
+	      "step %d: %zu clusters, want %d", step, im_index_cluster_count(x),
+	      comps);
+	for (int i = 0; i < VN; i++) {
+		struct names ns = {.n = 0};
+		char want[4096] = "";
+
+		if (!m->present[i])
+			continue;
+		snprintf(p, sizeof(p), "v%03d", i);
+		CHECK_EQ(im_index_dupes(x, p, collect, &ns), 0);
+		for (int j = 0; j < VN; j++) {
+			if (!m->link[i][j])
+				continue;
+			if (want[0])
+				strcat(want, " ");
+			snprintf(want + strlen(want), 8, "v%03d", j);
+		}
+		CHECK(!strcmp(joined(&ns, answer, sizeof(answer)), want),
+		      "step %d: dupes of %s are '%s', want '%s'", step, p,
+		      answer, want);
+	}
+}
+
+START_TEST(test_index_hot_key_links_are_group_links)
+{
+	static struct vmodel m;
+	struct im_index *x;
+	uint64_t salt = 1;
+	size_t most = 0;
+
+	memset(&m, 0, sizeof(m));
+	rng_state = 11;
+	CHECK_EQ(im_index_new(&x), 0);
+	CHECK_EQ(im_index_set_similarity(x, 0.8), 0);
+	for (int step = 0; step < 600; step++) {
+		int i = rnd(VN), j = rnd(VN), op = rnd(100);
+		char p[16], q[16];
+
+		snprintf(p, sizeof(p), "v%03d", i);
+		snprintf(q, sizeof(q), "v%03d", j);
+		if (op < 60 || step < 100) {
+			verified_doc(&m.d[i], rnd(3), rnd(2), salt++);
+			CHECK_EQ(im_index_put(x, p, &m.d[i]), 0);
+			m.present[i] = true;
+		} else if (op < 85) {
+			CHECK_EQ(im_index_remove(x, p),
+				 m.present[i] ? 0 : -ENOENT);
+			m.present[i] = false;
+		} else if (m.present[i]) {
+			CHECK_EQ(im_index_rename(x, p, q), 0);
+			if (i != j) {
+				m.d[j] = m.d[i];
+				m.present[j] = true;
+				m.present[i] = false;
+			}
+		}
+		if (step % 10 == 0 || step > 590)
+			vmodel_check(x, &m, step);
+		most = im_index_size(x) > most ? im_index_size(x) : most;
+	}
+	CHECK(most > IM_INDEX_HOT_CAP + 20, "the key never got hot: %zu", most);
+	im_index_free(x);
+}
+END_TEST
+
+struct links_got {
+	struct im_link v[8];
+	int n;
+};
+
+static int take_link(const struct im_link *l, void *arg)
+{
+	struct links_got *g = arg;
+
+	ck_assert_int_lt(g->n, 8);
+	g->v[g->n++] = *l;
+	return 0;
+}
+
+START_TEST(test_index_links_give_similarity_and_kind)
+{
+	struct im_doc_sigs a, b, c;
+	struct links_got g = {.n = 0};
+
+	verified_doc(&a, 0, 0, 1);
+	verified_doc(&b, 0, 0, 2); /* same group: near */
+	verified_doc(&c, 1, 0, 3); /* same key, other group: not linked */
+	ck_assert_int_eq(im_index_set_similarity(idx, 0.8), 0);
+	ck_assert_int_eq(im_index_put(idx, "a", &a), 0);
+	ck_assert_int_eq(im_index_set_similarity(idx, 0.9), -EBUSY);
+	ck_assert_int_eq(im_index_put(idx, "b", &b), 0);
+	ck_assert_int_eq(im_index_put(idx, "c", &c), 0);
+	b.exact_valid = a.exact_valid = 1;
+	memset(a.exact, 1, 16);
+	memcpy(b.exact, a.exact, 16);
+	ck_assert_int_eq(im_index_put(idx, "a2", &a), 0);
+	ck_assert_int_eq(im_index_put(idx, "a3", &a), 0);
+	/* a2 and a3 hold a's terms (the same sketch) and equal bytes. */
+	ck_assert_str_eq(dupes(idx, "a"), "a2 a3 b");
+	ck_assert_str_eq(dupes(idx, "c"), "");
+	ck_assert_str_eq(dupes(idx, "a2"), "a a3 b");
+	ck_assert_str_eq(dupes(idx, "b"), "a a2 a3");
+	ck_assert_uint_eq(im_index_cluster_count(idx), 1);
+
+	ck_assert_int_eq(im_index_links(idx, "a3", take_link, &g), 0);
+	ck_assert_int_eq(g.n, 3);
+	for (int i = 0; i < g.n; i++) {
+		const struct im_link *l = &g.v[i];
+
+		if (!strcmp(l->path, "a"))
+			ck_assert(!l->exact && l->similarity == 1.0);
+		if (!strcmp(l->path, "a2")) {
+			ck_assert(l->exact);
+			ck_assert(l->similarity == 1.0);
+		} else {
+			ck_assert_msg(!l->exact && l->similarity >= 0.8 &&
+					      l->similarity <= 1.0,
+				      "%s: %s %f", l->path,
+				      l->exact ? "exact" : "near",
+				      l->similarity);
+		}
+	}
+}
+END_TEST
+
 static Suite *index_suite(void)
 {
 	Suite *s = suite_create("index");
@@ -1119,6 +1335,7 @@ static Suite *index_suite(void)
 	tcase_add_test(tc, test_index_many_copies_of_one_doc);
 	tcase_add_test(tc, test_index_put_sharing_every_key_at_once);
 	tcase_add_test(tc, test_index_hot_keys);
+	tcase_add_test(tc, test_index_links_give_similarity_and_kind);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("random");
@@ -1126,6 +1343,7 @@ static Suite *index_suite(void)
 	tcase_add_test(tc, test_index_random_ops_match_recomputation);
 	tcase_add_test(tc, test_index_random_ops_dense_pool);
 	tcase_add_test(tc, test_index_random_ops_with_prefixes);
+	tcase_add_test(tc, test_index_hot_key_links_are_group_links);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("threads");

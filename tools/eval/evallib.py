@@ -44,7 +44,7 @@ def run(cmd, check=True):
 def param_args(opts):
     """imatch options shared by sign and scan, from a dict (None = default)."""
     a = []
-    for name in ("keep", "min-terms", "min-ratio", "seed"):
+    for name in ("keep", "min-terms", "min-ratio", "seed", "similarity"):
         v = opts.get(name)
         if v is not None:
             a += [f"--{name}", str(v)]
@@ -71,7 +71,8 @@ def _batched(imatch, sub, args, files):
 def sign(imatch, lexicon, k, files, opts=None):
     """{path: [sig0, ..., sigK]} with None for a rejected coordinate."""
     sigs = {}
-    args = ["--lexicon", lexicon, "-k", str(k)] + param_args(opts or {})
+    sopts = {n: v for n, v in (opts or {}).items() if n != "similarity"}
+    args = ["--lexicon", lexicon, "-k", str(k)] + param_args(sopts)
     for line in _batched(imatch, "sign", args, files):
         f = line.split("\t")
         if len(f) != k + 2:

@@ -911,6 +911,248 @@ static void free_cluster_list(struct cluster *v, size_t n)
 	free(v);
 }
 
+/* ---- export --dupes ------------------------------------------------------------ */
+
+struct edge {
+	uint32_t a, b;
+	double similarity;
+};
+
+static int cmp_edge(const void *x, const void *y)
+{
+	const struct edge *a = x, *b = y;
+
+	if (a->a != b->a)
+		return a->a < b->a ? -1 : 1;
+	return a->b < b->b ? -1 : a->b > b->b;
+}
+
+/* What export --dupes holds: 4 bytes per document for the exact classes,
+ * 4 for their member lists, a path for each document with a dupe, and the
+ * near links (16 bytes each, twice). */
+struct dupes_export {
+	uint32_t n;
+	uint32_t *exact;     /* union-find of exact links, then the roots */
+	uint32_t *class_off; /* [n + 1]: start of each root's members */
+	uint32_t *class_mem; /* members of classes of two or more, by root */
+	struct edge *e;	     /* near links, both directions, sorted */
+	size_t ne, cap;
+	char **path; /* of documents with a dupe, else NULL */
+};
+
+static int dx_links(struct cli *c, struct im_stage_reader **rs,
+		    const struct shard_set *ss, struct dupes_export *x)
+{
+	for (int i = 0; i < c->argc; i++) {
+		const uint8_t *p;
+		size_t len;
+
+		if (im_stage_header(rs[i])->kind != IM_STAGE_LINKS)
+			continue;
+		while (im_stage_next(rs[i], &p, &len)) {
+			struct im_stage_link l;
+			uint32_t a, b;
+
+			if (im_stage_link_decode(p, len, &l) ||
+			    (a = dense_id(ss, l.a_shard, l.a_index)) ==
+				    UINT32_MAX ||
+			    (b = dense_id(ss, l.b_shard, l.b_index)) ==
+				    UINT32_MAX) {
+				err_msg("%s: corrupt: a link to no document",
+					c->argv[i]);
+				return -EINVAL;
+			}
+			if (l.exact) {
+				uf_union(x->exact, a, b);
+				continue;
+			}
+			if (x->cap - x->ne < 2) {
+				size_t cap = x->cap ? 2 * x->cap : 1024;
+				struct edge *e =
+					realloc(x->e, cap * sizeof(*e));
+
+				if (!e)
+					return -ENOMEM;
+				x->e = e;
+				x->cap = cap;
+			}
+			x->e[x->ne++] = (struct edge){a, b, l.similarity};
+			x->e[x->ne++] = (struct edge){b, a, l.similarity};
+		}
+	}
+	return 0;
+}
+
+/* Exact classes: flatten, then list the members of each root in id order. */
+static int dx_classes(struct dupes_export *x)
+{
+	uint32_t *cnt = calloc((size_t)x->n + 1, sizeof(*cnt));
+
+	if (!cnt)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < x->n; i++)
+		cnt[x->exact[i] = uf_find(x->exact, i)]++;
+	for (uint32_t i = 0; i < x->n; i++)
+		x->class_off[i + 1] =
+			x->class_off[i] + (cnt[i] >= 2 ? cnt[i] : 0);
+	memset(cnt, 0, ((size_t)x->n + 1) * sizeof(*cnt));
+	for (uint32_t i = 0; i < x->n; i++) {
+		uint32_t r = x->exact[i];
+
+		if (x->class_off[r + 1] > x->class_off[r])
+			x->class_mem[x->class_off[r] + cnt[r]++] = i;
+	}
+	free(cnt);
+	return 0;
+}
+
+/* Index of the first near link from @p id in the sorted edges (ne if none). */
+static size_t dx_first(const struct dupes_export *x, uint32_t id)
+{
+	size_t lo = 0, hi = x->ne;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (x->e[mid].a < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+static bool dx_has_dupes(const struct dupes_export *x, uint32_t id)
+{
+	uint32_t r = x->exact[id];
+	size_t f;
+
+	if (x->class_off[r + 1] > x->class_off[r])
+		return true;
+	f = dx_first(x, id);
+	return f < x->ne && x->e[f].a == id;
+}
+
+static int dx_path(uint32_t id, const struct im_stage_doc *doc,
+		   struct im_stage_reader *r, void *arg)
+{
+	struct dupes_export *x = arg;
+
+	(void)r;
+	if (!doc || !dx_has_dupes(x, id))
+		return 0;
+	x->path[id] = strndup(doc->path, doc->path_len);
+	return x->path[id] ? 0 : -ENOMEM;
+}
+
+static const struct dupes_export *sort_ctx;
+
+static int cmp_by_path(const void *a, const void *b)
+{
+	return strcmp(sort_ctx->path[*(const uint32_t *)a],
+		      sort_ctx->path[*(const uint32_t *)b]);
+}
+
+/* Print every document with a dupe, by path, as `imatch dupes` does. */
+static int dx_print(const struct cli *c, struct dupes_export *x)
+{
+	struct dupes ds = {0};
+	uint32_t *order = NULL, m = 0;
+	size_t shown = 0;
+	int ret = -ENOMEM;
+
+	order = malloc(((size_t)x->n + 1) * sizeof(*order));
+	if (!order)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < x->n; i++)
+		if (x->path[i])
+			order[m++] = i;
+	sort_ctx = x;
+	qsort(order, m, sizeof(*order), cmp_by_path);
+	if (c->json) {
+		fputs("{\n  \"root\": ", stdout);
+		put_json_string(stdout, c->root ? c->root : ".");
+		printf(",\n  \"similarity\": %g,\n  \"documents\": [",
+		       c->p.similarity);
+	}
+	for (uint32_t k = 0; k < m; k++) {
+		uint32_t id = order[k], r = x->exact[id];
+		size_t need = x->class_off[r + 1] - x->class_off[r];
+
+		for (size_t f = dx_first(x, id); f < x->ne && x->e[f].a == id;
+		     f++)
+			need++;
+		if (ds.cap < need) {
+			free(ds.v);
+			ds.v = malloc(need * sizeof(*ds.v));
+			ds.cap = ds.v ? need : 0;
+			if (!ds.v)
+				goto out;
+		}
+		ds.n = 0;
+		for (uint32_t j = x->class_off[r]; j < x->class_off[r + 1]; j++)
+			if (x->class_mem[j] != id)
+				ds.v[ds.n++] = (struct dupe){
+					x->path[x->class_mem[j]], 1.0, true};
+		/* Near links, once per other document (a pair linked under
+		 * several keys has one similarity); copies are listed above. */
+		for (size_t f = dx_first(x, id); f < x->ne && x->e[f].a == id;
+		     f++) {
+			const struct edge *e = &x->e[f];
+
+			if (x->exact[e->b] == r ||
+			    (f > 0 && x->e[f - 1].a == id &&
+			     x->e[f - 1].b == e->b))
+				continue;
+			ds.v[ds.n++] = (struct dupe){x->path[e->b],
+						     e->similarity, false};
+		}
+		qsort(ds.v, ds.n, sizeof(*ds.v), cmp_dupe);
+		print_dupes_doc(c, x->path[id], &ds, shown++ == 0);
+	}
+	if (c->json)
+		fputs(shown ? "\n  ]\n}\n" : "]\n}\n", stdout);
+	ret = 0;
+out:
+	free(ds.v);
+	free(order);
+	return ret;
+}
+
+static int export_dupes(struct cli *c, struct im_stage_reader **rs,
+			const struct shard_set *ss)
+{
+	struct dupes_export x = {.n = (uint32_t)ss->base[ss->nshards]};
+	int ret = -ENOMEM;
+
+	x.exact = malloc(((size_t)x.n + 1) * sizeof(*x.exact));
+	x.class_off = calloc((size_t)x.n + 2, sizeof(*x.class_off));
+	x.class_mem = malloc(((size_t)x.n + 1) * sizeof(*x.class_mem));
+	x.path = calloc((size_t)x.n + 1, sizeof(*x.path));
+	if (!x.exact || !x.class_off || !x.class_mem || !x.path)
+		goto out;
+	for (uint32_t i = 0; i < x.n; i++)
+		x.exact[i] = i;
+	ret = dx_links(c, rs, ss, &x);
+	if (!ret)
+		ret = dx_classes(&x);
+	if (ret)
+		goto out;
+	qsort(x.e, x.ne, sizeof(*x.e), cmp_edge);
+	ret = shard_set_foreach(ss, dx_path, &x);
+	if (!ret)
+		ret = dx_print(c, &x);
+out:
+	for (uint32_t i = 0; x.path && i < x.n; i++)
+		free(x.path[i]);
+	free(x.path);
+	free(x.exact);
+	free(x.class_off);
+	free(x.class_mem);
+	free(x.e);
+	return ret;
+}
+
 int cmd_export(struct cli *c)
 {
 	struct im_stage_reader **rs = calloc((size_t)c->argc, sizeof(*rs));
@@ -928,6 +1170,19 @@ int cmd_export(struct cli *c)
 
 	if (!rs)
 		goto fail;
+	if (c->dupes) {
+		if (run_key(c, &keys) ||
+		    open_all(c, rs, &keys,
+			     1u << IM_STAGE_RECORDS | 1u << IM_STAGE_LINKS) ||
+		    shard_set_init(c, rs, &ss))
+			goto out;
+		ret = export_dupes(c, rs, &ss);
+		if (ret == -EINVAL)
+			goto out; /* said which file */
+		if (ret)
+			goto fail;
+		goto flush;
+	}
 	if (load_lexicon(c, &lex) || run_key(c, &keys) ||
 	    open_all(c, rs, &keys,
 		     1u << IM_STAGE_MANIFEST | 1u << IM_STAGE_RECORDS |
@@ -1006,6 +1261,7 @@ int cmd_export(struct cli *c)
 		print_scan_json(c, c->root ? c->root : ".", v, ncl, &sum);
 	else
 		print_scan_text(v, ncl);
+flush:
 	if (fflush(stdout) || ferror(stdout)) {
 		err_msg("writing the output: %s", strerror(errno));
 		goto out;

@@ -18,17 +18,6 @@
 
 /* ---- dupes ----------------------------------------------------------------- */
 
-struct dupe {
-	char *path;
-	double similarity;
-	bool exact;
-};
-
-struct dupes {
-	struct dupe *v;
-	size_t n, cap;
-};
-
 struct paths {
 	char **v;
 	size_t n, cap;
@@ -75,7 +64,7 @@ static int add_link(const struct im_link *l, void *arg)
 	return 0;
 }
 
-static int cmp_dupe(const void *a, const void *b)
+int cmp_dupe(const void *a, const void *b)
 {
 	return strcmp(((const struct dupe *)a)->path,
 		      ((const struct dupe *)b)->path);
@@ -88,8 +77,8 @@ static void dupes_clear(struct dupes *ds)
 	ds->n = 0;
 }
 
-static void print_doc(const struct cli *c, const char *path,
-		      const struct dupes *ds, bool first)
+void print_dupes_doc(const struct cli *c, const char *path,
+		     const struct dupes *ds, bool first)
 {
 	if (WANT_CSV(c)) {
 		for (size_t i = 0; i < ds->n; i++) {
@@ -162,7 +151,7 @@ int cmd_dupes(struct cli *c)
 		if (!ds.n)
 			continue;
 		qsort(ds.v, ds.n, sizeof(*ds.v), cmp_dupe);
-		print_doc(c, ps.v[i], &ds, shown++ == 0);
+		print_dupes_doc(c, ps.v[i], &ds, shown++ == 0);
 	}
 	if (c->json)
 		fputs(shown ? "\n  ]\n}\n" : "]\n}\n", stdout);

@@ -82,6 +82,7 @@ enum {
 	O_RECORDS,
 	O_SHARD_ID,
 	O_EXCLUDE,
+	O_DUPES,
 };
 
 struct opt {
@@ -136,6 +137,9 @@ static const struct opt opts[] = {
 	{"records", 0, O_RECORDS, F_SIGN, NULL,
 	 "--records          batch stage: sign the shard --files-from into "
 	 "stage files"},
+	{"dupes", 0, O_DUPES, F_EXPORT, NULL,
+	 "--dupes            export: print what 'imatch dupes' prints (from "
+	 "RECORDS... LINKS...)"},
 	{"shard-id", 1, O_SHARD_ID, F_SIGN, NULL,
 	 "--shard-id I/N     sign --records: this shard's number, of N"},
 	{"files-from", 1, O_FILES_FROM, F_DF | F_SIGN, NULL,
@@ -274,9 +278,12 @@ static const struct command commands[] = {
 	 "the clusters of two or more, each named by its smallest signature."},
 	{"export", F_EXPORT, cmd_export, 1, -1,
 	 "imatch export --lexicon FILE [OPTIONS] [--json] [--root DIR] "
-	 "MANIFEST CLUSTERS RECORDS...",
+	 "MANIFEST CLUSTERS RECORDS...\n"
+	 "  imatch export --dupes --lexicon FILE [OPTIONS] [--json] [--root "
+	 "DIR] RECORDS... LINKS...",
 	 "Batch stage 'export': print what 'imatch scan [--json] DIR' prints\n"
-	 "for the tree the stage files were made from (\"root\" is --root)."},
+	 "for the tree the stage files were made from (\"root\" is --root);\n"
+	 "with --dupes, what 'imatch dupes [--json] DIR' prints."},
 	{"cat", F_CAT, cmd_cat, 1, -1, "imatch cat [--check|--head] FILE...",
 	 "Print stage files (from ls, df, ...) as JSON, after verifying them.\n"
 	 "A corrupt or truncated file is refused with one line naming it."},
@@ -464,6 +471,7 @@ static int run_command(const struct command *cmd, int argc, char **argv)
 		case O_HEAD: c.head = true; break;
 		case O_RECORDS: c.records = true; break;
 		case O_SHARD_ID: c.shard_id = optarg; break;
+		case O_DUPES: c.dupes = true; break;
 		case O_LEXICON: c.lexicon = optarg; break;
 		case O_JSON: c.json = true; break;
 		case O_HIDDEN: c.p.hidden = 1; break;

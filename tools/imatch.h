@@ -52,6 +52,7 @@ struct cli {
 	bool dirs;	      /**< scan --dirs */
 	bool records;	      /**< sign --records */
 	const char *shard_id; /**< sign --shard-id I/N */
+	bool dupes;	      /**< export --dupes */
 	int argc;	      /**< operands */
 	char **argv;
 };
@@ -157,6 +158,27 @@ void print_scan_text(const struct cluster *v, size_t n);
 void print_scan_json(const struct cli *c, const char *root,
 		     const struct cluster *v, size_t n,
 		     const struct scan_summary *s);
+
+/* ---- The dupes of a document (cmd_dupes.c), also printed by `export` ---- */
+
+struct dupe {
+	char *path;
+	double similarity;
+	bool exact;
+};
+
+struct dupes {
+	struct dupe *v;
+	size_t n, cap;
+};
+
+/** By path (qsort). */
+int cmp_dupe(const void *a, const void *b);
+
+/** One document of `dupes` output (text, CSV or JSON as @p c says); its
+ *  dupes sorted by path; @p first: the first document printed. */
+void print_dupes_doc(const struct cli *c, const char *path,
+		     const struct dupes *ds, bool first);
 
 /* ---- Messages -------------------------------------------------------------- */
 

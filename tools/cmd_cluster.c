@@ -711,9 +711,14 @@ static void name_offer(struct cname *cn, const struct im_doc_sigs *d)
 	}
 }
 
-/* Union every link of the links files among the operands. */
-static int union_links(struct cli *c, struct im_stage_reader **rs,
-		       const struct shard_set *ss, uint32_t *parent)
+/* Call @p fn for every link of the links files among the operands, with
+ * its ends as dense ids. @return 0, -EINVAL after naming a corrupt file, or
+ * fn's non-zero value. */
+static int foreach_link(struct cli *c, struct im_stage_reader **rs,
+			const struct shard_set *ss,
+			int (*fn)(uint32_t a, uint32_t b,
+				  const struct im_stage_link *l, void *arg),
+			void *arg)
 {
 	for (int i = 0; i < c->argc; i++) {
 		const uint8_t *p;
@@ -724,6 +729,7 @@ static int union_links(struct cli *c, struct im_stage_reader **rs,
 		while (im_stage_next(rs[i], &p, &len)) {
 			struct im_stage_link l;
 			uint32_t a, b;
+			int ret;
 
 			if (im_stage_link_decode(p, len, &l) ||
 			    (a = dense_id(ss, l.a_shard, l.a_index)) ==
@@ -732,11 +738,21 @@ static int union_links(struct cli *c, struct im_stage_reader **rs,
 				    UINT32_MAX) {
 				err_msg("%s: corrupt: a link to no document",
 					c->argv[i]);
-				return -1;
+				return -EINVAL;
 			}
-			uf_union(parent, a, b);
+			ret = fn(a, b, &l, arg);
+			if (ret)
+				return ret;
 		}
 	}
+	return 0;
+}
+
+static int union_link(uint32_t a, uint32_t b, const struct im_stage_link *l,
+		      void *arg)
+{
+	(void)l;
+	uf_union(arg, a, b);
 	return 0;
 }
 
@@ -791,7 +807,7 @@ int cmd_components(struct cli *c)
 		goto fail;
 	for (uint32_t i = 0; i < n; i++)
 		parent[i] = i;
-	if (union_links(c, rs, &ss, parent))
+	if (foreach_link(c, rs, &ss, union_link, parent))
 		goto out;
 	/* Flatten, count sizes into cl[root], then number the clusters of
 	 * two or more in root order: cl[root] = number (from 1). */
@@ -940,46 +956,26 @@ struct dupes_export {
 	char **path; /* of documents with a dupe, else NULL */
 };
 
-static int dx_links(struct cli *c, struct im_stage_reader **rs,
-		    const struct shard_set *ss, struct dupes_export *x)
+static int dx_link(uint32_t a, uint32_t b, const struct im_stage_link *l,
+		   void *arg)
 {
-	for (int i = 0; i < c->argc; i++) {
-		const uint8_t *p;
-		size_t len;
+	struct dupes_export *x = arg;
 
-		if (im_stage_header(rs[i])->kind != IM_STAGE_LINKS)
-			continue;
-		while (im_stage_next(rs[i], &p, &len)) {
-			struct im_stage_link l;
-			uint32_t a, b;
-
-			if (im_stage_link_decode(p, len, &l) ||
-			    (a = dense_id(ss, l.a_shard, l.a_index)) ==
-				    UINT32_MAX ||
-			    (b = dense_id(ss, l.b_shard, l.b_index)) ==
-				    UINT32_MAX) {
-				err_msg("%s: corrupt: a link to no document",
-					c->argv[i]);
-				return -EINVAL;
-			}
-			if (l.exact) {
-				uf_union(x->exact, a, b);
-				continue;
-			}
-			if (x->cap - x->ne < 2) {
-				size_t cap = x->cap ? 2 * x->cap : 1024;
-				struct edge *e =
-					realloc(x->e, cap * sizeof(*e));
-
-				if (!e)
-					return -ENOMEM;
-				x->e = e;
-				x->cap = cap;
-			}
-			x->e[x->ne++] = (struct edge){a, b, l.similarity};
-			x->e[x->ne++] = (struct edge){b, a, l.similarity};
-		}
+	if (l->exact) {
+		uf_union(x->exact, a, b);
+		return 0;
 	}
+	if (x->cap - x->ne < 2) {
+		size_t cap = x->cap ? 2 * x->cap : 1024;
+		struct edge *e = realloc(x->e, cap * sizeof(*e));
+
+		if (!e)
+			return -ENOMEM;
+		x->e = e;
+		x->cap = cap;
+	}
+	x->e[x->ne++] = (struct edge){a, b, l->similarity};
+	x->e[x->ne++] = (struct edge){b, a, l->similarity};
 	return 0;
 }
 
@@ -1133,7 +1129,7 @@ static int export_dupes(struct cli *c, struct im_stage_reader **rs,
 		goto out;
 	for (uint32_t i = 0; i < x.n; i++)
 		x.exact[i] = i;
-	ret = dx_links(c, rs, ss, &x);
+	ret = foreach_link(c, rs, ss, dx_link, &x);
 	if (!ret)
 		ret = dx_classes(&x);
 	if (ret)

@@ -1,0 +1,231 @@
+#!/usr/bin/env python3
+"""Churn: change a mounted source as fast as a user's scripts can, then check
+that the view converges to `imatch scan` of the final tree (issue 12, defect 1).
+
+    churn.py IMATCHFS IMATCH [--short] [--seconds N] [--rate N] [--seed N]
+                             [--deadline N] [--keep]
+
+Builds a tree of pool documents (families of near-duplicates spread over
+nested directories), mounts it, waits until it is live, then for --seconds
+drives --rate changes per second (default 1,000 for 60 s; --short: 5 s, for
+CI): creates, rewrites, editor-style replaces (write a temporary name, rename
+it over), renames within and across directories, deletes, new directories,
+directory moves between depths, whole subtrees removed, and bursts of files
+created in a new directory that is renamed at once. Then it polls, up to
+--deadline seconds, until by-doc/ lists exactly the tree's documents and
+clusters/ equals the scan; on failure it prints what differs and what the
+daemon's status claimed meanwhile.
+
+Exit 0 converged, 1 not (or an error), 77 without FUSE.
+"""
+
+import argparse
+import os
+import random
+import shutil
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import (Fail, Pool, World, converge, log, read_status, run_main,  # noqa: E402
+                    settle, summary_of)
+
+
+class Tree:
+    """The driver's model of the source: directories and files it made."""
+
+    def __init__(self, src, pool, rng):
+        self.src, self.pool, self.rng = src, pool, rng
+        self.dirs = ['']
+        self.files = []
+        self.serial = 0
+        self.counts = {}
+
+    def p(self, rel):
+        return os.path.join(self.src, rel)
+
+    def name(self, prefix, ext=''):
+        self.serial += 1
+        return '%s%d%s' % (prefix, self.serial, ext)
+
+    def write(self, rel):
+        self.serial += 1
+        with open(self.p(rel), 'wb') as f:
+            f.write(self.pool.text(self.rng, self.serial))
+
+    def count(self, op, n=1):
+        self.counts[op] = self.counts.get(op, 0) + n
+
+    def depth(self, d):
+        return d.count('/') + 1 if d else 0
+
+    # ---- Operations; each returns the number of changes it made ----
+
+    def create(self):
+        rel = os.path.join(self.rng.choice(self.dirs), self.name('f', '.txt'))
+        self.write(rel)
+        self.files.append(rel)
+        return 1
+
+    def rewrite(self):
+        if not self.files:
+            return self.create()
+        self.write(self.rng.choice(self.files))
+        return 1
+
+    def replace(self):
+        """Editor-style: write .name.tmp, rename it over name."""
+        if not self.files:
+            return self.create()
+        rel = self.rng.choice(self.files)
+        d, b = os.path.split(rel)
+        tmp = os.path.join(d, '.%s.swp' % b)
+        self.write(tmp)
+        os.rename(self.p(tmp), self.p(rel))
+        return 2
+
+    def rename_file(self):
+        if not self.files:
+            return self.create()
+        i = self.rng.randrange(len(self.files))
+        old = self.files[i]
+        new = os.path.join(self.rng.choice(self.dirs), self.name('r', '.txt'))
+        os.rename(self.p(old), self.p(new))
+        self.files[i] = new
+        return 1
+
+    def delete(self):
+        if len(self.files) < 50:
+            return self.create()
+        i = self.rng.randrange(len(self.files))
+        os.unlink(self.p(self.files[i]))
+        self.files[i] = self.files[-1]
+        self.files.pop()
+        return 1
+
+    def mkdir(self):
+        parent = self.rng.choice([d for d in self.dirs if self.depth(d) < 6] or [''])
+        rel = os.path.join(parent, self.name('d'))
+        os.mkdir(self.p(rel))
+        self.dirs.append(rel)
+        return 1
+
+    def move_dir(self):
+        """Move a directory (with everything below it) under another one,
+        usually to another depth."""
+        cands = [d for d in self.dirs if d]
+        if not cands:
+            return self.mkdir()
+        src = self.rng.choice(cands)
+        targets = [d for d in self.dirs
+                   if d != src and not d.startswith(src + '/') and self.depth(d) < 6]
+        dst = os.path.join(self.rng.choice(targets), self.name('m'))
+        os.rename(self.p(src), self.p(dst))
+        pre = src + '/'
+        self.dirs = [dst + d[len(src):] if d == src or d.startswith(pre) else d
+                     for d in self.dirs]
+        self.files = [dst + f[len(src):] if f.startswith(pre) else f for f in self.files]
+        return 1
+
+    def remove_tree(self):
+        cands = [d for d in self.dirs if d and
+                 sum(1 for f in self.files if f.startswith(d + '/')) <= 40]
+        if len(self.dirs) < 20 or not cands:
+            return self.mkdir()
+        d = self.rng.choice(cands)
+        pre = d + '/'
+        n = sum(1 for f in self.files if f.startswith(pre))
+        shutil.rmtree(self.p(d))
+        self.dirs = [x for x in self.dirs if x != d and not x.startswith(pre)]
+        self.files = [f for f in self.files if not f.startswith(pre)]
+        return n + 1
+
+    def burst(self):
+        """Create a directory, fill it, and rename it at once (the pattern
+        that lost about 30% of the documents)."""
+        parent = self.rng.choice([d for d in self.dirs if self.depth(d) < 5] or [''])
+        tmp = os.path.join(parent, self.name('incoming'))
+        os.mkdir(self.p(tmp))
+        n = self.rng.randint(20, 60)
+        names = [self.name('b', '.txt') for _ in range(n)]
+        for b in names:
+            self.write(os.path.join(tmp, b))
+        final = os.path.join(parent, self.name('batch'))
+        os.rename(self.p(tmp), self.p(final))
+        self.dirs.append(final)
+        self.files += [os.path.join(final, b) for b in names]
+        return n + 2
+
+    OPS = [('create', 22), ('rewrite', 18), ('replace', 10), ('rename_file', 15),
+           ('delete', 15), ('mkdir', 5), ('move_dir', 8), ('remove_tree', 2), ('burst', 2)]
+
+    def step(self):
+        names = [o for o, _ in self.OPS]
+        weights = [w for _, w in self.OPS]
+        op = self.rng.choices(names, weights)[0]
+        n = getattr(self, op)()
+        self.count(op, n)
+        return n
+
+
+def build(tree, ndirs, nfiles):
+    for _ in range(ndirs):
+        tree.mkdir()
+    for _ in range(nfiles):
+        tree.create()
+    tree.counts.clear()
+
+
+def run(argv):
+    ap = argparse.ArgumentParser(prog='churn.py')
+    ap.add_argument('imatchfs')
+    ap.add_argument('imatch')
+    ap.add_argument('--short', action='store_true', help='5 s and a small tree (CI)')
+    ap.add_argument('--seconds', type=float)
+    ap.add_argument('--rate', type=int, default=1000, help='changes per second to aim at')
+    ap.add_argument('--seed', type=int, default=1)
+    ap.add_argument('--deadline', type=int, default=120,
+                    help='seconds to wait for convergence')
+    ap.add_argument('--keep', action='store_true', help='keep the tmp directory')
+    a = ap.parse_args(argv)
+    seconds = a.seconds or (5 if a.short else 60)
+    w = World(os.path.abspath(a.imatchfs), os.path.abspath(a.imatch), 'churn')
+    ok = False
+    try:
+        rng = random.Random(a.seed)
+        pool = Pool(60 if a.short else 200, seed=a.seed)
+        tree = Tree(w.src, pool, rng)
+        build(tree, 10 if a.short else 40, 200 if a.short else 1500)
+        log('tree: %d files in %d directories; mounting' % (len(tree.files), len(tree.dirs)))
+        d = w.daemon()
+        settle(w.mnt)
+        log('live: %s' % summary_of(read_status(w.mnt)))
+        t0 = time.monotonic()
+        changes = 0
+        while True:
+            now = time.monotonic() - t0
+            if now >= seconds:
+                break
+            # Pace to the rate, in small batches.
+            ahead = changes - now * a.rate
+            if ahead > 0:
+                time.sleep(min(ahead / a.rate, 0.05))
+                continue
+            changes += tree.step()
+        took = time.monotonic() - t0
+        log('churn: %d changes in %.1f s = %.0f changes/s; final tree %d files in %d dirs'
+            % (changes, took, changes / took, len(tree.files), len(tree.dirs)))
+        log('  by kind: ' + ', '.join('%s %d' % kv for kv in sorted(tree.counts.items())))
+        if changes / took < a.rate * 0.9:
+            log('warning: the driver reached only %.0f of %d changes/s' % (changes / took, a.rate))
+        secs = converge(w.imatch, w.src, w.mnt, w.state, a.deadline,
+                        'after %d changes, the view' % changes)
+        log('converged %.1f s after the churn: %s' % (secs, summary_of(read_status(w.mnt))))
+        d.umount()
+        ok = True
+    finally:
+        w.close(keep=a.keep or not ok)
+
+
+if __name__ == '__main__':
+    sys.exit(run_main(run, sys.argv[1:], 'churn'))

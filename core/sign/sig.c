@@ -670,18 +670,74 @@ int im_signer_sign_buf(struct im_signer *s, const char *name, const char *buf,
 
 /* ---- Reading ----------------------------------------------------------------- */
 
+/* Read up to @p want bytes into @p buf; *got receives what came. */
+static int read_full(int fd, char *buf, size_t want, size_t *got)
+{
+	*got = 0;
+	while (*got < want) {
+		ssize_t k = read(fd, buf + *got, want - *got);
+		if (k < 0) {
+			if (errno == EINTR)
+				continue;
+			return errno;
+		}
+		if (k == 0)
+			break;
+		*got += (size_t)k;
+	}
+	return 0;
+}
+
+/*
+ * A file over STREAM_ABOVE bytes whose first IM_EXTRACT_SNIFF bytes say
+ * binary is hashed as it streams by in STREAM_CHUNK pieces instead of being
+ * held whole (with max_size=0 a 2 GB image was read into memory only to be
+ * found binary). Smaller files are read whole, so a container format whose
+ * sniffing needs more than the first bytes is still seen as what it is.
+ */
+#define STREAM_ABOVE ((size_t)64 << 20)
+#define STREAM_CHUNK ((size_t)1 << 20)
+
+static int stream_hash(int fd, char *buf, size_t first, size_t want,
+		       uint8_t exact[16])
+{
+	XXH3_state_t *h = XXH3_createState();
+	size_t done = first, got;
+	XXH128_canonical_t c;
+	int err = 0;
+
+	if (!h)
+		return ENOMEM;
+	XXH3_128bits_reset(h);
+	XXH3_128bits_update(h, buf, first);
+	while (done < want) {
+		size_t n = want - done < STREAM_CHUNK ? want - done : STREAM_CHUNK;
+
+		err = read_full(fd, buf, n, &got);
+		if (err || got == 0)
+			break;
+		XXH3_128bits_update(h, buf, got);
+		done += got;
+	}
+	XXH128_canonicalFromHash(&c, XXH3_128bits_digest(h));
+	memcpy(exact, c.digest, 16);
+	XXH3_freeState(h);
+	return err;
+}
+
 /*
  * Open and read @p name into s->buf[0..*len). *status is IM_DOC_SIGNED when
- * it was read, else IM_DOC_TOO_BIG or IM_DOC_ERROR with *err set. A buffer
- * that cannot be had for one large file is that file's error (ENOMEM), not a
- * failure of the signer.
+ * it was read, IM_DOC_BINARY when a large binary file was streamed through
+ * its hash (@p exact) instead, else IM_DOC_TOO_BIG or IM_DOC_ERROR with *err
+ * set. A buffer that cannot be had for one large file is that file's error
+ * (ENOMEM), not a failure of the signer.
  */
 static void read_at(struct im_signer *s, int dirfd, const char *name,
 		    struct stat *stp, enum im_doc_status *status, int *err,
-		    size_t *len)
+		    size_t *len, uint8_t exact[16])
 {
 	struct stat st;
-	size_t got = 0, want;
+	size_t got = 0, want, first;
 	int fd;
 
 	*status = IM_DOC_ERROR;
@@ -717,23 +773,32 @@ static void read_at(struct im_signer *s, int dirfd, const char *name,
 	/* Bytes appended after fstat() are not read: the document is what
 	 * the file held when it was opened, or less if it shrank. */
 	want = (size_t)st.st_size;
+	if (want > STREAM_ABOVE) {
+		if (grow((void **)&s->buf, &s->bufcap, STREAM_CHUNK, 1) < 0) {
+			*err = ENOMEM;
+			goto out;
+		}
+		*err = read_full(fd, s->buf, IM_EXTRACT_SNIFF, &first);
+		if (*err)
+			goto out;
+		/* A ZIP is told from its entries, which need all of it. */
+		if (im_extract_sniff(s->buf, first) == IM_FMT_BINARY &&
+		    !(first >= 4 && !memcmp(s->buf, "PK\x03\x04", 4))) {
+			*err = stream_hash(fd, s->buf, first, want, exact);
+			if (!*err)
+				*status = IM_DOC_BINARY;
+			goto out;
+		}
+		got = first;
+	}
 	if (grow((void **)&s->buf, &s->bufcap, want + 1, 1) < 0) {
 		*err = ENOMEM;
 		goto out;
 	}
-	while (got < want) {
-		ssize_t k = read(fd, s->buf + got, want - got);
-		if (k < 0) {
-			if (errno == EINTR)
-				continue;
-			*err = errno;
-			goto out;
-		}
-		if (k == 0)
-			break;
-		got += (size_t)k;
-	}
-	*len = got;
+	*err = read_full(fd, s->buf + got, want - got, &first);
+	if (*err)
+		goto out;
+	*len = got + first;
 	*status = IM_DOC_SIGNED;
 out:
 	if (fd >= 0)
@@ -756,15 +821,23 @@ int im_signer_sign_at(struct im_signer *s, int dirfd, const char *name,
 {
 	enum im_doc_status status;
 	struct stat lst;
+	uint8_t exact[16];
 	size_t len;
 	int err, r = 0;
 
-	read_at(s, dirfd, name, &lst, &status, &err, &len);
+	read_at(s, dirfd, name, &lst, &status, &err, &len, exact);
 	if (status != IM_DOC_SIGNED) {
 		memset(out, 0, sizeof(*out));
 		out->status = (uint8_t)status;
 		out->ncoords = (uint8_t)(s->p.k + 1);
 		out->err = err;
+		if (status == IM_DOC_BINARY) {
+			s->have_last = 0;
+			out->format = IM_FMT_BINARY;
+			memcpy(out->exact, exact, sizeof(out->exact));
+			out->exact_valid = 1;
+		}
+		drop_big_buffer(s);
 	} else {
 		const char *base = strrchr(name, '/');
 		r = im_signer_sign_buf(s, base ? base + 1 : name,
@@ -783,13 +856,16 @@ int im_signer_terms_at(struct im_signer *s, int dirfd, const char *name,
 		       enum im_doc_status *status,
 		       const struct im_terms **terms)
 {
+	uint8_t exact[16];
 	size_t len;
 	int err, r = 0;
 
 	*terms = NULL;
-	read_at(s, dirfd, name, NULL, status, &err, &len);
-	if (*status != IM_DOC_SIGNED)
+	read_at(s, dirfd, name, NULL, status, &err, &len, exact);
+	if (*status != IM_DOC_SIGNED) {
+		drop_big_buffer(s);
 		return 0;
+	}
 	const char *base = strrchr(name, '/');
 	struct im_extract_result xr;
 

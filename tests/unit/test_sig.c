@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -975,6 +976,58 @@ START_TEST(test_sig_large_file)
 }
 END_TEST
 
+/* A sparse file of @p size bytes (zeros: binary) ending in @p tail. */
+static void put_sparse(const char *name, size_t size, const char *tail)
+{
+	int fd = openat(dirfd_, name, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	size_t n = strlen(tail);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pwrite(fd, tail, n, (off_t)(size - n)), (ssize_t)n);
+	close(fd);
+}
+
+START_TEST(test_sig_large_binary_streamed)
+{
+	/* max_size 0 and a 96 MiB binary: sniffed from its first bytes and
+	 * hashed as it streams by, never held whole (issue 12, defect 6). */
+	const size_t size = (size_t)96 << 20;
+	struct im_lexicon *lex = make_lexicon(200, 100, NULL, NULL);
+	struct im_doc_sigs a, b;
+	struct im_params p;
+	struct rusage before, after;
+	XXH128_canonical_t want;
+	char *whole;
+
+	test_params(&p);
+	p.max_size = 0;
+	struct im_signer *s = signer(lex, &p);
+	put_sparse("a.img", size, "tail A");
+	put_sparse("b.img", size, "tail B");
+	ck_assert_int_eq(getrusage(RUSAGE_SELF, &before), 0);
+	ck_assert_int_eq(im_signer_sign_at(s, dirfd_, "a.img", &a, NULL), 0);
+	ck_assert_int_eq(getrusage(RUSAGE_SELF, &after), 0);
+	ck_assert_int_eq(im_signer_sign_at(s, dirfd_, "b.img", &b, NULL), 0);
+	ck_assert_uint_eq(a.status, IM_DOC_BINARY);
+	ck_assert_uint_eq(a.format, IM_FMT_BINARY);
+	ck_assert_msg(a.exact_valid && b.exact_valid, "a binary keeps its exact hash");
+	ck_assert_msg(memcmp(a.exact, b.exact, 16) != 0,
+		      "the last bytes are part of the hash");
+	ck_assert_msg(after.ru_maxrss - before.ru_maxrss < 48 * 1024,
+		      "signing a 96 MiB binary raised the peak RSS by %ld KiB",
+		      after.ru_maxrss - before.ru_maxrss);
+	whole = calloc(1, size);
+	ck_assert(whole != NULL);
+	memcpy(whole + size - 6, "tail A", 6);
+	XXH128_canonicalFromHash(&want, XXH3_128bits(whole, size));
+	free(whole);
+	ck_assert_msg(memcmp(a.exact, want.digest, 16) == 0,
+		      "the streamed hash is the XXH3-128 of the whole file");
+	im_signer_free(s);
+	im_lexicon_free(lex);
+}
+END_TEST
+
 /* ---- Small things ------------------------------------------------------------ */
 
 START_TEST(test_sig_hex)
@@ -1051,6 +1104,7 @@ static Suite *sig_suite(void)
 	tcase_add_test(tc, test_sig_terms_only_signer);
 	tcase_add_test(tc, test_sig_exact_hash);
 	tcase_add_test(tc, test_sig_large_file);
+	tcase_add_test(tc, test_sig_large_binary_streamed);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -39,6 +39,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "beneath.h"
 #include "extract.h"
 #include "sig.h"
 
@@ -744,12 +745,19 @@ static void read_at(struct im_signer *s, int dirfd, const char *name,
 	*err = 0;
 	*len = 0;
 	memset(&st, 0, sizeof(st));
-	fd = openat(dirfd, name,
-		    O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-	if (fd < 0) {
-		*err = errno;
-		goto out;
+	/* Below a tree, no symlink on the way: a parent swapped for one must
+	 * not lead out of it (issue 12). An absolute name is a path the user
+	 * gave (and the CLI resolved). */
+	if (name[0] == '/') {
+		fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC |
+						 O_NOCTTY | O_NONBLOCK);
+		*err = fd < 0 ? errno : 0;
+	} else {
+		*err = -im_open_beneath(dirfd, name,
+					O_RDONLY | O_NOCTTY | O_NONBLOCK, &fd);
 	}
+	if (*err)
+		goto out;
 	if (fstat(fd, &st) < 0) {
 		*err = errno;
 		goto out;

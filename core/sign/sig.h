@@ -123,11 +123,13 @@ int im_signer_sign_buf(struct im_signer *s, const char *name, const char *buf,
 		       size_t len, struct im_doc_sigs *out);
 
 /**
- * Read the regular file @p name relative to @p dirfd and sign it. It is
- * opened with openat(O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY |
- * O_NONBLOCK), so a symlink is not followed and a fifo never blocks, and read
- * whole into a buffer the signer keeps (one over 4 MiB is released after).
- * @p name may hold '/'.
+ * Read the regular file @p name relative to @p dirfd and sign it. A relative
+ * @p name is opened with im_open_beneath(O_RDONLY | O_NOCTTY | O_NONBLOCK),
+ * so no symlink anywhere on it is followed and nothing outside @p dirfd is
+ * reached; an absolute one (a path the user gave) with openat(O_NOFOLLOW),
+ * which follows symlinks in its directories only. A fifo never blocks. The
+ * file is read whole into a buffer the signer keeps (one over 4 MiB is
+ * released after). A relative @p name may hold '/', never "..".
  *
  * Outcomes, all with return value 0:
  *   - IM_DOC_SIGNED / IM_DOC_REJECTED: exact[] holds the bytes' hash.
@@ -140,7 +142,8 @@ int im_signer_sign_buf(struct im_signer *s, const char *name, const char *buf,
  *     the hash).
  *   - IM_DOC_TOO_BIG: st_size > max_size (max_size 0 = no limit); not read.
  *   - IM_DOC_ERROR with err: the open's or read's errno (ENOENT when the file
- *     vanished, EACCES, ELOOP for a symlink), EISDIR for a directory, EINVAL
+ *     vanished, EACCES, ELOOP for a symlink on the path, EXDEV for
+ *     ".."), EISDIR for a directory, EINVAL
  *     for a device, fifo or socket, ENOMEM when no buffer could hold this
  *     one file.
  * The document is what the file held when it was opened: bytes appended

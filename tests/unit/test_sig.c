@@ -976,6 +976,35 @@ START_TEST(test_sig_large_file)
 }
 END_TEST
 
+START_TEST(test_sig_symlinked_parent_not_followed)
+{
+	/* "sub" is a symlink to a real directory: sub/doc.txt must not be
+	 * read through it (a parent swapped for a symlink leads out of the
+	 * tree; issue 12). */
+	struct im_lexicon *lex = make_lexicon(200, 100, NULL, NULL);
+	struct im_doc_sigs d;
+	struct im_params p;
+	char text[8192];
+	size_t len = lex_text(text, sizeof(text), 0, 40);
+
+	test_params(&p);
+	struct im_signer *s = signer(lex, &p);
+	ck_assert_int_eq(mkdirat(dirfd_, "real", 0755), 0);
+	put_file("real/doc.txt", text, len);
+	ck_assert_int_eq(symlinkat("real", dirfd_, "sub"), 0);
+	ck_assert_int_eq(im_signer_sign_at(s, dirfd_, "real/doc.txt", &d, NULL), 0);
+	ck_assert_uint_eq(d.status, IM_DOC_SIGNED);
+	ck_assert_int_eq(im_signer_sign_at(s, dirfd_, "sub/doc.txt", &d, NULL), 0);
+	ck_assert_uint_eq(d.status, IM_DOC_ERROR);
+	ck_assert_int_eq(d.err, ELOOP);
+	ck_assert_int_eq(im_signer_sign_at(s, dirfd_, "real/../real/doc.txt", &d,
+					   NULL), 0);
+	ck_assert_int_eq(d.err, EXDEV);
+	im_signer_free(s);
+	im_lexicon_free(lex);
+}
+END_TEST
+
 /* A sparse file of @p size bytes (zeros: binary) ending in @p tail. */
 static void put_sparse(const char *name, size_t size, const char *tail)
 {
@@ -1105,6 +1134,7 @@ static Suite *sig_suite(void)
 	tcase_add_test(tc, test_sig_exact_hash);
 	tcase_add_test(tc, test_sig_large_file);
 	tcase_add_test(tc, test_sig_large_binary_streamed);
+	tcase_add_test(tc, test_sig_symlinked_parent_not_followed);
 	suite_add_tcase(s, tc);
 	return s;
 }

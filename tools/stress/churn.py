@@ -128,13 +128,16 @@ class Tree:
         return 1
 
     def remove_tree(self):
-        cands = [d for d in self.dirs if d and
-                 sum(1 for f in self.files if f.startswith(d + '/')) <= 40]
-        if len(self.dirs) < 20 or not cands:
+        if len(self.dirs) < 20:
             return self.mkdir()
-        d = self.rng.choice(cands)
-        pre = d + '/'
-        n = sum(1 for f in self.files if f.startswith(pre))
+        for _ in range(5):
+            d = self.rng.choice(self.dirs[1:])
+            pre = d + '/'
+            n = sum(1 for f in self.files if f.startswith(pre))
+            if n <= 40:
+                break
+        else:
+            return self.mkdir()
         shutil.rmtree(self.p(d))
         self.dirs = [x for x in self.dirs if x != d and not x.startswith(pre)]
         self.files = [f for f in self.files if not f.startswith(pre)]
@@ -146,7 +149,7 @@ class Tree:
         parent = self.rng.choice([d for d in self.dirs if self.depth(d) < 5] or [''])
         tmp = os.path.join(parent, self.name('incoming'))
         os.mkdir(self.p(tmp))
-        n = self.rng.randint(20, 60)
+        n = self.rng.randint(10, 40)
         names = [self.name('b', '.txt') for _ in range(n)]
         for b in names:
             self.write(os.path.join(tmp, b))
@@ -156,8 +159,8 @@ class Tree:
         self.files += [os.path.join(final, b) for b in names]
         return n + 2
 
-    OPS = [('create', 22), ('rewrite', 18), ('replace', 10), ('rename_file', 15),
-           ('delete', 15), ('mkdir', 5), ('move_dir', 8), ('remove_tree', 2), ('burst', 2)]
+    OPS = [('create', 20), ('rewrite', 18), ('replace', 10), ('rename_file', 15),
+           ('delete', 20), ('mkdir', 5), ('move_dir', 8), ('remove_tree', 2), ('burst', 2)]
 
     def step(self):
         names = [o for o, _ in self.OPS]

@@ -50,10 +50,14 @@ def restart(w, what, deadline):
     return st, secs
 
 
-def kill_now(d):
+STUCK = []
+
+
+def kill_now(d, what):
     d.kill()
     d.proc.wait()
-    wait_unmounted(d.mnt)
+    if not wait_unmounted(d.mnt):
+        STUCK.append(what)
 
 
 def tmp_leftovers(state):
@@ -97,7 +101,7 @@ def run(argv):
             d = w.daemon(start=False)
             d.start(wait=False)
             time.sleep(at)
-            kill_now(d)
+            kill_now(d, 'first scan kill %d at %.2f s' % (i + 1, at))
             st, secs = restart(w, 'first scan, kill %d at %.2f s: the restarted view'
                                % (i + 1, at), a.deadline)
             worst = max(worst, secs)
@@ -132,7 +136,7 @@ def run(argv):
             th = threading.Thread(target=burst)
             th.start()
             time.sleep(at)
-            kill_now(d)
+            kill_now(d, 'burst kill %d at %.2f s' % (i + 1, at))
             th.join()
             st, secs = restart(w, 'burst kill %d at %.2f s (%d changes): the restarted view'
                                % (i + 1, at, changes[0]), a.deadline)
@@ -147,6 +151,9 @@ def run(argv):
             % (kills, worst, cached_restarts, len(left),
                (': ' + ' '.join(sorted(left)[:5])) if left else ''))
         log('final status: %s' % summary_of(st))
+        if STUCK:
+            raise Fail('%d of %d kills left the mount in place for 30 s: %s'
+                       % (len(STUCK), 2 * kills, '; '.join(STUCK[:5])))
         ok = True
     finally:
         w.close(keep=a.keep or not ok)

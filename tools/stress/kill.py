@@ -32,7 +32,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import (Fail, Pool, World, converge, log, read_status, run_main,  # noqa: E402
+from common import (DEAD_MOUNTS, Fail, Pool, World, converge, log, read_status, run_main,  # noqa: E402
                     settle, status_int, summary_of, wait_unmounted)
 from churn import Tree, build  # noqa: E402
 
@@ -151,6 +151,9 @@ def run(argv):
             % (kills, worst, cached_restarts, len(left),
                (': ' + ' '.join(sorted(left)[:5])) if left else ''))
         log('final status: %s' % summary_of(st))
+        if DEAD_MOUNTS:
+            log('%d kills left a dead mount that fusermount3 did not remove (unmounted '
+                'lazily by this tool)' % len(DEAD_MOUNTS))
         if STUCK:
             raise Fail('%d of %d kills left the mount in place for 30 s: %s'
                        % (len(STUCK), 2 * kills, '; '.join(STUCK[:5])))

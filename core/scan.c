@@ -623,6 +623,17 @@ static void count_status(struct im_scan_counts *c, enum im_doc_status status,
 		c->bytes += (uint64_t)st->st_size;
 }
 
+/* Formats of what was read, failures by reason. */
+static void count_format(struct im_scan_counts *c, const struct im_doc_sigs *d)
+{
+	if (d->status == IM_DOC_ERROR || d->status == IM_DOC_TOO_BIG)
+		return;
+	if (d->format < IM_FMT_COUNT)
+		c->by_format[d->format]++;
+	if (d->status == IM_DOC_FAILED && (unsigned)d->err < IM_XF_COUNT)
+		c->by_fail[d->err]++;
+}
+
 struct sign_worker {
 	pthread_t tid;
 	struct scan *sc;
@@ -654,6 +665,7 @@ static void *sign_main(void *arg)
 
 		pthread_mutex_lock(&sc->rlock);
 		count_status(sc->counts, d.status, use);
+		count_format(sc->counts, &d);
 		if (sc->ops->result)
 			sc->ops->result(it.path, use, &d, sc->ops->arg);
 		pthread_mutex_unlock(&sc->rlock);

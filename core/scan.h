@@ -48,6 +48,11 @@ struct im_scan_counts {
 			        rejected; binary files are only sniffed) */
 	uint64_t by_status[IM_DOC_STATUS_COUNT]; /**< scans: results per
 						    enum im_doc_status */
+	/** Sign scans: files read, per format (enum im_format; binary and
+	 *  failed files under the format they were sniffed as). */
+	uint64_t by_format[IM_FMT_COUNT];
+	/** Sign scans: IM_DOC_FAILED files per enum im_extract_fail. */
+	uint64_t by_fail[IM_XF_COUNT];
 };
 
 /** Called by the walker for each directory (the root is ""), before its files. */

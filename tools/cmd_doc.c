@@ -130,6 +130,50 @@ static int print_term(void *arg, unsigned k, const struct im_lex_term *t)
 	return 0;
 }
 
+/* The first lines of @p path's extracted text, as the signer saw it. */
+static void print_text_head(const char *path, uint64_t max_size)
+{
+	struct im_extractor *x = NULL;
+	struct im_extract_result r;
+	char *buf = NULL;
+	size_t len = 0, shown = 0;
+	FILE *f = fopen(path, "rb");
+
+	if (!f)
+		return;
+	buf = malloc(max_size && max_size < (64u << 20) ? max_size + 1
+							: (64u << 20) + 1);
+	if (buf)
+		len = fread(buf, 1,
+			    max_size && max_size < (64u << 20) ? max_size
+							       : 64u << 20,
+			    f);
+	fclose(f);
+	if (!buf || im_extractor_new(NULL, &x) ||
+	    im_extract(x, path, buf, len, &r) || r.fail)
+		goto out;
+	printf("text:\n");
+	for (size_t i = 0; i < r.len && shown < 5;) {
+		const char *nl = memchr(r.text + i, '\n', r.len - i);
+		size_t n = nl ? (size_t)(nl - r.text) - i : r.len - i;
+		size_t k = 0;
+
+		while (k < n &&
+		       (r.text[i + k] == ' ' || r.text[i + k] == '\t' ||
+			r.text[i + k] == '\r'))
+			k++;
+		if (k < n) {
+			printf("  %.*s%s\n", (int)(n - k > 100 ? 100 : n - k),
+			       r.text + i + k, n - k > 100 ? "..." : "");
+			shown++;
+		}
+		i += n + 1;
+	}
+out:
+	im_extractor_free(x);
+	free(buf);
+}
+
 int cmd_explain(struct cli *c)
 {
 	struct im_coord_info info[IM_MAX_COORDS];
@@ -184,6 +228,13 @@ int cmd_explain(struct cli *c)
 		code = 0;
 		goto out;
 	}
+	if (d.status == IM_DOC_FAILED) {
+		printf("reason: extraction failed: %s; only byte-identical "
+		       "copies relate to it\n",
+		       im_extract_fail_name((enum im_extract_fail)d.err));
+		code = 0;
+		goto out;
+	}
 	if (d.exact_valid) {
 		printf("exact: ");
 		for (int i = 0; i < 16; i++)
@@ -200,6 +251,7 @@ int cmd_explain(struct cli *c)
 		goto out;
 	}
 	printf("unique terms: %" PRIu32 "\n", d2.unique_terms);
+	print_text_head(real, c->p.max_size);
 	printf("lexicon: %zu primary, %zu secondary terms, from %" PRIu64
 	       " documents\n",
 	       im_lexicon_primary_size(lex), im_lexicon_secondary_size(lex),

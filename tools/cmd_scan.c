@@ -280,6 +280,23 @@ static uint64_t errors_of(const struct im_scan_counts *c)
 	return c->errors + c->by_status[IM_DOC_ERROR];
 }
 
+/* The summary's per-format counts and failures by reason: "format_pdf: N",
+ * "failed: N", "failed_corrupt: N" lines for the non-zero counts. */
+static void print_formats(const struct im_scan_counts *k)
+{
+	for (int f = 0; f < IM_FMT_COUNT; f++)
+		if (k->by_format[f])
+			fprintf(stderr, "format_%s: %" PRIu64 "\n",
+				im_format_name((enum im_format)f),
+				k->by_format[f]);
+	fprintf(stderr, "failed: %" PRIu64 "\n", k->by_status[IM_DOC_FAILED]);
+	for (int r = 1; r < IM_XF_COUNT; r++)
+		if (k->by_fail[r])
+			fprintf(stderr, "failed_%s: %" PRIu64 "\n",
+				im_extract_fail_name((enum im_extract_fail)r),
+				k->by_fail[r]);
+}
+
 void print_scan_json(const struct cli *c, const char *root,
 		     const struct cluster *v, size_t n,
 		     const struct scan_summary *s)
@@ -350,6 +367,7 @@ static void print_summary(const struct collect *col,
 		k->by_status[IM_DOC_BINARY], k->by_status[IM_DOC_TOO_BIG],
 		errors_of(k), k->hidden, k->other, col->n, s->lex_docs,
 		s->primary, s->secondary);
+	print_formats(k);
 	if (s->t_lex > 0)
 		fprintf(stderr, "lexicon pass: %.3f s\n", s->t_lex);
 	fprintf(stderr, "signing pass: %.3f s, %.1f MB, %.1f MB/s\n", s->t_sign,

@@ -74,6 +74,7 @@ struct doc {
 	int32_t err;
 	uint8_t status, ncoords, exact_valid, nsig;
 	uint8_t csz; /* bytes kept per signature: IM_SIG_LEN, or 8 */
+	uint8_t format;
 	uint8_t exact[16];
 	uint64_t fsize;
 	int64_t mtime_ns;
@@ -141,9 +142,18 @@ static inline char *doc_path(const struct doc *d)
 	return (char *)(d->coord + d->nsig * d->csz);
 }
 
+static inline bool has_text(uint8_t status)
+{
+	return status == IM_DOC_SIGNED || status == IM_DOC_REJECTED;
+}
+
+/* Texts relate by their terms; every other file with a hash (binary, or an
+ * extraction that failed) by its bytes alone: the exact-copy tier. */
 static inline bool relating(const struct doc *d)
 {
-	return d->status == IM_DOC_SIGNED || d->status == IM_DOC_REJECTED;
+	return has_text(d->status) ||
+	       ((d->status == IM_DOC_BINARY || d->status == IM_DOC_FAILED) &&
+		d->exact_valid);
 }
 
 static inline uint32_t coord_mask(unsigned ncoords)
@@ -214,6 +224,8 @@ static bool verify(const struct im_index *idx, const struct doc *a,
 		*sim = 1.0;
 		return true;
 	}
+	if (!has_text(a->status) || !has_text(b->status))
+		return false;
 	*sim = im_sketch_similarity(&a->sketch, &b->sketch);
 	return *sim >= idx->threshold;
 }
@@ -238,6 +250,7 @@ static struct doc *rec_new(const char *path, const struct im_doc_sigs *s,
 	d->status = s->status;
 	d->ncoords = s->ncoords;
 	d->exact_valid = !!s->exact_valid;
+	d->format = s->format;
 	d->nsig = nsig;
 	d->csz = (uint8_t)csz;
 	memcpy(d->exact, s->exact, sizeof(d->exact));
@@ -280,6 +293,7 @@ static void rec_export(const struct doc *d, struct im_doc_sigs *s)
 	s->status = d->status;
 	s->ncoords = d->ncoords;
 	s->exact_valid = d->exact_valid;
+	s->format = d->format;
 	s->err = d->err;
 	s->valid = d->valid;
 	s->unique_terms = d->unique_terms;
@@ -311,7 +325,8 @@ static bool same_content(const struct doc *a, const struct doc *b)
 {
 	return a->status == b->status && a->ncoords == b->ncoords &&
 	       a->exact_valid == b->exact_valid && a->err == b->err &&
-	       a->valid == b->valid && a->unique_terms == b->unique_terms &&
+	       a->format == b->format && a->valid == b->valid &&
+	       a->unique_terms == b->unique_terms &&
 	       !memcmp(a->exact, b->exact, 16) && a->fsize == b->fsize &&
 	       a->mtime_ns == b->mtime_ns &&
 	       !memcmp(&a->sketch, &b->sketch, sizeof(a->sketch)) &&
@@ -1663,8 +1678,8 @@ bool im_doc_link(const struct im_doc_sigs *a, const struct im_doc_sigs *b,
 {
 	*exact = false;
 	*similarity = 0.0;
-	if ((a->status != IM_DOC_SIGNED && a->status != IM_DOC_REJECTED) ||
-	    (b->status != IM_DOC_SIGNED && b->status != IM_DOC_REJECTED))
+	if (a->status == IM_DOC_ERROR || a->status == IM_DOC_TOO_BIG ||
+	    b->status == IM_DOC_ERROR || b->status == IM_DOC_TOO_BIG)
 		return false;
 	if (a->exact_valid && b->exact_valid &&
 	    !memcmp(a->exact, b->exact, 16)) {
@@ -1672,6 +1687,8 @@ bool im_doc_link(const struct im_doc_sigs *a, const struct im_doc_sigs *b,
 		*similarity = 1.0;
 		return true;
 	}
+	if (!has_text(a->status) || !has_text(b->status))
+		return false;
 	*similarity = im_sketch_similarity(&a->sketch, &b->sketch);
 	return *similarity >= threshold;
 }

@@ -255,7 +255,9 @@ static inline bool im_group_pair(size_t i, size_t j)
 
 /**
  * Verify one compared pair: exact when both hold the same exact hash
- * (similarity 1), else near when the sketches' cosine estimate is at least
+ * (similarity 1, whatever their status: binary files and failed
+ * extractions are in the exact-copy tier), else near when both are texts
+ * (signed or rejected) and the sketches' cosine estimate is at least
  * @p threshold. Symmetric in @p a and @p b.
  *
  * @return whether they are linked; *similarity and *exact are set either way.

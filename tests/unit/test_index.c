@@ -440,6 +440,16 @@ START_TEST(test_index_binary_and_error_docs_relate_to_nothing)
 	/* Becoming a text makes it relate. */
 	put3(idx, "err", 1, 0, 0);
 	ck_assert_str_eq(cluster(idx, "a"), "a err");
+
+	/* Binary files with the same bytes are exact copies of each other. */
+	d.status = IM_DOC_BINARY;
+	d.err = 0;
+	d.valid = 0;
+	memset(&d.sketch, 0, sizeof(d.sketch));
+	ck_assert_int_eq(im_index_put(idx, "bin", &d), 0);
+	ck_assert_int_eq(im_index_put(idx, "bin2", &d), 0);
+	ck_assert_str_eq(cluster(idx, "bin"), "bin bin2");
+	ck_assert_str_eq(dupes(idx, "bin2"), "bin");
 }
 END_TEST
 
@@ -594,13 +604,27 @@ static void random_doc(const struct pool *p, struct im_doc_sigs *d)
 		v[k] = rnd(100) < p->reject_pct ? 0 : 1 + rnd(p->values);
 	make_doc(d, NC, v, rnd(100) < p->exact_pct ? 1 + rnd(p->exacts) : 0);
 	d->unique_terms = rnd(3);
-	if (rnd(100) < p->binary_pct)
+	if (rnd(100) < p->binary_pct) {
+		/* As the signer makes them: no terms; a binary file keeps its
+		 * bytes' hash, an unreadable one has none. */
 		d->status = rnd(2) ? IM_DOC_BINARY : IM_DOC_ERROR;
+		d->valid = 0;
+		memset(d->sig, 0, sizeof(d->sig));
+		memset(&d->sketch, 0, sizeof(d->sketch));
+		if (d->status == IM_DOC_ERROR)
+			d->exact_valid = 0;
+	}
 }
 
-static bool model_relating(const struct im_doc_sigs *d)
+static bool model_text(const struct im_doc_sigs *d)
 {
 	return d->status == IM_DOC_SIGNED || d->status == IM_DOC_REJECTED;
+}
+
+/* Texts, and binary files by their bytes (the exact-copy tier). */
+static bool model_relating(const struct im_doc_sigs *d)
+{
+	return model_text(d) || (d->status == IM_DOC_BINARY && d->exact_valid);
 }
 
 static bool model_related(const struct im_doc_sigs *a,
@@ -610,6 +634,8 @@ static bool model_related(const struct im_doc_sigs *a,
 		return false;
 	if (a->exact_valid && b->exact_valid && !memcmp(a->exact, b->exact, 16))
 		return true;
+	if (!model_text(a) || !model_text(b))
+		return false;
 	for (unsigned k = 0; k < NC; k++)
 		if ((a->valid & b->valid & (1u << k)) &&
 		    !memcmp(&a->sig[k], &b->sig[k], sizeof(a->sig[k])))

@@ -57,6 +57,9 @@ struct im_params {
 	uint64_t max_size;
 	/** Also read names beginning with '.'. */
 	int hidden;
+	/** External filters for files no extractor reads: a NULL-terminated
+	 *  list of "EXT:COMMAND" (extract.h), borrowed; NULL for none. */
+	const char *const *filters;
 };
 
 /** Fill @p p with the defaults. Never fails. */

@@ -72,7 +72,19 @@ bool model_unchanged(const struct node *n, const struct stat *st)
 
 static unsigned count_slot(uint8_t status)
 {
-	return status <= IM_DOC_ERROR ? status : COUNT_UNKNOWN;
+	return status < IM_DOC_STATUS_COUNT ? status : COUNT_UNKNOWN;
+}
+
+/* Count @p n's format and failure (files that were read) by @p delta. */
+static void count_format(struct model *m, const struct node *n, int delta)
+{
+	if (n->status == NODE_UNKNOWN || n->status == IM_DOC_ERROR ||
+	    n->status == IM_DOC_TOO_BIG)
+		return;
+	if (n->format < IM_FMT_COUNT)
+		m->by_format[n->format] += (uint64_t)(int64_t)delta;
+	if (n->status == IM_DOC_FAILED && n->fail < IM_XF_COUNT)
+		m->by_fail[n->fail] += (uint64_t)(int64_t)delta;
 }
 
 /* ---- What the kernel must forget ---------------------------------------------- */
@@ -350,27 +362,33 @@ static void take_file_stat(struct model *m, struct node *n,
 static void set_status(struct model *m, struct node *n, uint8_t status)
 {
 	m->count[count_slot(n->status)]--;
+	count_format(m, n, -1);
 	n->status = status;
 	m->count[count_slot(n->status)]++;
+	count_format(m, n, 1);
 }
 
 void model_apply(struct model *m, struct node *n, const char *path,
 		 const struct stat *st, const struct im_doc_sigs *d)
 {
-	bool was_doc = node_is_doc(n);
+	bool was_doc = node_is_doc(n), was_in = node_in_index(n);
 
 	if (st && st->st_ino)
 		take_file_stat(m, n, st);
+	count_format(m, n, -1);
+	n->format = d->format;
+	n->fail = d->status == IM_DOC_FAILED ? (uint8_t)d->err : 0;
+	count_format(m, n, 1);
 	set_status(m, n, d->status);
-	if (node_is_doc(n)) {
+	if (node_in_index(n)) {
 		if (index_put(m, path, d)) {
 			/* Out of memory: an error, signed again when it
 			 * changes; the index holds nothing for it. */
 			set_status(m, n, IM_DOC_ERROR);
-			if (was_doc)
+			if (was_in)
 				index_remove(m, path);
 		}
-	} else if (was_doc) {
+	} else if (was_in) {
 		index_remove(m, path);
 	}
 	if (was_doc != node_is_doc(n))
@@ -407,9 +425,10 @@ static void drop_subtree(struct model *m, struct node *n, char *path,
 			m->hooks.dir_gone(m->hooks.arg, n);
 		m->dirs--;
 	} else {
-		if (node_is_doc(n) && cap)
+		if (node_in_index(n) && cap)
 			index_remove(m, path);
 		m->count[count_slot(n->status)]--;
+		count_format(m, n, -1);
 		links_remove(m, n);
 	}
 	n->child = NULL;
@@ -472,7 +491,7 @@ static void rename_docs(struct model *m, struct node *n, char *a, size_t al,
 			char *b, size_t bl)
 {
 	if (!(n->flags & NODE_DIR)) {
-		if (!node_is_doc(n))
+		if (!node_in_index(n))
 			return;
 		note_node(m, n); /* its symlinks' targets */
 		if (index_rename(m, a, b)) {

@@ -32,8 +32,8 @@
 #include "tree.h"
 
 /** Files per status: enum im_doc_status, then files not signed yet. */
-#define COUNT_UNKNOWN 5
-#define COUNT_SLOTS   6
+#define COUNT_UNKNOWN IM_DOC_STATUS_COUNT
+#define COUNT_SLOTS   (IM_DOC_STATUS_COUNT + 1)
 
 /** What the model asks of the other modules. Called under the tree lock. */
 struct model_hooks {
@@ -53,9 +53,12 @@ struct model {
 	struct inval *inval; /* may be NULL: no kernel to tell */
 	struct model_hooks hooks;
 	uint64_t count[COUNT_SLOTS]; /* tree lock */
-	uint64_t dirs;		     /* tree lock */
-	uint32_t scan_gen;	     /* tree lock */
-	bool dirty;		     /* changed since saved; tree lock */
+	/* Files read, per enum im_format; failures per enum im_extract_fail.
+	 * tree lock */
+	uint64_t by_format[IM_FMT_COUNT], by_fail[IM_XF_COUNT];
+	uint64_t dirs;	   /* tree lock */
+	uint32_t scan_gen; /* tree lock */
+	bool dirty;	   /* changed since saved; tree lock */
 	/* When the view last changed (ns, strictly increasing): the mtime of
 	 * every directory of the view, so that the kernel drops a cached
 	 * listing filled by a readdir that raced a change. tree lock */
@@ -82,6 +85,15 @@ void model_free(struct model *m);
 static inline bool node_is_doc(const struct node *n)
 {
 	return n->status == IM_DOC_SIGNED || n->status == IM_DOC_REJECTED;
+}
+
+/** Whether @p n is in the index: documents, and binary files and failed
+ *  extractions, which relate to their byte-identical copies only (the
+ *  exact-copy tier: in clusters/, without a by-doc entry of their own). */
+static inline bool node_in_index(const struct node *n)
+{
+	return node_is_doc(n) || n->status == IM_DOC_BINARY ||
+	       n->status == IM_DOC_FAILED;
 }
 
 /**

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "extract.h"
 #include "options.h"
 
 #ifndef IMFS_VERSION
@@ -34,6 +35,10 @@ static void usage(FILE *f)
 		"  -o rescan=SECS   rescan period when inotify watches run out "
 		"(60)\n"
 		"  -o hidden        also read names beginning with '.'\n"
+		"  -o filter=EXT:COMMAND  text of *.EXT files no extractor "
+		"reads: COMMAND\n"
+		"                   reads the file on stdin, writes text "
+		"(repeatable)\n"
 		"  plus the usual FUSE options (allow_other, "
 		"default_permissions, ro, ...)\n");
 }
@@ -112,6 +117,23 @@ static int our_option(struct imfs_opts *o, const char *arg)
 	}
 	if (!strcmp(name, "hidden") && !val) {
 		o->params.hidden = 1;
+		return 0;
+	}
+	if (!strcmp(name, "filter")) {
+		char **v;
+
+		if (!val || im_extract_filter_check(val))
+			return bad(o, "invalid value for option ", name,
+				   val ? val : "");
+		v = realloc(o->filters, (o->nfilters + 2) * sizeof(*v));
+		if (!v)
+			return -1;
+		o->filters = v;
+		v[o->nfilters] = strdup(val);
+		if (!v[o->nfilters])
+			return -1;
+		v[++o->nfilters] = NULL;
+		o->params.filters = (const char *const *)v;
 		return 0;
 	}
 	if (val) {
@@ -206,5 +228,8 @@ void imfs_opts_release(struct imfs_opts *o)
 	free(o->mountpoint);
 	free(o->state);
 	free(o->lexicon);
+	for (size_t i = 0; i < o->nfilters; i++)
+		free(o->filters[i]);
+	free(o->filters);
 	memset(o, 0, sizeof(*o));
 }

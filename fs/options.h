@@ -24,6 +24,9 @@ struct imfs_opts {
 	bool foreground, debug, single, allow_other;
 	bool done, failed; /* parsing: --help/--version done; an error */
 	struct im_params params;
+	char **filters; /* -o filter=EXT:COMMAND, NULL-terminated; params
+			   borrows it */
+	size_t nfilters;
 };
 
 /**

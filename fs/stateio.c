@@ -143,10 +143,11 @@ static int add_subtree(struct im_index *idx, struct im_state_writer *w,
 		} else if (c->status != NODE_UNKNOWN &&
 			   c->status != IM_DOC_ERROR) {
 			struct im_doc_sigs d;
-			if (!node_is_doc(c) || im_index_get(idx, path, &d)) {
+			if (!node_in_index(c) || im_index_get(idx, path, &d)) {
 				memset(&d, 0, sizeof(d));
-				d.status = node_is_doc(c) ? IM_DOC_ERROR
-							  : c->status;
+				d.status = node_in_index(c) ? IM_DOC_ERROR
+							    : c->status;
+				d.format = c->format;
 			}
 			if (d.status != IM_DOC_ERROR)
 				ret = im_state_writer_add(w, path, c->size,

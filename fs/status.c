@@ -29,6 +29,32 @@ static const char *phase_name(enum scanner_phase p)
 
 #define LD(x) ((unsigned long long)(x))
 
+/* "failed: N", then "format_<name>: N" and "failed_<reason>: N" for every
+ * format and reason (zeros too: scripts can rely on the keys). */
+static size_t formats_text(const struct model *m, char *out, size_t cap)
+{
+	size_t len = 0;
+	int n;
+
+	n = snprintf(out, cap, "failed: %llu\n", LD(m->count[IM_DOC_FAILED]));
+	for (unsigned f = 0; n >= 0 && f < IM_FMT_COUNT; f++) {
+		len += (size_t)n;
+		n = snprintf(out + len, len < cap ? cap - len : 0,
+			     "format_%s: %llu\n",
+			     im_format_name((enum im_format)f),
+			     LD(m->by_format[f]));
+	}
+	for (unsigned r = 1; n >= 0 && r < IM_XF_COUNT; r++) {
+		len += (size_t)n;
+		n = snprintf(out + len, len < cap ? cap - len : 0,
+			     "failed_%s: %llu\n",
+			     im_extract_fail_name((enum im_extract_fail)r),
+			     LD(m->by_fail[r]));
+	}
+	len += n > 0 ? (size_t)n : 0;
+	return len < cap ? len : cap ? cap - 1 : 0;
+}
+
 size_t status_text(struct imfs *fs, char *out, size_t cap)
 {
 	char buf[4096];
@@ -91,6 +117,7 @@ size_t status_text(struct imfs *fs, char *out, size_t cap)
 	size_t len = n < 0 ? 0 : (size_t)n;
 	if (len >= sizeof(buf))
 		len = sizeof(buf) - 1;
+	len += formats_text(m, buf + len, sizeof(buf) - len);
 	if (out)
 		memcpy(out, buf, len < cap ? len : cap);
 	return len;

@@ -61,6 +61,8 @@ struct node {
 	uint32_t seen;	    /* scan generation that last saw it */
 	uint8_t flags;	    /* enum node_flags; NODE_KNOWN set atomically */
 	uint8_t status;	    /* enum im_doc_status or NODE_UNKNOWN */
+	uint8_t format;	    /* files: enum im_format, as last read */
+	uint8_t fail;	    /* files: enum im_extract_fail when FAILED */
 };
 
 struct tree;

@@ -179,7 +179,7 @@ static int lookup_member(struct imfs *fs, const struct vobj *dir,
 	if (!path)
 		goto out;
 	*out = tree_lookup(fs->model->tree, path);
-	if (*out && node_is_doc(*out))
+	if (*out && node_in_index(*out))
 		ret = 0;
 out:
 	free(path);
@@ -417,7 +417,7 @@ static int list_member_cb(const char *path, void *arg)
 	struct vobj o = {.kind = V_MEMBER,
 			 .node = tree_lookup(ls->fs->model->tree, path)};
 
-	if (!o.node || !node_is_doc(o.node) ||
+	if (!o.node || !node_in_index(o.node) ||
 	    !may_see(ls->fs, o.node, ls->who))
 		return 0;
 	char *name = member_name(path);

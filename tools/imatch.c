@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "extract.h"
 #include "imatch.h"
 #include "stage.h"
 #include "plan.h"
@@ -83,6 +84,7 @@ enum {
 	O_SHARD_ID,
 	O_EXCLUDE,
 	O_DUPES,
+	O_FILTER,
 };
 
 struct opt {
@@ -160,6 +162,9 @@ static const struct opt opts[] = {
 	 "--head             verify, then print the header and totals only"},
 	{"hidden", 0, O_HIDDEN, F_BUILD | F_SCAN | F_LS | F_DEDUPE | F_DUPES,
 	 NULL, "--hidden           also read names beginning with '.'"},
+	{"filter", 1, O_FILTER, F_BUILD | F_SIGNING | F_TERMS, NULL,
+	 "--filter EXT:CMD   text of *.EXT files no extractor reads: CMD\n"
+	 "                   reads the file on stdin (repeatable)"},
 	/* dedupe: --keep names the keep rules there; the fraction has its
 	 * own name. */
 	{"near", 0, O_NEAR, F_DEDUPE, NULL,
@@ -491,6 +496,23 @@ static int run_command(const struct command *cmd, int argc, char **argv)
 			(*v)[prot ? c.nprotect++ : c.nexclude++] = optarg;
 			break;
 		}
+		case O_FILTER:
+			if (im_extract_filter_check(optarg)) {
+				err_msg("%s: bad value for --filter: '%s' "
+					"(EXT:COMMAND)",
+					cmd->name, optarg);
+				return EXIT_USAGE;
+			}
+			if (!c.filters)
+				c.filters =
+					calloc((size_t)argc, sizeof(char *));
+			if (!c.filters) {
+				err_msg("%s", strerror(ENOMEM));
+				return EXIT_RUNTIME;
+			}
+			c.filters[c.nfilters++] = optarg;
+			c.p.filters = c.filters;
+			break;
 		case O_ACTION: c.action = optarg; break;
 		case O_FORMAT: c.format = optarg; break;
 		case O_CSV: c.format = "csv"; break;
@@ -539,6 +561,7 @@ static int run_command(const struct command *cmd, int argc, char **argv)
 	ret = cmd->run(&c);
 	free(c.protect);
 	free(c.exclude);
+	free(c.filters);
 	return ret;
 }
 

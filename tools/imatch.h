@@ -46,6 +46,9 @@ struct cli {
 	size_t nprotect;
 	const char **exclude; /**< --exclude GLOB, repeatable (malloc'd) */
 	size_t nexclude;
+	const char **filters; /**< --filter EXT:CMD, repeatable (malloc'd,
+				 NULL-terminated; p.filters borrows it) */
+	size_t nfilters;
 	const char *action;   /**< --action ACTION, or NULL */
 	const char *format;   /**< --format FMT (--csv: "csv"), or NULL */
 	bool dry_run;	      /**< --dry-run */

@@ -150,6 +150,7 @@ static int grow(void **p, size_t *cap, size_t n, size_t size)
 int im_signer_new(const struct im_lexicon *lex, const struct im_params *p,
 		  struct im_signer **out)
 {
+	struct im_extract_opts xo;
 	struct im_signer *s;
 
 	*out = NULL;
@@ -164,7 +165,9 @@ int im_signer_new(const struct im_lexicon *lex, const struct im_params *p,
 	im_terms_init(&s->terms);
 	s->md = EVP_MD_fetch(NULL, "SHA1", NULL);
 	s->ctx = EVP_MD_CTX_new();
-	if (!s->md || !s->ctx || im_extractor_new(NULL, &s->x)) {
+	im_extract_opts_init(&xo);
+	xo.filters = p->filters;
+	if (!s->md || !s->ctx || im_extractor_new(&xo, &s->x)) {
 		im_signer_free(s);
 		return -ENOMEM;
 	}

@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""Document formats through a real mount (issue 8): office files and PDFs
+join the clusters of the view, hostile files cost one helper each and leave
+the daemon serving, every failure is counted with its reason in status.
+
+    test_formats.py IMATCHFS IMATCH [TEST...]
+    test_formats.py --list
+"""
+
+import os
+import shutil
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from util import (by_doc_path, check, cluster_sets, poll, read_status,  # noqa: E402
+                  run_tests, status_int)
+
+TESTS = {}
+FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'data')
+
+
+def test(fn):
+    TESTS[fn.__name__[len('test_'):]] = fn
+    return fn
+
+
+def fill(src, names):
+    """The named fixtures under office/, and the demo licences (but for the
+    two the fixtures are made of) as the rest of the share."""
+    os.makedirs(os.path.join(src, 'office'), exist_ok=True)
+    for n in names:
+        shutil.copy(os.path.join(FIXTURES, 'formats', n), os.path.join(src, 'office', n))
+    lic = os.path.join(FIXTURES, 'demo', 'licenses')
+    for n in sorted(os.listdir(lic)):
+        if n not in ('CC0-1.0', 'Artistic'):
+            shutil.copy(os.path.join(lic, n), os.path.join(src, n))
+
+
+def settled(w, pred, what):
+    def ok():
+        st = read_status(w.mnt)
+        return (st.get('phase') == 'live' and status_int(st, 'pending') == 0
+                and pred(st)), st
+    return poll(ok, what)
+
+
+def cluster_with(mnt, rel):
+    for c in cluster_sets(mnt):
+        if rel in c:
+            return c
+    return frozenset()
+
+
+@test
+def test_docx_and_pdf_share_a_cluster(w):
+    """A docx and the PDF LibreOffice made of it, and an edited copy, are
+    one cluster; the same programs' output for another text is not in it;
+    status counts each format."""
+    fill(w.src, ['cc0.docx', 'cc0.pdf', 'cc0-edited.pdf', 'artistic.docx', 'artistic.pdf'])
+    w.daemon()
+    st = settled(w, lambda st: status_int(st, 'format_pdf') == 3, 'the PDFs to be read')
+    check(status_int(st, 'format_docx') == 2 and status_int(st, 'failed') == 0,
+          'per-format counts in status: %s' % st)
+    want = {'office/cc0.docx', 'office/cc0.pdf', 'office/cc0-edited.pdf'}
+    poll(lambda: (cluster_with(w.mnt, 'office/cc0.docx') == want,
+                  cluster_sets(w.mnt)), 'the docx, its PDF and the edited PDF in one cluster')
+    check(not cluster_with(w.mnt, 'office/cc0.docx') & {'office/artistic.docx',
+                                                        'office/artistic.pdf'},
+          'another document of the same producer joined: %s' % cluster_sets(w.mnt))
+    check(os.path.isdir(by_doc_path(w.mnt, 'office/cc0.pdf', 'dupes')), 'by-doc of the PDF')
+
+
+@test
+def test_zip_bomb_leaves_the_daemon_serving(w):
+    """A zip bomb, an entity bomb, nested XML and broken PDFs each fail with
+    their reason; the daemon goes on serving and follows changes; identical
+    binary files are exact copies in clusters/."""
+    fill(w.src, ['cc0.docx', 'bomb.docx', 'bomb.txt.bz2', 'entities.docx', 'nested.docx',
+                 'truncated.pdf', 'garbage.pdf'])
+    blob = os.urandom(8000)
+    for n in ('a.bin', 'a-copy.bin'):
+        with open(os.path.join(w.src, n), 'wb') as f:
+            f.write(blob)
+    d = w.daemon()
+    st = settled(w, lambda st: status_int(st, 'failed') == 6, 'six failures')
+    for key, n in (('failed_expansion', 2), ('failed_entities', 1),
+                   ('failed_nesting', 1), ('failed_corrupt', 2), ('format_binary', 2)):
+        check(status_int(st, key) == n, '%s: %s, want %d: %s' % (key, status_int(st, key), n, st))
+    poll(lambda: (frozenset({'a.bin', 'a-copy.bin'}) in cluster_sets(w.mnt),
+                  cluster_sets(w.mnt)), 'identical binary files as a cluster')
+    check(not os.path.lexists(by_doc_path(w.mnt, 'office/bomb.docx')),
+          'a failed file has no by-doc entry')
+    shutil.copy(os.path.join(FIXTURES, 'formats', 'cc0.odt'), os.path.join(w.src, 'after.odt'))
+    poll(lambda: ('after.odt' in cluster_with(w.mnt, 'office/cc0.docx'),
+                  cluster_sets(w.mnt)), 'a new ODT after the bombs joins the docx')
+    d.umount()
+    d.check_log()
+
+
+if __name__ == '__main__':
+    sys.exit(run_tests(TESTS, sys.argv[1:]))

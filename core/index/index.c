@@ -1650,12 +1650,17 @@ unsigned im_doc_keys(const struct im_doc_sigs *d, struct im_cand_key *out)
 {
 	unsigned n = 0;
 
-	if (d->status != IM_DOC_SIGNED && d->status != IM_DOC_REJECTED)
+	if (d->status != IM_DOC_SIGNED && d->status != IM_DOC_REJECTED &&
+	    d->status != IM_DOC_BINARY && d->status != IM_DOC_FAILED)
 		return 0;
 	if (d->exact_valid) {
 		out[n] = (struct im_cand_key){.kind = IM_KEY_EXACT, .len = 16};
 		memcpy(out[n++].b, d->exact, 16);
 	}
+	/* Binary files and failed extractions relate by their bytes alone
+	 * (relating()): the exact key is their only one. */
+	if (!has_text(d->status))
+		return n;
 	for (unsigned k = 0; k < d->ncoords && k < IM_MAX_COORDS; k++) {
 		if (!(d->valid & (1u << k)))
 			continue;

@@ -239,8 +239,9 @@ struct im_cand_key {
 
 /**
  * The candidate keys of @p d into @p out (room for IM_MAX_KEYS), in a fixed
- * order: exact, coordinates ascending, bands ascending. Documents whose
- * status is neither SIGNED nor REJECTED have none.
+ * order: exact, coordinates ascending, bands ascending. Binary files and
+ * failed extractions have only the exact key (when exact_valid); files that
+ * could not be read or were too big have none.
  *
  * @return the number of keys.
  */

@@ -34,8 +34,8 @@
 
 /* Meta words of a records file (IM_STAGE_RECORDS): per status, then. */
 enum {
-	REC_STATUS0 = 0, /* .. REC_STATUS0 + IM_DOC_ERROR */
-	REC_BYTES = 5,	 /* st_size of the texts read */
+	REC_STATUS0 = 0, /* .. REC_STATUS0 + IM_DOC_STATUS_COUNT - 1 */
+	REC_BYTES = IM_DOC_STATUS_COUNT, /* st_size of the texts read */
 };
 static const char *const rec_meta[] = {"signed",  "rejected", "binary",
 				       "too_big", "errors",   "bytes"};
@@ -126,7 +126,7 @@ static int sign_shard(struct cli *c, const struct im_lexicon *lex, int rootfd,
 	struct im_cand_key keys[IM_MAX_KEYS];
 	struct im_stage_buf rec = {0};
 	struct im_signer *s = NULL;
-	uint64_t counts[IM_DOC_ERROR + 1] = {0}, bytes = 0;
+	uint64_t counts[IM_DOC_STATUS_COUNT] = {0}, bytes = 0;
 	struct im_tree t;
 	int ret;
 
@@ -180,7 +180,7 @@ static int sign_shard(struct cli *c, const struct im_lexicon *lex, int rootfd,
 				kp, im_stage_key_part(&sk, kp->nparts), &sk);
 		}
 	}
-	for (unsigned k = 0; k <= IM_DOC_ERROR; k++)
+	for (unsigned k = 0; k < IM_DOC_STATUS_COUNT; k++)
 		im_stage_writer_set_meta(w, REC_STATUS0 + k, counts[k]);
 	im_stage_writer_set_meta(w, REC_BYTES, bytes);
 	im_tree_release(&t);
@@ -901,7 +901,7 @@ static int export_doc(uint32_t id, const struct im_stage_doc *doc,
 	struct cluster *cl;
 
 	if (!doc) {
-		for (unsigned k = 0; k <= IM_DOC_ERROR; k++)
+		for (unsigned k = 0; k < IM_DOC_STATUS_COUNT; k++)
 			ex->sum->c.by_status[k] +=
 				im_stage_meta(r, REC_STATUS0 + k);
 		ex->sum->c.bytes += im_stage_meta(r, REC_BYTES);

@@ -9,8 +9,6 @@
 
 #include "records.h"
 
-#define DOC_FIXED (8 + 8 + 8 + 1 + 1 + 1 + 4 + 4 + 4 + 16)
-
 static uint32_t valid_bits(const struct im_doc_sigs *d)
 {
 	unsigned nc = d->ncoords > IM_MAX_COORDS ? IM_MAX_COORDS : d->ncoords;
@@ -22,13 +20,13 @@ void im_stage_doc_encode(struct im_stage_buf *b, const struct im_stage_doc *doc)
 {
 	const struct im_doc_sigs *d = &doc->d;
 	uint32_t valid = valid_bits(d);
-	uint8_t small[3] = {d->status, d->ncoords, d->exact_valid};
+	uint8_t small[4] = {d->status, d->ncoords, d->exact_valid, d->format};
 	uint8_t sk[IM_SKETCH_RECORD];
 
 	im_stage_buf_u64(b, doc->size);
 	im_stage_buf_u64(b, (uint64_t)doc->mtime_ns);
 	im_stage_buf_u64(b, doc->ino);
-	im_stage_buf_put(b, small, 3);
+	im_stage_buf_put(b, small, 4);
 	im_stage_buf_u32(b, (uint32_t)d->err);
 	im_stage_buf_u32(b, valid);
 	im_stage_buf_u32(b, d->unique_terms);
@@ -53,7 +51,7 @@ int im_stage_doc_decode(const uint8_t *p, size_t len, struct im_stage_doc *doc)
 	doc->size = im_stage_get_u64(&c);
 	doc->mtime_ns = (int64_t)im_stage_get_u64(&c);
 	doc->ino = im_stage_get_u64(&c);
-	small = im_stage_get(&c, 3);
+	small = im_stage_get(&c, 4);
 	d->err = (int32_t)im_stage_get_u32(&c);
 	d->valid = im_stage_get_u32(&c);
 	d->unique_terms = im_stage_get_u32(&c);
@@ -63,8 +61,9 @@ int im_stage_doc_decode(const uint8_t *p, size_t len, struct im_stage_doc *doc)
 	d->status = small[0];
 	d->ncoords = small[1];
 	d->exact_valid = small[2];
+	d->format = small[3];
 	memcpy(d->exact, exact, 16);
-	if (d->status > IM_DOC_ERROR || d->ncoords > IM_MAX_COORDS ||
+	if (d->status >= IM_DOC_STATUS_COUNT || d->ncoords > IM_MAX_COORDS ||
 	    d->valid != valid_bits(d) || d->exact_valid > 1)
 		return -EINVAL;
 	for (unsigned k = 0; k < IM_MAX_COORDS; k++) {
@@ -126,7 +125,8 @@ int im_stage_key_decode(const uint8_t *p, size_t len, struct im_stage_key *k)
 	st = im_stage_get(&c, 2);
 	exact = im_stage_get(&c, 16);
 	sk = im_stage_get(&c, IM_SKETCH_RECORD);
-	if (c.bad || !im_stage_left(&c) || st[0] > IM_DOC_ERROR || st[1] > 1)
+	if (c.bad || !im_stage_left(&c) || st[0] >= IM_DOC_STATUS_COUNT ||
+	    st[1] > 1)
 		return -EINVAL;
 	memcpy(k->key.b, b, k->key.len);
 	k->status = st[0];

@@ -47,7 +47,7 @@ struct im_stage_doc {
  * Append the encoding of @p doc to @p b (check b->oom after).
  *
  * Layout: u64 size, u64 mtime_ns, u64 ino, u8 status, u8 ncoords,
- * u8 exact_valid, u32 err, u32 valid, u32 unique_terms, 16 bytes exact,
+ * u8 exact_valid, u8 format, u32 err, u32 valid, u32 unique_terms, 16 bytes exact,
  * 20 bytes per set bit of valid (below ncoords), IM_SKETCH_RECORD bytes of
  * sketch (sketch.h), then the path.
  */

@@ -89,6 +89,10 @@ def make_scale_tree(root):
     for i in range(3):
         with open(os.path.join(root, "misc", "short%d.txt" % i), "w") as f:
             f.write("tiny note\n")
+    # Identical binaries: related by their bytes alone.
+    for name in ("a.bin", "b.bin"):
+        with open(os.path.join(root, "misc", name), "wb") as f:
+            f.write(b"\x00\x01\x02payload\x00" * 50)
 
 
 def reference_scan(tree):
@@ -124,8 +128,9 @@ def case_scale_equal(tmp):
     want_lex = reference_lexicon(tmp, tree)
     want_scan = reference_scan(tree)
     sizes = sorted(c["size"] for c in want_scan[0]["clusters"])
-    check(sizes[-1] >= 70 and 3 in sizes,
-          "the tree has a hot cluster and short exact copies: %s" % sizes)
+    check(sizes[-1] >= 70 and 3 in sizes and 2 in sizes,
+          "the tree has a hot cluster, short and binary exact copies: %s"
+          % sizes)
     for workers, parts, shard in (("1", "1", 1 << 30), ("2", "3", 12000)):
         out = os.path.join(tmp, "out-%s" % workers)
         err = driver(tree, out, "--local", workers, "-P", parts,

@@ -16,6 +16,7 @@
  *   watch.h     inotify                               (thread)
  *   stateio.h   the lexicon and signature cache files
  *   status.h    the `status` file
+ *   redundant.h the removal plan shown in redundant/ (own mutex)
  */
 #ifndef IMFS_IMFS_H
 #define IMFS_IMFS_H
@@ -32,6 +33,7 @@ struct inval;
 struct workers;
 struct scanner;
 struct watch;
+struct redundant;
 struct fuse_session;
 
 struct imfs {
@@ -55,6 +57,7 @@ struct imfs {
 	struct workers *workers;
 	struct scanner *scanner;
 	struct watch *watch;
+	struct redundant *redundant;
 	struct fuse_session *se;
 };
 

@@ -3,14 +3,16 @@
  * The inode numbers of the view, one layout for every module:
  *
  *   1, 2, 3        the root, status, clusters/
- *   4..15          reserved for further top-level entries
+ *   4              redundant/
+ *   5..15          reserved for further top-level entries
  *   gen<<35 | slot<<3 | sub
  *                  what belongs to the tree node (slot, gen) (tree.h): its
  *                  by-doc directory (sub 0), dupes/ (1), file (2),
  *                  signatures (3), and the symlink that stands for the
- *                  document in clusters/ and in others' dupes/ (4); 5..7 are
- *                  free for further per-document entries. Slots start at 2,
- *                  so these are >= 16.
+ *                  document in clusters/, others' dupes/, redundant/ and
+ *                  as others' keeper (4), the symlink to its cluster (5);
+ *                  6..7 are free for further per-document entries. Slots
+ *                  start at 2, so these are >= 16.
  *   top bit set    cluster directories (ctab.h)
  *
  * A document's member symlink is one inode wherever it is listed: its target
@@ -24,9 +26,10 @@
 
 #include "tree.h"
 
-#define INO_ROOT     1
-#define INO_STATUS   2
-#define INO_CLUSTERS 3
+#define INO_ROOT      1
+#define INO_STATUS    2
+#define INO_CLUSTERS  3
+#define INO_REDUNDANT 4
 
 enum ino_sub {
 	SUB_DIR = 0,
@@ -34,7 +37,8 @@ enum ino_sub {
 	SUB_FILE = 2,
 	SUB_SIGS = 3,
 	SUB_MEMBER = 4,
-	SUB_COUNT = 5, /* subs in use */
+	SUB_CLUSTER_LINK = 5, /* by-doc/.../cluster */
+	SUB_COUNT = 6,	      /* subs in use */
 };
 
 #define INO_SUB_BITS  3

@@ -33,6 +33,7 @@
 #include "inval.h"
 #include "model.h"
 #include "ops.h"
+#include "redundant.h"
 #include "scanner.h"
 #include "stateio.h"
 #include "util.h"
@@ -228,6 +229,9 @@ static int prepare(struct imfs *fs, const struct imfs_opts *o)
 			 (mnt_real[sl] == '/' ||
 			  (sl == 1 && mnt_real[1])); /* SOURCE is / */
 	ret = open_state_dir(fs, o->state);
+	/* keep_rule and protect are checked before anything is mounted. */
+	if (!ret && redundant_new(fs, &fs->redundant))
+		ret = -1;
 out:
 	free(mnt_real);
 	return ret;
@@ -277,6 +281,7 @@ static void free_parts(struct imfs *fs)
 	inval_free(fs->inval);
 	model_free(fs->model);
 	ctab_free(fs->ctab);
+	redundant_free(fs->redundant);
 }
 
 /* ---- The session ------------------------------------------------------------------ */

@@ -52,8 +52,16 @@ static void caller(fuse_req_t req, struct vcaller *who)
 
 static double attr_secs(const struct stat *st)
 {
-	/* status changes with every count; its size is only a hint. */
-	return st->st_ino == INO_STATUS ? 0 : ENTRY_SECS;
+	/* status changes with every count; its size is only a hint. A
+	 * cluster link's target follows the plan, which is not invalidated
+	 * (view_volatile()): its mtime is the model's clock, and attributes
+	 * fetched each time let the kernel drop a cached target. */
+	if (st->st_ino == INO_STATUS)
+		return 0;
+	if (!(st->st_ino & CTAB_INO_BIT) && st->st_ino >= 16 &&
+	    ino_sub(st->st_ino) == SUB_CLUSTER_LINK)
+		return 0;
+	return ENTRY_SECS;
 }
 
 /* ---- Life cycle ----------------------------------------------------------- */
@@ -91,10 +99,12 @@ static void imfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	if (!ret)
 		ret = view_lookup(fs, &dir, name, &who, &o);
 	if (!ret) {
+		bool vol = view_volatile(&dir, name);
+
 		view_stat(fs, &o, &e.attr);
 		e.ino = e.attr.st_ino;
-		e.attr_timeout = attr_secs(&e.attr);
-		e.entry_timeout = ENTRY_SECS;
+		e.attr_timeout = vol ? 0 : attr_secs(&e.attr);
+		e.entry_timeout = vol ? 0 : ENTRY_SECS;
 		if (o.kind == V_CLUSTER)
 			ret = ctab_ref(fs->ctab, &o.sig, e.ino, 1);
 	}
@@ -169,6 +179,7 @@ struct dir_handle {
 	struct vlist list;
 	int64_t clock_ns; /* the model's, when listed */
 	struct vcaller who;
+	bool volatile_; /* view_volatile(): names only, nothing cached */
 };
 
 /* (Re)take the listing of @p ino. Tree lock held. */
@@ -178,8 +189,10 @@ static int list_dir(struct imfs *fs, fuse_ino_t ino, struct dir_handle *h)
 	int ret = view_get(fs, ino, &o);
 
 	view_list_free(&h->list);
-	if (!ret)
+	if (!ret) {
+		h->volatile_ = view_volatile(&o, NULL);
 		ret = view_list(fs, &o, &h->who, &h->list);
+	}
 	h->clock_ns = fs->model->clock_ns;
 	return ret;
 }
@@ -202,7 +215,8 @@ static void imfs_opendir(fuse_req_t req, fuse_ino_t ino,
 	fi->fh = (uintptr_t)h;
 	/* The root is listed empty to our own threads when mounted inside
 	 * SOURCE (view.c): never cache that for everyone. */
-	fi->cache_readdir = !(ino == INO_ROOT && fs->mnt_inside);
+	fi->cache_readdir =
+		!(ino == INO_ROOT && fs->mnt_inside) && !h->volatile_;
 	fi->keep_cache = fi->cache_readdir;
 	if (fuse_reply_open(req, fi))
 		goto out_free;
@@ -286,7 +300,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		ret = list_dir(fs, ino, h);
 	if (!ret)
 		len = fill(req, h, buf, size, off, plus,
-			   h->clock_ns == fs->model->clock_ns);
+			   h->clock_ns == fs->model->clock_ns && !h->volatile_);
 	tree_unlock(T(req));
 	if (ret)
 		fuse_reply_err(req, -ret);

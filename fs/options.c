@@ -10,6 +10,7 @@
 
 #include "extract.h"
 #include "options.h"
+#include "plan.h"
 
 #ifndef IMFS_VERSION
 #define IMFS_VERSION "unknown"
@@ -38,6 +39,11 @@ static void usage(FILE *f)
 		"  -o filter=EXT:COMMAND  text of *.EXT files no extractor "
 		"reads: COMMAND\n"
 		"                   reads the file on stdin, writes text "
+		"(repeatable)\n"
+		"  -o keep_rule=RULES  keep rules of redundant/, ':'-separated "
+		"(default\n"
+		"                   protect:oldest:shortest:name)\n"
+		"  -o protect=DIR   never show a file under DIR in redundant/ "
 		"(repeatable)\n"
 		"  plus the usual FUSE options (allow_other, "
 		"default_permissions, ro, ...)\n");
@@ -106,6 +112,35 @@ static int our_option(struct imfs_opts *o, const char *arg)
 		return set_string(name[0] == 'l' ? &o->lexicon : &o->state, val)
 			       ? -1
 			       : 0;
+	}
+	if (!strcmp(name, "keep_rule")) {
+		struct im_keep k;
+		char why[160];
+
+		/* ',' separates -o options: the rules are joined by ':' here
+		 * (a '\,' that reached us is taken too). */
+		if (!val || set_string(&o->keep_rule, val))
+			return bad(o, "option ", name, "needs a value");
+		for (char *c = o->keep_rule; *c; c++)
+			if (*c == ':')
+				*c = ',';
+		if (im_keep_parse(o->keep_rule, &k, why, sizeof(why)))
+			return bad(o,
+				   "invalid value for option keep_rule: ", why,
+				   NULL);
+		return 0;
+	}
+	if (!strcmp(name, "protect")) {
+		char **v;
+
+		if (!val || !*val)
+			return bad(o, "option ", name, "needs a value");
+		v = realloc(o->protect, (o->nprotect + 1) * sizeof(*v));
+		if (!v)
+			return -1;
+		o->protect = v;
+		v[o->nprotect] = NULL; /* set_string() frees what was there */
+		return set_string(&v[o->nprotect++], val) ? -1 : 0;
 	}
 	if (!strcmp(name, "threads") || !strcmp(name, "rescan")) {
 		unsigned *dst = name[0] == 't' ? &o->threads : &o->rescan;
@@ -231,5 +266,9 @@ void imfs_opts_release(struct imfs_opts *o)
 	for (size_t i = 0; i < o->nfilters; i++)
 		free(o->filters[i]);
 	free(o->filters);
+	free(o->keep_rule);
+	for (size_t i = 0; i < o->nprotect; i++)
+		free(o->protect[i]);
+	free(o->protect);
 	memset(o, 0, sizeof(*o));
 }

@@ -23,6 +23,9 @@ struct imfs_opts {
 	unsigned rescan;  /* rescan period when watches run out, seconds */
 	bool foreground, debug, single, allow_other;
 	bool done, failed; /* parsing: --help/--version done; an error */
+	char *keep_rule;   /* -o keep_rule=RULES (core/plan), or NULL */
+	char **protect;	   /* -o protect=DIR, repeatable */
+	size_t nprotect;
 	struct im_params params;
 	char **filters; /* -o filter=EXT:COMMAND, NULL-terminated; params
 			   borrows it */

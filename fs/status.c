@@ -9,6 +9,7 @@
 #include "inval.h"
 #include "lexicon.h"
 #include "model.h"
+#include "redundant.h"
 #include "scanner.h"
 #include "status.h"
 #include "watch.h"
@@ -118,6 +119,15 @@ size_t status_text(struct imfs *fs, char *out, size_t cap)
 	if (len >= sizeof(buf))
 		len = sizeof(buf) - 1;
 	len += formats_text(m, buf + len, sizeof(buf) - len);
+	/* What redundant/ lists (the plan is made if the index changed). */
+	long red = redundant_count(fs);
+	if (red >= 0) {
+		n = snprintf(buf + len, sizeof(buf) - len, "redundant: %ld\n",
+			     red);
+		len += n < 0 ? 0 : (size_t)n;
+		if (len >= sizeof(buf))
+			len = sizeof(buf) - 1;
+	}
 	if (out)
 		memcpy(out, buf, len < cap ? len : cap);
 	return len;

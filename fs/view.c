@@ -19,6 +19,7 @@
 #include "ino.h"
 #include "member.h"
 #include "model.h"
+#include "redundant.h"
 #include "status.h"
 #include "view.h"
 
@@ -87,6 +88,7 @@ int view_get(struct imfs *fs, uint64_t ino, struct vobj *out)
 	case INO_ROOT: out->kind = V_ROOT; return 0;
 	case INO_STATUS: out->kind = V_STATUS; return 0;
 	case INO_CLUSTERS: out->kind = V_CLUSTERS; return 0;
+	case INO_REDUNDANT: out->kind = V_REDUNDANT; return 0;
 	}
 	if (ino & CTAB_INO_BIT) {
 		out->kind = V_CLUSTER;
@@ -109,15 +111,35 @@ int view_get(struct imfs *fs, uint64_t ino, struct vobj *out)
 	case SUB_FILE: out->kind = V_FILE; break;
 	case SUB_SIGS: out->kind = V_SIGS; break;
 	case SUB_MEMBER: out->kind = V_MEMBER; break;
+	case SUB_CLUSTER_LINK: out->kind = V_CLUSTER_LINK; break;
 	default: return -ENOENT;
 	}
 	return doc ? 0 : -ENOENT;
 }
 
-/* Calls @p cb for each member path of cluster or dupes directory @p dir. */
+struct path_cb {
+	im_index_path_cb cb;
+	void *arg;
+};
+
+static int planned_cb(const char *path, const char *keeper, void *arg)
+{
+	const struct path_cb *p = arg;
+
+	(void)keeper;
+	return p->cb(path, p->arg);
+}
+
+/* Calls @p cb for each member path of a cluster, dupes or redundant
+ * directory @p dir. */
 static int members_foreach(struct imfs *fs, const struct vobj *dir,
 			   im_index_path_cb cb, void *arg)
 {
+	if (dir->kind == V_REDUNDANT) {
+		struct path_cb p = {cb, arg};
+
+		return redundant_foreach(fs, planned_cb, &p);
+	}
 	if (dir->kind == V_CLUSTER)
 		return im_index_cluster_members(fs->model->idx, &dir->sig, cb,
 						arg);
@@ -172,6 +194,9 @@ static int lookup_member(struct imfs *fs, const struct vobj *dir,
 			if (im_index_cluster_of(fs->model->idx, path, &s) ||
 			    im_sig_cmp(&s, &dir->sig))
 				goto out;
+		} else if (dir->kind == V_REDUNDANT) {
+			if (redundant_find(fs, path, NULL, NULL) != 1)
+				goto out;
 		} else if (members_foreach(fs, dir, equal_cb, path) != 1) {
 			goto out;
 		}
@@ -201,6 +226,70 @@ static int lookup_cluster(struct imfs *fs, const char *name, struct vobj *out)
 	return 0;
 }
 
+static int keeper_cb(const char *path, const char *keeper, void *arg)
+{
+	char **out = arg;
+
+	(void)path;
+	*out = strdup(keeper);
+	return 0;
+}
+
+/* by-doc/.../keeper: the keeper's own member symlink, only while the
+ * document is planned (DESIGN §2). */
+static int lookup_keeper(struct imfs *fs, struct node *doc,
+			 const struct vcaller *who, struct vobj *out)
+{
+	char *path = tree_path(doc), *keeper = NULL;
+	int ret = path ? redundant_find(fs, path, keeper_cb, &keeper) : -ENOMEM;
+
+	free(path);
+	if (ret == 1 && !keeper)
+		ret = -ENOMEM;
+	if (ret == 1) {
+		out->kind = V_MEMBER;
+		out->node = tree_lookup(fs->model->tree, keeper);
+		ret = out->node && node_is_doc(out->node) &&
+				      may_see(fs, out->node, who)
+			      ? 0
+			      : -ENOENT;
+		if (!ret)
+			node_mark_known(out->node);
+	} else if (ret == 0) {
+		ret = -ENOENT;
+	}
+	free(keeper);
+	return ret;
+}
+
+/* by-doc/.../cluster: only for a document in a cluster. */
+static int lookup_cluster_link(struct imfs *fs, struct node *doc,
+			       struct vobj *out)
+{
+	char *path = tree_path(doc);
+	int ret;
+
+	if (!path)
+		return -ENOMEM;
+	ret = im_index_cluster_of(fs->model->idx, path, &out->sig);
+	free(path);
+	if (ret)
+		return -ENOENT;
+	out->kind = V_CLUSTER_LINK;
+	out->node = doc;
+	node_mark_known(doc);
+	return 0;
+}
+
+bool view_volatile(const struct vobj *dir, const char *name)
+{
+	if (dir->kind == V_REDUNDANT)
+		return true;
+	if (dir->kind != V_DOC)
+		return false;
+	return !name || !strcmp(name, "keeper") || !strcmp(name, "cluster");
+}
+
 int view_lookup(struct imfs *fs, const struct vobj *dir, const char *name,
 		const struct vcaller *who, struct vobj *out)
 {
@@ -216,6 +305,8 @@ int view_lookup(struct imfs *fs, const struct vobj *dir, const char *name,
 			out->kind = V_STATUS;
 		} else if (!strcmp(name, "clusters")) {
 			out->kind = V_CLUSTERS;
+		} else if (!strcmp(name, "redundant")) {
+			out->kind = V_REDUNDANT;
 		} else if (!strcmp(name, "by-doc")) {
 			out->kind = V_DIR;
 			out->node = tree_root(fs->model->tree);
@@ -239,11 +330,16 @@ int view_lookup(struct imfs *fs, const struct vobj *dir, const char *name,
 			out->kind = V_FILE;
 		else if (!strcmp(name, "signatures"))
 			out->kind = V_SIGS;
+		else if (!strcmp(name, "keeper"))
+			return lookup_keeper(fs, dir->node, who, out);
+		else if (!strcmp(name, "cluster"))
+			return lookup_cluster_link(fs, dir->node, out);
 		else
 			return -ENOENT;
 		break;
 	case V_CLUSTER:
 	case V_DUPES:
+	case V_REDUNDANT:
 		ret = lookup_member(fs, dir, name, &out->node);
 		if (ret)
 			return ret;
@@ -291,6 +387,8 @@ static uint64_t vobj_ino(struct imfs *fs, const struct vobj *o)
 	case V_ROOT: return INO_ROOT;
 	case V_STATUS: return INO_STATUS;
 	case V_CLUSTERS: return INO_CLUSTERS;
+	case V_REDUNDANT: return INO_REDUNDANT;
+	case V_CLUSTER_LINK: return node_ino(o->node, SUB_CLUSTER_LINK);
 	case V_CLUSTER: return ctab_ino(fs->ctab, &o->sig);
 	default: return node_ino(o->node, sub[o->kind]);
 	}
@@ -299,13 +397,30 @@ static uint64_t vobj_ino(struct imfs *fs, const struct vobj *o)
 static size_t sigs_text(struct imfs *fs, const struct node *n, char *out,
 			size_t cap);
 
+/* Components of the document's path: by-doc/ and each go up one level. */
+static size_t doc_depth(const struct node *n)
+{
+	size_t d = 0;
+
+	for (; n->parent; n = n->parent)
+		d++;
+	return d;
+}
+
+/* "../" per level up to the mount's root, then clusters/<sig>. */
+static size_t cluster_link_len(const struct node *n)
+{
+	return 3 * (doc_depth(n) + 1) + strlen("clusters/") + IM_SIG_HEX_LEN;
+}
+
 static mode_t kind_type(enum vkind k)
 {
 	switch (k) {
 	case V_STATUS:
 	case V_SIGS: return S_IFREG;
 	case V_FILE:
-	case V_MEMBER: return S_IFLNK;
+	case V_MEMBER:
+	case V_CLUSTER_LINK: return S_IFLNK;
 	default: return S_IFDIR;
 	}
 }
@@ -329,8 +444,14 @@ void view_stat(struct imfs *fs, const struct vobj *o, struct stat *st)
 	case V_ROOT:
 	case V_CLUSTERS:
 	case V_CLUSTER:
+	case V_REDUNDANT:
 		st->st_mode = S_IFDIR | 0555;
 		st->st_nlink = 2;
+		break;
+	case V_CLUSTER_LINK:
+		st->st_mode = S_IFLNK | 0777;
+		st->st_size = (off_t)cluster_link_len(o->node);
+		set_time(st, fs->model->clock_ns); /* see ops.c, attr_secs */
 		break;
 	case V_STATUS:
 		st->st_mode = S_IFREG | 0444;
@@ -457,7 +578,8 @@ int view_list(struct imfs *fs, const struct vobj *dir,
 	      const struct vcaller *who, struct vlist *out)
 {
 	struct lister ls = {fs, who, out, 0, 0};
-	static const char *const doc_names[] = {"dupes", "file", "signatures"};
+	static const char *const doc_names[] = {"dupes", "file", "signatures",
+						"keeper", "cluster"};
 
 	memset(out, 0, sizeof(*out));
 	list_add(&ls, ".", NULL);
@@ -466,9 +588,9 @@ int view_list(struct imfs *fs, const struct vobj *dir,
 	case V_ROOT:
 		if (self_call(fs, who))
 			break;
-		for (unsigned i = 0; i < 3; i++) {
-			static const char *const top[] = {"clusters", "by-doc",
-							  "status"};
+		for (unsigned i = 0; i < 4; i++) {
+			static const char *const top[] = {
+				"clusters", "by-doc", "redundant", "status"};
 			struct vobj o;
 			struct vobj root = {.kind = V_ROOT};
 			if (!view_lookup(fs, &root, top[i], who, &o))
@@ -480,13 +602,14 @@ int view_list(struct imfs *fs, const struct vobj *dir,
 		break;
 	case V_CLUSTER:
 	case V_DUPES:
+	case V_REDUNDANT:
 		if (members_foreach(fs, dir, list_member_cb, &ls) < 0 &&
-		    !ls.err && dir->kind == V_DUPES)
+		    !ls.err && dir->kind != V_CLUSTER)
 			ls.err = -ENOMEM;
 		break;
 	case V_DIR: list_dir(&ls, dir->node); break;
 	case V_DOC:
-		for (unsigned i = 0; i < 3; i++) {
+		for (unsigned i = 0; i < 5; i++) {
 			struct vobj o;
 			if (!view_lookup(fs, dir, doc_names[i], who, &o))
 				list_add(&ls, doc_names[i], &o);
@@ -510,9 +633,36 @@ void view_list_free(struct vlist *l)
 
 /* ---- Content --------------------------------------------------------------------- */
 
+static int cluster_link(struct imfs *fs, const struct node *n, char **out)
+{
+	size_t len = cluster_link_len(n), up = doc_depth(n) + 1;
+	char *path = tree_path(n), *s = malloc(len + 1), *p = s;
+	struct im_sig sig;
+	int ret = -ENOMEM;
+
+	if (!path || !s)
+		goto out;
+	ret = -ENOENT;
+	if (im_index_cluster_of(fs->model->idx, path, &sig))
+		goto out;
+	for (size_t i = 0; i < up; i++, p += 3)
+		memcpy(p, "../", 3);
+	memcpy(p, "clusters/", 9);
+	im_sig_hex(&sig, p + 9);
+	*out = s;
+	s = NULL;
+	ret = 0;
+out:
+	free(path);
+	free(s);
+	return ret;
+}
+
 int view_readlink(struct imfs *fs, const struct vobj *o, char **out)
 {
 	*out = NULL;
+	if (o->kind == V_CLUSTER_LINK)
+		return cluster_link(fs, o->node, out);
 	if (o->kind != V_FILE && o->kind != V_MEMBER)
 		return -EINVAL;
 	size_t sl = strlen(fs->source_real), cap = target_len(fs, o->node) + 1;
@@ -562,8 +712,10 @@ int view_text(struct imfs *fs, const struct vobj *o, char **out, size_t *len)
 	else if (o->kind == V_SIGS)
 		n = sigs_text(fs, o->node, NULL, 0);
 	else
-		return o->kind == V_FILE || o->kind == V_MEMBER ? -EINVAL
-								: -EISDIR;
+		return o->kind == V_FILE || o->kind == V_MEMBER ||
+				       o->kind == V_CLUSTER_LINK
+			       ? -EINVAL
+			       : -EISDIR;
 	*out = malloc(n + 1);
 	if (!*out)
 		return -ENOMEM;

@@ -17,6 +17,7 @@
 #ifndef IMFS_VIEW_H
 #define IMFS_VIEW_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/stat.h>
@@ -35,7 +36,10 @@ enum vkind {
 	V_DUPES,
 	V_FILE,
 	V_SIGS,
-	V_MEMBER, /* a document's symlink in clusters/<sig>/ or dupes/ */
+	V_MEMBER,	/* a document's symlink in clusters/<sig>/, dupes/,
+		     redundant/, or as another's by-doc/.../keeper */
+	V_REDUNDANT,	/* redundant/ */
+	V_CLUSTER_LINK, /* by-doc/.../cluster */
 };
 
 /** One object of the view. */
@@ -79,6 +83,13 @@ int view_list(struct imfs *fs, const struct vobj *dir,
 void view_list_free(struct vlist *l);
 /** The target of a symlink. Caller frees *out. @return 0, -EINVAL, -ENOMEM */
 int view_readlink(struct imfs *fs, const struct vobj *o, char **out);
+/**
+ * Whether what the kernel may cache of a listing of @p dir, or of its entry
+ * @p name (NULL: the listing), depends on the removal plan (redundant/,
+ * by-doc/.../keeper and cluster): those are not invalidated one by one, so
+ * the kernel must not keep them.
+ */
+bool view_volatile(const struct vobj *dir, const char *name);
 /** The content of a generated file. Caller frees *out.
  *  @return 0, -EISDIR, -EINVAL or -ENOMEM. */
 int view_text(struct imfs *fs, const struct vobj *o, char **out, size_t *len);

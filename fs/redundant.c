@@ -1,0 +1,246 @@
+/**
+ * @file redundant.c
+ * The mount's removal plan (redundant.h).
+ */
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model.h"
+#include "plan.h"
+#include "redundant.h"
+
+struct redundant {
+	struct im_plan_opts o;
+	char **protect; /* relative to SOURCE; o.protect points here */
+	pthread_mutex_t lock;
+	/* protected by lock */
+	bool valid;
+	uint64_t gen;		/* the index generation the plan is of */
+	struct im_plan_set set; /* entries in plan order */
+	uint32_t *by_path;	/* entry indices by planned path */
+};
+
+/* -o protect=DIR: absolute (through realpath, then below SOURCE) or
+ * relative to SOURCE, without "." or ".." components. */
+static int protect_rel(const struct imfs *fs, const char *dir, char **out)
+{
+	char abs[PATH_MAX];
+	const char *rel = dir;
+	size_t sl = strlen(fs->source_real);
+
+	if (dir[0] == '/') {
+		if (!realpath(dir, abs)) {
+			fprintf(stderr, "imatchfs: error: protect=%s: %s\n",
+				dir, strerror(errno));
+			return -EINVAL;
+		}
+		if (!strcmp(fs->source_real, "/"))
+			rel = abs + 1;
+		else if (!strncmp(abs, fs->source_real, sl) &&
+			 (abs[sl] == '/' || !abs[sl]))
+			rel = abs + sl + (abs[sl] == '/');
+		else
+			rel = NULL;
+	} else {
+		for (const char *c = dir; rel && *c;) {
+			size_t n = strcspn(c, "/");
+
+			if ((n == 1 && c[0] == '.') ||
+			    (n == 2 && !strncmp(c, "..", 2)))
+				rel = NULL;
+			c += n + (c[n] == '/');
+		}
+	}
+	if (!rel) {
+		fprintf(stderr,
+			"imatchfs: error: protect=%s: not a directory inside "
+			"%s\n",
+			dir, fs->source_real);
+		return -EINVAL;
+	}
+	*out = strdup(rel);
+	if (!*out)
+		return -ENOMEM;
+	/* "a/b/" protects what "a/b" does. */
+	for (size_t n = strlen(*out); n && (*out)[n - 1] == '/'; n--)
+		(*out)[n - 1] = '\0';
+	return 0;
+}
+
+int redundant_new(const struct imfs *fs, struct redundant **out)
+{
+	const struct imfs_opts *opts = fs->opts;
+	struct redundant *r = calloc(1, sizeof(*r));
+	char why[160];
+	int ret = -ENOMEM;
+
+	*out = NULL;
+	if (!r)
+		return -ENOMEM;
+	pthread_mutex_init(&r->lock, NULL);
+	im_plan_init(&r->set.plan);
+	r->o.near = true;
+	if (im_keep_parse(opts->keep_rule ? opts->keep_rule : IM_KEEP_DEFAULT,
+			  &r->o.keep, why, sizeof(why))) {
+		fprintf(stderr, "imatchfs: error: keep_rule=%s: %s\n",
+			opts->keep_rule, why);
+		ret = -EINVAL;
+		goto out;
+	}
+	r->protect = calloc(opts->nprotect + 1, sizeof(*r->protect));
+	if (!r->protect)
+		goto out;
+	for (size_t i = 0; i < opts->nprotect; i++) {
+		ret = protect_rel(fs, opts->protect[i], &r->protect[i]);
+		if (ret)
+			goto out;
+	}
+	r->o.protect = (const char *const *)r->protect;
+	r->o.nprotect = opts->nprotect;
+	*out = r;
+	return 0;
+out:
+	redundant_free(r);
+	return ret;
+}
+
+void redundant_free(struct redundant *r)
+{
+	if (!r)
+		return;
+	im_plan_set_release(&r->set);
+	free(r->by_path);
+	for (size_t i = 0; r->protect && r->protect[i]; i++)
+		free(r->protect[i]);
+	free(r->protect);
+	pthread_mutex_destroy(&r->lock);
+	free(r);
+}
+
+/* Size, mtime and inode as the tree holds them (the tree lock is held). */
+static int meta(const char *path, struct im_plan_file *f, void *arg)
+{
+	struct imfs *fs = arg;
+	const struct node *n = tree_lookup(fs->model->tree, path);
+
+	if (!n || !node_is_doc(n))
+		return 1;
+	f->size = n->size;
+	f->mtime_ns = n->mtime_ns;
+	f->dev = 0;
+	f->ino = n->src_ino;
+	return 0;
+}
+
+static const char *planned_path(const struct im_plan_set *s, uint32_t e)
+{
+	return s->files[s->plan.v[e].file].path;
+}
+
+static int cmp_by_path(const void *a, const void *b, void *arg)
+{
+	return strcmp(planned_path(arg, *(const uint32_t *)a),
+		      planned_path(arg, *(const uint32_t *)b));
+}
+
+/* The entry planning @p path, or -1. */
+static long find_entry(const struct redundant *r, const char *path)
+{
+	size_t lo = 0, hi = r->set.plan.n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int d = strcmp(path, planned_path(&r->set, r->by_path[mid]));
+
+		if (!d)
+			return r->by_path[mid];
+		if (d < 0)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	return -1;
+}
+
+/* Make the plan again if the index changed. r->lock held. */
+static int refresh(struct imfs *fs, struct redundant *r)
+{
+	uint64_t gen = im_index_generation(fs->model->idx);
+	uint32_t *by;
+	int ret;
+
+	if (r->valid && r->gen == gen)
+		return 0;
+	r->valid = false;
+	im_plan_set_release(&r->set);
+	free(r->by_path);
+	r->by_path = NULL;
+	ret = im_plan_from_index(fs->model->idx, &r->o, meta, fs, &r->set);
+	if (ret)
+		return ret;
+	by = malloc((r->set.plan.n ? r->set.plan.n : 1) * sizeof(*by));
+	if (!by) {
+		im_plan_set_release(&r->set);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < r->set.plan.n; i++)
+		by[i] = (uint32_t)i;
+	qsort_r(by, r->set.plan.n, sizeof(*by), cmp_by_path, &r->set);
+	r->by_path = by;
+	r->gen = gen;
+	r->valid = true;
+	return 0;
+}
+
+int redundant_foreach(struct imfs *fs, redundant_cb cb, void *arg)
+{
+	struct redundant *r = fs->redundant;
+	int ret;
+
+	pthread_mutex_lock(&r->lock);
+	ret = refresh(fs, r);
+	for (size_t i = 0; !ret && i < r->set.plan.n; i++) {
+		const struct im_plan_entry *e = &r->set.plan.v[i];
+
+		ret = cb(r->set.files[e->file].path,
+			 r->set.files[e->keeper].path, arg);
+	}
+	pthread_mutex_unlock(&r->lock);
+	return ret;
+}
+
+long redundant_count(struct imfs *fs)
+{
+	struct redundant *r = fs->redundant;
+	long n;
+
+	pthread_mutex_lock(&r->lock);
+	n = refresh(fs, r) ? -1 : (long)r->set.plan.n;
+	pthread_mutex_unlock(&r->lock);
+	return n;
+}
+
+int redundant_find(struct imfs *fs, const char *path, redundant_cb cb,
+		   void *arg)
+{
+	struct redundant *r = fs->redundant;
+	long e;
+	int ret;
+
+	pthread_mutex_lock(&r->lock);
+	ret = refresh(fs, r);
+	if (!ret && (e = find_entry(r, path)) >= 0) {
+		const struct im_plan_entry *pe = &r->set.plan.v[e];
+
+		ret = 1;
+		if (cb)
+			cb(r->set.files[pe->file].path,
+			   r->set.files[pe->keeper].path, arg);
+	}
+	pthread_mutex_unlock(&r->lock);
+	return ret;
+}

@@ -1,0 +1,60 @@
+/**
+ * @file redundant.h
+ * The mount's removal plan (DESIGN §2 `redundant/`, §6): exactly what
+ * `imatch dedupe --near` with the mount's keep options (-o keep_rule=RULES,
+ * -o protect=DIR) plans, computed by core/plan over the live index. It is
+ * made again, lazily, whenever the index's generation moved since the last
+ * plan, so `redundant/` and `by-doc/.../keeper` follow removals and changes
+ * in the source at once.
+ *
+ * File metadata come from the tree (size and mtime as last signed, the
+ * source inode); the device is not kept, so two documents are "the same
+ * inode" when their source inode numbers are equal (hard links: a share
+ * crossing filesystems could see two unrelated files so, which only keeps
+ * one of them off the plan).
+ *
+ * Locking: every function needs the tree lock held (shared is enough); the
+ * plan has its own mutex, taken after the tree lock and before the index's.
+ * Callbacks run under that mutex and must not call back into this module.
+ */
+#ifndef IMFS_REDUNDANT_H
+#define IMFS_REDUNDANT_H
+
+#include <stdbool.h>
+
+#include "imfs.h"
+
+struct redundant;
+
+/**
+ * The plan of @p fs (fs->opts: keep_rule, protect; fs->source_real for
+ * absolute protect directories). Caller frees with redundant_free().
+ * On -EINVAL one line saying why was printed (a keep rule or a protect
+ * directory outside SOURCE).
+ * @return 0, -EINVAL or -ENOMEM.
+ */
+int redundant_new(const struct imfs *fs, struct redundant **out);
+void redundant_free(struct redundant *r);
+
+/** Called with each planned document's path (relative) and its keeper's.
+ *  Non-zero stops. */
+typedef int (*redundant_cb)(const char *path, const char *keeper, void *arg);
+
+/**
+ * Call @p cb for each planned document, in plan order.
+ * @return 0, cb's non-zero value, or -ENOMEM (the plan could not be made).
+ */
+int redundant_foreach(struct imfs *fs, redundant_cb cb, void *arg);
+
+/** Documents planned, or -1 when the plan could not be made. */
+long redundant_count(struct imfs *fs);
+
+/**
+ * Whether document @p path is planned; if so and @p cb is not NULL, call it
+ * once with the path and its keeper's.
+ * @return 1 planned, 0 not, or -ENOMEM.
+ */
+int redundant_find(struct imfs *fs, const char *path, redundant_cb cb,
+		   void *arg);
+
+#endif

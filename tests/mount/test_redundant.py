@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""redundant/ and by-doc/.../keeper and cluster in a real mount (issue 11):
+the view lists exactly what `imatch dedupe --near` with the same keep options
+and lexicon plans, and follows changes in the source.
+
+    test_redundant.py IMATCHFS IMATCH [TEST...]
+    test_redundant.py --list
+"""
+
+import json
+import os
+import random
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from util import (by_doc_path, check, decode_member, encode_member,  # noqa: E402
+                  make_tree, poll, read_status, run_tests, status_int, write)
+
+TESTS = {}
+
+
+def test(fn):
+    TESTS[fn.__name__[len('test_'):]] = fn
+    return fn
+
+
+def settle(w, n):
+    def ok():
+        st = read_status(w.mnt)
+        done = (status_int(st, 'pending') == 0 and st.get('phase') == 'live'
+                and (status_int(st, 'signed') or 0) +
+                (status_int(st, 'rejected') or 0) == n)
+        return done, st
+    poll(ok, 'status to settle with %d documents' % n)
+
+
+def state_lexicon(w):
+    names = [n for n in os.listdir(w.state) if 'lexicon' in n and '.tmp' not in n]
+    check(names, 'no lexicon in the state directory: %s' % os.listdir(w.state))
+    return os.path.join(w.state, sorted(names)[0])
+
+
+def plan(w, args):
+    """{relative path: relative keeper} of `imatch dedupe --near`."""
+    r = subprocess.run([w.imatch, 'dedupe', '--near', '--lexicon',
+                        state_lexicon(w)] + args + [w.src], capture_output=True)
+    check(r.returncode == 0, 'imatch dedupe failed: %s' % r.stderr.decode())
+    out = {}
+    for line in r.stdout.decode('utf-8', 'surrogateescape').splitlines():
+        l = json.loads(line)
+        out[os.path.relpath(l['path'], w.src)] = os.path.relpath(l['keeper'], w.src)
+    return out
+
+
+def view(w):
+    """{relative path: relative keeper} as the mount shows it: redundant/,
+    each member's target and its by-doc/.../keeper."""
+    out = {}
+    for name in os.listdir(os.path.join(w.mnt, 'redundant')):
+        rel = decode_member(name)
+        target = os.readlink(os.path.join(w.mnt, 'redundant', name))
+        check(target == os.path.join(w.src, rel),
+              'redundant/%s points to %r' % (name, target))
+        keeper = os.readlink(by_doc_path(w.mnt, rel, 'keeper'))
+        out[rel] = os.path.relpath(keeper, w.src)
+    return out
+
+
+def make_share(w):
+    """make_tree's near-duplicate families plus exact copies, some of them
+    in a directory to protect, with distinct mtimes."""
+    clusters, docs, names = make_tree(w.src, w.corpus)
+    rng = random.Random(7)
+    for i, fam in enumerate(sorted(names.values())):
+        with open(os.path.join(w.src, fam[0]), 'rb') as f:
+            data = f.read()
+        for j, d in enumerate(('backup', 'originals')[:1 + i % 2]):
+            p = '%s/%s-%d.txt' % (d, os.path.basename(fam[0])[:-4], j)
+            write(os.path.join(w.src, p), data)
+            docs.append(p)
+    t = 1_600_000_000
+    for i, p in enumerate(sorted(docs, key=lambda p: rng.random())):
+        os.utime(os.path.join(w.src, p), (t + i, t + i))
+    return docs
+
+
+@test
+def test_redundant_equals_dedupe_plan(w):
+    """redundant/ lists exactly the plan of `imatch dedupe --near` with the
+    mount's keep_rule and protect; each keeper symlink names the plan's
+    keeper; non-redundant documents have no keeper entry; cluster links lead
+    to the document's cluster; status counts them."""
+    docs = make_share(w)
+    w.daemon(opts=['protect=' + os.path.join(w.src, 'originals'),
+                   'keep_rule=protect:newest:name'])
+    settle(w, len(docs))
+    want = plan(w, ['--protect', os.path.join(w.src, 'originals'),
+                    '--keep', 'protect,newest,name'])
+    check(len(want) >= 5 and any(k.startswith('originals/') for k in want.values()),
+          'the share plans too little to test: %r' % want)
+    got = view(w)
+    check(got == want, 'redundant/ and keepers differ from imatch dedupe:\n'
+          'view: %r\nplan: %r' % (got, want))
+    check(status_int(read_status(w.mnt), 'redundant') == len(want),
+          'status redundant: %r' % read_status(w.mnt).get('redundant'))
+    for rel in docs:
+        names = os.listdir(by_doc_path(w.mnt, rel))
+        check(('keeper' in names) == (rel in want),
+              'by-doc/%s lists %r' % (rel, names))
+        if 'cluster' in names:
+            link = by_doc_path(w.mnt, rel, 'cluster')
+            members = {decode_member(n) for n in os.listdir(link)}
+            check(rel in members, 'by-doc/%s/cluster -> %s does not hold it'
+                  % (rel, os.readlink(link)))
+
+
+@test
+def test_redundant_follows_the_source(w):
+    """After `ls -lR` (every cache filled): removing a keeper makes the next
+    keeper take over, a new copy appears in redundant/, and removing a
+    planned file takes it out, each time equal to the new plan."""
+    docs = make_share(w)
+    w.daemon()
+    settle(w, len(docs))
+    subprocess.run(['ls', '-lR', w.mnt], capture_output=True)
+    want = plan(w, [])
+    got = view(w)
+    check(got == want, 'view %r\nplan %r' % (got, want))
+    keeper = sorted(set(want.values()))[0]
+    os.unlink(os.path.join(w.src, keeper))
+    docs.remove(keeper)
+    gone = sorted(want)[0] if sorted(want)[0] != keeper else sorted(want)[1]
+    os.unlink(os.path.join(w.src, gone))
+    docs.remove(gone)
+    copy = 'late/copy-of-' + os.path.basename(keeper)
+    src_of = next(p for p, k in want.items() if k == keeper and p != gone)
+    with open(os.path.join(w.src, src_of), 'rb') as f:
+        write(os.path.join(w.src, copy), f.read())
+    docs.append(copy)
+    settle(w, len(docs))
+    want = plan(w, [])
+    check(gone not in want and keeper not in want.values() and copy in want,
+          'the new plan reflects the changes: %r' % want)
+    poll(lambda: (view(w) == want, view(w)), 'redundant/ to equal the new plan')
+    check(not os.path.lexists(os.path.join(w.mnt, 'redundant', encode_member(gone))),
+          'a removed file is gone from redundant/')
+
+
+if __name__ == '__main__':
+    sys.exit(run_tests(TESTS, sys.argv[1:]))

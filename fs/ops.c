@@ -18,6 +18,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <fuse_lowlevel.h>
 #include <stdlib.h>
 #include <string.h>
@@ -429,6 +430,56 @@ static void imfs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	fuse_reply_err(req, EROFS);
 }
 
+/* ---- Extended attributes (view_getxattr()) ------------------------------------ */
+
+static void imfs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+			  size_t size)
+{
+	struct imfs *fs = FS(req);
+	char buf[PATH_MAX + 64];
+	struct vobj o;
+	size_t len;
+	int ret;
+
+	tree_rdlock(T(req));
+	ret = view_get(fs, ino, &o);
+	if (!ret)
+		ret = view_getxattr(fs, &o, name, buf, sizeof(buf));
+	tree_unlock(T(req));
+	len = ret ? 0 : strlen(buf);
+	if (ret)
+		fuse_reply_err(req, -ret);
+	else if (size == 0)
+		fuse_reply_xattr(req, len);
+	else if (size < len)
+		fuse_reply_err(req, ERANGE);
+	else
+		fuse_reply_buf(req, buf, len);
+}
+
+static void imfs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	struct imfs *fs = FS(req);
+	char buf[256];
+	struct vobj o;
+	size_t len = 0;
+	int ret;
+
+	tree_rdlock(T(req));
+	ret = view_get(fs, ino, &o);
+	if (!ret)
+		len = view_listxattr(fs, &o, buf, sizeof(buf));
+	tree_unlock(T(req));
+	if (ret)
+		fuse_reply_err(req, -ret);
+	else if (size == 0)
+		fuse_reply_xattr(req, len);
+	else if (size < len || len > sizeof(buf))
+		fuse_reply_err(req, ERANGE);
+	else
+		fuse_reply_buf(req, buf, len);
+}
+
 const struct fuse_lowlevel_ops imfs_ops = {
 	.init = imfs_init,
 	.lookup = imfs_lookup,
@@ -445,4 +496,6 @@ const struct fuse_lowlevel_ops imfs_ops = {
 	.read = imfs_read,
 	.release = imfs_release,
 	.statfs = imfs_statfs,
+	.getxattr = imfs_getxattr,
+	.listxattr = imfs_listxattr,
 };

@@ -207,7 +207,7 @@ int redundant_foreach(struct imfs *fs, redundant_cb cb, void *arg)
 		const struct im_plan_entry *e = &r->set.plan.v[i];
 
 		ret = cb(r->set.files[e->file].path,
-			 r->set.files[e->keeper].path, arg);
+			 r->set.files[e->keeper].path, e->similarity, arg);
 	}
 	pthread_mutex_unlock(&r->lock);
 	return ret;
@@ -239,7 +239,7 @@ int redundant_find(struct imfs *fs, const char *path, redundant_cb cb,
 		ret = 1;
 		if (cb)
 			cb(r->set.files[pe->file].path,
-			   r->set.files[pe->keeper].path, arg);
+			   r->set.files[pe->keeper].path, pe->similarity, arg);
 	}
 	pthread_mutex_unlock(&r->lock);
 	return ret;

@@ -36,9 +36,10 @@ struct redundant;
 int redundant_new(const struct imfs *fs, struct redundant **out);
 void redundant_free(struct redundant *r);
 
-/** Called with each planned document's path (relative) and its keeper's.
- *  Non-zero stops. */
-typedef int (*redundant_cb)(const char *path, const char *keeper, void *arg);
+/** Called with each planned document's path (relative), its keeper's and
+ *  its similarity to the keeper (1 for an exact copy). Non-zero stops. */
+typedef int (*redundant_cb)(const char *path, const char *keeper,
+			    double similarity, void *arg);
 
 /**
  * Call @p cb for each planned document, in plan order.

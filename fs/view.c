@@ -9,6 +9,7 @@
  * the directory's members.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,11 +123,13 @@ struct path_cb {
 	void *arg;
 };
 
-static int planned_cb(const char *path, const char *keeper, void *arg)
+static int planned_cb(const char *path, const char *keeper, double similarity,
+		      void *arg)
 {
 	const struct path_cb *p = arg;
 
 	(void)keeper;
+	(void)similarity;
 	return p->cb(path, p->arg);
 }
 
@@ -226,12 +229,19 @@ static int lookup_cluster(struct imfs *fs, const char *name, struct vobj *out)
 	return 0;
 }
 
-static int keeper_cb(const char *path, const char *keeper, void *arg)
+struct keeper_of {
+	char *keeper;
+	double similarity;
+};
+
+static int keeper_cb(const char *path, const char *keeper, double similarity,
+		     void *arg)
 {
-	char **out = arg;
+	struct keeper_of *k = arg;
 
 	(void)path;
-	*out = strdup(keeper);
+	k->keeper = strdup(keeper);
+	k->similarity = similarity;
 	return 0;
 }
 
@@ -240,9 +250,11 @@ static int keeper_cb(const char *path, const char *keeper, void *arg)
 static int lookup_keeper(struct imfs *fs, struct node *doc,
 			 const struct vcaller *who, struct vobj *out)
 {
-	char *path = tree_path(doc), *keeper = NULL;
-	int ret = path ? redundant_find(fs, path, keeper_cb, &keeper) : -ENOMEM;
+	char *path = tree_path(doc), *keeper;
+	struct keeper_of k = {NULL, 0};
+	int ret = path ? redundant_find(fs, path, keeper_cb, &k) : -ENOMEM;
 
+	keeper = k.keeper;
 	free(path);
 	if (ret == 1 && !keeper)
 		ret = -ENOMEM;
@@ -724,4 +736,79 @@ int view_text(struct imfs *fs, const struct vobj *o, char **out, size_t *len)
 	if (*len > n)
 		*len = n;
 	return 0;
+}
+
+/* ---- Extended attributes ------------------------------------------------------ */
+
+/*
+ * On a document's by-doc directory (a symlink such as by-doc/.../file cannot
+ * carry user.* attributes: Linux reads them only on regular files and
+ * directories).
+ */
+static const char *const xattr_names[] = {
+	"user.imatch.cluster", "user.imatch.keeper", "user.imatch.similarity"};
+
+static int xattr_value(struct imfs *fs, const struct node *n, unsigned which,
+		       char *buf, size_t cap)
+{
+	char *path = tree_path(n);
+	struct keeper_of k = {NULL, 0};
+	struct im_sig sig;
+	int ret = -ENODATA;
+
+	if (!path)
+		return -ENOMEM;
+	if (which == 0) {
+		if (!im_index_cluster_of(fs->model->idx, path, &sig)) {
+			im_sig_hex(&sig, buf);
+			ret = 0;
+		}
+	} else if (redundant_find(fs, path, keeper_cb, &k) == 1) {
+		if (!k.keeper)
+			ret = -ENOMEM;
+		else if (which == 1)
+			ret = snprintf(buf, cap, "%s/%s", fs->source_real,
+				       k.keeper) < (int)cap
+				      ? 0
+				      : -ERANGE;
+		else
+			ret = snprintf(buf, cap, "%.4f", k.similarity) <
+					      (int)cap
+				      ? 0
+				      : -ERANGE;
+	}
+	free(k.keeper);
+	free(path);
+	return ret;
+}
+
+int view_getxattr(struct imfs *fs, const struct vobj *o, const char *name,
+		  char *buf, size_t cap)
+{
+	if (o->kind != V_DOC)
+		return -ENODATA;
+	for (unsigned i = 0; i < 3; i++)
+		if (!strcmp(name, xattr_names[i]))
+			return xattr_value(fs, o->node, i, buf, cap);
+	return -ENODATA;
+}
+
+size_t view_listxattr(struct imfs *fs, const struct vobj *o, char *buf,
+		      size_t cap)
+{
+	char value[PATH_MAX + 64];
+	size_t len = 0;
+
+	if (o->kind != V_DOC)
+		return 0;
+	for (unsigned i = 0; i < 3; i++) {
+		size_t n = strlen(xattr_names[i]) + 1;
+
+		if (xattr_value(fs, o->node, i, value, sizeof(value)))
+			continue;
+		if (len + n <= cap)
+			memcpy(buf + len, xattr_names[i], n);
+		len += n;
+	}
+	return len;
 }

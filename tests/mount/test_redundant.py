@@ -108,6 +108,22 @@ def test_redundant_equals_dedupe_plan(w):
         names = os.listdir(by_doc_path(w.mnt, rel))
         check(('keeper' in names) == (rel in want),
               'by-doc/%s lists %r' % (rel, names))
+        # The same as extended attributes of the document's directory.
+        d = by_doc_path(w.mnt, rel)
+        attrs = os.listxattr(d)
+        check(('user.imatch.keeper' in attrs) == (rel in want) and
+              ('user.imatch.cluster' in attrs) == ('cluster' in names),
+              'by-doc/%s has the attributes %r' % (rel, attrs))
+        if rel in want:
+            check(os.getxattr(d, 'user.imatch.keeper').decode() ==
+                  os.path.join(w.src, want[rel]) and
+                  float(os.getxattr(d, 'user.imatch.similarity')) >= 0.9,
+                  'user.imatch.* of %s' % rel)
+        if 'cluster' in names:
+            check(os.getxattr(d, 'user.imatch.cluster').decode() ==
+                  os.path.basename(os.readlink(by_doc_path(w.mnt, rel,
+                                                           'cluster'))),
+                  'user.imatch.cluster of %s' % rel)
         if 'cluster' in names:
             link = by_doc_path(w.mnt, rel, 'cluster')
             members = {decode_member(n) for n in os.listdir(link)}

@@ -121,6 +121,8 @@ size_t status_text(struct imfs *fs, char *out, size_t cap)
 	len += formats_text(m, buf + len, sizeof(buf) - len);
 	/* What redundant/ lists (the plan is made if the index changed). */
 	long red = redundant_count(fs);
+	if (len >= sizeof(buf))
+		len = sizeof(buf) - 1;
 	if (red >= 0) {
 		n = snprintf(buf + len, sizeof(buf) - len, "redundant: %ld\n",
 			     red);

@@ -30,3 +30,20 @@ echo "== unit tests under valgrind"
 CK_FORK=no meson test -C build-test --print-errorlogs --suite unit \
 	--timeout-multiplier=4 \
 	--wrap='valgrind --quiet --leak-check=full --show-leak-kinds=definite,indirect --errors-for-leak-kinds=definite,indirect --error-exitcode=1'
+
+echo "== fuzz targets of the extractors, 8 s each (tests/fuzz)"
+rm -rf build-test-fuzz
+CC=clang meson setup build-test-fuzz -Dfuzz=enabled -Dtests=disabled \
+	-Dfuse=disabled -Dwerror=false -Db_sanitize=address,undefined \
+	-Db_lundef=false >/dev/null
+fz=build-test-fuzz/tests/fuzz
+ninja -C build-test-fuzz $fz/fuzz_sniff $fz/fuzz_pdf $fz/fuzz_zipdoc \
+	$fz/fuzz_unpack >/dev/null
+for t in sniff pdf zipdoc unpack; do
+	# Seeds: the format fixtures (written nowhere: -runs on a copy).
+	seeds=$(mktemp -d)
+	cp tests/data/formats/* "$seeds"/
+	UBSAN_OPTIONS=halt_on_error=1 "$fz/fuzz_$t" -max_total_time=8 \
+		-max_len=65536 -rss_limit_mb=2048 "$seeds" 2>&1 | tail -1
+	rm -rf "$seeds"
+done

@@ -202,6 +202,10 @@ static int load_seccomp(void)
 		SCMP_SYS(getpid),
 		SCMP_SYS(gettid),
 	};
+	const struct scmp_arg_cmp self = {.arg = 0,
+					  .op = SCMP_CMP_EQ,
+					  .datum_a = (scmp_datum_t)getpid(),
+					  .datum_b = 0};
 	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ERRNO(EPERM));
 	int ret = 0;
 
@@ -212,9 +216,8 @@ static int load_seccomp(void)
 		ret = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, allowed[i], 0);
 	/* abort() signals its own thread; nothing else may be signalled. */
 	if (!ret)
-		ret = seccomp_rule_add(
-			ctx, SCMP_ACT_ALLOW, SCMP_SYS(tgkill), 1,
-			SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)getpid()));
+		ret = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(tgkill), 1,
+				       self);
 	if (!ret)
 		ret = seccomp_load(ctx);
 	seccomp_release(ctx);

@@ -150,8 +150,10 @@ int im_open_beneath(int dirfd, const char *path, int flags, int *out)
 	if (have >= 0) {
 		ret = open_openat2(dirfd, path, flags, out);
 		/* ENOTDIR may mean a symlink opened with O_DIRECTORY: the
-		 * walk tells which, and says ELOOP for a symlink. */
-		if (ret != -ENOSYS && ret != -EAGAIN && ret != -ENOTDIR) {
+		 * walk tells which, and says ELOOP for a symlink. A path
+		 * over PATH_MAX is walked one component at a time. */
+		if (ret != -ENOSYS && ret != -EAGAIN && ret != -ENOTDIR &&
+		    ret != -ENAMETOOLONG) {
 			if (!have)
 				__atomic_store_n(&have_openat2, 1,
 						 __ATOMIC_RELAXED);

@@ -90,6 +90,9 @@ void scanner_stats(struct scanner *s, struct scanner_stats *out)
 	uint64_t todo = __atomic_load_n(&s->todo, __ATOMIC_RELAXED);
 	uint64_t done = __atomic_load_n(&s->done, __ATOMIC_RELAXED);
 	out->pending = todo > done ? todo - done : 0;
+	pthread_mutex_lock(&s->lock);
+	out->rescan_wanted = s->rescan_wanted;
+	pthread_mutex_unlock(&s->lock);
 }
 
 bool scanner_request_rescan(struct scanner *s)

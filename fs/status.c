@@ -72,6 +72,13 @@ size_t status_text(struct imfs *fs, char *out, size_t cap)
 		files += c[i];
 	scanner_stats(fs->scanner, &ss);
 	watch_stats(fs->watch, &ws);
+	uint64_t pending = workers_pending(fs->workers) + ss.pending;
+	/* The view shows the tree as it is: live, nothing to sign, no event
+	 * the kernel still holds or the watcher still waits on, no rescan
+	 * asked for. */
+	bool converged = ss.phase == PHASE_LIVE && !pending && ws.settled &&
+			 !ws.limit &&
+			 !ss.rescan_wanted;
 	int n = snprintf(
 		buf, sizeof(buf),
 		"phase: %s\n"
@@ -102,19 +109,22 @@ size_t status_text(struct imfs *fs, char *out, size_t cap)
 		"rescans: %llu\n"
 		"saves: %llu\n"
 		"invalidations: %llu\n"
-		"state_dir: %s\n",
+		"state_dir: %s\n"
+		"rereads: %llu\n"
+		"converged: %s\n",
 		phase_name(ss.phase), fs->source_real,
 		LD(c[IM_DOC_SIGNED] + c[IM_DOC_REJECTED]), LD(c[IM_DOC_SIGNED]),
 		LD(c[IM_DOC_REJECTED]), LD(c[IM_DOC_BINARY]),
 		LD(c[IM_DOC_TOO_BIG]), LD(c[IM_DOC_BINARY] + c[IM_DOC_TOO_BIG]),
 		LD(c[IM_DOC_ERROR]),
-		LD(workers_pending(fs->workers) + ss.pending), LD(ss.cached),
+		LD(pending), LD(ss.cached),
 		im_index_cluster_count(m->idx), LD(files), LD(m->dirs),
 		LD(ss.hidden), LD(ss.other), LD(ss.walk_errors), prim + sec,
 		prim, sec, LD(lex ? im_lexicon_docs(lex) : 0),
 		fs->opts->params.k, LD(ws.watches), ws.limit ? "yes" : "no",
 		LD(ws.events), LD(ss.rescans), LD(ss.saves),
-		LD(inval_sent(fs->inval)), fs->state_dir);
+		LD(inval_sent(fs->inval)), fs->state_dir, LD(ws.rereads),
+		converged ? "yes" : "no");
 	size_t len = n < 0 ? 0 : (size_t)n;
 	if (len >= sizeof(buf))
 		len = sizeof(buf) - 1;

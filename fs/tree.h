@@ -63,6 +63,7 @@ struct node {
 	uint8_t status;	    /* enum im_doc_status or NODE_UNKNOWN */
 	uint8_t format;	    /* files: enum im_format, as last read */
 	uint8_t fail;	    /* files: enum im_extract_fail when FAILED */
+	uint8_t retries;    /* files: signings whose path led nowhere */
 };
 
 struct tree;

@@ -20,9 +20,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
+#include <sys/ioctl.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "beneath.h"
 #include "model.h"
 #include "scan.h"
 #include "scanner.h"
@@ -59,6 +61,22 @@ struct pending_move {
 	char *path; /* or NULL */
 };
 
+/*
+ * Directories to read again: an event named a path that no longer led
+ * anywhere when the watcher looked (renamed or swapped meanwhile), so what
+ * it created may be known to no event that will follow. The nearest
+ * directory of that path the tree still knows is read again (deep) once
+ * the queue is drained: by identity, so wherever it has moved by then.
+ */
+#define REREAD_MAX 4096
+
+struct reread {
+	struct {
+		uint32_t slot, gen;
+	} *v;
+	size_t n, cap;
+};
+
 struct watch {
 	struct imfs *fs;
 	int ifd, stop_pipe[2];
@@ -71,6 +89,9 @@ struct watch {
 	/* The thread's own. */
 	struct pending_move mv;
 	struct modified mod;
+	struct reread rr;
+	uint64_t unsettled; /* atomic: rereads + a move + writes waiting */
+	uint64_t rereads;   /* atomic: directories read again */
 };
 
 int watch_new(struct imfs *fs, struct watch **out)
@@ -115,6 +136,13 @@ void watch_stats(struct watch *w, struct watch_stats *out)
 	out->watches = __atomic_load_n(&w->watches, __ATOMIC_RELAXED);
 	out->events = __atomic_load_n(&w->events, __ATOMIC_RELAXED);
 	out->limit = __atomic_load_n(&w->limit, __ATOMIC_RELAXED);
+	out->rereads = __atomic_load_n(&w->rereads, __ATOMIC_RELAXED);
+	out->settled = w->ifd < 0 ||
+		       __atomic_load_n(&w->unsettled, __ATOMIC_RELAXED) == 0;
+	/* Events the kernel holds that the thread has not read yet. */
+	int queued = 0;
+	if (w->ifd >= 0 && !ioctl(w->ifd, FIONREAD, &queued) && queued > 0)
+		out->settled = false;
 }
 
 /* ---- Watches --------------------------------------------------------------- */
@@ -143,16 +171,21 @@ static int wd_map_set(struct watch *w, int wd, struct node *n)
 
 int watch_dir(struct watch *w, const char *path)
 {
-	char buf[8192];
+	char buf[64];
+	int fd, err;
 
 	if (w->ifd < 0 || __atomic_load_n(&w->limit, __ATOMIC_RELAXED))
 		return -1;
-	/* "/." for the root: IN_DONT_FOLLOW must not stop at the fd's link. */
-	if ((size_t)snprintf(buf, sizeof(buf), "/proc/self/fd/%d/%s",
-			     w->fs->srcfd, *path ? path : ".") >= sizeof(buf))
-		return -1; /* too deep to watch */
+	/* Through a directory fd opened below SOURCE: no symlink on the way
+	 * is followed, and paths of any length can be watched. "/." so that
+	 * IN_DONT_FOLLOW does not stop at the fd's magic link. */
+	if (im_open_beneath(w->fs->srcfd, path, O_RDONLY | O_DIRECTORY, &fd))
+		return -1;
+	snprintf(buf, sizeof(buf), "/proc/self/fd/%d/.", fd);
 	int wd = inotify_add_watch(w->ifd, buf, WATCH_MASK);
-	if (wd < 0 && errno == ENOSPC &&
+	err = errno;
+	close(fd);
+	if (wd < 0 && err == ENOSPC &&
 	    !__atomic_exchange_n(&w->limit, 1, __ATOMIC_RELAXED))
 		imfs_log(LOG_WARNING,
 			 "inotify watch limit reached after %llu directories "
@@ -278,28 +311,50 @@ static int walk_file_cb(const char *rel, const struct stat *st, void *arg)
  * Look at @p path: a file, or a directory, which is watched and walked (with
  * @p deep) for what was created in it before its watch existed.
  */
-static void look(struct watch *w, const char *path, bool deep,
+static bool path_gone(int err)
+{
+	return err == ENOENT || err == ENOTDIR || err == ELOOP;
+}
+
+/* @return false when @p path no longer led anywhere (see struct reread). */
+static bool look(struct watch *w, const char *path, bool deep,
 		 struct found_list *l)
 {
 	struct imfs *fs = w->fs;
+	const char *slash = strrchr(path, '/');
+	char *dir = slash ? strndup(path, (size_t)(slash - path)) : NULL;
 	struct stat st;
+	int pfd = -1, fd, ret;
 
 	l->w = w;
 	l->base = path;
-	if (fstatat(fs->srcfd, path, &st, AT_SYMLINK_NOFOLLOW))
-		return;
-	if (st.st_dev == fs->state_dev && st.st_ino == fs->state_ino)
-		return;
-	if (S_ISREG(st.st_mode) || (S_ISDIR(st.st_mode) && !deep)) {
-		found_add(l, strdup(path), &st);
-		return;
+	if (slash && !dir)
+		return true;
+	/* The parent below SOURCE only (a component swapped for a symlink
+	 * leads nowhere), then the name itself without following it. */
+	ret = im_open_beneath(fs->srcfd, dir ? dir : "",
+			      O_RDONLY | O_DIRECTORY, &pfd);
+	free(dir);
+	if (ret)
+		return !path_gone(-ret);
+	/* The root is "": the directory itself. */
+	const char *name = slash ? slash + 1 : *path ? path : ".";
+	ret = fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) ? -errno : 0;
+	if (ret || (st.st_dev == fs->state_dev && st.st_ino == fs->state_ino) ||
+	    !(S_ISREG(st.st_mode) || S_ISDIR(st.st_mode))) {
+		close(pfd);
+		return !path_gone(-ret);
 	}
-	if (!S_ISDIR(st.st_mode))
-		return;
-	int fd = openat(fs->srcfd, path,
-			O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (S_ISREG(st.st_mode) || !deep) {
+		close(pfd);
+		found_add(l, strdup(path), &st);
+		return true;
+	}
+	fd = openat(pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	ret = fd < 0 ? -errno : 0;
+	close(pfd);
 	if (fd < 0)
-		return;
+		return !path_gone(-ret);
 	struct im_scan_counts counts = {0};
 	struct im_walk_ops ops = {
 		.dir = walk_dir_cb,
@@ -310,6 +365,7 @@ static void look(struct watch *w, const char *path, bool deep,
 	};
 	im_walk(fd, &fs->opts->params, &ops, &counts);
 	close(fd);
+	return true;
 }
 
 /* Apply what look() found. Tree lock held exclusively. */
@@ -333,6 +389,67 @@ static void apply_found(struct watch *w, struct found_list *l, bool resign)
 	}
 }
 
+static void count_unsettled(struct watch *w)
+{
+	__atomic_store_n(&w->unsettled,
+			 (uint64_t)(w->rr.n + (w->mv.path != NULL) + w->mod.n),
+			 __ATOMIC_RELAXED);
+}
+
+static void want_reread(struct watch *w, struct node *dir)
+{
+	struct reread *r = &w->rr;
+
+	for (size_t i = 0; i < r->n; i++)
+		if (r->v[i].slot == dir->slot && r->v[i].gen == dir->gen)
+			return;
+	if (r->n == REREAD_MAX) {
+		r->n = 0;
+		scanner_request_rescan(w->fs->scanner);
+		return;
+	}
+	if (r->n == r->cap) {
+		size_t nc = r->cap ? 2 * r->cap : 16;
+		void *v = realloc(r->v, nc * sizeof(*r->v));
+		if (!v) {
+			scanner_request_rescan(w->fs->scanner);
+			return;
+		}
+		r->v = v;
+		r->cap = nc;
+	}
+	r->v[r->n].slot = dir->slot;
+	r->v[r->n].gen = dir->gen;
+	r->n++;
+}
+
+static void look_and_apply(struct watch *w, char *path, bool resign,
+			   bool deep);
+
+/* Read again the directories of struct reread. Tree lock not held. */
+static void reread_all(struct watch *w)
+{
+	struct tree *t = w->fs->model->tree;
+	struct reread todo = w->rr;
+
+	w->rr = (struct reread){0};
+	for (size_t i = 0; i < todo.n; i++) {
+		tree_wrlock(t);
+		struct node *d = tree_by_id(t, todo.v[i].slot, todo.v[i].gen);
+		char *path = d && (d->flags & NODE_DIR) && !(d->flags & NODE_DEAD)
+				     ? tree_path(d)
+				     : NULL;
+		if (path) {
+			__atomic_add_fetch(&w->rereads, 1, __ATOMIC_RELAXED);
+			look_and_apply(w, path, false, true);
+		}
+		tree_unlock(t);
+		free(path);
+	}
+	free(todo.v);
+	count_unsettled(w);
+}
+
 /* Look at @p path (the tree lock held, released meanwhile), then apply. */
 static void look_and_apply(struct watch *w, char *path, bool resign, bool deep)
 {
@@ -340,8 +457,16 @@ static void look_and_apply(struct watch *w, char *path, bool resign, bool deep)
 	struct tree *t = w->fs->model->tree;
 
 	tree_unlock(t);
-	look(w, path, deep, &l);
+	bool there = look(w, path, deep, &l);
 	tree_wrlock(t);
+	/* Something that is neither a file nor a directory (a FIFO, socket,
+	 * symlink or device renamed over a document): whatever the tree
+	 * held at that name leaves at once. */
+	if (there && !l.n) {
+		struct node *old = tree_lookup(t, path);
+		if (old && old != tree_root(t))
+			model_remove(w->fs->model, old);
+	}
 	/* Apply only if the parent is still there. */
 	char *slash = strrchr(path, '/');
 	if (slash)
@@ -350,6 +475,15 @@ static void look_and_apply(struct watch *w, char *path, bool resign, bool deep)
 	if (parent && (parent->flags & NODE_DIR))
 		apply_found(w, &l, resign);
 	found_release(&l);
+	/* Gone: read again the nearest directory the tree still has. */
+	while (!there && !parent && slash) {
+		slash = strrchr(path, '/');
+		if (slash)
+			*slash = 0;
+		parent = tree_lookup(t, slash ? path : "");
+	}
+	if (!there && parent && (parent->flags & NODE_DIR))
+		want_reread(w, parent);
 }
 
 /* ---- Files being written ------------------------------------------------------------ */
@@ -564,6 +698,11 @@ static void handle(struct watch *w, const struct inotify_event *e,
 	}
 	if (e->mask & IN_MOVED_FROM) {
 		move_out(w); /* an earlier unpaired move left the tree */
+		/* That may have freed this event's directory or node. */
+		dir = wd_node(w, e->wd);
+		if (!dir || (dir->flags & NODE_DEAD))
+			return;
+		n = tree_child(m->tree, dir, name);
 		if (n) {
 			w->mv.path = tree_path(n);
 			w->mv.cookie = e->cookie;
@@ -629,9 +768,9 @@ static void *watch_main(void *arg)
 			{.fd = w->ifd, .events = POLLIN},
 			{.fd = w->stop_pipe[0], .events = POLLIN},
 		};
-		int timeout = w->mv.path ? MOVE_PAIR_MS
-			      : w->mod.n ? MODIFY_SETTLE_MS / 2
-					 : -1;
+		int timeout = w->mv.path || w->rr.n ? MOVE_PAIR_MS
+			      : w->mod.n		? MODIFY_SETTLE_MS / 2
+							: -1;
 		int r = poll(pfd, 2, timeout);
 		if (r < 0 && errno != EINTR)
 			break;
@@ -646,7 +785,13 @@ static void *watch_main(void *arg)
 			settle(w);
 		if (r > 0)
 			read_events(w);
+		/* Once the queue is quiet for a moment. */
+		if (r == 0 && w->rr.n)
+			reread_all(w);
+		count_unsettled(w);
 	}
+	free(w->rr.v);
+	w->rr = (struct reread){0};
 	free(w->mv.path);
 	w->mv.path = NULL;
 	modified_clear(&w->mod);

@@ -9,7 +9,11 @@
 #include <string.h>
 #include <unistd.h>
 
+/* Tries for a file whose path led nowhere before a rescan is asked for. */
+#define GONE_RETRIES 16
+
 #include "model.h"
+#include "scanner.h"
 #include "sig.h"
 #include "util.h"
 #include "workers.h"
@@ -154,11 +158,29 @@ static void finish(struct workers *w, struct node *n, const char *path, int ret,
 		imfs_log(LOG_ERR, "signing %s: %s", path, strerror(-ret));
 	} else {
 		char *now = tree_path(n);
+		bool gone = d->status == IM_DOC_ERROR &&
+			    (d->err == ENOENT || d->err == ELOOP ||
+			     d->err == ENOTDIR);
 		if (!now || strcmp(now, path)) {
 			/* Renamed while signed: sign it again. */
 			workers_queue(w, n);
-		} else if (!(d->status == IM_DOC_ERROR && d->err == ENOENT)) {
-			/* (Gone: its delete event follows.) */
+		} else if (gone) {
+			/* Deleted (its event takes the node away), or a
+			 * parent renamed or swapped for a symlink meanwhile
+			 * (its events move the node): try again a few times,
+			 * then let a rescan settle it. Never a silent loss. */
+			if (n->retries < GONE_RETRIES) {
+				n->retries++;
+				workers_queue(w, n);
+			} else {
+				n->retries = 0;
+				scanner_request_rescan(w->fs->scanner);
+			}
+		} else {
+			n->retries = 0;
+			if (d->status == IM_DOC_ERROR)
+				imfs_log(LOG_NOTICE, "cannot read %s: %s", path,
+					 strerror(d->err));
 			model_apply(m, n, path, st, d);
 			model_apply_links(m, n, st, d);
 		}

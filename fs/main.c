@@ -31,6 +31,7 @@
 #include "ctab.h"
 #include "imfs.h"
 #include "inval.h"
+#include "lock.h"
 #include "model.h"
 #include "ops.h"
 #include "redundant.h"
@@ -41,6 +42,10 @@
 #include "workers.h"
 
 #define MAX_FUSE_THREADS 16
+/* A daemon still saving on its way out gets this long to let go. */
+#define STATE_LOCK_WAIT_MS 5000
+/* A corrupt lexicon or cache: restarting will not help (see the unit). */
+#define EXIT_STATE_CORRUPT 3
 
 /* ---- Checks before mounting -------------------------------------------------- */
 
@@ -306,17 +311,66 @@ static int run_loop(struct fuse_session *se, const struct imfs_opts *o)
 									: -1;
 }
 
-/* Stop every thread, save, in the order that lets each finish. */
-static void stop_all(struct imfs *fs)
+/* Stop every thread, save, in the order that lets each finish.
+ * @return 0, or -1 when the final save failed (logged, naming the state
+ * directory: what changed since the last save is not on disk). */
+static int stop_all(struct imfs *fs)
 {
+	int ret = 0;
+
 	if (fs->scanner)
 		scanner_stop(fs->scanner);
 	if (fs->workers)
 		workers_stop(fs->workers);
 	watch_stop(fs->watch);
-	if (fs->scanner && scanner_save(fs->scanner) == 0)
-		imfs_log(LOG_INFO, "state saved");
+	if (fs->scanner) {
+		int sr = scanner_save(fs->scanner);
+		if (sr == 0) {
+			imfs_log(LOG_INFO, "state saved");
+		} else if (sr != -ENOENT) { /* -ENOENT: no lexicon yet */
+			imfs_log(LOG_ERR, "the final save to %s failed: %s",
+				 fs->state_dir, strerror(-sr));
+			ret = -1;
+		}
+	}
 	inval_stop(fs->inval);
+	return ret;
+}
+
+/*
+ * Take the state directory's lock (core/state/lock.h), waiting a few
+ * seconds for a daemon that is still saving on its way out; refuse a
+ * directory another daemon uses or that cannot be written. Then remove
+ * the temporary files a killed daemon left (nobody else writes here).
+ * @return 0 or -1 (printed).
+ */
+static int lock_state_dir(struct imfs *fs, struct im_state_lock **out)
+{
+	pid_t holder = 0;
+	int ret = im_state_lock(fs->state_dir, STATE_LOCK_WAIT_MS, out, &holder);
+	char why[128];
+
+	if (ret == -EWOULDBLOCK) {
+		snprintf(why, sizeof(why), "in use by imatchfs process %ld",
+			 (long)holder);
+		return fail("state directory ", fs->state_dir, why);
+	}
+	if (ret == -EROFS || ret == -EACCES || ret == -EPERM) {
+		snprintf(why, sizeof(why),
+			 "cannot be written (%s): give -o state=DIR elsewhere",
+			 strerror(-ret));
+		return fail("state directory ", fs->state_dir, why);
+	}
+	if (ret)
+		return fail("state directory ", fs->state_dir, strerror(-ret));
+	DIR *d = opendir(fs->state_dir);
+	for (struct dirent *de; d && (de = readdir(d));)
+		if ((!strncmp(de->d_name, "lexicon.tmp.", 12) ||
+		     !strncmp(de->d_name, "sigcache.tmp.", 13)))
+			unlinkat(dirfd(d), de->d_name, 0);
+	if (d)
+		closedir(d);
+	return 0;
 }
 
 int main(int argc, char *argv[])
@@ -327,6 +381,7 @@ int main(int argc, char *argv[])
 	struct stateio sio = {0};
 	struct im_lexicon *lex = NULL;
 	struct im_state *cache = NULL;
+	struct im_state_lock *lock = NULL;
 	bool mounted = false, handlers = false;
 	int rc = 1;
 
@@ -356,10 +411,19 @@ int main(int argc, char *argv[])
 		fail("lexicon ", o.lexicon, strerror(errno));
 		goto out;
 	}
+	if (lock_state_dir(&fs, &lock)) {
+		free(lexicon);
+		goto out;
+	}
 	int sr = stateio_open(&sio, fs.state_dir, lexicon, &o.params);
 	free(lexicon);
-	if (sr || stateio_load(&sio, &lex, &cache))
+	if (!sr)
+		sr = stateio_load(&sio, &lex, &cache);
+	if (sr) {
+		if (sr == -EINVAL)
+			rc = EXIT_STATE_CORRUPT;
 		goto out;
+	}
 	if (make_parts(&fs, &sio, lex, cache))
 		goto out;
 
@@ -384,6 +448,7 @@ int main(int argc, char *argv[])
 		goto out;
 	}
 	imfs_log_setup(!o.foreground, o.debug);
+	im_state_lock_own(lock); /* the daemonized child holds it now */
 	if (fuse_set_signal_handlers(fs.se)) {
 		imfs_log(LOG_ERR, "cannot set signal handlers");
 		goto out;
@@ -398,7 +463,8 @@ int main(int argc, char *argv[])
 	rc = run_loop(fs.se, &o) ? 1 : 0;
 	imfs_log(LOG_INFO, "unmounting");
 out:
-	stop_all(&fs);
+	if (stop_all(&fs))
+		rc = 1;
 	if (handlers)
 		fuse_remove_signal_handlers(fs.se);
 	if (mounted)
@@ -411,6 +477,8 @@ out:
 		close(fs.srcfd);
 	free(fs.source_real);
 	free(fs.state_dir);
+	/* Only now, with the final save on disk: a remount waits for it. */
+	im_state_unlock(lock);
 out_args:
 	imfs_opts_release(&o);
 	fuse_opt_free_args(&args);

@@ -3,7 +3,8 @@
  * The FUSE low-level operations: a read-only view answered from memory
  * (view.h) under the tree lock held shared, never from the source disk.
  *
- * Kernel caching: entries and attributes live ENTRY_SECS, listings are kept
+ * Kernel caching (not with allow_other: see entry_secs()): entries and
+ * attributes live ENTRY_SECS, listings are kept
  * (cache_readdir, keep_cache), symlink targets are cached, and readdirplus
  * fills the dentry cache as a listing is read; every change of the view is
  * pushed out by invalidation (inval.h), not waited out. Negative entries are
@@ -20,9 +21,12 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <fuse_lowlevel.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/statvfs.h>
+#include <time.h>
 
 #include "ctab.h"
 #include "ino.h"
@@ -49,9 +53,26 @@ static void caller(fuse_req_t req, struct vcaller *who)
 	who->uid = c->uid;
 	who->gid = c->gid;
 	who->pid = c->pid;
+	/* Only allow_other lets others in; for them the groups decide what
+	 * they may see (view.c). More groups than fit: the first ones. */
+	who->ngroups = 0;
+	if (FS(req)->opts->allow_other && c->uid != 0) {
+		int n = fuse_req_getgroups(req, VCALLER_GROUPS, who->groups);
+		who->ngroups = n < 0 ? 0 : n > VCALLER_GROUPS ? VCALLER_GROUPS : n;
+	}
 }
 
-static double attr_secs(const struct stat *st)
+/*
+ * With allow_other each caller sees only what it could reach in the source
+ * (view.c), but the kernel's caches are shared by every user: nothing is
+ * cached then, so that every lookup and listing is answered for its caller.
+ */
+static double entry_secs(fuse_req_t req)
+{
+	return FS(req)->opts->allow_other ? 0 : ENTRY_SECS;
+}
+
+static double attr_secs(fuse_req_t req, const struct stat *st)
 {
 	/* status changes with every count; its size is only a hint. A
 	 * cluster link's target follows the plan, which is not invalidated
@@ -62,7 +83,7 @@ static double attr_secs(const struct stat *st)
 	if (!(st->st_ino & CTAB_INO_BIT) && st->st_ino >= 16 &&
 	    ino_sub(st->st_ino) == SUB_CLUSTER_LINK)
 		return 0;
-	return ENTRY_SECS;
+	return entry_secs(req);
 }
 
 /* ---- Life cycle ----------------------------------------------------------- */
@@ -104,8 +125,8 @@ static void imfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 
 		view_stat(fs, &o, &e.attr);
 		e.ino = e.attr.st_ino;
-		e.attr_timeout = vol ? 0 : attr_secs(&e.attr);
-		e.entry_timeout = vol ? 0 : ENTRY_SECS;
+		e.attr_timeout = vol ? 0 : attr_secs(req, &e.attr);
+		e.entry_timeout = vol ? 0 : entry_secs(req);
 		if (o.kind == V_CLUSTER)
 			ret = ctab_ref(fs->ctab, &o.sig, e.ino, 1);
 	}
@@ -153,7 +174,7 @@ static void imfs_getattr(fuse_req_t req, fuse_ino_t ino,
 	if (ret)
 		fuse_reply_err(req, -ret);
 	else
-		fuse_reply_attr(req, &st, attr_secs(&st));
+		fuse_reply_attr(req, &st, attr_secs(req, &st));
 }
 
 static void imfs_readlink(fuse_req_t req, fuse_ino_t ino)
@@ -216,8 +237,8 @@ static void imfs_opendir(fuse_req_t req, fuse_ino_t ino,
 	fi->fh = (uintptr_t)h;
 	/* The root is listed empty to our own threads when mounted inside
 	 * SOURCE (view.c): never cache that for everyone. */
-	fi->cache_readdir =
-		!(ino == INO_ROOT && fs->mnt_inside) && !h->volatile_;
+	fi->cache_readdir = !(ino == INO_ROOT && fs->mnt_inside) &&
+			    !h->volatile_ && !fs->opts->allow_other;
 	fi->keep_cache = fi->cache_readdir;
 	if (fuse_reply_open(req, fi))
 		goto out_free;
@@ -258,8 +279,8 @@ static size_t fill(fuse_req_t req, struct dir_handle *h, char *buf, size_t size,
 		 * the kernel looks them up itself. */
 		if (fresh && e.attr.st_ino) {
 			e.ino = e.attr.st_ino;
-			e.attr_timeout = ENTRY_SECS;
-			e.entry_timeout = ENTRY_SECS;
+			e.attr_timeout = entry_secs(req);
+			e.entry_timeout = entry_secs(req);
 		}
 		need = fuse_add_direntry_plus(req, buf + pos, size - pos,
 					      v->name, &e, (off_t)i + 1);
@@ -338,7 +359,51 @@ static void imfs_releasedir(fuse_req_t req, fuse_ino_t ino,
 struct content {
 	size_t len;
 	char *data;
+	struct content *next; /* in the graveyard */
+	int64_t freed_ms;
 };
+
+/*
+ * A RELEASE can be handled while a READ of the same handle is still being
+ * answered in another thread (seen under churn: fuse_reply_buf() read the
+ * freed text). Released texts therefore rest here for GRAVE_MS before they
+ * are freed; what is still here at exit is reachable, not lost.
+ */
+#define GRAVE_MS 2000
+static pthread_mutex_t grave_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct content *grave; /* protected by grave_lock, oldest last */
+
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void content_bury(struct content *ct)
+{
+	struct content *old = NULL, **pp;
+	int64_t now = mono_ms();
+
+	pthread_mutex_lock(&grave_lock);
+	ct->freed_ms = now;
+	ct->next = grave;
+	grave = ct;
+	for (pp = &grave; *pp; pp = &(*pp)->next)
+		if (now - (*pp)->freed_ms > GRAVE_MS) {
+			old = *pp;
+			*pp = NULL;
+			break;
+		}
+	pthread_mutex_unlock(&grave_lock);
+	while (old) {
+		struct content *next = old->next;
+		free(old->data);
+		free(old);
+		old = next;
+	}
+}
 
 static void imfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
@@ -396,8 +461,7 @@ static void imfs_release(fuse_req_t req, fuse_ino_t ino,
 	struct content *ct = (void *)(uintptr_t)fi->fh;
 	(void)ino;
 
-	free(ct->data);
-	free(ct);
+	content_bury(ct);
 	fuse_reply_err(req, 0);
 }
 

@@ -62,7 +62,7 @@ int stateio_load(struct stateio *sio, struct im_lexicon **lex,
 				? " (refusing to replace it; move it away to "
 				  "rebuild)"
 				: "");
-		return -1;
+		return ret == -EINVAL ? -EINVAL : -1;
 	}
 	double lo, hi;
 	im_lexicon_window(*lex, &lo, &hi);
@@ -85,7 +85,7 @@ int stateio_load(struct stateio *sio, struct im_lexicon **lex,
 			"refusing to replace it: move it away to start "
 			"afresh\n",
 			sio->cache_path, why);
-		return -1;
+		return -EINVAL;
 	}
 	if (ret == -ESTALE)
 		imfs_log(LOG_NOTICE,

@@ -38,7 +38,8 @@ void stateio_release(struct stateio *sio);
 /**
  * Load the lexicon (*lex stays NULL on a first mount without one: the
  * scanner builds it) and the cache that matches it (*cache NULL if none).
- * @return 0, or -1 after printing one line (corrupt or missing given file).
+ * @return 0, or after printing one line -EINVAL for a corrupt lexicon or
+ *         cache (restarting will not help), -1 for anything else.
  */
 int stateio_load(struct stateio *sio, struct im_lexicon **lex,
 		 struct im_state **cache);

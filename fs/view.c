@@ -26,6 +26,16 @@
 
 /* ---- Who may see what (allow_other) ------------------------------------------ */
 
+static bool in_group(const struct vcaller *who, gid_t gid)
+{
+	if (who->gid == gid)
+		return true;
+	for (int i = 0; i < who->ngroups; i++)
+		if (who->groups[i] == gid)
+			return true;
+	return false;
+}
+
 static bool perm_ok(const struct node *n, const struct vcaller *who,
 		    unsigned bit)
 {
@@ -33,27 +43,72 @@ static bool perm_ok(const struct node *n, const struct vcaller *who,
 
 	if (who->uid == n->uid)
 		return (m >> 6) & bit;
-	if (who->gid == n->gid)
+	if (in_group(who, n->gid))
 		return (m >> 3) & bit;
 	return m & bit;
 }
 
+static bool restricted(const struct imfs *fs, const struct vcaller *who)
+{
+	return fs->opts->allow_other && who && who->uid != 0;
+}
+
+/* Could the caller search every directory from SOURCE down to @p dir's
+ * parent, and @p dir itself (@p bits of it)? */
+static bool may_reach(const struct imfs *fs, const struct node *dir,
+		      const struct vcaller *who, unsigned bits)
+{
+	if (!restricted(fs, who))
+		return true;
+	if (!perm_ok(dir, who, bits))
+		return false;
+	for (const struct node *p = dir->parent; p; p = p->parent)
+		if (!perm_ok(p, who, 1))
+			return false;
+	return true;
+}
+
 /*
- * With allow_other, a caller other than root sees a member only if it could
- * read the source file and search every directory above it. Conservative:
- * only the caller's primary group is considered.
+ * With allow_other, a caller other than root sees a document only if it
+ * could read the source file and search every directory above it, with its
+ * uid, its group and its supplementary groups (issue 12).
  */
 static bool may_see(const struct imfs *fs, const struct node *n,
 		    const struct vcaller *who)
 {
-	if (!fs->opts->allow_other || !who || who->uid == 0)
+	return may_reach(fs, n, who, 4);
+}
+
+struct count_seen {
+	struct imfs *fs;
+	const struct vcaller *who;
+	unsigned n;
+};
+
+static int count_seen_cb(const char *path, void *arg)
+{
+	struct count_seen *c = arg;
+	struct node *n = tree_lookup(c->fs->model->tree, path);
+
+	if (n && node_is_doc(n) && may_see(c->fs, n, c->who))
+		c->n++;
+	return c->n >= 2; /* two are enough */
+}
+
+static int members_foreach(struct imfs *fs, const struct vobj *dir,
+			   im_index_path_cb cb, void *arg);
+
+/* A cluster is shown to a caller who may see two of its members or more:
+ * one alone would tell of the others. */
+static bool cluster_shown(struct imfs *fs, const struct im_sig *sig,
+			  const struct vcaller *who)
+{
+	if (!restricted(fs, who))
 		return true;
-	if (!perm_ok(n, who, 4))
-		return false;
-	for (const struct node *p = n->parent; p; p = p->parent)
-		if (!perm_ok(p, who, 1))
-			return false;
-	return true;
+	struct count_seen c = {fs, who, 0};
+	struct vobj o = {.kind = V_CLUSTER, .sig = *sig};
+	members_foreach(fs, &o, count_seen_cb, &c);
+	return c.n >= 2;
 }
 
 /*
@@ -215,7 +270,8 @@ out:
 	return ret;
 }
 
-static int lookup_cluster(struct imfs *fs, const char *name, struct vobj *out)
+static int lookup_cluster(struct imfs *fs, const char *name,
+			  const struct vcaller *who, struct vobj *out)
 {
 	char hex[IM_SIG_HEX_LEN + 1];
 
@@ -224,7 +280,8 @@ static int lookup_cluster(struct imfs *fs, const char *name, struct vobj *out)
 		return -ENOENT;
 	/* Only the canonical lower-case spelling is a name. */
 	im_sig_hex(&out->sig, hex);
-	if (strcmp(hex, name) || !cluster_exists(fs, &out->sig))
+	if (strcmp(hex, name) || !cluster_exists(fs, &out->sig) ||
+	    !cluster_shown(fs, &out->sig, who))
 		return -ENOENT;
 	return 0;
 }
@@ -326,8 +383,11 @@ int view_lookup(struct imfs *fs, const struct vobj *dir, const char *name,
 			return -ENOENT;
 		}
 		break;
-	case V_CLUSTERS: return lookup_cluster(fs, name, out);
+	case V_CLUSTERS: return lookup_cluster(fs, name, who, out);
 	case V_DIR:
+		/* Names in a source directory the caller cannot search. */
+		if (!may_reach(fs, dir->node, who, 1))
+			return -EACCES;
 		n = tree_child(fs->model->tree, dir->node, name);
 		if (!n || (!(n->flags & NODE_DIR) && !node_is_doc(n)))
 			return -ENOENT;
@@ -335,6 +395,9 @@ int view_lookup(struct imfs *fs, const struct vobj *dir, const char *name,
 		out->node = n;
 		break;
 	case V_DOC:
+		/* What a document has to say is for those who may read it. */
+		if (!may_see(fs, dir->node, who))
+			return -EACCES;
 		out->node = dir->node;
 		if (!strcmp(name, "dupes"))
 			out->kind = V_DUPES;
@@ -570,6 +633,8 @@ static int list_cluster_cb(const struct im_sig *name, size_t size, void *arg)
 	char hex[IM_SIG_HEX_LEN + 1];
 
 	(void)size;
+	if (!cluster_shown(ls->fs, name, ls->who))
+		return 0;
 	im_sig_hex(name, hex);
 	list_add(ls, hex, &o);
 	return ls->err ? 1 : 0;
@@ -619,8 +684,17 @@ int view_list(struct imfs *fs, const struct vobj *dir,
 		    !ls.err && dir->kind != V_CLUSTER)
 			ls.err = -ENOMEM;
 		break;
-	case V_DIR: list_dir(&ls, dir->node); break;
+	case V_DIR:
+		if (may_reach(fs, dir->node, who, 4))
+			list_dir(&ls, dir->node);
+		else
+			ls.err = -EACCES;
+		break;
 	case V_DOC:
+		if (!may_see(fs, dir->node, who)) {
+			ls.err = -EACCES;
+			break;
+		}
 		for (unsigned i = 0; i < 5; i++) {
 			struct vobj o;
 			if (!view_lookup(fs, dir, doc_names[i], who, &o))

@@ -50,10 +50,13 @@ struct vobj {
 };
 
 /** Who asks: permissions (allow_other) and our own threads. */
+#define VCALLER_GROUPS 64
 struct vcaller {
 	uid_t uid;
 	gid_t gid;
 	pid_t pid;
+	int ngroups; /* supplementary groups in groups[] (fuse_req_getgroups) */
+	gid_t groups[VCALLER_GROUPS];
 };
 
 /** One entry of a listing, fixed when the directory was opened. */

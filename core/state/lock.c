@@ -35,7 +35,9 @@ static pid_t read_pid(int fd)
 static int write_pid(int fd)
 {
 	char buf[32];
-	int n = snprintf(buf, sizeof(buf), "%ld\n", (long)getpid());
+	/* The NUL makes the file binary to a scan of a tree that holds the
+	 * state directory: never a document. */
+	int n = snprintf(buf, sizeof(buf), "%ld\n", (long)getpid()) + 1;
 
 	if (ftruncate(fd, 0) || pwrite(fd, buf, (size_t)n, 0) != n)
 		return -errno;

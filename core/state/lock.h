@@ -4,7 +4,8 @@
  *
  * Two daemons sharing a state directory overwrite each other's cache. The
  * lock is flock(LOCK_EX) on DIR/lock, a file that holds the holder's pid as
- * one decimal line so that the one refused can name it. The kernel drops the
+ * one decimal line (and a NUL: binary, never a document when a tree holds
+ * the state directory) so that the one refused can name it. The kernel drops the
  * lock when the holder exits, however it exits (SIGKILL included), so a
  * stale lock file is harmless: it is only ever locked, never trusted for
  * its existence. A daemon keeps the lock until its final save is on disk,

@@ -1,0 +1,599 @@
+#!/usr/bin/env python3
+"""Never wrong, never leaking: the daemon under renames, swaps, other users,
+odd files and restarts (issue 12). One test per defect the issue lists; each
+failed on the daemon before the fix.
+
+    test_hardening.py IMATCHFS IMATCH [TEST...]
+    test_hardening.py --list
+
+Same habits as test_mount.py (tests/mount/util.py): real mounts in the
+foreground with auto_unmount, polling with a deadline, always unmounting.
+Tests that act as another user or remount read-only need root and skip
+otherwise; the other user is created for the test (useradd) when missing.
+"""
+
+import ctypes
+import ctypes.util
+import grp
+import os
+import pwd
+import re
+import socket
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from util import (DEADLINE, Fail, Skip, by_doc_documents, check,  # noqa: E402
+                  cluster_sets, encode_member, fmt_clusters, in_proc_mounts,
+                  is_mounted, make_tree, poll, read_status, run_tests, scan, status_int,
+                  write)
+
+TESTS = {}
+
+
+def test(fn):
+    TESTS[fn.__name__[len('test_'):]] = fn
+    return fn
+
+
+# ---- Shared steps -----------------------------------------------------------------
+
+def documents_in(src):
+    out = set()
+    for root, dirs, files in os.walk(src):
+        dirs[:] = [d for d in dirs if not d.startswith('.')]
+        for f in files:
+            p = os.path.join(root, f)
+            if not f.startswith('.') and os.path.isfile(p) and not os.path.islink(p):
+                out.add(os.path.relpath(p, src))
+    return out
+
+
+def converged(w, what):
+    """Poll until status says `converged: yes`; then, at once (no more
+    polling), the view must hold exactly the tree's documents and the clusters
+    `imatch scan` prints: "converged" must mean it."""
+    poll(lambda: (read_status(w.mnt).get('converged') == 'yes', read_status(w.mnt)),
+         'status to say converged: yes ' + what)
+    want_docs = documents_in(w.src)
+    docs = by_doc_documents(w.mnt)
+    have = cluster_sets(w.mnt)
+    want = scan(w.imatch, w.src, ['--lexicon', os.path.join(w.state, 'lexicon')])
+    missing, extra = sorted(want_docs - docs), sorted(docs - want_docs)
+    check(not missing and not extra,
+          'status says converged %s, but by-doc/ misses %d documents (%s) and has %d '
+          'extra (%s)' % (what, len(missing), missing[:3], len(extra), extra[:3]))
+    check(have == want, 'status says converged %s, but the view has\n%s\nand imatch scan\n%s'
+          % (what, fmt_clusters(have), fmt_clusters(want)))
+
+
+def wait_converged_view(w, what):
+    """Poll until by-doc/ and clusters/ equal the truth (no status involved)."""
+    want = scan(w.imatch, w.src, ['--lexicon', os.path.join(w.state, 'lexicon')])
+    want_docs = documents_in(w.src)
+
+    def ok():
+        docs = by_doc_documents(w.mnt)
+        have = cluster_sets(w.mnt)
+        return docs == want_docs and have == want, (len(docs), len(want_docs), len(have),
+                                                     len(want))
+    poll(ok, 'the view to equal the tree and imatch scan ' + what)
+
+
+def family(w, rel_a, rel_b, seed_text=None):
+    """Write a document and a reformatted near-duplicate of it."""
+    text = seed_text or w.corpus.document()
+    write(os.path.join(w.src, rel_a), text)
+    write(os.path.join(w.src, rel_b), w.corpus.near_duplicate(text))
+    return frozenset([rel_a, rel_b])
+
+
+def live(w, d=None, docs=None):
+    def ok():
+        st = read_status(w.mnt)
+        done = status_int(st, 'pending') == 0 and st.get('phase') == 'live'
+        if docs is not None:
+            done = done and status_int(st, 'documents') == docs
+        return done, st
+    return poll(ok, 'the daemon to be live')
+
+
+def cluster_targets(w):
+    """Clusters as frozensets of their symlinks' targets, relative to SOURCE."""
+    out = set()
+    top = os.path.join(w.mnt, 'clusters')
+    for sig in os.listdir(top):
+        ms = os.listdir(os.path.join(top, sig))
+        out.add(frozenset(os.path.relpath(os.readlink(os.path.join(top, sig, m)), w.src)
+                          for m in ms))
+    return out
+
+
+def in_cluster(w, rel):
+    return any(rel in c for c in cluster_sets(w.mnt))
+
+
+# ---- 1. Renames right after writes; "converged" means it ---------------------------
+
+@test
+def test_rename_right_after_writes(w):
+    """Directories filled with documents and renamed at once, their parents
+    moved between depths right after: every document appears under its final
+    name, and `converged: yes` in status means the view equals imatch scan."""
+    make_tree(w.src, w.corpus)
+    fam = family(w, 'base/a.txt', 'base/b.txt')
+    texts = [w.corpus.document(words=80).encode() for _ in range(100)]
+    d = w.daemon()
+    live(w, d)
+    src = w.src
+    for p in ('p0', 'p1', 'p2'):
+        os.mkdir(os.path.join(src, p))
+    parents = ['p0', 'p1', 'p2']
+    for r in range(12):
+        tmp = os.path.join(src, 'incoming%d' % r)
+        os.mkdir(tmp)
+        for i, t in enumerate(texts[:50]):
+            with open(os.path.join(tmp, 'n%02d-%d.txt' % (i, r)), 'wb') as f:
+                f.write(t)
+        k = r % 3
+        os.rename(tmp, os.path.join(src, parents[k], 'batch%d' % r))
+        new = os.path.join('q%d' % r, parents[k].replace('/', '_'))
+        os.mkdir(os.path.join(src, 'q%d' % r))
+        os.rename(os.path.join(src, parents[k]), os.path.join(src, new))
+        parents[k] = new
+    wait_converged_view(w, 'after 600 documents written into directories renamed at once')
+    converged(w, 'after the renames')
+    check(fam in cluster_sets(w.mnt), 'the base family left the view')
+    d.umount()
+    d.check_log()
+
+
+# ---- 2. Escape through a swapped symlink --------------------------------------------
+
+AT_FDCWD = -100
+RENAME_EXCHANGE = 2
+
+
+@test
+def test_symlink_swap_never_escapes(w):
+    """race/ is exchanged with a symlink to a directory outside SOURCE while
+    its files change: no file outside is ever opened (inotify on it), no
+    outside file shows as a near-duplicate of its twin inside, and the view
+    ends equal to imatch scan."""
+    libc = ctypes.CDLL(ctypes.util.find_library('c'), use_errno=True)
+    outside = os.path.join(w.top, 'outside')
+    race, lnk = os.path.join(w.src, 'race'), os.path.join(w.src, 'race.lnk')
+    os.mkdir(outside)
+    names = ['f%02d.txt' % i for i in range(10)]
+    inside = {}
+    for n in names:
+        inside[n] = w.corpus.document().encode()
+        write(os.path.join(race, n), inside[n])
+        secret = w.corpus.document()
+        write(os.path.join(outside, n), secret)
+        write(os.path.join(w.src, 'twins', n), secret)
+    os.symlink(outside, lnk)
+    make_tree(w.src, w.corpus)
+    fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+    check(fd >= 0 and libc.inotify_add_watch(fd, os.fsencode(outside), 0x1 | 0x20) >= 0,
+          'inotify on the outside directory')
+    d = w.daemon()
+    live(w, d)
+    real = race
+    end = time.monotonic() + 4
+    seen = []
+    swaps = 0
+    while time.monotonic() < end:
+        if libc.renameat2(AT_FDCWD, os.fsencode(race), AT_FDCWD, os.fsencode(lnk),
+                          RENAME_EXCHANGE):
+            raise Skip('renameat2(RENAME_EXCHANGE) is not supported here')
+        swaps += 1
+        real = lnk if real == race else race
+        for n in names[swaps % 3::3]:
+            write(os.path.join(real, n), inside[n])
+        if swaps % 200 == 0:
+            seen += [t for t in names
+                     if os.listdir(os.path.join(w.mnt, 'by-doc', 'twins', t, 'dupes'))]
+    if real != race:
+        libc.renameat2(AT_FDCWD, os.fsencode(race), AT_FDCWD, os.fsencode(lnk),
+                       RENAME_EXCHANGE)
+    try:
+        opened = os.read(fd, 65536)
+    except BlockingIOError:
+        opened = b''
+    os.close(fd)
+    check(not opened, 'the daemon opened files outside SOURCE (%d bytes of inotify events '
+          'in %d swaps)' % (len(opened), swaps))
+    check(not seen, 'the view showed outside files as near-duplicates of twins/%s' % seen[:3])
+    wait_converged_view(w, 'after %d swaps' % swaps)
+    d.umount()
+    d.check_log()
+
+
+# ---- 3. Other users ---------------------------------------------------------------------
+
+USER = 'imatchfs-test'
+GROUP = 'imatchfs-test-g'
+
+
+def test_user():
+    """(uid, gid, extra gid) of an unprivileged user made for these tests."""
+    if os.geteuid() != 0:
+        raise Skip('needs root to create and act as another user')
+    try:
+        grp.getgrnam(GROUP)
+    except KeyError:
+        r = subprocess.run(['groupadd', '-r', GROUP], capture_output=True, text=True)
+        if r.returncode != 0:
+            raise Skip('groupadd %s failed: %s' % (GROUP, r.stderr.strip()))
+    try:
+        pw = pwd.getpwnam(USER)
+    except KeyError:
+        r = subprocess.run(['useradd', '-r', '-M', '-s', '/usr/sbin/nologin', USER],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            raise Skip('useradd %s failed: %s' % (USER, r.stderr.strip()))
+        pw = pwd.getpwnam(USER)
+    return pw.pw_uid, pw.pw_gid, grp.getgrnam(GROUP).gr_gid
+
+
+WALK = r'''
+import os, sys, json
+m = sys.argv[1]
+seen = []
+def walk(p, depth=0):
+    try:
+        names = os.listdir(p)
+    except OSError as e:
+        return
+    for n in names:
+        q = os.path.join(p, n)
+        seen.append(os.path.relpath(q, m))
+        if os.path.islink(q):
+            try:
+                seen.append('-> ' + os.readlink(q))
+            except OSError:
+                pass
+        elif os.path.isdir(q):
+            walk(q, depth + 1)
+        elif n in ('similarity', 'signatures'):
+            try:
+                seen.append(open(q, errors='replace').read())
+            except OSError:
+                pass
+clusters = {}
+try:
+    for c in os.listdir(os.path.join(m, 'clusters')):
+        try:
+            clusters[c] = sorted(os.listdir(os.path.join(m, 'clusters', c)))
+        except OSError as e:
+            clusters[c] = 'error ' + e.strerror
+except OSError as e:
+    clusters = 'error ' + e.strerror
+walk(m)
+print(json.dumps({'seen': seen, 'clusters': clusters}))
+'''
+
+
+def as_user(uid, gid, groups, code, *args):
+    import json
+
+    def drop():
+        os.setgroups(groups)
+        os.setgid(gid)
+        os.setuid(uid)
+    r = subprocess.run(['/usr/bin/python3', '-c', code] + list(args), preexec_fn=drop,
+                       capture_output=True, timeout=DEADLINE * 2)
+    check(r.returncode == 0, 'as uid %d: %s' % (uid, r.stderr.decode(errors='replace')))
+    return json.loads(r.stdout)
+
+
+@test
+def test_other_users_see_only_what_they_could_reach(w):
+    """With allow_other (with and without default_permissions), a user who
+    cannot enter priv/ learns no name below it through clusters/, by-doc/,
+    dupes/, similarity or a symlink target; clusters with fewer than two
+    members they could read are hidden. A member of the group that may enter
+    team/ (a supplementary group) sees team/'s members."""
+    uid, gid, team_gid = test_user()
+    os.chmod(w.top, 0o755)
+    os.chmod(w.src, 0o755)
+    base, _, _ = make_tree(os.path.join(w.src, 'pub'), w.corpus)
+    base = {frozenset('pub/' + m for m in c) for c in base}
+    pub = family(w, 'pub/a.txt', 'pub/a-copy.txt')                 # visible to all
+    family(w, 'pub/b.txt', 'priv/b-secret-name.txt')               # 1 visible member
+    family(w, 'priv/c1-secret.txt', 'priv/c2-secret.txt')          # 0 visible members
+    team = family(w, 'pub/t.txt', 'team/t-team.txt')               # visible to the group
+    fam_closed = family(w, 'pub/d.txt', 'pub/d-closed.txt')        # one file 0600
+    for root, dirs, files in os.walk(w.src):
+        for n in dirs:
+            os.chmod(os.path.join(root, n), 0o755)
+        for n in files:
+            os.chmod(os.path.join(root, n), 0o644)
+    os.chmod(os.path.join(w.src, 'priv'), 0o700)
+    os.chown(os.path.join(w.src, 'team'), 0, team_gid)
+    os.chmod(os.path.join(w.src, 'team'), 0o750)
+    os.chmod(os.path.join(w.src, 'pub/d-closed.txt'), 0o600)
+    for opts in (['allow_other'], ['allow_other', 'default_permissions']):
+        d = w.daemon(opts=opts)
+        live(w, d)
+        root_view = cluster_sets(w.mnt)
+        check(len(root_view) == 5 + len(base), 'root sees %d clusters with %s, not:\n%s'
+              % (5 + len(base), opts, fmt_clusters(root_view)))
+        for groups, want in (([], {pub} | base), ([team_gid], {pub, team} | base)):
+            got = as_user(uid, gid, groups, WALK, w.mnt)
+            # SOURCE is readable: the names of priv/ and team/ are no
+            # secret (ls SOURCE shows them), but nothing below them is.
+            known = ('by-doc/priv', 'by-doc/team')
+            leaks = [s for s in got['seen']
+                     if ('priv' in s or 'secret' in s) and s not in known]
+            if not groups:
+                leaks += [s for s in got['seen'] if 'team' in s and s not in known]
+            # pub/ is readable: the name of its 0600 file is no secret
+            # (ls pub shows it), but nothing of or about the file is.
+            leaks += [s for s in got['seen']
+                      if 'd-closed' in s and s != 'by-doc/pub/d-closed.txt']
+            check(not leaks, 'with -o %s, user %s (groups %s) learns private names: %s'
+                  % (','.join(opts), USER, groups, leaks[:5]))
+            check(isinstance(got['clusters'], dict), 'clusters/ as the user: %s'
+                  % got['clusters'])
+            seen = {frozenset(m.replace('%2F', '/') for m in ms)
+                    for ms in got['clusters'].values() if isinstance(ms, list)}
+            check(seen == want, 'with -o %s, user %s (groups %s) sees clusters\n%s\nwanted\n%s'
+                  % (','.join(opts), USER, groups, fmt_clusters(seen), fmt_clusters(want)))
+        d.umount()
+        d.check_log()
+    del fam_closed
+
+
+# ---- 4. Type changes ---------------------------------------------------------------------
+
+@test
+def test_type_changes_leave_at_once(w):
+    """A FIFO, a socket and a symlink renamed over documents take them out of
+    the view; the daemon keeps serving changes afterwards (no worker blocks
+    on the FIFO)."""
+    make_tree(w.src, w.corpus)
+    fams = [family(w, 'x/%s.txt' % k, 'x/%s-copy.txt' % k) for k in ('fifo', 'sock', 'link')]
+    d = w.daemon()
+    live(w, d)
+    for f in fams:
+        poll(lambda: f in cluster_sets(w.mnt), 'cluster %s' % sorted(f))
+    tmp = os.path.join(w.src, 'x', 'tmp')
+    os.mkfifo(tmp)
+    os.rename(tmp, os.path.join(w.src, 'x', 'fifo-copy.txt'))
+    s = socket.socket(socket.AF_UNIX)
+    s.bind(tmp)
+    os.rename(tmp, os.path.join(w.src, 'x', 'sock-copy.txt'))
+    os.symlink('link.txt', tmp)
+    os.rename(tmp, os.path.join(w.src, 'x', 'link-copy.txt'))
+    for k in ('fifo', 'sock', 'link'):
+        poll(lambda: 'x/%s-copy.txt' % k not in by_doc_documents(w.mnt),
+             'x/%s-copy.txt (now a %s) to leave by-doc/' % (k, k))
+        poll(lambda: not in_cluster(w, 'x/%s.txt' % k), 'the %s cluster to go' % k)
+    after = family(w, 'y/after.txt', 'y/after-copy.txt')
+    poll(lambda: after in cluster_sets(w.mnt), 'a family written after the FIFO')
+    s.close()
+    wait_converged_view(w, 'after the type changes')
+    d.umount()
+    d.check_log()
+
+
+# ---- 5. Nothing left out silently ----------------------------------------------------------
+
+@test
+def test_long_names_and_deep_paths(w):
+    """A document whose member name is over 1,024 bytes and one under a
+    directory whose path is over 8 KiB (made after mounting) are shown, each
+    in a cluster with its near-duplicate."""
+    make_tree(w.src, w.corpus)
+    d = w.daemon()
+    live(w, d)
+    long_dir = '/'.join(['L' * 250] * 5)
+    fam_long = family(w, long_dir + '/' + 'n' * 200 + '.txt', 'short.txt')
+    deep = os.path.join(*(['D' * 200] * 45))  # 9,045 bytes
+    # Made step by step below SOURCE (paths over PATH_MAX need dir fds).
+    fd = os.open(w.src, os.O_RDONLY | os.O_DIRECTORY)
+    for comp in deep.split('/'):
+        os.mkdir(comp, dir_fd=fd)
+        nfd = os.open(comp, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+        os.close(fd)
+        fd = nfd
+    text = w.corpus.document()
+    with open(os.open('deep.txt', os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd), 'w') as f:
+        f.write(text)
+    os.close(fd)
+    write(os.path.join(w.src, 'shallow.txt'), w.corpus.near_duplicate(text))
+    # Member names over 255 bytes are shortened (DESIGN §2): compare the
+    # symlinks' targets, or for the deep one (over PATH_MAX) the name's end.
+    poll(lambda: fam_long in cluster_targets(w), 'the document with a 1,270-byte member name')
+
+    def deep_shown():
+        for sig in os.listdir(os.path.join(w.mnt, 'clusters')):
+            names = os.listdir(os.path.join(w.mnt, 'clusters', sig))
+            if 'shallow.txt' in names and len(names) == 2:
+                return [n for n in names if n != 'shallow.txt'][0].endswith('deep.txt')
+        return False
+    poll(deep_shown, 'the document below a 9 KiB path in a cluster with its copy')
+    d.umount()
+    d.check_log()
+
+
+# ---- 6. Operations ---------------------------------------------------------------------------
+
+def ro_bind(path):
+    """Make @path read-only by a read-only bind mount of itself (root)."""
+    if os.geteuid() != 0:
+        raise Skip('needs root for a read-only bind mount')
+    r = subprocess.run(['mount', '--bind', path, path], capture_output=True, text=True)
+    if r.returncode:
+        raise Skip('mount --bind: %s' % r.stderr.strip())
+    r = subprocess.run(['mount', '-o', 'remount,ro,bind', path], capture_output=True, text=True)
+    if r.returncode:
+        subprocess.run(['umount', path])
+        raise Skip('remount,ro,bind: %s' % r.stderr.strip())
+
+
+def run_refused(w, args, what, timeout=10):
+    """imatchfs -f ARGS must exit non-zero within @timeout s with one line."""
+    try:
+        r = subprocess.run([w.imatchfs, '-f'] + args, capture_output=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise Fail('%s: still running after %d s' % (what, timeout))
+    lines = [l for l in r.stderr.decode(errors='replace').splitlines() if l.strip()]
+    check(r.returncode != 0, '%s: exit status 0' % what)
+    check(len(lines) == 1, '%s: wanted one line on stderr, got %d:\n%s'
+          % (what, len(lines), '\n'.join(lines)))
+    return r.returncode, lines[0]
+
+
+@test
+def test_read_only_state_dir_refused_at_once(w):
+    """A read-only state directory is refused at once with one line naming
+    it (it used to mount, never serve and rebuild the lexicon every 5 s)."""
+    make_tree(w.src, w.corpus)
+    ro_bind(w.state)
+    try:
+        rc, line = run_refused(w, ['-o', 'auto_unmount,state=' + w.state, w.src, w.mnt],
+                               'a read-only state directory')
+        check(w.state in line, 'the line does not name the state directory: %s' % line)
+        check(not in_proc_mounts(w.mnt), 'mounted with a read-only state directory')
+    finally:
+        subprocess.run(['umount', w.state])
+
+
+EXIT_STATE_CORRUPT = 3
+
+
+@test
+def test_corrupt_cache_exit_code(w):
+    """A corrupt signature cache is refused with exit status 3, which the
+    systemd unit lists in RestartPreventExitStatus (Restart=on-failure looped
+    on it)."""
+    make_tree(w.src, w.corpus)
+    d = w.daemon()
+    live(w, d)
+    d.umount()
+    cache = os.path.join(w.state, 'sigcache')
+    data = bytearray(open(cache, 'rb').read())
+    data[len(data) // 2] ^= 0xff
+    open(cache, 'wb').write(bytes(data))
+    rc, line = run_refused(w, ['-o', 'auto_unmount,state=' + w.state, w.src, w.mnt],
+                           'a corrupt cache')
+    check(rc == EXIT_STATE_CORRUPT, 'a corrupt cache exits %d, not %d: %s'
+          % (rc, EXIT_STATE_CORRUPT, line))
+    unit = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..',
+                        'packaging', 'imatchfs@.service')
+    text = open(unit).read()
+    check(re.search(r'^RestartPreventExitStatus=.*\b%d\b' % EXIT_STATE_CORRUPT, text, re.M),
+          'the unit does not prevent restarts on exit status %d' % EXIT_STATE_CORRUPT)
+
+
+@test
+def test_failed_final_save_exits_nonzero(w):
+    """When the state directory turns read-only under a running daemon, the
+    final save fails: the daemon exits non-zero and names the directory."""
+    make_tree(w.src, w.corpus)
+    d = w.daemon()
+    live(w, d)
+    ro_bind(w.state)
+    try:
+        family(w, 'c.txt', 'd.txt')
+        poll(lambda: in_cluster(w, 'c.txt'), 'the new family')
+        subprocess.run(['fusermount3', '-u', w.mnt], check=True)
+        rc = d.wait_exit(None, 'after a failed final save')
+        check(rc != 0, 'the daemon exited 0 though its final save failed')
+        check(w.state in d.log_text(), 'the log does not name the state directory:\n%s'
+              % d.log_text())
+    finally:
+        subprocess.run(['umount', w.state])
+
+
+@test
+def test_mount_twice_refused(w):
+    """A second daemon on a mountpoint that already holds the view is refused
+    with one line, and the first mount keeps serving."""
+    make_tree(w.src, w.corpus)
+    fam = family(w, 'a.txt', 'b.txt')
+    d = w.daemon()
+    live(w, d)
+    poll(lambda: fam in cluster_sets(w.mnt), 'the family')
+    other_state = os.path.join(w.top, 'state2')
+    os.mkdir(other_state)
+    run_refused(w, ['-o', 'auto_unmount,state=' + other_state, w.src, w.mnt],
+                'a second mount on the same mountpoint')
+    check(fam in cluster_sets(w.mnt), 'the first mount stopped serving')
+    n = sum(1 for line in open('/proc/self/mountinfo') if (' %s ' % w.mnt) in line)
+    check(n == 1, '%d mounts stacked on %s' % (n, w.mnt))
+    d.umount()
+    d.check_log()
+
+
+@test
+def test_imatchfs_mounts_inside_source_skipped(w):
+    """An imatchfs view mounted inside SOURCE is not read, neither by imatch
+    scan nor by a daemon of SOURCE: its symlinks and files are not SOURCE's."""
+    want, docs, _ = make_tree(w.src, w.corpus)
+    other = os.path.join(w.top, 'other')
+    inner = os.path.join(w.src, 'view')
+    os.mkdir(inner)
+    make_tree(other, w.corpus)
+    os.makedirs(os.path.join(w.top, 'state-in'))
+    d_in = w.daemon(source=other, mnt=inner, state=os.path.join(w.top, 'state-in'))
+    poll(lambda: len(cluster_sets(inner)) == len(want), 'the inner view')
+    sc = scan(w.imatch, w.src)
+    check(sc == want, 'imatch scan read the imatchfs mount inside SOURCE:\n%s'
+          % fmt_clusters(sc))
+    d = w.daemon()
+    live(w, d)
+    have = by_doc_documents(w.mnt)
+    check(have == set(docs), 'the daemon read the imatchfs mount inside SOURCE: %s'
+          % sorted(have - set(docs))[:5])
+    d.umount()
+    d_in.umount()
+
+
+# ---- 7. One daemon per state directory; the save before letting go ---------------------------
+
+@test
+def test_state_dir_locked(w):
+    """A second daemon on the same state directory (another mountpoint) is
+    refused with one line naming the first one's pid."""
+    make_tree(w.src, w.corpus)
+    d = w.daemon()
+    live(w, d)
+    mnt2 = os.path.join(w.top, 'mnt2')
+    os.mkdir(mnt2)
+    # It waits a few seconds (a daemon may still be saving on its way out).
+    rc, line = run_refused(w, ['-o', 'auto_unmount,state=' + w.state, w.src, mnt2],
+                           'a second daemon on one state directory', timeout=30)
+    check(str(d.proc.pid) in line, 'the line does not name pid %d: %s' % (d.proc.pid, line))
+    d.umount()
+    d.check_log()
+
+
+@test
+def test_remount_sees_the_final_save(w):
+    """fusermount3 -u and an immediate remount on the same state directory:
+    the new daemon starts from the state the old one saved last (every
+    document cached), never from a half-written one."""
+    _, docs, _ = make_tree(w.src, w.corpus)
+    d = w.daemon()
+    live(w, d)
+    os.mkdir(os.path.join(w.src, 'late'))
+    for i in range(1000):
+        write(os.path.join(w.src, 'late', 'n%04d.txt' % i), w.corpus.document(words=60))
+    n = len(docs) + 1000
+    poll(lambda: status_int(read_status(w.mnt), 'documents') == n, '%d documents' % n)
+    subprocess.run(['fusermount3', '-u', w.mnt], check=True)
+    d2 = w.daemon()
+    st = live(w, d2, docs=n)
+    check(status_int(st, 'cached') == n, 'the remount found %s of %d documents in the '
+          'cache the first daemon saved' % (st.get('cached'), n))
+    check(d.proc.wait(timeout=DEADLINE) == 0, 'the first daemon exited non-zero')
+    d2.umount()
+
+
+if __name__ == '__main__':
+    sys.exit(run_tests(TESTS, sys.argv[1:]))

@@ -104,9 +104,14 @@ def cluster_targets(w):
     out = set()
     top = os.path.join(w.mnt, 'clusters')
     for sig in os.listdir(top):
-        ms = os.listdir(os.path.join(top, sig))
-        out.add(frozenset(os.path.relpath(os.readlink(os.path.join(top, sig, m)), w.src)
-                          for m in ms))
+        targets = []
+        for m in os.listdir(os.path.join(top, sig)):
+            try:
+                targets.append(os.path.relpath(os.readlink(os.path.join(top, sig, m)),
+                                               w.src))
+            except OSError:
+                targets.append(m)  # a target longer than PATH_MAX cannot be read
+        out.add(frozenset(targets))
     return out
 
 

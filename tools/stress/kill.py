@@ -27,6 +27,7 @@ import argparse
 import os
 import random
 import shutil
+import subprocess
 import sys
 import threading
 import time
@@ -40,11 +41,18 @@ from churn import Tree, build  # noqa: E402
 def restart(w, what, deadline):
     """Mount again on the same state; converge; unmount cleanly. Returns the
     restarted daemon's status once converged."""
-    d = w.daemon()
     try:
-        secs = converge(w.imatch, w.src, w.mnt, w.state, deadline, what)
-    except Fail:
-        raise
+        d = w.daemon()
+    except Fail as e:
+        # Killed before fusermount3 even started, the mount it then made
+        # is dead: remove it and mount again (fusermount3's doing).
+        if 'not connected' not in str(e):
+            raise
+        DEAD_MOUNTS.append(w.mnt)
+        subprocess.run(['fusermount3', '-u', '-z', w.mnt], capture_output=True)
+        wait_unmounted(w.mnt)
+        d = w.daemon()
+    secs = converge(w.imatch, w.src, w.mnt, w.state, deadline, what)
     st = read_status(w.mnt)
     d.umount()
     return st, secs

@@ -10,9 +10,9 @@
  *                  by-doc directory (sub 0), dupes/ (1), file (2),
  *                  signatures (3), and the symlink that stands for the
  *                  document in clusters/, others' dupes/, redundant/ and
- *                  as others' keeper (4), the symlink to its cluster (5);
- *                  6..7 are free for further per-document entries. Slots
- *                  start at 2, so these are >= 16.
+ *                  as others' keeper (4), the symlink to its cluster (5),
+ *                  similarity (6); 7 is free for a further per-document
+ *                  entry. Slots start at 2, so these are >= 16.
  *   top bit set    cluster directories (ctab.h)
  *
  * A document's member symlink is one inode wherever it is listed: its target
@@ -38,7 +38,8 @@ enum ino_sub {
 	SUB_SIGS = 3,
 	SUB_MEMBER = 4,
 	SUB_CLUSTER_LINK = 5, /* by-doc/.../cluster */
-	SUB_COUNT = 6,	      /* subs in use */
+	SUB_SIMS = 6,	      /* by-doc/.../similarity */
+	SUB_COUNT = 7,	      /* subs in use */
 };
 
 #define INO_SUB_BITS  3

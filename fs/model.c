@@ -123,6 +123,7 @@ static int note_dupe_cb(const char *path, void *arg)
 
 	if (d && (d->flags & NODE_KNOWN)) {
 		inval_inode(nc->m->inval, node_ino(d, SUB_DUPES));
+		inval_inode(nc->m->inval, node_ino(d, SUB_SIMS));
 		inval_entry(nc->m->inval, node_ino(d, SUB_DUPES), nc->member);
 	}
 	if (nc->doc) {
@@ -149,8 +150,10 @@ static void note_links(struct model *m, const char *path)
 		inval_cluster(m->inval, &c);
 	if (nc.doc && !(nc.doc->flags & NODE_KNOWN))
 		nc.doc = NULL;
-	if (nc.doc)
+	if (nc.doc) {
 		inval_inode(m->inval, node_ino(nc.doc, SUB_DUPES));
+		inval_inode(m->inval, node_ino(nc.doc, SUB_SIMS));
+	}
 	nc.member = member_name(path);
 	if (!nc.member) {
 		inval_all(m->inval);

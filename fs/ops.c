@@ -8,8 +8,8 @@
  * (cache_readdir, keep_cache), symlink targets are cached, and readdirplus
  * fills the dentry cache as a listing is read; every change of the view is
  * pushed out by invalidation (inval.h), not waited out. Negative entries are
- * never cached. The generated files (status, signatures) are read with
- * direct_io, their text fixed at open.
+ * never cached. The generated files (status, signatures, similarity) are read
+ * with direct_io, their text fixed at open.
  *
  * Listings are taken whole at opendir (again at offset 0 if the view changed
  * since), so offsets stay stable while the view changes. readdirplus hands out inode numbers only if nothing changed since
@@ -409,6 +409,7 @@ static void imfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct imfs *fs = FS(req);
 	struct content *ct = calloc(1, sizeof(*ct));
+	struct vcaller who;
 	struct vobj o;
 	int ret = -ENOMEM;
 
@@ -421,8 +422,9 @@ static void imfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		goto out;
 	tree_rdlock(T(req));
 	ret = view_get(fs, ino, &o);
+	caller(req, &who);
 	if (!ret)
-		ret = view_text(fs, &o, &ct->data, &ct->len);
+		ret = view_text(fs, &o, &who, &ct->data, &ct->len);
 	tree_unlock(T(req));
 	if (ret)
 		goto out;

@@ -166,6 +166,7 @@ int view_get(struct imfs *fs, uint64_t ino, struct vobj *out)
 	case SUB_DUPES: out->kind = V_DUPES; break;
 	case SUB_FILE: out->kind = V_FILE; break;
 	case SUB_SIGS: out->kind = V_SIGS; break;
+	case SUB_SIMS: out->kind = V_SIMS; break;
 	case SUB_MEMBER: out->kind = V_MEMBER; break;
 	case SUB_CLUSTER_LINK: out->kind = V_CLUSTER_LINK; break;
 	default: return -ENOENT;
@@ -409,6 +410,8 @@ int view_lookup(struct imfs *fs, const struct vobj *dir, const char *name,
 			return lookup_keeper(fs, dir->node, who, out);
 		else if (!strcmp(name, "cluster"))
 			return lookup_cluster_link(fs, dir->node, out);
+		else if (!strcmp(name, "similarity"))
+			out->kind = V_SIMS;
 		else
 			return -ENOENT;
 		break;
@@ -456,6 +459,7 @@ static uint64_t vobj_ino(struct imfs *fs, const struct vobj *o)
 		[V_DIR] = SUB_DIR,     [V_DOC] = SUB_DIR,
 		[V_DUPES] = SUB_DUPES, [V_FILE] = SUB_FILE,
 		[V_SIGS] = SUB_SIGS,   [V_MEMBER] = SUB_MEMBER,
+		[V_SIMS] = SUB_SIMS,
 	};
 
 	switch (o->kind) {
@@ -492,7 +496,8 @@ static mode_t kind_type(enum vkind k)
 {
 	switch (k) {
 	case V_STATUS:
-	case V_SIGS: return S_IFREG;
+	case V_SIGS:
+	case V_SIMS: return S_IFREG;
 	case V_FILE:
 	case V_MEMBER:
 	case V_CLUSTER_LINK: return S_IFLNK;
@@ -530,7 +535,7 @@ void view_stat(struct imfs *fs, const struct vobj *o, struct stat *st)
 		break;
 	case V_STATUS:
 		st->st_mode = S_IFREG | 0444;
-		if (!view_text(fs, o, &text, &len)) {
+		if (!view_text(fs, o, NULL, &text, &len)) {
 			st->st_size = (off_t)len;
 			free(text);
 		}
@@ -553,6 +558,14 @@ void view_stat(struct imfs *fs, const struct vobj *o, struct stat *st)
 	case V_SIGS:
 		st->st_mode = S_IFREG | (n->mode & 0444);
 		st->st_size = (off_t)sigs_text(fs, n, NULL, 0);
+		break;
+	case V_SIMS:
+		/* The owner's view: a caller may see fewer lines (may_see). */
+		st->st_mode = S_IFREG | (n->mode & 0444);
+		if (!view_text(fs, o, NULL, &text, &len)) {
+			st->st_size = (off_t)len;
+			free(text);
+		}
 		break;
 	}
 	st->st_blocks = (st->st_size + 511) / 512;
@@ -655,8 +668,9 @@ int view_list(struct imfs *fs, const struct vobj *dir,
 	      const struct vcaller *who, struct vlist *out)
 {
 	struct lister ls = {fs, who, out, 0, 0};
-	static const char *const doc_names[] = {"dupes", "file", "signatures",
-						"keeper", "cluster"};
+	static const char *const doc_names[] = {"dupes",      "file",
+						"signatures", "keeper",
+						"cluster",    "similarity"};
 
 	memset(out, 0, sizeof(*out));
 	list_add(&ls, ".", NULL);
@@ -695,7 +709,8 @@ int view_list(struct imfs *fs, const struct vobj *dir,
 			ls.err = -EACCES;
 			break;
 		}
-		for (unsigned i = 0; i < 5; i++) {
+		for (unsigned i = 0;
+		     i < sizeof(doc_names) / sizeof(doc_names[0]); i++) {
 			struct vobj o;
 			if (!view_lookup(fs, dir, doc_names[i], who, &o))
 				list_add(&ls, doc_names[i], &o);
@@ -788,11 +803,101 @@ static size_t sigs_text(struct imfs *fs, const struct node *n, char *out,
 	return len;
 }
 
-int view_text(struct imfs *fs, const struct vobj *o, char **out, size_t *len)
+/* One line per verified link of the document: score TAB exact|near TAB
+ * member (DESIGN §2), by member name; links to documents the caller may not
+ * see are left out, as in its dupes/. */
+struct sims {
+	struct imfs *fs;
+	const struct vcaller *who;
+	char **lines;
+	size_t n, cap;
+	int err;
+};
+
+static int sims_cb(const struct im_link *l, void *arg)
+{
+	struct sims *s = arg;
+	struct node *d = tree_lookup(s->fs->model->tree, l->path);
+	char *name, *line;
+
+	if (!d || !node_is_doc(d) || !may_see(s->fs, d, s->who))
+		return 0;
+	name = member_name(l->path);
+	if (!name || asprintf(&line, "%.4f\t%s\t%s\n", l->similarity,
+			      l->exact ? "exact" : "near", name) < 0) {
+		free(name);
+		s->err = -ENOMEM;
+		return 1;
+	}
+	free(name);
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? 2 * s->cap : 16;
+		char **v = realloc(s->lines, cap * sizeof(*v));
+		if (!v) {
+			free(line);
+			s->err = -ENOMEM;
+			return 1;
+		}
+		s->lines = v;
+		s->cap = cap;
+	}
+	s->lines[s->n++] = line;
+	return 0;
+}
+
+/* By member, the third field; equal names cannot occur. */
+static int sims_cmp(const void *a, const void *b)
+{
+	const char *x = *(char *const *)a, *y = *(char *const *)b;
+	return strcmp(strchr(strchr(x, '\t') + 1, '\t'),
+		      strchr(strchr(y, '\t') + 1, '\t'));
+}
+
+static int sims_text(struct imfs *fs, const struct node *n,
+		     const struct vcaller *who, char **out, size_t *len)
+{
+	struct sims s = {fs, who, NULL, 0, 0, 0};
+	char *path = tree_path(n), *buf = NULL;
+	size_t total = 0;
+
+	if (!path)
+		return -ENOMEM;
+	if (im_index_links(fs->model->idx, path, sims_cb, &s) < 0 && !s.err)
+		s.err = -ENOENT;
+	free(path);
+	if (!s.err) {
+		qsort(s.lines, s.n, sizeof(*s.lines), sims_cmp);
+		for (size_t i = 0; i < s.n; i++)
+			total += strlen(s.lines[i]);
+		buf = malloc(total + 1);
+		if (!buf)
+			s.err = -ENOMEM;
+	}
+	if (buf) {
+		size_t off = 0;
+		for (size_t i = 0; i < s.n; i++) {
+			size_t l = strlen(s.lines[i]);
+			memcpy(buf + off, s.lines[i], l);
+			off += l;
+		}
+		buf[total] = '\0';
+		*out = buf;
+		*len = total;
+	}
+	for (size_t i = 0; i < s.n; i++)
+		free(s.lines[i]);
+	free(s.lines);
+	return s.err;
+}
+
+int view_text(struct imfs *fs, const struct vobj *o, const struct vcaller *who,
+	      char **out, size_t *len)
 {
 	size_t n;
 
 	*out = NULL;
+	if (o->kind == V_SIMS)
+		return sims_text(fs, o->node, who, out, len);
 	if (o->kind == V_STATUS)
 		n = status_text(fs, NULL, 0);
 	else if (o->kind == V_SIGS)

@@ -40,6 +40,7 @@ enum vkind {
 		     redundant/, or as another's by-doc/.../keeper */
 	V_REDUNDANT,	/* redundant/ */
 	V_CLUSTER_LINK, /* by-doc/.../cluster */
+	V_SIMS,		/* by-doc/.../<document>/similarity */
 };
 
 /** One object of the view. */
@@ -108,6 +109,7 @@ size_t view_listxattr(struct imfs *fs, const struct vobj *o, char *buf,
 		      size_t cap);
 /** The content of a generated file. Caller frees *out.
  *  @return 0, -EISDIR, -EINVAL or -ENOMEM. */
-int view_text(struct imfs *fs, const struct vobj *o, char **out, size_t *len);
+int view_text(struct imfs *fs, const struct vobj *o, const struct vcaller *who,
+	      char **out, size_t *len);
 
 #endif

@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""A mount's by-doc/PATH/dupes/ and by-doc/PATH/similarity against
+`imatch dupes` of the same tree (DESIGN §2: one relation, one code path).
+
+    test_dupes.py IMATCHFS IMATCH [TEST...]
+    test_dupes.py --list
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from util import (by_doc_documents, by_doc_path, check, decode_member,  # noqa: E402
+                  make_tree, poll, read_dupes, run_tests, write)
+from test_mount import settled, state_lexicon  # noqa: E402
+
+TESTS = {}
+
+
+def test(fn):
+    TESTS[fn.__name__[len('test_'):]] = fn
+    return fn
+
+
+def cli_dupes(w):
+    """{path: {dupe: (similarity, kind)}} from `imatch dupes --json` with the
+    lexicon the daemon saved."""
+    r = subprocess.run([w.imatch, 'dupes', '--json', '--lexicon',
+                        state_lexicon(w), w.src], capture_output=True)
+    check(r.returncode == 0, 'imatch dupes failed: %s' % r.stderr.decode())
+    return {d['path']: {x['path']: (x['similarity'], x['kind'])
+                        for x in d['dupes']}
+            for d in json.loads(r.stdout)['documents']}
+
+
+def read_similarity(mnt, rel):
+    """{dupe: (similarity, kind)} from by-doc/REL/similarity, checking the
+    line format and the order (by member name)."""
+    with open(by_doc_path(mnt, rel, 'similarity')) as f:
+        lines = f.read().splitlines()
+    out, names = {}, []
+    for line in lines:
+        f = line.split('\t')
+        check(len(f) == 3 and f[1] in ('exact', 'near'),
+              '%s/similarity: bad line %r' % (rel, line))
+        s = float(f[0])
+        check(0 < s <= 1, '%s/similarity: score %r' % (rel, f[0]))
+        names.append(f[2])
+        out[decode_member(f[2])] = (s, f[1])
+    check(names == sorted(names), '%s/similarity is not sorted' % rel)
+    return out
+
+
+def view_equals_cli(w, docs):
+    want = cli_dupes(w)
+
+    def ok():
+        bad = [r for r in docs if read_dupes(w.mnt, r) != set(want.get(r, {}))]
+        return not bad, bad
+    poll(ok, 'every dupes/ to equal imatch dupes')
+    for rel in docs:
+        sims = read_similarity(w.mnt, rel)
+        cli = want.get(rel, {})
+        check(set(sims) == set(cli), '%s: similarity lists %s, imatch dupes %s'
+              % (rel, sorted(sims), sorted(cli)))
+        for d, (s, kind) in sims.items():
+            check(kind == cli[d][1] and abs(s - cli[d][0]) < 1e-4,
+                  '%s ~ %s: mount says %.4f %s, imatch dupes %.4f %s'
+                  % (rel, d, s, kind, cli[d][0], cli[d][1]))
+    return want
+
+
+@test
+def test_dupes_equal_imatch_dupes(w):
+    """Every document's dupes/ and similarity equal `imatch dupes`; the
+    byte-identical notes are exact at 1.0000; short texts with the same
+    terms in other bytes are near."""
+    _, docs, _ = make_tree(w.src, w.corpus)
+    words = w.corpus.words[:14]
+    write(os.path.join(w.src, 'notes/short-a.txt'), ' '.join(words) + '\n')
+    write(os.path.join(w.src, 'notes/short-b.txt'),
+          ' '.join(reversed(words)).upper() + '.\n')
+    docs += ['notes/short-a.txt', 'notes/short-b.txt']
+    d = w.daemon()
+    settled(w, d, len(docs))
+    check(by_doc_documents(w.mnt) == set(docs), 'by-doc lacks documents')
+    want = view_equals_cli(w, docs)
+    check(want.get('notes/todo.txt', {}).get('archive/todo-old.txt') ==
+          (1.0, 'exact'), 'identical notes: %r' % want.get('notes/todo.txt'))
+    check(want.get('notes/short-a.txt', {}).get('notes/short-b.txt', (0, ''))[1]
+          == 'near', 'short texts with the same 14 terms are not near: %r'
+          % want.get('notes/short-a.txt'))
+    d.umount()
+    d.check_log()
+
+
+@test
+def test_dupes_follow_a_new_copy(w):
+    """A near-duplicate written while mounted appears in its original's
+    dupes/ and similarity, and the view still equals `imatch dupes`."""
+    _, docs, fams = make_tree(w.src, w.corpus)
+    d = w.daemon()
+    settled(w, d, len(docs))
+    orig = fams['family0'][0]
+    with open(os.path.join(w.src, orig)) as f:
+        text = f.read()
+    new = 'reports/family0-late.txt'
+    write(os.path.join(w.src, new), w.corpus.near_duplicate(text))
+    docs.append(new)
+    poll(lambda: new in read_dupes(w.mnt, orig), 'the new copy in dupes/')
+    settled(w, d, len(docs))
+    view_equals_cli(w, docs)
+    check(new in read_similarity(w.mnt, orig), 'the new copy not in similarity')
+    d.umount()
+    d.check_log()
+
+
+if __name__ == '__main__':
+    sys.exit(run_tests(TESTS, sys.argv[1:]))

@@ -44,11 +44,17 @@ if [ -n "$first" ]; then
 fi
 cat <<TXT
 
+imatch and imatchfs are built in $top/build, not installed. To run them by
+name, put them on your PATH:
+  export PATH="$top/build/tools:$top/build/fs:\$PATH"
+or install them (programs, man pages, the systemd user unit):
+  sudo meson install -C "$top/build"
+
 Next:
   ls $mnt/clusters/                      # one directory per group of near-duplicates
   ls $mnt/by-doc/                        # the source tree; each file is a directory
   ls $mnt/by-doc/<path>/dupes/           # the near-duplicates of one document
   cat $mnt/by-doc/<path>/signatures      # its K+1 signatures
-  ./build/tools/imatch scan $source_dir  # the same clusters, without mounting
+  imatch scan $source_dir                # the same clusters, without mounting
   fusermount3 -u $mnt                    # unmount
 TXT

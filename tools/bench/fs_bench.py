@@ -1,25 +1,31 @@
 #!/usr/bin/env python3
-"""Benchmarks of the imatchfs daemon (issue 3). Prints figures; asserts nothing.
+"""Benchmarks of the imatchfs daemon (issues 3, 10). Prints figures; asserts
+nothing.
 
-    fs_bench.py [--docs N] [--changes N] [--work DIR] [-o OPT]
+    fs_bench.py [--docs N[,N...]] [--changes N] [--work DIR] [-o OPT]
                 [--only mount,restart,latency,walk,rss] IMATCHFS IMATCH
 
-Figures, for a generated tree of N documents (about a tenth of them
-reformatted near-duplicates of another, 100 per directory):
+Figures, for each generated tree of N documents (default 10000,100000; about
+a tenth of them reformatted near-duplicates of another, 100 per directory):
   scan_s            `imatch scan` on the tree, wall time
   mount_view_s      mount with an empty state directory until status shows
                     every document signed and nothing pending
   restart_view_s    the same after a clean unmount, served from the cache
-  latency_ms        write of a new near-duplicate -> it appears in its
-                    original's by-doc/.../dupes/ (median, p99, over --changes)
+  latency_ms        right after a full walk (`ls -lR`, so every entry is in
+                    the kernel's caches): write of a new near-duplicate -> it
+                    appears in its original's by-doc/.../dupes/ (median, p99,
+                    over --changes)
   latency_rm_ms     unlink of every second copy -> its entry, cached by the
                     kernel (lstat), is gone: the invalidation path
   ls_lR_s / find_s  over the mount, and over the same view copied to disk
                     as real symlinks and files (cp -a), best of 3, warm
   rss_per_doc_b     daemon VmRSS / N, and (VmRSS - VmRSS of a 20-document
                     mount) / N, with the mean path length beside it
+and, over the sizes given, in the same run:
+  growth_per_doc_b  (VmRSS at the largest N - VmRSS at the smallest) / the
+                    difference in documents, after a restart from the cache
 
-The tree is kept in --work (default /tmp/imatchfs-bench-N) and reused when it
+Each tree is kept in WORK/imatchfs-bench-N (--work, default /tmp) and reused when it
 already holds N documents.
 """
 
@@ -124,7 +130,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('imatchfs')
     ap.add_argument('imatch')
-    ap.add_argument('--docs', type=int, default=10000)
+    ap.add_argument('--docs', default='10000,100000',
+                    help='document counts, comma-separated')
     ap.add_argument('--changes', type=int, default=200)
     ap.add_argument('--work')
     ap.add_argument('--only', default='mount,restart,latency,walk,rss')
@@ -134,7 +141,33 @@ def main():
     args = ap.parse_args()
     args.imatchfs, args.imatch = os.path.abspath(args.imatchfs), os.path.abspath(args.imatch)
     only = set(args.only.split(','))
-    work = args.work or '/tmp/imatchfs-bench-%d' % args.docs
+    sizes = [int(x) for x in args.docs.split(',')]
+    fig('cpus', os.cpu_count())
+    results = {}
+    for n in sizes:
+        print('== %d documents' % n)
+        results[n] = run_size(args, n, only)
+    print('== summary')
+    for n in sizes:
+        r = results[n]
+        for key in ('ls_lR', 'find'):
+            if key in r:
+                fig('%s_ratio_%dk' % (key, n // 1000), '%.2f' % r[key],
+                    'mount / the view copied to disk, warm, best of 3')
+    rss = [(n, results[n]['rss']) for n in sizes if 'rss' in results[n]]
+    if len(rss) > 1 and rss[-1][0] != rss[0][0]:
+        (n0, r0), (n1, r1) = rss[0], rss[-1]
+        plen = results[n1]['path_len']
+        fig('growth_per_doc_b', '%.0f' % ((r1 - r0) / (n1 - n0)),
+            'VmRSS %d -> %d docs, after a restart; mean path %.0f bytes'
+            % (n0, n1, plen))
+
+
+def run_size(args, n, only):
+    """The figures for one tree of @n documents; returns the ones the
+    summary needs."""
+    out = {}
+    work = os.path.join(args.work or '/tmp', 'imatchfs-bench-%d' % n)
     src = os.path.join(work, 'src')
     os.makedirs(work, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix='imatchfs-bench-run-')
@@ -144,10 +177,9 @@ def main():
     log = os.path.join(tmp, 'daemon.log')
 
     t0 = time.monotonic()
-    paths, twins = generate(src, args.docs)
-    fig('docs', args.docs, '%d near-duplicate copies; tree made in %.1f s'
+    paths, twins = generate(src, n)
+    fig('docs', n, '%d near-duplicate copies; tree made in %.1f s'
         % (len(twins), time.monotonic() - t0))
-    fig('cpus', os.cpu_count())
 
     daemons = []
     try:
@@ -161,7 +193,7 @@ def main():
 
         d, t0 = mount(args, src, mnt, state, log)
         daemons.append(d)
-        st = settled(mnt, args.docs, args.timeout)
+        st = settled(mnt, n, args.timeout)
         fig('mount_view_s', '%.2f' % (time.monotonic() - t0),
             'empty state; clusters: %s' % st.get('clusters'))
         if 'rss' in only:
@@ -171,12 +203,14 @@ def main():
             d.umount()
             d, t0 = mount(args, src, mnt, state, log)
             daemons.append(d)
-            st = settled(mnt, args.docs, args.timeout)
+            st = settled(mnt, n, args.timeout)
             fig('restart_view_s', '%.3f' % (time.monotonic() - t0),
                 'cached: %s' % st.get('cached'))
 
         if 'rss' in only:
             rss = rss_kb(d.proc.pid) * 1024
+            out['rss'] = rss
+            out['path_len'] = statistics.mean(len(p) for p in paths)
             small = os.path.join(tmp, 'small')
             generate(small, 20)
             smnt, sstate = os.path.join(tmp, 'smnt'), os.path.join(tmp, 'sstate')
@@ -188,9 +222,9 @@ def main():
             base = rss_kb(sd.proc.pid) * 1024
             sd.umount()
             plen = statistics.mean(len(p) for p in paths)
-            fig('rss_per_doc_b', '%.0f' % (rss / args.docs),
-                'VmRSS %.1f MiB after restart / %d docs' % (rss / 2**20, args.docs))
-            fig('rss_delta_per_doc_b', '%.0f' % ((rss - base) / args.docs),
+            fig('rss_per_doc_b', '%.0f' % (rss / n),
+                'VmRSS %.1f MiB after restart / %d docs' % (rss / 2**20, n))
+            fig('rss_delta_per_doc_b', '%.0f' % ((rss - base) / n),
                 '(VmRSS - %.1f MiB of a 20-doc mount) / docs; mean path %.0f bytes'
                 % (base / 2**20, plen))
 
@@ -205,9 +239,13 @@ def main():
                 fm = best_of(cmd + [mnt])
                 fd = best_of(cmd + [real])
                 fig(name, '%.3f mount, %.3f disk' % (fm, fd), 'ratio %.2f' % (fm / fd))
+                out[name[:-2]] = fm / fd
             shutil.rmtree(real)
 
         if 'latency' in only:
+            # Every entry, attribute and listing cached first.
+            subprocess.run(['ls', '-lR', mnt], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
             rng = random.Random(99)
             corpus = Corpus(seed=7)
             lat, lat_rm = [], []
@@ -260,6 +298,7 @@ def main():
             d.cleanup()
         if not any(is_mounted(p) for p in (mnt, os.path.join(tmp, 'smnt'))):
             shutil.rmtree(tmp, ignore_errors=True)
+    return out
 
 
 if __name__ == '__main__':

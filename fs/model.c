@@ -89,6 +89,15 @@ static void count_format(struct model *m, const struct node *n, int delta)
 
 /* ---- What the kernel must forget ---------------------------------------------- */
 
+/* Whether the kernel may cache anything an index change touches: until
+ * then (a first scan nobody browses) changes cost no query. */
+static bool kernel_knows(const struct model *m)
+{
+	return m->inval &&
+	       (tree_any_known(m->tree) ||
+		__atomic_load_n(&m->clusters_known, __ATOMIC_RELAXED));
+}
+
 static void note_entry(struct model *m, const struct node *n)
 {
 	const struct node *p = n->parent;
@@ -144,7 +153,7 @@ static void note_links(struct model *m, const char *path)
 	struct note_ctx nc = {m, tree_lookup(m->tree, path), NULL};
 	struct im_sig c;
 
-	if (!m->inval)
+	if (!kernel_knows(m))
 		return;
 	if (!im_index_cluster_of(m->idx, path, &c))
 		inval_cluster(m->inval, &c);
@@ -179,7 +188,7 @@ static void changed(struct model *m)
  * (index.h): then everything the kernel holds is dropped. */
 static void note_hot(struct model *m, const char *path)
 {
-	if (m->inval && im_index_hot(m->idx, path) == 1)
+	if (kernel_knows(m) && im_index_hot(m->idx, path) == 1)
 		inval_all(m->inval);
 }
 

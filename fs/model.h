@@ -63,6 +63,8 @@ struct model {
 	 * every directory of the view, so that the kernel drops a cached
 	 * listing filled by a readdir that raced a change. tree lock */
 	int64_t clock_ns;
+	/* atomic: the kernel listed clusters/ or looked a cluster up */
+	int clusters_known;
 	struct hlink **links; /* hard links by source inode; tree lock */
 	size_t links_size;
 };
@@ -102,6 +104,13 @@ static inline bool node_in_index(const struct node *n)
  * Any lock mode.
  */
 bool model_unchanged(const struct node *n, const struct stat *st);
+
+/** The kernel may cache clusters/ or a cluster. Any lock mode. */
+static inline void model_mark_clusters_known(struct model *m)
+{
+	if (!__atomic_load_n(&m->clusters_known, __ATOMIC_RELAXED))
+		__atomic_store_n(&m->clusters_known, 1, __ATOMIC_RELAXED);
+}
 
 /* ---- Changes (tree lock held exclusively) ----------------------------------------- */
 

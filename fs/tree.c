@@ -28,6 +28,7 @@ struct tree {
 	uint32_t nslots, cap, free_slot;
 	uid_t uid;
 	gid_t gid;
+	int any_known; /* atomic: a node was marked NODE_KNOWN */
 };
 
 /* ---- Name hash ------------------------------------------------------------ */
@@ -311,6 +312,20 @@ char *tree_path(const struct node *n)
 	if (s)
 		tree_path_into(n, s, cap);
 	return s;
+}
+
+void tree_mark_known(struct tree *t, struct node *n)
+{
+	if (__atomic_load_n(&n->flags, __ATOMIC_RELAXED) & NODE_KNOWN)
+		return;
+	__atomic_fetch_or(&n->flags, NODE_KNOWN, __ATOMIC_RELAXED);
+	if (!__atomic_load_n(&t->any_known, __ATOMIC_RELAXED))
+		__atomic_store_n(&t->any_known, 1, __ATOMIC_RELAXED);
+}
+
+bool tree_any_known(const struct tree *t)
+{
+	return __atomic_load_n(&t->any_known, __ATOMIC_RELAXED);
 }
 
 bool tree_is_under(const struct node *n, const struct node *anc)

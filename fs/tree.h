@@ -104,11 +104,9 @@ size_t tree_path_into(const struct node *n, char *buf, size_t cap);
 bool tree_is_under(const struct node *n, const struct node *anc);
 
 /** Mark @p n as cached by the kernel. Safe under the shared lock. */
-static inline void node_mark_known(struct node *n)
-{
-	if (!(__atomic_load_n(&n->flags, __ATOMIC_RELAXED) & NODE_KNOWN))
-		__atomic_fetch_or(&n->flags, NODE_KNOWN, __ATOMIC_RELAXED);
-}
+void tree_mark_known(struct tree *t, struct node *n);
+/** Whether any node was ever marked known (atomic; any lock mode). */
+bool tree_any_known(const struct tree *t);
 
 /* ---- Changes (lock held exclusively) -------------------------------------- */
 

@@ -324,7 +324,7 @@ static int lookup_keeper(struct imfs *fs, struct node *doc,
 			      ? 0
 			      : -ENOENT;
 		if (!ret)
-			node_mark_known(out->node);
+			tree_mark_known(fs->model->tree, out->node);
 	} else if (ret == 0) {
 		ret = -ENOENT;
 	}
@@ -347,7 +347,7 @@ static int lookup_cluster_link(struct imfs *fs, struct node *doc,
 		return -ENOENT;
 	out->kind = V_CLUSTER_LINK;
 	out->node = doc;
-	node_mark_known(doc);
+	tree_mark_known(fs->model->tree, doc);
 	return 0;
 }
 
@@ -384,7 +384,11 @@ int view_lookup(struct imfs *fs, const struct vobj *dir, const char *name,
 			return -ENOENT;
 		}
 		break;
-	case V_CLUSTERS: return lookup_cluster(fs, name, who, out);
+	case V_CLUSTERS:
+		ret = lookup_cluster(fs, name, who, out);
+		if (!ret)
+			model_mark_clusters_known(fs->model);
+		return ret;
 	case V_DIR:
 		/* Names in a source directory the caller cannot search. */
 		if (!may_reach(fs, dir->node, who, 1))
@@ -428,7 +432,7 @@ int view_lookup(struct imfs *fs, const struct vobj *dir, const char *name,
 	default: return -ENOTDIR;
 	}
 	if (out->node)
-		node_mark_known(out->node);
+		tree_mark_known(fs->model->tree, out->node);
 	return 0;
 }
 
@@ -608,7 +612,7 @@ static struct ventry *list_add(struct lister *ls, const char *name,
 	if (o) {
 		view_stat(ls->fs, o, &e->st);
 		if (o->node)
-			node_mark_known(o->node);
+			tree_mark_known(ls->fs->model->tree, o->node);
 		if (o->kind == V_CLUSTER) {
 			e->cluster = 1;
 			e->sig = o->sig;
@@ -689,6 +693,7 @@ int view_list(struct imfs *fs, const struct vobj *dir,
 		}
 		break;
 	case V_CLUSTERS:
+		model_mark_clusters_known(fs->model);
 		im_index_foreach_cluster(fs->model->idx, list_cluster_cb, &ls);
 		break;
 	case V_CLUSTER:

@@ -715,7 +715,8 @@ static int stream_hash(int fd, char *buf, size_t first, size_t want,
 	XXH3_128bits_reset(h);
 	XXH3_128bits_update(h, buf, first);
 	while (done < want) {
-		size_t n = want - done < STREAM_CHUNK ? want - done : STREAM_CHUNK;
+		size_t n =
+			want - done < STREAM_CHUNK ? want - done : STREAM_CHUNK;
 
 		err = read_full(fd, buf, n, &got);
 		if (err || got == 0)
@@ -752,8 +753,9 @@ static void read_at(struct im_signer *s, int dirfd, const char *name,
 	 * not lead out of it (issue 12). An absolute name is a path the user
 	 * gave (and the CLI resolved). */
 	if (name[0] == '/') {
-		fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC |
-						 O_NOCTTY | O_NONBLOCK);
+		fd = openat(dirfd, name,
+			    O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY |
+				    O_NONBLOCK);
 		*err = fd < 0 ? errno : 0;
 	} else {
 		*err = -im_open_beneath(dirfd, name,

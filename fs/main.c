@@ -347,7 +347,8 @@ static int stop_all(struct imfs *fs)
 static int lock_state_dir(struct imfs *fs, struct im_state_lock **out)
 {
 	pid_t holder = 0;
-	int ret = im_state_lock(fs->state_dir, STATE_LOCK_WAIT_MS, out, &holder);
+	int ret =
+		im_state_lock(fs->state_dir, STATE_LOCK_WAIT_MS, out, &holder);
 	char why[128];
 
 	if (ret == -EWOULDBLOCK) {

@@ -58,7 +58,9 @@ static void caller(fuse_req_t req, struct vcaller *who)
 	who->ngroups = 0;
 	if (FS(req)->opts->allow_other && c->uid != 0) {
 		int n = fuse_req_getgroups(req, VCALLER_GROUPS, who->groups);
-		who->ngroups = n < 0 ? 0 : n > VCALLER_GROUPS ? VCALLER_GROUPS : n;
+		who->ngroups = n < 0		    ? 0
+			       : n > VCALLER_GROUPS ? VCALLER_GROUPS
+						    : n;
 	}
 }
 

@@ -77,8 +77,7 @@ size_t status_text(struct imfs *fs, char *out, size_t cap)
 	 * the kernel still holds or the watcher still waits on, no rescan
 	 * asked for. */
 	bool converged = ss.phase == PHASE_LIVE && !pending && ws.settled &&
-			 !ws.limit &&
-			 !ss.rescan_wanted;
+			 !ws.limit && !ss.rescan_wanted;
 	int n = snprintf(
 		buf, sizeof(buf),
 		"phase: %s\n"
@@ -116,8 +115,7 @@ size_t status_text(struct imfs *fs, char *out, size_t cap)
 		LD(c[IM_DOC_SIGNED] + c[IM_DOC_REJECTED]), LD(c[IM_DOC_SIGNED]),
 		LD(c[IM_DOC_REJECTED]), LD(c[IM_DOC_BINARY]),
 		LD(c[IM_DOC_TOO_BIG]), LD(c[IM_DOC_BINARY] + c[IM_DOC_TOO_BIG]),
-		LD(c[IM_DOC_ERROR]),
-		LD(pending), LD(ss.cached),
+		LD(c[IM_DOC_ERROR]), LD(pending), LD(ss.cached),
 		im_index_cluster_count(m->idx), LD(files), LD(m->dirs),
 		LD(ss.hidden), LD(ss.other), LD(ss.walk_errors), prim + sec,
 		prim, sec, LD(lex ? im_lexicon_docs(lex) : 0),

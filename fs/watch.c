@@ -73,7 +73,7 @@ struct pending_move {
 struct reread {
 	struct {
 		uint32_t slot, gen;
-	} *v;
+	} * v;
 	size_t n, cap;
 };
 
@@ -332,8 +332,8 @@ static bool look(struct watch *w, const char *path, bool deep,
 		return true;
 	/* The parent below SOURCE only (a component swapped for a symlink
 	 * leads nowhere), then the name itself without following it. */
-	ret = im_open_beneath(fs->srcfd, dir ? dir : "",
-			      O_RDONLY | O_DIRECTORY, &pfd);
+	ret = im_open_beneath(fs->srcfd, dir ? dir : "", O_RDONLY | O_DIRECTORY,
+			      &pfd);
 	free(dir);
 	if (ret)
 		return !path_gone(-ret);
@@ -423,8 +423,7 @@ static void want_reread(struct watch *w, struct node *dir)
 	r->n++;
 }
 
-static void look_and_apply(struct watch *w, char *path, bool resign,
-			   bool deep);
+static void look_and_apply(struct watch *w, char *path, bool resign, bool deep);
 
 /* Read again the directories of struct reread. Tree lock not held. */
 static void reread_all(struct watch *w)
@@ -436,9 +435,10 @@ static void reread_all(struct watch *w)
 	for (size_t i = 0; i < todo.n; i++) {
 		tree_wrlock(t);
 		struct node *d = tree_by_id(t, todo.v[i].slot, todo.v[i].gen);
-		char *path = d && (d->flags & NODE_DIR) && !(d->flags & NODE_DEAD)
-				     ? tree_path(d)
-				     : NULL;
+		char *path =
+			d && (d->flags & NODE_DIR) && !(d->flags & NODE_DEAD)
+				? tree_path(d)
+				: NULL;
 		if (path) {
 			__atomic_add_fetch(&w->rereads, 1, __ATOMIC_RELAXED);
 			look_and_apply(w, path, false, true);
@@ -769,8 +769,8 @@ static void *watch_main(void *arg)
 			{.fd = w->stop_pipe[0], .events = POLLIN},
 		};
 		int timeout = w->mv.path || w->rr.n ? MOVE_PAIR_MS
-			      : w->mod.n		? MODIFY_SETTLE_MS / 2
-							: -1;
+			      : w->mod.n	    ? MODIFY_SETTLE_MS / 2
+						    : -1;
 		int r = poll(pfd, 2, timeout);
 		if (r < 0 && errno != EINTR)
 			break;

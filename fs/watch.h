@@ -29,7 +29,7 @@ struct watch_stats {
 	uint64_t watches, events;
 	uint64_t rereads; /* directories read again: events that could not
 			     be placed (a path gone by the time it was looked at) */
-	bool limit; /* watches ran out (or no inotify): rescans instead */
+	bool limit;	  /* watches ran out (or no inotify): rescans instead */
 	bool settled; /* no event queued or waiting to be paired or read again */
 };
 

@@ -489,7 +489,7 @@ def test_corrupt_cache_exit_code(w):
     check(rc == EXIT_STATE_CORRUPT, 'a corrupt cache exits %d, not %d: %s'
           % (rc, EXIT_STATE_CORRUPT, line))
     unit = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..',
-                        'packaging', 'imatchfs@.service')
+                        'packaging', 'imatchfs@.service.in')
     text = open(unit).read()
     check(re.search(r'^RestartPreventExitStatus=.*\b%d\b' % EXIT_STATE_CORRUPT, text, re.M),
           'the unit does not prevent restarts on exit status %d' % EXIT_STATE_CORRUPT)

@@ -45,8 +45,11 @@ def restart(w, what, deadline):
         d = w.daemon()
     except Fail as e:
         # Killed before fusermount3 even started, the mount it then made
-        # is dead: remove it and mount again (fusermount3's doing).
-        if 'not connected' not in str(e):
+        # is dead: remove it and mount again (fusermount3's doing). The
+        # daemon names it either by its errno or, when the dead mount is
+        # still listed as ours, as an imatchfs mount already there.
+        if ('not connected' not in str(e) and
+                'already an imatchfs mount' not in str(e)):
             raise
         DEAD_MOUNTS.append(w.mnt)
         subprocess.run(['fusermount3', '-u', '-z', w.mnt], capture_output=True)

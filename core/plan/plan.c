@@ -339,7 +339,8 @@ int im_plan_build(const struct im_plan_file *files, size_t nfiles,
 			p.exact_bytes += files[pe->file].size;
 		}
 	}
-	qsort_r(p.v, p.n, sizeof(*p.v), cmp_entry, rank);
+	if (p.n > 1) /* p.v is NULL for an empty plan */
+		qsort_r(p.v, p.n, sizeof(*p.v), cmp_entry, rank);
 	for (size_t i = 0; i < p.n; i++)
 		p.keepers += i == 0 || p.v[i].keeper != p.v[i - 1].keeper;
 	*out = p;

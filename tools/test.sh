@@ -37,8 +37,9 @@ CC=clang meson setup build-test-fuzz -Dfuzz=enabled -Dtests=disabled \
 	-Dfuse=disabled -Dwerror=false -Db_sanitize=address,undefined \
 	-Db_lundef=false >/dev/null
 fz=build-test-fuzz/tests/fuzz
-ninja -C build-test-fuzz $fz/fuzz_sniff $fz/fuzz_pdf $fz/fuzz_zipdoc \
-	$fz/fuzz_unpack >/dev/null
+# ninja names targets relative to its build directory.
+ninja -C build-test-fuzz tests/fuzz/fuzz_sniff tests/fuzz/fuzz_pdf \
+	tests/fuzz/fuzz_zipdoc tests/fuzz/fuzz_unpack >/dev/null
 for t in sniff pdf zipdoc unpack; do
 	# Seeds: the format fixtures (written nowhere: -runs on a copy).
 	seeds=$(mktemp -d)

@@ -689,7 +689,8 @@ static int epub_text(const char *buf, size_t len,
 	}
 	/* No usable package: every page, in name order. */
 	if (!ret && !done) {
-		qsort(ps.v, ps.n, sizeof(*ps.v), part_cmp);
+		if (ps.n > 1) /* ps.v is NULL when no part was kept */
+			qsort(ps.v, ps.n, sizeof(*ps.v), part_cmp);
 		for (size_t i = 0; i < ps.n && !ret; i++)
 			if (has_suffix(ps.v[i].name, "htm") ||
 			    has_suffix(ps.v[i].name, "html"))

@@ -17,6 +17,7 @@
  *   stateio.h   the lexicon and signature cache files
  *   status.h    the `status` file
  *   redundant.h the removal plan shown in redundant/ (own mutex)
+ *   dirgroups.h the duplicate directories shown in dup-dirs/ (own mutex)
  */
 #ifndef IMFS_IMFS_H
 #define IMFS_IMFS_H
@@ -34,6 +35,7 @@ struct workers;
 struct scanner;
 struct watch;
 struct redundant;
+struct dirgroups;
 struct fuse_session;
 
 struct imfs {
@@ -58,6 +60,7 @@ struct imfs {
 	struct scanner *scanner;
 	struct watch *watch;
 	struct redundant *redundant;
+	struct dirgroups *dirgroups;
 	struct fuse_session *se;
 };
 

@@ -4,7 +4,8 @@
  *
  *   1, 2, 3        the root, status, clusters/
  *   4              redundant/
- *   5..15          reserved for further top-level entries
+ *   5              dup-dirs/
+ *   6..15          reserved for further top-level entries
  *   gen<<35 | slot<<3 | sub
  *                  what belongs to the tree node (slot, gen) (tree.h): its
  *                  by-doc directory (sub 0), dupes/ (1), file (2),
@@ -13,6 +14,10 @@
  *                  as others' keeper (4), the symlink to its cluster (5),
  *                  similarity (6); 7 is free for a further per-document
  *                  entry. Slots start at 2, so these are >= 16.
+ *                  A directory's node uses sub 1 for its group in dup-dirs/
+ *                  (named after it, the group's first directory) and sub 5
+ *                  for its symlink there (a target that moves with renames,
+ *                  fetched afresh as a cluster link's is: ops.c).
  *   top bit set    cluster directories (ctab.h)
  *
  * A document's member symlink is one inode wherever it is listed: its target
@@ -30,6 +35,7 @@
 #define INO_STATUS    2
 #define INO_CLUSTERS  3
 #define INO_REDUNDANT 4
+#define INO_DUPDIRS   5
 
 enum ino_sub {
 	SUB_DIR = 0,
@@ -40,6 +46,9 @@ enum ino_sub {
 	SUB_CLUSTER_LINK = 5, /* by-doc/.../cluster */
 	SUB_SIMS = 6,	      /* by-doc/.../similarity */
 	SUB_COUNT = 7,	      /* subs in use */
+	/* A directory's node. */
+	SUB_DIRGROUP = SUB_DUPES,	/* dup-dirs/<it>/ */
+	SUB_DIRLINK = SUB_CLUSTER_LINK, /* dup-dirs/<group>/<it> */
 };
 
 #define INO_SUB_BITS  3

@@ -35,6 +35,7 @@
 #include "model.h"
 #include "ops.h"
 #include "redundant.h"
+#include "dirgroups.h"
 #include "scanner.h"
 #include "stateio.h"
 #include "util.h"
@@ -266,7 +267,8 @@ static int make_parts(struct imfs *fs, struct stateio *sio,
 	    model_new(fs->owner_uid, fs->owner_gid, fs->opts->params.similarity,
 		      NULL, &fs->model) ||
 	    inval_new(fs->ctab, fs->model->idx, &fs->inval) ||
-	    workers_new(fs, &fs->workers) || watch_new(fs, &fs->watch)) {
+	    workers_new(fs, &fs->workers) || watch_new(fs, &fs->watch) ||
+	    dirgroups_new(&fs->dirgroups)) {
 		im_lexicon_free(lex);
 		im_state_free(cache);
 		return fail("out of memory", "", NULL);
@@ -287,6 +289,7 @@ static void free_parts(struct imfs *fs)
 	model_free(fs->model);
 	ctab_free(fs->ctab);
 	redundant_free(fs->redundant);
+	dirgroups_free(fs->dirgroups);
 }
 
 /* ---- The session ------------------------------------------------------------------ */

@@ -514,6 +514,7 @@ static void rename_docs(struct model *m, struct node *n, char *a, size_t al,
 		}
 		return;
 	}
+	note_node(m, n); /* its symlink's target in dup-dirs/ */
 	for (struct node *c = n->child; c; c = c->next) {
 		size_t cl = strlen(c->name), ca = al, cb = bl;
 		if (ca)

@@ -9,6 +9,7 @@
 #include "inval.h"
 #include "lexicon.h"
 #include "model.h"
+#include "dirgroups.h"
 #include "redundant.h"
 #include "scanner.h"
 #include "status.h"
@@ -134,6 +135,15 @@ size_t status_text(struct imfs *fs, char *out, size_t cap)
 	if (red >= 0) {
 		n = snprintf(buf + len, sizeof(buf) - len, "redundant: %ld\n",
 			     red);
+		len += n < 0 ? 0 : (size_t)n;
+		if (len >= sizeof(buf))
+			len = sizeof(buf) - 1;
+	}
+	/* What dup-dirs/ lists. */
+	long groups = dirgroups_count(fs);
+	if (groups >= 0) {
+		n = snprintf(buf + len, sizeof(buf) - len, "dup_dirs: %ld\n",
+			     groups);
 		len += n < 0 ? 0 : (size_t)n;
 		if (len >= sizeof(buf))
 			len = sizeof(buf) - 1;

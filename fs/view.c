@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "ctab.h"
+#include "dirgroups.h"
 #include "ino.h"
 #include "member.h"
 #include "model.h"
@@ -137,6 +138,155 @@ static bool cluster_exists(struct imfs *fs, const struct im_sig *sig)
 	       1;
 }
 
+/* ---- Duplicate directories (dup-dirs/) ---------------------------------------- */
+
+struct group_has {
+	const char *dir;   /* in the group? */
+	const char *first; /* and its first directory? (NULL: any place) */
+	bool yes;
+};
+
+static int group_has_cb(const char *const *dirs, size_t n, size_t docs,
+			void *arg)
+{
+	struct group_has *h = arg;
+
+	(void)docs;
+	for (size_t i = 0; i < n && !h->yes; i++)
+		h->yes = !strcmp(dirs[i], h->dir) &&
+			 (!h->first || !strcmp(dirs[0], h->first));
+	return 0;
+}
+
+/* Whether directory @p n is in a group of dup-dirs/ (as its first
+ * directory, when @p first). */
+static bool dir_grouped(struct imfs *fs, const struct node *n, bool first)
+{
+	char *path = tree_path(n);
+	struct group_has h = {path, first ? path : NULL, false};
+
+	if (path)
+		dirgroups_of(fs, path, group_has_cb, &h);
+	free(path);
+	return h.yes;
+}
+
+static int dirgroup_get(struct imfs *fs, struct node *n, enum ino_sub sub,
+			struct vobj *out)
+{
+	if (sub == SUB_DIRGROUP && dir_grouped(fs, n, true))
+		out->kind = V_DIRGROUP;
+	else if (sub == SUB_DIRLINK && dir_grouped(fs, n, false))
+		out->kind = V_DIRLINK;
+	else
+		return -ENOENT;
+	return 0;
+}
+
+/* Who may see a directory of a group: one who could search it. */
+static bool may_see_dir(const struct imfs *fs, const struct node *dir,
+			const struct vcaller *who)
+{
+	return may_reach(fs, dir, who, 1);
+}
+
+/* The directories of a group that the caller may see, by member name. */
+struct group_seen {
+	struct imfs *fs;
+	const struct vcaller *who;
+	const char *name;  /* the member name looked for, or NULL */
+	struct node *node; /* its directory, when found */
+	struct node *first;
+	unsigned seen;
+};
+
+static int group_seen_cb(const char *const *dirs, size_t n, size_t docs,
+			 void *arg)
+{
+	struct group_seen *g = arg;
+
+	(void)docs;
+	for (size_t i = 0; i < n; i++) {
+		struct node *d = tree_lookup(g->fs->model->tree, dirs[i]);
+
+		if (!d || !(d->flags & NODE_DIR) ||
+		    !may_see_dir(g->fs, d, g->who))
+			continue;
+		if (i == 0)
+			g->first = d;
+		g->seen++;
+		if (g->name && !g->node) {
+			char *name = member_name(dirs[i]);
+			if (name && !strcmp(name, g->name))
+				g->node = d;
+			free(name);
+		}
+	}
+	return 0;
+}
+
+/* A group is shown to a caller who may see its first directory (its name)
+ * and one more: one alone would tell of the others. */
+static bool group_shown(const struct group_seen *g)
+{
+	return g->first && g->seen >= 2;
+}
+
+/* dup-dirs/<name>: the group whose first directory is named @p name. */
+static int lookup_dirgroup(struct imfs *fs, const char *name,
+			   const struct vcaller *who, struct vobj *out)
+{
+	char *path = member_is_short(name) ? NULL : member_decode(name);
+	struct node *n = path ? tree_lookup(fs->model->tree, path) : NULL;
+	struct group_seen g = {fs, who, NULL, NULL, NULL, 0};
+
+	if (member_is_short(name)) {
+		/* Shortened: the group whose first directory has that name. */
+		struct vlist l;
+		struct vobj top = {.kind = V_DUPDIRS};
+		int ret = view_list(fs, &top, who, &l);
+		for (size_t i = 0; !ret && i < l.n && !n; i++)
+			if (!strcmp(l.v[i].name, name))
+				n = tree_by_id(fs->model->tree,
+					       ino_slot(l.v[i].st.st_ino),
+					       ino_gen(l.v[i].st.st_ino));
+		if (!ret)
+			view_list_free(&l);
+	}
+	free(path);
+	if (!n || !(n->flags & NODE_DIR) || !dir_grouped(fs, n, true))
+		return -ENOENT;
+	path = tree_path(n);
+	if (!path)
+		return -ENOMEM;
+	dirgroups_of(fs, path, group_seen_cb, &g);
+	free(path);
+	if (!group_shown(&g) || g.first != n)
+		return -ENOENT;
+	out->kind = V_DIRGROUP;
+	out->node = n;
+	return 0;
+}
+
+/* dup-dirs/<group>/<name>: a directory of the group of @p dir. */
+static int lookup_dirlink(struct imfs *fs, const struct vobj *dir,
+			  const char *name, const struct vcaller *who,
+			  struct vobj *out)
+{
+	char *path = tree_path(dir->node);
+	struct group_seen g = {fs, who, name, NULL, NULL, 0};
+
+	if (!path)
+		return -ENOMEM;
+	dirgroups_of(fs, path, group_seen_cb, &g);
+	free(path);
+	if (!group_shown(&g) || g.first != dir->node || !g.node)
+		return -ENOENT;
+	out->kind = V_DIRLINK;
+	out->node = g.node;
+	return 0;
+}
+
 int view_get(struct imfs *fs, uint64_t ino, struct vobj *out)
 {
 	memset(out, 0, sizeof(*out));
@@ -145,6 +295,7 @@ int view_get(struct imfs *fs, uint64_t ino, struct vobj *out)
 	case INO_STATUS: out->kind = V_STATUS; return 0;
 	case INO_CLUSTERS: out->kind = V_CLUSTERS; return 0;
 	case INO_REDUNDANT: out->kind = V_REDUNDANT; return 0;
+	case INO_DUPDIRS: out->kind = V_DUPDIRS; return 0;
 	}
 	if (ino & CTAB_INO_BIT) {
 		out->kind = V_CLUSTER;
@@ -158,6 +309,8 @@ int view_get(struct imfs *fs, uint64_t ino, struct vobj *out)
 	if (!n)
 		return -ENOENT;
 	out->node = n;
+	if ((n->flags & NODE_DIR) && ino_sub(ino) != SUB_DIR)
+		return dirgroup_get(fs, n, ino_sub(ino), out);
 	bool doc = node_is_doc(n);
 	switch (ino_sub(ino)) {
 	case SUB_DIR:
@@ -353,7 +506,8 @@ static int lookup_cluster_link(struct imfs *fs, struct node *doc,
 
 bool view_volatile(const struct vobj *dir, const char *name)
 {
-	if (dir->kind == V_REDUNDANT)
+	if (dir->kind == V_REDUNDANT || dir->kind == V_DUPDIRS ||
+	    dir->kind == V_DIRGROUP)
 		return true;
 	if (dir->kind != V_DOC)
 		return false;
@@ -377,6 +531,8 @@ int view_lookup(struct imfs *fs, const struct vobj *dir, const char *name,
 			out->kind = V_CLUSTERS;
 		} else if (!strcmp(name, "redundant")) {
 			out->kind = V_REDUNDANT;
+		} else if (!strcmp(name, "dup-dirs")) {
+			out->kind = V_DUPDIRS;
 		} else if (!strcmp(name, "by-doc")) {
 			out->kind = V_DIR;
 			out->node = tree_root(fs->model->tree);
@@ -429,6 +585,16 @@ int view_lookup(struct imfs *fs, const struct vobj *dir, const char *name,
 			return -ENOENT;
 		out->kind = V_MEMBER;
 		break;
+	case V_DUPDIRS:
+		ret = lookup_dirgroup(fs, name, who, out);
+		if (ret)
+			return ret;
+		break;
+	case V_DIRGROUP:
+		ret = lookup_dirlink(fs, dir, name, who, out);
+		if (ret)
+			return ret;
+		break;
 	default: return -ENOTDIR;
 	}
 	if (out->node)
@@ -471,6 +637,9 @@ static uint64_t vobj_ino(struct imfs *fs, const struct vobj *o)
 	case V_STATUS: return INO_STATUS;
 	case V_CLUSTERS: return INO_CLUSTERS;
 	case V_REDUNDANT: return INO_REDUNDANT;
+	case V_DUPDIRS: return INO_DUPDIRS;
+	case V_DIRGROUP: return node_ino(o->node, SUB_DIRGROUP);
+	case V_DIRLINK: return node_ino(o->node, SUB_DIRLINK);
 	case V_CLUSTER_LINK: return node_ino(o->node, SUB_CLUSTER_LINK);
 	case V_CLUSTER: return ctab_ino(fs->ctab, &o->sig);
 	default: return node_ino(o->node, sub[o->kind]);
@@ -504,6 +673,7 @@ static mode_t kind_type(enum vkind k)
 	case V_SIMS: return S_IFREG;
 	case V_FILE:
 	case V_MEMBER:
+	case V_DIRLINK:
 	case V_CLUSTER_LINK: return S_IFLNK;
 	default: return S_IFDIR;
 	}
@@ -529,12 +699,24 @@ void view_stat(struct imfs *fs, const struct vobj *o, struct stat *st)
 	case V_CLUSTERS:
 	case V_CLUSTER:
 	case V_REDUNDANT:
+	case V_DUPDIRS:
 		st->st_mode = S_IFDIR | 0555;
 		st->st_nlink = 2;
 		break;
 	case V_CLUSTER_LINK:
 		st->st_mode = S_IFLNK | 0777;
 		st->st_size = (off_t)cluster_link_len(o->node);
+		set_time(st, fs->model->clock_ns); /* see ops.c, attr_secs */
+		break;
+	case V_DIRGROUP:
+		st->st_mode = S_IFDIR | 0555;
+		st->st_nlink = 2;
+		st->st_uid = fs->owner_uid;
+		st->st_gid = fs->owner_gid;
+		break;
+	case V_DIRLINK:
+		st->st_mode = S_IFLNK | 0777;
+		st->st_size = (off_t)target_len(fs, n);
 		set_time(st, fs->model->clock_ns); /* see ops.c, attr_secs */
 		break;
 	case V_STATUS:
@@ -668,6 +850,41 @@ static void list_dir(struct lister *ls, struct node *dir)
 	}
 }
 
+struct group_lister {
+	struct lister *ls;
+	bool links; /* a group's directories, else the groups */
+};
+
+/* One group: its name in dup-dirs/, or its directories. */
+static int list_group_cb(const char *const *dirs, size_t n, size_t docs,
+			 void *arg)
+{
+	struct group_lister *gl = arg;
+	struct lister *ls = gl->ls;
+	struct group_seen g = {ls->fs, ls->who, NULL, NULL, NULL, 0};
+
+	group_seen_cb(dirs, n, docs, &g);
+	if (!group_shown(&g))
+		return 0;
+	for (size_t i = 0; i < n && !ls->err; i++) {
+		struct vobj o = {
+			.kind = gl->links ? V_DIRLINK : V_DIRGROUP,
+			.node = tree_lookup(ls->fs->model->tree, dirs[i])};
+		if (!o.node || !may_see_dir(ls->fs, o.node, ls->who))
+			continue;
+		char *name = member_name(dirs[i]);
+		if (!name) {
+			ls->err = -ENOMEM;
+			break;
+		}
+		list_add(ls, name, &o);
+		free(name);
+		if (!gl->links)
+			break; /* the group, by its first directory */
+	}
+	return ls->err ? 1 : 0;
+}
+
 int view_list(struct imfs *fs, const struct vobj *dir,
 	      const struct vcaller *who, struct vlist *out)
 {
@@ -683,9 +900,10 @@ int view_list(struct imfs *fs, const struct vobj *dir,
 	case V_ROOT:
 		if (self_call(fs, who))
 			break;
-		for (unsigned i = 0; i < 4; i++) {
+		for (unsigned i = 0; i < 5; i++) {
 			static const char *const top[] = {
-				"clusters", "by-doc", "redundant", "status"};
+				"clusters", "by-doc", "dup-dirs", "redundant",
+				"status"};
 			struct vobj o;
 			struct vobj root = {.kind = V_ROOT};
 			if (!view_lookup(fs, &root, top[i], who, &o))
@@ -703,6 +921,20 @@ int view_list(struct imfs *fs, const struct vobj *dir,
 		    !ls.err && dir->kind != V_CLUSTER)
 			ls.err = -ENOMEM;
 		break;
+	case V_DUPDIRS: {
+		struct group_lister gl = {&ls, false};
+		if (dirgroups_foreach(fs, list_group_cb, &gl) < 0 && !ls.err)
+			ls.err = -ENOMEM;
+		break;
+	}
+	case V_DIRGROUP: {
+		struct group_lister gl = {&ls, true};
+		char *path = tree_path(dir->node);
+		if (!path || dirgroups_of(fs, path, list_group_cb, &gl) < 0)
+			ls.err = ls.err ? ls.err : -ENOMEM;
+		free(path);
+		break;
+	}
 	case V_DIR:
 		if (may_reach(fs, dir->node, who, 4))
 			list_dir(&ls, dir->node);
@@ -769,7 +1001,7 @@ int view_readlink(struct imfs *fs, const struct vobj *o, char **out)
 	*out = NULL;
 	if (o->kind == V_CLUSTER_LINK)
 		return cluster_link(fs, o->node, out);
-	if (o->kind != V_FILE && o->kind != V_MEMBER)
+	if (o->kind != V_FILE && o->kind != V_MEMBER && o->kind != V_DIRLINK)
 		return -EINVAL;
 	size_t sl = strlen(fs->source_real), cap = target_len(fs, o->node) + 1;
 	char *s = malloc(cap);
@@ -909,7 +1141,8 @@ int view_text(struct imfs *fs, const struct vobj *o, const struct vcaller *who,
 		n = sigs_text(fs, o->node, NULL, 0);
 	else
 		return o->kind == V_FILE || o->kind == V_MEMBER ||
-				       o->kind == V_CLUSTER_LINK
+				       o->kind == V_CLUSTER_LINK ||
+				       o->kind == V_DIRLINK
 			       ? -EINVAL
 			       : -EISDIR;
 	*out = malloc(n + 1);

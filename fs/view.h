@@ -41,6 +41,9 @@ enum vkind {
 	V_REDUNDANT,	/* redundant/ */
 	V_CLUSTER_LINK, /* by-doc/.../cluster */
 	V_SIMS,		/* by-doc/.../<document>/similarity */
+	V_DUPDIRS,	/* dup-dirs/ */
+	V_DIRGROUP,	/* dup-dirs/<first directory>/ (node: that directory) */
+	V_DIRLINK,	/* dup-dirs/<group>/<directory> (node: the directory) */
 };
 
 /** One object of the view. */
@@ -90,8 +93,9 @@ int view_readlink(struct imfs *fs, const struct vobj *o, char **out);
 /**
  * Whether what the kernel may cache of a listing of @p dir, or of its entry
  * @p name (NULL: the listing), depends on the removal plan (redundant/,
- * by-doc/.../keeper and cluster): those are not invalidated one by one, so
- * the kernel must not keep them.
+ * by-doc/.../keeper and cluster) or on the duplicate directories
+ * (dup-dirs/): those are not invalidated one by one, so the kernel must not
+ * keep them.
  */
 bool view_volatile(const struct vobj *dir, const char *name);
 /**

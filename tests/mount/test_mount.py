@@ -906,7 +906,7 @@ def test_mount_over_source(w):
     check(is_mounted(w.src), 'not mounted over the source')
     settled(w, d, len(docs))
     wait_clusters(w.src, want, 'clusters when mounted over the source')
-    check(sorted(os.listdir(w.src)) == ['by-doc', 'clusters', 'redundant',
+    check(sorted(os.listdir(w.src)) == ['by-doc', 'clusters', 'dup-dirs', 'redundant',
                                         'status'],
           'the mount root holds %s' % os.listdir(w.src))
     docs_seen = by_doc_documents(w.src)

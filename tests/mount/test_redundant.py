@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """redundant/ and by-doc/.../keeper and cluster in a real mount (issue 11):
 the view lists exactly what `imatch dedupe --near` with the same keep options
-and lexicon plans, and follows changes in the source.
+and lexicon plans, and follows changes in the source; dup-dirs/ lists what
+`imatch scan --dirs` does.
 
     test_redundant.py IMATCHFS IMATCH [TEST...]
     test_redundant.py --list
@@ -161,6 +162,72 @@ def test_redundant_follows_the_source(w):
     poll(lambda: (view(w) == want, view(w)), 'redundant/ to equal the new plan')
     check(not os.path.lexists(os.path.join(w.mnt, 'redundant', encode_member(gone))),
           'a removed file is gone from redundant/')
+
+
+def scan_dirs(w):
+    """The groups of `imatch scan --dirs --json`: a set of frozensets of
+    relative directories."""
+    r = subprocess.run([w.imatch, 'scan', '--dirs', '--json', '--lexicon',
+                        state_lexicon(w), w.src], capture_output=True)
+    check(r.returncode == 0, 'imatch scan --dirs failed: %s' % r.stderr.decode())
+    return {frozenset(g['dirs']) for g in json.loads(r.stdout)['dir_groups']}
+
+
+def view_dirs(w):
+    """The groups of dup-dirs/, each group named after its first directory
+    and holding a symlink to each of its directories."""
+    top = os.path.join(w.mnt, 'dup-dirs')
+    out = set()
+    for name in os.listdir(top):
+        members = sorted(decode_member(n) for n in os.listdir(os.path.join(top, name)))
+        check(members and members[0] == decode_member(name),
+              'dup-dirs/%s is not named after its first directory: %r' % (name, members))
+        for m in members:
+            target = os.readlink(os.path.join(top, name, encode_member(m)))
+            check(target == os.path.join(w.src, m),
+                  'dup-dirs/%s/%s points to %r' % (name, encode_member(m), target))
+        out.add(frozenset(members))
+    return out
+
+
+@test
+def test_dup_dirs_follow_the_source(w):
+    """A folder copied twice (one copy with a re-saved document) is one group
+    of dup-dirs/, equal to `imatch scan --dirs`; after `ls -lR`, a document
+    removed from one copy takes that copy out of the group, and a renamed
+    copy is listed under its new name."""
+    make_tree(w.src, w.corpus)
+    rng = random.Random(3)
+    texts = [w.corpus.document(rng) for _ in range(4)]
+    for i, t in enumerate(texts):
+        write(os.path.join(w.src, 'project/ch%d.txt' % i), t)
+        write(os.path.join(w.src, 'project/old/ch%d.txt' % i), t)
+        write(os.path.join(w.src, 'backup/project (2)/ch%d.txt' % i), t)
+        write(os.path.join(w.src, 'backup/project (2)/old/ch%d.txt' % i), t)
+        write(os.path.join(w.src, 'usb/project/ch%d.txt' % i),
+              w.corpus.near_duplicate(t, rng) if i == 0 else t)
+        write(os.path.join(w.src, 'usb/project/old/ch%d.txt' % i), t)
+    # Not only the copy: the copy is a group, not its parent.
+    write(os.path.join(w.src, 'backup/index.txt'), w.corpus.document(rng))
+    write(os.path.join(w.src, 'usb/readme.txt'), w.corpus.document(rng))
+    w.daemon()
+    docs = sum(len(f) for _, _, f in os.walk(w.src))
+    settle(w, docs)
+    want = scan_dirs(w)
+    check(frozenset(['project', 'backup/project (2)', 'usb/project']) in want,
+          'imatch scan --dirs misses the copied folder: %r' % want)
+    check(view_dirs(w) == want, 'dup-dirs/ %r\nscan --dirs %r' % (view_dirs(w), want))
+    check(status_int(read_status(w.mnt), 'dup_dirs') == len(want),
+          'status dup_dirs: %r' % read_status(w.mnt).get('dup_dirs'))
+    subprocess.run(['ls', '-lR', w.mnt], capture_output=True)
+    os.unlink(os.path.join(w.src, 'backup/project (2)/old/ch3.txt'))
+    os.rename(os.path.join(w.src, 'usb'), os.path.join(w.src, 'stick'))
+    settle(w, docs - 1)
+    want = scan_dirs(w)
+    check(not any('backup/project (2)' in g for g in want) and
+          any('stick/project' in g for g in want),
+          'the new groups reflect the changes: %r' % want)
+    poll(lambda: (view_dirs(w) == want, view_dirs(w)), 'dup-dirs/ to equal scan --dirs')
 
 
 if __name__ == '__main__':

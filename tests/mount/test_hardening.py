@@ -298,8 +298,8 @@ def as_user(uid, gid, groups, code, *args):
 def test_other_users_see_only_what_they_could_reach(w):
     """With allow_other (with and without default_permissions), a user who
     cannot enter priv/ learns no name below it through clusters/, by-doc/,
-    dupes/, similarity or a symlink target; clusters with fewer than two
-    members they could read are hidden. A member of the group that may enter
+    dupes/, dup-dirs/, similarity or a symlink target; clusters and groups of
+    folders with fewer than two members they could read are hidden. A member of the group that may enter
     team/ (a supplementary group) sees team/'s members."""
     uid, gid, team_gid = test_user()
     os.chmod(w.top, 0o755)
@@ -311,6 +311,9 @@ def test_other_users_see_only_what_they_could_reach(w):
     family(w, 'priv/c1-secret.txt', 'priv/c2-secret.txt')          # 0 visible members
     team = family(w, 'pub/t.txt', 'team/t-team.txt')               # visible to the group
     fam_closed = family(w, 'pub/d.txt', 'pub/d-closed.txt')        # one file 0600
+    # A copied folder (dup-dirs/) with one copy out of reach.
+    family(w, 'pub/proj/x.txt', 'priv/proj-secret/x.txt')
+    family(w, 'pub/proj/y.txt', 'priv/proj-secret/y.txt')
     for root, dirs, files in os.walk(w.src):
         for n in dirs:
             os.chmod(os.path.join(root, n), 0o755)
@@ -324,8 +327,11 @@ def test_other_users_see_only_what_they_could_reach(w):
         d = w.daemon(opts=opts)
         live(w, d)
         root_view = cluster_sets(w.mnt)
-        check(len(root_view) == 5 + len(base), 'root sees %d clusters with %s, not:\n%s'
-              % (5 + len(base), opts, fmt_clusters(root_view)))
+        check(len(root_view) == 7 + len(base), 'root sees %d clusters with %s, not:\n%s'
+              % (7 + len(base), opts, fmt_clusters(root_view)))
+        check(os.listdir(os.path.join(w.mnt, 'dup-dirs')) == ['priv%2Fproj-secret'],
+              'root sees the copied folder in dup-dirs/: %s'
+              % os.listdir(os.path.join(w.mnt, 'dup-dirs')))
         for groups, want in (([], {pub} | base), ([team_gid], {pub, team} | base)):
             got = as_user(uid, gid, groups, WALK, w.mnt)
             # SOURCE is readable: the names of priv/ and team/ are no
@@ -341,6 +347,10 @@ def test_other_users_see_only_what_they_could_reach(w):
                       if 'd-closed' in s and s != 'by-doc/pub/d-closed.txt']
             check(not leaks, 'with -o %s, user %s (groups %s) learns private names: %s'
                   % (','.join(opts), USER, groups, leaks[:5]))
+            # One folder of the group alone would tell of the hidden copy.
+            groups_seen = [s for s in got['seen'] if s.startswith('dup-dirs/')]
+            check(not groups_seen, 'with -o %s, user %s sees groups of folders it '
+                  'cannot reach: %s' % (','.join(opts), USER, groups_seen))
             check(isinstance(got['clusters'], dict), 'clusters/ as the user: %s'
                   % got['clusters'])
             seen = {frozenset(m.replace('%2F', '/') for m in ms)

@@ -475,6 +475,7 @@ out:
 		fuse_session_unmount(fs.se);
 	if (fs.se)
 		fuse_session_destroy(fs.se);
+	ops_release_all();
 	free_parts(&fs);
 	stateio_release(&sio);
 	if (fs.srcfd >= 0)

@@ -16,6 +16,11 @@
  * (the model's clock): an entry the kernel would otherwise create after its
  * invalidation went by could outlive a change. Cluster numbers are counted
  * in ctab under the tree lock, before the reply leaves.
+ *
+ * Handles: every open directory and generated file is on one list, so that
+ * those the kernel never released (the session ended first) are freed by
+ * ops_release_all() after the loop; a released text first rests in a
+ * graveyard (see GRAVE_MS), which ops_release_all() empties too.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -35,6 +40,103 @@
 
 /* Long: every change is invalidated; the kernel may keep the rest. */
 #define ENTRY_SECS 86400.0
+
+/* ---- Handles ---------------------------------------------------------------- */
+
+struct handle {
+	struct handle *prev, *next; /* protected by handles_lock */
+	void (*free)(struct handle *h);
+	int64_t released_ms; /* in the graveyard: when released */
+};
+
+/*
+ * A RELEASE can be handled while a READ of the same handle is still being
+ * answered in another thread (seen under churn: fuse_reply_buf() read the
+ * freed text). Released texts therefore rest in the graveyard for GRAVE_MS
+ * before they are freed.
+ */
+#define GRAVE_MS 2000
+
+static pthread_mutex_t handles_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct handle *handles; /* open; protected by handles_lock */
+static struct handle *grave;   /* released, newest first; handles_lock */
+
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static uint64_t handle_open(struct handle *h, void (*free_fn)(struct handle *))
+{
+	h->free = free_fn;
+	pthread_mutex_lock(&handles_lock);
+	h->prev = NULL;
+	h->next = handles;
+	if (handles)
+		handles->prev = h;
+	handles = h;
+	pthread_mutex_unlock(&handles_lock);
+	return (uintptr_t)h;
+}
+
+/* Take @p h off the open list. handles_lock held. */
+static void handle_unlink(struct handle *h)
+{
+	if (h->prev)
+		h->prev->next = h->next;
+	else
+		handles = h->next;
+	if (h->next)
+		h->next->prev = h->prev;
+}
+
+static void free_chain(struct handle *h)
+{
+	while (h) {
+		struct handle *next = h->next;
+		h->free(h);
+		h = next;
+	}
+}
+
+/* Released: free @p fh now, or after GRAVE_MS if @p bury. */
+static void handle_close(uint64_t fh, bool bury)
+{
+	struct handle *h = (void *)(uintptr_t)fh, *old = NULL, **pp;
+	int64_t now = mono_ms();
+
+	pthread_mutex_lock(&handles_lock);
+	handle_unlink(h);
+	if (bury) {
+		h->released_ms = now;
+		h->next = grave;
+		grave = h;
+		h = NULL;
+		for (pp = &grave; *pp; pp = &(*pp)->next)
+			if (now - (*pp)->released_ms > GRAVE_MS) {
+				old = *pp;
+				*pp = NULL;
+				break;
+			}
+	}
+	pthread_mutex_unlock(&handles_lock);
+	if (h)
+		h->free(h);
+	free_chain(old);
+}
+
+void ops_release_all(void)
+{
+	pthread_mutex_lock(&handles_lock);
+	struct handle *open = handles, *buried = grave;
+	handles = grave = NULL;
+	pthread_mutex_unlock(&handles_lock);
+	free_chain(open);
+	free_chain(buried);
+}
 
 static struct imfs *FS(fuse_req_t req)
 {
@@ -200,6 +302,7 @@ static void imfs_readlink(fuse_req_t req, fuse_ino_t ino)
 /* ---- Directories -------------------------------------------------------------- */
 
 struct dir_handle {
+	struct handle h; /* first */
 	struct vlist list;
 	int64_t clock_ns; /* the model's, when listed */
 	struct vcaller who;
@@ -221,6 +324,14 @@ static int list_dir(struct imfs *fs, fuse_ino_t ino, struct dir_handle *h)
 	return ret;
 }
 
+static void dir_free(struct handle *h)
+{
+	struct dir_handle *d = (struct dir_handle *)h;
+
+	view_list_free(&d->list);
+	free(d);
+}
+
 static void imfs_opendir(fuse_req_t req, fuse_ino_t ino,
 			 struct fuse_file_info *fi)
 {
@@ -236,18 +347,17 @@ static void imfs_opendir(fuse_req_t req, fuse_ino_t ino,
 	tree_unlock(T(req));
 	if (ret)
 		goto out;
-	fi->fh = (uintptr_t)h;
+	fi->fh = handle_open(&h->h, dir_free);
 	/* The root is listed empty to our own threads when mounted inside
 	 * SOURCE (view.c): never cache that for everyone. */
 	fi->cache_readdir = !(ino == INO_ROOT && fs->mnt_inside) &&
 			    !h->volatile_ && !fs->opts->allow_other;
 	fi->keep_cache = fi->cache_readdir;
 	if (fuse_reply_open(req, fi))
-		goto out_free;
+		handle_close(fi->fh, false);
 	return;
 out:
 	fuse_reply_err(req, -ret);
-out_free:
 	if (h)
 		view_list_free(&h->list);
 	free(h);
@@ -348,63 +458,25 @@ static void imfs_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
 static void imfs_releasedir(fuse_req_t req, fuse_ino_t ino,
 			    struct fuse_file_info *fi)
 {
-	struct dir_handle *h = (void *)(uintptr_t)fi->fh;
 	(void)ino;
-
-	view_list_free(&h->list);
-	free(h);
+	handle_close(fi->fh, false);
 	fuse_reply_err(req, 0);
 }
 
 /* ---- Generated files ------------------------------------------------------------ */
 
 struct content {
+	struct handle h; /* first */
 	size_t len;
 	char *data;
-	struct content *next; /* in the graveyard */
-	int64_t freed_ms;
 };
 
-/*
- * A RELEASE can be handled while a READ of the same handle is still being
- * answered in another thread (seen under churn: fuse_reply_buf() read the
- * freed text). Released texts therefore rest here for GRAVE_MS before they
- * are freed; what is still here at exit is reachable, not lost.
- */
-#define GRAVE_MS 2000
-static pthread_mutex_t grave_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct content *grave; /* protected by grave_lock, oldest last */
-
-static int64_t mono_ms(void)
+static void content_free(struct handle *h)
 {
-	struct timespec ts;
+	struct content *ct = (struct content *)h;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void content_bury(struct content *ct)
-{
-	struct content *old = NULL, **pp;
-	int64_t now = mono_ms();
-
-	pthread_mutex_lock(&grave_lock);
-	ct->freed_ms = now;
-	ct->next = grave;
-	grave = ct;
-	for (pp = &grave; *pp; pp = &(*pp)->next)
-		if (now - (*pp)->freed_ms > GRAVE_MS) {
-			old = *pp;
-			*pp = NULL;
-			break;
-		}
-	pthread_mutex_unlock(&grave_lock);
-	while (old) {
-		struct content *next = old->next;
-		free(old->data);
-		free(old);
-		old = next;
-	}
+	free(ct->data);
+	free(ct);
 }
 
 static void imfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -430,15 +502,14 @@ static void imfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	tree_unlock(T(req));
 	if (ret)
 		goto out;
-	fi->fh = (uintptr_t)ct;
+	fi->fh = handle_open(&ct->h, content_free);
 	/* The text is fixed at open: never cache it past that. */
 	fi->direct_io = 1;
-	if (fuse_reply_open(req, fi) == 0)
-		return;
-	ret = 0;
+	if (fuse_reply_open(req, fi))
+		handle_close(fi->fh, false);
+	return;
 out:
-	if (ret)
-		fuse_reply_err(req, -ret);
+	fuse_reply_err(req, -ret);
 	if (ct)
 		free(ct->data);
 	free(ct);
@@ -462,10 +533,8 @@ static void imfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 static void imfs_release(fuse_req_t req, fuse_ino_t ino,
 			 struct fuse_file_info *fi)
 {
-	struct content *ct = (void *)(uintptr_t)fi->fh;
 	(void)ino;
-
-	content_bury(ct);
+	handle_close(fi->fh, true);
 	fuse_reply_err(req, 0);
 }
 

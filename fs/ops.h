@@ -10,4 +10,8 @@
 
 extern const struct fuse_lowlevel_ops imfs_ops;
 
+/** Free the handles still open when the session ended and the released
+ *  ones still resting (main thread, after fuse_session_destroy()). */
+void ops_release_all(void);
+
 #endif

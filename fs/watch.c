@@ -723,7 +723,11 @@ static void handle(struct watch *w, const struct inotify_event *e,
 		if (n)
 			model_remove(m, n);
 	} else if (e->mask & IN_ATTRIB) {
-		want_look(dir, name, req, false, false);
+		/* What we could not read (a name the tree lacks, a directory
+		 * without children here) may just have become readable: read
+		 * it, and what is below, as if it were new. */
+		bool closed = !n || ((n->flags & NODE_DIR) && !n->child);
+		want_look(dir, name, req, closed, closed);
 	}
 }
 

@@ -18,6 +18,7 @@ import grp
 import os
 import pwd
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -360,6 +361,89 @@ def test_other_users_see_only_what_they_could_reach(w):
         d.umount()
         d.check_log()
     del fam_closed
+
+
+USER_VIEW = r'''
+import os, sys, json
+m = sys.argv[1]
+st = {}
+try:
+    for line in open(os.path.join(m, 'status')):
+        k, _, v = line.rstrip('\n').partition(': ')
+        st[k] = v
+except OSError as e:
+    st = {'error': e.strerror}
+try:
+    closed = sorted(os.listdir(os.path.join(m, 'by-doc', 'closed')))
+except OSError as e:
+    closed = 'error ' + e.strerror
+clusters = []
+try:
+    for c in os.listdir(os.path.join(m, 'clusters')):
+        clusters.append(sorted(os.listdir(os.path.join(m, 'clusters', c))))
+except OSError:
+    pass
+print(json.dumps({'status': st, 'closed': closed, 'clusters': clusters}))
+'''
+
+
+@test
+def test_unreadable_dir_later_readable(w):
+    """A daemon run by an unprivileged user counts a directory it cannot read
+    (walk_errors), and when the directory is made readable while mounted,
+    its documents appear in the view and join their clusters."""
+    uid, gid, _ = test_user()
+    if not shutil.which('setpriv'):
+        raise Skip('setpriv (util-linux) is needed to run the daemon as another user')
+    fuse_mode = os.stat('/dev/fuse').st_mode & 0o777
+    os.chmod(w.top, 0o755)
+    docs = [w.corpus.document() for _ in range(6)]
+    for i, text in enumerate(docs):
+        write(os.path.join(w.src, 'open/doc%d.txt' % i), text)
+    pair = family(w, 'open/report.txt', 'closed/report-copy.txt')
+    for d in (w.src, w.mnt, w.state):
+        for root, dirs, files in os.walk(d):
+            for n in dirs + files:
+                os.chown(os.path.join(root, n), uid, gid)
+        os.chown(d, uid, gid)
+    closed = os.path.join(w.src, 'closed')
+    os.chown(closed, 0, 0)
+    os.chmod(closed, 0o700)
+    try:
+        # Where /dev/fuse is root's only (containers), let the user open it.
+        if fuse_mode & 0o006 != 0o006:
+            os.chmod('/dev/fuse', fuse_mode | 0o006)
+        d = w.daemon(wrap=['setpriv', '--reuid=%d' % uid, '--regid=%d' % gid,
+                           '--clear-groups'], start=False)
+        # Root cannot stat another user's mount: watch mountinfo instead.
+        d.start(wait=False)
+        poll(lambda: in_proc_mounts(w.mnt) or d.proc.poll() is not None,
+             'the mount by %s' % USER)
+        check(d.proc.poll() is None, 'imatchfs run by %s exited: %s' % (USER, d.log_text()))
+
+        def seen():
+            return as_user(uid, gid, [], USER_VIEW, w.mnt)
+
+        def counted():
+            v = seen()
+            st = v['status']
+            return (st.get('phase') == 'live' and st.get('pending') == '0' and
+                    int(st.get('walk_errors', 0)) >= 1 and
+                    int(st.get('documents', 0)) == 7), v
+        v = poll(counted, 'the unreadable directory to be counted in status')
+        check(v['closed'] in ([], 'error No such file or directory'),
+              'by-doc/closed lists %r while unreadable' % v['closed'])
+        os.chmod(closed, 0o755)
+        want = sorted(m.replace('/', '%2F') for m in pair)
+
+        def appeared():
+            v = seen()
+            return want in v['clusters'], v
+        poll(appeared, 'the documents of a directory made readable to join the view')
+        d.umount()
+        d.check_log(allow=[r'closed'])
+    finally:
+        os.chmod('/dev/fuse', fuse_mode)
 
 
 # ---- 4. Type changes ---------------------------------------------------------------------

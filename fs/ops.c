@@ -574,14 +574,16 @@ static void imfs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 {
 	struct imfs *fs = FS(req);
 	char buf[PATH_MAX + 64];
+	struct vcaller who;
 	struct vobj o;
 	size_t len;
 	int ret;
 
+	caller(req, &who);
 	tree_rdlock(T(req));
 	ret = view_get(fs, ino, &o);
 	if (!ret)
-		ret = view_getxattr(fs, &o, name, buf, sizeof(buf));
+		ret = view_getxattr(fs, &o, name, &who, buf, sizeof(buf));
 	tree_unlock(T(req));
 	len = ret ? 0 : strlen(buf);
 	if (ret)
@@ -598,14 +600,16 @@ static void imfs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
 	struct imfs *fs = FS(req);
 	char buf[256];
+	struct vcaller who;
 	struct vobj o;
 	size_t len = 0;
 	int ret;
 
+	caller(req, &who);
 	tree_rdlock(T(req));
 	ret = view_get(fs, ino, &o);
 	if (!ret)
-		len = view_listxattr(fs, &o, buf, sizeof(buf));
+		len = view_listxattr(fs, &o, &who, buf, sizeof(buf));
 	tree_unlock(T(req));
 	if (ret)
 		fuse_reply_err(req, -ret);

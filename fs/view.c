@@ -1166,7 +1166,7 @@ static const char *const xattr_names[] = {
 	"user.imatch.cluster", "user.imatch.keeper", "user.imatch.similarity"};
 
 static int xattr_value(struct imfs *fs, const struct node *n, unsigned which,
-		       char *buf, size_t cap)
+		       const struct vcaller *who, char *buf, size_t cap)
 {
 	char *path = tree_path(n);
 	struct keeper_of k = {NULL, 0};
@@ -1176,13 +1176,19 @@ static int xattr_value(struct imfs *fs, const struct node *n, unsigned which,
 	if (!path)
 		return -ENOMEM;
 	if (which == 0) {
-		if (!im_index_cluster_of(fs->model->idx, path, &sig)) {
+		if (!im_index_cluster_of(fs->model->idx, path, &sig) &&
+		    cluster_shown(fs, &sig, who)) {
 			im_sig_hex(&sig, buf);
 			ret = 0;
 		}
 	} else if (redundant_find(fs, path, keeper_cb, &k) == 1) {
+		const struct node *kn =
+			k.keeper ? tree_lookup(fs->model->tree, k.keeper)
+				 : NULL;
 		if (!k.keeper)
 			ret = -ENOMEM;
+		else if (!kn || !may_see(fs, kn, who))
+			ret = -ENODATA; /* as by-doc/.../keeper */
 		else if (which == 1)
 			ret = snprintf(buf, cap, "%s/%s", fs->source_real,
 				       k.keeper) < (int)cap
@@ -1200,28 +1206,30 @@ static int xattr_value(struct imfs *fs, const struct node *n, unsigned which,
 }
 
 int view_getxattr(struct imfs *fs, const struct vobj *o, const char *name,
-		  char *buf, size_t cap)
+		  const struct vcaller *who, char *buf, size_t cap)
 {
 	if (o->kind != V_DOC)
 		return -ENODATA;
+	if (!may_see(fs, o->node, who))
+		return -EACCES;
 	for (unsigned i = 0; i < 3; i++)
 		if (!strcmp(name, xattr_names[i]))
-			return xattr_value(fs, o->node, i, buf, cap);
+			return xattr_value(fs, o->node, i, who, buf, cap);
 	return -ENODATA;
 }
 
-size_t view_listxattr(struct imfs *fs, const struct vobj *o, char *buf,
-		      size_t cap)
+size_t view_listxattr(struct imfs *fs, const struct vobj *o,
+		      const struct vcaller *who, char *buf, size_t cap)
 {
 	char value[PATH_MAX + 64];
 	size_t len = 0;
 
-	if (o->kind != V_DOC)
+	if (o->kind != V_DOC || !may_see(fs, o->node, who))
 		return 0;
 	for (unsigned i = 0; i < 3; i++) {
 		size_t n = strlen(xattr_names[i]) + 1;
 
-		if (xattr_value(fs, o->node, i, value, sizeof(value)))
+		if (xattr_value(fs, o->node, i, who, value, sizeof(value)))
 			continue;
 		if (len + n <= cap)
 			memcpy(buf + len, xattr_names[i], n);

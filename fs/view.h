@@ -102,15 +102,17 @@ bool view_volatile(const struct vobj *dir, const char *name);
  * user.imatch.cluster (the cluster's name), user.imatch.keeper (absolute
  * path) and user.imatch.similarity (to the keeper) of a document's by-doc
  * directory, as text without a NUL, into @p buf of @p cap bytes (at least
- * PATH_MAX + 64). @return 0 (then strlen(buf) is the length), -ENODATA,
- * -ERANGE or -ENOMEM.
+ * PATH_MAX + 64), as @p who may see them: the document's own only if it may
+ * read it, a cluster or keeper only if it may see them in a listing.
+ * @return 0 (then strlen(buf) is the length), -ENODATA, -EACCES, -ERANGE or
+ * -ENOMEM.
  */
 int view_getxattr(struct imfs *fs, const struct vobj *o, const char *name,
-		  char *buf, size_t cap);
+		  const struct vcaller *who, char *buf, size_t cap);
 /** The names view_getxattr() has a value for, NUL-terminated one after the
  *  other, into @p buf when they fit in @p cap. @return their total length. */
-size_t view_listxattr(struct imfs *fs, const struct vobj *o, char *buf,
-		      size_t cap);
+size_t view_listxattr(struct imfs *fs, const struct vobj *o,
+		      const struct vcaller *who, char *buf, size_t cap);
 /** The content of a generated file. Caller frees *out.
  *  @return 0, -EISDIR, -EINVAL or -ENOMEM. */
 int view_text(struct imfs *fs, const struct vobj *o, const struct vcaller *who,

@@ -262,6 +262,11 @@ def walk(p, depth=0):
             except OSError:
                 pass
         elif os.path.isdir(q):
+            try:
+                for x in os.listxattr(q):
+                    seen.append('xattr %s %s' % (x, os.getxattr(q, x).decode()))
+            except OSError:
+                pass
             walk(q, depth + 1)
         elif n in ('similarity', 'signatures'):
             try:
@@ -324,6 +329,9 @@ def test_other_users_see_only_what_they_could_reach(w):
     os.chown(os.path.join(w.src, 'team'), 0, team_gid)
     os.chmod(os.path.join(w.src, 'team'), 0o750)
     os.chmod(os.path.join(w.src, 'pub/d-closed.txt'), 0o600)
+    # The hidden copy is the keeper of the visible one: by-doc/pub/b.txt's
+    # keeper and its user.imatch.keeper must not name it.
+    os.utime(os.path.join(w.src, 'priv/b-secret-name.txt'), (1_500_000_000, 1_500_000_000))
     for opts in (['allow_other'], ['allow_other', 'default_permissions']):
         d = w.daemon(opts=opts)
         live(w, d)

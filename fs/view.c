@@ -1004,6 +1004,9 @@ int view_readlink(struct imfs *fs, const struct vobj *o, char **out)
 	if (o->kind != V_FILE && o->kind != V_MEMBER && o->kind != V_DIRLINK)
 		return -EINVAL;
 	size_t sl = strlen(fs->source_real), cap = target_len(fs, o->node) + 1;
+	/* No symlink holds more (the kernel would answer EIO): say why. */
+	if (cap > PATH_MAX)
+		return -ENAMETOOLONG;
 	char *s = malloc(cap);
 	if (!s)
 		return -ENOMEM;

@@ -14,6 +14,7 @@ otherwise; the other user is created for the test (useradd) when missing.
 
 import ctypes
 import ctypes.util
+import errno
 import grp
 import os
 import pwd
@@ -26,6 +27,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from util import (DEADLINE, Fail, Skip, by_doc_documents, check,  # noqa: E402
+                  expect_errno,
                   cluster_sets, encode_member, fmt_clusters, in_proc_mounts,
                   is_mounted, make_tree, poll, read_status, run_tests, scan, status_int,
                   write)
@@ -493,7 +495,8 @@ def test_type_changes_leave_at_once(w):
 def test_long_names_and_deep_paths(w):
     """A document whose member name is over 1,024 bytes and one under a
     directory whose path is over 8 KiB (made after mounting) are shown, each
-    in a cluster with its near-duplicate."""
+    in a cluster with its near-duplicate; the deep one's symlink, whose
+    target no symlink can hold, answers ENAMETOOLONG."""
     make_tree(w.src, w.corpus)
     d = w.daemon()
     live(w, d)
@@ -523,6 +526,12 @@ def test_long_names_and_deep_paths(w):
                 return [n for n in names if n != 'shallow.txt'][0].endswith('deep.txt')
         return False
     poll(deep_shown, 'the document below a 9 KiB path in a cluster with its copy')
+    # Its symlink cannot hold a 9 KiB target: readlink says so (not EIO).
+    for sig in os.listdir(os.path.join(w.mnt, 'clusters')):
+        for n in os.listdir(os.path.join(w.mnt, 'clusters', sig)):
+            if n.endswith('deep.txt'):
+                expect_errno(lambda: os.readlink(os.path.join(w.mnt, 'clusters', sig, n)),
+                             errno.ENAMETOOLONG, 'readlink of a member over PATH_MAX')
     d.umount()
     d.check_log()
 

@@ -27,6 +27,8 @@
 
 #include "imatch.h"
 #include "index.h"
+#include "lock.h"
+#include "plan.h"
 #include "records.h"
 #include "shard.h"
 #include "stage.h"
@@ -917,6 +919,45 @@ static int export_doc(uint32_t id, const struct im_stage_doc *doc,
 	return 0;
 }
 
+/*
+ * Number the documents of the clusters file @p cls: label[id] = k + 1 for
+ * the members of its k-th cluster (0 for the rest), whose name goes to
+ * v[k].name and room for its member paths to v[k].members. @return 0,
+ * -ENOMEM, or -EINVAL after saying what is corrupt.
+ */
+static int cluster_labels(struct im_stage_reader *cls,
+			  const struct shard_set *ss, uint32_t *label,
+			  struct cluster *v)
+{
+	const uint8_t *p;
+	size_t len;
+
+	im_stage_rewind(cls);
+	for (uint64_t k = 0; im_stage_next(cls, &p, &len); k++) {
+		const uint8_t *ids;
+		uint32_t n;
+
+		if (im_stage_cluster_decode(p, len, &v[k].name, &ids, &n)) {
+			err_msg("export: corrupt: a bad cluster record");
+			return -EINVAL;
+		}
+		v[k].members = calloc(n ? n : 1, sizeof(*v[k].members));
+		if (!v[k].members)
+			return -ENOMEM;
+		for (uint32_t j = 0; j < n; j++) {
+			uint32_t id = im_stage_cluster_member(ids, j);
+
+			if (id >= ss->base[ss->nshards] || label[id]) {
+				err_msg("export: corrupt: a cluster member "
+					"out of range or in two clusters");
+				return -EINVAL;
+			}
+			label[id] = (uint32_t)k + 1;
+		}
+	}
+	return 0;
+}
+
 static void free_cluster_list(struct cluster *v, size_t n)
 {
 	for (size_t i = 0; v && i < n; i++) {
@@ -1149,6 +1190,229 @@ out:
 	return ret;
 }
 
+/* ---- export --plan ------------------------------------------------------------ */
+
+/*
+ * The removal plan of `imatch dedupe` from the stage files: the files are
+ * the texts (signed or rejected) of the clusters, as dedupe takes the
+ * members of the index's clusters, and the links are the index's relation
+ * (im_index_links()): every pair of one exact class (identical bytes), and
+ * the near links between classes. Planned by im_plan_build(), as dedupe
+ * plans. A class of m copies costs m(m-1)/2 links here as in the index.
+ */
+struct plan_export {
+	struct cli *c;
+	struct im_stage_reader **rs;
+	const struct shard_set *ss;
+	struct im_stage_reader *cls;
+};
+
+struct plan_docs {
+	const struct cli *c;
+	const uint32_t *label;
+	const struct cluster *v;
+	uint32_t *fi; /* file index of each document, or UINT32_MAX */
+	struct im_plan_set *set;
+	uint64_t dev;
+};
+
+static int plan_doc(uint32_t id, const struct im_stage_doc *doc,
+		    struct im_stage_reader *r, void *arg)
+{
+	struct plan_docs *pd = arg;
+	struct im_plan_set *s = pd->set;
+	size_t i = s->nfiles;
+	char *path;
+
+	(void)r;
+	if (!doc)
+		return 0;
+	pd->fi[id] = UINT32_MAX;
+	if (!pd->label[id] || (doc->d.status != IM_DOC_SIGNED &&
+			       doc->d.status != IM_DOC_REJECTED))
+		return 0;
+	path = strndup(doc->path, doc->path_len);
+	if (!path)
+		return -ENOMEM;
+	if (dedupe_excluded(pd->c, path)) {
+		free(path);
+		return 0;
+	}
+	/* The records hold no device: one tree, one device, as the walker
+	 * met it (a hard link's keeper is the same inode only on it). */
+	s->files[i] = (struct im_plan_file){.path = path,
+					    .size = doc->size,
+					    .mtime_ns = doc->mtime_ns,
+					    .dev = pd->dev,
+					    .ino = doc->ino};
+	s->hash_valid[i] = doc->d.exact_valid;
+	memcpy(s->hash[i], doc->d.exact, sizeof(s->hash[i]));
+	if (!doc->d.exact_valid)
+		memset(s->hash[i], 0, sizeof(s->hash[i]));
+	s->cluster[i] = pd->v[pd->label[id] - 1].name;
+	pd->fi[id] = (uint32_t)i;
+	s->nfiles = i + 1;
+	return 0;
+}
+
+struct plan_links {
+	struct im_plan_link *v;
+	size_t n, cap;
+};
+
+static int plan_link(struct plan_links *pl, uint32_t a, uint32_t b,
+		     double similarity, bool exact)
+{
+	if (a == UINT32_MAX || b == UINT32_MAX)
+		return 0;
+	if (pl->n == pl->cap) {
+		size_t cap = pl->cap ? 2 * pl->cap : 1024;
+		struct im_plan_link *v = realloc(pl->v, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		pl->v = v;
+		pl->cap = cap;
+	}
+	pl->v[pl->n++] = (struct im_plan_link){.a = a,
+					       .b = b,
+					       .similarity = (float)similarity,
+					       .exact = exact};
+	return 0;
+}
+
+/* The relation over the files: near links once per pair, every pair of
+ * each exact class. */
+static int plan_relation(const struct dupes_export *x, const uint32_t *fi,
+			 struct plan_links *pl)
+{
+	int ret = 0;
+
+	for (size_t f = 0; f < x->ne && !ret; f++) {
+		const struct edge *e = &x->e[f];
+
+		if (e->a > e->b || x->exact[e->a] == x->exact[e->b] ||
+		    (f > 0 && x->e[f - 1].a == e->a && x->e[f - 1].b == e->b))
+			continue;
+		ret = plan_link(pl, fi[e->a], fi[e->b], e->similarity, false);
+	}
+	for (uint32_t r = 0; r < x->n && !ret; r++)
+		for (uint32_t i = x->class_off[r]; i < x->class_off[r + 1]; i++)
+			for (uint32_t j = i + 1;
+			     j < x->class_off[r + 1] && !ret; j++)
+				ret = plan_link(pl, fi[x->class_mem[i]],
+						fi[x->class_mem[j]], 1.0, true);
+	return ret;
+}
+
+static int plan_build(const struct im_plan_opts *o, const char *root,
+		      struct im_plan_set *set, void *arg)
+{
+	struct plan_export *pe = arg;
+	const struct shard_set *ss = pe->ss;
+	struct dupes_export x = {.n = (uint32_t)ss->base[ss->nshards]};
+	uint64_t ncl = im_stage_count(pe->cls),
+		 nmem = im_stage_meta(pe->cls, CL_MEMBERS);
+	struct plan_docs pd = {.c = pe->c, .set = set};
+	struct plan_links pl = {0};
+	struct cluster *v = calloc(ncl + 1, sizeof(*v));
+	uint32_t *label = calloc((size_t)x.n + 1, sizeof(*label));
+	struct stat st;
+	int ret = -ENOMEM;
+
+	pd.fi = malloc(((size_t)x.n + 1) * sizeof(*pd.fi));
+	x.exact = malloc(((size_t)x.n + 1) * sizeof(*x.exact));
+	x.class_off = calloc((size_t)x.n + 2, sizeof(*x.class_off));
+	x.class_mem = malloc(((size_t)x.n + 1) * sizeof(*x.class_mem));
+	set->files = calloc(nmem + 1, sizeof(*set->files));
+	set->hash = malloc((nmem + 1) * sizeof(*set->hash));
+	set->hash_valid = calloc(nmem + 1, sizeof(*set->hash_valid));
+	set->cluster = calloc(nmem + 1, sizeof(*set->cluster));
+	if (!v || !label || !pd.fi || !x.exact || !x.class_off ||
+	    !x.class_mem || !set->files || !set->hash || !set->hash_valid ||
+	    !set->cluster)
+		goto out;
+	if (stat(root, &st)) {
+		ret = -errno;
+		err_msg("%s: %s", root, strerror(errno));
+		goto out;
+	}
+	pd.dev = st.st_dev;
+	ret = cluster_labels(pe->cls, ss, label, v);
+	if (ret)
+		goto out;
+	pd.label = label;
+	pd.v = v;
+	for (uint32_t i = 0; i < x.n; i++)
+		x.exact[i] = i;
+	ret = foreach_link(pe->c, pe->rs, ss, dx_link, &x);
+	if (!ret)
+		ret = dx_classes(&x);
+	if (ret)
+		goto out;
+	qsort(x.e, x.ne, sizeof(*x.e), cmp_edge);
+	/* More members than the clusters file counts: plan_doc would write
+	 * past the arrays. */
+	ret = im_stage_meta(pe->cls, CL_DOCS) == x.n ? 0 : -EINVAL;
+	if (!ret)
+		ret = shard_set_foreach(ss, plan_doc, &pd);
+	if (!ret && set->nfiles > nmem)
+		ret = -EINVAL;
+	if (!ret)
+		ret = plan_relation(&x, pd.fi, &pl);
+	if (!ret)
+		ret = im_plan_build(set->files, set->nfiles, pl.v, pl.n, o,
+				    &set->plan);
+	if (ret == -EINVAL)
+		err_msg("export: corrupt: the records, links and clusters do "
+			"not belong together");
+out:
+	if (ret && ret != -EINVAL)
+		err_msg("export: %s", strerror(-ret));
+	free_cluster_list(v, ncl);
+	free(label);
+	free(pd.fi);
+	free(pl.v);
+	free(x.exact);
+	free(x.class_off);
+	free(x.class_mem);
+	free(x.e);
+	return ret ? -1 : 0;
+}
+
+static int export_plan(struct cli *c, struct im_stage_reader **rs)
+{
+	struct plan_export pe = {.c = c, .rs = rs};
+	struct shard_set ss = {0};
+	struct run_keys keys;
+	int code = EXIT_RUNTIME;
+
+	if (!c->root) {
+		err_msg("export --plan: --root DIR is required (the plan names "
+			"files by absolute path)");
+		return EXIT_USAGE;
+	}
+	if (run_key(c, &keys) ||
+	    open_all(c, rs, &keys,
+		     1u << IM_STAGE_RECORDS | 1u << IM_STAGE_LINKS |
+			     1u << IM_STAGE_CLUSTERS) ||
+	    shard_set_init(c, rs, &ss))
+		goto out;
+	pe.ss = &ss;
+	for (int i = 0; i < c->argc; i++)
+		if (im_stage_header(rs[i])->kind == IM_STAGE_CLUSTERS)
+			pe.cls = pe.cls ? NULL : rs[i];
+	if (!pe.cls) {
+		err_msg("export --plan: give exactly one clusters file, with "
+			"every shard's records and every links file");
+		goto out;
+	}
+	code = dedupe_print(c, c->root, plan_build, &pe);
+out:
+	shard_set_release(&ss);
+	return code;
+}
+
 int cmd_export(struct cli *c)
 {
 	struct im_stage_reader **rs = calloc((size_t)c->argc, sizeof(*rs));
@@ -1160,12 +1424,14 @@ int cmd_export(struct cli *c)
 	uint32_t *label = NULL;
 	struct run_keys keys;
 	uint64_t ncl = 0;
-	const uint8_t *p;
-	size_t len;
 	int ret = -ENOMEM, code = EXIT_RUNTIME;
 
 	if (!rs)
 		goto fail;
+	if (c->plan) {
+		code = export_plan(c, rs);
+		goto out;
+	}
 	if (c->dupes) {
 		if (run_key(c, &keys) ||
 		    open_all(c, rs, &keys,
@@ -1209,28 +1475,11 @@ int cmd_export(struct cli *c)
 	v = calloc(ncl + 1, sizeof(*v));
 	if (!label || !v)
 		goto fail;
-	for (uint64_t k = 0; im_stage_next(cls, &p, &len); k++) {
-		const uint8_t *ids;
-		uint32_t n;
-
-		if (im_stage_cluster_decode(p, len, &v[k].name, &ids, &n)) {
-			err_msg("export: corrupt: a bad cluster record");
-			goto out;
-		}
-		v[k].members = calloc(n, sizeof(*v[k].members));
-		if (!v[k].members)
-			goto fail;
-		for (uint32_t j = 0; j < n; j++) {
-			uint32_t id = im_stage_cluster_member(ids, j);
-
-			if (id >= ss.base[ss.nshards] || label[id]) {
-				err_msg("export: corrupt: a cluster member "
-					"out of range or in two clusters");
-				goto out;
-			}
-			label[id] = (uint32_t)k + 1;
-		}
-	}
+	ret = cluster_labels(cls, &ss, label, v);
+	if (ret == -EINVAL)
+		goto out;
+	if (ret)
+		goto fail;
 	ret = shard_set_foreach(&ss, export_doc,
 				&(struct exporting){label, v, &sum});
 	if (ret == -EINVAL) {
@@ -1271,6 +1520,223 @@ out:
 	free(label);
 	if (lex)
 		im_lexicon_free(lex);
+	shard_set_release(&ss);
+	close_all(rs, c->argc);
+	return code;
+}
+
+/* ---- state import ------------------------------------------------------------- */
+
+struct importing {
+	struct im_state_writer *w;
+	const char *sub; /* the subtree, without a trailing '/'; "" for all */
+	size_t sublen;
+	char *buf;
+	size_t cap;
+	uint64_t added, failed;
+};
+
+/* Add one document under the subtree, named relative to it. */
+static int import_doc(uint32_t id, const struct im_stage_doc *doc,
+		      struct im_stage_reader *r, void *arg)
+{
+	struct importing *im = arg;
+	const char *p;
+	size_t len;
+	struct im_doc_sigs d;
+
+	(void)id;
+	(void)r;
+	if (!doc)
+		return 0;
+	p = doc->path;
+	len = doc->path_len;
+	if (im->sublen) {
+		if (len <= im->sublen || p[im->sublen] != '/' ||
+		    memcmp(p, im->sub, im->sublen))
+			return 0;
+		p += im->sublen + 1;
+		len -= im->sublen + 1;
+	}
+	/* The daemon keeps no failure in its cache either: it tries again. */
+	if (doc->d.status == IM_DOC_ERROR) {
+		im->failed++;
+		return 0;
+	}
+	if (len + 1 > im->cap) {
+		char *b = realloc(im->buf, len + 256);
+
+		if (!b)
+			return -ENOMEM;
+		im->buf = b;
+		im->cap = len + 256;
+	}
+	memcpy(im->buf, p, len);
+	im->buf[len] = '\0';
+	d = doc->d;
+	d.size = doc->size;
+	d.mtime_ns = doc->mtime_ns;
+	im->added++;
+	return im_state_writer_add(im->w, im->buf, doc->size, doc->mtime_ns,
+				   doc->ino, &d);
+}
+
+/* Copy the file @p from to @p to through a temporary name, synced. */
+static int copy_synced(const char *from, const char *to)
+{
+	size_t len = strlen(to) + 32;
+	char *tmp = malloc(len), buf[65536];
+	int in = -1, out = -1, ret = 0;
+	ssize_t n;
+
+	if (!tmp)
+		return -ENOMEM;
+	snprintf(tmp, len, "%s.tmp.%ld", to, (long)getpid());
+	in = open(from, O_RDONLY | O_CLOEXEC);
+	out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
+		   0600);
+	if (in < 0 || out < 0)
+		ret = -errno;
+	while (!ret && (n = read(in, buf, sizeof(buf))) != 0) {
+		if (n < 0 || write(out, buf, (size_t)n) != n)
+			ret = errno ? -errno : -EIO;
+	}
+	if (!ret && fsync(out))
+		ret = -errno;
+	if (out >= 0 && close(out) && !ret)
+		ret = -errno;
+	if (!ret && rename(tmp, to))
+		ret = -errno;
+	if (ret && out >= 0)
+		unlink(tmp);
+	if (in >= 0)
+		close(in);
+	free(tmp);
+	return ret;
+}
+
+/* --subtree as a relative directory without '.', '..' or empty
+ * components, and without a trailing '/'; "" for the whole tree. */
+static int normal_subtree(const char *s, char **out)
+{
+	char *v, *tok, *save = NULL, *copy = strdup(s ? s : "");
+	size_t len = 0;
+
+	*out = NULL;
+	v = calloc(1, strlen(s ? s : "") + 1);
+	if (!copy || !v) {
+		free(copy);
+		free(v);
+		return -ENOMEM;
+	}
+	if (copy[0] == '/') {
+		free(copy);
+		free(v);
+		return -EINVAL;
+	}
+	for (tok = strtok_r(copy, "/", &save); tok;
+	     tok = strtok_r(NULL, "/", &save)) {
+		if (!strcmp(tok, "."))
+			continue;
+		if (!strcmp(tok, "..")) {
+			free(copy);
+			free(v);
+			return -EINVAL;
+		}
+		len += (size_t)sprintf(v + len, "%s%s", len ? "/" : "", tok);
+	}
+	free(copy);
+	*out = v;
+	return 0;
+}
+
+int cmd_state_import(struct cli *c)
+{
+	struct im_stage_reader **rs = calloc((size_t)c->argc, sizeof(*rs));
+	struct importing im = {0};
+	struct im_state_lock *lock = NULL;
+	struct shard_set ss = {0};
+	struct run_keys keys;
+	char *sub = NULL, *lex = NULL, *cache = NULL;
+	pid_t holder = 0;
+	int ret = -ENOMEM, code = EXIT_RUNTIME;
+
+	if (!rs)
+		goto fail;
+	ret = normal_subtree(c->subtree, &sub);
+	if (ret == -EINVAL) {
+		err_msg("state import: --subtree %s: not a relative path "
+			"without '..'",
+			c->subtree);
+		code = EXIT_USAGE;
+		goto out;
+	}
+	if (ret)
+		goto fail;
+	im.sub = sub;
+	im.sublen = strlen(sub);
+	if (run_key(c, &keys) ||
+	    open_all(c, rs, &keys, 1u << IM_STAGE_RECORDS) ||
+	    shard_set_init(c, rs, &ss))
+		goto out;
+	if (mkdir(c->out, 0700) && errno != EEXIST) {
+		err_msg("%s: %s", c->out, strerror(errno));
+		goto out;
+	}
+	/* The daemon's lock: never write under a running daemon. */
+	ret = im_state_lock(c->out, 0, &lock, &holder);
+	if (ret == -EWOULDBLOCK) {
+		err_msg("%s: in use by process %ld (unmount it first)", c->out,
+			(long)holder);
+		goto out;
+	}
+	if (ret) {
+		err_msg("%s: %s", c->out, strerror(-ret));
+		goto out;
+	}
+	ret = -ENOMEM;
+	lex = malloc(strlen(c->out) + 16);
+	cache = malloc(strlen(c->out) + 16);
+	if (!lex || !cache || im_state_writer_new(keys.sign, &im.w))
+		goto fail;
+	sprintf(lex, "%s/lexicon", c->out);
+	sprintf(cache, "%s/sigcache", c->out);
+	ret = shard_set_foreach(&ss, import_doc, &im);
+	if (ret == -EINVAL) {
+		err_msg("state import: corrupt: a record does not decode");
+		goto out;
+	}
+	if (ret)
+		goto fail;
+	/* The lexicon's bytes are the cache's key: copy them exactly. A
+	 * crash between the two leaves a cache the daemon finds stale,
+	 * never a wrong one. */
+	ret = copy_synced(c->lexicon, lex);
+	if (ret) {
+		write_failed(lex, ret);
+		goto out;
+	}
+	ret = im_state_writer_commit(im.w, cache);
+	if (ret) {
+		write_failed(cache, ret);
+		goto out;
+	}
+	if (c->verbose)
+		fprintf(stderr,
+			"%s: %" PRIu64 " documents imported, %" PRIu64
+			" failed ones left to the daemon\n",
+			cache, im.added, im.failed);
+	code = 0;
+	goto out;
+fail:
+	err_msg("state import: %s", strerror(-ret));
+out:
+	im_state_writer_free(im.w);
+	im_state_unlock(lock);
+	free(im.buf);
+	free(sub);
+	free(lex);
+	free(cache);
 	shard_set_release(&ss);
 	close_all(rs, c->argc);
 	return code;

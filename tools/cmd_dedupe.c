@@ -212,7 +212,7 @@ static const char *under(const char *path, const char *root)
 	return path[n] == '/' ? path + n + 1 : NULL;
 }
 
-static int parse_options(struct cli *c, struct dedupe *dd)
+static int parse_options(struct cli *c, const char *root, struct dedupe *dd)
 {
 	char why[160];
 	const char *f = c->format ? c->format : "json";
@@ -242,8 +242,8 @@ static int parse_options(struct cli *c, struct dedupe *dd)
 	}
 	dd->o.near = c->near;
 
-	if (!realpath(c->argv[0], dd->root)) {
-		err_msg("%s: %s", c->argv[0], strerror(errno));
+	if (!realpath(root, dd->root)) {
+		err_msg("%s: %s", root, strerror(errno));
 		return 1;
 	}
 	dd->protect = calloc(c->nprotect + 1, sizeof(*dd->protect));
@@ -521,6 +521,44 @@ static void print_summary(const struct dedupe *dd)
 			p->protected_kept, p->same_inode);
 }
 
+/* Print the plan and its summary. @return the exit code. */
+static int emit(const struct dedupe *dd)
+{
+	print_plan(dd);
+	if (fflush(stdout) || ferror(stdout)) {
+		err_msg("writing the plan: %s", strerror(errno));
+		return EXIT_RUNTIME;
+	}
+	print_summary(dd);
+	return 0;
+}
+
+bool dedupe_excluded(const struct cli *c, const char *path)
+{
+	return excluded(path, c->exclude, c->nexclude);
+}
+
+int dedupe_print(struct cli *c, const char *root, plan_build_fn build,
+		 void *arg)
+{
+	struct dedupe dd;
+	int ret, code = EXIT_RUNTIME;
+
+	memset(&dd, 0, sizeof(dd));
+	ret = parse_options(c, root, &dd);
+	if (ret) {
+		code = ret < 0 ? EXIT_USAGE : EXIT_RUNTIME;
+		goto out;
+	}
+	if (build(&dd.o, dd.root, &dd.set, arg))
+		goto out;
+	code = emit(&dd);
+out:
+	im_plan_set_release(&dd.set);
+	free(dd.protect);
+	return code;
+}
+
 int cmd_dedupe(struct cli *c)
 {
 	struct dedupe dd;
@@ -529,7 +567,7 @@ int cmd_dedupe(struct cli *c)
 	int fd = -1, ret, code = EXIT_RUNTIME;
 
 	memset(&dd, 0, sizeof(dd));
-	ret = parse_options(c, &dd);
+	ret = parse_options(c, c->argv[0], &dd);
 	if (ret) {
 		code = ret < 0 ? EXIT_USAGE : EXIT_RUNTIME;
 		goto out;
@@ -551,13 +589,7 @@ int cmd_dedupe(struct cli *c)
 		err_msg("planning: %s", strerror(-ret));
 		goto out;
 	}
-	print_plan(&dd);
-	if (fflush(stdout) || ferror(stdout)) {
-		err_msg("writing the plan: %s", strerror(errno));
-		goto out;
-	}
-	print_summary(&dd);
-	code = 0;
+	code = emit(&dd);
 out:
 	im_plan_set_release(&dd.set);
 	free(dd.protect);

@@ -40,9 +40,13 @@ enum {
 	F_LINKS = 1 << 12,
 	F_COMP = 1 << 13,
 	F_EXPORT = 1 << 14,
-	F_ALL = 0x3ff | F_DUPES | F_LINKS | F_COMP | F_EXPORT, /* not apply */
-	F_KEYED = F_LINKS | F_COMP | F_EXPORT, /* stage files keyed by params */
-	F_WRITES = F_BUILD | F_LS | F_DF | F_MERGE | F_LINKS | F_COMP, /* -o */
+	F_IMPORT = 1 << 15,
+	F_ALL = 0x3ff | F_DUPES | F_LINKS | F_COMP | F_EXPORT |
+		F_IMPORT, /* not apply */
+	F_KEYED = F_LINKS | F_COMP | F_EXPORT |
+		  F_IMPORT, /* stage files keyed by params */
+	F_WRITES = F_BUILD | F_LS | F_DF | F_MERGE | F_LINKS | F_COMP |
+		   F_IMPORT, /* -o */
 	F_SIGNING = F_SIGN | F_SCAN | F_EXPLAIN | F_DEDUPE | F_DUPES |
 		    F_KEYED, /* k, seed, ... */
 };
@@ -85,6 +89,8 @@ enum {
 	O_EXCLUDE,
 	O_DUPES,
 	O_FILTER,
+	O_SUBTREE,
+	O_PLAN,
 };
 
 struct opt {
@@ -142,6 +148,12 @@ static const struct opt opts[] = {
 	{"dupes", 0, O_DUPES, F_EXPORT, NULL,
 	 "--dupes            export: print what 'imatch dupes' prints (from "
 	 "RECORDS... LINKS...)"},
+	{"plan", 0, O_PLAN, F_EXPORT, NULL,
+	 "--plan             export: print what 'imatch dedupe' prints (from "
+	 "RECORDS...\n                   LINKS... CLUSTERS)"},
+	{"subtree", 1, O_SUBTREE, F_IMPORT, NULL,
+	 "--subtree DIR      only the files under DIR (relative to the tree), "
+	 "as the\n                   state of a mount of that directory"},
 	{"shard-id", 1, O_SHARD_ID, F_SIGN, NULL,
 	 "--shard-id I/N     sign --records: this shard's number, of N"},
 	{"files-from", 1, O_FILES_FROM, F_DF | F_SIGN, NULL,
@@ -167,20 +179,23 @@ static const struct opt opts[] = {
 	 "                   reads the file on stdin (repeatable)"},
 	/* dedupe: --keep names the keep rules there; the fraction has its
 	 * own name. */
-	{"near", 0, O_NEAR, F_DEDUPE, NULL,
+	{"near", 0, O_NEAR, F_DEDUPE | F_EXPORT, NULL,
 	 "--near             also plan near-duplicates (default: exact "
 	 "copies)"},
 	{"keep", 1, O_KEEP_RULES, F_DEDUPE, NULL,
 	 "--keep RULES       keep rules in order (default " IM_KEEP_DEFAULT
 	 ")"},
-	{"protect", 1, O_PROTECT, F_DEDUPE, NULL,
+	/* export takes --keep as the other stages do (the fraction). */
+	{"keep-rules", 1, O_KEEP_RULES, F_EXPORT, NULL,
+	 "--keep-rules RULES export --plan: dedupe's --keep RULES"},
+	{"protect", 1, O_PROTECT, F_DEDUPE | F_EXPORT, NULL,
 	 "--protect DIR      never plan a file under DIR (repeatable)"},
-	{"exclude", 1, O_EXCLUDE, F_DEDUPE, NULL,
+	{"exclude", 1, O_EXCLUDE, F_DEDUPE | F_EXPORT, NULL,
 	 "--exclude GLOB     leave matching paths out of the plan "
 	 "(repeatable)"},
-	{"action", 1, O_ACTION, F_DEDUPE, NULL,
+	{"action", 1, O_ACTION, F_DEDUPE | F_EXPORT, NULL,
 	 "--action ACTION    remove (default), trash=DIR, hardlink, symlink"},
-	{"format", 1, O_FORMAT, F_DEDUPE, NULL,
+	{"format", 1, O_FORMAT, F_DEDUPE | F_EXPORT, NULL,
 	 "--format FMT       json (lines, default), csv, text, sh"},
 	{"csv", 0, O_CSV, F_DEDUPE | F_SCAN | F_DUPES, NULL,
 	 "--csv              print CSV (dedupe: the same as --format csv)"},
@@ -285,10 +300,21 @@ static const struct command commands[] = {
 	 "imatch export --lexicon FILE [OPTIONS] [--json] [--root DIR] "
 	 "MANIFEST CLUSTERS RECORDS...\n"
 	 "  imatch export --dupes --lexicon FILE [OPTIONS] [--json] [--root "
-	 "DIR] RECORDS... LINKS...",
+	 "DIR] RECORDS... LINKS...\n"
+	 "  imatch export --plan --lexicon FILE [DEDUPE OPTIONS] --root DIR "
+	 "RECORDS... LINKS... CLUSTERS",
 	 "Batch stage 'export': print what 'imatch scan [--json] DIR' prints\n"
 	 "for the tree the stage files were made from (\"root\" is --root);\n"
-	 "with --dupes, what 'imatch dupes [--json] DIR' prints."},
+	 "with --dupes, what 'imatch dupes [--json] DIR' prints; with --plan,\n"
+	 "what 'imatch dedupe DIR' prints (--keep-rules is dedupe's --keep)."},
+	{"state import", F_IMPORT, cmd_state_import, 1, -1,
+	 "imatch state import --lexicon FILE [OPTIONS] [--subtree DIR] -o "
+	 "STATEDIR RECORDS...",
+	 "Seed a daemon's state directory from a batch run: copy the lexicon\n"
+	 "and write the signature cache of every document of the records\n"
+	 "(all shards of 'sign --records'), so that a mount of the tree, or\n"
+	 "with --subtree of that directory of it, with -o state=STATEDIR and\n"
+	 "the same options serves at once: unchanged files are not read."},
 	{"cat", F_CAT, cmd_cat, 1, -1, "imatch cat [--check|--head] FILE...",
 	 "Print stage files (from ls, df, ...) as JSON, after verifying them.\n"
 	 "A corrupt or truncated file is refused with one line naming it."},
@@ -477,6 +503,8 @@ static int run_command(const struct command *cmd, int argc, char **argv)
 		case O_RECORDS: c.records = true; break;
 		case O_SHARD_ID: c.shard_id = optarg; break;
 		case O_DUPES: c.dupes = true; break;
+		case O_PLAN: c.plan = true; break;
+		case O_SUBTREE: c.subtree = optarg; break;
 		case O_LEXICON: c.lexicon = optarg; break;
 		case O_JSON: c.json = true; break;
 		case O_HIDDEN: c.p.hidden = 1; break;

@@ -56,6 +56,8 @@ struct cli {
 	bool records;	      /**< sign --records */
 	const char *shard_id; /**< sign --shard-id I/N */
 	bool dupes;	      /**< export --dupes */
+	bool plan;	      /**< export --plan */
+	const char *subtree;  /**< state import --subtree DIR */
 	int argc;	      /**< operands */
 	char **argv;
 };
@@ -81,6 +83,7 @@ int cmd_sign_records(struct cli *c);
 int cmd_links(struct cli *c);
 int cmd_components(struct cli *c);
 int cmd_export(struct cli *c);
+int cmd_state_import(struct cli *c);
 
 /* Shared by the stage commands (cmd_stage.c). */
 struct im_stage_reader;
@@ -182,6 +185,28 @@ int cmp_dupe(const void *a, const void *b);
  *  dupes sorted by path; @p first: the first document printed. */
 void print_dupes_doc(const struct cli *c, const char *path,
 		     const struct dupes *ds, bool first);
+
+/* ---- Removal plans (cmd_dedupe.c), also printed by `export --plan` ------- */
+
+struct im_plan_opts;
+struct im_plan_set;
+
+/** Fill @p set (files, hashes, clusters and the plan over them by @p o) for
+ *  the tree @p root (absolute, resolved). @return 0, or -1 after printing
+ *  why. */
+typedef int (*plan_build_fn)(const struct im_plan_opts *o, const char *root,
+			     struct im_plan_set *set, void *arg);
+
+/** Whether --exclude leaves @p path (relative to the tree) out of a plan. */
+bool dedupe_excluded(const struct cli *c, const char *path);
+
+/**
+ * Parse dedupe's options (--near, --keep, --protect, --action, --format)
+ * for the tree @p root, let @p build plan, and print the plan and its
+ * summary exactly as `imatch dedupe` does. @return the exit code.
+ */
+int dedupe_print(struct cli *c, const char *root, plan_build_fn build,
+		 void *arg);
 
 /* ---- Messages -------------------------------------------------------------- */
 

@@ -96,13 +96,16 @@ def make_scale_tree(root):
 
 
 def reference_scan(tree):
-    """What scan.json and dupes.json must hold (the root aside)."""
+    """What scan.json and dupes.json must hold (the root aside), and the
+    bytes of dedupe-near.jsonl."""
     docs = []
     for cmd in ("scan", "dupes"):
         out, _ = run(cmd, "--json", tree)
         doc = json.loads(out)
         doc.pop("root")
         docs.append(doc)
+    out, _ = run("dedupe", "--near", tree)
+    docs.append(out.decode("utf-8", "surrogateescape"))
     return docs
 
 
@@ -117,6 +120,11 @@ def check_outputs(out, want_lex, want_scan, what):
         check(got == want, "%s: %s equals imatch %s --json:\n%s\n%s"
               % (what, name, name[:-5], json.dumps(got, indent=1)[:3000],
                  json.dumps(want, indent=1)[:3000]))
+    got = read(os.path.join(out, "dedupe-near.jsonl")).decode(
+        "utf-8", "surrogateescape")
+    check(got == want_scan[2] and got.count("\n") >= 3,
+          "%s: dedupe-near.jsonl equals imatch dedupe --near:\n%s\n%s"
+          % (what, got[:3000], want_scan[2][:3000]))
 
 
 def case_scale_equal(tmp):

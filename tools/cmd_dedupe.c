@@ -266,7 +266,12 @@ static int parse_options(struct cli *c, const char *root, struct dedupe *dd)
 				c->protect[i], dd->root);
 			return -1;
 		}
-		dd->protect[i] = rel;
+		/* abs is gone after this iteration: keep a copy. */
+		dd->protect[i] = strdup(rel);
+		if (!dd->protect[i]) {
+			err_msg("%s", strerror(ENOMEM));
+			return 1;
+		}
 	}
 	dd->o.protect = dd->protect;
 	dd->o.nprotect = c->nprotect;
@@ -521,6 +526,14 @@ static void print_summary(const struct dedupe *dd)
 			p->protected_kept, p->same_inode);
 }
 
+static void release(struct dedupe *dd)
+{
+	for (size_t i = 0; dd->protect && dd->protect[i]; i++)
+		free((char *)dd->protect[i]);
+	free(dd->protect);
+	im_plan_set_release(&dd->set);
+}
+
 /* Print the plan and its summary. @return the exit code. */
 static int emit(const struct dedupe *dd)
 {
@@ -554,8 +567,7 @@ int dedupe_print(struct cli *c, const char *root, plan_build_fn build,
 		goto out;
 	code = emit(&dd);
 out:
-	im_plan_set_release(&dd.set);
-	free(dd.protect);
+	release(&dd);
 	return code;
 }
 
@@ -591,8 +603,7 @@ int cmd_dedupe(struct cli *c)
 	}
 	code = emit(&dd);
 out:
-	im_plan_set_release(&dd.set);
-	free(dd.protect);
+	release(&dd);
 	for (size_t i = 0; i < recs.n; i++)
 		free(recs.v[i].path);
 	free(recs.v);

@@ -28,15 +28,18 @@ def check(cond, msg):
         raise Failure(msg)
 
 
-def run(*args, code=0):
-    """Run imatch; check its exit code; return (stdout bytes, stderr str)."""
-    p = subprocess.run([IMATCH, *args], stdout=subprocess.PIPE,
-                       stderr=subprocess.PIPE, timeout=300)
+def run(*args, code=0, stdin=None, text=False):
+    """Run imatch with @stdin (bytes) as its input; check its exit code;
+    return (stdout, stderr str), stdout as bytes or, with @text, str.
+    The other test scripts share it (and IMATCH, which their main sets)."""
+    p = subprocess.run([IMATCH, *map(str, args)], input=stdin,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       timeout=300)
     err = p.stderr.decode("utf-8", "replace")
     check(p.returncode == code,
           "imatch %s: exit %d, expected %d; stderr: %s"
           % (" ".join(map(str, args)), p.returncode, code, err.strip()))
-    return p.stdout, err
+    return (p.stdout.decode("utf-8", "replace") if text else p.stdout), err
 
 
 # ---- The generated tree ---------------------------------------------------

@@ -19,18 +19,7 @@ import sys
 import tempfile
 
 import test_cli
-from test_cli import Failure, check, document, vocabulary
-
-def run(*args, code=0, stdin=None):
-    """Run imatch; check its exit code; return (stdout bytes, stderr str)."""
-    p = subprocess.run([test_cli.IMATCH, *map(str, args)], input=stdin,
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       timeout=300)
-    err = p.stderr.decode("utf-8", "replace")
-    check(p.returncode == code,
-          "imatch %s: exit %d, expected %d; stderr: %s"
-          % (" ".join(map(str, args)), p.returncode, code, err.strip()))
-    return p.stdout, err
+from test_cli import Failure, check, document, run, vocabulary
 
 
 def put(root, rel, data, mtime=None):

@@ -8,34 +8,18 @@ replaced), a byte-identical copy, short texts too small for any signature
 (the same words in another order and case), and unrelated texts. The truth
 is the cosine of the unique-term sets, computed here from `imatch terms`.
 """
+import functools
 import json
 import math
 import os
 import random
-import subprocess
 import sys
 import tempfile
 
-IMATCH = None
+import test_cli  # its run(), shared
+from test_cli import Failure, check
 
-
-class Failure(Exception):
-    pass
-
-
-def check(cond, msg):
-    if not cond:
-        raise Failure(msg)
-
-
-def run(*args, code=0):
-    p = subprocess.run([IMATCH, *args], stdout=subprocess.PIPE,
-                       stderr=subprocess.PIPE, timeout=300)
-    err = p.stderr.decode("utf-8", "replace")
-    check(p.returncode == code,
-          "imatch %s: exit %d, expected %d; stderr: %s"
-          % (" ".join(map(str, args)), p.returncode, code, err.strip()))
-    return p.stdout.decode("utf-8"), err
+run = functools.partial(test_cli.run, text=True)
 
 
 def words(rng, n):
@@ -177,8 +161,7 @@ def case_usage(root):
 
 
 def main():
-    global IMATCH
-    IMATCH = sys.argv[1]
+    test_cli.IMATCH = sys.argv[1]
     case = {"relation": case_relation, "explain": case_explain,
             "usage": case_usage}[sys.argv[2]]
     with tempfile.TemporaryDirectory() as tmp:

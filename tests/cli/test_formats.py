@@ -7,33 +7,19 @@ The fixtures are real files in tests/data/formats (tests/make_format_fixtures.sh
 made them with pandoc and LibreOffice); a share is built in a temporary
 directory from them and the licence texts of tests/data/demo as background.
 """
+import functools
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 
-IMATCH = None
+import test_cli  # its run(), shared
+from test_cli import Failure, check
+
 SRC = None
 
-
-class Failure(Exception):
-    pass
-
-
-def check(cond, msg):
-    if not cond:
-        raise Failure(msg)
-
-
-def run(*args, code=0):
-    p = subprocess.run([IMATCH, *args], stdout=subprocess.PIPE,
-                       stderr=subprocess.PIPE, timeout=300)
-    err = p.stderr.decode("utf-8", "replace")
-    check(p.returncode == code, "imatch %s: exit %d, expected %d; stderr: %s"
-          % (" ".join(map(str, args)), p.returncode, code, err.strip()))
-    return p.stdout.decode("utf-8", "replace"), err
+run = functools.partial(test_cli.run, text=True)
 
 
 def share(tmp, names):
@@ -129,8 +115,8 @@ CASES = {"one_cluster": case_one_cluster,
 
 
 def main():
-    global IMATCH, SRC
-    IMATCH, case, SRC = sys.argv[1], sys.argv[2], sys.argv[3]
+    global SRC
+    test_cli.IMATCH, case, SRC = sys.argv[1], sys.argv[2], sys.argv[3]
     with tempfile.TemporaryDirectory() as tmp:
         try:
             CASES[case](tmp)

@@ -176,8 +176,8 @@ static int sign_shard(struct cli *c, const struct im_lexicon *lex, int rootfd,
 		for (unsigned k = 0; k < nk && !ret; k++) {
 			struct im_stage_key sk;
 
-			im_stage_key_make(&sk, &keys[k], &doc.d, shard,
-					  (uint32_t)i, sh->path[i]);
+			im_stage_key_make(&sk, &keys[k], shard, (uint32_t)i,
+					  sh->path[i]);
 			ret = im_stage_parts_push(
 				kp, im_stage_key_part(&sk, kp->nparts), &sk);
 		}
@@ -339,205 +339,6 @@ static void close_all(struct im_stage_reader **rs, int n)
 	free(rs);
 }
 
-/* ---- links ------------------------------------------------------------------ */
-
-static int key_rec_cmp(const uint8_t *a, size_t al, const uint8_t *b, size_t bl)
-{
-	struct im_stage_key x, y;
-
-	/* Undecodable records sort first; the reader reports them. */
-	if (im_stage_key_decode(a, al, &x))
-		return -1;
-	if (im_stage_key_decode(b, bl, &y))
-		return 1;
-	return im_stage_key_cmp(&x, &y);
-}
-
-/* One key group being collected, and what verifying it needs. */
-struct group {
-	struct im_stage_key *m; /* members, in path order */
-	size_t n, cap;
-	struct im_doc_sigs *sigs; /* for im_group_links() */
-	const struct im_doc_sigs **ptrs;
-	size_t sigs_cap;
-	struct im_stage_writer *w;
-	struct im_stage_buf rec;
-	uint64_t groups, members, largest, links;
-};
-
-static int group_add(struct group *g, const struct im_stage_key *k)
-{
-	if (g->n == g->cap) {
-		size_t cap = g->cap ? 2 * g->cap : 64;
-		struct im_stage_key *m = realloc(g->m, cap * sizeof(*m));
-
-		if (!m)
-			return -ENOMEM;
-		g->m = m;
-		g->cap = cap;
-	}
-	g->m[g->n++] = *k;
-	return 0;
-}
-
-static int put_link(size_t i, size_t j, double similarity, bool exact,
-		    void *arg)
-{
-	struct group *g = arg;
-	struct im_stage_link l = {
-		.a_shard = g->m[i].shard,
-		.a_index = g->m[i].index,
-		.b_shard = g->m[j].shard,
-		.b_index = g->m[j].index,
-		.exact = exact,
-		.similarity = similarity,
-	};
-
-	g->rec.len = 0;
-	im_stage_link_encode(&g->rec, &l);
-	if (g->rec.oom)
-		return -ENOMEM;
-	g->links++;
-	return im_stage_writer_add(g->w, g->rec.p, g->rec.len);
-}
-
-/*
- * The links of one complete group. The holders of one exact hash are all
- * exact copies of each other, so linking each to the first gives the same
- * components as every pair (the live index's relation) in linear time: a
- * file copied a million times costs a million links. Other keys are
- * verified by im_group_links(), which caps the comparisons of hot keys.
- */
-static int group_flush(struct group *g, double threshold)
-{
-	int ret = 0;
-
-	if (g->n >= 2) {
-		g->groups++;
-		g->members += g->n;
-		if (g->n > g->largest)
-			g->largest = g->n;
-	}
-	if (g->n >= 2 && g->m[0].key.kind == IM_KEY_EXACT) {
-		for (size_t j = 1; j < g->n && !ret; j++)
-			ret = put_link(0, j, 1.0, true, g);
-	} else if (g->n >= 2) {
-		if (g->sigs_cap < g->n) {
-			free(g->sigs);
-			free(g->ptrs);
-			g->sigs = malloc(g->n * sizeof(*g->sigs));
-			g->ptrs = malloc(g->n * sizeof(*g->ptrs));
-			g->sigs_cap = g->sigs && g->ptrs ? g->n : 0;
-			if (!g->sigs_cap)
-				return -ENOMEM;
-		}
-		for (size_t i = 0; i < g->n; i++) {
-			im_stage_key_sigs(&g->m[i], &g->sigs[i]);
-			g->ptrs[i] = &g->sigs[i];
-		}
-		ret = im_group_links(g->m[0].key.kind, g->ptrs, g->n, threshold,
-				     put_link, g);
-	}
-	g->n = 0;
-	return ret;
-}
-
-static int links_merge(struct im_stage_merge *m, struct group *g,
-		       double threshold, size_t *from)
-{
-	struct im_stage_key k;
-	const uint8_t *p;
-	size_t len;
-	int ret;
-
-	while ((ret = im_stage_merge_next(m, &p, &len, from)) > 0) {
-		if (im_stage_key_decode(p, len, &k))
-			return -EINVAL;
-		if (g->n && !im_stage_key_same(&g->m[0], &k)) {
-			ret = group_flush(g, threshold);
-			if (ret)
-				return ret;
-		}
-		ret = group_add(g, &k);
-		if (ret)
-			return ret;
-	}
-	return ret ? ret : group_flush(g, threshold);
-}
-
-int cmd_links(struct cli *c)
-{
-	struct im_stage_reader **rs = calloc((size_t)c->argc, sizeof(*rs));
-	struct im_stage_header h = {.kind = IM_STAGE_LINKS, .nparts = 1};
-	struct run_keys keys;
-	struct im_stage_merge *m = NULL;
-	struct group g = {0};
-	size_t from = 0;
-	int ret = -ENOMEM, code = EXIT_RUNTIME;
-
-	if (!rs)
-		goto fail;
-	if (run_key(c, &keys) || open_all(c, rs, &keys, 1u << IM_STAGE_KEYS))
-		goto out;
-	h.key = keys.link;
-	for (int i = 1; i < c->argc; i++) {
-		const struct im_stage_header *a = im_stage_header(rs[0]),
-					     *b = im_stage_header(rs[i]);
-
-		if (a->part != b->part || a->nparts != b->nparts) {
-			err_msg("%s: partition %" PRIu32 " of %" PRIu32
-				", but %s is %" PRIu32 " of %" PRIu32,
-				c->argv[i], b->part, b->nparts, c->argv[0],
-				a->part, a->nparts);
-			goto out;
-		}
-	}
-	ret = im_stage_merge_new(rs, (size_t)c->argc, key_rec_cmp, &m);
-	if (ret)
-		goto fail;
-	ret = im_stage_writer_new(c->out, &h, &g.w);
-	if (ret) {
-		write_failed(c->out, ret);
-		goto out;
-	}
-	ret = links_merge(m, &g, c->p.similarity, &from);
-	if (ret == -EINVAL) {
-		err_msg("%s: corrupt: a bad or unsorted key record",
-			c->argv[from]);
-		goto out;
-	}
-	if (ret == -ENOMEM)
-		goto fail;
-	im_stage_writer_set_meta(g.w, LNK_GROUPS, g.groups);
-	im_stage_writer_set_meta(g.w, LNK_MEMBERS, g.members);
-	im_stage_writer_set_meta(g.w, LNK_LARGEST, g.largest);
-	im_stage_writer_set_meta(g.w, LNK_LINKS, g.links);
-	if (!ret)
-		ret = im_stage_writer_commit(g.w);
-	if (ret) {
-		write_failed(c->out, ret);
-		goto out;
-	}
-	if (c->verbose)
-		fprintf(stderr,
-			"%s: %" PRIu64 " key groups, %" PRIu64
-			" members, largest %" PRIu64 ", %" PRIu64 " links\n",
-			c->out, g.groups, g.members, g.largest, g.links);
-	code = 0;
-	goto out;
-fail:
-	err_msg("links: %s", strerror(-ret));
-out:
-	im_stage_merge_free(m);
-	im_stage_writer_free(g.w);
-	im_stage_buf_release(&g.rec);
-	free(g.m);
-	free(g.sigs);
-	free(g.ptrs);
-	close_all(rs, c->argc);
-	return code;
-}
-
 /* ---- Records in shard order -------------------------------------------------- */
 
 /* The records files among the operands, by shard, all shards present. */
@@ -639,6 +440,7 @@ static int shard_set_foreach(const struct shard_set *ss,
 		ret = fn(id, NULL, ss->rec[s], arg);
 		if (ret)
 			return ret;
+		im_stage_drop(ss->rec[s]);
 	}
 	return 0;
 }
@@ -650,6 +452,292 @@ static uint32_t dense_id(const struct shard_set *s, uint32_t shard,
 	if (shard >= s->nshards || s->base[shard] + index >= s->base[shard + 1])
 		return UINT32_MAX;
 	return (uint32_t)(s->base[shard] + index);
+}
+
+/* ---- links ------------------------------------------------------------------ */
+
+static int key_rec_cmp(const uint8_t *a, size_t al, const uint8_t *b, size_t bl)
+{
+	struct im_stage_key x, y;
+
+	/* Undecodable records sort first; the reader reports them. */
+	if (im_stage_key_decode(a, al, &x))
+		return -1;
+	if (im_stage_key_decode(b, bl, &y))
+		return 1;
+	return im_stage_key_cmp(&x, &y);
+}
+
+/*
+ * The records of every shard, indexed on first use: a links task verifies
+ * a group's members from their records (the key runs name the holders
+ * only). 16 bytes per document of the shards it meets, the records mapped.
+ */
+struct rec_index {
+	const struct shard_set *ss;
+	struct rec_ref {
+		const uint8_t *p;
+		size_t len;
+	} * *v; /* [nshards], each [documents of the shard] or NULL */
+};
+
+static void rec_index_release(struct rec_index *ri)
+{
+	for (uint32_t s = 0; ri->v && s < ri->ss->nshards; s++)
+		free(ri->v[s]);
+	free(ri->v);
+}
+
+/* The signatures of the holder of @p k. @return 0, -ENOMEM, or -ENOENT
+ * when the records hold no such document, or another path. */
+static int rec_sigs(struct rec_index *ri, const struct im_stage_key *k,
+		    struct im_doc_sigs *d)
+{
+	const struct shard_set *ss = ri->ss;
+	struct im_stage_doc doc;
+	const struct rec_ref *r;
+	size_t n;
+
+	if (k->shard >= ss->nshards)
+		return -ENOENT;
+	n = ss->base[k->shard + 1] - ss->base[k->shard];
+	if (k->index >= n)
+		return -ENOENT;
+	if (!ri->v[k->shard]) {
+		struct rec_ref *v = malloc((n ? n : 1) * sizeof(*v));
+		size_t i = 0;
+
+		if (!v)
+			return -ENOMEM;
+		im_stage_rewind(ss->rec[k->shard]);
+		while (i < n &&
+		       im_stage_next(ss->rec[k->shard], &v[i].p, &v[i].len))
+			i++;
+		ri->v[k->shard] = v;
+	}
+	r = &ri->v[k->shard][k->index];
+	if (im_stage_doc_decode(r->p, r->len, &doc) ||
+	    doc.path_len != k->path_len ||
+	    memcmp(doc.path, k->path, k->path_len))
+		return -ENOENT;
+	*d = doc.d;
+	return 0;
+}
+
+/* One key group being collected, and what verifying it needs. */
+struct group {
+	struct rec_index *ri;
+	struct im_stage_key *m; /* members, in path order */
+	size_t n, cap;
+	struct im_doc_sigs *sigs; /* for im_group_links() */
+	const struct im_doc_sigs **ptrs;
+	size_t sigs_cap;
+	struct im_stage_writer *w;
+	struct im_stage_buf rec;
+	uint64_t groups, members, largest, links;
+};
+
+static int group_add(struct group *g, const struct im_stage_key *k)
+{
+	if (g->n == g->cap) {
+		size_t cap = g->cap ? 2 * g->cap : 64;
+		struct im_stage_key *m = realloc(g->m, cap * sizeof(*m));
+
+		if (!m)
+			return -ENOMEM;
+		g->m = m;
+		g->cap = cap;
+	}
+	g->m[g->n++] = *k;
+	return 0;
+}
+
+static int put_link(size_t i, size_t j, double similarity, bool exact,
+		    void *arg)
+{
+	struct group *g = arg;
+	struct im_stage_link l = {
+		.a_shard = g->m[i].shard,
+		.a_index = g->m[i].index,
+		.b_shard = g->m[j].shard,
+		.b_index = g->m[j].index,
+		.exact = exact,
+		.similarity = similarity,
+	};
+
+	g->rec.len = 0;
+	im_stage_link_encode(&g->rec, &l);
+	if (g->rec.oom)
+		return -ENOMEM;
+	g->links++;
+	return im_stage_writer_add(g->w, g->rec.p, g->rec.len);
+}
+
+/*
+ * The links of one complete group. The holders of one exact hash are all
+ * exact copies of each other, so linking each to the first gives the same
+ * components as every pair (the live index's relation) in linear time: a
+ * file copied a million times costs a million links. Other keys are
+ * verified by im_group_links(), which caps the comparisons of hot keys.
+ */
+static int group_flush(struct group *g, double threshold)
+{
+	int ret = 0;
+
+	if (g->n >= 2) {
+		g->groups++;
+		g->members += g->n;
+		if (g->n > g->largest)
+			g->largest = g->n;
+	}
+	if (g->n >= 2 && g->m[0].key.kind == IM_KEY_EXACT) {
+		for (size_t j = 1; j < g->n && !ret; j++)
+			ret = put_link(0, j, 1.0, true, g);
+	} else if (g->n >= 2) {
+		if (g->sigs_cap < g->n) {
+			free(g->sigs);
+			free(g->ptrs);
+			g->sigs = malloc(g->n * sizeof(*g->sigs));
+			g->ptrs = malloc(g->n * sizeof(*g->ptrs));
+			g->sigs_cap = g->sigs && g->ptrs ? g->n : 0;
+			if (!g->sigs_cap)
+				return -ENOMEM;
+		}
+		for (size_t i = 0; i < g->n; i++) {
+			ret = rec_sigs(g->ri, &g->m[i], &g->sigs[i]);
+			if (ret)
+				return ret;
+			g->ptrs[i] = &g->sigs[i];
+		}
+		ret = im_group_links(g->m[0].key.kind, g->ptrs, g->n, threshold,
+				     put_link, g);
+	}
+	g->n = 0;
+	return ret;
+}
+
+static int links_merge(struct im_stage_merge *m, struct group *g,
+		       double threshold, size_t *from)
+{
+	struct im_stage_key k;
+	const uint8_t *p;
+	size_t len;
+	int ret;
+
+	while ((ret = im_stage_merge_next(m, &p, &len, from)) > 0) {
+		if (im_stage_key_decode(p, len, &k))
+			return -EINVAL;
+		if (g->n && !im_stage_key_same(&g->m[0], &k)) {
+			ret = group_flush(g, threshold);
+			if (ret)
+				return ret;
+		}
+		ret = group_add(g, &k);
+		if (ret)
+			return ret;
+	}
+	return ret ? ret : group_flush(g, threshold);
+}
+
+int cmd_links(struct cli *c)
+{
+	struct im_stage_reader **rs = calloc((size_t)c->argc, sizeof(*rs)),
+			       **kr = calloc((size_t)c->argc, sizeof(*kr));
+	int *kn = calloc((size_t)c->argc, sizeof(*kn));
+	struct im_stage_header h = {.kind = IM_STAGE_LINKS, .nparts = 1};
+	struct run_keys keys;
+	struct im_stage_merge *m = NULL;
+	struct shard_set ss = {0};
+	struct rec_index ri = {.ss = &ss};
+	struct group g = {.ri = &ri};
+	size_t from = 0, nk = 0;
+	int ret = -ENOMEM, code = EXIT_RUNTIME;
+
+	if (!rs || !kr || !kn)
+		goto fail;
+	if (run_key(c, &keys) ||
+	    open_all(c, rs, &keys,
+		     1u << IM_STAGE_KEYS | 1u << IM_STAGE_RECORDS) ||
+	    shard_set_init(c, rs, &ss))
+		goto out;
+	ri.v = calloc(ss.nshards, sizeof(*ri.v));
+	if (!ri.v)
+		goto fail;
+	h.key = keys.link;
+	for (int i = 0; i < c->argc; i++) {
+		const struct im_stage_header *a, *b = im_stage_header(rs[i]);
+
+		if (b->kind != IM_STAGE_KEYS)
+			continue;
+		kn[nk] = i;
+		kr[nk++] = rs[i];
+		a = im_stage_header(kr[0]);
+		if (a->part != b->part || a->nparts != b->nparts) {
+			err_msg("%s: partition %" PRIu32 " of %" PRIu32
+				", but %s is %" PRIu32 " of %" PRIu32,
+				c->argv[i], b->part, b->nparts, c->argv[kn[0]],
+				a->part, a->nparts);
+			goto out;
+		}
+	}
+	if (!nk) {
+		err_msg("links: no key runs given");
+		goto out;
+	}
+	ret = im_stage_merge_new(kr, nk, key_rec_cmp, &m);
+	if (ret)
+		goto fail;
+	ret = im_stage_writer_new(c->out, &h, &g.w);
+	if (ret) {
+		write_failed(c->out, ret);
+		goto out;
+	}
+	ret = links_merge(m, &g, c->p.similarity, &from);
+	if (ret == -EINVAL) {
+		err_msg("%s: corrupt: a bad or unsorted key record",
+			c->argv[kn[from]]);
+		goto out;
+	}
+	if (ret == -ENOENT) {
+		err_msg("%s: a key names a document that the records given "
+			"do not hold",
+			c->argv[kn[from]]);
+		goto out;
+	}
+	if (ret == -ENOMEM)
+		goto fail;
+	im_stage_writer_set_meta(g.w, LNK_GROUPS, g.groups);
+	im_stage_writer_set_meta(g.w, LNK_MEMBERS, g.members);
+	im_stage_writer_set_meta(g.w, LNK_LARGEST, g.largest);
+	im_stage_writer_set_meta(g.w, LNK_LINKS, g.links);
+	if (!ret)
+		ret = im_stage_writer_commit(g.w);
+	if (ret) {
+		write_failed(c->out, ret);
+		goto out;
+	}
+	if (c->verbose)
+		fprintf(stderr,
+			"%s: %" PRIu64 " key groups, %" PRIu64
+			" members, largest %" PRIu64 ", %" PRIu64 " links\n",
+			c->out, g.groups, g.members, g.largest, g.links);
+	code = 0;
+	goto out;
+fail:
+	err_msg("links: %s", strerror(-ret));
+out:
+	im_stage_merge_free(m);
+	im_stage_writer_free(g.w);
+	im_stage_buf_release(&g.rec);
+	free(g.m);
+	free(g.sigs);
+	free(g.ptrs);
+	rec_index_release(&ri);
+	shard_set_release(&ss);
+	free(kr);
+	free(kn);
+	close_all(rs, c->argc);
+	return code;
 }
 
 /* ---- components -------------------------------------------------------------- */
@@ -746,6 +834,7 @@ static int foreach_link(struct cli *c, struct im_stage_reader **rs,
 			if (ret)
 				return ret;
 		}
+		im_stage_drop(rs[i]);
 	}
 	return 0;
 }
@@ -800,6 +889,8 @@ int cmd_components(struct cli *c)
 	    shard_set_init(c, rs, &ss))
 		goto out;
 	h.key = keys.link;
+	for (int i = 0; i < c->argc; i++)
+		im_stage_drop(rs[i]);
 	n = (uint32_t)ss.base[ss.nshards];
 	/* 4 bytes per document for the forest, 4 for the cluster numbers
 	 * (then 4 per clustered document for the member lists). */

@@ -285,9 +285,10 @@ static const struct command commands[] = {
 	 "shard) into one. 'imatch lexicon build --from-df' takes one merged\n"
 	 "file per partition."},
 	{"links", F_LINKS, cmd_links, 1, -1,
-	 "imatch links --lexicon FILE [OPTIONS] -o FILE KEYRUN...",
+	 "imatch links --lexicon FILE [OPTIONS] -o FILE RECORDS... KEYRUN...",
 	 "Batch stage 'links': merge the key runs of one partition (every\n"
-	 "shard's PREFIX.kNNNN) and link the documents of each key group:\n"
+	 "shard's PREFIX.kNNNN) and link the documents of each key group,\n"
+	 "verified from their records (every shard's PREFIX.rec):\n"
 	 "each member to the group's first, so a key held by very many\n"
 	 "documents costs one link per member. -v reports group sizes."},
 	{"components", F_COMP, cmd_components, 1, -1,

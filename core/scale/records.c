@@ -94,24 +94,18 @@ int im_stage_doc_decode(const uint8_t *p, size_t len, struct im_stage_doc *doc)
 void im_stage_key_encode(struct im_stage_buf *b, const struct im_stage_key *k)
 {
 	uint8_t head[3] = {k->key.kind, k->key.k, k->key.len};
-	uint8_t st[2] = {k->status, k->exact_valid};
-	uint8_t sk[IM_SKETCH_RECORD];
 
 	im_stage_buf_put(b, head, 3);
 	im_stage_buf_put(b, k->key.b, k->key.len);
 	im_stage_buf_u32(b, k->shard);
 	im_stage_buf_u32(b, k->index);
-	im_stage_buf_put(b, st, 2);
-	im_stage_buf_put(b, k->exact, 16);
-	im_sketch_encode(&k->sketch, sk);
-	im_stage_buf_put(b, sk, sizeof(sk));
 	im_stage_buf_put(b, k->path, k->path_len);
 }
 
 int im_stage_key_decode(const uint8_t *p, size_t len, struct im_stage_key *k)
 {
 	struct im_stage_cur c = im_stage_cur(p, len);
-	const uint8_t *head = im_stage_get(&c, 3), *b, *st, *exact, *sk;
+	const uint8_t *head = im_stage_get(&c, 3), *b;
 
 	if (!head || head[0] > IM_KEY_BAND || head[2] > sizeof(k->key.b))
 		return -EINVAL;
@@ -122,17 +116,9 @@ int im_stage_key_decode(const uint8_t *p, size_t len, struct im_stage_key *k)
 	b = im_stage_get(&c, k->key.len);
 	k->shard = im_stage_get_u32(&c);
 	k->index = im_stage_get_u32(&c);
-	st = im_stage_get(&c, 2);
-	exact = im_stage_get(&c, 16);
-	sk = im_stage_get(&c, IM_SKETCH_RECORD);
-	if (c.bad || !im_stage_left(&c) || st[0] >= IM_DOC_STATUS_COUNT ||
-	    st[1] > 1)
+	if (c.bad || !im_stage_left(&c))
 		return -EINVAL;
 	memcpy(k->key.b, b, k->key.len);
-	k->status = st[0];
-	k->exact_valid = st[1];
-	memcpy(k->exact, exact, 16);
-	im_sketch_decode(sk, &k->sketch);
 	k->path = (const char *)c.p;
 	k->path_len = im_stage_left(&c);
 	if (memchr(k->path, '\0', k->path_len))
@@ -140,28 +126,14 @@ int im_stage_key_decode(const uint8_t *p, size_t len, struct im_stage_key *k)
 	return 0;
 }
 
-void im_stage_key_sigs(const struct im_stage_key *k, struct im_doc_sigs *d)
-{
-	memset(d, 0, sizeof(*d));
-	d->status = k->status;
-	d->exact_valid = k->exact_valid;
-	memcpy(d->exact, k->exact, 16);
-	d->sketch = k->sketch;
-}
-
 void im_stage_key_make(struct im_stage_key *k, const struct im_cand_key *key,
-		       const struct im_doc_sigs *d, uint32_t shard,
-		       uint32_t index, const char *path)
+		       uint32_t shard, uint32_t index, const char *path)
 {
 	k->key = *key;
 	k->shard = shard;
 	k->index = index;
 	k->path = path;
 	k->path_len = strlen(path);
-	k->status = d->status;
-	k->exact_valid = d->exact_valid;
-	memcpy(k->exact, d->exact, 16);
-	k->sketch = d->sketch;
 }
 
 bool im_stage_key_same(const struct im_stage_key *a,

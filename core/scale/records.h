@@ -66,35 +66,28 @@ static inline int im_stage_doc_relates(const struct im_doc_sigs *d)
 /* ---- Keys (IM_STAGE_KEYS) -------------------------------------------------- */
 
 /**
- * One candidate key of one document (im_doc_keys(), index.h) with what
- * verifying a pair needs (im_doc_link(): status, exact hash, sketch) and the
- * path that orders a key's holders, so that a links task verifies a group
- * from the key runs alone.
+ * One candidate key of one document (im_doc_keys(), index.h): the holder
+ * (shard, index) and the path that orders a key's holders. What verifying a
+ * pair needs (im_doc_link(): status, exact hash, sketch) stays in the
+ * holder's record, which a links task looks up only for the members of
+ * groups of two or more: most keys are held once, and a key record is some
+ * 40 bytes instead of 190 with the sketch.
  */
 struct im_stage_key {
 	struct im_cand_key key;
 	uint32_t shard, index;
 	const char *path; /**< borrowed, NOT NUL-terminated */
 	size_t path_len;
-	/* Of the holder's struct im_doc_sigs, what im_doc_link() reads. */
-	uint8_t status, exact_valid;
-	uint8_t exact[16];
-	struct im_sketch sketch;
 };
 
-/** Fill the fields of @p d that @p k carries (the rest zero): enough for
- *  im_doc_link() and im_group_links(). */
-void im_stage_key_sigs(const struct im_stage_key *k, struct im_doc_sigs *d);
-
-/** Make the key record of holder @p d of @p key. Borrows @p path. */
+/** Make the key record of document (@p shard, @p index) at @p path for
+ *  @p key. Borrows @p path. */
 void im_stage_key_make(struct im_stage_key *k, const struct im_cand_key *key,
-		       const struct im_doc_sigs *d, uint32_t shard,
-		       uint32_t index, const char *path);
+		       uint32_t shard, uint32_t index, const char *path);
 
 /**
- * Layout: u8 kind, u8 k, u8 len, len bytes, u32 shard, u32 index,
- * u8 status, u8 exact_valid, 16 bytes exact, IM_SKETCH_RECORD bytes of
- * sketch, then the path.
+ * Layout: u8 kind, u8 k, u8 len, len bytes, u32 shard, u32 index, then the
+ * path.
  */
 void im_stage_key_encode(struct im_stage_buf *b, const struct im_stage_key *k);
 /** @return 0 or -EINVAL. k->path points into @p p. */

@@ -405,6 +405,12 @@ void im_stage_rewind(struct im_stage_reader *r)
 	r->pos = r->map + HEADER_LEN;
 }
 
+void im_stage_drop(struct im_stage_reader *r)
+{
+	/* Advice only: where it fails the pages stay, nothing else. */
+	(void)madvise((void *)r->map, r->size, MADV_DONTNEED);
+}
+
 /* ---- Partition buffers ---------------------------------------------------------- */
 
 int im_stage_parts_init(struct im_stage_parts *pp, uint32_t nparts, size_t item)

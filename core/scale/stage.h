@@ -42,7 +42,9 @@
 #include <stdint.h>
 #include <string.h>
 
-#define IM_STAGE_VERSION 1
+/* 2: key records name their holder only (its signatures stay in the
+ * records). */
+#define IM_STAGE_VERSION 2
 #define IM_STAGE_META	 8
 /** Most partitions a shuffle may use. */
 #define IM_STAGE_MAX_PARTS 4096
@@ -149,6 +151,15 @@ bool im_stage_next(struct im_stage_reader *r, const uint8_t **payload,
 
 /** Start again from the first record. */
 void im_stage_rewind(struct im_stage_reader *r);
+
+/**
+ * Give back the pages of the mapping (madvise MADV_DONTNEED): reading on
+ * faults them in again from the page cache. Opening reads the whole file
+ * (the checksum), so a process that streams many large files and must hold
+ * only its own state (the components stage: 64 bytes per document at most)
+ * calls this after opening and after each pass. Never fails.
+ */
+void im_stage_drop(struct im_stage_reader *r);
 
 /* ---- Partition buffers ---------------------------------------------------
  *

@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct im_scope;
+
 /** Largest K (number of randomized lexicons); coordinate 0 is the original. */
 #define IM_MAX_LEXICONS 31
 /** Signatures per document at most: the original lexicon plus K. */
@@ -60,6 +62,9 @@ struct im_params {
 	/** External filters for files no extractor reads: a NULL-terminated
 	 *  list of "EXT:COMMAND" (extract.h), borrowed; NULL for none. */
 	const char *const *filters;
+	/** -o exclude / -o include (scope.h), borrowed; NULL for none. The
+	 *  walker reads .imatchignore files in the tree either way. */
+	const struct im_scope *scope;
 };
 
 /** Fill @p p with the defaults. Never fails. */

@@ -34,6 +34,7 @@
 
 #include "beneath.h"
 #include "scan.h"
+#include "scope.h"
 
 /* Innermost frames that keep their directory fd open. */
 #define WALK_MAX_OPEN 32
@@ -87,6 +88,7 @@ struct walk_cbs {
 	dev_t skip_dev;
 	ino_t skip_ino;
 	const volatile bool *cancel;
+	const char *under; /* im_walk_ops.under */
 };
 
 struct frame {
@@ -104,6 +106,9 @@ struct walker {
 	struct im_scan_counts *counts;
 	struct frame *stack;
 	size_t depth, cap;
+	/* The .imatchignore files of the parents of `under`, then one per
+	 * frame: n == parents + depth between calls of walk_enter(). */
+	struct im_scope_chain chain;
 };
 
 static int cmp_names(const void *a, const void *b)
@@ -254,6 +259,44 @@ static int frame_reopen(struct walker *w, size_t i)
 	return 0;
 }
 
+/* Push the .imatchignore of the directory @p fd (at @p path) whose sorted
+ * names are @p names, or NULL when it has none or it cannot be read. */
+static int push_ignore(struct walker *w, int fd, const char *path, char **names,
+		       size_t n)
+{
+	const char *key = IM_IGNORE_NAME;
+	struct im_ignore *ig = NULL;
+	int ret = 0;
+
+	if (n && bsearch(&key, names, n, sizeof(*names), cmp_names))
+		ret = im_ignore_load_at(fd, path, &ig);
+	if (ret == -ENOMEM)
+		return ret;
+	if (ret)
+		w->counts->errors++;
+	return im_scope_chain_push(&w->chain, ig);
+}
+
+/* Whether path/name is out of scope (counted): 1 yes, 0 no, -ENOMEM. */
+static int out_of_scope(struct walker *w, const char *path, const char *name,
+			bool is_dir)
+{
+	char *fp;
+	bool out;
+
+	if (im_scope_empty(w->p->scope) && !w->chain.files &&
+	    strcmp(name, IM_IGNORE_NAME))
+		return 0;
+	fp = join(path, name);
+	if (!fp)
+		return -ENOMEM;
+	out = im_scope_excluded(w->p->scope, &w->chain, fp, is_dir);
+	free(fp);
+	if (out)
+		w->counts->excluded++;
+	return out;
+}
+
 /*
  * Enter a directory already opened as @p fd: count it, call the dir callback,
  * hand its files on and push a frame with its subdirectories. Takes
@@ -291,9 +334,15 @@ static int walk_enter(struct walker *w, int fd, char *path,
 		ret = 0;
 		goto out;
 	}
+	ret = push_ignore(w, fd, path, names, n);
+	if (ret) {
+		free_names(names, n);
+		goto out;
+	}
 	for (i = 0; i < n; i++) {
 		char *name = names[i];
 		bool keep = false;
+		int scope;
 
 		if (cancelled(cb)) {
 			ret = -ECANCELED;
@@ -314,9 +363,25 @@ static int walk_enter(struct walker *w, int fd, char *path,
 				c->mounts++;
 				keep = false;
 			}
+			scope = keep ? out_of_scope(w, path, name, true) : 0;
+			if (scope < 0) {
+				ret = scope;
+				break;
+			}
+			keep = keep && !scope;
 		} else if (S_ISREG(est.st_mode)) {
-			char *fp = join(path, name);
+			char *fp;
 
+			scope = out_of_scope(w, path, name, false);
+			if (scope) {
+				if (scope < 0) {
+					ret = scope;
+					break;
+				}
+				free(name);
+				continue;
+			}
+			fp = join(path, name);
 			if (!fp) {
 				ret = -ENOMEM;
 				break;
@@ -344,6 +409,7 @@ static int walk_enter(struct walker *w, int fd, char *path,
 			free(names[i]);
 		free_names(names, nsub);
 		names = NULL;
+		im_scope_chain_pop(&w->chain);
 		goto out;
 	}
 	if (w->depth == w->cap) {
@@ -352,6 +418,7 @@ static int walk_enter(struct walker *w, int fd, char *path,
 
 		if (!ns) {
 			free_names(names, nsub);
+			im_scope_chain_pop(&w->chain);
 			ret = -ENOMEM;
 			goto out;
 		}
@@ -387,22 +454,28 @@ static int walk(int rootfd, const struct im_params *p,
 		const struct walk_cbs *cb, struct im_scan_counts *counts)
 {
 	struct walker w = {.p = p, .cb = cb, .counts = counts};
+	const char *under = cb->under ? cb->under : "";
+	bool excluded;
 	struct stat st;
 	int fd, ret;
 	char *root;
 
-	fd = openat(rootfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st)) {
-		ret = -errno;
-		close(fd);
+	ret = im_scope_open_dir(rootfd, p->scope, under, &w.chain, &fd,
+				&excluded);
+	if (ret)
 		return ret;
+	if (excluded) {
+		counts->excluded++;
+		im_scope_chain_release(&w.chain);
+		return 0;
 	}
-	root = strdup("");
-	if (!root) {
+	root = strdup(under);
+	if (!root || fstat(fd, &st)) {
+		ret = root ? -errno : -ENOMEM;
+		free(root);
 		close(fd);
-		return -ENOMEM;
+		im_scope_chain_release(&w.chain);
+		return ret;
 	}
 	ret = walk_enter(&w, fd, root, &st);
 	while (!ret && w.depth) {
@@ -412,6 +485,7 @@ static int walk(int rootfd, const struct im_params *p,
 
 		if (f->next == f->nsub) {
 			frame_release(f);
+			im_scope_chain_pop(&w.chain);
 			w.depth--;
 			continue;
 		}
@@ -457,6 +531,7 @@ static int walk(int rootfd, const struct im_params *p,
 	}
 	while (w.depth)
 		frame_release(&w.stack[--w.depth]);
+	im_scope_chain_release(&w.chain);
 	free(w.stack);
 	return ret;
 }
@@ -494,6 +569,7 @@ int im_walk(int dirfd, const struct im_params *p, const struct im_walk_ops *ops,
 		.arg = &pw,
 		.skip_dev = ops->skip_dev,
 		.skip_ino = ops->skip_ino,
+		.under = ops->under,
 	};
 
 	return walk(dirfd, p, &cb, counts);

@@ -8,6 +8,8 @@
  * fdopendir on dup'ed fds), never by absolute path, so it works when the
  * filesystem is mounted over the source itself. Symbolic links are not
  * followed. Names beginning with '.' are skipped unless im_params.hidden.
+ * Paths left out by im_params.scope or a .imatchignore (scope.h) are
+ * skipped and counted; an excluded directory is not entered.
  * Paths handed to callbacks are relative to the source, without a leading
  * "./", components joined with '/'. They may contain any byte but NUL.
  *
@@ -44,7 +46,9 @@ struct im_scan_counts {
 	uint64_t other;	 /**< symlinks, devices, sockets, fifos: skipped */
 	uint64_t errors; /**< entries or directories that could not be read */
 	uint64_t mounts; /**< imatchfs mounts inside the tree: not entered */
-	uint64_t bytes;	 /**< scans: st_size of the texts read (signed or
+	uint64_t excluded; /**< files and directories left out by the scope
+			      (scope.h): excludes, includes, .imatchignore */
+	uint64_t bytes;	   /**< scans: st_size of the texts read (signed or
 			        rejected; binary files are only sniffed) */
 	uint64_t by_status[IM_DOC_STATUS_COUNT]; /**< scans: results per
 						    enum im_doc_status */
@@ -70,6 +74,10 @@ struct im_walk_ops {
 	 *  both 0 for none. */
 	dev_t skip_dev;
 	ino_t skip_ino;
+	/** If not NULL or "": walk only this directory below @p dirfd (paths
+	 *  still relative to @p dirfd), with the .imatchignore files of its
+	 *  parents applied (im_scope_open_dir()); nothing when it is excluded. */
+	const char *under;
 };
 
 /**
@@ -77,7 +85,8 @@ struct im_walk_ops {
  * first, directories in no particular order.
  *
  * @return 0, a callback's non-zero value, -ENOMEM, or a negative errno if
- *         @p dirfd itself cannot be opened as a directory. Unreadable
+ *         @p dirfd itself (or ops->under) cannot be opened as a
+ *         directory. Unreadable
  *         subdirectories and entries are counted in @p counts->errors, not
  *         fatal.
  */

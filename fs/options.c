@@ -11,6 +11,7 @@
 #include "extract.h"
 #include "options.h"
 #include "plan.h"
+#include "scope.h"
 
 #ifndef IMFS_VERSION
 #define IMFS_VERSION "unknown"
@@ -36,6 +37,14 @@ static void usage(FILE *f)
 		"  -o rescan=SECS   rescan period when inotify watches run out "
 		"(60)\n"
 		"  -o hidden        also read names beginning with '.'\n"
+		"  -o exclude=GLOB  leave out paths matching GLOB (gitignore "
+		"syntax;\n"
+		"                   repeatable; .imatchignore files apply "
+		"too)\n"
+		"  -o include=GLOB  read only files matching GLOB (or under a "
+		"matching\n"
+		"                   directory; repeatable; excludes still "
+		"apply)\n"
 		"  -o filter=EXT:COMMAND  text of *.EXT files no extractor "
 		"reads: COMMAND\n"
 		"                   reads the file on stdin, writes text "
@@ -154,6 +163,21 @@ static int our_option(struct imfs_opts *o, const char *arg)
 		o->params.hidden = 1;
 		return 0;
 	}
+	if (!strcmp(name, "exclude") || !strcmp(name, "include")) {
+		int ret = o->scope ? 0 : im_scope_new(&o->scope);
+
+		if (!ret && val)
+			ret = name[0] == 'e'
+				      ? im_scope_add_exclude(o->scope, val)
+				      : im_scope_add_include(o->scope, val);
+		if (ret == -ENOMEM)
+			return -1;
+		if (ret || !val)
+			return bad(o, "invalid value for option ", name,
+				   val ? val : "");
+		o->params.scope = o->scope;
+		return 0;
+	}
 	if (!strcmp(name, "filter")) {
 		char **v;
 
@@ -270,5 +294,6 @@ void imfs_opts_release(struct imfs_opts *o)
 	for (size_t i = 0; i < o->nprotect; i++)
 		free(o->protect[i]);
 	free(o->protect);
+	im_scope_free(o->scope);
 	memset(o, 0, sizeof(*o));
 }

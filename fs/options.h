@@ -30,6 +30,8 @@ struct imfs_opts {
 	char **filters; /* -o filter=EXT:COMMAND, NULL-terminated; params
 			   borrows it */
 	size_t nfilters;
+	struct im_scope *scope; /* -o exclude, -o include, or NULL; params
+				   borrows it */
 };
 
 /**

@@ -83,6 +83,7 @@ void scanner_stats(struct scanner *s, struct scanner_stats *out)
 	out->cached = __atomic_load_n(&s->st.cached, __ATOMIC_RELAXED);
 	out->hidden = __atomic_load_n(&s->st.hidden, __ATOMIC_RELAXED);
 	out->other = __atomic_load_n(&s->st.other, __ATOMIC_RELAXED);
+	out->excluded = __atomic_load_n(&s->st.excluded, __ATOMIC_RELAXED);
 	out->walk_errors =
 		__atomic_load_n(&s->st.walk_errors, __ATOMIC_RELAXED);
 	out->rescans = __atomic_load_n(&s->st.rescans, __ATOMIC_RELAXED);
@@ -387,6 +388,7 @@ static int full_scan(struct scanner *s, const struct im_state *cache)
 	__atomic_store_n(&s->done, 0, __ATOMIC_RELAXED);
 	ST_SET(s, hidden, counts.hidden);
 	ST_SET(s, other, counts.other);
+	ST_SET(s, excluded, counts.excluded);
 	ST_SET(s, walk_errors, counts.errors);
 	if (ret) {
 		if (ret != -ECANCELED)

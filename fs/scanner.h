@@ -39,6 +39,7 @@ struct scanner_stats {
 	uint64_t pending; /* files the current scan still has to sign */
 	uint64_t cached;  /* documents taken from the cache */
 	uint64_t hidden, other, walk_errors; /* of the last full scan */
+	uint64_t excluded; /* of the last full scan: left out by the scope */
 	uint64_t rescans, saves;
 	bool rescan_wanted; /* a rescan is asked for and not started yet */
 };

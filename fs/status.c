@@ -148,6 +148,12 @@ size_t status_text(struct imfs *fs, char *out, size_t cap)
 		if (len >= sizeof(buf))
 			len = sizeof(buf) - 1;
 	}
+	/* Paths -o exclude/include and .imatchignore files left out. */
+	n = snprintf(buf + len, sizeof(buf) - len, "excluded: %llu\n",
+		     LD(ss.excluded));
+	len += n < 0 ? 0 : (size_t)n;
+	if (len >= sizeof(buf))
+		len = sizeof(buf) - 1;
 	if (out)
 		memcpy(out, buf, len < cap ? len : cap);
 	return len;

@@ -28,6 +28,7 @@
 #include "model.h"
 #include "scan.h"
 #include "scanner.h"
+#include "scope.h"
 #include "util.h"
 #include "watch.h"
 #include "workers.h"
@@ -324,7 +325,7 @@ static bool look(struct watch *w, const char *path, bool deep,
 	const char *slash = strrchr(path, '/');
 	char *dir = slash ? strndup(path, (size_t)(slash - path)) : NULL;
 	struct stat st;
-	int pfd = -1, fd, ret;
+	int pfd = -1, ret;
 
 	l->w = w;
 	l->base = path;
@@ -345,16 +346,20 @@ static bool look(struct watch *w, const char *path, bool deep,
 		close(pfd);
 		return !path_gone(-ret);
 	}
+	close(pfd);
+	/* Left out by -o exclude/include or a .imatchignore: nothing found,
+	 * so whatever the tree held there leaves. */
+	bool excluded = false;
+	ret = im_scope_check(fs->srcfd, fs->opts->params.scope, path,
+			     S_ISDIR(st.st_mode), &excluded);
+	if (ret || excluded)
+		return !path_gone(-ret);
 	if (S_ISREG(st.st_mode) || !deep) {
-		close(pfd);
 		found_add(l, strdup(path), &st);
 		return true;
 	}
-	fd = openat(pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	ret = fd < 0 ? -errno : 0;
-	close(pfd);
-	if (fd < 0)
-		return !path_gone(-ret);
+	/* Walked from the source's fd, so that the .imatchignore files of
+	 * its parents apply; the paths come relative to the source. */
 	struct im_scan_counts counts = {0};
 	struct im_walk_ops ops = {
 		.dir = walk_dir_cb,
@@ -362,10 +367,11 @@ static bool look(struct watch *w, const char *path, bool deep,
 		.arg = l,
 		.skip_dev = fs->state_dev,
 		.skip_ino = fs->state_ino,
+		.under = path,
 	};
-	im_walk(fd, &fs->opts->params, &ops, &counts);
-	close(fd);
-	return true;
+	l->base = "";
+	ret = im_walk(fs->srcfd, &fs->opts->params, &ops, &counts);
+	return !(ret < 0 && path_gone(-ret));
 }
 
 /* Apply what look() found. Tree lock held exclusively. */
@@ -690,6 +696,14 @@ static void handle(struct watch *w, const struct inotify_event *e,
 	if (!name)
 		return;
 	n = tree_child(m->tree, dir, name);
+	if (!strcmp(name, IM_IGNORE_NAME)) {
+		/* What is in scope changed: a rescan adds what is now in and
+		 * sweeps what is now out. */
+		if (e->mask & (IN_CREATE | IN_CLOSE_WRITE | IN_DELETE |
+			       IN_MOVED_FROM | IN_MOVED_TO))
+			scanner_request_rescan(w->fs->scanner);
+		return;
+	}
 	if (!name_wanted(w, name)) {
 		/* Renamed to a hidden name: gone from the view. */
 		if ((e->mask & IN_MOVED_FROM) && n)

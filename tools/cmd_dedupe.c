@@ -20,7 +20,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <fnmatch.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -32,6 +31,7 @@
 #include "imatch.h"
 #include "index.h"
 #include "plan.h"
+#include "scope.h"
 
 /* What the scan saw of each document. */
 struct rec {
@@ -44,8 +44,6 @@ struct recs {
 	struct rec *v;
 	size_t n, cap;
 	int err;
-	const char **exclude; /* --exclude GLOB */
-	size_t nexclude;
 };
 
 static void on_file(const char *path, const struct stat *st,
@@ -85,39 +83,6 @@ static int cmp_rec(const void *a, const void *b)
 		      ((const struct rec *)b)->path);
 }
 
-/*
- * --exclude GLOB: a glob with a '/' matches the path relative to the root or
- * a leading directory of it (fnmatch FNM_PATHNAME | FNM_LEADING_DIR); one
- * without matches any single component, so "*.bak" or "tmp" anywhere.
- */
-static bool excluded(const char *path, const char **globs, size_t n)
-{
-	char comp[NAME_MAX + 1];
-
-	for (size_t i = 0; i < n; i++) {
-		const char *p = path;
-
-		if (strchr(globs[i], '/')) {
-			if (!fnmatch(globs[i], path,
-				     FNM_PATHNAME | FNM_LEADING_DIR))
-				return true;
-			continue;
-		}
-		while (*p) {
-			size_t len = strcspn(p, "/");
-
-			if (len < sizeof(comp)) {
-				memcpy(comp, p, len);
-				comp[len] = '\0';
-				if (!fnmatch(globs[i], comp, 0))
-					return true;
-			}
-			p += len + (p[len] == '/');
-		}
-	}
-	return false;
-}
-
 static int meta(const char *path, struct im_plan_file *f, void *arg)
 {
 	const struct recs *r = arg;
@@ -125,8 +90,8 @@ static int meta(const char *path, struct im_plan_file *f, void *arg)
 	const struct rec *hit =
 		bsearch(&key, r->v, r->n, sizeof(*r->v), cmp_rec);
 
-	if (!hit || excluded(path, r->exclude, r->nexclude))
-		return 1; /* not a document of this scan, or left out */
+	if (!hit)
+		return 1; /* not a document of this scan */
 	f->size = hit->size;
 	f->mtime_ns = hit->mtime_ns;
 	f->dev = hit->dev;
@@ -548,7 +513,9 @@ static int emit(const struct dedupe *dd)
 
 bool dedupe_excluded(const struct cli *c, const char *path)
 {
-	return excluded(path, c->exclude, c->nexclude);
+	/* dedupe leaves these out of its walk; export --plan, which has no
+	 * walk, out of the plan, with the same patterns (core/scope.h). */
+	return c->scope && im_scope_excluded_path(c->scope, path, false);
 }
 
 int dedupe_print(struct cli *c, const char *root, plan_build_fn build,
@@ -574,7 +541,7 @@ out:
 int cmd_dedupe(struct cli *c)
 {
 	struct dedupe dd;
-	struct recs recs = {NULL, 0, 0, 0, c->exclude, c->nexclude};
+	struct recs recs = {NULL, 0, 0, 0};
 	struct im_index *idx = NULL;
 	int fd = -1, ret, code = EXIT_RUNTIME;
 

@@ -16,6 +16,7 @@
 
 #include "extract.h"
 #include "imatch.h"
+#include "scope.h"
 #include "sig.h"
 #include "text.h"
 
@@ -75,8 +76,16 @@ int cmd_sign(struct cli *c)
 		goto out;
 	}
 	for (int i = 0; i < c->argc; i++) {
-		char *real = resolve_file(c->argv[i]);
+		char *real;
 
+		/* --exclude/--include on the path as given. */
+		if (c->p.scope &&
+		    im_scope_excluded_path(c->p.scope, c->argv[i], false)) {
+			if (c->verbose)
+				err_msg("%s: excluded", c->argv[i]);
+			continue;
+		}
+		real = resolve_file(c->argv[i]);
 		if (!real) {
 			failed = 1;
 			continue;

@@ -368,6 +368,7 @@ static void print_summary(const struct collect *col,
 		errors_of(k), k->hidden, k->other, col->n, s->lex_docs,
 		s->primary, s->secondary);
 	print_formats(k);
+	fprintf(stderr, "excluded: %" PRIu64 "\n", k->excluded);
 	if (s->t_lex > 0)
 		fprintf(stderr, "lexicon pass: %.3f s\n", s->t_lex);
 	fprintf(stderr, "signing pass: %.3f s, %.1f MB, %.1f MB/s\n", s->t_sign,

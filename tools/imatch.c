@@ -18,6 +18,7 @@
 #include "imatch.h"
 #include "stage.h"
 #include "plan.h"
+#include "scope.h"
 
 #ifndef IM_VERSION
 #define IM_VERSION "unknown"
@@ -49,6 +50,8 @@ enum {
 		   F_IMPORT, /* -o */
 	F_SIGNING = F_SIGN | F_SCAN | F_EXPLAIN | F_DEDUPE | F_DUPES |
 		    F_KEYED, /* k, seed, ... */
+	/* --exclude, --include: whatever walks a tree, and sign's files. */
+	F_SCOPED = F_BUILD | F_SIGN | F_SCAN | F_LS | F_DEDUPE | F_DUPES,
 };
 
 /* Option codes above the byte range for long-only options. */
@@ -91,6 +94,7 @@ enum {
 	O_FILTER,
 	O_SUBTREE,
 	O_PLAN,
+	O_INCLUDE,
 };
 
 struct opt {
@@ -190,9 +194,14 @@ static const struct opt opts[] = {
 	 "--keep-rules RULES export --plan: dedupe's --keep RULES"},
 	{"protect", 1, O_PROTECT, F_DEDUPE | F_EXPORT, NULL,
 	 "--protect DIR      never plan a file under DIR (repeatable)"},
-	{"exclude", 1, O_EXCLUDE, F_DEDUPE | F_EXPORT, NULL,
-	 "--exclude GLOB     leave matching paths out of the plan "
-	 "(repeatable)"},
+	{"exclude", 1, O_EXCLUDE, F_SCOPED | F_EXPORT, NULL,
+	 "--exclude GLOB     leave out paths matching GLOB (gitignore syntax,\n"
+	 "                   repeatable; .imatchignore files apply too;\n"
+	 "                   export --plan: out of the plan)"},
+	{"include", 1, O_INCLUDE, F_SCOPED | F_EXPORT, NULL,
+	 "--include GLOB     read only files matching GLOB or under a "
+	 "matching\n"
+	 "                   directory (repeatable; excludes still apply)"},
 	{"action", 1, O_ACTION, F_DEDUPE | F_EXPORT, NULL,
 	 "--action ACTION    remove (default), trash=DIR, hardlink, symlink"},
 	{"format", 1, O_FORMAT, F_DEDUPE | F_EXPORT, NULL,
@@ -512,19 +521,37 @@ static int run_command(const struct command *cmd, int argc, char **argv)
 		case O_NEAR: c.near = true; break;
 		case O_KEEP_RULES: c.keep_rules = optarg; break;
 		case O_PROTECT:
-		case O_EXCLUDE: {
-			bool prot = ch == O_PROTECT;
-			const char ***v = prot ? &c.protect : &c.exclude;
-
-			if (!*v)
-				*v = calloc((size_t)argc, sizeof(char *));
-			if (!*v) {
+			if (!c.protect)
+				c.protect =
+					calloc((size_t)argc, sizeof(char *));
+			if (!c.protect) {
 				err_msg("%s", strerror(ENOMEM));
 				return EXIT_RUNTIME;
 			}
-			(*v)[prot ? c.nprotect++ : c.nexclude++] = optarg;
+			c.protect[c.nprotect++] = optarg;
 			break;
-		}
+		case O_EXCLUDE:
+		case O_INCLUDE:
+			ret = c.scope ? 0 : im_scope_new(&c.scope);
+			if (!ret)
+				ret = ch == O_EXCLUDE
+					      ? im_scope_add_exclude(c.scope,
+								     optarg)
+					      : im_scope_add_include(c.scope,
+								     optarg);
+			if (ret == -ENOMEM) {
+				err_msg("%s", strerror(ENOMEM));
+				im_scope_free(c.scope);
+				return EXIT_RUNTIME;
+			}
+			if (ret) {
+				err_msg("%s: bad value for --%s: '%s'",
+					cmd->name, o->name, optarg);
+				im_scope_free(c.scope);
+				return EXIT_USAGE;
+			}
+			c.p.scope = c.scope;
+			break;
 		case O_FILTER:
 			if (im_extract_filter_check(optarg)) {
 				err_msg("%s: bad value for --filter: '%s' "
@@ -589,7 +616,7 @@ static int run_command(const struct command *cmd, int argc, char **argv)
 	}
 	ret = cmd->run(&c);
 	free(c.protect);
-	free(c.exclude);
+	im_scope_free(c.scope);
 	free(c.filters);
 	return ret;
 }

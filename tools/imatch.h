@@ -44,9 +44,9 @@ struct cli {
 	const char *keep_rules; /**< --keep RULES, or NULL */
 	const char **protect;	/**< --protect DIR, repeatable (malloc'd) */
 	size_t nprotect;
-	const char **exclude; /**< --exclude GLOB, repeatable (malloc'd) */
-	size_t nexclude;
-	const char **filters; /**< --filter EXT:CMD, repeatable (malloc'd,
+	struct im_scope *scope; /**< --exclude, --include (p.scope borrows
+				   it), or NULL */
+	const char **filters;	/**< --filter EXT:CMD, repeatable (malloc'd,
 				 NULL-terminated; p.filters borrows it) */
 	size_t nfilters;
 	const char *action;   /**< --action ACTION, or NULL */
@@ -197,7 +197,8 @@ struct im_plan_set;
 typedef int (*plan_build_fn)(const struct im_plan_opts *o, const char *root,
 			     struct im_plan_set *set, void *arg);
 
-/** Whether --exclude leaves @p path (relative to the tree) out of a plan. */
+/** Whether --exclude/--include leave @p path (relative to the tree) out of
+ *  a plan (export --plan; dedupe leaves them out of its walk already). */
 bool dedupe_excluded(const struct cli *c, const char *path);
 
 /**

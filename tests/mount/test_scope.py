@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+"""Scoping in a real mount (issue 8 item 4): -o exclude / -o include and
+.imatchignore files leave paths out of the view, live: a file created later
+under an excluded path never enters it, and adding, editing or removing a
+.imatchignore while mounted takes effect.
+
+    test_scope.py IMATCHFS IMATCH [TEST...]
+    test_scope.py --list
+"""
+
+import os
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from util import (by_doc_path, check, read_status, run_tests,  # noqa: E402
+                  scan, status_int, write)
+from test_mount import settled, standard, state_lexicon, wait_clusters  # noqa: E402
+
+TESTS = {}
+
+
+def test(fn):
+    TESTS[fn.__name__[len('test_'):]] = fn
+    return fn
+
+
+def copy_of(w, rel):
+    with open(os.path.join(w.src, rel)) as f:
+        return w.corpus.near_duplicate(f.read())
+
+
+@test
+def test_exclude_and_imatchignore_live(w):
+    want, docs, names = standard(w)
+    fam = names['family0']
+    # Copies of family0 where the scope leaves them out: under build/
+    # (-o exclude), as *.bak (-o exclude), under scratch/ (.imatchignore).
+    for rel in ('build/out/copy.txt', 'reports/copy.bak', 'scratch/copy.txt'):
+        write(os.path.join(w.src, rel), copy_of(w, fam[0]))
+    write(os.path.join(w.src, '.imatchignore'), '# not documents\nscratch/\n')
+    d = w.daemon(opts=['exclude=build/,exclude=*.bak'])
+    settled(w, d, len(docs))
+    wait_clusters(w.mnt, want, 'a view without the excluded copies')
+    st = read_status(w.mnt)
+    check(status_int(st, 'excluded') == 3, 'status counts build/, the .bak and '
+          'scratch/: %s' % st.get('excluded'))
+    check(not os.path.lexists(by_doc_path(w.mnt, '.imatchignore')),
+          'the .imatchignore is no document')
+
+    # Created later under excluded paths (a new directory too), then a file
+    # that is in: once that one is in the view, the events before it were
+    # handled, and none of them may have entered.
+    for rel in ('build/later.txt', 'build/new/deeper.txt', 'scratch/new/x.txt',
+                'notes/later.bak'):
+        write(os.path.join(w.src, rel), copy_of(w, fam[0]))
+    write(os.path.join(w.src, 'notes/in.txt'), copy_of(w, fam[0]))
+    grown = set(want - {frozenset(fam)}) | {frozenset(fam + ['notes/in.txt'])}
+    wait_clusters(w.mnt, grown, 'only the new copy that is in scope')
+
+    # A .imatchignore added while mounted: notes/ leaves family files out.
+    write(os.path.join(w.src, 'notes/.imatchignore'), 'in.txt\n')
+    wait_clusters(w.mnt, want, 'notes/.imatchignore added')
+    check(not os.path.lexists(by_doc_path(w.mnt, 'notes/in.txt')),
+          'notes/in.txt left by-doc/')
+    # Edited: a negation instead, so notes/in.txt is back.
+    write(os.path.join(w.src, 'notes/.imatchignore'), '# edited\n!in.txt\n')
+    wait_clusters(w.mnt, grown, 'notes/.imatchignore edited')
+    # Removed at the root: scratch/ comes in, with what was created there.
+    os.unlink(os.path.join(w.src, '.imatchignore'))
+    more = frozenset(fam + ['notes/in.txt', 'scratch/copy.txt', 'scratch/new/x.txt'])
+    wait_clusters(w.mnt, set(want - {frozenset(fam)}) | {more},
+                  'the root .imatchignore removed')
+
+    # The view equals imatch scan with the same options (DESIGN §4).
+    settled(w, d)
+    cli = scan(w.imatch, w.src, ['--lexicon', state_lexicon(w), '--exclude', 'build/',
+                                 '--exclude', '*.bak'])
+    wait_clusters(w.mnt, cli, 'the view to equal imatch scan --exclude ...')
+    d.umount()
+    d.check_log()
+
+
+@test
+def test_include_option(w):
+    want, docs, names = standard(w)
+    # The lexicon of the whole tree, so that the few documents of reports/
+    # are signed as they are without the option.
+    lex = os.path.join(w.top, 'lexicon')
+    r = subprocess.run([w.imatch, 'lexicon', 'build', '-o', lex, w.src],
+                       capture_output=True)
+    check(r.returncode == 0, 'lexicon build: %s' % r.stderr)
+    # Only reports/ is read: the clusters are the parts of each family
+    # inside it.
+    d = w.daemon(opts=['include=/reports', 'lexicon=' + lex])
+    settled(w, d)
+    inside = {frozenset(p for p in c if p.startswith('reports/')) for c in want}
+    inside = {c for c in inside if len(c) > 1}
+    wait_clusters(w.mnt, inside, 'only reports/')
+    check(not os.path.lexists(by_doc_path(w.mnt, 'notes/doc01.txt')),
+          'notes/doc01.txt is not in by-doc')
+    check(os.path.lexists(by_doc_path(w.mnt, 'reports/doc00.txt')),
+          'reports/doc00.txt is in by-doc')
+    cli = scan(w.imatch, w.src, ['--lexicon', lex, '--include', '/reports'])
+    check(cli == inside, 'imatch scan --include agrees: %s' % cli)
+    d.umount()
+    d.check_log()
+
+
+if __name__ == '__main__':
+    sys.exit(run_tests(TESTS, sys.argv[1:]))

@@ -62,6 +62,11 @@ struct im_params {
 	/** External filters for files no extractor reads: a NULL-terminated
 	 *  list of "EXT:COMMAND" (extract.h), borrowed; NULL for none. */
 	const char *const *filters;
+	/** A binary file (sniffed from its first IM_EXTRACT_SNIFF bytes, no
+	 *  filter for it) is read no further and left unhashed: the caller
+	 *  hashes it only when another file has its size (exact.h). 0 hashes
+	 *  every file as it is read. */
+	int defer_binary;
 	/** -o exclude / -o include (scope.h), borrowed; NULL for none. The
 	 *  walker reads .imatchignore files in the tree either way. */
 	const struct im_scope *scope;

@@ -36,7 +36,8 @@ int model_new(uid_t uid, gid_t gid, double similarity, struct inval *iv,
 	*out = NULL;
 	if (!m)
 		return -ENOMEM;
-	if (tree_new(uid, gid, &m->tree) || im_index_new(&m->idx)) {
+	if (tree_new(uid, gid, &m->tree) || im_index_new(&m->idx) ||
+	    im_sizes_new(&m->sizes)) {
 		model_free(m);
 		return -ENOMEM;
 	}
@@ -60,6 +61,7 @@ void model_free(struct model *m)
 	if (m->idx)
 		im_index_free(m->idx);
 	links_free(m);
+	im_sizes_free(m->sizes);
 	free(m);
 }
 
@@ -380,10 +382,61 @@ static void set_status(struct model *m, struct node *n, uint8_t status)
 	count_format(m, n, 1);
 }
 
+/* Sign @p n again and hash it this time (workers.c). */
+static void want_hash(struct model *m, struct node *n)
+{
+	n->flags |= NODE_HASH;
+	if (m->hooks.resign)
+		m->hooks.resign(m->hooks.arg, n);
+}
+
+/*
+ * Size first (exact.h): count @p n's size once per size it takes; a binary
+ * file left unhashed is hashed as soon as another file has its size, and
+ * so is the one that had it alone until then. @p counted: @p n was counted
+ * at this size already.
+ */
+static void note_size(struct model *m, struct node *n,
+		      const struct im_doc_sigs *d, bool counted)
+{
+	uint64_t todo[2], id = IM_SIZES_NONE;
+	size_t k = 0;
+
+	if (!im_exact_tier(d))
+		return;
+	if (im_exact_deferred(d))
+		id = (uint64_t)n->slot << 32 | n->gen;
+	if (counted) {
+		if (id != IM_SIZES_NONE &&
+		    im_sizes_count(m->sizes, d->size) > 1)
+			want_hash(m, n);
+		return;
+	}
+	if (im_sizes_add(m->sizes, d->size, id, todo, &k))
+		imfs_log(LOG_WARNING,
+			 "out of memory: a binary file of %llu "
+			 "bytes may miss its exact copies",
+			 (unsigned long long)d->size);
+	for (size_t i = 0; i < k; i++) {
+		struct node *o = tree_by_id(m->tree, (uint32_t)(todo[i] >> 32),
+					    (uint32_t)todo[i]);
+		if (o && !(o->flags & (NODE_DIR | NODE_DEAD)))
+			want_hash(m, o);
+	}
+}
+
+static bool in_tier(const struct node *n)
+{
+	return n->size > 0 &&
+	       (n->status == IM_DOC_SIGNED || n->status == IM_DOC_REJECTED ||
+		n->status == IM_DOC_BINARY || n->status == IM_DOC_FAILED);
+}
+
 void model_apply(struct model *m, struct node *n, const char *path,
 		 const struct stat *st, const struct im_doc_sigs *d)
 {
 	bool was_doc = node_is_doc(n), was_in = node_in_index(n);
+	bool counted = in_tier(n) && n->size == d->size;
 
 	if (st && st->st_ino)
 		take_file_stat(m, n, st);
@@ -406,6 +459,7 @@ void model_apply(struct model *m, struct node *n, const char *path,
 	if (was_doc != node_is_doc(n))
 		note_entry(m, n);
 	note_node(m, n);
+	note_size(m, n, d, counted);
 	changed(m);
 }
 

@@ -26,6 +26,7 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
+#include "exact.h"
 #include "index.h"
 #include "inval.h"
 #include "sig.h"
@@ -67,6 +68,9 @@ struct model {
 	int clusters_known;
 	struct hlink **links; /* hard links by source inode; tree lock */
 	size_t links_size;
+	/* The exact tier's sizes (exact.h): a binary file only sniffed is
+	 * hashed when a second file of its size turns up. tree lock */
+	struct im_sizes *sizes;
 };
 
 /* ---- Life cycle (no lock) ---------------------------------------------------- */

@@ -254,6 +254,9 @@ int imfs_opts_parse(struct fuse_args *args, struct imfs_opts *o)
 {
 	memset(o, 0, sizeof(*o));
 	im_params_init(&o->params);
+	/* Size first: binary files are hashed only when another file has
+	 * their size (core/index/exact.h, fs/model.c). */
+	o->params.defer_binary = 1;
 	o->rescan = 60;
 	if (fuse_opt_parse(args, o, NULL, opt_proc) || o->failed) {
 		if (!o->failed)

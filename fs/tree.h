@@ -40,6 +40,8 @@ enum node_flags {
 	NODE_AGAIN = 1 << 4,   /* queued again while being signed */
 	NODE_LINKED = 1 << 5,  /* in the hard-link table (model.c) */
 	NODE_KNOWN = 1 << 6,   /* the kernel may cache one of its inodes */
+	NODE_HASH = 1 << 7,    /* hash it when signed: another file has its
+				  size (core/index/exact.h) */
 };
 
 /** Status of a file not signed yet. */

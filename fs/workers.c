@@ -12,6 +12,7 @@
 /* Tries for a file whose path led nowhere before a rescan is asked for. */
 #define GONE_RETRIES 16
 
+#include "exact.h"
 #include "model.h"
 #include "scanner.h"
 #include "sig.h"
@@ -192,6 +193,28 @@ static void finish(struct workers *w, struct node *n, const char *path, int ret,
 	}
 }
 
+/*
+ * A binary file the signer only sniffed, whose size another file has now
+ * (model.c, note_size()): hash it. Changed since: left unhashed, and its
+ * events sign it again; unreadable whole: an error like any unreadable file.
+ */
+static void hash_deferred(struct workers *w, const char *path,
+			  struct im_doc_sigs *d)
+{
+	int r;
+
+	if (!im_exact_deferred(d))
+		return;
+	r = im_exact_hash_at(w->fs->srcfd, path, d->size, d->mtime_ns, d->exact,
+			     NULL);
+	if (!r) {
+		d->exact_valid = 1;
+	} else if (r != -ESTALE) {
+		d->status = IM_DOC_ERROR;
+		d->err = -r;
+	}
+}
+
 static void *worker_main(void *arg)
 {
 	struct workers *w = arg;
@@ -210,10 +233,15 @@ static void *worker_main(void *arg)
 	for (struct node *n; (n = pop(w)); done(w)) {
 		tree_wrlock(t);
 		char *path = claim(w, n);
+		bool hash = path && (n->flags & NODE_HASH);
+		if (path)
+			n->flags &= ~NODE_HASH;
 		tree_unlock(t);
 		if (!path)
 			continue;
 		ret = im_signer_sign_at(signer, w->fs->srcfd, path, &d, &st);
+		if (!ret && hash)
+			hash_deferred(w, path, &d);
 		tree_wrlock(t);
 		finish(w, n, path, ret, &st, &d);
 		tree_unlock(t);

@@ -369,6 +369,11 @@ static void print_summary(const struct collect *col,
 		s->primary, s->secondary);
 	print_formats(k);
 	fprintf(stderr, "excluded: %" PRIu64 "\n", k->excluded);
+	fprintf(stderr,
+		"binary hashed: %" PRIu64 " of %" PRIu64
+		" (the others' sizes are unique), %.1f MB, %.3f s\n",
+		s->exact.hashed, s->exact.deferred,
+		(double)s->exact.bytes / 1e6, s->t_exact);
 	if (s->t_lex > 0)
 		fprintf(stderr, "lexicon pass: %.3f s\n", s->t_lex);
 	fprintf(stderr, "signing pass: %.3f s, %.1f MB, %.1f MB/s\n", s->t_sign,
@@ -388,6 +393,9 @@ static int sign_tree(struct cli *c, int fd, struct collect *col,
 	int ret, code = -1;
 	double t0;
 
+	/* Size first (exact.h): binary files are only sniffed here and
+	 * hashed after the scan if another file has their size. */
+	c->p.defer_binary = 1;
 	if (c->lexicon) {
 		if (load_lexicon(c, &lex))
 			goto out;
@@ -426,6 +434,13 @@ static int sign_tree(struct cli *c, int fd, struct collect *col,
 		 * signature; report the tree as pass 1 saw it. */
 		sum->c = pass1;
 		sum->lex_docs = 0;
+	}
+	t0 = now();
+	ret = im_exact_fill(col->idx, fd, &sum->exact);
+	sum->t_exact = now() - t0;
+	if (ret) {
+		err_msg("%s: %s", c->argv[0], strerror(-ret));
+		goto out;
 	}
 	code = 0;
 out:

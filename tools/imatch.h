@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "exact.h"
 #include "lexicon.h"
 #include "params.h"
 #include "scan.h"
@@ -152,6 +153,8 @@ struct scan_summary {
 	uint64_t lex_docs;
 	size_t primary, secondary;
 	double t_lex, t_sign;
+	struct im_exact_stats exact; /**< the size-first exact tier */
+	double t_exact;
 };
 
 /** Largest first; equal sizes by first member, which is unique (qsort). */

@@ -267,16 +267,21 @@ int im_extract_filter_check(const char *spec)
 /* The command of the filter for @p name, or NULL. */
 static const char *filter_for(const struct im_extract_opts *o, const char *name)
 {
+	return im_extract_filter_for(o->filters, name);
+}
+
+const char *im_extract_filter_for(const char *const *filters, const char *name)
+{
 	const char *base, *dot;
 
-	if (!o->filters || !name)
+	if (!filters || !name)
 		return NULL;
 	base = strrchr(name, '/');
 	base = base ? base + 1 : name;
 	dot = strrchr(base, '.');
 	if (!dot || dot == base)
 		return NULL;
-	for (const char *const *f = o->filters; *f; f++) {
+	for (const char *const *f = filters; *f; f++) {
 		const char *colon = strchr(*f, ':');
 
 		if (colon && (size_t)(colon - *f) == strlen(dot + 1) &&

@@ -128,6 +128,13 @@ struct im_extract_opts {
 void im_extract_opts_init(struct im_extract_opts *o);
 
 /**
+ * The COMMAND of the filter among @p filters (NULL-terminated "EXT:COMMAND"
+ * strings, or NULL) that applies to a file named @p name (its extension,
+ * case-insensitive), or NULL.
+ */
+const char *im_extract_filter_for(const char *const *filters, const char *name);
+
+/**
  * Check one "EXT:COMMAND" filter specification.
  * @return 0 or -EINVAL (no ':', empty extension or command, '/' in EXT).
  */

@@ -82,6 +82,8 @@ struct im_signer {
 	uint32_t pcount[IM_MAX_COORDS]; /* |L_k ∩ U| */
 	size_t last_n;			/* |U| of the last document */
 	int have_last;
+	/* read_at(): the binary file was only sniffed (defer_binary). */
+	bool deferred;
 
 	unsigned char *hb; /* the bytes hashed for one coordinate */
 	size_t hbcap;
@@ -748,6 +750,7 @@ static void read_at(struct im_signer *s, int dirfd, const char *name,
 	*status = IM_DOC_ERROR;
 	*err = 0;
 	*len = 0;
+	s->deferred = false;
 	memset(&st, 0, sizeof(st));
 	/* Below a tree, no symlink on the way: a parent swapped for one must
 	 * not lead out of it (issue 12). An absolute name is a path the user
@@ -786,21 +789,39 @@ static void read_at(struct im_signer *s, int dirfd, const char *name,
 	/* Bytes appended after fstat() are not read: the document is what
 	 * the file held when it was opened, or less if it shrank. */
 	want = (size_t)st.st_size;
-	if (want > STREAM_ABOVE) {
-		if (grow((void **)&s->buf, &s->bufcap, STREAM_CHUNK, 1) < 0) {
+	if (want > STREAM_ABOVE || (s->p.defer_binary && want)) {
+		size_t cap = want > STREAM_ABOVE ? STREAM_CHUNK : want + 1;
+
+		if (grow((void **)&s->buf, &s->bufcap, cap, 1) < 0) {
 			*err = ENOMEM;
 			goto out;
 		}
-		*err = read_full(fd, s->buf, IM_EXTRACT_SNIFF, &first);
+		*err = read_full(fd, s->buf,
+				 want < IM_EXTRACT_SNIFF ? want
+							 : IM_EXTRACT_SNIFF,
+				 &first);
 		if (*err)
 			goto out;
 		/* A ZIP is told from its entries, which need all of it. */
 		if (im_extract_sniff(s->buf, first) == IM_FMT_BINARY &&
 		    !(first >= 4 && !memcmp(s->buf, "PK\x03\x04", 4))) {
-			*err = stream_hash(fd, s->buf, first, want, exact);
-			if (!*err)
+			/* Size first (exact.h): hashed by the caller, and
+			 * only if another file has its size. A filter reads
+			 * it whole. */
+			if (s->p.defer_binary &&
+			    !im_extract_filter_for(s->p.filters, name)) {
+				s->deferred = true;
+				memset(exact, 0, 16);
 				*status = IM_DOC_BINARY;
-			goto out;
+				goto out;
+			}
+			if (want > STREAM_ABOVE) {
+				*err = stream_hash(fd, s->buf, first, want,
+						   exact);
+				if (!*err)
+					*status = IM_DOC_BINARY;
+				goto out;
+			}
 		}
 		got = first;
 	}
@@ -848,7 +869,7 @@ int im_signer_sign_at(struct im_signer *s, int dirfd, const char *name,
 			s->have_last = 0;
 			out->format = IM_FMT_BINARY;
 			memcpy(out->exact, exact, sizeof(out->exact));
-			out->exact_valid = 1;
+			out->exact_valid = !s->deferred;
 		}
 		drop_big_buffer(s);
 	} else {

@@ -133,7 +133,9 @@ int im_signer_sign_buf(struct im_signer *s, const char *name, const char *buf,
  *
  * Outcomes, all with return value 0:
  *   - IM_DOC_SIGNED / IM_DOC_REJECTED: exact[] holds the bytes' hash.
- *   - IM_DOC_BINARY: no format extract.h knows (exact[] holds the hash).
+ *   - IM_DOC_BINARY: no format extract.h knows (exact[] holds the hash;
+ *     with im_params.defer_binary a file told binary by its first
+ *     IM_EXTRACT_SNIFF bytes is read no further, exact_valid 0: exact.h).
  *     One over 64 MiB whose first IM_EXTRACT_SNIFF bytes say binary is
  *     hashed as it streams by, never held whole; a smaller one is read
  *     whole, so a format sniffed from more than its first bytes is still

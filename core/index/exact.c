@@ -1,0 +1,279 @@
+/**
+ * @file exact.c
+ * The size-first exact tier (exact.h).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "beneath.h"
+#include "exact.h"
+#include "index.h"
+
+#define HASH_CHUNK ((size_t)1 << 20)
+
+bool im_exact_tier(const struct im_doc_sigs *d)
+{
+	return d->size > 0 &&
+	       (d->status == IM_DOC_SIGNED || d->status == IM_DOC_REJECTED ||
+		d->status == IM_DOC_BINARY || d->status == IM_DOC_FAILED);
+}
+
+bool im_exact_deferred(const struct im_doc_sigs *d)
+{
+	return im_exact_tier(d) && !d->exact_valid;
+}
+
+/* ---- Hashing one file -------------------------------------------------------- */
+
+int im_exact_hash_at(int dirfd, const char *path, uint64_t size,
+		     int64_t mtime_ns, uint8_t exact[16], uint64_t *bytes)
+{
+	XXH3_state_t *h = NULL;
+	XXH128_canonical_t c;
+	uint64_t done = 0;
+	char *buf = NULL;
+	struct stat st;
+	int fd = -1, ret;
+
+	if (bytes)
+		*bytes = 0;
+	ret = im_open_beneath(dirfd, path, O_RDONLY | O_NOCTTY | O_NONBLOCK,
+			      &fd);
+	if (ret)
+		goto out;
+	if (fstat(fd, &st)) {
+		ret = -errno;
+		goto out;
+	}
+	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != size ||
+	    (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec !=
+		    mtime_ns) {
+		ret = -ESTALE;
+		goto out;
+	}
+	buf = malloc(HASH_CHUNK);
+	h = XXH3_createState();
+	if (!buf || !h) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	XXH3_128bits_reset(h);
+	for (;;) {
+		ssize_t r = read(fd, buf, HASH_CHUNK);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			ret = -errno;
+			goto out;
+		}
+		if (r == 0)
+			break;
+		XXH3_128bits_update(h, buf, (size_t)r);
+		done += (uint64_t)r;
+	}
+	if (bytes)
+		*bytes = done;
+	/* Written meanwhile: not the bytes the scan saw. */
+	if (done != size) {
+		ret = -ESTALE;
+		goto out;
+	}
+	XXH128_canonicalFromHash(&c, XXH3_128bits_digest(h));
+	memcpy(exact, c.digest, 16);
+out:
+	if (h)
+		XXH3_freeState(h);
+	free(buf);
+	if (fd >= 0)
+		close(fd);
+	return ret;
+}
+
+/* ---- Counting sizes ------------------------------------------------------------ */
+
+struct slot {
+	uint64_t size; /* 0: free */
+	uint64_t count;
+	uint64_t pending; /* the deferred file alone with its size, or NONE */
+};
+
+struct im_sizes {
+	struct slot *v;
+	size_t cap, len; /* cap a power of two */
+};
+
+int im_sizes_new(struct im_sizes **out)
+{
+	*out = calloc(1, sizeof(**out));
+	return *out ? 0 : -ENOMEM;
+}
+
+void im_sizes_free(struct im_sizes *t)
+{
+	if (!t)
+		return;
+	free(t->v);
+	free(t);
+}
+
+static size_t slot_of(const struct slot *v, size_t cap, uint64_t size)
+{
+	size_t i = (size_t)(size * 0x9e3779b97f4a7c15ull) & (cap - 1);
+
+	while (v[i].size && v[i].size != size)
+		i = (i + 1) & (cap - 1);
+	return i;
+}
+
+static int grow(struct im_sizes *t)
+{
+	size_t cap = t->cap ? 2 * t->cap : 64;
+	struct slot *v = calloc(cap, sizeof(*v));
+
+	if (!v)
+		return -ENOMEM;
+	for (size_t i = 0; i < t->cap; i++)
+		if (t->v[i].size)
+			v[slot_of(v, cap, t->v[i].size)] = t->v[i];
+	free(t->v);
+	t->v = v;
+	t->cap = cap;
+	return 0;
+}
+
+int im_sizes_add(struct im_sizes *t, uint64_t size, uint64_t id,
+		 uint64_t todo[2], size_t *n)
+{
+	struct slot *s;
+
+	*n = 0;
+	/* At most 3/4 full, so that probing stays short. */
+	if (4 * (t->len + 1) > 3 * t->cap && grow(t))
+		return -ENOMEM;
+	s = &t->v[slot_of(t->v, t->cap, size)];
+	if (!s->size) {
+		s->size = size;
+		s->pending = id;
+		t->len++;
+	} else {
+		if (s->pending != IM_SIZES_NONE)
+			todo[(*n)++] = s->pending;
+		s->pending = IM_SIZES_NONE;
+		if (id != IM_SIZES_NONE)
+			todo[(*n)++] = id;
+	}
+	s->count++;
+	return 0;
+}
+
+uint64_t im_sizes_count(const struct im_sizes *t, uint64_t size)
+{
+	if (!t->cap)
+		return 0;
+	const struct slot *s = &t->v[slot_of(t->v, t->cap, size)];
+	return s->size ? s->count : 0;
+}
+
+size_t im_sizes_len(const struct im_sizes *t)
+{
+	return t->len;
+}
+
+/* ---- After a scan ------------------------------------------------------------- */
+
+struct fill {
+	struct im_sizes *sizes;
+	char **paths; /* deferred documents; an id is an index here */
+	size_t n, cap;
+	bool *todo; /* per id */
+	int err;
+};
+
+static int fill_doc(const char *path, const struct im_doc_sigs *d, void *arg)
+{
+	struct fill *f = arg;
+	uint64_t todo[2], id = IM_SIZES_NONE;
+	size_t n;
+
+	if (!im_exact_tier(d))
+		return 0;
+	if (!d->exact_valid) {
+		if (f->n == f->cap) {
+			size_t cap = f->cap ? 2 * f->cap : 64;
+			char **p = realloc(f->paths, cap * sizeof(*p));
+			bool *t = realloc(f->todo, cap * sizeof(*t));
+
+			if (p)
+				f->paths = p;
+			if (t)
+				f->todo = t;
+			if (!p || !t)
+				goto nomem;
+			f->cap = cap;
+		}
+		f->paths[f->n] = strdup(path);
+		if (!f->paths[f->n])
+			goto nomem;
+		f->todo[f->n] = false;
+		id = f->n++;
+	}
+	if (im_sizes_add(f->sizes, d->size, id, todo, &n))
+		goto nomem;
+	for (size_t i = 0; i < n; i++)
+		f->todo[todo[i]] = true;
+	return 0;
+nomem:
+	f->err = -ENOMEM;
+	return 1;
+}
+
+int im_exact_fill(struct im_index *idx, int dirfd, struct im_exact_stats *st)
+{
+	struct im_exact_stats none;
+	struct fill f = {0};
+	struct im_doc_sigs d;
+	int ret;
+
+	st = st ? st : &none;
+	memset(st, 0, sizeof(*st));
+	ret = im_sizes_new(&f.sizes);
+	if (ret)
+		return ret;
+	/* Collect first: the iteration holds the index's read lock. */
+	im_index_foreach_doc(idx, fill_doc, &f);
+	ret = f.err;
+	st->deferred = f.n;
+	for (size_t i = 0; !ret && i < f.n; i++) {
+		uint64_t bytes;
+		int r;
+
+		if (!f.todo[i] || im_index_get(idx, f.paths[i], &d))
+			continue;
+		r = im_exact_hash_at(dirfd, f.paths[i], d.size, d.mtime_ns,
+				     d.exact, &bytes);
+		st->bytes += bytes;
+		if (r == -ENOMEM) {
+			ret = r;
+		} else if (r) {
+			st->changed++;
+		} else {
+			d.exact_valid = 1;
+			ret = im_index_put(idx, f.paths[i], &d);
+			st->hashed += !ret;
+		}
+	}
+	for (size_t i = 0; i < f.n; i++)
+		free(f.paths[i]);
+	free(f.paths);
+	free(f.todo);
+	im_sizes_free(f.sizes);
+	return ret;
+}

@@ -3,7 +3,7 @@
 # command-line extractors over the same files in the same run. Prints
 # figures; asserts nothing.
 #
-#   tools/bench/formats_bench.sh [IMATCH] [WORK]
+#   tools/bench/formats_bench.sh [IMATCH] [WORK] [BEFORE]
 #
 # The share: every text of tests/data/demo (licences and npm licence files)
 # as docx, odt, epub, html (pandoc) and pdf (LibreOffice, from the docx),
@@ -15,7 +15,8 @@
 # started once and reused, as in a scan); every run is single-threaded:
 #   ours_pdf_s / pdftotext_s        the PDFs
 #   ours_office_s / pandoc_plain_s  the docx, odt, epub and html files
-# and the ratio (theirs / ours: above 1 means we are faster).
+# and the ratio (theirs / ours: above 1 means we are faster). With BEFORE,
+# also text-only figures against that older imatch (see the end).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
 imatch=${1:-$here/build/tools/imatch}
@@ -77,3 +78,46 @@ echo "ours_office_s: $ours_off"
 echo "pandoc_plain_s: $theirs_off"
 echo "office_ratio: $(ratio "$theirs_off" "$ours_off")"
 echo "ours_files_per_s: $(echo "($n_pdf + $n_off) / ($ours_pdf + $ours_off)" | bc -l | awk '{printf "%.0f", $1}')"
+
+# Text-only shares must not get slower (issue 8 item 6): text stays in
+# process. With BEFORE (3rd argument or $IMATCH_BEFORE: an imatch built
+# from 5e113bd, the commit before the formats landed, e.g.
+#   git worktree add /tmp/before 5e113bd && meson setup /tmp/before/build \
+#     /tmp/before -Dtests=disabled && ninja -C /tmp/before/build tools/imatch
+# ), both run over a text-only tree: tests/data/demo and 40 lightly perturbed
+# replicas (tools/bench/replicate.py: real text, 1,845 files, 23 MB), rounds
+# interleaved, best of 5:
+#   textonly_terms_*  imatch terms over every file, one process (format
+#                     sniffing, extraction, tokenizing: the path that changed)
+#   textonly_lexicon_*  imatch lexicon build (the same, threaded, plus counting)
+#   textonly_scan_*   imatch scan end to end (also holds what changed for
+#                     detection since: sketches, verification)
+# and each ratio before / now (1 or more: not slower).
+before=${3:-${IMATCH_BEFORE:-}}
+if [ -n "$before" ]; then
+	tree=$work/textonly
+	if [ ! -e "$tree/.done" ]; then
+		rm -rf "$tree"
+		python3 "$here/tools/bench/replicate.py" "$here/tests/data/demo" "$tree" 40 >/dev/null
+		touch "$tree/.done"
+	fi
+	mapfile -t files < <(find "$tree" -type f ! -name '.*' | sort)
+	echo "textonly_files: ${#files[@]} ($(du -cb "${files[@]}" | tail -1 | awk '{printf "%.1f", $1 / 1e6}') MB)"
+	once() { local t0; t0=$(now); "$@" >/dev/null 2>&1 || { echo "formats_bench: $* failed" >&2; exit 1; }; elapsed "$t0"; }
+	lower() { if [ -z "$1" ] || [ "$(echo "$2 < $1" | bc)" = 1 ]; then echo "$2"; else echo "$1"; fi; }
+	declare -A bt
+	for _ in 1 2 3 4 5; do
+		for who in now before; do
+			bin=$imatch
+			[ $who = before ] && bin=$before
+			bt[terms_$who]=$(lower "${bt[terms_$who]:-}" "$(once "$bin" terms "${files[@]}")")
+			bt[lexicon_$who]=$(lower "${bt[lexicon_$who]:-}" "$(once "$bin" lexicon build -o "$work/lex.$who" "$tree")")
+			bt[scan_$who]=$(lower "${bt[scan_$who]:-}" "$(once "$bin" scan "$tree")")
+		done
+	done
+	for what in terms lexicon scan; do
+		echo "textonly_${what}_now_s: ${bt[${what}_now]}"
+		echo "textonly_${what}_before_s: ${bt[${what}_before]}"
+		echo "textonly_${what}_ratio: $(echo "${bt[${what}_before]} / ${bt[${what}_now]}" | bc -l | awk '{printf "%.2f", $1}')"
+	done
+fi

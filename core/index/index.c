@@ -92,13 +92,25 @@ struct table {
 	uint32_t cap, n;
 };
 
-/* The documents sharing one key; ids[0] stands for the key. */
+/* The documents sharing one key; ids[0] stands for the key. Most shared
+ * keys are shared by two documents (a near-duplicate pair): those two ids
+ * live in the list itself (cap PL_INLINE), without an allocation. */
+#define PL_INLINE 2
 struct plist {
-	uint32_t *ids; /* NULL: free slot, n is then the next free one */
-	uint32_t n, cap;
+	union {
+		uint32_t *ids;		 /* cap > PL_INLINE */
+		uint32_t two[PL_INLINE]; /* cap == PL_INLINE */
+	} u;
+	uint32_t n;	/* free slot: the next free one */
+	uint32_t cap;	/* 0: free slot */
 	uint32_t epoch; /* last recomputation that walked this list */
 	uint8_t k;
 };
+
+static inline uint32_t *pl_ids(const struct plist *pl)
+{
+	return pl->cap == PL_INLINE ? (uint32_t *)pl->u.two : pl->u.ids;
+}
 
 struct im_index {
 	/* const queries take it too: see rdlock() */
@@ -478,7 +490,7 @@ static uint32_t posting_first(const struct im_index *idx, uint32_t val,
 		const struct plist *p = &idx->pl[val & ~PL_BIT];
 
 		*k = p->k;
-		return p->ids[0];
+		return pl_ids(p)[0];
 	}
 	*k = REF_K(val);
 	return REF_DOC(val);
@@ -507,9 +519,9 @@ static uint32_t posting_slot(const struct im_index *idx, const struct key *key,
 	}
 }
 
-/* Plist buffers set aside before a put commits, used in key order. */
+/* The new lists a put will take (room reserved in idx->pl before it
+ * commits), and how many it took. */
 struct spare {
-	uint32_t *buf[NKEYS];
 	unsigned n, used;
 };
 
@@ -529,8 +541,9 @@ static uint32_t plist_take(struct im_index *idx)
 
 static void plist_release(struct im_index *idx, uint32_t p)
 {
-	free(idx->pl[p].ids);
-	idx->pl[p].ids = NULL;
+	if (idx->pl[p].cap > PL_INLINE)
+		free(idx->pl[p].u.ids);
+	idx->pl[p].cap = 0;
 	idx->pl[p].n = idx->pl_free;
 	idx->pl_free = p;
 	idx->pl_nfree++;
@@ -554,7 +567,7 @@ static uint32_t plist_rank(const struct im_index *idx, const struct plist *pl,
 	while (lo < hi) {
 		uint32_t mid = lo + (hi - lo) / 2;
 
-		if (doc_order(idx, pl->ids[mid], id) < 0)
+		if (doc_order(idx, pl_ids(pl)[mid], id) < 0)
 			lo = mid + 1;
 		else
 			hi = mid;
@@ -590,24 +603,26 @@ static uint32_t posting_add(struct im_index *idx, const struct key *key,
 	if (val & PL_BIT) {
 		pl = &idx->pl[val & ~PL_BIT];
 		r = plist_rank(idx, pl, id);
-		memmove(pl->ids + r + 1, pl->ids + r,
-			(pl->n - r) * sizeof(*pl->ids)); /* cap reserved */
-		pl->ids[r] = id;
+		uint32_t *ids = pl_ids(pl);
+
+		memmove(ids + r + 1, ids + r,
+			(pl->n - r) * sizeof(*ids)); /* cap reserved */
+		ids[r] = id;
 		pl->n++;
 		if (key->kind != IM_KEY_EXACT && r < HOT && pl->n > HOT)
-			return pl->ids[HOT];
+			return ids[HOT];
 		return NONE;
 	}
 	p = plist_take(idx);
 	pl = &idx->pl[p];
-	pl->ids = sp->buf[sp->used++];
-	pl->cap = 4;
+	sp->used++;
+	pl->cap = PL_INLINE;
 	pl->n = 2;
-	pl->ids[0] = REF_DOC(val);
-	pl->ids[1] = id;
+	pl->u.two[0] = REF_DOC(val);
+	pl->u.two[1] = id;
 	if (doc_order(idx, id, REF_DOC(val)) < 0) {
-		pl->ids[0] = id;
-		pl->ids[1] = REF_DOC(val);
+		pl->u.two[0] = id;
+		pl->u.two[1] = REF_DOC(val);
 	}
 	pl->k = key->k;
 	pl->epoch = 0;
@@ -637,11 +652,12 @@ static uint32_t posting_del(struct im_index *idx, const struct key *key,
 	pl = &idx->pl[p];
 	r = plist_rank(idx, pl, id);
 	if (key->kind != IM_KEY_EXACT && r < HOT && pl->n > HOT)
-		promoted = pl->ids[HOT];
+		promoted = pl_ids(pl)[HOT];
 	pl->n--;
-	memmove(pl->ids + r, pl->ids + r + 1, (pl->n - r) * sizeof(*pl->ids));
+	memmove(pl_ids(pl) + r, pl_ids(pl) + r + 1,
+		(pl->n - r) * sizeof(uint32_t));
 	if (pl->n == 1) {
-		t->s[i].val = REF(pl->ids[0], pl->k);
+		t->s[i].val = REF(pl_ids(pl)[0], pl->k);
 		plist_release(idx, p);
 	}
 	return promoted;
@@ -886,7 +902,7 @@ static void connect(struct im_index *idx, uint32_t id)
 			continue;
 		end = compared_end(idx, &keys[i], pl, id);
 		for (uint32_t j = 0; j < end; j++) {
-			uint32_t y = pl->ids[j];
+			uint32_t y = pl_ids(pl)[j];
 			double sim;
 			bool exact;
 
@@ -945,7 +961,7 @@ static void split(struct im_index *idx, uint32_t pool)
 				}
 				end = compared_end(idx, &keys[i], pl, cur);
 				for (uint32_t j = 0; j < end; j++) {
-					uint32_t y = pl->ids[j];
+					uint32_t y = pl_ids(pl)[j];
 					struct doc *dy = D(idx, y);
 					double sim;
 					bool exact;
@@ -1161,7 +1177,8 @@ void im_index_free(struct im_index *idx)
 		if (docs_live(idx, id))
 			free(D(idx, id));
 	for (uint32_t p = 0; p < idx->pl_used; p++)
-		free(idx->pl[p].ids);
+		if (idx->pl[p].cap > PL_INLINE)
+			free(idx->pl[p].u.ids);
 	free(idx->docs);
 	free(idx->pl);
 	free(idx->paths.s);
@@ -1174,12 +1191,6 @@ void im_index_free(struct im_index *idx)
 }
 
 /* ---- Updates ------------------------------------------------------------- */
-
-static void spare_release(struct spare *sp)
-{
-	while (sp->used < sp->n)
-		free(sp->buf[sp->used++]);
-}
 
 /* Everything insert_doc() of @p d and a new path slot will need, so that
  * nothing fails once the index starts changing. */
@@ -1224,16 +1235,21 @@ static int reserve_put(struct im_index *idx, const struct doc *d, bool new_path,
 				continue;
 			if (pl->cap > UINT32_MAX / 2)
 				return -ENOMEM;
-			ids = realloc(pl->ids, 2 * pl->cap * sizeof(*ids));
+			if (pl->cap == PL_INLINE) {
+				ids = malloc(2 * PL_INLINE * sizeof(*ids));
+				if (ids)
+					memcpy(ids, pl->u.two,
+					       sizeof(pl->u.two));
+			} else {
+				ids = realloc(pl->u.ids,
+					      2 * pl->cap * sizeof(*ids));
+			}
 			if (!ids)
 				return -ENOMEM;
-			pl->ids = ids;
+			pl->u.ids = ids;
 			pl->cap *= 2;
 		} else {
-			sp->buf[sp->n] = malloc(4 * sizeof(uint32_t));
-			if (!sp->buf[sp->n])
-				return -ENOMEM;
-			sp->n++;
+			sp->n++; /* a new list, inline */
 		}
 	}
 	if (idx->pl_nfree + (idx->pl_cap - idx->pl_used) < sp->n) {
@@ -1281,7 +1297,6 @@ static int put_locked(struct im_index *idx, const char *path, struct doc *d)
 	}
 	ret = reserve_put(idx, d, old == NONE, &sp);
 	if (ret) {
-		spare_release(&sp);
 		free(d);
 		return ret;
 	}
@@ -1296,7 +1311,6 @@ static int put_locked(struct im_index *idx, const char *path, struct doc *d)
 		idx->paths.s[path_slot(idx, path)].val = id;
 		docs_release(idx, old);
 	}
-	spare_release(&sp);
 	idx->gen++;
 	return 0;
 }
@@ -1508,11 +1522,11 @@ int im_index_links(const struct im_index *idx, const char *path,
 			continue; /* only this document */
 		end = compared_end(idx, &keys[i], pl, id);
 		for (uint32_t j = 0; j < end; j++) {
-			const struct doc *y = D(idx, pl->ids[j]);
+			const struct doc *y = D(idx, pl_ids(pl)[j]);
 			struct im_link l;
 			unsigned e;
 
-			if (pl->ids[j] == id ||
+			if (pl_ids(pl)[j] == id ||
 			    !verify(idx, d, y, &l.similarity, &l.exact))
 				continue;
 			/* Reported under the first key that compared them,
@@ -1521,7 +1535,7 @@ int im_index_links(const struct im_index *idx, const char *path,
 			for (e = 0; e < i; e++)
 				if (doc_has_key(y, &keys[e]) &&
 				    compared_under(idx, &keys[e], id,
-						   pl->ids[j]))
+						   pl_ids(pl)[j]))
 					break;
 			if (e < i)
 				continue;

@@ -361,6 +361,9 @@ int im_state_load(const char *path, uint64_t key, struct im_state **out,
 		why_set(why, why_len, strerror(ENOMEM));
 	if (ret)
 		goto out;
+	/* The checks read every page: leave them to the page cache, out of
+	 * the caller's resident set; entries are read again on demand. */
+	madvise((void *)st->map, st->map_len, MADV_DONTNEED);
 	*out = st;
 	st = NULL;
 out:

@@ -32,7 +32,9 @@
  *
  * Memory: a loaded cache is the file mapped read-only plus 12 bytes per
  * entry (an offset and a hash slot); entries are decoded on demand, and
- * im_state_free() gives everything back to the system.
+ * im_state_free() gives everything back to the system. The pages the load
+ * read to check the file are left to the page cache (MADV_DONTNEED): only
+ * what is read afterwards is resident.
  *
  * Thread-safety: a struct im_state is immutable once loaded and may be read
  * by any number of threads. A writer is used by one thread at a time.

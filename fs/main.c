@@ -393,6 +393,11 @@ int main(int argc, char *argv[])
 	 * each FUSE thread's freed memory apart: two keep the resident size
 	 * close to the data. */
 	mallopt(M_ARENA_MAX, 2);
+	/* A fixed threshold: glibc's own rises to the size of the largest
+	 * block given back (the state image written at each save, tens of
+	 * MiB), and blocks below it then come from the heap, where what the
+	 * index's tables leave when they grow stays resident. */
+	mallopt(M_MMAP_THRESHOLD, 256 * 1024);
 
 	int pr = imfs_opts_parse(&args, &o);
 	if (pr)

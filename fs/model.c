@@ -37,10 +37,12 @@ int model_new(uid_t uid, gid_t gid, double similarity, struct inval *iv,
 	if (!m)
 		return -ENOMEM;
 	if (tree_new(uid, gid, &m->tree) || im_index_new(&m->idx) ||
-	    im_sizes_new(&m->sizes)) {
+	    im_sizes_new(&m->sizes) || fullsigs_new(&m->full)) {
 		model_free(m);
 		return -ENOMEM;
 	}
+	/* Prefixes in memory, whole signatures on disk (fullsigs.h). */
+	im_index_set_prefixes(m->idx, true);
 	/* The same links as imatch with the same options (DESIGN §4). */
 	if (im_index_set_similarity(m->idx, similarity)) {
 		model_free(m);
@@ -60,6 +62,7 @@ void model_free(struct model *m)
 	tree_free(m->tree);
 	if (m->idx)
 		im_index_free(m->idx);
+	fullsigs_free(m->full);
 	links_free(m);
 	im_sizes_free(m->sizes);
 	free(m);
@@ -197,13 +200,19 @@ static void note_hot(struct model *m, const char *path)
 static int index_put(struct model *m, const char *path,
 		     const struct im_doc_sigs *d)
 {
+	int ret = fullsigs_put(m->full, path, d);
+
+	if (ret)
+		return ret;
 	note_hot(m, path);
 	note_links(m, path);
-	int ret = im_index_put(m->idx, path, d);
+	ret = im_index_put(m->idx, path, d);
 	note_links(m, path);
 	note_hot(m, path);
 	if (!ret)
 		inval_clusters_gone(m->inval);
+	else
+		fullsigs_remove(m->full, path);
 	return ret;
 }
 
@@ -212,16 +221,38 @@ static void index_remove(struct model *m, const char *path)
 	note_hot(m, path);
 	note_links(m, path);
 	im_index_remove(m->idx, path);
+	fullsigs_remove(m->full, path);
 }
 
 static int index_rename(struct model *m, const char *from, const char *to)
 {
+	struct im_doc_sigs d;
+	int ret = im_index_get(m->idx, from, &d);
+
+	if (!ret)
+		ret = fullsigs_rename(m->full, from, to, &d);
+	if (ret)
+		return ret;
 	note_hot(m, from);
 	note_links(m, from);
-	int ret = im_index_rename(m->idx, from, to);
+	ret = im_index_rename(m->idx, from, to);
 	note_links(m, ret ? from : to);
 	note_hot(m, ret ? from : to);
+	fullsigs_remove(m->full, ret ? to : from);
 	return ret;
+}
+
+int model_full_sigs(const struct model *m, const char *path,
+		    struct im_doc_sigs *d)
+{
+	int ret = im_index_get(m->idx, path, d);
+
+	return ret ? ret : fullsigs_get(m->full, path, d);
+}
+
+void model_adopt_cache(struct model *m, struct im_state *saved)
+{
+	fullsigs_adopt(m->full, saved);
 }
 
 /* ---- Hard links ------------------------------------------------------------------ */

@@ -27,6 +27,7 @@
 #include <sys/stat.h>
 
 #include "exact.h"
+#include "fullsigs.h"
 #include "index.h"
 #include "inval.h"
 #include "sig.h"
@@ -50,8 +51,9 @@ struct hlink;
 
 struct model {
 	struct tree *tree;
-	struct im_index *idx;
-	struct inval *inval; /* may be NULL: no kernel to tell */
+	struct im_index *idx;  /* signatures cut to prefixes */
+	struct fullsigs *full; /* the whole ones; tree lock */
+	struct inval *inval;   /* may be NULL: no kernel to tell */
 	struct model_hooks hooks;
 	uint64_t count[COUNT_SLOTS]; /* tree lock */
 	/* Files read, per enum im_format; failures per enum im_extract_fail.
@@ -116,6 +118,14 @@ static inline void model_mark_clusters_known(struct model *m)
 		__atomic_store_n(&m->clusters_known, 1, __ATOMIC_RELAXED);
 }
 
+/**
+ * What the index holds for document @p path, with whole signatures (the
+ * index keeps 8-byte prefixes: fullsigs.h). Tree lock held, any mode.
+ * @return 0, or -ENOENT if the index or the whole signatures lack it.
+ */
+int model_full_sigs(const struct model *m, const char *path,
+		    struct im_doc_sigs *d);
+
 /* ---- Changes (tree lock held exclusively) ----------------------------------------- */
 
 /**
@@ -143,6 +153,9 @@ void model_remove(struct model *m, struct node *n);
  */
 int model_move(struct model *m, struct node *n, struct node *dir,
 	       const char *name);
+/** The state cache @p saved was just loaded or written: it holds the whole
+ *  signatures from now on (takes ownership; fullsigs_adopt()). */
+void model_adopt_cache(struct model *m, struct im_state *saved);
 /** Remove every node not seen by scan generation @p gen. */
 void model_sweep(struct model *m, uint32_t gen);
 

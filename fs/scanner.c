@@ -134,6 +134,7 @@ struct apply_batch {
 
 struct applier {
 	struct scanner *s;
+	const struct im_state *cache;
 	uint32_t gen;
 	pthread_t tid;
 	pthread_mutex_t lock;
@@ -178,7 +179,7 @@ static void apply_batch(struct applier *a, struct apply_batch *b)
 		/* Signed by a worker meanwhile, from what is there now. */
 		if (n->status != NODE_UNKNOWN && n->mtime_ns >= st_mtime_ns(st))
 			model_set_stat(m, n, st);
-		else if (!im_state_find(a->s->cache, path, &e))
+		else if (!im_state_find(a->cache, path, &e))
 			take_cached(a->s, n, path, st, &e);
 	}
 	tree_unlock(m->tree);
@@ -246,10 +247,12 @@ static bool applier_add(struct applier *a, const char *path,
 	return true;
 }
 
-static int applier_start(struct applier *a, struct scanner *s, uint32_t gen)
+static int applier_start(struct applier *a, struct scanner *s,
+			 const struct im_state *cache, uint32_t gen)
 {
 	memset(a, 0, sizeof(*a));
 	a->s = s;
+	a->cache = cache;
 	a->gen = gen;
 	pthread_mutex_init(&a->lock, NULL);
 	pthread_cond_init(&a->cond, NULL);
@@ -378,7 +381,7 @@ static int full_scan(struct scanner *s, const struct im_state *cache)
 	tree_unlock(m->tree);
 	__atomic_store_n(&s->todo, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&s->done, 0, __ATOMIC_RELAXED);
-	if (cache && applier_start(&applier, s, sc.gen) == 0)
+	if (cache && applier_start(&applier, s, cache, sc.gen) == 0)
 		sc.applier = &applier;
 	ret = im_scan_sign(fs->srcfd, s->lex, &fs->opts->params,
 			   fs->opts->threads, &ops, &counts);
@@ -512,10 +515,18 @@ static void *scanner_main(void *arg)
 	if (watch_start(fs->watch) == -EAGAIN)
 		imfs_log(LOG_ERR, "cannot start the watcher");
 
-	set_phase(s, PHASE_SCANNING);
-	int ret = full_scan(s, s->cache);
-	im_state_free(s->cache);
+	/* The model keeps the cache for the whole signatures of what the
+	 * scan takes from it (fullsigs.h); only a save, which this thread
+	 * makes after the scan, replaces it. */
+	struct im_state *cache = s->cache;
 	s->cache = NULL;
+	if (cache) {
+		tree_wrlock(fs->model->tree);
+		model_adopt_cache(fs->model, cache);
+		tree_unlock(fs->model->tree);
+	}
+	set_phase(s, PHASE_SCANNING);
+	int ret = full_scan(s, cache);
 	if (ret == -ECANCELED)
 		return NULL;
 	imfs_log(LOG_INFO, "scan done: %llu documents from the cache",

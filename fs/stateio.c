@@ -124,7 +124,7 @@ struct im_state *stateio_load_cache(struct stateio *sio)
 
 /* Add every file of @p dir (path in @p path, length @p len) that is signed
  * without error. */
-static int add_subtree(struct im_index *idx, struct im_state_writer *w,
+static int add_subtree(const struct model *m, struct im_state_writer *w,
 		       const struct node *dir, char *path, size_t len,
 		       size_t cap)
 {
@@ -139,11 +139,11 @@ static int add_subtree(struct im_index *idx, struct im_state_writer *w,
 			path[l++] = '/';
 		memcpy(path + l, c->name, nl + 1);
 		if (c->flags & NODE_DIR) {
-			ret = add_subtree(idx, w, c, path, l + nl, cap);
+			ret = add_subtree(m, w, c, path, l + nl, cap);
 		} else if (c->status != NODE_UNKNOWN &&
 			   c->status != IM_DOC_ERROR) {
 			struct im_doc_sigs d;
-			if (!node_in_index(c) || im_index_get(idx, path, &d)) {
+			if (!node_in_index(c) || model_full_sigs(m, path, &d)) {
 				memset(&d, 0, sizeof(d));
 				d.status = node_in_index(c) ? IM_DOC_ERROR
 							    : c->status;
@@ -178,10 +178,21 @@ int stateio_save(struct stateio *sio, struct model *m)
 	m->dirty = false;
 	tree_unlock(m->tree);
 	tree_rdlock(m->tree);
-	ret = add_subtree(m->idx, w, tree_root(m->tree), path, 0, cap);
+	ret = add_subtree(m, w, tree_root(m->tree), path, 0, cap);
 	tree_unlock(m->tree);
 	if (!ret)
 		ret = im_state_writer_commit(w, sio->cache_path);
+	if (!ret) {
+		/* The file just written holds the whole signatures now:
+		 * the fresh ones in memory can go (fullsigs.h). */
+		struct im_state *saved = stateio_load_cache(sio);
+
+		if (saved) {
+			tree_wrlock(m->tree);
+			model_adopt_cache(m, saved);
+			tree_unlock(m->tree);
+		}
+	}
 	if (ret) {
 		imfs_log(LOG_ERR, "saving the signature cache to %s: %s",
 			 sio->cache_path, strerror(-ret));

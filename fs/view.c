@@ -1025,7 +1025,7 @@ static size_t sigs_text(struct imfs *fs, const struct node *n, char *out,
 	size_t len = 0;
 	char *path = tree_path(n);
 
-	if (!path || im_index_get(fs->model->idx, path, &d)) {
+	if (!path || model_full_sigs(fs->model, path, &d)) {
 		free(path);
 		return 0;
 	}

@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""The daemon keeps 8-byte prefixes of the signatures in memory and the
+whole ones on disk (fs/fullsigs.h): by-doc/PATH/signatures must still show
+the whole signatures, as `imatch sign` computes them, whether they come from
+memory (just signed), from the state cache (after a save, after a restart)
+or were carried over by a rename.
+
+    test_fullsigs.py IMATCHFS IMATCH [TEST...]
+    test_fullsigs.py --list
+"""
+
+import os
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from util import (by_doc_path, check, make_tree, poll, read_status,  # noqa: E402
+                  run_tests, status_int, write)
+from test_mount import settled, state_lexicon  # noqa: E402
+
+TESTS = {}
+
+
+def test(fn):
+    TESTS[fn.__name__[len('test_'):]] = fn
+    return fn
+
+
+def cli_sigs(w, docs):
+    """{path: [sig or '-', ...]} from `imatch sign` with the daemon's
+    lexicon."""
+    r = subprocess.run([w.imatch, 'sign', '--lexicon', state_lexicon(w)] +
+                       [os.path.join(w.src, p) for p in docs],
+                       capture_output=True, cwd=w.src)
+    check(r.returncode == 0, 'imatch sign failed: %s' % r.stderr.decode())
+    out = {}
+    for line in r.stdout.decode().splitlines():
+        f = line.split('\t')
+        out[os.path.relpath(f[0], w.src)] = f[1:]
+    return out
+
+
+def view_sigs(w, rel):
+    with open(by_doc_path(w.mnt, rel, 'signatures')) as f:
+        return f.read().splitlines()
+
+
+def check_sigs(w, docs, where):
+    want = cli_sigs(w, docs)
+    signed = 0
+    for rel in docs:
+        got = view_sigs(w, rel)
+        check(got == want[rel], '%s: by-doc/%s/signatures\n  %s\nbut imatch sign\n  %s'
+              % (where, rel, got, want[rel]))
+        signed += sum(s != '-' for s in got)
+    check(signed > len(docs), '%s: only %d signatures in %d documents'
+          % (where, signed, len(docs)))
+
+
+def saves(w):
+    return status_int(read_status(w.mnt), 'saves') or 0
+
+
+@test
+def test_signatures_whole_from_memory_cache_and_renames(w):
+    """Whole signatures just after signing, after the save that lets the
+    ones in memory go, after a directory rename, and after a restart
+    served from the cache."""
+    _, docs, _ = make_tree(w.src, w.corpus)
+    d = w.daemon()
+    settled(w, d, len(docs))
+    check_sigs(w, docs, 'first scan')
+    poll(lambda: saves(w) >= 1, 'the save after the first scan')
+    check_sigs(w, docs, 'after the save')
+    # Renamed after the save: carried over from the cache file.
+    os.rename(os.path.join(w.src, 'reports'), os.path.join(w.src, 'moved'))
+    docs = [('moved' + p[len('reports'):]) if p.startswith('reports/') else p
+            for p in docs]
+    poll(lambda: os.path.isdir(by_doc_path(w.mnt, 'moved')), 'moved/ in by-doc/')
+    settled(w, d, len(docs))
+    check_sigs(w, docs, 'after a directory rename')
+    # A new document: from memory, next to the cached ones.
+    new = 'notes/new-one.txt'
+    write(os.path.join(w.src, new), w.corpus.document())
+    docs.append(new)
+    poll(lambda: os.path.exists(by_doc_path(w.mnt, new, 'signatures')),
+         'the new document in by-doc/')
+    settled(w, d, len(docs))
+    check_sigs(w, docs, 'with a new document')
+    d.umount()
+    d.check_log()
+    d2 = w.daemon()
+    st = settled(w, d2, len(docs))
+    check(status_int(st, 'cached') == len(docs), 'cached: %s after a restart, wanted %d'
+          % (st.get('cached'), len(docs)))
+    check_sigs(w, docs, 'after a restart from the cache')
+    d2.umount()
+    d2.check_log()
+
+
+if __name__ == '__main__':
+    sys.exit(run_tests(TESTS, sys.argv[1:]))

@@ -24,6 +24,7 @@ a tenth of them reformatted near-duplicates of another, 100 per directory):
 and, over the sizes given, in the same run:
   growth_per_doc_b  (VmRSS at the largest N - VmRSS at the smallest) / the
                     difference in documents, after a restart from the cache
+                    and the save that follows it
 
 Each tree is kept in WORK/imatchfs-bench-N (--work, default /tmp) and reused when it
 already holds N documents.
@@ -95,6 +96,14 @@ def settled(mnt, n, timeout):
             pass
         time.sleep(0.01)
     raise SystemExit('not settled after %ds: %s' % (timeout, read_status(mnt)))
+
+
+def saved(mnt, timeout):
+    end = time.monotonic() + timeout
+    while (status_int(read_status(mnt), 'saves') or 0) < 1:
+        if time.monotonic() > end:
+            raise SystemExit('no save after %ds' % timeout)
+        time.sleep(0.05)
 
 
 def mount(args, src, mnt, state, log):
@@ -208,6 +217,9 @@ def run_size(args, n, only):
                 'cached: %s' % st.get('cached'))
 
         if 'rss' in only:
+            # Steady state: after the save that follows the scan (it builds
+            # the state image in memory, then gives it back).
+            saved(mnt, args.timeout)
             rss = rss_kb(d.proc.pid) * 1024
             out['rss'] = rss
             out['path_len'] = statistics.mean(len(p) for p in paths)
@@ -219,6 +231,7 @@ def run_size(args, n, only):
             sd, _ = mount(args, small, smnt, sstate, log)
             daemons.append(sd)
             settled(smnt, 20, 600)
+            saved(smnt, 600)
             base = rss_kb(sd.proc.pid) * 1024
             sd.umount()
             plen = statistics.mean(len(p) for p in paths)

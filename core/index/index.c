@@ -83,13 +83,22 @@ struct doc {
 	uint8_t coord[];     /* nsig signatures (csz bytes each), the path */
 };
 
+/* 6 bytes: the low 16 bits of the key's 32-bit tag, and the value (NONE:
+ * empty). The slot's home comes from the high bits of the whole tag, which
+ * the table recomputes from the record the value leads to when it moves
+ * slots (growing, erasing): keys are never stored, so neither is it. */
 struct slot {
-	uint32_t tag, val; /* val NONE: empty */
+	uint16_t tag;
+	uint16_t lo, hi; /* the value */
 };
+
+/* What a table maps, to find a slot's whole tag again (slot_tag()). */
+enum tab_kind { TAB_EXACT, TAB_COORD, TAB_BAND, TAB_PATHS, TAB_NAMES };
 
 struct table {
 	struct slot *s;
 	uint32_t cap, n;
+	uint8_t kind; /* enum tab_kind; the key tables by enum im_key_kind */
 };
 
 /* The documents sharing one key; ids[0] stands for the key. Most shared
@@ -349,6 +358,28 @@ static bool same_content(const struct doc *a, const struct doc *b)
 
 /* ---- Open-addressing tables ---------------------------------------------- */
 
+static inline uint32_t slot_val(const struct slot *s)
+{
+	return s->lo | (uint32_t)s->hi << 16;
+}
+
+static inline void slot_set(struct slot *s, uint32_t tag, uint32_t val)
+{
+	s->tag = (uint16_t)tag;
+	s->lo = (uint16_t)val;
+	s->hi = (uint16_t)(val >> 16);
+}
+
+static inline uint32_t tab_val(const struct table *t, uint32_t i)
+{
+	return slot_val(&t->s[i]);
+}
+
+static inline void tab_set_val(struct table *t, uint32_t i, uint32_t val)
+{
+	slot_set(&t->s[i], t->s[i].tag, val);
+}
+
 static inline uint32_t tab_home(const struct table *t, uint32_t tag)
 {
 	return (uint32_t)(((uint64_t)tag * t->cap) >> 32);
@@ -359,20 +390,23 @@ static inline uint32_t tab_next(const struct table *t, uint32_t i)
 	return i + 1 == t->cap ? 0 : i + 1;
 }
 
+static uint32_t slot_tag(const struct im_index *idx, const struct table *t,
+			 uint32_t val);
+
 /* Insert without growing: the caller reserved room. */
 static void tab_insert(struct table *t, uint32_t tag, uint32_t val)
 {
 	uint32_t i = tab_home(t, tag);
 
-	while (t->s[i].val != NONE)
+	while (tab_val(t, i) != NONE)
 		i = tab_next(t, i);
-	t->s[i].tag = tag;
-	t->s[i].val = val;
+	slot_set(&t->s[i], tag, val);
 	t->n++;
 }
 
-/* Room for @p extra more entries at load 0.8 or less. */
-static int tab_reserve(struct table *t, uint32_t extra)
+/* Room for @p extra more entries at load 0.9 or less. */
+static int tab_reserve(const struct im_index *idx, struct table *t,
+		       uint32_t extra)
 {
 	uint64_t need = (uint64_t)t->n + extra, cap = t->cap;
 	struct table nt;
@@ -387,47 +421,54 @@ static int tab_reserve(struct table *t, uint32_t extra)
 		return -ENOMEM;
 	nt.cap = (uint32_t)cap;
 	nt.n = 0;
+	nt.kind = t->kind;
 	nt.s = malloc(cap * sizeof(*nt.s));
 	if (!nt.s)
 		return -ENOMEM;
 	memset(nt.s, 0xff, cap * sizeof(*nt.s));
-	for (uint32_t i = 0; i < t->cap; i++)
-		if (t->s[i].val != NONE)
-			tab_insert(&nt, t->s[i].tag, t->s[i].val);
+	for (uint32_t i = 0; i < t->cap; i++) {
+		uint32_t val = tab_val(t, i);
+
+		if (val != NONE)
+			tab_insert(&nt, slot_tag(idx, t, val), val);
+	}
 	free(t->s);
 	*t = nt;
 	return 0;
 }
 
-static void tab_erase(struct table *t, uint32_t i)
+static void tab_erase(const struct im_index *idx, struct table *t, uint32_t i)
 {
 	uint32_t j = i;
 
 	for (;;) {
-		uint32_t h;
+		uint32_t h, val;
 		bool stays;
 
 		j = tab_next(t, j);
-		if (t->s[j].val == NONE)
+		val = tab_val(t, j);
+		if (val == NONE)
 			break;
 		/* s[j] may fill the hole at i unless its home lies in (i, j]. */
-		h = tab_home(t, t->s[j].tag);
+		h = tab_home(t, slot_tag(idx, t, val));
 		stays = i <= j ? (h > i && h <= j) : (h > i || h <= j);
 		if (!stays) {
 			t->s[i] = t->s[j];
 			i = j;
 		}
 	}
-	t->s[i].val = NONE;
+	slot_set(&t->s[i], 0, NONE);
 	t->n--;
 }
 
 static uint32_t tab_find_val(const struct table *t, uint32_t tag, uint32_t val)
 {
 	for (uint32_t i = tab_home(t, tag);; i = tab_next(t, i)) {
-		if (t->s[i].val == NONE)
+		uint32_t v = tab_val(t, i);
+
+		if (v == NONE)
 			return NONE;
-		if (t->s[i].val == val)
+		if (v == val)
 			return i;
 	}
 }
@@ -449,11 +490,12 @@ static uint32_t path_slot(const struct im_index *idx, const char *path)
 		return NONE;
 	tag = path_tag(path);
 	for (uint32_t i = tab_home(t, tag);; i = tab_next(t, i)) {
-		const struct slot *s = &t->s[i];
+		uint32_t val = tab_val(t, i);
 
-		if (s->val == NONE)
+		if (val == NONE)
 			return NONE;
-		if (s->tag == tag && !strcmp(doc_path(D(idx, s->val)), path))
+		if (t->s[i].tag == (uint16_t)tag &&
+		    !strcmp(doc_path(D(idx, val)), path))
 			return i;
 	}
 }
@@ -462,7 +504,7 @@ static uint32_t path_find(const struct im_index *idx, const char *path)
 {
 	uint32_t i = path_slot(idx, path);
 
-	return i == NONE ? NONE : idx->paths.s[i].val;
+	return i == NONE ? NONE : tab_val(&idx->paths, i);
 }
 
 /* ---- Postings ------------------------------------------------------------ */
@@ -505,15 +547,14 @@ static uint32_t posting_slot(const struct im_index *idx, const struct key *key,
 	if (!t->n)
 		return NONE;
 	for (uint32_t i = tab_home(t, tag);; i = tab_next(t, i)) {
-		const struct slot *s = &t->s[i];
+		uint32_t val = tab_val(t, i), first;
 		unsigned k;
-		uint32_t first;
 
-		if (s->val == NONE)
+		if (val == NONE)
 			return NONE;
-		if (s->tag != tag)
+		if (t->s[i].tag != (uint16_t)tag)
 			continue;
-		first = posting_first(idx, s->val, &k);
+		first = posting_first(idx, val, &k);
 		if (k == key->k && doc_has_key(D(idx, first), key))
 			return i;
 	}
@@ -599,7 +640,7 @@ static uint32_t posting_add(struct im_index *idx, const struct key *key,
 		tab_insert(t, tag, REF(id, key->k));
 		return NONE;
 	}
-	val = t->s[i].val;
+	val = tab_val(t, i);
 	if (val & PL_BIT) {
 		pl = &idx->pl[val & ~PL_BIT];
 		r = plist_rank(idx, pl, id);
@@ -626,7 +667,7 @@ static uint32_t posting_add(struct im_index *idx, const struct key *key,
 	}
 	pl->k = key->k;
 	pl->epoch = 0;
-	t->s[i].val = PL_BIT | p;
+	tab_set_val(t, i, PL_BIT | p);
 	return NONE;
 }
 
@@ -643,9 +684,9 @@ static uint32_t posting_del(struct im_index *idx, const struct key *key,
 	uint32_t promoted = NONE;
 	struct plist *pl;
 
-	val = t->s[i].val;
+	val = tab_val(t, i);
 	if (!(val & PL_BIT)) {
-		tab_erase(t, i);
+		tab_erase(idx, t, i);
 		return NONE;
 	}
 	p = val & ~PL_BIT;
@@ -657,7 +698,7 @@ static uint32_t posting_del(struct im_index *idx, const struct key *key,
 	memmove(pl_ids(pl) + r, pl_ids(pl) + r + 1,
 		(pl->n - r) * sizeof(uint32_t));
 	if (pl->n == 1) {
-		t->s[i].val = REF(pl_ids(pl)[0], pl->k);
+		tab_set_val(t, i, REF(pl_ids(pl)[0], pl->k));
 		plist_release(idx, p);
 	}
 	return promoted;
@@ -738,7 +779,7 @@ static void names_del(struct im_index *idx, uint32_t root)
 	struct im_sig name;
 
 	name_of_ref(idx, D(idx, root)->name, &name);
-	tab_erase(&idx->names,
+	tab_erase(idx, &idx->names,
 		  tab_find_val(&idx->names, name_tag(&name), root));
 }
 
@@ -752,16 +793,42 @@ static uint32_t names_find(const struct im_index *idx,
 		return NONE;
 	tag = name_tag(name);
 	for (uint32_t i = tab_home(t, tag);; i = tab_next(t, i)) {
-		const struct slot *s = &t->s[i];
+		uint32_t val = tab_val(t, i);
 		struct im_sig n;
 
-		if (s->val == NONE)
+		if (val == NONE)
 			return NONE;
-		if (s->tag != tag)
+		if (t->s[i].tag != (uint16_t)tag)
 			continue;
-		name_of_ref(idx, D(idx, s->val)->name, &n);
+		name_of_ref(idx, D(idx, val)->name, &n);
 		if (!memcmp(n.b, name->b, IM_SIG_LEN))
-			return s->val;
+			return val;
+	}
+}
+
+/* The whole tag of the entry @p val of @p t, from the record it leads to
+ * (records never change their keys, path or names while in a table). */
+static uint32_t slot_tag(const struct im_index *idx, const struct table *t,
+			 uint32_t val)
+{
+	struct im_sig name;
+	struct key key;
+	const struct doc *d;
+	unsigned k;
+
+	switch (t->kind) {
+	case TAB_PATHS: return path_tag(doc_path(D(idx, val)));
+	case TAB_NAMES:
+		name_of_ref(idx, D(idx, val)->name, &name);
+		return name_tag(&name);
+	default:
+		d = D(idx, posting_first(idx, val, &k));
+		key.kind = t->kind;
+		key.k = (uint8_t)k;
+		key.b = t->kind == TAB_EXACT   ? d->exact
+			: t->kind == TAB_COORD ? doc_sig(d, k)
+					       : band_bytes(&d->sketch, k);
+		return key_tag(&key);
 	}
 }
 
@@ -804,7 +871,7 @@ static struct plist *key_plist(const struct im_index *idx,
 			       const struct key *key)
 {
 	uint32_t sl = posting_slot(idx, key, key_tag(key));
-	uint32_t val = key_table(idx, key)->s[sl].val;
+	uint32_t val = tab_val(key_table(idx, key), sl);
 
 	return val & PL_BIT ? &idx->pl[val & ~PL_BIT] : NULL;
 }
@@ -1162,6 +1229,11 @@ int im_index_new(struct im_index **out)
 	}
 	idx->docs_free = NONE;
 	idx->pl_free = NONE;
+	idx->exacts.kind = TAB_EXACT;
+	idx->sigs.kind = TAB_COORD;
+	idx->bands.kind = TAB_BAND;
+	idx->paths.kind = TAB_PATHS;
+	idx->names.kind = TAB_NAMES;
 	im_params_init(&p);
 	idx->threshold = p.similarity;
 	idx->csz = IM_SIG_LEN;
@@ -1206,18 +1278,18 @@ static int reserve_put(struct im_index *idx, const struct doc *d, bool new_path,
 	ret = docs_reserve(idx);
 	if (ret)
 		return ret;
-	if (new_path && (ret = tab_reserve(&idx->paths, 1)))
+	if (new_path && (ret = tab_reserve(idx, &idx->paths, 1)))
 		return ret;
 	/* A split never allocates: keep room for every possible cluster. */
 	clusters_max = (idx->ndocs + 1) / 2 + 1;
 	if (clusters_max > idx->names.n &&
-	    (ret = tab_reserve(&idx->names, clusters_max - idx->names.n)))
+	    (ret = tab_reserve(idx, &idx->names, clusters_max - idx->names.n)))
 		return ret;
 	for (unsigned i = 0; i < nkeys; i++)
 		nper[keys[i].kind]++;
-	if ((ret = tab_reserve(&idx->exacts, nper[IM_KEY_EXACT])) ||
-	    (ret = tab_reserve(&idx->sigs, nper[IM_KEY_COORD])) ||
-	    (ret = tab_reserve(&idx->bands, nper[IM_KEY_BAND])))
+	if ((ret = tab_reserve(idx, &idx->exacts, nper[IM_KEY_EXACT])) ||
+	    (ret = tab_reserve(idx, &idx->sigs, nper[IM_KEY_COORD])) ||
+	    (ret = tab_reserve(idx, &idx->bands, nper[IM_KEY_BAND])))
 		return ret;
 
 	for (unsigned i = 0; i < nkeys; i++) {
@@ -1226,7 +1298,7 @@ static int reserve_put(struct im_index *idx, const struct doc *d, bool new_path,
 
 		if (s == NONE)
 			continue;
-		val = key_table(idx, &keys[i])->s[s].val;
+		val = tab_val(key_table(idx, &keys[i]), s);
 		if (val & PL_BIT) {
 			struct plist *pl = &idx->pl[val & ~PL_BIT];
 			uint32_t *ids;
@@ -1308,7 +1380,7 @@ static int put_locked(struct im_index *idx, const char *path, struct doc *d)
 		tab_insert(&idx->paths, path_tag(path), id);
 	} else {
 		detach_doc(idx, old);
-		idx->paths.s[path_slot(idx, path)].val = id;
+		tab_set_val(&idx->paths, path_slot(idx, path), id);
 		docs_release(idx, old);
 	}
 	idx->gen++;
@@ -1338,8 +1410,8 @@ static int remove_locked(struct im_index *idx, const char *path)
 
 	if (slot == NONE)
 		return -ENOENT;
-	id = idx->paths.s[slot].val;
-	tab_erase(&idx->paths, slot);
+	id = tab_val(&idx->paths, slot);
+	tab_erase(idx, &idx->paths, slot);
 	detach_doc(idx, id);
 	docs_release(idx, id);
 	idx->gen++;
@@ -1623,7 +1695,7 @@ int im_index_foreach_cluster(const struct im_index *idx, im_index_cluster_cb cb,
 
 	rdlock(idx);
 	for (uint32_t i = 0; i < idx->names.cap; i++) {
-		uint32_t root = idx->names.s[i].val;
+		uint32_t root = tab_val(&idx->names, i);
 		struct im_sig name;
 
 		if (root == NONE)

@@ -319,10 +319,10 @@ static int add_line(struct im_ignore *ig, const char *line, size_t len)
 	out = pat;
 	in = line;
 	while (in < line + len) {
-		size_t cl = strcspn(in, "/");
-
-		if (cl > (size_t)(line + len - in))
-			cl = (size_t)(line + len - in);
+		/* The text is not NUL-terminated: bound the search. */
+		const char *slash = memchr(in, '/', (size_t)(line + len - in));
+		size_t cl = slash ? (size_t)(slash - in)
+				  : (size_t)(line + len - in);
 		if (cl && !(is_globstar(in, cl) && out - pat >= 2 &&
 			    is_globstar(out - 2, 2) &&
 			    (out - pat == 2 || out[-3] == '/'))) {

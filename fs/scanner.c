@@ -405,6 +405,24 @@ static int full_scan(struct scanner *s, const struct im_state *cache)
 	return 0;
 }
 
+/*
+ * A walk applies each directory and file as it saw it, after events the
+ * watcher applied meanwhile may have shown newer truth (a directory swapped
+ * for a symlink after the walk listed it comes back). So a scan that ran
+ * while events arrived asks for another, until one runs without events.
+ */
+static int scan_quiet(struct scanner *s, const struct im_state *cache)
+{
+	struct watch_stats before, after;
+
+	watch_stats(s->fs->watch, &before);
+	int ret = full_scan(s, cache);
+	watch_stats(s->fs->watch, &after);
+	if (!ret && after.events != before.events)
+		scanner_request_rescan(s);
+	return ret;
+}
+
 /* ---- The lexicon -------------------------------------------------------------- */
 
 static int build_lexicon(struct scanner *s)
@@ -526,7 +544,7 @@ static void *scanner_main(void *arg)
 		tree_unlock(fs->model->tree);
 	}
 	set_phase(s, PHASE_SCANNING);
-	int ret = full_scan(s, cache);
+	int ret = scan_quiet(s, cache);
 	if (ret == -ECANCELED)
 		return NULL;
 	imfs_log(LOG_INFO, "scan done: %llu documents from the cache",
@@ -547,7 +565,7 @@ static void *scanner_main(void *arg)
 		if (rescan) {
 			set_phase(s, PHASE_RESCANNING);
 			ST_ADD(s, rescans, 1);
-			if (full_scan(s, NULL) == -ECANCELED)
+			if (scan_quiet(s, NULL) == -ECANCELED)
 				break;
 			set_phase(s, PHASE_LIVE);
 			last_scan = time(NULL);

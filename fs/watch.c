@@ -248,6 +248,9 @@ struct found_list {
 	const char *base; /* the looked-at path the walk is under */
 	struct found *v;
 	size_t n, cap;
+	/* A deep look walked the whole directory without an error: what it
+	 * did not find below the path is not there. */
+	bool complete;
 };
 
 static void found_release(struct found_list *l)
@@ -371,6 +374,7 @@ static bool look(struct watch *w, const char *path, bool deep,
 	};
 	l->base = "";
 	ret = im_walk(fs->srcfd, &fs->opts->params, &ops, &counts);
+	l->complete = !ret && !counts.errors;
 	return !(ret < 0 && path_gone(-ret));
 }
 
@@ -392,6 +396,38 @@ static void apply_found(struct watch *w, struct found_list *l, bool resign)
 		else if ((resign || !model_unchanged(n, &f->st)) &&
 			 workers_queue(w->fs->workers, n))
 			scanner_request_rescan(w->fs->scanner);
+	}
+}
+
+static int cmp_found_path(const void *a, const void *b)
+{
+	return strcmp(((const struct found *)a)->path,
+		      ((const struct found *)b)->path);
+}
+
+static bool was_found(const struct found_list *l, const char *path)
+{
+	struct found key = {.path = (char *)path};
+
+	return bsearch(&key, l->v, l->n, sizeof(*l->v), cmp_found_path);
+}
+
+/* Remove what is below @p dir that list @p l (sorted) did not find. */
+static void sweep_below(struct model *m, struct node *dir,
+			const struct found_list *l)
+{
+	struct node *c, *next;
+
+	for (c = dir->child; c; c = next) {
+		next = c->next;
+		char *path = tree_path(c);
+		if (!path)
+			continue; /* out of memory: kept, as a rescan would */
+		if (!was_found(l, path))
+			model_remove(m, c);
+		else if (c->flags & NODE_DIR)
+			sweep_below(m, c, l);
+		free(path);
 	}
 }
 
@@ -478,8 +514,22 @@ static void look_and_apply(struct watch *w, char *path, bool resign, bool deep)
 	if (slash)
 		*slash = 0;
 	struct node *parent = tree_lookup(t, slash ? path : "");
-	if (parent && (parent->flags & NODE_DIR))
+	if (parent && (parent->flags & NODE_DIR)) {
 		apply_found(w, &l, resign);
+		/* A deep look is the truth below the path, as a rescan's walk
+		 * is: what the tree holds there and the walk did not find (a
+		 * file a renamed directory's new name leaves out of scope, an
+		 * event lost) leaves. */
+		if (slash)
+			*slash = '/';
+		struct node *top = l.complete ? tree_lookup(t, path) : NULL;
+		if (top && (top->flags & NODE_DIR)) {
+			qsort(l.v, l.n, sizeof(*l.v), cmp_found_path);
+			sweep_below(w->fs->model, top, &l);
+		}
+		if (slash)
+			*slash = 0;
+	}
 	found_release(&l);
 	/* Gone: read again the nearest directory the tree still has. */
 	while (!there && !parent && slash) {
@@ -641,8 +691,10 @@ static void on_moved_to(struct watch *w, struct node *dir, const char *name,
 	if (n && !model_move(m, n, dir, name)) {
 		/* Renamed within the tree: signatures follow. A file renamed
 		 * over after a write (editors' save) is checked against its
-		 * size, mtime and inode. */
-		want_look(dir, name, req, false, false);
+		 * size, mtime and inode. A directory is walked again: under
+		 * its new name other patterns may apply (.imatchignore,
+		 * -o exclude), so files come in or leave. */
+		want_look(dir, name, req, false, n->flags & NODE_DIR);
 		return;
 	}
 	if (n)

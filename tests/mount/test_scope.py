@@ -82,6 +82,34 @@ def test_exclude_and_imatchignore_live(w):
 
 
 @test
+def test_renamed_directory_rescoped(w):
+    """A directory renamed while mounted is scoped under its new name at
+    once, not at the next rescan: its files leave when a pattern now
+    matches them and come back when none does."""
+    want, docs, names = standard(w)
+    fam = names['family0']
+    write(os.path.join(w.src, '.imatchignore'), 'drafts/*.txt\n')
+    write(os.path.join(w.src, 'work/copy.txt'), copy_of(w, fam[0]))
+    d = w.daemon()
+    settled(w, d, len(docs) + 1)
+    with_copy = set(want - {frozenset(fam)}) | {frozenset(fam + ['work/copy.txt'])}
+    wait_clusters(w.mnt, with_copy, 'work/copy.txt with its family')
+    rescans = status_int(read_status(w.mnt), 'rescans')
+
+    os.rename(os.path.join(w.src, 'work'), os.path.join(w.src, 'drafts'))
+    wait_clusters(w.mnt, want, 'drafts/copy.txt out of scope after the rename')
+    check(not os.path.lexists(by_doc_path(w.mnt, 'drafts/copy.txt')),
+          'drafts/copy.txt left by-doc/')
+    os.rename(os.path.join(w.src, 'drafts'), os.path.join(w.src, 'final'))
+    back = set(want - {frozenset(fam)}) | {frozenset(fam + ['final/copy.txt'])}
+    wait_clusters(w.mnt, back, 'final/copy.txt back in scope after the rename')
+    check(status_int(read_status(w.mnt), 'rescans') == rescans,
+          'the renames were followed without a rescan')
+    d.umount()
+    d.check_log()
+
+
+@test
 def test_include_option(w):
     want, docs, names = standard(w)
     # The lexicon of the whole tree, so that the few documents of reports/

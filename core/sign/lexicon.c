@@ -159,9 +159,9 @@ static int df_rehash(struct im_df *df, size_t nslots)
 	return 0;
 }
 
-/* Find or insert; add @p count to its df. */
+/* Find or insert; add @p count to its df; *id receives its index in v. */
 static int df_count(struct im_df *df, const char *s, uint32_t len,
-		    uint64_t hash, uint32_t count)
+		    uint64_t hash, uint32_t count, uint32_t *id)
 {
 	/* Keep the load at most 1/2 so that probes stay short. */
 	if ((df->n + 1) * 2 > df->nslots) {
@@ -183,6 +183,7 @@ static int df_count(struct im_df *df, const char *s, uint32_t len,
 			if (UINT32_MAX - e->df < count)
 				return -EOVERFLOW;
 			e->df += count;
+			*id = ix - 1;
 			return 0;
 		}
 		j = (j + 1) & mask;
@@ -200,22 +201,30 @@ static int df_count(struct im_df *df, const char *s, uint32_t len,
 		return -ENOMEM;
 	df->v[df->n] = (struct df_entry){
 		.hash = hash, .off = off, .len = len, .df = count};
+	*id = (uint32_t)df->n;
 	df->slots[j] = (uint32_t)(++df->n);
 	return 0;
 }
 
-int im_df_add(struct im_df *df, const struct im_terms *u)
+int im_df_add_ids(struct im_df *df, const struct im_terms *u, uint32_t *ids)
 {
 	if (df->docs >= UINT32_MAX)
 		return -EOVERFLOW;
 	for (size_t i = 0; i < u->n; i++) {
 		const struct im_term *t = &u->v[i];
-		int r = df_count(df, im_terms_str(u, i), t->len, t->hash, 1);
+		uint32_t id;
+		int r = df_count(df, im_terms_str(u, i), t->len, t->hash, 1,
+				 ids ? &ids[i] : &id);
 		if (r < 0)
 			return r;
 	}
 	df->docs++;
 	return 0;
+}
+
+int im_df_add(struct im_df *df, const struct im_terms *u)
+{
+	return im_df_add_ids(df, u, NULL);
 }
 
 int im_df_merge(struct im_df *dst, const struct im_df *src)
@@ -224,8 +233,9 @@ int im_df_merge(struct im_df *dst, const struct im_df *src)
 		return -EOVERFLOW;
 	for (size_t i = 0; i < src->n; i++) {
 		const struct df_entry *e = &src->v[i];
+		uint32_t id;
 		int r = df_count(dst, src->arena.p + e->off, e->len, e->hash,
-				 e->df);
+				 e->df, &id);
 		if (r < 0)
 			return r;
 	}
@@ -237,7 +247,9 @@ int im_df_add_term(struct im_df *df, const char *s, size_t len, uint32_t count)
 {
 	if (!len || len > UINT32_MAX)
 		return -EINVAL;
-	return df_count(df, s, (uint32_t)len, XXH3_64bits(s, len), count);
+	uint32_t id;
+
+	return df_count(df, s, (uint32_t)len, XXH3_64bits(s, len), count, &id);
 }
 
 int im_df_add_docs(struct im_df *df, uint64_t n)

@@ -46,6 +46,17 @@ void im_df_free(struct im_df *df);
  */
 int im_df_add(struct im_df *df, const struct im_terms *u);
 
+/**
+ * im_df_add() that also says where each term is counted: ids[i] receives the
+ * id of u->v[i] in @p df, its place in im_df_foreach()'s order. Ids are
+ * stable: adding and merging into @p df append new terms and never renumber
+ * the old ones, so a one-pass scan keeps a document's ids instead of its
+ * terms and maps them to the lexicon later. @p ids holds u->n entries.
+ *
+ * @return as im_df_add(); on error ids[] is partly filled.
+ */
+int im_df_add_ids(struct im_df *df, const struct im_terms *u, uint32_t *ids);
+
 /** Add the counts of @p src into @p dst. @return 0 or -ENOMEM. */
 int im_df_merge(struct im_df *dst, const struct im_df *src);
 
@@ -82,7 +93,7 @@ typedef int (*im_df_term_fn)(const char *s, uint32_t len, uint64_t hash,
 
 /**
  * Call @p fn for every distinct term (hash is XXH3_64bits of its bytes), in
- * no particular order. @p df must not change meanwhile.
+ * id order (see im_df_add_ids()). @p df must not change meanwhile.
  *
  * @return 0 or fn's non-zero value.
  */

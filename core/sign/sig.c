@@ -335,6 +335,56 @@ static int cand_reserve(struct im_signer *s, size_t n)
 	return 0;
 }
 
+/* Start collecting the candidates of a document of @p n terms at most. */
+static int collect_begin(struct im_signer *s, size_t n)
+{
+	s->npc = s->nqc = 0;
+	s->qb_sorted = 0;
+	s->have_last = 0;
+	memset(s->pcount, 0, sizeof(s->pcount));
+	return cand_reserve(s, n);
+}
+
+/* Running totals of collect_add(). */
+struct collecting {
+	size_t nraw, npk, nqk, bytes;
+};
+
+/* Candidate: term number @p ix of the lexicon, its bytes @p str. */
+static inline void collect_add(struct im_signer *s, struct collecting *c,
+			       long ix, const char *str, uint32_t len)
+{
+	int primary = (size_t)ix < im_lexicon_primary_size(s->lex);
+	uint32_t mask = member_mask(s, str, len, primary ? s->pcount : NULL);
+	uint64_t key = (uint64_t)ix << 32 | c->nraw;
+
+	s->raw[c->nraw++] = (struct cand){str, len, mask};
+	c->bytes += len + 1;
+	if (primary)
+		s->pk[c->npk++] = key;
+	else
+		s->qk[c->nqk++] = key;
+}
+
+/* P sorted by term number, which is byte order; Q waits for sort_q(). */
+static int collect_end(struct im_signer *s, const struct collecting *c,
+		       size_t n_unique)
+{
+	sort_by_number(s->pk, s->tmp, c->npk);
+	for (size_t i = 0; i < c->npk; i++)
+		s->pc[i] = s->raw[(uint32_t)s->pk[i]];
+	s->npc = c->npk;
+	s->nqc = c->nqk; /* qc[] is filled by sort_q(), if some coordinate
+			    needs it */
+	s->q_sorted = 0;
+	/* One buffer holds any S of this document. */
+	if (grow((void **)&s->hb, &s->hbcap, c->bytes + IM_LEX_STR_PAD, 1) < 0)
+		return -ENOMEM;
+	s->last_n = n_unique;
+	s->have_last = 1;
+	return 0;
+}
+
 /*
  * Look every term of @p u up and keep the candidates: P (in L) sorted by term
  * number, which is byte order, and Q (in B) sorted by term number, which is
@@ -342,16 +392,10 @@ static int cand_reserve(struct im_signer *s, size_t n)
  */
 static int collect(struct im_signer *s, const struct im_terms *u)
 {
-	size_t nraw = 0, npk = 0, nqk = 0, bytes = 1;
-	size_t nprimary = im_lexicon_primary_size(s->lex);
+	struct collecting c = {.bytes = 1};
 
-	s->npc = s->nqc = 0;
-	s->qb_sorted = 0;
-	s->have_last = 0;
-	memset(s->pcount, 0, sizeof(s->pcount));
-	if (cand_reserve(s, u->n) < 0)
+	if (collect_begin(s, u->n) < 0)
 		return -ENOMEM;
-
 	for (size_t i = 0; i < u->n; i++) {
 		/* Lookups are independent: let the next slots load meanwhile. */
 		if (i + PREFETCH < u->n)
@@ -360,33 +404,28 @@ static int collect(struct im_signer *s, const struct im_terms *u)
 		const char *str;
 		long ix = im_lexicon_lookup(s->lex, im_terms_str(u, i), ut->len,
 					    ut->hash, &str);
-		if (ix < 0)
-			continue;
-		int primary = (size_t)ix < nprimary;
-		uint32_t mask = member_mask(s, str, ut->len,
-					    primary ? s->pcount : NULL);
-		s->raw[nraw] = (struct cand){str, ut->len, mask};
-		uint64_t key = (uint64_t)ix << 32 | nraw;
-		nraw++;
-		bytes += ut->len + 1;
-		if (primary)
-			s->pk[npk++] = key;
-		else
-			s->qk[nqk++] = key;
+		if (ix >= 0)
+			collect_add(s, &c, ix, str, ut->len);
 	}
-	sort_by_number(s->pk, s->tmp, npk);
-	for (size_t i = 0; i < npk; i++)
-		s->pc[i] = s->raw[(uint32_t)s->pk[i]];
-	s->npc = npk;
-	s->nqc =
-		nqk; /* qc[] is filled by sort_q(), if some coordinate needs it */
-	s->q_sorted = 0;
-	/* One buffer holds any S of this document. */
-	if (grow((void **)&s->hb, &s->hbcap, bytes + IM_LEX_STR_PAD, 1) < 0)
+	return collect_end(s, &c, u->n);
+}
+
+/* The same from the term numbers of the terms the lexicon holds. */
+static int collect_numbers(struct im_signer *s, const uint32_t *nums, size_t n,
+			   size_t n_unique)
+{
+	struct collecting c = {.bytes = 1};
+
+	if (collect_begin(s, n) < 0)
 		return -ENOMEM;
-	s->last_n = u->n;
-	s->have_last = 1;
-	return 0;
+	for (size_t i = 0; i < n; i++) {
+		const struct im_lex_term *t = im_lexicon_term(s->lex, nums[i]);
+
+		if (!t)
+			return -EINVAL;
+		collect_add(s, &c, nums[i], t->str, t->len);
+	}
+	return collect_end(s, &c, n_unique);
 }
 
 /* ---- One coordinate ------------------------------------------------------- */
@@ -586,25 +625,21 @@ static int coord_hash(struct im_signer *s, unsigned k, const struct coord *c,
 
 /* ---- Signing --------------------------------------------------------------- */
 
-int im_signer_sign_terms(struct im_signer *s, const struct im_terms *u,
-			 struct im_doc_sigs *out, struct im_coord_info *info)
+/*
+ * Decide and hash every coordinate of the document collect() saw, of |U| =
+ * @p n terms: sets status (SIGNED or REJECTED), valid and sig[] of @p out.
+ */
+static int sign_coords(struct im_signer *s, size_t n, struct im_doc_sigs *out,
+		       struct im_coord_info *info)
 {
 	unsigned ncoords = s->p.k + 1;
-	size_t n = u->n;
-	int r;
-
-	memset(out, 0, sizeof(*out));
-	out->status = IM_DOC_REJECTED;
-	out->ncoords = (uint8_t)ncoords;
-	out->unique_terms = n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
-	if (!s->lex)
-		return -EINVAL;
-	r = collect(s, u);
-	if (r < 0)
-		return r;
-
 	size_t need0 = ratio_need(n, coord_ratio(s, 0));
 	size_t needk = ratio_need(n, coord_ratio(s, 1));
+	int r;
+
+	out->status = IM_DOC_REJECTED;
+	out->valid = 0;
+	memset(out->sig, 0, sizeof(out->sig));
 	for (unsigned k = 0; k < ncoords; k++) {
 		struct coord c;
 		const char *why = NULL;
@@ -635,12 +670,57 @@ int im_signer_sign_terms(struct im_signer *s, const struct im_terms *u,
 	}
 	if (out->valid)
 		out->status = IM_DOC_SIGNED;
+	return 0;
+}
+
+int im_signer_sign_terms(struct im_signer *s, const struct im_terms *u,
+			 struct im_doc_sigs *out, struct im_coord_info *info)
+{
+	size_t n = u->n;
+	int r;
+
+	memset(out, 0, sizeof(*out));
+	out->status = IM_DOC_REJECTED;
+	out->ncoords = (uint8_t)(s->p.k + 1);
+	out->unique_terms = n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
+	if (!s->lex)
+		return -EINVAL;
+	r = collect(s, u);
+	if (r < 0)
+		return r;
+	r = sign_coords(s, n, out, info);
+	if (r < 0)
+		return r;
 	im_sketch_compute(u, s->p.seed, &out->sketch);
 	return 0;
 }
 
-int im_signer_sign_buf(struct im_signer *s, const char *name, const char *buf,
-		       size_t len, struct im_doc_sigs *out)
+int im_signer_sign_numbers(struct im_signer *s, const uint32_t *nums, size_t n,
+			   struct im_doc_sigs *out)
+{
+	int r;
+
+	if (!s->lex)
+		return -EINVAL;
+	r = collect_numbers(s, nums, n, out->unique_terms);
+	if (r < 0)
+		return r;
+	return sign_coords(s, out->unique_terms, out, NULL);
+}
+
+void im_signer_set_lexicon(struct im_signer *s, const struct im_lexicon *lex)
+{
+	s->lex = lex;
+	s->have_last = 0;
+}
+
+/*
+ * Extract and tokenize @p buf; sign it too if @p sign, else leave a text with
+ * status IM_DOC_REJECTED, no signature, its terms in s->terms and its sketch
+ * (im_signer_prepare_at()).
+ */
+static int doc_buf(struct im_signer *s, const char *name, const char *buf,
+		   size_t len, struct im_doc_sigs *out, bool sign)
 {
 	struct im_extract_result xr;
 	int r;
@@ -658,9 +738,21 @@ int im_signer_sign_buf(struct im_signer *s, const char *name, const char *buf,
 		r = im_text_terms(xr.text, xr.len, &s->p, &s->terms);
 		if (r < 0)
 			return r;
-		r = im_signer_sign_terms(s, &s->terms, out, NULL);
-		if (r < 0)
-			return r;
+		if (sign) {
+			r = im_signer_sign_terms(s, &s->terms, out, NULL);
+			if (r < 0)
+				return r;
+		} else {
+			size_t n = s->terms.n;
+
+			s->have_last = 0;
+			memset(out, 0, sizeof(*out));
+			out->status = IM_DOC_REJECTED;
+			out->ncoords = (uint8_t)(s->p.k + 1);
+			out->unique_terms =
+				n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
+			im_sketch_compute(&s->terms, s->p.seed, &out->sketch);
+		}
 	}
 	out->format = (uint8_t)xr.format;
 	/* Empty files are all "identical": relating them would make one
@@ -672,6 +764,12 @@ int im_signer_sign_buf(struct im_signer *s, const char *name, const char *buf,
 	memcpy(out->exact, c.digest, sizeof(out->exact));
 	out->exact_valid = 1;
 	return 0;
+}
+
+int im_signer_sign_buf(struct im_signer *s, const char *name, const char *buf,
+		       size_t len, struct im_doc_sigs *out)
+{
+	return doc_buf(s, name, buf, len, out, true);
 }
 
 /* ---- Reading ----------------------------------------------------------------- */
@@ -850,8 +948,9 @@ static void drop_big_buffer(struct im_signer *s)
 	}
 }
 
-int im_signer_sign_at(struct im_signer *s, int dirfd, const char *name,
-		      struct im_doc_sigs *out, struct stat *st)
+/* im_signer_sign_at(), or im_signer_prepare_at() when !@p sign. */
+static int doc_at(struct im_signer *s, int dirfd, const char *name,
+		  struct im_doc_sigs *out, struct stat *st, bool sign)
 {
 	enum im_doc_status status;
 	struct stat lst;
@@ -874,8 +973,8 @@ int im_signer_sign_at(struct im_signer *s, int dirfd, const char *name,
 		drop_big_buffer(s);
 	} else {
 		const char *base = strrchr(name, '/');
-		r = im_signer_sign_buf(s, base ? base + 1 : name,
-				       s->buf ? s->buf : "", len, out);
+		r = doc_buf(s, base ? base + 1 : name, s->buf ? s->buf : "",
+			    len, out, sign);
 		drop_big_buffer(s);
 	}
 	out->size = (uint64_t)lst.st_size;
@@ -883,6 +982,22 @@ int im_signer_sign_at(struct im_signer *s, int dirfd, const char *name,
 		(int64_t)lst.st_mtim.tv_sec * 1000000000 + lst.st_mtim.tv_nsec;
 	if (st)
 		*st = lst;
+	return r;
+}
+
+int im_signer_sign_at(struct im_signer *s, int dirfd, const char *name,
+		      struct im_doc_sigs *out, struct stat *st)
+{
+	return doc_at(s, dirfd, name, out, st, true);
+}
+
+int im_signer_prepare_at(struct im_signer *s, int dirfd, const char *name,
+			 struct im_doc_sigs *out, struct stat *st,
+			 const struct im_terms **terms)
+{
+	int r = doc_at(s, dirfd, name, out, st, false);
+
+	*terms = !r && out->status == IM_DOC_REJECTED ? &s->terms : NULL;
 	return r;
 }
 

@@ -183,6 +183,46 @@ int im_signer_terms_at(struct im_signer *s, int dirfd, const char *name,
 int im_signer_sign_terms(struct im_signer *s, const struct im_terms *u,
 			 struct im_doc_sigs *out, struct im_coord_info *info);
 
+/* ---- Signing in two steps (one-pass scans) --------------------------------
+ *
+ * A first scan has no lexicon while it reads: it tokenizes each file once,
+ * keeps what signing needs (the ids of the terms in its struct im_df), builds
+ * the lexicon, and signs afterwards (core/scan.h, im_scan_first()). These two
+ * calls split im_signer_sign_at() at that point; together they give exactly
+ * its result.
+ */
+
+/**
+ * Read, extract and tokenize like im_signer_sign_at(), without signing. A
+ * text comes back with status IM_DOC_REJECTED, no signature, unique_terms
+ * and the sketch set, and *terms pointing at its unique terms (owned by the
+ * signer, valid until its next call); anything else (binary, failed, too
+ * big, error) comes back complete, as im_signer_sign_at() gives it, with
+ * *terms NULL. Works with or without a lexicon.
+ *
+ * @return 0 or -ENOMEM; on error *terms is NULL.
+ */
+int im_signer_prepare_at(struct im_signer *s, int dirfd, const char *name,
+			 struct im_doc_sigs *out, struct stat *st,
+			 const struct im_terms **terms);
+
+/**
+ * Sign a text im_signer_prepare_at() left unsigned: @p nums holds, once
+ * each and in any order, the term numbers (im_lexicon_term()) of the
+ * document's terms that the signer's lexicon holds; |U| is
+ * out->unique_terms. Only status, valid and sig[] of @p out change.
+ *
+ * @return 0, -ENOMEM, or -EINVAL without a lexicon or for a number past it.
+ */
+int im_signer_sign_numbers(struct im_signer *s, const uint32_t *nums, size_t n,
+			   struct im_doc_sigs *out);
+
+/**
+ * Sign with @p lex (borrowed, must outlive its use) from now on; for a
+ * signer made before the lexicon existed.
+ */
+void im_signer_set_lexicon(struct im_signer *s, const struct im_lexicon *lex);
+
 /* ---- Explaining a signature (`imatch explain`) ----------------------------
  *
  * A signer remembers the candidate terms of the last document it signed

@@ -34,6 +34,7 @@
 
 #include "beneath.h"
 #include "scan.h"
+#include "spool.h"
 #include "scope.h"
 
 /* Innermost frames that keep their directory fd open. */
@@ -600,6 +601,9 @@ struct scan {
 
 	pthread_mutex_t rlock;	       /* serializes results */
 	struct im_scan_counts *counts; /* protected by rlock */
+	/* First scans: the statuses as a df scan counts them, protected by
+	 * rlock; and the table from a worker's term ids to term numbers. */
+	struct im_scan_counts pre;
 };
 
 static bool scan_stopping(struct scan *sc)
@@ -710,11 +714,30 @@ static void count_format(struct im_scan_counts *c, const struct im_doc_sigs *d)
 		c->by_fail[d->err]++;
 }
 
+/* Count and hand out one result, serialized with the others. */
+static void deliver(struct scan *sc, const char *path, const struct stat *st,
+		    const struct im_doc_sigs *d)
+{
+	pthread_mutex_lock(&sc->rlock);
+	count_status(sc->counts, d->status, st);
+	count_format(sc->counts, d);
+	if (sc->ops->result)
+		sc->ops->result(path, st, d, sc->ops->arg);
+	pthread_mutex_unlock(&sc->rlock);
+}
+
 struct sign_worker {
 	pthread_t tid;
 	struct scan *sc;
 	struct im_signer *signer;
-	struct im_df *df; /* df scans only */
+	struct im_df *df; /* df and first scans */
+	/* First scans: what the walk kept, and buffers for one document. */
+	struct im_spool *spool;
+	uint32_t *ids; /* term ids, then term numbers; idcap entries */
+	size_t idcap;
+	size_t nown;   /* terms of df that this worker's ids refer to */
+	uint32_t *map; /* id -> term number or NO_TERM; nown entries */
+	int ret;       /* first scans: the signing step's error */
 };
 
 static void *sign_main(void *arg)
@@ -739,12 +762,7 @@ static void *sign_main(void *arg)
 		/* The walker's stat when the file could not be opened. */
 		const struct stat *use = st.st_ino ? &st : &it.st;
 
-		pthread_mutex_lock(&sc->rlock);
-		count_status(sc->counts, d.status, use);
-		count_format(sc->counts, &d);
-		if (sc->ops->result)
-			sc->ops->result(it.path, use, &d, sc->ops->arg);
-		pthread_mutex_unlock(&sc->rlock);
+		deliver(sc, it.path, use, &d);
 		free(it.path);
 	}
 	return NULL;
@@ -779,6 +797,212 @@ static void *df_main(void *arg)
 	return NULL;
 }
 
+/* ---- First scans: one pass ---------------------------------------------- */
+
+#define NO_TERM UINT32_MAX
+
+/*
+ * What a first scan keeps of a file until the lexicon exists: the result
+ * without signatures (a text has status IM_DOC_REJECTED), then path_len
+ * bytes of path and nids term ids.
+ */
+struct kept {
+	struct stat st;
+	int32_t err;
+	uint32_t unique_terms, nids, path_len;
+	uint64_t size;
+	int64_t mtime_ns;
+	uint8_t status, format, exact_valid, pad;
+	uint8_t exact[16];
+	struct im_sketch sketch;
+};
+
+static int ids_reserve(struct sign_worker *wk, size_t n)
+{
+	uint32_t *v;
+	size_t cap = wk->idcap ? wk->idcap : 1024;
+
+	if (n <= wk->idcap)
+		return 0;
+	while (cap < n)
+		cap *= 2;
+	v = realloc(wk->ids, cap * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	wk->ids = v;
+	wk->idcap = cap;
+	return 0;
+}
+
+static int keep_doc(struct sign_worker *wk, const char *path,
+		    const struct stat *st, const struct im_doc_sigs *d,
+		    size_t nids)
+{
+	struct kept k;
+	struct iovec iov[3];
+
+	memset(&k, 0, sizeof(k));
+	k.st = *st;
+	k.err = d->err;
+	k.unique_terms = d->unique_terms;
+	k.nids = (uint32_t)nids;
+	k.path_len = (uint32_t)strlen(path);
+	k.size = d->size;
+	k.mtime_ns = d->mtime_ns;
+	k.status = d->status;
+	k.format = d->format;
+	k.exact_valid = d->exact_valid;
+	memcpy(k.exact, d->exact, sizeof(k.exact));
+	k.sketch = d->sketch;
+	iov[0] = (struct iovec){&k, sizeof(k)};
+	iov[1] = (struct iovec){(void *)path, k.path_len};
+	iov[2] = (struct iovec){wk->ids, nids * sizeof(*wk->ids)};
+	return im_spool_append(wk->spool, iov, 3);
+}
+
+/* Walk step: read and tokenize, count the terms, keep the rest. */
+static void *first_main(void *arg)
+{
+	struct sign_worker *wk = arg;
+	struct scan *sc = wk->sc;
+	const struct im_terms *u;
+	struct im_doc_sigs d;
+	struct item it;
+	struct stat st;
+
+	while (scan_pop(sc, &it)) {
+		const char *name = it.path + it.name_off;
+		int ret = im_signer_prepare_at(wk->signer, it.dir->fd, name, &d,
+					       &st, &u);
+		size_t n = u ? u->n : 0;
+
+		dref_put(it.dir);
+		/* Documents without a term say nothing about frequencies. */
+		if (!ret && n)
+			ret = ids_reserve(wk, n);
+		if (!ret && n)
+			ret = im_df_add_ids(wk->df, u, wk->ids);
+		if (!ret)
+			ret = keep_doc(wk, it.path, st.st_ino ? &st : &it.st,
+				       &d, n);
+		if (ret) {
+			free(it.path);
+			scan_fail(sc, ret);
+			break;
+		}
+		/* As df_main() counts, for a tree with no lexicon. */
+		pthread_mutex_lock(&sc->rlock);
+		count_status(&sc->pre, u ? IM_DOC_SIGNED : d.status, &it.st);
+		pthread_mutex_unlock(&sc->rlock);
+		free(it.path);
+	}
+	return NULL;
+}
+
+struct map_arg {
+	struct sign_worker *wk;
+	const struct im_lexicon *lex;
+	size_t i;
+};
+
+static int map_term(const char *s, uint32_t len, uint64_t hash, uint32_t count,
+		    void *arg)
+{
+	struct map_arg *a = arg;
+	long ix;
+
+	(void)count;
+	if (a->i == a->wk->nown)
+		return 1; /* merged in from other workers: not ours */
+	ix = im_lexicon_lookup(a->lex, s, len, hash, NULL);
+	a->wk->map[a->i++] = ix < 0 ? NO_TERM : (uint32_t)ix;
+	return 0;
+}
+
+/* One kept file: finish its result and deliver it. */
+static int sign_kept(struct sign_worker *wk, const void *rec, size_t len)
+{
+	struct scan *sc = wk->sc;
+	const char *p = rec;
+	struct im_doc_sigs d;
+	struct kept k;
+	const char *path;
+	size_t m = 0;
+	int ret = 0;
+
+	if (len < sizeof(k))
+		return -EIO;
+	memcpy(&k, p, sizeof(k));
+	if (len != sizeof(k) + k.path_len + (size_t)k.nids * sizeof(uint32_t))
+		return -EIO;
+	memset(&d, 0, sizeof(d));
+	d.status = k.status;
+	d.ncoords = (uint8_t)(sc->p->k + 1);
+	d.exact_valid = k.exact_valid;
+	d.format = k.format;
+	d.err = k.err;
+	d.unique_terms = k.unique_terms;
+	memcpy(d.exact, k.exact, sizeof(d.exact));
+	d.sketch = k.sketch;
+	d.size = k.size;
+	d.mtime_ns = k.mtime_ns;
+	if (k.status == IM_DOC_REJECTED) { /* a text, to be signed */
+		ret = ids_reserve(wk, k.nids);
+		if (ret)
+			return ret;
+		memcpy(wk->ids, p + sizeof(k) + k.path_len,
+		       (size_t)k.nids * sizeof(uint32_t));
+		for (size_t i = 0; i < k.nids; i++) {
+			if (wk->ids[i] >= wk->nown)
+				return -EIO;
+			if (wk->map[wk->ids[i]] != NO_TERM)
+				wk->ids[m++] = wk->map[wk->ids[i]];
+		}
+		ret = im_signer_sign_numbers(wk->signer, wk->ids, m, &d);
+		if (ret)
+			return ret;
+	}
+	/* The path as a C string: copy it out of the record. */
+	path = strndup(p + sizeof(k), k.path_len);
+	if (!path)
+		return -ENOMEM;
+	deliver(sc, path, &k.st, &d);
+	free((char *)path);
+	return 0;
+}
+
+/* Signing step of one worker: its id table, then everything it kept. */
+static void *first_sign_main(void *arg)
+{
+	struct sign_worker *wk = arg;
+	struct scan *sc = wk->sc;
+	struct map_arg ma = {.wk = wk, .lex = sc->lex};
+	const void *rec;
+	size_t len;
+	int ret;
+
+	im_signer_set_lexicon(wk->signer, sc->lex);
+	wk->map = malloc((wk->nown ? wk->nown : 1) * sizeof(*wk->map));
+	if (!wk->map) {
+		wk->ret = -ENOMEM;
+		return NULL;
+	}
+	if (wk->df)
+		im_df_foreach(wk->df, map_term, &ma);
+	ret = im_spool_rewind(wk->spool);
+	while (!ret && (ret = im_spool_next(wk->spool, &rec, &len)) == 1) {
+		ret = 0;
+		if (scan_stopping(sc))
+			ret = -ECANCELED;
+		else
+			ret = sign_kept(wk, rec, len);
+	}
+	wk->ret = ret;
+	return NULL;
+}
+
+/* ---- Running scans ------------------------------------------------------ */
+
 static unsigned pick_threads(unsigned threads)
 {
 	long n;
@@ -791,13 +1015,56 @@ static unsigned pick_threads(unsigned threads)
 	return n > MAX_THREADS ? MAX_THREADS : (unsigned)n;
 }
 
+static void workers_free(struct sign_worker *wk, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++) {
+		im_signer_free(wk[i].signer);
+		if (wk[i].df)
+			im_df_free(wk[i].df);
+		im_spool_free(wk[i].spool);
+		free(wk[i].ids);
+		free(wk[i].map);
+	}
+	free(wk);
+}
+
 /*
- * Run a scan: start @p threads workers running @p fn, walk in this thread,
- * join. For a df scan (@p want_df) each worker gets a struct im_df and they
- * are merged into *df_out.
+ * @p n workers, each with a signer, and a struct im_df if @p want_df, and a
+ * spool of @p spool_budget bytes in @p spool_dir if that is not NULL.
  */
-static int scan_run(int dirfd, struct scan *sc, unsigned threads,
-		    void *(*fn)(void *), bool want_df, struct im_df **df_out)
+static int workers_new(struct scan *sc, unsigned n, bool want_df,
+		       const char *spool_dir, size_t spool_budget,
+		       struct sign_worker **out)
+{
+	struct sign_worker *wk = calloc(n, sizeof(*wk));
+	int ret = 0;
+
+	*out = NULL;
+	if (!wk)
+		return -ENOMEM;
+	for (unsigned i = 0; i < n && !ret; i++) {
+		wk[i].sc = sc;
+		ret = im_signer_new(sc->lex, sc->p, &wk[i].signer);
+		if (!ret && want_df)
+			ret = im_df_new(&wk[i].df);
+		if (!ret && spool_dir)
+			ret = im_spool_new(spool_dir, spool_budget,
+					   &wk[i].spool);
+	}
+	if (ret) {
+		workers_free(wk, n);
+		return ret;
+	}
+	*out = wk;
+	return 0;
+}
+
+/*
+ * Walk the tree feeding @p n workers that run @p fn; join them. @return 0,
+ * the first failure, or -ECANCELED.
+ */
+static int walk_with(int dirfd, struct scan *sc, struct sign_worker *wk,
+		     unsigned n, void *(*fn)(void *))
 {
 	struct walk_cbs cb = {
 		.dir = scan_dir,
@@ -807,26 +1074,9 @@ static int scan_run(int dirfd, struct scan *sc, unsigned threads,
 		.skip_ino = sc->ops ? sc->ops->skip_ino : 0,
 		.cancel = sc->cancel,
 	};
-	struct sign_worker *wk;
-	unsigned n = pick_threads(threads), started = 0;
+	unsigned started = 0;
 	int ret = 0;
 
-	wk = calloc(n, sizeof(*wk));
-	if (!wk)
-		return -ENOMEM;
-	pthread_mutex_init(&sc->qlock, NULL);
-	pthread_mutex_init(&sc->rlock, NULL);
-	pthread_cond_init(&sc->not_empty, NULL);
-	pthread_cond_init(&sc->not_full, NULL);
-
-	for (unsigned i = 0; i < n; i++) {
-		wk[i].sc = sc;
-		ret = im_signer_new(sc->lex, sc->p, &wk[i].signer);
-		if (!ret && want_df)
-			ret = im_df_new(&wk[i].df);
-		if (ret)
-			goto join;
-	}
 	for (unsigned i = 0; i < n; i++) {
 		if (pthread_create(&wk[i].tid, NULL, fn, &wk[i])) {
 			ret = started ? 0 : -EAGAIN;
@@ -837,7 +1087,6 @@ static int scan_run(int dirfd, struct scan *sc, unsigned threads,
 	if (!ret)
 		ret = walk(dirfd, sc->p, &cb, sc->counts);
 
-join:
 	pthread_mutex_lock(&sc->qlock);
 	sc->done = true;
 	if (ret && !sc->failure)
@@ -861,25 +1110,61 @@ join:
 		ret = sc->failure;
 	if (!ret && sc->cancel && *sc->cancel)
 		ret = -ECANCELED;
+	return ret;
+}
 
-	if (!ret && want_df) {
-		for (unsigned i = 1; i < n && !ret; i++)
-			ret = im_df_merge(wk[0].df, wk[i].df);
-		if (!ret) {
-			*df_out = wk[0].df;
-			wk[0].df = NULL;
-		}
-	}
-	for (unsigned i = 0; i < n; i++) {
-		im_signer_free(wk[i].signer);
-		if (wk[i].df)
-			im_df_free(wk[i].df);
-	}
-	free(wk);
+static void scan_init(struct scan *sc)
+{
+	pthread_mutex_init(&sc->qlock, NULL);
+	pthread_mutex_init(&sc->rlock, NULL);
+	pthread_cond_init(&sc->not_empty, NULL);
+	pthread_cond_init(&sc->not_full, NULL);
+}
+
+static void scan_destroy(struct scan *sc)
+{
 	pthread_cond_destroy(&sc->not_full);
 	pthread_cond_destroy(&sc->not_empty);
 	pthread_mutex_destroy(&sc->rlock);
 	pthread_mutex_destroy(&sc->qlock);
+}
+
+/* Merge every worker's counts into wk[0]'s. */
+static int merge_df(struct sign_worker *wk, unsigned n)
+{
+	int ret = 0;
+
+	for (unsigned i = 1; i < n && !ret; i++)
+		ret = im_df_merge(wk[0].df, wk[i].df);
+	return ret;
+}
+
+/*
+ * Run a scan: start @p threads workers running @p fn, walk in this thread,
+ * join. For a df scan (@p want_df) each worker gets a struct im_df and they
+ * are merged into *df_out.
+ */
+static int scan_run(int dirfd, struct scan *sc, unsigned threads,
+		    void *(*fn)(void *), bool want_df, struct im_df **df_out)
+{
+	struct sign_worker *wk;
+	unsigned n = pick_threads(threads);
+	int ret;
+
+	scan_init(sc);
+	ret = workers_new(sc, n, want_df, NULL, 0, &wk);
+	if (ret)
+		goto out;
+	ret = walk_with(dirfd, sc, wk, n, fn);
+	if (!ret && want_df)
+		ret = merge_df(wk, n);
+	if (!ret && want_df) {
+		*df_out = wk[0].df;
+		wk[0].df = NULL;
+	}
+	workers_free(wk, n);
+out:
+	scan_destroy(sc);
 	return ret;
 }
 
@@ -924,6 +1209,97 @@ int im_scan_df(int dirfd, const struct im_params *p, unsigned threads,
 	sc->cancel = none.cancel;
 	sc->counts = counts;
 	ret = scan_run(dirfd, sc, threads, df_main, true, out);
+	free(sc);
+	return ret;
+}
+
+/* The signing step of a first scan: every worker signs what it kept. */
+static int sign_all_kept(struct scan *sc, struct sign_worker *wk, unsigned n)
+{
+	unsigned i;
+	int ret = 0;
+
+	for (i = 0; i < n; i++)
+		if (pthread_create(&wk[i].tid, NULL, first_sign_main, &wk[i]))
+			break;
+	/* Workers that could not start are done here, one after another. */
+	for (unsigned j = i; j < n; j++)
+		first_sign_main(&wk[j]);
+	for (unsigned j = 0; j < i; j++)
+		pthread_join(wk[j].tid, NULL);
+	for (unsigned j = 0; j < n && !ret; j++)
+		ret = wk[j].ret;
+	if (!ret && sc->cancel && *sc->cancel)
+		ret = -ECANCELED;
+	return ret;
+}
+
+int im_scan_first(int dirfd, const struct im_params *p, unsigned threads,
+		  const struct im_scan_ops *ops, struct im_lexicon **lex,
+		  struct im_scan_counts *counts)
+{
+	unsigned n = pick_threads(threads);
+	size_t budget =
+		ops->spill_budget ? ops->spill_budget : IM_SCAN_SPILL_BUDGET;
+	const char *dir = ops->spill_dir;
+	struct sign_worker *wk = NULL;
+	struct im_lexicon *built = NULL;
+	struct scan *sc;
+	int ret;
+
+	*lex = NULL;
+	if (im_params_check(p, NULL, 0) < 0)
+		return -EINVAL;
+	if (!dir)
+		dir = getenv("TMPDIR");
+	if (!dir || !*dir)
+		dir = "/tmp";
+	sc = calloc(1, sizeof(*sc));
+	if (!sc)
+		return -ENOMEM;
+	sc->p = p;
+	sc->ops = ops;
+	sc->cancel = ops->cancel;
+	sc->counts = counts;
+	scan_init(sc);
+	ret = workers_new(sc, n, true, dir, budget / n ? budget / n : 1, &wk);
+	if (ret)
+		goto out;
+	ret = walk_with(dirfd, sc, wk, n, first_main);
+	if (ret)
+		goto out;
+	for (unsigned i = 0; i < n; i++)
+		wk[i].nown = im_df_terms(wk[i].df);
+	ret = merge_df(wk, n);
+	if (!ret)
+		ret = im_lexicon_build(wk[0].df, p->nidf_lo, p->nidf_hi,
+				       p->secondary_cap, &built);
+	if (ret == -EINVAL) {
+		/* Fewer than two documents with terms: as a df scan saw it. */
+		memcpy(counts->by_status, sc->pre.by_status,
+		       sizeof(counts->by_status));
+		counts->bytes = sc->pre.bytes;
+		ret = 0;
+		goto out;
+	}
+	if (ret)
+		goto out;
+	if (ops->lexicon) {
+		ret = ops->lexicon(built, ops->arg);
+		if (ret)
+			goto out;
+	}
+	sc->lex = built;
+	ret = sign_all_kept(sc, wk, n);
+	if (!ret) {
+		*lex = built;
+		built = NULL;
+	}
+out:
+	if (wk)
+		workers_free(wk, n);
+	im_lexicon_free(built);
+	scan_destroy(sc);
 	free(sc);
 	return ret;
 }

@@ -108,7 +108,22 @@ struct im_scan_ops {
 	ino_t skip_ino;
 	/** If not NULL and set to true by another thread, the scan stops early. */
 	const volatile bool *cancel;
+
+	/* im_scan_first() only. */
+	/** Called once, in the calling thread, with the lexicon just built
+	 *  (borrowed: the scan hands it out at the end), before any result.
+	 *  Non-zero stops the scan with that value. May be NULL. */
+	int (*lexicon)(const struct im_lexicon *lex, void *arg);
+	/** Where term ids spill past spill_budget (NULL: $TMPDIR, else
+	 *  /tmp). A state directory is a good place. */
+	const char *spill_dir;
+	/** Bytes of term ids and results kept in memory while the lexicon
+	 *  does not exist, over all workers (0: IM_SCAN_SPILL_BUDGET). */
+	size_t spill_budget;
 };
+
+/** im_scan_first()'s default memory before spilling: 256 MiB. */
+#define IM_SCAN_SPILL_BUDGET ((size_t)256 << 20)
 
 /**
  * Walk and sign every file with @p threads workers (0 = one per online CPU),
@@ -140,5 +155,37 @@ int im_scan_sign(int dirfd, const struct im_lexicon *lex,
 int im_scan_df(int dirfd, const struct im_params *p, unsigned threads,
 	       const struct im_scan_ops *ops, struct im_df **out,
 	       struct im_scan_counts *counts);
+
+/**
+ * A first scan, in one pass: walk, read and tokenize every file once, count
+ * document frequencies, build the lexicon from them (im_lexicon_build() with
+ * @p p's nidf window and secondary cap), then sign each text from what was
+ * kept of it. The results, their statuses and @p counts are exactly those of
+ * im_scan_df() + im_lexicon_build() + im_scan_sign() over an unchanged tree,
+ * without reading any file twice; ops->want, ops->dir and ops->cancel work
+ * as there.
+ *
+ * Each worker keeps, per file, its result so far (about 350 bytes), its path
+ * and, for a text, the ids of its unique terms in the worker's struct im_df
+ * (4 bytes per term; im_df_add_ids()), so the lexicon's terms are found
+ * again by number, never by hash alone: equal results whatever the term
+ * hashes do. Past ops->spill_budget these go to an unnamed file in
+ * ops->spill_dir (spool.h). After the walk the workers' counts are merged,
+ * the lexicon is built and handed to ops->lexicon, and the same workers sign
+ * what they kept, each with a table from its own ids to term numbers; every
+ * result is delivered then (serialized, as im_scan_sign() does).
+ *
+ * If fewer than two documents have a term, no lexicon can be built: *lex is
+ * NULL, no result is delivered and @p counts are what im_scan_df() gives;
+ * the return value is 0. Otherwise the caller owns *lex (im_lexicon_free()).
+ *
+ * @return as im_scan_sign(); also a negative errno from the spill file
+ *         (creating or writing it), ops->lexicon's value, or what
+ *         im_lexicon_build() returns other than -EINVAL. *lex is NULL on
+ *         failure.
+ */
+int im_scan_first(int dirfd, const struct im_params *p, unsigned threads,
+		  const struct im_scan_ops *ops, struct im_lexicon **lex,
+		  struct im_scan_counts *counts);
 
 #endif

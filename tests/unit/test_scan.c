@@ -651,6 +651,188 @@ START_TEST(test_scan_sign_want_and_cancel)
 }
 END_TEST
 
+/* ---- First scans: one pass ------------------------------------------------ */
+
+/* The bytes of @p lex as saved. */
+static char *lexicon_bytes(const struct im_lexicon *lex, size_t *len)
+{
+	char path[512];
+	char *buf;
+	FILE *f;
+	long n;
+
+	snprintf(path, sizeof(path), "%s.lex", root);
+	ck_assert_int_eq(im_lexicon_save(lex, path), 0);
+	f = fopen(path, "rb");
+	ck_assert_ptr_nonnull(f);
+	fseek(f, 0, SEEK_END);
+	n = ftell(f);
+	rewind(f);
+	buf = malloc((size_t)n);
+	ck_assert_uint_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
+	fclose(f);
+	unlink(path);
+	*len = (size_t)n;
+	return buf;
+}
+
+struct first_run {
+	struct results r;
+	int lexicon_calls;
+	size_t results_before_lexicon;
+};
+
+static int on_lexicon(const struct im_lexicon *lex, void *arg)
+{
+	struct first_run *fr = arg;
+
+	(void)lex;
+	fr->lexicon_calls++;
+	fr->results_before_lexicon = fr->r.n;
+	return 0;
+}
+
+static void on_first_result(const char *path, const struct stat *st,
+			    const struct im_doc_sigs *d, void *arg)
+{
+	on_result(path, st, d, &((struct first_run *)arg)->r);
+}
+
+/* Everything a result holds beyond the signatures. */
+static bool same_result(const struct im_doc_sigs *a,
+			const struct im_doc_sigs *b)
+{
+	return same_sigs(a, b) && a->format == b->format && a->err == b->err &&
+	       a->size == b->size && a->mtime_ns == b->mtime_ns &&
+	       !memcmp(&a->sketch, &b->sketch, sizeof(a->sketch));
+}
+
+/* One pass gives what the df pass, the lexicon and the signing pass give,
+ * with any number of workers and whether or not the term ids spill. */
+START_TEST(test_scan_first_equals_two_passes)
+{
+	static const struct {
+		unsigned threads;
+		size_t budget;
+	} runs[] = {{1, 0}, {3, 0}, {1, 4096}, {2, 3000}};
+	struct im_params p;
+	struct im_scan_counts c_ref, c;
+	struct results ref;
+	struct im_lexicon *lex_ref, *lex;
+	char *want, *got;
+	size_t want_len, got_len;
+
+	im_params_init(&p);
+	make_corpus(40);
+	lex_ref = corpus_lexicon(&p, 2, 40);
+	scan_into(lex_ref, &p, 2, &ref, &c_ref);
+	want = lexicon_bytes(lex_ref, &want_len);
+	for (size_t i = 0; i < sizeof(runs) / sizeof(runs[0]); i++) {
+		struct first_run fr = {0};
+		struct im_scan_ops ops = {
+			.result = on_first_result,
+			.lexicon = on_lexicon,
+			.arg = &fr,
+			.spill_dir = "/tmp",
+			.spill_budget = runs[i].budget,
+		};
+
+		memset(&c, 0, sizeof(c));
+		ck_assert_int_eq(im_scan_first(rootfd, &p, runs[i].threads,
+					       &ops, &lex, &c),
+				 0);
+		ck_assert_ptr_nonnull(lex);
+		got = lexicon_bytes(lex, &got_len);
+		ck_assert_msg(got_len == want_len &&
+				      !memcmp(got, want, want_len),
+			      "run %zu: the lexicon is byte-identical", i);
+		free(got);
+		ck_assert_msg(fr.lexicon_calls == 1 &&
+				      fr.results_before_lexicon == 0,
+			      "run %zu: the lexicon comes first, once", i);
+		ck_assert_msg(!fr.r.overlap, "results are serialized");
+		ck_assert_msg(!memcmp(&c, &c_ref, sizeof(c)),
+			      "run %zu: the counts equal two passes'", i);
+		ck_assert_uint_eq(fr.r.n, ref.n);
+		qsort(fr.r.v, fr.r.n, sizeof(*fr.r.v), cmp_result);
+		for (size_t j = 0; j < ref.n; j++) {
+			ck_assert_str_eq(fr.r.v[j].path, ref.v[j].path);
+			ck_assert_msg(same_result(&fr.r.v[j].d, &ref.v[j].d),
+				      "run %zu, %s: the result equals two "
+				      "passes'",
+				      i, ref.v[j].path);
+		}
+		results_free(&fr.r);
+		im_lexicon_free(lex);
+	}
+	free(want);
+	results_free(&ref);
+	im_lexicon_free(lex_ref);
+}
+END_TEST
+
+/* With fewer than two documents there is no lexicon: nothing is delivered
+ * and the counts are the df pass's. */
+START_TEST(test_scan_first_without_lexicon)
+{
+	struct im_params p;
+	struct im_scan_counts c = {0}, c_df = {0};
+	struct first_run fr = {0};
+	struct im_scan_ops ops = {
+		.result = on_first_result, .lexicon = on_lexicon, .arg = &fr};
+	struct im_lexicon *lex = (struct im_lexicon *)&c;
+	struct im_df *df = NULL;
+
+	im_params_init(&p);
+	put("one.txt", "the only document with several words in it");
+	put("empty.txt", "");
+	ck_assert_int_eq(im_scan_first(rootfd, &p, 2, &ops, &lex, &c), 0);
+	ck_assert_ptr_null(lex);
+	ck_assert_msg(fr.r.n == 0 && fr.lexicon_calls == 0,
+		      "no lexicon, no result");
+	ck_assert_int_eq(im_scan_df(rootfd, &p, 2, NULL, &df, &c_df), 0);
+	ck_assert_msg(!memcmp(&c, &c_df, sizeof(c)),
+		      "the counts are what a df scan says");
+	im_df_free(df);
+}
+END_TEST
+
+static int refuse_lexicon(const struct im_lexicon *lex, void *arg)
+{
+	(void)lex;
+	(void)arg;
+	return -ENOSPC;
+}
+
+START_TEST(test_scan_first_cancel_and_refusal)
+{
+	struct im_params p;
+	struct im_scan_counts c = {0};
+	struct first_run fr = {0};
+	volatile bool cancel = true;
+	struct im_scan_ops ops = {
+		.result = on_first_result, .arg = &fr, .cancel = &cancel};
+	struct im_lexicon *lex;
+
+	im_params_init(&p);
+	make_corpus(12);
+	ck_assert_int_eq(im_scan_first(rootfd, &p, 2, &ops, &lex, &c),
+			 -ECANCELED);
+	ck_assert_msg(lex == NULL && fr.r.n == 0,
+		      "a cancelled first scan delivers nothing");
+	ops.cancel = NULL;
+	ops.lexicon = refuse_lexicon;
+	ck_assert_int_eq(im_scan_first(rootfd, &p, 2, &ops, &lex, &c), -ENOSPC);
+	ck_assert_msg(lex == NULL && fr.r.n == 0,
+		      "a refused lexicon stops the scan before any result");
+	ops.lexicon = NULL;
+	ops.spill_dir = "/nonexistent/imatch-spill";
+	ops.spill_budget = 1;
+	ck_assert_int_eq(im_scan_first(rootfd, &p, 1, &ops, &lex, &c), -ENOENT);
+	ck_assert_msg(lex == NULL, "a spill that cannot be written fails");
+}
+END_TEST
+
 static Suite *scan_suite(void)
 {
 	Suite *s = suite_create("scan");
@@ -673,6 +855,9 @@ static Suite *scan_suite(void)
 	tcase_add_test(tc, test_scan_sign_threads_agree);
 	tcase_add_test(tc, test_scan_df_skips_the_skip_dir);
 	tcase_add_test(tc, test_scan_sign_want_and_cancel);
+	tcase_add_test(tc, test_scan_first_equals_two_passes);
+	tcase_add_test(tc, test_scan_first_without_lexicon);
+	tcase_add_test(tc, test_scan_first_cancel_and_refusal);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -137,6 +137,7 @@ struct collect {
 	struct cluster *v;
 	size_t n, cap;
 	struct cluster *cur;
+	struct first_ctx *first; /* a first scan's timing, or NULL */
 };
 
 static void on_result(const char *path, const struct stat *st,
@@ -374,21 +375,40 @@ static void print_summary(const struct collect *col,
 		" (the others' sizes are unique), %.1f MB, %.3f s\n",
 		s->exact.hashed, s->exact.deferred,
 		(double)s->exact.bytes / 1e6, s->t_exact);
+	/* A first scan reads once: the lexicon is built after the reading,
+	 * and signing works from what the reading kept. */
 	if (s->t_lex > 0)
-		fprintf(stderr, "lexicon pass: %.3f s\n", s->t_lex);
-	fprintf(stderr, "signing pass: %.3f s, %.1f MB, %.1f MB/s\n", s->t_sign,
-		mb, s->t_sign > 0 ? mb / s->t_sign : 0.0);
+		fprintf(stderr, "reading and lexicon: %.3f s\n", s->t_lex);
+	fprintf(stderr, "signing: %.3f s\n", s->t_sign);
+	fprintf(stderr, "scan: %.3f s, %.1f MB, %.1f MB/s\n",
+		s->t_lex + s->t_sign, mb,
+		s->t_lex + s->t_sign > 0 ? mb / (s->t_lex + s->t_sign) : 0.0);
 }
 
-/* Sign the tree open at @p fd into col->idx (a new index): the lexicon is
- * c->lexicon, else built from the tree first, as the daemon does on its
- * first mount. @return 0, or -1 after printing why. */
+/* ops.lexicon of a first scan: the lexicon is there, signing begins. */
+struct first_ctx {
+	struct scan_summary *sum;
+	double t0;
+};
+
+static int on_lexicon(const struct im_lexicon *lex, void *arg)
+{
+	struct first_ctx *fc = ((struct collect *)arg)->first;
+
+	fc->sum->t_lex = now() - fc->t0;
+	fc->t0 = now();
+	(void)lex;
+	return 0;
+}
+
+/* Sign the tree open at @p fd into col->idx (a new index): with c->lexicon,
+ * else in one pass that builds the lexicon from the tree on the way, as the
+ * daemon's first mount does. @return 0, or -1 after printing why. */
 static int sign_tree(struct cli *c, int fd, struct collect *col,
 		     struct scan_summary *sum)
 {
-	struct im_scan_counts pass1 = {0};
 	struct im_lexicon *lex = NULL;
-	struct im_df *df = NULL;
+	struct first_ctx fc = {.sum = sum};
 	struct im_scan_ops ops = {.result = on_result, .arg = col};
 	int ret, code = -1;
 	double t0;
@@ -396,19 +416,6 @@ static int sign_tree(struct cli *c, int fd, struct collect *col,
 	/* Size first (exact.h): binary files are only sniffed here and
 	 * hashed after the scan if another file has their size. */
 	c->p.defer_binary = 1;
-	if (c->lexicon) {
-		if (load_lexicon(c, &lex))
-			goto out;
-	} else {
-		t0 = now();
-		if (df_over(c, c->argv, 1, &df, &pass1))
-			goto out;
-		ret = build_lexicon(c, df, &lex);
-		im_df_free(df);
-		if (ret < 0)
-			goto out;
-		sum->t_lex = now() - t0;
-	}
 	ret = im_index_new(&col->idx);
 	if (!ret)
 		ret = im_index_set_similarity(col->idx, c->p.similarity);
@@ -416,24 +423,34 @@ static int sign_tree(struct cli *c, int fd, struct collect *col,
 		err_msg("%s", strerror(-ret));
 		goto out;
 	}
+	if (c->lexicon) {
+		if (load_lexicon(c, &lex))
+			goto out;
+		t0 = now();
+		ret = im_scan_sign(fd, lex, &c->p, c->jobs, &ops, &sum->c);
+		sum->t_sign = now() - t0;
+	} else {
+		col->first = &fc;
+		ops.lexicon = on_lexicon;
+		fc.t0 = now();
+		ret = im_scan_first(fd, &c->p, c->jobs, &ops, &lex, &sum->c);
+		if (lex)
+			sum->t_sign = now() - fc.t0;
+		else
+			sum->t_lex = now() - fc.t0;
+	}
+	if (!ret)
+		ret = col->err;
+	if (ret) {
+		err_msg("%s: %s", c->argv[0], strerror(-ret));
+		goto out;
+	}
+	/* Without a lexicon (fewer than two text documents) nothing can
+	 * cluster by signature, and nothing was signed. */
 	if (lex) {
 		sum->lex_docs = im_lexicon_docs(lex);
 		sum->primary = im_lexicon_primary_size(lex);
 		sum->secondary = im_lexicon_secondary_size(lex);
-		t0 = now();
-		ret = im_scan_sign(fd, lex, &c->p, c->jobs, &ops, &sum->c);
-		sum->t_sign = now() - t0;
-		if (!ret)
-			ret = col->err;
-		if (ret) {
-			err_msg("%s: %s", c->argv[0], strerror(-ret));
-			goto out;
-		}
-	} else {
-		/* Fewer than two text documents: nothing can cluster by
-		 * signature; report the tree as pass 1 saw it. */
-		sum->c = pass1;
-		sum->lex_docs = 0;
 	}
 	t0 = now();
 	ret = im_exact_fill(col->idx, fd, &sum->exact);

@@ -602,8 +602,9 @@ struct scan {
 	pthread_mutex_t rlock;	       /* serializes results */
 	struct im_scan_counts *counts; /* protected by rlock */
 	/* First scans: the statuses as a df scan counts them, protected by
-	 * rlock; and the table from a worker's term ids to term numbers. */
+	 * rlock; each lexicon term's coordinates (im_sig_masks()). */
 	struct im_scan_counts pre;
+	uint32_t *masks;
 };
 
 static bool scan_stopping(struct scan *sc)
@@ -981,7 +982,7 @@ static void *first_sign_main(void *arg)
 	size_t len;
 	int ret;
 
-	im_signer_set_lexicon(wk->signer, sc->lex);
+	im_signer_set_lexicon(wk->signer, sc->lex, sc->masks);
 	wk->map = malloc((wk->nown ? wk->nown : 1) * sizeof(*wk->map));
 	if (!wk->map) {
 		wk->ret = -ENOMEM;
@@ -1289,16 +1290,19 @@ int im_scan_first(int dirfd, const struct im_params *p, unsigned threads,
 		if (ret)
 			goto out;
 	}
+	/* ops->lexicon may have handed it on: it is the caller's now, even
+	 * if signing fails. */
 	sc->lex = built;
-	ret = sign_all_kept(sc, wk, n);
-	if (!ret) {
-		*lex = built;
-		built = NULL;
-	}
+	*lex = built;
+	built = NULL;
+	ret = im_sig_masks(sc->lex, p, &sc->masks);
+	if (!ret)
+		ret = sign_all_kept(sc, wk, n);
 out:
 	if (wk)
 		workers_free(wk, n);
 	im_lexicon_free(built);
+	free(sc->masks);
 	scan_destroy(sc);
 	free(sc);
 	return ret;

@@ -52,6 +52,9 @@
 
 #define NIDF_EPS 1e-12
 
+/* How many terms ahead im_df_add_ids() prefetches slots. */
+#define DF_PREFETCH 8
+
 /* The longest term a lexicon holds (words from text.c are far shorter). */
 #define LEX_TERM_MAX 65536
 
@@ -179,7 +182,7 @@ static int df_count(struct im_df *df, const char *s, uint32_t len,
 			break;
 		struct df_entry *e = &df->v[ix - 1];
 		if (e->hash == hash && e->len == len &&
-		    memcmp(df->arena.p + e->off, s, len) == 0) {
+		    im_same_bytes(df->arena.p + e->off, s, len)) {
 			if (UINT32_MAX - e->df < count)
 				return -EOVERFLOW;
 			e->df += count;
@@ -213,6 +216,12 @@ int im_df_add_ids(struct im_df *df, const struct im_terms *u, uint32_t *ids)
 	for (size_t i = 0; i < u->n; i++) {
 		const struct im_term *t = &u->v[i];
 		uint32_t id;
+		/* A large vocabulary misses the cache on every term: let the
+		 * slots of the next terms load meanwhile. */
+		if (i + DF_PREFETCH < u->n && df->nslots)
+			__builtin_prefetch(
+				&df->slots[u->v[i + DF_PREFETCH].hash &
+					   (df->nslots - 1)]);
 		int r = df_count(df, im_terms_str(u, i), t->len, t->hash, 1,
 				 ids ? &ids[i] : &id);
 		if (r < 0)

@@ -66,6 +66,7 @@ struct im_signer {
 	EVP_MD_CTX *ctx;
 	struct im_terms terms;
 	struct im_extractor *x;
+	const uint32_t *masks; /* borrowed, per term number; or NULL */
 
 	char *buf; /* the file being read */
 	size_t bufcap;
@@ -355,7 +356,16 @@ static inline void collect_add(struct im_signer *s, struct collecting *c,
 			       long ix, const char *str, uint32_t len)
 {
 	int primary = (size_t)ix < im_lexicon_primary_size(s->lex);
-	uint32_t mask = member_mask(s, str, len, primary ? s->pcount : NULL);
+	uint32_t mask;
+
+	if (s->masks) {
+		mask = s->masks[ix];
+		if (primary)
+			for (unsigned k = 0; k <= s->p.k; k++)
+				s->pcount[k] += (mask >> k) & 1;
+	} else {
+		mask = member_mask(s, str, len, primary ? s->pcount : NULL);
+	}
 	uint64_t key = (uint64_t)ix << 32 | c->nraw;
 
 	s->raw[c->nraw++] = (struct cand){str, len, mask};
@@ -708,10 +718,37 @@ int im_signer_sign_numbers(struct im_signer *s, const uint32_t *nums, size_t n,
 	return sign_coords(s, out->unique_terms, out, NULL);
 }
 
-void im_signer_set_lexicon(struct im_signer *s, const struct im_lexicon *lex)
+void im_signer_set_lexicon(struct im_signer *s, const struct im_lexicon *lex,
+			   const uint32_t *masks)
 {
 	s->lex = lex;
+	s->masks = masks;
 	s->have_last = 0;
+}
+
+int im_sig_masks(const struct im_lexicon *lex, const struct im_params *p,
+		 uint32_t **out)
+{
+	size_t n =
+		im_lexicon_primary_size(lex) + im_lexicon_secondary_size(lex);
+	/* member_mask() reads only p and keep53. */
+	struct im_signer s = {.p = *p};
+	uint32_t *v;
+
+	*out = NULL;
+	if (im_params_check(p, NULL, 0) < 0)
+		return -EINVAL;
+	s.keep53 = (uint64_t)ceil(ldexp(p->keep, 53));
+	v = malloc((n ? n : 1) * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		const struct im_lex_term *t = im_lexicon_term(lex, i);
+
+		v[i] = member_mask(&s, t->str, t->len, NULL);
+	}
+	*out = v;
+	return 0;
 }
 
 /*

@@ -219,9 +219,24 @@ int im_signer_sign_numbers(struct im_signer *s, const uint32_t *nums, size_t n,
 
 /**
  * Sign with @p lex (borrowed, must outlive its use) from now on; for a
- * signer made before the lexicon existed.
+ * signer made before the lexicon existed. @p masks, if not NULL, is
+ * im_sig_masks() of @p lex with this signer's parameters (borrowed too):
+ * then im_signer_sign_numbers() looks memberships up instead of hashing.
  */
-void im_signer_set_lexicon(struct im_signer *s, const struct im_lexicon *lex);
+void im_signer_set_lexicon(struct im_signer *s, const struct im_lexicon *lex,
+			   const uint32_t *masks);
+
+/**
+ * Which coordinates' lexicons hold each term of @p lex under @p p (bit k of
+ * (*out)[i] for term number i; bit 0 always): the keyed hashes of
+ * sig.c's membership, computed once for a whole scan instead of once per
+ * document and term. Read-only afterwards, so any number of signers may
+ * share it. The caller frees *out with free().
+ *
+ * @return 0, -ENOMEM, or -EINVAL if im_params_check() fails.
+ */
+int im_sig_masks(const struct im_lexicon *lex, const struct im_params *p,
+		 uint32_t **out);
 
 /* ---- Explaining a signature (`imatch explain`) ----------------------------
  *

@@ -32,7 +32,7 @@ static const char *const fail_names[IM_XF_COUNT] = {
 	[IM_XF_OUTPUT] = "output",	[IM_XF_MEMORY] = "memory",
 	[IM_XF_CPU] = "cpu",		[IM_XF_TIMEOUT] = "timeout",
 	[IM_XF_CRASH] = "crash",	[IM_XF_SANDBOX] = "sandbox",
-	[IM_XF_FILTER] = "filter",
+	[IM_XF_FILTER] = "filter",	[IM_XF_LIBRARY] = "library",
 };
 /* clang-format on */
 

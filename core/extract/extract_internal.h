@@ -22,6 +22,13 @@ bool im_utf8_valid(const char *s, size_t len);
  * @p out. @return 0, an enum im_extract_fail (> 0), or -ENOMEM. They parse
  * hostile input: the caller runs them in a helper unless the sandbox is off.
  */
+/**
+ * Load poppler (pdf.c) if not done yet; thread-safe, once per process.
+ * @return whether it is there. im_pdf_text() calls it itself; sandbox.c
+ * calls it before forking a helper, which could not load it.
+ */
+bool im_pdf_load(void);
+
 int im_pdf_text(const char *buf, size_t len, const struct im_extract_opts *o,
 		struct im_buf *out);
 /** docx, xlsx, pptx, odt, ods, odp, epub; -EINVAL for another format. */

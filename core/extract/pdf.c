@@ -10,14 +10,77 @@
  *     lower-case letter, so "exam-" and "ple" do not replace "example".
  *     A capital after the break ("Jean-\nPaul") keeps the hyphen.
  * Runs inside a sandboxed helper (sandbox.c): poppler parses hostile input.
+ *
+ * poppler is loaded with dlopen() on first need, not linked: it pulls in
+ * about fifty libraries (cairo, freetype, nss, libstdc++, ...) whose
+ * loading and relocation cost every start of imatch some 40 ms of CPU,
+ * as much as reading 20 MB of text, even for a tree without a PDF. The
+ * helpers are forked without exec and then cannot open files, so
+ * sandbox.c loads it (im_pdf_load()) before it forks the first one.
  */
+#include <dlfcn.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <string.h>
 
 #include <poppler.h>
 
 #include "extract_internal.h"
+
+/* The functions used here, from poppler-glib and the GLib it links. */
+static struct {
+	GBytes *(*bytes_new_static)(gconstpointer, gsize);
+	void (*bytes_unref)(GBytes *);
+	gboolean (*error_matches)(const GError *, GQuark, gint);
+	void (*error_free)(GError *);
+	void (*free)(gpointer);
+	void (*object_unref)(gpointer);
+	GQuark (*error_quark)(void);
+	PopplerDocument *(*document_new_from_bytes)(GBytes *, const char *,
+						    GError **);
+	int (*document_get_n_pages)(PopplerDocument *);
+	PopplerPage *(*document_get_page)(PopplerDocument *, int);
+	char *(*page_get_text)(PopplerPage *);
+} pp;
+static bool pp_ok;
+static pthread_once_t pp_once = PTHREAD_ONCE_INIT;
+
+static void pp_load(void)
+{
+	/* The library is never closed: its GObject types stay registered. */
+	void *h = dlopen("libpoppler-glib.so.8", RTLD_NOW | RTLD_LOCAL);
+
+	if (!h)
+		h = dlopen("libpoppler-glib.so", RTLD_NOW | RTLD_LOCAL);
+	if (!h)
+		return;
+#define SYM(field, name)                                                       \
+	do {                                                                   \
+		*(void **)&pp.field = dlsym(h, name);                          \
+		if (!pp.field)                                                 \
+			return;                                                \
+	} while (0)
+	SYM(bytes_new_static, "g_bytes_new_static");
+	SYM(bytes_unref, "g_bytes_unref");
+	SYM(error_matches, "g_error_matches");
+	SYM(error_free, "g_error_free");
+	SYM(free, "g_free");
+	SYM(object_unref, "g_object_unref");
+	SYM(error_quark, "poppler_error_quark");
+	SYM(document_new_from_bytes, "poppler_document_new_from_bytes");
+	SYM(document_get_n_pages, "poppler_document_get_n_pages");
+	SYM(document_get_page, "poppler_document_get_page");
+	SYM(page_get_text, "poppler_page_get_text");
+#undef SYM
+	pp_ok = true;
+}
+
+bool im_pdf_load(void)
+{
+	pthread_once(&pp_once, pp_load);
+	return pp_ok;
+}
 
 /* The UTF-8 of U+FB00..U+FB06 is EF AC 80..86. */
 static const char *const ligatures[7] = {"ff",	"fi", "fl", "ffi",
@@ -94,38 +157,40 @@ int im_pdf_text(const char *buf, size_t len, const struct im_extract_opts *o,
 	GBytes *bytes;
 	int ret = 0, pages;
 
-	bytes = g_bytes_new_static(buf, len);
-	doc = poppler_document_new_from_bytes(bytes, NULL, &err);
+	if (!im_pdf_load())
+		return IM_XF_LIBRARY;
+	bytes = pp.bytes_new_static(buf, len);
+	doc = pp.document_new_from_bytes(bytes, NULL, &err);
 	if (!doc) {
-		ret = err && g_error_matches(err, POPPLER_ERROR,
-					     POPPLER_ERROR_ENCRYPTED)
+		ret = err && pp.error_matches(err, pp.error_quark(),
+					      POPPLER_ERROR_ENCRYPTED)
 			      ? IM_XF_ENCRYPTED
 			      : IM_XF_CORRUPT;
 		goto out;
 	}
-	pages = poppler_document_get_n_pages(doc);
+	pages = pp.document_get_n_pages(doc);
 	for (int i = 0; i < pages && !ret; i++) {
-		PopplerPage *page = poppler_document_get_page(doc, i);
+		PopplerPage *page = pp.document_get_page(doc, i);
 		char *t;
 
 		if (!page)
 			continue;
-		t = poppler_page_get_text(page);
+		t = pp.page_get_text(page);
 		if (t) {
 			ret = page_append(t, strlen(t), out);
 			if (!ret)
 				ret = im_buf_putc(out, '\n');
-			g_free(t);
+			pp.free(t);
 		}
-		g_object_unref(page);
+		pp.object_unref(page);
 		if (!ret && o->max_text && out->len > o->max_text)
 			ret = IM_XF_OUTPUT;
 	}
 out:
 	if (err)
-		g_error_free(err);
+		pp.error_free(err);
 	if (doc)
-		g_object_unref(doc);
-	g_bytes_unref(bytes);
+		pp.object_unref(doc);
+	pp.bytes_unref(bytes);
 	return ret;
 }

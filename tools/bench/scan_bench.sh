@@ -14,7 +14,10 @@
 #
 # Each timing is the best of REPEAT (default 5) rounds over a warm page cache;
 # a round runs every command once, so that load from elsewhere hits all alike.
-# imatch scan runs with its defaults (K = 10) and the lexicon built from the corpus.
+# imatch scan runs with its defaults (K = 10): once as a first scan (no
+# lexicon: one pass that builds it from the corpus and signs, what a user's
+# first `imatch scan DIR` does) and once with the lexicon given (--lexicon:
+# signing alone, what a rescan costs).
 # Peak RSS comes from GNU time (installed with apt-get if missing) or, failing
 # that, is not reported. Memory per document = (peak RSS of the scan - peak RSS
 # of the same command over a one-file tree) / documents.
@@ -74,22 +77,43 @@ lex=$bench/bench.lex
 cat_all >/dev/null # warm the cache
 # Rounds interleave the commands, so that a change in load from other
 # processes hits all of them alike; each keeps its best time.
-t_lex= t_cat= t_sha= t_j1= t_jn=
+t_lex= t_cat= t_sha= t_j1= t_jn= t_f1= t_fn=
 i=0
 while [ $i -lt "$repeat" ]; do
 	t_lex=$(min "$(timed "$imatch" lexicon build -j 1 -o "$lex" "$corpus")" "$t_lex")
 	t_cat=$(min "$(timed cat_all)" "$t_cat")
 	t_sha=$(min "$(timed sha_all)" "$t_sha")
+	t_f1=$(min "$(timed "$imatch" scan -j 1 "$corpus")" "$t_f1")
+	t_fn=$(min "$(timed "$imatch" scan -j "$jobs" "$corpus")" "$t_fn")
 	t_j1=$(min "$(timed "$imatch" scan --lexicon "$lex" -j 1 "$corpus")" "$t_j1")
 	t_jn=$(min "$(timed "$imatch" scan --lexicon "$lex" -j "$jobs" "$corpus")" "$t_jn")
 	i=$((i + 1))
 done
+
+# CPU time (user + sys), best of REPEAT: on a machine others load, wall
+# time measures them too; CPU time measures only the work.
+cpu() {
+	[ -n "$gnutime" ] || { echo 0; return; }
+	best=
+	k=0
+	while [ $k -lt "$repeat" ]; do
+		$gnutime -o "$bench/time.out" -f "%U %S" "$@" >/dev/null 2>&1
+		best=$(min "$(awk '{ print $1 + $2 }' "$bench/time.out")" "$best")
+		k=$((k + 1))
+	done
+	echo "$best"
+}
+c_sha=$(cpu sh -c "xargs -0 sha1sum <'$list'")
+c_f1=$(cpu "$imatch" scan -j 1 "$corpus")
+c_j1=$(cpu "$imatch" scan --lexicon "$lex" -j 1 "$corpus")
 
 one=$bench/one
 rm -rf "$one"
 mkdir -p "$one"
 cp "$(head -zn1 "$list" | tr -d '\0')" "$one/"
 r_base=$(rss "$imatch" scan --lexicon "$lex" -j 1 "$one")
+r_f1=$(rss "$imatch" scan -j 1 "$corpus")
+r_fn=$(rss "$imatch" scan -j "$jobs" "$corpus")
 r_j1=$(rss "$imatch" scan --lexicon "$lex" -j 1 "$corpus")
 r_jn=$(rss "$imatch" scan --lexicon "$lex" -j "$jobs" "$corpus")
 r_lex=$(rss "$imatch" lexicon build -j 1 -o "$bench/bench2.lex" "$corpus")
@@ -109,9 +133,14 @@ row() { # row NAME SECONDS CORES RSS_KB
 row "cat" "$t_cat" 1 0 | sed 's/^| cat /| `cat` (xargs) /'
 row "sha1sum" "$t_sha" 1 "$r_sha" | sed 's/^| sha1sum /| `sha1sum` (xargs, 1 process at a time) /'
 row "lexicon" "$t_lex" 1 "$r_lex" | sed 's/^| lexicon /| `imatch lexicon build -j 1` /'
-row "j1" "$t_j1" 1 "$r_j1" | sed 's/^| j1 /| `imatch scan -j 1` /'
-row "jn" "$t_jn" "$jobs" "$r_jn" | sed "s/^| jn /| \`imatch scan -j $jobs\` /"
+row "f1" "$t_f1" 1 "$r_f1" | sed 's/^| f1 /| `imatch scan -j 1` (first scan, one pass) /'
+row "fn" "$t_fn" "$jobs" "$r_fn" | sed "s/^| fn /| \`imatch scan -j $jobs\` (first scan) /"
+row "j1" "$t_j1" 1 "$r_j1" | sed 's/^| j1 /| `imatch scan -j 1 --lexicon` (signing) /'
+row "jn" "$t_jn" "$jobs" "$r_jn" | sed "s/^| jn /| \`imatch scan -j $jobs --lexicon\` /"
 echo
-echo "$r_j1 $r_jn $r_base $nfiles $t_j1 $t_jn" | awk '{
-	printf "Peak memory per document: %.2f kB (-j 1), %.2f kB (-j N) over the %.1f MB of a one-file scan with the same lexicon.\n", ($1 - $3) / $4, ($2 - $3) / $4, $3 / 1024
-	printf "Scaling -j N / -j 1: %.2fx.\n", $5 / $6 }'
+echo "$r_j1 $r_jn $r_base $nfiles $t_j1 $t_jn $r_f1 $t_f1 $t_fn $t_sha" | awk '{
+	printf "Peak memory per document: %.2f kB (-j 1), %.2f kB (-j N) over the %.1f MB of a one-file scan with the same lexicon; first scan -j 1: %.2f kB.\n", ($1 - $3) / $4, ($2 - $3) / $4, $3 / 1024, ($7 - $3) / $4
+	printf "Scaling -j N / -j 1: %.2fx (first scan), %.2fx (signing).\n", $8 / $9, $5 / $6
+	printf "first_scan_vs_sha1sum_per_core: %.2f\n", $10 / $8 }'
+echo "$c_sha $c_f1 $c_j1" | awk '$1 > 0 {
+	printf "CPU seconds (user + sys, best of the rounds): sha1sum %.2f, first scan -j 1 %.2f (%.2fx), signing -j 1 %.2f (%.2fx).\n", $1, $2, $1 / $2, $3, $1 / $3 }'

@@ -889,8 +889,6 @@ int cmd_components(struct cli *c)
 	    shard_set_init(c, rs, &ss))
 		goto out;
 	h.key = keys.link;
-	for (int i = 0; i < c->argc; i++)
-		im_stage_drop(rs[i]);
 	n = (uint32_t)ss.base[ss.nshards];
 	/* 4 bytes per document for the forest, 4 for the cluster numbers
 	 * (then 4 per clustered document for the member lists). */

@@ -23,6 +23,10 @@ static const char stage_magic[8] = "IMSTAGE";
 #define HEADER_LEN  32
 #define TRAILER_LEN (8 + 8 * IM_STAGE_META + 8)
 #define WBUF	    65536
+/* A reader gives back the pages it has passed in steps of this many bytes
+ * (a multiple of any page size): what a pass keeps resident is about one
+ * window per file, whatever the file's size. */
+#define WINDOW (1u << 20)
 
 static void put_le(uint8_t *p, uint64_t v, int n)
 {
@@ -226,7 +230,23 @@ struct im_stage_reader {
 	uint64_t count;
 	uint64_t meta[IM_STAGE_META];
 	const uint8_t *pos, *end; /* records */
+	size_t kept;		  /* offset of the first page not given back */
 };
+
+/* Give back the pages of [kept, @p off) in whole windows, so that reading
+ * a file from start to end keeps about one window of it resident. A page
+ * given back faults in again from the page cache if it is read again, so
+ * borrowed payloads stay valid. */
+static void drop_behind(struct im_stage_reader *r, size_t off)
+{
+	size_t to = off < r->size ? off / WINDOW * WINDOW : r->size;
+
+	if (to <= r->kept)
+		return;
+	/* Advice only: where it fails the pages stay, nothing else. */
+	(void)madvise((void *)(r->map + r->kept), to - r->kept, MADV_DONTNEED);
+	r->kept = to;
+}
 
 __attribute__((format(printf, 4, 5))) static int
 fail(char *why, size_t why_len, int err, const char *fmt, ...)
@@ -260,12 +280,38 @@ static int walk_records(struct im_stage_reader *r, char *why, size_t why_len)
 				    "corrupt: a record runs past the end");
 		p += len;
 		n++;
+		drop_behind(r, (size_t)(p - r->map));
 	}
 	if (n != r->count)
 		return fail(why, why_len, -EINVAL,
 			    "corrupt: %llu records, the trailer says %llu",
 			    (unsigned long long)n,
 			    (unsigned long long)r->count);
+	return 0;
+}
+
+/* Check the checksum window by window, giving each back once hashed: a
+ * file opened to be streamed (or only its trailer read) is not made
+ * resident by its check. */
+static int checksum(struct im_stage_reader *r, char *why, size_t why_len)
+{
+	size_t n = r->size - 8;
+	XXH3_state_t *xx = XXH3_createState();
+	uint64_t sum;
+
+	if (!xx)
+		return fail(why, why_len, -ENOMEM, "%s", strerror(ENOMEM));
+	XXH3_64bits_reset(xx);
+	for (size_t off = 0; off < n; off += WINDOW) {
+		XXH3_64bits_update(xx, r->map + off,
+				   n - off < WINDOW ? n - off : WINDOW);
+		drop_behind(r, off + WINDOW);
+	}
+	sum = XXH3_64bits_digest(xx);
+	XXH3_freeState(xx);
+	if (sum != get_le(r->map + n, 8))
+		return fail(why, why_len, -EINVAL,
+			    "bad checksum (truncated or damaged)");
 	return 0;
 }
 
@@ -320,17 +366,15 @@ int im_stage_open(const char *path, struct im_stage_reader **out, char *why,
 		goto out;
 	}
 	tr = m + st.st_size - TRAILER_LEN;
-	if (XXH3_64bits(m, (size_t)st.st_size - 8) !=
-	    get_le(tr + TRAILER_LEN - 8, 8)) {
-		fail(why, why_len, ret, "bad checksum (truncated or damaged)");
-		goto out;
-	}
 	ret = -ENOMEM;
 	r = calloc(1, sizeof(*r));
 	if (!r)
 		goto out;
 	r->map = m;
 	r->size = (size_t)st.st_size;
+	ret = checksum(r, why, why_len);
+	if (ret)
+		goto out;
 	r->h.kind = (uint32_t)get_le(m + 12, 4);
 	r->h.part = (uint32_t)get_le(m + 16, 4);
 	r->h.nparts = (uint32_t)get_le(m + 20, 4);
@@ -351,7 +395,10 @@ int im_stage_open(const char *path, struct im_stage_reader **out, char *why,
 		     r->h.part, r->h.nparts);
 		goto out;
 	}
+	/* The checksum gave the pages back; the walk reads them again. */
+	r->kept = 0;
 	ret = walk_records(r, why, why_len);
+	r->kept = 0;
 out:
 	if (ret) {
 		free(r);
@@ -396,6 +443,7 @@ bool im_stage_next(struct im_stage_reader *r, const uint8_t **payload,
 	l = (size_t)get_le(r->pos, 4);
 	*payload = r->pos + 4;
 	*len = l;
+	drop_behind(r, (size_t)(r->pos - r->map));
 	r->pos += 4 + l;
 	return true;
 }
@@ -403,12 +451,14 @@ bool im_stage_next(struct im_stage_reader *r, const uint8_t **payload,
 void im_stage_rewind(struct im_stage_reader *r)
 {
 	r->pos = r->map + HEADER_LEN;
+	r->kept = 0;
 }
 
 void im_stage_drop(struct im_stage_reader *r)
 {
 	/* Advice only: where it fails the pages stay, nothing else. */
 	(void)madvise((void *)r->map, r->size, MADV_DONTNEED);
+	r->kept = 0;
 }
 
 /* ---- Partition buffers ---------------------------------------------------------- */

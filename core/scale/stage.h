@@ -29,7 +29,13 @@
  * driver reruns the task that made it instead of trusting it.
  *
  * Memory: a writer holds a 64 KiB buffer; a reader maps the file read-only
- * and decodes records from the mapping.
+ * and decodes records from the mapping. Neither opening (the checksum reads
+ * every byte) nor a pass of im_stage_next() keeps more than about a MiB of a
+ * file resident: the reader gives back the pages behind it, so a process
+ * that streams many large files (the components stage, which must hold at
+ * most 64 bytes per document) holds only its own state. Reading a page
+ * again, as random access into records does, faults it in from the page
+ * cache.
  *
  * Thread-safety: a writer or reader belongs to one thread at a time;
  * different ones are independent.
@@ -153,11 +159,10 @@ bool im_stage_next(struct im_stage_reader *r, const uint8_t **payload,
 void im_stage_rewind(struct im_stage_reader *r);
 
 /**
- * Give back the pages of the mapping (madvise MADV_DONTNEED): reading on
- * faults them in again from the page cache. Opening reads the whole file
- * (the checksum), so a process that streams many large files and must hold
- * only its own state (the components stage: 64 bytes per document at most)
- * calls this after opening and after each pass. Never fails.
+ * Give back all pages of the mapping (madvise MADV_DONTNEED): reading on
+ * faults them in again from the page cache. Opening and im_stage_next()
+ * already give back what they passed; this is for pages that random access
+ * into borrowed payloads brought in. Never fails.
  */
 void im_stage_drop(struct im_stage_reader *r);
 

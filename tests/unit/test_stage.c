@@ -562,6 +562,58 @@ START_TEST(test_stage_merge_runs)
 }
 END_TEST
 
+/* Resident pages of file mappings in this process, in KiB. */
+static long rss_file_kib(void)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[256];
+	long kib = -1;
+
+	ck_assert_ptr_nonnull(f);
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "RssFile: %ld", &kib) == 1)
+			break;
+	fclose(f);
+	ck_assert_int_ge(kib, 0);
+	return kib;
+}
+
+/* The components stage streams files far larger than what it may hold:
+ * neither the check on open nor a pass over the records may leave the
+ * file resident. */
+START_TEST(test_stage_streaming_stays_small)
+{
+	/* 28,000 records of 158 bytes on average: 4.4 MB. */
+	unsigned n = 28000, i = 0;
+	struct im_stage_reader *r;
+	const uint8_t *p;
+	uint64_t sum = 0;
+	size_t len;
+	long before, opened, passed;
+
+	write_stage(n);
+	ck_assert_int_gt(file_size(), 4 << 20);
+	before = rss_file_kib();
+	ck_assert_int_eq(im_stage_open(path, &r, NULL, 0), 0);
+	opened = rss_file_kib();
+	while (im_stage_next(r, &p, &len)) {
+		sum += im_stage_get_u64(
+			&(struct im_stage_cur){p, p + len, false});
+		i++;
+	}
+	passed = rss_file_kib();
+	ck_assert_uint_eq(i, n);
+	ck_assert_uint_eq(sum, (uint64_t)n * 1000 + (uint64_t)n * (n - 1) / 2);
+	ck_assert_msg(opened - before < 2560,
+		      "open left %ld KiB of a %ld KiB file resident",
+		      opened - before, file_size() / 1024);
+	ck_assert_msg(passed - before < 2560,
+		      "a pass left %ld KiB of a %ld KiB file resident",
+		      passed - before, file_size() / 1024);
+	im_stage_reader_free(r);
+}
+END_TEST
+
 static Suite *stage_suite(void)
 {
 	Suite *s = suite_create("stage");
@@ -582,6 +634,7 @@ static Suite *stage_suite(void)
 	tcase_add_test(tc, test_records_key_round_trip);
 	tcase_add_test(tc, test_records_cluster_sorted_members);
 	tcase_add_test(tc, test_stage_merge_runs);
+	tcase_add_test(tc, test_stage_streaming_stays_small);
 	suite_add_tcase(s, tc);
 	return s;
 }

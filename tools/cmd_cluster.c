@@ -770,6 +770,7 @@ static void uf_union(uint32_t *parent, uint32_t a, uint32_t b)
 struct cname {
 	struct im_sig name;
 	uint8_t have;
+	char *least; /* the smallest member path, which ranks a shared name */
 };
 
 static void name_offer(struct cname *cn, const struct im_doc_sigs *d)
@@ -852,19 +853,79 @@ struct naming {
 	struct cname *names;
 };
 
-/* Offer each clustered document's signatures to its cluster's name. */
+/* Whether the @p len bytes at @p p come before @p s in strcmp() order. */
+static bool path_before(const char *p, size_t len, const char *s)
+{
+	size_t sl = strlen(s);
+	int r = memcmp(p, s, len < sl ? len : sl);
+
+	return r ? r < 0 : len < sl;
+}
+
+/* Offer each clustered document's signatures to its cluster's name, and
+ * its path to the cluster's smallest. */
 static int name_doc(uint32_t id, const struct im_stage_doc *doc,
 		    struct im_stage_reader *r, void *arg)
 {
 	struct naming *nm = arg;
+	struct cname *cn;
 	uint32_t c;
 
 	(void)r;
 	if (!doc)
 		return 0;
 	c = nm->cl[nm->parent[id]];
-	if (c)
-		name_offer(&nm->names[c - 1], &doc->d);
+	if (!c)
+		return 0;
+	cn = &nm->names[c - 1];
+	name_offer(cn, &doc->d);
+	if (!cn->least || path_before(doc->path, doc->path_len, cn->least)) {
+		char *p = strndup(doc->path, doc->path_len);
+
+		if (!p)
+			return -ENOMEM;
+		free(cn->least);
+		cn->least = p;
+	}
+	return 0;
+}
+
+static int cmp_cname(const void *a, const void *b)
+{
+	const struct cname *x = *(struct cname *const *)a,
+			   *y = *(struct cname *const *)b;
+	int r = im_sig_cmp(&x->name, &y->name);
+
+	return r ? r : strcmp(x->least, y->least);
+}
+
+/* Clusters that share a name are told apart as the index does (index.c,
+ * public_name): in order of their smallest member path, the k-th adds k to
+ * the name's last 4 bytes (big-endian). */
+static int rank_names(struct cname *names, uint32_t ncl)
+{
+	struct cname **v = malloc(((size_t)ncl + 1) * sizeof(*v));
+
+	if (!v)
+		return -ENOMEM;
+	for (uint32_t k = 0; k < ncl; k++)
+		v[k] = &names[k];
+	qsort(v, ncl, sizeof(*v), cmp_cname);
+	for (uint32_t k = 1, first = 0; k < ncl; k++) {
+		uint32_t rank;
+
+		if (im_sig_cmp(&v[k]->name, &v[first]->name)) {
+			first = k;
+			continue;
+		}
+		rank = k - first;
+		for (int b = IM_SIG_LEN - 1; rank && b >= IM_SIG_LEN - 4; b--) {
+			rank += v[k]->name.b[b];
+			v[k]->name.b[b] = (uint8_t)rank;
+			rank >>= 8;
+		}
+	}
+	free(v);
 	return 0;
 }
 
@@ -928,11 +989,17 @@ int cmd_components(struct cli *c)
 	for (uint32_t i = 0; i < n; i++)
 		if (cl[parent[i]])
 			mem[off[cl[parent[i]]]++] = i;
-	if (shard_set_foreach(&ss, name_doc,
-			      &(struct naming){parent, cl, names})) {
+	ret = shard_set_foreach(&ss, name_doc,
+				&(struct naming){parent, cl, names});
+	if (ret == -ENOMEM)
+		goto fail;
+	if (ret) {
 		err_msg("components: corrupt: a record does not decode");
 		goto out;
 	}
+	ret = rank_names(names, ncl);
+	if (ret)
+		goto fail;
 	ret = im_stage_writer_new(c->out, &h, &w);
 	for (uint32_t k = 1; !ret && k <= ncl; k++) {
 		uint32_t start = k > 1 ? off[k - 1] : 0;
@@ -967,6 +1034,8 @@ out:
 	free(cl);
 	free(off);
 	free(mem);
+	for (uint32_t k = 0; names && k < ncl; k++)
+		free(names[k].least);
 	free(names);
 	im_stage_writer_free(w);
 	im_stage_buf_release(&rec);

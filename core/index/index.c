@@ -760,9 +760,20 @@ static uint32_t doc_name(const struct im_index *idx, uint32_t id)
 	return d->sketch.n ? (EXACT_NAME | REF(id, 1)) : NONE;
 }
 
+/*
+ * Verification can leave two clusters with the same smallest signature (two
+ * documents that share coordinates but not their terms, each linked to
+ * others). The one whose smallest member path comes first keeps the name;
+ * the others count its last NAME_RANK bytes up by their rank in that order.
+ * The table's tags hash the bytes before those, so that every cluster of a
+ * name, and every rank of it, is found from one home.
+ */
+#define NAME_RANK 4
+#define NAME_KEY  (IM_SIG_LEN - NAME_RANK)
+
 static uint32_t name_tag(const struct im_sig *name)
 {
-	return (uint32_t)XXH3_64bits(name->b, IM_SIG_LEN);
+	return (uint32_t)XXH3_64bits(name->b, NAME_KEY);
 }
 
 static void names_add(struct im_index *idx, uint32_t root)
@@ -783,6 +794,48 @@ static void names_del(struct im_index *idx, uint32_t root)
 		  tab_find_val(&idx->names, name_tag(&name), root));
 }
 
+/* The smallest member path of the cluster rooted at @p root. */
+static const char *least_path(const struct im_index *idx, uint32_t root)
+{
+	const char *least = doc_path(D(idx, root));
+
+	for (uint32_t y = D(idx, root)->next; y != root; y = D(idx, y)->next)
+		if (strcmp(doc_path(D(idx, y)), least) < 0)
+			least = doc_path(D(idx, y));
+	return least;
+}
+
+/* The name the cluster rooted at @p root goes by: its own name, with its
+ * rank among the clusters of that name added (NAME_RANK). */
+static void public_name(const struct im_index *idx, uint32_t root,
+			struct im_sig *out)
+{
+	const struct table *t = &idx->names;
+	const char *least = NULL;
+	uint32_t tag, rank = 0, val;
+	struct im_sig n;
+
+	name_of_ref(idx, D(idx, root)->name, out);
+	tag = name_tag(out);
+	for (uint32_t i = tab_home(t, tag); (val = tab_val(t, i)) != NONE;
+	     i = tab_next(t, i)) {
+		if (val == root || t->s[i].tag != (uint16_t)tag)
+			continue;
+		name_of_ref(idx, D(idx, val)->name, &n);
+		if (memcmp(n.b, out->b, IM_SIG_LEN))
+			continue;
+		if (!least)
+			least = least_path(idx, root);
+		rank += strcmp(least_path(idx, val), least) < 0;
+	}
+	/* Big-endian addition over the last NAME_RANK bytes. */
+	for (int b = IM_SIG_LEN - 1; rank && b >= NAME_KEY; b--) {
+		rank += out->b[b];
+		out->b[b] = (uint8_t)rank;
+		rank >>= 8;
+	}
+}
+
 static uint32_t names_find(const struct im_index *idx,
 			   const struct im_sig *name)
 {
@@ -801,6 +854,9 @@ static uint32_t names_find(const struct im_index *idx,
 		if (t->s[i].tag != (uint16_t)tag)
 			continue;
 		name_of_ref(idx, D(idx, val)->name, &n);
+		if (memcmp(n.b, name->b, NAME_KEY))
+			continue;
+		public_name(idx, val, &n);
 		if (!memcmp(n.b, name->b, IM_SIG_LEN))
 			return val;
 	}
@@ -1655,7 +1711,7 @@ int im_index_cluster_of(const struct im_index *idx, const char *path,
 	else if (D(idx, id)->comp == NONE)
 		ret = -ESRCH;
 	else
-		name_of_ref(idx, D(idx, D(idx, id)->comp)->name, name);
+		public_name(idx, D(idx, id)->comp, name);
 	unlock(idx);
 	return ret;
 }
@@ -1700,7 +1756,7 @@ int im_index_foreach_cluster(const struct im_index *idx, im_index_cluster_cb cb,
 
 		if (root == NONE)
 			continue;
-		name_of_ref(idx, D(idx, root)->name, &name);
+		public_name(idx, root, &name);
 		ret = cb(&name, D(idx, root)->size, arg);
 		if (ret)
 			break;

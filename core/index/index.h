@@ -21,7 +21,10 @@
  * member; a cluster none of whose members has a signature (exact copies of
  * unsignable files, short documents) is named by the smallest exact hash
  * followed by four zero bytes (or, for a member with neither, the XXH3-128 of
- * its sketch).
+ * its sketch). Clusters can share that name (verification keeps apart two
+ * documents with equal coordinates, each linked elsewhere): in the order of
+ * their smallest member path, the k-th of them adds k to the name's last
+ * four bytes (big-endian), so that names stay unique and deterministic.
  *
  * Cost: put/remove touch the postings of the document's own keys (at most
  * IM_MAX_KEYS) and verify the document against the holders compared with it

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/sysmacros.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <xxhash.h>
@@ -167,10 +168,18 @@ static int check_mountpoint(const char *mnt, const char *mnt_real,
 	struct dirent *de;
 
 	if (mount_at(mnt_real, &dev, type, sizeof(type)) == 0 &&
-	    !strcmp(type, "fuse.imatchfs"))
+	    !strcmp(type, "fuse.imatchfs")) {
+		/* A daemon killed outright leaves its mount to fusermount3's
+		 * auto_unmount, which does not always take it away. */
+		struct statvfs sv; /* always asked of the daemon: no cache */
+		if (statvfs(mnt, &sv) && errno == ENOTCONN)
+			return fail("", mnt,
+				    "a dead imatchfs mount, its daemon gone "
+				    "(fusermount3 -u -z it first)");
 		return fail("", mnt,
 			    "already an imatchfs mount (fusermount3 -u it "
 			    "first)");
+	}
 	if (stat(mnt, &st))
 		return fail("mountpoint ", mnt, strerror(errno));
 	if (!S_ISDIR(st.st_mode))

@@ -27,7 +27,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from util import (DEADLINE, Fail, Skip, by_doc_documents, check,  # noqa: E402
-                  expect_errno,
+                  expect_errno, fusermount,
                   cluster_sets, encode_member, fmt_clusters, in_proc_mounts,
                   is_mounted, make_tree, poll, read_status, run_tests, scan, status_int,
                   write)
@@ -644,6 +644,29 @@ def test_mount_twice_refused(w):
     check(n == 1, '%d mounts stacked on %s' % (n, w.mnt))
     d.umount()
     d.check_log()
+
+
+@test
+def test_dead_mount_named(w):
+    """A daemon killed outright, its mount left behind dead (no auto_unmount
+    here; fusermount3's sometimes leaves one too): a new daemon on that
+    mountpoint says in one line that the mount is dead and how to clear it."""
+    make_tree(w.src, w.corpus)
+    d = w.daemon(auto_unmount=False)
+    live(w, d)
+    d.kill()
+    d.proc.wait(timeout=30)
+    # statvfs is never answered from the kernel's caches.
+    expect_errno(lambda: os.statvfs(w.mnt), errno.ENOTCONN, 'the dead mount')
+    _, line = run_refused(w, [w.src, w.mnt], 'a mount over a dead one')
+    check('dead imatchfs mount' in line and 'fusermount3 -u -z' in line,
+          'the line names the dead mount and the cure: %s' % line)
+    r = subprocess.run([fusermount(), '-u', '-z', w.mnt], capture_output=True)
+    check(r.returncode == 0, 'fusermount3 -u -z: %s' % r.stderr)
+    d2 = w.daemon()
+    live(w, d2)
+    d2.umount()
+    d2.check_log()
 
 
 @test

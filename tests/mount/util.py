@@ -139,13 +139,13 @@ class Daemon:
     test did not expect."""
 
     def __init__(self, exe, source, mnt, opts=(), state=None, args=(),
-                 wrap=(), log=None, foreground=True):
+                 wrap=(), log=None, foreground=True, auto_unmount=True):
         self.exe = exe
         self.source = source
         self.mnt = mnt
         self.proc = None
         self.conn = None
-        o = ['auto_unmount'] if foreground else []
+        o = ['auto_unmount'] if foreground and auto_unmount else []
         if state:
             o.append('state=' + state)
         o += list(opts)

@@ -111,8 +111,9 @@ struct im_scan_ops {
 
 	/* im_scan_first() only. */
 	/** Called once, in the calling thread, with the lexicon just built
-	 *  (borrowed: the scan hands it out at the end), before any result.
-	 *  Non-zero stops the scan with that value. May be NULL. */
+	 *  (the scan hands it out in *lex; it may be kept from here on),
+	 *  before any result. Non-zero stops the scan with that value and the
+	 *  lexicon is freed. May be NULL. */
 	int (*lexicon)(const struct im_lexicon *lex, void *arg);
 	/** Where term ids spill past spill_budget (NULL: $TMPDIR, else
 	 *  /tmp). A state directory is a good place. */
@@ -181,8 +182,10 @@ int im_scan_df(int dirfd, const struct im_params *p, unsigned threads,
  *
  * @return as im_scan_sign(); also a negative errno from the spill file
  *         (creating or writing it), ops->lexicon's value, or what
- *         im_lexicon_build() returns other than -EINVAL. *lex is NULL on
- *         failure.
+ *         im_lexicon_build() returns other than -EINVAL. Once ops->lexicon
+ *         accepted the lexicon, *lex is set whatever the return value (a
+ *         scan cancelled while signing still built it; the caller owns it);
+ *         before that, *lex is NULL on failure.
  */
 int im_scan_first(int dirfd, const struct im_params *p, unsigned threads,
 		  const struct im_scan_ops *ops, struct im_lexicon **lex,

@@ -356,8 +356,49 @@ static void scan_result_cb(const char *path, const struct stat *st,
 	__atomic_add_fetch(&sc->s->done, 1, __ATOMIC_RELAXED);
 }
 
-/* Walk and sign what changed; then forget what the walk did not see. */
-static int full_scan(struct scanner *s, const struct im_state *cache)
+/* With a lexicon: the signing workers, then the watcher. */
+static void start_threads(struct scanner *s)
+{
+	struct imfs *fs = s->fs;
+
+	if (workers_start(fs->workers, s->lex, fs->opts->threads))
+		imfs_log(LOG_ERR, "cannot start signing workers");
+	if (watch_start(fs->watch) == -EAGAIN)
+		imfs_log(LOG_ERR, "cannot start the watcher");
+}
+
+/*
+ * ops.lexicon of the first scan: save and publish the lexicon, start the
+ * workers and the watcher, then the scan signs what it read. Changes made
+ * during the walk waited in the kernel's inotify queue until now; the
+ * watcher applies them while the scan delivers what it read before, which
+ * scan_quiet() follows with another scan.
+ */
+static int first_lexicon_cb(const struct im_lexicon *lex, void *arg)
+{
+	struct scan_ctx *sc = arg;
+	struct scanner *s = sc->s;
+	int ret = stateio_save_lexicon(s->sio, lex);
+
+	if (ret)
+		return ret;
+	imfs_log(LOG_INFO, "lexicon built from %llu documents: %zu + %zu terms",
+		 (unsigned long long)im_lexicon_docs(lex),
+		 im_lexicon_primary_size(lex), im_lexicon_secondary_size(lex));
+	__atomic_store_n(&s->lex, (struct im_lexicon *)lex, __ATOMIC_RELEASE);
+	start_threads(s);
+	set_phase(s, PHASE_SCANNING);
+	return 0;
+}
+
+/*
+ * Walk and sign what changed; then forget what the walk did not see. With
+ * @p first (no lexicon yet) the walk reads every file once, builds the
+ * lexicon from them and signs with it (im_scan_first()); *no_lex is then
+ * set if the tree has fewer than two documents for one.
+ */
+static int scan_tree(struct scanner *s, const struct im_state *cache,
+		     bool first, bool *no_lex)
 {
 	struct imfs *fs = s->fs;
 	struct model *m = fs->model;
@@ -383,8 +424,19 @@ static int full_scan(struct scanner *s, const struct im_state *cache)
 	__atomic_store_n(&s->done, 0, __ATOMIC_RELAXED);
 	if (cache && applier_start(&applier, s, cache, sc.gen) == 0)
 		sc.applier = &applier;
-	ret = im_scan_sign(fs->srcfd, s->lex, &fs->opts->params,
-			   fs->opts->threads, &ops, &counts);
+	if (first) {
+		struct im_lexicon *lex = NULL;
+
+		ops.lexicon = first_lexicon_cb;
+		ops.spill_dir = fs->state_dir;
+		ret = im_scan_first(fs->srcfd, &fs->opts->params,
+				    fs->opts->threads, &ops, &lex, &counts);
+		/* first_lexicon_cb() published it as s->lex. */
+		*no_lex = !ret && !lex;
+	} else {
+		ret = im_scan_sign(fs->srcfd, s->lex, &fs->opts->params,
+				   fs->opts->threads, &ops, &counts);
+	}
 	if (sc.applier)
 		applier_finish(&applier);
 	__atomic_store_n(&s->todo, 0, __ATOMIC_RELAXED);
@@ -399,6 +451,9 @@ static int full_scan(struct scanner *s, const struct im_state *cache)
 				 strerror(-ret));
 		return ret;
 	}
+	/* Without a lexicon nothing was signed: the next try walks again. */
+	if (first && *no_lex)
+		return 0;
 	tree_wrlock(m->tree);
 	model_sweep(m, sc.gen);
 	tree_unlock(m->tree);
@@ -411,50 +466,16 @@ static int full_scan(struct scanner *s, const struct im_state *cache)
  * for a symlink after the walk listed it comes back). So a scan that ran
  * while events arrived asks for another, until one runs without events.
  */
-static int scan_quiet(struct scanner *s, const struct im_state *cache)
+static int scan_quiet(struct scanner *s, const struct im_state *cache,
+		      bool first, bool *no_lex)
 {
 	struct watch_stats before, after;
 
 	watch_stats(s->fs->watch, &before);
-	int ret = full_scan(s, cache);
+	int ret = scan_tree(s, cache, first, no_lex);
 	watch_stats(s->fs->watch, &after);
 	if (!ret && after.events != before.events)
 		scanner_request_rescan(s);
-	return ret;
-}
-
-/* ---- The lexicon -------------------------------------------------------------- */
-
-static int build_lexicon(struct scanner *s)
-{
-	struct imfs *fs = s->fs;
-	struct im_scan_counts counts = {0};
-	struct im_df *df = NULL;
-	struct im_lexicon *lex = NULL;
-	struct im_scan_ops ops = {
-		.cancel = &s->cancel,
-		.skip_dev = fs->state_dev,
-		.skip_ino = fs->state_ino,
-	};
-	const struct im_params *p = &fs->opts->params;
-	int ret;
-
-	ret = im_scan_df(fs->srcfd, p, fs->opts->threads, &ops, &df, &counts);
-	if (!ret)
-		ret = im_lexicon_build(df, p->nidf_lo, p->nidf_hi,
-				       p->secondary_cap, &lex);
-	if (!ret)
-		ret = stateio_save_lexicon(s->sio, lex);
-	if (ret)
-		goto out;
-	imfs_log(LOG_INFO, "lexicon built from %llu documents: %zu + %zu terms",
-		 (unsigned long long)im_df_docs(df),
-		 im_lexicon_primary_size(lex), im_lexicon_secondary_size(lex));
-	__atomic_store_n(&s->lex, lex, __ATOMIC_RELEASE);
-	lex = NULL;
-out:
-	im_lexicon_free(lex);
-	im_df_free(df);
 	return ret;
 }
 
@@ -476,30 +497,33 @@ static bool wait_stop(struct scanner *s, unsigned secs)
 	return stop;
 }
 
-/* Build the lexicon until there is one. @return false on stop. */
-static bool wait_lexicon(struct scanner *s)
+/*
+ * The first scan of a tree without a lexicon: read every file once, build
+ * the lexicon, sign (scan_tree()); until the tree has two documents, try
+ * again every few seconds. @return the scan's value, -ECANCELED on stop.
+ */
+static int first_scan(struct scanner *s)
 {
-	while (!s->lex && !cancelled(s)) {
+	for (;;) {
+		bool no_lex = false;
+		int ret;
+
 		set_phase(s, PHASE_LEXICON);
 		imfs_log(LOG_INFO, "building the lexicon from %s",
 			 s->fs->source_real);
-		int ret = build_lexicon(s);
-		if (!ret)
-			break;
-		if (ret == -ECANCELED)
-			return false;
+		ret = scan_quiet(s, NULL, true, &no_lex);
+		if (s->lex || ret == -ECANCELED)
+			return ret;
 		/* Fewer than two documents: nothing to compare yet. */
 		set_phase(s, PHASE_NO_LEXICON);
 		unsigned retry =
 			s->fs->opts->rescan < 5 ? s->fs->opts->rescan : 5;
 		imfs_log(LOG_NOTICE, "no lexicon yet (%s); retrying every %u s",
-			 ret == -EINVAL ? "fewer than two documents"
-					: strerror(-ret),
+			 no_lex ? "fewer than two documents" : strerror(-ret),
 			 retry);
 		if (wait_stop(s, retry))
-			return false;
+			return -ECANCELED;
 	}
-	return !cancelled(s);
 }
 
 static bool take_rescan_request(struct scanner *s)
@@ -522,29 +546,32 @@ static void *scanner_main(void *arg)
 	struct scanner *s = arg;
 	struct imfs *fs = s->fs;
 	struct watch_stats ws;
+	int ret;
 
-	if (!wait_lexicon(s))
-		return NULL;
-	/* A cache made before this lexicon was built may still match it. */
-	if (!s->cache)
-		s->cache = stateio_load_cache(s->sio);
-	if (workers_start(fs->workers, s->lex, fs->opts->threads))
-		imfs_log(LOG_ERR, "cannot start signing workers");
-	if (watch_start(fs->watch) == -EAGAIN)
-		imfs_log(LOG_ERR, "cannot start the watcher");
-
-	/* The model keeps the cache for the whole signatures of what the
-	 * scan takes from it (fullsigs.h); only a save, which this thread
-	 * makes after the scan, replaces it. */
-	struct im_state *cache = s->cache;
-	s->cache = NULL;
-	if (cache) {
-		tree_wrlock(fs->model->tree);
-		model_adopt_cache(fs->model, cache);
-		tree_unlock(fs->model->tree);
+	if (s->lex) {
+		/* The lexicon from the state or -o lexicon=FILE: files the
+		 * cache knows unchanged are not read. */
+		if (!s->cache)
+			s->cache = stateio_load_cache(s->sio);
+		start_threads(s);
+		/* The model keeps the cache for the whole signatures of what
+		 * the scan takes from it (fullsigs.h); only a save, which this
+		 * thread makes after the scan, replaces it. */
+		struct im_state *cache = s->cache;
+		s->cache = NULL;
+		if (cache) {
+			tree_wrlock(fs->model->tree);
+			model_adopt_cache(fs->model, cache);
+			tree_unlock(fs->model->tree);
+		}
+		set_phase(s, PHASE_SCANNING);
+		ret = scan_quiet(s, cache, false, NULL);
+	} else {
+		/* The walk adds the watches; their events wait in the kernel
+		 * until the watcher starts, with the workers, once the lexicon
+		 * exists (first_lexicon_cb()). */
+		ret = first_scan(s);
 	}
-	set_phase(s, PHASE_SCANNING);
-	int ret = scan_quiet(s, cache);
 	if (ret == -ECANCELED)
 		return NULL;
 	imfs_log(LOG_INFO, "scan done: %llu documents from the cache",
@@ -565,7 +592,7 @@ static void *scanner_main(void *arg)
 		if (rescan) {
 			set_phase(s, PHASE_RESCANNING);
 			ST_ADD(s, rescans, 1);
-			if (scan_quiet(s, NULL) == -ECANCELED)
+			if (scan_quiet(s, NULL, false, NULL) == -ECANCELED)
 				break;
 			set_phase(s, PHASE_LIVE);
 			last_scan = time(NULL);

@@ -135,6 +135,28 @@ def test_view_equals_scan(w):
 
 
 @test
+def test_first_scan_waits_for_two_documents(w):
+    """One document is too few for a lexicon: the daemon says
+    waiting-for-documents and shows no cluster. Once more documents arrive,
+    its first scan reads them, builds the lexicon and signs in one pass, and
+    the view equals imatch scan."""
+    text = w.corpus.document()
+    write(os.path.join(w.src, 'a.txt'), text)
+    d = w.daemon()
+    poll(lambda: read_status(w.mnt).get('phase') == 'waiting-for-documents',
+         'phase: waiting-for-documents')
+    check(cluster_sets(w.mnt) == set(), 'a cluster without a lexicon')
+    write(os.path.join(w.src, 'b.txt'), w.corpus.near_duplicate(text))
+    write(os.path.join(w.src, 'c.txt'), w.corpus.document())
+    write(os.path.join(w.src, 'sub/a-copy.txt'), text)
+    settled(w, d, 4)
+    wait_clusters(w.mnt, {frozenset(['a.txt', 'b.txt', 'sub/a-copy.txt'])})
+    view_equals_scan(w, 'after the lexicon was built')
+    d.umount()
+    d.check_log()
+
+
+@test
 def test_view_equals_scan_lexicon_file(w):
     """With the same lexicon file and k, daemon and scan agree, and each
     document's `signatures` equals `imatch sign`."""

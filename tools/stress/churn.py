@@ -3,7 +3,7 @@
 that the view converges to `imatch scan` of the final tree (issue 12, defect 1).
 
     churn.py IMATCHFS IMATCH [--short] [--seconds N] [--rate N] [--seed N]
-                             [--deadline N] [--keep]
+                             [--deadline N] [--keep] [--first-scan]
 
 Builds a tree of pool documents (families of near-duplicates spread over
 nested directories), mounts it, waits until it is live, then for --seconds
@@ -14,7 +14,10 @@ directory moves between depths, whole subtrees removed, and bursts of files
 created in a new directory that is renamed at once. Then it polls, up to
 --deadline seconds, until by-doc/ lists exactly the tree's documents and
 clusters/ equals the scan; on failure it prints what differs and what the
-daemon's status claimed meanwhile.
+daemon's status claimed meanwhile. With --first-scan the churn starts as soon
+as the mount is there, during the daemon's first scan (one pass: it reads
+the files before the lexicon exists and signs them after, while the watcher
+applies what changed meanwhile).
 
 Exit 0 converged, 1 not (or an error), 77 without FUSE.
 """
@@ -190,6 +193,8 @@ def run(argv):
     ap.add_argument('--deadline', type=int, default=120,
                     help='seconds to wait for convergence')
     ap.add_argument('--keep', action='store_true', help='keep the tmp directory')
+    ap.add_argument('--first-scan', action='store_true',
+                    help='churn during the first scan, not after it')
     a = ap.parse_args(argv)
     seconds = a.seconds or (5 if a.short else 60)
     w = World(os.path.abspath(a.imatchfs), os.path.abspath(a.imatch), 'churn')
@@ -201,8 +206,10 @@ def run(argv):
         build(tree, 10 if a.short else 40, 200 if a.short else 1500)
         log('tree: %d files in %d directories; mounting' % (len(tree.files), len(tree.dirs)))
         d = w.daemon()
-        settle(w.mnt)
-        log('live: %s' % summary_of(read_status(w.mnt)))
+        if not a.first_scan:
+            settle(w.mnt)
+        log('%s: %s' % ('mounted' if a.first_scan else 'live',
+                        summary_of(read_status(w.mnt))))
         t0 = time.monotonic()
         changes = 0
         while True:

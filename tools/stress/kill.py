@@ -47,9 +47,10 @@ def restart(w, what, deadline):
         # Killed before fusermount3 even started, the mount it then made
         # is dead: remove it and mount again (fusermount3's doing). The
         # daemon names it either by its errno or, when the dead mount is
-        # still listed as ours, as an imatchfs mount already there.
-        if ('not connected' not in str(e) and
-                'already an imatchfs mount' not in str(e)):
+        # still listed as ours, as an imatchfs mount already there, or (fs/main.c
+        # since 7c4d9b4) as a dead imatchfs mount.
+        if not any(m in str(e) for m in ('not connected', 'already an imatchfs mount',
+                                         'a dead imatchfs mount')):
             raise
         DEAD_MOUNTS.append(w.mnt)
         subprocess.run(['fusermount3', '-u', '-z', w.mnt], capture_output=True)

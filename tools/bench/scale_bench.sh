@@ -3,8 +3,8 @@
 # beside `imatch scan` over the same tree, in the same run: wall time of the
 # whole pipeline with 2 workers and with 1, of `imatch scan -j2` (the
 # baseline), their ratios against issue 14's targets, whether the outputs
-# are equal, and the driver's table per stage (bytes written per file at
-# each stage boundary, peak memory of the largest process, CPU seconds).
+# are equal, and the driver's table per stage (wall and CPU seconds, bytes
+# written per file at each stage boundary).
 #
 #   tools/bench/scale_bench.sh IMATCH [TREE [SHARD_BYTES]]
 #
@@ -17,6 +17,14 @@
 # cluster's times include starting and stopping its LocalCluster: that is
 # what a user waits for. EQUAL=scan compares scan.json only (dupes and
 # dedupe --near each sign the whole tree once more).
+#
+# Also measured in the same run: the CPU seconds of every process of each
+# configuration (driver, scheduler, workers, imatch) against its wall time,
+# i.e. the cores it used; the machine's own ceiling for the 1-to-2 worker
+# ratio (two df tasks over one shard side by side against one after the
+# other: 2.0 on two free cores, less when others use them); and the peak
+# memory of one task of every stage, run again under /usr/bin/time beside a
+# bare imatch.
 set -eu
 
 imatch=${1:?usage: scale_bench.sh IMATCH [TREE [SHARD_BYTES]]}
@@ -41,28 +49,61 @@ work=$(mktemp -d /tmp/imatch-scale-bench.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 
 now() { date +%s.%N; }
-best() { # best of the times in file $1
-	sort -g "$1" | head -1
+best() { # best of the times in file $1 (lines: wall cpu)
+	sort -g "$1" | head -1 | cut -d' ' -f1
+}
+cores() { # CPU seconds per wall second of the best run in file $1
+	sort -g "$1" | head -1 | awk '{ printf "%.2f", $2 / $1 }'
 }
 
 # Warm the page cache, so every command reads from memory.
 find "$tree" -type f -print0 | xargs -0 cat >/dev/null 2>&1 || true
 
+peak() { # name, then the imatch arguments: its peak memory in rss.NAME
+	name=$1
+	shift
+	/usr/bin/time -f %M -o "$work/rss.$name" "$imatch" "$@" \
+		>"$work/out" 2>"$work/err"
+}
+# The ceiling of cluster(1) / cluster(2) on this machine at the time: one
+# df task over the first shard, then two side by side (2.00 on two free
+# cores). Measured before and after the runs.
+cal() { "$imatch" df --files-from "$work/shards/000000" --root "$tree" \
+	-P 1 -o "$work/cal$1"; }
+ceiling() {
+	t0=$(now)
+	cal a
+	t1=$(now)
+	cal b &
+	cal c
+	wait
+	t2=$(now)
+	echo "scale=2; 2 * ($t1 - $t0) / ($t2 - $t1)" | bc
+}
+peak ls ls -o "$work/manifest" --shards "$work/shards" --shard-bytes \
+	"$shard" "$tree"
+ceiling0=$(ceiling)
+
 i=0
 while [ $i -lt "$repeat" ]; do
 	t0=$(now)
-	/usr/bin/time -f %M -o "$work/scan.rss" \
+	/usr/bin/time -f "%M %U %S" -o "$work/scan.time" \
 		"$imatch" scan --json -j2 "$tree" >"$work/scan.json"
 	t1=$(now)
-	echo "$t1 - $t0" | bc >>"$work/t.scan"
+	echo "$(echo "$t1 - $t0" | bc) $(cut -d' ' -f2- "$work/scan.time" |
+		tr ' ' + | bc)" >>"$work/t.scan"
 	for n in 2 1; do
 		rm -rf "$work/out$n"
 		t0=$(now)
-		"$python" "$here/../scale/imatch-cluster" --quiet --local $n \
-			--imatch "$imatch" --shard-bytes "$shard" "$tree" \
-			"$work/out$n" 2>"$work/log$n"
+		# The CPU of every process: the workers are the driver's
+		# children, each imatch a worker's, and each reaps its own.
+		/usr/bin/time -f "%U %S" -o "$work/cluster.time" \
+			"$python" "$here/../scale/imatch-cluster" --quiet \
+			--local $n --imatch "$imatch" --shard-bytes "$shard" \
+			"$tree" "$work/out$n" 2>"$work/log$n"
 		t1=$(now)
-		echo "$t1 - $t0" | bc >>"$work/t.cluster$n"
+		echo "$(echo "$t1 - $t0" | bc) $(tr ' ' + <"$work/cluster.time" |
+			bc)" >>"$work/t.cluster$n"
 	done
 	i=$((i + 1))
 done
@@ -91,15 +132,31 @@ EOF
 	done
 done
 
-# The components stage holds the most (union-find over every document):
-# its peak memory, run again under /usr/bin/time beside a process that only
-# starts (the shared libraries every imatch maps).
+ceiling1=$(ceiling)
 o=$work/out2
-/usr/bin/time -f %M -o "$work/comp.rss" "$imatch" components --lexicon \
-	"$o/lexicon" -o "$work/clusters" "$o"/sign/*.rec "$o"/links/p*
-/usr/bin/time -f %M -o "$work/base.rss" "$imatch" cat --head "$o/manifest" \
-	>/dev/null
+
+# Peak memory of one task of each stage (the first shard, the first
+# partition; components and export have one), run again under
+# /usr/bin/time beside a process that only starts (the shared libraries
+# every imatch maps).
+nsh=$(find "$o/shards" -type f | wc -l)
+np=$(find "$o/links" -name 'p*' | wc -l)
+peak df df --files-from "$o/shards/000000" --root "$tree" -P "$np" \
+	-o "$work/df"
+peak sign sign --records --files-from "$o/shards/000000" --root "$tree" \
+	--shard-id "0/$nsh" -P "$np" -o "$work/sign" --lexicon "$o/lexicon"
+peak links links -o "$work/links" --lexicon "$o/lexicon" "$o"/sign/*.rec \
+	"$o"/sign/*.k0000
+peak components components --lexicon "$o/lexicon" -o "$work/clusters" \
+	"$o"/sign/*.rec "$o"/links/p*
 cmp -s "$work/clusters" "$o/clusters" || equal=no
+peak export export --json --root "$tree" --lexicon "$o/lexicon" \
+	"$o/manifest" "$o/clusters" "$o"/sign/*.rec
+peak export-dupes export --dupes --json --root "$tree" --lexicon \
+	"$o/lexicon" "$o"/sign/*.rec "$o"/links/p*
+peak export-plan export --plan --near --root "$tree" --lexicon \
+	"$o/lexicon" "$o"/sign/*.rec "$o"/links/p* "$o/clusters"
+peak bare cat --head "$o/manifest"
 
 files=$("$imatch" cat --head "$work/out2/manifest" |
 	"$python" -c 'import json,sys; print(json.load(sys.stdin)["meta"]["files"])')
@@ -108,14 +165,20 @@ s=$(best "$work/t.scan")
 c2=$(best "$work/t.cluster2")
 c1=$(best "$work/t.cluster1")
 echo "tree: $tree ($files files, $mb MB), shards of $shard bytes, $(nproc) CPUs"
-echo "imatch scan -j2:              $s s  ($(echo "$files / $s" | bc) files/s, peak $(($(cat "$work/scan.rss") / 1024)) MB)"
-echo "imatch-cluster --local 2:     $c2 s  ($(echo "$files / $c2" | bc) files/s)"
-echo "imatch-cluster --local 1:     $c1 s"
+echo "imatch scan -j2:              $s s  ($(echo "$files / $s" | bc) files/s, peak $(($(cut -d' ' -f1 "$work/scan.time") / 1024)) MB, $(cores "$work/t.scan") cores)"
+echo "imatch-cluster --local 2:     $c2 s  ($(echo "$files / $c2" | bc) files/s, $(cores "$work/t.cluster2") cores)"
+echo "imatch-cluster --local 1:     $c1 s  ($(cores "$work/t.cluster1") cores)"
 echo "cluster(2) / scan -j2:        $(echo "scale=2; $c2 / $s" | bc)  (target <= 1.3)"
-echo "cluster(1) / cluster(2):      $(echo "scale=2; $c1 / $c2" | bc)  (target >= 1.8)"
-comp=$(($(cat "$work/comp.rss") * 1024))
-base=$(($(cat "$work/base.rss") * 1024))
-echo "components peak:              $((comp / 1048576)) MB = $((comp / files)) B/file ($(((comp - base) / files)) B/file above a bare imatch's $((base / 1048576)) MB; target <= 64)"
+echo "cluster(1) / cluster(2):      $(echo "scale=2; $c1 / $c2" | bc)  (target >= 1.8; this machine's ceiling: $ceiling0 before, $ceiling1 after)"
+echo "(cores: CPU seconds of all its processes per wall second)"
+echo "peak memory of one task per stage:"
+base=$(($(cat "$work/rss.bare") * 1024))
+for name in ls df sign links components export export-dupes export-plan; do
+	b=$(($(cat "$work/rss.$name") * 1024))
+	printf '  %-13s %5d MB = %5d B/file (%d above a bare imatch)\n' \
+		"$name" $((b / 1048576)) $((b / files)) $(((b - base) / files))
+done
+echo "  (bare imatch: $((base / 1048576)) MB; target for components <= 64 B/file)"
 echo "outputs equal ($outputs${EQUAL:+}$([ "${EQUAL:-all}" = scan ] || echo ", dedupe --near")): $equal"
 echo "per stage (2 workers):"
 cat "$work/log2"

@@ -7,7 +7,8 @@ Two texts made of the same lexicon words, each with many words of its own
 that the lexicon (built from another tree) does not know: every coordinate
 of one equals the other's, but their term sets differ, so verification
 keeps them apart. Each has a byte-identical copy, so there are two clusters
-whose members hold the same smallest signature.
+whose members hold the same smallest signature: scan, dupes and the batch
+stages must tell them apart, alike.
 """
 import functools
 import json
@@ -83,6 +84,25 @@ def case_shared_name(tmp):
           % (got[0][1], least))
     check(got[1][1] == least[:32] + "%08x" % (int(least[32:], 16) + 1),
           "b/'s cluster is %s, after %s" % (got[1][1], least))
+
+    # The batch stages (SCALE.md) name them as the index does.
+    st = os.path.join(tmp, "stages")
+    os.mkdir(st)
+    man, shards = os.path.join(st, "manifest"), os.path.join(st, "shards")
+    rec, links, cls = (os.path.join(st, n) for n in ("s.rec", "links",
+                                                   "clusters"))
+    run("ls", "-o", man, "--shards", shards, root)
+    shard = os.path.join(shards, sorted(os.listdir(shards))[0])
+    run("sign", "--records", "--files-from", shard, "--root", root,
+        "--shard-id", "0/1", "-P", "1", "-o", os.path.join(st, "s"),
+        "--lexicon", lex)
+    run("links", "-o", links, "--lexicon", lex, rec,
+        os.path.join(st, "s.k0000"))
+    run("components", "-o", cls, "--lexicon", lex, rec, links)
+    exported = json.loads(run("export", "--json", "--root", root,
+                              "--lexicon", lex, man, cls, rec)[0])
+    check(exported["clusters"] == cl,
+          "the stages' clusters differ: %r" % exported["clusters"])
 
     out, _ = run("scan", "--lexicon", lex, root)
     check(out.splitlines() == ["a/one.txt\ta/two.txt",

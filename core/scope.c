@@ -34,6 +34,8 @@ struct im_ignore {
 
 struct im_scope {
 	struct im_ignore *ex, *inc;
+	char **list; /* im_scope_set_list: sorted copies, or NULL */
+	size_t nlist;
 };
 
 /* ---- Matching one component ----------------------------------------------- */
@@ -451,6 +453,9 @@ void im_scope_free(struct im_scope *s)
 		return;
 	im_ignore_free(s->ex);
 	im_ignore_free(s->inc);
+	for (size_t i = 0; i < s->nlist; i++)
+		free(s->list[i]);
+	free(s->list);
 	free(s);
 }
 
@@ -477,7 +482,73 @@ int im_scope_add_include(struct im_scope *s, const char *glob)
 
 bool im_scope_empty(const struct im_scope *s)
 {
-	return !s || (!s->ex->n && !s->inc->n);
+	return !s || (!s->ex->n && !s->inc->n && !s->list);
+}
+
+static int cmp_path(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int im_scope_set_list(struct im_scope *s, const char *const *paths, size_t n)
+{
+	char **list = calloc(n ? n : 1, sizeof(*list));
+
+	for (size_t i = 0; list && i < n; i++) {
+		list[i] = strdup(paths[i]);
+		if (!list[i]) {
+			while (i--)
+				free(list[i]);
+			free(list);
+			list = NULL;
+		}
+	}
+	if (!list)
+		return -ENOMEM;
+	qsort(list, n, sizeof(*list), cmp_path);
+	for (size_t i = 0; i < s->nlist; i++)
+		free(s->list[i]);
+	free(s->list);
+	s->list = list;
+	s->nlist = n;
+	return 0;
+}
+
+/* The first listed path not below @p key in byte order. */
+static size_t list_lower_bound(const struct im_scope *s, const char *key)
+{
+	size_t lo = 0, hi = s->nlist;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (strcmp(s->list[mid], key) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* A file is in when listed; a directory while a listed path lies below it
+ * (the walk then reaches it). */
+static bool listed(const struct im_scope *s, const char *path, bool is_dir)
+{
+	size_t len = strlen(path), at;
+	char *dir;
+
+	if (!is_dir) {
+		at = list_lower_bound(s, path);
+		return at < s->nlist && !strcmp(s->list[at], path);
+	}
+	dir = malloc(len + 2);
+	if (!dir)
+		return true; /* walked in vain rather than missed */
+	memcpy(dir, path, len);
+	memcpy(dir + len, "/", 2);
+	at = list_lower_bound(s, dir);
+	bool below = at < s->nlist && !strncmp(s->list[at], dir, len + 1);
+	free(dir);
+	return below;
 }
 
 /* ---- Deciding along a path ------------------------------------------------- */
@@ -555,6 +626,8 @@ bool im_scope_excluded(const struct im_scope *s, const struct im_scope_chain *c,
 	     v == IM_IGNORE_NONE && i-- > 0;)
 		v = im_ignore_match(c->v[i], path, is_dir);
 	if (v == IM_IGNORE_EXCLUDE)
+		return true;
+	if (s && s->list && !listed(s, path, is_dir))
 		return true;
 	/* A '!' pattern only undoes an exclusion: includes still restrict. */
 	return !is_dir && s && s->inc->n && !included(s->inc, path);

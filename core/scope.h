@@ -117,7 +117,16 @@ void im_scope_free(struct im_scope *s);
 int im_scope_add_exclude(struct im_scope *s, const char *glob);
 int im_scope_add_include(struct im_scope *s, const char *glob);
 
-/** Whether @p s has any pattern (NULL: none). */
+/**
+ * Restrict @p s to the @p n files @p paths (relative to the root, as
+ * im_shard_load() reads a `--files-from` list): every other file is left
+ * out, and a directory is walked only while a listed path lies below it.
+ * Patterns still apply to listed files. The paths are copied; a second call
+ * replaces the list. @return 0 or -ENOMEM (then @p s is unchanged).
+ */
+int im_scope_set_list(struct im_scope *s, const char *const *paths, size_t n);
+
+/** Whether @p s has any pattern or list (NULL: none). */
 bool im_scope_empty(const struct im_scope *s);
 
 /* ---- Deciding along a path ----------------------------------------------- */

@@ -19,6 +19,7 @@
 #include "stage.h"
 #include "plan.h"
 #include "scope.h"
+#include "shard.h"
 
 #ifndef IM_VERSION
 #define IM_VERSION "unknown"
@@ -52,6 +53,8 @@ enum {
 		    F_KEYED, /* k, seed, ... */
 	/* --exclude, --include: whatever walks a tree, and sign's files. */
 	F_SCOPED = F_BUILD | F_SIGN | F_SCAN | F_LS | F_DEDUPE | F_DUPES,
+	/* --files-from LIST --root DIR in place of the DIR operand. */
+	F_LISTED = F_BUILD | F_SCAN | F_DEDUPE | F_DUPES,
 };
 
 /* Option codes above the byte range for long-only options. */
@@ -160,10 +163,11 @@ static const struct opt opts[] = {
 	 "as the\n                   state of a mount of that directory"},
 	{"shard-id", 1, O_SHARD_ID, F_SIGN, NULL,
 	 "--shard-id I/N     sign --records: this shard's number, of N"},
-	{"files-from", 1, O_FILES_FROM, F_DF | F_SIGN, NULL,
-	 "--files-from LIST  the shard: NUL-separated paths relative to "
-	 "--root"},
-	{"root", 1, O_ROOT, F_DF | F_SIGN | F_EXPORT, NULL,
+	{"files-from", 1, O_FILES_FROM, F_DF | F_SIGN | F_LISTED, NULL,
+	 "--files-from LIST  NUL-separated paths relative to --root: the "
+	 "files to read\n                   (df, sign: the shard; others: "
+	 "in place of DIR)"},
+	{"root", 1, O_ROOT, F_DF | F_SIGN | F_EXPORT | F_LISTED, NULL,
 	 "--root DIR         the tree the listed paths are in (export: its "
 	 "name)"},
 	{"parts", 1, 'P', F_DF | F_SIGN, NULL,
@@ -411,6 +415,43 @@ static int parse_count(const char *s, uint64_t lo, uint64_t hi, bool suffix,
 	return 0;
 }
 
+/*
+ * --files-from LIST --root DIR: the walk of DIR takes the listed files only
+ * (scope.h), so these commands read exactly a stage's shard and print what
+ * they print for a tree holding only those files.
+ */
+static int take_list(struct cli *c, const char *name)
+{
+	struct im_shard sh;
+	char why[256];
+	int ret;
+
+	if (!c->files_from || !c->root || c->argc) {
+		err_msg("%s: --files-from LIST and --root DIR go together, in "
+			"place of DIR",
+			name);
+		return EXIT_USAGE;
+	}
+	ret = im_shard_load(c->files_from, &sh, why, sizeof(why));
+	if (ret) {
+		err_msg("%s: %s", c->files_from, why);
+		return ret == -ENOMEM ? EXIT_RUNTIME : EXIT_USAGE;
+	}
+	ret = c->scope ? 0 : im_scope_new(&c->scope);
+	if (!ret)
+		ret = im_scope_set_list(c->scope, (const char *const *)sh.path,
+					sh.n);
+	im_shard_release(&sh);
+	if (ret) {
+		err_msg("%s: %s", name, strerror(-ret));
+		return EXIT_RUNTIME;
+	}
+	c->p.scope = c->scope;
+	c->argv = (char **)&c->root;
+	c->argc = 1;
+	return 0;
+}
+
 static int run_command(const struct command *cmd, int argc, char **argv)
 {
 	struct option lopts[NOPTS + 1];
@@ -582,6 +623,11 @@ static int run_command(const struct command *cmd, int argc, char **argv)
 	}
 	c.argc = argc - optind;
 	c.argv = argv + optind;
+	if ((cmd->flag & F_LISTED) && (c.files_from || c.root) && !c.from_df) {
+		ret = take_list(&c, cmd->name);
+		if (ret)
+			goto out;
+	}
 	if (c.argc < cmd->min_args ||
 	    (cmd->max_args >= 0 && c.argc > cmd->max_args)) {
 		err_msg("%s: %s", cmd->name,
@@ -615,6 +661,7 @@ static int run_command(const struct command *cmd, int argc, char **argv)
 		}
 	}
 	ret = cmd->run(&c);
+out:
 	free(c.protect);
 	im_scope_free(c.scope);
 	free(c.filters);

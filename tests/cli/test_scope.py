@@ -137,6 +137,56 @@ def case_scope_commands(tmp):
           "sign --include: %r" % out)
 
 
+def case_files_from(tmp):
+    """--files-from LIST --root DIR in place of DIR: scan, dupes, dedupe and
+    lexicon build read exactly the listed files, and print what they print
+    for a tree holding only those files."""
+    root = os.path.join(tmp, "share")
+    pairs = share(root)
+    listed = list(pairs["docs"] + pairs["keep"] + pairs["build"]) + \
+        ["misc/s%d.txt" % i for i in range(0, 10, 2)]
+    lst = os.path.join(tmp, "list")
+    with open(lst, "wb") as f:
+        f.write(b"".join(p.encode() + b"\0" for p in listed))
+    # The same files alone in a tree of their own (with the .imatchignore
+    # that leaves build/ out: patterns still apply to listed files).
+    only = os.path.join(tmp, "only")
+    for rel in listed + [".imatchignore"]:
+        with open(os.path.join(root, rel)) as f:
+            put(only, rel, f.read())
+        st = os.stat(os.path.join(root, rel))  # dedupe prints mtimes
+        os.utime(os.path.join(only, rel), ns=(st.st_atime_ns, st.st_mtime_ns))
+    lex_list, lex_only = os.path.join(tmp, "lex1"), os.path.join(tmp, "lex2")
+    run("lexicon", "build", "-o", lex_list, "--files-from", lst, "--root", root)
+    run("lexicon", "build", "-o", lex_only, only)
+    with open(lex_list, "rb") as a, open(lex_only, "rb") as b:
+        check(a.read() == b.read(), "lexicon build --files-from equals the "
+              "lexicon of the listed files alone")
+    def same(cmd, text, tree, lex):
+        text = text.replace(tree, "ROOT").replace(lex, "LEX")
+        if cmd == "scan":
+            # The walk of the whole tree enters more directories.
+            return json.loads(text)["clusters"]
+        return text
+    for cmd in (["scan", "--json"], ["dupes", "--json"], ["dedupe"]):
+        a, _ = run(*cmd, "--lexicon", lex_list, "--files-from", lst,
+                   "--root", root)
+        b, _ = run(*cmd, "--lexicon", lex_only, only)
+        a, b = same(cmd[0], a, root, lex_list), same(cmd[0], b, only, lex_only)
+        check(a == b, "%s --files-from equals %s of the listed files "
+              "alone:\n%s\n%s" % (cmd[0], cmd[0], a, b))
+    out, _ = run("scan", "--files-from", lst, "--root", root)
+    check(clusters(out) == want(pairs, "docs", "keep"),
+          "only the listed pairs, build/ still left out: %r" % out)
+    _, err = run("scan", "--files-from", lst, root, code=2)
+    check("--root" in err and len(err.splitlines()) == 1,
+          "--files-from without --root: one line: %r" % err)
+    with open(lst, "wb") as f:
+        f.write(b"../etc/passwd\0")
+    _, err = run("scan", "--files-from", lst, "--root", root, code=2)
+    check(lst in err, "a bad list is named: %r" % err)
+
+
 def case_scope_usage(tmp):
     """Bad globs are usage errors with one line naming them."""
     root = os.path.join(tmp, "share")

@@ -232,6 +232,38 @@ START_TEST(test_scope_command_line)
 }
 END_TEST
 
+/* --files-from: listed files are in, directories while one lies below. */
+START_TEST(test_scope_list)
+{
+	static const char *const paths[] = {"a-b/x.txt", "a/deep/y.txt",
+					    "top.txt", "a/z.log"};
+	struct im_scope *s = NULL;
+
+	ck_assert_int_eq(im_scope_new(&s), 0);
+	ck_assert_int_eq(im_scope_set_list(s, paths, 4), 0);
+	ck_assert(!im_scope_empty(s));
+	ck_assert(!im_scope_excluded(s, NULL, "top.txt", false));
+	ck_assert(im_scope_excluded(s, NULL, "top.tx", false));
+	ck_assert(im_scope_excluded(s, NULL, "other.txt", false));
+	/* "a" sorts before "a-b/..." and "a/...": found by its "a/". */
+	ck_assert(!im_scope_excluded(s, NULL, "a", true));
+	ck_assert(!im_scope_excluded(s, NULL, "a/deep", true));
+	ck_assert(!im_scope_excluded(s, NULL, "a-b", true));
+	ck_assert(im_scope_excluded(s, NULL, "a-", true));
+	ck_assert(im_scope_excluded(s, NULL, "a/dee", true));
+	ck_assert(im_scope_excluded(s, NULL, "a/deep/y", false));
+	/* Patterns still apply to listed files. */
+	ck_assert_int_eq(im_scope_add_exclude(s, "*.log"), 0);
+	ck_assert(im_scope_excluded(s, NULL, "a/z.log", false));
+	ck_assert(!im_scope_excluded(s, NULL, "a/deep/y.txt", false));
+	/* A second list replaces the first. */
+	ck_assert_int_eq(im_scope_set_list(s, paths, 1), 0);
+	ck_assert(im_scope_excluded(s, NULL, "top.txt", false));
+	ck_assert(!im_scope_excluded(s, NULL, "a-b/x.txt", false));
+	im_scope_free(s);
+}
+END_TEST
+
 /* ---- Walking a tree --------------------------------------------------------- */
 
 static char root[256];
@@ -455,6 +487,7 @@ static Suite *scope_suite(void)
 	tcase_add_test(tc, test_scope_base_directory);
 	tcase_add_test(tc, test_scope_pathological_pattern_is_fast);
 	tcase_add_test(tc, test_scope_command_line);
+	tcase_add_test(tc, test_scope_list);
 	suite_add_tcase(s, tc);
 	tcase_add_checked_fixture(tw, setup, teardown);
 	tcase_add_test(tw, test_scope_walk_ignore_files);

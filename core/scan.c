@@ -951,8 +951,9 @@ static int sign_kept(struct sign_worker *wk, const void *rec, size_t len)
 		ret = ids_reserve(wk, k.nids);
 		if (ret)
 			return ret;
-		memcpy(wk->ids, p + sizeof(k) + k.path_len,
-		       (size_t)k.nids * sizeof(uint32_t));
+		if (k.nids) /* a text without terms reserves nothing */
+			memcpy(wk->ids, p + sizeof(k) + k.path_len,
+			       (size_t)k.nids * sizeof(uint32_t));
 		for (size_t i = 0; i < k.nids; i++) {
 			if (wk->ids[i] >= wk->nown)
 				return -EIO;

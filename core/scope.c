@@ -447,15 +447,20 @@ int im_scope_new(struct im_scope **out)
 	return 0;
 }
 
+static void drop_list(struct im_scope *s)
+{
+	for (size_t i = 0; i < s->nlist; i++)
+		free(s->list[i]);
+	free(s->list);
+}
+
 void im_scope_free(struct im_scope *s)
 {
 	if (!s)
 		return;
 	im_ignore_free(s->ex);
 	im_ignore_free(s->inc);
-	for (size_t i = 0; i < s->nlist; i++)
-		free(s->list[i]);
-	free(s->list);
+	drop_list(s);
 	free(s);
 }
 
@@ -506,49 +511,34 @@ int im_scope_set_list(struct im_scope *s, const char *const *paths, size_t n)
 	if (!list)
 		return -ENOMEM;
 	qsort(list, n, sizeof(*list), cmp_path);
-	for (size_t i = 0; i < s->nlist; i++)
-		free(s->list[i]);
-	free(s->list);
+	drop_list(s);
 	s->list = list;
 	s->nlist = n;
 	return 0;
 }
 
-/* The first listed path not below @p key in byte order. */
-static size_t list_lower_bound(const struct im_scope *s, const char *key)
+/* @p entry against @p path, or (@p dir) against "path/" as a prefix. */
+static int cmp_listed(const char *entry, const char *path, size_t len, bool dir)
 {
-	size_t lo = 0, hi = s->nlist;
+	int c = dir ? strncmp(entry, path, len) : strcmp(entry, path);
 
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (strcmp(s->list[mid], key) < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
+	return c || !dir ? c : (unsigned char)entry[len] - '/';
 }
 
 /* A file is in when listed; a directory while a listed path lies below it
  * (the walk then reaches it). */
 static bool listed(const struct im_scope *s, const char *path, bool is_dir)
 {
-	size_t len = strlen(path), at;
-	char *dir;
+	size_t len = strlen(path), lo = 0, hi = s->nlist;
 
-	if (!is_dir) {
-		at = list_lower_bound(s, path);
-		return at < s->nlist && !strcmp(s->list[at], path);
+	while (lo < hi) { /* the first entry not before the key */
+		size_t mid = lo + (hi - lo) / 2;
+		if (cmp_listed(s->list[mid], path, len, is_dir) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
 	}
-	dir = malloc(len + 2);
-	if (!dir)
-		return true; /* walked in vain rather than missed */
-	memcpy(dir, path, len);
-	memcpy(dir + len, "/", 2);
-	at = list_lower_bound(s, dir);
-	bool below = at < s->nlist && !strncmp(s->list[at], dir, len + 1);
-	free(dir);
-	return below;
+	return lo < s->nlist && !cmp_listed(s->list[lo], path, len, is_dir);
 }
 
 /* ---- Deciding along a path ------------------------------------------------- */

@@ -451,9 +451,8 @@ static int scan_tree(struct scanner *s, const struct im_state *cache,
 				 strerror(-ret));
 		return ret;
 	}
-	/* Without a lexicon nothing was signed: the next try walks again. */
-	if (first && *no_lex)
-		return 0;
+	/* Without a lexicon too: what this walk did not see is gone, though
+	 * the watcher (not started yet) said nothing of it. */
 	tree_wrlock(m->tree);
 	model_sweep(m, sc.gen);
 	tree_unlock(m->tree);

@@ -16,6 +16,11 @@
 #include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#else
+#define RUNNING_ON_VALGRIND 0
+#endif
 
 #include "beneath.h"
 
@@ -285,8 +290,11 @@ START_TEST(test_beneath_race_never_escapes)
 		ck_assert_msg(opened[i] > 0, "%s never opened the inside file "
 			      "(%lu swaps)", impls[i].name, s.swaps);
 	}
-	/* The same race with a plain openat() escapes: the test can fail. */
-	{
+	/* The same race with a plain openat() escapes: the test can fail.
+	 * Checked in the native and sanitizer runs: valgrind runs one thread
+	 * at a time, and its schedule may never interleave the swap with an
+	 * open. */
+	if (!RUNNING_ON_VALGRIND) {
 		unsigned long plain = 0;
 
 		memset(&s, 0, sizeof(s));

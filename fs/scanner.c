@@ -463,7 +463,9 @@ static int scan_tree(struct scanner *s, const struct im_state *cache,
  * A walk applies each directory and file as it saw it, after events the
  * watcher applied meanwhile may have shown newer truth (a directory swapped
  * for a symlink after the walk listed it comes back). So a scan that ran
- * while events arrived asks for another, until one runs without events.
+ * while names changed asks for another, until one runs without such events.
+ * Writes do not count: scan_result_cb() keeps a newer signature, and a file
+ * being written all along must not chain rescans of the whole tree.
  */
 static int scan_quiet(struct scanner *s, const struct im_state *cache,
 		      bool first, bool *no_lex)
@@ -473,7 +475,7 @@ static int scan_quiet(struct scanner *s, const struct im_state *cache,
 	watch_stats(s->fs->watch, &before);
 	int ret = scan_tree(s, cache, first, no_lex);
 	watch_stats(s->fs->watch, &after);
-	if (!ret && after.events != before.events)
+	if (!ret && after.name_events != before.name_events)
 		scanner_request_rescan(s);
 	return ret;
 }

@@ -85,8 +85,8 @@ struct watch {
 	bool started;
 	struct node **wd_map; /* wd -> directory; tree lock */
 	size_t wd_cap;
-	uint64_t watches, events; /* atomics */
-	int limit;		  /* atomic */
+	uint64_t watches, events, name_events; /* atomics */
+	int limit;			       /* atomic */
 	/* The thread's own. */
 	struct pending_move mv;
 	struct modified mod;
@@ -136,6 +136,7 @@ void watch_stats(struct watch *w, struct watch_stats *out)
 {
 	out->watches = __atomic_load_n(&w->watches, __ATOMIC_RELAXED);
 	out->events = __atomic_load_n(&w->events, __ATOMIC_RELAXED);
+	out->name_events = __atomic_load_n(&w->name_events, __ATOMIC_RELAXED);
 	out->limit = __atomic_load_n(&w->limit, __ATOMIC_RELAXED);
 	out->rereads = __atomic_load_n(&w->rereads, __ATOMIC_RELAXED);
 	out->settled = w->ifd < 0 ||
@@ -797,6 +798,13 @@ static void handle(struct watch *w, const struct inotify_event *e,
 	}
 }
 
+static bool changes_names(const struct inotify_event *e)
+{
+	return (e->mask & (IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO |
+			   IN_DELETE_SELF | IN_MOVE_SELF | IN_Q_OVERFLOW)) ||
+	       (e->mask & (IN_ATTRIB | IN_ISDIR)) == (IN_ATTRIB | IN_ISDIR);
+}
+
 /* Read and apply every event there is. */
 static void read_events(struct watch *w)
 {
@@ -815,6 +823,9 @@ static void read_events(struct watch *w)
 		for (char *p = buf; p < buf + n;) {
 			const struct inotify_event *e = (const void *)p;
 			__atomic_add_fetch(&w->events, 1, __ATOMIC_RELAXED);
+			if (changes_names(e))
+				__atomic_add_fetch(&w->name_events, 1,
+						   __ATOMIC_RELAXED);
 			handle(w, e, &req);
 			if (req.path) {
 				look_and_apply(w, req.path, req.resign,

@@ -27,6 +27,10 @@ struct watch;
 
 struct watch_stats {
 	uint64_t watches, events;
+	/* Events that change which names exist (create, delete, rename, a
+	 * directory's mode, a queue overflow): what a concurrent walk may have
+	 * applied out of order (scanner.c, scan_quiet()). Writes are not. */
+	uint64_t name_events;
 	uint64_t rereads; /* directories read again: events that could not
 			     be placed (a path gone by the time it was looked at) */
 	bool limit;	  /* watches ran out (or no inotify): rescans instead */

@@ -572,6 +572,20 @@ class World:
             d.start()
         return d
 
+    def report(self):
+        """What a failure shows: each daemon's log, and the status of
+        those still mounted (what the daemon believes: pending, converged,
+        rescans, events)."""
+        for d in self.daemons:
+            print('--- log of %s\n%s' % (' '.join(d.cmd), d.log_text()))
+            if not in_proc_mounts(d.mnt):
+                continue
+            try:
+                with open(os.path.join(d.mnt, 'status')) as f:
+                    print('--- status of %s\n%s' % (d.mnt, f.read()))
+            except OSError as e:
+                print('--- status of %s: %s' % (d.mnt, e))
+
     def abort(self):
         print('FAIL: still running after %d s: aborting the FUSE connections' % WATCHDOG)
         sys.stdout.flush()
@@ -634,15 +648,13 @@ def run_tests(tests, argv):
         except Fail as e:
             failed += 1
             print('FAIL %s: %s' % (name, e))
-            for d in world.daemons:
-                print('--- log of %s\n%s' % (' '.join(d.cmd), d.log_text()))
+            world.report()
         except Exception:
             failed += 1
             import traceback
             print('FAIL %s (exception):' % name)
             traceback.print_exc(file=sys.stdout)
-            for d in world.daemons:
-                print('--- log of %s\n%s' % (' '.join(d.cmd), d.log_text()))
+            world.report()
         finally:
             dog.cancel()
             world.close(ok)

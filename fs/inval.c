@@ -26,6 +26,8 @@ struct item {
 struct batch {
 	struct item *items;
 	size_t n, cap;
+	struct im_sig *touched; /* clusters changed: their groups are checked */
+	size_t nt, tcap;
 	bool gone;     /* check the clusters the kernel holds */
 	bool overflow; /* memory ran out: drop everything */
 };
@@ -64,6 +66,7 @@ static void batch_release(struct batch *b)
 	for (size_t i = 0; i < b->n; i++)
 		free(b->items[i].name);
 	free(b->items);
+	free(b->touched);
 	memset(b, 0, sizeof(*b));
 }
 
@@ -122,6 +125,21 @@ wake:
 	pthread_mutex_unlock(&iv->lock);
 }
 
+/* The other clusters of @p name's group may have been renamed (index.h). */
+static void push_touched(struct inval *iv, const struct im_sig *name)
+{
+	if (!running(iv))
+		return;
+	pthread_mutex_lock(&iv->lock);
+	if (room((void **)&iv->q.touched, iv->q.nt, &iv->q.tcap,
+		 sizeof(*iv->q.touched)))
+		iv->q.touched[iv->q.nt++] = *name;
+	else
+		iv->q.overflow = true;
+	pthread_cond_signal(&iv->cond);
+	pthread_mutex_unlock(&iv->lock);
+}
+
 void inval_entry(struct inval *iv, uint64_t parent, const char *name)
 {
 	push_item(iv, parent, name);
@@ -148,6 +166,7 @@ void inval_cluster(struct inval *iv, const struct im_sig *name)
 		push_item(iv, old, NULL);
 	}
 	push_item(iv, INO_CLUSTERS, NULL);
+	push_touched(iv, name);
 }
 
 void inval_all(struct inval *iv)
@@ -198,7 +217,7 @@ static void send_inode(struct inval *iv, uint64_t ino)
 	__atomic_add_fetch(&iv->sent, 1, __ATOMIC_RELAXED);
 }
 
-/* clusters/<name> is gone: retire it and drop the kernel's entry. */
+/* clusters/<name> is gone or renamed: retire it and drop the kernel's entry. */
 static void send_gone_cluster(struct inval *iv, const struct im_sig *name)
 {
 	char hex[IM_SIG_HEX_LEN + 1];
@@ -218,14 +237,44 @@ static int stop_cb(const char *path, void *arg)
 	return 1;
 }
 
-static void send_gone(struct inval *iv)
+static int cmp_group(const void *a, const void *b)
+{
+	return memcmp(a, b, IM_NAME_GROUP_LEN);
+}
+
+static int cmp_name(const void *a, const void *b)
+{
+	return memcmp(a, b, IM_SIG_LEN);
+}
+
+/*
+ * Clusters the kernel holds that are gone (merged into another, emptied),
+ * and every cluster of a group in which one changed or went: a cluster
+ * whose rank in its group changed now goes by another's name (index.h),
+ * though no path of it changed. @p b->touched is sorted here.
+ */
+static void send_gone(struct inval *iv, struct batch *b)
 {
 	struct im_sig *names;
 	size_t n = ctab_names(iv->ct, &names);
 
-	for (size_t i = 0; i < n; i++)
-		if (im_index_cluster_members(iv->idx, &names[i], stop_cb,
-					     NULL) != 1)
+	for (size_t i = 0; i < n; i++) {
+		if (!b->gone || im_index_cluster_members(iv->idx, &names[i],
+							 stop_cb, NULL) == 1)
+			continue;
+		send_gone_cluster(iv, &names[i]);
+		if (room((void **)&b->touched, b->nt, &b->tcap,
+			 sizeof(*b->touched)))
+			b->touched[b->nt++] = names[i];
+	}
+	/* In name order, which is group order too. A name itself touched was
+	 * retired then: a number handed out since is for its new cluster. */
+	qsort(b->touched, b->nt, sizeof(*b->touched), cmp_name);
+	for (size_t i = 0; b->nt && i < n; i++)
+		if (bsearch(&names[i], b->touched, b->nt, sizeof(*b->touched),
+			    cmp_group) &&
+		    !bsearch(&names[i], b->touched, b->nt, sizeof(*b->touched),
+			     cmp_name))
 			send_gone_cluster(iv, &names[i]);
 	free(names);
 }
@@ -259,8 +308,8 @@ static void send_batch(struct inval *iv, struct batch *b)
 		else
 			send_inode(iv, b->items[i].ino);
 	}
-	if (b->gone) {
-		send_gone(iv);
+	if (b->gone || b->nt) {
+		send_gone(iv, b);
 		send_inode(iv, INO_CLUSTERS);
 	}
 	/* Every change may change a count. */
@@ -274,8 +323,8 @@ static void *inval_main(void *arg)
 
 	pthread_mutex_lock(&iv->lock);
 	for (;;) {
-		while (!iv->q.n && !iv->q.gone && !iv->q.overflow &&
-		       !iv->stopping)
+		while (!iv->q.n && !iv->q.nt && !iv->q.gone &&
+		       !iv->q.overflow && !iv->stopping)
 			pthread_cond_wait(&iv->cond, &iv->lock);
 		if (iv->stopping)
 			break;

@@ -764,12 +764,11 @@ static uint32_t doc_name(const struct im_index *idx, uint32_t id)
  * Verification can leave two clusters with the same smallest signature (two
  * documents that share coordinates but not their terms, each linked to
  * others). The one whose smallest member path comes first keeps the name;
- * the others count its last NAME_RANK bytes up by their rank in that order.
+ * the others count the bytes after NAME_KEY up by their rank in that order.
  * The table's tags hash the bytes before those, so that every cluster of a
  * name, and every rank of it, is found from one home.
  */
-#define NAME_RANK 4
-#define NAME_KEY  (IM_SIG_LEN - NAME_RANK)
+#define NAME_KEY IM_NAME_GROUP_LEN
 
 static uint32_t name_tag(const struct im_sig *name)
 {
@@ -806,7 +805,7 @@ static const char *least_path(const struct im_index *idx, uint32_t root)
 }
 
 /* The name the cluster rooted at @p root goes by: its own name, with its
- * rank among the clusters of that name added (NAME_RANK). */
+ * rank among the clusters of that name added (after NAME_KEY). */
 static void public_name(const struct im_index *idx, uint32_t root,
 			struct im_sig *out)
 {
@@ -828,7 +827,7 @@ static void public_name(const struct im_index *idx, uint32_t root,
 			least = least_path(idx, root);
 		rank += strcmp(least_path(idx, val), least) < 0;
 	}
-	/* Big-endian addition over the last NAME_RANK bytes. */
+	/* Big-endian addition over the bytes after NAME_KEY. */
 	for (int b = IM_SIG_LEN - 1; rank && b >= NAME_KEY; b--) {
 		rank += out->b[b];
 		out->b[b] = (uint8_t)rank;

@@ -25,6 +25,8 @@
  * documents with equal coordinates, each linked elsewhere): in the order of
  * their smallest member path, the k-th of them adds k to the name's last
  * four bytes (big-endian), so that names stay unique and deterministic.
+ * A change to one of them can rename the others: all names of one group
+ * share their first IM_NAME_GROUP_LEN bytes.
  *
  * Cost: put/remove touch the postings of the document's own keys (at most
  * IM_MAX_KEYS) and verify the document against the holders compared with it
@@ -65,6 +67,9 @@
 
 #include "sig.h"
 #include "sketch.h"
+
+/** Clusters sharing a name differ in the bytes after these (see above). */
+#define IM_NAME_GROUP_LEN (IM_SIG_LEN - 4)
 
 struct im_index;
 

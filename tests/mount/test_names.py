@@ -7,14 +7,17 @@ view copies with cp -a, tar and rsync -a.
     test_names.py --list
 """
 
+import json
 import os
+import random
 import shutil
 import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from util import (Skip, check, cluster_sets, encode_member, poll,  # noqa: E402
-                  read_status, run_tests, status_int, write)
+from util import (Skip, check, cluster_sets, decode_member,  # noqa: E402
+                  encode_member, poll, read_status, run_tests, status_int,
+                  write)
 
 TESTS = {}
 
@@ -141,6 +144,84 @@ def test_copy_whole_view(w):
     d.check_log()
     if 'rsync' not in copies:
         raise Skip('rsync is not installed (cp -a and tar passed)')
+
+
+def random_words(rng, n, prefix=''):
+    out = set()
+    while len(out) < n:
+        out.add(prefix + ''.join(rng.choice('abcdefghijklmnopqrstuvwxyz')
+                                 for _ in range(rng.randint(5, 9))))
+    return sorted(out)
+
+
+def view_by_name(mnt):
+    """{cluster name: sorted members} as a user's ls shows them, read
+    through the kernel's caches (entries, attributes, listings)."""
+    top = os.path.join(mnt, 'clusters')
+    return {sig: sorted(decode_member(m)
+                        for m in os.listdir(os.path.join(top, sig)))
+            for sig in os.listdir(top)}
+
+
+def scan_by_name(w, lex):
+    r = subprocess.run([w.imatch, 'scan', '--json', '--lexicon', lex, w.src],
+                       capture_output=True, check=True)
+    return {c['name']: sorted(c['members'])
+            for c in json.loads(r.stdout)['clusters']}
+
+
+@test
+def test_shared_name_moves(w):
+    """Two clusters share their smallest signature (equal coordinates,
+    verification keeps them apart; -o lexicon from another tree): the one
+    with the smallest member path keeps the name, the other adds 1
+    (index.h). A new file that gives the second the smallest path swaps the
+    names without touching the first: what the kernel cached for both
+    names must go, or ls shows the old members under the swapped name."""
+    rng = random.Random(5)
+    vocab = random_words(rng, 300)
+    lexdir = os.path.join(w.top, 'lexicon-tree')
+    for i in range(30):
+        write(os.path.join(lexdir, 'd%02d.txt' % i),
+              ' '.join(x for x in vocab if rng.random() < 0.5) + '\n')
+    lex = os.path.join(w.top, 'other.lex')
+    subprocess.run([w.imatch, 'lexicon', 'build', '-o', lex, lexdir],
+                   check=True, capture_output=True)
+    shared = ' '.join(vocab[:120])
+    a = shared + ' ' + ' '.join(random_words(rng, 60, 'qa')) + '\n'
+    b = shared + ' ' + ' '.join(random_words(rng, 60, 'qb')) + '\n'
+    for rel, body in (('a/one.txt', a), ('a/two.txt', a), ('b/one.txt', b),
+                      ('b/two.txt', b)):
+        write(os.path.join(w.src, rel), body)
+    before = scan_by_name(w, lex)
+    check(len(before) == 2 and len({n[:32] for n in before}) == 1,
+          'the two clusters do not share a name: %r' % before)
+    d = w.daemon(['lexicon=' + lex])
+    settle(w, 4)
+    poll(lambda: (view_by_name(w.mnt) == before, view_by_name(w.mnt)),
+         'the view to show both clusters under the names imatch scan gives')
+    # Everything cached: entries, member attributes, listings.
+    for sig, ms in before.items():
+        for m in ms:
+            os.lstat(os.path.join(w.mnt, 'clusters', sig, encode_member(m)))
+    write(os.path.join(w.src, '0.txt'), b)
+    after = scan_by_name(w, lex)
+    check(set(after) == set(before) and after != before,
+          'the names did not swap: %r then %r' % (before, after))
+    settle(w, 5)
+    poll(lambda: (view_by_name(w.mnt) == after, view_by_name(w.mnt)),
+         'the swapped names to show their new members (imatch scan: %r)' % after)
+    for sig, ms in after.items():
+        for m in ms:
+            p = os.path.join(w.mnt, 'clusters', sig, encode_member(m))
+            check(os.readlink(p).endswith('/' + m), '%s leads to %s'
+                  % (p, os.readlink(p)))
+        # A path the kernel cached under this name before the swap.
+        for m in set(before[sig]) - set(ms):
+            p = os.path.join(w.mnt, 'clusters', sig, encode_member(m))
+            check(not os.path.lexists(p), '%s is still there (%s is in %s)'
+                  % (p, m, [n for n, x in after.items() if m in x]))
+    d.umount()
 
 
 if __name__ == '__main__':

@@ -57,9 +57,15 @@ struct modified {
 
 /* A MOVED_FROM waiting for its MOVED_TO. By path: the node itself may be
  * freed by a sweep before the pair arrives. */
+/*
+ * A node renamed away, until its pair arrives or MOVE_PAIR_MS pass. Held by
+ * identity, not by path: something else may take the name meanwhile (a
+ * directory hidden, another moved into its place) and must stay.
+ */
 struct pending_move {
+	bool set;
 	uint32_t cookie;
-	char *path; /* or NULL */
+	uint32_t slot, gen;
 };
 
 /*
@@ -435,7 +441,7 @@ static void sweep_below(struct model *m, struct node *dir,
 static void count_unsettled(struct watch *w)
 {
 	__atomic_store_n(&w->unsettled,
-			 (uint64_t)(w->rr.n + (w->mv.path != NULL) + w->mod.n),
+			 (uint64_t)(w->rr.n + w->mv.set + w->mod.n),
 			 __ATOMIC_RELAXED);
 }
 
@@ -641,13 +647,12 @@ static bool name_wanted(const struct watch *w, const char *name)
 
 static void move_out(struct watch *w)
 {
-	if (!w->mv.path)
+	if (!w->mv.set)
 		return;
-	struct node *n = tree_lookup(w->fs->model->tree, w->mv.path);
-	if (n)
+	struct node *n = tree_by_id(w->fs->model->tree, w->mv.slot, w->mv.gen);
+	if (n && !(n->flags & NODE_DEAD))
 		model_remove(w->fs->model, n);
-	free(w->mv.path);
-	w->mv.path = NULL;
+	w->mv.set = false;
 }
 
 /* What an event leaves to do with the disk: look at a path. */
@@ -684,10 +689,11 @@ static void on_moved_to(struct watch *w, struct node *dir, const char *name,
 	struct model *m = w->fs->model;
 	struct node *n = NULL;
 
-	if (w->mv.path && w->mv.cookie == cookie) {
-		n = tree_lookup(m->tree, w->mv.path);
-		free(w->mv.path);
-		w->mv.path = NULL;
+	if (w->mv.set && w->mv.cookie == cookie) {
+		n = tree_by_id(m->tree, w->mv.slot, w->mv.gen);
+		if (n && (n->flags & NODE_DEAD))
+			n = NULL;
+		w->mv.set = false;
 	}
 	if (n && !model_move(m, n, dir, name)) {
 		/* Renamed within the tree: signatures follow. A file renamed
@@ -725,9 +731,15 @@ static void handle(struct watch *w, const struct inotify_event *e,
 		   struct look_req *req)
 {
 	struct model *m = w->fs->model;
-	struct node *dir = wd_node(w, e->wd), *n;
+	struct node *dir, *n;
 	const char *name = e->len ? e->name : NULL;
 
+	/* A move's pair comes next in the queue, or it left the tree (or the
+	 * view). Settled before anything else can take its name. */
+	if (w->mv.set &&
+	    !((e->mask & IN_MOVED_TO) && e->cookie == w->mv.cookie))
+		move_out(w);
+	dir = wd_node(w, e->wd);
 	if (e->mask & IN_Q_OVERFLOW) {
 		on_overflow(w);
 		return;
@@ -758,22 +770,22 @@ static void handle(struct watch *w, const struct inotify_event *e,
 		return;
 	}
 	if (!name_wanted(w, name)) {
-		/* Renamed to a hidden name: gone from the view. */
+		/* Renamed to a hidden name: gone from the view at once. */
 		if ((e->mask & IN_MOVED_FROM) && n)
 			model_remove(m, n);
+		if ((e->mask & IN_MOVED_TO) && w->mv.set &&
+		    w->mv.cookie == e->cookie)
+			move_out(w);
 		return;
 	}
 	if (e->mask & IN_MOVED_FROM) {
-		move_out(w); /* an earlier unpaired move left the tree */
-		/* That may have freed this event's directory or node. */
-		dir = wd_node(w, e->wd);
-		if (!dir || (dir->flags & NODE_DEAD))
-			return;
-		n = tree_child(m->tree, dir, name);
-		if (n) {
-			w->mv.path = tree_path(n);
-			w->mv.cookie = e->cookie;
-		}
+		if (n)
+			w->mv = (struct pending_move){
+				.set = true,
+				.cookie = e->cookie,
+				.slot = n->slot,
+				.gen = n->gen,
+			};
 	} else if (e->mask & IN_MOVED_TO) {
 		on_moved_to(w, dir, name, e->cookie, req);
 	} else if (e->mask & IN_CREATE) {
@@ -849,15 +861,15 @@ static void *watch_main(void *arg)
 			{.fd = w->ifd, .events = POLLIN},
 			{.fd = w->stop_pipe[0], .events = POLLIN},
 		};
-		int timeout = w->mv.path || w->rr.n ? MOVE_PAIR_MS
-			      : w->mod.n	    ? MODIFY_SETTLE_MS / 2
-						    : -1;
+		int timeout = w->mv.set || w->rr.n ? MOVE_PAIR_MS
+			      : w->mod.n	   ? MODIFY_SETTLE_MS / 2
+						   : -1;
 		int r = poll(pfd, 2, timeout);
 		if (r < 0 && errno != EINTR)
 			break;
 		if (r > 0 && pfd[1].revents)
 			break;
-		if (r == 0 && w->mv.path) {
+		if (r == 0 && w->mv.set) {
 			tree_wrlock(t);
 			move_out(w);
 			tree_unlock(t);
@@ -873,8 +885,7 @@ static void *watch_main(void *arg)
 	}
 	free(w->rr.v);
 	w->rr = (struct reread){0};
-	free(w->mv.path);
-	w->mv.path = NULL;
+	w->mv.set = false;
 	modified_clear(&w->mod);
 	free(w->mod.paths);
 	free(w->mod.when);

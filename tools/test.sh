@@ -53,12 +53,12 @@ done
 # The daemon under valgrind (TEST_WITH_VALGRIND=1, tests/mount/util.py): no
 # error and no definite leak, or the daemon exits 99 and the test fails. A
 # subset that reaches most of the daemon in about two minutes: invalidation
-# after a walk, editors' renames, directory renames, hard links, a mount
+# after a walk, editors' renames, a name taken at once, directory renames, hard links, a mount
 # inside SOURCE, long names, signals with files held open, a restart from
 # the cache, the generated files, dupes/, redundant/, concurrent readers.
 echo "== mount tests with the daemon under valgrind"
 TEST_WITH_VALGRIND=1 meson test -C build-test --print-errorlogs --suite mount \
-	--timeout-multiplier=5 change_after_walk editor_patterns \
+	--timeout-multiplier=5 change_after_walk editor_patterns name_taken_at_once \
 	directory_rename hard_links mountpoint_inside_source long_member_names \
 	signals_unmount restart_from_cache by_doc_file_signatures_status \
 	dupes_equal_imatch_dupes redundant_follows_the_source concurrent_readers \

@@ -402,6 +402,47 @@ def test_directory_rename(w):
 
 
 @test
+def test_name_taken_at_once(w):
+    """A directory moved out of SOURCE (or to a hidden name) and another
+    taking its name at once: the watcher pairs renames for a moment, and
+    what took the name must not leave with the old one. by-doc ends equal
+    to the tree, the clusters to `imatch scan`."""
+    want, docs, names = standard(w)
+    d = w.daemon()
+    settled(w, d, len(docs))
+    wait_clusters(w.mnt, want)
+    with open(os.path.join(w.src, names['family0'][0])) as f:
+        text = f.read()
+    # Out of the tree, and a new directory of the same name at once.
+    os.rename(os.path.join(w.src, 'reports'), os.path.join(w.top, 'gone'))
+    os.mkdir(os.path.join(w.src, 'reports'))
+    write(os.path.join(w.src, 'reports/new.txt'), w.corpus.near_duplicate(text))
+    # To a hidden name, and another directory renamed into its place.
+    os.rename(os.path.join(w.src, 'notes'), os.path.join(w.src, '.notes'))
+    os.rename(os.path.join(w.src, 'archive'), os.path.join(w.src, 'notes'))
+
+    def documents():
+        have = []
+        for top, _, files in os.walk(w.src):
+            rel = os.path.relpath(top, w.src)
+            if rel != '.' and any(c.startswith('.') for c in rel.split(os.sep)):
+                continue
+            have += [os.path.normpath(os.path.join(rel, f)) for f in files
+                     if not f.startswith('.')]
+        return set(have)
+    tree = documents()
+    check('reports/new.txt' in tree and any(p.startswith('notes/2024/') for p in tree),
+          'the test tree is not what it means: %s' % sorted(tree))
+    poll(lambda: (by_doc_documents(w.mnt) == tree,
+                  'missing %s, extra %s' % (sorted(tree - by_doc_documents(w.mnt)),
+                                            sorted(by_doc_documents(w.mnt) - tree))),
+         'by-doc to hold the documents of the tree')
+    view_equals_scan(w, 'after names were taken at once')
+    d.umount()
+    d.check_log()
+
+
+@test
 def test_editor_patterns(w):
     """What editors and shells do: save through a hidden temporary file
     renamed over the document, rapid successive rewrites (the last one

@@ -90,6 +90,7 @@ struct walk_cbs {
 	ino_t skip_ino;
 	const volatile bool *cancel;
 	const char *under; /* im_walk_ops.under */
+	bool one_level;	   /* im_walk_ops.one_level */
 };
 
 struct frame {
@@ -528,6 +529,12 @@ static int walk(int rootfd, const struct im_params *p,
 			free(path);
 			continue;
 		}
+		if (cb->one_level) {
+			close(cfd);
+			ret = cb->dir ? cb->dir(path, &st, cb->arg) : 0;
+			free(path);
+			continue;
+		}
 		ret = walk_enter(&w, cfd, path, &st);
 	}
 	while (w.depth)
@@ -571,6 +578,7 @@ int im_walk(int dirfd, const struct im_params *p, const struct im_walk_ops *ops,
 		.skip_dev = ops->skip_dev,
 		.skip_ino = ops->skip_ino,
 		.under = ops->under,
+		.one_level = ops->one_level,
 	};
 
 	return walk(dirfd, p, &cb, counts);

@@ -78,6 +78,12 @@ struct im_walk_ops {
 	 *  still relative to @p dirfd), with the .imatchignore files of its
 	 *  parents applied (im_scope_open_dir()); nothing when it is excluded. */
 	const char *under;
+	/** Walk the root's own files only: @c dir is called for the root,
+	 *  then for each subdirectory the walk would enter (hidden names,
+	 *  scope, mounts and the skipped directory left out as always), which
+	 *  is not entered. Walks of those subdirectories (@c under) then count
+	 *  together what one walk of the whole tree counts. */
+	bool one_level;
 };
 
 /**

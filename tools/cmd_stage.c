@@ -84,6 +84,7 @@ struct ls_ctx {
 	uint32_t nshards;
 	uint64_t in_shard; /* bytes in the current shard */
 	uint64_t bytes;
+	FILE *top_dirs; /* --top-dirs: the root's subdirectories, or NULL */
 	int err;
 };
 
@@ -168,14 +169,90 @@ static int ls_file(const char *path, const struct stat *st, void *arg)
 	return ret;
 }
 
+/* --top-dirs: each subdirectory of the root, NUL-terminated. */
+static int ls_top_dir(const char *path, const struct stat *st, void *arg)
+{
+	struct ls_ctx *x = arg;
+
+	(void)st;
+	if (!*path)
+		return 0; /* the root itself */
+	if (fwrite(path, 1, strlen(path) + 1, x->top_dirs) != strlen(path) + 1)
+		return x->err = -EIO;
+	return 0;
+}
+
+/* Walk what the command line names: the tree, its root's own files
+ * (--top-dirs), or the directories of --under-from one after another. */
+static int ls_walk(struct cli *c, int fd, struct ls_ctx *x,
+		   struct im_scan_counts *k)
+{
+	struct im_walk_ops ops = {.file = ls_file, .arg = x};
+	struct im_shard under = {0};
+	char why[160] = "";
+	int ret;
+
+	if (c->top_dirs) {
+		ops.one_level = true;
+		ops.dir = ls_top_dir;
+	}
+	if (!c->under_from)
+		return im_walk(fd, &c->p, &ops, k);
+	ret = im_shard_load(c->under_from, &under, why, sizeof(why));
+	if (ret) {
+		err_msg("%s: %s", c->under_from, why[0] ? why : strerror(-ret));
+		x->err = ret;
+		return ret;
+	}
+	for (size_t i = 0; !ret && i < under.n; i++) {
+		ops.under = under.path[i];
+		ret = im_walk(fd, &c->p, &ops, k);
+		if (ret && !x->err)
+			err_msg("%s: %s", under.path[i], strerror(-ret));
+	}
+	im_shard_release(&under);
+	return ret;
+}
+
+/* Write the --top-dirs list by rename, as the stage files are. */
+static int ls_top_dirs_open(struct cli *c, struct ls_ctx *x, char **tmp)
+{
+	size_t len = strlen(c->top_dirs) + 32;
+
+	*tmp = malloc(len);
+	if (!*tmp)
+		return -ENOMEM;
+	snprintf(*tmp, len, "%s.tmp.%ld", c->top_dirs, (long)getpid());
+	x->top_dirs = fopen(*tmp, "we");
+	return x->top_dirs ? 0 : -errno;
+}
+
+static int ls_top_dirs_commit(struct cli *c, struct ls_ctx *x,
+			      const char *tmp)
+{
+	int ret = fflush(x->top_dirs) || ferror(x->top_dirs) ? -EIO : 0;
+
+	if (fclose(x->top_dirs) && !ret)
+		ret = -errno;
+	x->top_dirs = NULL;
+	if (!ret && rename(tmp, c->top_dirs))
+		ret = -errno;
+	return ret;
+}
+
 int cmd_ls(struct cli *c)
 {
 	struct im_stage_header h = {.kind = IM_STAGE_MANIFEST, .nparts = 1};
 	struct ls_ctx x = {.shards = c->shards, .shard_bytes = c->shard_bytes};
-	struct im_walk_ops ops = {.file = ls_file, .arg = &x};
 	struct im_scan_counts k = {0};
+	char *top_tmp = NULL;
 	int fd, ret, code = EXIT_RUNTIME;
 
+	if (c->top_dirs && c->under_from) {
+		err_msg("ls: --top-dirs lists the root, --under-from what is "
+			"below it: give one");
+		return EXIT_USAGE;
+	}
 	fd = open_root(c->argv[0]);
 	if (fd < 0)
 		return EXIT_RUNTIME;
@@ -183,18 +260,27 @@ int cmd_ls(struct cli *c)
 		err_msg("%s: %s", c->shards, strerror(errno));
 		goto out;
 	}
+	if (c->top_dirs) {
+		ret = ls_top_dirs_open(c, &x, &top_tmp);
+		if (ret) {
+			write_failed(top_tmp ? top_tmp : c->top_dirs, ret);
+			goto out;
+		}
+	}
 	h.key = im_terms_key(&c->p);
 	ret = im_stage_writer_new(c->out, &h, &x.w);
 	if (ret) {
 		write_failed(c->out, ret);
 		goto out;
 	}
-	ret = im_walk(fd, &c->p, &ops, &k);
+	ret = ls_walk(c, fd, &x, &k);
 	if (!ret)
 		ret = shard_close(&x);
 	if (ret) {
 		if (!x.err || ret == -ENOMEM)
 			err_msg("%s: %s", c->argv[0], strerror(-ret));
+		else if (x.err == -EIO && x.top_dirs)
+			write_failed(top_tmp, x.err);
 		goto out;
 	}
 	im_stage_writer_set_meta(x.w, MAN_FILES, k.files);
@@ -204,6 +290,14 @@ int cmd_ls(struct cli *c)
 	im_stage_writer_set_meta(x.w, MAN_ERRORS, k.errors);
 	im_stage_writer_set_meta(x.w, MAN_SHARDS, x.nshards);
 	im_stage_writer_set_meta(x.w, MAN_BYTES, x.bytes);
+	/* The directory list first: a manifest there says the task is done. */
+	if (c->top_dirs) {
+		ret = ls_top_dirs_commit(c, &x, top_tmp);
+		if (ret) {
+			write_failed(c->top_dirs, ret);
+			goto out;
+		}
+	}
 	ret = im_stage_writer_commit(x.w);
 	if (ret) {
 		write_failed(c->out, ret);
@@ -220,11 +314,93 @@ out:
 		fclose(x.shard);
 		unlink(x.shard_tmp);
 	}
+	if (x.top_dirs) {
+		fclose(x.top_dirs);
+		unlink(top_tmp);
+	}
+	free(top_tmp);
 	free(x.shard_path);
 	free(x.shard_tmp);
 	im_stage_buf_release(&x.rec);
 	im_stage_writer_free(x.w);
 	close(fd);
+	return code;
+}
+
+/* Offset of the shard number in a manifest record (ls_file()). */
+#define MAN_REC_SHARD 24
+
+int cmd_ls_merge(struct cli *c)
+{
+	struct im_stage_header h = {.kind = IM_STAGE_MANIFEST, .nparts = 1};
+	struct im_stage_writer *w = NULL;
+	struct im_stage_buf rec = {0};
+	uint64_t meta[MAN_BYTES + 1] = {0};
+	int ret = 0, code = EXIT_RUNTIME;
+
+	h.key = im_terms_key(&c->p);
+	ret = im_stage_writer_new(c->out, &h, &w);
+	if (ret) {
+		write_failed(c->out, ret);
+		goto out;
+	}
+	/* Part by part, in the order given: each part's shards come after
+	 * the ones before, numbered on. */
+	for (int i = 0; i < c->argc; i++) {
+		struct im_stage_reader *r = open_stage(c->argv[i]);
+		const uint8_t *p;
+		size_t len;
+
+		if (!r)
+			goto out;
+		if (im_stage_header(r)->kind != IM_STAGE_MANIFEST ||
+		    im_stage_header(r)->key != h.key) {
+			err_msg("%s: %s", c->argv[i],
+				im_stage_header(r)->kind != IM_STAGE_MANIFEST
+					? "not a manifest"
+					: "listed with other term options");
+			im_stage_reader_free(r);
+			goto out;
+		}
+		while (!ret && im_stage_next(r, &p, &len)) {
+			if (len <= MAN_REC_SHARD + 4) {
+				ret = -EINVAL;
+				break;
+			}
+			struct im_stage_cur cur = im_stage_cur(p + MAN_REC_SHARD, 4);
+			uint32_t shard = im_stage_get_u32(&cur);
+			rec.len = 0;
+			im_stage_buf_put(&rec, p, MAN_REC_SHARD);
+			im_stage_buf_u32(&rec,
+					 shard + (uint32_t)meta[MAN_SHARDS]);
+			im_stage_buf_put(&rec, p + MAN_REC_SHARD + 4,
+					 len - MAN_REC_SHARD - 4);
+			ret = rec.oom ? -ENOMEM
+				      : im_stage_writer_add(w, rec.p, rec.len);
+		}
+		for (unsigned m = 0; m <= MAN_BYTES; m++)
+			meta[m] += im_stage_meta(r, m);
+		im_stage_reader_free(r);
+		if (ret == -EINVAL) {
+			err_msg("%s: corrupt: a record too short", c->argv[i]);
+			goto out;
+		}
+		if (ret) {
+			write_failed(c->out, ret);
+			goto out;
+		}
+	}
+	for (unsigned m = 0; m <= MAN_BYTES; m++)
+		im_stage_writer_set_meta(w, m, meta[m]);
+	ret = im_stage_writer_commit(w);
+	if (ret) {
+		write_failed(c->out, ret);
+		goto out;
+	}
+	code = 0;
+out:
+	im_stage_buf_release(&rec);
+	im_stage_writer_free(w);
 	return code;
 }
 

@@ -43,12 +43,13 @@ enum {
 	F_COMP = 1 << 13,
 	F_EXPORT = 1 << 14,
 	F_IMPORT = 1 << 15,
-	F_ALL = 0x3ff | F_DUPES | F_LINKS | F_COMP | F_EXPORT |
-		F_IMPORT, /* not apply */
+	F_LS_MERGE = 1 << 16,
+	F_ALL = 0x3ff | F_DUPES | F_LINKS | F_COMP | F_EXPORT | F_IMPORT |
+		F_LS_MERGE, /* not apply */
 	F_KEYED = F_LINKS | F_COMP | F_EXPORT |
 		  F_IMPORT, /* stage files keyed by params */
 	F_WRITES = F_BUILD | F_LS | F_DF | F_MERGE | F_LINKS | F_COMP |
-		   F_IMPORT, /* -o */
+		   F_IMPORT | F_LS_MERGE, /* -o */
 	F_SIGNING = F_SIGN | F_SCAN | F_EXPLAIN | F_DEDUPE | F_DUPES |
 		    F_KEYED, /* k, seed, ... */
 	/* --exclude, --include: whatever walks a tree, and sign's files. */
@@ -98,6 +99,8 @@ enum {
 	O_SUBTREE,
 	O_PLAN,
 	O_INCLUDE,
+	O_TOP_DIRS,
+	O_UNDER_FROM,
 };
 
 struct opt {
@@ -174,6 +177,12 @@ static const struct opt opts[] = {
 	 "-P, --parts N      partitions of the output by term hash (64)"},
 	{"shards", 1, O_SHARDS, F_LS, NULL,
 	 "--shards DIR       also split the files into shard lists in DIR"},
+	{"top-dirs", 1, O_TOP_DIRS, F_LS, NULL,
+	 "--top-dirs FILE    list only DIR's own files; write its subdirectories\n"
+	 "                   (those the walk would enter) to FILE, NUL-ended"},
+	{"under-from", 1, O_UNDER_FROM, F_LS, NULL,
+	 "--under-from FILE  list only the directories FILE names (relative to\n"
+	 "                   DIR, NUL-ended, as --top-dirs writes them)"},
 	{"shard-bytes", 1, O_SHARD_BYTES, F_LS, NULL,
 	 "--shard-bytes N    input bytes per shard (suffix K, M, G; 1G)"},
 	{"check", 0, O_CHECK, F_CAT, NULL,
@@ -286,7 +295,16 @@ static const struct command commands[] = {
 	 "Batch stage 'list': walk DIR as scan does (same selection rules)\n"
 	 "and write a manifest stage file: path, size, mtime, inode of every\n"
 	 "regular file. With --shards, also split them, in walk order, into\n"
-	 "shard lists DIR/000000, DIR/000001, ... of about --shard-bytes."},
+	 "shard lists DIR/000000, DIR/000001, ... of about --shard-bytes.\n"
+	 "To list in parallel: one 'ls --top-dirs' of the root, one\n"
+	 "'ls --under-from' per group of the directories it wrote (each with\n"
+	 "its own --shards), then 'imatch ls merge'."},
+	{"ls merge", F_LS_MERGE, cmd_ls_merge, 1, -1,
+	 "imatch ls merge -o MANIFEST PART...",
+	 "Join the manifests of 'ls --top-dirs' and 'ls --under-from' tasks\n"
+	 "into the one a single 'imatch ls' would count: the same files and\n"
+	 "totals. Shards are numbered on in the order of the PARTs: the\n"
+	 "shards of the first, then those of the second, ..."},
 	{"df", F_DF, cmd_df, 0, 0,
 	 "imatch df --files-from LIST --root DIR [-P N] -o PREFIX",
 	 "Batch stage 'df': count the document frequencies of the files of\n"
@@ -548,6 +566,8 @@ static int run_command(const struct command *cmd, int argc, char **argv)
 		case O_FILES_FROM: c.files_from = optarg; break;
 		case O_ROOT: c.root = optarg; break;
 		case O_SHARDS: c.shards = optarg; break;
+		case O_TOP_DIRS: c.top_dirs = optarg; break;
+		case O_UNDER_FROM: c.under_from = optarg; break;
 		case O_FROM_DF: c.from_df = true; break;
 		case O_CHECK: c.check = true; break;
 		case O_HEAD: c.head = true; break;

@@ -35,6 +35,8 @@ struct cli {
 	const char *files_from; /**< --files-from LIST: a shard */
 	const char *root;	/**< --root DIR: what the list is relative to */
 	const char *shards;	/**< ls --shards DIR */
+	const char *top_dirs;	/**< ls --top-dirs FILE */
+	const char *under_from; /**< ls --under-from FILE */
 	uint64_t shard_bytes;	/**< ls --shard-bytes N */
 	unsigned parts;		/**< -P, --parts N: partitions of a shuffle */
 	bool from_df;		/**< lexicon build --from-df */
@@ -73,6 +75,7 @@ int cmd_terms(struct cli *c);
 int cmd_ls(struct cli *c);
 int cmd_df(struct cli *c);
 int cmd_df_merge(struct cli *c);
+int cmd_ls_merge(struct cli *c);
 int cmd_cat(struct cli *c);
 int cmd_dedupe(struct cli *c);
 int cmd_apply(struct cli *c);

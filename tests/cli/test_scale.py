@@ -289,6 +289,68 @@ def case_stage_errors(tmp):
         os.path.join(tmp, "x"), code=1)
 
 
+def case_ls_parallel(tmp):
+    """The list stage in parallel: `ls --top-dirs` of the root, `ls
+    --under-from` per group of its directories, `ls merge`: the same files
+    and totals as one `imatch ls`, every file in the shard its record names
+    (the parts' shards in turn), hidden and ignored directories left out."""
+    tree = os.path.join(tmp, "tree")
+    test_cli.make_tree(tree, singles=5)
+    os.makedirs(os.path.join(tree, ".hid", "x"))
+    os.makedirs(os.path.join(tree, "ignored"))
+    for p in (".hid/x/a.txt", "ignored/b.txt", "top.txt"):
+        with open(os.path.join(tree, p), "w") as f:
+            f.write("some words here\n")
+    with open(os.path.join(tree, ".imatchignore"), "w") as f:
+        f.write("ignored/\n")
+    whole = os.path.join(tmp, "whole")
+    run("ls", "-o", whole, tree)
+    dirs = os.path.join(tmp, "top.dirs")
+    run("ls", "--top-dirs", dirs, "-o", os.path.join(tmp, "top"), "--shards",
+        os.path.join(tmp, "s.top"), "--shard-bytes", "3000", tree)
+    top = sorted(os.fsdecode(d) for d in read(dirs).split(b"\0") if d)
+    want = sorted(e.name for e in os.scandir(tree) if e.is_dir()
+                  and not e.name.startswith(".") and e.name != "ignored")
+    check(top == want and len(top) >= 2, "top.dirs: %r, wanted %r"
+          % (top, want))
+    parts = [os.path.join(tmp, "top")]
+    for g, group in enumerate((top[0::2], top[1::2])):
+        gf = os.path.join(tmp, "group%d" % g)
+        with open(gf, "wb") as f:
+            f.write(b"".join(os.fsencode(d) + b"\0" for d in group))
+        parts.append(os.path.join(tmp, "part%d" % g))
+        run("ls", "--under-from", gf, "-o", parts[-1], "--shards",
+            os.path.join(tmp, "s%d" % g), "--shard-bytes", "3000", tree)
+    merged = os.path.join(tmp, "merged")
+    run("ls", "merge", "-o", merged, *parts)
+
+    def dump(f):
+        return json.loads(run("cat", f)[0])
+    a, b = dump(whole), dump(merged)
+    meta = dict(a["meta"], shards=None)
+    check(dict(b["meta"], shards=None) == meta,
+          "totals: %r, one walk: %r" % (b["meta"], a["meta"]))
+    check(sorted(r["path"] for r in b["records"])
+          == sorted(r["path"] for r in a["records"]),
+          "the merged manifest lists other files than one walk")
+    shard_files = [os.path.join(tmp, d, n) for d in ("s.top", "s0", "s1")
+                   if os.path.isdir(os.path.join(tmp, d))
+                   for n in sorted(os.listdir(os.path.join(tmp, d)))]
+    check(len(shard_files) == b["meta"]["shards"] > 3,
+          "%d shard files, the manifest counts %d"
+          % (len(shard_files), b["meta"]["shards"]))
+    for r in b["records"]:
+        listed = read(shard_files[r["shard"]]).split(b"\0")
+        check(os.fsencode(r["path"]) in listed, "%r is not in shard %d"
+              % (r["path"], r["shard"]))
+    run("ls", "--top-dirs", dirs, "--under-from", dirs, "-o",
+        os.path.join(tmp, "x"), tree, code=2)
+    _, err = run("ls", "merge", "-o", os.path.join(tmp, "x"), merged, dirs,
+                 code=1)
+    check(dirs in err and err.count("\n") == 1, "one line naming it: %r"
+          % err)
+
+
 CASES = {name[5:]: fn for name, fn in globals().items()
          if name.startswith("case_")}
 NEEDS_DASK = {"scale_equal", "scale_resume", "scale_worker_killed"}

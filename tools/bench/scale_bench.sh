@@ -139,11 +139,13 @@ o=$work/out2
 # partition; components and export have one), run again under
 # /usr/bin/time beside a process that only starts (the shared libraries
 # every imatch maps).
-nsh=$(find "$o/shards" -type f | wc -l)
+# The driver's shards: the list tasks' own directories, under $o/list.
+nsh=$(find "$o/list" -path '*shards*' -type f | wc -l)
+first=$(find "$o/list" -path '*shards*' -type f | sort | head -1)
 np=$(find "$o/links" -name 'p*' | wc -l)
-peak df df --files-from "$o/shards/000000" --root "$tree" -P "$np" \
+peak df df --files-from "$first" --root "$tree" -P "$np" \
 	-o "$work/df"
-peak sign sign --records --files-from "$o/shards/000000" --root "$tree" \
+peak sign sign --records --files-from "$first" --root "$tree" \
 	--shard-id "0/$nsh" -P "$np" -o "$work/sign" --lexicon "$o/lexicon"
 peak links links -o "$work/links" --lexicon "$o/lexicon" "$o"/sign/*.rec \
 	"$o"/sign/*.k0000

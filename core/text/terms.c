@@ -7,7 +7,9 @@
  * computed once per unique term.
  *
  * im_terms_clear() keeps every allocation: a worker signs many documents with
- * one struct im_terms and stops allocating once it has seen a large one.
+ * one struct im_terms and stops allocating once it has seen a large one. The
+ * slot table in use shrinks back to its front, though, and grows again in
+ * place, so that a small document's probes stay in a few cache lines.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -22,8 +24,10 @@
 #include "text.h"
 
 #define TERMS_MIN_SLOTS 64
-#define TERMS_MIN_V	32
-#define TERMS_MIN_ARENA 4096
+/* Slots a cleared set starts again with: 4 KiB, 512 terms, in L1. */
+#define TERMS_RESET_SLOTS 1024
+#define TERMS_MIN_V	  32
+#define TERMS_MIN_ARENA	  4096
 
 void im_terms_init(struct im_terms *t)
 {
@@ -60,23 +64,40 @@ void im_terms_clear(struct im_terms *t)
 	} else {
 		memset(t->slots, 0, t->nslots * sizeof(*t->slots));
 	}
+	/*
+	 * The next document starts small again, in the front of the same
+	 * allocation: spread over a table a large document grew, its terms
+	 * would miss the cache on every word.
+	 */
+	if (t->nslots > TERMS_RESET_SLOTS)
+		t->nslots = TERMS_RESET_SLOTS;
 out:
 	t->n = 0;
 	t->arena_len = 0;
 }
 
-/* Double the slot table and reinsert every term. */
+/*
+ * Double the slot table and reinsert every term (v[] holds them all); in
+ * place while the allocation has room.
+ */
 static int terms_rehash(struct im_terms *t)
 {
 	size_t nslots = t->nslots ? t->nslots * 2 : TERMS_MIN_SLOTS;
 	size_t mask = nslots - 1;
-	uint32_t *slots;
+	uint32_t *slots = t->slots;
 
-	if (nslots > (SIZE_MAX / sizeof(*slots)) || nslots - 1 > UINT32_MAX)
-		return -ENOMEM;
-	slots = calloc(nslots, sizeof(*slots));
-	if (!slots)
-		return -ENOMEM;
+	if (nslots > t->slots_cap) {
+		if (nslots > (SIZE_MAX / sizeof(*slots)) ||
+		    nslots - 1 > UINT32_MAX)
+			return -ENOMEM;
+		slots = calloc(nslots, sizeof(*slots));
+		if (!slots)
+			return -ENOMEM;
+		free(t->slots);
+		t->slots_cap = nslots;
+	} else {
+		memset(slots, 0, nslots * sizeof(*slots));
+	}
 	for (size_t i = 0; i < t->n; i++) {
 		size_t s = t->v[i].hash & mask;
 
@@ -84,7 +105,6 @@ static int terms_rehash(struct im_terms *t)
 			s = (s + 1) & mask;
 		slots[s] = (uint32_t)(i + 1);
 	}
-	free(t->slots);
 	t->slots = slots;
 	t->nslots = nslots;
 	return 0;

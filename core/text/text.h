@@ -53,8 +53,9 @@ struct im_terms {
 	size_t arena_len, arena_cap;
 	struct im_term *v;
 	size_t n, cap;
-	uint32_t *slots; /* open addressing over v, index + 1; 0 = empty */
-	size_t nslots;
+	uint32_t *slots;  /* open addressing over v, index + 1; 0 = empty */
+	size_t nslots;	  /* slots in use: a power of two, the front of slots */
+	size_t slots_cap; /* slots allocated */
 };
 
 void im_terms_init(struct im_terms *t);

@@ -88,6 +88,8 @@ struct im_signer {
 
 	unsigned char *hb; /* the bytes hashed for one coordinate */
 	size_t hbcap;
+	char *pb; /* the bytes of P's terms, in P's order (pc[].str) */
+	size_t pbcap;
 	const char **setv; /* for im_signer_last_set() */
 	size_t setcap;
 };
@@ -203,6 +205,7 @@ void im_signer_free(struct im_signer *s)
 	free(s->buf);
 	cand_arrays_free(s);
 	free(s->hb);
+	free(s->pb);
 	free(s->setv);
 	free(s);
 }
@@ -380,9 +383,26 @@ static inline void collect_add(struct im_signer *s, struct collecting *c,
 static int collect_end(struct im_signer *s, const struct collecting *c,
 		       size_t n_unique)
 {
+	size_t off = 0;
+
+	/*
+	 * Every coordinate reads the bytes of P again (eleven times at the
+	 * defaults), and the lexicon's records lie all over its arena: copy
+	 * them once, in order, so that those passes read one buffer front to
+	 * back. A short term is copied with its padding, as put() reads it.
+	 */
+	if (grow((void **)&s->pb, &s->pbcap, c->bytes + IM_LEX_STR_PAD, 1) < 0)
+		return -ENOMEM;
 	sort_by_number(s->pk, s->tmp, c->npk);
-	for (size_t i = 0; i < c->npk; i++)
-		s->pc[i] = s->raw[(uint32_t)s->pk[i]];
+	for (size_t i = 0; i < c->npk; i++) {
+		struct cand t = s->raw[(uint32_t)s->pk[i]];
+
+		memcpy(s->pb + off, t.str,
+		       t.len < IM_LEX_STR_PAD ? IM_LEX_STR_PAD : t.len + 1);
+		t.str = s->pb + off;
+		off += t.len + 1;
+		s->pc[i] = t;
+	}
 	s->npc = c->npk;
 	s->nqc = c->nqk; /* qc[] is filled by sort_q(), if some coordinate
 			    needs it */

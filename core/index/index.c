@@ -9,8 +9,8 @@
  *   as 8-byte prefixes), its smallest signature and its path. A
  *   document's id is its slot in docs[]; free slots are odd values that chain
  *   the free list, so ids are reused and never need a second array.
- * - Four open-addressing tables of 8-byte slots (32-bit hash tag, 32-bit
- *   value), linear probing, backward-shift deletion (no tombstones). Keys are
+ * - Five open-addressing tables of 5-byte slots (8 bits of a 32-bit hash
+ *   tag, a 32-bit value), linear probing, backward-shift deletion (no tombstones). Keys are
  *   never copied into a table: a slot's value leads to a document that holds
  *   the key, and the tag avoids most visits to it.
  *     paths:  path -> document id
@@ -83,13 +83,16 @@ struct doc {
 	uint8_t coord[];     /* nsig signatures (csz bytes each), the path */
 };
 
-/* 6 bytes: the low 16 bits of the key's 32-bit tag, and the value (NONE:
- * empty). The slot's home comes from the high bits of the whole tag, which
- * the table recomputes from the record the value leads to when it moves
- * slots (growing, erasing): keys are never stored, so neither is it. */
+/* 5 bytes: the low 8 bits of the key's 32-bit tag, and the value (NONE:
+ * empty), unaligned. The slot's home comes from the high bits of the whole
+ * tag, which the table recomputes from the record the value leads to when it
+ * moves slots (growing, erasing): keys are never stored, so neither is it.
+ * A probe whose 8 bits match by chance (1 in 256) costs one visit to a
+ * record; the tables hold some 21 slots per document, so each byte of a
+ * slot is about 25 bytes per document. */
 struct slot {
-	uint16_t tag;
-	uint16_t lo, hi; /* the value */
+	uint8_t tag;
+	uint8_t val[4]; /* host order */
 };
 
 /* What a table maps, to find a slot's whole tag again (slot_tag()). */
@@ -360,14 +363,16 @@ static bool same_content(const struct doc *a, const struct doc *b)
 
 static inline uint32_t slot_val(const struct slot *s)
 {
-	return s->lo | (uint32_t)s->hi << 16;
+	uint32_t v;
+
+	memcpy(&v, s->val, sizeof(v));
+	return v;
 }
 
 static inline void slot_set(struct slot *s, uint32_t tag, uint32_t val)
 {
-	s->tag = (uint16_t)tag;
-	s->lo = (uint16_t)val;
-	s->hi = (uint16_t)(val >> 16);
+	s->tag = (uint8_t)tag;
+	memcpy(s->val, &val, sizeof(val));
 }
 
 static inline uint32_t tab_val(const struct table *t, uint32_t i)
@@ -494,7 +499,7 @@ static uint32_t path_slot(const struct im_index *idx, const char *path)
 
 		if (val == NONE)
 			return NONE;
-		if (t->s[i].tag == (uint16_t)tag &&
+		if (t->s[i].tag == (uint8_t)tag &&
 		    !strcmp(doc_path(D(idx, val)), path))
 			return i;
 	}
@@ -552,7 +557,7 @@ static uint32_t posting_slot(const struct im_index *idx, const struct key *key,
 
 		if (val == NONE)
 			return NONE;
-		if (t->s[i].tag != (uint16_t)tag)
+		if (t->s[i].tag != (uint8_t)tag)
 			continue;
 		first = posting_first(idx, val, &k);
 		if (k == key->k && doc_has_key(D(idx, first), key))
@@ -818,7 +823,7 @@ static void public_name(const struct im_index *idx, uint32_t root,
 	tag = name_tag(out);
 	for (uint32_t i = tab_home(t, tag); (val = tab_val(t, i)) != NONE;
 	     i = tab_next(t, i)) {
-		if (val == root || t->s[i].tag != (uint16_t)tag)
+		if (val == root || t->s[i].tag != (uint8_t)tag)
 			continue;
 		name_of_ref(idx, D(idx, val)->name, &n);
 		if (memcmp(n.b, out->b, IM_SIG_LEN))
@@ -850,7 +855,7 @@ static uint32_t names_find(const struct im_index *idx,
 
 		if (val == NONE)
 			return NONE;
-		if (t->s[i].tag != (uint16_t)tag)
+		if (t->s[i].tag != (uint8_t)tag)
 			continue;
 		name_of_ref(idx, D(idx, val)->name, &n);
 		if (memcmp(n.b, name->b, NAME_KEY))

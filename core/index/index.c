@@ -106,22 +106,28 @@ struct table {
 
 /* The documents sharing one key; ids[0] stands for the key. Most shared
  * keys are shared by two documents (a near-duplicate pair): those two ids
- * live in the list itself (cap PL_INLINE), without an allocation. */
+ * live in the list itself (capacity PL_INLINE), without an allocation.
+ * 16 bytes: the capacity is a power of two, kept as its logarithm. */
 #define PL_INLINE 2
 struct plist {
 	union {
-		uint32_t *ids;		 /* cap > PL_INLINE */
-		uint32_t two[PL_INLINE]; /* cap == PL_INLINE */
+		uint32_t *ids;		 /* capacity > PL_INLINE */
+		uint32_t two[PL_INLINE]; /* capacity == PL_INLINE */
 	} u;
 	uint32_t n;	/* free slot: the next free one */
-	uint32_t cap;	/* 0: free slot */
-	uint32_t epoch; /* last recomputation that walked this list */
+	uint16_t epoch; /* last recomputation that walked this list */
 	uint8_t k;
+	uint8_t cap_log; /* capacity 1 << cap_log; 0: free slot */
 };
+
+static inline uint32_t pl_cap(const struct plist *pl)
+{
+	return pl->cap_log ? 1u << pl->cap_log : 0;
+}
 
 static inline uint32_t *pl_ids(const struct plist *pl)
 {
-	return pl->cap == PL_INLINE ? (uint32_t *)pl->u.two : pl->u.ids;
+	return pl_cap(pl) == PL_INLINE ? (uint32_t *)pl->u.two : pl->u.ids;
 }
 
 struct im_index {
@@ -134,7 +140,7 @@ struct im_index {
 	struct table paths, sigs, exacts, bands, names;
 	struct plist *pl;
 	uint32_t pl_cap, pl_used, pl_free, pl_nfree;
-	uint32_t epoch;
+	uint16_t epoch; /* of the last recomputation (plist.epoch) */
 	size_t clusters;
 	uint64_t gen;
 	double threshold; /* im_params.similarity */
@@ -587,9 +593,9 @@ static uint32_t plist_take(struct im_index *idx)
 
 static void plist_release(struct im_index *idx, uint32_t p)
 {
-	if (idx->pl[p].cap > PL_INLINE)
+	if (pl_cap(&idx->pl[p]) > PL_INLINE)
 		free(idx->pl[p].u.ids);
-	idx->pl[p].cap = 0;
+	idx->pl[p].cap_log = 0;
 	idx->pl[p].n = idx->pl_free;
 	idx->pl_free = p;
 	idx->pl_nfree++;
@@ -662,7 +668,7 @@ static uint32_t posting_add(struct im_index *idx, const struct key *key,
 	p = plist_take(idx);
 	pl = &idx->pl[p];
 	sp->used++;
-	pl->cap = PL_INLINE;
+	pl->cap_log = 1; /* PL_INLINE */
 	pl->n = 2;
 	pl->u.two[0] = REF_DOC(val);
 	pl->u.two[1] = id;
@@ -1309,7 +1315,7 @@ void im_index_free(struct im_index *idx)
 		if (docs_live(idx, id))
 			free(D(idx, id));
 	for (uint32_t p = 0; p < idx->pl_used; p++)
-		if (idx->pl[p].cap > PL_INLINE)
+		if (pl_cap(&idx->pl[p]) > PL_INLINE)
 			free(idx->pl[p].u.ids);
 	free(idx->docs);
 	free(idx->pl);
@@ -1363,23 +1369,23 @@ static int reserve_put(struct im_index *idx, const struct doc *d, bool new_path,
 			struct plist *pl = &idx->pl[val & ~PL_BIT];
 			uint32_t *ids;
 
-			if (pl->n < pl->cap)
+			if (pl->n < pl_cap(pl))
 				continue;
-			if (pl->cap > UINT32_MAX / 2)
+			if (pl->cap_log >= 30)
 				return -ENOMEM;
-			if (pl->cap == PL_INLINE) {
+			if (pl_cap(pl) == PL_INLINE) {
 				ids = malloc(2 * PL_INLINE * sizeof(*ids));
 				if (ids)
 					memcpy(ids, pl->u.two,
 					       sizeof(pl->u.two));
 			} else {
 				ids = realloc(pl->u.ids,
-					      2 * pl->cap * sizeof(*ids));
+					      2 * pl_cap(pl) * sizeof(*ids));
 			}
 			if (!ids)
 				return -ENOMEM;
 			pl->u.ids = ids;
-			pl->cap *= 2;
+			pl->cap_log++;
 		} else {
 			sp->n++; /* a new list, inline */
 		}

@@ -75,12 +75,20 @@ struct doc {
 	uint8_t status, ncoords, exact_valid, nsig;
 	uint8_t csz; /* bytes kept per signature: IM_SIG_LEN, or 8 */
 	uint8_t format;
+	uint8_t least;	  /* coordinate of the smallest signature, if nsig */
+	uint8_t has_stat; /* the tail holds size and mtime */
 	uint8_t exact[16];
-	uint64_t fsize;
-	int64_t mtime_ns;
 	struct im_sketch sketch;
-	struct im_sig least; /* the smallest signature (names), if nsig */
-	uint8_t coord[];     /* nsig signatures (csz bytes each), the path */
+	/* The tail, unaligned: the nsig signatures (csz bytes each); if nsig
+	 * and csz < IM_SIG_LEN, the rest of the smallest one (the cluster
+	 * name); if has_stat, the size and mtime_ns; then the path. */
+	uint8_t coord[];
+};
+
+/* The file's size and mtime in the tail. */
+struct doc_stat {
+	uint64_t size;
+	int64_t mtime_ns;
 };
 
 /* 5 bytes: the low 8 bits of the key's 32-bit tag, and the value (NONE:
@@ -145,6 +153,7 @@ struct im_index {
 	uint64_t gen;
 	double threshold; /* im_params.similarity */
 	size_t csz;	  /* bytes kept per signature */
+	bool stat;	  /* records keep size and mtime */
 };
 
 /* A candidate key of a document (see im_doc_keys()): b points into the
@@ -167,9 +176,31 @@ static inline struct doc *D(const struct im_index *idx, uint32_t id)
 	return (struct doc *)idx->docs[id];
 }
 
+/* Bytes of the tail before the stat: the signatures and the rest of the
+ * smallest one. */
+static inline size_t sig_bytes(unsigned nsig, unsigned csz)
+{
+	return nsig * csz + (nsig ? IM_SIG_LEN - csz : 0);
+}
+
+static inline uint8_t *doc_stat(const struct doc *d)
+{
+	return (uint8_t *)d->coord + sig_bytes(d->nsig, d->csz);
+}
+
 static inline char *doc_path(const struct doc *d)
 {
-	return (char *)(d->coord + d->nsig * d->csz);
+	return (char *)doc_stat(d) +
+	       (d->has_stat ? sizeof(struct doc_stat) : 0);
+}
+
+/* The smallest signature of @p d, which has one: its kept bytes, then the
+ * rest from after the signatures. */
+static void doc_least(const struct doc *d, struct im_sig *out)
+{
+	memcpy(out->b, d->coord + d->least * d->csz, d->csz);
+	memcpy(out->b + d->csz, d->coord + d->nsig * d->csz,
+	       IM_SIG_LEN - d->csz);
 }
 
 static inline bool has_text(uint8_t status)
@@ -261,14 +292,16 @@ static bool verify(const struct im_index *idx, const struct doc *a,
 }
 
 static struct doc *rec_new(const char *path, const struct im_doc_sigs *s,
-			   size_t csz)
+			   size_t csz, bool stat)
 {
 	uint32_t valid = s->valid & coord_mask(s->ncoords);
 	unsigned nsig = __builtin_popcount(valid), i = 0;
+	const struct im_sig *least = NULL;
 	size_t len = strlen(path);
 	struct doc *d;
 
-	d = malloc(sizeof(*d) + nsig * csz + len + 1);
+	d = malloc(sizeof(*d) + sig_bytes(nsig, csz) +
+		   (stat ? sizeof(struct doc_stat) : 0) + len + 1);
 	if (!d)
 		return NULL;
 	d->comp = d->prev = d->next = NONE;
@@ -283,18 +316,26 @@ static struct doc *rec_new(const char *path, const struct im_doc_sigs *s,
 	d->format = s->format;
 	d->nsig = nsig;
 	d->csz = (uint8_t)csz;
+	d->least = 0;
+	d->has_stat = stat;
 	memcpy(d->exact, s->exact, sizeof(d->exact));
-	d->fsize = s->size;
-	d->mtime_ns = s->mtime_ns;
 	d->sketch = s->sketch;
-	memset(&d->least, 0, sizeof(d->least));
 	for (unsigned k = 0; k < s->ncoords; k++) {
 		if (!(valid & (1u << k)))
 			continue;
-		if (!i || memcmp(s->sig[k].b, d->least.b, IM_SIG_LEN) < 0)
-			d->least = s->sig[k];
+		if (!least || memcmp(s->sig[k].b, least->b, IM_SIG_LEN) < 0) {
+			least = &s->sig[k];
+			d->least = (uint8_t)i;
+		}
 		memcpy(d->coord + csz * i++, s->sig[k].b, csz);
 	}
+	if (least)
+		memcpy(d->coord + nsig * csz, least->b + csz, IM_SIG_LEN - csz);
+	if (stat)
+		memcpy(doc_stat(d),
+		       &(struct doc_stat){.size = s->size,
+					  .mtime_ns = s->mtime_ns},
+		       sizeof(struct doc_stat));
 	memcpy(doc_path(d), path, len + 1);
 	return d;
 }
@@ -302,7 +343,8 @@ static struct doc *rec_new(const char *path, const struct im_doc_sigs *s,
 /* A copy of @p od under another path, in no posting or cluster. */
 static struct doc *rec_copy(const struct doc *od, const char *path)
 {
-	size_t hdr = sizeof(*od) + od->nsig * od->csz, len = strlen(path);
+	size_t hdr = (size_t)(doc_path(od) - (const char *)od);
+	size_t len = strlen(path);
 	struct doc *d = malloc(hdr + len + 1);
 
 	if (!d)
@@ -328,8 +370,13 @@ static void rec_export(const struct doc *d, struct im_doc_sigs *s)
 	s->valid = d->valid;
 	s->unique_terms = d->unique_terms;
 	memcpy(s->exact, d->exact, sizeof(s->exact));
-	s->size = d->fsize;
-	s->mtime_ns = d->mtime_ns;
+	if (d->has_stat) {
+		struct doc_stat st;
+
+		memcpy(&st, doc_stat(d), sizeof(st));
+		s->size = st.size;
+		s->mtime_ns = st.mtime_ns;
+	}
 	s->sketch = d->sketch;
 	for (unsigned k = 0; k < d->ncoords; k++)
 		if (d->valid & (1u << k))
@@ -346,9 +393,8 @@ static bool same_keys(const struct doc *a, const struct doc *b)
 	return a->valid == b->valid && a->exact_valid == b->exact_valid &&
 	       (!a->exact_valid || !memcmp(a->exact, b->exact, 16)) &&
 	       !memcmp(&a->sketch, &b->sketch, sizeof(a->sketch)) &&
-	       !memcmp(&a->least, &b->least, sizeof(a->least)) &&
-	       a->csz == b->csz &&
-	       !memcmp(a->coord, b->coord, a->nsig * a->csz);
+	       a->csz == b->csz && a->least == b->least &&
+	       !memcmp(a->coord, b->coord, sig_bytes(a->nsig, a->csz));
 }
 
 static bool same_content(const struct doc *a, const struct doc *b)
@@ -357,12 +403,13 @@ static bool same_content(const struct doc *a, const struct doc *b)
 	       a->exact_valid == b->exact_valid && a->err == b->err &&
 	       a->format == b->format && a->valid == b->valid &&
 	       a->unique_terms == b->unique_terms &&
-	       !memcmp(a->exact, b->exact, 16) && a->fsize == b->fsize &&
-	       a->mtime_ns == b->mtime_ns &&
+	       !memcmp(a->exact, b->exact, 16) &&
 	       !memcmp(&a->sketch, &b->sketch, sizeof(a->sketch)) &&
-	       !memcmp(&a->least, &b->least, sizeof(a->least)) &&
-	       a->csz == b->csz &&
-	       !memcmp(a->coord, b->coord, a->nsig * a->csz);
+	       a->csz == b->csz && a->least == b->least &&
+	       a->has_stat == b->has_stat &&
+	       !memcmp(a->coord, b->coord,
+		       sig_bytes(a->nsig, a->csz) +
+			       (a->has_stat ? sizeof(struct doc_stat) : 0));
 }
 
 /* ---- Open-addressing tables ---------------------------------------------- */
@@ -736,7 +783,7 @@ static void name_of_ref(const struct im_index *idx, uint32_t ref,
 		memcpy(out->b, h, 16);
 		memset(out->b + 16, 0, IM_SIG_LEN - 16);
 	} else {
-		*out = d->least;
+		doc_least(d, out);
 	}
 }
 
@@ -1303,6 +1350,7 @@ int im_index_new(struct im_index **out)
 	im_params_init(&p);
 	idx->threshold = p.similarity;
 	idx->csz = IM_SIG_LEN;
+	idx->stat = true;
 	*out = idx;
 	return 0;
 }
@@ -1420,7 +1468,9 @@ static int put_locked(struct im_index *idx, const char *path, struct doc *d)
 	old = path_find(idx, path);
 	if (old != NONE && same_keys(od = D(idx, old), d)) {
 		/* Nothing moves: the new record takes the old one's place. */
-		bool changed = !same_content(od, d);
+		/* Without the stat, the caller's size or mtime may have
+		 * changed: what it derives from them must follow. */
+		bool changed = !same_content(od, d) || !idx->stat;
 
 		d->comp = od->comp;
 		d->prev = od->prev;
@@ -1461,7 +1511,7 @@ int im_index_put(struct im_index *idx, const char *path,
 
 	if (s->ncoords > IM_MAX_COORDS)
 		return -EINVAL;
-	d = rec_new(path, s, idx->csz);
+	d = rec_new(path, s, idx->csz, idx->stat);
 	if (!d)
 		return -ENOMEM;
 	pthread_rwlock_wrlock(&idx->lock);
@@ -1532,6 +1582,19 @@ int im_index_set_prefixes(struct im_index *idx, bool prefixes)
 		ret = -EBUSY;
 	else
 		idx->csz = prefixes ? 8 : IM_SIG_LEN;
+	pthread_rwlock_unlock(&idx->lock);
+	return ret;
+}
+
+int im_index_set_stat(struct im_index *idx, bool keep)
+{
+	int ret = 0;
+
+	pthread_rwlock_wrlock(&idx->lock);
+	if (idx->ndocs)
+		ret = -EBUSY;
+	else
+		idx->stat = keep;
 	pthread_rwlock_unlock(&idx->lock);
 	return ret;
 }

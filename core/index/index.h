@@ -102,6 +102,18 @@ int im_index_set_similarity(struct im_index *idx, double threshold);
  */
 int im_index_set_prefixes(struct im_index *idx, bool prefixes);
 
+/**
+ * Whether to keep each document's size and mtime_ns (the default). A caller
+ * that keeps them itself (the daemon's tree) saves 16 bytes per document:
+ * im_index_get() and im_index_foreach_doc() then give 0 for both, and every
+ * put of a document already held moves the generation (the index cannot
+ * tell whether they changed; what the caller derives from them, such as a
+ * keep rule by date, must follow).
+ *
+ * @return 0 or -EBUSY once a document was put.
+ */
+int im_index_set_stat(struct im_index *idx, bool keep);
+
 /* ---- Updates ------------------------------------------------------------- */
 
 /**

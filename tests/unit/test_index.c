@@ -415,6 +415,50 @@ START_TEST(test_index_name_is_smallest_sig_and_follows_members)
 }
 END_TEST
 
+START_TEST(test_index_lean_records_keep_names_drop_stat)
+{
+	/* The daemon's index: prefixes and no size or mtime. The cluster name
+	 * is still the whole smallest signature, whose bytes past the prefix
+	 * differ from the others' (make_sig() gives them all the same). */
+	static const uint32_t a[3] = {5, 20, 30}, b[3] = {5, 21, 31};
+	struct im_doc_sigs da, db, got;
+	struct im_sig name;
+	uint64_t gen;
+
+	ck_assert_int_eq(im_index_set_prefixes(idx, true), 0);
+	ck_assert_int_eq(im_index_set_stat(idx, false), 0);
+	make_doc(&da, 3, a, 0);
+	make_doc(&db, 3, b, 0);
+	for (unsigned k = 0; k < 3; k++)
+		for (unsigned j = 8; j < IM_SIG_LEN; j++) {
+			da.sig[k].b[j] = (uint8_t)(17 * k + j);
+			db.sig[k].b[j] = (uint8_t)(29 * k + 3 * j);
+		}
+	da.size = db.size = 1234;
+	da.mtime_ns = db.mtime_ns = 5678;
+	ck_assert_int_eq(im_index_put(idx, "a", &da), 0);
+	ck_assert_int_eq(im_index_put(idx, "b", &db), 0);
+	ck_assert_int_eq(im_index_set_stat(idx, true), -EBUSY);
+	/* Both share coordinate 0's prefix; a's whole signature is smaller. */
+	name = memcmp(da.sig[0].b, db.sig[0].b, IM_SIG_LEN) < 0 ? da.sig[0]
+								: db.sig[0];
+	assert_name(idx, "b", &name);
+	ck_assert_int_eq(im_index_rename(idx, "a", "c"), 0);
+	assert_name(idx, "c", &name);
+
+	ck_assert_int_eq(im_index_get(idx, "b", &got), 0);
+	ck_assert_uint_eq(got.size, 0);
+	ck_assert_int_eq(got.mtime_ns, 0);
+	ck_assert_int_eq(got.unique_terms, 42);
+	/* Only the caller knows whether size or mtime changed: a put of the
+	 * same document moves the generation. */
+	gen = im_index_generation(idx);
+	ck_assert_int_eq(im_index_put(idx, "b", &db), 0);
+	ck_assert_uint_gt(im_index_generation(idx), gen);
+	assert_name(idx, "b", &name);
+}
+END_TEST
+
 START_TEST(test_index_binary_and_error_docs_relate_to_nothing)
 {
 	struct im_doc_sigs d, got;
@@ -1362,6 +1406,7 @@ static Suite *index_suite(void)
 	tcase_add_test(tc, test_index_put_sharing_every_key_at_once);
 	tcase_add_test(tc, test_index_hot_keys);
 	tcase_add_test(tc, test_index_links_give_similarity_and_kind);
+	tcase_add_test(tc, test_index_lean_records_keep_names_drop_stat);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("random");

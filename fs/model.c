@@ -43,6 +43,7 @@ int model_new(uid_t uid, gid_t gid, double similarity, struct inval *iv,
 	}
 	/* Prefixes in memory, whole signatures on disk (fullsigs.h). */
 	im_index_set_prefixes(m->idx, true);
+	im_index_set_stat(m->idx, false); /* the nodes keep them */
 	/* The same links as imatch with the same options (DESIGN §4). */
 	if (im_index_set_similarity(m->idx, similarity)) {
 		model_free(m);

@@ -1356,7 +1356,8 @@ out:
  * members of the index's clusters, and the links are the index's relation
  * (im_index_links()): every pair of one exact class (identical bytes), and
  * the near links between classes. Planned by im_plan_build(), as dedupe
- * plans. A class of m copies costs m(m-1)/2 links here as in the index.
+ * plans: a class of copies is given as one (im_plan_file.exact_class), not
+ * as m(m-1)/2 links.
  */
 struct plan_export {
 	struct cli *c;
@@ -1439,10 +1440,10 @@ static int plan_link(struct plan_links *pl, uint32_t a, uint32_t b,
 	return 0;
 }
 
-/* The relation over the files: near links once per pair, every pair of
- * each exact class. */
+/* The relation over the files: near links once per pair, and the exact
+ * classes. */
 static int plan_relation(const struct dupes_export *x, const uint32_t *fi,
-			 struct plan_links *pl)
+			 struct im_plan_file *files, struct plan_links *pl)
 {
 	int ret = 0;
 
@@ -1454,12 +1455,13 @@ static int plan_relation(const struct dupes_export *x, const uint32_t *fi,
 			continue;
 		ret = plan_link(pl, fi[e->a], fi[e->b], e->similarity, false);
 	}
-	for (uint32_t r = 0; r < x->n && !ret; r++)
+	for (uint32_t r = 0; r < x->n; r++) {
+		if (x->class_off[r + 1] - x->class_off[r] < 2)
+			continue;
 		for (uint32_t i = x->class_off[r]; i < x->class_off[r + 1]; i++)
-			for (uint32_t j = i + 1;
-			     j < x->class_off[r + 1] && !ret; j++)
-				ret = plan_link(pl, fi[x->class_mem[i]],
-						fi[x->class_mem[j]], 1.0, true);
+			if (fi[x->class_mem[i]] != UINT32_MAX)
+				files[fi[x->class_mem[i]]].exact_class = r + 1;
+	}
 	return ret;
 }
 
@@ -1517,7 +1519,7 @@ static int plan_build(const struct im_plan_opts *o, const char *root,
 	if (!ret && set->nfiles > nmem)
 		ret = -EINVAL;
 	if (!ret)
-		ret = plan_relation(&x, pd.fi, &pl);
+		ret = plan_relation(&x, pd.fi, set->files, &pl);
 	if (!ret)
 		ret = im_plan_build(set->files, set->nfiles, pl.v, pl.n, o,
 				    &set->plan);

@@ -1698,8 +1698,10 @@ out:
 	return ret;
 }
 
-int im_index_links(const struct im_index *idx, const char *path,
-		   im_index_link_cb cb, void *arg)
+/* im_index_links(), or with @p near_only im_index_links_near(): then the
+ * exact key's holders, every one of them an exact copy, are not walked. */
+static int links_of(const struct im_index *idx, const char *path,
+		    bool near_only, im_index_link_cb cb, void *arg)
 {
 	struct key keys[NKEYS];
 	const struct doc *d;
@@ -1719,8 +1721,8 @@ int im_index_links(const struct im_index *idx, const char *path,
 		const struct plist *pl = key_plist(idx, &keys[i]);
 		uint32_t end;
 
-		if (!pl)
-			continue; /* only this document */
+		if (!pl || (near_only && keys[i].kind == IM_KEY_EXACT))
+			continue; /* only this document, or only copies */
 		end = compared_end(idx, &keys[i], pl, id);
 		for (uint32_t j = 0; j < end; j++) {
 			const struct doc *y = D(idx, pl_ids(pl)[j]);
@@ -1728,7 +1730,8 @@ int im_index_links(const struct im_index *idx, const char *path,
 			unsigned e;
 
 			if (pl_ids(pl)[j] == id ||
-			    !verify(idx, d, y, &l.similarity, &l.exact))
+			    !verify(idx, d, y, &l.similarity, &l.exact) ||
+			    (near_only && l.exact))
 				continue;
 			/* Reported under the first key that compared them,
 			 * without a set (queries run in parallel and do not
@@ -1749,6 +1752,18 @@ int im_index_links(const struct im_index *idx, const char *path,
 out:
 	unlock(idx);
 	return ret;
+}
+
+int im_index_links(const struct im_index *idx, const char *path,
+		   im_index_link_cb cb, void *arg)
+{
+	return links_of(idx, path, false, cb, arg);
+}
+
+int im_index_links_near(const struct im_index *idx, const char *path,
+			im_index_link_cb cb, void *arg)
+{
+	return links_of(idx, path, true, cb, arg);
 }
 
 struct dupes_arg {

@@ -186,6 +186,15 @@ typedef int (*im_index_link_cb)(const struct im_link *l, void *arg);
 int im_index_links(const struct im_index *idx, const char *path,
 		   im_index_link_cb cb, void *arg);
 
+/**
+ * im_index_links() without @p path's exact copies: its near links only. The
+ * copies of one text form a class (the same im_doc_sigs.exact) that the
+ * removal plan takes whole (core/plan): a class of m copies then costs m, not
+ * m^2/2 (im_index_links() lists m - 1 copies for each of them).
+ */
+int im_index_links_near(const struct im_index *idx, const char *path,
+			im_index_link_cb cb, void *arg);
+
 /** im_index_links() with the paths only. */
 int im_index_dupes(const struct im_index *idx, const char *path,
 		   im_index_path_cb cb, void *arg);

@@ -188,11 +188,61 @@ static int cmp_entry(const void *a, const void *b, void *arg)
 	       (rank[x->file] < rank[y->file]);
 }
 
-/* Neighbours of each file over the links that count (CSR). */
+/* Neighbours of each file over the links that count (CSR), and the files
+ * of each exact class (im_plan_file.exact_class) in file order. */
 struct adj {
-	size_t *start;	/* nfiles + 1 */
-	uint32_t *link; /* link indices */
+	size_t *start;	    /* nfiles + 1 */
+	uint32_t *link;	    /* link indices */
+	uint32_t *by_class; /* files with a class, sorted by class */
+	size_t nclassed;
 };
+
+static int cmp_class(const void *a, const void *b, void *arg)
+{
+	const struct im_plan_file *f = arg;
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	if (f[x].exact_class != f[y].exact_class)
+		return f[x].exact_class < f[y].exact_class ? -1 : 1;
+	return (x > y) - (x < y);
+}
+
+static int classes_build(const struct im_plan_file *files, size_t nfiles,
+			 struct adj *a)
+{
+	a->by_class = malloc((nfiles ? nfiles : 1) * sizeof(*a->by_class));
+	if (!a->by_class)
+		return -ENOMEM;
+	a->nclassed = 0;
+	for (size_t i = 0; i < nfiles; i++)
+		if (files[i].exact_class)
+			a->by_class[a->nclassed++] = (uint32_t)i;
+	qsort_r(a->by_class, a->nclassed, sizeof(*a->by_class), cmp_class,
+		(void *)files);
+	return 0;
+}
+
+/* The files of @p f's class: [*first, *end) of a->by_class. */
+static void class_span(const struct im_plan_file *files, const struct adj *a,
+		       uint32_t f, size_t *first, size_t *end)
+{
+	size_t lo = 0, hi = a->nclassed;
+	uint32_t c = files[f].exact_class;
+
+	*first = *end = 0;
+	if (!c)
+		return;
+	while (lo < hi) { /* the first of the class */
+		size_t mid = lo + (hi - lo) / 2;
+		if (files[a->by_class[mid]].exact_class < c)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	*first = *end = lo;
+	while (*end < a->nclassed && files[a->by_class[*end]].exact_class == c)
+		(*end)++;
+}
 
 static int adj_build(size_t nfiles, const struct im_plan_link *links,
 		     size_t nlinks, bool near, struct adj *a)
@@ -232,11 +282,71 @@ out:
 
 enum { FREE, KEEPER, PLANNED, SAME };
 
+/* What keeper k's claims change. */
+struct claim {
+	const struct im_plan_file *files;
+	uint8_t *state;
+	uint32_t *entry_of;
+	const bool *prot;
+	bool *counted;
+	struct im_plan *p;
+	size_t *cap;
+};
+
+/* Keeper @p k, linked to @p j, plans it if it is free. @return 0 or
+ * -ENOMEM. */
+static int claim(struct claim *c, uint32_t k, uint32_t j, float similarity,
+		 bool exact)
+{
+	struct im_plan *p = c->p;
+	struct im_plan_entry *pe;
+
+	if (c->state[j] == PLANNED && p->v[c->entry_of[j]].keeper == k) {
+		/* The same pair linked again. */
+		pe = &p->v[c->entry_of[j]];
+		pe->exact |= exact;
+		if (similarity > pe->similarity)
+			pe->similarity = similarity;
+		return 0;
+	}
+	if (c->state[j] != FREE)
+		return 0;
+	if (c->prot[j]) {
+		p->protected_kept += !c->counted[j];
+		c->counted[j] = true;
+		return 0;
+	}
+	if (c->files[j].ino && c->files[j].ino == c->files[k].ino &&
+	    c->files[j].dev == c->files[k].dev) {
+		c->state[j] = SAME;
+		p->same_inode++;
+		return 0;
+	}
+	if (p->n == *c->cap) {
+		size_t nc = *c->cap ? 2 * *c->cap : 64;
+		struct im_plan_entry *v = realloc(p->v, nc * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		p->v = v;
+		*c->cap = nc;
+	}
+	c->state[j] = PLANNED;
+	c->entry_of[j] = (uint32_t)p->n;
+	p->v[p->n++] = (struct im_plan_entry){
+		.file = j,
+		.keeper = k,
+		.similarity = similarity,
+		.exact = exact,
+	};
+	return 0;
+}
+
 int im_plan_build(const struct im_plan_file *files, size_t nfiles,
 		  const struct im_plan_link *links, size_t nlinks,
 		  const struct im_plan_opts *o, struct im_plan *out)
 {
-	struct adj adj = {NULL, NULL};
+	struct adj adj = {0};
 	struct rank_ctx ctx = {.f = files, .keep = &o->keep};
 	struct im_plan p;
 	uint32_t *order = NULL, *rank = NULL, *entry_of = NULL;
@@ -260,6 +370,8 @@ int im_plan_build(const struct im_plan_file *files, size_t nfiles,
 	    !plen)
 		goto out;
 	ret = adj_build(nfiles, links, nlinks, o->near, &adj);
+	if (!ret)
+		ret = classes_build(files, nfiles, &adj);
 	if (ret)
 		goto out;
 	for (size_t i = 0; i < nfiles; i++) {
@@ -275,58 +387,26 @@ int im_plan_build(const struct im_plan_file *files, size_t nfiles,
 		rank[order[i]] = (uint32_t)i;
 
 	ret = -ENOMEM;
+	struct claim cl = {files, state, entry_of, prot, counted, &p, &cap};
 	for (size_t oi = 0; oi < nfiles; oi++) {
 		uint32_t k = order[oi];
+		size_t first, end;
 
 		if (state[k] != FREE)
 			continue;
 		state[k] = KEEPER;
 		for (size_t e = adj.start[k]; e < adj.start[k + 1]; e++) {
 			const struct im_plan_link *l = &links[adj.link[e]];
-			uint32_t j = l->a == k ? l->b : l->a;
-			struct im_plan_entry *pe;
 
-			if (state[j] == PLANNED &&
-			    p.v[entry_of[j]].keeper == k) {
-				/* The same pair linked again. */
-				pe = &p.v[entry_of[j]];
-				pe->exact |= l->exact;
-				if (l->similarity > pe->similarity)
-					pe->similarity = l->similarity;
-				continue;
-			}
-			if (state[j] != FREE)
-				continue;
-			if (prot[j]) {
-				p.protected_kept += !counted[j];
-				counted[j] = true;
-				continue;
-			}
-			if (files[j].ino && files[j].ino == files[k].ino &&
-			    files[j].dev == files[k].dev) {
-				state[j] = SAME;
-				p.same_inode++;
-				continue;
-			}
-			if (p.n == cap) {
-				size_t nc = cap ? 2 * cap : 64;
-				struct im_plan_entry *v =
-					realloc(p.v, nc * sizeof(*v));
-
-				if (!v)
-					goto out;
-				p.v = v;
-				cap = nc;
-			}
-			state[j] = PLANNED;
-			entry_of[j] = (uint32_t)p.n;
-			p.v[p.n++] = (struct im_plan_entry){
-				.file = j,
-				.keeper = k,
-				.similarity = l->similarity,
-				.exact = l->exact,
-			};
+			if (claim(&cl, k, l->a == k ? l->b : l->a,
+				  l->similarity, l->exact))
+				goto out;
 		}
+		class_span(files, &adj, k, &first, &end);
+		for (size_t e = first; e < end; e++)
+			if (adj.by_class[e] != k &&
+			    claim(&cl, k, adj.by_class[e], 1.0f, true))
+				goto out;
 	}
 	for (size_t i = 0; i < p.n; i++) {
 		struct im_plan_entry *pe = &p.v[i];
@@ -350,6 +430,7 @@ out:
 	im_plan_release(&p);
 	free(adj.start);
 	free(adj.link);
+	free(adj.by_class);
 	free(order);
 	free(rank);
 	free(entry_of);

@@ -90,6 +90,10 @@ struct im_plan_file {
 	uint64_t size;
 	int64_t mtime_ns;  /**< nanoseconds since the epoch */
 	uint64_t dev, ino; /**< both 0 when unknown (never "same inode") */
+	/** 0, or a class number: all files of one class are exact copies of
+	 *  each other, as if every pair of them were linked with similarity 1
+	 *  (a class of m copies costs m here, m^2/2 as links). */
+	uint32_t exact_class;
 };
 
 /** One link between files[a] and files[b]. Links may repeat; a pair linked

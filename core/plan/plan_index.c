@@ -3,10 +3,12 @@
  * Removal plans over the index's clusters (contract in plan.h).
  *
  * The index is only queried (never held locked across calls), one cluster at
- * a time: its members, then each member's verified links (similarity and
- * kind as the index holds them), looked up among
- * the members by binary search. A neighbour that is not a member (the index
- * changed between the two calls) is ignored.
+ * a time: its members, then each member's verified near links (similarity as
+ * the index holds it), looked up among the members by binary search. A
+ * neighbour that is not a member (the index changed between the two calls) is
+ * ignored. Exact copies are not links but classes (im_plan_file.exact_class:
+ * the members of one cluster with one content hash), so that m copies of one
+ * file cost m, not m^2/2.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -163,10 +165,47 @@ static int gather_cluster(const struct im_index *idx, struct gather *g,
 	g->count = g->n - first;
 	for (size_t i = first; i < g->n; i++) {
 		g->cur = (uint32_t)i;
-		ret = im_index_links(idx, g->paths[i], on_link, g);
+		ret = im_index_links_near(idx, g->paths[i], on_link, g);
 		if (ret && ret != -ENOENT)
 			return ret;
 	}
+	return 0;
+}
+
+static int cmp_class_key(const void *a, const void *b, void *arg)
+{
+	const struct im_plan_set *s = arg;
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	int c = memcmp(&s->cluster[x], &s->cluster[y], sizeof(s->cluster[x]));
+
+	if (!c)
+		c = memcmp(s->hash[x], s->hash[y], sizeof(s->hash[x]));
+	return c ? c : (x > y) - (x < y);
+}
+
+/* Number the exact classes: files of one cluster with one valid hash. */
+static int number_classes(struct im_plan_set *s)
+{
+	uint32_t *v = malloc((s->nfiles ? s->nfiles : 1) * sizeof(*v));
+	size_t n = 0;
+	uint32_t cls = 0;
+
+	if (!v)
+		return -ENOMEM;
+	for (size_t i = 0; i < s->nfiles; i++)
+		if (s->hash_valid[i])
+			v[n++] = (uint32_t)i;
+	qsort_r(v, n, sizeof(*v), cmp_class_key, s);
+	for (size_t i = 0; i < n; i++) {
+		bool same = i &&
+			    !memcmp(&s->cluster[v[i]], &s->cluster[v[i - 1]],
+				    sizeof(s->cluster[0])) &&
+			    !memcmp(s->hash[v[i]], s->hash[v[i - 1]],
+				    sizeof(s->hash[0]));
+		cls += !same;
+		s->files[v[i]].exact_class = cls;
+	}
+	free(v);
 	return 0;
 }
 
@@ -239,7 +278,9 @@ int im_plan_from_index(const struct im_index *idx, const struct im_plan_opts *o,
 		g.links[nl].b = b;
 		nl++;
 	}
-	ret = im_plan_build(s.files, s.nfiles, g.links, nl, o, &s.plan);
+	ret = number_classes(&s);
+	if (!ret)
+		ret = im_plan_build(s.files, s.nfiles, g.links, nl, o, &s.plan);
 	if (ret)
 		goto out;
 	*out = s;

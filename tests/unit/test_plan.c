@@ -269,6 +269,7 @@ struct world {
 	const char *protect[3];
 	size_t nprotect;
 	struct im_plan_opts o;
+	int hash[MF]; /* exact copies share one (>= 0) */
 };
 
 /* Is i better than j by the rules? */
@@ -396,7 +397,7 @@ static void random_world(struct world *w, uint64_t *s)
 		"shortest,newest", "name",   "longest,protect,oldest",
 		"protect,newest"};
 	int hashes = 1 + (int)(rnd(s) % 6);
-	int hash[MF];
+	int *hash = w->hash;
 	unsigned near_pct = (unsigned)(rnd(s) % 12);
 
 	memset(w, 0, sizeof(*w));
@@ -501,6 +502,40 @@ static void check_world(const struct world *w, int round)
 	im_plan_release(&p);
 }
 
+/* The same world with its exact copies given as classes instead of
+ * all-to-all links (im_plan_file.exact_class) plans the same. */
+static void check_classes(const struct world *w, int round)
+{
+	static struct world c;
+	struct im_plan a, b;
+
+	c = *w;
+	c.nlinks = 0;
+	for (size_t l = 0; l < w->nlinks; l++)
+		if (!w->links[l].exact)
+			c.links[c.nlinks++] = w->links[l];
+	for (int i = 0; i < w->n; i++)
+		c.f[i].exact_class = w->hash[i] >= 0 ? (uint32_t)w->hash[i] + 1 : 0;
+	ck_assert_int_eq(im_plan_build(w->f, (size_t)w->n, w->links,
+				       w->nlinks, &w->o, &a),
+			 0);
+	ck_assert_int_eq(im_plan_build(c.f, (size_t)c.n, c.links, c.nlinks,
+				       &c.o, &b),
+			 0);
+	CHECK(a.n == b.n && a.same_inode == b.same_inode &&
+		      a.protected_kept == b.protected_kept &&
+		      a.keepers == b.keepers && a.exact == b.exact,
+	      "round %d: classes plan %zu entries, links %zu", round, b.n, a.n);
+	for (size_t e = 0; e < a.n; e++)
+		CHECK(a.v[e].file == b.v[e].file &&
+			      a.v[e].keeper == b.v[e].keeper &&
+			      a.v[e].exact == b.v[e].exact &&
+			      a.v[e].similarity == b.v[e].similarity,
+		      "round %d: entry %zu differs with classes", round, e);
+	im_plan_release(&a);
+	im_plan_release(&b);
+}
+
 START_TEST(test_plan_random_graphs_match_reference)
 {
 	static struct world w;
@@ -512,6 +547,7 @@ START_TEST(test_plan_random_graphs_match_reference)
 
 		random_world(&w, &s);
 		check_world(&w, round);
+		check_classes(&w, round);
 		ref_plan(&w, &r);
 		for (int i = 0; i < w.n; i++) {
 			planned += r.keeper[i] >= 0;
@@ -534,6 +570,39 @@ START_TEST(test_plan_random_graphs_match_reference)
 }
 END_TEST
 
+/* A class of 200,000 copies is planned whole: one keeper, every other
+ * copy planned exact, without a link per pair (which would need 320 GB). */
+START_TEST(test_plan_large_exact_class)
+{
+	enum { N = 200000 };
+	struct im_plan_file *f = calloc(N, sizeof(*f));
+	char (*path)[16] = calloc(N, sizeof(*path));
+	struct im_plan_opts o = {0};
+	struct im_plan p;
+
+	ck_assert_ptr_nonnull(f);
+	ck_assert_ptr_nonnull(path);
+	ck_assert_int_eq(im_keep_parse(IM_KEEP_DEFAULT, &o.keep, NULL, 0), 0);
+	for (int i = 0; i < N; i++) {
+		snprintf(path[i], sizeof(path[i]), "d/%07d", i);
+		f[i] = (struct im_plan_file){.path = path[i],
+					     .size = 100,
+					     .mtime_ns = i,
+					     .ino = 1000 + (uint64_t)i,
+					     .dev = 1,
+					     .exact_class = 7};
+	}
+	ck_assert_int_eq(im_plan_build(f, N, NULL, 0, &o, &p), 0);
+	ck_assert_uint_eq(p.n, N - 1);
+	ck_assert_uint_eq(p.exact, N - 1);
+	ck_assert_uint_eq(p.keepers, 1);
+	ck_assert_uint_eq(p.bytes, (uint64_t)100 * (N - 1));
+	im_plan_release(&p);
+	free(f);
+	free(path);
+}
+END_TEST
+
 static Suite *plan_suite(void)
 {
 	Suite *s = suite_create("plan");
@@ -546,6 +615,7 @@ static Suite *plan_suite(void)
 	tcase_add_test(tc, test_plan_protected_never_planned_and_wins);
 	tcase_add_test(tc, test_plan_hard_links_and_repeated_links);
 	tcase_add_test(tc, test_plan_refuses_bad_links);
+	tcase_add_test(tc, test_plan_large_exact_class);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("random");

@@ -34,6 +34,7 @@
  * rounding still loads to the same lexicon).
  */
 #include <assert.h>
+#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -491,24 +492,42 @@ static int bytes_cmp(const char *a, size_t alen, const char *b, size_t blen)
 	return (alen > blen) - (alen < blen);
 }
 
-/* qsort context: the df being built from (qsort has no user pointer). */
+/*
+ * A term being sorted into L or B: its df and, to order most pairs without
+ * reading the bytes (which lie all over the df's arena), its first 8 bytes
+ * as a big-endian number, zero-padded. Two prefixes that differ order as
+ * bytes_cmp() orders the terms (a padding zero sorts before any byte but a
+ * NUL, and a NUL against padding compares equal); equal ones fall back on it.
+ */
 struct pick {
-	const struct df_entry *e;
 	const char *s;
+	uint64_t pre;
+	uint32_t len;
+	uint32_t df;
 };
+
+static uint64_t prefix8(const char *s, uint32_t len)
+{
+	uint64_t x = 0;
+
+	memcpy(&x, s, len < 8 ? len : 8);
+	return be64toh(x);
+}
 
 static int pick_cmp_bytes(const void *pa, const void *pb)
 {
 	const struct pick *a = pa, *b = pb;
-	return bytes_cmp(a->s, a->e->len, b->s, b->e->len);
+	if (a->pre != b->pre)
+		return a->pre < b->pre ? -1 : 1;
+	return bytes_cmp(a->s, a->len, b->s, b->len);
 }
 
 static int pick_cmp_rank(const void *pa, const void *pb)
 {
 	const struct pick *a = pa, *b = pb;
-	if (a->e->df != b->e->df)
-		return a->e->df > b->e->df ? -1 : 1;
-	return bytes_cmp(a->s, a->e->len, b->s, b->e->len);
+	if (a->df != b->df)
+		return a->df > b->df ? -1 : 1;
+	return pick_cmp_bytes(pa, pb);
 }
 
 int im_lexicon_build(const struct im_df *df, double lo, double hi,
@@ -535,7 +554,8 @@ int im_lexicon_build(const struct im_df *df, double lo, double hi,
 		if (e->len > LEX_TERM_MAX)
 			continue; /* load would refuse it */
 		double x = nidf_of(e->df, df->docs);
-		struct pick p = {e, df->arena.p + e->off};
+		const char *str = df->arena.p + e->off;
+		struct pick p = {str, prefix8(str, e->len), e->len, e->df};
 		if (x > hi + NIDF_EPS)
 			pb[npb++] = p;
 		else if (x >= lo - NIDF_EPS)
@@ -553,9 +573,9 @@ int im_lexicon_build(const struct im_df *df, double lo, double hi,
 		goto out;
 	}
 	for (size_t i = 0; i < npl; i++)
-		bytes += pl[i].e->len + 1;
+		bytes += pl[i].len + 1;
 	for (size_t i = 0; i < npb; i++)
-		bytes += pb[i].e->len + 1;
+		bytes += pb[i].len + 1;
 	lex->docs = df->docs;
 	lex->lo = lo;
 	lex->hi = hi;
@@ -567,9 +587,9 @@ int im_lexicon_build(const struct im_df *df, double lo, double hi,
 
 	for (size_t i = 0; i < n; i++) {
 		const struct pick *p = i < npl ? &pl[i] : &pb[i - npl];
-		r = lex_set(lex, i, p->s, p->e->len,
+		r = lex_set(lex, i, p->s, p->len,
 			    i < npl ? IM_LEX_PRIMARY : IM_LEX_SECONDARY,
-			    i < npl ? 0 : (uint32_t)(i - npl), p->e->df);
+			    i < npl ? 0 : (uint32_t)(i - npl), p->df);
 		assert(r == 0); /* bytes was counted above */
 	}
 	r = lex_index(lex, n);

@@ -1200,6 +1200,16 @@ static void recompute(struct im_index *idx, uint32_t root)
 	split(idx, root);
 }
 
+/* Whether @p a and @p b verify alike with any document: exact copies (one
+ * content hash) with one status and one sketch. */
+static bool same_bytes_and_sketch(const struct doc *a, const struct doc *b)
+{
+	return a->exact_valid && b->exact_valid && a->status == b->status &&
+	       !memcmp(a->exact, b->exact, sizeof(a->exact)) &&
+	       a->sketch.n == b->sketch.n &&
+	       !memcmp(a->sketch.v, b->sketch.v, sizeof(a->sketch.v));
+}
+
 /* Add document @p id (in docs[], in no posting) to the postings and to the
  * components its links reach. */
 static void insert_doc(struct im_index *idx, uint32_t id, struct spare *sp)
@@ -1217,9 +1227,13 @@ static void insert_doc(struct im_index *idx, uint32_t id, struct spare *sp)
 			displaced[nd++] = x;
 	}
 	connect(idx, id);
-	/* A document pushed out of a hot key's first HOT lost links. */
+	/* A document pushed out of a hot key's first HOT lost links, unless
+	 * its place went to a copy of it: the copy verifies as it did with
+	 * every holder and is linked to it, so its component stands (and m
+	 * copies arriving out of path order cost no m rebuilds of m). */
 	for (unsigned i = 0; i < nd; i++)
-		if (D(idx, displaced[i])->comp != NONE)
+		if (D(idx, displaced[i])->comp != NONE &&
+		    !same_bytes_and_sketch(D(idx, displaced[i]), D(idx, id)))
 			recompute(idx, D(idx, displaced[i])->comp);
 }
 

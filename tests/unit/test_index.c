@@ -1173,10 +1173,12 @@ END_TEST
  * Every document holds one coordinate value, so that key has more than
  * IM_INDEX_HOT_CAP holders; sketches come in six groups (three families, two
  * variants each) that verify only within their group, and each document's
- * bands are its own. The index must give exactly the links of
- * im_group_links() over the holders in path order, through puts that push
- * documents out of the first IM_INDEX_HOT_CAP, removals that pull them in,
- * and renames that move them.
+ * bands are its own. A quarter of the puts copy another document whole
+ * (its bytes: the same exact hash and sketch). The index must give exactly
+ * the links of im_group_links() over the holders in path order (the exact
+ * key's groups too), through puts that push documents out of the first
+ * IM_INDEX_HOT_CAP (copies among them), removals that pull them in, and
+ * renames that move them.
  */
 #define VN 160
 
@@ -1205,6 +1207,9 @@ static void verified_doc(struct im_doc_sigs *d, unsigned family,
 	d->valid = 1;
 	make_sig(&d->sig[0], 0, 7);
 	d->unique_terms = d->sketch.n = 500;
+	d->exact_valid = 1;
+	for (unsigned i = 0; i < 16; i++)
+		d->exact[i] = (uint8_t)(vmix(salt * 16 + i + 99) >> 56);
 	for (unsigned i = 0; i < IM_SKETCH_BYTES; i++) {
 		uint64_t h = i < bandbytes ? salt * 1000 + i
 			     : variant && i >= (bandbytes + IM_SKETCH_BYTES) / 2
@@ -1248,6 +1253,23 @@ static void vmodel_check(struct im_index *x, struct vmodel *m, int step)
 	memset(m->link, 0, sizeof(m->link));
 	/* "v%03d" paths: path order is number order. */
 	im_group_links(IM_KEY_COORD, members, n, 0.8, vmodel_link, arg);
+	/* Each set of copies: the exact key's group, in path order. */
+	for (int a = 0; a < n; a++) {
+		const struct im_doc_sigs *copies[VN];
+		int cids[VN], k = 0, earlier = 0;
+		void *carg[2] = {cids, m};
+
+		for (int b = 0; b < n; b++) {
+			if (memcmp(members[b]->exact, members[a]->exact, 16))
+				continue;
+			earlier |= b < a;
+			cids[k] = ids[b];
+			copies[k++] = members[b];
+		}
+		if (!earlier && k > 1)
+			im_group_links(IM_KEY_EXACT, copies, k, 0.8, vmodel_link,
+				       carg);
+	}
 	for (int i = 0; i < VN; i++)
 		parent[i] = i;
 	for (int i = 0; i < VN; i++)
@@ -1288,7 +1310,7 @@ START_TEST(test_index_hot_key_links_are_group_links)
 	static struct vmodel m;
 	struct im_index *x;
 	uint64_t salt = 1;
-	size_t most = 0;
+	size_t most = 0, copies = 0;
 
 	memset(&m, 0, sizeof(m));
 	rng_state = 11;
@@ -1300,7 +1322,12 @@ START_TEST(test_index_hot_key_links_are_group_links)
 
 		snprintf(p, sizeof(p), "v%03d", i);
 		snprintf(q, sizeof(q), "v%03d", j);
-		if (op < 60 || step < 100) {
+		if (op < 25 && m.present[j] && i != j) {
+			m.d[i] = m.d[j]; /* a copy */
+			CHECK_EQ(im_index_put(x, p, &m.d[i]), 0);
+			m.present[i] = true;
+			copies++;
+		} else if (op < 60 || step < 100) {
 			verified_doc(&m.d[i], rnd(3), rnd(2), salt++);
 			CHECK_EQ(im_index_put(x, p, &m.d[i]), 0);
 			m.present[i] = true;
@@ -1321,6 +1348,7 @@ START_TEST(test_index_hot_key_links_are_group_links)
 		most = im_index_size(x) > most ? im_index_size(x) : most;
 	}
 	CHECK(most > IM_INDEX_HOT_CAP + 20, "the key never got hot: %zu", most);
+	CHECK(copies > 60, "too few copies: %zu", copies);
 	im_index_free(x);
 }
 END_TEST

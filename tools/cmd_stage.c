@@ -84,7 +84,8 @@ struct ls_ctx {
 	uint32_t nshards;
 	uint64_t in_shard; /* bytes in the current shard */
 	uint64_t bytes;
-	FILE *top_dirs; /* --top-dirs: the root's subdirectories, or NULL */
+	FILE *top_dirs; /* --top-dirs: the subdirectories found, or NULL */
+	const char *base; /* the directory walked one level ("" the root) */
 	int err;
 };
 
@@ -175,15 +176,15 @@ static int ls_top_dir(const char *path, const struct stat *st, void *arg)
 	struct ls_ctx *x = arg;
 
 	(void)st;
-	if (!*path)
-		return 0; /* the root itself */
+	if (!strcmp(path, x->base))
+		return 0; /* the walked directory itself */
 	if (fwrite(path, 1, strlen(path) + 1, x->top_dirs) != strlen(path) + 1)
 		return x->err = -EIO;
 	return 0;
 }
 
-/* Walk what the command line names: the tree, its root's own files
- * (--top-dirs), or the directories of --under-from one after another. */
+/* Walk what the command line names: the tree, or the directories of
+ * --under-from one after another; with --top-dirs one level of each. */
 static int ls_walk(struct cli *c, int fd, struct ls_ctx *x,
 		   struct im_scan_counts *k)
 {
@@ -196,6 +197,7 @@ static int ls_walk(struct cli *c, int fd, struct ls_ctx *x,
 		ops.one_level = true;
 		ops.dir = ls_top_dir;
 	}
+	x->base = "";
 	if (!c->under_from)
 		return im_walk(fd, &c->p, &ops, k);
 	ret = im_shard_load(c->under_from, &under, why, sizeof(why));
@@ -205,7 +207,7 @@ static int ls_walk(struct cli *c, int fd, struct ls_ctx *x,
 		return ret;
 	}
 	for (size_t i = 0; !ret && i < under.n; i++) {
-		ops.under = under.path[i];
+		ops.under = x->base = under.path[i];
 		ret = im_walk(fd, &c->p, &ops, k);
 		if (ret && !x->err)
 			err_msg("%s: %s", under.path[i], strerror(-ret));
@@ -248,11 +250,6 @@ int cmd_ls(struct cli *c)
 	char *top_tmp = NULL;
 	int fd, ret, code = EXIT_RUNTIME;
 
-	if (c->top_dirs && c->under_from) {
-		err_msg("ls: --top-dirs lists the root, --under-from what is "
-			"below it: give one");
-		return EXIT_USAGE;
-	}
 	fd = open_root(c->argv[0]);
 	if (fd < 0)
 		return EXIT_RUNTIME;

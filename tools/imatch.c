@@ -178,8 +178,9 @@ static const struct opt opts[] = {
 	{"shards", 1, O_SHARDS, F_LS, NULL,
 	 "--shards DIR       also split the files into shard lists in DIR"},
 	{"top-dirs", 1, O_TOP_DIRS, F_LS, NULL,
-	 "--top-dirs FILE    list only DIR's own files; write its subdirectories\n"
-	 "                   (those the walk would enter) to FILE, NUL-ended"},
+	 "--top-dirs FILE    list only DIR's own files (with --under-from: those\n"
+	 "                   of the listed directories); write the directories\n"
+	 "                   below them the walk would enter to FILE, NUL-ended"},
 	{"under-from", 1, O_UNDER_FROM, F_LS, NULL,
 	 "--under-from FILE  list only the directories FILE names (relative to\n"
 	 "                   DIR, NUL-ended, as --top-dirs writes them)"},

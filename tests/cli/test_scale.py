@@ -290,10 +290,11 @@ def case_stage_errors(tmp):
 
 
 def case_ls_parallel(tmp):
-    """The list stage in parallel: `ls --top-dirs` of the root, `ls
-    --under-from` per group of its directories, `ls merge`: the same files
-    and totals as one `imatch ls`, every file in the shard its record names
-    (the parts' shards in turn), hidden and ignored directories left out."""
+    """The list stage in parallel: `ls --top-dirs` of the root, one level
+    more of some directories (`--top-dirs` with `--under-from`), `ls
+    --under-from` per group of the rest, `ls merge`: the same files and
+    totals as one `imatch ls`, every file in the shard its record names (the
+    parts' shards in turn), hidden and ignored directories left out."""
     tree = os.path.join(tmp, "tree")
     test_cli.make_tree(tree, singles=5)
     os.makedirs(os.path.join(tree, ".hid", "x"))
@@ -313,8 +314,22 @@ def case_ls_parallel(tmp):
                   and not e.name.startswith(".") and e.name != "ignored")
     check(top == want and len(top) >= 2, "top.dirs: %r, wanted %r"
           % (top, want))
-    parts = [os.path.join(tmp, "top")]
-    for g, group in enumerate((top[0::2], top[1::2])):
+    # One level deeper for the first half (their own files, and the
+    # directories below them), then two groups of what is left.
+    level = os.path.join(tmp, "level.dirs")
+    first = os.path.join(tmp, "first")
+    with open(first, "wb") as f:
+        f.write(b"".join(os.fsencode(d) + b"\0" for d in top[:len(top) // 2]))
+    run("ls", "--top-dirs", level, "--under-from", first, "-o",
+        os.path.join(tmp, "level"), "--shards", os.path.join(tmp, "s.level"),
+        "--shard-bytes", "3000", tree)
+    below = [os.fsdecode(d) for d in read(level).split(b"\0") if d]
+    check(below and all(d.split("/")[0] in top[:len(top) // 2]
+                        and d.count("/") == 1 for d in below),
+          "level.dirs: %r" % below)
+    rest = top[len(top) // 2:] + below
+    parts = [os.path.join(tmp, "top"), os.path.join(tmp, "level")]
+    for g, group in enumerate((rest[0::2], rest[1::2])):
         gf = os.path.join(tmp, "group%d" % g)
         with open(gf, "wb") as f:
             f.write(b"".join(os.fsencode(d) + b"\0" for d in group))
@@ -333,7 +348,8 @@ def case_ls_parallel(tmp):
     check(sorted(r["path"] for r in b["records"])
           == sorted(r["path"] for r in a["records"]),
           "the merged manifest lists other files than one walk")
-    shard_files = [os.path.join(tmp, d, n) for d in ("s.top", "s0", "s1")
+    shard_files = [os.path.join(tmp, d, n)
+                   for d in ("s.top", "s.level", "s0", "s1")
                    if os.path.isdir(os.path.join(tmp, d))
                    for n in sorted(os.listdir(os.path.join(tmp, d)))]
     check(len(shard_files) == b["meta"]["shards"] > 3,
@@ -343,8 +359,8 @@ def case_ls_parallel(tmp):
         listed = read(shard_files[r["shard"]]).split(b"\0")
         check(os.fsencode(r["path"]) in listed, "%r is not in shard %d"
               % (r["path"], r["shard"]))
-    run("ls", "--top-dirs", dirs, "--under-from", dirs, "-o",
-        os.path.join(tmp, "x"), tree, code=2)
+    run("ls", "--under-from", os.path.join(tmp, "nothere"), "-o",
+        os.path.join(tmp, "x"), tree, code=1)
     _, err = run("ls", "merge", "-o", os.path.join(tmp, "x"), merged, dirs,
                  code=1)
     check(dirs in err and err.count("\n") == 1, "one line naming it: %r"

@@ -9,17 +9,17 @@
  *   as 8-byte prefixes), its smallest signature and its path. A
  *   document's id is its slot in docs[]; free slots are odd values that chain
  *   the free list, so ids are reused and never need a second array.
- * - Five open-addressing tables of 5-byte slots (8 bits of a 32-bit hash
- *   tag, a 32-bit value), linear probing, backward-shift deletion (no tombstones). Keys are
- *   never copied into a table: a slot's value leads to a document that holds
- *   the key, and the tag avoids most visits to it.
- *     paths:  path -> document id
- *     sigs:   (coordinate k, signature prefix) -> posting
- *     exacts: exact hash -> posting
- *     bands:  (band j, its 32 bits) -> posting
- *     names:  cluster name -> root document id
- * - A posting is one document (REF(id, k)) or, when two or more documents
- *   share the key, an index into plists[] with PL_BIT set, its ids sorted by
+ * - Open-addressing tables of 4-byte slots (5 bits of a 32-bit hash tag,
+ *   a 27-bit value), linear probing, backward-shift deletion (no
+ *   tombstones). Keys are never copied into a table: a slot's value leads
+ *   to a document that holds the key, and the tag avoids most visits to it.
+ *     paths:   path -> document id
+ *     keys[0]: exact hash -> posting
+ *     keys[1 + k]: signature prefix of coordinate k -> posting
+ *     keys[1 + IM_MAX_COORDS + j]: band j's 32 bits -> posting
+ *     names:   cluster name -> root document id
+ * - A posting is one document id or, when two or more documents
+ *   share the key, an index into plists[] with PL_FLAG set, its ids sorted by
  *   path (the hot-key rule compares by rank in that order). Most keys are
  *   held by one document, so most postings cost one table slot only.
  * - A cluster (component of two or more) is a circular doubly-linked list of
@@ -50,16 +50,16 @@
 #include "index.h"
 #include "params.h"
 
-#define NONE	UINT32_MAX
-#define PENDING (UINT32_MAX - 1)
-/* Ids are shifted left by 5 in references, below PL_BIT / EXACT_NAME. */
-#define MAX_DOCS   (1u << 26)
-#define PL_BIT	   0x80000000u
-#define REF(id, k) ((uint32_t)(id) << 5 | (uint32_t)(k))
-#define REF_DOC(r) (((r) & ~PL_BIT) >> 5)
-#define REF_K(r)   ((r)&31u)
-/* In a name reference: the document's exact hash names the cluster. */
+#define NONE	 UINT32_MAX
+#define PENDING	 (UINT32_MAX - 1)
+#define MAX_DOCS (1u << 26)
+/* A name reference: the id shifted left by 5 and what of the document names
+ * the cluster (0: its smallest signature; with EXACT_NAME, 0: its exact
+ * hash, 1: its sketch). */
 #define EXACT_NAME 0x80000000u
+#define REF(id, k) ((uint32_t)(id) << 5 | (uint32_t)(k))
+#define REF_DOC(r) (((r) & ~EXACT_NAME) >> 5)
+#define REF_K(r)   ((r)&31u)
 #define NKEYS	   IM_MAX_KEYS
 #define HOT	   IM_INDEX_HOT_CAP
 
@@ -91,26 +91,38 @@ struct doc_stat {
 	int64_t mtime_ns;
 };
 
-/* 5 bytes: the low 8 bits of the key's 32-bit tag, and the value (NONE:
- * empty), unaligned. The slot's home comes from the high bits of the whole
- * tag, which the table recomputes from the record the value leads to when it
- * moves slots (growing, erasing): keys are never stored, so neither is it.
- * A probe whose 8 bits match by chance (1 in 256) costs one visit to a
- * record; the tables hold some 21 slots per document, so each byte of a
- * slot is about 25 bytes per document. */
-struct slot {
-	uint8_t tag;
-	uint8_t val[4]; /* host order */
-};
+/*
+ * A slot is 32 bits: the low SLOT_TAG_BITS of the key's 32-bit tag on top
+ * of a 27-bit value (SLOT_EMPTY: none). The value is a document id, or in a
+ * key table a posting: a document id, or PL_FLAG and a list's index. The
+ * slot's home comes from the high bits of the whole tag, which the table
+ * recomputes from the record the value leads to when it moves slots
+ * (growing, erasing): keys are never stored, so neither is it. A probe whose
+ * tag bits match by chance (1 in 32) costs one visit to a record. Each key
+ * kind and coordinate (or band) has a table of its own, so that a slot need
+ * not say which coordinate its document holds the key at. The tables hold
+ * some 21 slots per document: each byte of a slot is about 25 bytes per
+ * document.
+ */
+#define SLOT_TAG_BITS 5
+#define SLOT_VAL_BITS 27
+#define SLOT_VAL_MASK ((1u << SLOT_VAL_BITS) - 1)
+#define SLOT_EMPTY    UINT32_MAX
+#define PL_FLAG	      (1u << 26)    /* above every document id (MAX_DOCS) */
+#define MAX_PLISTS    (PL_FLAG - 1) /* PL_FLAG | MAX_PLISTS is SLOT_EMPTY's */
 
 /* What a table maps, to find a slot's whole tag again (slot_tag()). */
 enum tab_kind { TAB_EXACT, TAB_COORD, TAB_BAND, TAB_PATHS, TAB_NAMES };
 
 struct table {
-	struct slot *s;
+	uint32_t *s;
 	uint32_t cap, n;
 	uint8_t kind; /* enum tab_kind; the key tables by enum im_key_kind */
+	uint8_t k;    /* key tables: the coordinate or band */
 };
+
+/* One key table per exact hash, coordinate and band. */
+#define NTABLES IM_MAX_KEYS
 
 /* The documents sharing one key; ids[0] stands for the key. Most shared
  * keys are shared by two documents (a near-duplicate pair): those two ids
@@ -122,9 +134,8 @@ struct plist {
 		uint32_t *ids;		 /* capacity > PL_INLINE */
 		uint32_t two[PL_INLINE]; /* capacity == PL_INLINE */
 	} u;
-	uint32_t n;	/* free slot: the next free one */
-	uint16_t epoch; /* last recomputation that walked this list */
-	uint8_t k;
+	uint32_t n;	 /* free slot: the next free one */
+	uint16_t epoch;	 /* last recomputation that walked this list */
 	uint8_t cap_log; /* capacity 1 << cap_log; 0: free slot */
 };
 
@@ -145,7 +156,7 @@ struct im_index {
 	/* everything below is protected by lock */
 	uintptr_t *docs; /* struct doc *, or (next free id << 1 | 1) */
 	uint32_t docs_cap, docs_used, docs_free, ndocs;
-	struct table paths, sigs, exacts, bands, names;
+	struct table paths, names, keys[NTABLES];
 	struct plist *pl;
 	uint32_t pl_cap, pl_used, pl_free, pl_nfree;
 	uint16_t epoch; /* of the last recomputation (plist.epoch) */
@@ -414,28 +425,26 @@ static bool same_content(const struct doc *a, const struct doc *b)
 
 /* ---- Open-addressing tables ---------------------------------------------- */
 
-static inline uint32_t slot_val(const struct slot *s)
-{
-	uint32_t v;
-
-	memcpy(&v, s->val, sizeof(v));
-	return v;
-}
-
-static inline void slot_set(struct slot *s, uint32_t tag, uint32_t val)
-{
-	s->tag = (uint8_t)tag;
-	memcpy(s->val, &val, sizeof(val));
-}
-
 static inline uint32_t tab_val(const struct table *t, uint32_t i)
 {
-	return slot_val(&t->s[i]);
+	return t->s[i] == SLOT_EMPTY ? NONE : t->s[i] & SLOT_VAL_MASK;
+}
+
+/* Do the tag bits of slot @p i match @p tag? (The low bits: the high ones
+ * chose the home, so neighbours tend to share them.) */
+static inline bool tab_tag_is(const struct table *t, uint32_t i, uint32_t tag)
+{
+	return t->s[i] >> SLOT_VAL_BITS == (tag & ((1u << SLOT_TAG_BITS) - 1));
+}
+
+static inline void slot_set(uint32_t *s, uint32_t tag, uint32_t val)
+{
+	*s = (tag & ((1u << SLOT_TAG_BITS) - 1)) << SLOT_VAL_BITS | val;
 }
 
 static inline void tab_set_val(struct table *t, uint32_t i, uint32_t val)
 {
-	slot_set(&t->s[i], t->s[i].tag, val);
+	t->s[i] = (t->s[i] & ~SLOT_VAL_MASK) | val;
 }
 
 static inline uint32_t tab_home(const struct table *t, uint32_t tag)
@@ -480,6 +489,7 @@ static int tab_reserve(const struct im_index *idx, struct table *t,
 	nt.cap = (uint32_t)cap;
 	nt.n = 0;
 	nt.kind = t->kind;
+	nt.k = t->k;
 	nt.s = malloc(cap * sizeof(*nt.s));
 	if (!nt.s)
 		return -ENOMEM;
@@ -515,7 +525,7 @@ static void tab_erase(const struct im_index *idx, struct table *t, uint32_t i)
 			i = j;
 		}
 	}
-	slot_set(&t->s[i], 0, NONE);
+	t->s[i] = SLOT_EMPTY;
 	t->n--;
 }
 
@@ -552,7 +562,7 @@ static uint32_t path_slot(const struct im_index *idx, const char *path)
 
 		if (val == NONE)
 			return NONE;
-		if (t->s[i].tag == (uint8_t)tag &&
+		if (tab_tag_is(t, i, tag) &&
 		    !strcmp(doc_path(D(idx, val)), path))
 			return i;
 	}
@@ -576,24 +586,17 @@ static uint32_t key_tag(const struct key *key)
 static inline struct table *key_table(const struct im_index *idx,
 				      const struct key *key)
 {
-	const struct table *t = key->kind == IM_KEY_EXACT   ? &idx->exacts
-				: key->kind == IM_KEY_COORD ? &idx->sigs
-							    : &idx->bands;
-	return (struct table *)t;
+	unsigned i = key->kind == IM_KEY_EXACT	 ? 0
+		     : key->kind == IM_KEY_COORD ? 1 + key->k
+						 : 1 + IM_MAX_COORDS + key->k;
+
+	return (struct table *)&idx->keys[i];
 }
 
-/* First document of a posting, and the coordinate of its key. */
-static uint32_t posting_first(const struct im_index *idx, uint32_t val,
-			      unsigned *k)
+/* First document of a posting. */
+static uint32_t posting_first(const struct im_index *idx, uint32_t val)
 {
-	if (val & PL_BIT) {
-		const struct plist *p = &idx->pl[val & ~PL_BIT];
-
-		*k = p->k;
-		return pl_ids(p)[0];
-	}
-	*k = REF_K(val);
-	return REF_DOC(val);
+	return val & PL_FLAG ? pl_ids(&idx->pl[val & ~PL_FLAG])[0] : val;
 }
 
 /* Slot of @p key's posting, or NONE. */
@@ -605,15 +608,12 @@ static uint32_t posting_slot(const struct im_index *idx, const struct key *key,
 	if (!t->n)
 		return NONE;
 	for (uint32_t i = tab_home(t, tag);; i = tab_next(t, i)) {
-		uint32_t val = tab_val(t, i), first;
-		unsigned k;
+		uint32_t val = tab_val(t, i);
 
 		if (val == NONE)
 			return NONE;
-		if (t->s[i].tag != (uint8_t)tag)
-			continue;
-		first = posting_first(idx, val, &k);
-		if (k == key->k && doc_has_key(D(idx, first), key))
+		if (tab_tag_is(t, i, tag) &&
+		    doc_has_key(D(idx, posting_first(idx, val)), key))
 			return i;
 	}
 }
@@ -695,12 +695,12 @@ static uint32_t posting_add(struct im_index *idx, const struct key *key,
 	struct plist *pl;
 
 	if (i == NONE) {
-		tab_insert(t, tag, REF(id, key->k));
+		tab_insert(t, tag, id);
 		return NONE;
 	}
 	val = tab_val(t, i);
-	if (val & PL_BIT) {
-		pl = &idx->pl[val & ~PL_BIT];
+	if (val & PL_FLAG) {
+		pl = &idx->pl[val & ~PL_FLAG];
 		r = plist_rank(idx, pl, id);
 		uint32_t *ids = pl_ids(pl);
 
@@ -717,15 +717,14 @@ static uint32_t posting_add(struct im_index *idx, const struct key *key,
 	sp->used++;
 	pl->cap_log = 1; /* PL_INLINE */
 	pl->n = 2;
-	pl->u.two[0] = REF_DOC(val);
+	pl->u.two[0] = val;
 	pl->u.two[1] = id;
-	if (doc_order(idx, id, REF_DOC(val)) < 0) {
+	if (doc_order(idx, id, val) < 0) {
 		pl->u.two[0] = id;
-		pl->u.two[1] = REF_DOC(val);
+		pl->u.two[1] = val;
 	}
-	pl->k = key->k;
 	pl->epoch = 0;
-	tab_set_val(t, i, PL_BIT | p);
+	tab_set_val(t, i, PL_FLAG | p);
 	return NONE;
 }
 
@@ -743,11 +742,11 @@ static uint32_t posting_del(struct im_index *idx, const struct key *key,
 	struct plist *pl;
 
 	val = tab_val(t, i);
-	if (!(val & PL_BIT)) {
+	if (!(val & PL_FLAG)) {
 		tab_erase(idx, t, i);
 		return NONE;
 	}
-	p = val & ~PL_BIT;
+	p = val & ~PL_FLAG;
 	pl = &idx->pl[p];
 	r = plist_rank(idx, pl, id);
 	if (key->kind != IM_KEY_EXACT && r < HOT && pl->n > HOT)
@@ -756,7 +755,7 @@ static uint32_t posting_del(struct im_index *idx, const struct key *key,
 	memmove(pl_ids(pl) + r, pl_ids(pl) + r + 1,
 		(pl->n - r) * sizeof(uint32_t));
 	if (pl->n == 1) {
-		tab_set_val(t, i, REF(pl_ids(pl)[0], pl->k));
+		tab_set_val(t, i, pl_ids(pl)[0]);
 		plist_release(idx, p);
 	}
 	return promoted;
@@ -876,7 +875,7 @@ static void public_name(const struct im_index *idx, uint32_t root,
 	tag = name_tag(out);
 	for (uint32_t i = tab_home(t, tag); (val = tab_val(t, i)) != NONE;
 	     i = tab_next(t, i)) {
-		if (val == root || t->s[i].tag != (uint8_t)tag)
+		if (val == root || !tab_tag_is(t, i, tag))
 			continue;
 		name_of_ref(idx, D(idx, val)->name, &n);
 		if (memcmp(n.b, out->b, IM_SIG_LEN))
@@ -908,7 +907,7 @@ static uint32_t names_find(const struct im_index *idx,
 
 		if (val == NONE)
 			return NONE;
-		if (t->s[i].tag != (uint8_t)tag)
+		if (!tab_tag_is(t, i, tag))
 			continue;
 		name_of_ref(idx, D(idx, val)->name, &n);
 		if (memcmp(n.b, name->b, NAME_KEY))
@@ -927,7 +926,6 @@ static uint32_t slot_tag(const struct im_index *idx, const struct table *t,
 	struct im_sig name;
 	struct key key;
 	const struct doc *d;
-	unsigned k;
 
 	switch (t->kind) {
 	case TAB_PATHS: return path_tag(doc_path(D(idx, val)));
@@ -935,12 +933,12 @@ static uint32_t slot_tag(const struct im_index *idx, const struct table *t,
 		name_of_ref(idx, D(idx, val)->name, &name);
 		return name_tag(&name);
 	default:
-		d = D(idx, posting_first(idx, val, &k));
+		d = D(idx, posting_first(idx, val));
 		key.kind = t->kind;
-		key.k = (uint8_t)k;
+		key.k = t->k;
 		key.b = t->kind == TAB_EXACT   ? d->exact
-			: t->kind == TAB_COORD ? doc_sig(d, k)
-					       : band_bytes(&d->sketch, k);
+			: t->kind == TAB_COORD ? doc_sig(d, t->k)
+					       : band_bytes(&d->sketch, t->k);
 		return key_tag(&key);
 	}
 }
@@ -986,7 +984,7 @@ static struct plist *key_plist(const struct im_index *idx,
 	uint32_t sl = posting_slot(idx, key, key_tag(key));
 	uint32_t val = tab_val(key_table(idx, key), sl);
 
-	return val & PL_BIT ? &idx->pl[val & ~PL_BIT] : NULL;
+	return val & PL_FLAG ? &idx->pl[val & ~PL_FLAG] : NULL;
 }
 
 /* The members of @p pl compared with @p id (at its rank): ids[0..end). */
@@ -1356,9 +1354,15 @@ int im_index_new(struct im_index **out)
 	}
 	idx->docs_free = NONE;
 	idx->pl_free = NONE;
-	idx->exacts.kind = TAB_EXACT;
-	idx->sigs.kind = TAB_COORD;
-	idx->bands.kind = TAB_BAND;
+	idx->keys[0].kind = TAB_EXACT;
+	for (unsigned k = 0; k < IM_MAX_COORDS; k++) {
+		idx->keys[1 + k].kind = TAB_COORD;
+		idx->keys[1 + k].k = (uint8_t)k;
+	}
+	for (unsigned j = 0; j < IM_SKETCH_BANDS; j++) {
+		idx->keys[1 + IM_MAX_COORDS + j].kind = TAB_BAND;
+		idx->keys[1 + IM_MAX_COORDS + j].k = (uint8_t)j;
+	}
 	idx->paths.kind = TAB_PATHS;
 	idx->names.kind = TAB_NAMES;
 	im_params_init(&p);
@@ -1382,9 +1386,8 @@ void im_index_free(struct im_index *idx)
 	free(idx->docs);
 	free(idx->pl);
 	free(idx->paths.s);
-	free(idx->sigs.s);
-	free(idx->exacts.s);
-	free(idx->bands.s);
+	for (unsigned i = 0; i < NTABLES; i++)
+		free(idx->keys[i].s);
 	free(idx->names.s);
 	pthread_rwlock_destroy(&idx->lock);
 	free(idx);
@@ -1398,7 +1401,7 @@ static int reserve_put(struct im_index *idx, const struct doc *d, bool new_path,
 		       struct spare *sp)
 {
 	struct key keys[NKEYS];
-	unsigned nkeys = doc_keys(d, keys), nper[3] = {0, 0, 0};
+	unsigned nkeys = doc_keys(d, keys);
 	uint32_t clusters_max;
 	int ret;
 
@@ -1413,12 +1416,10 @@ static int reserve_put(struct im_index *idx, const struct doc *d, bool new_path,
 	if (clusters_max > idx->names.n &&
 	    (ret = tab_reserve(idx, &idx->names, clusters_max - idx->names.n)))
 		return ret;
+	/* A document has each key of a table at most once. */
 	for (unsigned i = 0; i < nkeys; i++)
-		nper[keys[i].kind]++;
-	if ((ret = tab_reserve(idx, &idx->exacts, nper[IM_KEY_EXACT])) ||
-	    (ret = tab_reserve(idx, &idx->sigs, nper[IM_KEY_COORD])) ||
-	    (ret = tab_reserve(idx, &idx->bands, nper[IM_KEY_BAND])))
-		return ret;
+		if ((ret = tab_reserve(idx, key_table(idx, &keys[i]), 1)))
+			return ret;
 
 	for (unsigned i = 0; i < nkeys; i++) {
 		uint32_t s = posting_slot(idx, &keys[i], key_tag(&keys[i]));
@@ -1427,8 +1428,8 @@ static int reserve_put(struct im_index *idx, const struct doc *d, bool new_path,
 		if (s == NONE)
 			continue;
 		val = tab_val(key_table(idx, &keys[i]), s);
-		if (val & PL_BIT) {
-			struct plist *pl = &idx->pl[val & ~PL_BIT];
+		if (val & PL_FLAG) {
+			struct plist *pl = &idx->pl[val & ~PL_FLAG];
 			uint32_t *ids;
 
 			if (pl->n < pl_cap(pl))
@@ -1460,7 +1461,7 @@ static int reserve_put(struct im_index *idx, const struct doc *d, bool new_path,
 		 * not by a fixed step. */
 		while (idx->pl_nfree + (cap - idx->pl_used) < sp->n)
 			cap += cap / 2;
-		if (cap >= PL_BIT - 1)
+		if (cap > MAX_PLISTS)
 			return -ENOMEM;
 		np = realloc(idx->pl, cap * sizeof(*np));
 		if (!np)

@@ -44,7 +44,7 @@
  * Memory: the record holds the sketch (132 bytes), the valid signatures
  * (20 bytes each, or their 8-byte prefixes after im_index_set_prefixes()),
  * the smallest signature (the cluster name) and the path; the postings hold
- * 5-byte slots, one per key (an 8-bit tag and a reference), and a key shared
+ * 4-byte slots, one per key (a 5-bit tag and a reference), and a key shared
  * by two documents keeps both in its list without an allocation. With
  * prefixes, K = 10 and every coordinate signed that is about 434 bytes of
  * heap per document plus its path (tests/unit/test_index.c,

@@ -42,13 +42,14 @@
  * that counts and lookups work) but relate to nothing.
  *
  * Memory: the record holds the sketch (132 bytes), the valid signatures
- * (20 bytes each, or their 8-byte prefixes after im_index_set_prefixes()),
- * the smallest signature (the cluster name) and the path; the postings hold
+ * (20 bytes each, or their 8-byte prefixes after im_index_set_prefixes(),
+ * then 12 more bytes completing the smallest, the cluster name), size and
+ * mtime unless im_index_set_stat() said no, and the path; the postings hold
  * 4-byte slots, one per key (a 5-bit tag and a reference), and a key shared
  * by two documents keeps both in its list without an allocation. With
- * prefixes, K = 10 and every coordinate signed that is about 434 bytes of
- * heap per document plus its path (tests/unit/test_index.c,
- * test_index_memory_per_document).
+ * prefixes, K = 10 and every coordinate signed that is about 439 bytes of
+ * heap per document plus its path, mmapped tables included
+ * (tests/unit/test_index.c, test_index_memory_per_document).
  *
  * Thread-safety: all functions are safe to call from any number of threads.
  * Writers (put, remove, rename) take an internal write lock; queries take it

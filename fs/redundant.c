@@ -22,6 +22,14 @@ struct redundant {
 	uint64_t gen;		/* the index generation the plan is of */
 	struct im_plan_set set; /* entries in plan order */
 	uint32_t *by_path;	/* entry indices by planned path */
+	/* Until something asks for the plan's entries, only its size is kept
+	 * (status reads it after every change): the plan holds every
+	 * clustered file's path and metadata, some 17 bytes per document of
+	 * fs_bench's trees. */
+	bool pinned;
+	bool count_valid;
+	uint64_t count_gen; /* the index generation count is of */
+	long count;
 };
 
 /* -o protect=DIR: absolute (through realpath, then below SOURCE) or
@@ -202,6 +210,7 @@ int redundant_foreach(struct imfs *fs, redundant_cb cb, void *arg)
 	int ret;
 
 	pthread_mutex_lock(&r->lock);
+	r->pinned = true;
 	ret = refresh(fs, r);
 	for (size_t i = 0; !ret && i < r->set.plan.n; i++) {
 		const struct im_plan_entry *e = &r->set.plan.v[i];
@@ -216,10 +225,26 @@ int redundant_foreach(struct imfs *fs, redundant_cb cb, void *arg)
 long redundant_count(struct imfs *fs)
 {
 	struct redundant *r = fs->redundant;
+	uint64_t gen = im_index_generation(fs->model->idx);
 	long n;
 
 	pthread_mutex_lock(&r->lock);
-	n = refresh(fs, r) ? -1 : (long)r->set.plan.n;
+	if (r->count_valid && r->count_gen == gen) {
+		n = r->count;
+	} else if (refresh(fs, r)) {
+		n = -1;
+	} else {
+		n = (long)r->set.plan.n;
+		r->count = n;
+		r->count_gen = r->gen;
+		r->count_valid = true;
+		if (!r->pinned) {
+			r->valid = false;
+			im_plan_set_release(&r->set);
+			free(r->by_path);
+			r->by_path = NULL;
+		}
+	}
 	pthread_mutex_unlock(&r->lock);
 	return n;
 }
@@ -232,6 +257,7 @@ int redundant_find(struct imfs *fs, const char *path, redundant_cb cb,
 	int ret;
 
 	pthread_mutex_lock(&r->lock);
+	r->pinned = true;
 	ret = refresh(fs, r);
 	if (!ret && (e = find_entry(r, path)) >= 0) {
 		const struct im_plan_entry *pe = &r->set.plan.v[e];

@@ -5,7 +5,9 @@
  * -o protect=DIR) plans, computed by core/plan over the live index. It is
  * made again, lazily, whenever the index's generation moved since the last
  * plan, so `redundant/` and `by-doc/.../keeper` follow removals and changes
- * in the source at once.
+ * in the source at once. Until redundant_foreach() or redundant_find() is
+ * first called, redundant_count() keeps the count only and lets the plan
+ * go (memory: the plan holds every clustered file).
  *
  * File metadata come from the tree (size and mtime as last signed, the
  * source inode); the device is not kept, so two documents are "the same

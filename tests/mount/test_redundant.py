@@ -100,6 +100,9 @@ def test_redundant_equals_dedupe_plan(w):
                     '--keep', 'protect,newest,name'])
     check(len(want) >= 5 and any(k.startswith('originals/') for k in want.values()),
           'the share plans too little to test: %r' % want)
+    # Nothing listed the plan yet: status counts it without keeping it.
+    check(status_int(read_status(w.mnt), 'redundant') == len(want),
+          'status redundant before a listing: %r' % read_status(w.mnt).get('redundant'))
     got = view(w)
     check(got == want, 'redundant/ and keepers differ from imatch dedupe:\n'
           'view: %r\nplan: %r' % (got, want))

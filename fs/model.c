@@ -398,6 +398,9 @@ static void take_file_stat(struct model *m, struct node *n,
 	model_set_stat(m, n, st);
 	if (n->src_ino != st->st_ino || st->st_nlink < 2)
 		links_remove(m, n);
+	if (n->size != (uint64_t)st->st_size ||
+	    n->mtime_ns != st_mtime_ns(st) || n->src_ino != st->st_ino)
+		m->meta_gen++;
 	n->size = (uint64_t)st->st_size;
 	n->mtime_ns = st_mtime_ns(st);
 	n->src_ino = st->st_ino;

@@ -59,7 +59,12 @@ struct model {
 	/* Files read, per enum im_format; failures per enum im_extract_fail.
 	 * tree lock */
 	uint64_t by_format[IM_FMT_COUNT], by_fail[IM_XF_COUNT];
-	uint64_t dirs;	   /* tree lock */
+	uint64_t dirs; /* tree lock */
+	/* Bumped when a file's size, mtime or source inode changes: the
+	 * removal plan's keep rules read them from the nodes, and the index,
+	 * which does not keep them, does not move its generation for them
+	 * (redundant.c). tree lock */
+	uint64_t meta_gen;
 	uint32_t scan_gen; /* tree lock */
 	bool dirty;	   /* changed since saved; tree lock */
 	/* When the view last changed (ns, strictly increasing): the mtime of

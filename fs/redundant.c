@@ -19,7 +19,7 @@ struct redundant {
 	pthread_mutex_t lock;
 	/* protected by lock */
 	bool valid;
-	uint64_t gen;		/* the index generation the plan is of */
+	uint64_t gen;		/* the plan_version() the plan is of */
 	struct im_plan_set set; /* entries in plan order */
 	uint32_t *by_path;	/* entry indices by planned path */
 	/* Until something asks for the plan's entries, only its size is kept
@@ -28,7 +28,7 @@ struct redundant {
 	 * fs_bench's trees. */
 	bool pinned;
 	bool count_valid;
-	uint64_t count_gen; /* the index generation count is of */
+	uint64_t count_gen; /* the plan_version() count is of */
 	long count;
 };
 
@@ -174,10 +174,19 @@ static long find_entry(const struct redundant *r, const char *path)
 	return -1;
 }
 
-/* Make the plan again if the index changed. r->lock held. */
+/* What the plan is made of: the index, and the nodes' size, mtime and inode
+ * (model.h, meta_gen), which the index does not keep. Both counters only
+ * grow, so their sum moves whenever either does. */
+static uint64_t plan_version(const struct imfs *fs)
+{
+	return im_index_generation(fs->model->idx) + fs->model->meta_gen;
+}
+
+/* Make the plan again if the index or the nodes' metadata changed. r->lock
+ * held. */
 static int refresh(struct imfs *fs, struct redundant *r)
 {
-	uint64_t gen = im_index_generation(fs->model->idx);
+	uint64_t gen = plan_version(fs);
 	uint32_t *by;
 	int ret;
 
@@ -225,7 +234,7 @@ int redundant_foreach(struct imfs *fs, redundant_cb cb, void *arg)
 long redundant_count(struct imfs *fs)
 {
 	struct redundant *r = fs->redundant;
-	uint64_t gen = im_index_generation(fs->model->idx);
+	uint64_t gen = plan_version(fs);
 	long n;
 
 	pthread_mutex_lock(&r->lock);

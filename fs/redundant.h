@@ -3,7 +3,8 @@
  * The mount's removal plan (DESIGN §2 `redundant/`, §6): exactly what
  * `imatch dedupe --near` with the mount's keep options (-o keep_rule=RULES,
  * -o protect=DIR) plans, computed by core/plan over the live index. It is
- * made again, lazily, whenever the index's generation moved since the last
+ * made again, lazily, whenever the index's generation or a document's
+ * size, mtime or source inode (model.h, meta_gen) moved since the last
  * plan, so `redundant/` and `by-doc/.../keeper` follow removals and changes
  * in the source at once. Until redundant_foreach() or redundant_find() is
  * first called, redundant_count() keeps the count only and lets the plan

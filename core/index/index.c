@@ -1483,9 +1483,7 @@ static int put_locked(struct im_index *idx, const char *path, struct doc *d)
 	old = path_find(idx, path);
 	if (old != NONE && same_keys(od = D(idx, old), d)) {
 		/* Nothing moves: the new record takes the old one's place. */
-		/* Without the stat, the caller's size or mtime may have
-		 * changed: what it derives from them must follow. */
-		bool changed = !same_content(od, d) || !idx->stat;
+		bool changed = !same_content(od, d);
 
 		d->comp = od->comp;
 		d->prev = od->prev;

@@ -106,10 +106,10 @@ int im_index_set_prefixes(struct im_index *idx, bool prefixes);
 /**
  * Whether to keep each document's size and mtime_ns (the default). A caller
  * that keeps them itself (the daemon's tree) saves 16 bytes per document:
- * im_index_get() and im_index_foreach_doc() then give 0 for both, and every
- * put of a document already held moves the generation (the index cannot
- * tell whether they changed; what the caller derives from them, such as a
- * keep rule by date, must follow).
+ * im_index_get() and im_index_foreach_doc() then give 0 for both, and a put
+ * that changes only them changes nothing (the generation stays: what the
+ * caller derives from them, such as a keep rule by date, must follow them
+ * by its own means).
  *
  * @return 0 or -EBUSY once a document was put.
  */

@@ -167,6 +167,30 @@ def test_redundant_follows_the_source(w):
           'a removed file is gone from redundant/')
 
 
+@test
+def test_redundant_follows_a_rewrite_with_the_same_bytes(w):
+    """keep_rule=newest: a planned file written again with the same bytes
+    (the same signatures, only a newer mtime) becomes its group's keeper in
+    redundant/, as in the new plan of `imatch dedupe` (the index keeps no
+    mtime; the plan follows the nodes')."""
+    docs = make_share(w)
+    w.daemon(opts=['keep_rule=newest:name'])
+    settle(w, len(docs))
+    want = plan(w, ['--keep', 'newest,name'])
+    got = view(w)
+    check(got == want, 'view %r\nplan %r' % (got, want))
+    planned = sorted(want)[0]
+    path = os.path.join(w.src, planned)
+    with open(path, 'rb') as f:
+        data = f.read()
+    write(path, data)
+    os.utime(path, (2_000_000_000, 2_000_000_000))
+    want = plan(w, ['--keep', 'newest,name'])
+    check(planned not in want and planned in want.values(),
+          'the rewritten file keeps its group in the new plan: %r' % want)
+    poll(lambda: (view(w) == want, view(w)), 'redundant/ to equal the new plan')
+
+
 def scan_dirs(w):
     """The groups of `imatch scan --dirs --json`: a set of frozensets of
     relative directories."""

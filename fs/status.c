@@ -2,8 +2,11 @@
  * @file status.c
  * The `status` file (status.h).
  */
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "index.h"
 #include "inval.h"
@@ -55,6 +58,38 @@ static size_t formats_text(const struct model *m, char *out, size_t cap)
 	}
 	len += n > 0 ? (size_t)n : 0;
 	return len < cap ? len : cap ? cap - 1 : 0;
+}
+
+/*
+ * The removal plan's and dup-dirs' counts are made over the whole index. A
+ * busy daemon (not converged) shows them at most a second old instead of
+ * making them again for every read: status polled every 10 ms made the
+ * first mount of 100,000 documents take 83-111 s instead of 8. Converged,
+ * they are exact. One daemon per process: the last counts are the
+ * process's.
+ */
+static void plan_counts(struct imfs *fs, bool exact, long *red, long *groups)
+{
+	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	static struct {
+		bool have;
+		int64_t at_ms;
+		long red, groups;
+	} last; /* protected by lock */
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	int64_t now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	pthread_mutex_lock(&lock);
+	if (exact || !last.have || now - last.at_ms >= 1000) {
+		last.red = redundant_count(fs);
+		last.groups = dirgroups_count(fs);
+		last.at_ms = now;
+		last.have = true;
+	}
+	*red = last.red;
+	*groups = last.groups;
+	pthread_mutex_unlock(&lock);
 }
 
 size_t status_text(struct imfs *fs, char *out, size_t cap)
@@ -128,8 +163,9 @@ size_t status_text(struct imfs *fs, char *out, size_t cap)
 	if (len >= sizeof(buf))
 		len = sizeof(buf) - 1;
 	len += formats_text(m, buf + len, sizeof(buf) - len);
-	/* What redundant/ lists (the plan is made if the index changed). */
-	long red = redundant_count(fs);
+	/* What redundant/ and dup-dirs/ list. */
+	long red, groups;
+	plan_counts(fs, converged, &red, &groups);
 	if (len >= sizeof(buf))
 		len = sizeof(buf) - 1;
 	if (red >= 0) {
@@ -139,8 +175,6 @@ size_t status_text(struct imfs *fs, char *out, size_t cap)
 		if (len >= sizeof(buf))
 			len = sizeof(buf) - 1;
 	}
-	/* What dup-dirs/ lists. */
-	long groups = dirgroups_count(fs);
 	if (groups >= 0) {
 		n = snprintf(buf + len, sizeof(buf) - len, "dup_dirs: %ld\n",
 			     groups);

@@ -36,6 +36,7 @@
 #include "ctab.h"
 #include "ino.h"
 #include "model.h"
+#include "util.h"
 #include "view.h"
 
 /* Long: every change is invalidated; the kernel may keep the rest. */
@@ -60,14 +61,6 @@ struct handle {
 static pthread_mutex_t handles_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct handle *handles; /* open; protected by handles_lock */
 static struct handle *grave;   /* released, newest first; handles_lock */
-
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static uint64_t handle_open(struct handle *h, void (*free_fn)(struct handle *))
 {

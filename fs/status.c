@@ -6,7 +6,6 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "index.h"
 #include "inval.h"
@@ -17,6 +16,7 @@
 #include "scanner.h"
 #include "status.h"
 #include "watch.h"
+#include "util.h"
 #include "workers.h"
 
 static const char *phase_name(enum scanner_phase p)
@@ -76,10 +76,8 @@ static void plan_counts(struct imfs *fs, bool exact, long *red, long *groups)
 		int64_t at_ms;
 		long red, groups;
 	} last; /* protected by lock */
-	struct timespec ts;
+	int64_t now = mono_ms();
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	int64_t now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 	pthread_mutex_lock(&lock);
 	if (exact || !last.have || now - last.at_ms >= 1000) {
 		last.red = redundant_count(fs);

@@ -1,7 +1,7 @@
 /**
  * @file util.h
  * Small helpers every part of the daemon uses, written once: nanosecond
- * mtimes, joining relative paths, logging.
+ * mtimes, a monotonic clock, joining relative paths, logging.
  *
  * Thread-safety: all functions are safe from any thread. imfs_log_setup() is
  * called once by main() before any other thread exists.
@@ -13,11 +13,21 @@
 #include <stdint.h>
 #include <sys/stat.h>
 #include <syslog.h>
+#include <time.h>
 
 /** The modification time of @p st in nanoseconds since the epoch. */
 static inline int64_t st_mtime_ns(const struct stat *st)
 {
 	return (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+}
+
+/** Milliseconds of CLOCK_MONOTONIC: for intervals, never for dates. */
+static inline int64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /**

@@ -551,14 +551,6 @@ static void look_and_apply(struct watch *w, char *path, bool resign, bool deep)
 
 /* ---- Files being written ------------------------------------------------------------ */
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void modified_clear(struct modified *m)
 {
 	for (size_t i = 0; i < m->n; i++)
@@ -588,7 +580,7 @@ static void modified_add(struct watch *w, char *path)
 	ssize_t i = modified_find(m, path);
 
 	if (i >= 0) {
-		m->when[i] = now_ms();
+		m->when[i] = mono_ms();
 		free(path);
 		return;
 	}
@@ -613,7 +605,7 @@ static void modified_add(struct watch *w, char *path)
 		m->cap = nc;
 	}
 	m->paths[m->n] = path;
-	m->when[m->n++] = now_ms();
+	m->when[m->n++] = mono_ms();
 }
 
 /* Look at the files whose writes have settled. Tree lock not held. */
@@ -621,7 +613,7 @@ static void settle(struct watch *w)
 {
 	struct modified *m = &w->mod;
 	struct tree *t = w->fs->model->tree;
-	int64_t now = now_ms();
+	int64_t now = mono_ms();
 
 	for (size_t i = 0; i < m->n;) {
 		if (now - m->when[i] < MODIFY_SETTLE_MS) {
@@ -677,9 +669,9 @@ static void on_overflow(struct watch *w)
 	static int64_t last_said = -100000; /* the watcher thread only */
 
 	if (scanner_request_rescan(w->fs->scanner) &&
-	    now_ms() - last_said > 10000) {
+	    mono_ms() - last_said > 10000) {
 		imfs_log(LOG_NOTICE, "inotify queue overflow: rescanning");
-		last_said = now_ms();
+		last_said = mono_ms();
 	}
 }
 

@@ -172,14 +172,20 @@ static int gather_cluster(const struct im_index *idx, struct gather *g,
 	return 0;
 }
 
-static int cmp_class_key(const void *a, const void *b, void *arg)
+/* Files x and y are in one exact class when this is 0: one cluster, one
+ * content hash. */
+static int class_key_cmp(const struct im_plan_set *s, uint32_t x, uint32_t y)
 {
-	const struct im_plan_set *s = arg;
-	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
 	int c = memcmp(&s->cluster[x], &s->cluster[y], sizeof(s->cluster[x]));
 
-	if (!c)
-		c = memcmp(s->hash[x], s->hash[y], sizeof(s->hash[x]));
+	return c ? c : memcmp(s->hash[x], s->hash[y], sizeof(s->hash[x]));
+}
+
+static int cmp_class_key(const void *a, const void *b, void *arg)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	int c = class_key_cmp(arg, x, y);
+
 	return c ? c : (x > y) - (x < y);
 }
 
@@ -197,12 +203,7 @@ static int number_classes(struct im_plan_set *s)
 			v[n++] = (uint32_t)i;
 	qsort_r(v, n, sizeof(*v), cmp_class_key, s);
 	for (size_t i = 0; i < n; i++) {
-		bool same = i &&
-			    !memcmp(&s->cluster[v[i]], &s->cluster[v[i - 1]],
-				    sizeof(s->cluster[0])) &&
-			    !memcmp(s->hash[v[i]], s->hash[v[i - 1]],
-				    sizeof(s->hash[0]));
-		cls += !same;
+		cls += !i || class_key_cmp(s, v[i], v[i - 1]);
 		s->files[v[i]].exact_class = cls;
 	}
 	free(v);

@@ -11,9 +11,10 @@
 #include <xxhash.h>
 
 #include "fullsigs.h"
+#include "index.h"
 
-/* What the index keeps of each signature (index.h). */
-#define PREFIX_LEN 8
+/* What the index keeps of each signature (im_index_set_prefixes()). */
+#define PREFIX_LEN IM_KEY_COORD_LEN
 
 struct fresh {
 	struct fresh *next;

@@ -1,8 +1,9 @@
 /**
  * @file fullsigs.h
  * The whole signatures of the documents, which the daemon's index holds only
- * as 8-byte prefixes (im_index_set_prefixes(): 12 bytes less per signed
- * coordinate, some 130 bytes per document at the defaults). They are needed
+ * as IM_KEY_COORD_LEN-byte prefixes (im_index_set_prefixes(): 16 bytes less
+ * per signed coordinate, some 160 bytes per document at the defaults). They
+ * are needed
  * only to show the `signatures` file and to save the state cache, so they
  * stay on disk: in the state cache last loaded or written ("saved",
  * core/state/state.h, mapped and read on demand), and in memory only for

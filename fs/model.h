@@ -125,7 +125,8 @@ static inline void model_mark_clusters_known(struct model *m)
 
 /**
  * What the index holds for document @p path, with whole signatures (the
- * index keeps 8-byte prefixes: fullsigs.h). Tree lock held, any mode.
+ * index keeps IM_KEY_COORD_LEN-byte prefixes: fullsigs.h). Tree lock held,
+ * any mode.
  * @return 0, or -ENOENT if the index or the whole signatures lack it.
  */
 int model_full_sigs(const struct model *m, const char *path,

@@ -6,7 +6,8 @@
  *
  * - docs[]: one malloc'd record per document holding its fixed fields, its
  *   sketch, only its valid signatures (packed in coordinate order, whole or
- *   as 8-byte prefixes), its smallest signature and its path. A
+ *   as IM_KEY_COORD_LEN-byte prefixes), its smallest signature and its
+ *   path. A
  *   document's id is its slot in docs[]; free slots are odd values that chain
  *   the free list, so ids are reused and never need a second array.
  * - Open-addressing tables of 4-byte slots (5 bits of a 32-bit hash tag,
@@ -73,7 +74,7 @@ struct doc {
 	uint32_t unique_terms;
 	int32_t err;
 	uint8_t status, ncoords, exact_valid, nsig;
-	uint8_t csz; /* bytes kept per signature: IM_SIG_LEN, or 8 */
+	uint8_t csz; /* bytes kept per signature: IM_SIG_LEN or the key's */
 	uint8_t format;
 	uint8_t least;	  /* coordinate of the smallest signature, if nsig */
 	uint8_t has_stat; /* the tail holds size and mtime */
@@ -177,7 +178,9 @@ struct key {
 
 static inline size_t key_len(unsigned kind)
 {
-	return kind == IM_KEY_EXACT ? 16 : kind == IM_KEY_COORD ? 8 : 4;
+	return kind == IM_KEY_EXACT   ? 16
+	       : kind == IM_KEY_COORD ? IM_KEY_COORD_LEN
+				      : 4;
 }
 
 /* ---- Records ------------------------------------------------------------- */
@@ -275,7 +278,7 @@ static bool doc_has_key(const struct doc *d, const struct key *key)
 		return d->exact_valid && !memcmp(d->exact, key->b, 16);
 	case IM_KEY_COORD:
 		return (d->valid & (1u << key->k)) &&
-		       !memcmp(doc_sig(d, key->k), key->b, 8);
+		       !memcmp(doc_sig(d, key->k), key->b, IM_KEY_COORD_LEN);
 	default:
 		return d->sketch.n &&
 		       !memcmp(band_bytes(&d->sketch, key->k), key->b, 4);
@@ -1594,7 +1597,7 @@ int im_index_set_prefixes(struct im_index *idx, bool prefixes)
 	if (idx->ndocs)
 		ret = -EBUSY;
 	else
-		idx->csz = prefixes ? 8 : IM_SIG_LEN;
+		idx->csz = prefixes ? IM_KEY_COORD_LEN : IM_SIG_LEN;
 	pthread_rwlock_unlock(&idx->lock);
 	return ret;
 }
@@ -1907,9 +1910,10 @@ unsigned im_doc_keys(const struct im_doc_sigs *d, struct im_cand_key *out)
 	for (unsigned k = 0; k < d->ncoords && k < IM_MAX_COORDS; k++) {
 		if (!(d->valid & (1u << k)))
 			continue;
-		out[n] = (struct im_cand_key){
-			.kind = IM_KEY_COORD, .k = (uint8_t)k, .len = 8};
-		memcpy(out[n++].b, d->sig[k].b, 8);
+		out[n] = (struct im_cand_key){.kind = IM_KEY_COORD,
+					      .k = (uint8_t)k,
+					      .len = IM_KEY_COORD_LEN};
+		memcpy(out[n++].b, d->sig[k].b, IM_KEY_COORD_LEN);
 	}
 	if (d->sketch.n) {
 		for (unsigned j = 0; j < IM_SKETCH_BANDS; j++) {

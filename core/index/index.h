@@ -5,8 +5,8 @@
  *
  * Relation (DESIGN §2, §3.6): two documents are linked when
  *   - exact: their bytes hash the same (im_doc_sigs.exact, 128 bits), or
- *   - near: they share a candidate key (the first 64 bits of the signature
- *     of the same coordinate, or one band of their sketches, see
+ *   - near: they share a candidate key (the first IM_KEY_COORD_LEN bytes of
+ *     the signature of the same coordinate, or one band of their sketches, see
  *     im_doc_keys()), they were compared under that key (im_group_pair():
  *     a key held by more than IM_INDEX_HOT_CAP documents compares each with
  *     the first IM_INDEX_HOT_CAP of them in path order only), and the
@@ -42,12 +42,13 @@
  * that counts and lookups work) but relate to nothing.
  *
  * Memory: the record holds the sketch (132 bytes), the valid signatures
- * (20 bytes each, or their 8-byte prefixes after im_index_set_prefixes(),
- * then 12 more bytes completing the smallest, the cluster name), size and
+ * (20 bytes each, or their IM_KEY_COORD_LEN-byte prefixes after
+ * im_index_set_prefixes(), then the rest of the smallest, the cluster
+ * name), size and
  * mtime unless im_index_set_stat() said no, and the path; the postings hold
  * 4-byte slots, one per key (a 5-bit tag and a reference), and a key shared
  * by two documents keeps both in its list without an allocation. With
- * prefixes, K = 10 and every coordinate signed that is about 439 bytes of
+ * prefixes, K = 10 and every coordinate signed that is about 407 bytes of
  * heap per document plus its path, mmapped tables included
  * (tests/unit/test_index.c, test_index_memory_per_document).
  *
@@ -92,8 +93,9 @@ void im_index_free(struct im_index *idx);
 int im_index_set_similarity(struct im_index *idx, double threshold);
 
 /**
- * Keep only the first 8 bytes of each signature (the candidate key) and the
- * smallest whole one (the cluster name), to save 12 bytes per coordinate:
+ * Keep only the first IM_KEY_COORD_LEN bytes of each signature (the
+ * candidate key) and the smallest whole one (the cluster name), to save
+ * IM_SIG_LEN - IM_KEY_COORD_LEN bytes per coordinate:
  * im_index_get() and im_index_foreach_doc() then give each signature's
  * prefix followed by zeros, so a caller that shows or saves signatures keeps
  * them itself (the state cache holds them whole). Links and clusters are the
@@ -254,9 +256,20 @@ int im_index_foreach_doc(const struct im_index *idx,
 
 enum im_key_kind {
 	IM_KEY_EXACT, /**< the 128-bit hash of the bytes (16 bytes) */
-	IM_KEY_COORD, /**< coordinate k's signature, first 8 bytes */
+	IM_KEY_COORD, /**< coordinate k's signature, first IM_KEY_COORD_LEN */
 	IM_KEY_BAND,  /**< band k of the sketch, 4 bytes (im_sketch_band()) */
 };
+
+/**
+ * Bytes of a signature that make its coordinate key. Two documents whose
+ * signatures differ but agree on these (by chance: 1 in 2^32 per pair and
+ * coordinate, some ten pairs among 100k documents at K = 10) are compared,
+ * and their sketches decide as for any candidate; by the hot-key rule they
+ * also take one place in each other's group. Every user of the relation
+ * (the CLI, the daemon, the stages) takes its keys from im_doc_keys(), so
+ * they all compare the same pairs.
+ */
+#define IM_KEY_COORD_LEN 4
 
 /** Most keys one document has. */
 #define IM_MAX_KEYS (1 + IM_MAX_COORDS + IM_SKETCH_BANDS)

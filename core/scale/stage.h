@@ -49,8 +49,8 @@
 #include <string.h>
 
 /* 2: key records name their holder only (its signatures stay in the
- * records). */
-#define IM_STAGE_VERSION 2
+ * records). 3: coordinate keys are IM_KEY_COORD_LEN (4) bytes, not 8. */
+#define IM_STAGE_VERSION 3
 #define IM_STAGE_META	 8
 /** Most partitions a shuffle may use. */
 #define IM_STAGE_MAX_PARTS 4096

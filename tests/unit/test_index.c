@@ -96,13 +96,14 @@ static void make_doc(struct im_doc_sigs *d, unsigned ncoords, const uint32_t *v,
 }
 
 /* What im_index_get() gives back for @p d: signatures cut to their first
- * 8 bytes (the index keeps only those, index.h). */
+ * IM_KEY_COORD_LEN bytes (the index keeps only those, index.h). */
 static struct im_doc_sigs as_stored(const struct im_doc_sigs *d)
 {
 	struct im_doc_sigs s = *d;
 
 	for (unsigned k = 0; k < IM_MAX_COORDS; k++)
-		memset(s.sig[k].b + 8, 0, IM_SIG_LEN - 8);
+		memset(s.sig[k].b + IM_KEY_COORD_LEN, 0,
+		       IM_SIG_LEN - IM_KEY_COORD_LEN);
 	return s;
 }
 
@@ -458,6 +459,51 @@ START_TEST(test_index_lean_records_keep_names_drop_stat)
 	ck_assert_int_eq(im_index_put(idx, "b", &db), 0);
 	ck_assert_uint_eq(im_index_generation(idx), gen);
 	assert_name(idx, "b", &name);
+}
+END_TEST
+
+/* Documents whose signatures differ past the coordinate key but share it (a
+ * chance collision of IM_KEY_COORD_LEN bytes) are compared, and only their
+ * sketches decide: linked when they agree, not when they do not. Whole
+ * signatures or prefixes alike; the cluster keeps its whole name. */
+static void check_colliding_keys(bool prefixes)
+{
+	static const uint32_t v[1] = {7};
+	struct im_doc_sigs da, db;
+	struct im_sig name;
+	double sim = 0;
+	bool exact = true;
+
+	ck_assert_int_eq(im_index_set_prefixes(idx, prefixes), 0);
+	make_doc(&da, 1, v, 0);
+	db = da;
+	db.sig[0].b[IM_KEY_COORD_LEN] ^= 0x40;
+	db.sig[0].b[IM_SIG_LEN - 1] ^= 0x01;
+	/* Another sketch: its bands (the lower half) differ from a's, its
+	 * upper half agrees (an estimate of about 0.67, at or above 0.5). */
+	make_sketch(&db);
+	ck_assert(memcmp(&da.sketch, &db.sketch, sizeof(da.sketch)));
+	ck_assert(im_doc_link(&da, &db, 0.5, &sim, &exact));
+	ck_assert(!exact);
+	ck_assert_int_eq(im_index_put(idx, "a", &da), 0);
+	ck_assert_int_eq(im_index_put(idx, "b", &db), 0);
+	ck_assert_str_eq(dupes(idx, "a"), "b");
+	name = memcmp(da.sig[0].b, db.sig[0].b, IM_SIG_LEN) < 0 ? da.sig[0]
+								: db.sig[0];
+	assert_name(idx, "b", &name);
+
+	/* The same key, a sketch that disagrees: no link. */
+	for (unsigned i = IM_SKETCH_BYTES / 2; i < IM_SKETCH_BYTES; i++)
+		db.sketch.v[i] ^= 0xff;
+	ck_assert(!im_doc_link(&da, &db, 0.5, &sim, &exact));
+	ck_assert_int_eq(im_index_put(idx, "b", &db), 0);
+	ck_assert_str_eq(dupes(idx, "a"), "");
+	ck_assert_uint_eq(im_index_cluster_count(idx), 0);
+}
+
+START_TEST(test_index_colliding_keys_are_judged_by_sketches)
+{
+	check_colliding_keys(_i);
 }
 END_TEST
 
@@ -1273,8 +1319,8 @@ static void vmodel_check(struct im_index *x, struct vmodel *m, int step)
 			copies[k++] = members[b];
 		}
 		if (!earlier && k > 1)
-			im_group_links(IM_KEY_EXACT, copies, k, 0.8, vmodel_link,
-				       carg);
+			im_group_links(IM_KEY_EXACT, copies, k, 0.8,
+				       vmodel_link, carg);
 	}
 	for (int i = 0; i < VN; i++)
 		parent[i] = i;
@@ -1441,6 +1487,8 @@ static Suite *index_suite(void)
 	tcase_add_test(tc, test_index_hot_keys);
 	tcase_add_test(tc, test_index_links_give_similarity_and_kind);
 	tcase_add_test(tc, test_index_lean_records_keep_names_drop_stat);
+	tcase_add_loop_test(
+		tc, test_index_colliding_keys_are_judged_by_sketches, 0, 2);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("random");

@@ -471,14 +471,20 @@ static int key_rec_cmp(const uint8_t *a, size_t al, const uint8_t *b, size_t bl)
 /*
  * The records of every shard, indexed on first use: a links task verifies
  * a group's members from their records (the key runs name the holders
- * only). 16 bytes per document of the shards it meets, the records mapped.
+ * only). 16 bytes per document of the shards it meets. The members are
+ * read at random with pread (im_stage_read()), not through the mapping:
+ * every page touched there would stay resident, with the pages the kernel
+ * maps around it, until the task held most of the records (419 bytes per
+ * document at a million).
  */
 struct rec_index {
 	const struct shard_set *ss;
 	struct rec_ref {
 		const uint8_t *p;
 		size_t len;
-	} * *v; /* [nshards], each [documents of the shard] or NULL */
+	} * *v;	      /* [nshards], each [documents of the shard] or NULL */
+	uint8_t *buf; /* the record being read */
+	size_t cap;
 };
 
 static void rec_index_release(struct rec_index *ri)
@@ -486,10 +492,12 @@ static void rec_index_release(struct rec_index *ri)
 	for (uint32_t s = 0; ri->v && s < ri->ss->nshards; s++)
 		free(ri->v[s]);
 	free(ri->v);
+	free(ri->buf);
 }
 
-/* The signatures of the holder of @p k. @return 0, -ENOMEM, or -ENOENT
- * when the records hold no such document, or another path. */
+/* The signatures of the holder of @p k. @return 0, -ENOMEM, -ENOENT
+ * when the records hold no such document, or another path, or
+ * im_stage_read()'s error. */
 static int rec_sigs(struct rec_index *ri, const struct im_stage_key *k,
 		    struct im_doc_sigs *d)
 {
@@ -497,6 +505,7 @@ static int rec_sigs(struct rec_index *ri, const struct im_stage_key *k,
 	struct im_stage_doc doc;
 	const struct rec_ref *r;
 	size_t n;
+	int ret;
 
 	if (k->shard >= ss->nshards)
 		return -ENOENT;
@@ -514,9 +523,23 @@ static int rec_sigs(struct rec_index *ri, const struct im_stage_key *k,
 		       im_stage_next(ss->rec[k->shard], &v[i].p, &v[i].len))
 			i++;
 		ri->v[k->shard] = v;
+		/* From here on the records are read with pread only. */
+		im_stage_drop(ss->rec[k->shard]);
 	}
 	r = &ri->v[k->shard][k->index];
-	if (im_stage_doc_decode(r->p, r->len, &doc) ||
+	if (ri->cap < r->len) {
+		uint8_t *b = realloc(ri->buf, r->len);
+
+		if (!b)
+			return -ENOMEM;
+		ri->buf = b;
+		ri->cap = r->len;
+	}
+	ret = im_stage_read(ss->rec[k->shard], r->p, r->len, ri->buf);
+	if (ret)
+		return ret;
+	/* doc.d is copied out; the path is compared before the next read. */
+	if (im_stage_doc_decode(ri->buf, r->len, &doc) ||
 	    doc.path_len != k->path_len ||
 	    memcmp(doc.path, k->path, k->path_len))
 		return -ENOENT;
@@ -706,6 +729,10 @@ int cmd_links(struct cli *c)
 	}
 	if (ret == -ENOMEM)
 		goto fail;
+	if (ret) {
+		err_msg("links: reading the records: %s", strerror(-ret));
+		goto out;
+	}
 	im_stage_writer_set_meta(g.w, LNK_GROUPS, g.groups);
 	im_stage_writer_set_meta(g.w, LNK_MEMBERS, g.members);
 	im_stage_writer_set_meta(g.w, LNK_LARGEST, g.largest);

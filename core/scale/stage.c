@@ -231,6 +231,8 @@ struct im_stage_reader {
 	uint64_t meta[IM_STAGE_META];
 	const uint8_t *pos, *end; /* records */
 	size_t kept;		  /* offset of the first page not given back */
+	char *path;		  /* for im_stage_read() */
+	int fd;			  /* im_stage_read()'s, or -1 */
 };
 
 /* Give back the pages of [kept, @p off) in whole windows, so that reading
@@ -372,6 +374,10 @@ int im_stage_open(const char *path, struct im_stage_reader **out, char *why,
 		goto out;
 	r->map = m;
 	r->size = (size_t)st.st_size;
+	r->fd = -1;
+	r->path = strdup(path);
+	if (!r->path)
+		goto out;
 	ret = checksum(r, why, why_len);
 	if (ret)
 		goto out;
@@ -401,6 +407,8 @@ int im_stage_open(const char *path, struct im_stage_reader **out, char *why,
 	r->kept = 0;
 out:
 	if (ret) {
+		if (r)
+			free(r->path);
 		free(r);
 		munmap(map, (size_t)st.st_size);
 		return ret;
@@ -414,6 +422,9 @@ void im_stage_reader_free(struct im_stage_reader *r)
 	if (!r)
 		return;
 	munmap((void *)r->map, r->size);
+	if (r->fd >= 0)
+		close(r->fd);
+	free(r->path);
 	free(r);
 }
 
@@ -459,6 +470,40 @@ void im_stage_drop(struct im_stage_reader *r)
 	/* Advice only: where it fails the pages stay, nothing else. */
 	(void)madvise((void *)r->map, r->size, MADV_DONTNEED);
 	r->kept = 0;
+}
+
+int im_stage_read(struct im_stage_reader *r, const uint8_t *payload, size_t len,
+		  void *buf)
+{
+	size_t off = (size_t)(payload - r->map);
+	ssize_t n;
+
+	if (payload < r->map + HEADER_LEN || payload > r->end ||
+	    len > (size_t)(r->end - payload))
+		return -EINVAL;
+	if (r->fd < 0) {
+		struct stat st;
+		int fd = open(r->path, O_RDONLY | O_CLOEXEC);
+
+		if (fd < 0)
+			return -errno;
+		if (fstat(fd, &st) || (uint64_t)st.st_size != r->size) {
+			close(fd);
+			return -ESTALE;
+		}
+		r->fd = fd;
+	}
+	while (len) {
+		n = pread(r->fd, buf, len, (off_t)off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? -errno : -EIO;
+		buf = (uint8_t *)buf + n;
+		off += (size_t)n;
+		len -= (size_t)n;
+	}
+	return 0;
 }
 
 /* ---- Partition buffers ---------------------------------------------------------- */

@@ -35,7 +35,7 @@
  * that streams many large files (the components stage, which must hold at
  * most 64 bytes per document) holds only its own state. Reading a page
  * again, as random access into records does, faults it in from the page
- * cache.
+ * cache; im_stage_read() copies a record without the mapping.
  *
  * Thread-safety: a writer or reader belongs to one thread at a time;
  * different ones are independent.
@@ -165,6 +165,22 @@ void im_stage_rewind(struct im_stage_reader *r);
  * into borrowed payloads brought in. Never fails.
  */
 void im_stage_drop(struct im_stage_reader *r);
+
+/**
+ * Copy the @p len bytes of a payload that im_stage_next() handed out
+ * (@p payload, or a pointer into it) into @p buf with pread() on the file
+ * instead of through the mapping, so that nothing of it becomes resident:
+ * for random reads of a large file, where each page touched through the
+ * mapping would stay (with the pages the kernel maps around it). The first
+ * call opens the file again by its path and keeps the descriptor until
+ * im_stage_reader_free().
+ *
+ * @return 0, -EINVAL for bytes outside the records, -ESTALE when the file
+ *         at the path is no longer the one opened (another size), or the
+ *         open's or read's negative errno (-EIO for a short read).
+ */
+int im_stage_read(struct im_stage_reader *r, const uint8_t *payload, size_t len,
+		  void *buf);
 
 /* ---- Partition buffers ---------------------------------------------------
  *

@@ -614,6 +614,60 @@ START_TEST(test_stage_streaming_stays_small)
 }
 END_TEST
 
+/* A links task reads members' records at random: im_stage_read() hands
+ * out the bytes the mapping holds without making the file resident, and
+ * refuses what is not a record or a file replaced since. */
+START_TEST(test_stage_read_random_stays_small)
+{
+	unsigned n = 28000, i = 0;
+	struct im_stage_reader *r;
+	const uint8_t **at = malloc(n * sizeof(*at));
+	size_t *lens = malloc(n * sizeof(*lens)), len;
+	uint8_t buf[512];
+	const uint8_t *p;
+	long before;
+
+	ck_assert(at && lens);
+	write_stage(n);
+	ck_assert_int_eq(im_stage_open(path, &r, NULL, 0), 0);
+	while (im_stage_next(r, &at[i], &lens[i]))
+		i++;
+	ck_assert_uint_eq(i, n);
+	im_stage_drop(r);
+	before = rss_file_kib();
+	/* Every 7th record, across the file: each touches another page. */
+	for (i = 0; i < n; i += 7) {
+		struct im_stage_cur c;
+
+		memset(buf, 0xee, sizeof(buf));
+		ck_assert_int_eq(im_stage_read(r, at[i], lens[i], buf), 0);
+		c = im_stage_cur(buf, lens[i]);
+		ck_assert_uint_eq(im_stage_get_u64(&c), 1000 + i);
+		ck_assert_uint_eq(im_stage_left(&c), i % 300);
+		if (i % 300)
+			ck_assert_uint_eq(im_stage_get(&c, 1)[0], (uint8_t)i);
+	}
+	ck_assert_msg(rss_file_kib() - before < 512,
+		      "random reads left %ld KiB of a %ld KiB file resident",
+		      rss_file_kib() - before, file_size() / 1024);
+	/* Past the last record: the trailer is not a record. */
+	ck_assert_int_eq(im_stage_read(r, at[n - 1], lens[n - 1] + 1, buf),
+			 -EINVAL);
+	ck_assert_int_eq(im_stage_read(r, at[0] - 40, 8, buf), -EINVAL);
+	im_stage_reader_free(r);
+
+	/* Opened, then another file renamed over the path. */
+	write_stage(n);
+	ck_assert_int_eq(im_stage_open(path, &r, NULL, 0), 0);
+	ck_assert(im_stage_next(r, &p, &len));
+	write_stage(10);
+	ck_assert_int_eq(im_stage_read(r, p, len, buf), -ESTALE);
+	im_stage_reader_free(r);
+	free(at);
+	free(lens);
+}
+END_TEST
+
 static Suite *stage_suite(void)
 {
 	Suite *s = suite_create("stage");
@@ -635,6 +689,7 @@ static Suite *stage_suite(void)
 	tcase_add_test(tc, test_records_cluster_sorted_members);
 	tcase_add_test(tc, test_stage_merge_runs);
 	tcase_add_test(tc, test_stage_streaming_stays_small);
+	tcase_add_test(tc, test_stage_read_random_stays_small);
 	suite_add_tcase(s, tc);
 	return s;
 }

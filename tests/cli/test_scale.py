@@ -195,6 +195,55 @@ def case_scale_worker_killed(tmp):
     check_outputs(out, want_lex, want_scan, "after a killed worker")
 
 
+def case_scale_lexicon_sample(tmp):
+    """--lexicon-shards N counts document frequencies in N shards only: the
+    lexicon is what `imatch lexicon build` makes of those shards' files,
+    and every output is what imatch prints over the whole tree with that
+    lexicon given."""
+    tree = os.path.join(tmp, "tree")
+    make_scale_tree(tree)
+    out = os.path.join(tmp, "out")
+    err = driver(tree, out, "--local", "2", "-P", "2", "--shard-bytes",
+                 "8000", "--lexicon-shards", "2")
+    check(resumed(err, "df")[0] == 2, "two df tasks:\n%s" % err)
+    note = [line for line in err.splitlines()
+            if line.startswith("lexicon: from 2 of ")]
+    check(len(note) == 1, "the summary names the sampled shards:\n%s" % err)
+    counted = {int(i) for i in note[0].split("(")[1].rstrip(")").split()}
+    man, _ = run("cat", os.path.join(out, "manifest"))
+    recs = json.loads(man)["records"]
+    nshards = 1 + max(r["shard"] for r in recs)
+    check(nshards >= 8 and len(counted) == 2, "2 of %d shards: %s"
+          % (nshards, note[0]))
+    listing = os.path.join(tmp, "sampled.lst")
+    with open(listing, "wb") as f:
+        for r in recs:
+            if r["shard"] in counted:
+                f.write(r["path"].encode("utf-8", "surrogateescape") + b"\0")
+    ref = os.path.join(tmp, "lexicon.sampled")
+    run("lexicon", "build", "--files-from", listing, "--root", tree, "-o", ref)
+    lexicon = os.path.join(out, "lexicon")
+    check(read(lexicon) == read(ref), "the lexicon is the sampled shards'")
+    check(read(lexicon) != reference_lexicon(tmp, tree),
+          "a sample's lexicon is not the whole tree's")
+    want = []
+    for cmd in ("scan", "dupes"):
+        doc = json.loads(run(cmd, "--json", "--lexicon", lexicon, tree)[0])
+        want.append(doc)
+        with open(os.path.join(out, cmd + ".json"), "rb") as f:
+            got = json.load(f)
+        # The root and the lexicon's file name aside (the run built it).
+        for d in (doc, got):
+            d.pop("root")
+            d.get("lexicon", {}).pop("file", None)
+        check(got == doc, "%s.json equals imatch %s --json --lexicon OUT/"
+              "lexicon" % (cmd, cmd))
+    check(want[0]["clusters"], "the sampled lexicon still finds clusters")
+    got = read(os.path.join(out, "dedupe-near.jsonl"))
+    check(got == run("dedupe", "--near", "--lexicon", lexicon, tree)[0],
+          "dedupe-near.jsonl equals imatch dedupe --near --lexicon OUT/lexicon")
+
+
 def case_scale_resume(tmp):
     """A run killed in the middle resumes: verified outputs are kept, the
     rest is redone, and the result is the same."""
@@ -369,7 +418,8 @@ def case_ls_parallel(tmp):
 
 CASES = {name[5:]: fn for name, fn in globals().items()
          if name.startswith("case_")}
-NEEDS_DASK = {"scale_equal", "scale_resume", "scale_worker_killed"}
+NEEDS_DASK = {"scale_equal", "scale_resume", "scale_worker_killed",
+              "scale_lexicon_sample"}
 
 
 def main():

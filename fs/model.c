@@ -111,7 +111,7 @@ static void note_entry(struct model *m, const struct node *n)
 	if (!p || !(p->flags & NODE_KNOWN))
 		return;
 	inval_inode(m->inval, node_ino(p, SUB_DIR));
-	inval_entry(m->inval, node_ino(p, SUB_DIR), n->name);
+	inval_entry(m->inval, node_ino(p, SUB_DIR), node_name(n));
 }
 
 static void note_node(struct model *m, const struct node *n)
@@ -336,14 +336,16 @@ void model_set_stat(struct model *m, struct node *n, const struct stat *st)
 {
 	bool dir = n->flags & NODE_DIR;
 
-	if (n->mode == (st->st_mode & 07777) && n->uid == st->st_uid &&
-	    n->gid == st->st_gid &&
+	const struct node_attr *a = tree_attr(m->tree, n);
+	struct node_attr na = {st->st_mode & 07777, st->st_uid, st->st_gid};
+
+	if (a->mode == na.mode && a->uid == na.uid && a->gid == na.gid &&
 	    (!dir ||
 	     (n->mtime_ns == st_mtime_ns(st) && n->src_ino == st->st_ino)))
 		return;
-	n->mode = st->st_mode & 07777;
-	n->uid = st->st_uid;
-	n->gid = st->st_gid;
+	if (tree_set_attr(m->tree, n, &na))
+		imfs_log(LOG_WARNING, "%s: out of memory: shown to root only",
+			 node_name(n));
 	if (dir) {
 		n->mtime_ns = st_mtime_ns(st);
 		n->src_ino = st->st_ino;
@@ -510,14 +512,15 @@ static void drop_subtree(struct model *m, struct node *n, char *path,
 
 	for (c = n->child; c; c = next) {
 		next = c->next;
-		size_t cl = strlen(c->name), l = len;
+		const char *cn = node_name(c);
+		size_t cl = strlen(cn), l = len;
 		if (l + 1 + cl >= cap) {
 			drop_subtree(m, c, path, len, 0);
 			continue;
 		}
 		if (l)
 			path[l++] = '/';
-		memcpy(path + l, c->name, cl + 1);
+		memcpy(path + l, cn, cl + 1);
 		drop_subtree(m, c, path, l + cl, cap);
 		path[len] = 0;
 	}
@@ -575,7 +578,7 @@ static size_t subtree_len(const struct node *n)
 	size_t max = 0;
 
 	for (const struct node *c = n->child; c; c = c->next) {
-		size_t l = 1 + strlen(c->name) + subtree_len(c);
+		size_t l = 1 + strlen(node_name(c)) + subtree_len(c);
 		if (l > max)
 			max = l;
 	}
@@ -605,13 +608,14 @@ static void rename_docs(struct model *m, struct node *n, char *a, size_t al,
 	}
 	note_node(m, n); /* its symlink's target in dup-dirs/ */
 	for (struct node *c = n->child; c; c = c->next) {
-		size_t cl = strlen(c->name), ca = al, cb = bl;
+		const char *cn = node_name(c);
+		size_t cl = strlen(cn), ca = al, cb = bl;
 		if (ca)
 			a[ca++] = '/';
 		if (cb)
 			b[cb++] = '/';
-		memcpy(a + ca, c->name, cl + 1);
-		memcpy(b + cb, c->name, cl + 1);
+		memcpy(a + ca, cn, cl + 1);
+		memcpy(b + cb, cn, cl + 1);
 		rename_docs(m, c, a, ca + cl, b, cb + cl);
 		a[al] = 0;
 		b[bl] = 0;

@@ -131,13 +131,14 @@ static int add_subtree(const struct model *m, struct im_state_writer *w,
 	int ret = 0;
 
 	for (const struct node *c = dir->child; c && !ret; c = c->next) {
-		size_t nl = strlen(c->name);
+		const char *name = node_name(c);
+		size_t nl = strlen(name);
 		if (len + nl + 2 > cap)
 			continue; /* deeper than the buffer: not cached */
 		size_t l = len;
 		if (l)
 			path[l++] = '/';
-		memcpy(path + l, c->name, nl + 1);
+		memcpy(path + l, name, nl + 1);
 		if (c->flags & NODE_DIR) {
 			ret = add_subtree(m, w, c, path, l + nl, cap);
 		} else if (c->status != NODE_UNKNOWN &&

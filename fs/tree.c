@@ -6,8 +6,13 @@
  * a free one holds (next free slot << 32 | gen << 1 | 1), the gen its next
  * node will carry. Slots 0 and 1 are never used, so that every node's inode
  * numbers (view.h) stay clear of the fixed ones.
+ *
+ * The distinct (mode, uid, gid) are kept in an array that only grows (a
+ * source holds few of them) and found again through an open-addressing
+ * table of their indices.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,9 +31,12 @@ struct tree {
 	size_t hash_size, hash_used;
 	uintptr_t *slots;
 	uint32_t nslots, cap, free_slot;
-	uid_t uid;
-	gid_t gid;
-	int any_known; /* atomic: a node was marked NODE_KNOWN */
+	struct node_attr *attrs; /* interned; [0] is mode 0 owned by root */
+	uint32_t nattrs, attrs_cap;
+	uint32_t *attr_hash;	 /* index in attrs + 1, or 0: free */
+	uint32_t attr_hash_size; /* a power of two, over twice nattrs */
+	uint32_t new_attr[2];	 /* of new files, of new directories */
+	int any_known;		 /* atomic: a node was marked NODE_KNOWN */
 };
 
 /* ---- Name hash ------------------------------------------------------------ */
@@ -37,6 +45,11 @@ static size_t name_hash(const struct node *parent, const char *name)
 {
 	return (size_t)XXH3_64bits_withSeed(name, strlen(name),
 					    (uint64_t)(uintptr_t)parent);
+}
+
+static inline const char *name_of(const struct node *n)
+{
+	return node_name(n);
 }
 
 static int hash_grow(struct tree *t)
@@ -50,7 +63,7 @@ static int hash_grow(struct tree *t)
 		struct node *n = t->hash[i], *next;
 		for (; n; n = next) {
 			next = n->hnext;
-			size_t h = name_hash(n->parent, n->name) & (ns - 1);
+			size_t h = name_hash(n->parent, name_of(n)) & (ns - 1);
 			n->hnext = nh[h];
 			nh[h] = n;
 		}
@@ -66,7 +79,7 @@ static void hash_insert(struct tree *t, struct node *n)
 	/* On failure to grow, chains just get longer. */
 	if (t->hash_used + 1 > t->hash_size)
 		hash_grow(t);
-	size_t h = name_hash(n->parent, n->name) & (t->hash_size - 1);
+	size_t h = name_hash(n->parent, name_of(n)) & (t->hash_size - 1);
 	n->hnext = t->hash[h];
 	t->hash[h] = n;
 	t->hash_used++;
@@ -74,7 +87,7 @@ static void hash_insert(struct tree *t, struct node *n)
 
 static void hash_delete(struct tree *t, struct node *n)
 {
-	size_t h = name_hash(n->parent, n->name) & (t->hash_size - 1);
+	size_t h = name_hash(n->parent, name_of(n)) & (t->hash_size - 1);
 
 	for (struct node **pp = &t->hash[h]; *pp; pp = &(*pp)->hnext) {
 		if (*pp == n) {
@@ -133,37 +146,134 @@ static void slot_release(struct tree *t, struct node *n)
 	t->free_slot = n->slot;
 }
 
+/* ---- Permissions and owners ------------------------------------------------ */
+
+static uint32_t attr_hash(const struct node_attr *a)
+{
+	return (uint32_t)XXH3_64bits(a, sizeof(*a));
+}
+
+static bool attr_eq(const struct node_attr *a, const struct node_attr *b)
+{
+	return a->mode == b->mode && a->uid == b->uid && a->gid == b->gid;
+}
+
+static int attr_hash_grow(struct tree *t)
+{
+	uint32_t ns = t->attr_hash_size ? t->attr_hash_size * 2 : 64;
+	uint32_t *nh = calloc(ns, sizeof(*nh));
+
+	if (!nh)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < t->nattrs; i++) {
+		uint32_t h = attr_hash(&t->attrs[i]) & (ns - 1);
+
+		while (nh[h])
+			h = (h + 1) & (ns - 1);
+		nh[h] = i + 1;
+	}
+	free(t->attr_hash);
+	t->attr_hash = nh;
+	t->attr_hash_size = ns;
+	return 0;
+}
+
+/* The index of @p a in t->attrs, added if new. @return 0 or -ENOMEM. */
+static int attr_intern(struct tree *t, const struct node_attr *a, uint32_t *out)
+{
+	uint32_t h, mask;
+
+	if (t->nattrs + 1 > t->attr_hash_size / 2 && attr_hash_grow(t))
+		return -ENOMEM;
+	mask = t->attr_hash_size - 1;
+	for (h = attr_hash(a) & mask; t->attr_hash[h]; h = (h + 1) & mask) {
+		if (attr_eq(&t->attrs[t->attr_hash[h] - 1], a)) {
+			*out = t->attr_hash[h] - 1;
+			return 0;
+		}
+	}
+	if (t->nattrs == t->attrs_cap) {
+		uint32_t cap = t->attrs_cap ? t->attrs_cap * 2 : 16;
+		struct node_attr *v = realloc(t->attrs, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		t->attrs = v;
+		t->attrs_cap = cap;
+	}
+	t->attrs[t->nattrs] = *a;
+	t->attr_hash[h] = ++t->nattrs;
+	*out = t->nattrs - 1;
+	return 0;
+}
+
+const struct node_attr *tree_attr(const struct tree *t, const struct node *n)
+{
+	return &t->attrs[n->attr];
+}
+
+int tree_set_attr(struct tree *t, struct node *n, const struct node_attr *a)
+{
+	struct node_attr v = {a->mode & 07777, a->uid, a->gid};
+	int ret = attr_intern(t, &v, &n->attr);
+
+	if (ret)
+		n->attr = 0;
+	return ret;
+}
+
 /* ---- Life cycle ------------------------------------------------------------ */
 
-/* The name is kept right after the node, in the same allocation, until a
- * rename gives it one of its own: one malloc chunk less per file. */
-static inline char *inline_name(struct node *n)
+/* Bytes for the name of @p len bytes in the node: a pointer fits there too,
+ * for a rename that makes it longer. */
+static size_t name_room(size_t len)
 {
-	return (char *)(n + 1);
+	return len + 1 > sizeof(char *) ? len + 1 : sizeof(char *);
 }
 
 static struct node *node_new(const struct tree *t, const char *name, bool dir)
 {
-	size_t len = strlen(name);
-	struct node *n = calloc(1, sizeof(*n) + len + 1);
+	size_t len = strlen(name), room = name_room(len);
+	struct node *n = calloc(1, offsetof(struct node, name_in) + room);
 
 	if (!n)
 		return NULL;
-	n->name = memcpy(inline_name(n), name, len + 1);
+	memcpy(n->name_in, name, len + 1);
+	n->name_room = room > UINT8_MAX ? UINT8_MAX : (uint8_t)room;
 	if (dir)
 		n->wd = -1;
 	n->flags = dir ? NODE_DIR : 0;
 	n->status = NODE_UNKNOWN;
-	n->mode = dir ? 0755 : 0644;
-	n->uid = t->uid;
-	n->gid = t->gid;
+	n->attr = t->new_attr[dir];
 	return n;
+}
+
+/* Give @p n the name @p name: in place if it fits, else in an allocation of
+ * its own. @return 0 or -ENOMEM (then nothing changed). */
+static int node_rename(struct node *n, const char *name)
+{
+	size_t len = strlen(name);
+	char *out = NULL;
+
+	if (len + 1 > n->name_room) {
+		out = strdup(name);
+		if (!out)
+			return -ENOMEM;
+	}
+	if (n->name_out)
+		free((char *)node_name(n));
+	n->name_out = out != NULL;
+	if (out)
+		memcpy(n->name_in, &out, sizeof(out));
+	else
+		memcpy(n->name_in, name, len + 1);
+	return 0;
 }
 
 void tree_node_free(struct node *n)
 {
-	if (n->name != inline_name(n))
-		free(n->name);
+	if (n->name_out)
+		free((char *)node_name(n));
 	free(n);
 }
 
@@ -175,10 +285,13 @@ int tree_new(uid_t uid, gid_t gid, struct tree **out)
 	*out = NULL;
 	if (!t)
 		return -ENOMEM;
-	t->uid = uid;
-	t->gid = gid;
 	t->nslots = FIRST_SLOT;
-	if (hash_grow(t) || slot_reserve(t))
+	if (hash_grow(t) || slot_reserve(t) ||
+	    attr_intern(t, &(struct node_attr){0, 0, 0}, &(uint32_t){0}) ||
+	    attr_intern(t, &(struct node_attr){0644, uid, gid},
+			&t->new_attr[0]) ||
+	    attr_intern(t, &(struct node_attr){0755, uid, gid},
+			&t->new_attr[1]))
 		goto fail;
 	t->root = node_new(t, "", true);
 	if (!t->root)
@@ -195,6 +308,8 @@ int tree_new(uid_t uid, gid_t gid, struct tree **out)
 fail:
 	free(t->hash);
 	free(t->slots);
+	free(t->attrs);
+	free(t->attr_hash);
 	free(t);
 	return -ENOMEM;
 }
@@ -217,6 +332,8 @@ void tree_free(struct tree *t)
 	free_subtree(t->root);
 	free(t->hash);
 	free(t->slots);
+	free(t->attrs);
+	free(t->attr_hash);
 	pthread_rwlock_destroy(&t->lock);
 	free(t);
 }
@@ -249,7 +366,7 @@ struct node *tree_child(const struct tree *t, const struct node *dir,
 	size_t h = name_hash(dir, name) & (t->hash_size - 1);
 
 	for (struct node *n = t->hash[h]; n; n = n->hnext)
-		if (n->parent == dir && !strcmp(n->name, name))
+		if (n->parent == dir && !strcmp(name_of(n), name))
 			return n;
 	return NULL;
 }
@@ -288,7 +405,7 @@ size_t tree_path_len(const struct node *n)
 	size_t len = 0;
 
 	for (const struct node *p = n; p && p->parent; p = p->parent)
-		len += strlen(p->name) + 1;
+		len += strlen(name_of(p)) + 1;
 	return len ? len - 1 : 0;
 }
 
@@ -300,9 +417,10 @@ size_t tree_path_into(const struct node *n, char *buf, size_t cap)
 		return (size_t)-1;
 	buf[end] = 0;
 	for (const struct node *p = n; p && p->parent; p = p->parent) {
-		size_t l = strlen(p->name);
+		const char *name = name_of(p);
+		size_t l = strlen(name);
 		end -= l;
-		memcpy(buf + end, p->name, l);
+		memcpy(buf + end, name, l);
 		if (end)
 			buf[--end] = '/';
 	}
@@ -385,15 +503,13 @@ int tree_add(struct tree *t, struct node *parent, const char *name, bool dir,
 int tree_move(struct tree *t, struct node *n, struct node *dir,
 	      const char *name)
 {
-	char *nn = strdup(name);
-
-	if (!nn)
-		return -ENOMEM;
+	/* Out of the hash first: its chain follows the old name. */
 	hash_delete(t, n);
+	if (node_rename(n, name)) {
+		hash_insert(t, n);
+		return -ENOMEM;
+	}
 	unlink_child(n);
-	if (n->name != inline_name(n))
-		free(n->name);
-	n->name = nn;
 	link_child(dir, n);
 	hash_insert(t, n);
 	return 0;

@@ -20,8 +20,10 @@
  * tree lock, then the index's own lock, then the work queue's and the
  * invalidation queue's. Every function below needs the lock held as stated.
  *
- * Memory per node: about 100 bytes plus its name, 8 in the slot table and 8
- * in the name hash.
+ * Memory per node: 87 bytes plus its name (at least 8 bytes) in one
+ * allocation, 8 in the slot table and 8 in the name hash; the name moves to
+ * an allocation of its own only when a rename makes it longer. Permissions
+ * and owners are interned: each distinct (mode, uid, gid) is kept once.
  */
 #ifndef IMFS_TREE_H
 #define IMFS_TREE_H
@@ -30,6 +32,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/types.h>
 
 enum node_flags {
@@ -47,34 +50,57 @@ enum node_flags {
 /** Status of a file not signed yet. */
 #define NODE_UNKNOWN 0xff
 
+/** A node's permissions and owner. Most files share them: the tree keeps
+ *  each distinct one once (tree_attr()). */
+struct node_attr {
+	uint32_t mode; /* permission bits (07777) */
+	uid_t uid;
+	gid_t gid;
+};
+
 struct node {
 	struct node *parent;
 	struct node *child, *next, *prev; /* children; siblings */
 	struct node *hnext;		  /* chain in the name hash */
-	char *name;
 	union {
 		uint64_t size; /* files: as last signed */
 		int wd;	       /* directories: inotify watch, or -1 */
 	};
 	int64_t mtime_ns; /* files: as last signed; dirs: as last walked */
 	uint64_t src_ino;
-	uint32_t mode, uid, gid;
 	uint32_t slot, gen; /* identity for inode numbers */
 	uint32_t seen;	    /* scan generation that last saw it */
+	uint32_t attr;	    /* tree_attr(); set with tree_set_attr() */
 	uint8_t flags;	    /* enum node_flags; NODE_KNOWN set atomically */
 	uint8_t status;	    /* enum im_doc_status or NODE_UNKNOWN */
 	uint8_t format;	    /* files: enum im_format, as last read */
 	uint8_t fail;	    /* files: enum im_extract_fail when FAILED */
 	uint8_t retries;    /* files: signings whose path led nowhere */
+	/* Private to tree.c: read the name with node_name(). */
+	uint8_t name_out;  /* name_in holds a pointer to the name */
+	uint8_t name_room; /* bytes of name_in, at least a pointer's */
+	char name_in[];	   /* the name in the node's own allocation */
 };
+
+/** The name of @p n ("" for the root); valid until @p n is moved or freed. */
+static inline const char *node_name(const struct node *n)
+{
+	const char *p;
+
+	if (!n->name_out)
+		return n->name_in;
+	memcpy(&p, n->name_in, sizeof(p));
+	return p;
+}
 
 struct tree;
 
 /* ---- Life cycle ----------------------------------------------------------- */
 
 /**
- * A tree holding only its root (a directory named ""), owned by @p uid and
- * @p gid until stat fields are set. Caller frees with tree_free().
+ * A tree holding only its root (a directory named ""); new nodes are owned
+ * by @p uid and @p gid, mode 0755 (directories) or 0644, until
+ * tree_set_attr(). Caller frees with tree_free().
  * @return 0 or -ENOMEM.
  */
 int tree_new(uid_t uid, gid_t gid, struct tree **out);
@@ -105,6 +131,9 @@ size_t tree_path_into(const struct node *n, char *buf, size_t cap);
 /** Whether @p n is @p anc or below it. */
 bool tree_is_under(const struct node *n, const struct node *anc);
 
+/** The permissions and owner of @p n; valid while the lock is held. */
+const struct node_attr *tree_attr(const struct tree *t, const struct node *n);
+
 /** Mark @p n as cached by the kernel. Safe under the shared lock. */
 void tree_mark_known(struct tree *t, struct node *n);
 /** Whether any node was ever marked known (atomic; any lock mode). */
@@ -124,6 +153,14 @@ int tree_add(struct tree *t, struct node *parent, const char *name, bool dir,
  */
 int tree_move(struct tree *t, struct node *n, struct node *dir,
 	      const char *name);
+/**
+ * Set the permissions and owner of @p n (mode bits beyond 07777 are
+ * dropped). Never fails: if no memory is left to keep a new combination,
+ * @p n gets mode 0 owned by root, which shows it to nobody but root, and
+ * -ENOMEM is returned.
+ * @return 0 or -ENOMEM.
+ */
+int tree_set_attr(struct tree *t, struct node *n, const struct node_attr *a);
 /**
  * Take @p n (not the root) and its subtree out of the tree: out of the hash,
  * the slot table and its parent. The nodes stay linked to each other below

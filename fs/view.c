@@ -37,14 +37,15 @@ static bool in_group(const struct vcaller *who, gid_t gid)
 	return false;
 }
 
-static bool perm_ok(const struct node *n, const struct vcaller *who,
-		    unsigned bit)
+static bool perm_ok(const struct imfs *fs, const struct node *n,
+		    const struct vcaller *who, unsigned bit)
 {
-	unsigned m = n->mode;
+	const struct node_attr *a = tree_attr(fs->model->tree, n);
+	unsigned m = a->mode;
 
-	if (who->uid == n->uid)
+	if (who->uid == a->uid)
 		return (m >> 6) & bit;
-	if (in_group(who, n->gid))
+	if (in_group(who, a->gid))
 		return (m >> 3) & bit;
 	return m & bit;
 }
@@ -61,10 +62,10 @@ static bool may_reach(const struct imfs *fs, const struct node *dir,
 {
 	if (!restricted(fs, who))
 		return true;
-	if (!perm_ok(dir, who, bits))
+	if (!perm_ok(fs, dir, who, bits))
 		return false;
 	for (const struct node *p = dir->parent; p; p = p->parent)
-		if (!perm_ok(p, who, 1))
+		if (!perm_ok(fs, p, who, 1))
 			return false;
 	return true;
 }
@@ -612,9 +613,9 @@ static void set_time(struct stat *st, int64_t ns)
 }
 
 /* A document shown as a directory: searchable wherever it is readable. */
-static mode_t doc_dir_mode(const struct node *n)
+static mode_t doc_dir_mode(mode_t mode)
 {
-	mode_t m = n->mode & 0777;
+	mode_t m = mode & 0777;
 	return S_IFDIR | m | ((m & 0444) >> 2);
 }
 
@@ -682,13 +683,14 @@ static mode_t kind_type(enum vkind k)
 void view_stat(struct imfs *fs, const struct vobj *o, struct stat *st)
 {
 	const struct node *n = o->node;
+	const struct node_attr *a = n ? tree_attr(fs->model->tree, n) : NULL;
 	char *text;
 	size_t len;
 
 	memset(st, 0, sizeof(*st));
 	st->st_ino = vobj_ino(fs, o);
-	st->st_uid = n ? n->uid : fs->owner_uid;
-	st->st_gid = n ? n->gid : fs->owner_gid;
+	st->st_uid = a ? a->uid : fs->owner_uid;
+	st->st_gid = a ? a->gid : fs->owner_gid;
 	st->st_nlink = 1;
 	st->st_blksize = 4096;
 	set_time(st, n ? n->mtime_ns : (int64_t)fs->started * 1000000000);
@@ -728,12 +730,12 @@ void view_stat(struct imfs *fs, const struct vobj *o, struct stat *st)
 		set_time(st, (int64_t)time(NULL) * 1000000000);
 		break;
 	case V_DIR:
-		st->st_mode = S_IFDIR | (n->mode & 07777);
+		st->st_mode = S_IFDIR | (a->mode & 07777);
 		st->st_nlink = 2;
 		break;
 	case V_DOC:
 	case V_DUPES:
-		st->st_mode = doc_dir_mode(n);
+		st->st_mode = doc_dir_mode(a->mode);
 		st->st_nlink = 2;
 		break;
 	case V_FILE:
@@ -742,12 +744,12 @@ void view_stat(struct imfs *fs, const struct vobj *o, struct stat *st)
 		st->st_size = (off_t)target_len(fs, n);
 		break;
 	case V_SIGS:
-		st->st_mode = S_IFREG | (n->mode & 0444);
+		st->st_mode = S_IFREG | (a->mode & 0444);
 		st->st_size = (off_t)sigs_text(fs, n, NULL, 0);
 		break;
 	case V_SIMS:
 		/* The owner's view: a caller may see fewer lines (may_see). */
-		st->st_mode = S_IFREG | (n->mode & 0444);
+		st->st_mode = S_IFREG | (a->mode & 0444);
 		if (!view_text(fs, o, NULL, &text, &len)) {
 			st->st_size = (off_t)len;
 			free(text);
@@ -846,7 +848,7 @@ static void list_dir(struct lister *ls, struct node *dir)
 			continue;
 		struct vobj o = {.kind = (c->flags & NODE_DIR) ? V_DIR : V_DOC,
 				 .node = c};
-		list_add(ls, c->name, &o);
+		list_add(ls, node_name(c), &o);
 	}
 }
 

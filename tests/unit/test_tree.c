@@ -1,0 +1,140 @@
+/**
+ * @file test_tree.c
+ * The daemon's mirror of the source tree (fs/tree.h): names kept in the
+ * node and moved out by a rename that makes them longer, permissions and
+ * owners kept once per distinct value, lookups and paths after renames.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tree.h"
+
+static struct tree *t;
+
+static void setup(void)
+{
+	ck_assert_int_eq(tree_new(1000, 100, &t), 0);
+}
+
+static void teardown(void)
+{
+	tree_free(t);
+	t = NULL;
+}
+
+static void assert_path(const struct node *n, const char *want)
+{
+	char *p = tree_path(n);
+
+	ck_assert_ptr_nonnull(p);
+	ck_assert_str_eq(p, want);
+	ck_assert_uint_eq(tree_path_len(n), strlen(want));
+	free(p);
+}
+
+START_TEST(test_tree_renames_keep_names_and_lookups)
+{
+	/* "a" has room for 8 bytes in its node: short names stay there,
+	 * longer ones move out and back. */
+	static const char *names[] = {
+		"b",	 "a-much-longer-name-than-before.txt", "c", "1234567",
+		"x.pdf", "another-long-name-for-the-same-node"};
+	struct node *dir, *n, *other;
+	char buf[128];
+
+	ck_assert_int_eq(tree_add(t, tree_root(t), "dir", true, &dir), 0);
+	ck_assert_int_eq(tree_add(t, dir, "a", false, &n), 0);
+	ck_assert_int_eq(tree_add(t, dir, "z", false, &other), 0);
+	ck_assert_str_eq(node_name(n), "a");
+	assert_path(n, "dir/a");
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		const char *name = names[i];
+		struct node *to = i % 2 ? tree_root(t) : dir;
+
+		ck_assert_int_eq(tree_move(t, n, to, name), 0);
+		ck_assert_str_eq(node_name(n), name);
+		snprintf(buf, sizeof(buf), "%s%s", to == dir ? "dir/" : "",
+			 name);
+		assert_path(n, buf);
+		ck_assert_ptr_eq(tree_lookup(t, buf), n);
+		ck_assert_ptr_eq(tree_child(t, to, name), n);
+		ck_assert_ptr_eq(tree_lookup(t, "dir/z"), other);
+	}
+	ck_assert_ptr_null(tree_lookup(t, "dir/a"));
+	ck_assert_ptr_null(tree_lookup(t, "dir/b"));
+}
+END_TEST
+
+START_TEST(test_tree_attrs_are_shared_and_set)
+{
+	struct node *a, *b, *d;
+	struct node_attr x = {0100640, 7, 8}, y = {0600, 7, 9};
+	const struct node_attr *got;
+
+	ck_assert_int_eq(tree_add(t, tree_root(t), "a", false, &a), 0);
+	ck_assert_int_eq(tree_add(t, tree_root(t), "b", false, &b), 0);
+	ck_assert_int_eq(tree_add(t, tree_root(t), "d", true, &d), 0);
+	got = tree_attr(t, a);
+	ck_assert_uint_eq(got->mode, 0644);
+	ck_assert_uint_eq(got->uid, 1000);
+	ck_assert_uint_eq(got->gid, 100);
+	ck_assert_uint_eq(tree_attr(t, d)->mode, 0755);
+
+	ck_assert_int_eq(tree_set_attr(t, a, &x), 0);
+	ck_assert_int_eq(tree_set_attr(t, b, &y), 0);
+	got = tree_attr(t, a);
+	ck_assert_uint_eq(got->mode, 0640); /* the file type is dropped */
+	ck_assert_uint_eq(got->uid, 7);
+	ck_assert_uint_eq(got->gid, 8);
+	ck_assert_uint_eq(tree_attr(t, b)->gid, 9);
+	ck_assert_int_eq(tree_set_attr(t, b, &x), 0);
+	ck_assert_uint_eq(a->attr, b->attr);
+
+	/* Many distinct values: each node keeps its own. */
+	for (unsigned i = 0; i < 3000; i++) {
+		struct node *n;
+		char name[16];
+
+		snprintf(name, sizeof(name), "f%u", i);
+		ck_assert_int_eq(tree_add(t, d, name, false, &n), 0);
+		ck_assert_int_eq(
+			tree_set_attr(
+				t, n,
+				&(struct node_attr){0400 | (i % 8), i, i % 5}),
+			0);
+	}
+	for (unsigned i = 0; i < 3000; i++) {
+		char path[16];
+		struct node *n;
+
+		snprintf(path, sizeof(path), "d/f%u", i);
+		n = tree_lookup(t, path);
+		ck_assert_ptr_nonnull(n);
+		got = tree_attr(t, n);
+		ck_assert_uint_eq(got->mode, 0400 | (i % 8));
+		ck_assert_uint_eq(got->uid, i);
+		ck_assert_uint_eq(got->gid, i % 5);
+	}
+	ck_assert_uint_eq(tree_attr(t, a)->gid, 8);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("tree");
+	TCase *tc = tcase_create("tree");
+	SRunner *sr;
+	int failed;
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_tree_renames_keep_names_and_lookups);
+	tcase_add_test(tc, test_tree_attrs_are_shared_and_set);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

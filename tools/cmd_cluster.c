@@ -107,6 +107,18 @@ static int cmp_keys(const void *a, const void *b)
 	return im_stage_key_cmp(a, b);
 }
 
+static int key_rec_cmp(const uint8_t *a, size_t al, const uint8_t *b, size_t bl)
+{
+	struct im_stage_key x, y;
+
+	/* Undecodable records sort first; the reader reports them. */
+	if (im_stage_key_decode(a, al, &x))
+		return -1;
+	if (im_stage_key_decode(b, bl, &y))
+		return 1;
+	return im_stage_key_cmp(&x, &y);
+}
+
 static char *suffixed(const char *prefix, const char *fmt, uint32_t n)
 {
 	size_t len = strlen(prefix) + 32;
@@ -120,11 +132,142 @@ static char *suffixed(const char *prefix, const char *fmt, uint32_t n)
 	return s;
 }
 
+/*
+ * The keys of a sign task, partitioned. A shard of a million documents makes
+ * some 20 million keys (48 bytes each here), so past --spill-bytes of them
+ * each partition is sorted and written as a run (PREFIX.kPPPP.rN), and the
+ * runs of a partition are merged into PREFIX.kPPPP at the end.
+ */
+struct sign_keys {
+	struct im_stage_parts kp;
+	const char *prefix;
+	struct im_stage_header h; /* of the key files */
+	size_t held, limit;	  /* keys in kp; how many make a run */
+	unsigned runs;		  /* runs written per partition */
+	bool reported;		  /* an error was said, naming its file */
+};
+
+static char *run_path(const char *prefix, uint32_t part, unsigned run)
+{
+	size_t len = strlen(prefix) + 40;
+	char *s = malloc(len);
+
+	if (s)
+		snprintf(s, len, "%s.k%04" PRIu32 ".r%u", prefix, part, run);
+	return s;
+}
+
+static int write_keys(const char *path, const struct im_stage_header *h,
+		      struct im_stage_key *v, size_t n);
+
+/* Write every partition's keys as run number sk->runs, and empty them. */
+static int keys_spill(struct sign_keys *sk)
+{
+	for (uint32_t p = 0; p < sk->kp.nparts; p++) {
+		struct im_stage_header h = sk->h;
+		char *path = run_path(sk->prefix, p, sk->runs);
+		int ret;
+
+		h.part = p;
+		ret = path ? write_keys(path, &h, sk->kp.p[p].v, sk->kp.p[p].n)
+			   : -ENOMEM;
+		if (ret) {
+			write_failed(path ? path : sk->prefix, ret);
+			sk->reported = true;
+			free(path);
+			return ret;
+		}
+		free(path);
+		sk->kp.p[p].n = 0;
+	}
+	sk->held = 0;
+	sk->runs++;
+	return 0;
+}
+
+static void keys_unlink_runs(const struct sign_keys *sk, uint32_t part)
+{
+	for (unsigned r = 0; r < sk->runs; r++) {
+		char *path = run_path(sk->prefix, part, r);
+
+		if (path)
+			unlink(path);
+		free(path);
+	}
+}
+
+/* Merge the runs of partition @p part into @p path (the runs stay). */
+static int keys_merge_runs(const struct sign_keys *sk, uint32_t part,
+			   const char *path)
+{
+	struct im_stage_reader **rs = calloc(sk->runs, sizeof(*rs));
+	struct im_stage_header h = sk->h;
+	struct im_stage_writer *w = NULL;
+	struct im_stage_merge *m = NULL;
+	const uint8_t *rec;
+	size_t len;
+	int ret = rs ? 0 : -ENOMEM;
+
+	for (unsigned r = 0; r < sk->runs && !ret; r++) {
+		char *rp = run_path(sk->prefix, part, r);
+
+		ret = rp ? im_stage_open(rp, &rs[r], NULL, 0) : -ENOMEM;
+		free(rp);
+	}
+	if (!ret)
+		ret = im_stage_merge_new(rs, sk->runs, key_rec_cmp, &m);
+	h.part = part;
+	if (!ret)
+		ret = im_stage_writer_new(path, &h, &w);
+	while (!ret && (ret = im_stage_merge_next(m, &rec, &len, NULL)) > 0)
+		ret = im_stage_writer_add(w, rec, len);
+	if (!ret)
+		ret = im_stage_writer_commit(w);
+	im_stage_writer_free(w);
+	im_stage_merge_free(m);
+	for (unsigned r = 0; rs && r < sk->runs; r++)
+		im_stage_reader_free(rs[r]);
+	free(rs);
+	return ret;
+}
+
+/* Write PREFIX.kPPPP for every partition: sorted from memory, or merged
+ * from the runs (the last of which is what memory still holds). */
+static int keys_finish(struct sign_keys *sk)
+{
+	int ret = 0;
+
+	if (sk->runs && sk->held)
+		ret = keys_spill(sk);
+	for (uint32_t p = 0; p < sk->kp.nparts && !ret; p++) {
+		struct im_stage_header h = sk->h;
+		char *path = suffixed(sk->prefix, ".k%04" PRIu32, p);
+
+		h.part = p;
+		if (!path)
+			ret = -ENOMEM;
+		else if (sk->runs)
+			ret = keys_merge_runs(sk, p, path);
+		else
+			ret = write_keys(path, &h, sk->kp.p[p].v,
+					 sk->kp.p[p].n);
+		if (ret && !sk->reported) {
+			write_failed(path ? path : sk->prefix, ret);
+			sk->reported = true;
+		}
+		free(path);
+	}
+	for (uint32_t p = 0; p < sk->kp.nparts; p++)
+		keys_unlink_runs(sk, p);
+	return ret;
+}
+
 /* Sign every listed file into the records writer and the key buckets. */
 static int sign_shard(struct cli *c, const struct im_lexicon *lex, int rootfd,
 		      const struct im_shard *sh, uint32_t shard,
-		      struct im_stage_writer *w, struct im_stage_parts *kp)
+		      struct im_stage_writer *w, struct sign_keys *sk)
 {
+	struct im_stage_parts *kp = &sk->kp;
 	struct im_cand_key keys[IM_MAX_KEYS];
 	struct im_stage_buf rec = {0};
 	struct im_signer *s = NULL;
@@ -174,13 +317,16 @@ static int sign_shard(struct cli *c, const struct im_lexicon *lex, int rootfd,
 		ret = im_stage_writer_add(w, rec.p, rec.len);
 		nk = im_doc_keys(&doc.d, keys);
 		for (unsigned k = 0; k < nk && !ret; k++) {
-			struct im_stage_key sk;
+			struct im_stage_key key;
 
-			im_stage_key_make(&sk, &keys[k], shard, (uint32_t)i,
+			im_stage_key_make(&key, &keys[k], shard, (uint32_t)i,
 					  sh->path[i]);
 			ret = im_stage_parts_push(
-				kp, im_stage_key_part(&sk, kp->nparts), &sk);
+				kp, im_stage_key_part(&key, kp->nparts), &key);
 		}
+		sk->held += nk;
+		if (!ret && sk->held >= sk->limit)
+			ret = keys_spill(sk);
 	}
 	for (unsigned k = 0; k < IM_DOC_STATUS_COUNT; k++)
 		im_stage_writer_set_meta(w, REC_STATUS0 + k, counts[k]);
@@ -217,7 +363,7 @@ int cmd_sign_records(struct cli *c)
 {
 	struct im_stage_header h = {.kind = IM_STAGE_RECORDS};
 	struct run_keys keys;
-	struct im_stage_parts kp = {0};
+	struct sign_keys sk = {.prefix = c->out};
 	struct im_stage_writer *w = NULL;
 	struct im_lexicon *lex = NULL;
 	struct im_shard sh = {0};
@@ -248,9 +394,15 @@ int cmd_sign_records(struct cli *c)
 	}
 	path = suffixed(c->out, ".rec", 0);
 	ret = -ENOMEM;
-	if (im_stage_parts_init(&kp, c->parts, sizeof(struct im_stage_key)) ||
+	if (im_stage_parts_init(&sk.kp, c->parts,
+				sizeof(struct im_stage_key)) ||
 	    !path)
 		goto fail;
+	sk.limit = c->spill_bytes / sizeof(struct im_stage_key);
+	if (!sk.limit)
+		sk.limit = 1;
+	sk.h = (struct im_stage_header){
+		.kind = IM_STAGE_KEYS, .key = keys.sign, .nparts = c->parts};
 	h.part = shard;
 	h.nparts = nshards;
 	ret = im_stage_writer_new(path, &h, &w);
@@ -258,7 +410,9 @@ int cmd_sign_records(struct cli *c)
 		write_failed(path, ret);
 		goto out;
 	}
-	ret = sign_shard(c, lex, fd, &sh, shard, w, &kp);
+	ret = sign_shard(c, lex, fd, &sh, shard, w, &sk);
+	if (sk.reported)
+		goto out;
 	if (ret == -ENOMEM)
 		goto fail;
 	if (!ret)
@@ -267,27 +421,20 @@ int cmd_sign_records(struct cli *c)
 		write_failed(path, ret);
 		goto out;
 	}
-	h.kind = IM_STAGE_KEYS;
-	h.nparts = c->parts;
-	for (uint32_t p = 0; p < c->parts; p++) {
-		char *kpath = suffixed(c->out, ".k%04" PRIu32, p);
-
-		h.part = p;
-		ret = kpath ? write_keys(kpath, &h, kp.p[p].v, kp.p[p].n)
-			    : -ENOMEM;
-		if (ret) {
-			write_failed(kpath ? kpath : c->out, ret);
-			free(kpath);
-			goto out;
-		}
-		free(kpath);
-	}
+	if (keys_finish(&sk))
+		goto out;
+	if (c->verbose)
+		fprintf(stderr, "%s: %zu documents, keys in %u sorted runs\n",
+			c->out, sh.n, sk.runs ? sk.runs : 1);
 	code = 0;
 	goto out;
 fail:
 	err_msg("%s: %s", c->files_from, strerror(-ret));
 out:
-	im_stage_parts_release(&kp);
+	if (code && sk.runs)
+		for (uint32_t p = 0; p < sk.kp.nparts; p++)
+			keys_unlink_runs(&sk, p);
+	im_stage_parts_release(&sk.kp);
 	free(path);
 	im_stage_writer_free(w);
 	im_shard_release(&sh);
@@ -455,18 +602,6 @@ static uint32_t dense_id(const struct shard_set *s, uint32_t shard,
 }
 
 /* ---- links ------------------------------------------------------------------ */
-
-static int key_rec_cmp(const uint8_t *a, size_t al, const uint8_t *b, size_t bl)
-{
-	struct im_stage_key x, y;
-
-	/* Undecodable records sort first; the reader reports them. */
-	if (im_stage_key_decode(a, al, &x))
-		return -1;
-	if (im_stage_key_decode(b, bl, &y))
-		return 1;
-	return im_stage_key_cmp(&x, &y);
-}
 
 /*
  * The records of every shard, indexed on first use: a links task verifies

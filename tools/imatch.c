@@ -78,6 +78,7 @@ enum {
 	O_ROOT,
 	O_SHARDS,
 	O_SHARD_BYTES,
+	O_SPILL_BYTES,
 	O_FROM_DF,
 	O_CHECK,
 	O_HEAD,
@@ -178,14 +179,21 @@ static const struct opt opts[] = {
 	{"shards", 1, O_SHARDS, F_LS, NULL,
 	 "--shards DIR       also split the files into shard lists in DIR"},
 	{"top-dirs", 1, O_TOP_DIRS, F_LS, NULL,
-	 "--top-dirs FILE    list only DIR's own files (with --under-from: those\n"
-	 "                   of the listed directories); write the directories\n"
-	 "                   below them the walk would enter to FILE, NUL-ended"},
+	 "--top-dirs FILE    list only DIR's own files (with --under-from: "
+	 "those\n"
+	 "                   of the listed directories); write the "
+	 "directories\n"
+	 "                   below them the walk would enter to FILE, "
+	 "NUL-ended"},
 	{"under-from", 1, O_UNDER_FROM, F_LS, NULL,
-	 "--under-from FILE  list only the directories FILE names (relative to\n"
+	 "--under-from FILE  list only the directories FILE names (relative "
+	 "to\n"
 	 "                   DIR, NUL-ended, as --top-dirs writes them)"},
 	{"shard-bytes", 1, O_SHARD_BYTES, F_LS, NULL,
 	 "--shard-bytes N    input bytes per shard (suffix K, M, G; 1G)"},
+	{"spill-bytes", 1, O_SPILL_BYTES, F_SIGN, NULL,
+	 "--spill-bytes N    sign --records: key bytes held before a sorted "
+	 "run is\n                   written to disk (suffix K, M, G; 16M)"},
 	{"check", 0, O_CHECK, F_CAT, NULL,
 	 "--check            only verify: print nothing, exit 1 if any is bad"},
 	{"head", 0, O_HEAD, F_CAT, NULL,
@@ -484,6 +492,7 @@ static int run_command(const struct command *cmd, int argc, char **argv)
 	im_params_init(&c.p);
 	c.parts = 64;
 	c.shard_bytes = 1ull << 30;
+	c.spill_bytes = 16ull << 20;
 	for (size_t i = 0; i < NOPTS; i++) {
 		if (!(opts[i].cmds & cmd->flag))
 			continue;
@@ -560,6 +569,14 @@ static int run_command(const struct command *cmd, int argc, char **argv)
 			if (parse_count(optarg, 1, UINT64_MAX, true,
 					&c.shard_bytes)) {
 				err_msg("%s: bad value for --shard-bytes: '%s'",
+					cmd->name, optarg);
+				return EXIT_USAGE;
+			}
+			break;
+		case O_SPILL_BYTES:
+			if (parse_count(optarg, 1, UINT64_MAX, true,
+					&c.spill_bytes)) {
+				err_msg("%s: bad value for --spill-bytes: '%s'",
 					cmd->name, optarg);
 				return EXIT_USAGE;
 			}

@@ -38,6 +38,7 @@ struct cli {
 	const char *top_dirs;	/**< ls --top-dirs FILE */
 	const char *under_from; /**< ls --under-from FILE */
 	uint64_t shard_bytes;	/**< ls --shard-bytes N */
+	uint64_t spill_bytes;	/**< sign --records --spill-bytes N */
 	unsigned parts;		/**< -P, --parts N: partitions of a shuffle */
 	bool from_df;		/**< lexicon build --from-df */
 	bool check;		/**< cat --check */

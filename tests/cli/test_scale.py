@@ -244,6 +244,34 @@ def case_scale_lexicon_sample(tmp):
           "dedupe-near.jsonl equals imatch dedupe --near --lexicon OUT/lexicon")
 
 
+def case_sign_spill(tmp):
+    """A sign task whose keys pass --spill-bytes writes sorted runs and
+    merges them: its files are the bytes of a task that held every key, and
+    no run is left behind."""
+    tree = os.path.join(tmp, "tree")
+    test_cli.make_tree(tree)
+    shards = os.path.join(tmp, "shards")
+    run("ls", "-o", os.path.join(tmp, "manifest"), "--shards", shards, tree)
+    lexicon = os.path.join(tmp, "lexicon")
+    run("lexicon", "build", "-o", lexicon, tree)
+    outs = []
+    for spill in ("16M", "1K"):
+        d = os.path.join(tmp, "sign-" + spill)
+        os.mkdir(d)
+        _, err = run("sign", "--records", "-v", "--files-from",
+                     os.path.join(shards, "000000"), "--root", tree,
+                     "--shard-id", "0/1", "-P", "3", "--lexicon", lexicon,
+                     "--spill-bytes", spill, "-o", os.path.join(d, "s"))
+        runs = int(err.split(" sorted runs")[0].rsplit(" ", 1)[1])
+        check(runs == 1 if spill == "16M" else runs >= 5,
+              "--spill-bytes %s: keys in %d runs: %s" % (spill, runs, err))
+        names = sorted(os.listdir(d))
+        check(names == ["s.k0000", "s.k0001", "s.k0002", "s.rec"],
+              "only the records and 3 key files remain: %s" % names)
+        outs.append([read(os.path.join(d, n)) for n in names])
+    check(outs[0] == outs[1], "spilled runs merge into the same bytes")
+
+
 def case_scale_resume(tmp):
     """A run killed in the middle resumes: verified outputs are kept, the
     rest is redone, and the result is the same."""

@@ -1317,6 +1317,24 @@ struct dupes_export {
 	char **path; /* of documents with a dupe, else NULL */
 };
 
+/* Room for two more edges in @p e of @p n (of *@p cap). @return 0 or
+ * -ENOMEM. */
+static int edge_room(struct edge **e, size_t n, size_t *cap)
+{
+	struct edge *v;
+	size_t c;
+
+	if (*cap - n >= 2)
+		return 0;
+	c = *cap ? 2 * *cap : 1024;
+	v = realloc(*e, c * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	*e = v;
+	*cap = c;
+	return 0;
+}
+
 static int dx_link(uint32_t a, uint32_t b, const struct im_stage_link *l,
 		   void *arg)
 {
@@ -1326,15 +1344,8 @@ static int dx_link(uint32_t a, uint32_t b, const struct im_stage_link *l,
 		uf_union(x->exact, a, b);
 		return 0;
 	}
-	if (x->cap - x->ne < 2) {
-		size_t cap = x->cap ? 2 * x->cap : 1024;
-		struct edge *e = realloc(x->e, cap * sizeof(*e));
-
-		if (!e)
-			return -ENOMEM;
-		x->e = e;
-		x->cap = cap;
-	}
+	if (edge_room(&x->e, x->ne, &x->cap))
+		return -ENOMEM;
 	x->e[x->ne++] = (struct edge){a, b, l->similarity};
 	x->e[x->ne++] = (struct edge){b, a, l->similarity};
 	return 0;
@@ -1537,43 +1548,61 @@ struct plan_docs {
 	uint64_t dev;
 };
 
-static int plan_doc(uint32_t id, const struct im_stage_doc *doc,
-		    struct im_stage_reader *r, void *arg)
+/*
+ * Add the document @p doc of cluster @p name to the plan's files if it is a
+ * text not left out by --exclude/--include. @return its file index,
+ * UINT32_MAX for none, or -ENOMEM in *@p ret.
+ */
+static uint32_t plan_file_add(const struct cli *c, struct im_plan_set *s,
+			      const struct im_stage_doc *doc,
+			      const struct im_sig *name, uint64_t dev, int *ret)
 {
-	struct plan_docs *pd = arg;
-	struct im_plan_set *s = pd->set;
 	size_t i = s->nfiles;
 	char *path;
 
-	(void)r;
-	if (!doc)
-		return 0;
-	pd->fi[id] = UINT32_MAX;
-	if (!pd->label[id] || (doc->d.status != IM_DOC_SIGNED &&
-			       doc->d.status != IM_DOC_REJECTED))
-		return 0;
+	*ret = 0;
+	if (doc->d.status != IM_DOC_SIGNED && doc->d.status != IM_DOC_REJECTED)
+		return UINT32_MAX;
 	path = strndup(doc->path, doc->path_len);
-	if (!path)
-		return -ENOMEM;
-	if (dedupe_excluded(pd->c, path)) {
+	if (!path) {
+		*ret = -ENOMEM;
+		return UINT32_MAX;
+	}
+	if (dedupe_excluded(c, path)) {
 		free(path);
-		return 0;
+		return UINT32_MAX;
 	}
 	/* The records hold no device: one tree, one device, as the walker
 	 * met it (a hard link's keeper is the same inode only on it). */
 	s->files[i] = (struct im_plan_file){.path = path,
 					    .size = doc->size,
 					    .mtime_ns = doc->mtime_ns,
-					    .dev = pd->dev,
+					    .dev = dev,
 					    .ino = doc->ino};
 	s->hash_valid[i] = doc->d.exact_valid;
 	memcpy(s->hash[i], doc->d.exact, sizeof(s->hash[i]));
 	if (!doc->d.exact_valid)
 		memset(s->hash[i], 0, sizeof(s->hash[i]));
-	s->cluster[i] = pd->v[pd->label[id] - 1].name;
-	pd->fi[id] = (uint32_t)i;
+	s->cluster[i] = *name;
 	s->nfiles = i + 1;
-	return 0;
+	return (uint32_t)i;
+}
+
+static int plan_doc(uint32_t id, const struct im_stage_doc *doc,
+		    struct im_stage_reader *r, void *arg)
+{
+	struct plan_docs *pd = arg;
+	int ret = 0;
+
+	(void)r;
+	if (!doc)
+		return 0;
+	pd->fi[id] = UINT32_MAX;
+	if (pd->label[id])
+		pd->fi[id] = plan_file_add(pd->c, pd->set, doc,
+					   &pd->v[pd->label[id] - 1].name,
+					   pd->dev, &ret);
+	return ret;
 }
 
 struct plan_links {
@@ -1625,6 +1654,16 @@ static int plan_relation(const struct dupes_export *x, const uint32_t *fi,
 				files[fi[x->class_mem[i]]].exact_class = r + 1;
 	}
 	return ret;
+}
+
+/* Say why planning failed (-EINVAL: the inputs do not match). */
+static void plan_failed(int ret)
+{
+	if (ret == -EINVAL)
+		err_msg("export: corrupt: the records, links and clusters do "
+			"not belong together");
+	else if (ret)
+		err_msg("export: %s", strerror(-ret));
 }
 
 static int plan_build(const struct im_plan_opts *o, const char *root,
@@ -1685,12 +1724,8 @@ static int plan_build(const struct im_plan_opts *o, const char *root,
 	if (!ret)
 		ret = im_plan_build(set->files, set->nfiles, pl.v, pl.n, o,
 				    &set->plan);
-	if (ret == -EINVAL)
-		err_msg("export: corrupt: the records, links and clusters do "
-			"not belong together");
 out:
-	if (ret && ret != -EINVAL)
-		err_msg("export: %s", strerror(-ret));
+	plan_failed(ret);
 	free_cluster_list(v, ncl);
 	free(label);
 	free(pd.fi);
@@ -1735,6 +1770,1113 @@ out:
 	return code;
 }
 
+/* The totals of scan --json besides the documents' (from the records):
+ * the manifest's and the lexicon's. */
+static void scan_totals(struct cli *c, struct im_stage_reader *man,
+			const struct im_lexicon *lex, struct scan_summary *sum)
+{
+	sum->c.files = im_stage_meta(man, 0);
+	sum->c.dirs = im_stage_meta(man, 1);
+	sum->c.hidden = im_stage_meta(man, 2);
+	sum->c.other = im_stage_meta(man, 3);
+	sum->c.errors = im_stage_meta(man, 4);
+	sum->lex_docs = im_lexicon_docs(lex);
+	sum->primary = im_lexicon_primary_size(lex);
+	sum->secondary = im_lexicon_secondary_size(lex);
+	/* The batch built its lexicon from the tree, as scan does without
+	 * --lexicon: report it the same way. */
+	c->lexicon = NULL;
+}
+
+/* ---- export in parts ------------------------------------------------------------ */
+
+/*
+ * `export --part I/N -o FILE` writes what part I of N of the documents
+ * contributes to an output; `export PART...` joins the N parts into the
+ * bytes one export prints. A part is a range of dense ids (records order):
+ * n*I/N up to n*(I+1)/N. What a part owns:
+ *   scan   the clusters whose first member (smallest id) is in its range;
+ *   dupes  the documents in its range that have dupes;
+ *   plan   the plan entries of the clusters it owns as scan does (a plan is
+ *          made cluster by cluster, plan.h).
+ * Each owned item is rendered as the whole output renders it, behind a sort
+ * key whose byte order is the output's order (scan: size descending, then
+ * the first member's path; dupes: the path; plan: the keeper's rank, then
+ * the file's, by the keep rules), so the join is a merge of the parts'
+ * sorted records (im_stage_merge) holding nothing per document. A part
+ * holds what it owns, with the paths of other parts' documents that it
+ * names (a cluster's members, a document's dupes), read from the records of
+ * the shards that hold them; dupes also holds the exact classes of all
+ * documents (4 bytes each plus a bit): a copy may be anywhere.
+ *
+ * Record: u32 key length, the key, then the text. Meta: XP_OUTPUT, then
+ * scan: per status the documents of the shards whose first document is in
+ * the part (each shard counted by one part), and their bytes; plan: the
+ * totals of its plan (XP_PLAN_*).
+ */
+enum { XP_SCAN = 1, XP_DUPES = 2, XP_PLAN = 3 };
+enum {
+	XP_OUTPUT = 0,
+	XP_STATUS0 = 1, /* scan: .. XP_STATUS0 + IM_DOC_STATUS_COUNT - 1 */
+	XP_BYTES = XP_STATUS0 + IM_DOC_STATUS_COUNT,
+	XP_PLAN_N = 1, /* plan */
+	XP_PLAN_KEEPERS,
+	XP_PLAN_SAME_INODE,
+	XP_PLAN_PROTECTED,
+	XP_PLAN_BYTES,
+	XP_PLAN_EXACT_BYTES,
+	XP_PLAN_EXACT,
+};
+static const char *const xp_meta[] = {"output", "count1", "count2", "count3",
+				      "count4", "count5", "count6", "count7"};
+
+struct xpart {
+	struct cli *c;
+	const struct shard_set *ss;
+	struct im_stage_reader **rs;
+	uint32_t lo, hi; /* dense ids of this part */
+	uint32_t part, nparts;
+	struct xrec {
+		uint8_t *p;
+		size_t len;
+	} * v;
+	size_t n, cap;
+	struct im_stage_buf key;
+	uint64_t meta[IM_STAGE_META];
+};
+
+static uint32_t xp_lo(uint32_t n, uint32_t part, uint32_t nparts)
+{
+	return (uint32_t)((uint64_t)n * part / nparts);
+}
+
+/* The key of a record, within it. */
+static const uint8_t *xp_key(const uint8_t *p, size_t len, size_t *klen)
+{
+	struct im_stage_cur cur = im_stage_cur(p, len);
+	uint32_t k = im_stage_get_u32(&cur);
+
+	*klen = cur.bad || k > im_stage_left(&cur) ? 0 : k;
+	return cur.p;
+}
+
+static int xp_cmp(const uint8_t *a, size_t al, const uint8_t *b, size_t bl)
+{
+	size_t ka, kb;
+	const uint8_t *x = xp_key(a, al, &ka), *y = xp_key(b, bl, &kb);
+	int r = memcmp(x, y, ka < kb ? ka : kb);
+
+	return r ? r : (ka > kb) - (ka < kb);
+}
+
+static int cmp_xrec(const void *a, const void *b)
+{
+	const struct xrec *x = a, *y = b;
+
+	return xp_cmp(x->p, x->len, y->p, y->len);
+}
+
+static void key_be(struct im_stage_buf *k, uint64_t v, unsigned bytes)
+{
+	uint8_t b[8];
+
+	for (unsigned i = 0; i < bytes; i++)
+		b[i] = (uint8_t)(v >> (8 * (bytes - 1 - i)));
+	im_stage_buf_put(k, b, bytes);
+}
+
+/* A path ends with its NUL: no path holds one, so a path that is a prefix
+ * of another sorts first, as strcmp() has it. */
+static void key_path(struct im_stage_buf *k, const char *path)
+{
+	im_stage_buf_put(k, path, strlen(path) + 1);
+}
+
+/* Add one record: x->key, then @p len bytes of @p text. */
+static int xp_add(struct xpart *x, const char *text, size_t len)
+{
+	struct im_stage_buf b = {0};
+
+	if (x->key.oom)
+		return -ENOMEM;
+	im_stage_buf_u32(&b, (uint32_t)x->key.len);
+	im_stage_buf_put(&b, x->key.p, x->key.len);
+	im_stage_buf_put(&b, text, len);
+	if (!b.oom && x->n == x->cap) {
+		size_t cap = x->cap ? 2 * x->cap : 256;
+		struct xrec *v = realloc(x->v, cap * sizeof(*v));
+
+		if (v) {
+			x->v = v;
+			x->cap = cap;
+		}
+	}
+	if (b.oom || x->n == x->cap) {
+		im_stage_buf_release(&b);
+		return -ENOMEM;
+	}
+	x->v[x->n++] = (struct xrec){b.p, b.len};
+	x->key.len = 0;
+	return 0;
+}
+
+/* Text rendered into memory. */
+struct mem {
+	char *p;
+	size_t len;
+	FILE *f;
+};
+
+static FILE *mem_open(struct mem *m)
+{
+	m->p = NULL;
+	m->len = 0;
+	m->f = open_memstream(&m->p, &m->len);
+	return m->f;
+}
+
+/* Close and add the text as a record. */
+static int mem_add(struct mem *m, struct xpart *x)
+{
+	int ret = fclose(m->f) ? -ENOMEM : xp_add(x, m->p, m->len);
+
+	free(m->p);
+	return ret;
+}
+
+/*
+ * Call @p fn for the documents @p ids (sorted, unique), reading only the
+ * shards that hold them. @return 0, -EINVAL for an id past the records or
+ * a record that does not decode, or fn's value.
+ */
+static int docs_of(const struct shard_set *ss, const uint32_t *ids, size_t n,
+		   int (*fn)(size_t i, const struct im_stage_doc *doc,
+			     void *arg),
+		   void *arg)
+{
+	size_t i = 0;
+	int ret;
+
+	for (uint32_t s = 0; s < ss->nshards && i < n; s++) {
+		uint64_t id = ss->base[s];
+		const uint8_t *p;
+		size_t len;
+
+		if (ids[i] >= ss->base[s + 1])
+			continue;
+		im_stage_rewind(ss->rec[s]);
+		while (i < n && ids[i] < ss->base[s + 1] &&
+		       im_stage_next(ss->rec[s], &p, &len)) {
+			struct im_stage_doc doc;
+
+			if (id++ != ids[i])
+				continue;
+			if (im_stage_doc_decode(p, len, &doc))
+				return -EINVAL;
+			ret = fn(i++, &doc, arg);
+			if (ret)
+				return ret;
+		}
+		im_stage_drop(ss->rec[s]);
+	}
+	return i == n ? 0 : -EINVAL;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* Sort and drop repeats. @return the count left. */
+static size_t sort_unique(uint32_t *v, size_t n)
+{
+	size_t m = 0;
+
+	qsort(v, n, sizeof(*v), cmp_u32);
+	for (size_t i = 0; i < n; i++)
+		if (!m || v[m - 1] != v[i])
+			v[m++] = v[i];
+	return m;
+}
+
+/* Index of @p id in the sorted @p v, or SIZE_MAX. */
+static size_t find_u32(const uint32_t *v, size_t n, uint32_t id)
+{
+	const uint32_t *hit = bsearch(&id, v, n, sizeof(*v), cmp_u32);
+
+	return hit ? (size_t)(hit - v) : SIZE_MAX;
+}
+
+/* The clusters a part owns (the first member in its range): names, and
+ * their members one cluster after the other, each in id order. */
+struct owned {
+	struct im_sig *name;
+	uint32_t *off; /* [ncl + 1] into ids */
+	uint32_t *ids;
+	size_t ncl, nids, ccap, icap;
+};
+
+static void owned_release(struct owned *o)
+{
+	free(o->name);
+	free(o->off);
+	free(o->ids);
+}
+
+static int owned_push(struct owned *o, const struct im_sig *name,
+		      const uint8_t *ids, uint32_t n)
+{
+	if (o->ncl + 1 >= o->ccap) {
+		size_t cap = o->ccap ? 2 * o->ccap : 64;
+		struct im_sig *nv = realloc(o->name, cap * sizeof(*nv));
+		uint32_t *ov;
+
+		if (!nv)
+			return -ENOMEM;
+		o->name = nv;
+		ov = realloc(o->off, (cap + 1) * sizeof(*ov));
+		if (!ov)
+			return -ENOMEM;
+		o->off = ov;
+		o->ccap = cap;
+	}
+	if (o->icap - o->nids < n) {
+		size_t cap = o->icap ? 2 * o->icap : 256;
+		uint32_t *v;
+
+		while (cap - o->nids < n)
+			cap *= 2;
+		v = realloc(o->ids, cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		o->ids = v;
+		o->icap = cap;
+	}
+	o->off[o->ncl] = (uint32_t)o->nids;
+	o->name[o->ncl++] = *name;
+	for (uint32_t j = 0; j < n; j++)
+		o->ids[o->nids++] = im_stage_cluster_member(ids, j);
+	o->off[o->ncl] = (uint32_t)o->nids;
+	return 0;
+}
+
+/* @return 0, -ENOMEM, or -EINVAL after saying what is corrupt. */
+static int owned_clusters(struct im_stage_reader *cls, const struct xpart *x,
+			  struct owned *o)
+{
+	uint64_t n = x->ss->base[x->ss->nshards];
+	const uint8_t *p;
+	size_t len;
+	int ret;
+
+	memset(o, 0, sizeof(*o));
+	im_stage_rewind(cls);
+	while (im_stage_next(cls, &p, &len)) {
+		struct im_sig name;
+		const uint8_t *ids;
+		uint32_t k;
+
+		if (im_stage_cluster_decode(p, len, &name, &ids, &k) || !k ||
+		    im_stage_cluster_member(ids, k - 1) >= n) {
+			err_msg("export: corrupt: a bad cluster record");
+			return -EINVAL;
+		}
+		if (im_stage_cluster_member(ids, 0) < x->lo ||
+		    im_stage_cluster_member(ids, 0) >= x->hi)
+			continue;
+		ret = owned_push(o, &name, ids, k);
+		if (ret)
+			return ret;
+	}
+	im_stage_drop(cls);
+	return 0;
+}
+
+/* The owned members in id order, as positions into o->ids, and the ids
+ * sorted (@p sorted). @return 0, -ENOMEM, or -EINVAL for a member in two
+ * clusters. */
+static int owned_sorted(const struct owned *o, uint32_t **sorted)
+{
+	uint32_t *v = malloc((o->nids + 1) * sizeof(*v));
+
+	*sorted = v;
+	if (!v)
+		return -ENOMEM;
+	memcpy(v, o->ids, o->nids * sizeof(*v));
+	if (sort_unique(v, o->nids) != o->nids) {
+		err_msg("export: corrupt: a document in two clusters");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* ---- scan, in parts ---- */
+
+struct xp_paths {
+	char **path; /* [i]: the path of the i-th sorted id */
+};
+
+static int keep_path(size_t i, const struct im_stage_doc *doc, void *arg)
+{
+	struct xp_paths *xp = arg;
+
+	xp->path[i] = strndup(doc->path, doc->path_len);
+	return xp->path[i] ? 0 : -ENOMEM;
+}
+
+static void free_paths(char **path, size_t n)
+{
+	for (size_t i = 0; path && i < n; i++)
+		free(path[i]);
+	free(path);
+}
+
+/* Each shard's counts go with the part that holds its first document (the
+ * last part for empty shards at the end). */
+static void xp_shard_counts(struct xpart *x)
+{
+	const struct shard_set *ss = x->ss;
+	uint32_t n = (uint32_t)ss->base[ss->nshards];
+
+	for (uint32_t s = 0; s < ss->nshards; s++) {
+		uint64_t first = ss->base[s];
+		bool mine = first < n ? first >= x->lo && first < x->hi
+				      : x->part == x->nparts - 1;
+
+		if (!mine)
+			continue;
+		for (unsigned k = 0; k < IM_DOC_STATUS_COUNT; k++)
+			x->meta[XP_STATUS0 + k] +=
+				im_stage_meta(ss->rec[s], REC_STATUS0 + k);
+		x->meta[XP_BYTES] += im_stage_meta(ss->rec[s], REC_BYTES);
+	}
+}
+
+static int xp_scan(struct xpart *x, struct im_stage_reader *cls)
+{
+	struct owned o;
+	uint32_t *sorted = NULL;
+	char **member = NULL;
+	struct xp_paths xp = {0};
+	int ret = owned_clusters(cls, x, &o);
+
+	if (!ret)
+		ret = owned_sorted(&o, &sorted);
+	if (ret)
+		goto out;
+	ret = -ENOMEM;
+	xp.path = calloc(o.nids + 1, sizeof(*xp.path));
+	member = calloc(o.nids + 1, sizeof(*member));
+	if (!xp.path || !member)
+		goto out;
+	ret = docs_of(x->ss, sorted, o.nids, keep_path, &xp);
+	if (ret == -EINVAL)
+		err_msg("export: corrupt: a record does not decode");
+	for (size_t k = 0; !ret && k < o.ncl; k++) {
+		struct cluster cl = {.name = o.name[k],
+				     .size = o.off[k + 1] - o.off[k],
+				     .members = member + o.off[k]};
+		struct mem m;
+
+		for (size_t j = 0; j < cl.size; j++)
+			cl.members[j] = xp.path[find_u32(sorted, o.nids,
+							 o.ids[o.off[k] + j])];
+		qsort(cl.members, cl.size, sizeof(*cl.members), cmp_strp);
+		/* cmp_cluster(): the larger first, then the first member. */
+		key_be(&x->key, UINT32_MAX - (uint32_t)cl.size, 4);
+		key_path(&x->key, cl.members[0]);
+		if (!mem_open(&m)) {
+			ret = -ENOMEM;
+			break;
+		}
+		if (x->c->json)
+			put_scan_cluster_json(m.f, &cl);
+		else
+			put_scan_cluster_text(m.f, &cl);
+		ret = mem_add(&m, x);
+	}
+	x->meta[XP_OUTPUT] = XP_SCAN;
+	xp_shard_counts(x);
+out:
+	free_paths(xp.path, o.nids);
+	free(member);
+	free(sorted);
+	owned_release(&o);
+	return ret;
+}
+
+/* ---- dupes, in parts ---- */
+
+struct xp_dupes {
+	const struct xpart *x;
+	uint32_t *exact; /* union-find over every document, then roots */
+	struct edge *e;	 /* near links from the part's documents */
+	size_t ne, cap;
+};
+
+static int xd_link(uint32_t a, uint32_t b, const struct im_stage_link *l,
+		   void *arg)
+{
+	struct xp_dupes *d = arg;
+	bool ain = a >= d->x->lo && a < d->x->hi,
+	     bin = b >= d->x->lo && b < d->x->hi;
+
+	if (l->exact) {
+		uf_union(d->exact, a, b);
+		return 0;
+	}
+	if (!ain && !bin)
+		return 0;
+	if (edge_room(&d->e, d->ne, &d->cap))
+		return -ENOMEM;
+	if (ain)
+		d->e[d->ne++] = (struct edge){a, b, l->similarity};
+	if (bin)
+		d->e[d->ne++] = (struct edge){b, a, l->similarity};
+	return 0;
+}
+
+/* Members of the exact classes that hold a document of the part: pairs
+ * (root, id) sorted, so a class is one run. */
+struct class_pair {
+	uint32_t root, id;
+};
+
+static int cmp_class_pair(const void *a, const void *b)
+{
+	const struct class_pair *x = a, *y = b;
+
+	if (x->root != y->root)
+		return x->root < y->root ? -1 : 1;
+	return (x->id > y->id) - (x->id < y->id);
+}
+
+/* The run of class @p root in @p v: [*from, return). */
+static size_t class_run(const struct class_pair *v, size_t n, uint32_t root,
+			size_t *from)
+{
+	size_t lo = 0, hi = n, end;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (v[mid].root < root)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	*from = lo;
+	for (end = lo; end < n && v[end].root == root; end++)
+		;
+	return end;
+}
+
+static int xp_dupes_render(struct xpart *x, struct xp_dupes *d,
+			   const struct class_pair *cp, size_t ncp,
+			   const uint32_t *need, size_t nneed, char **path)
+{
+	struct dupes ds = {0};
+	int ret = 0;
+
+	for (uint32_t id = x->lo; id < x->hi && !ret; id++) {
+		size_t f = dx_first(
+			       &(struct dupes_export){.e = d->e, .ne = d->ne},
+			       id),
+		       cfrom, cto, need_n;
+		uint32_t r = d->exact[id];
+		char *self;
+		struct mem m;
+
+		cto = class_run(cp, ncp, r, &cfrom);
+		need_n = cto - cfrom;
+		for (size_t g = f; g < d->ne && d->e[g].a == id; g++)
+			need_n++;
+		if (need_n < 2 && !(f < d->ne && d->e[f].a == id))
+			continue; /* alone in its class, no near link */
+		if (ds.cap < need_n) {
+			free(ds.v);
+			ds.v = malloc(need_n * sizeof(*ds.v));
+			ds.cap = ds.v ? need_n : 0;
+			if (!ds.v)
+				return -ENOMEM;
+		}
+		ds.n = 0;
+		for (size_t j = cfrom; j < cto; j++)
+			if (cp[j].id != id)
+				ds.v[ds.n++] = (struct dupe){
+					path[find_u32(need, nneed, cp[j].id)],
+					1.0, true};
+		/* As dx_print(): near links once per other document, copies
+		 * listed above. */
+		for (size_t g = f; g < d->ne && d->e[g].a == id; g++) {
+			const struct edge *e = &d->e[g];
+
+			if (d->exact[e->b] == r ||
+			    (g > f && d->e[g - 1].b == e->b))
+				continue;
+			ds.v[ds.n++] =
+				(struct dupe){path[find_u32(need, nneed, e->b)],
+					      e->similarity, false};
+		}
+		if (!ds.n)
+			continue;
+		qsort(ds.v, ds.n, sizeof(*ds.v), cmp_dupe);
+		self = path[find_u32(need, nneed, id)];
+		key_path(&x->key, self);
+		if (!mem_open(&m)) {
+			ret = -ENOMEM;
+			break;
+		}
+		put_dupes_doc(m.f, x->c, self, &ds);
+		ret = mem_add(&m, x);
+	}
+	free(ds.v);
+	return ret;
+}
+
+static int xp_dupes(struct xpart *x)
+{
+	uint32_t n = (uint32_t)x->ss->base[x->ss->nshards];
+	struct xp_dupes d = {.x = x};
+	uint8_t *mark = calloc((size_t)n / 8 + 1, 1);
+	struct class_pair *cp = NULL;
+	uint32_t *need = NULL;
+	struct xp_paths xp = {0};
+	size_t ncp = 0, nneed = 0;
+	int ret = -ENOMEM;
+
+	d.exact = malloc(((size_t)n + 1) * sizeof(*d.exact));
+	if (!mark || !d.exact)
+		goto out;
+	for (uint32_t i = 0; i < n; i++)
+		d.exact[i] = i;
+	ret = foreach_link(x->c, x->rs, x->ss, xd_link, &d);
+	if (ret)
+		goto out;
+	for (uint32_t i = 0; i < n; i++)
+		d.exact[i] = uf_find(d.exact, i);
+	qsort(d.e, d.ne, sizeof(*d.e), cmp_edge);
+	/* The classes of the part's documents, wherever their members are. */
+	for (uint32_t i = x->lo; i < x->hi; i++)
+		mark[d.exact[i] / 8] |= (uint8_t)(1u << (d.exact[i] % 8));
+	for (uint32_t i = 0; i < n; i++)
+		ncp += (mark[d.exact[i] / 8] >> (d.exact[i] % 8)) & 1;
+	ret = -ENOMEM;
+	cp = malloc((ncp + 1) * sizeof(*cp));
+	need = malloc((ncp + d.ne + 1) * sizeof(*need));
+	if (!cp || !need)
+		goto out;
+	ncp = 0;
+	for (uint32_t i = 0; i < n; i++)
+		if ((mark[d.exact[i] / 8] >> (d.exact[i] % 8)) & 1)
+			cp[ncp++] = (struct class_pair){d.exact[i], i};
+	free(mark);
+	mark = NULL;
+	qsort(cp, ncp, sizeof(*cp), cmp_class_pair);
+	/* Every path a document of the part may print: its class, its near
+	 * partners, itself (in its class). */
+	for (size_t j = 0; j < ncp; j++)
+		need[nneed++] = cp[j].id;
+	for (size_t j = 0; j < d.ne; j++)
+		need[nneed++] = d.e[j].b;
+	nneed = sort_unique(need, nneed);
+	ret = -ENOMEM;
+	xp.path = calloc(nneed + 1, sizeof(*xp.path));
+	if (!xp.path)
+		goto out;
+	ret = docs_of(x->ss, need, nneed, keep_path, &xp);
+	if (ret == -EINVAL)
+		err_msg("export: corrupt: a record does not decode");
+	if (!ret)
+		ret = xp_dupes_render(x, &d, cp, ncp, need, nneed, xp.path);
+	x->meta[XP_OUTPUT] = XP_DUPES;
+out:
+	free_paths(xp.path, nneed);
+	free(mark);
+	free(cp);
+	free(need);
+	free(d.exact);
+	free(d.e);
+	return ret;
+}
+
+/* ---- plan, in parts ---- */
+
+struct xp_plan {
+	struct xpart *x;
+	struct im_stage_reader *cls;
+	struct owned o;
+	uint32_t *sorted; /* the owned members, by id */
+	uint32_t *kl;	  /* of each: its cluster, then its file index */
+	uint32_t *exact;  /* union-find over the owned members' positions */
+	struct edge *e;	  /* near links, positions, both directions */
+	size_t ne, cap;
+	struct im_plan_set *set;
+	uint64_t dev;
+};
+
+static int xl_link(uint32_t a, uint32_t b, const struct im_stage_link *l,
+		   void *arg)
+{
+	struct xp_plan *pp = arg;
+	size_t i = find_u32(pp->sorted, pp->o.nids, a),
+	       j = find_u32(pp->sorted, pp->o.nids, b);
+
+	/* Both ends of a link are in one cluster: owned or not together. */
+	if (i == SIZE_MAX || j == SIZE_MAX)
+		return i == j ? 0 : -EINVAL;
+	if (l->exact) {
+		uf_union(pp->exact, (uint32_t)i, (uint32_t)j);
+		return 0;
+	}
+	if (edge_room(&pp->e, pp->ne, &pp->cap))
+		return -ENOMEM;
+	pp->e[pp->ne++] =
+		(struct edge){(uint32_t)i, (uint32_t)j, l->similarity};
+	pp->e[pp->ne++] =
+		(struct edge){(uint32_t)j, (uint32_t)i, l->similarity};
+	return 0;
+}
+
+/* As plan_doc(): the texts of the owned clusters, in id order. */
+static int xl_doc(size_t i, const struct im_stage_doc *doc, void *arg)
+{
+	struct xp_plan *pp = arg;
+	int ret;
+
+	/* kl[i] holds the cluster, marked; it becomes the file index. */
+	pp->kl[i] = plan_file_add(pp->x->c, pp->set, doc,
+				  &pp->o.name[pp->kl[i] & 0x7fffffffu], pp->dev,
+				  &ret);
+	return ret;
+}
+
+static int xl_build(const struct im_plan_opts *o, const char *root,
+		    struct im_plan_set *set, void *arg)
+{
+	struct xp_plan *pp = arg;
+	struct plan_links pl = {0};
+	size_t n;
+	struct stat st;
+	int ret = owned_clusters(pp->cls, pp->x, &pp->o);
+
+	pp->set = set;
+	if (!ret)
+		ret = owned_sorted(&pp->o, &pp->sorted);
+	if (ret == -EINVAL)
+		return -1; /* said what */
+	if (ret)
+		goto out;
+	n = pp->o.nids;
+	ret = -ENOMEM;
+	pp->kl = malloc((n + 1) * sizeof(*pp->kl));
+	pp->exact = malloc((n + 1) * sizeof(*pp->exact));
+	set->files = calloc(n + 1, sizeof(*set->files));
+	set->hash = malloc((n + 1) * sizeof(*set->hash));
+	set->hash_valid = calloc(n + 1, sizeof(*set->hash_valid));
+	set->cluster = calloc(n + 1, sizeof(*set->cluster));
+	if (!pp->kl || !pp->exact || !set->files || !set->hash ||
+	    !set->hash_valid || !set->cluster)
+		goto out;
+	if (stat(root, &st)) {
+		ret = -errno;
+		err_msg("%s: %s", root, strerror(errno));
+		goto out;
+	}
+	pp->dev = st.st_dev;
+	for (size_t k = 0; k < pp->o.ncl; k++)
+		for (uint32_t j = pp->o.off[k]; j < pp->o.off[k + 1]; j++)
+			pp->kl[find_u32(pp->sorted, n, pp->o.ids[j])] =
+				(uint32_t)k;
+	for (size_t i = 0; i < n; i++)
+		pp->exact[i] = (uint32_t)i;
+	ret = foreach_link(pp->x->c, pp->x->rs, pp->x->ss, xl_link, pp);
+	if (ret)
+		goto out;
+	/* kl[i] becomes the file index, or UINT32_MAX for no file. */
+	ret = docs_of(pp->x->ss, pp->sorted, n, xl_doc, pp);
+	qsort(pp->e, pp->ne, sizeof(*pp->e), cmp_edge);
+	/* As plan_relation(), over positions. */
+	for (size_t f = 0; !ret && f < pp->ne; f++) {
+		const struct edge *e = &pp->e[f];
+
+		if (e->a > e->b ||
+		    uf_find(pp->exact, e->a) == uf_find(pp->exact, e->b) ||
+		    (f > 0 && pp->e[f - 1].a == e->a && pp->e[f - 1].b == e->b))
+			continue;
+		ret = plan_link(&pl, pp->kl[e->a], pp->kl[e->b], e->similarity,
+				false);
+	}
+	for (size_t i = 0; !ret && i < n; i++)
+		if (pp->kl[i] != UINT32_MAX)
+			set->files[pp->kl[i]].exact_class =
+				uf_find(pp->exact, (uint32_t)i) + 1;
+	if (!ret)
+		ret = im_plan_build(set->files, set->nfiles, pl.v, pl.n, o,
+				    &set->plan);
+	if (!ret) {
+		const struct im_plan *p = &set->plan;
+		uint64_t *m = pp->x->meta;
+
+		m[XP_OUTPUT] = XP_PLAN;
+		m[XP_PLAN_N] = p->n;
+		m[XP_PLAN_KEEPERS] = p->keepers;
+		m[XP_PLAN_SAME_INODE] = p->same_inode;
+		m[XP_PLAN_PROTECTED] = p->protected_kept;
+		m[XP_PLAN_BYTES] = p->bytes;
+		m[XP_PLAN_EXACT_BYTES] = p->exact_bytes;
+		m[XP_PLAN_EXACT] = p->exact;
+	}
+out:
+	plan_failed(ret);
+	free(pl.v);
+	return ret ? -1 : 0;
+}
+
+/* The rank of a file by the keep rules (plan.c, cmp_files) as bytes. */
+static void key_rank(struct im_stage_buf *k, const struct im_plan_opts *o,
+		     const struct im_plan_file *f)
+{
+	uint64_t len = strlen(f->path),
+		 t = (uint64_t)f->mtime_ns ^ 0x8000000000000000u;
+
+	for (unsigned r = 0; r < o->keep.n; r++) {
+		switch (o->keep.rule[r]) {
+		case IM_KEEP_PROTECT:
+			key_be(k,
+			       !im_plan_protected(f->path, o->protect,
+						  o->nprotect),
+			       1);
+			break;
+		case IM_KEEP_OLDEST: key_be(k, t, 8); break;
+		case IM_KEEP_NEWEST: key_be(k, ~t, 8); break;
+		case IM_KEEP_SHORTEST: key_be(k, len, 8); break;
+		case IM_KEEP_LONGEST: key_be(k, ~len, 8); break;
+		case IM_KEEP_NAME: key_path(k, f->path); break;
+		}
+	}
+	key_path(k, f->path);
+}
+
+static int xl_line(const struct im_plan_opts *o, const struct im_plan_set *set,
+		   const struct im_plan_entry *e, const char *line, size_t len,
+		   void *arg)
+{
+	struct xp_plan *pp = arg;
+	int ret;
+
+	key_rank(&pp->x->key, o, &set->files[e->keeper]);
+	key_rank(&pp->x->key, o, &set->files[e->file]);
+	ret = xp_add(pp->x, line, len);
+	if (ret)
+		err_msg("export: %s", strerror(-ret));
+	return ret ? -1 : 0;
+}
+
+/* ---- Making a part, joining parts ---- */
+
+static int xp_write(struct xpart *x, const struct run_keys *keys)
+{
+	struct im_stage_header h = {.kind = IM_STAGE_EXPORT,
+				    .part = x->part,
+				    .nparts = x->nparts,
+				    .key = keys->link};
+	struct im_stage_writer *w = NULL;
+	int ret;
+
+	qsort(x->v, x->n, sizeof(*x->v), cmp_xrec);
+	ret = im_stage_writer_new(x->c->out, &h, &w);
+	for (size_t i = 0; !ret && i < x->n; i++)
+		ret = im_stage_writer_add(w, x->v[i].p, x->v[i].len);
+	for (unsigned k = 0; k < IM_STAGE_META; k++)
+		if (w)
+			im_stage_writer_set_meta(w, k, x->meta[k]);
+	if (!ret)
+		ret = im_stage_writer_commit(w);
+	im_stage_writer_free(w);
+	if (ret)
+		write_failed(x->c->out, ret);
+	return ret;
+}
+
+static int export_part(struct cli *c, struct im_stage_reader **rs)
+{
+	struct xpart x = {.c = c, .rs = rs};
+	struct im_stage_reader *cls = NULL;
+	struct shard_set ss = {0};
+	struct run_keys keys;
+	unsigned kinds = 1u << IM_STAGE_RECORDS;
+	int ret, code = EXIT_RUNTIME;
+
+	if (parse_shard_id(c->part, &x.part, &x.nparts) ||
+	    x.nparts > IM_STAGE_MAX_PARTS) {
+		err_msg("export: bad value for --part: '%s' (I/N, I < N <= "
+			"%d)",
+			c->part, IM_STAGE_MAX_PARTS);
+		return EXIT_USAGE;
+	}
+	if (!c->out) {
+		err_msg("export --part: -o FILE is required");
+		return EXIT_USAGE;
+	}
+	if (c->plan && !c->root) {
+		err_msg("export --plan: --root DIR is required (the plan names "
+			"files by absolute path)");
+		return EXIT_USAGE;
+	}
+	/* What export without --part reads (the manifest is the join's). */
+	kinds |= c->dupes  ? 1u << IM_STAGE_LINKS
+		 : c->plan ? 1u << IM_STAGE_LINKS | 1u << IM_STAGE_CLUSTERS
+			   : 1u << IM_STAGE_CLUSTERS | 1u << IM_STAGE_MANIFEST;
+	if (run_key(c, &keys) || open_all(c, rs, &keys, kinds) ||
+	    shard_set_init(c, rs, &ss))
+		goto out;
+	for (int i = 0; i < c->argc; i++)
+		if (im_stage_header(rs[i])->kind == IM_STAGE_CLUSTERS)
+			cls = cls ? NULL : rs[i];
+	if (!c->dupes && !cls) {
+		err_msg("export: give exactly one clusters file");
+		goto out;
+	}
+	if (cls && im_stage_meta(cls, CL_DOCS) != ss.base[ss.nshards]) {
+		err_msg("export: the clusters file counts %" PRIu64
+			" documents, the records %" PRIu64,
+			im_stage_meta(cls, CL_DOCS), ss.base[ss.nshards]);
+		goto out;
+	}
+	x.ss = &ss;
+	x.lo = xp_lo((uint32_t)ss.base[ss.nshards], x.part, x.nparts);
+	x.hi = xp_lo((uint32_t)ss.base[ss.nshards], x.part + 1, x.nparts);
+	if (c->plan) {
+		struct xp_plan pp = {.x = &x, .cls = cls};
+
+		code = dedupe_lines(c, c->root, xl_build, xl_line, &pp);
+		owned_release(&pp.o);
+		free(pp.sorted);
+		free(pp.kl);
+		free(pp.exact);
+		free(pp.e);
+		if (code)
+			goto out;
+		code = EXIT_RUNTIME;
+		ret = 0;
+	} else {
+		ret = c->dupes ? xp_dupes(&x) : xp_scan(&x, cls);
+		if (ret == -EINVAL)
+			goto out; /* said what */
+		if (ret) {
+			err_msg("export: %s", strerror(-ret));
+			goto out;
+		}
+	}
+	if (!xp_write(&x, &keys))
+		code = 0;
+out:
+	for (size_t i = 0; i < x.n; i++)
+		free(x.v[i].p);
+	free(x.v);
+	im_stage_buf_release(&x.key);
+	shard_set_release(&ss);
+	return code;
+}
+
+struct xjoin {
+	struct cli *c;
+	struct im_stage_merge *m;
+	struct im_stage_reader **parts; /* [nparts], by part */
+	bool json;			/* separate the records as a list */
+	size_t printed;
+};
+
+/* Print every record's text in the merged order. @return 0 or -1. */
+static int xj_print(void *arg)
+{
+	struct xjoin *j = arg;
+	const uint8_t *p;
+	size_t len, from, klen;
+	int ret;
+
+	while ((ret = im_stage_merge_next(j->m, &p, &len, &from)) > 0) {
+		const uint8_t *k = xp_key(p, len, &klen);
+		size_t skip = (size_t)(k - p) + klen;
+
+		if (j->json)
+			fputs(j->printed ? ",\n    " : "\n    ", stdout);
+		fwrite(p + skip, 1, len - skip, stdout);
+		j->printed++;
+	}
+	if (ret) {
+		err_msg("%s: corrupt: records out of order", j->c->argv[from]);
+		return -1;
+	}
+	return 0;
+}
+
+/* The parts among the operands, each of N once and of the output asked
+ * for. @return 0, or -1 after naming what is wrong. */
+static int xj_parts(struct cli *c, struct im_stage_reader **rs, struct xjoin *j,
+		    uint32_t *nparts)
+{
+	uint64_t want = c->plan ? XP_PLAN : c->dupes ? XP_DUPES : XP_SCAN;
+	uint32_t n = 0;
+
+	for (int i = 0; i < c->argc; i++) {
+		const struct im_stage_header *h = im_stage_header(rs[i]);
+
+		if (h->kind != IM_STAGE_EXPORT)
+			continue;
+		if (im_stage_meta(rs[i], XP_OUTPUT) != want) {
+			err_msg("%s: a part of another output than this "
+				"export's",
+				c->argv[i]);
+			return -1;
+		}
+		if (!n) {
+			n = h->nparts;
+			j->parts = calloc(n, sizeof(*j->parts));
+			if (!j->parts) {
+				err_msg("%s", strerror(ENOMEM));
+				return -1;
+			}
+		}
+		if (h->nparts != n || j->parts[h->part]) {
+			err_msg("%s: part %" PRIu32 " of %" PRIu32
+				", but another part file is %s",
+				c->argv[i], h->part, h->nparts,
+				h->nparts != n ? "of another count"
+					       : "the same part");
+			return -1;
+		}
+		j->parts[h->part] = rs[i];
+	}
+	for (uint32_t p = 0; p < n; p++)
+		if (!j->parts[p]) {
+			err_msg("export: part %" PRIu32 " of %" PRIu32
+				" is missing",
+				p, n);
+			return -1;
+		}
+	*nparts = n;
+	return 0;
+}
+
+static uint64_t sum_meta(const struct xjoin *j, uint32_t n, unsigned k)
+{
+	uint64_t s = 0;
+
+	for (uint32_t p = 0; p < n; p++)
+		s += im_stage_meta(j->parts[p], k);
+	return s;
+}
+
+static int export_join(struct cli *c, struct im_stage_reader **rs)
+{
+	struct xjoin j = {.c = c};
+	struct im_stage_reader *man = NULL;
+	struct im_lexicon *lex = NULL;
+	struct scan_summary sum = {0};
+	struct run_keys keys;
+	uint32_t n = 0;
+	uint64_t count = 0;
+	int code = EXIT_RUNTIME;
+
+	if (c->plan && !c->root) {
+		err_msg("export --plan: --root DIR is required (the plan names "
+			"files by absolute path)");
+		return EXIT_USAGE;
+	}
+	if ((!c->plan && !c->dupes && load_lexicon(c, &lex)) ||
+	    run_key(c, &keys) ||
+	    open_all(c, rs, &keys,
+		     1u << IM_STAGE_EXPORT |
+			     (c->plan || c->dupes ? 0
+						  : 1u << IM_STAGE_MANIFEST)) ||
+	    xj_parts(c, rs, &j, &n))
+		goto out;
+	for (uint32_t p = 0; p < n; p++)
+		count += im_stage_count(j.parts[p]);
+	if (im_stage_merge_new(j.parts, n, xp_cmp, &j.m)) {
+		err_msg("%s", strerror(ENOMEM));
+		goto out;
+	}
+	j.json = c->json && !c->plan && !WANT_CSV(c);
+	if (c->plan) {
+		struct im_plan t = {
+			.n = sum_meta(&j, n, XP_PLAN_N),
+			.keepers = sum_meta(&j, n, XP_PLAN_KEEPERS),
+			.same_inode = sum_meta(&j, n, XP_PLAN_SAME_INODE),
+			.protected_kept = sum_meta(&j, n, XP_PLAN_PROTECTED),
+			.bytes = sum_meta(&j, n, XP_PLAN_BYTES),
+			.exact_bytes = sum_meta(&j, n, XP_PLAN_EXACT_BYTES),
+			.exact = sum_meta(&j, n, XP_PLAN_EXACT),
+		};
+
+		code = dedupe_join(c, c->root, xj_print, &t, &j);
+		goto out;
+	}
+	if (c->dupes) {
+		if (j.json) {
+			fputs("{\n  \"root\": ", stdout);
+			put_json_string(stdout, c->root ? c->root : ".");
+			printf(",\n  \"similarity\": %g,\n  \"documents\": [",
+			       c->p.similarity);
+		}
+		if (xj_print(&j))
+			goto out;
+		if (j.json)
+			fputs(count ? "\n  ]\n}\n" : "]\n}\n", stdout);
+	} else {
+		for (int i = 0; i < c->argc; i++)
+			if (im_stage_header(rs[i])->kind == IM_STAGE_MANIFEST)
+				man = man ? NULL : rs[i];
+		if (!man) {
+			err_msg("export: give exactly one manifest with the "
+				"parts");
+			goto out;
+		}
+		for (unsigned k = 0; k < IM_DOC_STATUS_COUNT; k++)
+			sum.c.by_status[k] = sum_meta(&j, n, XP_STATUS0 + k);
+		sum.c.bytes = sum_meta(&j, n, XP_BYTES);
+		scan_totals(c, man, lex, &sum);
+		if (c->json)
+			print_scan_json_head(c, c->root ? c->root : ".", count,
+					     &sum);
+		if (xj_print(&j))
+			goto out;
+		if (c->json)
+			fputs(count ? "\n  ]\n}\n" : "]\n}\n", stdout);
+	}
+	if (fflush(stdout) || ferror(stdout)) {
+		err_msg("writing the output: %s", strerror(errno));
+		goto out;
+	}
+	code = 0;
+out:
+	im_stage_merge_free(j.m);
+	free(j.parts);
+	if (lex)
+		im_lexicon_free(lex);
+	return code;
+}
+
+/* The kind in a stage file's header, unverified (0 if none): whether the
+ * operands are parts to join. */
+static uint32_t peek_kind(const char *path)
+{
+	uint8_t h[16];
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? pread(fd, h, sizeof(h), 0) : -1;
+
+	if (fd >= 0)
+		close(fd);
+	if (n != (ssize_t)sizeof(h) || memcmp(h, "IMSTAGE", 8))
+		return 0;
+	return (uint32_t)h[12] | (uint32_t)h[13] << 8 | (uint32_t)h[14] << 16 |
+	       (uint32_t)h[15] << 24;
+}
+
 int cmd_export(struct cli *c)
 {
 	struct im_stage_reader **rs = calloc((size_t)c->argc, sizeof(*rs));
@@ -1750,6 +2892,15 @@ int cmd_export(struct cli *c)
 
 	if (!rs)
 		goto fail;
+	if (c->part) {
+		code = export_part(c, rs);
+		goto out;
+	}
+	for (int i = 0; i < c->argc; i++)
+		if (peek_kind(c->argv[i]) == IM_STAGE_EXPORT) {
+			code = export_join(c, rs);
+			goto out;
+		}
 	if (c->plan) {
 		code = export_plan(c, rs);
 		goto out;
@@ -1813,17 +2964,7 @@ int cmd_export(struct cli *c)
 	for (uint64_t k = 0; k < ncl; k++)
 		qsort(v[k].members, v[k].size, sizeof(*v[k].members), cmp_strp);
 	qsort(v, ncl, sizeof(*v), cmp_cluster);
-	sum.c.files = im_stage_meta(man, 0);
-	sum.c.dirs = im_stage_meta(man, 1);
-	sum.c.hidden = im_stage_meta(man, 2);
-	sum.c.other = im_stage_meta(man, 3);
-	sum.c.errors = im_stage_meta(man, 4);
-	sum.lex_docs = im_lexicon_docs(lex);
-	sum.primary = im_lexicon_primary_size(lex);
-	sum.secondary = im_lexicon_secondary_size(lex);
-	/* The batch built its lexicon from the tree, as scan does without
-	 * --lexicon: report it the same way. */
-	c->lexicon = NULL;
+	scan_totals(c, man, lex, &sum);
 	if (c->json)
 		print_scan_json(c, c->root ? c->root : ".", v, ncl, &sum);
 	else
@@ -2182,6 +3323,29 @@ static bool cat_cluster(FILE *f, const uint8_t *p, size_t len)
 	return true;
 }
 
+/* An export part's record: its key (hex) and text. */
+static bool cat_export(FILE *f, const uint8_t *p, size_t len)
+{
+	size_t klen;
+	const uint8_t *k = xp_key(p, len, &klen);
+	char *text;
+
+	if (len < 4 || (size_t)(k - p) + klen > len ||
+	    klen != (size_t)p[0] + ((size_t)p[1] << 8) + ((size_t)p[2] << 16) +
+			    ((size_t)p[3] << 24))
+		return false;
+	if (!f)
+		return true;
+	text = strndup((const char *)k + klen, len - 4 - klen);
+	fputs("{\"key\": \"", f);
+	put_hex(f, k, klen);
+	fputs("\", \"text\": ", f);
+	put_json_string(f, text ? text : "");
+	fputs("}", f);
+	free(text);
+	return true;
+}
+
 bool cat_detect_kind(uint32_t kind, const char *const **names, size_t *n,
 		     cat_record_fn *rec)
 {
@@ -2205,6 +3369,11 @@ bool cat_detect_kind(uint32_t kind, const char *const **names, size_t *n,
 		*names = cl_meta;
 		*n = sizeof(cl_meta) / sizeof(*cl_meta);
 		*rec = cat_cluster;
+		return true;
+	case IM_STAGE_EXPORT:
+		*names = xp_meta;
+		*n = sizeof(xp_meta) / sizeof(*xp_meta);
+		*rec = cat_export;
 		return true;
 	}
 	return false;

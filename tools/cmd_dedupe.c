@@ -538,6 +538,87 @@ out:
 	return code;
 }
 
+/* export --part and its join: plans in parts are lines, which concatenate;
+ * the text and sh formats group lines under their keeper. */
+static int parse_lines(struct cli *c, const char *root, struct dedupe *dd)
+{
+	int ret;
+
+	memset(dd, 0, sizeof(*dd));
+	ret = parse_options(c, root, dd);
+	if (!ret && dd->fmt != FMT_JSON && dd->fmt != FMT_CSV) {
+		err_msg("export: a plan in parts is JSON or CSV lines, not "
+			"--format %s",
+			c->format);
+		ret = -1;
+	}
+	return ret ? (ret < 0 ? EXIT_USAGE : EXIT_RUNTIME) : 0;
+}
+
+int dedupe_lines(struct cli *c, const char *root, plan_build_fn build,
+		 plan_line_fn line, void *arg)
+{
+	struct dedupe dd;
+	int ret, code = parse_lines(c, root, &dd);
+
+	if (code)
+		goto out;
+	code = EXIT_RUNTIME;
+	if (build(&dd.o, dd.root, &dd.set, arg))
+		goto out;
+	for (size_t i = 0; i < dd.set.plan.n; i++) {
+		char *buf = NULL;
+		size_t len = 0;
+		FILE *f = open_memstream(&buf, &len);
+
+		if (f)
+			print_line(f, &dd, &dd.set.plan.v[i],
+				   dd.fmt == FMT_CSV);
+		if (!f || fclose(f)) {
+			free(buf);
+			err_msg("%s", strerror(ENOMEM));
+			goto out;
+		}
+		ret = line(&dd.o, &dd.set, &dd.set.plan.v[i], buf, len, arg);
+		free(buf);
+		if (ret)
+			goto out;
+	}
+	code = 0;
+out:
+	release(&dd);
+	return code;
+}
+
+int dedupe_join(struct cli *c, const char *root, int (*lines)(void *arg),
+		const struct im_plan *totals, void *arg)
+{
+	struct dedupe dd;
+	int code = parse_lines(c, root, &dd);
+
+	if (code)
+		goto out;
+	code = EXIT_RUNTIME;
+	if (dd.fmt == FMT_CSV)
+		for (size_t i = 0; i < NCOLUMNS; i++)
+			printf("%s%s", i ? "," : "", columns[i]);
+	if (dd.fmt == FMT_CSV)
+		putchar('\n');
+	if (lines(arg))
+		goto out;
+	if (fflush(stdout) || ferror(stdout)) {
+		err_msg("writing the plan: %s", strerror(errno));
+		goto out;
+	}
+	dd.set.plan = *totals;
+	dd.set.plan.v = NULL;
+	print_summary(&dd);
+	code = 0;
+out:
+	release(&dd);
+	return code;
+}
+
 int cmd_dedupe(struct cli *c)
 {
 	struct dedupe dd;

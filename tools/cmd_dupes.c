@@ -77,38 +77,46 @@ static void dupes_clear(struct dupes *ds)
 	ds->n = 0;
 }
 
-void print_dupes_doc(const struct cli *c, const char *path,
-		     const struct dupes *ds, bool first)
+void put_dupes_doc(FILE *f, const struct cli *c, const char *path,
+		   const struct dupes *ds)
 {
 	if (WANT_CSV(c)) {
 		for (size_t i = 0; i < ds->n; i++) {
-			put_csv(stdout, path);
-			putchar(',');
-			put_csv(stdout, ds->v[i].path);
-			printf(",%.4f,%s\n", ds->v[i].similarity,
-			       ds->v[i].exact ? "exact" : "near");
+			put_csv(f, path);
+			fputc(',', f);
+			put_csv(f, ds->v[i].path);
+			fprintf(f, ",%.4f,%s\n", ds->v[i].similarity,
+				ds->v[i].exact ? "exact" : "near");
 		}
 		return;
 	}
 	if (!c->json) {
-		put_text_path(stdout, path);
+		put_text_path(f, path);
 		for (size_t i = 0; i < ds->n; i++) {
-			putchar('\t');
-			put_text_path(stdout, ds->v[i].path);
+			fputc('\t', f);
+			put_text_path(f, ds->v[i].path);
 		}
-		putchar('\n');
+		fputc('\n', f);
 		return;
 	}
-	fputs(first ? "\n    {\"path\": " : ",\n    {\"path\": ", stdout);
-	put_json_string(stdout, path);
-	fputs(", \"dupes\": [", stdout);
+	fputs("{\"path\": ", f);
+	put_json_string(f, path);
+	fputs(", \"dupes\": [", f);
 	for (size_t i = 0; i < ds->n; i++) {
-		fputs(i ? ", {\"path\": " : "{\"path\": ", stdout);
-		put_json_string(stdout, ds->v[i].path);
-		printf(", \"similarity\": %.4f, \"kind\": \"%s\"}",
-		       ds->v[i].similarity, ds->v[i].exact ? "exact" : "near");
+		fputs(i ? ", {\"path\": " : "{\"path\": ", f);
+		put_json_string(f, ds->v[i].path);
+		fprintf(f, ", \"similarity\": %.4f, \"kind\": \"%s\"}",
+			ds->v[i].similarity, ds->v[i].exact ? "exact" : "near");
 	}
-	fputs("]}", stdout);
+	fputs("]}", f);
+}
+
+void print_dupes_doc(const struct cli *c, const char *path,
+		     const struct dupes *ds, bool first)
+{
+	if (c->json && !WANT_CSV(c))
+		fputs(first ? "\n    " : ",\n    ", stdout);
+	put_dupes_doc(stdout, c, path, ds);
 }
 
 int cmd_dupes(struct cli *c)

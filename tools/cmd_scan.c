@@ -244,18 +244,20 @@ static int gather_clusters(struct collect *col)
 	return 0;
 }
 
+void put_scan_cluster_text(FILE *f, const struct cluster *cl)
+{
+	for (size_t j = 0; j < cl->size; j++) {
+		if (j)
+			fputc('\t', f);
+		put_text_path(f, cl->members[j]);
+	}
+	fputc('\n', f);
+}
+
 void print_scan_text(const struct cluster *v, size_t n)
 {
-	for (size_t i = 0; i < n; i++) {
-		const struct cluster *cl = &v[i];
-
-		for (size_t j = 0; j < cl->size; j++) {
-			if (j)
-				putchar('\t');
-			put_text_path(stdout, cl->members[j]);
-		}
-		putchar('\n');
-	}
+	for (size_t i = 0; i < n; i++)
+		put_scan_cluster_text(stdout, &v[i]);
 }
 
 /* One row per member: the cluster's name, its size, the member. */
@@ -298,12 +300,25 @@ static void print_formats(const struct im_scan_counts *k)
 				k->by_fail[r]);
 }
 
-void print_scan_json(const struct cli *c, const char *root,
-		     const struct cluster *v, size_t n,
-		     const struct scan_summary *s)
+void put_scan_cluster_json(FILE *f, const struct cluster *cl)
+{
+	char hex[IM_SIG_HEX_LEN + 1];
+
+	im_sig_hex(&cl->name, hex);
+	fprintf(f, "{\"name\": \"%s\", \"size\": %zu, \"members\": [", hex,
+		cl->size);
+	for (size_t j = 0; j < cl->size; j++) {
+		if (j)
+			fputs(", ", f);
+		put_json_string(f, cl->members[j]);
+	}
+	fputs("]}", f);
+}
+
+void print_scan_json_head(const struct cli *c, const char *root, size_t n,
+			  const struct scan_summary *s)
 {
 	const struct im_scan_counts *k = &s->c;
-	char hex[IM_SIG_HEX_LEN + 1];
 
 	fputs("{\n  \"root\": ", stdout);
 	put_json_string(stdout, root);
@@ -332,19 +347,16 @@ void print_scan_json(const struct cli *c, const char *root,
 	       k->by_status[IM_DOC_BINARY], k->by_status[IM_DOC_TOO_BIG],
 	       errors_of(k), k->hidden, k->other, k->dirs, k->bytes, n);
 	fputs("  \"clusters\": [", stdout);
-	for (size_t i = 0; i < n; i++) {
-		const struct cluster *cl = &v[i];
+}
 
-		im_sig_hex(&cl->name, hex);
-		printf("%s\n    {\"name\": \"%s\", \"size\": %zu, \"members\": "
-		       "[",
-		       i ? "," : "", hex, cl->size);
-		for (size_t j = 0; j < cl->size; j++) {
-			if (j)
-				fputs(", ", stdout);
-			put_json_string(stdout, cl->members[j]);
-		}
-		fputs("]}", stdout);
+void print_scan_json(const struct cli *c, const char *root,
+		     const struct cluster *v, size_t n,
+		     const struct scan_summary *s)
+{
+	print_scan_json_head(c, root, n, s);
+	for (size_t i = 0; i < n; i++) {
+		fputs(i ? ",\n    " : "\n    ", stdout);
+		put_scan_cluster_json(stdout, &v[i]);
 	}
 	fputs(n ? "\n  ]\n}\n" : "]\n}\n", stdout);
 }

@@ -102,6 +102,7 @@ enum {
 	O_INCLUDE,
 	O_TOP_DIRS,
 	O_UNDER_FROM,
+	O_PART,
 };
 
 struct opt {
@@ -116,7 +117,7 @@ struct opt {
 static const struct opt opts[] = {
 	{"lexicon", 1, O_LEXICON, F_SIGNING, NULL,
 	 "--lexicon FILE     use this lexicon (from 'imatch lexicon build')"},
-	{"output", 1, 'o', F_WRITES | F_SIGN, NULL,
+	{"output", 1, 'o', F_WRITES | F_SIGN | F_EXPORT, NULL,
 	 "-o, --output FILE  write the result here (required; df: the "
 	 "prefix)"},
 	{"jobs", 1, 'j', F_BUILD | F_SCAN | F_DEDUPE | F_DUPES, NULL,
@@ -165,6 +166,10 @@ static const struct opt opts[] = {
 	{"subtree", 1, O_SUBTREE, F_IMPORT, NULL,
 	 "--subtree DIR      only the files under DIR (relative to the tree), "
 	 "as the\n                   state of a mount of that directory"},
+	{"part", 1, O_PART, F_EXPORT, NULL,
+	 "--part I/N         export: write part I of N (documents in records "
+	 "order)\n                   to -o FILE; 'export PART...' joins "
+	 "them"},
 	{"shard-id", 1, O_SHARD_ID, F_SIGN, NULL,
 	 "--shard-id I/N     sign --records: this shard's number, of N"},
 	{"files-from", 1, O_FILES_FROM, F_DF | F_SIGN | F_LISTED, NULL,
@@ -347,7 +352,11 @@ static const struct command commands[] = {
 	 "Batch stage 'export': print what 'imatch scan [--json] DIR' prints\n"
 	 "for the tree the stage files were made from (\"root\" is --root);\n"
 	 "with --dupes, what 'imatch dupes [--json] DIR' prints; with --plan,\n"
-	 "what 'imatch dedupe DIR' prints (--keep-rules is dedupe's --keep)."},
+	 "what 'imatch dedupe DIR' prints (--keep-rules is dedupe's --keep).\n"
+	 "With --part I/N -o FILE, the same inputs give what part I of N of\n"
+	 "the documents contributes; 'imatch export [--dupes|--plan] ... "
+	 "PART...'\n"
+	 "(with MANIFEST for scan) prints the output from all N parts."},
 	{"state import", F_IMPORT, cmd_state_import, 1, -1,
 	 "imatch state import --lexicon FILE [OPTIONS] [--subtree DIR] -o "
 	 "STATEDIR RECORDS...",
@@ -591,6 +600,7 @@ static int run_command(const struct command *cmd, int argc, char **argv)
 		case O_HEAD: c.head = true; break;
 		case O_RECORDS: c.records = true; break;
 		case O_SHARD_ID: c.shard_id = optarg; break;
+		case O_PART: c.part = optarg; break;
 		case O_DUPES: c.dupes = true; break;
 		case O_PLAN: c.plan = true; break;
 		case O_SUBTREE: c.subtree = optarg; break;

@@ -59,6 +59,7 @@ struct cli {
 	bool dirs;	      /**< scan --dirs */
 	bool records;	      /**< sign --records */
 	const char *shard_id; /**< sign --shard-id I/N */
+	const char *part;     /**< export --part I/N */
 	bool dupes;	      /**< export --dupes */
 	bool plan;	      /**< export --plan */
 	const char *subtree;  /**< state import --subtree DIR */
@@ -167,6 +168,17 @@ int cmp_cluster(const void *a, const void *b);
 /** The `scan` text on stdout: one line per cluster. */
 void print_scan_text(const struct cluster *v, size_t n);
 
+/** One cluster as print_scan_text() / print_scan_json() print it, to @p f
+ *  (JSON: the object alone, without the separator before it). */
+void put_scan_cluster_text(FILE *f, const struct cluster *cl);
+void put_scan_cluster_json(FILE *f, const struct cluster *cl);
+
+/** `scan --json` up to its clusters' opening bracket, for @p n clusters:
+ *  then each as ",\n    " (none before the first: "\n    ") and
+ *  put_scan_cluster_json(), then "\n  ]\n}\n" ("]\n}\n" for none). */
+void print_scan_json_head(const struct cli *c, const char *root, size_t n,
+			  const struct scan_summary *s);
+
 /** The `scan --json` document on stdout, naming @p root. */
 void print_scan_json(const struct cli *c, const char *root,
 		     const struct cluster *v, size_t n,
@@ -192,6 +204,9 @@ int cmp_dupe(const void *a, const void *b);
  *  dupes sorted by path; @p first: the first document printed. */
 void print_dupes_doc(const struct cli *c, const char *path,
 		     const struct dupes *ds, bool first);
+/** The same to @p f, without the JSON separator before the object. */
+void put_dupes_doc(FILE *f, const struct cli *c, const char *path,
+		   const struct dupes *ds);
 
 /* ---- Removal plans (cmd_dedupe.c), also printed by `export --plan` ------- */
 
@@ -215,6 +230,32 @@ bool dedupe_excluded(const struct cli *c, const char *path);
  */
 int dedupe_print(struct cli *c, const char *root, plan_build_fn build,
 		 void *arg);
+
+struct im_plan;
+struct im_plan_entry;
+
+/** One line of a plan (JSON or CSV, with its newline) as dedupe prints it,
+ *  for entry @p e of @p set. @return 0, or -1 after printing why. */
+typedef int (*plan_line_fn)(const struct im_plan_opts *o,
+			    const struct im_plan_set *set,
+			    const struct im_plan_entry *e, const char *line,
+			    size_t len, void *arg);
+
+/**
+ * As dedupe_print(), but hand each line of the plan to @p line instead of
+ * printing it, and print no summary (export --part). Only the formats of
+ * lines (JSON, CSV) are accepted. @return the exit code.
+ */
+int dedupe_lines(struct cli *c, const char *root, plan_build_fn build,
+		 plan_line_fn line, void *arg);
+
+/**
+ * Print a plan made of lines: the CSV header if the format has one, then
+ * whatever @p lines prints on stdout (the parts' lines, in order), then the
+ * summary of @p totals (its counts; v is not read). @return the exit code.
+ */
+int dedupe_join(struct cli *c, const char *root, int (*lines)(void *arg),
+		const struct im_plan *totals, void *arg);
 
 /* ---- Messages -------------------------------------------------------------- */
 

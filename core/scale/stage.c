@@ -52,6 +52,7 @@ const char *im_stage_kind_name(uint32_t kind)
 	case IM_STAGE_KEYS: return "keys";
 	case IM_STAGE_LINKS: return "links";
 	case IM_STAGE_CLUSTERS: return "clusters";
+	case IM_STAGE_EXPORT: return "export";
 	}
 	return NULL;
 }

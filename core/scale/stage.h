@@ -62,6 +62,7 @@ enum im_stage_kind {
 	IM_STAGE_KEYS = 4,     /**< `imatch sign --records`: candidate keys */
 	IM_STAGE_LINKS = 5,    /**< `imatch links`: links from key groups */
 	IM_STAGE_CLUSTERS = 6, /**< `imatch components`: clusters */
+	IM_STAGE_EXPORT = 7,   /**< `imatch export --part`: output, in part */
 };
 
 /** The fixed part of a stage file, as written or read. */

@@ -185,14 +185,19 @@ static int keys_spill(struct sign_keys *sk)
 	return 0;
 }
 
-static void keys_unlink_runs(const struct sign_keys *sk, uint32_t part)
+/* Remove the runs of every partition: this task's, and those a killed
+ * attempt left (runs are numbered from 0 without gaps). */
+static void keys_remove_runs(const struct sign_keys *sk)
 {
-	for (unsigned r = 0; r < sk->runs; r++) {
-		char *path = run_path(sk->prefix, part, r);
+	for (uint32_t p = 0; p < sk->kp.nparts; p++) {
+		for (unsigned r = 0;; r++) {
+			char *path = run_path(sk->prefix, p, r);
+			bool removed = path && !unlink(path);
 
-		if (path)
-			unlink(path);
-		free(path);
+			free(path);
+			if (!removed && r >= sk->runs)
+				break;
+		}
 	}
 }
 
@@ -257,8 +262,7 @@ static int keys_finish(struct sign_keys *sk)
 		}
 		free(path);
 	}
-	for (uint32_t p = 0; p < sk->kp.nparts; p++)
-		keys_unlink_runs(sk, p);
+	keys_remove_runs(sk);
 	return ret;
 }
 
@@ -403,6 +407,7 @@ int cmd_sign_records(struct cli *c)
 		sk.limit = 1;
 	sk.h = (struct im_stage_header){
 		.kind = IM_STAGE_KEYS, .key = keys.sign, .nparts = c->parts};
+	keys_remove_runs(&sk);
 	h.part = shard;
 	h.nparts = nshards;
 	ret = im_stage_writer_new(path, &h, &w);
@@ -432,8 +437,7 @@ fail:
 	err_msg("%s: %s", c->files_from, strerror(-ret));
 out:
 	if (code && sk.runs)
-		for (uint32_t p = 0; p < sk.kp.nparts; p++)
-			keys_unlink_runs(&sk, p);
+		keys_remove_runs(&sk);
 	im_stage_parts_release(&sk.kp);
 	free(path);
 	im_stage_writer_free(w);

@@ -258,6 +258,10 @@ def case_sign_spill(tmp):
     for spill in ("16M", "1K"):
         d = os.path.join(tmp, "sign-" + spill)
         os.mkdir(d)
+        # What a killed attempt left: runs that this task must not keep.
+        for r in range(40):
+            with open(os.path.join(d, "s.k0001.r%d" % r), "wb") as f:
+                f.write(b"stale")
         _, err = run("sign", "--records", "-v", "--files-from",
                      os.path.join(shards, "000000"), "--root", tree,
                      "--shard-id", "0/1", "-P", "3", "--lexicon", lexicon,

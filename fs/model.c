@@ -539,7 +539,7 @@ static void drop_subtree(struct model *m, struct node *n, char *path,
 	if (n->flags & (NODE_QUEUED | NODE_SIGNING))
 		n->flags |= NODE_DEAD; /* the worker holding it frees it */
 	else
-		tree_node_free(n);
+		tree_node_free(m->tree, n);
 }
 
 static size_t subtree_len(const struct node *n);

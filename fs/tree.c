@@ -18,6 +18,7 @@
 
 #include <xxhash.h>
 
+#include "pool.h"
 #include "tree.h"
 
 #define FIRST_SLOT 2
@@ -26,6 +27,7 @@
 
 struct tree {
 	pthread_rwlock_t lock;
+	struct im_pool pool; /* the nodes */
 	struct node *root;
 	struct node **hash; /* by (parent, name) */
 	size_t hash_size, hash_used;
@@ -224,22 +226,41 @@ int tree_set_attr(struct tree *t, struct node *n, const struct node_attr *a)
 
 /* ---- Life cycle ------------------------------------------------------------ */
 
-/* Bytes for the name of @p len bytes in the node: a pointer fits there too,
- * for a rename that makes it longer. */
-static size_t name_room(size_t len)
+#define NAME_AT offsetof(struct node, name_in)
+
+/* Bytes for the name in @p n: at least a pointer's, for a rename that makes
+ * it longer. */
+static inline size_t name_room(const struct node *n)
 {
-	return len + 1 > sizeof(char *) ? len + 1 : sizeof(char *);
+	return (size_t)n->size8 * 8 - NAME_AT;
 }
 
-static struct node *node_new(const struct tree *t, const char *name, bool dir)
+static struct node *node_new(struct tree *t, const char *name, bool dir)
 {
-	size_t len = strlen(name), room = name_room(len);
-	struct node *n = calloc(1, offsetof(struct node, name_in) + room);
+	size_t len = strlen(name), room = len + 1 > 8 ? len + 1 : 8;
+	size_t size = (NAME_AT + room + 7) & ~(size_t)7;
+	bool out = size / 8 > UINT8_MAX; /* longer than any file name */
+	char *copy = NULL;
+	struct node *n;
 
-	if (!n)
+	if (out) {
+		size = (NAME_AT + 8 + 7) & ~(size_t)7;
+		copy = strdup(name);
+		if (!copy)
+			return NULL;
+	}
+	n = im_pool_get(&t->pool, size);
+	if (!n) {
+		free(copy);
 		return NULL;
-	memcpy(n->name_in, name, len + 1);
-	n->name_room = room > UINT8_MAX ? UINT8_MAX : (uint8_t)room;
+	}
+	memset(n, 0, size);
+	n->size8 = (uint8_t)(size / 8);
+	n->name_out = out;
+	if (out)
+		memcpy(n->name_in, &copy, sizeof(copy));
+	else
+		memcpy(n->name_in, name, len + 1);
 	if (dir)
 		n->wd = -1;
 	n->flags = dir ? NODE_DIR : 0;
@@ -255,7 +276,7 @@ static int node_rename(struct node *n, const char *name)
 	size_t len = strlen(name);
 	char *out = NULL;
 
-	if (len + 1 > n->name_room) {
+	if (len + 1 > name_room(n)) {
 		out = strdup(name);
 		if (!out)
 			return -ENOMEM;
@@ -270,11 +291,11 @@ static int node_rename(struct node *n, const char *name)
 	return 0;
 }
 
-void tree_node_free(struct node *n)
+void tree_node_free(struct tree *t, struct node *n)
 {
 	if (n->name_out)
 		free((char *)node_name(n));
-	free(n);
+	im_pool_put(&t->pool, n, (size_t)n->size8 * 8);
 }
 
 int tree_new(uid_t uid, gid_t gid, struct tree **out)
@@ -285,6 +306,7 @@ int tree_new(uid_t uid, gid_t gid, struct tree **out)
 	*out = NULL;
 	if (!t)
 		return -ENOMEM;
+	im_pool_init(&t->pool);
 	t->nslots = FIRST_SLOT;
 	if (hash_grow(t) || slot_reserve(t) ||
 	    attr_intern(t, &(struct node_attr){0, 0, 0}, &(uint32_t){0}) ||
@@ -310,30 +332,32 @@ fail:
 	free(t->slots);
 	free(t->attrs);
 	free(t->attr_hash);
+	im_pool_free(&t->pool);
 	free(t);
 	return -ENOMEM;
 }
 
-static void free_subtree(struct node *n)
+static void free_subtree(struct tree *t, struct node *n)
 {
 	struct node *c, *next;
 
 	for (c = n->child; c; c = next) {
 		next = c->next;
-		free_subtree(c);
+		free_subtree(t, c);
 	}
-	tree_node_free(n);
+	tree_node_free(t, n);
 }
 
 void tree_free(struct tree *t)
 {
 	if (!t)
 		return;
-	free_subtree(t->root);
+	free_subtree(t, t->root);
 	free(t->hash);
 	free(t->slots);
 	free(t->attrs);
 	free(t->attr_hash);
+	im_pool_free(&t->pool);
 	pthread_rwlock_destroy(&t->lock);
 	free(t);
 }

@@ -21,8 +21,9 @@
  * invalidation queue's. Every function below needs the lock held as stated.
  *
  * Memory per node: 87 bytes plus its name (at least 8 bytes) in one
- * allocation, 8 in the slot table and 8 in the name hash; the name moves to
- * an allocation of its own only when a rename makes it longer. Permissions
+ * record of the tree's pool (core/index/pool.h: 8-byte steps, no malloc
+ * header), 8 in the slot table and 8 in the name hash; the name moves to an
+ * allocation of its own only when a rename makes it longer than its room. Permissions
  * and owners are interned: each distinct (mode, uid, gid) is kept once.
  */
 #ifndef IMFS_TREE_H
@@ -77,9 +78,9 @@ struct node {
 	uint8_t fail;	    /* files: enum im_extract_fail when FAILED */
 	uint8_t retries;    /* files: signings whose path led nowhere */
 	/* Private to tree.c: read the name with node_name(). */
-	uint8_t name_out;  /* name_in holds a pointer to the name */
-	uint8_t name_room; /* bytes of name_in, at least a pointer's */
-	char name_in[];	   /* the name in the node's own allocation */
+	uint8_t name_out; /* name_in holds a pointer to the name */
+	uint8_t size8;	  /* the node's allocation, in 8-byte units */
+	char name_in[];	  /* the name in the node's own allocation */
 };
 
 /** The name of @p n ("" for the root); valid until @p n is moved or freed. */
@@ -167,7 +168,8 @@ int tree_set_attr(struct tree *t, struct node *n, const struct node_attr *a);
  * @p n, for the caller to walk; free each with tree_node_free().
  */
 void tree_detach(struct tree *t, struct node *n);
-/** Free one detached node (its children are not touched). */
-void tree_node_free(struct node *n);
+/** Free one detached node of @p t (its children are not touched). Any lock
+ *  mode, or none. */
+void tree_node_free(struct tree *t, struct node *n);
 
 #endif

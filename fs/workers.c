@@ -126,7 +126,7 @@ static char *claim(struct workers *w, struct node *n)
 	n->flags &= ~NODE_QUEUED;
 	if (n->flags & NODE_DEAD) {
 		if (!(n->flags & NODE_SIGNING))
-			tree_node_free(n);
+			tree_node_free(w->fs->model->tree, n);
 		return NULL;
 	}
 	if (n->flags & NODE_SIGNING) {
@@ -152,7 +152,7 @@ static void finish(struct workers *w, struct node *n, const char *path, int ret,
 	n->flags &= ~NODE_SIGNING;
 	if (n->flags & NODE_DEAD) {
 		if (!(n->flags & NODE_QUEUED))
-			tree_node_free(n);
+			tree_node_free(w->fs->model->tree, n);
 		return;
 	}
 	if (ret) {
@@ -287,7 +287,7 @@ void workers_stop(struct workers *w)
 		struct node *n = w->q[(w->head + i) % w->cap];
 		n->flags &= ~NODE_QUEUED;
 		if (n->flags & NODE_DEAD)
-			tree_node_free(n);
+			tree_node_free(t, n);
 	}
 	w->len = 0;
 	pthread_mutex_unlock(&w->lock);

@@ -4,12 +4,12 @@
  *
  * Layout, chosen for memory (the daemon holds 100k+ documents):
  *
- * - docs[]: one malloc'd record per document holding its fixed fields, its
- *   sketch, only its valid signatures (packed in coordinate order, whole or
- *   as IM_KEY_COORD_LEN-byte prefixes), its smallest signature and its
- *   path. A
- *   document's id is its slot in docs[]; free slots are odd values that chain
- *   the free list, so ids are reused and never need a second array.
+ * - docs[]: one record per document (from the index's pool, pool.h: no
+ *   malloc header, 8-byte steps) holding its fixed fields, its sketch, only
+ *   its valid signatures (packed in coordinate order, whole or as
+ *   IM_KEY_COORD_LEN-byte prefixes), its smallest signature and its path.
+ *   A document's id is its slot in docs[]; free slots are odd values that
+ *   chain the free list, so ids are reused and never need a second array.
  * - Open-addressing tables of 4-byte slots (5 bits of a 32-bit hash tag,
  *   a 27-bit value), linear probing, backward-shift deletion (no
  *   tombstones). Keys are never copied into a table: a slot's value leads
@@ -50,6 +50,7 @@
 
 #include "index.h"
 #include "params.h"
+#include "pool.h"
 
 #define NONE	 UINT32_MAX
 #define PENDING	 (UINT32_MAX - 1)
@@ -163,9 +164,10 @@ struct im_index {
 	uint16_t epoch; /* of the last recomputation (plist.epoch) */
 	size_t clusters;
 	uint64_t gen;
-	double threshold; /* im_params.similarity */
-	size_t csz;	  /* bytes kept per signature */
-	bool stat;	  /* records keep size and mtime */
+	struct im_pool pool; /* the records */
+	double threshold;    /* im_params.similarity */
+	size_t csz;	     /* bytes kept per signature */
+	bool stat;	     /* records keep size and mtime */
 };
 
 /* A candidate key of a document (see im_doc_keys()): b points into the
@@ -305,17 +307,34 @@ static bool verify(const struct im_index *idx, const struct doc *a,
 	return *sim >= idx->threshold;
 }
 
-static struct doc *rec_new(const char *path, const struct im_doc_sigs *s,
-			   size_t csz, bool stat)
+/* Bytes of record @p d, its path included (what im_pool_get() gave). */
+static size_t rec_size(const struct doc *d)
 {
+	const char *path = doc_path(d);
+
+	return (size_t)(path - (const char *)d) + strlen(path) + 1;
+}
+
+static void rec_free(struct im_index *idx, struct doc *d)
+{
+	if (d)
+		im_pool_put(&idx->pool, d, rec_size(d));
+}
+
+static struct doc *rec_new(struct im_index *idx, const char *path,
+			   const struct im_doc_sigs *s)
+{
+	size_t csz = idx->csz;
+	bool stat = idx->stat;
 	uint32_t valid = s->valid & coord_mask(s->ncoords);
 	unsigned nsig = __builtin_popcount(valid), i = 0;
 	const struct im_sig *least = NULL;
 	size_t len = strlen(path);
 	struct doc *d;
 
-	d = malloc(sizeof(*d) + sig_bytes(nsig, csz) +
-		   (stat ? sizeof(struct doc_stat) : 0) + len + 1);
+	d = im_pool_get(&idx->pool,
+			sizeof(*d) + sig_bytes(nsig, csz) +
+				(stat ? sizeof(struct doc_stat) : 0) + len + 1);
 	if (!d)
 		return NULL;
 	d->comp = d->prev = d->next = NONE;
@@ -355,11 +374,12 @@ static struct doc *rec_new(const char *path, const struct im_doc_sigs *s,
 }
 
 /* A copy of @p od under another path, in no posting or cluster. */
-static struct doc *rec_copy(const struct doc *od, const char *path)
+static struct doc *rec_copy(struct im_index *idx, const struct doc *od,
+			    const char *path)
 {
 	size_t hdr = (size_t)(doc_path(od) - (const char *)od);
 	size_t len = strlen(path);
-	struct doc *d = malloc(hdr + len + 1);
+	struct doc *d = im_pool_get(&idx->pool, hdr + len + 1);
 
 	if (!d)
 		return NULL;
@@ -1305,7 +1325,7 @@ static uint32_t docs_take(struct im_index *idx, struct doc *d)
 
 static void docs_release(struct im_index *idx, uint32_t id)
 {
-	free(D(idx, id));
+	rec_free(idx, D(idx, id));
 	idx->docs[id] = (uintptr_t)idx->docs_free << 1 | 1;
 	idx->docs_free = id;
 	idx->ndocs--;
@@ -1355,6 +1375,7 @@ int im_index_new(struct im_index **out)
 		free(idx);
 		return -err;
 	}
+	im_pool_init(&idx->pool);
 	idx->docs_free = NONE;
 	idx->pl_free = NONE;
 	idx->keys[0].kind = TAB_EXACT;
@@ -1382,7 +1403,8 @@ void im_index_free(struct im_index *idx)
 		return;
 	for (uint32_t id = 0; id < idx->docs_used; id++)
 		if (docs_live(idx, id))
-			free(D(idx, id));
+			rec_free(idx, D(idx, id));
+	im_pool_free(&idx->pool);
 	for (uint32_t p = 0; p < idx->pl_used; p++)
 		if (pl_cap(&idx->pl[p]) > PL_INLINE)
 			free(idx->pl[p].u.ids);
@@ -1494,14 +1516,14 @@ static int put_locked(struct im_index *idx, const char *path, struct doc *d)
 		d->size = od->size;
 		d->name = od->name;
 		idx->docs[old] = (uintptr_t)d;
-		free(od);
+		rec_free(idx, od);
 		if (changed)
 			idx->gen++;
 		return 0;
 	}
 	ret = reserve_put(idx, d, old == NONE, &sp);
 	if (ret) {
-		free(d);
+		rec_free(idx, d);
 		return ret;
 	}
 	/* A replacement joins first and then the old record leaves, so that
@@ -1527,7 +1549,7 @@ int im_index_put(struct im_index *idx, const char *path,
 
 	if (s->ncoords > IM_MAX_COORDS)
 		return -EINVAL;
-	d = rec_new(path, s, idx->csz, idx->stat);
+	d = rec_new(idx, path, s);
 	if (!d)
 		return -ENOMEM;
 	pthread_rwlock_wrlock(&idx->lock);
@@ -1576,7 +1598,7 @@ int im_index_rename(struct im_index *idx, const char *from, const char *to)
 		goto out;
 	/* The path orders the postings (the hot-key rule): a renamed record
 	 * is put anew and the old one leaves. */
-	d = rec_copy(D(idx, id), to);
+	d = rec_copy(idx, D(idx, id), to);
 	if (!d) {
 		ret = -ENOMEM;
 		goto out;

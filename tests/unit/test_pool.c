@@ -1,0 +1,81 @@
+/**
+ * @file test_pool.c
+ * The record pool (core/index/pool.h): records of many sizes do not
+ * overlap, keep their bytes, are reused once put back, and big ones work.
+ */
+#include <check.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pool.h"
+
+#define N 20000
+
+START_TEST(test_pool_records_keep_their_bytes)
+{
+	static unsigned char *rec[N];
+	static size_t size[N];
+	unsigned char want[2 * IM_POOL_MAX];
+	struct im_pool p;
+
+	im_pool_init(&p);
+	for (int round = 0; round < 3; round++) {
+		for (int i = 0; i < N; i++) {
+			if (rec[i] && (i + round) % 3)
+				continue;
+			im_pool_put(&p, rec[i], size[i]);
+			/* Sizes up to twice IM_POOL_MAX: some are malloc'd. */
+			size[i] = 1 + (size_t)(i * 7919 + round * 31) %
+					      (2 * IM_POOL_MAX);
+			rec[i] = im_pool_get(&p, size[i]);
+			ck_assert_ptr_nonnull(rec[i]);
+			ck_assert_uint_eq((uintptr_t)rec[i] % 8, 0);
+			memset(rec[i], (unsigned char)i, size[i]);
+		}
+		for (int i = 0; i < N; i++) {
+			memset(want, (unsigned char)i, size[i]);
+			ck_assert_msg(!memcmp(rec[i], want, size[i]),
+				      "record %d overwritten", i);
+		}
+	}
+	for (int i = 0; i < N; i++)
+		im_pool_put(&p, rec[i], size[i]);
+	im_pool_free(&p);
+}
+END_TEST
+
+START_TEST(test_pool_reuses_what_was_put_back)
+{
+	struct im_pool p;
+	void *a, *b;
+
+	im_pool_init(&p);
+	a = im_pool_get(&p, 100);
+	im_pool_put(&p, a, 100);
+	b = im_pool_get(&p, 97); /* the same 8-byte step: 104 */
+#if !defined(__SANITIZE_ADDRESS__)
+	ck_assert_ptr_eq(a, b);
+#endif
+	im_pool_put(&p, b, 97);
+	im_pool_put(&p, NULL, 5);
+	im_pool_free(&p);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("pool");
+	TCase *tc = tcase_create("pool");
+	SRunner *sr;
+	int failed;
+
+	tcase_add_test(tc, test_pool_records_keep_their_bytes);
+	tcase_add_test(tc, test_pool_reuses_what_was_put_back);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -7,6 +7,11 @@
  * node will carry. Slots 0 and 1 are never used, so that every node's inode
  * numbers (view.h) stay clear of the fixed ones.
  *
+ * The name hash is open addressing (linear probing, backward-shift
+ * deletion) over 4-byte entries: a node's slot under 6 bits of the hash,
+ * which spare most probes a visit to a node that is not the one sought.
+ * Hence at most MAX_SLOTS (2^26) nodes.
+ *
  * The distinct (mode, uid, gid) are kept in an array that only grows (a
  * source holds few of them) and found again through an open-addressing
  * table of their indices.
@@ -21,15 +26,18 @@
 #include "pool.h"
 #include "tree.h"
 
-#define FIRST_SLOT 2
-#define NO_SLOT	   0
-#define GEN_MASK   0x0fffffffu /* 28 bits: see view.c's inode layout */
+#define FIRST_SLOT     2
+#define NO_SLOT	       0
+#define GEN_MASK       0x0fffffffu /* 28 bits: see view.c's inode layout */
+#define HASH_SLOT_BITS 26
+#define HASH_TAG_BITS  (32 - HASH_SLOT_BITS)
+#define MAX_SLOTS      (1u << HASH_SLOT_BITS)
 
 struct tree {
 	pthread_rwlock_t lock;
 	struct im_pool pool; /* the nodes */
 	struct node *root;
-	struct node **hash; /* by (parent, name) */
+	uint32_t *hash; /* by (parent, name): hash_entry(), or 0 */
 	size_t hash_size, hash_used;
 	uintptr_t *slots;
 	uint32_t nslots, cap, free_slot;
@@ -43,10 +51,10 @@ struct tree {
 
 /* ---- Name hash ------------------------------------------------------------ */
 
-static size_t name_hash(const struct node *parent, const char *name)
+static uint64_t name_hash(const struct node *parent, const char *name)
 {
-	return (size_t)XXH3_64bits_withSeed(name, strlen(name),
-					    (uint64_t)(uintptr_t)parent);
+	return XXH3_64bits_withSeed(name, strlen(name),
+				    (uint64_t)(uintptr_t)parent);
 }
 
 static inline const char *name_of(const struct node *n)
@@ -54,51 +62,94 @@ static inline const char *name_of(const struct node *n)
 	return node_name(n);
 }
 
+static inline uint64_t node_hash(const struct node *n)
+{
+	return name_hash(n->parent, name_of(n));
+}
+
+/* An entry: the top HASH_TAG_BITS of the hash over the node's slot. */
+static inline uint32_t hash_entry(uint64_t h, uint32_t slot)
+{
+	return (uint32_t)(h >> (64 - HASH_TAG_BITS)) << HASH_SLOT_BITS | slot;
+}
+
+static inline struct node *entry_node(const struct tree *t, uint32_t e)
+{
+	return (struct node *)t->slots[e & (MAX_SLOTS - 1)];
+}
+
+/* Put entry @p e of hash @p h in @p tab of @p size, which has room. */
+static void hash_place(uint32_t *tab, size_t size, uint64_t h, uint32_t e)
+{
+	size_t i = h & (size - 1);
+
+	while (tab[i])
+		i = (i + 1) & (size - 1);
+	tab[i] = e;
+}
+
 static int hash_grow(struct tree *t)
 {
 	size_t ns = t->hash_size ? t->hash_size * 2 : 1024;
-	struct node **nh = calloc(ns, sizeof(*nh));
+	uint32_t *nh = calloc(ns, sizeof(*nh));
 
 	if (!nh)
 		return -ENOMEM;
-	for (size_t i = 0; i < t->hash_size; i++) {
-		struct node *n = t->hash[i], *next;
-		for (; n; n = next) {
-			next = n->hnext;
-			size_t h = name_hash(n->parent, name_of(n)) & (ns - 1);
-			n->hnext = nh[h];
-			nh[h] = n;
-		}
-	}
+	for (size_t i = 0; i < t->hash_size; i++)
+		if (t->hash[i])
+			hash_place(nh, ns, node_hash(entry_node(t, t->hash[i])),
+				   t->hash[i]);
 	free(t->hash);
 	t->hash = nh;
 	t->hash_size = ns;
 	return 0;
 }
 
+/* Room for one more entry at a load of 3/4 or less. */
+static int hash_reserve(struct tree *t)
+{
+	if ((t->hash_used + 1) * 4 <= t->hash_size * 3)
+		return 0;
+	return hash_grow(t);
+}
+
+/* After hash_reserve(), or in place of an entry just deleted. */
 static void hash_insert(struct tree *t, struct node *n)
 {
-	/* On failure to grow, chains just get longer. */
-	if (t->hash_used + 1 > t->hash_size)
-		hash_grow(t);
-	size_t h = name_hash(n->parent, name_of(n)) & (t->hash_size - 1);
-	n->hnext = t->hash[h];
-	t->hash[h] = n;
+	uint64_t h = node_hash(n);
+
+	hash_place(t->hash, t->hash_size, h, hash_entry(h, n->slot));
 	t->hash_used++;
 }
 
+/* Backward-shift deletion: no tombstones. Every entry's node must still
+ * hold its slot (delete before slot_release()). */
 static void hash_delete(struct tree *t, struct node *n)
 {
-	size_t h = name_hash(n->parent, name_of(n)) & (t->hash_size - 1);
+	size_t mask = t->hash_size - 1, i = node_hash(n) & mask, j;
 
-	for (struct node **pp = &t->hash[h]; *pp; pp = &(*pp)->hnext) {
-		if (*pp == n) {
-			*pp = n->hnext;
-			n->hnext = NULL;
-			t->hash_used--;
-			return;
+	while (t->hash[i] && (t->hash[i] & (MAX_SLOTS - 1)) != n->slot)
+		i = (i + 1) & mask;
+	if (!t->hash[i])
+		return;
+	for (j = i;;) {
+		size_t home;
+		bool stays;
+
+		j = (j + 1) & mask;
+		if (!t->hash[j])
+			break;
+		/* hash[j] may fill the hole at i unless its home is in (i, j]. */
+		home = node_hash(entry_node(t, t->hash[j])) & mask;
+		stays = i <= j ? (home > i && home <= j)
+			       : (home > i || home <= j);
+		if (!stays) {
+			t->hash[i] = t->hash[j];
+			i = j;
 		}
 	}
+	t->hash[i] = 0;
+	t->hash_used--;
 }
 
 /* ---- Slots ---------------------------------------------------------------- */
@@ -112,6 +163,8 @@ static int slot_reserve(struct tree *t)
 {
 	if (t->free_slot != NO_SLOT || t->nslots < t->cap)
 		return 0;
+	if (t->nslots >= MAX_SLOTS)
+		return -ENOMEM;
 	uint32_t cap = t->cap ? t->cap + t->cap / 2 : 1024;
 	uintptr_t *s = realloc(t->slots, cap * sizeof(*s));
 	if (!s)
@@ -387,11 +440,19 @@ struct node *tree_root(const struct tree *t)
 struct node *tree_child(const struct tree *t, const struct node *dir,
 			const char *name)
 {
-	size_t h = name_hash(dir, name) & (t->hash_size - 1);
+	uint64_t h = name_hash(dir, name);
+	uint32_t tag = hash_entry(h, 0);
+	size_t mask = t->hash_size - 1;
 
-	for (struct node *n = t->hash[h]; n; n = n->hnext)
+	for (size_t i = h & mask; t->hash[i]; i = (i + 1) & mask) {
+		struct node *n;
+
+		if ((t->hash[i] & ~(MAX_SLOTS - 1)) != tag)
+			continue;
+		n = entry_node(t, t->hash[i]);
 		if (n->parent == dir && !strcmp(name_of(n), name))
 			return n;
+	}
 	return NULL;
 }
 
@@ -512,7 +573,7 @@ int tree_add(struct tree *t, struct node *parent, const char *name, bool dir,
 	struct node *n;
 
 	*out = NULL;
-	if (slot_reserve(t))
+	if (slot_reserve(t) || hash_reserve(t))
 		return -ENOMEM;
 	n = node_new(t, name, dir);
 	if (!n)

@@ -20,11 +20,13 @@
  * tree lock, then the index's own lock, then the work queue's and the
  * invalidation queue's. Every function below needs the lock held as stated.
  *
- * Memory per node: 87 bytes plus its name (at least 8 bytes) in one
+ * Memory per node: 79 bytes plus its name (at least 8 bytes) in one
  * record of the tree's pool (core/index/pool.h: 8-byte steps, no malloc
- * header), 8 in the slot table and 8 in the name hash; the name moves to an
- * allocation of its own only when a rename makes it longer than its room. Permissions
- * and owners are interned: each distinct (mode, uid, gid) is kept once.
+ * header), 8 in the slot table and 5-11 in the name hash (4-byte entries at
+ * a load of 3/8 to 3/4); the name moves to an allocation of its own only
+ * when a rename makes it longer than its room. Permissions and owners are
+ * interned: each distinct (mode, uid, gid) is kept once. At most 2^26
+ * nodes (tree_add() says -ENOMEM past them).
  */
 #ifndef IMFS_TREE_H
 #define IMFS_TREE_H
@@ -62,7 +64,6 @@ struct node_attr {
 struct node {
 	struct node *parent;
 	struct node *child, *next, *prev; /* children; siblings */
-	struct node *hnext;		  /* chain in the name hash */
 	union {
 		uint64_t size; /* files: as last signed */
 		int wd;	       /* directories: inotify watch, or -1 */

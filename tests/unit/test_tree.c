@@ -121,6 +121,64 @@ START_TEST(test_tree_attrs_are_shared_and_set)
 }
 END_TEST
 
+/* Random adds, renames and removals checked after each step against a
+ * plain list of what should be there: the name hash finds every node and
+ * no removed one, through growth and deletions that shift entries. */
+START_TEST(test_tree_random_ops_match_a_model)
+{
+	enum { NDIRS = 4, NNAMES = 300, STEPS = 20000 };
+	static struct node *at[NDIRS][NNAMES];
+	struct node *dirs[NDIRS];
+	uint64_t rng = 7;
+	char name[40];
+
+	for (int d = 0; d < NDIRS; d++) {
+		snprintf(name, sizeof(name), "d%d", d);
+		ck_assert_int_eq(
+			tree_add(t, tree_root(t), name, true, &dirs[d]), 0);
+	}
+	for (int step = 0; step < STEPS; step++) {
+		int d, i, e, j, op;
+
+		rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+		d = (int)((rng >> 33) % NDIRS);
+		i = (int)((rng >> 40) % NNAMES);
+		e = (int)((rng >> 20) % NDIRS);
+		j = (int)((rng >> 50) % NNAMES);
+		op = (int)((rng >> 60) % 4);
+		/* Names of one index differ in length, so renames both fit in
+		 * place and move out. */
+		snprintf(name, sizeof(name), "%0*d", 1 + i % 20, i);
+		if (!at[d][i]) {
+			ck_assert_int_eq(
+				tree_add(t, dirs[d], name, false, &at[d][i]),
+				0);
+		} else if (op == 0 && !at[e][j]) {
+			snprintf(name, sizeof(name), "%0*d", 1 + j % 20, j);
+			ck_assert_int_eq(tree_move(t, at[d][i], dirs[e], name),
+					 0);
+			at[e][j] = at[d][i];
+			at[d][i] = NULL;
+		} else if (op == 1) {
+			tree_detach(t, at[d][i]);
+			tree_node_free(t, at[d][i]);
+			at[d][i] = NULL;
+		}
+		if (step % 500 && step != STEPS - 1)
+			continue;
+		for (d = 0; d < NDIRS; d++) {
+			for (i = 0; i < NNAMES; i++) {
+				snprintf(name, sizeof(name), "%0*d", 1 + i % 20,
+					 i);
+				ck_assert_msg(tree_child(t, dirs[d], name) ==
+						      at[d][i],
+					      "step %d: d%d/%s", step, d, name);
+			}
+		}
+	}
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("tree");
@@ -131,6 +189,7 @@ int main(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_tree_renames_keep_names_and_lookups);
 	tcase_add_test(tc, test_tree_attrs_are_shared_and_set);
+	tcase_add_test(tc, test_tree_random_ops_match_a_model);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

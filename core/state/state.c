@@ -144,11 +144,21 @@ int im_state_file_key(const char *path, uint64_t *out)
 struct im_state {
 	const uint8_t *map; /* the whole file, read-only */
 	size_t map_len;
-	size_t *off; /* entry i starts at map + off[i] (its path length) */
+	/* Entry i starts at map + its offset (its path length): off32[i] when
+	 * the file is under 4 GiB, off64[i] otherwise. */
+	uint32_t *off32;
+	uint64_t *off64;
 	size_t n;
-	uint32_t *slots; /* open addressing over off, index + 1; 0 = empty */
+	uint32_t *
+		slots; /* open addressing over the entries, index + 1; 0 = empty;
+			    at a load of 3/8 to 3/4 */
 	size_t nslots;
 };
+
+static inline size_t entry_off(const struct im_state *st, size_t i)
+{
+	return st->off32 ? st->off32[i] : (size_t)st->off64[i];
+}
 
 static void why_set(char *why, size_t why_len, const char *msg)
 {
@@ -162,7 +172,8 @@ void im_state_free(struct im_state *st)
 		return;
 	if (st->map && st->map_len)
 		munmap((void *)st->map, st->map_len);
-	free(st->off);
+	free(st->off32);
+	free(st->off64);
 	free(st->slots);
 	free(st);
 }
@@ -212,19 +223,19 @@ static bool path_eq(const struct im_state *st, size_t off, const char *p,
 static int build_slots(struct im_state *st)
 {
 	size_t ns = 16;
-	while (ns < st->n * 2)
+	while (ns * 3 < st->n * 4)
 		ns *= 2;
 	st->slots = calloc(ns, sizeof(*st->slots));
 	if (!st->slots)
 		return -ENOMEM;
 	st->nslots = ns;
 	for (size_t i = 0; i < st->n; i++) {
-		const uint8_t *d = st->map + st->off[i];
+		const uint8_t *d = st->map + entry_off(st, i);
 		uint32_t plen = get_u32(d);
 		size_t h = XXH3_64bits(d + 4, plen) & (ns - 1);
 		while (st->slots[h]) {
 			/* A duplicate path keeps its last entry. */
-			if (path_eq(st, st->off[st->slots[h] - 1],
+			if (path_eq(st, entry_off(st, st->slots[h] - 1),
 				    (const char *)d + 4, plen))
 				break;
 			h = (h + 1) & (ns - 1);
@@ -246,8 +257,11 @@ static int index_entries(struct im_state *st, size_t len, char *why,
 		why_set(why, why_len, "truncated");
 		return -EINVAL;
 	}
-	st->off = malloc((count ? count : 1) * sizeof(*st->off));
-	if (!st->off)
+	if (len <= UINT32_MAX)
+		st->off32 = malloc((count ? count : 1) * sizeof(*st->off32));
+	else
+		st->off64 = malloc((count ? count : 1) * sizeof(*st->off64));
+	if (!st->off32 && !st->off64)
 		return -ENOMEM;
 	for (uint64_t i = 0; i < count; i++) {
 		if (len - off < ENTRY_FIXED) {
@@ -263,7 +277,10 @@ static int index_entries(struct im_state *st, size_t len, char *why,
 			why_set(why, why_len, "corrupt path");
 			return -EINVAL;
 		}
-		st->off[i] = off;
+		if (st->off32)
+			st->off32[i] = (uint32_t)off;
+		else
+			st->off64[i] = off;
 		const uint8_t *f = d + off + 4 + plen + 24;
 		uint8_t status = f[0], ncoords = f[1];
 		uint32_t valid = get_u32(f + 7);
@@ -386,7 +403,7 @@ int im_state_find(const struct im_state *st, const char *path,
 	size_t len = strlen(path);
 	size_t h = XXH3_64bits(path, len) & (st->nslots - 1);
 	while (st->slots[h]) {
-		size_t off = st->off[st->slots[h] - 1];
+		size_t off = entry_off(st, st->slots[h] - 1);
 		if (path_eq(st, off, path, len)) {
 			decode(st, off, out);
 			return 0;
@@ -400,7 +417,7 @@ int im_state_at(const struct im_state *st, size_t i, struct im_state_entry *out)
 {
 	if (!st || i >= st->n)
 		return -ENOENT;
-	decode(st, st->off[i], out);
+	decode(st, entry_off(st, i), out);
 	return 0;
 }
 

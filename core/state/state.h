@@ -30,8 +30,9 @@
  * err_format holds err in its low 24 bits (an errno, or the failure reason)
  * and the document's format (enum im_format) in its top 8.
  *
- * Memory: a loaded cache is the file mapped read-only plus 12 bytes per
- * entry (an offset and a hash slot); entries are decoded on demand, and
+ * Memory: a loaded cache is the file mapped read-only plus 9-14 bytes per
+ * entry (a 4-byte offset, 8 past 4 GiB, and a 4-byte hash slot at a load of
+ * 3/8 to 3/4); entries are decoded on demand, and
  * im_state_free() gives everything back to the system. The pages the load
  * read to check the file are left to the page cache (MADV_DONTNEED): only
  * what is read afterwards is resident.

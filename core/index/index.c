@@ -72,19 +72,31 @@ struct doc {
 	uint32_t size;	     /* root only: members */
 	uint32_t name;	     /* root only: name reference */
 	uint32_t valid;	     /* masked to ncoords */
-	uint32_t unique_terms;
-	int32_t err;
 	uint8_t status, ncoords, exact_valid, nsig;
 	uint8_t csz; /* bytes kept per signature: IM_SIG_LEN or the key's */
 	uint8_t format;
-	uint8_t least;	  /* coordinate of the smallest signature, if nsig */
-	uint8_t has_stat; /* the tail holds size and mtime */
+	uint8_t least; /* coordinate of the smallest signature, if nsig */
+	uint8_t tail;  /* enum tail_parts: what the tail holds */
 	uint8_t exact[16];
 	struct im_sketch sketch;
 	/* The tail, unaligned: the nsig signatures (csz bytes each); if nsig
 	 * and csz < IM_SIG_LEN, the rest of the smallest one (the cluster
-	 * name); if has_stat, the size and mtime_ns; then the path. */
+	 * name); the parts of enum tail_parts it has, in that order; then
+	 * the path. */
 	uint8_t coord[];
+};
+
+/* The optional parts of a record's tail. */
+enum tail_parts {
+	TAIL_EXTRA = 1, /* struct doc_extra */
+	TAIL_STAT = 2,	/* struct doc_stat */
+};
+
+/* unique_terms and err, kept only when unique_terms is not the sketch's n
+ * or err is not 0: most documents need neither. */
+struct doc_extra {
+	uint32_t unique_terms;
+	int32_t err;
 };
 
 /* The file's size and mtime in the tail. */
@@ -199,15 +211,37 @@ static inline size_t sig_bytes(unsigned nsig, unsigned csz)
 	return nsig * csz + (nsig ? IM_SIG_LEN - csz : 0);
 }
 
-static inline uint8_t *doc_stat(const struct doc *d)
+static inline uint8_t *doc_extra(const struct doc *d)
 {
 	return (uint8_t *)d->coord + sig_bytes(d->nsig, d->csz);
+}
+
+static inline uint8_t *doc_stat(const struct doc *d)
+{
+	return doc_extra(d) +
+	       (d->tail & TAIL_EXTRA ? sizeof(struct doc_extra) : 0);
+}
+
+/* Bytes of the tail's optional parts. */
+static inline size_t tail_bytes(unsigned tail)
+{
+	return (tail & TAIL_EXTRA ? sizeof(struct doc_extra) : 0) +
+	       (tail & TAIL_STAT ? sizeof(struct doc_stat) : 0);
+}
+
+static struct doc_extra doc_extra_get(const struct doc *d)
+{
+	struct doc_extra x = {d->sketch.n, 0};
+
+	if (d->tail & TAIL_EXTRA)
+		memcpy(&x, doc_extra(d), sizeof(x));
+	return x;
 }
 
 static inline char *doc_path(const struct doc *d)
 {
 	return (char *)doc_stat(d) +
-	       (d->has_stat ? sizeof(struct doc_stat) : 0);
+	       (d->tail & TAIL_STAT ? sizeof(struct doc_stat) : 0);
 }
 
 /* The smallest signature of @p d, which has one: its kept bytes, then the
@@ -325,24 +359,23 @@ static struct doc *rec_new(struct im_index *idx, const char *path,
 			   const struct im_doc_sigs *s)
 {
 	size_t csz = idx->csz;
-	bool stat = idx->stat;
+	unsigned tail =
+		(idx->stat ? TAIL_STAT : 0) |
+		(s->err || s->unique_terms != s->sketch.n ? TAIL_EXTRA : 0);
 	uint32_t valid = s->valid & coord_mask(s->ncoords);
 	unsigned nsig = __builtin_popcount(valid), i = 0;
 	const struct im_sig *least = NULL;
 	size_t len = strlen(path);
 	struct doc *d;
 
-	d = im_pool_get(&idx->pool,
-			sizeof(*d) + sig_bytes(nsig, csz) +
-				(stat ? sizeof(struct doc_stat) : 0) + len + 1);
+	d = im_pool_get(&idx->pool, sizeof(*d) + sig_bytes(nsig, csz) +
+					    tail_bytes(tail) + len + 1);
 	if (!d)
 		return NULL;
 	d->comp = d->prev = d->next = NONE;
 	d->size = 0;
 	d->name = NONE;
 	d->valid = valid;
-	d->unique_terms = s->unique_terms;
-	d->err = s->err;
 	d->status = s->status;
 	d->ncoords = s->ncoords;
 	d->exact_valid = !!s->exact_valid;
@@ -350,7 +383,7 @@ static struct doc *rec_new(struct im_index *idx, const char *path,
 	d->nsig = nsig;
 	d->csz = (uint8_t)csz;
 	d->least = 0;
-	d->has_stat = stat;
+	d->tail = tail;
 	memcpy(d->exact, s->exact, sizeof(d->exact));
 	d->sketch = s->sketch;
 	for (unsigned k = 0; k < s->ncoords; k++) {
@@ -364,7 +397,12 @@ static struct doc *rec_new(struct im_index *idx, const char *path,
 	}
 	if (least)
 		memcpy(d->coord + nsig * csz, least->b + csz, IM_SIG_LEN - csz);
-	if (stat)
+	if (tail & TAIL_EXTRA)
+		memcpy(doc_extra(d),
+		       &(struct doc_extra){.unique_terms = s->unique_terms,
+					   .err = s->err},
+		       sizeof(struct doc_extra));
+	if (tail & TAIL_STAT)
 		memcpy(doc_stat(d),
 		       &(struct doc_stat){.size = s->size,
 					  .mtime_ns = s->mtime_ns},
@@ -400,11 +438,11 @@ static void rec_export(const struct doc *d, struct im_doc_sigs *s)
 	s->ncoords = d->ncoords;
 	s->exact_valid = d->exact_valid;
 	s->format = d->format;
-	s->err = d->err;
+	s->err = doc_extra_get(d).err;
 	s->valid = d->valid;
-	s->unique_terms = d->unique_terms;
+	s->unique_terms = doc_extra_get(d).unique_terms;
 	memcpy(s->exact, d->exact, sizeof(s->exact));
-	if (d->has_stat) {
+	if (d->tail & TAIL_STAT) {
 		struct doc_stat st;
 
 		memcpy(&st, doc_stat(d), sizeof(st));
@@ -434,16 +472,12 @@ static bool same_keys(const struct doc *a, const struct doc *b)
 static bool same_content(const struct doc *a, const struct doc *b)
 {
 	return a->status == b->status && a->ncoords == b->ncoords &&
-	       a->exact_valid == b->exact_valid && a->err == b->err &&
-	       a->format == b->format && a->valid == b->valid &&
-	       a->unique_terms == b->unique_terms &&
-	       !memcmp(a->exact, b->exact, 16) &&
+	       a->exact_valid == b->exact_valid && a->format == b->format &&
+	       a->valid == b->valid && !memcmp(a->exact, b->exact, 16) &&
 	       !memcmp(&a->sketch, &b->sketch, sizeof(a->sketch)) &&
-	       a->csz == b->csz && a->least == b->least &&
-	       a->has_stat == b->has_stat &&
+	       a->csz == b->csz && a->least == b->least && a->tail == b->tail &&
 	       !memcmp(a->coord, b->coord,
-		       sig_bytes(a->nsig, a->csz) +
-			       (a->has_stat ? sizeof(struct doc_stat) : 0));
+		       sig_bytes(a->nsig, a->csz) + tail_bytes(a->tail));
 }
 
 /* ---- Open-addressing tables ---------------------------------------------- */

@@ -44,11 +44,12 @@
  * Memory: the record holds the sketch (132 bytes), the valid signatures
  * (20 bytes each, or their IM_KEY_COORD_LEN-byte prefixes after
  * im_index_set_prefixes(), then the rest of the smallest, the cluster
- * name), size and
- * mtime unless im_index_set_stat() said no, and the path; the postings hold
- * 4-byte slots, one per key (a 5-bit tag and a reference), and a key shared
- * by two documents keeps both in its list without an allocation. With
- * prefixes, K = 10 and every coordinate signed that is about 407 bytes of
+ * name), unique_terms and err only when they are not the sketch's n and 0,
+ * size and mtime unless im_index_set_stat() said no, and the path, in a
+ * pool (pool.h: 8-byte steps, no malloc header); the postings hold 4-byte
+ * slots, one per key (a 5-bit tag and a reference), and a key shared by
+ * two documents keeps both in its list without an allocation. With
+ * prefixes, K = 10 and every coordinate signed that is about 383 bytes of
  * heap per document plus its path, mmapped tables included
  * (tests/unit/test_index.c, test_index_memory_per_document).
  *

@@ -1183,6 +1183,7 @@ START_TEST(test_index_memory_per_document)
 				d.sig[k].b[j] = rnd(256);
 		/* Pairs: document 10j + 9 shares two signatures with 10j + 8. */
 		d.sketch.n = 300;
+		d.unique_terms = 300; /* as signing gives: the sketch's |U| */
 		for (unsigned j = 0; j < IM_SKETCH_BYTES; j++)
 			d.sketch.v[j] = rnd(256);
 		if (i % 10 >= 8) {

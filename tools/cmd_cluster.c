@@ -1799,7 +1799,8 @@ static void scan_totals(struct cli *c, struct im_stage_reader *man,
  * contributes to an output; `export PART...` joins the N parts into the
  * bytes one export prints. A part is a range of dense ids (records order):
  * n*I/N up to n*(I+1)/N. What a part owns:
- *   scan   the clusters whose first member (smallest id) is in its range;
+ *   scan   the clusters whose name hashes to the part (XXH3 of the name,
+ *          im_stage_part_of()), wherever their members are;
  *   dupes  the documents in its range that have dupes;
  *   plan   the plan entries of the clusters it owns as scan does (a plan is
  *          made cluster by cluster, plan.h).
@@ -1840,12 +1841,8 @@ struct xpart {
 	struct im_stage_reader **rs;
 	uint32_t lo, hi; /* dense ids of this part */
 	uint32_t part, nparts;
-	struct xrec {
-		uint8_t *p;
-		size_t len;
-	} * v;
-	size_t n, cap;
-	struct im_stage_buf key;
+	struct im_stage_writer *w;
+	struct im_stage_buf key, rec, last; /* last: the key written last */
 	uint64_t meta[IM_STAGE_META];
 };
 
@@ -1873,13 +1870,6 @@ static int xp_cmp(const uint8_t *a, size_t al, const uint8_t *b, size_t bl)
 	return r ? r : (ka > kb) - (ka < kb);
 }
 
-static int cmp_xrec(const void *a, const void *b)
-{
-	const struct xrec *x = a, *y = b;
-
-	return xp_cmp(x->p, x->len, y->p, y->len);
-}
-
 static void key_be(struct im_stage_buf *k, uint64_t v, unsigned bytes)
 {
 	uint8_t b[8];
@@ -1896,32 +1886,28 @@ static void key_path(struct im_stage_buf *k, const char *path)
 	im_stage_buf_put(k, path, strlen(path) + 1);
 }
 
-/* Add one record: x->key, then @p len bytes of @p text. */
+/* Write one record: x->key, then @p len bytes of @p text. Records come
+ * in key order, so a part is written as it is rendered, never held: a
+ * part of dupes.json is some 400 bytes per document of its range. @return
+ * 0, -ENOMEM, -EDOM for a key out of order, or the write's error. */
 static int xp_add(struct xpart *x, const char *text, size_t len)
 {
-	struct im_stage_buf b = {0};
+	int ret;
 
-	if (x->key.oom)
+	x->rec.len = 0;
+	im_stage_buf_u32(&x->rec, (uint32_t)x->key.len);
+	im_stage_buf_put(&x->rec, x->key.p, x->key.len);
+	im_stage_buf_put(&x->rec, text, len);
+	if (x->key.oom || x->rec.oom)
 		return -ENOMEM;
-	im_stage_buf_u32(&b, (uint32_t)x->key.len);
-	im_stage_buf_put(&b, x->key.p, x->key.len);
-	im_stage_buf_put(&b, text, len);
-	if (!b.oom && x->n == x->cap) {
-		size_t cap = x->cap ? 2 * x->cap : 256;
-		struct xrec *v = realloc(x->v, cap * sizeof(*v));
-
-		if (v) {
-			x->v = v;
-			x->cap = cap;
-		}
-	}
-	if (b.oom || x->n == x->cap) {
-		im_stage_buf_release(&b);
-		return -ENOMEM;
-	}
-	x->v[x->n++] = (struct xrec){b.p, b.len};
+	if (x->last.len &&
+	    xp_cmp(x->last.p, x->last.len, x->rec.p, 4 + x->key.len) >= 0)
+		return -EDOM;
+	ret = im_stage_writer_add(x->w, x->rec.p, x->rec.len);
+	x->last.len = 0;
+	im_stage_buf_put(&x->last, x->rec.p, 4 + x->key.len);
 	x->key.len = 0;
-	return 0;
+	return x->last.oom ? -ENOMEM : ret;
 }
 
 /* Text rendered into memory. */
@@ -2013,8 +1999,10 @@ static size_t find_u32(const uint32_t *v, size_t n, uint32_t id)
 	return hit ? (size_t)(hit - v) : SIZE_MAX;
 }
 
-/* The clusters a part owns (the first member in its range): names, and
- * their members one cluster after the other, each in id order. */
+/* The clusters a part owns (by the hash of the name: the name itself is
+ * the smallest signature, skewed low, and the first member's range would
+ * give the first parts most of the clusters that span the tree): names,
+ * and their members one cluster after the other, each in id order. */
 struct owned {
 	struct im_sig *name;
 	uint32_t *off; /* [ncl + 1] into ids */
@@ -2087,8 +2075,8 @@ static int owned_clusters(struct im_stage_reader *cls, const struct xpart *x,
 			err_msg("export: corrupt: a bad cluster record");
 			return -EINVAL;
 		}
-		if (im_stage_cluster_member(ids, 0) < x->lo ||
-		    im_stage_cluster_member(ids, 0) >= x->hi)
+		if (im_stage_part_of(XXH3_64bits(name.b, IM_SIG_LEN),
+				     x->nparts) != x->part)
 			continue;
 		ret = owned_push(o, &name, ids, k);
 		if (ret)
@@ -2163,6 +2151,7 @@ static int xp_scan(struct xpart *x, struct im_stage_reader *cls)
 	struct owned o;
 	uint32_t *sorted = NULL;
 	char **member = NULL;
+	struct cluster *v = NULL;
 	struct xp_paths xp = {0};
 	int ret = owned_clusters(cls, x, &o);
 
@@ -2178,27 +2167,35 @@ static int xp_scan(struct xpart *x, struct im_stage_reader *cls)
 	ret = docs_of(x->ss, sorted, o.nids, keep_path, &xp);
 	if (ret == -EINVAL)
 		err_msg("export: corrupt: a record does not decode");
+	v = calloc(o.ncl + 1, sizeof(*v));
+	if (!ret && !v)
+		ret = -ENOMEM;
 	for (size_t k = 0; !ret && k < o.ncl; k++) {
-		struct cluster cl = {.name = o.name[k],
-				     .size = o.off[k + 1] - o.off[k],
-				     .members = member + o.off[k]};
+		v[k] = (struct cluster){.name = o.name[k],
+					.size = o.off[k + 1] - o.off[k],
+					.members = member + o.off[k]};
+		for (size_t j = 0; j < v[k].size; j++)
+			v[k].members[j] = xp.path[find_u32(
+				sorted, o.nids, o.ids[o.off[k] + j])];
+		qsort(v[k].members, v[k].size, sizeof(*v[k].members), cmp_strp);
+	}
+	/* In the output's order, so that each is written as rendered. */
+	if (!ret)
+		qsort(v, o.ncl, sizeof(*v), cmp_cluster);
+	for (size_t k = 0; !ret && k < o.ncl; k++) {
 		struct mem m;
 
-		for (size_t j = 0; j < cl.size; j++)
-			cl.members[j] = xp.path[find_u32(sorted, o.nids,
-							 o.ids[o.off[k] + j])];
-		qsort(cl.members, cl.size, sizeof(*cl.members), cmp_strp);
 		/* cmp_cluster(): the larger first, then the first member. */
-		key_be(&x->key, UINT32_MAX - (uint32_t)cl.size, 4);
-		key_path(&x->key, cl.members[0]);
+		key_be(&x->key, UINT32_MAX - (uint32_t)v[k].size, 4);
+		key_path(&x->key, v[k].members[0]);
 		if (!mem_open(&m)) {
 			ret = -ENOMEM;
 			break;
 		}
 		if (x->c->json)
-			put_scan_cluster_json(m.f, &cl);
+			put_scan_cluster_json(m.f, &v[k]);
 		else
-			put_scan_cluster_text(m.f, &cl);
+			put_scan_cluster_text(m.f, &v[k]);
 		ret = mem_add(&m, x);
 	}
 	x->meta[XP_OUTPUT] = XP_SCAN;
@@ -2206,6 +2203,7 @@ static int xp_scan(struct xpart *x, struct im_stage_reader *cls)
 out:
 	free_paths(xp.path, o.nids);
 	free(member);
+	free(v);
 	free(sorted);
 	owned_release(&o);
 	return ret;
@@ -2277,20 +2275,42 @@ static size_t class_run(const struct class_pair *v, size_t n, uint32_t root,
 	return end;
 }
 
+/* A document and its path, to sort by path. */
+struct named {
+	const char *path;
+	uint32_t id;
+};
+
+static int cmp_named(const void *a, const void *b)
+{
+	return strcmp(((const struct named *)a)->path,
+		      ((const struct named *)b)->path);
+}
+
 static int xp_dupes_render(struct xpart *x, struct xp_dupes *d,
 			   const struct class_pair *cp, size_t ncp,
 			   const uint32_t *need, size_t nneed, char **path)
 {
 	struct dupes ds = {0};
+	struct named *order =
+		malloc(((size_t)(x->hi - x->lo) + 1) * sizeof(*order));
 	int ret = 0;
 
-	for (uint32_t id = x->lo; id < x->hi && !ret; id++) {
+	if (!order)
+		return -ENOMEM;
+	/* By path, the output's order, so that each is written as rendered. */
+	for (uint32_t id = x->lo; id < x->hi; id++)
+		order[id - x->lo] =
+			(struct named){path[find_u32(need, nneed, id)], id};
+	qsort(order, x->hi - x->lo, sizeof(*order), cmp_named);
+	for (uint32_t k = 0; k < x->hi - x->lo && !ret; k++) {
+		uint32_t id = order[k].id;
 		size_t f = dx_first(
 			       &(struct dupes_export){.e = d->e, .ne = d->ne},
 			       id),
 		       cfrom, cto, need_n;
 		uint32_t r = d->exact[id];
-		char *self;
+		const char *self;
 		struct mem m;
 
 		cto = class_run(cp, ncp, r, &cfrom);
@@ -2303,8 +2323,10 @@ static int xp_dupes_render(struct xpart *x, struct xp_dupes *d,
 			free(ds.v);
 			ds.v = malloc(need_n * sizeof(*ds.v));
 			ds.cap = ds.v ? need_n : 0;
-			if (!ds.v)
-				return -ENOMEM;
+			if (!ds.v) {
+				ret = -ENOMEM;
+				break;
+			}
 		}
 		ds.n = 0;
 		for (size_t j = cfrom; j < cto; j++)
@@ -2327,7 +2349,7 @@ static int xp_dupes_render(struct xpart *x, struct xp_dupes *d,
 		if (!ds.n)
 			continue;
 		qsort(ds.v, ds.n, sizeof(*ds.v), cmp_dupe);
-		self = path[find_u32(need, nneed, id)];
+		self = order[k].path;
 		key_path(&x->key, self);
 		if (!mem_open(&m)) {
 			ret = -ENOMEM;
@@ -2337,6 +2359,7 @@ static int xp_dupes_render(struct xpart *x, struct xp_dupes *d,
 		ret = mem_add(&m, x);
 	}
 	free(ds.v);
+	free(order);
 	return ret;
 }
 
@@ -2413,6 +2436,7 @@ struct xp_plan {
 	struct im_stage_reader *cls;
 	struct owned o;
 	uint32_t *sorted; /* the owned members, by id */
+	uint8_t *mark;	  /* a bit per document: owned (saves a search) */
 	uint32_t *kl;	  /* of each: its cluster, then its file index */
 	uint32_t *exact;  /* union-find over the owned members' positions */
 	struct edge *e;	  /* near links, positions, both directions */
@@ -2425,9 +2449,14 @@ static int xl_link(uint32_t a, uint32_t b, const struct im_stage_link *l,
 		   void *arg)
 {
 	struct xp_plan *pp = arg;
-	size_t i = find_u32(pp->sorted, pp->o.nids, a),
-	       j = find_u32(pp->sorted, pp->o.nids, b);
+	bool ain = (pp->mark[a / 8] >> (a % 8)) & 1,
+	     bin = (pp->mark[b / 8] >> (b % 8)) & 1;
+	size_t i, j;
 
+	if (!ain && !bin)
+		return 0;
+	i = ain ? find_u32(pp->sorted, pp->o.nids, a) : SIZE_MAX;
+	j = bin ? find_u32(pp->sorted, pp->o.nids, b) : SIZE_MAX;
 	/* Both ends of a link are in one cluster: owned or not together. */
 	if (i == SIZE_MAX || j == SIZE_MAX)
 		return i == j ? 0 : -EINVAL;
@@ -2476,12 +2505,13 @@ static int xl_build(const struct im_plan_opts *o, const char *root,
 	n = pp->o.nids;
 	ret = -ENOMEM;
 	pp->kl = malloc((n + 1) * sizeof(*pp->kl));
+	pp->mark = calloc(pp->x->ss->base[pp->x->ss->nshards] / 8 + 1, 1);
 	pp->exact = malloc((n + 1) * sizeof(*pp->exact));
 	set->files = calloc(n + 1, sizeof(*set->files));
 	set->hash = malloc((n + 1) * sizeof(*set->hash));
 	set->hash_valid = calloc(n + 1, sizeof(*set->hash_valid));
 	set->cluster = calloc(n + 1, sizeof(*set->cluster));
-	if (!pp->kl || !pp->exact || !set->files || !set->hash ||
+	if (!pp->kl || !pp->mark || !pp->exact || !set->files || !set->hash ||
 	    !set->hash_valid || !set->cluster)
 		goto out;
 	if (stat(root, &st)) {
@@ -2494,8 +2524,11 @@ static int xl_build(const struct im_plan_opts *o, const char *root,
 		for (uint32_t j = pp->o.off[k]; j < pp->o.off[k + 1]; j++)
 			pp->kl[find_u32(pp->sorted, n, pp->o.ids[j])] =
 				(uint32_t)k;
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
 		pp->exact[i] = (uint32_t)i;
+		pp->mark[pp->sorted[i] / 8] |=
+			(uint8_t)(1u << (pp->sorted[i] % 8));
+	}
 	ret = foreach_link(pp->x->c, pp->x->rs, pp->x->ss, xl_link, pp);
 	if (ret)
 		goto out;
@@ -2581,25 +2614,26 @@ static int xl_line(const struct im_plan_opts *o, const struct im_plan_set *set,
 
 /* ---- Making a part, joining parts ---- */
 
-static int xp_write(struct xpart *x, const struct run_keys *keys)
+static int xp_open(struct xpart *x, const struct run_keys *keys)
 {
 	struct im_stage_header h = {.kind = IM_STAGE_EXPORT,
 				    .part = x->part,
 				    .nparts = x->nparts,
 				    .key = keys->link};
-	struct im_stage_writer *w = NULL;
+	int ret = im_stage_writer_new(x->c->out, &h, &x->w);
+
+	if (ret)
+		write_failed(x->c->out, ret);
+	return ret;
+}
+
+static int xp_commit(struct xpart *x)
+{
 	int ret;
 
-	qsort(x->v, x->n, sizeof(*x->v), cmp_xrec);
-	ret = im_stage_writer_new(x->c->out, &h, &w);
-	for (size_t i = 0; !ret && i < x->n; i++)
-		ret = im_stage_writer_add(w, x->v[i].p, x->v[i].len);
 	for (unsigned k = 0; k < IM_STAGE_META; k++)
-		if (w)
-			im_stage_writer_set_meta(w, k, x->meta[k]);
-	if (!ret)
-		ret = im_stage_writer_commit(w);
-	im_stage_writer_free(w);
+		im_stage_writer_set_meta(x->w, k, x->meta[k]);
+	ret = im_stage_writer_commit(x->w);
 	if (ret)
 		write_failed(x->c->out, ret);
 	return ret;
@@ -2653,6 +2687,8 @@ static int export_part(struct cli *c, struct im_stage_reader **rs)
 	x.ss = &ss;
 	x.lo = xp_lo((uint32_t)ss.base[ss.nshards], x.part, x.nparts);
 	x.hi = xp_lo((uint32_t)ss.base[ss.nshards], x.part + 1, x.nparts);
+	if (xp_open(&x, &keys))
+		goto out;
 	if (c->plan) {
 		struct xp_plan pp = {.x = &x, .cls = cls};
 
@@ -2660,6 +2696,7 @@ static int export_part(struct cli *c, struct im_stage_reader **rs)
 		owned_release(&pp.o);
 		free(pp.sorted);
 		free(pp.kl);
+		free(pp.mark);
 		free(pp.exact);
 		free(pp.e);
 		if (code)
@@ -2671,17 +2708,19 @@ static int export_part(struct cli *c, struct im_stage_reader **rs)
 		if (ret == -EINVAL)
 			goto out; /* said what */
 		if (ret) {
-			err_msg("export: %s", strerror(-ret));
+			err_msg("export: %s: %s", c->out,
+				ret == -EDOM ? "records out of order"
+					     : strerror(-ret));
 			goto out;
 		}
 	}
-	if (!xp_write(&x, &keys))
+	if (!xp_commit(&x))
 		code = 0;
 out:
-	for (size_t i = 0; i < x.n; i++)
-		free(x.v[i].p);
-	free(x.v);
+	im_stage_writer_free(x.w);
 	im_stage_buf_release(&x.key);
+	im_stage_buf_release(&x.rec);
+	im_stage_buf_release(&x.last);
 	shard_set_release(&ss);
 	return code;
 }

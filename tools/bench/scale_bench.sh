@@ -158,6 +158,18 @@ peak export-dupes export --dupes --json --root "$tree" --lexicon \
 	"$o/lexicon" "$o"/sign/*.rec "$o"/links/p*
 peak export-plan export --plan --near --root "$tree" --lexicon \
 	"$o/lexicon" "$o"/sign/*.rec "$o"/links/p* "$o/clusters"
+# export in parts (the run's --export-parts N): the first part of each
+# output, and a join.
+nx=$(find "$o/export" -name 'dupes.p*' | wc -l)
+peak part-scan export --json --root "$tree" --lexicon "$o/lexicon" \
+	--part "0/$nx" -o "$work/xs" "$o/manifest" "$o/clusters" "$o"/sign/*.rec
+peak part-dupes export --dupes --json --root "$tree" --lexicon \
+	"$o/lexicon" --part "0/$nx" -o "$work/xd" "$o"/sign/*.rec "$o"/links/p*
+peak part-plan export --plan --near --root "$tree" --lexicon \
+	"$o/lexicon" --part "0/$nx" -o "$work/xp" "$o"/sign/*.rec \
+	"$o"/links/p* "$o/clusters"
+peak join-plan export --plan --near --root "$tree" --lexicon "$o/lexicon" \
+	"$o"/export/plan.p*
 peak bare cat --head "$o/manifest"
 
 files=$("$imatch" cat --head "$work/out2/manifest" |
@@ -175,12 +187,14 @@ echo "cluster(1) / cluster(2):      $(echo "scale=2; $c1 / $c2" | bc)  (target >
 echo "(cores: CPU seconds of all its processes per wall second)"
 echo "peak memory of one task per stage:"
 base=$(($(cat "$work/rss.bare") * 1024))
-for name in ls df sign links components export export-dupes export-plan; do
+for name in ls df sign links components export export-dupes export-plan \
+	part-scan part-dupes part-plan join-plan; do
 	b=$(($(cat "$work/rss.$name") * 1024))
 	printf '  %-13s %5d MB = %5d B/file (%d above a bare imatch)\n' \
 		"$name" $((b / 1048576)) $((b / files)) $(((b - base) / files))
 done
-echo "  (bare imatch: $((base / 1048576)) MB; target for components <= 64 B/file)"
+echo "  (bare imatch: $((base / 1048576)) MB; target for components <= 64 B/file;"
+echo "   export: one process per output; part-*: part 0 of $nx, join-*: the merge)"
 echo "outputs equal ($outputs${EQUAL:+}$([ "${EQUAL:-all}" = scan ] || echo ", dedupe --near")): $equal"
 echo "per stage (2 workers):"
 cat "$work/log2"

@@ -106,7 +106,7 @@ static bool kernel_knows(const struct model *m)
 
 static void note_entry(struct model *m, const struct node *n)
 {
-	const struct node *p = n->parent;
+	const struct node *p = tree_parent(m->tree, n);
 
 	if (!p || !(p->flags & NODE_KNOWN))
 		return;
@@ -323,7 +323,7 @@ void model_apply_links(struct model *m, struct node *n, const struct stat *st,
 		struct node *o = l->n;
 		if (o == n || o->src_ino != n->src_ino)
 			continue;
-		char *p = tree_path(o);
+		char *p = tree_path(m->tree, o);
 		if (p)
 			model_apply(m, o, p, st, d);
 		free(p);
@@ -510,8 +510,8 @@ static void drop_subtree(struct model *m, struct node *n, char *path,
 {
 	struct node *c, *next;
 
-	for (c = n->child; c; c = next) {
-		next = c->next;
+	for (c = tree_first_child(m->tree, n); c; c = next) {
+		next = tree_next_sibling(m->tree, c);
 		const char *cn = node_name(c);
 		size_t cl = strlen(cn), l = len;
 		if (l + 1 + cl >= cap) {
@@ -535,14 +535,13 @@ static void drop_subtree(struct model *m, struct node *n, char *path,
 		count_format(m, n, -1);
 		links_remove(m, n);
 	}
-	n->child = NULL;
 	if (n->flags & (NODE_QUEUED | NODE_SIGNING))
 		n->flags |= NODE_DEAD; /* the worker holding it frees it */
 	else
 		tree_node_free(m->tree, n);
 }
 
-static size_t subtree_len(const struct node *n);
+static size_t subtree_len(const struct tree *t, const struct node *n);
 
 void model_remove(struct model *m, struct node *n)
 {
@@ -550,14 +549,14 @@ void model_remove(struct model *m, struct node *n)
 
 	if (n == tree_root(m->tree))
 		return;
-	size_t cap = tree_path_len(n) + subtree_len(n) + 1;
+	size_t cap = tree_path_len(m->tree, n) + subtree_len(m->tree, n) + 1;
 	char *buf = malloc(cap);
 	if (!buf) {
 		/* Out of memory: paths up to 16 KiB still leave the index. */
 		buf = spare;
 		cap = sizeof(spare);
 	}
-	size_t len = tree_path_into(n, buf, cap);
+	size_t len = tree_path_into(m->tree, n, buf, cap);
 	if (len == (size_t)-1) {
 		imfs_log(LOG_ERR,
 			 "no memory to forget a path deeper than 16 KiB");
@@ -573,12 +572,13 @@ void model_remove(struct model *m, struct node *n)
 }
 
 /* The length of the longest path below @p n, relative to it. */
-static size_t subtree_len(const struct node *n)
+static size_t subtree_len(const struct tree *t, const struct node *n)
 {
 	size_t max = 0;
 
-	for (const struct node *c = n->child; c; c = c->next) {
-		size_t l = 1 + strlen(node_name(c)) + subtree_len(c);
+	for (const struct node *c = tree_first_child(t, n); c;
+	     c = tree_next_sibling(t, c)) {
+		size_t l = 1 + strlen(node_name(c)) + subtree_len(t, c);
 		if (l > max)
 			max = l;
 	}
@@ -607,7 +607,8 @@ static void rename_docs(struct model *m, struct node *n, char *a, size_t al,
 		return;
 	}
 	note_node(m, n); /* its symlink's target in dup-dirs/ */
-	for (struct node *c = n->child; c; c = c->next) {
+	for (struct node *c = tree_first_child(m->tree, n); c;
+	     c = tree_next_sibling(m->tree, c)) {
 		const char *cn = node_name(c);
 		size_t cl = strlen(cn), ca = al, cb = bl;
 		if (ca)
@@ -628,18 +629,19 @@ int model_move(struct model *m, struct node *n, struct node *dir,
 	char *from = NULL, *dpath = NULL, *to = NULL, *a = NULL, *b = NULL;
 	int ret = -ENOMEM;
 
-	if (n == tree_root(m->tree) || tree_is_under(dir, n))
+	if (n == tree_root(m->tree) || tree_is_under(m->tree, dir, n))
 		return -EINVAL;
 	struct node *old = tree_child(m->tree, dir, name);
 	if (old == n)
 		return 0;
 	/* All memory first: past this point nothing fails half-way. */
-	from = tree_path(n);
-	dpath = tree_path(dir);
+	from = tree_path(m->tree, n);
+	dpath = tree_path(m->tree, dir);
 	to = dpath ? path_join(dpath, name) : NULL;
 	if (!from || !to)
 		goto out;
-	size_t sub = subtree_len(n), fl = strlen(from), tl = strlen(to);
+	size_t sub = subtree_len(m->tree, n), fl = strlen(from),
+	       tl = strlen(to);
 	a = malloc(fl + sub + 1);
 	b = malloc(tl + sub + 1);
 	if (!a || !b)
@@ -668,8 +670,8 @@ static void sweep(struct model *m, struct node *dir, uint32_t gen)
 {
 	struct node *c, *next;
 
-	for (c = dir->child; c; c = next) {
-		next = c->next;
+	for (c = tree_first_child(m->tree, dir); c; c = next) {
+		next = tree_next_sibling(m->tree, c);
 		if (c->seen != gen)
 			model_remove(m, c);
 		else if (c->flags & NODE_DIR)

@@ -130,7 +130,8 @@ static int add_subtree(const struct model *m, struct im_state_writer *w,
 {
 	int ret = 0;
 
-	for (const struct node *c = dir->child; c && !ret; c = c->next) {
+	for (const struct node *c = tree_first_child(m->tree, dir); c && !ret;
+	     c = tree_next_sibling(m->tree, c)) {
 		const char *name = node_name(c);
 		size_t nl = strlen(name);
 		if (len + nl + 2 > cap)

@@ -3,9 +3,11 @@
  * The mirror of the source tree (tree.h).
  *
  * The slot table is an array of words: a live slot holds its node's address;
- * a free one holds (next free slot << 32 | gen << 1 | 1), the gen its next
- * node will carry. Slots 0 and 1 are never used, so that every node's inode
- * numbers (view.h) stay clear of the fixed ones.
+ * a detached node's, its address | 2 (still found by the links, no more by
+ * tree_by_id()); a free one holds (next free slot << 32 | gen << 1 | 1), the
+ * gen its next node will carry. Slots 0 and 1 are never used, so that every
+ * node's inode numbers (view.h) stay clear of the fixed ones, and a link of
+ * 0 (NO_SLOT) is none.
  *
  * The name hash is open addressing (linear probing, backward-shift
  * deletion) over 4-byte entries: a node's slot under 6 bits of the hash,
@@ -51,10 +53,17 @@ struct tree {
 
 /* ---- Name hash ------------------------------------------------------------ */
 
-static uint64_t name_hash(const struct node *parent, const char *name)
+#define SLOT_DETACHED 2
+
+/* The node holding slot @p s (live or detached), or NULL for NO_SLOT. */
+static inline struct node *slot_node(const struct tree *t, uint32_t s)
 {
-	return XXH3_64bits_withSeed(name, strlen(name),
-				    (uint64_t)(uintptr_t)parent);
+	return s ? (struct node *)(t->slots[s] & ~(uintptr_t)3) : NULL;
+}
+
+static uint64_t name_hash(uint32_t parent_slot, const char *name)
+{
+	return XXH3_64bits_withSeed(name, strlen(name), parent_slot);
 }
 
 static inline const char *name_of(const struct node *n)
@@ -64,7 +73,7 @@ static inline const char *name_of(const struct node *n)
 
 static inline uint64_t node_hash(const struct node *n)
 {
-	return name_hash(n->parent, name_of(n));
+	return name_hash(n->up, name_of(n));
 }
 
 /* An entry: the top HASH_TAG_BITS of the hash over the node's slot. */
@@ -75,7 +84,7 @@ static inline uint32_t hash_entry(uint64_t h, uint32_t slot)
 
 static inline struct node *entry_node(const struct tree *t, uint32_t e)
 {
-	return (struct node *)t->slots[e & (MAX_SLOTS - 1)];
+	return slot_node(t, e & (MAX_SLOTS - 1));
 }
 
 /* Put entry @p e of hash @p h in @p tab of @p size, which has room. */
@@ -153,11 +162,6 @@ static void hash_delete(struct tree *t, struct node *n)
 }
 
 /* ---- Slots ---------------------------------------------------------------- */
-
-static bool slot_is_free(uintptr_t v)
-{
-	return v & 1;
-}
 
 static int slot_reserve(struct tree *t)
 {
@@ -344,7 +348,8 @@ static int node_rename(struct node *n, const char *name)
 	return 0;
 }
 
-void tree_node_free(struct tree *t, struct node *n)
+/* Free @p n's memory; its slot and links are the caller's business. */
+static void node_free(struct tree *t, struct node *n)
 {
 	if (n->name_out)
 		free((char *)node_name(n));
@@ -394,11 +399,11 @@ static void free_subtree(struct tree *t, struct node *n)
 {
 	struct node *c, *next;
 
-	for (c = n->child; c; c = next) {
-		next = c->next;
+	for (c = slot_node(t, n->down); c; c = next) {
+		next = slot_node(t, c->right);
 		free_subtree(t, c);
 	}
-	tree_node_free(t, n);
+	node_free(t, n);
 }
 
 void tree_free(struct tree *t)
@@ -440,7 +445,7 @@ struct node *tree_root(const struct tree *t)
 struct node *tree_child(const struct tree *t, const struct node *dir,
 			const char *name)
 {
-	uint64_t h = name_hash(dir, name);
+	uint64_t h = name_hash(dir->slot, name);
 	uint32_t tag = hash_entry(h, 0);
 	size_t mask = t->hash_size - 1;
 
@@ -450,7 +455,7 @@ struct node *tree_child(const struct tree *t, const struct node *dir,
 		if ((t->hash[i] & ~(MAX_SLOTS - 1)) != tag)
 			continue;
 		n = entry_node(t, t->hash[i]);
-		if (n->parent == dir && !strcmp(name_of(n), name))
+		if (n->up == dir->slot && !strcmp(name_of(n), name))
 			return n;
 	}
 	return NULL;
@@ -479,29 +484,45 @@ struct node *tree_lookup(const struct tree *t, const char *path)
 struct node *tree_by_id(const struct tree *t, uint32_t slot, uint32_t gen)
 {
 	if (slot < FIRST_SLOT || slot >= t->nslots ||
-	    slot_is_free(t->slots[slot]))
+	    (t->slots[slot] & (1 | SLOT_DETACHED)))
 		return NULL;
 	struct node *n = (struct node *)t->slots[slot];
 	return n->gen == gen ? n : NULL;
 }
 
-size_t tree_path_len(const struct node *n)
+struct node *tree_parent(const struct tree *t, const struct node *n)
+{
+	return slot_node(t, n->up);
+}
+
+struct node *tree_first_child(const struct tree *t, const struct node *n)
+{
+	return slot_node(t, n->down);
+}
+
+struct node *tree_next_sibling(const struct tree *t, const struct node *n)
+{
+	return slot_node(t, n->right);
+}
+
+size_t tree_path_len(const struct tree *t, const struct node *n)
 {
 	size_t len = 0;
 
-	for (const struct node *p = n; p && p->parent; p = p->parent)
+	for (const struct node *p = n; p && p->up; p = slot_node(t, p->up))
 		len += strlen(name_of(p)) + 1;
 	return len ? len - 1 : 0;
 }
 
-size_t tree_path_into(const struct node *n, char *buf, size_t cap)
+size_t tree_path_into(const struct tree *t, const struct node *n, char *buf,
+		      size_t cap)
 {
-	size_t end = tree_path_len(n);
+	size_t end = tree_path_len(t, n);
 
 	if (end >= cap)
 		return (size_t)-1;
 	buf[end] = 0;
-	for (const struct node *p = n; p && p->parent; p = p->parent) {
+	for (const struct node *p = n; p && p->up; p = slot_node(t, p->up)) {
 		const char *name = name_of(p);
 		size_t l = strlen(name);
 		end -= l;
@@ -509,16 +530,16 @@ size_t tree_path_into(const struct node *n, char *buf, size_t cap)
 		if (end)
 			buf[--end] = '/';
 	}
-	return tree_path_len(n);
+	return tree_path_len(t, n);
 }
 
-char *tree_path(const struct node *n)
+char *tree_path(const struct tree *t, const struct node *n)
 {
-	size_t cap = tree_path_len(n) + 1;
+	size_t cap = tree_path_len(t, n) + 1;
 	char *s = malloc(cap);
 
 	if (s)
-		tree_path_into(n, s, cap);
+		tree_path_into(t, n, s, cap);
 	return s;
 }
 
@@ -536,9 +557,10 @@ bool tree_any_known(const struct tree *t)
 	return __atomic_load_n(&t->any_known, __ATOMIC_RELAXED);
 }
 
-bool tree_is_under(const struct node *n, const struct node *anc)
+bool tree_is_under(const struct tree *t, const struct node *n,
+		   const struct node *anc)
 {
-	for (; n; n = n->parent)
+	for (; n; n = slot_node(t, n->up))
 		if (n == anc)
 			return true;
 	return false;
@@ -546,25 +568,25 @@ bool tree_is_under(const struct node *n, const struct node *anc)
 
 /* ---- Changes ------------------------------------------------------------------- */
 
-static void link_child(struct node *dir, struct node *n)
+static void link_child(struct tree *t, struct node *dir, struct node *n)
 {
-	n->parent = dir;
-	n->prev = NULL;
-	n->next = dir->child;
-	if (dir->child)
-		dir->child->prev = n;
-	dir->child = n;
+	n->up = dir->slot;
+	n->left = NO_SLOT;
+	n->right = dir->down;
+	if (dir->down)
+		slot_node(t, dir->down)->left = n->slot;
+	dir->down = n->slot;
 }
 
-static void unlink_child(struct node *n)
+static void unlink_child(struct tree *t, struct node *n)
 {
-	if (n->prev)
-		n->prev->next = n->next;
-	else if (n->parent)
-		n->parent->child = n->next;
-	if (n->next)
-		n->next->prev = n->prev;
-	n->next = n->prev = NULL;
+	if (n->left)
+		slot_node(t, n->left)->right = n->right;
+	else if (n->up)
+		slot_node(t, n->up)->down = n->right;
+	if (n->right)
+		slot_node(t, n->right)->left = n->left;
+	n->right = n->left = NO_SLOT;
 }
 
 int tree_add(struct tree *t, struct node *parent, const char *name, bool dir,
@@ -579,7 +601,7 @@ int tree_add(struct tree *t, struct node *parent, const char *name, bool dir,
 	if (!n)
 		return -ENOMEM;
 	slot_take(t, n);
-	link_child(parent, n);
+	link_child(t, parent, n);
 	hash_insert(t, n);
 	*out = n;
 	return 0;
@@ -594,23 +616,36 @@ int tree_move(struct tree *t, struct node *n, struct node *dir,
 		hash_insert(t, n);
 		return -ENOMEM;
 	}
-	unlink_child(n);
-	link_child(dir, n);
+	unlink_child(t, n);
+	link_child(t, dir, n);
 	hash_insert(t, n);
 	return 0;
 }
 
+/* Out of the hash and of tree_by_id(); the slot stays the node's until
+ * tree_node_free(), so that no link below names another node meanwhile. */
 static void release_subtree(struct tree *t, struct node *n)
 {
-	for (struct node *c = n->child; c; c = c->next)
+	for (struct node *c = slot_node(t, n->down); c;
+	     c = slot_node(t, c->right))
 		release_subtree(t, c);
 	hash_delete(t, n);
-	slot_release(t, n);
+	t->slots[n->slot] |= SLOT_DETACHED;
 }
 
 void tree_detach(struct tree *t, struct node *n)
 {
 	release_subtree(t, n);
-	unlink_child(n);
-	n->parent = NULL;
+	unlink_child(t, n);
+	n->up = NO_SLOT;
+}
+
+void tree_node_free(struct tree *t, struct node *n)
+{
+	for (struct node *c = slot_node(t, n->down); c;
+	     c = slot_node(t, c->right))
+		c->up = NO_SLOT;
+	unlink_child(t, n);
+	slot_release(t, n);
+	node_free(t, n);
 }

@@ -5,8 +5,11 @@
  * operation touches the source.
  *
  * Invariants: nodes are linked to their parent and siblings (a directory
- * rename is one relink) and found by (parent, name) in one chained hash
- * table. Each live node holds a slot in a table that gives it its identity
+ * rename is one relink) and found by (parent, name) in one hash table. A
+ * link is the other node's slot (4 bytes, not a pointer's 8; read it with
+ * tree_parent() and the like). A node keeps its slot until it is freed, and
+ * freeing it unlinks it from every node still linked to it, so a link never
+ * names a slot that a new node took. Each live node holds a slot in a table that gives it its identity
  * for the kernel: (slot, gen). A slot is reused only with a new gen, so an
  * inode number the kernel still holds for a removed node never names another
  * (tree_by_id() then returns NULL).
@@ -20,7 +23,7 @@
  * tree lock, then the index's own lock, then the work queue's and the
  * invalidation queue's. Every function below needs the lock held as stated.
  *
- * Memory per node: 79 bytes plus its name (at least 8 bytes) in one
+ * Memory per node: 63 bytes plus its name (at least 8 bytes) in one
  * record of the tree's pool (core/index/pool.h: 8-byte steps, no malloc
  * header), 8 in the slot table and 5-11 in the name hash (4-byte entries at
  * a load of 3/8 to 3/4); the name moves to an allocation of its own only
@@ -62,8 +65,9 @@ struct node_attr {
 };
 
 struct node {
-	struct node *parent;
-	struct node *child, *next, *prev; /* children; siblings */
+	/* Private to tree.c: slots of the parent, the first child and the
+	 * siblings, or 0. Read them with tree_parent() and the like. */
+	uint32_t up, down, right, left;
 	union {
 		uint64_t size; /* files: as last signed */
 		int wd;	       /* directories: inotify watch, or -1 */
@@ -123,15 +127,23 @@ struct node *tree_child(const struct tree *t, const struct node *dir,
 struct node *tree_lookup(const struct tree *t, const char *path);
 /** The live node with identity (@p slot, @p gen), or NULL. */
 struct node *tree_by_id(const struct tree *t, uint32_t slot, uint32_t gen);
+/** The parent of @p n; NULL for the root and a detached subtree's top. */
+struct node *tree_parent(const struct tree *t, const struct node *n);
+/** The first child of @p n, or NULL. */
+struct node *tree_first_child(const struct tree *t, const struct node *n);
+/** The sibling after @p n, or NULL. */
+struct node *tree_next_sibling(const struct tree *t, const struct node *n);
 /** The relative path of @p n ("" for the root). Caller frees; NULL: ENOMEM. */
-char *tree_path(const struct node *n);
+char *tree_path(const struct tree *t, const struct node *n);
 /** The length of tree_path(@p n), without allocating. */
-size_t tree_path_len(const struct node *n);
+size_t tree_path_len(const struct tree *t, const struct node *n);
 /** Write the path of @p n into @p buf. @return its length, or (size_t)-1
  *  if it does not fit in @p cap bytes with its NUL. */
-size_t tree_path_into(const struct node *n, char *buf, size_t cap);
+size_t tree_path_into(const struct tree *t, const struct node *n, char *buf,
+		      size_t cap);
 /** Whether @p n is @p anc or below it. */
-bool tree_is_under(const struct node *n, const struct node *anc);
+bool tree_is_under(const struct tree *t, const struct node *n,
+		   const struct node *anc);
 
 /** The permissions and owner of @p n; valid while the lock is held. */
 const struct node_attr *tree_attr(const struct tree *t, const struct node *n);
@@ -165,12 +177,14 @@ int tree_move(struct tree *t, struct node *n, struct node *dir,
 int tree_set_attr(struct tree *t, struct node *n, const struct node_attr *a);
 /**
  * Take @p n (not the root) and its subtree out of the tree: out of the hash,
- * the slot table and its parent. The nodes stay linked to each other below
- * @p n, for the caller to walk; free each with tree_node_free().
+ * out of tree_by_id() and out of its parent. The nodes stay linked to each
+ * other below @p n, for the caller to walk (tree_first_child() and the
+ * like work on them); free each with tree_node_free().
  */
 void tree_detach(struct tree *t, struct node *n);
-/** Free one detached node of @p t (its children are not touched). Any lock
- *  mode, or none. */
+/** Free one detached node of @p t: unlinked from the detached nodes still
+ *  linked to it (its children lose their parent), its slot free for a new
+ *  gen. Lock held exclusively. */
 void tree_node_free(struct tree *t, struct node *n);
 
 #endif

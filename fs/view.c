@@ -64,7 +64,8 @@ static bool may_reach(const struct imfs *fs, const struct node *dir,
 		return true;
 	if (!perm_ok(fs, dir, who, bits))
 		return false;
-	for (const struct node *p = dir->parent; p; p = p->parent)
+	for (const struct node *p = tree_parent(fs->model->tree, dir); p;
+	     p = tree_parent(fs->model->tree, p))
 		if (!perm_ok(fs, p, who, 1))
 			return false;
 	return true;
@@ -163,7 +164,7 @@ static int group_has_cb(const char *const *dirs, size_t n, size_t docs,
  * directory, when @p first). */
 static bool dir_grouped(struct imfs *fs, const struct node *n, bool first)
 {
-	char *path = tree_path(n);
+	char *path = tree_path(fs->model->tree, n);
 	struct group_has h = {path, first ? path : NULL, false};
 
 	if (path)
@@ -257,7 +258,7 @@ static int lookup_dirgroup(struct imfs *fs, const char *name,
 	free(path);
 	if (!n || !(n->flags & NODE_DIR) || !dir_grouped(fs, n, true))
 		return -ENOENT;
-	path = tree_path(n);
+	path = tree_path(fs->model->tree, n);
 	if (!path)
 		return -ENOMEM;
 	dirgroups_of(fs, path, group_seen_cb, &g);
@@ -274,7 +275,7 @@ static int lookup_dirlink(struct imfs *fs, const struct vobj *dir,
 			  const char *name, const struct vcaller *who,
 			  struct vobj *out)
 {
-	char *path = tree_path(dir->node);
+	char *path = tree_path(fs->model->tree, dir->node);
 	struct group_seen g = {fs, who, name, NULL, NULL, 0};
 
 	if (!path)
@@ -356,7 +357,7 @@ static int members_foreach(struct imfs *fs, const struct vobj *dir,
 	if (dir->kind == V_CLUSTER)
 		return im_index_cluster_members(fs->model->idx, &dir->sig, cb,
 						arg);
-	char *path = tree_path(dir->node);
+	char *path = tree_path(fs->model->tree, dir->node);
 	if (!path)
 		return -ENOMEM;
 	int ret = im_index_dupes(fs->model->idx, path, cb, arg);
@@ -462,7 +463,7 @@ static int keeper_cb(const char *path, const char *keeper, double similarity,
 static int lookup_keeper(struct imfs *fs, struct node *doc,
 			 const struct vcaller *who, struct vobj *out)
 {
-	char *path = tree_path(doc), *keeper;
+	char *path = tree_path(fs->model->tree, doc), *keeper;
 	struct keeper_of k = {NULL, 0};
 	int ret = path ? redundant_find(fs, path, keeper_cb, &k) : -ENOMEM;
 
@@ -490,7 +491,7 @@ static int lookup_keeper(struct imfs *fs, struct node *doc,
 static int lookup_cluster_link(struct imfs *fs, struct node *doc,
 			       struct vobj *out)
 {
-	char *path = tree_path(doc);
+	char *path = tree_path(fs->model->tree, doc);
 	int ret;
 
 	if (!path)
@@ -621,7 +622,7 @@ static mode_t doc_dir_mode(mode_t mode)
 
 static size_t target_len(const struct imfs *fs, const struct node *n)
 {
-	return strlen(fs->source_real) + 1 + tree_path_len(n);
+	return strlen(fs->source_real) + 1 + tree_path_len(fs->model->tree, n);
 }
 
 static uint64_t vobj_ino(struct imfs *fs, const struct vobj *o)
@@ -651,19 +652,19 @@ static size_t sigs_text(struct imfs *fs, const struct node *n, char *out,
 			size_t cap);
 
 /* Components of the document's path: by-doc/ and each go up one level. */
-static size_t doc_depth(const struct node *n)
+static size_t doc_depth(const struct tree *t, const struct node *n)
 {
 	size_t d = 0;
 
-	for (; n->parent; n = n->parent)
+	for (; (n = tree_parent(t, n));)
 		d++;
 	return d;
 }
 
 /* "../" per level up to the mount's root, then clusters/<sig>. */
-static size_t cluster_link_len(const struct node *n)
+static size_t cluster_link_len(const struct tree *t, const struct node *n)
 {
-	return 3 * (doc_depth(n) + 1) + strlen("clusters/") + IM_SIG_HEX_LEN;
+	return 3 * (doc_depth(t, n) + 1) + strlen("clusters/") + IM_SIG_HEX_LEN;
 }
 
 static mode_t kind_type(enum vkind k)
@@ -707,7 +708,7 @@ void view_stat(struct imfs *fs, const struct vobj *o, struct stat *st)
 		break;
 	case V_CLUSTER_LINK:
 		st->st_mode = S_IFLNK | 0777;
-		st->st_size = (off_t)cluster_link_len(o->node);
+		st->st_size = (off_t)cluster_link_len(fs->model->tree, o->node);
 		set_time(st, fs->model->clock_ns); /* see ops.c, attr_secs */
 		break;
 	case V_DIRGROUP:
@@ -843,7 +844,8 @@ static int list_cluster_cb(const struct im_sig *name, size_t size, void *arg)
 
 static void list_dir(struct lister *ls, struct node *dir)
 {
-	for (struct node *c = dir->child; c && !ls->err; c = c->next) {
+	for (struct node *c = tree_first_child(ls->fs->model->tree, dir);
+	     c && !ls->err; c = tree_next_sibling(ls->fs->model->tree, c)) {
 		if (!(c->flags & NODE_DIR) && !node_is_doc(c))
 			continue;
 		struct vobj o = {.kind = (c->flags & NODE_DIR) ? V_DIR : V_DOC,
@@ -931,7 +933,7 @@ int view_list(struct imfs *fs, const struct vobj *dir,
 	}
 	case V_DIRGROUP: {
 		struct group_lister gl = {&ls, true};
-		char *path = tree_path(dir->node);
+		char *path = tree_path(fs->model->tree, dir->node);
 		if (!path || dirgroups_of(fs, path, list_group_cb, &gl) < 0)
 			ls.err = ls.err ? ls.err : -ENOMEM;
 		free(path);
@@ -975,8 +977,10 @@ void view_list_free(struct vlist *l)
 
 static int cluster_link(struct imfs *fs, const struct node *n, char **out)
 {
-	size_t len = cluster_link_len(n), up = doc_depth(n) + 1;
-	char *path = tree_path(n), *s = malloc(len + 1), *p = s;
+	size_t len = cluster_link_len(fs->model->tree, n),
+	       up = doc_depth(fs->model->tree, n) + 1;
+	char *path = tree_path(fs->model->tree, n), *s = malloc(len + 1),
+	     *p = s;
 	struct im_sig sig;
 	int ret = -ENOMEM;
 
@@ -1014,7 +1018,7 @@ int view_readlink(struct imfs *fs, const struct vobj *o, char **out)
 		return -ENOMEM;
 	memcpy(s, fs->source_real, sl);
 	s[sl] = '/';
-	tree_path_into(o->node, s + sl + 1, cap - sl - 1);
+	tree_path_into(fs->model->tree, o->node, s + sl + 1, cap - sl - 1);
 	*out = s;
 	return 0;
 }
@@ -1025,7 +1029,7 @@ static size_t sigs_text(struct imfs *fs, const struct node *n, char *out,
 {
 	struct im_doc_sigs d;
 	size_t len = 0;
-	char *path = tree_path(n);
+	char *path = tree_path(fs->model->tree, n);
 
 	if (!path || model_full_sigs(fs->model, path, &d)) {
 		free(path);
@@ -1099,7 +1103,7 @@ static int sims_text(struct imfs *fs, const struct node *n,
 		     const struct vcaller *who, char **out, size_t *len)
 {
 	struct sims s = {fs, who, NULL, 0, 0, 0};
-	char *path = tree_path(n), *buf = NULL;
+	char *path = tree_path(fs->model->tree, n), *buf = NULL;
 	size_t total = 0;
 
 	if (!path)
@@ -1173,7 +1177,7 @@ static const char *const xattr_names[] = {
 static int xattr_value(struct imfs *fs, const struct node *n, unsigned which,
 		       const struct vcaller *who, char *buf, size_t cap)
 {
-	char *path = tree_path(n);
+	char *path = tree_path(fs->model->tree, n);
 	struct keeper_of k = {NULL, 0};
 	struct im_sig sig;
 	int ret = -ENODATA;

@@ -425,9 +425,9 @@ static void sweep_below(struct model *m, struct node *dir,
 {
 	struct node *c, *next;
 
-	for (c = dir->child; c; c = next) {
-		next = c->next;
-		char *path = tree_path(c);
+	for (c = tree_first_child(m->tree, dir); c; c = next) {
+		next = tree_next_sibling(m->tree, c);
+		char *path = tree_path(m->tree, c);
 		if (!path)
 			continue; /* out of memory: kept, as a rescan would */
 		if (!was_found(l, path))
@@ -486,7 +486,7 @@ static void reread_all(struct watch *w)
 		struct node *d = tree_by_id(t, todo.v[i].slot, todo.v[i].gen);
 		char *path =
 			d && (d->flags & NODE_DIR) && !(d->flags & NODE_DEAD)
-				? tree_path(d)
+				? tree_path(t, d)
 				: NULL;
 		if (path) {
 			__atomic_add_fetch(&w->rereads, 1, __ATOMIC_RELAXED);
@@ -653,10 +653,10 @@ struct look_req {
 	bool resign, deep;
 };
 
-static void want_look(struct node *dir, const char *name, struct look_req *req,
-		      bool resign, bool deep)
+static void want_look(const struct tree *t, struct node *dir, const char *name,
+		      struct look_req *req, bool resign, bool deep)
 {
-	char *dp = tree_path(dir);
+	char *dp = tree_path(t, dir);
 
 	req->path = dp ? path_join(dp, name) : NULL;
 	req->resign = resign;
@@ -693,12 +693,13 @@ static void on_moved_to(struct watch *w, struct node *dir, const char *name,
 		 * size, mtime and inode. A directory is walked again: under
 		 * its new name other patterns may apply (.imatchignore,
 		 * -o exclude), so files come in or leave. */
-		want_look(dir, name, req, false, n->flags & NODE_DIR);
+		want_look(w->fs->model->tree, dir, name, req, false,
+			  n->flags & NODE_DIR);
 		return;
 	}
 	if (n)
 		model_remove(m, n);
-	want_look(dir, name, req, true, true);
+	want_look(w->fs->model->tree, dir, name, req, true, true);
 }
 
 static void on_close_write(struct watch *w, struct node *dir, const char *name,
@@ -707,14 +708,14 @@ static void on_close_write(struct watch *w, struct node *dir, const char *name,
 	struct node *n = tree_child(w->fs->model->tree, dir, name);
 
 	if (w->mod.n && n) {
-		char *p = tree_path(n);
+		char *p = tree_path(w->fs->model->tree, n);
 		ssize_t i = p ? modified_find(&w->mod, p) : -1;
 		if (i >= 0)
 			modified_del(&w->mod, (size_t)i);
 		free(p);
 	}
 	if (!n)
-		want_look(dir, name, req, true, false);
+		want_look(w->fs->model->tree, dir, name, req, true, false);
 	else if (!(n->flags & NODE_DIR) && workers_queue(w->fs->workers, n))
 		scanner_request_rescan(w->fs->scanner);
 }
@@ -781,10 +782,10 @@ static void handle(struct watch *w, const struct inotify_event *e,
 	} else if (e->mask & IN_MOVED_TO) {
 		on_moved_to(w, dir, name, e->cookie, req);
 	} else if (e->mask & IN_CREATE) {
-		want_look(dir, name, req, true, true);
+		want_look(w->fs->model->tree, dir, name, req, true, true);
 	} else if (e->mask & IN_MODIFY) {
 		if (n && !(n->flags & NODE_DIR)) {
-			char *p = tree_path(n);
+			char *p = tree_path(m->tree, n);
 			if (p)
 				modified_add(w, p);
 		}
@@ -797,8 +798,9 @@ static void handle(struct watch *w, const struct inotify_event *e,
 		/* What we could not read (a name the tree lacks, a directory
 		 * without children here) may just have become readable: read
 		 * it, and what is below, as if it were new. */
-		bool closed = !n || ((n->flags & NODE_DIR) && !n->child);
-		want_look(dir, name, req, closed, closed);
+		bool closed = !n || ((n->flags & NODE_DIR) &&
+				     !tree_first_child(m->tree, n));
+		want_look(w->fs->model->tree, dir, name, req, closed, closed);
 	}
 }
 

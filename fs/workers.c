@@ -135,7 +135,7 @@ static char *claim(struct workers *w, struct node *n)
 		n->flags |= NODE_AGAIN;
 		return NULL;
 	}
-	char *path = tree_path(n);
+	char *path = tree_path(w->fs->model->tree, n);
 	if (path)
 		n->flags |= NODE_SIGNING;
 	else
@@ -158,7 +158,7 @@ static void finish(struct workers *w, struct node *n, const char *path, int ret,
 	if (ret) {
 		imfs_log(LOG_ERR, "signing %s: %s", path, strerror(-ret));
 	} else {
-		char *now = tree_path(n);
+		char *now = tree_path(m->tree, n);
 		bool gone = d->status == IM_DOC_ERROR &&
 			    (d->err == ENOENT || d->err == ELOOP ||
 			     d->err == ENOTDIR);

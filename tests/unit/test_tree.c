@@ -26,11 +26,11 @@ static void teardown(void)
 
 static void assert_path(const struct node *n, const char *want)
 {
-	char *p = tree_path(n);
+	char *p = tree_path(t, n);
 
 	ck_assert_ptr_nonnull(p);
 	ck_assert_str_eq(p, want);
-	ck_assert_uint_eq(tree_path_len(n), strlen(want));
+	ck_assert_uint_eq(tree_path_len(t, n), strlen(want));
 	free(p);
 }
 
@@ -179,6 +179,65 @@ START_TEST(test_tree_random_ops_match_a_model)
 }
 END_TEST
 
+/* A detached subtree stays walkable while its nodes are freed one by one
+ * and their slots go to new nodes: no link of a node still held names a
+ * newcomer, and no inode number of a detached node finds anything. */
+START_TEST(test_tree_detached_links_survive_slot_reuse)
+{
+	struct node *d, *sub, *f[3], *g, *fresh[8], *c;
+	uint32_t slot, gen;
+	char name[8];
+	int n = 0;
+
+	ck_assert_int_eq(tree_add(t, tree_root(t), "d", true, &d), 0);
+	ck_assert_int_eq(tree_add(t, d, "sub", true, &sub), 0);
+	for (int i = 0; i < 3; i++) {
+		snprintf(name, sizeof(name), "f%d", i);
+		ck_assert_int_eq(tree_add(t, sub, name, false, &f[i]), 0);
+	}
+	ck_assert_int_eq(tree_add(t, d, "g", false, &g), 0);
+	slot = f[1]->slot;
+	gen = f[1]->gen;
+	tree_detach(t, sub);
+	ck_assert_ptr_null(tree_lookup(t, "d/sub"));
+	ck_assert_ptr_null(tree_by_id(t, slot, gen));
+	ck_assert_ptr_null(tree_parent(t, sub));
+	ck_assert_ptr_eq(tree_parent(t, f[1]), sub);
+	ck_assert_ptr_eq(tree_first_child(t, d), g);
+	ck_assert_ptr_null(tree_next_sibling(t, g));
+
+	/* Free the middle child (a worker may hold the others), reuse its
+	 * slot: the survivors are still each other's siblings. */
+	tree_node_free(t, f[1]);
+	for (int i = 0; i < 8; i++) {
+		snprintf(name, sizeof(name), "n%d", i);
+		ck_assert_int_eq(tree_add(t, d, name, false, &fresh[i]), 0);
+	}
+	ck_assert_uint_eq(fresh[0]->slot, slot); /* reused, new gen */
+	ck_assert_uint_ne(fresh[0]->gen, gen);
+	ck_assert_ptr_null(tree_by_id(t, slot, gen));
+	for (c = tree_first_child(t, sub); c; c = tree_next_sibling(t, c)) {
+		ck_assert(c == f[0] || c == f[2]);
+		ck_assert_ptr_eq(tree_parent(t, c), sub);
+		n++;
+	}
+	ck_assert_int_eq(n, 2);
+
+	/* The parent goes first: its children lose it, not to a newcomer. */
+	slot = sub->slot;
+	tree_node_free(t, sub);
+	ck_assert_int_eq(tree_add(t, d, "again", true, &c), 0);
+	ck_assert_uint_eq(c->slot, slot);
+	ck_assert_ptr_null(tree_parent(t, f[0]));
+	ck_assert_ptr_null(tree_parent(t, f[2]));
+	tree_node_free(t, f[2]);
+	ck_assert_ptr_null(tree_next_sibling(t, f[0]));
+	tree_node_free(t, f[0]);
+	ck_assert_ptr_eq(tree_lookup(t, "d/n3"), fresh[3]);
+	assert_path(fresh[3], "d/n3");
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("tree");
@@ -190,6 +249,7 @@ int main(void)
 	tcase_add_test(tc, test_tree_renames_keep_names_and_lookups);
 	tcase_add_test(tc, test_tree_attrs_are_shared_and_set);
 	tcase_add_test(tc, test_tree_random_ops_match_a_model);
+	tcase_add_test(tc, test_tree_detached_links_survive_slot_reuse);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

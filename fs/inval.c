@@ -292,7 +292,8 @@ static int item_cmp(const void *a, const void *b)
 
 static void send_batch(struct inval *iv, struct batch *b)
 {
-	static const char *const top[] = {"clusters", "by-doc", "status"};
+	static const char *const top[] = {"clusters", "by-doc", "redundant",
+					  "dup-dirs", "status"};
 
 	if (b->overflow) {
 		for (size_t i = 0; i < sizeof(top) / sizeof(top[0]); i++)

@@ -101,7 +101,8 @@ static bool kernel_knows(const struct model *m)
 {
 	return m->inval &&
 	       (tree_any_known(m->tree) ||
-		__atomic_load_n(&m->clusters_known, __ATOMIC_RELAXED));
+		__atomic_load_n(&m->clusters_known, __ATOMIC_RELAXED) ||
+		__atomic_load_n(&m->redundant_known, __ATOMIC_RELAXED));
 }
 
 static void note_entry(struct model *m, const struct node *n)
@@ -153,6 +154,73 @@ static int note_dupe_cb(const char *path, void *arg)
 	return 0;
 }
 
+/* Member @p path of a cluster whose plan or name may change: its keeper,
+ * its cluster link, its by-doc listing (which names both) and its entry in
+ * redundant/. */
+static int note_member_cb(const char *path, void *arg)
+{
+	struct model *m = arg;
+	struct node *d = tree_lookup(m->tree, path);
+
+	if (d && (d->flags & NODE_KNOWN)) {
+		uint64_t dir = node_ino(d, SUB_DIR);
+
+		inval_inode(m->inval, dir);
+		inval_entry(m->inval, dir, "keeper");
+		inval_entry(m->inval, dir, "cluster");
+		inval_inode(m->inval, node_ino(d, SUB_CLUSTER_LINK));
+	}
+	if (__atomic_load_n(&m->redundant_known, __ATOMIC_RELAXED)) {
+		char *name = member_name(path);
+
+		if (!name) {
+			inval_all(m->inval);
+			return 1;
+		}
+		inval_entry(m->inval, INO_REDUNDANT, name);
+		free(name);
+	}
+	return 0;
+}
+
+/* The name @p c with @p step added to its last four bytes (big-endian),
+ * as the index numbers the clusters of one name group (index.h). */
+static struct im_sig group_step(const struct im_sig *c, int step)
+{
+	struct im_sig s = *c;
+	uint8_t *b = s.b + IM_NAME_GROUP_LEN;
+	uint32_t k = (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 |
+		     (uint32_t)b[2] << 8 | b[3];
+
+	k += (uint32_t)step;
+	b[0] = (uint8_t)(k >> 24);
+	b[1] = (uint8_t)(k >> 16);
+	b[2] = (uint8_t)(k >> 8);
+	b[3] = (uint8_t)k;
+	return s;
+}
+
+/*
+ * The removal plan is made per cluster, so a change of one member can
+ * change every member's keeper; and a change of one cluster can rename the
+ * others of its name group (index.h), whose members' cluster links then
+ * point elsewhere. Their numbers are consecutive: walk both ways from @p c
+ * while a cluster has the name.
+ */
+static void note_plan(struct model *m, const struct im_sig *c)
+{
+	if (__atomic_load_n(&m->redundant_known, __ATOMIC_RELAXED))
+		inval_inode(m->inval, INO_REDUNDANT);
+	if (im_index_cluster_members(m->idx, c, note_member_cb, m))
+		return;
+	for (int step = -1; step <= 1; step += 2) {
+		struct im_sig s = group_step(c, step);
+
+		while (!im_index_cluster_members(m->idx, &s, note_member_cb, m))
+			s = group_step(&s, step);
+	}
+}
+
 /* Called before and after each index change for @p path. */
 static void note_links(struct model *m, const char *path)
 {
@@ -161,8 +229,10 @@ static void note_links(struct model *m, const char *path)
 
 	if (!kernel_knows(m))
 		return;
-	if (!im_index_cluster_of(m->idx, path, &c))
+	if (!im_index_cluster_of(m->idx, path, &c)) {
 		inval_cluster(m->inval, &c);
+		note_plan(m, &c);
+	}
 	if (nc.doc && !(nc.doc->flags & NODE_KNOWN))
 		nc.doc = NULL;
 	if (nc.doc) {
@@ -181,6 +251,14 @@ static void note_links(struct model *m, const char *path)
 static void changed(struct model *m)
 {
 	struct timespec ts;
+
+	if (m->inval &&
+	    __atomic_exchange_n(&m->dupdirs_known, 0, __ATOMIC_RELAXED)) {
+		/* Dropping the directory's entry drops everything the
+		 * kernel holds below it. */
+		inval_entry(m->inval, INO_ROOT, "dup-dirs");
+		inval_inode(m->inval, INO_DUPDIRS);
+	}
 
 	clock_gettime(CLOCK_REALTIME, &ts);
 	int64_t now = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;

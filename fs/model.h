@@ -12,7 +12,12 @@
  * Invalidation: the kernel may cache what belongs to a node only after the
  * node was marked NODE_KNOWN (view.c does, before replying), and a cluster
  * only while ctab holds it; so changes nobody looked at cost no
- * notification, which keeps the first scan cheap.
+ * notification, which keeps the first scan cheap. What depends on a whole
+ * cluster (its members' by-doc/.../keeper and cluster links, their by-doc
+ * listings, their names in redundant/: the removal plan and the cluster's
+ * name are made per cluster) is dropped for every member of the changed
+ * document's cluster and of the clusters sharing its name group, before and
+ * after the change; dup-dirs/ is dropped whole at every change.
  *
  * Locking: every function needs the tree lock held exclusively (tree_wrlock),
  * except model_new/model_free and the read-only model_unchanged(). The
@@ -73,6 +78,12 @@ struct model {
 	int64_t clock_ns;
 	/* atomic: the kernel listed clusters/ or looked a cluster up */
 	int clusters_known;
+	/* atomic: the kernel listed redundant/ or looked a name up there */
+	int redundant_known;
+	/* atomic: the kernel holds something of dup-dirs/ (a group follows
+	 * any change of the tree or the index, so every change drops all of
+	 * it and clears this) */
+	int dupdirs_known;
 	struct hlink **links; /* hard links by source inode; tree lock */
 	size_t links_size;
 	/* The exact tier's sizes (exact.h): a binary file only sniffed is
@@ -116,11 +127,18 @@ static inline bool node_in_index(const struct node *n)
  */
 bool model_unchanged(const struct node *n, const struct stat *st);
 
+/** Say that the kernel may now cache what @p flag (one of the model's
+ *  *_known fields) stands for. Any lock mode, before replying. */
+static inline void model_mark_known(int *flag)
+{
+	if (!__atomic_load_n(flag, __ATOMIC_RELAXED))
+		__atomic_store_n(flag, 1, __ATOMIC_RELAXED);
+}
+
 /** The kernel may cache clusters/ or a cluster. Any lock mode. */
 static inline void model_mark_clusters_known(struct model *m)
 {
-	if (!__atomic_load_n(&m->clusters_known, __ATOMIC_RELAXED))
-		__atomic_store_n(&m->clusters_known, 1, __ATOMIC_RELAXED);
+	model_mark_known(&m->clusters_known);
 }
 
 /**

@@ -171,14 +171,8 @@ static double entry_secs(fuse_req_t req)
 
 static double attr_secs(fuse_req_t req, const struct stat *st)
 {
-	/* status changes with every count; its size is only a hint. A
-	 * cluster link's target follows the plan, which is not invalidated
-	 * (view_volatile()): its mtime is the model's clock, and attributes
-	 * fetched each time let the kernel drop a cached target. */
+	/* status changes with every count; its size is only a hint. */
 	if (st->st_ino == INO_STATUS)
-		return 0;
-	if (!(st->st_ino & CTAB_INO_BIT) && st->st_ino >= 16 &&
-	    ino_sub(st->st_ino) == SUB_CLUSTER_LINK)
 		return 0;
 	return entry_secs(req);
 }
@@ -218,12 +212,10 @@ static void imfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	if (!ret)
 		ret = view_lookup(fs, &dir, name, &who, &o);
 	if (!ret) {
-		bool vol = view_volatile(&dir, name);
-
 		view_stat(fs, &o, &e.attr);
 		e.ino = e.attr.st_ino;
-		e.attr_timeout = vol ? 0 : attr_secs(req, &e.attr);
-		e.entry_timeout = vol ? 0 : entry_secs(req);
+		e.attr_timeout = attr_secs(req, &e.attr);
+		e.entry_timeout = entry_secs(req);
 		if (o.kind == V_CLUSTER)
 			ret = ctab_ref(fs->ctab, &o.sig, e.ino, 1);
 	}
@@ -299,7 +291,6 @@ struct dir_handle {
 	struct vlist list;
 	int64_t clock_ns; /* the model's, when listed */
 	struct vcaller who;
-	bool volatile_; /* view_volatile(): names only, nothing cached */
 };
 
 /* (Re)take the listing of @p ino. Tree lock held. */
@@ -309,10 +300,8 @@ static int list_dir(struct imfs *fs, fuse_ino_t ino, struct dir_handle *h)
 	int ret = view_get(fs, ino, &o);
 
 	view_list_free(&h->list);
-	if (!ret) {
-		h->volatile_ = view_volatile(&o, NULL);
+	if (!ret)
 		ret = view_list(fs, &o, &h->who, &h->list);
-	}
 	h->clock_ns = fs->model->clock_ns;
 	return ret;
 }
@@ -343,8 +332,8 @@ static void imfs_opendir(fuse_req_t req, fuse_ino_t ino,
 	fi->fh = handle_open(&h->h, dir_free);
 	/* The root is listed empty to our own threads when mounted inside
 	 * SOURCE (view.c): never cache that for everyone. */
-	fi->cache_readdir = !(ino == INO_ROOT && fs->mnt_inside) &&
-			    !h->volatile_ && !fs->opts->allow_other;
+	fi->cache_readdir =
+		!(ino == INO_ROOT && fs->mnt_inside) && !fs->opts->allow_other;
 	fi->keep_cache = fi->cache_readdir;
 	if (fuse_reply_open(req, fi))
 		handle_close(fi->fh, false);
@@ -427,7 +416,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		ret = list_dir(fs, ino, h);
 	if (!ret)
 		len = fill(req, h, buf, size, off, plus,
-			   h->clock_ns == fs->model->clock_ns && !h->volatile_);
+			   h->clock_ns == fs->model->clock_ns);
 	tree_unlock(T(req));
 	if (ret)
 		fuse_reply_err(req, -ret);

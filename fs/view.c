@@ -506,16 +506,6 @@ static int lookup_cluster_link(struct imfs *fs, struct node *doc,
 	return 0;
 }
 
-bool view_volatile(const struct vobj *dir, const char *name)
-{
-	if (dir->kind == V_REDUNDANT || dir->kind == V_DUPDIRS ||
-	    dir->kind == V_DIRGROUP)
-		return true;
-	if (dir->kind != V_DOC)
-		return false;
-	return !name || !strcmp(name, "keeper") || !strcmp(name, "cluster");
-}
-
 int view_lookup(struct imfs *fs, const struct vobj *dir, const char *name,
 		const struct vcaller *who, struct vobj *out)
 {
@@ -580,6 +570,8 @@ int view_lookup(struct imfs *fs, const struct vobj *dir, const char *name,
 	case V_CLUSTER:
 	case V_DUPES:
 	case V_REDUNDANT:
+		if (dir->kind == V_REDUNDANT)
+			model_mark_known(&fs->model->redundant_known);
 		ret = lookup_member(fs, dir, name, &out->node);
 		if (ret)
 			return ret;
@@ -588,11 +580,13 @@ int view_lookup(struct imfs *fs, const struct vobj *dir, const char *name,
 		out->kind = V_MEMBER;
 		break;
 	case V_DUPDIRS:
+		model_mark_known(&fs->model->dupdirs_known);
 		ret = lookup_dirgroup(fs, name, who, out);
 		if (ret)
 			return ret;
 		break;
 	case V_DIRGROUP:
+		model_mark_known(&fs->model->dupdirs_known);
 		ret = lookup_dirlink(fs, dir, name, who, out);
 		if (ret)
 			return ret;
@@ -709,7 +703,7 @@ void view_stat(struct imfs *fs, const struct vobj *o, struct stat *st)
 	case V_CLUSTER_LINK:
 		st->st_mode = S_IFLNK | 0777;
 		st->st_size = (off_t)cluster_link_len(fs->model->tree, o->node);
-		set_time(st, fs->model->clock_ns); /* see ops.c, attr_secs */
+		set_time(st, fs->model->clock_ns); /* it follows the index */
 		break;
 	case V_DIRGROUP:
 		st->st_mode = S_IFDIR | 0555;
@@ -720,7 +714,7 @@ void view_stat(struct imfs *fs, const struct vobj *o, struct stat *st)
 	case V_DIRLINK:
 		st->st_mode = S_IFLNK | 0777;
 		st->st_size = (off_t)target_len(fs, n);
-		set_time(st, fs->model->clock_ns); /* see ops.c, attr_secs */
+		set_time(st, fs->model->clock_ns); /* it follows the index */
 		break;
 	case V_STATUS:
 		st->st_mode = S_IFREG | 0444;
@@ -921,18 +915,22 @@ int view_list(struct imfs *fs, const struct vobj *dir,
 	case V_CLUSTER:
 	case V_DUPES:
 	case V_REDUNDANT:
+		if (dir->kind == V_REDUNDANT)
+			model_mark_known(&fs->model->redundant_known);
 		if (members_foreach(fs, dir, list_member_cb, &ls) < 0 &&
 		    !ls.err && dir->kind != V_CLUSTER)
 			ls.err = -ENOMEM;
 		break;
 	case V_DUPDIRS: {
 		struct group_lister gl = {&ls, false};
+		model_mark_known(&fs->model->dupdirs_known);
 		if (dirgroups_foreach(fs, list_group_cb, &gl) < 0 && !ls.err)
 			ls.err = -ENOMEM;
 		break;
 	}
 	case V_DIRGROUP: {
 		struct group_lister gl = {&ls, true};
+		model_mark_known(&fs->model->dupdirs_known);
 		char *path = tree_path(fs->model->tree, dir->node);
 		if (!path || dirgroups_of(fs, path, list_group_cb, &gl) < 0)
 			ls.err = ls.err ? ls.err : -ENOMEM;

@@ -91,14 +91,6 @@ void view_list_free(struct vlist *l);
 /** The target of a symlink. Caller frees *out. @return 0, -EINVAL, -ENOMEM */
 int view_readlink(struct imfs *fs, const struct vobj *o, char **out);
 /**
- * Whether what the kernel may cache of a listing of @p dir, or of its entry
- * @p name (NULL: the listing), depends on the removal plan (redundant/,
- * by-doc/.../keeper and cluster) or on the duplicate directories
- * (dup-dirs/): those are not invalidated one by one, so the kernel must not
- * keep them.
- */
-bool view_volatile(const struct vobj *dir, const char *name);
-/**
  * user.imatch.cluster (the cluster's name), user.imatch.keeper (absolute
  * path) and user.imatch.similarity (to the keeper) of a document's by-doc
  * directory, as text without a NUL, into @p buf of @p cap bytes (at least

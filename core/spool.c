@@ -19,6 +19,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "fdio.h"
 #include "spool.h"
 
 #define HDR	   8
@@ -144,22 +145,6 @@ static int open_file(struct im_spool *sp)
 	return 0;
 }
 
-static int write_all(int fd, const char *p, size_t len)
-{
-	while (len) {
-		ssize_t w = write(fd, p, len);
-
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		p += w;
-		len -= (size_t)w;
-	}
-	return 0;
-}
-
 /* Move what is in memory to the end of the file; keep one chunk. */
 static int spill(struct im_spool *sp)
 {
@@ -174,7 +159,7 @@ static int spill(struct im_spool *sp)
 			return ret;
 	}
 	for (struct chunk *c = sp->head; c && !ret; c = c->next) {
-		ret = write_all(sp->fd, c->p, c->len);
+		ret = im_write_all(sp->fd, c->p, c->len);
 		done += c->len;
 	}
 	if (ret) {

@@ -17,6 +17,7 @@
 
 #include <xxhash.h>
 
+#include "fdio.h"
 #include "stage.h"
 
 static const char stage_magic[8] = "IMSTAGE";
@@ -71,27 +72,11 @@ struct im_stage_writer {
 	bool committed;
 };
 
-static int write_full(int fd, const uint8_t *p, size_t n)
-{
-	while (n) {
-		ssize_t r = write(fd, p, n);
-
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		p += r;
-		n -= (size_t)r;
-	}
-	return 0;
-}
-
 static int wflush(struct im_stage_writer *w)
 {
 	if (!w->err && w->len) {
 		XXH3_64bits_update(w->xx, w->buf, w->len);
-		w->err = write_full(w->fd, w->buf, w->len);
+		w->err = im_write_all(w->fd, w->buf, w->len);
 	}
 	w->len = 0;
 	return w->err;
@@ -193,7 +178,7 @@ int im_stage_writer_commit(struct im_stage_writer *w)
 	if (wput(w, tr, sizeof(tr)) || wflush(w))
 		return w->err;
 	put_le(sum, XXH3_64bits_digest(w->xx), 8);
-	ret = write_full(w->fd, sum, 8);
+	ret = im_write_all(w->fd, sum, 8);
 	if (close(w->fd) && !ret)
 		ret = -errno;
 	w->fd = -1;

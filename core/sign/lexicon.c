@@ -49,6 +49,7 @@
 #include <xxhash.h>
 
 #include "bytes.h"
+#include "fdio.h"
 #include "lexicon.h"
 
 #define NIDF_EPS 1e-12
@@ -653,21 +654,6 @@ static double bits_dbl(uint64_t v)
 	return d;
 }
 
-static int write_all(int fd, const unsigned char *p, size_t len)
-{
-	while (len) {
-		ssize_t w = write(fd, p, len);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		p += w;
-		len -= (size_t)w;
-	}
-	return 0;
-}
-
 /* fsync the directory holding @p path so that a rename in it is durable. */
 static int fsync_parent(const char *path)
 {
@@ -739,7 +725,7 @@ int im_lexicon_save(const struct im_lexicon *lex, const char *path)
 		r = -errno;
 		goto out;
 	}
-	r = write_all(fd, buf, size);
+	r = im_write_all(fd, buf, size);
 	if (r == 0 && fsync(fd) < 0)
 		r = -errno;
 	if (close(fd) < 0 && r == 0)

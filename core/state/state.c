@@ -18,6 +18,7 @@
 
 #include <xxhash.h>
 
+#include "fdio.h"
 #include "state.h"
 
 static const char state_magic[8] = "IMSTATE";
@@ -480,21 +481,6 @@ int im_state_writer_add(struct im_state_writer *w, const char *path,
 	return 0;
 }
 
-static int write_full(int fd, const uint8_t *p, size_t n)
-{
-	while (n) {
-		ssize_t r = write(fd, p, n);
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		p += r;
-		n -= (size_t)r;
-	}
-	return 0;
-}
-
 int im_state_writer_commit(struct im_state_writer *w, const char *path)
 {
 	char *tmp = NULL, *dcopy = NULL;
@@ -521,7 +507,7 @@ int im_state_writer_commit(struct im_state_writer *w, const char *path)
 		ret = -errno;
 		goto out;
 	}
-	ret = write_full(fd, w->b.p, w->b.len);
+	ret = im_write_all(fd, w->b.p, w->b.len);
 	if (!ret && fsync(fd))
 		ret = -errno;
 	if (close(fd) && !ret)

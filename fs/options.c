@@ -204,6 +204,8 @@ static int our_option(struct imfs_opts *o, const char *arg)
 	}
 	if (!strcmp(name, "allow_other"))
 		o->allow_other = true;
+	if (!strcmp(name, "auto_unmount"))
+		o->auto_unmount = true;
 	return 1; /* a FUSE option: fuse_session_new() knows it or refuses */
 }
 

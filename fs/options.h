@@ -22,6 +22,9 @@ struct imfs_opts {
 	unsigned threads; /* signing threads; 0: one per CPU */
 	unsigned rescan;  /* rescan period when watches run out, seconds */
 	bool foreground, debug, single, allow_other;
+	/* -o auto_unmount: fusermount3 then needs an open of the mountpoint
+	 * to reach the daemon (ops.c, "Listings without a handle") */
+	bool auto_unmount;
 	bool done, failed; /* parsing: --help/--version done; an error */
 	char *keep_rule;   /* -o keep_rule=RULES (core/plan), or NULL */
 	char **protect;	   /* -o protect=DIR, repeatable */

@@ -50,6 +50,17 @@ for t in sniff pdf zipdoc unpack; do
 	rm -rf "$seeds"
 done
 
+# The tests above mount with -o auto_unmount; without it (a plain `imatchfs
+# SRC MNT`) the kernel opens directories alone (fs/ops.c, no_opendir) and
+# keeps every listing: the tests of the kernel's caches again in that mode.
+echo "== mount tests without auto_unmount (directories opened by the kernel)"
+TEST_AUTO_UNMOUNT=0 meson test -C build-test --print-errorlogs --suite mount \
+	change_after_walk plan_cached_and_invalidated redundant_follows_the_source \
+	dup_dirs_follow_the_source directory_rename editor_patterns \
+	name_taken_at_once concurrent_readers copy_whole_view \
+	dupes_equal_imatch_dupes view_equals_scan new_subdirectory delete \
+	rename_file stress_churn stress_symlink_race
+
 # The daemon under valgrind (TEST_WITH_VALGRIND=1, tests/mount/util.py): no
 # error and no definite leak, or the daemon exits 99 and the test fails. A
 # subset that reaches most of the daemon in about two minutes: invalidation

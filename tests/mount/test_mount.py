@@ -675,11 +675,11 @@ def test_sigkill_state_loads(w):
     the view settled) still loads: the restart mounts, reports no error, and
     shows the right view."""
     want, docs, _ = standard(w)
-    d = w.daemon()
+    d = w.daemon(auto_unmount=True)
     d.kill(signal.SIGKILL)
     d.wait_exit(None)
     poll(lambda: not in_proc_mounts(w.mnt), 'auto_unmount after SIGKILL')
-    d2 = w.daemon()
+    d2 = w.daemon(auto_unmount=True)
     settled(w, d2, len(docs))
     wait_clusters(w.mnt, want, 'the view after a SIGKILL mid-scan')
     # Give a periodic save a chance to happen, then kill again.

@@ -9,6 +9,7 @@ every cache), then changes the source and polls the cached paths.
 """
 
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -93,6 +94,60 @@ def test_change_after_walk(w):
     check(status_int(st, 'invalidations') > 0, 'status counts no invalidation: %s' % st)
     d.umount()
     d.check_log()
+
+
+def requests(d, start):
+    """FUSE requests the daemon (run with -d) logged past byte @start, by
+    opcode."""
+    with open(d.log, 'rb') as f:
+        f.seek(start)
+        text = f.read().decode('utf-8', 'replace')
+    out = {}
+    for op in re.findall(r'opcode: ([A-Z_]+)', text):
+        out[op] = out.get(op, 0) + 1
+    return out
+
+
+@test
+def test_warm_walk_asks_nothing(w):
+    """Mounted as `imatchfs SRC MNT` mounts (no auto_unmount), a warm
+    `ls -lR` and `find` of the whole view are answered by the kernel alone:
+    no directory is opened through the daemon, no listing, entry, attribute
+    or link asked again, and ls's questions for SELinux labels and ACLs
+    stop after the first file. A change right after still shows at once in
+    the cached listings."""
+    want, docs, names = make_tree(w.src, w.corpus)
+    d = w.daemon(args=['-d'], auto_unmount=False)
+    settle(w, len(docs))
+    poll(lambda: (cluster_sets(w.mnt) == want, cluster_sets(w.mnt)), 'the clusters')
+    for _ in range(2):
+        walk(w.mnt)
+        subprocess.run(['find', w.mnt], capture_output=True)
+    start = os.path.getsize(d.log)
+    walk(w.mnt)
+    r = subprocess.run(['find', w.mnt], capture_output=True)
+    check(r.returncode == 0, 'find failed: %s' % r.stderr.decode(errors='replace'))
+    asked = requests(d, start)
+    check(not any(asked.get(op) for op in ('OPENDIR', 'RELEASEDIR', 'READDIR',
+                                           'READDIRPLUS', 'LOOKUP', 'GETATTR',
+                                           'READLINK'))
+          and asked.get('GETXATTR', 0) <= 3,
+          'a warm ls -lR and find asked the daemon: %r' % asked)
+
+    orig = 'reports/doc00.txt'
+    with open(os.path.join(w.src, orig)) as f:
+        text = f.read()
+    write(os.path.join(w.src, 'reports/again.txt'), w.corpus.near_duplicate(text))
+    poll(lambda: ('again.txt' in os.listdir(os.path.join(w.mnt, 'by-doc', 'reports')),
+                  sorted(os.listdir(os.path.join(w.mnt, 'by-doc', 'reports')))),
+         'a new document in a cached by-doc listing')
+    poll(lambda: ('reports/again.txt' in read_dupes(w.mnt, orig),
+                  sorted(read_dupes(w.mnt, orig))), 'a new dupe in a cached dupes/')
+    os.unlink(os.path.join(w.src, 'reports/again.txt'))
+    poll(lambda: ('again.txt' not in os.listdir(os.path.join(w.mnt, 'by-doc', 'reports')),
+                  sorted(os.listdir(os.path.join(w.mnt, 'by-doc', 'reports')))),
+         'a deleted document gone from a cached by-doc listing')
+    d.umount()
 
 
 if __name__ == '__main__':

@@ -107,7 +107,10 @@ def saved(mnt, timeout):
 
 
 def mount(args, src, mnt, state, log):
-    d = Daemon(args.imatchfs, src, mnt, state=state, log=log, opts=args.opts)
+    # As `imatchfs SRC MNT` mounts: without auto_unmount, directories are
+    # opened by the kernel alone (ops.c); every run unmounts in a finally.
+    d = Daemon(args.imatchfs, src, mnt, state=state, log=log, opts=args.opts,
+               auto_unmount=False)
     t0 = time.monotonic()
     d.start()
     return d, t0

@@ -196,9 +196,10 @@ class World:
             os.makedirs(d, exist_ok=True)
         self.daemons = []
 
-    def daemon(self, opts=(), start=True, state=None):
+    def daemon(self, opts=(), start=True, state=None, auto_unmount=None):
         d = Daemon(self.imatchfs, self.src, self.mnt, opts=opts, state=state or self.state,
-                   log=os.path.join(self.top, 'daemon-%d.log' % len(self.daemons)))
+                   log=os.path.join(self.top, 'daemon-%d.log' % len(self.daemons)),
+                   auto_unmount=auto_unmount)
         self.daemons.append(d)
         if start:
             d.start()

@@ -42,7 +42,7 @@ def restart(w, what, deadline):
     """Mount again on the same state; converge; unmount cleanly. Returns the
     restarted daemon's status once converged."""
     try:
-        d = w.daemon()
+        d = w.daemon(auto_unmount=True)
     except Fail as e:
         # Killed before fusermount3 even started, the mount it then made
         # is dead: remove it and mount again (fusermount3's doing). The
@@ -55,7 +55,7 @@ def restart(w, what, deadline):
         DEAD_MOUNTS.append(w.mnt)
         subprocess.run(['fusermount3', '-u', '-z', w.mnt], capture_output=True)
         wait_unmounted(w.mnt)
-        d = w.daemon()
+        d = w.daemon(auto_unmount=True)
     secs = converge(w.imatch, w.src, w.mnt, w.state, deadline, what)
     st = read_status(w.mnt)
     d.umount()
@@ -98,7 +98,7 @@ def run(argv):
         build(tree, 30, nfiles)
         # How long a first scan takes, to spread the kills over it.
         t0 = time.monotonic()
-        d = w.daemon()
+        d = w.daemon(auto_unmount=True)
         settle(w.mnt, a.deadline)
         first = time.monotonic() - t0
         d.umount()
@@ -110,7 +110,7 @@ def run(argv):
             shutil.rmtree(w.state)
             os.mkdir(w.state)
             at = rng.uniform(0, first * 1.2)
-            d = w.daemon(start=False)
+            d = w.daemon(start=False, auto_unmount=True)
             d.start(wait=False)
             time.sleep(at)
             kill_now(d, 'first scan kill %d at %.2f s' % (i + 1, at))
@@ -128,7 +128,7 @@ def run(argv):
         cached_restarts = 0
         worst = 0.0
         for i in range(kills):
-            d = w.daemon()
+            d = w.daemon(auto_unmount=True)
             settle(w.mnt, a.deadline)
             at = rng.uniform(0, burst_secs)
             done = threading.Event()

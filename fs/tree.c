@@ -28,12 +28,14 @@
 #include "pool.h"
 #include "tree.h"
 
-#define FIRST_SLOT     2
-#define NO_SLOT	       0
-#define GEN_MASK       0x0fffffffu /* 28 bits: see view.c's inode layout */
+#define FIRST_SLOT 2
+#define NO_SLOT	   0
+#define GEN_MASK   0x0fffffffu /* 28 bits: see view.c's inode layout */
+#ifndef HASH_SLOT_BITS	       /* tests/unit/test_tree_limit.c sets fewer */
 #define HASH_SLOT_BITS 26
-#define HASH_TAG_BITS  (32 - HASH_SLOT_BITS)
-#define MAX_SLOTS      (1u << HASH_SLOT_BITS)
+#endif
+#define HASH_TAG_BITS (32 - HASH_SLOT_BITS)
+#define MAX_SLOTS     (1u << HASH_SLOT_BITS)
 
 struct tree {
 	pthread_rwlock_t lock;
@@ -165,11 +167,17 @@ static void hash_delete(struct tree *t, struct node *n)
 
 static int slot_reserve(struct tree *t)
 {
-	if (t->free_slot != NO_SLOT || t->nslots < t->cap)
+	if (t->free_slot != NO_SLOT)
 		return 0;
+	/* Before the room check: the table grows past MAX_SLOTS (by half
+	 * its size), and a slot at or above it does not fit a hash entry. */
 	if (t->nslots >= MAX_SLOTS)
 		return -ENOMEM;
+	if (t->nslots < t->cap)
+		return 0;
 	uint32_t cap = t->cap ? t->cap + t->cap / 2 : 1024;
+	if (cap > MAX_SLOTS)
+		cap = MAX_SLOTS;
 	uintptr_t *s = realloc(t->slots, cap * sizeof(*s));
 	if (!s)
 		return -ENOMEM;

@@ -15,9 +15,13 @@
  * Every stage file carries the key of the signing parameters and the
  * lexicon (im_state_key()), so outputs of different runs never mix.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -135,26 +139,86 @@ static char *suffixed(const char *prefix, const char *fmt, uint32_t n)
 /*
  * The keys of a sign task, partitioned. A shard of a million documents makes
  * some 20 million keys (48 bytes each here), so past --spill-bytes of them
- * each partition is sorted and written as a run (PREFIX.kPPPP.rN), and the
- * runs of a partition are merged into PREFIX.kPPPP at the end.
+ * each partition is sorted and written as a run, and the runs of a partition
+ * are merged into PREFIX.kPPPP at the end. Runs are named after the attempt
+ * (PREFIX.kPPPP.rN.PID.HOST): an engine may start a retry while an attempt
+ * it gave up on still runs, and each must keep its own runs until it has
+ * merged them. A run whose attempt died on this host is removed by the
+ * next attempt here; one left on another host stays until removed by hand.
  */
 struct sign_keys {
 	struct im_stage_parts kp;
 	const char *prefix;
+	char tag[HOST_NAME_MAX + 24]; /* PID.HOST of this attempt */
 	struct im_stage_header h; /* of the key files */
 	size_t held, limit;	  /* keys in kp; how many make a run */
 	unsigned runs;		  /* runs written per partition */
 	bool reported;		  /* an error was said, naming its file */
 };
 
-static char *run_path(const char *prefix, uint32_t part, unsigned run)
+static char *run_path(const struct sign_keys *sk, uint32_t part, unsigned run)
 {
-	size_t len = strlen(prefix) + 40;
+	size_t len = strlen(sk->prefix) + strlen(sk->tag) + 40;
 	char *s = malloc(len);
 
 	if (s)
-		snprintf(s, len, "%s.k%04" PRIu32 ".r%u", prefix, part, run);
+		snprintf(s, len, "%s.k%04" PRIu32 ".r%u.%s", sk->prefix, part,
+			 run, sk->tag);
 	return s;
+}
+
+/* This attempt's tag, PID.HOST, into sk->tag; @return its HOST part. */
+static const char *keys_tag(struct sign_keys *sk)
+{
+	char host[HOST_NAME_MAX + 1] = "";
+	int n;
+
+	if (gethostname(host, sizeof(host)) || !host[0])
+		snprintf(host, sizeof(host), "localhost");
+	host[sizeof(host) - 1] = '\0';
+	n = snprintf(sk->tag, sizeof(sk->tag), "%ld.", (long)getpid());
+	snprintf(sk->tag + n, sizeof(sk->tag) - (size_t)n, "%s", host);
+	return sk->tag + n;
+}
+
+/* Whether @p name is a run of PREFIX (whose last component is @p base)
+ * that an attempt on host @p host left when it died. */
+static bool stale_run(const char *name, const char *base, const char *host)
+{
+	size_t bl = strlen(base);
+	unsigned part, run;
+	long pid;
+	int end = 0;
+
+	if (strncmp(name, base, bl) ||
+	    sscanf(name + bl, ".k%4u.r%u.%ld.%n", &part, &run, &pid, &end) !=
+		    3 ||
+	    !end || strcmp(name + bl + end, host) || pid <= 0 ||
+	    pid == (long)getpid())
+		return false;
+	return kill((pid_t)pid, 0) && errno == ESRCH;
+}
+
+/* Remove the runs that dead attempts of this task left on this host. */
+static void keys_remove_stale(const struct sign_keys *sk, const char *host)
+{
+	char *dir = strdup(sk->prefix);
+	char *slash = dir ? strrchr(dir, '/') : NULL;
+	const char *base = slash ? slash + 1 : sk->prefix;
+	DIR *d;
+	struct dirent *e;
+
+	if (!dir)
+		return;
+	if (slash)
+		*slash = '\0';
+	d = opendir(slash ? (dir[0] ? dir : "/") : ".");
+	while (d && (e = readdir(d)))
+		if (stale_run(e->d_name, base, host))
+			unlinkat(dirfd(d), e->d_name, 0);
+	if (d)
+		closedir(d);
+	free(dir);
 }
 
 static int write_keys(const char *path, const struct im_stage_header *h,
@@ -165,7 +229,7 @@ static int keys_spill(struct sign_keys *sk)
 {
 	for (uint32_t p = 0; p < sk->kp.nparts; p++) {
 		struct im_stage_header h = sk->h;
-		char *path = run_path(sk->prefix, p, sk->runs);
+		char *path = run_path(sk, p, sk->runs);
 		int ret;
 
 		h.part = p;
@@ -185,18 +249,16 @@ static int keys_spill(struct sign_keys *sk)
 	return 0;
 }
 
-/* Remove the runs of every partition: this task's, and those a killed
- * attempt left (runs are numbered from 0 without gaps). */
+/* Remove this attempt's runs of every partition. */
 static void keys_remove_runs(const struct sign_keys *sk)
 {
 	for (uint32_t p = 0; p < sk->kp.nparts; p++) {
-		for (unsigned r = 0;; r++) {
-			char *path = run_path(sk->prefix, p, r);
-			bool removed = path && !unlink(path);
+		for (unsigned r = 0; r < sk->runs; r++) {
+			char *path = run_path(sk, p, r);
 
+			if (path)
+				unlink(path);
 			free(path);
-			if (!removed && r >= sk->runs)
-				break;
 		}
 	}
 }
@@ -214,7 +276,7 @@ static int keys_merge_runs(const struct sign_keys *sk, uint32_t part,
 	int ret = rs ? 0 : -ENOMEM;
 
 	for (unsigned r = 0; r < sk->runs && !ret; r++) {
-		char *rp = run_path(sk->prefix, part, r);
+		char *rp = run_path(sk, part, r);
 
 		ret = rp ? im_stage_open(rp, &rs[r], NULL, 0) : -ENOMEM;
 		free(rp);
@@ -407,7 +469,7 @@ int cmd_sign_records(struct cli *c)
 		sk.limit = 1;
 	sk.h = (struct im_stage_header){
 		.kind = IM_STAGE_KEYS, .key = keys.sign, .nparts = c->parts};
-	keys_remove_runs(&sk);
+	keys_remove_stale(&sk, keys_tag(&sk));
 	h.part = shard;
 	h.nparts = nshards;
 	ret = im_stage_writer_new(path, &h, &w);
@@ -2729,6 +2791,7 @@ struct xjoin {
 	struct cli *c;
 	struct im_stage_merge *m;
 	struct im_stage_reader **parts; /* [nparts], by part */
+	const char **names;		/* [nparts]: their operands */
 	bool json;			/* separate the records as a list */
 	size_t printed;
 };
@@ -2751,7 +2814,7 @@ static int xj_print(void *arg)
 		j->printed++;
 	}
 	if (ret) {
-		err_msg("%s: corrupt: records out of order", j->c->argv[from]);
+		err_msg("%s: corrupt: records out of order", j->names[from]);
 		return -1;
 	}
 	return 0;
@@ -2779,7 +2842,8 @@ static int xj_parts(struct cli *c, struct im_stage_reader **rs, struct xjoin *j,
 		if (!n) {
 			n = h->nparts;
 			j->parts = calloc(n, sizeof(*j->parts));
-			if (!j->parts) {
+			j->names = calloc(n, sizeof(*j->names));
+			if (!j->parts || !j->names) {
 				err_msg("%s", strerror(ENOMEM));
 				return -1;
 			}
@@ -2793,6 +2857,7 @@ static int xj_parts(struct cli *c, struct im_stage_reader **rs, struct xjoin *j,
 			return -1;
 		}
 		j->parts[h->part] = rs[i];
+		j->names[h->part] = c->argv[i];
 	}
 	for (uint32_t p = 0; p < n; p++)
 		if (!j->parts[p]) {
@@ -2899,6 +2964,7 @@ static int export_join(struct cli *c, struct im_stage_reader **rs)
 out:
 	im_stage_merge_free(j.m);
 	free(j.parts);
+	free(j.names);
 	if (lex)
 		im_lexicon_free(lex);
 	return code;

@@ -44,8 +44,12 @@ void *im_pool_get(struct im_pool *p, size_t size);
 void im_pool_put(struct im_pool *p, void *rec, size_t size);
 
 /** Give every block back. Put every record back first: those over
- *  IM_POOL_MAX (and, under AddressSanitizer, all) were malloc'd. The pool
- *  needs im_pool_init() before it is used again. */
+ *  IM_POOL_MAX (and, under AddressSanitizer or valgrind, all) were
+ *  malloc'd. The pool needs im_pool_init() before it is used again. */
 void im_pool_free(struct im_pool *p);
+
+/** Whether every record is malloc'd (under AddressSanitizer or valgrind,
+ *  so that they see each record's bounds and lifetime). */
+int im_pool_bypassed(void);
 
 #endif

@@ -219,6 +219,8 @@ struct im_stage_reader {
 	size_t kept;		  /* offset of the first page not given back */
 	char *path;		  /* for im_stage_read() */
 	int fd;			  /* im_stage_read()'s, or -1 */
+	dev_t dev;		  /* the file checksummed at open */
+	ino_t ino;
 };
 
 /* Give back the pages of [kept, @p off) in whole windows, so that reading
@@ -361,6 +363,8 @@ int im_stage_open(const char *path, struct im_stage_reader **out, char *why,
 	r->map = m;
 	r->size = (size_t)st.st_size;
 	r->fd = -1;
+	r->dev = st.st_dev;
+	r->ino = st.st_ino;
 	r->path = strdup(path);
 	if (!r->path)
 		goto out;
@@ -473,7 +477,10 @@ int im_stage_read(struct im_stage_reader *r, const uint8_t *payload, size_t len,
 
 		if (fd < 0)
 			return -errno;
-		if (fstat(fd, &st) || (uint64_t)st.st_size != r->size) {
+		/* Only the file that was checksummed: a retried task may
+		 * have renamed another over the path since. */
+		if (fstat(fd, &st) || (uint64_t)st.st_size != r->size ||
+		    st.st_dev != r->dev || st.st_ino != r->ino) {
 			close(fd);
 			return -ESTALE;
 		}

@@ -177,8 +177,9 @@ void im_stage_drop(struct im_stage_reader *r);
  * im_stage_reader_free().
  *
  * @return 0, -EINVAL for bytes outside the records, -ESTALE when the file
- *         at the path is no longer the one opened (another size), or the
- *         open's or read's negative errno (-EIO for a short read).
+ *         at the path is no longer the one opened (another file, even of
+ *         the same size), or the open's or read's negative errno (-EIO for
+ *         a short read).
  */
 int im_stage_read(struct im_stage_reader *r, const uint8_t *payload, size_t len,
 		  void *buf);

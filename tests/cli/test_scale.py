@@ -14,6 +14,7 @@ import random
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -254,14 +255,25 @@ def case_sign_spill(tmp):
     run("ls", "-o", os.path.join(tmp, "manifest"), "--shards", shards, tree)
     lexicon = os.path.join(tmp, "lexicon")
     run("lexicon", "build", "-o", lexicon, tree)
+    # A process that has exited: its pid names a dead attempt.
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    host = socket.gethostname()
     outs = []
     for spill in ("16M", "1K"):
         d = os.path.join(tmp, "sign-" + spill)
         os.mkdir(d)
-        # What a killed attempt left: runs that this task must not keep.
+        # Runs a killed attempt on this host left, which this task removes;
+        # a live attempt's and another host's, which it must leave alone.
         for r in range(40):
-            with open(os.path.join(d, "s.k0001.r%d" % r), "wb") as f:
+            with open(os.path.join(d, "s.k0001.r%d.%d.%s" % (r, dead.pid, host)),
+                      "wb") as f:
                 f.write(b"stale")
+        others = ["s.k0000.r0.%d.%s" % (os.getpid(), host),
+                  "s.k0000.r0.%d.other-host" % dead.pid]
+        for n in others:
+            with open(os.path.join(d, n), "wb") as f:
+                f.write(b"not ours")
         _, err = run("sign", "--records", "-v", "--files-from",
                      os.path.join(shards, "000000"), "--root", tree,
                      "--shard-id", "0/1", "-P", "3", "--lexicon", lexicon,
@@ -270,10 +282,30 @@ def case_sign_spill(tmp):
         check(runs == 1 if spill == "16M" else runs >= 5,
               "--spill-bytes %s: keys in %d runs: %s" % (spill, runs, err))
         names = sorted(os.listdir(d))
-        check(names == ["s.k0000", "s.k0001", "s.k0002", "s.rec"],
-              "only the records and 3 key files remain: %s" % names)
-        outs.append([read(os.path.join(d, n)) for n in names])
+        check(names == sorted(["s.k0000", "s.k0001", "s.k0002", "s.rec"] + others),
+              "the records, 3 key files and others' runs remain: %s" % names)
+        outs.append([read(os.path.join(d, n)) for n in
+                     ("s.k0000", "s.k0001", "s.k0002", "s.rec")])
     check(outs[0] == outs[1], "spilled runs merge into the same bytes")
+
+    # Two attempts of one task at once (an engine retrying a task whose
+    # worker it lost, while that worker's imatch still runs): both finish,
+    # with the same bytes, and leave no run behind.
+    d = os.path.join(tmp, "sign-twice")
+    os.mkdir(d)
+    argv = [test_cli.IMATCH, "sign", "--records", "--files-from",
+            os.path.join(shards, "000000"), "--root", tree, "--shard-id", "0/1",
+            "-P", "3", "--lexicon", lexicon, "--spill-bytes", "1K",
+            "-o", os.path.join(d, "s")]
+    procs = [subprocess.Popen(argv, stderr=subprocess.PIPE) for _ in range(2)]
+    for p in procs:
+        _, err = p.communicate(timeout=120)
+        check(p.returncode == 0, "an overlapping attempt failed: %s" % err.decode())
+    names = sorted(os.listdir(d))
+    check(names == ["s.k0000", "s.k0001", "s.k0002", "s.rec"],
+          "overlapping attempts left %s" % names)
+    check([read(os.path.join(d, n)) for n in names] == outs[0],
+          "overlapping attempts wrote other bytes")
 
 
 def case_scale_resume(tmp):

@@ -123,6 +123,30 @@ START_TEST(test_stage_round_trip)
 }
 END_TEST
 
+/* im_stage_read() reads the file that was opened and checksummed, or
+ * nothing: not another of the same size renamed over its path. */
+START_TEST(test_stage_read_only_the_file_opened)
+{
+	struct im_stage_reader *r, *again;
+	const uint8_t *p;
+	uint8_t buf[512];
+	size_t len;
+
+	write_stage(50);
+	ck_assert_int_eq(im_stage_open(path, &r, NULL, 0), 0);
+	ck_assert(im_stage_next(r, &p, &len));
+	ck_assert(im_stage_next(r, &p, &len));
+	write_stage(50); /* the same bytes, a new file renamed over */
+	ck_assert_int_eq(im_stage_read(r, p, len, buf), -ESTALE);
+	ck_assert_int_eq(im_stage_open(path, &again, NULL, 0), 0);
+	ck_assert(im_stage_next(again, &p, &len));
+	ck_assert_int_eq(im_stage_read(again, p, len, buf), 0);
+	ck_assert_msg(!memcmp(buf, p, len), "pread gives the mapped bytes");
+	im_stage_reader_free(again);
+	im_stage_reader_free(r);
+}
+END_TEST
+
 START_TEST(test_stage_empty_and_no_tmp_left)
 {
 	struct im_stage_reader *r;
@@ -675,6 +699,7 @@ static Suite *stage_suite(void)
 
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_stage_round_trip);
+	tcase_add_test(tc, test_stage_read_only_the_file_opened);
 	tcase_add_test(tc, test_stage_empty_and_no_tmp_left);
 	tcase_add_test(tc, test_stage_uncommitted_leaves_nothing);
 	tcase_add_test(tc, test_stage_truncated_refused);

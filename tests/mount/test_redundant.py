@@ -17,7 +17,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from util import (by_doc_path, check, decode_member, encode_member,  # noqa: E402
-                  make_tree, poll, read_status, run_tests, status_int, write)
+                  make_tree, poll, read_status, requests, run_tests, status_int,
+                  write)
 
 TESTS = {}
 
@@ -190,18 +191,6 @@ def test_redundant_follows_a_rewrite_with_the_same_bytes(w):
     check(planned not in want and planned in want.values(),
           'the rewritten file keeps its group in the new plan: %r' % want)
     poll(lambda: (view(w) == want, view(w)), 'redundant/ to equal the new plan')
-
-
-def requests(d, start):
-    """FUSE requests the daemon (run with -d) logged past byte @start, by
-    opcode: {'LOOKUP': n, ...}."""
-    with open(d.log, 'rb') as f:
-        f.seek(start)
-        text = f.read().decode('utf-8', 'replace')
-    out = {}
-    for op in re.findall(r'opcode: ([A-Z_]+)', text):
-        out[op] = out.get(op, 0) + 1
-    return out
 
 
 def cluster_named(mnt, rel):

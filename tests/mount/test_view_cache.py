@@ -9,14 +9,13 @@ every cache), then changes the source and polls the cached paths.
 """
 
 import os
-import re
 import stat
 import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from util import (by_doc_path, check, cluster_sets, make_tree, poll,  # noqa: E402
-                  read_dupes, read_status, run_tests, status_int, write)
+                  read_dupes, read_status, requests, run_tests, status_int, write)
 
 TESTS = {}
 
@@ -94,18 +93,6 @@ def test_change_after_walk(w):
     check(status_int(st, 'invalidations') > 0, 'status counts no invalidation: %s' % st)
     d.umount()
     d.check_log()
-
-
-def requests(d, start):
-    """FUSE requests the daemon (run with -d) logged past byte @start, by
-    opcode."""
-    with open(d.log, 'rb') as f:
-        f.seek(start)
-        text = f.read().decode('utf-8', 'replace')
-    out = {}
-    for op in re.findall(r'opcode: ([A-Z_]+)', text):
-        out[op] = out.get(op, 0) + 1
-    return out
 
 
 @test

@@ -282,6 +282,18 @@ class Daemon:
         check(not bad, 'unexpected lines in the daemon log:\n  ' + '\n  '.join(bad))
 
 
+def requests(d, start):
+    """FUSE requests the daemon (run with -d) logged past byte @start, by
+    opcode: {'LOOKUP': n, ...}."""
+    with open(d.log, 'rb') as f:
+        f.seek(start)
+        text = f.read().decode('utf-8', 'replace')
+    out = {}
+    for op in re.findall(r'opcode: ([A-Z_]+)', text):
+        out[op] = out.get(op, 0) + 1
+    return out
+
+
 # ---- The view ------------------------------------------------------------------
 
 def encode_member(rel):

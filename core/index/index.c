@@ -18,17 +18,20 @@
  *     keys[0]: exact hash -> posting
  *     keys[1 + k]: signature prefix of coordinate k -> posting
  *     keys[1 + IM_MAX_COORDS + j]: band j's 32 bits -> posting
- *     names:   cluster name -> root document id
+ *     names:   cluster name -> the root's member entry
  * - A posting is one document id or, when two or more documents
  *   share the key, an index into plists[] with PL_FLAG set, its ids sorted by
  *   path (the hot-key rule compares by rank in that order). Most keys are
  *   held by one document, so most postings cost one table slot only.
  * - A cluster (component of two or more) is a circular doubly-linked list of
- *   its members threaded through the records; every member points at the
- *   root, and the root holds the size and a reference to the signature that
- *   names the cluster. Since this lives in the records, removal and splits
- *   never allocate: im_index_remove() cannot fail, and a put that fails has
- *   changed nothing because everything it needs is reserved first.
+ *   its members' entries in mem[] (struct member: 16 bytes, only for
+ *   documents in a cluster, some 20% of them; the record holds the entry's
+ *   index); every member points at the root's entry, and the root's holds
+ *   a reference to the signature that names the cluster. mem[] has room for
+ *   every document (mapped, so that only the entries ever used take pages):
+ *   removal and splits never allocate, im_index_remove() cannot fail, and a
+ *   put that fails has changed nothing because everything it needs is
+ *   reserved first.
  *
  * Put verifies the document against every holder of its keys that the
  * hot-key rule compares it with and joins the components of those it is
@@ -46,6 +49,8 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <xxhash.h>
 
 #include "index.h"
@@ -53,25 +58,22 @@
 #include "pool.h"
 
 #define NONE	 UINT32_MAX
-#define PENDING	 (UINT32_MAX - 1)
 #define MAX_DOCS (1u << 26)
-/* A name reference: the id shifted left by 5 and what of the document names
- * the cluster (0: its smallest signature; with EXACT_NAME, 0: its exact
- * hash, 1: its sketch). */
-#define EXACT_NAME 0x80000000u
-#define REF(id, k) ((uint32_t)(id) << 5 | (uint32_t)(k))
-#define REF_DOC(r) (((r) & ~EXACT_NAME) >> 5)
-#define REF_K(r)   ((r)&31u)
+/* A name reference: the document id shifted left by 2 and what of the
+ * document names the cluster (0: its smallest signature; with EXACT_NAME,
+ * 0: its exact hash, 1: its sketch); NAME_NONE: none. 31 bits, so that a
+ * root's member entry holds it beside MEM_ROOT. */
+#define EXACT_NAME (1u << 28)
+#define NAME_NONE  0x7fffffffu
+#define REF(id, k) ((uint32_t)(id) << 2 | (uint32_t)(k))
+#define REF_DOC(r) (((r) & ~EXACT_NAME) >> 2)
+#define REF_K(r)   ((r)&3u)
 #define NKEYS	   IM_MAX_KEYS
 #define HOT	   IM_INDEX_HOT_CAP
 
 struct doc {
-	/* root id, NONE when in no cluster, PENDING during a split */
-	uint32_t comp;
-	uint32_t prev, next; /* the cluster's members, circular */
-	uint32_t size;	     /* root only: members */
-	uint32_t name;	     /* root only: name reference */
-	uint32_t valid;	     /* masked to ncoords */
+	uint32_t m;	/* member entry (struct member), NONE: in no cluster */
+	uint32_t valid; /* masked to ncoords */
 	uint8_t status, ncoords, exact_valid, nsig;
 	uint8_t csz; /* bytes kept per signature: IM_SIG_LEN or the key's */
 	uint8_t format;
@@ -104,6 +106,29 @@ struct doc_stat {
 	uint64_t size;
 	int64_t mtime_ns;
 };
+
+/*
+ * A member of a cluster, in idx->mem[] (the document's record says which
+ * entry, struct doc.m): most documents are in no cluster, so the list and
+ * the cluster's name stay out of their records. The members of a cluster
+ * form a circular list; one of them, the root, stands for the cluster (its
+ * entry is the cluster's id in idx->names) and holds the name. A cluster's
+ * size is not kept: who needs it walks the list (a join compares two sizes
+ * by walking both lists in step, which costs what relabelling the smaller
+ * costs anyway).
+ */
+struct member {
+	uint32_t doc;	     /* document id */
+	uint32_t prev, next; /* entries of the cluster's members, circular */
+	/* the root's entry; at the root, MEM_ROOT | the name reference;
+	 * PENDING while a split rebuilds the cluster */
+	uint32_t up;
+};
+
+_Static_assert(sizeof(struct member) == 16, "entries fill whole pages");
+
+#define MEM_ROOT (1u << 31)
+#define PENDING	 (NAME_NONE - 1) /* neither an entry nor MEM_ROOT | ref */
 
 /*
  * A slot is 32 bits: the low SLOT_TAG_BITS of the key's 32-bit tag on top
@@ -173,6 +198,13 @@ struct im_index {
 	struct table paths, names, keys[NTABLES];
 	struct plist *pl;
 	uint32_t pl_cap, pl_used, pl_free, pl_nfree;
+	/* Cluster members: room for every document (each is in at most one
+	 * cluster), so that nothing that joins or splits clusters allocates.
+	 * Mapped, not malloc'd: only the pages up to mem_used, the most
+	 * entries ever in use, are touched (members are some 20% of the
+	 * documents), and growing moves no pages. */
+	struct member *mem;
+	uint32_t mem_cap, mem_used, mem_free; /* mem_free: chained by next */
 	uint16_t epoch; /* of the last recomputation (plist.epoch) */
 	size_t clusters;
 	uint64_t gen;
@@ -372,9 +404,7 @@ static struct doc *rec_new(struct im_index *idx, const char *path,
 					    tail_bytes(tail) + len + 1);
 	if (!d)
 		return NULL;
-	d->comp = d->prev = d->next = NONE;
-	d->size = 0;
-	d->name = NONE;
+	d->m = NONE;
 	d->valid = valid;
 	d->status = s->status;
 	d->ncoords = s->ncoords;
@@ -423,9 +453,7 @@ static struct doc *rec_copy(struct im_index *idx, const struct doc *od,
 		return NULL;
 	memcpy(d, od, hdr);
 	memcpy(doc_path(d), path, len + 1);
-	d->comp = d->prev = d->next = NONE;
-	d->size = 0;
-	d->name = NONE;
+	d->m = NONE;
 	return d;
 }
 
@@ -818,6 +846,83 @@ static uint32_t posting_del(struct im_index *idx, const struct key *key,
 	return promoted;
 }
 
+/* ---- Cluster members ----------------------------------------------------- */
+
+static inline struct member *M(const struct im_index *idx, uint32_t e)
+{
+	return &idx->mem[e];
+}
+
+/* The root entry of the cluster holding document @p id, NONE when it is in
+ * none, PENDING during a split of its former cluster. */
+static inline uint32_t comp_of(const struct im_index *idx, uint32_t id)
+{
+	uint32_t e = D(idx, id)->m, up;
+
+	if (e == NONE)
+		return NONE;
+	up = M(idx, e)->up;
+	return up & MEM_ROOT ? e : up;
+}
+
+/* The name reference of the cluster rooted at entry @p root. */
+static inline uint32_t root_name(const struct im_index *idx, uint32_t root)
+{
+	return M(idx, root)->up & ~MEM_ROOT;
+}
+
+/* Room for an entry per document, @p ndocs of them. */
+static int mem_reserve(struct im_index *idx, uint64_t ndocs)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), old, len;
+	uint64_t cap = idx->mem_cap;
+	void *p;
+
+	if (ndocs <= cap)
+		return 0;
+	while (cap < ndocs)
+		cap = cap < 1024 ? 1024 : cap + cap / 2;
+	if (cap > MAX_DOCS)
+		cap = MAX_DOCS;
+	len = (cap * sizeof(struct member) + page - 1) / page * page;
+	/* mem_cap fills whole pages: see below */
+	old = (size_t)idx->mem_cap * sizeof(struct member);
+	if (idx->mem)
+		p = mremap(idx->mem, old, len, MREMAP_MAYMOVE);
+	else
+		p = mmap(NULL, len, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return -ENOMEM;
+	idx->mem = p;
+	idx->mem_cap = (uint32_t)(len / sizeof(struct member));
+	return 0;
+}
+
+/* A new entry for document @p id (reserved: never fails), alone in its
+ * list; the caller sets up. */
+static uint32_t mem_take(struct im_index *idx, uint32_t id)
+{
+	uint32_t e = idx->mem_free;
+
+	if (e != NONE)
+		idx->mem_free = M(idx, e)->next;
+	else
+		e = idx->mem_used++;
+	M(idx, e)->doc = id;
+	M(idx, e)->prev = M(idx, e)->next = e;
+	D(idx, id)->m = e;
+	return e;
+}
+
+/* Give back entry @p e, out of every list: its document is in no cluster. */
+static void mem_release(struct im_index *idx, uint32_t e)
+{
+	D(idx, M(idx, e)->doc)->m = NONE;
+	M(idx, e)->next = idx->mem_free;
+	idx->mem_free = e;
+}
+
 /* ---- Cluster names ------------------------------------------------------- */
 
 static void name_of_ref(const struct im_index *idx, uint32_t ref,
@@ -843,15 +948,15 @@ static void name_of_ref(const struct im_index *idx, uint32_t ref,
 	}
 }
 
-/* The better name of two references (NONE loses): any signature beats an
- * exact hash, then memcmp order. */
+/* The better name of two references (NAME_NONE loses): any signature beats
+ * an exact hash, then memcmp order. */
 static uint32_t name_min(const struct im_index *idx, uint32_t a, uint32_t b)
 {
 	struct im_sig na, nb;
 
-	if (a == NONE)
+	if (a == NAME_NONE)
 		return b;
-	if (b == NONE)
+	if (b == NAME_NONE)
 		return a;
 	if ((a & EXACT_NAME) != (b & EXACT_NAME))
 		return (a & EXACT_NAME) ? b : a;
@@ -860,18 +965,18 @@ static uint32_t name_min(const struct im_index *idx, uint32_t a, uint32_t b)
 	return memcmp(na.b, nb.b, IM_SIG_LEN) <= 0 ? a : b;
 }
 
-/* The name a document would give a cluster of its own, or NONE. */
+/* The name a document would give a cluster of its own, or NAME_NONE. */
 static uint32_t doc_name(const struct im_index *idx, uint32_t id)
 {
 	const struct doc *d = D(idx, id);
 
 	if (!relating(d))
-		return NONE;
+		return NAME_NONE;
 	if (d->nsig)
 		return REF(id, 0);
 	if (d->exact_valid)
 		return EXACT_NAME | REF(id, 0);
-	return d->sketch.n ? (EXACT_NAME | REF(id, 1)) : NONE;
+	return d->sketch.n ? (EXACT_NAME | REF(id, 1)) : NAME_NONE;
 }
 
 /*
@@ -893,7 +998,7 @@ static void names_add(struct im_index *idx, uint32_t root)
 {
 	struct im_sig name;
 
-	name_of_ref(idx, D(idx, root)->name, &name);
+	name_of_ref(idx, root_name(idx, root), &name);
 	tab_insert(&idx->names, name_tag(&name), root);
 }
 
@@ -902,19 +1007,24 @@ static void names_del(struct im_index *idx, uint32_t root)
 {
 	struct im_sig name;
 
-	name_of_ref(idx, D(idx, root)->name, &name);
+	name_of_ref(idx, root_name(idx, root), &name);
 	tab_erase(idx, &idx->names,
 		  tab_find_val(&idx->names, name_tag(&name), root));
+}
+
+static inline const char *mem_path(const struct im_index *idx, uint32_t e)
+{
+	return doc_path(D(idx, M(idx, e)->doc));
 }
 
 /* The smallest member path of the cluster rooted at @p root. */
 static const char *least_path(const struct im_index *idx, uint32_t root)
 {
-	const char *least = doc_path(D(idx, root));
+	const char *least = mem_path(idx, root);
 
-	for (uint32_t y = D(idx, root)->next; y != root; y = D(idx, y)->next)
-		if (strcmp(doc_path(D(idx, y)), least) < 0)
-			least = doc_path(D(idx, y));
+	for (uint32_t y = M(idx, root)->next; y != root; y = M(idx, y)->next)
+		if (strcmp(mem_path(idx, y), least) < 0)
+			least = mem_path(idx, y);
 	return least;
 }
 
@@ -928,13 +1038,13 @@ static void public_name(const struct im_index *idx, uint32_t root,
 	uint32_t tag, rank = 0, val;
 	struct im_sig n;
 
-	name_of_ref(idx, D(idx, root)->name, out);
+	name_of_ref(idx, root_name(idx, root), out);
 	tag = name_tag(out);
 	for (uint32_t i = tab_home(t, tag); (val = tab_val(t, i)) != NONE;
 	     i = tab_next(t, i)) {
 		if (val == root || !tab_tag_is(t, i, tag))
 			continue;
-		name_of_ref(idx, D(idx, val)->name, &n);
+		name_of_ref(idx, root_name(idx, val), &n);
 		if (memcmp(n.b, out->b, IM_SIG_LEN))
 			continue;
 		if (!least)
@@ -966,7 +1076,7 @@ static uint32_t names_find(const struct im_index *idx,
 			return NONE;
 		if (!tab_tag_is(t, i, tag))
 			continue;
-		name_of_ref(idx, D(idx, val)->name, &n);
+		name_of_ref(idx, root_name(idx, val), &n);
 		if (memcmp(n.b, name->b, NAME_KEY))
 			continue;
 		public_name(idx, val, &n);
@@ -987,7 +1097,7 @@ static uint32_t slot_tag(const struct im_index *idx, const struct table *t,
 	switch (t->kind) {
 	case TAB_PATHS: return path_tag(doc_path(D(idx, val)));
 	case TAB_NAMES:
-		name_of_ref(idx, D(idx, val)->name, &name);
+		name_of_ref(idx, root_name(idx, val), &name);
 		return name_tag(&name);
 	default:
 		d = D(idx, posting_first(idx, val));
@@ -1002,36 +1112,56 @@ static uint32_t slot_tag(const struct im_index *idx, const struct table *t,
 
 /* ---- Components ---------------------------------------------------------- */
 
-/* Put @p id, in no list, into the circular list after @p at. */
-static void list_link(struct im_index *idx, uint32_t at, uint32_t id)
+/* Put entry @p e, in no list, into the circular list after @p at. */
+static void list_link(struct im_index *idx, uint32_t at, uint32_t e)
 {
-	struct doc *a = D(idx, at), *d = D(idx, id);
+	struct member *a = M(idx, at), *m = M(idx, e);
 
-	d->prev = at;
-	d->next = a->next;
-	D(idx, a->next)->prev = id;
-	a->next = id;
+	m->prev = at;
+	m->next = a->next;
+	M(idx, a->next)->prev = e;
+	a->next = e;
 }
 
-static void list_unlink(struct im_index *idx, uint32_t id)
+/* Take entry @p e out of its list, leaving it alone in one. */
+static void list_unlink(struct im_index *idx, uint32_t e)
 {
-	struct doc *d = D(idx, id);
+	struct member *m = M(idx, e);
 
-	D(idx, d->prev)->next = d->next;
-	D(idx, d->next)->prev = d->prev;
-	d->prev = d->next = NONE;
+	M(idx, m->prev)->next = m->next;
+	M(idx, m->next)->prev = m->prev;
+	m->prev = m->next = e;
+}
+
+/* Another entry of @p e's list, or NONE when it is alone. */
+static inline uint32_t list_rest(const struct im_index *idx, uint32_t e)
+{
+	return M(idx, e)->next == e ? NONE : M(idx, e)->next;
 }
 
 /* Join two disjoint circular lists. */
 static void list_splice(struct im_index *idx, uint32_t a, uint32_t b)
 {
-	struct doc *da = D(idx, a), *db = D(idx, b);
-	uint32_t an = da->next, bp = db->prev;
+	struct member *ma = M(idx, a), *mb = M(idx, b);
+	uint32_t an = ma->next, bp = mb->prev;
 
-	da->next = b;
-	db->prev = a;
-	D(idx, bp)->next = an;
-	D(idx, an)->prev = bp;
+	ma->next = b;
+	mb->prev = a;
+	M(idx, bp)->next = an;
+	M(idx, an)->prev = bp;
+}
+
+/* Is the list of @p b longer than that of @p a? Walks both in step: the
+ * cost of the shorter. */
+static bool list_longer(const struct im_index *idx, uint32_t a, uint32_t b)
+{
+	uint32_t x = M(idx, a)->next, y = M(idx, b)->next;
+
+	while (x != a && y != b) {
+		x = M(idx, x)->next;
+		y = M(idx, y)->next;
+	}
+	return x == a && y != b;
 }
 
 /* The shared posting list of @p key, or NULL when one document holds it. */
@@ -1054,71 +1184,59 @@ static uint32_t compared_end(const struct im_index *idx, const struct key *key,
 	return HOT;
 }
 
-/* Give document @p x, in no cluster, one of its own; a member follows. */
-static void cluster_new(struct im_index *idx, uint32_t x)
+/* Give document @p x, in no cluster, one of its own; a member follows.
+ * @return its root entry. */
+static uint32_t cluster_new(struct im_index *idx, uint32_t x)
 {
-	struct doc *d = D(idx, x);
+	uint32_t e = mem_take(idx, x);
 
-	d->comp = d->prev = d->next = x;
-	d->size = 1;
-	d->name = doc_name(idx, x);
-	names_add(idx, x);
+	M(idx, e)->up = MEM_ROOT | doc_name(idx, x);
+	names_add(idx, e);
 	idx->clusters++;
+	return e;
 }
 
 /* @p x and @p y are linked: one component from now on. */
 static void join(struct im_index *idx, uint32_t x, uint32_t y)
 {
-	uint32_t cx = D(idx, x)->comp, cy = D(idx, y)->comp, tmp, name;
-	struct doc *t, *r;
+	uint32_t cx = comp_of(idx, x), cy = comp_of(idx, y), tmp, name, e;
 
 	if (cx != NONE && cx == cy)
 		return;
-	if (cx == NONE && cy == NONE) {
-		cluster_new(idx, x);
-		cx = x;
-	}
+	if (cx == NONE && cy == NONE)
+		cx = cluster_new(idx, x);
 	if (cx == NONE) {
 		cx = cy;
 		cy = NONE;
-		tmp = x;
-		x = y;
-		y = tmp;
+		y = x;
 	}
-	t = D(idx, cx);
 	names_del(idx, cx);
 	if (cy == NONE) {
-		list_link(idx, cx, y);
-		D(idx, y)->comp = cx;
-		t->size++;
-		t->name = name_min(idx, t->name, doc_name(idx, y));
+		e = mem_take(idx, y);
+		list_link(idx, cx, e);
+		M(idx, e)->up = cx;
+		M(idx, cx)->up = MEM_ROOT | name_min(idx, root_name(idx, cx),
+						     doc_name(idx, y));
 		names_add(idx, cx);
 		return;
 	}
 	/* The larger component absorbs the smaller one. */
 	names_del(idx, cy);
-	if (D(idx, cy)->size > t->size) {
+	if (list_longer(idx, cx, cy)) {
 		tmp = cx;
 		cx = cy;
 		cy = tmp;
-		t = D(idx, cx);
 	}
-	r = D(idx, cy);
 	idx->clusters--;
-	name = name_min(idx, t->name, r->name);
-	t->size += r->size;
+	name = name_min(idx, root_name(idx, cx), root_name(idx, cy));
 	for (uint32_t m = cy;;) {
-		struct doc *dm = D(idx, m);
-
-		dm->comp = cx;
-		m = dm->next;
+		M(idx, m)->up = cx;
+		m = M(idx, m)->next;
 		if (m == cy)
 			break;
 	}
 	list_splice(idx, cx, cy);
-	r->size = 0;
-	r->name = NONE;
-	t->name = name;
+	M(idx, cx)->up = MEM_ROOT | name;
 	names_add(idx, cx);
 }
 
@@ -1137,12 +1255,11 @@ static void connect(struct im_index *idx, uint32_t id)
 			continue;
 		end = compared_end(idx, &keys[i], pl, id);
 		for (uint32_t j = 0; j < end; j++) {
-			uint32_t y = pl_ids(pl)[j];
+			uint32_t y = pl_ids(pl)[j], c = comp_of(idx, id);
 			double sim;
 			bool exact;
 
-			if (y == id ||
-			    (d->comp != NONE && D(idx, y)->comp == d->comp))
+			if (y == id || (c != NONE && comp_of(idx, y) == c))
 				continue;
 			if (verify(idx, d, D(idx, y), &sim, &exact))
 				join(idx, id, y);
@@ -1151,12 +1268,12 @@ static void connect(struct im_index *idx, uint32_t id)
 }
 
 /*
- * Rebuild the components of the documents in the circular list @p pool, all
- * marked PENDING and in no cluster any more: each walk from a member not yet
- * reached collects one component, following verified links. An exact key's
- * members are all linked, so its list is walked once per rebuild
- * (plist.epoch); a near key's members are verified against the one walked
- * from. Never allocates.
+ * Rebuild the components of the members in the circular list @p pool (an
+ * entry), all marked PENDING and in no cluster any more: each walk from a
+ * member not yet reached collects one component, following verified links.
+ * An exact key's members are all linked, so its list is walked once per
+ * rebuild (plist.epoch); a near key's members are verified against the one
+ * walked from. A member left alone gives its entry back. Never allocates.
  */
 static void split(struct im_index *idx, uint32_t pool)
 {
@@ -1169,17 +1286,14 @@ static void split(struct im_index *idx, uint32_t pool)
 	}
 	while (pool != NONE) {
 		uint32_t s = pool, cur, size = 1, name;
-		struct doc *ds = D(idx, s);
 
-		pool = ds->next == s ? NONE : ds->next;
-		if (pool != NONE)
-			list_unlink(idx, s);
-		ds->comp = s;
-		ds->prev = ds->next = s;
-		name = doc_name(idx, s);
+		pool = list_rest(idx, s);
+		list_unlink(idx, s);
+		M(idx, s)->up = MEM_ROOT; /* not PENDING; named below */
+		name = doc_name(idx, M(idx, s)->doc);
 		cur = s;
 		do {
-			const struct doc *dc = D(idx, cur);
+			const struct doc *dc = D(idx, M(idx, cur)->doc);
 			unsigned n = doc_keys(dc, keys);
 
 			for (unsigned i = 0; i < n; i++) {
@@ -1194,38 +1308,38 @@ static void split(struct im_index *idx, uint32_t pool)
 						continue;
 					pl->epoch = idx->epoch;
 				}
-				end = compared_end(idx, &keys[i], pl, cur);
+				end = compared_end(idx, &keys[i], pl,
+						   M(idx, cur)->doc);
 				for (uint32_t j = 0; j < end; j++) {
 					uint32_t y = pl_ids(pl)[j];
-					struct doc *dy = D(idx, y);
+					uint32_t ey = D(idx, y)->m;
 					double sim;
 					bool exact;
 
-					if (dy->comp != PENDING)
+					if (ey == NONE ||
+					    M(idx, ey)->up != PENDING)
 						continue;
 					if (!exact_key &&
-					    !verify(idx, dc, dy, &sim, &exact))
+					    !verify(idx, dc, D(idx, y), &sim,
+						    &exact))
 						continue;
-					if (pool == y)
-						pool = dy->next == y ? NONE
-								     : dy->next;
-					if (dy->next != y)
-						list_unlink(idx, y);
-					list_link(idx, D(idx, s)->prev, y);
-					dy->comp = s;
+					if (pool == ey)
+						pool = list_rest(idx, ey);
+					list_unlink(idx, ey);
+					list_link(idx, M(idx, s)->prev, ey);
+					M(idx, ey)->up = s;
 					size++;
 					name = name_min(idx, name,
 							doc_name(idx, y));
 				}
 			}
-			cur = D(idx, cur)->next;
+			cur = M(idx, cur)->next;
 		} while (cur != s);
 
 		if (size == 1) {
-			ds->comp = ds->prev = ds->next = NONE;
+			mem_release(idx, s);
 		} else {
-			ds->size = size;
-			ds->name = name;
+			M(idx, s)->up = MEM_ROOT | name;
 			names_add(idx, s);
 			idx->clusters++;
 		}
@@ -1238,11 +1352,9 @@ static void dissolve(struct im_index *idx, uint32_t root)
 {
 	names_del(idx, root);
 	idx->clusters--;
-	D(idx, root)->size = 0;
-	D(idx, root)->name = NONE;
 	for (uint32_t y = root;;) {
-		D(idx, y)->comp = PENDING;
-		y = D(idx, y)->next;
+		M(idx, y)->up = PENDING;
+		y = M(idx, y)->next;
 		if (y == root)
 			break;
 	}
@@ -1287,9 +1399,9 @@ static void insert_doc(struct im_index *idx, uint32_t id, struct spare *sp)
 	 * every holder and is linked to it, so its component stands (and m
 	 * copies arriving out of path order cost no m rebuilds of m). */
 	for (unsigned i = 0; i < nd; i++)
-		if (D(idx, displaced[i])->comp != NONE &&
+		if (comp_of(idx, displaced[i]) != NONE &&
 		    !same_bytes_and_sketch(D(idx, displaced[i]), D(idx, id)))
-			recompute(idx, D(idx, displaced[i])->comp);
+			recompute(idx, comp_of(idx, displaced[i]));
 }
 
 /* Take document @p id out of the postings and out of its component, which is
@@ -1300,7 +1412,7 @@ static void detach_doc(struct im_index *idx, uint32_t id)
 	uint32_t promoted[NKEYS];
 	struct doc *d = D(idx, id);
 	unsigned nkeys = doc_keys(d, keys), np = 0;
-	uint32_t pool;
+	uint32_t e = d->m, pool;
 
 	for (unsigned i = 0; i < nkeys; i++) {
 		uint32_t x = posting_del(idx, &keys[i], id);
@@ -1308,11 +1420,11 @@ static void detach_doc(struct im_index *idx, uint32_t id)
 		if (x != NONE)
 			promoted[np++] = x;
 	}
-	if (d->comp != NONE) {
-		dissolve(idx, d->comp);
-		pool = d->next;
-		list_unlink(idx, id);
-		d->comp = NONE;
+	if (e != NONE) {
+		dissolve(idx, comp_of(idx, id));
+		pool = M(idx, e)->next; /* a cluster has two members or more */
+		list_unlink(idx, e);
+		mem_release(idx, e);
 		split(idx, pool);
 	}
 	/* A document moved into a hot key's first HOT gained links. */
@@ -1412,6 +1524,7 @@ int im_index_new(struct im_index **out)
 	im_pool_init(&idx->pool);
 	idx->docs_free = NONE;
 	idx->pl_free = NONE;
+	idx->mem_free = NONE;
 	idx->keys[0].kind = TAB_EXACT;
 	for (unsigned k = 0; k < IM_MAX_COORDS; k++) {
 		idx->keys[1 + k].kind = TAB_COORD;
@@ -1448,6 +1561,8 @@ void im_index_free(struct im_index *idx)
 	for (unsigned i = 0; i < NTABLES; i++)
 		free(idx->keys[i].s);
 	free(idx->names.s);
+	if (idx->mem)
+		munmap(idx->mem, (size_t)idx->mem_cap * sizeof(struct member));
 	pthread_rwlock_destroy(&idx->lock);
 	free(idx);
 }
@@ -1469,6 +1584,10 @@ static int reserve_put(struct im_index *idx, const struct doc *d, bool new_path,
 	if (ret)
 		return ret;
 	if (new_path && (ret = tab_reserve(idx, &idx->paths, 1)))
+		return ret;
+	/* A member entry for each document, the new one included: no join
+	 * then allocates, whatever a put or a remove connects. */
+	if ((ret = mem_reserve(idx, (uint64_t)idx->ndocs + 1)))
 		return ret;
 	/* A split never allocates: keep room for every possible cluster. */
 	clusters_max = (idx->ndocs + 1) / 2 + 1;
@@ -1544,11 +1663,7 @@ static int put_locked(struct im_index *idx, const char *path, struct doc *d)
 		/* Nothing moves: the new record takes the old one's place. */
 		bool changed = !same_content(od, d);
 
-		d->comp = od->comp;
-		d->prev = od->prev;
-		d->next = od->next;
-		d->size = od->size;
-		d->name = od->name;
+		d->m = od->m; /* its member entry names the id, which stays */
 		idx->docs[old] = (uintptr_t)d;
 		rec_free(idx, od);
 		if (changed)
@@ -1868,10 +1983,10 @@ int im_index_cluster_of(const struct im_index *idx, const char *path,
 	id = path_find(idx, path);
 	if (id == NONE)
 		ret = -ENOENT;
-	else if (D(idx, id)->comp == NONE)
+	else if (D(idx, id)->m == NONE)
 		ret = -ESRCH;
 	else
-		public_name(idx, D(idx, id)->comp, name);
+		public_name(idx, comp_of(idx, id), name);
 	unlock(idx);
 	return ret;
 }
@@ -1890,12 +2005,10 @@ int im_index_cluster_members(const struct im_index *idx,
 		goto out;
 	}
 	for (uint32_t y = root;;) {
-		const struct doc *d = D(idx, y);
-
-		ret = cb(doc_path(d), arg);
+		ret = cb(mem_path(idx, y), arg);
 		if (ret)
 			goto out;
-		y = d->next;
+		y = M(idx, y)->next;
 		if (y == root)
 			break;
 	}
@@ -1913,11 +2026,15 @@ int im_index_foreach_cluster(const struct im_index *idx, im_index_cluster_cb cb,
 	for (uint32_t i = 0; i < idx->names.cap; i++) {
 		uint32_t root = tab_val(&idx->names, i);
 		struct im_sig name;
+		size_t size = 1;
 
 		if (root == NONE)
 			continue;
 		public_name(idx, root, &name);
-		ret = cb(&name, D(idx, root)->size, arg);
+		for (uint32_t y = M(idx, root)->next; y != root;
+		     y = M(idx, y)->next)
+			size++;
+		ret = cb(&name, size, arg);
 		if (ret)
 			break;
 	}

@@ -11,8 +11,74 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "index.h"
+
+/* ---- Failing allocations ---------------------------------------------------
+ * Once fail_after is 0, every allocation fails until it is set to -1 again:
+ * malloc, calloc, realloc, mmap and mremap, as the index calls them (the C
+ * library's own mappings are not seen). fail_after = k lets k through
+ * first. Not under AddressSanitizer, which owns malloc (CAN_FAIL 0).
+ */
+#if defined(__SANITIZE_ADDRESS__)
+#define CAN_FAIL 0
+static long fail_after = -1;
+#else
+#define CAN_FAIL 1
+static long fail_after = -1;
+
+static bool fail_now(void)
+{
+	if (fail_after < 0)
+		return false;
+	if (fail_after > 0) {
+		fail_after--;
+		return false;
+	}
+	return true;
+}
+
+extern void *__libc_malloc(size_t n);
+extern void *__libc_calloc(size_t n, size_t size);
+extern void *__libc_realloc(void *p, size_t n);
+
+void *malloc(size_t n)
+{
+	return fail_now() ? NULL : __libc_malloc(n);
+}
+
+void *calloc(size_t n, size_t size)
+{
+	return fail_now() ? NULL : __libc_calloc(n, size);
+}
+
+void *realloc(void *p, size_t n)
+{
+	return fail_now() ? NULL : __libc_realloc(p, n);
+}
+
+void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+	if (fail_now()) {
+		errno = ENOMEM;
+		return MAP_FAILED;
+	}
+	return (void *)syscall(SYS_mmap, addr, len, prot, flags, fd, off);
+}
+
+void *mremap(void *old, size_t old_len, size_t len, int flags, ...)
+{
+	if (fail_now()) {
+		errno = ENOMEM;
+		return MAP_FAILED;
+	}
+	/* The index never moves a mapping to a fixed address. */
+	return (void *)syscall(SYS_mremap, old, old_len, len, flags, NULL);
+}
+#endif
 
 /* ---- Building documents by hand -------------------------------------------
  * Signature "v at coordinate k": bytes 0..3 are v big-endian, byte 4 is k, so
@@ -918,6 +984,62 @@ static void model_check(struct im_index *x, struct model *m, bool full,
 
 /* The index under test keeps signature prefixes only. */
 static bool prefixes_mode;
+/* Each put and rename fails at its first allocation, then at its second,
+ * ..., before it is let through; removes run with every allocation
+ * failing. */
+static bool failing_mode;
+static long failed_attempts; /* puts and renames that failed in that mode */
+
+/* What im_index_get() gives for path p@p i matches the model. */
+static void check_get(struct im_index *x, const struct model *m, int i,
+		      int step)
+{
+	struct im_doc_sigs got, want;
+	char p[16];
+
+	snprintf(p, sizeof(p), "p%d", i);
+	if (!m->present[i]) {
+		CHECK(im_index_get(x, p, &got) == -ENOENT,
+		      "step %d: %s should be absent", step, p);
+		return;
+	}
+	CHECK_EQ(im_index_get(x, p, &got), 0);
+	want = prefixes_mode ? as_stored(&m->d[i]) : m->d[i];
+	CHECK(!memcmp(&got, &want, sizeof(want)),
+	      "step %d: get of %s gives back something else", step, p);
+}
+
+/*
+ * Put @p d at path p@p i, or with @p d NULL rename p@p i to p@p j. In
+ * failing_mode, first with the k-th allocation failing, k = 0, 1, ...: each
+ * -ENOMEM must leave the index as it was (the model, not yet updated).
+ * @return the result of the attempt that did not fail for lack of memory.
+ */
+static int put_or_rename(struct im_index *x, struct model *m, int i, int j,
+			 const struct im_doc_sigs *d, int step)
+{
+	char p[16], q[16];
+
+	snprintf(p, sizeof(p), "p%d", i);
+	snprintf(q, sizeof(q), "p%d", j);
+	for (long k = failing_mode && CAN_FAIL ? 0 : -1;; k++) {
+		uint64_t g0 = im_index_generation(x);
+		int ret;
+
+		fail_after = k;
+		ret = d ? im_index_put(x, p, d) : im_index_rename(x, p, q);
+		fail_after = -1;
+		if (ret != -ENOMEM || k < 0)
+			return ret;
+		failed_attempts++;
+		CHECK(im_index_generation(x) == g0,
+		      "step %d: failing at allocation %ld changed the index",
+		      step, k);
+		model_check(x, m, k % 4 == 0, step);
+		check_get(x, m, i, step);
+		check_get(x, m, j, step);
+	}
+}
 
 /* One random operation on both the index and the model. */
 static void random_op(struct im_index *x, struct model *m,
@@ -934,7 +1056,7 @@ static void random_op(struct im_index *x, struct model *m,
 	if (op < 50) {
 		random_doc(pool, &d);
 		changed = !m->present[i] || memcmp(&d, &m->d[i], sizeof(d));
-		CHECK_EQ(im_index_put(x, p, &d), 0);
+		CHECK_EQ(put_or_rename(x, m, i, i, &d, step), 0);
 		m->present[i] = true;
 		m->d[i] = d;
 		CHECK_EQ(im_index_get(x, p, &got), 0);
@@ -949,15 +1071,18 @@ static void random_op(struct im_index *x, struct model *m,
 		d = m->d[i];
 		d.unique_terms = rnd(3);
 		changed = d.unique_terms != m->d[i].unique_terms;
-		CHECK_EQ(im_index_put(x, p, &d), 0);
+		CHECK_EQ(put_or_rename(x, m, i, i, &d, step), 0);
 		m->d[i] = d;
 	} else if (op < 80) {
+		/* Never allocates: it cannot fail for lack of memory. */
+		fail_after = failing_mode && CAN_FAIL ? 0 : -1;
 		ret = im_index_remove(x, p);
+		fail_after = -1;
 		CHECK_EQ(ret, m->present[i] ? 0 : -ENOENT);
 		changed = m->present[i];
 		m->present[i] = false;
 	} else {
-		ret = im_index_rename(x, p, q);
+		ret = put_or_rename(x, m, i, j, NULL, step);
 		CHECK_EQ(ret, m->present[i] ? 0 : -ENOENT);
 		changed = m->present[i] && i != j;
 		if (changed) {
@@ -1031,6 +1156,92 @@ START_TEST(test_index_random_ops_with_prefixes)
 	prefixes_mode = true;
 	run_random(&sparse, 3, 2000, 100);
 	prefixes_mode = false;
+}
+END_TEST
+
+START_TEST(test_index_random_ops_failing_allocations)
+{
+	/* A put or rename that fails for lack of memory changes nothing, at
+	 * whichever allocation it fails; a remove never allocates. */
+	static const struct pool sparse = {.values = 90,
+					   .exacts = 40,
+					   .reject_pct = 30,
+					   .exact_pct = 30,
+					   .binary_pct = 5};
+
+	if (!CAN_FAIL)
+		return; /* AddressSanitizer owns malloc */
+	failing_mode = true;
+	failed_attempts = 0;
+	run_random(&sparse, 5, 1500, 80);
+	failing_mode = false;
+	CHECK(failed_attempts >= 50, "only %ld failed attempts: too tame",
+	      failed_attempts);
+}
+END_TEST
+
+START_TEST(test_index_clusters_grow_with_failing_allocations)
+{
+	/* Enough clusters that the member entries (pages of 256) grow
+	 * several times, every allocation of every put failing first. */
+	enum { PAIRS = 1500 };
+	long failed = 0;
+	char p[32];
+
+	if (!CAN_FAIL)
+		return; /* AddressSanitizer owns malloc */
+	for (int i = 0; i < 2 * PAIRS; i++) {
+		uint32_t v[3] = {3 * (i / 2) + 1, 3 * (i / 2) + 2, 0};
+		struct im_doc_sigs d;
+		size_t clusters = im_index_cluster_count(idx);
+		int ret;
+
+		make_doc(&d, 3, v, 0);
+		snprintf(p, sizeof(p), "doc%05d", i);
+		for (long k = 0;; k++) {
+			fail_after = k;
+			ret = im_index_put(idx, p, &d);
+			fail_after = -1;
+			if (ret != -ENOMEM)
+				break;
+			failed++;
+			CHECK(im_index_size(idx) == (size_t)i &&
+				      im_index_cluster_count(idx) == clusters,
+			      "a failed put of %s changed the index", p);
+		}
+		CHECK_EQ(ret, 0);
+	}
+	CHECK(failed >= 10, "only %ld failed puts", failed);
+	ck_assert_uint_eq(im_index_cluster_count(idx), PAIRS);
+	ck_assert_str_eq(cluster(idx, "doc02001"), "doc02000 doc02001");
+	/* A document linking two pairs merges them; removing it splits them
+	 * again; removes never allocate. */
+	for (int i = 0; i < PAIRS - 1; i += 2) {
+		uint32_t v[3] = {3 * i + 1, 3 * (i + 1) + 2, 0};
+		struct im_doc_sigs d;
+
+		make_doc(&d, 3, v, 0);
+		snprintf(p, sizeof(p), "link%05d", i);
+		CHECK_EQ(im_index_put(idx, p, &d), 0);
+	}
+	ck_assert_uint_eq(im_index_cluster_count(idx), PAIRS / 2);
+	ck_assert_str_eq(cluster(idx, "doc00000"),
+			 "doc00000 doc00001 doc00002 doc00003 link00000");
+	for (int i = 0; i < PAIRS - 1; i += 2) {
+		snprintf(p, sizeof(p), "link%05d", i);
+		fail_after = 0;
+		CHECK_EQ(im_index_remove(idx, p), 0);
+		fail_after = -1;
+	}
+	ck_assert_uint_eq(im_index_cluster_count(idx), PAIRS);
+	for (int i = 0; i < 2 * PAIRS; i += 2) {
+		snprintf(p, sizeof(p), "doc%05d", i);
+		fail_after = 0;
+		CHECK_EQ(im_index_remove(idx, p), 0);
+		fail_after = -1;
+	}
+	ck_assert_uint_eq(im_index_cluster_count(idx), 0);
+	ck_assert_uint_eq(im_index_size(idx), PAIRS);
 }
 END_TEST
 
@@ -1210,10 +1421,12 @@ START_TEST(test_index_memory_per_document)
 	ck_assert_uint_eq(im_index_cluster_count(idx), n / 10);
 	if (after.uordblks <= before.uordblks)
 		return;
-	/* The big tables are mmapped chunks, which uordblks leaves out. */
+	/* The big tables are mmapped chunks, which uordblks leaves out; the
+	 * index maps its cluster members itself, out of mallinfo2()'s sight:
+	 * 16 bytes for each of the n / 5 documents in a pair. */
 	per_doc = ((double)after.uordblks + (double)after.hblkhd -
 		   (double)before.uordblks - (double)before.hblkhd -
-		   (double)paths) /
+		   (double)paths + (double)(n / 5) * 16) /
 		  n;
 	printf("index: %.0f bytes of heap per document plus its path "
 	       "(%d documents, K = 10)\n",
@@ -1488,6 +1701,7 @@ static Suite *index_suite(void)
 	tcase_add_test(tc, test_index_hot_keys);
 	tcase_add_test(tc, test_index_links_give_similarity_and_kind);
 	tcase_add_test(tc, test_index_lean_records_keep_names_drop_stat);
+	tcase_add_test(tc, test_index_clusters_grow_with_failing_allocations);
 	tcase_add_loop_test(
 		tc, test_index_colliding_keys_are_judged_by_sketches, 0, 2);
 	suite_add_tcase(s, tc);
@@ -1497,6 +1711,7 @@ static Suite *index_suite(void)
 	tcase_add_test(tc, test_index_random_ops_match_recomputation);
 	tcase_add_test(tc, test_index_random_ops_dense_pool);
 	tcase_add_test(tc, test_index_random_ops_with_prefixes);
+	tcase_add_test(tc, test_index_random_ops_failing_allocations);
 	tcase_add_test(tc, test_index_hot_key_links_are_group_links);
 	suite_add_tcase(s, tc);
 

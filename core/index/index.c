@@ -22,7 +22,9 @@
  * - A posting is one document id or, when two or more documents
  *   share the key, an index into plists[] with PL_FLAG set, its ids sorted by
  *   path (the hot-key rule compares by rank in that order). Most keys are
- *   held by one document, so most postings cost one table slot only.
+ *   held by one document, so most postings cost one table slot only; most
+ *   of the others by two (a near-duplicate pair shares a dozen keys), whose
+ *   list is those two ids, 8 bytes; three or more take a block.
  * - A cluster (component of two or more) is a circular doubly-linked list of
  *   its members' entries in mem[] (struct member: 16 bytes, only for
  *   documents in a cluster, some 20% of them; the record holds the entry's
@@ -163,29 +165,63 @@ struct table {
 /* One key table per exact hash, coordinate and band. */
 #define NTABLES IM_MAX_KEYS
 
-/* The documents sharing one key; ids[0] stands for the key. Most shared
- * keys are shared by two documents (a near-duplicate pair): those two ids
- * live in the list itself (capacity PL_INLINE), without an allocation.
- * 16 bytes: the capacity is a power of two, kept as its logarithm. */
-#define PL_INLINE 2
+/*
+ * The documents sharing one key, in path order; ids[0] stands for the key.
+ * 8 bytes. Most shared keys are shared by two documents (a near-duplicate
+ * pair): the entry is their two ids. Three or more live in a block of their
+ * own (struct plist_big), whose address the entry holds with PL_BIG set: a
+ * pair's ids are below MAX_DOCS, so that bit (63 of the 64-bit value, in
+ * either byte order) is clear in a pair, and bit 62 too, which marks a free
+ * entry (its low 32 bits: the next free one). Read entries with pl_n() and
+ * pl_ids().
+ */
 struct plist {
-	union {
-		uint32_t *ids;		 /* capacity > PL_INLINE */
-		uint32_t two[PL_INLINE]; /* capacity == PL_INLINE */
-	} u;
-	uint32_t n;	 /* free slot: the next free one */
-	uint16_t epoch;	 /* last recomputation that walked this list */
-	uint8_t cap_log; /* capacity 1 << cap_log; 0: free slot */
+	uint32_t two[2];
 };
 
-static inline uint32_t pl_cap(const struct plist *pl)
+#define PL_BIG	(1ull << 63)
+#define PL_FREE (1ull << 62)
+
+struct plist_big {
+	uint32_t n;
+	uint16_t epoch;	 /* last recomputation that walked this list */
+	uint8_t cap_log; /* capacity 1 << cap_log, at least 4 */
+	uint32_t ids[];
+};
+
+static inline uint64_t pl_word(const struct plist *pl)
 {
-	return pl->cap_log ? 1u << pl->cap_log : 0;
+	uint64_t v;
+
+	memcpy(&v, pl, sizeof(v));
+	return v;
+}
+
+static inline void pl_set_word(struct plist *pl, uint64_t v)
+{
+	memcpy(pl, &v, sizeof(v));
+}
+
+/* The block of a list of three or more, or NULL for a pair. */
+static inline struct plist_big *pl_big(const struct plist *pl)
+{
+	uint64_t v = pl_word(pl);
+
+	return v & PL_BIG ? (struct plist_big *)(uintptr_t)(v & ~PL_BIG) : NULL;
+}
+
+static inline uint32_t pl_n(const struct plist *pl)
+{
+	const struct plist_big *b = pl_big(pl);
+
+	return b ? b->n : 2;
 }
 
 static inline uint32_t *pl_ids(const struct plist *pl)
 {
-	return pl_cap(pl) == PL_INLINE ? (uint32_t *)pl->u.two : pl->u.ids;
+	struct plist_big *b = pl_big(pl);
+
+	return b ? b->ids : (uint32_t *)pl->two;
 }
 
 struct im_index {
@@ -205,7 +241,7 @@ struct im_index {
 	 * documents), and growing moves no pages. */
 	struct member *mem;
 	uint32_t mem_cap, mem_used, mem_free; /* mem_free: chained by next */
-	uint16_t epoch; /* of the last recomputation (plist.epoch) */
+	uint16_t epoch; /* of the last recomputation (plist_big.epoch) */
 	size_t clusters;
 	uint64_t gen;
 	struct im_pool pool; /* the records */
@@ -715,7 +751,7 @@ static uint32_t plist_take(struct im_index *idx)
 
 	if (idx->pl_free != NONE) {
 		p = idx->pl_free;
-		idx->pl_free = idx->pl[p].n;
+		idx->pl_free = (uint32_t)pl_word(&idx->pl[p]);
 		idx->pl_nfree--;
 	} else {
 		p = idx->pl_used++;
@@ -725,10 +761,8 @@ static uint32_t plist_take(struct im_index *idx)
 
 static void plist_release(struct im_index *idx, uint32_t p)
 {
-	if (pl_cap(&idx->pl[p]) > PL_INLINE)
-		free(idx->pl[p].u.ids);
-	idx->pl[p].cap_log = 0;
-	idx->pl[p].n = idx->pl_free;
+	free(pl_big(&idx->pl[p]));
+	pl_set_word(&idx->pl[p], PL_FREE | idx->pl_free);
 	idx->pl_free = p;
 	idx->pl_nfree++;
 }
@@ -746,7 +780,7 @@ static int doc_order(const struct im_index *idx, uint32_t a, uint32_t b)
 static uint32_t plist_rank(const struct im_index *idx, const struct plist *pl,
 			   uint32_t id)
 {
-	uint32_t lo = 0, hi = pl->n;
+	uint32_t lo = 0, hi = pl_n(pl);
 
 	while (lo < hi) {
 		uint32_t mid = lo + (hi - lo) / 2;
@@ -785,30 +819,27 @@ static uint32_t posting_add(struct im_index *idx, const struct key *key,
 	}
 	val = tab_val(t, i);
 	if (val & PL_FLAG) {
-		pl = &idx->pl[val & ~PL_FLAG];
-		r = plist_rank(idx, pl, id);
-		uint32_t *ids = pl_ids(pl);
+		/* reserve_put() made it a block with room */
+		struct plist_big *b = pl_big(&idx->pl[val & ~PL_FLAG]);
 
-		memmove(ids + r + 1, ids + r,
-			(pl->n - r) * sizeof(*ids)); /* cap reserved */
-		ids[r] = id;
-		pl->n++;
-		if (key->kind != IM_KEY_EXACT && r < HOT && pl->n > HOT)
-			return ids[HOT];
+		r = plist_rank(idx, &idx->pl[val & ~PL_FLAG], id);
+		memmove(b->ids + r + 1, b->ids + r,
+			(b->n - r) * sizeof(*b->ids));
+		b->ids[r] = id;
+		b->n++;
+		if (key->kind != IM_KEY_EXACT && r < HOT && b->n > HOT)
+			return b->ids[HOT];
 		return NONE;
 	}
 	p = plist_take(idx);
 	pl = &idx->pl[p];
 	sp->used++;
-	pl->cap_log = 1; /* PL_INLINE */
-	pl->n = 2;
-	pl->u.two[0] = val;
-	pl->u.two[1] = id;
+	pl->two[0] = val;
+	pl->two[1] = id;
 	if (doc_order(idx, id, val) < 0) {
-		pl->u.two[0] = id;
-		pl->u.two[1] = val;
+		pl->two[0] = id;
+		pl->two[1] = val;
 	}
-	pl->epoch = 0;
 	tab_set_val(t, i, PL_FLAG | p);
 	return NONE;
 }
@@ -824,6 +855,7 @@ static uint32_t posting_del(struct im_index *idx, const struct key *key,
 	struct table *t = key_table(idx, key);
 	uint32_t i = posting_slot(idx, key, key_tag(key)), val, p, r;
 	uint32_t promoted = NONE;
+	struct plist_big *b;
 	struct plist *pl;
 
 	val = tab_val(t, i);
@@ -833,14 +865,21 @@ static uint32_t posting_del(struct im_index *idx, const struct key *key,
 	}
 	p = val & ~PL_FLAG;
 	pl = &idx->pl[p];
+	b = pl_big(pl);
+	if (!b) {
+		/* A pair: the other holder keeps the key alone. */
+		tab_set_val(t, i, pl->two[pl->two[0] == id]);
+		plist_release(idx, p);
+		return NONE;
+	}
 	r = plist_rank(idx, pl, id);
-	if (key->kind != IM_KEY_EXACT && r < HOT && pl->n > HOT)
-		promoted = pl_ids(pl)[HOT];
-	pl->n--;
-	memmove(pl_ids(pl) + r, pl_ids(pl) + r + 1,
-		(pl->n - r) * sizeof(uint32_t));
-	if (pl->n == 1) {
-		tab_set_val(t, i, pl_ids(pl)[0]);
+	if (key->kind != IM_KEY_EXACT && r < HOT && b->n > HOT)
+		promoted = b->ids[HOT];
+	b->n--;
+	memmove(b->ids + r, b->ids + r + 1, (b->n - r) * sizeof(uint32_t));
+	if (b->n == 1) {
+		/* A list of two stays a block: a remove never allocates. */
+		tab_set_val(t, i, b->ids[0]);
 		plist_release(idx, p);
 	}
 	return promoted;
@@ -1178,9 +1217,9 @@ static struct plist *key_plist(const struct im_index *idx,
 static uint32_t compared_end(const struct im_index *idx, const struct key *key,
 			     const struct plist *pl, uint32_t id)
 {
-	if (key->kind == IM_KEY_EXACT || pl->n <= HOT ||
+	if (key->kind == IM_KEY_EXACT || pl_n(pl) <= HOT ||
 	    plist_rank(idx, pl, id) < HOT)
-		return pl->n;
+		return pl_n(pl);
 	return HOT;
 }
 
@@ -1281,7 +1320,8 @@ static void split(struct im_index *idx, uint32_t pool)
 
 	if (++idx->epoch == 0) {
 		for (uint32_t p = 0; p < idx->pl_used; p++)
-			idx->pl[p].epoch = 0;
+			if (pl_big(&idx->pl[p]))
+				pl_big(&idx->pl[p])->epoch = 0;
 		idx->epoch = 1;
 	}
 	while (pool != NONE) {
@@ -1303,10 +1343,11 @@ static void split(struct im_index *idx, uint32_t pool)
 
 				if (!pl)
 					continue; /* only cur holds it */
-				if (exact_key) {
-					if (pl->epoch == idx->epoch)
+				if (exact_key && pl_big(pl)) {
+					/* (walking a pair twice costs little) */
+					if (pl_big(pl)->epoch == idx->epoch)
 						continue;
-					pl->epoch = idx->epoch;
+					pl_big(pl)->epoch = idx->epoch;
 				}
 				end = compared_end(idx, &keys[i], pl,
 						   M(idx, cur)->doc);
@@ -1553,8 +1594,7 @@ void im_index_free(struct im_index *idx)
 			rec_free(idx, D(idx, id));
 	im_pool_free(&idx->pool);
 	for (uint32_t p = 0; p < idx->pl_used; p++)
-		if (pl_cap(&idx->pl[p]) > PL_INLINE)
-			free(idx->pl[p].u.ids);
+		free(pl_big(&idx->pl[p]));
 	free(idx->docs);
 	free(idx->pl);
 	free(idx->paths.s);
@@ -1607,26 +1647,28 @@ static int reserve_put(struct im_index *idx, const struct doc *d, bool new_path,
 			continue;
 		val = tab_val(key_table(idx, &keys[i]), s);
 		if (val & PL_FLAG) {
+			/* A list to grow: a pair becomes a block of 4 (of 2
+			 * holders until the put commits: the same list). */
 			struct plist *pl = &idx->pl[val & ~PL_FLAG];
-			uint32_t *ids;
+			struct plist_big *b = pl_big(pl), *nb;
 
-			if (pl->n < pl_cap(pl))
+			if (b && b->n < 1u << b->cap_log)
 				continue;
-			if (pl->cap_log >= 30)
+			if (b && b->cap_log >= 30)
 				return -ENOMEM;
-			if (pl_cap(pl) == PL_INLINE) {
-				ids = malloc(2 * PL_INLINE * sizeof(*ids));
-				if (ids)
-					memcpy(ids, pl->u.two,
-					       sizeof(pl->u.two));
-			} else {
-				ids = realloc(pl->u.ids,
-					      2 * pl_cap(pl) * sizeof(*ids));
+			nb = realloc(b,
+				     sizeof(*b) + (b ? 2u << b->cap_log : 4) *
+							  sizeof(*b->ids));
+			if (!nb)
+				return -ENOMEM;
+			if (!b) {
+				nb->n = 2;
+				nb->epoch = 0;
+				nb->cap_log = 1;
+				memcpy(nb->ids, pl->two, sizeof(pl->two));
 			}
-			if (!ids)
-				return -ENOMEM;
-			pl->u.ids = ids;
-			pl->cap_log++;
+			nb->cap_log++;
+			pl_set_word(pl, PL_BIG | (uintptr_t)nb);
 		} else {
 			sp->n++; /* a new list, inline */
 		}
@@ -1858,7 +1900,7 @@ static bool compared_under(const struct im_index *idx, const struct key *key,
 	if (key->kind == IM_KEY_EXACT)
 		return true;
 	pl = key_plist(idx, key);
-	return pl->n <= HOT || plist_rank(idx, pl, a) < HOT ||
+	return pl_n(pl) <= HOT || plist_rank(idx, pl, a) < HOT ||
 	       plist_rank(idx, pl, y) < HOT;
 }
 
@@ -1878,7 +1920,7 @@ int im_index_hot(const struct im_index *idx, const char *path)
 	nkeys = doc_keys(D(idx, id), keys);
 	for (unsigned i = 0; i < nkeys && !ret; i++) {
 		const struct plist *pl = key_plist(idx, &keys[i]);
-		ret = keys[i].kind != IM_KEY_EXACT && pl && pl->n > HOT;
+		ret = keys[i].kind != IM_KEY_EXACT && pl && pl_n(pl) > HOT;
 	}
 out:
 	unlock(idx);

@@ -142,23 +142,51 @@ int im_state_file_key(const char *path, uint64_t *out)
 
 /* ---- Loading ------------------------------------------------------------- */
 
+/* Entries i with i % CK_EVERY == 0 have their offset in im_state.ck, so
+ * that im_state_at() walks fewer than CK_EVERY entries. */
+#define CK_EVERY 64
+
 struct im_state {
 	const uint8_t *map; /* the whole file, read-only */
 	size_t map_len;
-	/* Entry i starts at map + its offset (its path length): off32[i] when
-	 * the file is under 4 GiB, off64[i] otherwise. */
-	uint32_t *off32;
-	uint64_t *off64;
 	size_t n;
-	uint32_t *
-		slots; /* open addressing over the entries, index + 1; 0 = empty;
-			    at a load of 3/8 to 3/4 */
+	/* Open addressing (linear probing) over the entries: each slot holds
+	 * where an entry starts in map (its path length; past the header, so
+	 * never 0), 0 = empty; slots32 when the file is under 4 GiB, slots64
+	 * otherwise. nslots is about 4/3 of the entries: a load of 3/4 at
+	 * most, whatever their number (a power of two would give 3/8 to 3/4;
+	 * the cost of a probe is one visit to the map). */
+	uint32_t *slots32;
+	uint64_t *slots64;
 	size_t nslots;
+	uint64_t *ck; /* offset of every CK_EVERY-th entry */
 };
 
-static inline size_t entry_off(const struct im_state *st, size_t i)
+static inline size_t slot_get(const struct im_state *st, size_t h)
 {
-	return st->off32 ? st->off32[i] : (size_t)st->off64[i];
+	return st->slots32 ? st->slots32[h] : (size_t)st->slots64[h];
+}
+
+/* Where a hash starts probing: its high bits scaled to nslots. */
+static inline size_t slot_home(const struct im_state *st, uint64_t hash)
+{
+	return (size_t)(((unsigned __int128)hash * st->nslots) >> 64);
+}
+
+static inline size_t slot_next(const struct im_state *st, size_t h)
+{
+	return h + 1 == st->nslots ? 0 : h + 1;
+}
+
+/* Bytes of the entry at @p off; the structure was checked at load. */
+static size_t entry_len(const struct im_state *st, size_t off)
+{
+	const uint8_t *d = st->map + off;
+	uint32_t plen = get_u32(d);
+	uint32_t valid = get_u32(d + 4 + plen + 24 + 7);
+
+	return ENTRY_FIXED + plen +
+	       (size_t)__builtin_popcount(valid) * IM_SIG_LEN;
 }
 
 static void why_set(char *why, size_t why_len, const char *msg)
@@ -173,9 +201,9 @@ void im_state_free(struct im_state *st)
 		return;
 	if (st->map && st->map_len)
 		munmap((void *)st->map, st->map_len);
-	free(st->off32);
-	free(st->off64);
-	free(st->slots);
+	free(st->slots32);
+	free(st->slots64);
+	free(st->ck);
 	free(st);
 }
 
@@ -223,25 +251,33 @@ static bool path_eq(const struct im_state *st, size_t off, const char *p,
 
 static int build_slots(struct im_state *st)
 {
-	size_t ns = 16;
-	while (ns * 3 < st->n * 4)
-		ns *= 2;
-	st->slots = calloc(ns, sizeof(*st->slots));
-	if (!st->slots)
+	size_t ns = st->n + st->n / 3 + 1, off = HEADER_LEN;
+
+	if (st->map_len <= UINT32_MAX)
+		st->slots32 = calloc(ns, sizeof(*st->slots32));
+	else
+		st->slots64 = calloc(ns, sizeof(*st->slots64));
+	if (!st->slots32 && !st->slots64)
 		return -ENOMEM;
 	st->nslots = ns;
-	for (size_t i = 0; i < st->n; i++) {
-		const uint8_t *d = st->map + entry_off(st, i);
+	for (size_t i = 0; i < st->n; i++, off += entry_len(st, off)) {
+		const uint8_t *d = st->map + off;
 		uint32_t plen = get_u32(d);
-		size_t h = XXH3_64bits(d + 4, plen) & (ns - 1);
-		while (st->slots[h]) {
+		size_t h = slot_home(st, XXH3_64bits(d + 4, plen));
+
+		if (i % CK_EVERY == 0)
+			st->ck[i / CK_EVERY] = off;
+		while (slot_get(st, h)) {
 			/* A duplicate path keeps its last entry. */
-			if (path_eq(st, entry_off(st, st->slots[h] - 1),
-				    (const char *)d + 4, plen))
+			if (path_eq(st, slot_get(st, h), (const char *)d + 4,
+				    plen))
 				break;
-			h = (h + 1) & (ns - 1);
+			h = slot_next(st, h);
 		}
-		st->slots[h] = (uint32_t)(i + 1);
+		if (st->slots32)
+			st->slots32[h] = (uint32_t)off;
+		else
+			st->slots64[h] = off;
 	}
 	return 0;
 }
@@ -258,11 +294,8 @@ static int index_entries(struct im_state *st, size_t len, char *why,
 		why_set(why, why_len, "truncated");
 		return -EINVAL;
 	}
-	if (len <= UINT32_MAX)
-		st->off32 = malloc((count ? count : 1) * sizeof(*st->off32));
-	else
-		st->off64 = malloc((count ? count : 1) * sizeof(*st->off64));
-	if (!st->off32 && !st->off64)
+	st->ck = malloc((count / CK_EVERY + 1) * sizeof(*st->ck));
+	if (!st->ck)
 		return -ENOMEM;
 	for (uint64_t i = 0; i < count; i++) {
 		if (len - off < ENTRY_FIXED) {
@@ -278,10 +311,6 @@ static int index_entries(struct im_state *st, size_t len, char *why,
 			why_set(why, why_len, "corrupt path");
 			return -EINVAL;
 		}
-		if (st->off32)
-			st->off32[i] = (uint32_t)off;
-		else
-			st->off64[i] = off;
 		const uint8_t *f = d + off + 4 + plen + 24;
 		uint8_t status = f[0], ncoords = f[1];
 		uint32_t valid = get_u32(f + 7);
@@ -401,15 +430,13 @@ int im_state_find(const struct im_state *st, const char *path,
 {
 	if (!st || !st->n)
 		return -ENOENT;
-	size_t len = strlen(path);
-	size_t h = XXH3_64bits(path, len) & (st->nslots - 1);
-	while (st->slots[h]) {
-		size_t off = entry_off(st, st->slots[h] - 1);
+	size_t len = strlen(path), off;
+	for (size_t h = slot_home(st, XXH3_64bits(path, len));
+	     (off = slot_get(st, h)); h = slot_next(st, h)) {
 		if (path_eq(st, off, path, len)) {
 			decode(st, off, out);
 			return 0;
 		}
-		h = (h + 1) & (st->nslots - 1);
 	}
 	return -ENOENT;
 }
@@ -418,7 +445,10 @@ int im_state_at(const struct im_state *st, size_t i, struct im_state_entry *out)
 {
 	if (!st || i >= st->n)
 		return -ENOENT;
-	decode(st, entry_off(st, i), out);
+	size_t off = st->ck[i / CK_EVERY];
+	for (size_t j = i / CK_EVERY * CK_EVERY; j < i; j++)
+		off += entry_len(st, off);
+	decode(st, off, out);
 	return 0;
 }
 

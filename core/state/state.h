@@ -30,9 +30,10 @@
  * err_format holds err in its low 24 bits (an errno, or the failure reason)
  * and the document's format (enum im_format) in its top 8.
  *
- * Memory: a loaded cache is the file mapped read-only plus 9-14 bytes per
- * entry (a 4-byte offset, 8 past 4 GiB, and a 4-byte hash slot at a load of
- * 3/8 to 3/4); entries are decoded on demand, and
+ * Memory: a loaded cache is the file mapped read-only plus about 5.4 bytes
+ * per entry (a hash slot holding the entry's 4-byte offset, 8 past 4 GiB,
+ * at a load of 3/4, and the offset of every 64th entry for im_state_at());
+ * entries are decoded on demand, and
  * im_state_free() gives everything back to the system. The pages the load
  * read to check the file are left to the page cache (MADV_DONTNEED): only
  * what is read afterwards is resident.
@@ -108,7 +109,8 @@ size_t im_state_count(const struct im_state *st);
 int im_state_find(const struct im_state *st, const char *path,
 		  struct im_state_entry *out);
 
-/** Decode the @p i-th entry, in file order. @return 0 or -ENOENT. */
+/** Decode the @p i-th entry, in file order (walking up to 63 entries
+ *  before it). @return 0 or -ENOENT. */
 int im_state_at(const struct im_state *st, size_t i,
 		struct im_state_entry *out);
 

@@ -5,11 +5,13 @@
  * Layout, chosen for memory (the daemon holds 100k+ documents):
  *
  * - docs[]: one record per document (from the index's pool, pool.h: no
- *   malloc header, 8-byte steps) holding its fixed fields, its sketch, only
- *   its valid signatures (packed in coordinate order, whole or as
+ *   malloc header, 8-byte steps, named by a 4-byte handle rather than an
+ *   8-byte pointer) holding its fixed fields, its sketch, only its valid
+ *   signatures (packed in coordinate order, whole or as
  *   IM_KEY_COORD_LEN-byte prefixes), its smallest signature and its path.
- *   A document's id is its slot in docs[]; free slots are odd values that
- *   chain the free list, so ids are reused and never need a second array.
+ *   A document's id is its slot in docs[]; free slots have the top bit set
+ *   and chain the free list, so ids are reused and never need a second
+ *   array.
  * - Open-addressing tables of 4-byte slots (5 bits of a 32-bit hash tag,
  *   a 27-bit value), linear probing, backward-shift deletion (no
  *   tombstones). Keys are never copied into a table: a slot's value leads
@@ -229,7 +231,7 @@ struct im_index {
 	pthread_rwlock_t lock;
 
 	/* everything below is protected by lock */
-	uintptr_t *docs; /* struct doc *, or (next free id << 1 | 1) */
+	uint32_t *docs; /* record handles (docs_take()) */
 	uint32_t docs_cap, docs_used, docs_free, ndocs;
 	struct table paths, names, keys[NTABLES];
 	struct plist *pl;
@@ -244,10 +246,10 @@ struct im_index {
 	uint16_t epoch; /* of the last recomputation (plist_big.epoch) */
 	size_t clusters;
 	uint64_t gen;
-	struct im_pool pool; /* the records */
-	double threshold;    /* im_params.similarity */
-	size_t csz;	     /* bytes kept per signature */
-	bool stat;	     /* records keep size and mtime */
+	struct im_hpool pool; /* the records */
+	double threshold;     /* im_params.similarity */
+	size_t csz;	      /* bytes kept per signature */
+	bool stat;	      /* records keep size and mtime */
 };
 
 /* A candidate key of a document (see im_doc_keys()): b points into the
@@ -269,7 +271,7 @@ static inline size_t key_len(unsigned kind)
 
 static inline struct doc *D(const struct im_index *idx, uint32_t id)
 {
-	return (struct doc *)idx->docs[id];
+	return im_hpool_at(&idx->pool, idx->docs[id]);
 }
 
 /* Bytes of the tail before the stat: the signatures and the rest of the
@@ -409,7 +411,7 @@ static bool verify(const struct im_index *idx, const struct doc *a,
 	return *sim >= idx->threshold;
 }
 
-/* Bytes of record @p d, its path included (what im_pool_get() gave). */
+/* Bytes of record @p d, its path included (what im_hpool_get() gave). */
 static size_t rec_size(const struct doc *d)
 {
 	const char *path = doc_path(d);
@@ -417,14 +419,15 @@ static size_t rec_size(const struct doc *d)
 	return (size_t)(path - (const char *)d) + strlen(path) + 1;
 }
 
-static void rec_free(struct im_index *idx, struct doc *d)
+/* Give back record @p d, whose handle is @p h. */
+static void rec_free(struct im_index *idx, struct doc *d, uint32_t h)
 {
-	if (d)
-		im_pool_put(&idx->pool, d, rec_size(d));
+	im_hpool_put(&idx->pool, h, rec_size(d));
 }
 
+/* A new record, its handle in *h; NULL when out of memory. */
 static struct doc *rec_new(struct im_index *idx, const char *path,
-			   const struct im_doc_sigs *s)
+			   const struct im_doc_sigs *s, uint32_t *h)
 {
 	size_t csz = idx->csz;
 	unsigned tail =
@@ -436,8 +439,10 @@ static struct doc *rec_new(struct im_index *idx, const char *path,
 	size_t len = strlen(path);
 	struct doc *d;
 
-	d = im_pool_get(&idx->pool, sizeof(*d) + sig_bytes(nsig, csz) +
-					    tail_bytes(tail) + len + 1);
+	d = im_hpool_get(&idx->pool,
+			 sizeof(*d) + sig_bytes(nsig, csz) + tail_bytes(tail) +
+				 len + 1,
+			 h);
 	if (!d)
 		return NULL;
 	d->m = NONE;
@@ -479,11 +484,11 @@ static struct doc *rec_new(struct im_index *idx, const char *path,
 
 /* A copy of @p od under another path, in no posting or cluster. */
 static struct doc *rec_copy(struct im_index *idx, const struct doc *od,
-			    const char *path)
+			    const char *path, uint32_t *h)
 {
 	size_t hdr = (size_t)(doc_path(od) - (const char *)od);
 	size_t len = strlen(path);
-	struct doc *d = im_pool_get(&idx->pool, hdr + len + 1);
+	struct doc *d = im_hpool_get(&idx->pool, hdr + len + 1, h);
 
 	if (!d)
 		return NULL;
@@ -1478,7 +1483,7 @@ static void detach_doc(struct im_index *idx, uint32_t id)
 static int docs_reserve(struct im_index *idx)
 {
 	uint32_t cap;
-	uintptr_t *nd;
+	uint32_t *nd;
 
 	if (idx->docs_free != NONE || idx->docs_used < idx->docs_cap)
 		return 0;
@@ -1495,32 +1500,40 @@ static int docs_reserve(struct im_index *idx)
 	return 0;
 }
 
-static uint32_t docs_take(struct im_index *idx, struct doc *d)
+/* A free slot of docs[] holds DOCS_FREE | the next free one (DOCS_END:
+ * none); a live one, its record's handle (below 2^31, pool.h). */
+#define DOCS_FREE 0x80000000u
+#define DOCS_END  0x7fffffffu
+
+static uint32_t docs_take(struct im_index *idx, uint32_t h)
 {
 	uint32_t id;
 
 	if (idx->docs_free != NONE) {
 		id = idx->docs_free;
-		idx->docs_free = (uint32_t)(idx->docs[id] >> 1);
+		idx->docs_free = idx->docs[id] & ~DOCS_FREE;
+		if (idx->docs_free == DOCS_END)
+			idx->docs_free = NONE;
 	} else {
 		id = idx->docs_used++;
 	}
-	idx->docs[id] = (uintptr_t)d;
+	idx->docs[id] = h;
 	idx->ndocs++;
 	return id;
 }
 
 static void docs_release(struct im_index *idx, uint32_t id)
 {
-	rec_free(idx, D(idx, id));
-	idx->docs[id] = (uintptr_t)idx->docs_free << 1 | 1;
+	rec_free(idx, D(idx, id), idx->docs[id]);
+	idx->docs[id] = DOCS_FREE |
+			(idx->docs_free == NONE ? DOCS_END : idx->docs_free);
 	idx->docs_free = id;
 	idx->ndocs--;
 }
 
 static inline bool docs_live(const struct im_index *idx, uint32_t id)
 {
-	return !(idx->docs[id] & 1);
+	return !(idx->docs[id] & DOCS_FREE);
 }
 
 /* ---- Locking ------------------------------------------------------------- */
@@ -1562,7 +1575,7 @@ int im_index_new(struct im_index **out)
 		free(idx);
 		return -err;
 	}
-	im_pool_init(&idx->pool);
+	im_hpool_init(&idx->pool);
 	idx->docs_free = NONE;
 	idx->pl_free = NONE;
 	idx->mem_free = NONE;
@@ -1589,10 +1602,7 @@ void im_index_free(struct im_index *idx)
 {
 	if (!idx)
 		return;
-	for (uint32_t id = 0; id < idx->docs_used; id++)
-		if (docs_live(idx, id))
-			rec_free(idx, D(idx, id));
-	im_pool_free(&idx->pool);
+	im_hpool_free(&idx->pool); /* every record */
 	for (uint32_t p = 0; p < idx->pl_used; p++)
 		free(pl_big(&idx->pl[p]));
 	free(idx->docs);
@@ -1692,8 +1702,10 @@ static int reserve_put(struct im_index *idx, const struct doc *d, bool new_path,
 	return 0;
 }
 
-/* im_index_put() under the write lock; takes ownership of @p d. */
-static int put_locked(struct im_index *idx, const char *path, struct doc *d)
+/* im_index_put() under the write lock; takes ownership of @p d, whose
+ * handle is @p h. */
+static int put_locked(struct im_index *idx, const char *path, struct doc *d,
+		      uint32_t h)
 {
 	struct spare sp = {.n = 0, .used = 0};
 	uint32_t old, id;
@@ -1706,20 +1718,20 @@ static int put_locked(struct im_index *idx, const char *path, struct doc *d)
 		bool changed = !same_content(od, d);
 
 		d->m = od->m; /* its member entry names the id, which stays */
-		idx->docs[old] = (uintptr_t)d;
-		rec_free(idx, od);
+		rec_free(idx, od, idx->docs[old]);
+		idx->docs[old] = h;
 		if (changed)
 			idx->gen++;
 		return 0;
 	}
 	ret = reserve_put(idx, d, old == NONE, &sp);
 	if (ret) {
-		rec_free(idx, d);
+		rec_free(idx, d, h);
 		return ret;
 	}
 	/* A replacement joins first and then the old record leaves, so that
 	 * what was reserved is what insert_doc() finds. */
-	id = docs_take(idx, d);
+	id = docs_take(idx, h);
 	insert_doc(idx, id, &sp);
 	if (old == NONE) {
 		tab_insert(&idx->paths, path_tag(path), id);
@@ -1736,15 +1748,16 @@ int im_index_put(struct im_index *idx, const char *path,
 		 const struct im_doc_sigs *s)
 {
 	struct doc *d;
+	uint32_t h;
 	int ret;
 
 	if (s->ncoords > IM_MAX_COORDS)
 		return -EINVAL;
-	d = rec_new(idx, path, s);
+	d = rec_new(idx, path, s, &h);
 	if (!d)
 		return -ENOMEM;
 	pthread_rwlock_wrlock(&idx->lock);
-	ret = put_locked(idx, path, d);
+	ret = put_locked(idx, path, d, h);
 	pthread_rwlock_unlock(&idx->lock);
 	return ret;
 }
@@ -1776,7 +1789,7 @@ int im_index_remove(struct im_index *idx, const char *path)
 int im_index_rename(struct im_index *idx, const char *from, const char *to)
 {
 	struct doc *d;
-	uint32_t id;
+	uint32_t id, h;
 	int ret = 0;
 
 	pthread_rwlock_wrlock(&idx->lock);
@@ -1789,12 +1802,12 @@ int im_index_rename(struct im_index *idx, const char *from, const char *to)
 		goto out;
 	/* The path orders the postings (the hot-key rule): a renamed record
 	 * is put anew and the old one leaves. */
-	d = rec_copy(idx, D(idx, id), to);
+	d = rec_copy(idx, D(idx, id), to, &h);
 	if (!d) {
 		ret = -ENOMEM;
 		goto out;
 	}
-	ret = put_locked(idx, to, d);
+	ret = put_locked(idx, to, d, h);
 	if (!ret)
 		remove_locked(idx, from);
 out:

@@ -128,7 +128,8 @@ int im_index_set_stat(struct im_index *idx, bool keep);
  * nothing (the generation stays).
  *
  * @return 0, -EINVAL if d->ncoords > IM_MAX_COORDS, or -ENOMEM (also past
- *         2^26 documents); on error the index is unchanged.
+ *         2^26 documents or 16 GiB of records); on error the index is
+ *         unchanged.
  */
 int im_index_put(struct im_index *idx, const char *path,
 		 const struct im_doc_sigs *d);

@@ -7,6 +7,7 @@
  */
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "pool.h"
 
@@ -105,4 +106,120 @@ void im_pool_free(struct im_pool *p)
 int im_pool_bypassed(void)
 {
 	return POOL_BYPASS;
+}
+
+/* ---- Records named by handles -------------------------------------------- */
+
+#define CHUNK (1u << IM_HPOOL_CHUNK_BITS)
+
+_Static_assert(BLOCK == 8u << IM_HPOOL_STEP_BITS, "steps cover a block");
+
+void im_hpool_init(struct im_hpool *p)
+{
+	memset(p, 0, sizeof(*p));
+	pthread_mutex_init(&p->lock, NULL);
+}
+
+static inline uintptr_t *block_entry(struct im_hpool *p, uint32_t b)
+{
+	return &p->chunk[b / CHUNK][b % CHUNK];
+}
+
+/* A block of @p bytes and its number, or 0. Lock held. */
+static uint32_t block_new(struct im_hpool *p, size_t bytes)
+{
+	uint32_t b = p->free_block ? p->free_block : p->nblocks + 1;
+	void *mem;
+
+	if (b >= IM_HPOOL_BLOCKS)
+		return 0;
+	if (!p->chunk[b / CHUNK] &&
+	    !(p->chunk[b / CHUNK] = calloc(CHUNK, sizeof(uintptr_t))))
+		return 0;
+	mem = malloc(bytes);
+	if (!mem)
+		return 0;
+	if (b == p->free_block)
+		p->free_block = (uint32_t)(*block_entry(p, b) >> 1);
+	else
+		p->nblocks = b;
+	*block_entry(p, b) = (uintptr_t)mem;
+	return b;
+}
+
+static inline uint32_t handle(uint32_t b, uint32_t off)
+{
+	return b << IM_HPOOL_STEP_BITS | off >> 3;
+}
+
+/* Put the @p n bytes of @p h on their free list. Lock held. */
+static void hpush(struct im_hpool *p, uint32_t h, size_t n)
+{
+	memcpy(im_hpool_at(p, h), &p->free[n / 8], sizeof(uint32_t));
+	p->free[n / 8] = h;
+}
+
+void *im_hpool_get(struct im_hpool *p, size_t size, uint32_t *h)
+{
+	size_t n = round8(size);
+	uint32_t b;
+	void *r = NULL;
+
+	pthread_mutex_lock(&p->lock);
+	if (POOL_BYPASS || n > IM_POOL_MAX) {
+		b = block_new(p, size);
+		if (b)
+			r = im_hpool_at(p, *h = handle(b, 0));
+		goto out;
+	}
+	if (p->free[n / 8]) {
+		*h = p->free[n / 8];
+		r = im_hpool_at(p, *h);
+		memcpy(&p->free[n / 8], r, sizeof(uint32_t));
+		goto out;
+	}
+	if (!p->cur || BLOCK - p->cur_off < n) {
+		b = block_new(p, BLOCK);
+		if (!b)
+			goto out;
+		/* The old block's tail serves a record of its size later. */
+		if (p->cur && BLOCK - p->cur_off >= 8)
+			hpush(p, handle(p->cur, p->cur_off),
+			      BLOCK - p->cur_off);
+		p->cur = b;
+		p->cur_off = 0;
+	}
+	*h = handle(p->cur, p->cur_off);
+	r = im_hpool_at(p, *h);
+	p->cur_off += (uint32_t)n;
+out:
+	pthread_mutex_unlock(&p->lock);
+	return r;
+}
+
+void im_hpool_put(struct im_hpool *p, uint32_t h, size_t size)
+{
+	size_t n = round8(size);
+	uint32_t b = h >> IM_HPOOL_STEP_BITS;
+
+	pthread_mutex_lock(&p->lock);
+	if (POOL_BYPASS || n > IM_POOL_MAX) {
+		free((void *)*block_entry(p, b));
+		*block_entry(p, b) = (uintptr_t)p->free_block << 1 | 1;
+		p->free_block = b;
+	} else {
+		hpush(p, h, n);
+	}
+	pthread_mutex_unlock(&p->lock);
+}
+
+void im_hpool_free(struct im_hpool *p)
+{
+	for (uint32_t b = 1; b <= p->nblocks; b++)
+		if (!(*block_entry(p, b) & 1))
+			free((void *)*block_entry(p, b));
+	for (uint32_t c = 0; c < IM_HPOOL_BLOCKS / CHUNK; c++)
+		free(p->chunk[c]);
+	pthread_mutex_destroy(&p->lock);
+	memset(p, 0, sizeof(*p));
 }

@@ -10,8 +10,10 @@
  * 0 (NO_SLOT) is none.
  *
  * The name hash is open addressing (linear probing, backward-shift
- * deletion) over 4-byte entries: a node's slot under 6 bits of the hash,
- * which spare most probes a visit to a node that is not the one sought.
+ * deletion) over 4-byte entries: a node's slot under the top 6 bits of the
+ * hash, which spare most probes a visit to a node that is not the one
+ * sought; the home comes from the low 32 bits, scaled to a size that grows
+ * by a quarter.
  * Hence at most MAX_SLOTS (2^26) nodes.
  *
  * The distinct (mode, uid, gid) are kept in an array that only grows (a
@@ -89,19 +91,33 @@ static inline struct node *entry_node(const struct tree *t, uint32_t e)
 	return slot_node(t, e & (MAX_SLOTS - 1));
 }
 
+/* Where hash @p h starts probing a table of @p size: its low 32 bits
+ * scaled to the size (the entry's tag holds the top bits). */
+static inline size_t hash_home(uint64_t h, size_t size)
+{
+	return (size_t)(((uint64_t)(uint32_t)h * size) >> 32);
+}
+
+static inline size_t hash_next(size_t i, size_t size)
+{
+	return i + 1 == size ? 0 : i + 1;
+}
+
 /* Put entry @p e of hash @p h in @p tab of @p size, which has room. */
 static void hash_place(uint32_t *tab, size_t size, uint64_t h, uint32_t e)
 {
-	size_t i = h & (size - 1);
+	size_t i = hash_home(h, size);
 
 	while (tab[i])
-		i = (i + 1) & (size - 1);
+		i = hash_next(i, size);
 	tab[i] = e;
 }
 
+/* Grow by a quarter, not double: the load stays within 3/5 to 3/4 (a
+ * doubling table spends 4/3 to 8/3 entries per node). */
 static int hash_grow(struct tree *t)
 {
-	size_t ns = t->hash_size ? t->hash_size * 2 : 1024;
+	size_t ns = t->hash_size ? t->hash_size + t->hash_size / 4 : 1024;
 	uint32_t *nh = calloc(ns, sizeof(*nh));
 
 	if (!nh)
@@ -137,21 +153,21 @@ static void hash_insert(struct tree *t, struct node *n)
  * hold its slot (delete before slot_release()). */
 static void hash_delete(struct tree *t, struct node *n)
 {
-	size_t mask = t->hash_size - 1, i = node_hash(n) & mask, j;
+	size_t size = t->hash_size, i = hash_home(node_hash(n), size), j;
 
 	while (t->hash[i] && (t->hash[i] & (MAX_SLOTS - 1)) != n->slot)
-		i = (i + 1) & mask;
+		i = hash_next(i, size);
 	if (!t->hash[i])
 		return;
 	for (j = i;;) {
 		size_t home;
 		bool stays;
 
-		j = (j + 1) & mask;
+		j = hash_next(j, size);
 		if (!t->hash[j])
 			break;
 		/* hash[j] may fill the hole at i unless its home is in (i, j]. */
-		home = node_hash(entry_node(t, t->hash[j])) & mask;
+		home = hash_home(node_hash(entry_node(t, t->hash[j])), size);
 		stays = i <= j ? (home > i && home <= j)
 			       : (home > i || home <= j);
 		if (!stays) {
@@ -455,9 +471,9 @@ struct node *tree_child(const struct tree *t, const struct node *dir,
 {
 	uint64_t h = name_hash(dir->slot, name);
 	uint32_t tag = hash_entry(h, 0);
-	size_t mask = t->hash_size - 1;
 
-	for (size_t i = h & mask; t->hash[i]; i = (i + 1) & mask) {
+	for (size_t i = hash_home(h, t->hash_size); t->hash[i];
+	     i = hash_next(i, t->hash_size)) {
 		struct node *n;
 
 		if ((t->hash[i] & ~(MAX_SLOTS - 1)) != tag)

@@ -25,8 +25,8 @@
  *
  * Memory per node: 63 bytes plus its name (at least 8 bytes) in one
  * record of the tree's pool (core/index/pool.h: 8-byte steps, no malloc
- * header), 8 in the slot table and 5-11 in the name hash (4-byte entries at
- * a load of 3/8 to 3/4); the name moves to an allocation of its own only
+ * header), 8 in the slot table and 5.3-6.7 in the name hash (4-byte
+ * entries at a load of 3/5 to 3/4); the name moves to an allocation of its own only
  * when a rename makes it longer than its room. Permissions and owners are
  * interned: each distinct (mode, uid, gid) is kept once. At most 2^26
  * nodes (tree_add() says -ENOMEM past them).

@@ -21,14 +21,17 @@
  * Once fail_after is 0, every allocation fails until it is set to -1 again:
  * malloc, calloc, realloc, mmap and mremap, as the index calls them (the C
  * library's own mappings are not seen). fail_after = k lets k through
- * first. Not under AddressSanitizer, which owns malloc (CAN_FAIL 0).
+ * first. Not under AddressSanitizer or valgrind, which own malloc
+ * (can_fail() says whether it works).
  */
+static long fail_after = -1;
+
 #if defined(__SANITIZE_ADDRESS__)
-#define CAN_FAIL 0
-static long fail_after = -1;
+static bool can_fail(void)
+{
+	return false;
+}
 #else
-#define CAN_FAIL 1
-static long fail_after = -1;
 
 static bool fail_now(void)
 {
@@ -77,6 +80,17 @@ void *mremap(void *old, size_t old_len, size_t len, int flags, ...)
 	}
 	/* The index never moves a mapping to a fixed address. */
 	return (void *)syscall(SYS_mremap, old, old_len, len, flags, NULL);
+}
+
+static bool can_fail(void)
+{
+	void *p;
+
+	fail_after = 0;
+	p = malloc(1);
+	fail_after = -1;
+	free(p);
+	return !p;
 }
 #endif
 
@@ -1022,7 +1036,7 @@ static int put_or_rename(struct im_index *x, struct model *m, int i, int j,
 
 	snprintf(p, sizeof(p), "p%d", i);
 	snprintf(q, sizeof(q), "p%d", j);
-	for (long k = failing_mode && CAN_FAIL ? 0 : -1;; k++) {
+	for (long k = failing_mode ? 0 : -1;; k++) {
 		uint64_t g0 = im_index_generation(x);
 		int ret;
 
@@ -1075,7 +1089,7 @@ static void random_op(struct im_index *x, struct model *m,
 		m->d[i] = d;
 	} else if (op < 80) {
 		/* Never allocates: it cannot fail for lack of memory. */
-		fail_after = failing_mode && CAN_FAIL ? 0 : -1;
+		fail_after = failing_mode ? 0 : -1;
 		ret = im_index_remove(x, p);
 		fail_after = -1;
 		CHECK_EQ(ret, m->present[i] ? 0 : -ENOENT);
@@ -1169,8 +1183,8 @@ START_TEST(test_index_random_ops_failing_allocations)
 					   .exact_pct = 30,
 					   .binary_pct = 5};
 
-	if (!CAN_FAIL)
-		return; /* AddressSanitizer owns malloc */
+	if (!can_fail())
+		return; /* AddressSanitizer or valgrind owns malloc */
 	failing_mode = true;
 	failed_attempts = 0;
 	run_random(&sparse, 5, 1500, 80);
@@ -1188,8 +1202,8 @@ START_TEST(test_index_clusters_grow_with_failing_allocations)
 	long failed = 0;
 	char p[32];
 
-	if (!CAN_FAIL)
-		return; /* AddressSanitizer owns malloc */
+	if (!can_fail())
+		return; /* AddressSanitizer or valgrind owns malloc */
 	for (int i = 0; i < 2 * PAIRS; i++) {
 		uint32_t v[3] = {3 * (i / 2) + 1, 3 * (i / 2) + 2, 0};
 		struct im_doc_sigs d;

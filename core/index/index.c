@@ -51,6 +51,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -75,27 +76,39 @@
 #define NKEYS	   IM_MAX_KEYS
 #define HOT	   IM_INDEX_HOT_CAP
 
+/*
+ * A document's record: 157 bytes and its tail. What most documents share
+ * takes no room: the valid signatures are those of every coordinate below
+ * ncoords unless TAIL_VALID says otherwise, their count is valid's
+ * population, and whether they are prefixes and whether exact holds a hash
+ * are bits of tail. Read them with doc_valid(), doc_nsig(), doc_csz() and
+ * doc_exact().
+ */
 struct doc {
-	uint32_t m;	/* member entry (struct member), NONE: in no cluster */
-	uint32_t valid; /* masked to ncoords */
-	uint8_t status, ncoords, exact_valid, nsig;
-	uint8_t csz; /* bytes kept per signature: IM_SIG_LEN or the key's */
-	uint8_t format;
-	uint8_t least; /* coordinate of the smallest signature, if nsig */
-	uint8_t tail;  /* enum tail_parts: what the tail holds */
+	struct im_sketch sketch; /* first: the only field aligned to 4 */
+	uint32_t m;		 /* member entry (struct member), NONE: none */
 	uint8_t exact[16];
-	struct im_sketch sketch;
-	/* The tail, unaligned: the nsig signatures (csz bytes each); if nsig
-	 * and csz < IM_SIG_LEN, the rest of the smallest one (the cluster
-	 * name); the parts of enum tail_parts it has, in that order; then
-	 * the path. */
+	uint8_t status, ncoords, format;
+	uint8_t least; /* rank of the smallest among the kept signatures */
+	uint8_t tail;  /* enum tail_parts: what the tail holds */
+	/* The tail, unaligned: valid (4 bytes) if TAIL_VALID; the signatures
+	 * of the valid coordinates in coordinate order (doc_csz() bytes
+	 * each); if there are any and they are prefixes, the rest of the
+	 * smallest one (the cluster name); TAIL_EXTRA's and TAIL_STAT's parts
+	 * if it has them, in that order; then the path. */
 	uint8_t coord[];
 };
 
-/* The optional parts of a record's tail. */
+#define DOC_HEAD offsetof(struct doc, coord)
+_Static_assert(offsetof(struct doc, coord) == 157, "no padding in records");
+
+/* What a record's tail holds, and two flags. */
 enum tail_parts {
-	TAIL_EXTRA = 1, /* struct doc_extra */
-	TAIL_STAT = 2,	/* struct doc_stat */
+	TAIL_EXTRA = 1,	  /* struct doc_extra */
+	TAIL_STAT = 2,	  /* struct doc_stat */
+	TAIL_VALID = 4,	  /* valid: not every coordinate is signed */
+	TAIL_EXACT = 8,	  /* exact holds the bytes' hash (exact_valid) */
+	TAIL_PREFIX = 16, /* signatures kept as IM_KEY_COORD_LEN prefixes */
 };
 
 /* unique_terms and err, kept only when unique_terms is not the sketch's n
@@ -281,9 +294,47 @@ static inline size_t sig_bytes(unsigned nsig, unsigned csz)
 	return nsig * csz + (nsig ? IM_SIG_LEN - csz : 0);
 }
 
+static inline uint32_t coord_mask(unsigned ncoords)
+{
+	return ncoords >= 32 ? UINT32_MAX : (1u << ncoords) - 1;
+}
+
+/* Bit k set: coordinate k's signature is kept. */
+static inline uint32_t doc_valid(const struct doc *d)
+{
+	uint32_t v;
+
+	if (!(d->tail & TAIL_VALID))
+		return coord_mask(d->ncoords);
+	memcpy(&v, d->coord, sizeof(v));
+	return v;
+}
+
+static inline unsigned doc_nsig(const struct doc *d)
+{
+	return (unsigned)__builtin_popcount(doc_valid(d));
+}
+
+/* Bytes kept per signature. */
+static inline unsigned doc_csz(const struct doc *d)
+{
+	return d->tail & TAIL_PREFIX ? IM_KEY_COORD_LEN : IM_SIG_LEN;
+}
+
+static inline bool doc_exact(const struct doc *d)
+{
+	return d->tail & TAIL_EXACT;
+}
+
+/* The first kept signature. */
+static inline const uint8_t *doc_sigs(const struct doc *d)
+{
+	return d->coord + (d->tail & TAIL_VALID ? sizeof(uint32_t) : 0);
+}
+
 static inline uint8_t *doc_extra(const struct doc *d)
 {
-	return (uint8_t *)d->coord + sig_bytes(d->nsig, d->csz);
+	return (uint8_t *)doc_sigs(d) + sig_bytes(doc_nsig(d), doc_csz(d));
 }
 
 static inline uint8_t *doc_stat(const struct doc *d)
@@ -318,9 +369,10 @@ static inline char *doc_path(const struct doc *d)
  * rest from after the signatures. */
 static void doc_least(const struct doc *d, struct im_sig *out)
 {
-	memcpy(out->b, d->coord + d->least * d->csz, d->csz);
-	memcpy(out->b + d->csz, d->coord + d->nsig * d->csz,
-	       IM_SIG_LEN - d->csz);
+	unsigned csz = doc_csz(d);
+
+	memcpy(out->b, doc_sigs(d) + d->least * csz, csz);
+	memcpy(out->b + csz, doc_sigs(d) + doc_nsig(d) * csz, IM_SIG_LEN - csz);
 }
 
 static inline bool has_text(uint8_t status)
@@ -334,19 +386,14 @@ static inline bool relating(const struct doc *d)
 {
 	return has_text(d->status) ||
 	       ((d->status == IM_DOC_BINARY || d->status == IM_DOC_FAILED) &&
-		d->exact_valid);
-}
-
-static inline uint32_t coord_mask(unsigned ncoords)
-{
-	return ncoords >= 32 ? UINT32_MAX : (1u << ncoords) - 1;
+		doc_exact(d));
 }
 
 /* Prefix of coordinate k's signature, which must be valid. */
 static inline const uint8_t *doc_sig(const struct doc *d, unsigned k)
 {
-	return d->coord +
-	       __builtin_popcount(d->valid & ((1u << k) - 1)) * d->csz;
+	return doc_sigs(d) +
+	       __builtin_popcount(doc_valid(d) & ((1u << k) - 1)) * doc_csz(d);
 }
 
 static inline const uint8_t *band_bytes(const struct im_sketch *sk, unsigned j)
@@ -358,16 +405,19 @@ static inline const uint8_t *band_bytes(const struct im_sketch *sk, unsigned j)
  * ascending, bands ascending. */
 static unsigned doc_keys(const struct doc *d, struct key *out)
 {
-	unsigned n = 0, i = 0;
+	unsigned n = 0, csz = doc_csz(d);
+	const uint8_t *sig = doc_sigs(d);
+	uint32_t valid = doc_valid(d);
 
 	if (!relating(d))
 		return 0;
-	if (d->exact_valid)
+	if (doc_exact(d))
 		out[n++] = (struct key){IM_KEY_EXACT, 0, d->exact};
 	for (unsigned k = 0; k < d->ncoords; k++)
-		if (d->valid & (1u << k))
-			out[n++] = (struct key){IM_KEY_COORD, k,
-						d->coord + d->csz * i++};
+		if (valid & (1u << k)) {
+			out[n++] = (struct key){IM_KEY_COORD, k, sig};
+			sig += csz;
+		}
 	if (d->sketch.n)
 		for (unsigned j = 0; j < IM_SKETCH_BANDS; j++)
 			out[n++] = (struct key){IM_KEY_BAND, j,
@@ -380,10 +430,9 @@ static bool doc_has_key(const struct doc *d, const struct key *key)
 	if (!relating(d))
 		return false;
 	switch (key->kind) {
-	case IM_KEY_EXACT:
-		return d->exact_valid && !memcmp(d->exact, key->b, 16);
+	case IM_KEY_EXACT: return doc_exact(d) && !memcmp(d->exact, key->b, 16);
 	case IM_KEY_COORD:
-		return (d->valid & (1u << key->k)) &&
+		return (doc_valid(d) & (1u << key->k)) &&
 		       !memcmp(doc_sig(d, key->k), key->b, IM_KEY_COORD_LEN);
 	default:
 		return d->sketch.n &&
@@ -399,8 +448,7 @@ static bool verify(const struct im_index *idx, const struct doc *a,
 	*sim = 0.0;
 	if (!relating(a) || !relating(b))
 		return false;
-	if (a->exact_valid && b->exact_valid &&
-	    !memcmp(a->exact, b->exact, 16)) {
+	if (doc_exact(a) && doc_exact(b) && !memcmp(a->exact, b->exact, 16)) {
 		*exact = true;
 		*sim = 1.0;
 		return true;
@@ -430,33 +478,37 @@ static struct doc *rec_new(struct im_index *idx, const char *path,
 			   const struct im_doc_sigs *s, uint32_t *h)
 {
 	size_t csz = idx->csz;
+	uint32_t valid = s->valid & coord_mask(s->ncoords);
 	unsigned tail =
 		(idx->stat ? TAIL_STAT : 0) |
-		(s->err || s->unique_terms != s->sketch.n ? TAIL_EXTRA : 0);
-	uint32_t valid = s->valid & coord_mask(s->ncoords);
+		(s->err || s->unique_terms != s->sketch.n ? TAIL_EXTRA : 0) |
+		(valid != coord_mask(s->ncoords) ? TAIL_VALID : 0) |
+		(s->exact_valid ? TAIL_EXACT : 0) |
+		(csz == IM_KEY_COORD_LEN ? TAIL_PREFIX : 0);
 	unsigned nsig = __builtin_popcount(valid), i = 0;
 	const struct im_sig *least = NULL;
 	size_t len = strlen(path);
 	struct doc *d;
+	uint8_t *sig;
 
 	d = im_hpool_get(&idx->pool,
-			 sizeof(*d) + sig_bytes(nsig, csz) + tail_bytes(tail) +
-				 len + 1,
+			 DOC_HEAD + (tail & TAIL_VALID ? sizeof(valid) : 0) +
+				 sig_bytes(nsig, csz) + tail_bytes(tail) + len +
+				 1,
 			 h);
 	if (!d)
 		return NULL;
 	d->m = NONE;
-	d->valid = valid;
 	d->status = s->status;
 	d->ncoords = s->ncoords;
-	d->exact_valid = !!s->exact_valid;
 	d->format = s->format;
-	d->nsig = nsig;
-	d->csz = (uint8_t)csz;
 	d->least = 0;
 	d->tail = tail;
+	if (tail & TAIL_VALID)
+		memcpy(d->coord, &valid, sizeof(valid));
 	memcpy(d->exact, s->exact, sizeof(d->exact));
 	d->sketch = s->sketch;
+	sig = (uint8_t *)doc_sigs(d);
 	for (unsigned k = 0; k < s->ncoords; k++) {
 		if (!(valid & (1u << k)))
 			continue;
@@ -464,10 +516,10 @@ static struct doc *rec_new(struct im_index *idx, const char *path,
 			least = &s->sig[k];
 			d->least = (uint8_t)i;
 		}
-		memcpy(d->coord + csz * i++, s->sig[k].b, csz);
+		memcpy(sig + csz * i++, s->sig[k].b, csz);
 	}
 	if (least)
-		memcpy(d->coord + nsig * csz, least->b + csz, IM_SIG_LEN - csz);
+		memcpy(sig + nsig * csz, least->b + csz, IM_SIG_LEN - csz);
 	if (tail & TAIL_EXTRA)
 		memcpy(doc_extra(d),
 		       &(struct doc_extra){.unique_terms = s->unique_terms,
@@ -505,10 +557,10 @@ static void rec_export(const struct doc *d, struct im_doc_sigs *s)
 	memset(s, 0, sizeof(*s));
 	s->status = d->status;
 	s->ncoords = d->ncoords;
-	s->exact_valid = d->exact_valid;
+	s->exact_valid = doc_exact(d);
 	s->format = d->format;
 	s->err = doc_extra_get(d).err;
-	s->valid = d->valid;
+	s->valid = doc_valid(d);
 	s->unique_terms = doc_extra_get(d).unique_terms;
 	memcpy(s->exact, d->exact, sizeof(s->exact));
 	if (d->tail & TAIL_STAT) {
@@ -520,8 +572,9 @@ static void rec_export(const struct doc *d, struct im_doc_sigs *s)
 	}
 	s->sketch = d->sketch;
 	for (unsigned k = 0; k < d->ncoords; k++)
-		if (d->valid & (1u << k))
-			memcpy(s->sig[k].b, d->coord + d->csz * i++, d->csz);
+		if (s->valid & (1u << k))
+			memcpy(s->sig[k].b, doc_sigs(d) + doc_csz(d) * i++,
+			       doc_csz(d));
 }
 
 /* Do a and b relate to other documents in exactly the same way? */
@@ -531,22 +584,24 @@ static bool same_keys(const struct doc *a, const struct doc *b)
 		return false;
 	if (!relating(a))
 		return true;
-	return a->valid == b->valid && a->exact_valid == b->exact_valid &&
-	       (!a->exact_valid || !memcmp(a->exact, b->exact, 16)) &&
+	return doc_valid(a) == doc_valid(b) && doc_exact(a) == doc_exact(b) &&
+	       (!doc_exact(a) || !memcmp(a->exact, b->exact, 16)) &&
 	       !memcmp(&a->sketch, &b->sketch, sizeof(a->sketch)) &&
-	       a->csz == b->csz && a->least == b->least &&
-	       !memcmp(a->coord, b->coord, sig_bytes(a->nsig, a->csz));
+	       doc_csz(a) == doc_csz(b) && a->least == b->least &&
+	       !memcmp(doc_sigs(a), doc_sigs(b),
+		       sig_bytes(doc_nsig(a), doc_csz(a)));
 }
 
 static bool same_content(const struct doc *a, const struct doc *b)
 {
+	/* Equal tails (flags and parts) lay out equal bytes alike. */
 	return a->status == b->status && a->ncoords == b->ncoords &&
-	       a->exact_valid == b->exact_valid && a->format == b->format &&
-	       a->valid == b->valid && !memcmp(a->exact, b->exact, 16) &&
+	       a->format == b->format && a->tail == b->tail &&
+	       !memcmp(a->exact, b->exact, 16) &&
 	       !memcmp(&a->sketch, &b->sketch, sizeof(a->sketch)) &&
-	       a->csz == b->csz && a->least == b->least && a->tail == b->tail &&
+	       a->least == b->least &&
 	       !memcmp(a->coord, b->coord,
-		       sig_bytes(a->nsig, a->csz) + tail_bytes(a->tail));
+		       (size_t)(doc_extra(a) - a->coord) + tail_bytes(a->tail));
 }
 
 /* ---- Open-addressing tables ---------------------------------------------- */
@@ -1016,9 +1071,9 @@ static uint32_t doc_name(const struct im_index *idx, uint32_t id)
 
 	if (!relating(d))
 		return NAME_NONE;
-	if (d->nsig)
+	if (doc_valid(d))
 		return REF(id, 0);
-	if (d->exact_valid)
+	if (doc_exact(d))
 		return EXACT_NAME | REF(id, 0);
 	return d->sketch.n ? (EXACT_NAME | REF(id, 1)) : NAME_NONE;
 }
@@ -1417,7 +1472,7 @@ static void recompute(struct im_index *idx, uint32_t root)
  * content hash) with one status and one sketch. */
 static bool same_bytes_and_sketch(const struct doc *a, const struct doc *b)
 {
-	return a->exact_valid && b->exact_valid && a->status == b->status &&
+	return doc_exact(a) && doc_exact(b) && a->status == b->status &&
 	       !memcmp(a->exact, b->exact, sizeof(a->exact)) &&
 	       a->sketch.n == b->sketch.n &&
 	       !memcmp(a->sketch.v, b->sketch.v, sizeof(a->sketch.v));

@@ -184,11 +184,11 @@ struct table {
  * The documents sharing one key, in path order; ids[0] stands for the key.
  * 8 bytes. Most shared keys are shared by two documents (a near-duplicate
  * pair): the entry is their two ids. Three or more live in a block of their
- * own (struct plist_big), whose address the entry holds with PL_BIG set: a
- * pair's ids are below MAX_DOCS, so that bit (63 of the 64-bit value, in
- * either byte order) is clear in a pair, and bit 62 too, which marks a free
- * entry (its low 32 bits: the next free one). Read entries with pl_n() and
- * pl_ids().
+ * own (struct plist_big, a record of the index's pool), whose handle the
+ * entry holds with PL_BIG set: a pair's ids are below MAX_DOCS, so that bit
+ * (63 of the 64-bit value, in either byte order) is clear in a pair, and bit
+ * 62 too, which marks a free entry (its low 32 bits: the next free one).
+ * Read entries with pl_n() and pl_ids().
  */
 struct plist {
 	uint32_t two[2];
@@ -203,41 +203,6 @@ struct plist_big {
 	uint8_t cap_log; /* capacity 1 << cap_log, at least 4 */
 	uint32_t ids[];
 };
-
-static inline uint64_t pl_word(const struct plist *pl)
-{
-	uint64_t v;
-
-	memcpy(&v, pl, sizeof(v));
-	return v;
-}
-
-static inline void pl_set_word(struct plist *pl, uint64_t v)
-{
-	memcpy(pl, &v, sizeof(v));
-}
-
-/* The block of a list of three or more, or NULL for a pair. */
-static inline struct plist_big *pl_big(const struct plist *pl)
-{
-	uint64_t v = pl_word(pl);
-
-	return v & PL_BIG ? (struct plist_big *)(uintptr_t)(v & ~PL_BIG) : NULL;
-}
-
-static inline uint32_t pl_n(const struct plist *pl)
-{
-	const struct plist_big *b = pl_big(pl);
-
-	return b ? b->n : 2;
-}
-
-static inline uint32_t *pl_ids(const struct plist *pl)
-{
-	struct plist_big *b = pl_big(pl);
-
-	return b ? b->ids : (uint32_t *)pl->two;
-}
 
 struct im_index {
 	/* const queries take it too: see rdlock() */
@@ -264,6 +229,49 @@ struct im_index {
 	size_t csz;	      /* bytes kept per signature */
 	bool stat;	      /* records keep size and mtime */
 };
+
+static inline uint64_t pl_word(const struct plist *pl)
+{
+	uint64_t v;
+
+	memcpy(&v, pl, sizeof(v));
+	return v;
+}
+
+static inline void pl_set_word(struct plist *pl, uint64_t v)
+{
+	memcpy(pl, &v, sizeof(v));
+}
+
+/* The block of a list of three or more, or NULL for a pair. */
+static inline struct plist_big *pl_big(const struct im_index *idx,
+				       const struct plist *pl)
+{
+	uint64_t v = pl_word(pl);
+
+	return v & PL_BIG ? im_hpool_at(&idx->pool, (uint32_t)v) : NULL;
+}
+
+/* Bytes of a block of capacity 1 << @p cap_log. */
+static inline size_t pl_big_size(unsigned cap_log)
+{
+	return sizeof(struct plist_big) + ((size_t)1 << cap_log) * 4;
+}
+
+static inline uint32_t pl_n(const struct im_index *idx, const struct plist *pl)
+{
+	const struct plist_big *b = pl_big(idx, pl);
+
+	return b ? b->n : 2;
+}
+
+static inline uint32_t *pl_ids(const struct im_index *idx,
+			       const struct plist *pl)
+{
+	struct plist_big *b = pl_big(idx, pl);
+
+	return b ? b->ids : (uint32_t *)pl->two;
+}
 
 /* A candidate key of a document (see im_doc_keys()): b points into the
  * record, key_len(kind) bytes. */
@@ -777,7 +785,7 @@ static inline struct table *key_table(const struct im_index *idx,
 /* First document of a posting. */
 static uint32_t posting_first(const struct im_index *idx, uint32_t val)
 {
-	return val & PL_FLAG ? pl_ids(&idx->pl[val & ~PL_FLAG])[0] : val;
+	return val & PL_FLAG ? pl_ids(idx, &idx->pl[val & ~PL_FLAG])[0] : val;
 }
 
 /* Slot of @p key's posting, or NONE. */
@@ -821,7 +829,11 @@ static uint32_t plist_take(struct im_index *idx)
 
 static void plist_release(struct im_index *idx, uint32_t p)
 {
-	free(pl_big(&idx->pl[p]));
+	struct plist_big *b = pl_big(idx, &idx->pl[p]);
+
+	if (b)
+		im_hpool_put(&idx->pool, (uint32_t)pl_word(&idx->pl[p]),
+			     pl_big_size(b->cap_log));
 	pl_set_word(&idx->pl[p], PL_FREE | idx->pl_free);
 	idx->pl_free = p;
 	idx->pl_nfree++;
@@ -840,12 +852,12 @@ static int doc_order(const struct im_index *idx, uint32_t a, uint32_t b)
 static uint32_t plist_rank(const struct im_index *idx, const struct plist *pl,
 			   uint32_t id)
 {
-	uint32_t lo = 0, hi = pl_n(pl);
+	uint32_t lo = 0, hi = pl_n(idx, pl);
 
 	while (lo < hi) {
 		uint32_t mid = lo + (hi - lo) / 2;
 
-		if (doc_order(idx, pl_ids(pl)[mid], id) < 0)
+		if (doc_order(idx, pl_ids(idx, pl)[mid], id) < 0)
 			lo = mid + 1;
 		else
 			hi = mid;
@@ -880,7 +892,7 @@ static uint32_t posting_add(struct im_index *idx, const struct key *key,
 	val = tab_val(t, i);
 	if (val & PL_FLAG) {
 		/* reserve_put() made it a block with room */
-		struct plist_big *b = pl_big(&idx->pl[val & ~PL_FLAG]);
+		struct plist_big *b = pl_big(idx, &idx->pl[val & ~PL_FLAG]);
 
 		r = plist_rank(idx, &idx->pl[val & ~PL_FLAG], id);
 		memmove(b->ids + r + 1, b->ids + r,
@@ -925,7 +937,7 @@ static uint32_t posting_del(struct im_index *idx, const struct key *key,
 	}
 	p = val & ~PL_FLAG;
 	pl = &idx->pl[p];
-	b = pl_big(pl);
+	b = pl_big(idx, pl);
 	if (!b) {
 		/* A pair: the other holder keeps the key alone. */
 		tab_set_val(t, i, pl->two[pl->two[0] == id]);
@@ -1277,9 +1289,9 @@ static struct plist *key_plist(const struct im_index *idx,
 static uint32_t compared_end(const struct im_index *idx, const struct key *key,
 			     const struct plist *pl, uint32_t id)
 {
-	if (key->kind == IM_KEY_EXACT || pl_n(pl) <= HOT ||
+	if (key->kind == IM_KEY_EXACT || pl_n(idx, pl) <= HOT ||
 	    plist_rank(idx, pl, id) < HOT)
-		return pl_n(pl);
+		return pl_n(idx, pl);
 	return HOT;
 }
 
@@ -1354,7 +1366,7 @@ static void connect(struct im_index *idx, uint32_t id)
 			continue;
 		end = compared_end(idx, &keys[i], pl, id);
 		for (uint32_t j = 0; j < end; j++) {
-			uint32_t y = pl_ids(pl)[j], c = comp_of(idx, id);
+			uint32_t y = pl_ids(idx, pl)[j], c = comp_of(idx, id);
 			double sim;
 			bool exact;
 
@@ -1380,8 +1392,8 @@ static void split(struct im_index *idx, uint32_t pool)
 
 	if (++idx->epoch == 0) {
 		for (uint32_t p = 0; p < idx->pl_used; p++)
-			if (pl_big(&idx->pl[p]))
-				pl_big(&idx->pl[p])->epoch = 0;
+			if (pl_big(idx, &idx->pl[p]))
+				pl_big(idx, &idx->pl[p])->epoch = 0;
 		idx->epoch = 1;
 	}
 	while (pool != NONE) {
@@ -1403,16 +1415,17 @@ static void split(struct im_index *idx, uint32_t pool)
 
 				if (!pl)
 					continue; /* only cur holds it */
-				if (exact_key && pl_big(pl)) {
+				if (exact_key && pl_big(idx, pl)) {
 					/* (walking a pair twice costs little) */
-					if (pl_big(pl)->epoch == idx->epoch)
+					if (pl_big(idx, pl)->epoch ==
+					    idx->epoch)
 						continue;
-					pl_big(pl)->epoch = idx->epoch;
+					pl_big(idx, pl)->epoch = idx->epoch;
 				}
 				end = compared_end(idx, &keys[i], pl,
 						   M(idx, cur)->doc);
 				for (uint32_t j = 0; j < end; j++) {
-					uint32_t y = pl_ids(pl)[j];
+					uint32_t y = pl_ids(idx, pl)[j];
 					uint32_t ey = D(idx, y)->m;
 					double sim;
 					bool exact;
@@ -1658,8 +1671,6 @@ void im_index_free(struct im_index *idx)
 	if (!idx)
 		return;
 	im_hpool_free(&idx->pool); /* every record */
-	for (uint32_t p = 0; p < idx->pl_used; p++)
-		free(pl_big(&idx->pl[p]));
 	free(idx->docs);
 	free(idx->pl);
 	free(idx->paths.s);
@@ -1715,25 +1726,28 @@ static int reserve_put(struct im_index *idx, const struct doc *d, bool new_path,
 			/* A list to grow: a pair becomes a block of 4 (of 2
 			 * holders until the put commits: the same list). */
 			struct plist *pl = &idx->pl[val & ~PL_FLAG];
-			struct plist_big *b = pl_big(pl), *nb;
+			struct plist_big *b = pl_big(idx, pl), *nb;
+			unsigned cap_log = b ? b->cap_log + 1u : 2;
+			uint32_t h;
 
 			if (b && b->n < 1u << b->cap_log)
 				continue;
-			if (b && b->cap_log >= 30)
+			if (cap_log > 30)
 				return -ENOMEM;
-			nb = realloc(b,
-				     sizeof(*b) + (b ? 2u << b->cap_log : 4) *
-							  sizeof(*b->ids));
+			nb = im_hpool_get(&idx->pool, pl_big_size(cap_log), &h);
 			if (!nb)
 				return -ENOMEM;
-			if (!b) {
+			if (b) {
+				memcpy(nb, b, pl_big_size(b->cap_log));
+				im_hpool_put(&idx->pool, (uint32_t)pl_word(pl),
+					     pl_big_size(b->cap_log));
+			} else {
 				nb->n = 2;
 				nb->epoch = 0;
-				nb->cap_log = 1;
 				memcpy(nb->ids, pl->two, sizeof(pl->two));
 			}
-			nb->cap_log++;
-			pl_set_word(pl, PL_BIG | (uintptr_t)nb);
+			nb->cap_log = (uint8_t)cap_log;
+			pl_set_word(pl, PL_BIG | h);
 		} else {
 			sp->n++; /* a new list, inline */
 		}
@@ -1968,7 +1982,7 @@ static bool compared_under(const struct im_index *idx, const struct key *key,
 	if (key->kind == IM_KEY_EXACT)
 		return true;
 	pl = key_plist(idx, key);
-	return pl_n(pl) <= HOT || plist_rank(idx, pl, a) < HOT ||
+	return pl_n(idx, pl) <= HOT || plist_rank(idx, pl, a) < HOT ||
 	       plist_rank(idx, pl, y) < HOT;
 }
 
@@ -1988,7 +2002,7 @@ int im_index_hot(const struct im_index *idx, const char *path)
 	nkeys = doc_keys(D(idx, id), keys);
 	for (unsigned i = 0; i < nkeys && !ret; i++) {
 		const struct plist *pl = key_plist(idx, &keys[i]);
-		ret = keys[i].kind != IM_KEY_EXACT && pl && pl_n(pl) > HOT;
+		ret = keys[i].kind != IM_KEY_EXACT && pl && pl_n(idx, pl) > HOT;
 	}
 out:
 	unlock(idx);
@@ -2022,11 +2036,11 @@ static int links_of(const struct im_index *idx, const char *path,
 			continue; /* only this document, or only copies */
 		end = compared_end(idx, &keys[i], pl, id);
 		for (uint32_t j = 0; j < end; j++) {
-			const struct doc *y = D(idx, pl_ids(pl)[j]);
+			const struct doc *y = D(idx, pl_ids(idx, pl)[j]);
 			struct im_link l;
 			unsigned e;
 
-			if (pl_ids(pl)[j] == id ||
+			if (pl_ids(idx, pl)[j] == id ||
 			    !verify(idx, d, y, &l.similarity, &l.exact) ||
 			    (near_only && l.exact))
 				continue;
@@ -2036,7 +2050,7 @@ static int links_of(const struct im_index *idx, const char *path,
 			for (e = 0; e < i; e++)
 				if (doc_has_key(y, &keys[e]) &&
 				    compared_under(idx, &keys[e], id,
-						   pl_ids(pl)[j]))
+						   pl_ids(idx, pl)[j]))
 					break;
 			if (e < i)
 				continue;

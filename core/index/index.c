@@ -42,9 +42,10 @@
  * linked to (the smaller relabelled into the larger). Remove recomputes the
  * former component by a walk over its links: members are marked PENDING,
  * then each walk from an unreached member collects one new component. An
- * exact key's list is walked once per recomputation (plist.epoch); a near
- * key's holders are verified from each member walked, but only while they
- * are still PENDING, so a big component costs list scans, not comparisons.
+ * exact key's list of three or more is walked once per recomputation
+ * (plist_big.epoch); a near key's holders are verified from each member
+ * walked, but only while they are still PENDING, so a big component costs
+ * list scans, not comparisons.
  * Ranks move when holders come and go: a document pushed out of a hot key's
  * first HOT has its component recomputed, one moved in is connected anew.
  */
@@ -1383,8 +1384,9 @@ static void connect(struct im_index *idx, uint32_t id)
  * entry), all marked PENDING and in no cluster any more: each walk from a
  * member not yet reached collects one component, following verified links.
  * An exact key's members are all linked, so its list is walked once per
- * rebuild (plist.epoch); a near key's members are verified against the one
- * walked from. A member left alone gives its entry back. Never allocates.
+ * rebuild (plist_big.epoch; a pair may be walked twice); a near key's
+ * members are verified against the one walked from. A member left alone
+ * gives its entry back. Never allocates.
  */
 static void split(struct im_index *idx, uint32_t pool)
 {

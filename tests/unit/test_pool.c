@@ -102,12 +102,10 @@ START_TEST(test_hpool_handles_name_their_records)
 
 		im_hpool_put(&p, a, 100);
 		rb = im_hpool_get(&p, 97, &b);
-#if !defined(__SANITIZE_ADDRESS__)
-		ck_assert_uint_eq(a, b);
-		ck_assert_ptr_eq(ra, rb);
-#endif
-		(void)ra;
-		(void)rb;
+		if (!im_pool_bypassed()) {
+			ck_assert_uint_eq(a, b);
+			ck_assert_ptr_eq(ra, rb);
+		}
 	}
 	im_hpool_free(&p); /* records need not be put back */
 }

@@ -185,13 +185,6 @@ static int dirgroup_get(struct imfs *fs, struct node *n, enum ino_sub sub,
 	return 0;
 }
 
-/* Who may see a directory of a group: one who could search it. */
-static bool may_see_dir(const struct imfs *fs, const struct node *dir,
-			const struct vcaller *who)
-{
-	return may_reach(fs, dir, who, 1);
-}
-
 /* The directories of a group that the caller may see, by member name. */
 struct group_seen {
 	struct imfs *fs;
@@ -212,7 +205,7 @@ static int group_seen_cb(const char *const *dirs, size_t n, size_t docs,
 		struct node *d = tree_lookup(g->fs->model->tree, dirs[i]);
 
 		if (!d || !(d->flags & NODE_DIR) ||
-		    !may_see_dir(g->fs, d, g->who))
+		    !may_reach(g->fs, d, g->who, 1)) /* could search it */
 			continue;
 		if (i == 0)
 			g->first = d;
@@ -506,6 +499,16 @@ static int lookup_cluster_link(struct imfs *fs, struct node *doc,
 	return 0;
 }
 
+/* Anything of @p dir handed out from here on may be held by the kernel:
+ * the flags say what the model must then drop at a change (model.h). */
+static void mark_dir_known(struct imfs *fs, const struct vobj *dir)
+{
+	if (dir->kind == V_REDUNDANT)
+		model_mark_known(&fs->model->redundant_known);
+	else if (dir->kind == V_DUPDIRS || dir->kind == V_DIRGROUP)
+		model_mark_known(&fs->model->dupdirs_known);
+}
+
 int view_lookup(struct imfs *fs, const struct vobj *dir, const char *name,
 		const struct vcaller *who, struct vobj *out)
 {
@@ -513,6 +516,7 @@ int view_lookup(struct imfs *fs, const struct vobj *dir, const char *name,
 	int ret;
 
 	memset(out, 0, sizeof(*out));
+	mark_dir_known(fs, dir);
 	switch (dir->kind) {
 	case V_ROOT:
 		if (self_call(fs, who))
@@ -570,8 +574,6 @@ int view_lookup(struct imfs *fs, const struct vobj *dir, const char *name,
 	case V_CLUSTER:
 	case V_DUPES:
 	case V_REDUNDANT:
-		if (dir->kind == V_REDUNDANT)
-			model_mark_known(&fs->model->redundant_known);
 		ret = lookup_member(fs, dir, name, &out->node);
 		if (ret)
 			return ret;
@@ -580,13 +582,11 @@ int view_lookup(struct imfs *fs, const struct vobj *dir, const char *name,
 		out->kind = V_MEMBER;
 		break;
 	case V_DUPDIRS:
-		model_mark_known(&fs->model->dupdirs_known);
 		ret = lookup_dirgroup(fs, name, who, out);
 		if (ret)
 			return ret;
 		break;
 	case V_DIRGROUP:
-		model_mark_known(&fs->model->dupdirs_known);
 		ret = lookup_dirlink(fs, dir, name, who, out);
 		if (ret)
 			return ret;
@@ -868,7 +868,7 @@ static int list_group_cb(const char *const *dirs, size_t n, size_t docs,
 		struct vobj o = {
 			.kind = gl->links ? V_DIRLINK : V_DIRGROUP,
 			.node = tree_lookup(ls->fs->model->tree, dirs[i])};
-		if (!o.node || !may_see_dir(ls->fs, o.node, ls->who))
+		if (!o.node || !may_reach(ls->fs, o.node, ls->who, 1))
 			continue;
 		char *name = member_name(dirs[i]);
 		if (!name) {
@@ -892,6 +892,7 @@ int view_list(struct imfs *fs, const struct vobj *dir,
 						"cluster",    "similarity"};
 
 	memset(out, 0, sizeof(*out));
+	mark_dir_known(fs, dir);
 	list_add(&ls, ".", NULL);
 	list_add(&ls, "..", NULL);
 	switch (dir->kind) {
@@ -915,22 +916,18 @@ int view_list(struct imfs *fs, const struct vobj *dir,
 	case V_CLUSTER:
 	case V_DUPES:
 	case V_REDUNDANT:
-		if (dir->kind == V_REDUNDANT)
-			model_mark_known(&fs->model->redundant_known);
 		if (members_foreach(fs, dir, list_member_cb, &ls) < 0 &&
 		    !ls.err && dir->kind != V_CLUSTER)
 			ls.err = -ENOMEM;
 		break;
 	case V_DUPDIRS: {
 		struct group_lister gl = {&ls, false};
-		model_mark_known(&fs->model->dupdirs_known);
 		if (dirgroups_foreach(fs, list_group_cb, &gl) < 0 && !ls.err)
 			ls.err = -ENOMEM;
 		break;
 	}
 	case V_DIRGROUP: {
 		struct group_lister gl = {&ls, true};
-		model_mark_known(&fs->model->dupdirs_known);
 		char *path = tree_path(fs->model->tree, dir->node);
 		if (!path || dirgroups_of(fs, path, list_group_cb, &gl) < 0)
 			ls.err = ls.err ? ls.err : -ENOMEM;

@@ -88,6 +88,11 @@ struct im_signer {
 
 	unsigned char *hb; /* the bytes hashed for one coordinate */
 	size_t hbcap;
+	/* The bytes of every coordinate whose S is P alone (fill_coords()):
+	 * coordinate k's at hk + k * hk_stride, hk_len[k] of them. */
+	unsigned char *hk;
+	size_t hkcap, hk_stride;
+	size_t hk_len[IM_MAX_COORDS];
 	char *pb; /* the bytes of P's terms, in P's order (pc[].str) */
 	size_t pbcap;
 	const char **setv; /* for im_signer_last_set() */
@@ -205,6 +210,7 @@ void im_signer_free(struct im_signer *s)
 	free(s->buf);
 	cand_arrays_free(s);
 	free(s->hb);
+	free(s->hk);
 	free(s->pb);
 	free(s->setv);
 	free(s);
@@ -352,20 +358,52 @@ static int collect_begin(struct im_signer *s, size_t n)
 /* Running totals of collect_add(). */
 struct collecting {
 	size_t nraw, npk, nqk, bytes;
+	/* Byte j of acc[g] counts the primary terms with bit 8g + j of their
+	 * mask, for at most 255 terms (acc_n) before flush_counts(). */
+	uint64_t acc[IM_MAX_COORDS / 8];
+	unsigned acc_n;
 };
 
+/* The bits of @p b, one per byte: bit j becomes byte j (0 or 1). */
+static inline uint64_t bits_to_bytes(uint32_t b)
+{
+	uint64_t t = (uint64_t)(b & 0xff) * UINT64_C(0x0101010101010101);
+
+	t &= UINT64_C(0x8040201008040201);
+	/* Each byte is now 0 or 2^j; adding 0x7f carries into its top bit
+	 * exactly when it is not 0, without spilling into the next. */
+	return ((t + UINT64_C(0x7f7f7f7f7f7f7f7f)) >> 7) &
+	       UINT64_C(0x0101010101010101);
+}
+
+/* Add the byte counters of @p c to pcount[] and clear them. */
+static void flush_counts(struct im_signer *s, struct collecting *c)
+{
+	for (unsigned k = 0; k <= s->p.k; k++)
+		s->pcount[k] +=
+			(uint32_t)(c->acc[k / 8] >> (8 * (k % 8))) & 0xff;
+	memset(c->acc, 0, sizeof(c->acc));
+	c->acc_n = 0;
+}
+
 /* Candidate: term number @p ix of the lexicon, its bytes @p str. */
-static inline void collect_add(struct im_signer *s, struct collecting *c,
-			       long ix, const char *str, uint32_t len)
+static inline __attribute__((always_inline)) void
+collect_add(struct im_signer *s, struct collecting *c, long ix, const char *str,
+	    uint32_t len)
 {
 	int primary = (size_t)ix < im_lexicon_primary_size(s->lex);
 	uint32_t mask;
 
 	if (s->masks) {
 		mask = s->masks[ix];
-		if (primary)
-			for (unsigned k = 0; k <= s->p.k; k++)
-				s->pcount[k] += (mask >> k) & 1;
+		/* |L_k ∩ U| for every k at once: a loop over k per term was
+		 * most of the work here. */
+		if (primary) {
+			for (unsigned g = 0; g <= s->p.k / 8; g++)
+				c->acc[g] += bits_to_bytes(mask >> (8 * g));
+			if (++c->acc_n == 255)
+				flush_counts(s, c);
+		}
 	} else {
 		mask = member_mask(s, str, len, primary ? s->pcount : NULL);
 	}
@@ -380,10 +418,12 @@ static inline void collect_add(struct im_signer *s, struct collecting *c,
 }
 
 /* P sorted by term number, which is byte order; Q waits for sort_q(). */
-static int collect_end(struct im_signer *s, const struct collecting *c,
+static int collect_end(struct im_signer *s, struct collecting *c,
 		       size_t n_unique)
 {
 	size_t off = 0;
+
+	flush_counts(s, c);
 
 	/*
 	 * Every coordinate reads the bytes of P again (eleven times at the
@@ -410,6 +450,7 @@ static int collect_end(struct im_signer *s, const struct collecting *c,
 	/* One buffer holds any S of this document. */
 	if (grow((void **)&s->hb, &s->hbcap, c->bytes + IM_LEX_STR_PAD, 1) < 0)
 		return -ENOMEM;
+	s->hk_stride = c->bytes + IM_LEX_STR_PAD;
 	s->last_n = n_unique;
 	s->have_last = 1;
 	return 0;
@@ -622,6 +663,58 @@ static inline size_t put(unsigned char *hb, size_t len, const struct cand *t,
 	return len + in * (t->len + 1);
 }
 
+/*
+ * The bytes every coordinate would hash if S were P alone, the usual case,
+ * in one pass over P: each term is copied to the coordinates of its mask
+ * (1 + K * keep of them on average) instead of being looked at by all
+ * K + 1.
+ */
+static int fill_coords(struct im_signer *s)
+{
+	unsigned ncoords = s->p.k + 1;
+	size_t stride = s->hk_stride, len[IM_MAX_COORDS];
+	uint32_t all =
+		ncoords == 32 ? UINT32_MAX : (UINT32_C(1) << ncoords) - 1;
+	unsigned char *hk;
+
+	/* Each holds byte k, P's terms with NULs (at most c->bytes in all)
+	 * and the slack of a short term's fixed-size copy. */
+	if (grow((void **)&s->hk, &s->hkcap, ncoords * stride, 1) < 0)
+		return -ENOMEM;
+	hk = s->hk;
+	for (unsigned k = 0; k < ncoords; k++) {
+		hk[k * stride] = (unsigned char)k;
+		len[k] = 1;
+	}
+	for (size_t i = 0; i < s->npc; i++) {
+		const struct cand *t = &s->pc[i];
+		uint32_t m = t->mask & all;
+		size_t tl = (size_t)t->len + 1;
+
+		if (t->len < IM_LEX_STR_PAD) {
+			unsigned char b[IM_LEX_STR_PAD];
+
+			memcpy(b, t->str, IM_LEX_STR_PAD);
+			for (; m; m &= m - 1) {
+				unsigned k = (unsigned)__builtin_ctz(m);
+
+				memcpy(hk + k * stride + len[k], b,
+				       IM_LEX_STR_PAD);
+				len[k] += tl;
+			}
+		} else {
+			for (; m; m &= m - 1) {
+				unsigned k = (unsigned)__builtin_ctz(m);
+
+				memcpy(hk + k * stride + len[k], t->str, tl);
+				len[k] += tl;
+			}
+		}
+	}
+	memcpy(s->hk_len, len, ncoords * sizeof(*len));
+	return 0;
+}
+
 static int coord_hash(struct im_signer *s, unsigned k, const struct coord *c,
 		      struct im_sig *sig)
 {
@@ -631,8 +724,8 @@ static int coord_hash(struct im_signer *s, unsigned k, const struct coord *c,
 
 	hb[0] = (unsigned char)k;
 	if (!c->secondary) {
-		for (size_t i = 0; i < s->npc; i++)
-			len = put(hb, len, &s->pc[i], (s->pc[i].mask >> k) & 1);
+		hb = s->hk + k * s->hk_stride;
+		len = s->hk_len[k];
 	} else {
 		size_t i = 0;
 		coord_order(s, c);
@@ -670,6 +763,9 @@ static int sign_coords(struct im_signer *s, size_t n, struct im_doc_sigs *out,
 	out->status = IM_DOC_REJECTED;
 	out->valid = 0;
 	memset(out->sig, 0, sizeof(out->sig));
+	r = fill_coords(s);
+	if (r < 0)
+		return r;
 	for (unsigned k = 0; k < ncoords; k++) {
 		struct coord c;
 		const char *why = NULL;

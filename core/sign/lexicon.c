@@ -54,7 +54,7 @@
 
 #define NIDF_EPS 1e-12
 
-/* How many terms ahead im_df_add_ids() prefetches slots. */
+/* The step, in terms, of im_df_add_ids()'s prefetches (df_prefetch()). */
 #define DF_PREFETCH 8
 
 /* The longest term a lexicon holds (words from text.c are far shorter). */
@@ -211,6 +211,32 @@ static int df_count(struct im_df *df, const char *s, uint32_t len,
 	return 0;
 }
 
+/*
+ * A large vocabulary misses the cache three times per term: its slot, its
+ * entry, its bytes. Each is loaded a few terms ahead of term @p i, from
+ * what an earlier call brought in: the slot of term i + 3D, the entry of
+ * i + 2D (its slot is in by now), the bytes of i + D (its entry too). A
+ * guess that a rehash made stale costs a useless load, no more.
+ */
+static inline void df_prefetch(const struct im_df *df, const struct im_terms *u,
+			       size_t i)
+{
+	size_t mask = df->nslots - 1, n = u->n;
+	uint32_t ix;
+
+	if (!df->nslots)
+		return;
+	if (i + 3 * DF_PREFETCH < n)
+		__builtin_prefetch(
+			&df->slots[u->v[i + 3 * DF_PREFETCH].hash & mask]);
+	if (i + 2 * DF_PREFETCH < n &&
+	    (ix = df->slots[u->v[i + 2 * DF_PREFETCH].hash & mask]))
+		__builtin_prefetch(&df->v[ix - 1]);
+	if (i + DF_PREFETCH < n &&
+	    (ix = df->slots[u->v[i + DF_PREFETCH].hash & mask]))
+		__builtin_prefetch(df->arena.p + df->v[ix - 1].off);
+}
+
 int im_df_add_ids(struct im_df *df, const struct im_terms *u, uint32_t *ids)
 {
 	if (df->docs >= UINT32_MAX)
@@ -218,12 +244,8 @@ int im_df_add_ids(struct im_df *df, const struct im_terms *u, uint32_t *ids)
 	for (size_t i = 0; i < u->n; i++) {
 		const struct im_term *t = &u->v[i];
 		uint32_t id;
-		/* A large vocabulary misses the cache on every term: let the
-		 * slots of the next terms load meanwhile. */
-		if (i + DF_PREFETCH < u->n && df->nslots)
-			__builtin_prefetch(
-				&df->slots[u->v[i + DF_PREFETCH].hash &
-					   (df->nslots - 1)]);
+
+		df_prefetch(df, u, i);
 		int r = df_count(df, im_terms_str(u, i), t->len, t->hash, 1,
 				 ids ? &ids[i] : &id);
 		if (r < 0)

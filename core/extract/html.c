@@ -523,7 +523,12 @@ int im_html_text(const char *s, size_t len, struct im_buf *out)
 		size_t j = find3(s, i, len, '<', '&', '&');
 
 		/* Room was reserved above: the text so far is at most i bytes. */
-		if (j - i <= out->cap - out->len) {
+		if (j - i <= 32 && len - i >= 32 && out->cap - out->len >= 32) {
+			/* Most runs between two pieces of markup are short (or
+			 * empty): one fixed-size copy instead of a call. */
+			memcpy(out->p + out->len, s + i, 32);
+			out->len += j - i;
+		} else if (j - i <= out->cap - out->len) {
 			memcpy(out->p + out->len, s + i, j - i);
 			out->len += j - i;
 		} else {

@@ -134,6 +134,7 @@ static int grow(void **p, size_t *cap, size_t need, size_t elem, size_t min)
 static int terms_insert(struct im_terms *t, const char *s, size_t len,
 			uint64_t h, size_t i)
 {
+	char *a;
 	int ret;
 
 	/* Offsets and lengths are 32-bit; the arena holds term + NUL. */
@@ -149,8 +150,26 @@ static int terms_insert(struct im_terms *t, const char *s, size_t len,
 	if (ret)
 		return ret;
 
-	memcpy(t->arena + t->arena_len, s, len);
-	t->arena[t->arena_len + len] = '\0';
+	a = t->arena + t->arena_len;
+	if (len >= 8 && len <= 16) {
+		/* Two overlapping copies rather than a call per term. */
+		uint64_t x, y;
+
+		memcpy(&x, s, 8);
+		memcpy(&y, s + len - 8, 8);
+		memcpy(a, &x, 8);
+		memcpy(a + len - 8, &y, 8);
+	} else if (len >= 4 && len < 8) {
+		uint32_t x, y;
+
+		memcpy(&x, s, 4);
+		memcpy(&y, s + len - 4, 4);
+		memcpy(a, &x, 4);
+		memcpy(a + len - 4, &y, 4);
+	} else {
+		memcpy(a, s, len);
+	}
+	a[len] = '\0';
 	t->v[t->n].off = (uint32_t)t->arena_len;
 	t->v[t->n].len = (uint32_t)len;
 	t->v[t->n].hash = h;

@@ -4,6 +4,7 @@
  * references in sketch.h).
  */
 #include <math.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "sketch.h"
@@ -33,6 +34,33 @@ static inline void bin_put(uint64_t *bins, uint64_t h, uint64_t seed)
 		bins[bin] = val;
 }
 
+/* The bin an empty bin @p i draws from at its try @p a. */
+static inline unsigned dense_bin(uint64_t seed, unsigned i, uint64_t a)
+{
+	return (unsigned)(mix(seed ^ mix((uint64_t)i << 32 | a)) >> 56);
+}
+
+/*
+ * The first DENSE_TRIES draws of every bin for the last seed, per thread:
+ * a document of fewer terms than bins leaves most bins empty, and each
+ * empty bin would compute its draws again, two mixes a try.
+ */
+#define DENSE_TRIES 16
+static __thread struct {
+	uint64_t seed;
+	bool valid;
+	uint8_t bin[IM_SKETCH_BINS][DENSE_TRIES];
+} dense;
+
+static void dense_fill(uint64_t seed)
+{
+	for (unsigned i = 0; i < IM_SKETCH_BINS; i++)
+		for (unsigned a = 1; a <= DENSE_TRIES; a++)
+			dense.bin[i][a - 1] = (uint8_t)dense_bin(seed, i, a);
+	dense.seed = seed;
+	dense.valid = true;
+}
+
 static void finish(uint64_t *bins, size_t n, uint64_t seed,
 		   struct im_sketch *out)
 {
@@ -48,22 +76,20 @@ static void finish(uint64_t *bins, size_t n, uint64_t seed,
 	for (unsigned i = 0; i < IM_SKETCH_BINS; i++) {
 		if (src[i] != EMPTY)
 			continue;
+		if (!dense.valid || dense.seed != seed)
+			dense_fill(seed);
 		for (uint64_t a = 1;; a++) {
-			unsigned j =
-				(unsigned)(mix(seed ^
-					       mix((uint64_t)i << 32 | a)) >>
-					   56);
+			unsigned j = a <= DENSE_TRIES ? dense.bin[i][a - 1]
+						      : dense_bin(seed, i, a);
 			if (src[j] != EMPTY) {
 				bins[i] = src[j];
 				break;
 			}
 		}
 	}
-	for (unsigned i = 0; i < IM_SKETCH_BINS; i++) {
-		uint8_t b = (uint8_t)(bins[i] & 0xf);
-
-		out->v[i / 2] |= (uint8_t)(i & 1 ? b << 4 : b);
-	}
+	for (unsigned i = 0; i < IM_SKETCH_BINS; i += 2)
+		out->v[i / 2] =
+			(uint8_t)((bins[i] & 0xf) | (bins[i + 1] & 0xf) << 4);
 }
 
 void im_sketch_compute(const struct im_terms *u, uint64_t seed,

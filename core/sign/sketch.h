@@ -33,6 +33,8 @@
  * nibble). Every byte pattern decodes to a valid sketch.
  *
  * Thread-safety: every function is pure and reentrant; nothing allocates.
+ * Computing a sketch keeps 4 kB of per-thread state (the densification
+ * draws of the last seed), which changes no result.
  */
 #ifndef IM_SKETCH_H
 #define IM_SKETCH_H

@@ -29,6 +29,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -89,10 +90,12 @@ struct im_signer {
 	unsigned char *hb; /* the bytes hashed for one coordinate */
 	size_t hbcap;
 	/* The bytes of every coordinate whose S is P alone (fill_coords()):
-	 * coordinate k's at hk + k * hk_stride, hk_len[k] of them. */
+	 * coordinate k's at hk + k * hk_stride, hk_len[k] of them; only
+	 * while hk_filled. */
 	unsigned char *hk;
 	size_t hkcap, hk_stride;
 	size_t hk_len[IM_MAX_COORDS];
+	bool hk_filled;
 	char *pb; /* the bytes of P's terms, in P's order (pc[].str) */
 	size_t pbcap;
 	const char **setv; /* for im_signer_last_set() */
@@ -663,6 +666,9 @@ static inline size_t put(unsigned char *hb, size_t len, const struct cand *t,
 	return len + in * (t->len + 1);
 }
 
+/* The most fill_coords() keeps for one document (a signer keeps it). */
+#define HK_MAX ((size_t)256 << 10)
+
 /*
  * The bytes every coordinate would hash if S were P alone, the usual case,
  * in one pass over P: each term is copied to the coordinates of its mask
@@ -678,7 +684,13 @@ static int fill_coords(struct im_signer *s)
 	unsigned char *hk;
 
 	/* Each holds byte k, P's terms with NULs (at most c->bytes in all)
-	 * and the slack of a short term's fixed-size copy. */
+	 * and the slack of a short term's fixed-size copy. A document whose
+	 * buffers would pass HK_MAX is hashed coordinate by coordinate as
+	 * before (coord_hash()): a signer keeps its buffers, and K + 1
+	 * copies of the largest document's terms would stay with it. */
+	s->hk_filled = false;
+	if (ncoords * stride > HK_MAX)
+		return 0;
 	if (grow((void **)&s->hk, &s->hkcap, ncoords * stride, 1) < 0)
 		return -ENOMEM;
 	hk = s->hk;
@@ -712,6 +724,7 @@ static int fill_coords(struct im_signer *s)
 		}
 	}
 	memcpy(s->hk_len, len, ncoords * sizeof(*len));
+	s->hk_filled = true;
 	return 0;
 }
 
@@ -723,9 +736,12 @@ static int coord_hash(struct im_signer *s, unsigned k, const struct coord *c,
 	size_t len = 1;
 
 	hb[0] = (unsigned char)k;
-	if (!c->secondary) {
+	if (!c->secondary && s->hk_filled) {
 		hb = s->hk + k * s->hk_stride;
 		len = s->hk_len[k];
+	} else if (!c->secondary) {
+		for (size_t i = 0; i < s->npc; i++)
+			len = put(hb, len, &s->pc[i], (s->pc[i].mask >> k) & 1);
 	} else {
 		size_t i = 0;
 		coord_order(s, c);

@@ -609,9 +609,7 @@ struct scan {
 
 	pthread_mutex_t rlock;	       /* serializes results */
 	struct im_scan_counts *counts; /* protected by rlock */
-	/* First scans: the statuses as a df scan counts them, protected by
-	 * rlock; each lexicon term's coordinates (im_sig_masks()). */
-	struct im_scan_counts pre;
+	/* First scans: each lexicon term's coordinates (im_sig_masks()). */
 	uint32_t *masks;
 };
 
@@ -735,6 +733,24 @@ static void deliver(struct scan *sc, const char *path, const struct stat *st,
 	pthread_mutex_unlock(&sc->rlock);
 }
 
+/*
+ * A result signed from what a first scan kept, waiting to be delivered with
+ * others under one lock (deliver_pending()).
+ */
+struct pending {
+	char *path;
+	struct stat st;
+	struct im_doc_sigs d;
+};
+
+/*
+ * Results a first scan's signing step delivers at once. Delivering a
+ * result (the index, under rlock) takes a third to half as long as signing
+ * it, so two workers delivering one result at a time kept meeting at the
+ * lock, and each meeting cost a sleep and a wake-up.
+ */
+#define DELIVER_BATCH 64
+
 struct sign_worker {
 	pthread_t tid;
 	struct scan *sc;
@@ -744,9 +760,14 @@ struct sign_worker {
 	struct im_spool *spool;
 	uint32_t *ids; /* term ids, then term numbers; idcap entries */
 	size_t idcap;
-	size_t nown;   /* terms of df that this worker's ids refer to */
-	uint32_t *map; /* id -> term number or NO_TERM; nown entries */
-	int ret;       /* first scans: the signing step's error */
+	size_t nown;	      /* terms of df that this worker's ids refer to */
+	uint32_t *map;	      /* id -> term number or NO_TERM; nown entries */
+	int ret;	      /* first scans: the signing step's error */
+	struct pending *pend; /* first scans: DELIVER_BATCH results */
+	unsigned npend;
+	/* First scans: the statuses as a df scan counts them, of the files
+	 * this worker read (no lock: summed after the walk). */
+	uint64_t pre_status[IM_DOC_STATUS_COUNT], pre_bytes;
 };
 
 static void *sign_main(void *arg)
@@ -869,6 +890,19 @@ static int keep_doc(struct sign_worker *wk, const char *path,
 	return im_spool_append(wk->spool, iov, 3);
 }
 
+/* count_status() into the worker's own counters, without a lock. */
+static void count_pre(struct sign_worker *wk, enum im_doc_status status,
+		      const struct stat *st)
+{
+	struct im_scan_counts c;
+
+	memset(&c, 0, sizeof(c));
+	count_status(&c, status, st);
+	for (unsigned i = 0; i < IM_DOC_STATUS_COUNT; i++)
+		wk->pre_status[i] += c.by_status[i];
+	wk->pre_bytes += c.bytes;
+}
+
 /* Walk step: read and tokenize, count the terms, keep the rest. */
 static void *first_main(void *arg)
 {
@@ -900,9 +934,7 @@ static void *first_main(void *arg)
 			break;
 		}
 		/* As df_main() counts, for a tree with no lexicon. */
-		pthread_mutex_lock(&sc->rlock);
-		count_status(&sc->pre, u ? IM_DOC_SIGNED : d.status, &it.st);
-		pthread_mutex_unlock(&sc->rlock);
+		count_pre(wk, u ? IM_DOC_SIGNED : d.status, &it.st);
 		free(it.path);
 	}
 	return NULL;
@@ -928,7 +960,30 @@ static int map_term(const char *s, uint32_t len, uint64_t hash, uint32_t count,
 	return 0;
 }
 
-/* One kept file: finish its result and deliver it. */
+/* Deliver the results @p wk holds, serialized with the others, and free
+ * their paths. */
+static void deliver_pending(struct sign_worker *wk)
+{
+	struct scan *sc = wk->sc;
+
+	if (!wk->npend)
+		return;
+	pthread_mutex_lock(&sc->rlock);
+	for (unsigned i = 0; i < wk->npend; i++) {
+		struct pending *r = &wk->pend[i];
+
+		count_status(sc->counts, r->d.status, &r->st);
+		count_format(sc->counts, &r->d);
+		if (sc->ops->result)
+			sc->ops->result(r->path, &r->st, &r->d, sc->ops->arg);
+	}
+	pthread_mutex_unlock(&sc->rlock);
+	for (unsigned i = 0; i < wk->npend; i++)
+		free(wk->pend[i].path);
+	wk->npend = 0;
+}
+
+/* One kept file: finish its result and queue it for delivery. */
 static int sign_kept(struct sign_worker *wk, const void *rec, size_t len)
 {
 	struct scan *sc = wk->sc;
@@ -976,8 +1031,9 @@ static int sign_kept(struct sign_worker *wk, const void *rec, size_t len)
 	path = strndup(p + sizeof(k), k.path_len);
 	if (!path)
 		return -ENOMEM;
-	deliver(sc, path, &k.st, &d);
-	free((char *)path);
+	wk->pend[wk->npend++] = (struct pending){(char *)path, k.st, d};
+	if (wk->npend == DELIVER_BATCH)
+		deliver_pending(wk);
 	return 0;
 }
 
@@ -993,7 +1049,8 @@ static void *first_sign_main(void *arg)
 
 	im_signer_set_lexicon(wk->signer, sc->lex, sc->masks);
 	wk->map = malloc((wk->nown ? wk->nown : 1) * sizeof(*wk->map));
-	if (!wk->map) {
+	wk->pend = malloc(DELIVER_BATCH * sizeof(*wk->pend));
+	if (!wk->map || !wk->pend) {
 		wk->ret = -ENOMEM;
 		return NULL;
 	}
@@ -1007,6 +1064,8 @@ static void *first_sign_main(void *arg)
 		else
 			ret = sign_kept(wk, rec, len);
 	}
+	/* What was signed is delivered, even when the step stops early. */
+	deliver_pending(wk);
 	wk->ret = ret;
 	return NULL;
 }
@@ -1034,6 +1093,7 @@ static void workers_free(struct sign_worker *wk, unsigned n)
 		im_spool_free(wk[i].spool);
 		free(wk[i].ids);
 		free(wk[i].map);
+		free(wk[i].pend);
 	}
 	free(wk);
 }
@@ -1286,9 +1346,13 @@ int im_scan_first(int dirfd, const struct im_params *p, unsigned threads,
 				       p->secondary_cap, &built);
 	if (ret == -EINVAL) {
 		/* Fewer than two documents with terms: as a df scan saw it. */
-		memcpy(counts->by_status, sc->pre.by_status,
-		       sizeof(counts->by_status));
-		counts->bytes = sc->pre.bytes;
+		memset(counts->by_status, 0, sizeof(counts->by_status));
+		counts->bytes = 0;
+		for (unsigned i = 0; i < n; i++) {
+			for (unsigned j = 0; j < IM_DOC_STATUS_COUNT; j++)
+				counts->by_status[j] += wk[i].pre_status[j];
+			counts->bytes += wk[i].pre_bytes;
+		}
 		ret = 0;
 		goto out;
 	}

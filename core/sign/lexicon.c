@@ -418,6 +418,31 @@ static double nidf_of(uint64_t df, uint64_t n)
 }
 
 /*
+ * nidf_of() for one N, its values for the small df that most terms of a
+ * collection have computed once: a build took two logarithms per term of
+ * the collection and two more per term kept.
+ */
+#define NIDF_MEMO 256
+
+struct nidf_memo {
+	uint64_t n;
+	double v[NIDF_MEMO]; /* v[df] for 0 < df < NIDF_MEMO */
+};
+
+static void nidf_memo_init(struct nidf_memo *m, uint64_t n)
+{
+	m->n = n;
+	m->v[0] = 0;
+	for (uint64_t df = 1; df < NIDF_MEMO; df++)
+		m->v[df] = nidf_of(df, n);
+}
+
+static double nidf_get(const struct nidf_memo *m, uint64_t df)
+{
+	return df && df < NIDF_MEMO ? m->v[df] : nidf_of(df, m->n);
+}
+
+/*
  * Zeroed memory for the tables every lookup touches at random. A large one
  * is aligned to 2 MiB and offered to transparent huge pages, so that lookups
  * in a lexicon of a million terms do not also miss the TLB. free() frees it.
@@ -466,7 +491,8 @@ static int lex_alloc(struct im_lexicon *lex, size_t n, size_t bytes)
 
 /* Term number @p i. @return 0, or -EINVAL if the arena has no room left. */
 static int lex_set(struct im_lexicon *lex, size_t i, const void *s,
-		   uint32_t len, uint8_t kind, uint32_t rank, uint64_t df)
+		   uint32_t len, uint8_t kind, uint32_t rank, uint64_t df,
+		   const struct nidf_memo *nm)
 {
 	if (lex->arena_cap - lex->arena_len < REC_HDR + (size_t)len + 1)
 		return -EINVAL;
@@ -483,7 +509,7 @@ static int lex_set(struct im_lexicon *lex, size_t i, const void *s,
 	t->len = len;
 	t->kind = kind;
 	t->rank = rank;
-	t->nidf = (float)nidf_of(df, lex->docs);
+	t->nidf = (float)nidf_get(nm, df);
 	lex->dfs[i] = (uint32_t)df;
 	return 0;
 }
@@ -559,11 +585,13 @@ int im_lexicon_build(const struct im_df *df, double lo, double hi,
 	struct im_lexicon *lex = NULL;
 	struct pick *pl = NULL, *pb = NULL;
 	size_t npl = 0, npb = 0;
+	struct nidf_memo nm;
 	int r;
 
 	*out = NULL;
 	if (!(lo >= 0 && lo <= hi && hi <= 1) || df->docs < 2)
 		return -EINVAL;
+	nidf_memo_init(&nm, df->docs);
 
 	r = -ENOMEM;
 	pl = malloc((df->n ? df->n : 1) * sizeof(*pl));
@@ -576,7 +604,7 @@ int im_lexicon_build(const struct im_df *df, double lo, double hi,
 		const struct df_entry *e = &df->v[i];
 		if (e->len > LEX_TERM_MAX)
 			continue; /* load would refuse it */
-		double x = nidf_of(e->df, df->docs);
+		double x = nidf_get(&nm, e->df);
 		const char *str = df->arena.p + e->off;
 		struct pick p = {str, prefix8(str, e->len), e->len, e->df};
 		if (x > hi + NIDF_EPS)
@@ -612,7 +640,7 @@ int im_lexicon_build(const struct im_df *df, double lo, double hi,
 		const struct pick *p = i < npl ? &pl[i] : &pb[i - npl];
 		r = lex_set(lex, i, p->s, p->len,
 			    i < npl ? IM_LEX_PRIMARY : IM_LEX_SECONDARY,
-			    i < npl ? 0 : (uint32_t)(i - npl), p->df);
+			    i < npl ? 0 : (uint32_t)(i - npl), p->df, &nm);
 		assert(r == 0); /* bytes was counted above */
 	}
 	r = lex_index(lex, n);
@@ -858,6 +886,7 @@ int im_lexicon_load(const char *path, struct im_lexicon **out, char *why,
 		    size_t why_len)
 {
 	struct im_lexicon *lex = NULL;
+	struct nidf_memo nm;
 	unsigned char *buf = NULL;
 	size_t len = 0;
 	int r;
@@ -921,6 +950,7 @@ int im_lexicon_load(const char *path, struct im_lexicon **out, char *why,
 	if (!lex)
 		goto out;
 	lex->docs = docs;
+	nidf_memo_init(&nm, docs);
 	lex->lo = lo;
 	lex->hi = hi;
 	lex->nprimary = npl;
@@ -954,7 +984,7 @@ int im_lexicon_load(const char *path, struct im_lexicon **out, char *why,
 		if (df < 1 || df > docs)
 			CORRUPT("corrupt: term %zu has df %llu", i,
 				(unsigned long long)df);
-		if (lex_set(lex, i, str, tl, kind, rank, df) < 0)
+		if (lex_set(lex, i, str, tl, kind, rank, df, &nm) < 0)
 			CORRUPT("corrupt: term %zu overruns the terms", i);
 		/* Signatures hash L in term-number order, which must be byte
 		 * order; B must be in rank order (df down, then bytes). */

@@ -286,7 +286,7 @@ static inline size_t key_len(unsigned kind)
 {
 	return kind == IM_KEY_EXACT   ? 16
 	       : kind == IM_KEY_COORD ? IM_KEY_COORD_LEN
-				      : 4;
+				      : IM_SKETCH_BAND_BYTES;
 }
 
 /* ---- Records ------------------------------------------------------------- */
@@ -407,7 +407,7 @@ static inline const uint8_t *doc_sig(const struct doc *d, unsigned k)
 
 static inline const uint8_t *band_bytes(const struct im_sketch *sk, unsigned j)
 {
-	return sk->v + j * (IM_SKETCH_BAND_BINS * IM_SKETCH_BITS / 8);
+	return sk->v + j * IM_SKETCH_BAND_BYTES;
 }
 
 /* Keys in a fixed order (im_doc_keys()): the exact hash, coordinates
@@ -444,8 +444,8 @@ static bool doc_has_key(const struct doc *d, const struct key *key)
 		return (doc_valid(d) & (1u << key->k)) &&
 		       !memcmp(doc_sig(d, key->k), key->b, IM_KEY_COORD_LEN);
 	default:
-		return d->sketch.n &&
-		       !memcmp(band_bytes(&d->sketch, key->k), key->b, 4);
+		return d->sketch.n && !memcmp(band_bytes(&d->sketch, key->k),
+					      key->b, IM_SKETCH_BAND_BYTES);
 	}
 }
 
@@ -2217,8 +2217,11 @@ unsigned im_doc_keys(const struct im_doc_sigs *d, struct im_cand_key *out)
 	if (d->sketch.n) {
 		for (unsigned j = 0; j < IM_SKETCH_BANDS; j++) {
 			out[n] = (struct im_cand_key){
-				.kind = IM_KEY_BAND, .k = (uint8_t)j, .len = 4};
-			memcpy(out[n++].b, band_bytes(&d->sketch, j), 4);
+				.kind = IM_KEY_BAND,
+				.k = (uint8_t)j,
+				.len = IM_SKETCH_BAND_BYTES};
+			memcpy(out[n++].b, band_bytes(&d->sketch, j),
+			       IM_SKETCH_BAND_BYTES);
 		}
 	}
 	return n;

@@ -265,7 +265,7 @@ int im_index_foreach_doc(const struct im_index *idx,
 enum im_key_kind {
 	IM_KEY_EXACT, /**< the 128-bit hash of the bytes (16 bytes) */
 	IM_KEY_COORD, /**< coordinate k's signature, first IM_KEY_COORD_LEN */
-	IM_KEY_BAND,  /**< band k of the sketch, 4 bytes (im_sketch_band()) */
+	IM_KEY_BAND,  /**< band k of the sketch, IM_SKETCH_BAND_BYTES bytes */
 };
 
 /**

@@ -49,8 +49,9 @@
 #include <string.h>
 
 /* 2: key records name their holder only (its signatures stay in the
- * records). 3: coordinate keys are IM_KEY_COORD_LEN (4) bytes, not 8. */
-#define IM_STAGE_VERSION 3
+ * records). 3: coordinate keys are IM_KEY_COORD_LEN (4) bytes, not 8.
+ * 4: band keys are IM_SKETCH_BAND_BYTES (3) bytes, not 4. */
+#define IM_STAGE_VERSION 4
 #define IM_STAGE_META	 8
 /** Most partitions a shuffle may use. */
 #define IM_STAGE_MAX_PARTS 4096

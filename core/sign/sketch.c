@@ -163,11 +163,12 @@ double im_sketch_similarity(const struct im_sketch *a,
 
 uint32_t im_sketch_band(const struct im_sketch *s, unsigned j)
 {
-	const uint8_t *p =
-		s->v + j * (IM_SKETCH_BAND_BINS * IM_SKETCH_BITS / 8);
+	const uint8_t *p = s->v + j * IM_SKETCH_BAND_BYTES;
+	uint32_t band = 0;
 
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-	       (uint32_t)p[3] << 24;
+	for (unsigned i = 0; i < IM_SKETCH_BAND_BYTES; i++)
+		band |= (uint32_t)p[i] << (8 * i);
+	return band;
 }
 
 void im_sketch_encode(const struct im_sketch *s, uint8_t out[IM_SKETCH_RECORD])

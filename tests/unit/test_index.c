@@ -1479,7 +1479,7 @@ static uint64_t vmix(uint64_t h)
 static void verified_doc(struct im_doc_sigs *d, unsigned family,
 			 unsigned variant, uint64_t salt)
 {
-	const unsigned bandbytes = IM_SKETCH_BANDS * 4;
+	const unsigned bandbytes = IM_SKETCH_BANDS * IM_SKETCH_BAND_BYTES;
 
 	memset(d, 0, sizeof(*d));
 	d->status = IM_DOC_SIGNED;

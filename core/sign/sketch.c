@@ -61,32 +61,45 @@ static void dense_fill(uint64_t seed)
 	dense.valid = true;
 }
 
+/* The bin empty bin @p i copies: its first draw that a term filled. The
+ * first 8 draws are tested at once, without a branch to miss per try: a
+ * small document leaves most bins empty and each needs a few tries. */
+static unsigned draw_filled(const uint8_t *filled, uint64_t seed, unsigned i)
+{
+	const uint8_t *draw = dense.bin[i];
+	unsigned hit = 0, j;
+
+	for (unsigned a = 0; a < 8; a++)
+		hit |= (unsigned)filled[draw[a]] << a;
+	if (hit)
+		return draw[__builtin_ctz(hit)];
+	j = draw[8];
+	for (uint64_t a = 9; !filled[j]; a++)
+		j = a < DENSE_TRIES ? draw[a] : dense_bin(seed, i, a + 1);
+	return j;
+}
+
 static void finish(uint64_t *bins, size_t n, uint64_t seed,
 		   struct im_sketch *out)
 {
+	uint8_t filled[IM_SKETCH_BINS];
+
 	memset(out, 0, sizeof(*out));
 	if (n == 0)
 		return;
 	out->n = n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
-	/* Each empty bin draws bins from its own fixed sequence until one is
-	 * filled: the same sequence in every document, so two documents with
-	 * the same filled bins fill their empty ones alike. */
-	uint64_t src[IM_SKETCH_BINS];
-	memcpy(src, bins, sizeof(src));
-	for (unsigned i = 0; i < IM_SKETCH_BINS; i++) {
-		if (src[i] != EMPTY)
-			continue;
-		if (!dense.valid || dense.seed != seed)
-			dense_fill(seed);
-		for (uint64_t a = 1;; a++) {
-			unsigned j = a <= DENSE_TRIES ? dense.bin[i][a - 1]
-						      : dense_bin(seed, i, a);
-			if (src[j] != EMPTY) {
-				bins[i] = src[j];
-				break;
-			}
-		}
-	}
+	for (unsigned i = 0; i < IM_SKETCH_BINS; i++)
+		filled[i] = bins[i] != EMPTY;
+	if (!dense.valid || dense.seed != seed)
+		dense_fill(seed);
+	/* Each empty bin draws bins from its own fixed sequence until one that
+	 * a term filled: the same sequence in every document, so two
+	 * documents with the same filled bins fill their empty ones alike.
+	 * Only empty bins are written, so a filled bin read here still holds
+	 * its own minimum. */
+	for (unsigned i = 0; i < IM_SKETCH_BINS; i++)
+		if (!filled[i])
+			bins[i] = bins[draw_filled(filled, seed, i)];
 	for (unsigned i = 0; i < IM_SKETCH_BINS; i += 2)
 		out->v[i / 2] =
 			(uint8_t)((bins[i] & 0xf) | (bins[i + 1] & 0xf) << 4);

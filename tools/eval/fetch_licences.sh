@@ -44,7 +44,7 @@ need=$(entries | while read -r name pkg path; do
 done | sort -u)
 if [ -n "$need" ]; then
 	n=$(echo "$need" | wc -l)
-	echo "fetch_licences: downloading $n packages" >&2
+	echo "fetch_licences: $n packages to download" >&2
 	cd "$cache/licences.debs"
 	# One package at a time, so that a package gone from the archive is
 	# named; as root apt warns that it cannot drop to _apt, harmless.

@@ -10,8 +10,8 @@
 #  2. tools/eval/perturb: 100 documents of about the mean length, 10 copies
 #     each with 5% (2:9) and 10% (1:9) of the words edited.
 # Corpora: tools/eval/fetch_corpus.sh (manuals: PostgreSQL, Perl, Python) and
-# tools/eval/fetch_licences.sh (common-licenses and the installed packages'
-# copyright files).
+# tools/eval/fetch_licences.sh (common-licenses and the copyright files of the
+# packages tools/eval/licences.list names).
 set -eu
 imatch=${1:?usage: run_detect.sh IMATCH [CACHE]}
 imatch=$(cd "$(dirname "$imatch")" && pwd)/$(basename "$imatch")

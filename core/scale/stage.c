@@ -251,57 +251,63 @@ fail(char *why, size_t why_len, int err, const char *fmt, ...)
 	return err;
 }
 
-/* Check the structure of a mapped file whose checksum is already good. */
-static int walk_records(struct im_stage_reader *r, char *why, size_t why_len)
-{
-	const uint8_t *p = r->pos;
-	uint64_t n = 0;
-
-	while (p < r->end) {
-		uint64_t len;
-
-		if ((size_t)(r->end - p) < 4)
-			return fail(why, why_len, -EINVAL,
-				    "corrupt: a record runs past the end");
-		len = get_le(p, 4);
-		p += 4;
-		if (len > (uint64_t)(r->end - p))
-			return fail(why, why_len, -EINVAL,
-				    "corrupt: a record runs past the end");
-		p += len;
-		n++;
-		drop_behind(r, (size_t)(p - r->map));
-	}
-	if (n != r->count)
-		return fail(why, why_len, -EINVAL,
-			    "corrupt: %llu records, the trailer says %llu",
-			    (unsigned long long)n,
-			    (unsigned long long)r->count);
-	return 0;
-}
-
-/* Check the checksum window by window, giving each back once hashed: a
- * file opened to be streamed (or only its trailer read) is not made
- * resident by its check. */
-static int checksum(struct im_stage_reader *r, char *why, size_t why_len)
+/*
+ * Check the checksum and the records' structure in one pass, window by
+ * window, giving each window back once both are done with it: a file
+ * opened to be streamed (or only its trailer read) is not made resident
+ * by its check, nor read twice. A damaged file is reported as such even
+ * where the damage also breaks the structure: the checksum speaks first.
+ */
+static int check_file(struct im_stage_reader *r, char *why, size_t why_len)
 {
 	size_t n = r->size - 8;
 	XXH3_state_t *xx = XXH3_createState();
-	uint64_t sum;
+	const uint8_t *p = r->pos;
+	const char *broken = NULL;
+	uint64_t sum, records = 0;
 
 	if (!xx)
 		return fail(why, why_len, -ENOMEM, "%s", strerror(ENOMEM));
 	XXH3_64bits_reset(xx);
 	for (size_t off = 0; off < n; off += WINDOW) {
+		const uint8_t *hashed =
+			r->map + (n - off < WINDOW ? n : off + WINDOW);
+
 		XXH3_64bits_update(xx, r->map + off,
 				   n - off < WINDOW ? n - off : WINDOW);
-		drop_behind(r, off + WINDOW);
+		/* The records that start in what is hashed so far. */
+		while (!broken && p < r->end && p < hashed) {
+			uint64_t len;
+
+			if ((size_t)(r->end - p) < 4) {
+				broken = "corrupt: a record runs past the end";
+				break;
+			}
+			len = get_le(p, 4);
+			p += 4;
+			if (len > (uint64_t)(r->end - p)) {
+				broken = "corrupt: a record runs past the end";
+				break;
+			}
+			p += len;
+			records++;
+		}
+		drop_behind(r, off + WINDOW < (size_t)(p - r->map)
+				       ? off + WINDOW
+				       : (size_t)(p - r->map));
 	}
 	sum = XXH3_64bits_digest(xx);
 	XXH3_freeState(xx);
 	if (sum != get_le(r->map + n, 8))
 		return fail(why, why_len, -EINVAL,
 			    "bad checksum (truncated or damaged)");
+	if (broken)
+		return fail(why, why_len, -EINVAL, "%s", broken);
+	if (records != r->count)
+		return fail(why, why_len, -EINVAL,
+			    "corrupt: %llu records, the trailer says %llu",
+			    (unsigned long long)records,
+			    (unsigned long long)r->count);
 	return 0;
 }
 
@@ -368,9 +374,6 @@ int im_stage_open(const char *path, struct im_stage_reader **out, char *why,
 	r->path = strdup(path);
 	if (!r->path)
 		goto out;
-	ret = checksum(r, why, why_len);
-	if (ret)
-		goto out;
 	r->h.kind = (uint32_t)get_le(m + 12, 4);
 	r->h.part = (uint32_t)get_le(m + 16, 4);
 	r->h.nparts = (uint32_t)get_le(m + 20, 4);
@@ -380,6 +383,11 @@ int im_stage_open(const char *path, struct im_stage_reader **out, char *why,
 		r->meta[i] = get_le(tr + 8 + 8 * i, 8);
 	r->pos = m + HEADER_LEN;
 	r->end = tr;
+	ret = check_file(r, why, why_len);
+	/* The check gave the pages back; the reader starts again. */
+	r->kept = 0;
+	if (ret)
+		goto out;
 	ret = -EINVAL;
 	if (!im_stage_kind_name(r->h.kind)) {
 		fail(why, why_len, ret, "unknown kind %u", r->h.kind);
@@ -391,10 +399,7 @@ int im_stage_open(const char *path, struct im_stage_reader **out, char *why,
 		     r->h.part, r->h.nparts);
 		goto out;
 	}
-	/* The checksum gave the pages back; the walk reads them again. */
-	r->kept = 0;
-	ret = walk_records(r, why, why_len);
-	r->kept = 0;
+	ret = 0;
 out:
 	if (ret) {
 		if (r)

@@ -299,9 +299,10 @@ int explain_pair(struct cli *c, const struct im_lexicon *lex)
 					      !memcmp(a.d.exact, b.d.exact, 16)
 				      ? "identical"
 				      : "different");
-	printf("sketch: %u of %u bins agree, Jaccard %.4f, similarity %.4f "
-	       "(threshold %g)\n",
+	printf("sketch: %u of %u bins agree (bands), map levels %u and %u, "
+	       "Jaccard %.4f, similarity %.4f (threshold %g)\n",
 	       im_sketch_agree(&a.d.sketch, &b.d.sketch), IM_SKETCH_BINS,
+	       im_sketch_level(a.d.sketch.n), im_sketch_level(b.d.sketch.n),
 	       im_sketch_jaccard(&a.d.sketch, &b.d.sketch),
 	       im_sketch_similarity(&a.d.sketch, &b.d.sketch), c->p.similarity);
 

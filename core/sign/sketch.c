@@ -9,8 +9,8 @@
 
 #include "sketch.h"
 
-#define EMPTY	 UINT64_MAX
-#define VAL_MASK ((UINT64_C(1) << 56) - 1)
+#define EMPTY	  UINT64_MAX
+#define MAP_WORDS (IM_SKETCH_MAP_BITS / 64)
 
 /* Stafford's variant 13 of the MurmurHash3 finaliser: a bijection, so
  * distinct term hashes stay distinct. */
@@ -24,25 +24,64 @@ static inline uint64_t mix(uint64_t x)
 	return x;
 }
 
-static inline void bin_put(uint64_t *bins, uint64_t h, uint64_t seed)
+/* [0, n) from the top 32 bits of @p g (Lemire's multiply-shift). */
+static inline unsigned reduce(uint64_t g, unsigned n)
 {
-	uint64_t g = mix(h ^ seed);
-	unsigned bin = (unsigned)(g >> 56);
-	uint64_t val = g & VAL_MASK;
+	return (unsigned)(((g >> 32) * n) >> 32);
+}
 
-	if (val < bins[bin])
-		bins[bin] = val;
+/* The map's own hash of a term: independent of the bins'. */
+#define MAP_SALT UINT64_C(0x6a09e667f3bcc909)
+
+unsigned im_sketch_level(uint32_t n)
+{
+	unsigned k = 0;
+
+	while ((n >> k) > IM_SKETCH_MAP_BITS)
+		k++;
+	return k;
+}
+
+struct builder {
+	uint64_t bins[IM_SKETCH_BINS];
+	uint64_t map[MAP_WORDS];
+	unsigned level;
+};
+
+static void builder_init(struct builder *b, size_t n)
+{
+	memset(b->bins, 0xff, sizeof(b->bins));
+	memset(b->map, 0, sizeof(b->map));
+	b->level = im_sketch_level(n > UINT32_MAX ? UINT32_MAX : (uint32_t)n);
+}
+
+static inline void builder_put(struct builder *b, uint64_t h, uint64_t seed)
+{
+	uint64_t g = mix(h ^ seed), m = mix(g ^ MAP_SALT);
+	unsigned bin = reduce(g, IM_SKETCH_BINS);
+	uint64_t val = g & UINT32_MAX;
+
+	if (val < b->bins[bin])
+		b->bins[bin] = val;
+	/* Level k samples the terms whose map hash begins with k zero bits;
+	 * the bits after them place the term, so a coarser level's sample is
+	 * the lower half of this one's map (the comparison relies on it). */
+	if (b->level == 0 || m >> (64 - b->level) == 0) {
+		unsigned p = reduce(m << b->level, IM_SKETCH_MAP_BITS);
+
+		b->map[p / 64] |= UINT64_C(1) << (p % 64);
+	}
 }
 
 /* The bin an empty bin @p i draws from at its try @p a. */
 static inline unsigned dense_bin(uint64_t seed, unsigned i, uint64_t a)
 {
-	return (unsigned)(mix(seed ^ mix((uint64_t)i << 32 | a)) >> 56);
+	return reduce(mix(seed ^ mix((uint64_t)i << 32 | a)), IM_SKETCH_BINS);
 }
 
 /*
  * The first DENSE_TRIES draws of every bin for the last seed, per thread:
- * a document of fewer terms than bins leaves most bins empty, and each
+ * a document of fewer terms than bins leaves many bins empty, and each
  * empty bin would compute its draws again, two mixes a try.
  */
 #define DENSE_TRIES 16
@@ -79,10 +118,11 @@ static unsigned draw_filled(const uint8_t *filled, uint64_t seed, unsigned i)
 	return j;
 }
 
-static void finish(uint64_t *bins, size_t n, uint64_t seed,
+static void finish(struct builder *b, size_t n, uint64_t seed,
 		   struct im_sketch *out)
 {
 	uint8_t filled[IM_SKETCH_BINS];
+	uint64_t *bins = b->bins;
 
 	memset(out, 0, sizeof(*out));
 	if (n == 0)
@@ -103,59 +143,173 @@ static void finish(uint64_t *bins, size_t n, uint64_t seed,
 	for (unsigned i = 0; i < IM_SKETCH_BINS; i += 2)
 		out->v[i / 2] =
 			(uint8_t)((bins[i] & 0xf) | (bins[i + 1] & 0xf) << 4);
+	for (unsigned w = 0; w < MAP_WORDS; w++)
+		for (unsigned i = 0; i < 8; i++)
+			out->v[IM_SKETCH_BIN_BYTES + w * 8 + i] =
+				(uint8_t)(b->map[w] >> (8 * i));
 }
 
 void im_sketch_compute(const struct im_terms *u, uint64_t seed,
 		       struct im_sketch *out)
 {
-	uint64_t bins[IM_SKETCH_BINS];
+	struct builder b;
 
-	memset(bins, 0xff, sizeof(bins));
+	builder_init(&b, u->n);
 	for (size_t i = 0; i < u->n; i++)
-		bin_put(bins, u->v[i].hash, seed);
-	finish(bins, u->n, seed, out);
+		builder_put(&b, u->v[i].hash, seed);
+	finish(&b, u->n, seed, out);
 }
 
 void im_sketch_from_hashes(const uint64_t *h, size_t n, uint64_t seed,
 			   struct im_sketch *out)
 {
-	uint64_t bins[IM_SKETCH_BINS];
+	struct builder b;
 
-	memset(bins, 0xff, sizeof(bins));
+	builder_init(&b, n);
 	for (size_t i = 0; i < n; i++)
-		bin_put(bins, h[i], seed);
-	finish(bins, n, seed, out);
+		builder_put(&b, h[i], seed);
+	finish(&b, n, seed, out);
 }
 
 unsigned im_sketch_agree(const struct im_sketch *a, const struct im_sketch *b)
 {
 	unsigned differ = 0;
 
-	for (size_t i = 0; i < IM_SKETCH_BYTES; i += 8) {
-		uint64_t x, y;
+	for (size_t i = 0; i < IM_SKETCH_BIN_BYTES; i++) {
+		unsigned x = a->v[i] ^ b->v[i];
 
-		memcpy(&x, a->v + i, 8);
-		memcpy(&y, b->v + i, 8);
-		x ^= y;
-		/* One bit per nibble that differs anywhere. */
-		x |= x >> 1;
-		x |= x >> 2;
-		differ += (unsigned)__builtin_popcountll(
-			x & UINT64_C(0x1111111111111111));
+		differ += ((x & 0xf) != 0) + ((x >> 4) != 0);
 	}
 	return IM_SKETCH_BINS - differ;
 }
 
+static void map_load(const struct im_sketch *s, uint64_t map[MAP_WORDS])
+{
+	const uint8_t *p = s->v + IM_SKETCH_BIN_BYTES;
+
+	for (unsigned w = 0; w < MAP_WORDS; w++) {
+		map[w] = 0;
+		for (unsigned i = 0; i < 8; i++)
+			map[w] |= (uint64_t)p[w * 8 + i] << (8 * i);
+	}
+}
+
+/* The @p bits bits of @p map at half the resolution: bit p of the result
+ * is bit 2p or 2p + 1 of @p map. The upper half of the result is zero. */
+static void map_fold(uint64_t map[MAP_WORDS], unsigned bits)
+{
+	uint64_t out[MAP_WORDS] = {0};
+
+	for (unsigned w = 0; w < (bits + 63) / 64; w++) {
+		uint64_t t =
+			(map[w] | map[w] >> 1) & UINT64_C(0x5555555555555555);
+
+		/* Gather the even bits into the low 32. */
+		t = (t | t >> 1) & UINT64_C(0x3333333333333333);
+		t = (t | t >> 2) & UINT64_C(0x0f0f0f0f0f0f0f0f);
+		t = (t | t >> 4) & UINT64_C(0x00ff00ff00ff00ff);
+		t = (t | t >> 8) & UINT64_C(0x0000ffff0000ffff);
+		t = (t | t >> 16) & UINT64_C(0x00000000ffffffff);
+		out[w / 2] |= t << (32 * (w % 2));
+	}
+	memcpy(map, out, sizeof(out));
+}
+
+/* Keep the first @p bits bits of @p map. */
+static void map_cut(uint64_t map[MAP_WORDS], unsigned bits)
+{
+	for (unsigned w = 0; w < MAP_WORDS; w++) {
+		if (w * 64 >= bits)
+			map[w] = 0;
+		else if (bits - w * 64 < 64)
+			map[w] &= (UINT64_C(1) << (bits - w * 64)) - 1;
+	}
+}
+
+/* Terms behind @p set of @p bits bits (linear counting). */
+static double map_terms(unsigned set, unsigned bits)
+{
+	double full = set < bits ? set : bits - 0.5;
+
+	return -(double)bits * log1p(-full / bits);
+}
+
+/*
+ * Estimated |A ∩ B| and |A ∪ B| of the sets the two maps sample (at the
+ * coarser level of the two). A bit set in one map only comes from a term of
+ * that set alone that no term of the other landed on: with a and b the
+ * terms of each set alone, c the common ones and q = 1 - 1/M,
+ *     E[xor] = M ((1 - q^a) q^(b + c) + (1 - q^b) q^(a + c))
+ *            = M (q^|A| + q^|B| - 2 q^(|A| + |B|) q^-c),
+ * which gives c in closed form; |A| and |B| are the exact term counts
+ * when both maps hold every term, else estimated from the bits set.
+ * @return false when the levels are too far apart to compare.
+ */
+static bool map_estimate(const struct im_sketch *a, const struct im_sketch *b,
+			 double *common, double *all)
+{
+	uint64_t ma[MAP_WORDS], mb[MAP_WORDS];
+	unsigned la = im_sketch_level(a->n), lb = im_sketch_level(b->n);
+	unsigned bits = IM_SKETCH_MAP_BITS, set_a = 0, set_b = 0, differ = 0;
+	double na = a->n, nb = b->n, lambda, arg, c;
+
+	if (la > lb) {
+		const struct im_sketch *t = a;
+
+		a = b;
+		b = t;
+		la = lb;
+		lb = im_sketch_level(b->n);
+		na = a->n;
+		nb = b->n;
+	}
+	if (lb - la > IM_SKETCH_MAX_LEVELS)
+		return false;
+	map_load(a, ma);
+	map_load(b, mb);
+	/* The finer map's terms sampled at the coarser level are its lower
+	 * half per level; the coarser map is brought to their resolution. */
+	for (unsigned d = la; d < lb; d++) {
+		map_fold(mb, bits);
+		bits /= 2;
+	}
+	map_cut(ma, bits);
+	for (unsigned w = 0; w < MAP_WORDS; w++) {
+		set_a += (unsigned)__builtin_popcountll(ma[w]);
+		set_b += (unsigned)__builtin_popcountll(mb[w]);
+		differ += (unsigned)__builtin_popcountll(ma[w] ^ mb[w]);
+	}
+	if (lb > 0) {
+		na = map_terms(set_a, bits);
+		nb = map_terms(set_b, bits);
+	}
+	if (differ == 0) {
+		/* Equal maps: say so exactly, not up to rounding. */
+		c = na < nb ? na : nb;
+		*common = c;
+		*all = na + nb - c;
+		return true;
+	}
+	lambda = -log1p(-1.0 / bits);
+	arg = (exp(-lambda * na) + exp(-lambda * nb) - (double)differ / bits) /
+	      (2.0 * exp(-lambda * (na + nb)));
+	c = arg > 1.0 ? log(arg) / lambda : 0.0;
+	if (c > na)
+		c = na;
+	if (c > nb)
+		c = nb;
+	*common = c;
+	*all = na + nb - c;
+	return true;
+}
+
 double im_sketch_jaccard(const struct im_sketch *a, const struct im_sketch *b)
 {
-	const double chance = 1.0 / (1u << IM_SKETCH_BITS);
-	double p, j;
+	double common, all;
 
-	if (!a->n || !b->n)
+	if (!a->n || !b->n || !map_estimate(a, b, &common, &all) || all <= 0.0)
 		return 0.0;
-	p = (double)im_sketch_agree(a, b) / IM_SKETCH_BINS;
-	j = (p - chance) / (1.0 - chance);
-	return j < 0.0 ? 0.0 : j;
+	return common / all;
 }
 
 double im_sketch_similarity(const struct im_sketch *a,

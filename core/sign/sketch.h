@@ -3,24 +3,38 @@
  * A fixed-size sketch of a document's set U of unique terms, to verify a
  * candidate pair before it becomes a link (DESIGN §2, §3.6).
  *
- * Method: one-permutation b-bit MinHash with optimal densification.
- * Every term's 64-bit hash is remixed with the seed; its top 8 bits pick one
- * of IM_SKETCH_BINS bins and the other 56 bits compete for that bin's minimum.
- * An empty bin (a set smaller than the bins, or bad luck) copies the minimum
- * of another bin chosen by a seeded hash sequence of its own index, so every
- * document densifies the same way (Shrivastava, "Optimal densification for
- * fast and accurate minwise hashing", ICML 2017). Only the low IM_SKETCH_BITS
- * bits of each bin's minimum are kept (Li & König, "b-Bit minwise hashing",
- * WWW 2010).
+ * Method: two parts, one to verify and one to find candidates.
  *
- * Two sketches agree in a bin with probability P = J + (1 - J) / 2^b where J
- * is the Jaccard similarity of the two sets; the estimate inverts that and
- * turns J into the cosine of the two sets, the relation DESIGN §2 targets:
- *     |A ∩ B| = J (|A| + |B|) / (1 + J),   cos = |A ∩ B| / sqrt(|A| |B|).
- * With 256 bins of 4 bits the standard error of J near 0.82 (cosine 0.9)
- * is about 0.025 for sets of 256 terms or more; smaller sets fill fewer
- * bins and the error grows like sqrt(J (1 - J) / |U|) (tests/unit/test_sketch.c
- * measures both with a fixed seed).
+ * The map (IM_SKETCH_MAP_BITS bits) verifies. Every term's 64-bit hash is
+ * remixed with the seed into g; a document of n terms keeps level
+ * k = the least k with n / 2^k <= IM_SKETCH_MAP_BITS, samples the terms
+ * whose g begins with k zero bits, and sets bit floor(x * M / 2^32) for
+ * each, x being the 32 bits of g after those k. Up to IM_SKETCH_MAP_BITS
+ * terms (most documents, all short ones) every term sets a bit, so the map
+ * sees the whole set and two maps differ about where the sets differ. The
+ * bits set in one map only estimate the size of the symmetric difference,
+ * whatever the collisions among the common terms (the estimator inverts
+ * the expected number of such bits; see sketch.c). A larger set keeps a
+ * consistent sample (the same terms in every document of that level) of
+ * between M/2 and M terms. Two documents of adjacent levels compare at the
+ * coarser one: the finer map's sampled terms are its lower half, and the
+ * coarser map ORs pairs of bits to the same resolution.
+ * The map's error on the cosine near 0.9 is about 0.008 for sets of up to
+ * M terms and 0.012 above (0.013 to 0.019 across a level boundary), where
+ * 256 bins of one-permutation MinHash, the previous sketch, gave 0.015 for
+ * sets of 110 terms and 0.014 for large ones (tests/unit/test_sketch.c
+ * measures the bounds).
+ *
+ * The bins (IM_SKETCH_BINS of IM_SKETCH_BITS bits) find candidates:
+ * one-permutation b-bit MinHash with optimal densification. g picks one
+ * of the bins and competes for its minimum; an empty bin (a set smaller
+ * than the bins, or bad luck) copies the minimum of another bin chosen by
+ * a seeded hash sequence of its own index, so every document densifies the
+ * same way (Shrivastava, "Optimal densification for fast and accurate
+ * minwise hashing", ICML 2017). Only the low IM_SKETCH_BITS bits of each
+ * bin's minimum are kept (Li & König, "b-Bit minwise hashing", WWW 2010).
+ * Two sketches agree in a bin with probability P = J + (1 - J) / 2^b, J
+ * being the Jaccard similarity of the two sets.
  *
  * Bands: IM_SKETCH_BAND_BINS consecutive bins (24 bits) form one band. Two
  * documents whose sketches agree on a whole band are candidates. Near the
@@ -32,12 +46,17 @@
  * on a band with probability 2^-24, so even 2^26 documents put about four
  * on one band value, well under the hot-key cap.
  *
+ * The estimate turns J into the cosine of the two sets, the relation
+ * DESIGN §2 targets, with the exact term counts:
+ *     |A ∩ B| = J (|A| + |B|) / (1 + J),   cos = |A ∩ B| / sqrt(|A| |B|).
+ *
  * Serialisation: IM_SKETCH_RECORD bytes, the term count as u32 little-endian
- * followed by the bins as stored (two bins per byte, bin 2i in the low
- * nibble). Every byte pattern decodes to a valid sketch.
+ * followed by v as stored: the bins (two per byte, bin 2i in the low
+ * nibble), then the map (bit p in byte p / 8, bit p % 8). Every byte
+ * pattern decodes to a valid sketch.
  *
  * Thread-safety: every function is pure and reentrant; nothing allocates.
- * Computing a sketch keeps 4 kB of per-thread state (the densification
+ * Computing a sketch keeps under 1 kB of per-thread state (the densification
  * draws of the last seed), which changes no result.
  */
 #ifndef IM_SKETCH_H
@@ -49,20 +68,27 @@
 
 #include "text.h"
 
-#define IM_SKETCH_BINS	     256
-#define IM_SKETCH_BITS	     4
-#define IM_SKETCH_BYTES	     (IM_SKETCH_BINS * IM_SKETCH_BITS / 8)
 #define IM_SKETCH_BAND_BINS  6
+#define IM_SKETCH_BITS	     4
 #define IM_SKETCH_BAND_BYTES (IM_SKETCH_BAND_BINS * IM_SKETCH_BITS / 8)
-/** Bands offered as candidate keys (of IM_SKETCH_BINS / IM_SKETCH_BAND_BINS
- *  possible). */
-#define IM_SKETCH_BANDS	 8
-#define IM_SKETCH_RECORD (4 + IM_SKETCH_BYTES)
+/** Bands offered as candidate keys: all the bins. */
+#define IM_SKETCH_BANDS	    8
+#define IM_SKETCH_BINS	    (IM_SKETCH_BANDS * IM_SKETCH_BAND_BINS)
+#define IM_SKETCH_BIN_BYTES (IM_SKETCH_BINS * IM_SKETCH_BITS / 8)
+/** The map's bits: a multiple of 64 whose halvings, down to the coarsest
+ *  comparison (IM_SKETCH_MAX_LEVELS apart), stay whole bytes. */
+#define IM_SKETCH_MAP_BITS  832
+#define IM_SKETCH_MAP_BYTES (IM_SKETCH_MAP_BITS / 8)
+/** Levels further apart than this compare as unrelated: the larger set has
+ *  8 times the terms or more, so the cosine is below 0.36. */
+#define IM_SKETCH_MAX_LEVELS 3
+#define IM_SKETCH_BYTES	     (IM_SKETCH_BIN_BYTES + IM_SKETCH_MAP_BYTES)
+#define IM_SKETCH_RECORD     (4 + IM_SKETCH_BYTES)
 
 /** Plain data: copy freely. n == 0 means "no terms, no sketch". */
 struct im_sketch {
-	uint32_t n; /**< |U|, saturated at UINT32_MAX */
-	uint8_t v[IM_SKETCH_BYTES];
+	uint32_t n;		    /**< |U|, saturated at UINT32_MAX */
+	uint8_t v[IM_SKETCH_BYTES]; /**< the bins, then the map */
 };
 
 /* ---- Building ------------------------------------------------------------ */
@@ -80,12 +106,15 @@ void im_sketch_from_hashes(const uint64_t *h, size_t n, uint64_t seed,
 
 /* ---- Comparing ----------------------------------------------------------- */
 
-/** Bins (of IM_SKETCH_BINS) in which @p a and @p b agree. */
+/** Bins (of IM_SKETCH_BINS) in which @p a and @p b agree: how close they
+ *  came to sharing a band. */
 unsigned im_sketch_agree(const struct im_sketch *a, const struct im_sketch *b);
 
 /**
- * Estimated Jaccard similarity of the two term sets, in [0, 1]; 0 when either
- * is empty. Symmetric: im_sketch_jaccard(a, b) == im_sketch_jaccard(b, a).
+ * Estimated Jaccard similarity of the two term sets (from the maps), in
+ * [0, 1]; 0 when either is empty or their levels are more than
+ * IM_SKETCH_MAX_LEVELS apart. Symmetric:
+ * im_sketch_jaccard(a, b) == im_sketch_jaccard(b, a).
  */
 double im_sketch_jaccard(const struct im_sketch *a, const struct im_sketch *b);
 
@@ -95,6 +124,9 @@ double im_sketch_jaccard(const struct im_sketch *a, const struct im_sketch *b);
  */
 double im_sketch_similarity(const struct im_sketch *a,
 			    const struct im_sketch *b);
+
+/** The map's level of a set of @p n terms (see Method). */
+unsigned im_sketch_level(uint32_t n);
 
 /* ---- Bands (candidate keys) ---------------------------------------------- */
 

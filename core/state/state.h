@@ -50,8 +50,8 @@
 #include "params.h"
 #include "sig.h"
 
-/* 2: the sketch joined each entry. */
-#define IM_STATE_VERSION 2
+/* 2: the sketch joined each entry. 3: the sketch verifies with a map. */
+#define IM_STATE_VERSION 3
 
 /** One cached file, decoded by im_state_find() / im_state_at(). */
 struct im_state_entry {

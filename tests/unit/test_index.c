@@ -123,15 +123,15 @@ static void make_exact_name(struct im_sig *s, uint32_t e)
 
 /*
  * Sketches that keep the hand-made relation "shares a coordinate or the exact
- * hash": every document's sketch agrees with every other's in the upper half
- * (a cosine estimate of about 0.67, which setup()'s threshold of 0.5
- * accepts), and its lower half, where the bands are, is a hash of its
- * signatures, so only identical documents share a band. Documents with
- * neither signature nor exact hash get no sketch, as they relate to nothing.
+ * hash": every document's term set is 42 terms common to all and 14 of its
+ * own (a cosine of 0.75, which setup()'s threshold of 0.5 accepts), and its
+ * bins, where the bands are, are a hash of its signatures, so only identical
+ * documents share a band. Documents with neither signature nor exact hash
+ * get no sketch, as they relate to nothing.
  */
 static void make_sketch(struct im_doc_sigs *d)
 {
-	uint64_t h = 0x9e3779b97f4a7c15ull;
+	uint64_t h = 0x9e3779b97f4a7c15ull, terms[56];
 
 	memset(&d->sketch, 0, sizeof(d->sketch));
 	if (!d->valid && !d->exact_valid)
@@ -142,13 +142,17 @@ static void make_sketch(struct im_doc_sigs *d)
 				h = (h ^ d->sig[k].b[j] ^ k) * 0x100000001b3ull;
 	for (unsigned j = 0; d->exact_valid && j < 16; j++)
 		h = (h ^ d->exact[j]) * 0x100000001b3ull;
-	d->sketch.n = 42;
-	for (unsigned i = 0; i < IM_SKETCH_BYTES / 2; i++) {
+	for (unsigned i = 0; i < 56; i++) {
+		h ^= h >> 29;
+		h *= 0xbf58476d1ce4e5b9ull;
+		terms[i] = i < 42 ? i + 1 : h;
+	}
+	im_sketch_from_hashes(terms, 56, 0, &d->sketch);
+	for (unsigned i = 0; i < IM_SKETCH_BIN_BYTES; i++) {
 		h ^= h >> 29;
 		h *= 0xbf58476d1ce4e5b9ull;
 		d->sketch.v[i] = (uint8_t)(h >> 56);
 	}
-	memset(d->sketch.v + IM_SKETCH_BYTES / 2, 0x5a, IM_SKETCH_BYTES / 2);
 }
 
 /* v[k] == 0: coordinate k rejected; exact == 0: no exact hash. */
@@ -559,8 +563,8 @@ static void check_colliding_keys(bool prefixes)
 	db = da;
 	db.sig[0].b[IM_KEY_COORD_LEN] ^= 0x40;
 	db.sig[0].b[IM_SIG_LEN - 1] ^= 0x01;
-	/* Another sketch: its bands (the lower half) differ from a's, its
-	 * upper half agrees (an estimate of about 0.67, at or above 0.5). */
+	/* Another sketch: its bands differ from a's, its map agrees on 42
+	 * terms of 56 (a cosine of 0.75, at or above 0.5). */
 	make_sketch(&db);
 	ck_assert(memcmp(&da.sketch, &db.sketch, sizeof(da.sketch)));
 	ck_assert(im_doc_link(&da, &db, 0.5, &sim, &exact));
@@ -573,7 +577,7 @@ static void check_colliding_keys(bool prefixes)
 	assert_name(idx, "b", &name);
 
 	/* The same key, a sketch that disagrees: no link. */
-	for (unsigned i = IM_SKETCH_BYTES / 2; i < IM_SKETCH_BYTES; i++)
+	for (unsigned i = IM_SKETCH_BIN_BYTES; i < IM_SKETCH_BYTES; i += 2)
 		db.sketch.v[i] ^= 0xff;
 	ck_assert(!im_doc_link(&da, &db, 0.5, &sim, &exact));
 	ck_assert_int_eq(im_index_put(idx, "b", &db), 0);

@@ -7,7 +7,7 @@
  *
  * The map (IM_SKETCH_MAP_BITS bits) verifies. Every term's 64-bit hash is
  * remixed with the seed into g; a document of n terms keeps level
- * k = the least k with n / 2^k <= IM_SKETCH_MAP_BITS, samples the terms
+ * k = the least k with floor(n / 2^k) <= IM_SKETCH_MAP_BITS, samples the terms
  * whose g begins with k zero bits, and sets bit floor(x * M / 2^32) for
  * each, x being the 32 bits of g after those k. Up to IM_SKETCH_MAP_BITS
  * terms (most documents, all short ones) every term sets a bit, so the map
@@ -18,12 +18,16 @@
  * consistent sample (the same terms in every document of that level) of
  * between M/2 and M terms. Two documents of adjacent levels compare at the
  * coarser one: the finer map's sampled terms are its lower half, and the
- * coarser map ORs pairs of bits to the same resolution.
- * The map's error on the cosine near 0.9 is about 0.008 for sets of up to
- * M terms and 0.012 above (0.013 to 0.019 across a level boundary), where
- * 256 bins of one-permutation MinHash, the previous sketch, gave 0.015 for
- * sets of 110 terms and 0.014 for large ones (tests/unit/test_sketch.c
- * measures the bounds).
+ * coarser map ORs pairs of bits to the same resolution; levels further
+ * apart compare as unrelated (IM_SKETCH_MAX_LEVELS).
+ * The map's error on the cosine near 0.9 is 0.008 to 0.011 for sets of up
+ * to M terms and 0.012 to 0.013 above (0.016 to 0.019 across a level
+ * boundary), where 256 bins of one-permutation MinHash, the previous
+ * sketch, gave 0.015 for sets of 110 terms and 0.014 for large ones
+ * (tests/unit/test_sketch.c measures the bounds). A short set usually
+ * loses no bit to a collision: its estimate is then exact, and a pair at
+ * exactly the threshold is linked (the estimator takes the likelier
+ * count, not the mean, see sketch.c).
  *
  * The bins (IM_SKETCH_BINS of IM_SKETCH_BITS bits) find candidates:
  * one-permutation b-bit MinHash with optimal densification. g picks one
@@ -75,13 +79,14 @@
 #define IM_SKETCH_BANDS	    8
 #define IM_SKETCH_BINS	    (IM_SKETCH_BANDS * IM_SKETCH_BAND_BINS)
 #define IM_SKETCH_BIN_BYTES (IM_SKETCH_BINS * IM_SKETCH_BITS / 8)
-/** The map's bits: a multiple of 64 whose halvings, down to the coarsest
- *  comparison (IM_SKETCH_MAX_LEVELS apart), stay whole bytes. */
+/** The map's bits: a multiple of 64 whose half is whole bytes. */
 #define IM_SKETCH_MAP_BITS  832
 #define IM_SKETCH_MAP_BYTES (IM_SKETCH_MAP_BITS / 8)
 /** Levels further apart than this compare as unrelated: the larger set has
- *  8 times the terms or more, so the cosine is below 0.36. */
-#define IM_SKETCH_MAX_LEVELS 3
+ *  more than twice the terms, so the cosine is below 0.71, and a map
+ *  folded twice (208 bits for 416 to 832 sampled terms) is too full to
+ *  tell anything apart. */
+#define IM_SKETCH_MAX_LEVELS 1
 #define IM_SKETCH_BYTES	     (IM_SKETCH_BIN_BYTES + IM_SKETCH_MAP_BYTES)
 #define IM_SKETCH_RECORD     (4 + IM_SKETCH_BYTES)
 
@@ -113,7 +118,8 @@ unsigned im_sketch_agree(const struct im_sketch *a, const struct im_sketch *b);
 /**
  * Estimated Jaccard similarity of the two term sets (from the maps), in
  * [0, 1]; 0 when either is empty or their levels are more than
- * IM_SKETCH_MAX_LEVELS apart. Symmetric:
+ * IM_SKETCH_MAX_LEVELS apart (a similarity threshold below 0.71 can
+ * therefore miss pairs of very different sizes). Symmetric:
  * im_sketch_jaccard(a, b) == im_sketch_jaccard(b, a).
  */
 double im_sketch_jaccard(const struct im_sketch *a, const struct im_sketch *b);

@@ -310,6 +310,9 @@ static bool map_estimate(const struct im_sketch *a, const struct im_sketch *b,
 	      (2.0 * exp(-lambda * (na + nb)));
 	c = arg > 1.0 ? log(arg) / lambda : 0.0;
 	c = likely_common(c, na, nb, differ);
+	/* A damaged record's count can be far below its map's bits. */
+	if (c < 0.0)
+		c = 0.0;
 	if (c > na)
 		c = na;
 	if (c > nb)

@@ -24,7 +24,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from util import (DEADLINE, Fail, Skip, by_doc_documents, by_doc_path, check,  # noqa: E402
                   check_view_invariants, cluster_sets, encode_member,
-                  expect_errno, fmt_clusters, in_proc_mounts, is_mounted, poll,
+                  expect_errno, fmt_clusters, fusermount, in_proc_mounts, is_mounted, poll,
                   read_clusters, read_dupes, read_status, run_tests, scan,
                   status_int, write, make_tree)
 
@@ -675,18 +675,25 @@ def test_sigkill_state_loads(w):
     the view settled) still loads: the restart mounts, reports no error, and
     shows the right view."""
     want, docs, _ = standard(w)
-    d = w.daemon(auto_unmount=True)
-    d.kill(signal.SIGKILL)
-    d.wait_exit(None)
-    poll(lambda: not in_proc_mounts(w.mnt), 'auto_unmount after SIGKILL')
-    d2 = w.daemon(auto_unmount=True)
+
+    def kill(d):
+        # The dead mount is cleared as the systemd unit does (ExecStopPost):
+        # auto_unmount's fusermount3 sometimes leaves it after a SIGKILL
+        # (7c4d9b4), and this test is about the state, not that.
+        d.kill(signal.SIGKILL)
+        d.wait_exit(None)
+        r = subprocess.run([fusermount(), '-u', '-z', w.mnt], capture_output=True)
+        check(r.returncode == 0, 'fusermount3 -u -z: %s' % r.stderr)
+        poll(lambda: not in_proc_mounts(w.mnt), 'the dead mount cleared')
+
+    d = w.daemon(auto_unmount=False)
+    kill(d)
+    d2 = w.daemon(auto_unmount=False)
     settled(w, d2, len(docs))
     wait_clusters(w.mnt, want, 'the view after a SIGKILL mid-scan')
     # Give a periodic save a chance to happen, then kill again.
     time.sleep(2)
-    d2.kill(signal.SIGKILL)
-    d2.wait_exit(None)
-    poll(lambda: not in_proc_mounts(w.mnt), 'auto_unmount after SIGKILL')
+    kill(d2)
     d3 = w.daemon()
     st = settled(w, d3, len(docs))
     wait_clusters(w.mnt, want, 'the view after a SIGKILL of a settled daemon')

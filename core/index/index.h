@@ -30,11 +30,11 @@
  *
  * Cost: put/remove touch the postings of the document's own keys (at most
  * IM_MAX_KEYS) and verify the document against the holders compared with it
- * (a sketch comparison is some 20 ns). Adding merges components (the smaller
- * is relabelled into the larger); removing or changing a document recomputes
- * only its former component by a walk over that component's links; a
- * document pushed out of a hot key's first IM_INDEX_HOT_CAP has its
- * component recomputed too. No operation walks the whole collection except
+ * (a sketch comparison is some 100 to 200 ns). Adding merges components
+ * (the smaller is relabelled into the larger); removing or changing a
+ * document recomputes only its former component by a walk over that
+ * component's links; a document pushed out of a hot key's first
+ * IM_INDEX_HOT_CAP has its component recomputed too. No operation walks the whole collection except
  * the explicit iterations below.
  *
  * Documents are keyed by path (any NUL-terminated bytes; the index copies

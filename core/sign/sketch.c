@@ -3,6 +3,7 @@
  * One-permutation b-bit MinHash with optimal densification (method and
  * references in sketch.h).
  */
+#include <endian.h>
 #include <math.h>
 #include <stdbool.h>
 #include <string.h>
@@ -183,15 +184,22 @@ unsigned im_sketch_agree(const struct im_sketch *a, const struct im_sketch *b)
 	return IM_SKETCH_BINS - differ;
 }
 
+/* Bits set in @p x. __builtin_popcountll is a call to libgcc's table walk
+ * unless the build targets a CPU with POPCNT, which it does not assume. */
+static inline unsigned pop64(uint64_t x)
+{
+	x -= (x >> 1) & UINT64_C(0x5555555555555555);
+	x = (x & UINT64_C(0x3333333333333333)) +
+	    ((x >> 2) & UINT64_C(0x3333333333333333));
+	x = (x + (x >> 4)) & UINT64_C(0x0f0f0f0f0f0f0f0f);
+	return (unsigned)((x * UINT64_C(0x0101010101010101)) >> 56);
+}
+
 static void map_load(const struct im_sketch *s, uint64_t map[MAP_WORDS])
 {
-	const uint8_t *p = s->v + IM_SKETCH_BIN_BYTES;
-
-	for (unsigned w = 0; w < MAP_WORDS; w++) {
-		map[w] = 0;
-		for (unsigned i = 0; i < 8; i++)
-			map[w] |= (uint64_t)p[w * 8 + i] << (8 * i);
-	}
+	memcpy(map, s->v + IM_SKETCH_BIN_BYTES, IM_SKETCH_MAP_BYTES);
+	for (unsigned w = 0; w < MAP_WORDS; w++)
+		map[w] = le64toh(map[w]);
 }
 
 /* The @p bits bits of @p map at half the resolution: bit p of the result
@@ -266,7 +274,7 @@ static bool map_estimate(const struct im_sketch *a, const struct im_sketch *b,
 	uint64_t ma[MAP_WORDS], mb[MAP_WORDS];
 	unsigned la = im_sketch_level(a->n), lb = im_sketch_level(b->n);
 	unsigned bits = IM_SKETCH_MAP_BITS, set_a = 0, set_b = 0, differ = 0;
-	double na = a->n, nb = b->n, lambda, arg, c;
+	double na = a->n, nb = b->n, lambda, qa, qb, arg, c;
 
 	if (la > lb) {
 		const struct im_sketch *t = a;
@@ -290,9 +298,9 @@ static bool map_estimate(const struct im_sketch *a, const struct im_sketch *b,
 	}
 	map_cut(ma, bits);
 	for (unsigned w = 0; w < MAP_WORDS; w++) {
-		set_a += (unsigned)__builtin_popcountll(ma[w]);
-		set_b += (unsigned)__builtin_popcountll(mb[w]);
-		differ += (unsigned)__builtin_popcountll(ma[w] ^ mb[w]);
+		set_a += pop64(ma[w]);
+		set_b += pop64(mb[w]);
+		differ += pop64(ma[w] ^ mb[w]);
 	}
 	if (lb > 0) {
 		na = map_terms(set_a, bits);
@@ -305,9 +313,13 @@ static bool map_estimate(const struct im_sketch *a, const struct im_sketch *b,
 		*all = na + nb - c;
 		return true;
 	}
-	lambda = -log1p(-1.0 / bits);
-	arg = (exp(-lambda * na) + exp(-lambda * nb) - (double)differ / bits) /
-	      (2.0 * exp(-lambda * (na + nb)));
+	/* -ln(1 - 1/bits) for the two resolutions a comparison uses (a
+	 * log1p would cost as much as the rest of the comparison). */
+	lambda = bits == IM_SKETCH_MAP_BITS ? 0.0012026459657604014
+					    : 0.0024067400305649851;
+	qa = exp(-lambda * na);
+	qb = exp(-lambda * nb);
+	arg = (qa + qb - (double)differ / bits) / (2.0 * qa * qb);
 	c = arg > 1.0 ? log(arg) / lambda : 0.0;
 	c = likely_common(c, na, nb, differ);
 	/* A damaged record's count can be far below its map's bits. */

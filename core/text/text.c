@@ -388,6 +388,33 @@ struct block {
 	__m128i low[2];
 };
 
+/* The digits of a word's digit mask. Digits are rare: count them only when
+ * two are. */
+static inline unsigned ndigits(uint32_t dig)
+{
+	return !(dig & (dig - 1)) ? (dig != 0)
+				  : (unsigned)__builtin_popcount(dig);
+}
+
+/*
+ * The bits i of @p a such that bits i to i + m - 1 are all set: where a run
+ * of at least @p m word bytes starts. Bits past the window count as unset.
+ */
+static inline uint32_t runs_of(uint32_t a, unsigned m)
+{
+	unsigned have = 1;
+
+	if (m > 32)
+		return 0;
+	while (have < m) {
+		unsigned step = have < m - have ? have : m - have;
+
+		a &= a >> step;
+		have += step;
+	}
+	return a;
+}
+
 static inline void classify32(const unsigned char *s, struct block *b)
 {
 	unsigned a0, a1, d0, d1, h0, h1;
@@ -400,10 +427,53 @@ static inline void classify32(const unsigned char *s, struct block *b)
 }
 
 /*
+ * A window that holds non-ASCII: its words one at a time, up to the first
+ * that touches a byte >= 0x80 (scan_word() reads that one to its end).
+ * @return where the next window starts.
+ */
+static const unsigned char *window_mixed(struct scan *sc, const struct block *b,
+					 const unsigned char *c,
+					 const unsigned char *end, int *ret)
+{
+	uint32_t words = b->alnum | b->high;
+	unsigned pos = 0;
+
+	for (;;) {
+		uint32_t m = words >> pos << pos, stop, dig;
+		unsigned st, e, n;
+
+		if (!m)
+			return c + 32;
+		st = (unsigned)__builtin_ctz(m);
+		stop = ~b->alnum & (~0u << st);
+		if (!stop)
+			/* Runs to the end of the window. */
+			return st ? c + st : scan_word(sc, c, end, ret);
+		e = (unsigned)__builtin_ctz(stop);
+		if ((b->high >> e) & 1)
+			return scan_word(sc, c + st, end, ret);
+		n = e - st;
+		dig = (b->digit >> st) & ((1u << n) - 1);
+		if (n >= sc->min_len && ndigits(dig) <= sc->max_digits) {
+			*ret = im_terms_add(sc->out, (const char *)b->low + st,
+					    n);
+			if (*ret)
+				return c;
+		}
+		pos = e;
+	}
+}
+
+/*
  * The hot path, while 32 bytes remain: classify a window at once and take
  * its words from the bit masks; the lower-cased bytes are already in the
  * block. A word that runs past the window starts the next one; a word of 32
  * bytes or more, or one touching non-ASCII, goes to scan_word().
+ *
+ * In an ASCII window the words long enough to keep are found from the masks
+ * alone (half the words of English are shorter than four letters, and a
+ * branch on each word's length guessed wrong about as often as right): only
+ * those are visited.
  * @return where the scalar loop takes over.
  */
 static const unsigned char *scan_blocks(struct scan *sc, const unsigned char *c,
@@ -412,49 +482,34 @@ static const unsigned char *scan_blocks(struct scan *sc, const unsigned char *c,
 	struct block b;
 
 	while (end - c >= 32 && !*ret) {
-		uint32_t words;
-		unsigned pos = 0;
+		uint32_t starts, next = 32;
 
 		classify32(c, &b);
-		words = b.alnum | b.high;
-		for (;;) {
-			uint32_t m = words >> pos << pos, stop, dig;
-			unsigned st, e, n;
-
-			if (!m) {
-				c += 32;
-				break;
-			}
-			st = (unsigned)__builtin_ctz(m);
-			stop = ~b.alnum & (~0u << st);
-			if (!stop) {
-				/* Runs to the end of the window. */
-				if (st)
-					c += st;
-				else
-					c = scan_word(sc, c, end, ret);
-				break;
-			}
-			e = (unsigned)__builtin_ctz(stop);
-			if ((b.high >> e) & 1) {
-				c = scan_word(sc, c + st, end, ret);
-				break;
-			}
-			n = e - st;
-			dig = (b.digit >> st) & ((1u << n) - 1);
-			/* Digits are rare: count them only when two are. */
-			if (n >= sc->min_len &&
-			    (!(dig & (dig - 1))
-				     ? (dig != 0)
-				     : (unsigned)__builtin_popcount(dig)) <=
-				    sc->max_digits) {
-				*ret = im_terms_add(
-					sc->out, (const char *)b.low + st, n);
-				if (*ret)
-					break;
-			}
-			pos = e;
+		if (b.high) {
+			c = window_mixed(sc, &b, c, end, ret);
+			continue;
 		}
+		starts = b.alnum & ~(b.alnum << 1);
+		if (b.alnum >> 31) {
+			/* The last word may go on: the next window starts at
+			 * it (a word filling the window goes to scan_word()). */
+			next = 31 - (unsigned)__builtin_clz(starts);
+			starts &= ~(1u << next);
+		}
+		for (starts &= runs_of(b.alnum, sc->min_len); starts;
+		     starts &= starts - 1) {
+			unsigned st = (unsigned)__builtin_ctz(starts);
+			unsigned n = (unsigned)__builtin_ctz(~(b.alnum >> st));
+			uint32_t dig = (b.digit >> st) & ((1u << n) - 1);
+
+			if (ndigits(dig) > sc->max_digits)
+				continue;
+			*ret = im_terms_add(sc->out, (const char *)b.low + st,
+					    n);
+			if (*ret)
+				return c;
+		}
+		c = next ? c + next : scan_word(sc, c, end, ret);
 	}
 	return c;
 }

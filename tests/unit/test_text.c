@@ -487,6 +487,101 @@ START_TEST(test_text_simd_matches_scalar)
 }
 END_TEST
 
+/* The same terms from both scanners, in the same order. */
+static void assert_scanners_agree(const char *s, size_t n, struct im_terms *ref,
+				  const char *what)
+{
+	char *copy = malloc(n ? n : 1);
+
+	memcpy(copy, s, n);
+	im_terms_clear(&terms);
+	im_terms_clear(ref);
+	ck_assert_int_eq(im_words_add(copy, n, &params, &terms), 0);
+	ck_assert_int_eq(im_words_add_scalar(copy, n, &params, ref), 0);
+	free(copy);
+	ck_assert_msg(terms.n == ref->n, "%s: %zu terms with SIMD, %zu without",
+		      what, terms.n, ref->n);
+	for (size_t i = 0; i < ref->n; i++)
+		ck_assert_msg(terms.v[i].len == ref->v[i].len &&
+				      !memcmp(im_terms_str(&terms, i),
+					      im_terms_str(ref, i),
+					      ref->v[i].len),
+			      "%s, term %zu: %s vs %s", what, i,
+			      im_terms_str(&terms, i), im_terms_str(ref, i));
+}
+
+/*
+ * ASCII windows take their words from bit masks alone (text.c,
+ * scan_blocks()): words of every length from 1 to 40 at every offset of a
+ * window, ending on its last byte or the next window's first, under every
+ * minimum length up to past the window's 32 bytes and digit limits 0 to 2.
+ */
+START_TEST(test_text_ascii_windows_match_scalar)
+{
+	unsigned long long x = 0x9e3779b97f4a7c15ull; /* fixed seed */
+	struct im_terms ref;
+	char buf[400], what[96];
+
+	im_terms_init(&ref);
+	for (unsigned wl = 1; wl <= 40; wl++) {
+		for (unsigned off = 0; off < 34; off++) {
+			size_t n = 0;
+
+			memset(buf, ' ', off);
+			n = off;
+			for (int r = 0; r < 4; r++) {
+				for (unsigned i = 0; i < wl; i++)
+					buf[n++] = (char)('A' + (i + r) % 26);
+				buf[n++] = r & 1 ? '.' : ' ';
+			}
+			for (unsigned m = 1; m <= 34; m += 3) {
+				params.min_word_len = m;
+				snprintf(what, sizeof(what),
+					 "word of %u at offset %u, min %u", wl,
+					 off, m);
+				assert_scanners_agree(buf, n, &ref, what);
+				/* And cut short at the end of a word. */
+				assert_scanners_agree(buf, off + wl, &ref,
+						      what);
+			}
+		}
+	}
+	for (int iter = 0; iter < 3000; iter++) {
+		size_t n = 0, target;
+
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		target = x % 300;
+		while (n < target) {
+			unsigned wl, sep;
+
+			x ^= x << 13;
+			x ^= x >> 7;
+			x ^= x << 17;
+			wl = 1 + (unsigned)(x % 9 ? x % 9 : x % 40);
+			sep = 1 + (unsigned)(x >> 20) % 3;
+			for (unsigned i = 0; i < wl && n < sizeof(buf) - 4;
+			     i++) {
+				unsigned k = (unsigned)(x >> (i % 40)) % 40;
+
+				buf[n++] = k < 4 ? (char)('0' + k)
+				       : k < 20 ? (char)('a' + k)
+						: (char)('A' + k - 20);
+			}
+			for (unsigned i = 0; i < sep; i++)
+				buf[n++] = " \n.,<"[(x >> (30 + i)) % 5];
+		}
+		params.min_word_len = 1 + (unsigned)(x >> 40) % 34;
+		params.max_digits = (unsigned)(x >> 50) % 3;
+		snprintf(what, sizeof(what), "iteration %d (min %u, digits %u)",
+			 iter, params.min_word_len, params.max_digits);
+		assert_scanners_agree(buf, n, &ref, what);
+	}
+	im_terms_release(&ref);
+}
+END_TEST
+
 struct thread_job {
 	const char *text;
 	size_t n_terms;
@@ -1029,6 +1124,7 @@ int main(void)
 	tcase_add_test(tc, test_text_marks_and_format_characters);
 	tcase_add_test(tc, test_text_fast_and_slow_paths_agree);
 	tcase_add_test(tc, test_text_simd_matches_scalar);
+	tcase_add_test(tc, test_text_ascii_windows_match_scalar);
 	tcase_add_test(tc, test_text_threads_extract_at_once);
 	tcase_add_test(tc, test_text_html_entities);
 	tcase_add_test(tc, test_text_html_entity_table);

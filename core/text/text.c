@@ -7,7 +7,7 @@
  * removed").
  *
  * The scanner reads the UTF-8 once, in three gears:
- *   - with SSE2, 32-byte windows are classified at once (letters, digits,
+ *   - with SSE2, 64-byte windows are classified at once (letters, digits,
  *     bytes >= 0x80) and the ASCII words taken from the bit masks, already
  *     lower-cased; this is where plain English text spends its time;
  *   - a byte-class table does the same one byte at a time at the end of the
@@ -382,29 +382,42 @@ static inline unsigned classify16(const unsigned char *s, unsigned *alnum,
 	return (unsigned)_mm_movemask_epi8(v);
 }
 
-/* 32 bytes of input as bit masks, and lower-cased. */
+/* A window of 64 bytes of input as bit masks (bit i for byte i), and
+ * lower-cased. */
 struct block {
-	uint32_t alnum, digit, high;
-	__m128i low[2];
+	uint64_t alnum, digit, high;
+	__m128i low[4];
 };
+
+static inline void classify(const unsigned char *s, struct block *b)
+{
+	b->alnum = b->digit = b->high = 0;
+	for (unsigned q = 0; q < 4; q++) {
+		unsigned a, d, h = classify16(s + 16 * q, &a, &d, &b->low[q]);
+
+		b->alnum |= (uint64_t)a << (16 * q);
+		b->digit |= (uint64_t)d << (16 * q);
+		b->high |= (uint64_t)h << (16 * q);
+	}
+}
 
 /* The digits of a word's digit mask. Digits are rare: count them only when
  * two are. */
-static inline unsigned ndigits(uint32_t dig)
+static inline unsigned ndigits(uint64_t dig)
 {
 	return !(dig & (dig - 1)) ? (dig != 0)
-				  : (unsigned)__builtin_popcount(dig);
+				  : (unsigned)__builtin_popcountll(dig);
 }
 
 /*
  * The bits i of @p a such that bits i to i + m - 1 are all set: where a run
  * of at least @p m word bytes starts. Bits past the window count as unset.
  */
-static inline uint32_t runs_of(uint32_t a, unsigned m)
+static inline uint64_t runs_of(uint64_t a, unsigned m)
 {
 	unsigned have = 1;
 
-	if (m > 32)
+	if (m > 64)
 		return 0;
 	while (have < m) {
 		unsigned step = have < m - have ? have : m - have;
@@ -415,65 +428,17 @@ static inline uint32_t runs_of(uint32_t a, unsigned m)
 	return a;
 }
 
-static inline void classify32(const unsigned char *s, struct block *b)
-{
-	unsigned a0, a1, d0, d1, h0, h1;
-
-	h0 = classify16(s, &a0, &d0, &b->low[0]);
-	h1 = classify16(s + 16, &a1, &d1, &b->low[1]);
-	b->alnum = a0 | a1 << 16;
-	b->digit = d0 | d1 << 16;
-	b->high = h0 | h1 << 16;
-}
-
 /*
- * A window that holds non-ASCII: its words one at a time, up to the first
- * that touches a byte >= 0x80 (scan_word() reads that one to its end).
- * @return where the next window starts.
- */
-static const unsigned char *window_mixed(struct scan *sc, const struct block *b,
-					 const unsigned char *c,
-					 const unsigned char *end, int *ret)
-{
-	uint32_t words = b->alnum | b->high;
-	unsigned pos = 0;
-
-	for (;;) {
-		uint32_t m = words >> pos << pos, stop, dig;
-		unsigned st, e, n;
-
-		if (!m)
-			return c + 32;
-		st = (unsigned)__builtin_ctz(m);
-		stop = ~b->alnum & (~0u << st);
-		if (!stop)
-			/* Runs to the end of the window. */
-			return st ? c + st : scan_word(sc, c, end, ret);
-		e = (unsigned)__builtin_ctz(stop);
-		if ((b->high >> e) & 1)
-			return scan_word(sc, c + st, end, ret);
-		n = e - st;
-		dig = (b->digit >> st) & ((1u << n) - 1);
-		if (n >= sc->min_len && ndigits(dig) <= sc->max_digits) {
-			*ret = im_terms_add(sc->out, (const char *)b->low + st,
-					    n);
-			if (*ret)
-				return c;
-		}
-		pos = e;
-	}
-}
-
-/*
- * The hot path, while 32 bytes remain: classify a window at once and take
- * its words from the bit masks; the lower-cased bytes are already in the
- * block. A word that runs past the window starts the next one; a word of 32
- * bytes or more, or one touching non-ASCII, goes to scan_word().
- *
- * In an ASCII window the words long enough to keep are found from the masks
- * alone (half the words of English are shorter than four letters, and a
- * branch on each word's length guessed wrong about as often as right): only
+ * The hot path, while a window of input remains: classify it at once and
+ * take its words from the bit masks; the lower-cased bytes are already in
+ * the block. The words long enough to keep are found from the masks alone
+ * (half the words of English are shorter than four letters, and a branch
+ * on each word's length guessed wrong about as often as right), and only
  * those are visited.
+ *
+ * The window ends early at a word that runs past it, which starts the next
+ * window, or at the first word that touches a byte >= 0x80, which
+ * scan_word() reads to its end; so does a word filling the whole window.
  * @return where the scalar loop takes over.
  */
 static const unsigned char *scan_blocks(struct scan *sc, const unsigned char *c,
@@ -481,26 +446,38 @@ static const unsigned char *scan_blocks(struct scan *sc, const unsigned char *c,
 {
 	struct block b;
 
-	while (end - c >= 32 && !*ret) {
-		uint32_t starts, next = 32;
+	while (end - c >= 64 && !*ret) {
+		uint64_t words, starts;
+		unsigned stop = 64;
+		bool slow;
 
-		classify32(c, &b);
-		if (b.high) {
-			c = window_mixed(sc, &b, c, end, ret);
-			continue;
-		}
-		starts = b.alnum & ~(b.alnum << 1);
-		if (b.alnum >> 31) {
+		classify(c, &b);
+		words = b.alnum | b.high;
+		starts = words & ~(words << 1);
+		slow = b.high != 0;
+		if (slow) {
+			/* The start of the word holding the first byte >=
+			 * 0x80: the last start at or below it. */
+			unsigned h = (unsigned)__builtin_ctzll(b.high);
+
+			stop = 63 -
+			       (unsigned)__builtin_clzll(
+				       starts & (~UINT64_C(0) >> (63 - h)));
+		} else if (b.alnum >> 63) {
 			/* The last word may go on: the next window starts at
-			 * it (a word filling the window goes to scan_word()). */
-			next = 31 - (unsigned)__builtin_clz(starts);
-			starts &= ~(1u << next);
+			 * it, or scan_word() reads it if it fills this one. */
+			stop = 63 - (unsigned)__builtin_clzll(starts);
+			slow = stop == 0;
 		}
+		if (stop < 64)
+			starts &= (UINT64_C(1) << stop) - 1;
 		for (starts &= runs_of(b.alnum, sc->min_len); starts;
 		     starts &= starts - 1) {
-			unsigned st = (unsigned)__builtin_ctz(starts);
-			unsigned n = (unsigned)__builtin_ctz(~(b.alnum >> st));
-			uint32_t dig = (b.digit >> st) & ((1u << n) - 1);
+			unsigned st = (unsigned)__builtin_ctzll(starts);
+			unsigned n =
+				(unsigned)__builtin_ctzll(~(b.alnum >> st));
+			uint64_t dig =
+				(b.digit >> st) & ((UINT64_C(1) << n) - 1);
 
 			if (ndigits(dig) > sc->max_digits)
 				continue;
@@ -509,7 +486,7 @@ static const unsigned char *scan_blocks(struct scan *sc, const unsigned char *c,
 			if (*ret)
 				return c;
 		}
-		c = next ? c + next : scan_word(sc, c, end, ret);
+		c = slow ? scan_word(sc, c + stop, end, ret) : c + stop;
 	}
 	return c;
 }

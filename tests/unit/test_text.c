@@ -399,7 +399,7 @@ START_TEST(test_text_fast_and_slow_paths_agree)
 }
 END_TEST
 
-/* The 32-byte SIMD windows and the scalar scanner give the same terms, in
+/* The SIMD windows and the scalar scanner give the same terms, in
  * the same order, on random mixes of ASCII, UTF-8 and invalid bytes. */
 START_TEST(test_text_simd_matches_scalar)
 {
@@ -511,20 +511,22 @@ static void assert_scanners_agree(const char *s, size_t n, struct im_terms *ref,
 }
 
 /*
- * ASCII windows take their words from bit masks alone (text.c,
- * scan_blocks()): words of every length from 1 to 40 at every offset of a
- * window, ending on its last byte or the next window's first, under every
- * minimum length up to past the window's 32 bytes and digit limits 0 to 2.
+ * Windows take their words from bit masks alone (text.c, scan_blocks()):
+ * words of every length from 1 to 70 at every offset of a window, ending on
+ * its last byte or the next window's first, under minimum lengths up to past
+ * the window's 64 bytes and digit limits 0 to 2; random words with now and
+ * then a byte >= 0x80 among them.
  */
-START_TEST(test_text_ascii_windows_match_scalar)
+START_TEST(test_text_windows_match_scalar)
 {
 	unsigned long long x = 0x9e3779b97f4a7c15ull; /* fixed seed */
 	struct im_terms ref;
-	char buf[400], what[96];
+	static const unsigned mins[] = {1, 4, 5, 31, 63, 64, 65};
+	char buf[600], what[96];
 
 	im_terms_init(&ref);
-	for (unsigned wl = 1; wl <= 40; wl++) {
-		for (unsigned off = 0; off < 34; off++) {
+	for (unsigned wl = 1; wl <= 70; wl++) {
+		for (unsigned off = 0; off < 66; off++) {
 			size_t n = 0;
 
 			memset(buf, ' ', off);
@@ -533,8 +535,16 @@ START_TEST(test_text_ascii_windows_match_scalar)
 				for (unsigned i = 0; i < wl; i++)
 					buf[n++] = (char)('A' + (i + r) % 26);
 				buf[n++] = r & 1 ? '.' : ' ';
+				/* An é, or half of one: invalid. */
+				if (r == 2 && wl % 3 == 0)
+					buf[n++] = (char)0xc3;
+				if (r == 2 && wl % 3 == 0 && wl % 2)
+					buf[n++] = (char)0xa9;
 			}
-			for (unsigned m = 1; m <= 34; m += 3) {
+			for (size_t j = 0; j < sizeof(mins) / sizeof(mins[0]);
+			     j++) {
+				unsigned m = mins[j];
+
 				params.min_word_len = m;
 				snprintf(what, sizeof(what),
 					 "word of %u at offset %u, min %u", wl,
@@ -559,20 +569,32 @@ START_TEST(test_text_ascii_windows_match_scalar)
 			x ^= x << 13;
 			x ^= x >> 7;
 			x ^= x << 17;
-			wl = 1 + (unsigned)(x % 9 ? x % 9 : x % 40);
+			wl = 1 + (unsigned)(x % 9 ? x % 9 : x % 70);
 			sep = 1 + (unsigned)(x >> 20) % 3;
 			for (unsigned i = 0; i < wl && n < sizeof(buf) - 4;
 			     i++) {
 				unsigned k = (unsigned)(x >> (i % 40)) % 40;
 
-				buf[n++] = k < 4 ? (char)('0' + k)
-				       : k < 20 ? (char)('a' + k)
-						: (char)('A' + k - 20);
+				buf[n++] = k < 4    ? (char)('0' + k)
+					   : k < 20 ? (char)('a' + k)
+						    : (char)('A' + k - 20);
 			}
-			for (unsigned i = 0; i < sep; i++)
-				buf[n++] = " \n.,<"[(x >> (30 + i)) % 5];
+			for (unsigned i = 0; i < sep; i++) {
+				unsigned k = (unsigned)(x >> (30 + 3 * i)) % 40;
+
+				if (k == 0) { /* é, a letter: joins words */
+					buf[n++] = (char)0xc3;
+					buf[n++] = (char)0xa9;
+				} else if (k == 1) {
+					buf[n++] = (char)0xff; /* invalid */
+				} else {
+					buf[n++] = " \n.,<"[k % 5];
+				}
+			}
 		}
-		params.min_word_len = 1 + (unsigned)(x >> 40) % 34;
+		params.min_word_len = (x >> 40) % 4
+					      ? 1 + (unsigned)(x >> 42) % 6
+					      : 1 + (unsigned)(x >> 42) % 66;
 		params.max_digits = (unsigned)(x >> 50) % 3;
 		snprintf(what, sizeof(what), "iteration %d (min %u, digits %u)",
 			 iter, params.min_word_len, params.max_digits);
@@ -1124,7 +1146,7 @@ int main(void)
 	tcase_add_test(tc, test_text_marks_and_format_characters);
 	tcase_add_test(tc, test_text_fast_and_slow_paths_agree);
 	tcase_add_test(tc, test_text_simd_matches_scalar);
-	tcase_add_test(tc, test_text_ascii_windows_match_scalar);
+	tcase_add_test(tc, test_text_windows_match_scalar);
 	tcase_add_test(tc, test_text_threads_extract_at_once);
 	tcase_add_test(tc, test_text_html_entities);
 	tcase_add_test(tc, test_text_html_entity_table);

@@ -2,9 +2,18 @@
  * @file terms.c
  * The unique-term set U: an open-addressing hash table (linear probing, load
  * at most 1/4) whose slots hold indexes into v[], and a byte arena holding
- * the terms themselves, each followed by a NUL. Keys are XXH3_64bits of the
- * term's bytes, the same hash the lexicon looks terms up by, so it is
- * computed once per unique term.
+ * the terms themselves, each followed by a NUL.
+ *
+ * Three words in four are already in the set, so a word that is found must
+ * cost little. A term of at most 16 bytes is read as two 8-byte words with
+ * the bytes past its end masked off: its probe hash mixes those two and its
+ * comparison is two XORs, without a branch on its length. Longer terms probe
+ * by the low bits of their XXH3_64bits and compare with memcmp(). The
+ * XXH3_64bits that v[] holds (the lexicon looks terms up by it) is computed
+ * once per unique term, when it is inserted. For the masked reads, whoever
+ * hands over a short term leaves 16 bytes readable from its start: the word
+ * scanner's buffers do (im_terms_add_padded()), im_terms_add() copies, and
+ * the arena keeps 16 bytes of slack past its last term.
  *
  * im_terms_clear() keeps every allocation: a worker signs many documents with
  * one struct im_terms and stops allocating once it has seen a large one. The
@@ -20,14 +29,64 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-#include "bytes.h"
 #include "text.h"
+#include "text_internal.h"
 
 #define TERMS_MIN_SLOTS 64
 /* Slots a cleared set starts again with: 8 KiB, 512 terms, in L1. */
 #define TERMS_RESET_SLOTS 2048
 #define TERMS_MIN_V	  32
 #define TERMS_MIN_ARENA	  4096
+/* A short term's bytes, and what is readable after a term in the arena. */
+#define SHORT 16
+
+/* 16 bytes kept, 16 dropped: the masks of a short term's two words. */
+static const unsigned char keep_bytes[2 * SHORT] = {
+	0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+	0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+};
+
+/* The bytes s[0, len) of a short term (len <= SHORT, SHORT readable) as two
+ * words, zero past len. */
+struct short_key {
+	uint64_t lo, hi;
+};
+
+static inline struct short_key short_key(const char *s, size_t len)
+{
+	struct short_key k;
+	uint64_t mlo, mhi;
+
+	memcpy(&k.lo, s, 8);
+	memcpy(&k.hi, s + 8, 8);
+	memcpy(&mlo, keep_bytes + SHORT - len, 8);
+	memcpy(&mhi, keep_bytes + SHORT + 8 - len, 8);
+	k.lo &= mlo;
+	k.hi &= mhi;
+	return k;
+}
+
+static inline uint32_t short_hash(struct short_key k, size_t len)
+{
+	uint64_t x = (k.lo ^ UINT64_C(0x9e3779b97f4a7c15)) *
+			     UINT64_C(0xbf58476d1ce4e5b9) ^
+		     (k.hi + len) * UINT64_C(0x94d049bb133111eb);
+
+	return (uint32_t)((x ^ x >> 29) >> 16 ^ x >> 40);
+}
+
+/* Where the term s[0, len) starts its probe (SHORT readable if short). */
+static inline uint32_t probe_hash(const char *s, size_t len)
+{
+	if (len <= SHORT)
+		return short_hash(short_key(s, len), len);
+	return (uint32_t)XXH3_64bits(s, len);
+}
+
+static inline uint32_t term_probe(const struct im_terms *t, size_t i)
+{
+	return probe_hash(t->arena + t->v[i].off, t->v[i].len);
+}
 
 void im_terms_init(struct im_terms *t)
 {
@@ -55,7 +114,7 @@ void im_terms_clear(struct im_terms *t)
 	 */
 	if (t->n * 8 < t->nslots) {
 		for (size_t i = 0; i < t->n; i++) {
-			size_t s = t->v[i].hash & mask;
+			size_t s = term_probe(t, i) & mask;
 
 			while (t->slots[s] != i + 1)
 				s = (s + 1) & mask;
@@ -99,7 +158,7 @@ static int terms_rehash(struct im_terms *t)
 		memset(slots, 0, nslots * sizeof(*slots));
 	}
 	for (size_t i = 0; i < t->n; i++) {
-		size_t s = t->v[i].hash & mask;
+		size_t s = term_probe(t, i) & mask;
 
 		while (slots[s])
 			s = (s + 1) & mask;
@@ -130,9 +189,9 @@ static int grow(void **p, size_t *cap, size_t need, size_t elem, size_t min)
 	return 0;
 }
 
-/* Append a term known to be absent, whose slot is @i. */
-static int terms_insert(struct im_terms *t, const char *s, size_t len,
-			uint64_t h, size_t i)
+/* Append a term known to be absent, whose slot is @i (SHORT bytes readable
+ * at @p s if it is short). */
+static int terms_insert(struct im_terms *t, const char *s, size_t len, size_t i)
 {
 	char *a;
 	int ret;
@@ -145,43 +204,28 @@ static int terms_insert(struct im_terms *t, const char *s, size_t len,
 		   TERMS_MIN_V);
 	if (ret)
 		return ret;
-	ret = grow((void **)&t->arena, &t->arena_cap, t->arena_len + len + 1, 1,
-		   TERMS_MIN_ARENA);
+	ret = grow((void **)&t->arena, &t->arena_cap,
+		   t->arena_len + len + 1 + SHORT, 1, TERMS_MIN_ARENA);
 	if (ret)
 		return ret;
 
 	a = t->arena + t->arena_len;
-	if (len >= 8 && len <= 16) {
-		/* Two overlapping copies rather than a call per term. */
-		uint64_t x, y;
-
-		memcpy(&x, s, 8);
-		memcpy(&y, s + len - 8, 8);
-		memcpy(a, &x, 8);
-		memcpy(a + len - 8, &y, 8);
-	} else if (len >= 4 && len < 8) {
-		uint32_t x, y;
-
-		memcpy(&x, s, 4);
-		memcpy(&y, s + len - 4, 4);
-		memcpy(a, &x, 4);
-		memcpy(a + len - 4, &y, 4);
-	} else {
+	if (len <= SHORT)
+		memcpy(a, s, SHORT); /* one fixed-size copy, not a call */
+	else
 		memcpy(a, s, len);
-	}
 	a[len] = '\0';
 	t->v[t->n].off = (uint32_t)t->arena_len;
 	t->v[t->n].len = (uint32_t)len;
-	t->v[t->n].hash = h;
+	t->v[t->n].hash = XXH3_64bits(s, len);
 	t->arena_len += len + 1;
 	t->n++;
 	t->slots[i] = (uint32_t)t->n;
 	return 0;
 }
 
-int im_terms_add(struct im_terms *t, const char *s, size_t len)
+int im_terms_add_padded(struct im_terms *t, const char *s, size_t len)
 {
-	uint64_t h = XXH3_64bits(s, len);
 	size_t mask, i;
 	uint32_t k;
 	int ret;
@@ -199,12 +243,36 @@ int im_terms_add(struct im_terms *t, const char *s, size_t len)
 			return ret;
 	}
 	mask = t->nslots - 1;
-	for (i = h & mask; (k = t->slots[i]); i = (i + 1) & mask) {
-		const struct im_term *e = &t->v[k - 1];
+	if (len <= SHORT) {
+		struct short_key key = short_key(s, len);
 
-		if (e->hash == h && e->len == len &&
-		    im_same_bytes(t->arena + e->off, s, len))
-			return 0;
+		for (i = short_hash(key, len) & mask; (k = t->slots[i]);
+		     i = (i + 1) & mask) {
+			const struct im_term *e = &t->v[k - 1];
+			struct short_key o = short_key(t->arena + e->off, len);
+
+			if (e->len == len &&
+			    !((o.lo ^ key.lo) | (o.hi ^ key.hi)))
+				return 0;
+		}
+	} else {
+		for (i = probe_hash(s, len) & mask; (k = t->slots[i]);
+		     i = (i + 1) & mask) {
+			const struct im_term *e = &t->v[k - 1];
+
+			if (e->len == len && !memcmp(t->arena + e->off, s, len))
+				return 0;
+		}
 	}
-	return terms_insert(t, s, len, h, i);
+	return terms_insert(t, s, len, i);
+}
+
+int im_terms_add(struct im_terms *t, const char *s, size_t len)
+{
+	char pad[SHORT] = {0};
+
+	if (len > SHORT)
+		return im_terms_add_padded(t, s, len);
+	memcpy(pad, s, len);
+	return im_terms_add_padded(t, pad, len);
 }

@@ -179,7 +179,7 @@ static int word_end(struct scan *sc)
 
 	if (w->len <= IM_WORD_MAX && w->ncp >= sc->min_len &&
 	    w->ndig <= sc->max_digits)
-		ret = im_terms_add(sc->out, w->buf, w->len);
+		ret = im_terms_add_padded(sc->out, w->buf, w->len);
 	w->len = 0;
 	w->ncp = 0;
 	w->ndig = 0;
@@ -347,7 +347,8 @@ static const unsigned char *scan_word(struct scan *sc, const unsigned char *c,
 				ndig += k == C_DIGIT;
 			}
 			if (ndig <= sc->max_digits)
-				*ret = im_terms_add(sc->out, sc->w.buf, n);
+				*ret = im_terms_add_padded(sc->out, sc->w.buf,
+							   n);
 		}
 		return c;
 	}
@@ -383,10 +384,10 @@ static inline unsigned classify16(const unsigned char *s, unsigned *alnum,
 }
 
 /* A window of 64 bytes of input as bit masks (bit i for byte i), and
- * lower-cased. */
+ * lower-cased; low[4] stays zero, for im_terms_add_padded(). */
 struct block {
 	uint64_t alnum, digit, high;
-	__m128i low[4];
+	__m128i low[5];
 };
 
 static inline void classify(const unsigned char *s, struct block *b)
@@ -446,6 +447,7 @@ static const unsigned char *scan_blocks(struct scan *sc, const unsigned char *c,
 {
 	struct block b;
 
+	b.low[4] = _mm_setzero_si128();
 	while (end - c >= 64 && !*ret) {
 		uint64_t words, starts;
 		unsigned stop = 64;
@@ -481,8 +483,8 @@ static const unsigned char *scan_blocks(struct scan *sc, const unsigned char *c,
 
 			if (ndigits(dig) > sc->max_digits)
 				continue;
-			*ret = im_terms_add(sc->out, (const char *)b.low + st,
-					    n);
+			*ret = im_terms_add_padded(sc->out,
+						   (const char *)b.low + st, n);
 			if (*ret)
 				return c;
 		}

@@ -49,6 +49,15 @@ static inline int im_buf_putc(struct im_buf *b, char c)
  */
 extern const uint16_t im_cp1252_high[32];
 
+/* ---- Terms (terms.c) ----------------------------------------------------- */
+
+/**
+ * im_terms_add() for the word scanner: the same, but 16 bytes from @p s are
+ * readable even when @p len is less (the bytes past @p len are ignored), so
+ * that a short term is read without copying it first.
+ */
+int im_terms_add_padded(struct im_terms *t, const char *s, size_t len);
+
 /* ---- Words (text.c) ------------------------------------------------------ */
 
 /**

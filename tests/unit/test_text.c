@@ -216,6 +216,59 @@ START_TEST(test_text_terms_set_is_unique_and_ordered)
 }
 END_TEST
 
+/*
+ * Terms of up to 16 bytes are probed and compared as two masked 8-byte words
+ * (terms.c): every length from 1 to 40, terms that differ only in their
+ * last byte or only in length, added through both entry points, the padded
+ * one with different bytes after the term each time; then again after a
+ * clear, which finds each term's slot from its bytes.
+ */
+START_TEST(test_text_terms_short_and_long_keys)
+{
+	char base[48], w[48 + 16];
+
+	for (size_t i = 0; i < sizeof(base); i++)
+		base[i] = (char)('a' + i % 26);
+	for (int round = 0; round < 3; round++) {
+		for (size_t len = 1; len <= 40; len++) {
+			memcpy(w, base, len);
+			memset(w + len, 'a' + round, 16);
+			ck_assert_int_eq(im_terms_add_padded(&terms, w, len),
+					 0);
+			ck_assert_int_eq(im_terms_add(&terms, w, len), 0);
+			w[len - 1] = 'Z';
+			ck_assert_int_eq(im_terms_add(&terms, w, len), 0);
+			memset(w + len, 'z', 16);
+			ck_assert_int_eq(im_terms_add_padded(&terms, w, len),
+					 0);
+		}
+		ck_assert_msg(terms.n == 80, "round %d: %zu terms, not 80",
+			      round, terms.n);
+		for (size_t i = 0; i < terms.n; i++) {
+			size_t len = i / 2 + 1;
+
+			memcpy(w, base, len);
+			if (i % 2)
+				w[len - 1] = 'Z';
+			ck_assert_msg(terms.v[i].len == len &&
+					      !memcmp(im_terms_str(&terms, i),
+						      w, len) &&
+					      im_terms_str(&terms, i)[len] == 0,
+				      "round %d, term %zu: \"%s\"", round, i,
+				      im_terms_str(&terms, i));
+			ck_assert_msg(terms.v[i].hash == XXH3_64bits(w, len),
+				      "term %zu: hash is not XXH3_64bits", i);
+		}
+		if (round == 1)
+			im_terms_clear(&terms);
+	}
+	im_terms_clear(&terms);
+	for (size_t len = 1; len <= 40; len++)
+		ck_assert_int_eq(im_terms_add(&terms, base, len), 0);
+	ck_assert_uint_eq(terms.n, 40);
+}
+END_TEST
+
 /* ---- Words --------------------------------------------------------------- */
 
 START_TEST(test_text_plain_words)
@@ -1135,6 +1188,7 @@ int main(void)
 
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_text_terms_set_is_unique_and_ordered);
+	tcase_add_test(tc, test_text_terms_short_and_long_keys);
 	tcase_add_test(tc, test_text_plain_words);
 	tcase_add_test(tc, test_text_case_folding);
 	tcase_add_test(tc, test_text_digit_filter);

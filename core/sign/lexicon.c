@@ -67,12 +67,16 @@ struct arena {
 	size_t len, cap;
 };
 
-/* Append @p len bytes plus a NUL; @return the offset or (size_t)-1. */
+/*
+ * Append @p len bytes plus a NUL, leaving IM_SHORT bytes readable past them
+ * (df_count() reads short terms as im_short_key()s); @return the offset or
+ * (size_t)-1.
+ */
 static size_t arena_put(struct arena *a, const char *s, size_t len)
 {
-	if (a->cap - a->len < len + 1) {
+	if (a->cap - a->len < len + 1 + IM_SHORT) {
 		size_t cap = a->cap ? a->cap : 4096;
-		while (cap - a->len < len + 1)
+		while (cap - a->len < len + 1 + IM_SHORT)
 			cap *= 2;
 		char *p = realloc(a->p, cap);
 		if (!p)
@@ -164,10 +168,16 @@ static int df_rehash(struct im_df *df, size_t nslots)
 	return 0;
 }
 
-/* Find or insert; add @p count to its df; *id receives its index in v. */
+/*
+ * Find or insert; add @p count to its df; *id receives its index in v.
+ * IM_SHORT bytes are readable at @p s if len <= IM_SHORT (a term set's arena
+ * and a df's have that slack).
+ */
 static int df_count(struct im_df *df, const char *s, uint32_t len,
 		    uint64_t hash, uint32_t count, uint32_t *id)
 {
+	struct im_short_key key = {0, 0};
+
 	/* Keep the load at most 1/2 so that probes stay short. */
 	if ((df->n + 1) * 2 > df->nslots) {
 		if (df->n >= UINT32_MAX - 1)
@@ -178,13 +188,17 @@ static int df_count(struct im_df *df, const char *s, uint32_t len,
 	}
 	size_t mask = df->nslots - 1;
 	size_t j = hash & mask;
+	if (len <= IM_SHORT)
+		key = im_short_key(s, len);
 	for (;;) {
 		uint32_t ix = df->slots[j];
 		if (!ix)
 			break;
 		struct df_entry *e = &df->v[ix - 1];
+		const char *t = df->arena.p + e->off;
 		if (e->hash == hash && e->len == len &&
-		    im_same_bytes(df->arena.p + e->off, s, len)) {
+		    (len <= IM_SHORT ? im_short_eq(im_short_key(t, len), key)
+				     : im_same_bytes(t, s, len))) {
 			if (UINT32_MAX - e->df < count)
 				return -EOVERFLOW;
 			e->df += count;
@@ -280,8 +294,11 @@ int im_df_add_term(struct im_df *df, const char *s, size_t len, uint32_t count)
 {
 	if (!len || len > UINT32_MAX)
 		return -EINVAL;
+	char pad[IM_SHORT] = {0};
 	uint32_t id;
 
+	if (len <= IM_SHORT)
+		s = memcpy(pad, s, len);
 	return df_count(df, s, (uint32_t)len, XXH3_64bits(s, len), count, &id);
 }
 

@@ -38,4 +38,42 @@ static inline bool im_same_bytes(const char *a, const char *b, size_t n)
 	return !memcmp(a, b, n);
 }
 
+/*
+ * A short term (at most IM_SHORT bytes) as two 8-byte words with the bytes
+ * past its end zeroed: two loads and two masks, no branch on its length.
+ * IM_SHORT bytes must be readable from its start; what follows the term
+ * there is ignored.
+ */
+#define IM_SHORT 16
+
+struct im_short_key {
+	uint64_t lo, hi;
+};
+
+/* IM_SHORT bytes kept, IM_SHORT dropped: the masks of a key's words. */
+static const unsigned char im_keep_bytes[2 * IM_SHORT] = {
+	0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+	0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+};
+
+/** The key of s[0, len), len <= IM_SHORT, IM_SHORT bytes readable at @p s. */
+static inline struct im_short_key im_short_key(const char *s, size_t len)
+{
+	struct im_short_key k;
+	uint64_t mlo, mhi;
+
+	memcpy(&k.lo, s, 8);
+	memcpy(&k.hi, s + 8, 8);
+	memcpy(&mlo, im_keep_bytes + IM_SHORT - len, 8);
+	memcpy(&mhi, im_keep_bytes + IM_SHORT + 8 - len, 8);
+	k.lo &= mlo;
+	k.hi &= mhi;
+	return k;
+}
+
+static inline bool im_short_eq(struct im_short_key a, struct im_short_key b)
+{
+	return !((a.lo ^ b.lo) | (a.hi ^ b.hi));
+}
+
 #endif

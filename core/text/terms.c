@@ -29,6 +29,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "bytes.h"
 #include "text.h"
 #include "text_internal.h"
 
@@ -37,36 +38,7 @@
 #define TERMS_RESET_SLOTS 2048
 #define TERMS_MIN_V	  32
 #define TERMS_MIN_ARENA	  4096
-/* A short term's bytes, and what is readable after a term in the arena. */
-#define SHORT 16
-
-/* 16 bytes kept, 16 dropped: the masks of a short term's two words. */
-static const unsigned char keep_bytes[2 * SHORT] = {
-	0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
-	0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
-};
-
-/* The bytes s[0, len) of a short term (len <= SHORT, SHORT readable) as two
- * words, zero past len. */
-struct short_key {
-	uint64_t lo, hi;
-};
-
-static inline struct short_key short_key(const char *s, size_t len)
-{
-	struct short_key k;
-	uint64_t mlo, mhi;
-
-	memcpy(&k.lo, s, 8);
-	memcpy(&k.hi, s + 8, 8);
-	memcpy(&mlo, keep_bytes + SHORT - len, 8);
-	memcpy(&mhi, keep_bytes + SHORT + 8 - len, 8);
-	k.lo &= mlo;
-	k.hi &= mhi;
-	return k;
-}
-
-static inline uint32_t short_hash(struct short_key k, size_t len)
+static inline uint32_t short_hash(struct im_short_key k, size_t len)
 {
 	uint64_t x = (k.lo ^ UINT64_C(0x9e3779b97f4a7c15)) *
 			     UINT64_C(0xbf58476d1ce4e5b9) ^
@@ -75,11 +47,11 @@ static inline uint32_t short_hash(struct short_key k, size_t len)
 	return (uint32_t)((x ^ x >> 29) >> 16 ^ x >> 40);
 }
 
-/* Where the term s[0, len) starts its probe (SHORT readable if short). */
+/* Where the term s[0, len) starts its probe (IM_SHORT readable if short). */
 static inline uint32_t probe_hash(const char *s, size_t len)
 {
-	if (len <= SHORT)
-		return short_hash(short_key(s, len), len);
+	if (len <= IM_SHORT)
+		return short_hash(im_short_key(s, len), len);
 	return (uint32_t)XXH3_64bits(s, len);
 }
 
@@ -189,7 +161,7 @@ static int grow(void **p, size_t *cap, size_t need, size_t elem, size_t min)
 	return 0;
 }
 
-/* Append a term known to be absent, whose slot is @i (SHORT bytes readable
+/* Append a term known to be absent, whose slot is @i (IM_SHORT bytes readable
  * at @p s if it is short). */
 static int terms_insert(struct im_terms *t, const char *s, size_t len, size_t i)
 {
@@ -205,13 +177,13 @@ static int terms_insert(struct im_terms *t, const char *s, size_t len, size_t i)
 	if (ret)
 		return ret;
 	ret = grow((void **)&t->arena, &t->arena_cap,
-		   t->arena_len + len + 1 + SHORT, 1, TERMS_MIN_ARENA);
+		   t->arena_len + len + 1 + IM_SHORT, 1, TERMS_MIN_ARENA);
 	if (ret)
 		return ret;
 
 	a = t->arena + t->arena_len;
-	if (len <= SHORT)
-		memcpy(a, s, SHORT); /* one fixed-size copy, not a call */
+	if (len <= IM_SHORT)
+		memcpy(a, s, IM_SHORT); /* one fixed-size copy, not a call */
 	else
 		memcpy(a, s, len);
 	a[len] = '\0';
@@ -243,16 +215,15 @@ int im_terms_add_padded(struct im_terms *t, const char *s, size_t len)
 			return ret;
 	}
 	mask = t->nslots - 1;
-	if (len <= SHORT) {
-		struct short_key key = short_key(s, len);
+	if (len <= IM_SHORT) {
+		struct im_short_key key = im_short_key(s, len);
 
 		for (i = short_hash(key, len) & mask; (k = t->slots[i]);
 		     i = (i + 1) & mask) {
 			const struct im_term *e = &t->v[k - 1];
-			struct short_key o = short_key(t->arena + e->off, len);
-
 			if (e->len == len &&
-			    !((o.lo ^ key.lo) | (o.hi ^ key.hi)))
+			    im_short_eq(im_short_key(t->arena + e->off, len),
+					key))
 				return 0;
 		}
 	} else {
@@ -269,9 +240,9 @@ int im_terms_add_padded(struct im_terms *t, const char *s, size_t len)
 
 int im_terms_add(struct im_terms *t, const char *s, size_t len)
 {
-	char pad[SHORT] = {0};
+	char pad[IM_SHORT] = {0};
 
-	if (len > SHORT)
+	if (len > IM_SHORT)
 		return im_terms_add_padded(t, s, len);
 	memcpy(pad, s, len);
 	return im_terms_add_padded(t, pad, len);

@@ -155,6 +155,45 @@ START_TEST(test_lexicon_df_counts)
 }
 END_TEST
 
+/*
+ * Terms of up to 16 bytes are compared as masked 8-byte words (bytes.h):
+ * prefixes of one string, 1 to 40 bytes, counted from a term set (each
+ * followed by the next in its arena), by im_df_add_term() from inside a
+ * longer string, and merged into another table, are each one term.
+ */
+START_TEST(test_lexicon_df_short_and_long_terms)
+{
+	static const char base[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOP";
+	struct im_df *df, *all;
+	struct im_terms u;
+	uint32_t ids[40];
+
+	ck_assert_int_eq(im_df_new(&df), 0);
+	ck_assert_int_eq(im_df_new(&all), 0);
+	im_terms_init(&u);
+	for (size_t len = 1; len <= 40; len++)
+		ck_assert_int_eq(im_terms_add(&u, base, len), 0);
+	ck_assert_int_eq(im_df_add_ids(df, &u, ids), 0);
+	for (size_t len = 1; len <= 40; len++) {
+		ck_assert_uint_eq(ids[len - 1], len - 1);
+		ck_assert_int_eq(im_df_add_term(df, base, len, 1), 0);
+	}
+	ck_assert_uint_eq(im_df_terms(df), 40);
+	ck_assert_int_eq(im_df_add_ids(all, &u, NULL), 0);
+	ck_assert_int_eq(im_df_merge(all, df), 0);
+	ck_assert_uint_eq(im_df_terms(all), 40);
+	for (size_t len = 1; len <= 40; len++) {
+		ck_assert_msg(im_df_count(df, base, len) == 2,
+			      "prefix of %zu bytes: df %llu, not 2", len,
+			      (unsigned long long)im_df_count(df, base, len));
+		ck_assert_uint_eq(im_df_count(all, base, len), 3);
+	}
+	im_terms_release(&u);
+	im_df_free(df);
+	im_df_free(all);
+}
+END_TEST
+
 START_TEST(test_lexicon_df_many_terms)
 {
 	/* Enough terms to make the table grow several times. */
@@ -728,6 +767,7 @@ static Suite *lexicon_suite(void)
 	Suite *s = suite_create("lexicon");
 	TCase *tc = tcase_create("df");
 	tcase_add_test(tc, test_lexicon_df_counts);
+	tcase_add_test(tc, test_lexicon_df_short_and_long_terms);
 	tcase_add_test(tc, test_lexicon_df_many_terms);
 	tcase_add_test(tc, test_lexicon_df_merge);
 	suite_add_tcase(s, tc);

@@ -395,7 +395,10 @@ static size_t markup(struct html *h, size_t i, int *ret)
 		size_t from = k, b;
 		char c;
 
-		k = find3(s, k, len, '>', '"', '\'');
+		/* Most tags end right after their name or a value's closing
+		 * quote ("</span>", class="pre">): no search for those. */
+		if (k < len && s[k] != '>')
+			k = find3(s, k, len, '>', '"', '\'');
 		if (k >= len || s[k] == '>')
 			break;
 		c = s[k];
@@ -520,7 +523,8 @@ int im_html_text(const char *s, size_t len, struct im_buf *out)
 	if (im_buf_reserve(out, len + 1))
 		return -ENOMEM;
 	while (i < len && !ret) {
-		size_t j = find3(s, i, len, '<', '&', '&');
+		/* Tags often follow one another: no search for an empty run. */
+		size_t j = s[i] == '<' ? i : find3(s, i, len, '<', '&', '&');
 
 		/* Room was reserved above: the text so far is at most i bytes. */
 		if (j - i <= 32 && len - i >= 32 && out->cap - out->len >= 32) {

@@ -596,11 +596,80 @@ static int pick_cmp_rank(const void *pa, const void *pb)
 	return pick_cmp_bytes(pa, pb);
 }
 
+/* One stable counting pass of sort_picks() on the byte of key() at @p shift;
+ * @return whether it moved anything (false: one bucket holds them all). */
+static bool pick_pass(struct pick *src, struct pick *dst, size_t n,
+		      bool rank_key, unsigned shift)
+{
+	size_t cnt[256] = {0}, sum = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		uint64_t k = rank_key ? ~src[i].df : src[i].pre;
+
+		cnt[(k >> shift) & 255]++;
+	}
+	if (cnt[((rank_key ? ~src[0].df : src[0].pre) >> shift) & 255] == n)
+		return false;
+	for (unsigned b = 0; b < 256; b++) {
+		size_t c = cnt[b];
+
+		cnt[b] = sum;
+		sum += c;
+	}
+	for (size_t i = 0; i < n; i++) {
+		uint64_t k = rank_key ? ~src[i].df : src[i].pre;
+
+		dst[cnt[(k >> shift) & 255]++] = src[i];
+	}
+	return true;
+}
+
+/*
+ * Sort @p v as qsort() with pick_cmp_bytes() (or pick_cmp_rank() if
+ * @p by_rank) would: both order distinct terms totally, so any sort gives
+ * the same order. A stable radix sort on the prefix (then on the df) puts
+ * all but the terms that share both in place without a comparison; those
+ * few runs are sorted by their bytes. @p tmp has room for @p n picks.
+ */
+static void sort_picks(struct pick *v, struct pick *tmp, size_t n, bool by_rank)
+{
+	struct pick *src = v, *dst = tmp, *x;
+	int (*cmp)(const void *, const void *) =
+		by_rank ? pick_cmp_rank : pick_cmp_bytes;
+
+	if (n < 2)
+		return;
+	for (unsigned shift = 0; shift < 64; shift += 8)
+		if (pick_pass(src, dst, n, false, shift)) {
+			x = src;
+			src = dst;
+			dst = x;
+		}
+	for (unsigned shift = 0; by_rank && shift < 32; shift += 8)
+		if (pick_pass(src, dst, n, true, shift)) {
+			x = src;
+			src = dst;
+			dst = x;
+		}
+	if (src != v)
+		memcpy(v, src, n * sizeof(*v));
+	for (size_t i = 0; i < n;) {
+		size_t j = i + 1;
+
+		while (j < n && v[j].pre == v[i].pre &&
+		       (!by_rank || v[j].df == v[i].df))
+			j++;
+		if (j - i > 1)
+			qsort(v + i, j - i, sizeof(*v), cmp);
+		i = j;
+	}
+}
+
 int im_lexicon_build(const struct im_df *df, double lo, double hi,
 		     size_t secondary_cap, struct im_lexicon **out)
 {
 	struct im_lexicon *lex = NULL;
-	struct pick *pl = NULL, *pb = NULL;
+	struct pick *pl = NULL, *pb = NULL, *tmp = NULL;
 	size_t npl = 0, npb = 0;
 	struct nidf_memo nm;
 	int r;
@@ -613,8 +682,9 @@ int im_lexicon_build(const struct im_df *df, double lo, double hi,
 	r = -ENOMEM;
 	pl = malloc((df->n ? df->n : 1) * sizeof(*pl));
 	pb = malloc((df->n ? df->n : 1) * sizeof(*pb));
+	tmp = malloc((df->n ? df->n : 1) * sizeof(*tmp));
 	lex = calloc(1, sizeof(*lex));
-	if (!pl || !pb || !lex)
+	if (!pl || !pb || !tmp || !lex)
 		goto out;
 
 	for (size_t i = 0; i < df->n; i++) {
@@ -629,9 +699,9 @@ int im_lexicon_build(const struct im_df *df, double lo, double hi,
 		else if (x >= lo - NIDF_EPS)
 			pl[npl++] = p;
 	}
-	qsort(pl, npl, sizeof(*pl), pick_cmp_bytes);
+	sort_picks(pl, tmp, npl, false);
 	/* Only the secondary_cap best-ranked terms of B are kept. */
-	qsort(pb, npb, sizeof(*pb), pick_cmp_rank);
+	sort_picks(pb, tmp, npb, true);
 	if (npb > secondary_cap)
 		npb = secondary_cap;
 
@@ -667,6 +737,7 @@ int im_lexicon_build(const struct im_df *df, double lo, double hi,
 out:
 	free(pl);
 	free(pb);
+	free(tmp);
 	im_lexicon_free(lex);
 	return r;
 }

@@ -335,6 +335,75 @@ START_TEST(test_lexicon_window_exact_boundaries)
 }
 END_TEST
 
+/* memcmp() order, a prefix first. */
+static int term_cmp(const char *a, size_t alen, const char *b, size_t blen)
+{
+	int c = memcmp(a, b, alen < blen ? alen : blen);
+
+	return c ? c : (alen > blen) - (alen < blen);
+}
+
+/*
+ * L and B are sorted by a radix sort on each term's first 8 bytes and df,
+ * then by the bytes where those tie (lexicon.c, sort_picks()): terms that
+ * share their first 8 bytes, are prefixes of one another or are shorter
+ * than 8 bytes, with many equal dfs, come out in byte order in L and in
+ * rank order (df down, then bytes) in B.
+ */
+START_TEST(test_lexicon_sort_shared_prefixes)
+{
+	enum { NW = 400, NDOCS = 40 };
+	static const char *const stems[] = {"abcdefgh",	  "abcdefg",  "abc",
+					    "abcdefghij", "abcdefgi", "zz"};
+	static char words[NW][24];
+	const char *w[NW];
+	unsigned dfs[NW];
+	unsigned long long x = 0x2545f4914f6cdd1dull; /* fixed seed */
+	struct im_lexicon *lex;
+	struct im_df *df;
+
+	/* Stems end where a hex digit cannot continue another stem: unique. */
+	for (unsigned i = 0; i < NW; i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		snprintf(words[i], sizeof(words[i]), "%s%x", stems[x % 6], i);
+		w[i] = words[i];
+		dfs[i] = 1 + (unsigned)(x >> 20) % 5;
+	}
+	df = collection(NDOCS, w, dfs, NW);
+	ck_assert_uint_eq(im_df_terms(df), NW);
+
+	ck_assert_int_eq(im_lexicon_build(df, 0, 1, 0, &lex), 0);
+	ck_assert_uint_eq(im_lexicon_primary_size(lex), NW);
+	for (size_t i = 0; i + 1 < NW; i++) {
+		const struct im_lex_term *a = im_lexicon_term(lex, i);
+		const struct im_lex_term *b = im_lexicon_term(lex, i + 1);
+
+		ck_assert_msg(term_cmp(a->str, a->len, b->str, b->len) < 0,
+			      "L: %s before %s", a->str, b->str);
+	}
+	im_lexicon_free(lex);
+
+	ck_assert_int_eq(im_lexicon_build(df, 0, 0, NW, &lex), 0);
+	ck_assert_uint_eq(im_lexicon_secondary_size(lex), NW);
+	for (size_t i = 0; i + 1 < NW; i++) {
+		const struct im_lex_term *a = im_lexicon_term(lex, i);
+		const struct im_lex_term *b = im_lexicon_term(lex, i + 1);
+		uint64_t da = im_df_count(df, a->str, a->len);
+		uint64_t db = im_df_count(df, b->str, b->len);
+
+		ck_assert_msg(
+			da > db || (da == db && term_cmp(a->str, a->len, b->str,
+							 b->len) < 0),
+			"B: %s (df %llu) before %s (df %llu)", a->str,
+			(unsigned long long)da, b->str, (unsigned long long)db);
+	}
+	im_lexicon_free(lex);
+	im_df_free(df);
+}
+END_TEST
+
 START_TEST(test_lexicon_secondary_order_and_cap)
 {
 	struct im_lexicon *lex = std_lexicon(100);
@@ -776,6 +845,7 @@ static Suite *lexicon_suite(void)
 	tcase_add_test(tc, test_lexicon_window);
 	tcase_add_test(tc, test_lexicon_window_exact_boundaries);
 	tcase_add_test(tc, test_lexicon_secondary_order_and_cap);
+	tcase_add_test(tc, test_lexicon_sort_shared_prefixes);
 	tcase_add_test(tc, test_lexicon_lookup);
 	tcase_add_test(tc, test_lexicon_build_refuses);
 	suite_add_tcase(s, tc);

@@ -272,8 +272,12 @@ static void sort_by_number(uint64_t *v, uint64_t *tmp, size_t n)
 		}
 		return;
 	}
-	uint64_t *src = v, *dst = tmp;
-	for (int shift = 32; shift < 64; shift += 8) {
+	uint64_t *src = v, *dst = tmp, any = 0;
+	/* Term numbers rarely pass 16 bits: the bytes above the highest one
+	 * set anywhere are not counted. */
+	for (size_t i = 0; i < n; i++)
+		any |= v[i];
+	for (int shift = 32; shift < 64 && any >> shift; shift += 8) {
 		size_t cnt[256] = {0};
 		for (size_t i = 0; i < n; i++)
 			cnt[(src[i] >> shift) & 255]++;

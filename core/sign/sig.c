@@ -444,8 +444,11 @@ static int collect_end(struct im_signer *s, struct collecting *c,
 	for (size_t i = 0; i < c->npk; i++) {
 		struct cand t = s->raw[(uint32_t)s->pk[i]];
 
-		memcpy(s->pb + off, t.str,
-		       t.len < IM_LEX_STR_PAD ? IM_LEX_STR_PAD : t.len + 1);
+		/* A fixed size for the short ones: a move, not a call. */
+		if (t.len < IM_LEX_STR_PAD)
+			memcpy(s->pb + off, t.str, IM_LEX_STR_PAD);
+		else
+			memcpy(s->pb + off, t.str, t.len + 1);
 		t.str = s->pb + off;
 		off += t.len + 1;
 		s->pc[i] = t;

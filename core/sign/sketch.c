@@ -1,7 +1,7 @@
 /**
  * @file sketch.c
- * One-permutation b-bit MinHash with optimal densification (method and
- * references in sketch.h).
+ * The sketch's bins (one-permutation b-bit MinHash with optimal
+ * densification) and its map (method and references in sketch.h).
  */
 #include <endian.h>
 #include <math.h>

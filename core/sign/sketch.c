@@ -278,11 +278,12 @@ static bool map_estimate(const struct im_sketch *a, const struct im_sketch *b,
 
 	if (la > lb) {
 		const struct im_sketch *t = a;
+		unsigned l = la;
 
 		a = b;
 		b = t;
 		la = lb;
-		lb = im_sketch_level(b->n);
+		lb = l;
 		na = a->n;
 		nb = b->n;
 	}

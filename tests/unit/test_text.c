@@ -178,6 +178,16 @@ static char *html_text(const char *html)
 
 /* ---- The term set -------------------------------------------------------- */
 
+/* The next value of a fixed-seed xorshift sequence: random texts that come
+ * out the same on every run. */
+static unsigned long long xorshift(unsigned long long *x)
+{
+	*x ^= *x << 13;
+	*x ^= *x >> 7;
+	*x ^= *x << 17;
+	return *x;
+}
+
 START_TEST(test_text_terms_set_is_unique_and_ordered)
 {
 	char w[32];
@@ -496,16 +506,12 @@ START_TEST(test_text_simd_matches_scalar)
 	for (int iter = 0; iter < 2000; iter++) {
 		size_t n = 0, target;
 
-		x ^= x << 13;
-		x ^= x >> 7;
-		x ^= x << 17;
+		xorshift(&x);
 		target = x % 1000;
 		while (n < target) {
 			const char *pc;
 
-			x ^= x << 13;
-			x ^= x >> 7;
-			x ^= x << 17;
+			xorshift(&x);
 			pc = pieces[x % npieces];
 			memcpy(buf + n, pc, strlen(pc));
 			n += strlen(pc);
@@ -612,16 +618,12 @@ START_TEST(test_text_windows_match_scalar)
 	for (int iter = 0; iter < 3000; iter++) {
 		size_t n = 0, target;
 
-		x ^= x << 13;
-		x ^= x >> 7;
-		x ^= x << 17;
+		xorshift(&x);
 		target = x % 300;
 		while (n < target) {
 			unsigned wl, sep;
 
-			x ^= x << 13;
-			x ^= x >> 7;
-			x ^= x << 17;
+			xorshift(&x);
 			wl = 1 + (unsigned)(x % 9 ? x % 9 : x % 70);
 			sep = 1 + (unsigned)(x >> 20) % 3;
 			for (unsigned i = 0; i < wl && n < sizeof(buf) - 4;
@@ -845,14 +847,10 @@ START_TEST(test_text_malformed_input_never_crashes)
 	for (int iter = 0; iter < 3000; iter++) {
 		size_t n;
 
-		x ^= x << 13;
-		x ^= x >> 7;
-		x ^= x << 17;
+		xorshift(&x);
 		n = x % sizeof(buf);
 		for (size_t i = 0; i < n; i++) {
-			x ^= x << 13;
-			x ^= x >> 7;
-			x ^= x << 17;
+			xorshift(&x);
 			buf[i] = alphabet[x % (sizeof(alphabet) - 1)];
 		}
 		for (int k = IM_FMT_TEXT; k <= IM_FMT_BINARY; k++)

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <string.h>
 
+#include "detmath.h"
 #include "sketch.h"
 
 #define EMPTY	  UINT64_MAX
@@ -239,7 +240,8 @@ static double map_terms(unsigned set, unsigned bits)
 {
 	double full = set < bits ? set : bits - 0.5;
 
-	return -(double)bits * log1p(-full / bits);
+	/* ln(1 - full / bits), the division rounded once (detmath.h). */
+	return -(double)bits * det_log((bits - full) / bits);
 }
 
 /*
@@ -318,10 +320,10 @@ static bool map_estimate(const struct im_sketch *a, const struct im_sketch *b,
 	 * log1p would cost as much as the rest of the comparison). */
 	lambda = bits == IM_SKETCH_MAP_BITS ? 0.0012026459657604014
 					    : 0.0024067400305649851;
-	qa = exp(-lambda * na);
-	qb = exp(-lambda * nb);
+	qa = det_exp(-lambda * na);
+	qb = det_exp(-lambda * nb);
 	arg = (qa + qb - (double)differ / bits) / (2.0 * qa * qb);
-	c = arg > 1.0 ? log(arg) / lambda : 0.0;
+	c = arg > 1.0 ? det_log(arg) / lambda : 0.0;
 	c = likely_common(c, na, nb, differ);
 	/* A damaged record's count can be far below its map's bits. */
 	if (c < 0.0)

@@ -866,12 +866,6 @@ static uint32_t plist_rank(const struct im_index *idx, const struct plist *pl,
 	return lo;
 }
 
-/* Is the pair at ranks i and j of a group compared? (im_group_pair()) */
-static inline bool pair_considered(unsigned kind, uint32_t i, uint32_t j)
-{
-	return kind == IM_KEY_EXACT || i < HOT || j < HOT;
-}
-
 /*
  * Add @p id to the posting of @p key, at slot @p i (NONE: a new key).
  * @return the document that thereby lost its place among the first HOT of a

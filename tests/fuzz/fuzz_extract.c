@@ -7,14 +7,22 @@
  *   FUZZ_PDF     im_pdf_text()
  *   FUZZ_ZIPDOC  im_zipdoc_text(), the format taken from the first byte
  *   FUZZ_UNPACK  im_unpack()
+ *   FUZZ_TERMS   the word scanner over plain text, or over what the HTML or
+ *                e-mail converter makes of the input (the first byte picks,
+ *                and the word length and digit filters): the SIMD scanner
+ *                must give the scalar one's terms, in the same order; then
+ *                the sketch of the terms
  * Built by meson with -Dfuzz=enabled and clang (tests/fuzz/meson.build).
  */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "extract.h"
 #include "extract_internal.h"
+#include "sketch.h"
+#include "text_internal.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -28,6 +36,49 @@ static struct im_extract_opts opts(void)
 	o.max_unpacked = 4 << 20;
 	return o;
 }
+
+#if defined(FUZZ_TERMS)
+/* @p how: bits 0-1 the converter (text, HTML, e-mail), bits 2-4 the least
+ * word length - 1, bit 5 whether words may hold any number of digits. */
+static void fuzz_terms(uint8_t how, const char *s, size_t len,
+		       struct im_buf *conv)
+{
+	struct im_terms simd, scalar;
+	struct im_params p;
+	struct im_sketch sk;
+
+	im_params_init(&p);
+	p.min_word_len = 1 + ((how >> 2) & 7);
+	if (how & 32)
+		p.max_digits = 1000;
+	if ((how & 3) == 1) {
+		if (im_html_text(s, len, conv))
+			return;
+		s = conv->p;
+		len = conv->len;
+	} else if ((how & 3) == 2) {
+		if (im_email_text(s, len, conv))
+			return;
+		s = conv->p;
+		len = conv->len;
+	}
+	im_terms_init(&simd);
+	im_terms_init(&scalar);
+	if (!im_words_add(s, len, &p, &simd) &&
+	    !im_words_add_scalar(s, len, &p, &scalar)) {
+		if (simd.n != scalar.n)
+			abort();
+		for (size_t i = 0; i < simd.n; i++)
+			if (simd.v[i].len != scalar.v[i].len ||
+			    memcmp(im_terms_str(&simd, i),
+				   im_terms_str(&scalar, i), simd.v[i].len))
+				abort();
+		im_sketch_compute(&simd, p.seed, &sk);
+	}
+	im_terms_release(&simd);
+	im_terms_release(&scalar);
+}
+#endif
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -54,8 +105,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	im_zipdoc_text(f[data[0] % 5], s + 1, size - 1, &o, &out);
 #elif defined(FUZZ_UNPACK)
 	im_unpack(s, size, &o, &out);
+#elif defined(FUZZ_TERMS)
+	(void)o;
+	if (size < 1)
+		return 0;
+	fuzz_terms(data[0], s + 1, size - 1, &out);
 #else
-#error "define FUZZ_SNIFF, FUZZ_PDF, FUZZ_ZIPDOC or FUZZ_UNPACK"
+#error "define FUZZ_SNIFF, FUZZ_PDF, FUZZ_ZIPDOC, FUZZ_UNPACK or FUZZ_TERMS"
 #endif
 	im_buf_release(&out);
 	return 0;

@@ -637,8 +637,22 @@ int cmd_dedupe(struct cli *c)
 		err_msg("%s: %s", c->argv[0], strerror(errno));
 		goto out;
 	}
-	if (scan_tree(c, fd, &idx, on_file, &recs))
-		goto out;
+	if (c->near) {
+		if (scan_tree(c, fd, &idx, on_file, &recs))
+			goto out;
+	} else {
+		struct exact_scan_stats st;
+
+		if (scan_tree_exact(c, fd, &idx, on_file, &recs, &st))
+			goto out;
+		if (c->verbose)
+			fprintf(stderr,
+				"imatch: dedupe: %zu files, %zu sharing a size "
+				"hashed (%.1f MB), %zu byte-identical read as "
+				"documents, %zu changed or unreadable\n",
+				st.files, st.hashed, (double)st.bytes / 1e6,
+				st.read, st.unreadable);
+	}
 	if (recs.err) {
 		err_msg("%s", strerror(-recs.err));
 		goto out;

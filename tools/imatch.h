@@ -140,6 +140,26 @@ typedef void (*scan_file_fn)(const char *path, const struct stat *st,
 int scan_tree(struct cli *c, int fd, struct im_index **idx, scan_file_fn fn,
 	      void *arg);
 
+/** What scan_tree_exact() read. */
+struct exact_scan_stats {
+	size_t files;	   /**< walked, not empty, within max_size */
+	size_t hashed;	   /**< of those, sharing their size with another */
+	uint64_t bytes;	   /**< read to hash them */
+	size_t unreadable; /**< changed, vanished or unreadable meanwhile */
+	size_t read;	   /**< byte-identical to another: read as documents */
+};
+
+/**
+ * For a plan of exact copies only (exact_scan.c): the files of the tree
+ * open at @p fd that are byte-identical to another, in a new index, with
+ * @p fn called for each as scan_tree() does; files of a unique size are
+ * never opened. The caller frees *idx with im_index_free().
+ *
+ * @return 0, or -1 after printing why.
+ */
+int scan_tree_exact(struct cli *c, int fd, struct im_index **idx,
+		    scan_file_fn fn, void *arg, struct exact_scan_stats *st);
+
 /** scan --dirs: print the duplicate directories of @p idx (cmd_dedupe.c).
  *  @return the exit code. */
 int print_dup_dirs(const struct cli *c, const struct im_index *idx);

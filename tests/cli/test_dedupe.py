@@ -132,6 +132,55 @@ def case_exact_groups(tmp):
     check(out == b"", "nothing left to plan: %s" % out)
 
 
+def case_exact_size_first(tmp):
+    """Without --near, only files that share their size with another are
+    read (hashed), and of each group of copies one is read as a document;
+    -v says how many. The plan is the same as with every file read."""
+    import re
+    root = os.path.join(tmp, "share")
+    groups = make_groups(root)
+    # Same size, other bytes: hashed, never planned.
+    put(root, "same-size/a.txt", b"alpha beta gamma delta\n" * 40)
+    put(root, "same-size/b.txt", b"alpha beta gamma DELTA\n" * 40)
+    # Binary copies: a group, read once, not a document.
+    for p in ("bin/a.png", "bin/copy/a.png"):
+        put(root, p, b"\x89PNG\r\n\x1a\n\x00" + bytes(range(256)) * 8)
+    put(root, "empty.txt", b"")
+    paths = [p for p in files_under(root) if os.path.getsize(p)]
+    sizes = {}
+    for p in paths:
+        sizes.setdefault(os.path.getsize(p), []).append(p)
+    shared = [p for ps in sizes.values() if len(ps) > 1 for p in ps]
+    contents = {}
+    for p in shared:
+        with open(p, "rb") as f:
+            contents.setdefault(f.read(), []).append(p)
+    ngroups = sum(1 for ps in contents.values() if len(ps) > 1)
+    out, err = run("dedupe", "-v", root)
+    m = re.search(r"(\d+) files, (\d+) sharing a size hashed \(([\d.]+) MB\), "
+                  r"(\d+) byte-identical read as documents, (\d+) changed",
+                  err)
+    check(m, "-v line: %s" % err)
+    got = tuple(int(m.group(i)) for i in (1, 2, 4, 5))
+    want = (len(paths), len(shared), ngroups, 0)
+    check(got == want, "files, hashed, read, changed: %s, want %s"
+          % (got, want))
+    lines = plan_lines(out)
+    planned = {l["path"] for l in lines}
+    check(planned == {p for g in groups for p in g[1:]},
+          "planned exactly the copies: %s" % sorted(planned))
+    # Without the near variants (which --near would keep in place of the
+    # oldest copies), --near plans the same exact copies, every file read.
+    shutil.rmtree(os.path.join(root, "near"))
+    out, _ = run("dedupe", root)
+    lines = plan_lines(out)
+    near, _ = run("dedupe", "--near", root)
+    exact_of_near = sorted((l["path"], l["keeper"], l["hash"])
+                           for l in plan_lines(near) if l["kind"] == "exact")
+    check(sorted((l["path"], l["keeper"], l["hash"]) for l in lines)
+          == exact_of_near, "the exact lines of --near: %s" % exact_of_near)
+
+
 def case_protect(tmp):
     """A copy under --protect is never planned and wins as keeper."""
     root = os.path.join(tmp, "share")

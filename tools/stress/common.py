@@ -166,8 +166,13 @@ def wait_unmounted(mnt, timeout=30):
         return r.returncode == 0
     while in_proc_mounts(mnt) or helper_running():
         if not helper_running() and in_proc_mounts(mnt):
+            # statvfs, not stat: the kernel answers a stat (and a listing)
+            # of a dead mount from its caches, which our long timeouts keep
+            # full, but always asks the daemon for statfs (as fs/main.c
+            # checks a mountpoint). With stat a dead mount looked alive and
+            # was waited on for the whole timeout.
             try:
-                os.stat(mnt)
+                os.statvfs(mnt)
             except OSError as e:
                 if e.errno == errno.ENOTCONN:
                     DEAD_MOUNTS.append(mnt)

@@ -68,8 +68,11 @@ STUCK = []
 def kill_now(d, what):
     d.kill()
     d.proc.wait()
+    dead = len(DEAD_MOUNTS)
     if not wait_unmounted(d.mnt):
         STUCK.append(what)
+    elif len(DEAD_MOUNTS) > dead:
+        log('%s left a dead mount (fusermount3 did not remove it)' % what)
 
 
 def tmp_leftovers(state):

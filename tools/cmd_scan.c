@@ -405,11 +405,14 @@ struct first_ctx {
 
 static int on_lexicon(const struct im_lexicon *lex, void *arg)
 {
-	struct first_ctx *fc = ((struct collect *)arg)->first;
+	struct collect *col = arg;
+	struct first_ctx *fc = col->first;
 
 	fc->sum->t_lex = now() - fc->t0;
 	fc->t0 = now();
 	(void)lex;
+	/* The walk is over: every file it found is put next. */
+	im_index_expect(col->idx, fc->sum->c.files);
 	return 0;
 }
 

@@ -229,6 +229,7 @@ struct im_index {
 	double threshold;     /* im_params.similarity */
 	size_t csz;	      /* bytes kept per signature */
 	bool stat;	      /* records keep size and mtime */
+	uint32_t expect;      /* im_index_expect(): documents to come */
 };
 
 static inline uint64_t pl_word(const struct plist *pl)
@@ -666,12 +667,19 @@ static int tab_reserve(const struct im_index *idx, struct table *t,
 		       uint32_t extra)
 {
 	uint64_t need = (uint64_t)t->n + extra, cap = t->cap;
+	/* A cluster per two documents at most (reserve_put()). */
+	uint64_t expect =
+		t->kind == TAB_NAMES ? idx->expect / 2 + 1 : idx->expect;
 	struct table nt;
 
 	if (need * 10 <= cap * 9)
 		return 0;
 	if (cap < 16)
 		cap = 16;
+	/* Each step reads the record of every entry to rehash it: grow to
+	 * what is expected at once. */
+	if (need < expect)
+		need = expect;
 	while (need * 10 > cap * 9)
 		cap += cap / 4;
 	if (cap > UINT32_MAX / 2)
@@ -1904,6 +1912,13 @@ int im_index_set_stat(struct im_index *idx, bool keep)
 		idx->stat = keep;
 	pthread_rwlock_unlock(&idx->lock);
 	return ret;
+}
+
+void im_index_expect(struct im_index *idx, size_t docs)
+{
+	pthread_rwlock_wrlock(&idx->lock);
+	idx->expect = docs > MAX_DOCS ? MAX_DOCS : (uint32_t)docs;
+	pthread_rwlock_unlock(&idx->lock);
 }
 
 int im_index_set_similarity(struct im_index *idx, double threshold)

@@ -1007,6 +1007,8 @@ static bool prefixes_mode;
  * failing. */
 static bool failing_mode;
 static long failed_attempts; /* puts and renames that failed in that mode */
+/* im_index_expect() of the index under test (0: none). */
+static size_t expect_docs;
 
 /* What im_index_get() gives for path p@p i matches the model. */
 static void check_get(struct im_index *x, const struct model *m, int i,
@@ -1130,6 +1132,7 @@ static void run_random(const struct pool *pool, uint64_t seed, int steps,
 	CHECK_EQ(im_index_new(&x), 0);
 	CHECK_EQ(im_index_set_similarity(x, 0.5), 0);
 	CHECK_EQ(im_index_set_prefixes(x, prefixes_mode), 0);
+	im_index_expect(x, expect_docs);
 	for (int step = 0; step < steps; step++) {
 		size_t c;
 
@@ -1195,6 +1198,31 @@ START_TEST(test_index_random_ops_failing_allocations)
 	failing_mode = false;
 	CHECK(failed_attempts >= 50, "only %ld failed attempts: too tame",
 	      failed_attempts);
+}
+END_TEST
+
+START_TEST(test_index_random_ops_expecting_documents)
+{
+	/* Tables sized up front change no answer, whether fewer documents
+	 * come than expected or more (NP paths at most), and a put that
+	 * fails on the way still changes nothing. */
+	static const struct pool sparse = {.values = 90,
+					   .exacts = 40,
+					   .reject_pct = 30,
+					   .exact_pct = 30,
+					   .binary_pct = 5};
+
+	expect_docs = NP / 3;
+	run_random(&sparse, 7, 1500, 80);
+	expect_docs = 4 * NP;
+	run_random(&sparse, 8, 1000, 50);
+	if (can_fail()) {
+		failing_mode = true;
+		expect_docs = NP / 2;
+		run_random(&sparse, 9, 600, 20);
+		failing_mode = false;
+	}
+	expect_docs = 0;
 }
 END_TEST
 
@@ -1730,6 +1758,7 @@ static Suite *index_suite(void)
 	tcase_add_test(tc, test_index_random_ops_dense_pool);
 	tcase_add_test(tc, test_index_random_ops_with_prefixes);
 	tcase_add_test(tc, test_index_random_ops_failing_allocations);
+	tcase_add_test(tc, test_index_random_ops_expecting_documents);
 	tcase_add_test(tc, test_index_hot_key_links_are_group_links);
 	suite_add_tcase(s, tc);
 

@@ -58,6 +58,14 @@ struct cand {
 	uint32_t mask;
 };
 
+/* A term of the lexicon as im_signer_sign_numbers() needs it: 16 bytes
+ * instead of the lexicon's 32-byte entry and a mask in another array. */
+struct numterm {
+	const char *str;
+	uint32_t len;
+	uint32_t mask;
+};
+
 struct im_signer {
 	const struct im_lexicon *lex; /* borrowed; NULL for terms only */
 	struct im_params p;
@@ -68,6 +76,10 @@ struct im_signer {
 	struct im_terms terms;
 	struct im_extractor *x;
 	const uint32_t *masks; /* borrowed, per term number; or NULL */
+	/* Per term number, made by the first im_signer_sign_numbers() with
+	 * this lexicon: the lexicon's terms stayed out of cache. */
+	struct numterm *nt;
+	size_t nnt;
 
 	char *buf; /* the file being read */
 	size_t bufcap;
@@ -91,12 +103,13 @@ struct im_signer {
 	size_t hbcap;
 	/* The bytes of every coordinate whose S is P alone (fill_coords()):
 	 * coordinate k's at hk + k * hk_stride, hk_len[k] of them; only
-	 * while hk_filled. */
+	 * while hk_filled. pc[].str points into coordinate 0's then, else
+	 * into pb. */
 	unsigned char *hk;
 	size_t hkcap, hk_stride;
 	size_t hk_len[IM_MAX_COORDS];
 	bool hk_filled;
-	char *pb; /* the bytes of P's terms, in P's order (pc[].str) */
+	char *pb; /* the bytes of P's terms, in P's order, unless hk_filled */
 	size_t pbcap;
 	const char **setv; /* for im_signer_last_set() */
 	size_t setcap;
@@ -216,6 +229,7 @@ void im_signer_free(struct im_signer *s)
 	free(s->hk);
 	free(s->pb);
 	free(s->setv);
+	free(s->nt);
 	free(s);
 }
 
@@ -393,6 +407,35 @@ static void flush_counts(struct im_signer *s, struct collecting *c)
 	c->acc_n = 0;
 }
 
+/* |L_k ∩ U| for every k at once, for a term of L with coordinates @p mask:
+ * a loop over k per term was most of the work of collect_add(). */
+static inline void count_mask(struct im_signer *s, struct collecting *c,
+			      uint32_t mask)
+{
+	for (unsigned g = 0; g <= s->p.k / 8; g++)
+		c->acc[g] += bits_to_bytes(mask >> (8 * g));
+	if (++c->acc_n == 255)
+		flush_counts(s, c);
+}
+
+/* Candidate: term number @p ix of the lexicon, its bytes @p str, in L if
+ * @p primary, with coordinates @p mask (counted already). */
+static inline __attribute__((always_inline)) void
+collect_put(struct im_signer *s, struct collecting *c, long ix, int primary,
+	    const char *str, uint32_t len, uint32_t mask)
+{
+	uint64_t key = (uint64_t)ix << 32 | c->nraw;
+
+	/* fill_coords() reads the bytes after the sort: let them come. */
+	__builtin_prefetch(str);
+	s->raw[c->nraw++] = (struct cand){str, len, mask};
+	c->bytes += len + 1;
+	if (primary)
+		s->pk[c->npk++] = key;
+	else
+		s->qk[c->nqk++] = key;
+}
+
 /* Candidate: term number @p ix of the lexicon, its bytes @p str. */
 static inline __attribute__((always_inline)) void
 collect_add(struct im_signer *s, struct collecting *c, long ix, const char *str,
@@ -403,45 +446,96 @@ collect_add(struct im_signer *s, struct collecting *c, long ix, const char *str,
 
 	if (s->masks) {
 		mask = s->masks[ix];
-		/* |L_k ∩ U| for every k at once: a loop over k per term was
-		 * most of the work here. */
-		if (primary) {
-			for (unsigned g = 0; g <= s->p.k / 8; g++)
-				c->acc[g] += bits_to_bytes(mask >> (8 * g));
-			if (++c->acc_n == 255)
-				flush_counts(s, c);
-		}
+		if (primary)
+			count_mask(s, c, mask);
 	} else {
 		mask = member_mask(s, str, len, primary ? s->pcount : NULL);
 	}
-	uint64_t key = (uint64_t)ix << 32 | c->nraw;
-
-	s->raw[c->nraw++] = (struct cand){str, len, mask};
-	c->bytes += len + 1;
-	if (primary)
-		s->pk[c->npk++] = key;
-	else
-		s->qk[c->nqk++] = key;
+	collect_put(s, c, ix, primary, str, len, mask);
 }
 
-/* P sorted by term number, which is byte order; Q waits for sort_q(). */
-static int collect_end(struct im_signer *s, struct collecting *c,
-		       size_t n_unique)
+/* The most fill_coords() keeps for one document (a signer keeps it). */
+#define HK_MAX ((size_t)256 << 10)
+
+/*
+ * P, sorted, into pc[], and the bytes every coordinate would hash if S were P
+ * alone, the usual case, in the same pass: coordinate k's at
+ * hk + k * hk_stride, which has room for byte k, all the candidates' bytes
+ * with NULs and the slack of a short term's fixed-size copy. Coordinate 0
+ * holds every term of P, so its bytes are also where pc[] points: the
+ * lexicon's records lie all over its arena, and the merges of
+ * coord_hash() read one buffer front to back instead.
+ *
+ * A short term is written to every coordinate, at the end of what each
+ * holds, and counted only by those of its mask: a loop over the mask's bits
+ * mispredicted its exit for most terms, and cost more than the stores it
+ * saves.
+ */
+static inline __attribute__((always_inline)) void
+fill_terms(struct im_signer *s, size_t npk, unsigned ncoords)
+{
+	size_t stride = s->hk_stride, end[IM_MAX_COORDS] = {0};
+	uint32_t all =
+		ncoords == 32 ? UINT32_MAX : (UINT32_C(1) << ncoords) - 1;
+	unsigned char *hk = s->hk;
+
+	/* end[k]: where coordinate k's next term goes, from hk */
+#pragma GCC unroll 32
+	for (unsigned k = 0; k < ncoords; k++) {
+		hk[k * stride] = (unsigned char)k;
+		end[k] = k * stride + 1;
+	}
+	for (size_t i = 0; i < npk; i++) {
+		struct cand t = s->raw[(uint32_t)s->pk[i]];
+		size_t tl = (size_t)t.len + 1;
+		const char *str = t.str;
+
+		t.str = (const char *)hk + end[0]; /* bit 0: always in */
+		if (t.len < IM_LEX_STR_PAD) {
+			unsigned char b[IM_LEX_STR_PAD];
+
+			memcpy(b, str, IM_LEX_STR_PAD);
+#pragma GCC unroll 32
+			for (unsigned k = 0; k < ncoords; k++) {
+				memcpy(hk + end[k], b, IM_LEX_STR_PAD);
+				end[k] += tl & -(size_t)((t.mask >> k) & 1);
+			}
+		} else {
+			for (uint32_t m = t.mask & all; m; m &= m - 1) {
+				unsigned k = (unsigned)__builtin_ctz(m);
+
+				memcpy(hk + end[k], str, tl);
+				end[k] += tl;
+			}
+		}
+		s->pc[i] = t;
+	}
+	for (unsigned k = 0; k < ncoords; k++)
+		s->hk_len[k] = end[k] - k * stride;
+}
+
+/* Coordinates fill_terms() is compiled for with all of their ends in
+ * registers: K = 10, the default. */
+#define FILL_FIXED 11
+
+static void fill_coords(struct im_signer *s, size_t npk)
+{
+	if (s->p.k + 1 == FILL_FIXED)
+		fill_terms(s, npk, FILL_FIXED);
+	else
+		fill_terms(s, npk, s->p.k + 1);
+}
+
+/*
+ * P, sorted, into pc[], its bytes copied once, in order, into pb: every
+ * coordinate reads them again, and the lexicon's records lie all over its
+ * arena. A short term is copied with its padding, as put() reads it.
+ */
+static void copy_p(struct im_signer *s, size_t npk)
 {
 	size_t off = 0;
 
-	flush_counts(s, c);
-
-	/*
-	 * Every coordinate reads the bytes of P again (eleven times at the
-	 * defaults), and the lexicon's records lie all over its arena: copy
-	 * them once, in order, so that those passes read one buffer front to
-	 * back. A short term is copied with its padding, as put() reads it.
-	 */
-	if (grow((void **)&s->pb, &s->pbcap, c->bytes + IM_LEX_STR_PAD, 1) < 0)
-		return -ENOMEM;
-	sort_by_number(s->pk, s->tmp, c->npk);
-	for (size_t i = 0; i < c->npk; i++) {
+	for (size_t i = 0; i < npk; i++) {
 		struct cand t = s->raw[(uint32_t)s->pk[i]];
 
 		/* A fixed size for the short ones: a move, not a call. */
@@ -453,14 +547,38 @@ static int collect_end(struct im_signer *s, struct collecting *c,
 		off += t.len + 1;
 		s->pc[i] = t;
 	}
+}
+
+/* P sorted by term number, which is byte order; Q waits for sort_q(). */
+static int collect_end(struct im_signer *s, struct collecting *c,
+		       size_t n_unique)
+{
+	unsigned ncoords = s->p.k + 1;
+	size_t stride = c->bytes + IM_LEX_STR_PAD;
+
+	flush_counts(s, c);
+	sort_by_number(s->pk, s->tmp, c->npk);
+	/* A document whose buffers would pass HK_MAX is hashed coordinate by
+	 * coordinate (coord_hash()): a signer keeps its buffers, and K + 1
+	 * copies of the largest document's terms would stay with it. */
+	s->hk_filled = ncoords * stride <= HK_MAX;
+	if (s->hk_filled) {
+		if (grow((void **)&s->hk, &s->hkcap, ncoords * stride, 1) < 0)
+			return -ENOMEM;
+		s->hk_stride = stride;
+		fill_coords(s, c->npk);
+	} else {
+		if (grow((void **)&s->pb, &s->pbcap, stride, 1) < 0)
+			return -ENOMEM;
+		copy_p(s, c->npk);
+	}
 	s->npc = c->npk;
 	s->nqc = c->nqk; /* qc[] is filled by sort_q(), if some coordinate
 			    needs it */
 	s->q_sorted = 0;
 	/* One buffer holds any S of this document. */
-	if (grow((void **)&s->hb, &s->hbcap, c->bytes + IM_LEX_STR_PAD, 1) < 0)
+	if (grow((void **)&s->hb, &s->hbcap, stride, 1) < 0)
 		return -ENOMEM;
-	s->hk_stride = c->bytes + IM_LEX_STR_PAD;
 	s->last_n = n_unique;
 	s->have_last = 1;
 	return 0;
@@ -491,20 +609,50 @@ static int collect(struct im_signer *s, const struct im_terms *u)
 	return collect_end(s, &c, u->n);
 }
 
+/* s->nt for the signer's lexicon, if it is not there yet. */
+static int numterms_make(struct im_signer *s)
+{
+	size_t n = im_lexicon_primary_size(s->lex) +
+		   im_lexicon_secondary_size(s->lex);
+	struct numterm *v;
+
+	if (s->nt)
+		return 0;
+	v = malloc((n ? n : 1) * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		const struct im_lex_term *t = im_lexicon_term(s->lex, i);
+
+		v[i].str = t->str;
+		v[i].len = t->len;
+		v[i].mask = s->masks ? s->masks[i]
+				     : member_mask(s, t->str, t->len, NULL);
+	}
+	s->nt = v;
+	s->nnt = n;
+	return 0;
+}
+
 /* The same from the term numbers of the terms the lexicon holds. */
 static int collect_numbers(struct im_signer *s, const uint32_t *nums, size_t n,
 			   size_t n_unique)
 {
 	struct collecting c = {.bytes = 1};
+	size_t nprimary = im_lexicon_primary_size(s->lex);
 
-	if (collect_begin(s, n) < 0)
+	if (numterms_make(s) < 0 || collect_begin(s, n) < 0)
 		return -ENOMEM;
 	for (size_t i = 0; i < n; i++) {
-		const struct im_lex_term *t = im_lexicon_term(s->lex, nums[i]);
+		const struct numterm *t;
+		int primary = nums[i] < nprimary;
 
-		if (!t)
+		if (nums[i] >= s->nnt)
 			return -EINVAL;
-		collect_add(s, &c, nums[i], t->str, t->len);
+		t = &s->nt[nums[i]];
+		if (primary)
+			count_mask(s, &c, t->mask);
+		collect_put(s, &c, nums[i], primary, t->str, t->len, t->mask);
 	}
 	return collect_end(s, &c, n_unique);
 }
@@ -673,68 +821,6 @@ static inline size_t put(unsigned char *hb, size_t len, const struct cand *t,
 	return len + in * (t->len + 1);
 }
 
-/* The most fill_coords() keeps for one document (a signer keeps it). */
-#define HK_MAX ((size_t)256 << 10)
-
-/*
- * The bytes every coordinate would hash if S were P alone, the usual case,
- * in one pass over P: each term is copied to the coordinates of its mask
- * (1 + K * keep of them on average) instead of being looked at by all
- * K + 1.
- */
-static int fill_coords(struct im_signer *s)
-{
-	unsigned ncoords = s->p.k + 1;
-	size_t stride = s->hk_stride, len[IM_MAX_COORDS];
-	uint32_t all =
-		ncoords == 32 ? UINT32_MAX : (UINT32_C(1) << ncoords) - 1;
-	unsigned char *hk;
-
-	/* Each holds byte k, P's terms with NULs (at most c->bytes in all)
-	 * and the slack of a short term's fixed-size copy. A document whose
-	 * buffers would pass HK_MAX is hashed coordinate by coordinate as
-	 * before (coord_hash()): a signer keeps its buffers, and K + 1
-	 * copies of the largest document's terms would stay with it. */
-	s->hk_filled = false;
-	if (ncoords * stride > HK_MAX)
-		return 0;
-	if (grow((void **)&s->hk, &s->hkcap, ncoords * stride, 1) < 0)
-		return -ENOMEM;
-	hk = s->hk;
-	for (unsigned k = 0; k < ncoords; k++) {
-		hk[k * stride] = (unsigned char)k;
-		len[k] = 1;
-	}
-	for (size_t i = 0; i < s->npc; i++) {
-		const struct cand *t = &s->pc[i];
-		uint32_t m = t->mask & all;
-		size_t tl = (size_t)t->len + 1;
-
-		if (t->len < IM_LEX_STR_PAD) {
-			unsigned char b[IM_LEX_STR_PAD];
-
-			memcpy(b, t->str, IM_LEX_STR_PAD);
-			for (; m; m &= m - 1) {
-				unsigned k = (unsigned)__builtin_ctz(m);
-
-				memcpy(hk + k * stride + len[k], b,
-				       IM_LEX_STR_PAD);
-				len[k] += tl;
-			}
-		} else {
-			for (; m; m &= m - 1) {
-				unsigned k = (unsigned)__builtin_ctz(m);
-
-				memcpy(hk + k * stride + len[k], t->str, tl);
-				len[k] += tl;
-			}
-		}
-	}
-	memcpy(s->hk_len, len, ncoords * sizeof(*len));
-	s->hk_filled = true;
-	return 0;
-}
-
 static int coord_hash(struct im_signer *s, unsigned k, const struct coord *c,
 		      struct im_sig *sig)
 {
@@ -786,9 +872,6 @@ static int sign_coords(struct im_signer *s, size_t n, struct im_doc_sigs *out,
 	out->status = IM_DOC_REJECTED;
 	out->valid = 0;
 	memset(out->sig, 0, sizeof(out->sig));
-	r = fill_coords(s);
-	if (r < 0)
-		return r;
 	for (unsigned k = 0; k < ncoords; k++) {
 		struct coord c;
 		const char *why = NULL;
@@ -863,6 +946,9 @@ void im_signer_set_lexicon(struct im_signer *s, const struct im_lexicon *lex,
 	s->lex = lex;
 	s->masks = masks;
 	s->have_last = 0;
+	free(s->nt);
+	s->nt = NULL;
+	s->nnt = 0;
 }
 
 int im_sig_masks(const struct im_lexicon *lex, const struct im_params *p,

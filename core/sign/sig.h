@@ -211,6 +211,10 @@ int im_signer_prepare_at(struct im_signer *s, int dirfd, const char *name,
  * each and in any order, the term numbers (im_lexicon_term()) of the
  * document's terms that the signer's lexicon holds; |U| is
  * out->unique_terms. Only status, valid and sig[] of @p out change.
+ * The first call after im_signer_set_lexicon() makes the signer a table of
+ * 16 bytes per lexicon term (each term's bytes, length and coordinates),
+ * which it keeps until the next im_signer_set_lexicon() or
+ * im_signer_free().
  *
  * @return 0, -ENOMEM, or -EINVAL without a lexicon or for a number past it.
  */

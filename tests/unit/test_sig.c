@@ -719,6 +719,109 @@ START_TEST(test_sig_long_document_small_overlap)
 }
 END_TEST
 
+/* ---- Signing from term numbers ------------------------------------------- */
+
+static uint64_t xs_state;
+
+static uint32_t xs(uint32_t n)
+{
+	xs_state ^= xs_state << 13;
+	xs_state ^= xs_state >> 7;
+	xs_state ^= xs_state << 17;
+	return (uint32_t)(xs_state % n);
+}
+
+/* Long L terms: each is copied whole, never by a fixed-size move. */
+static const char *const long_l[] = {
+	"lexlongtermnumberone", "lexlongtermnumbertwothree",
+	"lexanotherquitelongtermwithmanyletters", "lexfifteenchars", NULL};
+
+START_TEST(test_sig_numbers_equal_terms)
+{
+	/* 6000 L terms: a document holding most of them passes the size up
+	 * to which the coordinates' bytes are filled in one pass. */
+	struct im_lexicon *lex = make_lexicon(6000, 400, long_l, NULL);
+	static const unsigned ks[] = {10, 3, 31, 0};
+	uint32_t *nums = malloc(8000 * sizeof(*nums));
+	struct im_terms u;
+
+	xs_state = 88172645463325252ull;
+	im_terms_init(&u);
+	for (unsigned ki = 0; ki < sizeof(ks) / sizeof(*ks); ki++) {
+		struct im_params p;
+		uint32_t *masks;
+
+		test_params(&p);
+		p.k = ks[ki];
+		p.keep = 0.3;
+		ck_assert_int_eq(im_sig_masks(lex, &p, &masks), 0);
+		for (int with_masks = 0; with_masks < 2; with_masks++) {
+			struct im_signer *a = signer(lex, &p);
+			struct im_signer *b = signer(NULL, &p);
+
+			im_signer_set_lexicon(b, lex, with_masks ? masks : NULL);
+			for (int doc = 0; doc < 40; doc++) {
+				/* From a few terms to most of L; with few L
+				 * terms and many of B, S is extended from B. */
+				unsigned nl = doc == 39	 ? 5800
+					      : doc < 20 ? xs(60)
+							 : xs(900);
+				unsigned nb = xs(doc % 3 ? 40 : 400);
+				struct im_doc_sigs da, db;
+				size_t n = 0;
+
+				im_terms_clear(&u);
+				for (unsigned i = 0; i < nl; i++)
+					add(&u, word("lex", xs(6000)));
+				for (unsigned i = 0; long_l[i]; i++)
+					if (xs(2))
+						add(&u, long_l[i]);
+				for (unsigned i = 0; i < nb; i++)
+					add(&u, word("rar", xs(400)));
+				for (unsigned i = 0; i < 20; i++)
+					add(&u, word("out", xs(1000)));
+				ck_assert_int_eq(
+					im_signer_sign_terms(a, &u, &da, NULL),
+					0);
+				for (size_t i = 0; i < u.n; i++) {
+					long ix = im_lexicon_lookup(
+						lex, im_terms_str(&u, i),
+						u.v[i].len, u.v[i].hash, NULL);
+
+					if (ix >= 0)
+						nums[n++] = (uint32_t)ix;
+				}
+				memset(&db, 0, sizeof(db));
+				db.unique_terms = (uint32_t)u.n;
+				ck_assert_int_eq(
+					im_signer_sign_numbers(b, nums, n, &db),
+					0);
+				ck_assert_msg(da.status == db.status &&
+						      da.valid == db.valid &&
+						      !memcmp(da.sig, db.sig,
+							      sizeof(da.sig)),
+					      "K = %u, masks %d, document %d: "
+					      "numbers sign as terms do",
+					      p.k, with_masks, doc);
+			}
+			struct im_doc_sigs bad = {.unique_terms = 1};
+
+			nums[0] = (uint32_t)(im_lexicon_primary_size(lex) +
+					     im_lexicon_secondary_size(lex));
+			ck_assert_int_eq(
+				im_signer_sign_numbers(b, nums, 1, &bad),
+				-EINVAL);
+			im_signer_free(a);
+			im_signer_free(b);
+		}
+		free(masks);
+	}
+	im_terms_release(&u);
+	free(nums);
+	im_lexicon_free(lex);
+}
+END_TEST
+
 /* ---- Files ------------------------------------------------------------------ */
 
 static char tmpdir[64];
@@ -1117,6 +1220,7 @@ static Suite *sig_suite(void)
 	tcase_add_test(tc, test_sig_word_order_and_duplicates);
 	tcase_add_test(tc, test_sig_text_order_invariance);
 	tcase_add_test(tc, test_sig_coordinate0_is_imatch);
+	tcase_add_test(tc, test_sig_numbers_equal_terms);
 	tcase_add_test(tc, test_sig_membership_fraction);
 	tcase_add_test(tc, test_sig_secondary_extension_threshold);
 	tcase_add_test(tc, test_sig_extension_hashes_merged_set);

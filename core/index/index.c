@@ -816,10 +816,18 @@ static uint32_t posting_slot(const struct im_index *idx, const struct key *key,
 	}
 }
 
-/* The new lists a put will take (room reserved in idx->pl before it
- * commits), and how many it took. */
+/*
+ * The new lists a put will take (room reserved in idx->pl before it
+ * commits), and how many it took; the document's keys, their tags and
+ * their posting slots (NONE: a new key), found once by reserve_put(). The
+ * slots stay right until insert_doc() is done with them: every key of a
+ * document is in a table of its own, which only its own insertion changes.
+ */
 struct spare {
 	unsigned n, used;
+	unsigned nkeys;
+	struct key keys[NKEYS];
+	uint32_t tags[NKEYS], slots[NKEYS];
 };
 
 static uint32_t plist_take(struct im_index *idx)
@@ -1278,14 +1286,21 @@ static bool list_longer(const struct im_index *idx, uint32_t a, uint32_t b)
 	return x == a && y != b;
 }
 
+/* The shared posting list at slot @p sl of @p key's table, or NULL when one
+ * document holds the key. */
+static struct plist *slot_plist(const struct im_index *idx,
+				const struct key *key, uint32_t sl)
+{
+	uint32_t val = tab_val(key_table(idx, key), sl);
+
+	return val & PL_FLAG ? &idx->pl[val & ~PL_FLAG] : NULL;
+}
+
 /* The shared posting list of @p key, or NULL when one document holds it. */
 static struct plist *key_plist(const struct im_index *idx,
 			       const struct key *key)
 {
-	uint32_t sl = posting_slot(idx, key, key_tag(key));
-	uint32_t val = tab_val(key_table(idx, key), sl);
-
-	return val & PL_FLAG ? &idx->pl[val & ~PL_FLAG] : NULL;
+	return slot_plist(idx, key, posting_slot(idx, key, key_tag(key)));
 }
 
 /* The members of @p pl compared with @p id (at its rank): ids[0..end). */
@@ -1354,17 +1369,21 @@ static void join(struct im_index *idx, uint32_t x, uint32_t y)
 	names_add(idx, cx);
 }
 
-/* Join @p id with every document it is linked to. Never allocates. */
-static void connect(struct im_index *idx, uint32_t id)
+/* Join @p id with every document it is linked to, by its @p n keys whose
+ * postings are at @p slots (NONE: held by @p id alone). Never allocates. */
+static void connect_at(struct im_index *idx, uint32_t id,
+		       const struct key *keys, const uint32_t *slots,
+		       unsigned n)
 {
-	struct key keys[NKEYS];
 	const struct doc *d = D(idx, id);
-	unsigned n = doc_keys(d, keys);
 
 	for (unsigned i = 0; i < n; i++) {
-		const struct plist *pl = key_plist(idx, &keys[i]);
+		const struct plist *pl;
 		uint32_t end;
 
+		if (slots[i] == NONE)
+			continue;
+		pl = slot_plist(idx, &keys[i], slots[i]);
 		if (!pl)
 			continue;
 		end = compared_end(idx, &keys[i], pl, id);
@@ -1379,6 +1398,18 @@ static void connect(struct im_index *idx, uint32_t id)
 				join(idx, id, y);
 		}
 	}
+}
+
+/* connect_at() of a document in the postings. */
+static void connect(struct im_index *idx, uint32_t id)
+{
+	struct key keys[NKEYS];
+	uint32_t slots[NKEYS];
+	unsigned n = doc_keys(D(idx, id), keys);
+
+	for (unsigned i = 0; i < n; i++)
+		slots[i] = posting_slot(idx, &keys[i], key_tag(&keys[i]));
+	connect_at(idx, id, keys, slots, n);
 }
 
 /*
@@ -1499,19 +1530,17 @@ static bool same_bytes_and_sketch(const struct doc *a, const struct doc *b)
  * components its links reach. */
 static void insert_doc(struct im_index *idx, uint32_t id, struct spare *sp)
 {
-	struct key keys[NKEYS];
 	uint32_t displaced[NKEYS];
-	unsigned nkeys = doc_keys(D(idx, id), keys), nd = 0;
+	unsigned nd = 0;
 
-	for (unsigned i = 0; i < nkeys; i++) {
-		uint32_t tag = key_tag(&keys[i]);
-		uint32_t s = posting_slot(idx, &keys[i], tag);
-		uint32_t x = posting_add(idx, &keys[i], tag, s, id, sp);
+	for (unsigned i = 0; i < sp->nkeys; i++) {
+		uint32_t x = posting_add(idx, &sp->keys[i], sp->tags[i],
+					 sp->slots[i], id, sp);
 
 		if (x != NONE)
 			displaced[nd++] = x;
 	}
-	connect(idx, id);
+	connect_at(idx, id, sp->keys, sp->slots, sp->nkeys);
 	/* A document pushed out of a hot key's first HOT lost links, unless
 	 * its place went to a copy of it: the copy verifies as it did with
 	 * every holder and is linked to it, so its component stands (and m
@@ -1690,16 +1719,17 @@ void im_index_free(struct im_index *idx)
 /* ---- Updates ------------------------------------------------------------- */
 
 /* Everything insert_doc() of @p d and a new path slot will need, so that
- * nothing fails once the index starts changing. */
+ * nothing fails once the index starts changing; @p sp says what. */
 static int reserve_put(struct im_index *idx, const struct doc *d, bool new_path,
 		       struct spare *sp)
 {
-	struct key keys[NKEYS];
+	struct key *keys = sp->keys;
 	unsigned nkeys = doc_keys(d, keys);
 	uint32_t clusters_max;
 	int ret;
 
 	sp->n = sp->used = 0;
+	sp->nkeys = nkeys;
 	ret = docs_reserve(idx);
 	if (ret)
 		return ret;
@@ -1720,9 +1750,10 @@ static int reserve_put(struct im_index *idx, const struct doc *d, bool new_path,
 			return ret;
 
 	for (unsigned i = 0; i < nkeys; i++) {
-		uint32_t s = posting_slot(idx, &keys[i], key_tag(&keys[i]));
-		uint32_t val;
+		uint32_t s, val;
 
+		sp->tags[i] = key_tag(&keys[i]);
+		s = sp->slots[i] = posting_slot(idx, &keys[i], sp->tags[i]);
 		if (s == NONE)
 			continue;
 		val = tab_val(key_table(idx, &keys[i]), s);
@@ -1780,7 +1811,7 @@ static int reserve_put(struct im_index *idx, const struct doc *d, bool new_path,
 static int put_locked(struct im_index *idx, const char *path, struct doc *d,
 		      uint32_t h)
 {
-	struct spare sp = {.n = 0, .used = 0};
+	struct spare sp;
 	uint32_t old, id;
 	struct doc *od;
 	int ret;

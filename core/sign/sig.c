@@ -471,8 +471,7 @@ collect_add(struct im_signer *s, struct collecting *c, long ix, const char *str,
  * mispredicted its exit for most terms, and cost more than the stores it
  * saves.
  */
-static inline __attribute__((always_inline)) void
-fill_terms(struct im_signer *s, size_t npk, unsigned ncoords)
+static void fill_terms(struct im_signer *s, size_t npk, unsigned ncoords)
 {
 	size_t stride = s->hk_stride, end[IM_MAX_COORDS] = {0};
 	uint32_t all =
@@ -480,7 +479,6 @@ fill_terms(struct im_signer *s, size_t npk, unsigned ncoords)
 	unsigned char *hk = s->hk;
 
 	/* end[k]: where coordinate k's next term goes, from hk */
-#pragma GCC unroll 32
 	for (unsigned k = 0; k < ncoords; k++) {
 		hk[k * stride] = (unsigned char)k;
 		end[k] = k * stride + 1;
@@ -495,7 +493,6 @@ fill_terms(struct im_signer *s, size_t npk, unsigned ncoords)
 			unsigned char b[IM_LEX_STR_PAD];
 
 			memcpy(b, str, IM_LEX_STR_PAD);
-#pragma GCC unroll 32
 			for (unsigned k = 0; k < ncoords; k++) {
 				memcpy(hk + end[k], b, IM_LEX_STR_PAD);
 				end[k] += tl & -(size_t)((t.mask >> k) & 1);
@@ -514,14 +511,71 @@ fill_terms(struct im_signer *s, size_t npk, unsigned ncoords)
 		s->hk_len[k] = end[k] - k * stride;
 }
 
-/* Coordinates fill_terms() is compiled for with all of their ends in
- * registers: K = 10, the default. */
+/* Coordinates fill_fixed() is written for: K = 10, the default. */
 #define FILL_FIXED 11
+
+typedef uint32_t v4u __attribute__((vector_size(16)));
+typedef int32_t v4i __attribute__((vector_size(16)));
+
+/*
+ * fill_terms() for FILL_FIXED coordinates: the ends of the twelve lanes of
+ * three vectors (the buffers are below HK_MAX, so 32 bits hold them) move
+ * by the term's length where its mask has the lane's bit, in six vector
+ * operations instead of a shift, a mask, a negation and an add for each
+ * coordinate: the scalar loop's eleven ends did not fit in registers.
+ */
+static void fill_fixed(struct im_signer *s, size_t npk)
+{
+	uint32_t stride = (uint32_t)s->hk_stride;
+	unsigned char *hk = s->hk;
+	v4u end[3], bit[3];
+
+	for (unsigned k = 0; k < 12; k++) {
+		end[k / 4][k % 4] = k * stride + 1;
+		bit[k / 4][k % 4] = UINT32_C(1) << k;
+	}
+	for (unsigned k = 0; k < FILL_FIXED; k++)
+		hk[k * stride] = (unsigned char)k;
+	for (size_t i = 0; i < npk; i++) {
+		struct cand t = s->raw[(uint32_t)s->pk[i]];
+		uint32_t tl = t.len + 1;
+		const char *str = t.str;
+
+		t.str = (const char *)hk + end[0][0]; /* bit 0: always in */
+		if (t.len < IM_LEX_STR_PAD) {
+			unsigned char b[IM_LEX_STR_PAD];
+			v4u m = {t.mask, t.mask, t.mask, t.mask};
+			v4u l = {tl, tl, tl, tl};
+
+			memcpy(b, str, IM_LEX_STR_PAD);
+#pragma GCC unroll 16
+			for (unsigned k = 0; k < FILL_FIXED; k++)
+				memcpy(hk + end[k / 4][k % 4], b,
+				       IM_LEX_STR_PAD);
+#pragma GCC unroll 3
+			for (unsigned g = 0; g < 3; g++)
+				end[g] += (v4u)((v4i)((m & bit[g]) == bit[g])) &
+					  l;
+		} else {
+			for (uint32_t m =
+				     t.mask & ((UINT32_C(1) << FILL_FIXED) - 1);
+			     m; m &= m - 1) {
+				unsigned k = (unsigned)__builtin_ctz(m);
+
+				memcpy(hk + end[k / 4][k % 4], str, tl);
+				end[k / 4][k % 4] += tl;
+			}
+		}
+		s->pc[i] = t;
+	}
+	for (unsigned k = 0; k < FILL_FIXED; k++)
+		s->hk_len[k] = end[k / 4][k % 4] - k * stride;
+}
 
 static void fill_coords(struct im_signer *s, size_t npk)
 {
 	if (s->p.k + 1 == FILL_FIXED)
-		fill_terms(s, npk, FILL_FIXED);
+		fill_fixed(s, npk);
 	else
 		fill_terms(s, npk, s->p.k + 1);
 }

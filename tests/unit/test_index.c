@@ -1150,16 +1150,16 @@ static void run_random(const struct pool *pool, uint64_t seed, int steps,
 	im_index_free(x);
 }
 
+/* Near the percolation threshold: many mid-sized clusters that merge and
+ * split all the time. */
+static const struct pool sparse = {.values = 90,
+				   .exacts = 40,
+				   .reject_pct = 30,
+				   .exact_pct = 30,
+				   .binary_pct = 5};
+
 START_TEST(test_index_random_ops_match_recomputation)
 {
-	/* Near the percolation threshold: many mid-sized clusters that merge
-	 * and split all the time. */
-	static const struct pool sparse = {.values = 90,
-					   .exacts = 40,
-					   .reject_pct = 30,
-					   .exact_pct = 30,
-					   .binary_pct = 5};
-
 	run_random(&sparse, 1, 3000, 200);
 }
 END_TEST
@@ -1168,12 +1168,6 @@ START_TEST(test_index_random_ops_with_prefixes)
 {
 	/* Cluster names and links must not depend on what is kept of the
 	 * signatures. */
-	static const struct pool sparse = {.values = 90,
-					   .exacts = 40,
-					   .reject_pct = 30,
-					   .exact_pct = 30,
-					   .binary_pct = 5};
-
 	prefixes_mode = true;
 	run_random(&sparse, 3, 2000, 100);
 	prefixes_mode = false;
@@ -1184,12 +1178,6 @@ START_TEST(test_index_random_ops_failing_allocations)
 {
 	/* A put or rename that fails for lack of memory changes nothing, at
 	 * whichever allocation it fails; a remove never allocates. */
-	static const struct pool sparse = {.values = 90,
-					   .exacts = 40,
-					   .reject_pct = 30,
-					   .exact_pct = 30,
-					   .binary_pct = 5};
-
 	if (!can_fail())
 		return; /* AddressSanitizer or valgrind owns malloc */
 	failing_mode = true;
@@ -1206,12 +1194,6 @@ START_TEST(test_index_random_ops_expecting_documents)
 	/* Tables sized up front change no answer, whether fewer documents
 	 * come than expected or more (NP paths at most), and a put that
 	 * fails on the way still changes nothing. */
-	static const struct pool sparse = {.values = 90,
-					   .exacts = 40,
-					   .reject_pct = 30,
-					   .exact_pct = 30,
-					   .binary_pct = 5};
-
 	expect_docs = NP / 3;
 	run_random(&sparse, 7, 1500, 80);
 	expect_docs = 4 * NP;

@@ -212,8 +212,8 @@ int im_signer_prepare_at(struct im_signer *s, int dirfd, const char *name,
  * document's terms that the signer's lexicon holds; |U| is
  * out->unique_terms. Only status, valid and sig[] of @p out change.
  * The first call after im_signer_set_lexicon() makes the signer a table of
- * 16 bytes per lexicon term (each term's bytes, length and coordinates),
- * which it keeps until the next im_signer_set_lexicon() or
+ * 16 bytes per lexicon term (where its bytes are, its length and its
+ * coordinates), which it keeps until the next im_signer_set_lexicon() or
  * im_signer_free().
  *
  * @return 0, -ENOMEM, or -EINVAL without a lexicon or for a number past it.

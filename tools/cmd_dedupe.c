@@ -648,10 +648,12 @@ int cmd_dedupe(struct cli *c)
 		if (c->verbose)
 			fprintf(stderr,
 				"imatch: dedupe: %zu files, %zu sharing a size "
-				"hashed (%.1f MB), %zu byte-identical read as "
-				"documents, %zu changed or unreadable\n",
+				"hashed (%.1f MB), %zu groups of copies (%zu "
+				"read as documents, %zu text told by their "
+				"first bytes), %zu changed or unreadable\n",
 				st.files, st.hashed, (double)st.bytes / 1e6,
-				st.read, st.unreadable);
+				st.read + st.sniffed, st.read, st.sniffed,
+				st.unreadable);
 	}
 	if (recs.err) {
 		err_msg("%s", strerror(-recs.err));

@@ -11,13 +11,17 @@
  * a group of copies also has near-duplicates, which this scan never reads.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include "beneath.h"
 #include "exact.h"
+#include "extract.h"
 #include "imatch.h"
 #include "index.h"
 #include "scan.h"
@@ -151,6 +155,58 @@ static long hash_shared_sizes(int fd, struct walk_list *w,
 	return (long)kept;
 }
 
+/*
+ * Whether plain text, HTML or e-mail is a document is told by its first
+ * bytes: turning it into text can only fail by growing past max_text, and
+ * a file of at most max_text / 3 bytes cannot (a byte becomes at most three
+ * of UTF-8). For such a group of copies the result is made here, without
+ * reading, converting and tokenizing the whole file (the index needs no
+ * terms for exact copies); any other format is read as a scan reads it.
+ * @return 1 with *d and *st filled, or 0 to read the file.
+ */
+static int text_by_sniff(int fd, const struct walked *f, unsigned k,
+			 size_t max_text, struct im_doc_sigs *d,
+			 struct stat *st)
+{
+	char buf[IM_EXTRACT_SNIFF];
+	size_t n = 0;
+	enum im_format fmt;
+	int ffd;
+
+	if (max_text && f->size > max_text / 3)
+		return 0;
+	if (im_open_beneath(fd, f->path, O_RDONLY | O_NOCTTY | O_NONBLOCK,
+			    &ffd))
+		return 0;
+	while (n < sizeof(buf)) {
+		ssize_t r = read(ffd, buf + n, sizeof(buf) - n);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		n += (size_t)r;
+	}
+	if (fstat(ffd, st)) {
+		close(ffd);
+		return 0;
+	}
+	close(ffd);
+	fmt = im_extract_sniff(buf, n);
+	/* Changed since it was hashed: let the scan's read say what it is. */
+	if ((uint64_t)st->st_size != f->size ||
+	    (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec !=
+		    f->mtime_ns ||
+	    (fmt != IM_FMT_TEXT && fmt != IM_FMT_HTML && fmt != IM_FMT_EMAIL))
+		return 0;
+	memset(d, 0, sizeof(*d));
+	d->status = IM_DOC_REJECTED; /* a text, as a first scan's read says */
+	d->format = (uint8_t)fmt;
+	d->ncoords = (uint8_t)(k + 1);
+	d->exact_valid = 1;
+	return 1;
+}
+
 int scan_tree_exact(struct cli *c, int fd, struct im_index **idx,
 		    scan_file_fn fn, void *arg, struct exact_scan_stats *st)
 {
@@ -160,11 +216,13 @@ int scan_tree_exact(struct cli *c, int fd, struct im_index **idx,
 	struct im_signer *signer = NULL;
 	struct im_params p = c->p;
 	struct im_index *ix = NULL;
+	struct im_extract_opts xo;
 	long hashed;
 	int ret;
 
 	memset(st, 0, sizeof(*st));
 	memset(&counts, 0, sizeof(counts));
+	im_extract_opts_init(&xo); /* the signer's limits */
 	/* Byte-identical binary files have identical bytes read: no need to
 	 * defer them here, and the index links them as a scan's does. */
 	p.defer_binary = 0;
@@ -194,6 +252,11 @@ int scan_tree_exact(struct cli *c, int fd, struct im_index **idx,
 		 * again). A file that changed since it was hashed is skipped.
 		 */
 		for (; copies && i < end; i++) {
+			if (text_by_sniff(fd, &w.v[i], p.k, xo.max_text, &d,
+					  &fst)) {
+				st->sniffed++;
+				break;
+			}
 			ret = im_signer_prepare_at(signer, fd, w.v[i].path, &d,
 						   &fst, &terms);
 			if (ret)

@@ -146,7 +146,10 @@ struct exact_scan_stats {
 	size_t hashed;	   /**< of those, sharing their size with another */
 	uint64_t bytes;	   /**< read to hash them */
 	size_t unreadable; /**< changed, vanished or unreadable meanwhile */
-	size_t read;	   /**< byte-identical to another: read as documents */
+	size_t read;	   /**< groups of copies whose one file read was read
+			    *   as a scan reads it (formats in containers) */
+	size_t sniffed;	   /**< groups of copies of text, HTML or e-mail,
+			    *   told a document by their first bytes */
 };
 
 /**

@@ -134,8 +134,9 @@ def case_exact_groups(tmp):
 
 def case_exact_size_first(tmp):
     """Without --near, only files that share their size with another are
-    read (hashed), and of each group of copies one is read as a document;
-    -v says how many. The plan is the same as with every file read."""
+    read (hashed), and of each group of copies one is looked at: text by
+    its first bytes, other formats read as a scan reads them; -v says how
+    many. The plan is the same as with every file read."""
     import re
     root = os.path.join(tmp, "share")
     groups = make_groups(root)
@@ -146,6 +147,16 @@ def case_exact_size_first(tmp):
     for p in ("bin/a.png", "bin/copy/a.png"):
         put(root, p, b"\x89PNG\r\n\x1a\n\x00" + bytes(range(256)) * 8)
     put(root, "empty.txt", b"")
+    # Containers are read as a scan reads them: a PDF's copies are planned,
+    # a broken PDF's are not (no document); UTF-16 text is told by its
+    # first bytes.
+    formats = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                           "data", "formats")
+    for name in ("cc0.pdf", "truncated.pdf", "cc0-utf16.txt"):
+        with open(os.path.join(formats, name), "rb") as f:
+            data = f.read()
+        put(root, "formats/" + name, data, mtime=1_400_000_000)
+        put(root, "formats/copy/" + name, data, mtime=1_400_000_001)
     paths = [p for p in files_under(root) if os.path.getsize(p)]
     sizes = {}
     for p in paths:
@@ -158,20 +169,26 @@ def case_exact_size_first(tmp):
     ngroups = sum(1 for ps in contents.values() if len(ps) > 1)
     out, err = run("dedupe", "-v", root)
     m = re.search(r"(\d+) files, (\d+) sharing a size hashed \(([\d.]+) MB\), "
-                  r"(\d+) byte-identical read as documents, (\d+) changed",
-                  err)
+                  r"(\d+) groups of copies \((\d+) read as documents, (\d+) "
+                  r"text told by their first bytes\), (\d+) changed", err)
     check(m, "-v line: %s" % err)
-    got = tuple(int(m.group(i)) for i in (1, 2, 4, 5))
-    want = (len(paths), len(shared), ngroups, 0)
-    check(got == want, "files, hashed, read, changed: %s, want %s"
-          % (got, want))
+    got = tuple(int(m.group(i)) for i in (1, 2, 4, 5, 6, 7))
+    # The PNG and the two PDF pairs are read as a scan reads them; the
+    # text groups are told by their first bytes.
+    want = (len(paths), len(shared), ngroups, 3, ngroups - 3, 0)
+    check(got == want, "files, hashed, groups, read, sniffed, changed: "
+          "%s, want %s" % (got, want))
     lines = plan_lines(out)
     planned = {l["path"] for l in lines}
-    check(planned == {p for g in groups for p in g[1:]},
+    copies = {os.path.join(root, "formats/copy", n)
+              for n in ("cc0.pdf", "cc0-utf16.txt")}
+    check(planned == {p for g in groups for p in g[1:]} | copies,
           "planned exactly the copies: %s" % sorted(planned))
     # Without the near variants (which --near would keep in place of the
-    # oldest copies), --near plans the same exact copies, every file read.
+    # oldest copies; the CC0 PDF and text are near-duplicates too), --near
+    # plans the same exact copies, every file read.
     shutil.rmtree(os.path.join(root, "near"))
+    shutil.rmtree(os.path.join(root, "formats"))
     out, _ = run("dedupe", root)
     lines = plan_lines(out)
     near, _ = run("dedupe", "--near", root)

@@ -3,12 +3,13 @@
  * `imatch dedupe` without --near: exact copies alone, size first for every
  * file, as jdupes and rmlint work. Two files can only be byte-identical if
  * they have the same size, so a file whose size no other file has is never
- * opened; the others are hashed (the XXH3-128 the signer gives), and only
- * those whose hash another file shares are read as documents, to learn
+ * opened; the others are hashed (the XXH3-128 the signer gives), and of
+ * each group of files whose hash is the same one is looked at, to learn
  * whether they are documents at all (only documents are planned). The index
- * holds these files alone. A plan without --near follows exact links only,
- * so it is the plan a full scan gives; only the cluster names differ where
- * a group of copies also has near-duplicates, which this scan never reads.
+ * holds these files alone, with their exact keys only. A plan without
+ * --near follows exact links only, so it plans the files and keepers a full
+ * scan plans; its clusters are the groups of copies, where a full scan's
+ * are named by signatures this scan never computes.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -143,8 +144,8 @@ static long hash_shared_sizes(int fd, struct walk_list *w,
 				st->unreadable++;
 				continue;
 			}
-			/* Swap it forward: w->v[kept] was hashed or is a file
-			 * of a unique size already passed. */
+			/* Swap it forward: w->v[kept], unless it is f, is a
+			 * file already passed and not hashed. */
 			struct walked t = w->v[kept];
 			w->v[kept++] = *f;
 			*f = t;

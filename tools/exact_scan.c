@@ -23,6 +23,7 @@
 #include "beneath.h"
 #include "exact.h"
 #include "extract.h"
+#include "fdio.h"
 #include "imatch.h"
 #include "index.h"
 #include "scan.h"
@@ -31,12 +32,17 @@
 struct walked {
 	char *path;
 	uint64_t size;
-	int64_t mtime_ns;
 	struct timespec mtim;
 	dev_t dev;
 	ino_t ino;
 	uint8_t exact[16];
 };
+
+/* A modification time as the index and the plan keep it. */
+static int64_t ns_of(struct timespec t)
+{
+	return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
 
 struct walk_list {
 	struct walked *v;
@@ -68,8 +74,6 @@ static int on_walk_file(const char *path, const struct stat *st, void *arg)
 	w->v[w->n].mtim = st->st_mtim;
 	w->v[w->n].dev = st->st_dev;
 	w->v[w->n].ino = st->st_ino;
-	w->v[w->n].mtime_ns =
-		(int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
 	w->n++;
 	return 0;
 }
@@ -134,7 +138,7 @@ static long hash_shared_sizes(int fd, struct walk_list *w,
 			struct walked *f = &w->v[i];
 			uint64_t bytes = 0;
 			int r = im_exact_hash_at(fd, f->path, f->size,
-						 f->mtime_ns, f->exact, &bytes);
+						 ns_of(f->mtim), f->exact, &bytes);
 
 			st->hashed++;
 			st->bytes += bytes;
@@ -179,14 +183,9 @@ static int text_by_sniff(int fd, const struct walked *f, unsigned k,
 	if (im_open_beneath(fd, f->path, O_RDONLY | O_NOCTTY | O_NONBLOCK,
 			    &ffd))
 		return 0;
-	while (n < sizeof(buf)) {
-		ssize_t r = read(ffd, buf + n, sizeof(buf) - n);
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			break;
-		n += (size_t)r;
+	if (im_read_full(ffd, buf, sizeof(buf), &n)) {
+		close(ffd);
+		return 0;
 	}
 	if (fstat(ffd, st)) {
 		close(ffd);
@@ -196,8 +195,7 @@ static int text_by_sniff(int fd, const struct walked *f, unsigned k,
 	fmt = im_extract_sniff(buf, n);
 	/* Changed since it was hashed: let the scan's read say what it is. */
 	if ((uint64_t)st->st_size != f->size ||
-	    (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec !=
-		    f->mtime_ns ||
+	    ns_of(st->st_mtim) != ns_of(f->mtim) ||
 	    (fmt != IM_FMT_TEXT && fmt != IM_FMT_HTML && fmt != IM_FMT_EMAIL))
 		return 0;
 	memset(d, 0, sizeof(*d));
@@ -272,7 +270,7 @@ int scan_tree_exact(struct cli *c, int fd, struct im_index **idx,
 			const struct walked *f = &w.v[i];
 
 			d.size = f->size;
-			d.mtime_ns = f->mtime_ns;
+			d.mtime_ns = ns_of(f->mtim);
 			memcpy(d.exact, f->exact, sizeof(d.exact));
 			fst.st_size = (off_t)f->size;
 			fst.st_mtim = f->mtim;

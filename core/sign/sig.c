@@ -42,6 +42,7 @@
 
 #include "beneath.h"
 #include "extract.h"
+#include "fdio.h"
 #include "sig.h"
 
 /* How many terms ahead collect() prefetches lexicon slots. */
@@ -1090,24 +1091,6 @@ int im_signer_sign_buf(struct im_signer *s, const char *name, const char *buf,
 
 /* ---- Reading ----------------------------------------------------------------- */
 
-/* Read up to @p want bytes into @p buf; *got receives what came. */
-static int read_full(int fd, char *buf, size_t want, size_t *got)
-{
-	*got = 0;
-	while (*got < want) {
-		ssize_t k = read(fd, buf + *got, want - *got);
-		if (k < 0) {
-			if (errno == EINTR)
-				continue;
-			return errno;
-		}
-		if (k == 0)
-			break;
-		*got += (size_t)k;
-	}
-	return 0;
-}
-
 /*
  * A file over STREAM_ABOVE bytes whose first IM_EXTRACT_SNIFF bytes say
  * binary is hashed as it streams by in STREAM_CHUNK pieces instead of being
@@ -1134,7 +1117,7 @@ static int stream_hash(int fd, char *buf, size_t first, size_t want,
 		size_t n =
 			want - done < STREAM_CHUNK ? want - done : STREAM_CHUNK;
 
-		err = read_full(fd, buf, n, &got);
+		err = -im_read_full(fd, buf, n, &got);
 		if (err || got == 0)
 			break;
 		XXH3_128bits_update(h, buf, got);
@@ -1210,10 +1193,10 @@ static void read_at(struct im_signer *s, int dirfd, const char *name,
 			*err = ENOMEM;
 			goto out;
 		}
-		*err = read_full(fd, s->buf,
-				 want < IM_EXTRACT_SNIFF ? want
-							 : IM_EXTRACT_SNIFF,
-				 &first);
+		*err = -im_read_full(fd, s->buf,
+				     want < IM_EXTRACT_SNIFF ? want
+							     : IM_EXTRACT_SNIFF,
+				     &first);
 		if (*err)
 			goto out;
 		/* A ZIP is told from its entries, which need all of it. */
@@ -1243,7 +1226,7 @@ static void read_at(struct im_signer *s, int dirfd, const char *name,
 		*err = ENOMEM;
 		goto out;
 	}
-	*err = read_full(fd, s->buf + got, want - got, &first);
+	*err = -im_read_full(fd, s->buf + got, want - got, &first);
 	if (*err)
 		goto out;
 	*len = got + first;

@@ -1,7 +1,8 @@
 /**
  * @file test_fdio.c
- * Whole writes (core/fdio.h): every byte arrives, in order, through short
- * writes and signals, and a failing descriptor says why.
+ * Whole writes and reads (core/fdio.h): every byte arrives, in order,
+ * through short writes and reads and signals, and a failing descriptor
+ * says why.
  */
 #include <check.h>
 #include <errno.h>
@@ -91,6 +92,36 @@ START_TEST(test_fdio_failure_is_negative_errno)
 }
 END_TEST
 
+START_TEST(test_fdio_reads_up_to_the_end)
+{
+	/* A pipe hands a reader what was written so far: each read is short. */
+	unsigned char buf[64];
+	size_t got = 99;
+	int p[2];
+
+	ck_assert_int_eq(pipe(p), 0);
+	ck_assert_int_eq(im_write_all(p[1], "abc", 3), 0);
+	ck_assert_int_eq(im_write_all(p[1], "defg", 4), 0);
+	close(p[1]);
+	ck_assert_int_eq(im_read_full(p[0], buf, sizeof(buf), &got), 0);
+	ck_assert_uint_eq(got, 7); /* the end of the file came first */
+	ck_assert(!memcmp(buf, "abcdefg", 7));
+	ck_assert_int_eq(pipe(p), 0);
+	ck_assert_int_eq(im_write_all(p[1], "0123456789", 10), 0);
+	ck_assert_int_eq(im_read_full(p[0], buf, 4, &got), 0);
+	ck_assert_uint_eq(got, 4); /* no more than asked */
+	ck_assert(!memcmp(buf, "0123", 4));
+	close(p[0]);
+	close(p[1]);
+	/* The write end: not open for reading. */
+	ck_assert_int_eq(pipe(p), 0);
+	ck_assert_int_eq(im_read_full(p[1], buf, 1, &got), -EBADF);
+	ck_assert_uint_eq(got, 0);
+	close(p[0]);
+	close(p[1]);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("fdio");
@@ -100,6 +131,7 @@ int main(void)
 
 	tcase_add_test(tc, test_fdio_writes_everything_through_signals);
 	tcase_add_test(tc, test_fdio_failure_is_negative_errno);
+	tcase_add_test(tc, test_fdio_reads_up_to_the_end);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

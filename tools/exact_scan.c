@@ -138,7 +138,8 @@ static long hash_shared_sizes(int fd, struct walk_list *w,
 			struct walked *f = &w->v[i];
 			uint64_t bytes = 0;
 			int r = im_exact_hash_at(fd, f->path, f->size,
-						 ns_of(f->mtim), f->exact, &bytes);
+						 ns_of(f->mtim), f->exact,
+						 &bytes);
 
 			st->hashed++;
 			st->bytes += bytes;

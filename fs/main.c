@@ -218,7 +218,7 @@ static int open_state_dir(struct imfs *fs, const char *opt)
 }
 
 /* SOURCE, MOUNTPOINT and the state directory. @return 0 or -1 (printed). */
-static int prepare(struct imfs *fs, const struct imfs_opts *o)
+static int prepare(struct imfs *fs, struct imfs_opts *o)
 {
 	struct stat sst;
 	char *mnt_real = NULL;
@@ -239,6 +239,17 @@ static int prepare(struct imfs *fs, const struct imfs_opts *o)
 	}
 	if (check_mountpoint(o->mountpoint, mnt_real, &sst))
 		goto out;
+	/*
+	 * Mount by the absolute path: fuse_daemonize() changes to "/" even in
+	 * the foreground, and the unmount at SIGTERM would then look for a
+	 * relative mountpoint there and leave a dead mount behind.
+	 */
+	free(o->mountpoint);
+	o->mountpoint = strdup(mnt_real);
+	if (!o->mountpoint) {
+		fail("mountpoint ", mnt_real, strerror(ENOMEM));
+		goto out;
+	}
 	size_t sl = strlen(fs->source_real);
 	fs->mnt_inside = !strncmp(mnt_real, fs->source_real, sl) &&
 			 (mnt_real[sl] == '/' ||

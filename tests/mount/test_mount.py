@@ -1026,6 +1026,45 @@ def test_signals_unmount(w):
         d.check_log()
 
 
+def daemon_pid(state):
+    """The pid of the imatchfs whose command line names state dir STATE."""
+    for pid in os.listdir('/proc'):
+        if not pid.isdigit():
+            continue
+        try:
+            with open('/proc/%s/cmdline' % pid, 'rb') as f:
+                args = f.read().split(b'\0')
+        except OSError:
+            continue
+        if any(b'state=' + os.fsencode(state) in a.split(b',') for a in args):
+            return int(pid)
+    raise Fail('no imatchfs process with state=%s' % state)
+
+
+@test
+def test_signals_unmount_relative(w):
+    """A mountpoint given relative to the current directory is unmounted at
+    SIGTERM too (the daemon changes to / when it starts serving), with and
+    without -f; without auto_unmount, so that only the daemon's own unmount
+    can remove it."""
+    _, docs, _ = standard(w)
+    for fg in (True, False):
+        d = w.daemon(cwd=w.top, foreground=fg, auto_unmount=False, start=False)
+        d.start(wait=False)
+        if not fg:
+            check(d.proc.wait(timeout=DEADLINE) == 0,
+                  'imatchfs without -f failed: %s' % d.log_text())
+        poll(lambda: is_mounted(w.mnt), 'the mount')
+        settled(w, None, len(docs))
+        pid = d.proc.pid if fg else daemon_pid(w.state)
+        os.kill(pid, signal.SIGTERM)
+        if fg:
+            d.wait_exit(0, 'after SIGTERM')
+        poll(lambda: not in_proc_mounts(w.mnt),
+             'the mount to go away after SIGTERM (%s)' % ('-f' if fg else 'daemon'))
+        check('failed to unmount' not in d.log_text(), 'log: %s' % d.log_text())
+
+
 @test
 def test_daemonizes(w):
     """Without -f, imatchfs returns once mounted and the mount serves."""

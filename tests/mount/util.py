@@ -143,8 +143,9 @@ class Daemon:
     test did not expect."""
 
     def __init__(self, exe, source, mnt, opts=(), state=None, args=(),
-                 wrap=(), log=None, foreground=True, auto_unmount=None):
+                 wrap=(), log=None, foreground=True, auto_unmount=None, cwd=None):
         self.exe = exe
+        self.cwd = cwd
         self.source = source
         self.mnt = mnt
         self.proc = None
@@ -168,7 +169,10 @@ class Daemon:
         self.cmd += [exe] + (['-f'] if foreground else [])
         if o:
             self.cmd += ['-o', ','.join(o)]
-        self.cmd += list(args) + [source, mnt]
+        # With cwd, SOURCE and MOUNTPOINT are given relative to it, as a
+        # user in that directory would type them.
+        rel = (lambda p: os.path.relpath(p, cwd)) if cwd else (lambda p: p)
+        self.cmd += list(args) + [rel(source), rel(mnt)]
         self.log = log or tempfile.mktemp(prefix='imatchfs-log-')
         self.foreground = foreground
 
@@ -176,7 +180,7 @@ class Daemon:
         self.logf = open(self.log, 'ab')
         self.logf.write(('$ %s\n' % ' '.join(self.cmd)).encode('utf-8', 'surrogateescape'))
         self.logf.flush()
-        self.proc = subprocess.Popen(self.cmd, stdin=subprocess.DEVNULL,
+        self.proc = subprocess.Popen(self.cmd, stdin=subprocess.DEVNULL, cwd=self.cwd,
                                      stdout=self.logf, stderr=subprocess.STDOUT)
         if wait:
             self.wait_mounted()

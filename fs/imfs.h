@@ -51,6 +51,10 @@ struct imfs {
 	uid_t owner_uid;
 	gid_t owner_gid;
 	time_t started;
+	/* CAP_DAC_READ_SEARCH or CAP_DAC_OVERRIDE: no file mode keeps the
+	 * daemon from reading a file, so a chmod never changes what it can
+	 * sign (imfs_reads_all()). */
+	bool reads_all;
 
 	/* The parts (set before any thread starts, then never changed). */
 	struct model *model;

@@ -76,6 +76,15 @@ bool model_unchanged(const struct node *n, const struct stat *st)
 	       n->mtime_ns == st_mtime_ns(st) && n->src_ino == st->st_ino;
 }
 
+bool model_attr_changed(struct model *m, const struct node *n,
+			const struct stat *st)
+{
+	const struct node_attr *a = tree_attr(m->tree, n);
+
+	return a->mode != (st->st_mode & 07777) || a->uid != st->st_uid ||
+	       a->gid != st->st_gid;
+}
+
 static unsigned count_slot(uint8_t status)
 {
 	return status < IM_DOC_STATUS_COUNT ? status : COUNT_UNKNOWN;

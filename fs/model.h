@@ -126,6 +126,10 @@ static inline bool node_in_index(const struct node *n)
  * Any lock mode.
  */
 bool model_unchanged(const struct node *n, const struct stat *st);
+/** Whether @p st's permission bits, owner or group differ from what @p n
+ *  shows (a chmod or chown since). Tree lock held. */
+bool model_attr_changed(struct model *m, const struct node *n,
+			const struct stat *st);
 
 /** Say that the kernel may now cache what @p flag (one of the model's
  *  *_known fields) stands for. Any lock mode, before replying. */

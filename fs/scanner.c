@@ -8,11 +8,13 @@
  * cores this halves a restart served from the cache.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "ino.h"
 #include "model.h"
@@ -155,12 +157,27 @@ static void take_cached(struct scanner *s, struct node *n, const char *path,
 		ST_ADD(s, cached, 1);
 }
 
-/* Whether cache entry @p e describes the file @p st. */
-static bool cache_matches(const struct im_state_entry *e, const struct stat *st)
+/*
+ * Whether the file at @p path (relative to the source) is one the daemon may
+ * read, as far as its mode says: the cache knows nothing of modes, and a
+ * file made unreadable while the daemon was away must be signed (and fail)
+ * again, not shown from the cache. Asked of the kernel only when the mode
+ * keeps others out and the daemon does not read everything.
+ */
+static bool may_read(const struct imfs *fs, const char *path,
+		     const struct stat *st)
+{
+	return fs->reads_all || (st->st_mode & S_IROTH) ||
+	       !faccessat(fs->srcfd, path, R_OK, AT_EACCESS);
+}
+
+/* Whether cache entry @p e describes the file @p st at @p path. */
+static bool cache_matches(const struct imfs *fs, const struct im_state_entry *e,
+			  const char *path, const struct stat *st)
 {
 	return e->size == (uint64_t)st->st_size &&
 	       e->mtime_ns == st_mtime_ns(st) && e->ino == st->st_ino &&
-	       e->d.status != IM_DOC_ERROR;
+	       e->d.status != IM_DOC_ERROR && may_read(fs, path, st);
 }
 
 static void apply_batch(struct applier *a, struct apply_batch *b)
@@ -316,7 +333,8 @@ static bool scan_want_cb(const char *path, const struct stat *st, void *arg)
 	bool want = false;
 
 	if (sc->applier && !im_state_find(sc->cache, path, &e) &&
-	    cache_matches(&e, st) && applier_add(sc->applier, path, st))
+	    cache_matches(sc->s->fs, &e, path, st) &&
+	    applier_add(sc->applier, path, st))
 		return false;
 
 	tree_wrlock(m->tree);
@@ -324,10 +342,11 @@ static bool scan_want_cb(const char *path, const struct stat *st, void *arg)
 	if (!n)
 		goto out;
 	n->seen = sc->gen;
-	if (model_unchanged(n, st)) {
-		model_set_stat(m, n, st); /* keep up with chmod, chown */
+	if (model_unchanged(n, st) &&
+	    (sc->s->fs->reads_all || !model_attr_changed(m, n, st))) {
+		model_set_stat(m, n, st);
 	} else if (sc->cache && !im_state_find(sc->cache, path, &e) &&
-		   cache_matches(&e, st)) {
+		   cache_matches(sc->s->fs, &e, path, st)) {
 		take_cached(sc->s, n, path, st, &e);
 	} else {
 		model_set_stat(m, n, st);

@@ -397,10 +397,14 @@ static void apply_found(struct watch *w, struct found_list *l, bool resign)
 		if (!n)
 			continue;
 		n->seen = m->scan_gen;
+		/* A chmod or chown may have made the file unreadable to us (or
+		 * readable again): only a new read tells. */
+		bool perms = !dir && !w->fs->reads_all &&
+			     model_attr_changed(m, n, &f->st);
 		model_set_stat(m, n, &f->st);
 		if (dir)
 			watch_bind(w, n, f->wd);
-		else if ((resign || !model_unchanged(n, &f->st)) &&
+		else if ((resign || perms || !model_unchanged(n, &f->st)) &&
 			 workers_queue(w->fs->workers, n))
 			scanner_request_rescan(w->fs->scanner);
 	}

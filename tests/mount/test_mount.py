@@ -14,6 +14,7 @@ KEEP_TMP=1 keeps each test's tmp directory.
 
 import errno
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -814,6 +815,49 @@ def test_unreadable_and_binary(w):
     poll(lambda: os.path.isdir(by_doc_path(w.mnt, 'after.txt')), 'a new file after the odd ones')
     d.umount()
     d.check_log(allow=[r'secret\.txt', r'[Pp]ermission denied'])
+
+
+def unprivileged_wrap():
+    """What makes a root daemon bound by file modes (see
+    test_unreadable_and_binary); () when not root."""
+    if os.geteuid() != 0:
+        return ()
+    if not shutil.which('setpriv'):
+        raise Skip('running as root and setpriv is missing: cannot make a file unreadable')
+    return ('setpriv', '--bounding-set', '-dac_override,-dac_read_search', '--inh-caps',
+            '-dac_override,-dac_read_search', '--')
+
+
+@test
+def test_chmod_unreadable_leaves_view(w):
+    """A document made unreadable while mounted leaves the view and comes
+    back when it is readable again; made unreadable while unmounted, it is
+    not shown from the cache (which knows sizes and times, not modes)."""
+    want, docs, names = standard(w)
+    victim = names['family0'][1]
+    path = os.path.join(w.src, victim)
+    d = w.daemon(wrap=unprivileged_wrap())
+    settled(w, d, len(docs))
+    check(os.path.isdir(by_doc_path(w.mnt, victim)), 'by-doc/%s missing at first' % victim)
+    os.chmod(path, 0)
+    poll(lambda: not os.path.lexists(by_doc_path(w.mnt, victim)),
+         'by-doc/%s to go after chmod 000' % victim)
+    os.chmod(path, 0o644)
+    poll(lambda: os.path.isdir(by_doc_path(w.mnt, victim)),
+         'by-doc/%s to come back after chmod 644' % victim)
+    d.umount()
+    # Made unreadable while no daemon watched: the cache still has it.
+    os.chmod(path, 0)
+    d = w.daemon(wrap=unprivileged_wrap())
+    settled(w, d)
+    check(not os.path.lexists(by_doc_path(w.mnt, victim)),
+          'by-doc/%s is back after a restart from the cache' % victim)
+    os.chmod(path, 0o644)
+    poll(lambda: os.path.isdir(by_doc_path(w.mnt, victim)),
+         'by-doc/%s to come back after chmod 644' % victim)
+    wait_clusters(w.mnt, want)
+    d.umount()
+    d.check_log(allow=[re.escape(victim), r'[Pp]ermission denied'])
 
 
 @test

@@ -3,11 +3,13 @@
  * The mount's removal plan (redundant.h).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "model.h"
 #include "plan.h"
@@ -76,6 +78,15 @@ static int protect_rel(const struct imfs *fs, const char *dir, char **out)
 	/* "a/b/" protects what "a/b" does. */
 	for (size_t n = strlen(*out); n && (*out)[n - 1] == '/'; n--)
 		(*out)[n - 1] = '\0';
+	/* A relative one may be made later, so it is not refused as an
+	 * absolute one that does not exist is; but a typo would protect
+	 * nothing without a word. */
+	struct stat st;
+	if (**out && (fstatat(fs->srcfd, *out, &st, 0) || !S_ISDIR(st.st_mode)))
+		fprintf(stderr,
+			"imatchfs: warning: protect=%s: no directory %s/%s "
+			"(yet): it protects what appears there\n",
+			dir, fs->source_real, *out);
 	return 0;
 }
 

@@ -33,6 +33,8 @@ static void usage(FILE *f)
 		"$XDG_STATE_HOME/imatchfs/...)\n"
 		"  -o k=N keep=F nidf=LO:HI min_terms=N min_ratio=F seed=N "
 		"max_size=BYTES\n"
+		"  -o similarity=F  sketch estimate a candidate pair needs to "
+		"be linked (0.9)\n"
 		"  -o threads=N     signing threads (default: one per CPU)\n"
 		"  -o rescan=SECS   rescan period when inotify watches run out "
 		"(60)\n"

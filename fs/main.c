@@ -371,6 +371,11 @@ static int stop_all(struct imfs *fs)
 		int sr = scanner_save(fs->scanner);
 		if (sr == 0) {
 			imfs_log(LOG_INFO, "state saved");
+		} else if (sr == -EAGAIN) {
+			imfs_log(
+				LOG_NOTICE,
+				"state not saved: stopped while rebuilding "
+				"the lexicon; the next start signs every file");
 		} else if (sr != -ENOENT) { /* -ENOENT: no lexicon yet */
 			imfs_log(LOG_ERR, "the final save to %s failed: %s",
 				 fs->state_dir, strerror(-sr));

@@ -29,7 +29,14 @@
 struct scanner {
 	struct imfs *fs;
 	struct stateio *sio;
-	struct im_lexicon *lex; /* set once, then fixed; atomic pointer */
+	struct im_lexicon *lex; /* atomic pointer; replaced by a rebuild */
+	/* Lexicons a rebuild replaced: status may still read one, so they
+	 * are freed with the scanner. Scanner thread. */
+	struct im_lexicon **retired;
+	size_t nretired;
+	bool threads_started;	/* scanner thread */
+	bool resign_all;	/* the next scan signs every file anew */
+	bool rebuilding;	/* atomic: the view mixes two lexicons */
 	struct im_state *cache; /* the first scan's; scanner thread */
 	pthread_t tid;
 	bool started; /* main thread */
@@ -68,6 +75,9 @@ void scanner_free(struct scanner *s)
 	if (!s)
 		return;
 	im_lexicon_free(s->lex);
+	for (size_t i = 0; i < s->nretired; i++)
+		im_lexicon_free(s->retired[i]);
+	free(s->retired);
 	im_state_free(s->cache);
 	pthread_mutex_destroy(&s->lock);
 	pthread_cond_destroy(&s->cond);
@@ -89,6 +99,7 @@ void scanner_stats(struct scanner *s, struct scanner_stats *out)
 	out->walk_errors =
 		__atomic_load_n(&s->st.walk_errors, __ATOMIC_RELAXED);
 	out->rescans = __atomic_load_n(&s->st.rescans, __ATOMIC_RELAXED);
+	out->relexicons = __atomic_load_n(&s->st.relexicons, __ATOMIC_RELAXED);
 	out->saves = __atomic_load_n(&s->st.saves, __ATOMIC_RELAXED);
 	uint64_t todo = __atomic_load_n(&s->todo, __ATOMIC_RELAXED);
 	uint64_t done = __atomic_load_n(&s->done, __ATOMIC_RELAXED);
@@ -332,6 +343,19 @@ static bool scan_want_cb(const char *path, const struct stat *st, void *arg)
 	struct im_state_entry e;
 	bool want = false;
 
+	if (sc->s->resign_all) {
+		/* A rebuilt lexicon: what every file was signed with is gone. */
+		tree_wrlock(m->tree);
+		struct node *n = model_ensure(m, path, false);
+		if (n) {
+			n->seen = sc->gen;
+			model_set_stat(m, n, st);
+			__atomic_add_fetch(&sc->s->todo, 1, __ATOMIC_RELAXED);
+			want = true;
+		}
+		tree_unlock(m->tree);
+		return want;
+	}
 	if (sc->applier && !im_state_find(sc->cache, path, &e) &&
 	    cache_matches(sc->s->fs, &e, path, st) &&
 	    applier_add(sc->applier, path, st))
@@ -382,8 +406,10 @@ static void start_threads(struct scanner *s)
 
 	if (workers_start(fs->workers, s->lex, fs->opts->threads))
 		imfs_log(LOG_ERR, "cannot start signing workers");
-	if (watch_start(fs->watch) == -EAGAIN)
+	/* The watcher runs on through a lexicon rebuild. */
+	if (!s->threads_started && watch_start(fs->watch) == -EAGAIN)
 		imfs_log(LOG_ERR, "cannot start the watcher");
+	s->threads_started = true;
 }
 
 /*
@@ -397,13 +423,25 @@ static int first_lexicon_cb(const struct im_lexicon *lex, void *arg)
 {
 	struct scan_ctx *sc = arg;
 	struct scanner *s = sc->s;
-	int ret = stateio_save_lexicon(s->sio, lex);
+	int ret = 0;
 
+	/* Room to retire the lexicon this one replaces, before anything
+	 * changes. */
+	if (s->lex) {
+		struct im_lexicon **r =
+			realloc(s->retired, (s->nretired + 1) * sizeof(*r));
+		if (!r)
+			return -ENOMEM;
+		s->retired = r;
+	}
+	ret = stateio_save_lexicon(s->sio, lex);
 	if (ret)
 		return ret;
 	imfs_log(LOG_INFO, "lexicon built from %llu documents: %zu + %zu terms",
 		 (unsigned long long)im_lexicon_docs(lex),
 		 im_lexicon_primary_size(lex), im_lexicon_secondary_size(lex));
+	if (s->lex)
+		s->retired[s->nretired++] = s->lex;
 	__atomic_store_n(&s->lex, (struct im_lexicon *)lex, __ATOMIC_RELEASE);
 	start_threads(s);
 	set_phase(s, PHASE_SCANNING);
@@ -555,6 +593,68 @@ static bool take_rescan_request(struct scanner *s)
 	return r;
 }
 
+/*
+ * A lexicon built from a few documents (a share mounted while nearly empty)
+ * says little about the documents that came since: one from fewer than
+ * RELEX_MAX_DOCS documents is rebuilt from the whole tree once the tree has
+ * twice as many. Each rebuild reads every file again, so a share that grows
+ * from nothing costs about twice the reading of its first RELEX_MAX_DOCS
+ * documents in all. A lexicon the user gave (-o lexicon=FILE) stays.
+ */
+#define RELEX_MAX_DOCS 10000
+
+static bool lexicon_outgrown(struct scanner *s)
+{
+	const struct model *m = s->fs->model;
+	uint64_t lex_docs, docs;
+
+	if (!s->lex || s->fs->opts->lexicon)
+		return false;
+	lex_docs = im_lexicon_docs(s->lex);
+	if (lex_docs >= RELEX_MAX_DOCS)
+		return false;
+	tree_rdlock(m->tree);
+	docs = m->count[IM_DOC_SIGNED] + m->count[IM_DOC_REJECTED];
+	tree_unlock(m->tree);
+	return docs >= 2 * lex_docs;
+}
+
+/*
+ * Build the lexicon again from the whole tree and sign every file with it,
+ * as a first scan does. The workers stop meanwhile (what they had queued is
+ * signed by the scan; what is queued since waits for the new lexicon); the
+ * watcher goes on. Until the scan ends the view mixes signatures of both
+ * lexicons, so no state is saved then (scanner_save()).
+ */
+static int rebuild_lexicon(struct scanner *s)
+{
+	uint64_t lex_docs = im_lexicon_docs(s->lex);
+	const struct im_lexicon *before = s->lex;
+	bool no_lex = false;
+	int ret;
+
+	imfs_log(LOG_INFO,
+		 "the tree has outgrown the lexicon of %llu documents: "
+		 "rebuilding it from %s",
+		 (unsigned long long)lex_docs, s->fs->source_real);
+	set_phase(s, PHASE_LEXICON);
+	workers_stop(s->fs->workers);
+	__atomic_store_n(&s->rebuilding, true, __ATOMIC_RELEASE);
+	s->resign_all = true;
+	ret = scan_quiet(s, NULL, true, &no_lex);
+	s->resign_all = false;
+	/* Not rebuilt (too few documents now, an error, a stop): the old
+	 * lexicon signs again. */
+	if (s->lex == before && ret != -ECANCELED)
+		start_threads(s);
+	if (ret == -ECANCELED)
+		return ret;
+	__atomic_store_n(&s->rebuilding, false, __ATOMIC_RELEASE);
+	ST_ADD(s, relexicons, 1);
+	set_phase(s, PHASE_LIVE);
+	return ret;
+}
+
 static void save(struct scanner *s)
 {
 	if (!stateio_save(s->sio, s->fs->model))
@@ -617,6 +717,13 @@ static void *scanner_main(void *arg)
 			set_phase(s, PHASE_LIVE);
 			last_scan = time(NULL);
 		}
+		if (lexicon_outgrown(s)) {
+			if (rebuild_lexicon(s) == -ECANCELED)
+				break;
+			save(s);
+			last_save = time(NULL);
+			last_scan = last_save;
+		}
 		tree_rdlock(fs->model->tree);
 		bool dirty = fs->model->dirty;
 		tree_unlock(fs->model->tree);
@@ -652,6 +759,8 @@ int scanner_save(struct scanner *s)
 {
 	if (!s->lex)
 		return -ENOENT;
+	if (__atomic_load_n(&s->rebuilding, __ATOMIC_ACQUIRE))
+		return -EAGAIN;
 	int ret = stateio_save(s->sio, s->fs->model);
 	if (!ret)
 		ST_ADD(s, saves, 1);

@@ -41,7 +41,8 @@ struct scanner_stats {
 	uint64_t hidden, other, walk_errors; /* of the last full scan */
 	uint64_t excluded; /* of the last full scan: left out by the scope */
 	uint64_t rescans, saves;
-	bool rescan_wanted; /* a rescan is asked for and not started yet */
+	uint64_t relexicons; /* lexicons rebuilt from a grown tree */
+	bool rescan_wanted;  /* a rescan is asked for and not started yet */
 };
 
 struct scanner;
@@ -62,10 +63,15 @@ void scanner_stop(struct scanner *s);
 /** Ask for a full rescan (inotify overflow, a queue out of memory).
  *  @return false if one was asked for already and has not started. */
 bool scanner_request_rescan(struct scanner *s);
-/** Save the signature cache now (at shutdown). @return 0 or -errno. */
+/** Save the signature cache now (at shutdown). @return 0, -ENOENT without
+ *  a lexicon, -EAGAIN while a lexicon rebuild had signed only part of the
+ *  tree (the saved lexicon is then the new one and the cache on disk, of
+ *  the old one, no longer matches it: a restart signs every file), or
+ *  -errno. */
 int scanner_save(struct scanner *s);
 void scanner_stats(struct scanner *s, struct scanner_stats *out);
-/** The lexicon in use, or NULL before it is built. */
+/** The lexicon in use, or NULL before it is built. One a rebuild replaced
+ *  stays valid until scanner_free(). */
 const struct im_lexicon *scanner_lexicon(struct scanner *s);
 
 #endif

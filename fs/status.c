@@ -140,6 +140,7 @@ size_t status_text(struct imfs *fs, char *out, size_t cap)
 		"watch_limit_reached: %s\n"
 		"events: %llu\n"
 		"rescans: %llu\n"
+		"relexicons: %llu\n"
 		"saves: %llu\n"
 		"invalidations: %llu\n"
 		"state_dir: %s\n"
@@ -154,7 +155,7 @@ size_t status_text(struct imfs *fs, char *out, size_t cap)
 		LD(ss.hidden), LD(ss.other), LD(ss.walk_errors), prim + sec,
 		prim, sec, LD(lex ? im_lexicon_docs(lex) : 0),
 		fs->opts->params.k, LD(ws.watches), ws.limit ? "yes" : "no",
-		LD(ws.events), LD(ss.rescans), LD(ss.saves),
+		LD(ws.events), LD(ss.rescans), LD(ss.relexicons), LD(ss.saves),
 		LD(inval_sent(fs->inval)), fs->state_dir, LD(ws.rereads),
 		converged ? "yes" : "no");
 	size_t len = n < 0 ? 0 : (size_t)n;

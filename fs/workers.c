@@ -257,7 +257,13 @@ int workers_start(struct workers *w, const struct im_lexicon *lex, unsigned n)
 		long c = sysconf(_SC_NPROCESSORS_ONLN);
 		n = c > 0 ? (unsigned)c : 1;
 	}
+	/* Again after a workers_stop(): the scanner restarts them with a
+	 * lexicon rebuilt from a grown tree. */
 	w->lex = lex;
+	pthread_mutex_lock(&w->lock);
+	w->stop = false;
+	pthread_mutex_unlock(&w->lock);
+	free(w->tids);
 	w->tids = calloc(n, sizeof(*w->tids));
 	if (!w->tids)
 		return -ENOMEM;

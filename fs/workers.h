@@ -29,7 +29,8 @@ void workers_free(struct workers *w);
 
 /**
  * Start @p n threads (0: one per CPU) signing with @p lex (borrowed; it
- * must outlive the workers). Files queued before are signed then.
+ * must outlive the workers). Files queued before are signed then. May be
+ * called again after workers_stop().
  * @return 0 or -EAGAIN if no thread could start.
  */
 int workers_start(struct workers *w, const struct im_lexicon *lex, unsigned n);

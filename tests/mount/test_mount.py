@@ -158,6 +158,47 @@ def test_first_scan_waits_for_two_documents(w):
 
 
 @test
+def test_lexicon_rebuilt_as_tree_grows(w):
+    """A share mounted nearly empty gets its lexicon from its first two
+    documents (here identical: no term to tell documents apart). Once the
+    tree has twice as many documents, the daemon builds the lexicon again
+    from all of them and signs every file with it: status counts the
+    rebuild, the lexicon has terms, and the view equals imatch scan with it."""
+    text = w.corpus.document()
+    write(os.path.join(w.src, 'first.txt'), text)
+    write(os.path.join(w.src, 'first-copy.txt'), text)
+    d = w.daemon()
+    st = settled(w, d, 2)
+    check(status_int(st, 'lexicon_docs') == 2, 'lexicon_docs: %s' % st.get('lexicon_docs'))
+    want, docs, _ = standard(w)
+    want.add(frozenset(['first.txt', 'first-copy.txt']))
+
+    def rebuilt():
+        st = read_status(w.mnt)
+        ok = (status_int(st, 'relexicons') or 0) >= 1 and \
+            (status_int(st, 'lexicon_docs') or 0) * 2 > len(docs) and \
+            (status_int(st, 'lexicon_terms') or 0) > 0 and st.get('converged') == 'yes'
+        return ok, st
+    st = poll(rebuilt, 'a lexicon rebuilt from the grown tree')
+    view_equals_scan(w, 'after the lexicon was rebuilt')
+    wait_clusters(w.mnt, want)
+    signed = status_int(read_status(w.mnt), 'signed')
+    check(signed and signed >= len(docs) // 2,
+          'only %s of %d documents have I-Match signatures' % (signed, len(docs) + 2))
+    d.umount()
+    d.check_log()
+    # The restart takes the new lexicon and a cache that matches it.
+    d = w.daemon()
+    st = settled(w, d, len(docs) + 2)
+    check(status_int(st, 'relexicons') == 0, 'rebuilt again at restart: %s' % st)
+    check((status_int(st, 'cached') or 0) == len(docs) + 2,
+          'cached %s of %d after a restart' % (st.get('cached'), len(docs) + 2))
+    wait_clusters(w.mnt, want)
+    d.umount()
+    d.check_log()
+
+
+@test
 def test_view_equals_scan_lexicon_file(w):
     """With the same lexicon file and k, daemon and scan agree, and each
     document's `signatures` equals `imatch sign`."""

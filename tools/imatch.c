@@ -387,6 +387,8 @@ static const struct command commands[] = {
 	 "exist, are regular files with the size, mtime and content recorded\n"
 	 "in the plan, no path component is a symlink, and the keeper is not\n"
 	 "itself planned; otherwise the line is skipped and the reason said.\n"
+	 "hardlink and symlink also skip a file whose owner, group or mode\n"
+	 "differs from the keeper's (the path would take the keeper's).\n"
 	 "Exit status 0 when every line was done or skipped, 1 on an error."},
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))

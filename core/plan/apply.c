@@ -747,7 +747,8 @@ out:
 
 /* ---- Acting ------------------------------------------------------------------ */
 
-/* Is the name still the inode that was verified, unchanged? */
+/* Is the name still the inode that was verified, unchanged (its owner and
+ * mode too, which a link to the keeper must match)? */
 static bool still_there(const struct side *s)
 {
 	struct stat now, fst;
@@ -755,7 +756,8 @@ static bool still_there(const struct side *s)
 	return !fstatat(s->dirfd, s->name, &now, AT_SYMLINK_NOFOLLOW) &&
 	       now.st_dev == s->st.st_dev && now.st_ino == s->st.st_ino &&
 	       !fstat(s->fd, &fst) && mtime_ns(&fst) == mtime_ns(&s->st) &&
-	       fst.st_size == s->st.st_size;
+	       fst.st_size == s->st.st_size && fst.st_mode == s->st.st_mode &&
+	       fst.st_uid == s->st.st_uid && fst.st_gid == s->st.st_gid;
 }
 
 /* A fresh name for a temporary file or link in the same directory. */
@@ -987,6 +989,15 @@ static int do_replace(const struct im_plan_line *l, struct side *f,
 	}
 	if (l->action == IM_ACT_HARDLINK && f->st.st_dev != k->st.st_dev) {
 		*why = "the keeper is on another filesystem";
+		return SKIP;
+	}
+	/* Whoever opens the path afterwards meets the keeper's inode, its
+	 * owner and mode: a private copy would become as readable (and
+	 * writable, chmod-able) as the keeper. A symlink too: access goes
+	 * through to its target. */
+	if (f->st.st_uid != k->st.st_uid || f->st.st_gid != k->st.st_gid ||
+	    (f->st.st_mode & 07777) != (k->st.st_mode & 07777)) {
+		*why = "owner, group or mode differs from the keeper's";
 		return SKIP;
 	}
 	if (dry)

@@ -13,9 +13,14 @@
  *     inode;
  *   - for an exact line, their bytes are equal (compared, not only hashed:
  *     a crafted hash collision cannot make a different file go);
- *   - for trash, nothing exists yet at the destination (never overwrites).
+ *   - for trash, nothing exists yet at the destination (never overwrites);
+ *   - for hardlink and symlink, the file has the keeper's owner, group and
+ *     permission bits (st_mode & 07777): after the swap the path reaches
+ *     the keeper's inode, so a private copy would otherwise take the
+ *     keeper's looser mode (or another owner). A symlink's own mode is
+ *     never consulted, its target's is, so the same holds for it.
  * Just before acting, the name is checked to still lead to the inode that
- * was verified. What remains is the window between that check and the
+ * was verified, with the same size, mtime, owner and mode. What remains is the window between that check and the
  * unlink or rename itself, which no POSIX call closes.
  *
  * Actions:

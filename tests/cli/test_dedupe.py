@@ -371,6 +371,62 @@ def case_links(tmp):
         check(open(p, "rb").read() == data, "readable through the link")
 
 
+def case_links_keep_owner_and_mode(tmp):
+    """A hard link shares the keeper's inode, a symlink reads through to it:
+    either would give the replaced path the keeper's owner and mode (a
+    private copy made world-readable). apply skips such lines and says
+    why; a copy with the keeper's owner and mode is still replaced."""
+    root = os.path.join(tmp, "share")
+    rng = random.Random(32)
+    vocab = vocabulary(rng)
+    data = ("\n".join(document(rng, vocab)) + "\n").encode()
+    as_root = os.geteuid() == 0
+    for action in ("hardlink", "symlink"):
+        shutil.rmtree(root, ignore_errors=True)
+        public = put(root, "public.txt", data, mtime=1_600_000_000)
+        private = put(root, "private.txt", data, mtime=1_600_000_001)
+        group = put(root, "group.txt", data, mtime=1_600_000_002)
+        same = put(root, "same.txt", data, mtime=1_600_000_003)
+        for p in (public, private, group, same):
+            os.chmod(p, 0o644)
+        os.chmod(private, 0o600)
+        if as_root:
+            # Only the owner differs: mode equal.
+            os.chown(group, 65534, 65534)
+        else:
+            os.chmod(group, 0o640)
+        before = {p: os.stat(p) for p in (private, group)}
+        out, _ = run("dedupe", "--action", action, root)
+        lines = plan_lines(out)
+        check({l["path"] for l in lines} == {private, group, same} and
+              all(l["keeper"] == public for l in lines),
+              "%s: planned: %r" % (action, lines))
+        out, err = run("apply", "--dry-run", "-", stdin=out)
+        text = out.decode()
+        for p in (private, group):
+            check("skipped %s: owner, group or mode differs from the "
+                  "keeper's" % p in text, "%s: dry run: %s" % (action, text))
+        out, err = run("apply", "-", stdin=b"".join(
+            (json.dumps(l) + "\n").encode() for l in lines))
+        text = out.decode()
+        for p in (private, group):
+            check("skipped %s: owner, group or mode differs from the "
+                  "keeper's" % p in text, "%s: %s" % (action, text))
+            st = os.lstat(p)
+            b = before[p]
+            check(not os.path.islink(p) and st.st_ino == b.st_ino and
+                  st.st_mode == b.st_mode and st.st_uid == b.st_uid and
+                  st.st_gid == b.st_gid,
+                  "%s: %s keeps its inode, owner and mode" % (action, p))
+        if action == "hardlink":
+            check(os.stat(same).st_ino == os.stat(public).st_ino,
+                  "the copy with the keeper's owner and mode is linked")
+        else:
+            check(os.readlink(same) == public, "symlinked: %s" % text)
+        check(" 1 done" in err and " 2 skipped, 0 failed" in err,
+              "%s: summary: %s" % (action, err))
+
+
 def case_formats(tmp):
     """--csv has the JSON's rows; --format text groups keeper first;
     --format sh is a script that dry-runs with -n and applies without."""

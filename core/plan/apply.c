@@ -341,7 +341,7 @@ enum {
 	F_KHASH = 1 << 9,
 	F_ROOT = 1 << 10,
 	F_TRASH = 1 << 11,
-	F_NEEDED = (1 << 10) - 1,
+	F_NEEDED = (1 << 11) - 1,
 };
 
 static int field(struct jp *p, const char *key, struct im_plan_line *l,
@@ -463,10 +463,9 @@ int im_plan_line_parse(const char *s, size_t len, struct im_plan_line *out,
 		fail(&p, "text after the object");
 	else if ((seen & F_NEEDED) != F_NEEDED)
 		fail(&p, "a field is missing (action, kind, path, keeper, "
-			 "size, mtime_ns, hash and the keeper's)");
-	else if (l.action == IM_ACT_TRASH &&
-		 (seen & (F_ROOT | F_TRASH)) != (F_ROOT | F_TRASH))
-		fail(&p, "a trash line needs root and trash");
+			 "size, mtime_ns, hash, the keeper's, and root)");
+	else if (l.action == IM_ACT_TRASH && !(seen & F_TRASH))
+		fail(&p, "a trash line needs trash");
 	else
 		ret = 0;
 out:
@@ -504,6 +503,23 @@ static bool canonical(const char *path)
 		c += n;
 	}
 	return true;
+}
+
+/*
+ * @p path relative to @p root, or NULL if it is not strictly below it. Both
+ * canonical (or @p root "/"), so comparing whole components is comparing
+ * strings up to a '/': /r/s3x is not below /r/s3. Lexical is enough here:
+ * no component on the way is a symlink, or opening it fails.
+ */
+static const char *below(const char *path, const char *root)
+{
+	size_t n = strlen(root);
+
+	if (!strcmp(root, "/"))
+		return path + 1;
+	if (strncmp(path, root, n) || path[n] != '/' || !path[n + 1])
+		return NULL;
+	return path + n + 1;
 }
 
 /*
@@ -770,18 +786,6 @@ static void temp_name(char *buf, size_t len, unsigned attempt)
 		 (unsigned long)ts.tv_nsec, attempt);
 }
 
-/* @p path relative to @p root, or NULL if it is not strictly below it. */
-static const char *below(const char *path, const char *root)
-{
-	size_t n = strlen(root);
-
-	if (!strcmp(root, "/"))
-		return path + 1;
-	if (strncmp(path, root, n) || path[n] != '/' || !path[n + 1])
-		return NULL;
-	return path + n + 1;
-}
-
 static const char *const trash_whys[4] = {
 	"a directory on the way into the trash is a symlink",
 	"a directory on the way into the trash is missing",
@@ -912,17 +916,11 @@ static int do_trash(const struct im_plan_line *l, struct side *f, bool dry,
 	struct stat st;
 	int dfd = -1, ret;
 
-	if (!l->root || !canonical(l->root) || !l->trash ||
-	    !(canonical(l->trash) || !strcmp(l->trash, "/"))) {
-		*why = "the line's root or trash is not a canonical absolute "
-		       "path";
+	if (!l->trash || !(canonical(l->trash) || !strcmp(l->trash, "/"))) {
+		*why = "the line's trash is not a canonical absolute path";
 		return SKIP;
 	}
-	rel = below(l->file.path, l->root);
-	if (!rel) {
-		*why = "the file is not below the plan's root";
-		return SKIP;
-	}
+	rel = below(l->file.path, l->root); /* checked by im_apply_line() */
 	if (snprintf(r->dest, sizeof(r->dest), "%s/%s",
 		     strcmp(l->trash, "/") ? l->trash : "",
 		     rel) >= (int)sizeof(r->dest)) {
@@ -1046,6 +1044,12 @@ int im_apply_line(const struct im_plan_line *l, bool dry_run,
 		why = "the file's path is not a canonical absolute path";
 	else if (!canonical(l->keeper.path))
 		why = "the keeper's path is not a canonical absolute path";
+	else if (!l->root || !(canonical(l->root) || !strcmp(l->root, "/")))
+		why = "the line's root is not a canonical absolute path";
+	else if (!below(l->file.path, l->root))
+		why = "the file is not under the plan's root";
+	else if (!below(l->keeper.path, l->root))
+		why = "the keeper is not under the plan's root";
 	else if (!strcmp(l->file.path, l->keeper.path))
 		why = "the file is its own keeper";
 	if (why)

@@ -5,7 +5,10 @@
  *
  * A line is acted on only when all of these still hold, else it is skipped
  * with the reason:
- *   - both paths are absolute and canonical (no "", "." or ".." component);
+ *   - both paths are absolute and canonical (no "", "." or ".." component)
+ *     and strictly below the line's root (compared component by component:
+ *     /r/s3x is not below /r/s3): a plan is about one tree, and a
+ *     hand-edited line reaching outside it is refused, keeper included;
  *   - no component of either path is a symlink: directories are opened one
  *     component at a time with O_NOFOLLOW, and the file itself too;
  *   - the file and the keeper are regular files with the size, mtime and
@@ -67,7 +70,7 @@ struct im_plan_line {
 	bool exact;
 	double similarity;
 	struct im_plan_rec file, keeper;
-	char *root;  /**< the scanned directory; NULL if absent */
+	char *root;  /**< the scanned directory: path and keeper are below it */
 	char *trash; /**< trash only: the directory files move under */
 };
 
@@ -77,7 +80,7 @@ struct im_plan_line {
  * Parse one JSON line as `imatch dedupe` writes it (fields in any order;
  * unknown fields ignored; "\udcXX" escapes give back byte XX, as Python's
  * surrogateescape). Needs action, kind, path, keeper, size, mtime_ns, hash,
- * keeper_size, keeper_mtime_ns, keeper_hash, and for trash also root and
+ * keeper_size, keeper_mtime_ns, keeper_hash, root, and for trash also
  * trash. Release @p out with im_plan_line_release() after success.
  *
  * @return 0; -EINVAL with a one-line reason in @p why (may be NULL) for a

@@ -427,6 +427,47 @@ def case_links_keep_owner_and_mode(tmp):
               "%s: summary: %s" % (action, err))
 
 
+def case_apply_stays_in_root(tmp):
+    """A plan is about one tree: a (hand-edited) line whose path or keeper
+    lies outside its root is skipped, even with a valid hash; a sibling
+    whose name starts like the root (s3x beside s3) is outside too."""
+    root = os.path.join(tmp, "s3")
+    rng = random.Random(3)
+    vocab = vocabulary(rng)
+    a, b = copies(root, "in", 2, rng, vocab)
+    data = open(a, "rb").read()
+    outside = put(tmp, "outside/b-out", data, mtime=1_600_000_001)
+    sibling = put(tmp, "s3x/b-out", data, mtime=1_600_000_001)
+    keeper_out = put(tmp, "outside/keeper", data, mtime=1_600_000_000)
+    out, _ = run("dedupe", root)
+    lines = plan_lines(out)
+    check(len(lines) == 1 and lines[0]["path"] == b and
+          lines[0]["root"] == root, "planned: %r" % lines)
+    edited = []
+    for path, keeper in ((outside, a), (sibling, a), (b, keeper_out)):
+        l = dict(lines[0])
+        l["path"], l["keeper"] = path, keeper
+        edited.append(l)
+    plan = os.path.join(tmp, "plan.jsonl")
+    dump(plan, edited)
+    for args in (["--dry-run"], []):
+        out, err = run("apply", *args, plan)
+        text = out.decode()
+        for path, why in ((outside, "the file is not under the plan's root"),
+                          (sibling, "the file is not under the plan's root"),
+                          (b, "the keeper is not under the plan's root")):
+            check("skipped %s: %s" % (path, why) in text,
+                  "%s skipped because %s: %s" % (path, why, text))
+        check(" 0 %s" % ("would be done" if args else "done") in err and
+              " 3 skipped, 0 failed" in err, "summary: %s" % err)
+    check(all(os.path.exists(p) for p in (a, b, outside, sibling,
+                                           keeper_out)),
+          "nothing outside the root (or inside) was touched")
+    # The line as planned is still applied.
+    run("apply", "-", stdin=(json.dumps(lines[0]) + "\n").encode())
+    check(not os.path.exists(b) and os.path.exists(a), "in-root line applied")
+
+
 def case_formats(tmp):
     """--csv has the JSON's rows; --format text groups keeper first;
     --format sh is a script that dry-runs with -n and applies without."""

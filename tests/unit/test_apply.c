@@ -6,6 +6,7 @@
  */
 #include <check.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -84,6 +85,9 @@ START_TEST(test_apply_refuses_what_dedupe_never_writes)
 		"{\"action\": \"remove\", \"kind\": \"exact\", \"path\": "
 		"\"/a\", "
 		"\"keeper\": \"/b\", " LINE_TAIL,
+		/* no root: the paths could not be checked against it */
+		"{\"action\": \"remove\", \"kind\": \"exact\", \"path\": "
+		"\"/r/a\", \"keeper\": \"/r/b\", " LINE_TAIL "}",
 	};
 	struct im_plan_line l;
 	char why[160];
@@ -105,7 +109,7 @@ START_TEST(test_apply_skips_non_canonical_paths_without_touching)
 	char why[160];
 	const char *s = "{\"action\": \"remove\", \"kind\": \"exact\", "
 			"\"path\": \"/tmp/../etc/passwd\", \"keeper\": "
-			"\"/etc/passwd\", " LINE_TAIL "}";
+			"\"/etc/passwd\", " LINE_TAIL ", \"root\": \"/\"}";
 
 	ck_assert_int_eq(parse(s, &l, why), 0);
 	ck_assert_int_eq(im_apply_line(&l, false, &r), 0);
@@ -113,6 +117,47 @@ START_TEST(test_apply_skips_non_canonical_paths_without_touching)
 	ck_assert_str_eq(r.why,
 			 "the file's path is not a canonical absolute path");
 	im_plan_line_release(&l);
+}
+END_TEST
+
+START_TEST(test_apply_skips_paths_outside_the_root)
+{
+	static const struct {
+		const char *path, *keeper, *root, *why;
+	} cases[] = {
+		{"/tmp/qa/outside/b-out", "/tmp/qa/s3/a", "/tmp/qa/s3",
+		 "the file is not under the plan's root"},
+		/* a string prefix, not a component prefix */
+		{"/tmp/qa/s3x/b", "/tmp/qa/s3/a", "/tmp/qa/s3",
+		 "the file is not under the plan's root"},
+		{"/tmp/qa/s3", "/tmp/qa/s3/a", "/tmp/qa/s3",
+		 "the file is not under the plan's root"},
+		{"/tmp/qa/s3/b", "/tmp/qa/s3x/a", "/tmp/qa/s3",
+		 "the keeper is not under the plan's root"},
+		{"/tmp/qa/s3/b", "/etc/passwd", "/tmp/qa/s3",
+		 "the keeper is not under the plan's root"},
+		{"/tmp/qa/s3/b", "/tmp/qa/s3/a", "/tmp/qa/s3/",
+		 "the line's root is not a canonical absolute path"},
+		{"/tmp/qa/s3/b", "/tmp/qa/s3/a", "tmp/qa/s3",
+		 "the line's root is not a canonical absolute path"},
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct im_plan_line l;
+		struct im_apply_result r;
+		char why[160], s[1024];
+
+		snprintf(s, sizeof(s),
+			 "{\"action\": \"remove\", \"kind\": \"exact\", "
+			 "\"path\": \"%s\", \"keeper\": \"%s\", "
+			 "\"root\": \"%s\", " LINE_TAIL "}",
+			 cases[i].path, cases[i].keeper, cases[i].root);
+		ck_assert_msg(parse(s, &l, why) == 0, "%s: %s", s, why);
+		ck_assert_int_eq(im_apply_line(&l, false, &r), 0);
+		ck_assert_int_eq(r.outcome, IM_APPLY_SKIPPED);
+		ck_assert_msg(!strcmp(r.why, cases[i].why), "%s: %s", s, r.why);
+		im_plan_line_release(&l);
+	}
 }
 END_TEST
 
@@ -125,6 +170,7 @@ static Suite *apply_suite(void)
 	tcase_add_test(tc, test_apply_refuses_what_dedupe_never_writes);
 	tcase_add_test(tc,
 		       test_apply_skips_non_canonical_paths_without_touching);
+	tcase_add_test(tc, test_apply_skips_paths_outside_the_root);
 	suite_add_tcase(s, tc);
 	return s;
 }

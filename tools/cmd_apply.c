@@ -217,6 +217,7 @@ int cmd_apply(struct cli *c)
 			done++;
 			bytes += l->file.size;
 		}
+		im_apply_result_release(&r);
 		fflush(stdout);
 	}
 	fprintf(stderr,

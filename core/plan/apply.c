@@ -524,28 +524,23 @@ static const char *below(const char *path, const char *root)
 
 /*
  * Open the directory that is to hold the last component of @p path (a
- * canonical absolute path in the trash) one component at a time, never
- * following a symlink; with @p create, make missing directories, which
- * im_open_beneath() (used for the file and the keeper) does not. *name
- * points into @p buf (a copy of the path).
+ * canonical absolute path in the trash, of any length) one component at a
+ * time, never following a symlink; with @p create, make missing
+ * directories, which im_open_beneath() (used for the file and the keeper)
+ * does not. @p path is cut at its last '/'; *name points into it.
  */
-static int open_parent(const char *path, bool create, char *buf, size_t len,
-		       int *dirfd, const char **name, const char **why,
-		       const char *const whys[4])
+static int open_parent(char *path, bool create, int *dirfd, const char **name,
+		       const char **why, const char *const whys[4])
 {
 	char *c, *slash;
 	int fd, nfd;
 
-	if (snprintf(buf, len, "%s", path) >= (int)len) {
-		*why = "the path is too long";
-		return -ENAMETOOLONG;
-	}
 	fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0) {
 		*why = "opening /";
 		return -errno;
 	}
-	c = buf + 1;
+	c = path + 1;
 	while ((slash = strchr(c, '/'))) {
 		*slash = '\0';
 		nfd = openat(fd, c,
@@ -625,7 +620,7 @@ static const char *const whys[2][8] = {
 
 /* One side of a line, opened and checked against the plan's record. */
 struct side {
-	char buf[PATH_MAX];
+	char *buf; /* the path below the root, cut at its last '/' */
 	int dirfd, fd;
 	const char *name;
 	struct stat st;
@@ -636,35 +631,67 @@ static int64_t mtime_ns(const struct stat *st)
 	return (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
 }
 
-static int open_side(const struct im_plan_rec *rec, enum role role,
-		     struct side *s, const char **why)
+/* Directory errors of im_open_beneath() as SKIP or a failure. */
+static int dir_error(int ret, const char *const whys[4], const char **why)
 {
-	char *slash;
-	int root, ret;
-
-	if (snprintf(s->buf, sizeof(s->buf), "%s", rec->path) >=
-	    (int)sizeof(s->buf)) {
-		*why = "the path is too long";
-		return -ENAMETOOLONG;
+	switch (ret) {
+	case 0: return 0;
+	case -ELOOP: *why = whys[0]; return SKIP;
+	case -ENOENT: *why = whys[1]; return SKIP;
+	case -ENOTDIR: *why = whys[2]; return SKIP;
+	default: *why = whys[3]; return ret;
 	}
-	slash = strrchr(s->buf, '/');
-	*slash = '\0';
-	s->name = slash + 1;
-	root = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (root < 0) {
+}
+
+static const char *const root_whys[4] = {
+	"a directory on the path of the plan's root is a symlink",
+	"the plan's root is gone",
+	"a component of the plan's root is not a directory",
+	"opening the plan's root",
+};
+
+/* The line's root, from "/" without following a symlink (any length). */
+static int open_root(const char *root, int *fd, const char **why)
+{
+	int slash = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC), ret;
+
+	if (slash < 0) {
 		*why = "opening /";
 		return -errno;
 	}
-	ret = im_open_beneath(root, s->buf + 1, O_RDONLY | O_DIRECTORY,
-			      &s->dirfd);
-	close(root);
-	switch (ret) {
-	case 0: break;
-	case -ELOOP: *why = dir_whys[role][0]; return SKIP;
-	case -ENOENT: *why = dir_whys[role][1]; return SKIP;
-	case -ENOTDIR: *why = dir_whys[role][2]; return SKIP;
-	default: *why = dir_whys[role][3]; return ret;
+	ret = im_open_beneath(slash, root + 1, O_RDONLY | O_DIRECTORY, fd);
+	close(slash);
+	return dir_error(ret, root_whys, why);
+}
+
+/*
+ * Open @p rel, the side's path below the root @p rootfd, component by
+ * component (im_open_beneath(): no symlink followed, no length limit but
+ * NAME_MAX per component), and check it against the plan's record.
+ */
+static int open_side(int rootfd, const char *rel, const struct im_plan_rec *rec,
+		     enum role role, struct side *s, const char **why)
+{
+	char *slash;
+	int ret;
+
+	s->buf = strdup(rel);
+	if (!s->buf) {
+		*why = "out of memory";
+		return -ENOMEM;
 	}
+	slash = strrchr(s->buf, '/');
+	if (slash) {
+		*slash = '\0';
+		s->name = slash + 1;
+	} else {
+		s->name = s->buf;
+	}
+	ret = im_open_beneath(rootfd, slash ? s->buf : "",
+			      O_RDONLY | O_DIRECTORY, &s->dirfd);
+	ret = dir_error(ret, dir_whys[role], why);
+	if (ret)
+		return ret;
 	s->fd = openat(s->dirfd, s->name,
 		       O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY |
 			       O_CLOEXEC);
@@ -702,6 +729,8 @@ static void close_side(struct side *s)
 	if (s->dirfd >= 0)
 		close(s->dirfd);
 	s->fd = s->dirfd = -1;
+	free(s->buf);
+	s->buf = NULL;
 }
 
 /*
@@ -911,9 +940,10 @@ out:
 static int do_trash(const struct im_plan_line *l, struct side *f, bool dry,
 		    struct im_apply_result *r, const char **why)
 {
-	char buf[PATH_MAX];
 	const char *rel, *base = NULL;
+	char *buf = NULL;
 	struct stat st;
+	size_t len;
 	int dfd = -1, ret;
 
 	if (!l->trash || !(canonical(l->trash) || !strcmp(l->trash, "/"))) {
@@ -921,18 +951,24 @@ static int do_trash(const struct im_plan_line *l, struct side *f, bool dry,
 		return SKIP;
 	}
 	rel = below(l->file.path, l->root); /* checked by im_apply_line() */
-	if (snprintf(r->dest, sizeof(r->dest), "%s/%s",
-		     strcmp(l->trash, "/") ? l->trash : "",
-		     rel) >= (int)sizeof(r->dest)) {
-		*why = "the path in the trash is too long";
-		return SKIP;
+	len = strlen(l->trash) + strlen(rel) + 2;
+	r->dest = malloc(len);
+	buf = malloc(len);
+	if (!r->dest || !buf) {
+		free(buf);
+		*why = "out of memory";
+		return -ENOMEM;
 	}
-	ret = open_parent(r->dest, !dry, buf, sizeof(buf), &dfd, &base, why,
-			  trash_whys);
+	snprintf(r->dest, len, "%s/%s", strcmp(l->trash, "/") ? l->trash : "",
+		 rel);
+	memcpy(buf, r->dest, len);
+	ret = open_parent(buf, !dry, &dfd, &base, why, trash_whys);
 	if (dry && ret == SKIP && *why == trash_whys[1])
-		return 0; /* would be created */
-	if (ret)
+		ret = 0; /* would be created */
+	if (ret || dfd < 0) {
+		free(buf);
 		return ret;
+	}
 	if (!fstatat(dfd, base, &st, AT_SYMLINK_NOFOLLOW)) {
 		*why = "something is already at the destination in the trash";
 		ret = SKIP;
@@ -970,6 +1006,7 @@ static int do_trash(const struct im_plan_line *l, struct side *f, bool dry,
 	}
 out:
 	close(dfd);
+	free(buf);
 	return ret;
 }
 
@@ -996,6 +1033,12 @@ static int do_replace(const struct im_plan_line *l, struct side *f,
 	if (f->st.st_uid != k->st.st_uid || f->st.st_gid != k->st.st_gid ||
 	    (f->st.st_mode & 07777) != (k->st.st_mode & 07777)) {
 		*why = "owner, group or mode differs from the keeper's";
+		return SKIP;
+	}
+	/* The target is the keeper's absolute path: longer than a symlink
+	 * can hold (PATH_MAX with its NUL) it cannot be made. */
+	if (l->action == IM_ACT_SYMLINK && strlen(l->keeper.path) >= PATH_MAX) {
+		*why = "the keeper's path is too long for a symlink";
 		return SKIP;
 	}
 	if (dry)
@@ -1035,9 +1078,9 @@ int im_apply_line(const struct im_plan_line *l, bool dry_run,
 {
 	struct side f = {.dirfd = -1, .fd = -1}, k = {.dirfd = -1, .fd = -1};
 	uint8_t hf[16], hk[16];
-	const char *why = NULL;
+	const char *why = NULL, *rel_f = NULL, *rel_k = NULL;
 	bool same;
-	int ret = SKIP;
+	int rootfd = -1, ret = SKIP;
 
 	memset(r, 0, sizeof(*r));
 	if (!canonical(l->file.path))
@@ -1046,18 +1089,23 @@ int im_apply_line(const struct im_plan_line *l, bool dry_run,
 		why = "the keeper's path is not a canonical absolute path";
 	else if (!l->root || !(canonical(l->root) || !strcmp(l->root, "/")))
 		why = "the line's root is not a canonical absolute path";
-	else if (!below(l->file.path, l->root))
+	else if (!(rel_f = below(l->file.path, l->root)))
 		why = "the file is not under the plan's root";
-	else if (!below(l->keeper.path, l->root))
+	else if (!(rel_k = below(l->keeper.path, l->root)))
 		why = "the keeper is not under the plan's root";
 	else if (!strcmp(l->file.path, l->keeper.path))
 		why = "the file is its own keeper";
 	if (why)
 		goto out;
-	ret = open_side(&l->file, FILE_, &f, &why);
+	/* Both sides below one fd: however long the paths, and below the
+	 * very directory the line names. */
+	ret = open_root(l->root, &rootfd, &why);
 	if (ret)
 		goto out;
-	ret = open_side(&l->keeper, KEEPER, &k, &why);
+	ret = open_side(rootfd, rel_f, &l->file, FILE_, &f, &why);
+	if (ret)
+		goto out;
+	ret = open_side(rootfd, rel_k, &l->keeper, KEEPER, &k, &why);
 	if (ret)
 		goto out;
 	ret = SKIP;
@@ -1111,7 +1159,15 @@ int im_apply_line(const struct im_plan_line *l, bool dry_run,
 out:
 	close_side(&f);
 	close_side(&k);
+	if (rootfd >= 0)
+		close(rootfd);
 	r->why = why;
 	r->outcome = ret == 0 ? IM_APPLY_DONE : IM_APPLY_SKIPPED;
 	return ret == SKIP ? 0 : ret;
+}
+
+void im_apply_result_release(struct im_apply_result *r)
+{
+	free(r->dest);
+	r->dest = NULL;
 }

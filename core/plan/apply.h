@@ -9,8 +9,12 @@
  *     and strictly below the line's root (compared component by component:
  *     /r/s3x is not below /r/s3): a plan is about one tree, and a
  *     hand-edited line reaching outside it is refused, keeper included;
- *   - no component of either path is a symlink: directories are opened one
- *     component at a time with O_NOFOLLOW, and the file itself too;
+ *   - no component of either path is a symlink: the root is opened from
+ *     "/", then both sides below its fd, with im_open_beneath() (openat2
+ *     RESOLVE_NO_SYMLINKS, or one component at a time with O_NOFOLLOW),
+ *     and the file itself with O_NOFOLLOW. No path is ever handed whole to
+ *     the kernel, so paths longer than PATH_MAX work (a symlink's target
+ *     cannot be: symlink skips a keeper whose path is that long);
  *   - the file and the keeper are regular files with the size, mtime and
  *     content hash (XXH3-128) recorded in the plan, and are not the same
  *     inode;
@@ -102,7 +106,9 @@ struct im_apply_result {
 	enum im_apply_outcome outcome;
 	const char *why; /**< static text: the reason skipped, or the step
 			      that failed */
-	char dest[4096]; /**< trash: where the file went (or would go) */
+	/** trash: where the file went (or would go), else NULL; owned by
+	 * @p r, freed by im_apply_result_release() */
+	char *dest;
 };
 
 /**
@@ -116,5 +122,8 @@ struct im_apply_result {
  */
 int im_apply_line(const struct im_plan_line *l, bool dry_run,
 		  struct im_apply_result *r);
+
+/** Free what im_apply_line() left in @p r (call after each line). */
+void im_apply_result_release(struct im_apply_result *r);
 
 #endif

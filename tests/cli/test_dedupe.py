@@ -468,6 +468,103 @@ def case_apply_stays_in_root(tmp):
     check(not os.path.exists(b) and os.path.exists(a), "in-root line applied")
 
 
+def mkdeep(root, depth, width):
+    """ROOT/d1/d2/... DEPTH directories of WIDTH-byte names, made through
+    directory fds (the whole path is longer than PATH_MAX). Returns the
+    absolute path of the deepest one."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    path = root
+    for i in range(depth):
+        name = ("%02d" % i) * (width // 2) + "x" * (width % 2)
+        os.mkdir(name, dir_fd=fd)
+        nfd = os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+        os.close(fd)
+        fd = nfd
+        path += "/" + name
+    os.close(fd)
+    return path
+
+
+def at_deep(path, fn):
+    """fn(dir_fd, name) for a PATH longer than PATH_MAX, reached from / one
+    component at a time."""
+    parts = path.strip("/").split("/")
+    fd = os.open("/", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for p in parts[:-1]:
+            nfd = os.open(p, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = nfd
+        return fn(fd, parts[-1])
+    finally:
+        os.close(fd)
+
+
+def case_apply_long_paths(tmp):
+    """A copy 20 directories of 243 bytes deep (a path of about 4,900
+    bytes, over PATH_MAX), which scan and dedupe handle, is removed,
+    hard-linked and trashed by apply too; a symlink to a keeper whose path
+    is too long for one is skipped with that reason."""
+    root = os.path.join(tmp, "s16")
+    rng = random.Random(16)
+    vocab = vocabulary(rng)
+    data = ("\n".join(document(rng, vocab)) + "\n").encode()
+    trash = os.path.join(tmp, "trash")
+    for action in ("remove", "hardlink", "trash", "symlink", "symlink-deep"):
+        shutil.rmtree(root, ignore_errors=True)
+        shutil.rmtree(trash, ignore_errors=True)
+        os.makedirs(root)
+        deep = mkdeep(root, 20, 243)
+        check(len(deep) > 4096, "deep path: %d bytes" % len(deep))
+        top = put(root, "top.txt", data, mtime=1_600_000_000)
+        copy = deep + "/copy.txt"
+
+        def write(fd, name, mtime):
+            f = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644,
+                        dir_fd=fd)
+            os.write(f, data)
+            os.close(f)
+            os.utime(name, (mtime, mtime), dir_fd=fd)
+        at_deep(copy, lambda fd, n: write(fd, n, 1_600_000_001))
+        keeper, planned = top, copy
+        if action == "symlink-deep":
+            # The deep file is the keeper (oldest); top.txt is replaced.
+            os.utime(top, (1_600_000_002, 1_600_000_002))
+            keeper, planned = copy, top
+        act = {"trash": "trash=" + trash,
+               "symlink-deep": "symlink"}.get(action, action)
+        out, _ = run("dedupe", "--action", act, root)
+        lines = plan_lines(out)
+        check(len(lines) == 1 and lines[0]["path"] == planned and
+              lines[0]["keeper"] == keeper, "%s: planned: %r"
+              % (action, lines))
+        out, err = run("apply", "-", stdin=out)
+        text = out.decode()
+        if action == "symlink-deep":
+            check("skipped %s: the keeper's path is too long for a symlink"
+                  % top in text and os.path.isfile(top) and
+                  not os.path.islink(top), "%s: %s" % (action, text))
+            continue
+        check(" 1 done" in err and " 0 failed" in err,
+              "%s: applied: %s %s" % (action, text, err))
+        st = at_deep(copy, lambda fd, n: os.stat(n, dir_fd=fd,
+                                                  follow_symlinks=False)
+                     if n in os.listdir(fd) else None)
+        if action in ("remove", "trash"):
+            check(st is None, "%s: the deep copy is gone" % action)
+        elif action == "hardlink":
+            check(st.st_ino == os.stat(top).st_ino, "hard-linked")
+        else:
+            check(at_deep(copy, lambda fd, n: os.readlink(n, dir_fd=fd))
+                  == top, "symlinked to the keeper")
+        if action == "trash":
+            dest = trash + copy[len(root):]
+            check(at_deep(dest, lambda fd, n: open(
+                os.open(n, os.O_RDONLY, dir_fd=fd), "rb").read()) == data,
+                "the trash holds the bytes at %d bytes of path" % len(dest))
+        check(os.path.exists(top), "%s: the keeper stays" % action)
+
+
 def case_formats(tmp):
     """--csv has the JSON's rows; --format text groups keeper first;
     --format sh is a script that dry-runs with -n and applies without."""

@@ -1010,7 +1010,8 @@ static int sign_kept(struct sign_worker *wk, const void *rec, size_t len)
 	d.sketch = k.sketch;
 	d.size = k.size;
 	d.mtime_ns = k.mtime_ns;
-	if (k.status == IM_DOC_REJECTED) { /* a text, to be signed */
+	/* A text, to be signed; without a lexicon it stays unsigned. */
+	if (k.status == IM_DOC_REJECTED && sc->lex) {
 		ret = ids_reserve(wk, k.nids);
 		if (ret)
 			return ret;
@@ -1047,14 +1048,15 @@ static void *first_sign_main(void *arg)
 	size_t len;
 	int ret;
 
-	im_signer_set_lexicon(wk->signer, sc->lex, sc->masks);
+	if (sc->lex)
+		im_signer_set_lexicon(wk->signer, sc->lex, sc->masks);
 	wk->map = malloc((wk->nown ? wk->nown : 1) * sizeof(*wk->map));
 	wk->pend = malloc(DELIVER_BATCH * sizeof(*wk->pend));
 	if (!wk->map || !wk->pend) {
 		wk->ret = -ENOMEM;
 		return NULL;
 	}
-	if (wk->df)
+	if (wk->df && sc->lex)
 		im_df_foreach(wk->df, map_term, &ma);
 	ret = im_spool_rewind(wk->spool);
 	while (!ret && (ret = im_spool_next(wk->spool, &rec, &len)) == 1) {
@@ -1344,6 +1346,12 @@ int im_scan_first(int dirfd, const struct im_params *p, unsigned threads,
 	if (!ret)
 		ret = im_lexicon_build(wk[0].df, p->nidf_lo, p->nidf_hi,
 				       p->secondary_cap, &built);
+	if (ret == -EINVAL && ops->unsigned_results) {
+		/* Fewer than two documents with terms: each result as read,
+		 * texts unsigned. */
+		ret = sign_all_kept(sc, wk, n);
+		goto out;
+	}
 	if (ret == -EINVAL) {
 		/* Fewer than two documents with terms: as a df scan saw it. */
 		memset(counts->by_status, 0, sizeof(counts->by_status));

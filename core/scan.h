@@ -127,6 +127,11 @@ struct im_scan_ops {
 	/** Bytes of term ids and results kept in memory while the lexicon
 	 *  does not exist, over all workers (0: IM_SCAN_SPILL_BUDGET). */
 	size_t spill_budget;
+	/** If fewer than two documents have a term (no lexicon), deliver
+	 *  every file's result all the same, counted as im_scan_sign() counts:
+	 *  a text unsigned (IM_DOC_REJECTED, no coordinate, with its exact
+	 *  hash and sketch), anything else as read. False: deliver none. */
+	bool unsigned_results;
 };
 
 /** im_scan_first()'s default memory before spilling: 256 MiB. */
@@ -183,8 +188,10 @@ int im_scan_df(int dirfd, const struct im_params *p, unsigned threads,
  * result is delivered then (serialized, as im_scan_sign() does).
  *
  * If fewer than two documents have a term, no lexicon can be built: *lex is
- * NULL, no result is delivered and @p counts are what im_scan_df() gives;
- * the return value is 0. Otherwise the caller owns *lex (im_lexicon_free()).
+ * NULL, no result is delivered (with ops->unsigned_results, each is, texts
+ * unsigned) and @p counts are what im_scan_df() gives (with
+ * ops->unsigned_results, what the deliveries count); the return value is 0
+ * or, with ops->unsigned_results, as while signing. Otherwise the caller owns *lex (im_lexicon_free()).
  *
  * @return as im_scan_sign(); also a negative errno from the spill file
  *         (creating or writing it), ops->lexicon's value, or what

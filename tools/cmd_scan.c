@@ -447,6 +447,9 @@ static int sign_tree(struct cli *c, int fd, struct collect *col,
 	} else {
 		col->first = &fc;
 		ops.lexicon = on_lexicon;
+		/* Fewer than two documents for a lexicon: every file still
+		 * enters the index, for its exact copies. */
+		ops.unsigned_results = true;
 		fc.t0 = now();
 		ret = im_scan_first(fd, &c->p, c->jobs, &ops, &lex, &sum->c);
 		if (lex)
@@ -460,8 +463,8 @@ static int sign_tree(struct cli *c, int fd, struct collect *col,
 		err_msg("%s: %s", c->argv[0], strerror(-ret));
 		goto out;
 	}
-	/* Without a lexicon (fewer than two text documents) nothing can
-	 * cluster by signature, and nothing was signed. */
+	/* Without a lexicon (fewer than two text documents) nothing was
+	 * signed: files are linked to their exact copies only. */
 	if (lex) {
 		sum->lex_docs = im_lexicon_docs(lex);
 		sum->primary = im_lexicon_primary_size(lex);

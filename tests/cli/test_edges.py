@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""Black-box tests of the imatch command line at its edges: trees too small
+for a lexicon, files that are not documents, odd names, bad values.
+
+Usage: test_edges.py IMATCH CASE
+"""
+import functools
+import json
+import os
+import sys
+import tempfile
+
+import test_cli  # its run(), shared
+from test_cli import Failure, check
+
+run = functools.partial(test_cli.run, text=True)
+
+BINARY = bytes(range(256)) * 12  # a NUL in the first block: binary
+
+
+def write(root, files):
+    for rel, body in files.items():
+        path = os.path.join(root, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(body if isinstance(body, bytes) else body.encode())
+
+
+def scan_lines(root):
+    out, _ = run("scan", root)
+    return sorted(out.splitlines())
+
+
+def case_few_documents(tmp):
+    """Fewer than two texts with terms make no lexicon; exact copies are
+    still found: binaries, failed extractions and texts without terms."""
+    root = os.path.join(tmp, "s")
+    write(root, {"b1": BINARY, "b2": BINARY})
+    got = scan_lines(root)
+    check(got == ["b1\tb2"], "scan, binaries alone: %r" % got)
+    doc = json.loads(run("scan", "--json", root)[0])
+    check([c["members"] for c in doc["clusters"]] == [["b1", "b2"]],
+          "scan --json, binaries alone: %r" % doc["clusters"])
+    write(root, {"t1.pdf": "%PDF-1.4 broken\n", "t2.pdf": "%PDF-1.4 broken\n",
+                 "t3": "one text file with several words inside\n",
+                 "e1": "a b c\n", "e2": "a b c\n"})
+    got = scan_lines(root)
+    check(got == ["b1\tb2", "e1\te2", "t1.pdf\tt2.pdf"],
+          "scan, one text with terms: %r" % got)
+    doc = json.loads(run("scan", "--json", root)[0])
+    check(sorted(c["members"] for c in doc["clusters"]) ==
+          [["b1", "b2"], ["e1", "e2"], ["t1.pdf", "t2.pdf"]],
+          "scan --json: %r" % doc["clusters"])
+    check(doc["counts"]["files"] == 7 and doc["counts"]["binary"] == 2,
+          "scan --json counts: %r" % doc["counts"])
+    out, _ = run("dupes", root)
+    check("e1\te2" in out.splitlines() and "e2\te1" in out.splitlines(),
+          "dupes: %r" % out)
+    for near in ([], ["--near"]):
+        out, err = run("dedupe", *near, root)
+        plan = [json.loads(l) for l in out.splitlines()]
+        check([(os.path.basename(p["path"]), os.path.basename(p["keeper"]))
+               for p in plan] == [("e2", "e1")],
+              "dedupe %s: %r %s" % (near, plan, err))
+
+
+CASES = {
+    "few_documents": case_few_documents,
+}
+
+
+def main():
+    test_cli.IMATCH = sys.argv[1]
+    case = CASES[sys.argv[2]]
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            case(tmp)
+        except Failure as e:
+            print("FAIL %s: %s" % (sys.argv[2], e))
+            return 1
+    print("ok", sys.argv[2])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1392,6 +1392,15 @@ static int cmp_edge(const void *x, const void *y)
 /* What export --dupes holds: 4 bytes per document for the exact classes,
  * 4 for their member lists, a path for each document with a dupe, and the
  * near links (16 bytes each, twice). */
+/* Whether `imatch dupes` prints a line for @p doc: a document, which a
+ * mount gives a by-doc/ entry (binary files and failed extractions are
+ * only others' dupes). */
+static bool stage_is_doc(const struct im_stage_doc *doc)
+{
+	return doc->d.status == IM_DOC_SIGNED ||
+	       doc->d.status == IM_DOC_REJECTED;
+}
+
 struct dupes_export {
 	uint32_t n;
 	uint32_t *exact;     /* union-find of exact links, then the roots */
@@ -1400,6 +1409,7 @@ struct dupes_export {
 	struct edge *e;	     /* near links, both directions, sorted */
 	size_t ne, cap;
 	char **path; /* of documents with a dupe, else NULL */
+	bool *doc;   /* a document, as `imatch dupes` prints (stage_is_doc) */
 };
 
 /* Room for two more edges in @p e of @p n (of *@p cap). @return 0 or
@@ -1494,6 +1504,7 @@ static int dx_path(uint32_t id, const struct im_stage_doc *doc,
 	(void)r;
 	if (!doc || !dx_has_dupes(x, id))
 		return 0;
+	x->doc[id] = stage_is_doc(doc);
 	x->path[id] = strndup(doc->path, doc->path_len);
 	return x->path[id] ? 0 : -ENOMEM;
 }
@@ -1518,7 +1529,7 @@ static int dx_print(const struct cli *c, struct dupes_export *x)
 	if (!order)
 		return -ENOMEM;
 	for (uint32_t i = 0; i < x->n; i++)
-		if (x->path[i])
+		if (x->path[i] && x->doc[i])
 			order[m++] = i;
 	sort_ctx = x;
 	qsort(order, m, sizeof(*order), cmp_by_path);
@@ -1582,7 +1593,8 @@ static int export_dupes(struct cli *c, struct im_stage_reader **rs,
 	x.class_off = calloc((size_t)x.n + 2, sizeof(*x.class_off));
 	x.class_mem = malloc(((size_t)x.n + 1) * sizeof(*x.class_mem));
 	x.path = calloc((size_t)x.n + 1, sizeof(*x.path));
-	if (!x.exact || !x.class_off || !x.class_mem || !x.path)
+	x.doc = calloc((size_t)x.n + 1, sizeof(*x.doc));
+	if (!x.exact || !x.class_off || !x.class_mem || !x.path || !x.doc)
 		goto out;
 	for (uint32_t i = 0; i < x.n; i++)
 		x.exact[i] = i;
@@ -1599,6 +1611,7 @@ out:
 	for (uint32_t i = 0; x.path && i < x.n; i++)
 		free(x.path[i]);
 	free(x.path);
+	free(x.doc);
 	free(x.exact);
 	free(x.class_off);
 	free(x.class_mem);
@@ -2189,12 +2202,16 @@ static int owned_sorted(const struct owned *o, uint32_t **sorted)
 
 struct xp_paths {
 	char **path; /* [i]: the path of the i-th sorted id */
+	bool *doc;   /* [i]: whether it is a document (stage_is_doc), or
+		      * NULL: not wanted */
 };
 
 static int keep_path(size_t i, const struct im_stage_doc *doc, void *arg)
 {
 	struct xp_paths *xp = arg;
 
+	if (xp->doc)
+		xp->doc[i] = stage_is_doc(doc);
 	xp->path[i] = strndup(doc->path, doc->path_len);
 	return xp->path[i] ? 0 : -ENOMEM;
 }
@@ -2370,7 +2387,8 @@ static int cmp_named(const void *a, const void *b)
 
 static int xp_dupes_render(struct xpart *x, struct xp_dupes *d,
 			   const struct class_pair *cp, size_t ncp,
-			   const uint32_t *need, size_t nneed, char **path)
+			   const uint32_t *need, size_t nneed, char **path,
+			   const bool *is_doc)
 {
 	struct dupes ds = {0};
 	struct named *order =
@@ -2400,6 +2418,8 @@ static int xp_dupes_render(struct xpart *x, struct xp_dupes *d,
 			need_n++;
 		if (need_n < 2 && !(f < d->ne && d->e[f].a == id))
 			continue; /* alone in its class, no near link */
+		if (!is_doc[find_u32(need, nneed, id)])
+			continue; /* no line of its own, as in dupes */
 		if (ds.cap < need_n) {
 			free(ds.v);
 			ds.v = malloc(need_n * sizeof(*ds.v));
@@ -2492,16 +2512,19 @@ static int xp_dupes(struct xpart *x)
 	nneed = sort_unique(need, nneed);
 	ret = -ENOMEM;
 	xp.path = calloc(nneed + 1, sizeof(*xp.path));
-	if (!xp.path)
+	xp.doc = calloc(nneed + 1, sizeof(*xp.doc));
+	if (!xp.path || !xp.doc)
 		goto out;
 	ret = docs_of(x->ss, need, nneed, keep_path, &xp);
 	if (ret == -EINVAL)
 		err_msg("export: corrupt: a record does not decode");
 	if (!ret)
-		ret = xp_dupes_render(x, &d, cp, ncp, need, nneed, xp.path);
+		ret = xp_dupes_render(x, &d, cp, ncp, need, nneed, xp.path,
+				      xp.doc);
 	x->meta[XP_OUTPUT] = XP_DUPES;
 out:
 	free_paths(xp.path, nneed);
+	free(xp.doc);
 	free(mark);
 	free(cp);
 	free(need);

@@ -23,11 +23,14 @@ struct paths {
 	size_t n, cap;
 };
 
+/* The documents, as a mount gives them a by-doc/ entry: binary files and
+ * failed extractions are only others' dupes (their exact copies). */
 static int add_path(const char *path, const struct im_doc_sigs *d, void *arg)
 {
 	struct paths *p = arg;
 
-	(void)d;
+	if (d->status != IM_DOC_SIGNED && d->status != IM_DOC_REJECTED)
+		return 0;
 	if (p->n == p->cap) {
 		size_t cap = p->cap ? 2 * p->cap : 256;
 		char **v = realloc(p->v, cap * sizeof(*v));

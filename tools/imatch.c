@@ -295,12 +295,14 @@ static const struct command commands[] = {
 	 "sets, and whether they are linked.\n"
 	 "The lexicon is --lexicon FILE, else $IMATCH_LEXICON."},
 	{"dupes", F_DUPES, cmd_dupes, 1, 1, "imatch dupes [OPTIONS] DIR",
-	 "Sign every file under DIR as scan does and print, for each file\n"
+	 "Sign every file under DIR as scan does and print, for each document\n"
 	 "with near-duplicates, one line: its path, then theirs, "
 	 "TAB-separated,\n"
 	 "all relative to DIR and sorted. The relation is symmetric and is\n"
-	 "what a mount shows in by-doc/PATH/dupes/. --json adds each link's\n"
-	 "similarity and kind (exact: identical bytes; near)."},
+	 "what a mount shows in by-doc/PATH/dupes/: binary files and failed\n"
+	 "extractions have no line of their own (scan shows their copies).\n"
+	 "--json adds each link's similarity and kind (exact: identical\n"
+	 "bytes; near)."},
 	{"terms", F_TERMS, cmd_terms, 1, -1, "imatch terms [OPTIONS] FILE...",
 	 "Print one line per file: the path, then its unique terms U in byte\n"
 	 "order, TAB-separated."},

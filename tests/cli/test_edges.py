@@ -64,8 +64,31 @@ def case_few_documents(tmp):
               "dedupe %s: %r %s" % (near, plan, err))
 
 
+def case_dupes_documents_only(tmp):
+    """dupes prints what a mount's by-doc/ holds: documents only, so two
+    identical binaries are no line of their own (they are in scan's
+    clusters); identical texts are."""
+    root = os.path.join(tmp, "s")
+    text = "the same words in both files, several of them, enough\n"
+    write(root, {"bin1": BINARY, "bin2": BINARY, "a.txt": text,
+                 "b.txt": text, "c.txt": "something else entirely here\n"})
+    got = scan_lines(root)
+    check(got == ["a.txt\tb.txt", "bin1\tbin2"], "scan: %r" % got)
+    out, _ = run("dupes", root)
+    check(out.splitlines() == ["a.txt\tb.txt", "b.txt\ta.txt"],
+          "dupes: %r" % out)
+    doc = json.loads(run("dupes", "--json", root)[0])
+    check([d["path"] for d in doc["documents"]] == ["a.txt", "b.txt"],
+          "dupes --json: %r" % doc["documents"])
+    out, _ = run("dupes", "--csv", root)
+    check(out.splitlines()[1:] == ["a.txt,b.txt,1.0000,exact",
+                                   "b.txt,a.txt,1.0000,exact"],
+          "dupes --csv: %r" % out)
+
+
 CASES = {
     "few_documents": case_few_documents,
+    "dupes_documents_only": case_dupes_documents_only,
 }
 
 

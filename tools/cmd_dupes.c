@@ -253,6 +253,8 @@ static int sign_side(struct cli *c, const struct im_lexicon *lex,
 	}
 	x->d.exact_valid = raw.exact_valid;
 	memcpy(x->d.exact, raw.exact, sizeof(raw.exact));
+	x->d.size = raw.size;
+	x->d.mtime_ns = raw.mtime_ns;
 	return 0;
 }
 
@@ -265,6 +267,24 @@ static const char *doc_state(const struct im_doc_sigs *d)
 	case IM_DOC_TOO_BIG: return "larger than --max-size";
 	default: return "unreadable";
 	}
+}
+
+/* Whether two files have the same bytes, as far as their reading tells. */
+static const char *bytes_verdict(const struct im_doc_sigs *a,
+				 const struct im_doc_sigs *b)
+{
+	if (a->exact_valid && b->exact_valid)
+		return memcmp(a->exact, b->exact, sizeof(a->exact))
+			       ? "different"
+			       : "identical";
+	if (a->size != b->size)
+		return "different (other sizes)";
+	if (a->size == 0)
+		return "identical (both empty; empty files are not linked as "
+		       "copies)";
+	if (a->status == IM_DOC_TOO_BIG || b->status == IM_DOC_TOO_BIG)
+		return "not compared (larger than --max-size: not read)";
+	return "not compared (not hashed)";
 }
 
 int explain_pair(struct cli *c, const struct im_lexicon *lex)
@@ -298,16 +318,22 @@ int explain_pair(struct cli *c, const struct im_lexicon *lex)
 		       ? common / sqrt((double)a.d.unique_terms *
 				       b.d.unique_terms)
 		       : 0.0);
-	printf("bytes: %s\n", a.d.exact_valid && b.d.exact_valid &&
-					      !memcmp(a.d.exact, b.d.exact, 16)
-				      ? "identical"
-				      : "different");
-	printf("sketch: %u of %u bins agree (bands), map levels %u and %u, "
-	       "Jaccard %.4f, similarity %.4f (threshold %g)\n",
-	       im_sketch_agree(&a.d.sketch, &b.d.sketch), IM_SKETCH_BINS,
-	       im_sketch_level(a.d.sketch.n), im_sketch_level(b.d.sketch.n),
-	       im_sketch_jaccard(&a.d.sketch, &b.d.sketch),
-	       im_sketch_similarity(&a.d.sketch, &b.d.sketch), c->p.similarity);
+	printf("bytes: %s\n", bytes_verdict(&a.d, &b.d));
+	if (a.d.sketch.n && b.d.sketch.n)
+		printf("sketch: %u of %u bins agree (bands), map levels %u "
+		       "and %u, Jaccard %.4f, similarity %.4f (threshold %g)\n",
+		       im_sketch_agree(&a.d.sketch, &b.d.sketch),
+		       IM_SKETCH_BINS, im_sketch_level(a.d.sketch.n),
+		       im_sketch_level(b.d.sketch.n),
+		       im_sketch_jaccard(&a.d.sketch, &b.d.sketch),
+		       im_sketch_similarity(&a.d.sketch, &b.d.sketch),
+		       c->p.similarity);
+	else
+		printf("sketch: none for %s (a file without terms has no "
+		       "sketch)\n",
+		       a.d.sketch.n   ? "b"
+		       : b.d.sketch.n ? "a"
+				      : "a and b");
 
 	printf("coord\ta\tb\n");
 	for (unsigned k = 0; k < a.d.ncoords; k++) {

@@ -86,9 +86,45 @@ def case_dupes_documents_only(tmp):
           "dupes --csv: %r" % out)
 
 
+def case_explain_no_terms(tmp):
+    """explain A B says what is true of files without terms: two empty
+    files have the same bytes (and are still not linked), and a file
+    without terms has no sketch to compare."""
+    root = os.path.join(tmp, "s")
+    write(root, {"e1": "", "e2": "", "b1": BINARY, "b2": BINARY,
+                 "t1": "alpha bravo charlie delta echo foxtrot golf\n",
+                 "t2": "hotel india juliet kilo lima mike november\n",
+                 "t3": "oscar papa quebec romeo sierra tango uniform\n"})
+    lex = os.path.join(tmp, "lex")
+    run("lexicon", "build", "-o", lex, root)
+
+    def explain(a, b):
+        out, _ = run("explain", "--lexicon", lex, os.path.join(root, a),
+                     os.path.join(root, b))
+        return {l.split(":", 1)[0]: l.split(":", 1)[1].strip()
+                for l in out.splitlines() if ":" in l}
+
+    got = explain("e1", "e2")
+    check(got["bytes"].startswith("identical"), "empty files: %r" % got)
+    check(got["sketch"].startswith("none for a and b"),
+          "empty files' sketch: %r" % got)
+    check(got["linked"].startswith("no"), "empty files linked: %r" % got)
+    got = explain("b1", "b2")
+    check(got["bytes"] == "identical" and
+          got["sketch"].startswith("none for a and b") and
+          got["linked"].startswith("yes, exact"), "binaries: %r" % got)
+    got = explain("t1", "e1")
+    check(got["bytes"].startswith("different") and
+          got["sketch"].startswith("none for b"), "text, empty: %r" % got)
+    got = explain("t1", "t2")
+    check(got["bytes"] == "different" and " bins agree" in got["sketch"],
+          "two texts: %r" % got)
+
+
 CASES = {
     "few_documents": case_few_documents,
     "dupes_documents_only": case_dupes_documents_only,
+    "explain_no_terms": case_explain_no_terms,
 }
 
 

@@ -509,9 +509,11 @@ int cmd_sign_records(struct cli *c)
 	}
 	if (keys_finish(&sk))
 		goto out;
-	if (c->verbose)
-		fprintf(stderr, "%s: %zu documents, keys in %u sorted runs\n",
-			c->out, sh.n, sk.runs ? sk.runs : 1);
+	if (c->verbose) {
+		put_text_path(stderr, c->out);
+		fprintf(stderr, ": %zu documents, keys in %u sorted runs\n",
+			sh.n, sk.runs ? sk.runs : 1);
+	}
 	code = 0;
 	goto out;
 fail:

@@ -116,11 +116,11 @@ int cmd_lexicon_build(struct cli *c)
 		im_lexicon_free(lex);
 		return EXIT_RUNTIME;
 	}
+	put_text_path(stderr, c->out);
 	fprintf(stderr,
-		"%s: %" PRIu64
-		" documents, %zu primary terms (nidf %.2f:%.2f), "
+		": %" PRIu64 " documents, %zu primary terms (nidf %.2f:%.2f), "
 		"%zu secondary terms\n",
-		c->out, im_lexicon_docs(lex), im_lexicon_primary_size(lex),
+		im_lexicon_docs(lex), im_lexicon_primary_size(lex),
 		c->p.nidf_lo, c->p.nidf_hi, im_lexicon_secondary_size(lex));
 	im_lexicon_free(lex);
 	return 0;

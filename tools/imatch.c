@@ -281,7 +281,8 @@ static const struct command commands[] = {
 	 "Sign every file under DIR and print the clusters of near-duplicates\n"
 	 "of two or more files, largest first (ties by first member), one per\n"
 	 "line: the members' paths relative to DIR, sorted, TAB-separated.\n"
-	 "In paths, TAB, newline and backslash are written \\t, \\n and \\\\.\n"
+	 "In paths, TAB, newline and backslash are written \\t, \\n and \\\\,\n"
+	 "other control bytes \\xHH.\n"
 	 "Without --lexicon the lexicon is built from DIR first, as the\n"
 	 "daemon does on its first mount."},
 	{"explain", F_EXPLAIN, cmd_explain, 1, 2,
@@ -397,13 +398,31 @@ static const struct command commands[] = {
 
 void err_msg(const char *fmt, ...)
 {
+	char buf[1024], *s = buf;
 	va_list ap;
+	int n;
 
-	fputs("imatch: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	n = vsnprintf(buf, sizeof(buf), fmt, ap);
 	va_end(ap);
+	if (n < 0) {
+		buf[0] = '\0';
+	} else if ((size_t)n >= sizeof(buf)) {
+		s = malloc((size_t)n + 1);
+		if (s) {
+			va_start(ap, fmt);
+			vsnprintf(s, (size_t)n + 1, fmt, ap);
+			va_end(ap);
+		} else {
+			s = buf; /* cut short, still said */
+		}
+	}
+	/* One line, and no name's control bytes on the terminal. */
+	fputs("imatch: ", stderr);
+	put_text_path(stderr, s);
 	fputc('\n', stderr);
+	if (s != buf)
+		free(s);
 }
 
 static void usage_all(FILE *f)

@@ -282,7 +282,8 @@ int dedupe_join(struct cli *c, const char *root, int (*lines)(void *arg),
 
 /* ---- Messages -------------------------------------------------------------- */
 
-/** "imatch: " + message + newline on stderr. */
+/** "imatch: " + message + newline on stderr, the message written as
+ *  put_text_path() writes a path (the names in it may hold any byte). */
 void err_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /** Load c->lexicon, printing the loader's reason on failure. @return 0 or -1. */
@@ -291,9 +292,12 @@ int load_lexicon(const struct cli *c, struct im_lexicon **out);
 /* ---- Output escaping ------------------------------------------------------- */
 
 /**
- * Write a path for the text formats: TAB, newline and backslash are written
- * \t, \n and \\ so that one record stays on one line and TAB still separates
- * fields; every other byte is written as is.
+ * Write a path for the text formats and messages: TAB, newline and
+ * backslash are written \t, \n and \\, the other control bytes (below 0x20,
+ * and 0x7f) \xHH (two lowercase hex digits), so that one record stays on
+ * one line, TAB still separates fields and no control byte reaches a
+ * terminal; every other byte is written as is. Reversible: a backslash
+ * always begins an escape.
  */
 void put_text_path(FILE *f, const char *s);
 

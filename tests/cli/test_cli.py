@@ -133,11 +133,14 @@ def make_tree(root, seed=7, singles=30):
 
 
 def unescape(field):
-    """Undo the text format's escaping of \\t, \\n and \\\\ (bytes)."""
+    """Undo the text format's escaping of \\t, \\n, \\\\ and \\xHH (bytes)."""
     out, i = bytearray(), 0
     while i < len(field):
         c = field[i:i + 1]
-        if c == b"\\" and i + 1 < len(field):
+        if c == b"\\" and field[i + 1:i + 2] == b"x":
+            out.append(int(field[i + 2:i + 4], 16))
+            i += 4
+        elif c == b"\\" and i + 1 < len(field):
             nxt = field[i + 1:i + 2]
             out += {b"t": b"\t", b"n": b"\n", b"\\": b"\\"}[nxt]
             i += 2

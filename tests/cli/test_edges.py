@@ -121,10 +121,63 @@ def case_explain_no_terms(tmp):
           "two texts: %r" % got)
 
 
+def raw_control(s):
+    """The control bytes in @s but none that ends a line of it."""
+    return [c for c in s if (ord(c) < 0x20 or ord(c) == 0x7f) and
+            c not in "\t\n"]
+
+
+def case_names_escaped(tmp):
+    """Names with a newline or an ESC: the text outputs (scan, dedupe
+    --format text and sh, apply) and every message on stderr write them
+    escaped, as scan always wrote \\n, \\t and \\\\; control bytes as \\xHH."""
+    root = os.path.join(tmp, "s")
+    text = "the same words in both files, several of them, enough\n"
+    write(root, {"a\nb": text, "c\x1bd\x7f": text, "e\\x1b": text,
+                 "other": "something else entirely here and more\n"})
+    out, _ = run("scan", root)
+    check(out == "a\\nb\tc\\x1bd\\x7f\te\\\\x1b\n", "scan: %r" % out)
+    names = [test_cli.unescape(f.encode()) for f in out[:-1].split("\t")]
+    check(names == [b"a\nb", b"c\x1bd\x7f", b"e\\x1b"],
+          "scan's names do not unescape: %r" % names)
+    out, _ = run("dupes", root)
+    check(not raw_control(out) and len(out.splitlines()) == 3,
+          "dupes: %r" % out)
+    out, _ = run("dedupe", "--format", "text", root)
+    check(not raw_control(out) and "c\\x1bd\\x7f" in out,
+          "dedupe --format text: %r" % out)
+    out, _ = run("dedupe", "--format", "sh", root)
+    check(not raw_control(out) and "/a\\nb\n" in out,
+          "dedupe --format sh: %r" % out)
+    plan, _ = run("dedupe", root)
+    check("\\u001bd\\u007f" in plan, "dedupe JSON unchanged: %r" % plan)
+    out, err = run("apply", "--dry-run", "-", stdin=plan.encode())
+    check(not raw_control(out) and "\\x1b" in out, "apply: %r" % out)
+    # Messages: one line each, no control byte.
+    bad = os.path.join(tmp, "no\nsuch\x1bdir")
+    _, err = run("scan", bad, code=1)
+    check(err.count("\n") == 1 and not raw_control(err) and
+          "no\\nsuch\\x1bdir" in err, "scan error: %r" % err)
+    _, err = run("dedupe", "--protect", bad, root, code=2)
+    check(err.splitlines()[0].endswith(
+        "no\\nsuch\\x1bdir: No such file or directory") and
+          not raw_control(err), "dedupe error: %r" % err)
+    lex = os.path.join(tmp, "lex")
+    run("lexicon", "build", "-o", lex, root)
+    _, err = run("explain", "--lexicon", lex, bad, code=1)
+    check(err.count("\n") == 1 and not raw_control(err),
+          "explain error: %r" % err)
+    bad_lex = os.path.join(tmp, "lex\x1b\n")
+    _, err = run("scan", "--lexicon", bad_lex, root, code=1)
+    check(err.count("\n") == 1 and "lex\\x1b\\n" in err,
+          "lexicon error: %r" % err)
+
+
 CASES = {
     "few_documents": case_few_documents,
     "dupes_documents_only": case_dupes_documents_only,
     "explain_no_terms": case_explain_no_terms,
+    "names_escaped": case_names_escaped,
 }
 
 

@@ -513,7 +513,7 @@ static int take_list(struct cli *c, const char *name)
 	return 0;
 }
 
-static int run_command(const struct command *cmd, int argc, char **argv)
+static int parse_and_run(const struct command *cmd, int argc, char **argv)
 {
 	struct option lopts[NOPTS + 1];
 	char shorts[64] = "+";
@@ -558,7 +558,6 @@ static int run_command(const struct command *cmd, int argc, char **argv)
 				err_msg("%s: unknown option or missing value: "
 					"%s",
 					cmd->name, argv[optind - 1]);
-			fprintf(stderr, "Try 'imatch %s --help'.\n", cmd->name);
 			return EXIT_USAGE;
 		}
 		if (o->param) {
@@ -741,6 +740,16 @@ out:
 	return ret;
 }
 
+static int run_command(const struct command *cmd, int argc, char **argv)
+{
+	int ret = parse_and_run(cmd, argc, argv);
+
+	/* Every usage error, the parser's or the command's, gets the hint. */
+	if (ret == EXIT_USAGE)
+		fprintf(stderr, "Try 'imatch %s --help'.\n", cmd->name);
+	return ret;
+}
+
 int main(int argc, char **argv)
 {
 	const char *name;
@@ -776,6 +785,7 @@ int main(int argc, char **argv)
 		}
 		if (argc < 3 || strcmp(argv[2], "build")) {
 			err_msg("lexicon: expected 'lexicon build'");
+			fprintf(stderr, "Try 'imatch --help'.\n");
 			return EXIT_USAGE;
 		}
 		/* argv[2] ("build") plays the program name for getopt. */

@@ -173,11 +173,40 @@ def case_names_escaped(tmp):
           "lexicon error: %r" % err)
 
 
+def case_usage_hint(tmp):
+    """Every usage error (exit 2) says what is wrong, then points to
+    --help: bad values as well as unknown options and missing operands."""
+    root = os.path.join(tmp, "s")
+    write(root, {"a": "some words for a text file\n"})
+    for args in (["scan", "-k", "99", root],
+                 ["scan", "--nidf", "0.9:0.1", root],
+                 ["scan", "--keep", "2", root],
+                 ["dupes", "--similarity", "7", root],
+                 ["dedupe", "--keep", "bogus", root],
+                 ["dedupe", "--action", "bogus", root],
+                 ["dedupe", "--format", "bogus", root],
+                 ["dedupe", "--near", "--action", "hardlink", root],
+                 ["scan", "--jobs", "x", root],
+                 ["scan", "--bogus", root],
+                 ["scan"],
+                 ["lexicon", "build", root]):
+        _, err = run(*args, code=2)
+        lines = err.splitlines()
+        check(lines[0].startswith("imatch: ") and
+              lines[-1] == "Try 'imatch %s --help'."
+              % ("lexicon build" if args[0] == "lexicon" else args[0]),
+              "imatch %s: %r" % (" ".join(args), err))
+    _, err = run("lexicon", "bogus", code=2)
+    check(err.splitlines()[-1] == "Try 'imatch --help'.",
+          "imatch lexicon bogus: %r" % err)
+
+
 CASES = {
     "few_documents": case_few_documents,
     "dupes_documents_only": case_dupes_documents_only,
     "explain_no_terms": case_explain_no_terms,
     "names_escaped": case_names_escaped,
+    "usage_hint": case_usage_hint,
 }
 
 

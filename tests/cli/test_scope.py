@@ -179,8 +179,9 @@ def case_files_from(tmp):
     check(clusters(out) == want(pairs, "docs", "keep"),
           "only the listed pairs, build/ still left out: %r" % out)
     _, err = run("scan", "--files-from", lst, root, code=2)
-    check("--root" in err and len(err.splitlines()) == 1,
-          "--files-from without --root: one line: %r" % err)
+    check("--root" in err.splitlines()[0] and
+          err.splitlines()[1:] == ["Try 'imatch scan --help'."],
+          "--files-from without --root: one line and the hint: %r" % err)
     with open(lst, "wb") as f:
         f.write(b"../etc/passwd\0")
     _, err = run("scan", "--files-from", lst, "--root", root, code=2)
@@ -188,14 +189,16 @@ def case_files_from(tmp):
 
 
 def case_scope_usage(tmp):
-    """Bad globs are usage errors with one line naming them."""
+    """Bad globs are usage errors with one line naming them, then the hint
+    to --help."""
     root = os.path.join(tmp, "share")
     put(root, "a.txt", "x\n")
     for args in (["--exclude", ""], ["--exclude", "# comment"],
                  ["--include", "!negated"]):
         _, err = run("scan", *args, root, code=2)
-        check(("--" + args[0][2:]) in err and len(err.splitlines()) == 1,
-              "one line naming the option: %r" % err)
+        check(("--" + args[0][2:]) in err.splitlines()[0] and
+              err.splitlines()[1:] == ["Try 'imatch scan --help'."],
+              "one line naming the option, then the hint: %r" % err)
     out, _ = run("scan", "--help")
     check("--exclude GLOB" in out and "--include GLOB" in out,
           "scan --help lists both")

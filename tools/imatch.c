@@ -122,8 +122,11 @@ static const struct opt opts[] = {
 	 "prefix)"},
 	{"jobs", 1, 'j', F_BUILD | F_SCAN | F_DEDUPE | F_DUPES, NULL,
 	 "-j, --jobs N       worker threads (default: one per CPU)"},
-	{"json", 0, O_JSON, F_SCAN | F_DEDUPE | F_DUPES | F_EXPORT, NULL,
+	{"json", 0, O_JSON, F_SCAN | F_DUPES | F_EXPORT, NULL,
 	 "--json             print a JSON document instead of text"},
+	{"json", 0, O_JSON, F_DEDUPE, NULL,
+	 "--json             the plan as JSON lines, one object per file (the "
+	 "default)"},
 	{"verbose", 0, 'v', F_ALL | F_APPLY, NULL,
 	 "-v, --verbose      say more (scan: a summary on stderr; explain: S)"},
 	{"k", 1, 'k', F_SIGNING, "k",
@@ -357,7 +360,8 @@ static const struct command commands[] = {
 	 "with --dupes, what 'imatch dupes [--json] DIR' prints; with --plan,\n"
 	 "what 'imatch dedupe DIR' prints (--keep-rules is dedupe's --keep;\n"
 	 "without --near the same files and keepers, the cluster field naming\n"
-	 "the whole cluster where dedupe, reading only copies, names their group).\n"
+	 "the whole cluster where dedupe, reading only copies, names their "
+	 "group).\n"
 	 "With --part I/N -o FILE, the same inputs give what part I of N of\n"
 	 "the documents contributes; 'imatch export [--dupes|--plan] ... "
 	 "PART...'\n"

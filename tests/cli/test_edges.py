@@ -2,7 +2,7 @@
 """Black-box tests of the imatch command line at its edges: trees too small
 for a lexicon, files that are not documents, odd names, bad values.
 
-Usage: test_edges.py IMATCH CASE
+Usage: test_edges.py IMATCH CASE [SRCDIR]
 """
 import functools
 import json
@@ -14,6 +14,8 @@ import test_cli  # its run(), shared
 from test_cli import Failure, check
 
 run = functools.partial(test_cli.run, text=True)
+
+SRC = None  # the source tree, for the man page (docs)
 
 BINARY = bytes(range(256)) * 12  # a NUL in the first block: binary
 
@@ -201,18 +203,47 @@ def case_usage_hint(tmp):
           "imatch lexicon bogus: %r" % err)
 
 
+def case_docs(tmp):
+    """--help and imatch(1) say what the commands do: dedupe --json is JSON
+    lines; the man page has dupes and explain's two-file form, the formats
+    beyond text, HTML and e-mail, and binary files as exact copies."""
+    out, _ = run("dedupe", "--help")
+    json_help = [l for l in out.splitlines() if "--json" in l]
+    check(len(json_help) == 1 and "JSON lines" in json_help[0],
+          "dedupe --help: %r" % json_help)
+    out, _ = run("scan", "--help")
+    check("a JSON document" in out and "\\xHH" in out,
+          "scan --help: %r" % out)
+    if not SRC:
+        return
+    with open(os.path.join(SRC, "packaging/imatch.1.rst")) as f:
+        man = f.read()
+    synopsis = man.split("DESCRIPTION")[0]
+    check("**imatch dupes**" in synopsis and
+          "*FILE* [*OTHER*]" in synopsis, "man SYNOPSIS: %s" % synopsis)
+    check("\n**dupes** *DIR*\n" in man and
+          "\n**explain** *FILE* [*OTHER*]\n" in man, "man COMMANDS")
+    desc = man.split("\nDESCRIPTION\n")[1].split("\nSCOPE\n")[0]
+    check("PDF" in desc and "docx" in desc and "odt" in desc and
+          "EPUB" in desc and "skipped." not in desc and
+          "exact-copy tier" in desc, "man DESCRIPTION: %s" % desc)
+
+
 CASES = {
     "few_documents": case_few_documents,
     "dupes_documents_only": case_dupes_documents_only,
     "explain_no_terms": case_explain_no_terms,
     "names_escaped": case_names_escaped,
     "usage_hint": case_usage_hint,
+    "docs": case_docs,
 }
 
 
 def main():
+    global SRC
     test_cli.IMATCH = sys.argv[1]
     case = CASES[sys.argv[2]]
+    SRC = sys.argv[3] if len(sys.argv) > 3 else None
     with tempfile.TemporaryDirectory() as tmp:
         try:
             case(tmp)

@@ -797,6 +797,52 @@ START_TEST(test_scan_first_without_lexicon)
 }
 END_TEST
 
+/* With unsigned_results, the same tree delivers every file all the same,
+ * texts unsigned, counted as a signing scan counts. */
+START_TEST(test_scan_first_unsigned_results)
+{
+	struct im_params p;
+	struct im_scan_counts c = {0};
+	struct first_run fr = {0};
+	struct im_scan_ops ops = {.result = on_first_result,
+				  .lexicon = on_lexicon,
+				  .arg = &fr,
+				  .unsigned_results = true};
+	struct im_lexicon *lex = NULL;
+	const struct im_doc_sigs *one, *c1, *c2;
+
+	im_params_init(&p);
+	put("one.txt", "the only document with several words in it");
+	put("copy1.txt", "a b c\n"); /* no term: words too short */
+	put("copy2.txt", "a b c\n");
+	put("empty.txt", "");
+	ck_assert_int_eq(im_scan_first(rootfd, &p, 2, &ops, &lex, &c), 0);
+	ck_assert_ptr_null(lex);
+	ck_assert_msg(fr.r.n == 4 && fr.lexicon_calls == 0,
+		      "every file delivered, without a lexicon: %zu", fr.r.n);
+	ck_assert_msg(!fr.r.overlap, "results are serialized");
+	qsort(fr.r.v, fr.r.n, sizeof(*fr.r.v), cmp_result);
+	c1 = &fr.r.v[0].d;
+	c2 = &fr.r.v[1].d;
+	one = &fr.r.v[3].d;
+	ck_assert_str_eq(fr.r.v[3].path, "one.txt");
+	for (size_t i = 0; i < fr.r.n; i++)
+		ck_assert_msg(fr.r.v[i].d.status == IM_DOC_REJECTED &&
+				      fr.r.v[i].d.valid == 0,
+			      "%s: a text, unsigned", fr.r.v[i].path);
+	ck_assert_msg(one->unique_terms > 0 && one->sketch.n > 0 &&
+			      one->exact_valid,
+		      "the text keeps its terms' sketch and its hash");
+	ck_assert_msg(c1->exact_valid && c2->exact_valid &&
+			      !memcmp(c1->exact, c2->exact, sizeof(c1->exact)),
+		      "copies have their (equal) hash");
+	ck_assert_msg(c.files == 4 && c.by_status[IM_DOC_REJECTED] == 4 &&
+			      c.by_status[IM_DOC_SIGNED] == 0,
+		      "counted as delivered");
+	results_free(&fr.r);
+}
+END_TEST
+
 static int refuse_lexicon(const struct im_lexicon *lex, void *arg)
 {
 	(void)lex;
@@ -857,6 +903,7 @@ static Suite *scan_suite(void)
 	tcase_add_test(tc, test_scan_sign_want_and_cancel);
 	tcase_add_test(tc, test_scan_first_equals_two_passes);
 	tcase_add_test(tc, test_scan_first_without_lexicon);
+	tcase_add_test(tc, test_scan_first_unsigned_results);
 	tcase_add_test(tc, test_scan_first_cancel_and_refusal);
 	suite_add_tcase(s, tc);
 	return s;

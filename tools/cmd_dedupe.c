@@ -659,7 +659,8 @@ int cmd_dedupe(struct cli *c)
 		err_msg("%s", strerror(-recs.err));
 		goto out;
 	}
-	qsort(recs.v, recs.n, sizeof(*recs.v), cmp_rec);
+	if (recs.n) /* recs.v is NULL then: qsort() must not see it */
+		qsort(recs.v, recs.n, sizeof(*recs.v), cmp_rec);
 	ret = im_plan_from_index(idx, &dd.o, meta, &recs, &dd.set);
 	if (ret) {
 		err_msg("planning: %s", strerror(-ret));

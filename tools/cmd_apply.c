@@ -120,7 +120,7 @@ static int whole_plan_checks(struct plan *p, const char **why)
 	for (size_t i = 0; i < p->n; i++)
 		if (p->v[i].ok)
 			by[n++] = &p->v[i];
-	qsort(by, n, sizeof(*by), cmp_path_item);
+	sort_n(by, n, sizeof(*by), cmp_path_item);
 	for (size_t i = 0; i < n; i++)
 		if (i && !strcmp(by[i]->l.file.path, by[i - 1]->l.file.path))
 			why[by[i] - p->v] = "the file is planned on an "

@@ -169,10 +169,10 @@ struct sign_keys {
 	struct im_stage_parts kp;
 	const char *prefix;
 	char tag[HOST_NAME_MAX + 24]; /* PID.HOST of this attempt */
-	struct im_stage_header h; /* of the key files */
-	size_t held, limit;	  /* keys in kp; how many make a run */
-	unsigned runs;		  /* runs written per partition */
-	bool reported;		  /* an error was said, naming its file */
+	struct im_stage_header h;     /* of the key files */
+	size_t held, limit;	      /* keys in kp; how many make a run */
+	unsigned runs;		      /* runs written per partition */
+	bool reported;		      /* an error was said, naming its file */
 };
 
 static char *run_path(const struct sign_keys *sk, uint32_t part, unsigned run)
@@ -429,7 +429,7 @@ static int write_keys(const char *path, const struct im_stage_header *h,
 	struct im_stage_buf rec = {0};
 	int ret;
 
-	qsort(v, n, sizeof(*v), cmp_keys);
+	sort_n(v, n, sizeof(*v), cmp_keys);
 	ret = im_stage_writer_new(path, h, &w);
 	for (size_t i = 0; !ret && i < n; i++) {
 		rec.len = 0;
@@ -1159,7 +1159,7 @@ static int rank_names(struct cname *names, uint32_t ncl)
 		return -ENOMEM;
 	for (uint32_t k = 0; k < ncl; k++)
 		v[k] = &names[k];
-	qsort(v, ncl, sizeof(*v), cmp_cname);
+	sort_n(v, ncl, sizeof(*v), cmp_cname);
 	for (uint32_t k = 1, first = 0; k < ncl; k++) {
 		uint32_t rank;
 
@@ -1534,7 +1534,7 @@ static int dx_print(const struct cli *c, struct dupes_export *x)
 		if (x->path[i] && x->doc[i])
 			order[m++] = i;
 	sort_ctx = x;
-	qsort(order, m, sizeof(*order), cmp_by_path);
+	sort_n(order, m, sizeof(*order), cmp_by_path);
 	if (c->json) {
 		fputs("{\n  \"root\": ", stdout);
 		put_json_string(stdout, c->root ? c->root : ".");
@@ -1573,7 +1573,7 @@ static int dx_print(const struct cli *c, struct dupes_export *x)
 			ds.v[ds.n++] = (struct dupe){x->path[e->b],
 						     e->similarity, false};
 		}
-		qsort(ds.v, ds.n, sizeof(*ds.v), cmp_dupe);
+		sort_n(ds.v, ds.n, sizeof(*ds.v), cmp_dupe);
 		print_dupes_doc(c, x->path[id], &ds, shown++ == 0);
 	}
 	if (c->json)
@@ -1605,7 +1605,7 @@ static int export_dupes(struct cli *c, struct im_stage_reader **rs,
 		ret = dx_classes(&x);
 	if (ret)
 		goto out;
-	qsort(x.e, x.ne, sizeof(*x.e), cmp_edge);
+	sort_n(x.e, x.ne, sizeof(*x.e), cmp_edge);
 	ret = shard_set_foreach(ss, dx_path, &x);
 	if (!ret)
 		ret = dx_print(c, &x);
@@ -1811,7 +1811,7 @@ static int plan_build(const struct im_plan_opts *o, const char *root,
 		ret = dx_classes(&x);
 	if (ret)
 		goto out;
-	qsort(x.e, x.ne, sizeof(*x.e), cmp_edge);
+	sort_n(x.e, x.ne, sizeof(*x.e), cmp_edge);
 	/* More members than the clusters file counts: plan_doc would write
 	 * past the arrays. */
 	ret = im_stage_meta(pe->cls, CL_DOCS) == x.n ? 0 : -EINVAL;
@@ -2080,7 +2080,7 @@ static size_t sort_unique(uint32_t *v, size_t n)
 {
 	size_t m = 0;
 
-	qsort(v, n, sizeof(*v), cmp_u32);
+	sort_n(v, n, sizeof(*v), cmp_u32);
 	for (size_t i = 0; i < n; i++)
 		if (!m || v[m - 1] != v[i])
 			v[m++] = v[i];
@@ -2192,7 +2192,8 @@ static int owned_sorted(const struct owned *o, uint32_t **sorted)
 	*sorted = v;
 	if (!v)
 		return -ENOMEM;
-	memcpy(v, o->ids, o->nids * sizeof(*v));
+	if (o->nids) /* o->ids may be NULL then */
+		memcpy(v, o->ids, o->nids * sizeof(*v));
 	if (sort_unique(v, o->nids) != o->nids) {
 		err_msg("export: corrupt: a document in two clusters");
 		return -EINVAL;
@@ -2277,11 +2278,12 @@ static int xp_scan(struct xpart *x, struct im_stage_reader *cls)
 		for (size_t j = 0; j < v[k].size; j++)
 			v[k].members[j] = xp.path[find_u32(
 				sorted, o.nids, o.ids[o.off[k] + j])];
-		qsort(v[k].members, v[k].size, sizeof(*v[k].members), cmp_strp);
+		sort_n(v[k].members, v[k].size, sizeof(*v[k].members),
+		       cmp_strp);
 	}
 	/* In the output's order, so that each is written as rendered. */
 	if (!ret)
-		qsort(v, o.ncl, sizeof(*v), cmp_cluster);
+		sort_n(v, o.ncl, sizeof(*v), cmp_cluster);
 	for (size_t k = 0; !ret && k < o.ncl; k++) {
 		struct mem m;
 
@@ -2403,7 +2405,7 @@ static int xp_dupes_render(struct xpart *x, struct xp_dupes *d,
 	for (uint32_t id = x->lo; id < x->hi; id++)
 		order[id - x->lo] =
 			(struct named){path[find_u32(need, nneed, id)], id};
-	qsort(order, x->hi - x->lo, sizeof(*order), cmp_named);
+	sort_n(order, x->hi - x->lo, sizeof(*order), cmp_named);
 	for (uint32_t k = 0; k < x->hi - x->lo && !ret; k++) {
 		uint32_t id = order[k].id;
 		size_t f = dx_first(
@@ -2451,7 +2453,7 @@ static int xp_dupes_render(struct xpart *x, struct xp_dupes *d,
 		}
 		if (!ds.n)
 			continue;
-		qsort(ds.v, ds.n, sizeof(*ds.v), cmp_dupe);
+		sort_n(ds.v, ds.n, sizeof(*ds.v), cmp_dupe);
 		self = order[k].path;
 		key_path(&x->key, self);
 		if (!mem_open(&m)) {
@@ -2487,7 +2489,7 @@ static int xp_dupes(struct xpart *x)
 		goto out;
 	for (uint32_t i = 0; i < n; i++)
 		d.exact[i] = uf_find(d.exact, i);
-	qsort(d.e, d.ne, sizeof(*d.e), cmp_edge);
+	sort_n(d.e, d.ne, sizeof(*d.e), cmp_edge);
 	/* The classes of the part's documents, wherever their members are. */
 	for (uint32_t i = x->lo; i < x->hi; i++)
 		mark[d.exact[i] / 8] |= (uint8_t)(1u << (d.exact[i] % 8));
@@ -2504,7 +2506,7 @@ static int xp_dupes(struct xpart *x)
 			cp[ncp++] = (struct class_pair){d.exact[i], i};
 	free(mark);
 	mark = NULL;
-	qsort(cp, ncp, sizeof(*cp), cmp_class_pair);
+	sort_n(cp, ncp, sizeof(*cp), cmp_class_pair);
 	/* Every path a document of the part may print: its class, its near
 	 * partners, itself (in its class). */
 	for (size_t j = 0; j < ncp; j++)
@@ -2640,7 +2642,7 @@ static int xl_build(const struct im_plan_opts *o, const char *root,
 		goto out;
 	/* kl[i] becomes the file index, or UINT32_MAX for no file. */
 	ret = docs_of(pp->x->ss, pp->sorted, n, xl_doc, pp);
-	qsort(pp->e, pp->ne, sizeof(*pp->e), cmp_edge);
+	sort_n(pp->e, pp->ne, sizeof(*pp->e), cmp_edge);
 	/* As plan_relation(), over positions. */
 	for (size_t f = 0; !ret && f < pp->ne; f++) {
 		const struct edge *e = &pp->e[f];
@@ -3115,8 +3117,9 @@ int cmd_export(struct cli *c)
 	if (ret)
 		goto fail;
 	for (uint64_t k = 0; k < ncl; k++)
-		qsort(v[k].members, v[k].size, sizeof(*v[k].members), cmp_strp);
-	qsort(v, ncl, sizeof(*v), cmp_cluster);
+		sort_n(v[k].members, v[k].size, sizeof(*v[k].members),
+		       cmp_strp);
+	sort_n(v, ncl, sizeof(*v), cmp_cluster);
 	scan_totals(c, man, lex, &sum);
 	if (c->json)
 		print_scan_json(c, c->root ? c->root : ".", v, ncl, &sum);

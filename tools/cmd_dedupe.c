@@ -87,8 +87,9 @@ static int meta(const char *path, struct im_plan_file *f, void *arg)
 {
 	const struct recs *r = arg;
 	struct rec key = {.path = (char *)path};
+	/* r->v is NULL when there is none: bsearch() must not see it. */
 	const struct rec *hit =
-		bsearch(&key, r->v, r->n, sizeof(*r->v), cmp_rec);
+		r->n ? bsearch(&key, r->v, r->n, sizeof(*r->v), cmp_rec) : NULL;
 
 	if (!hit)
 		return 1; /* not a document of this scan */
@@ -659,8 +660,7 @@ int cmd_dedupe(struct cli *c)
 		err_msg("%s", strerror(-recs.err));
 		goto out;
 	}
-	if (recs.n) /* recs.v is NULL then: qsort() must not see it */
-		qsort(recs.v, recs.n, sizeof(*recs.v), cmp_rec);
+	sort_n(recs.v, recs.n, sizeof(*recs.v), cmp_rec);
 	ret = im_plan_from_index(idx, &dd.o, meta, &recs, &dd.set);
 	if (ret) {
 		err_msg("planning: %s", strerror(-ret));

@@ -368,7 +368,7 @@ int cmd_terms(struct cli *c)
 			for (size_t j = 0; j < u->n; j++)
 				v[j] = (struct term_ref){im_terms_str(u, j),
 							 u->v[j].len};
-			qsort(v, u->n, sizeof(*v), cmp_term);
+			sort_n(v, u->n, sizeof(*v), cmp_term);
 			for (size_t j = 0; j < u->n; j++) {
 				putchar('\t');
 				fwrite(v[j].s, 1, v[j].len, stdout);

@@ -143,7 +143,7 @@ int cmd_dupes(struct cli *c)
 		err_msg("%s", strerror(-ret));
 		goto out;
 	}
-	qsort(ps.v, ps.n, sizeof(*ps.v), cmp_strp);
+	sort_n(ps.v, ps.n, sizeof(*ps.v), cmp_strp);
 	if (WANT_CSV(c) && !c->json)
 		puts("path,dupe,similarity,kind");
 	if (c->json) {
@@ -161,7 +161,7 @@ int cmd_dupes(struct cli *c)
 		}
 		if (!ds.n)
 			continue;
-		qsort(ds.v, ds.n, sizeof(*ds.v), cmp_dupe);
+		sort_n(ds.v, ds.n, sizeof(*ds.v), cmp_dupe);
 		print_dupes_doc(c, ps.v[i], &ds, shown++ == 0);
 	}
 	if (c->json)
@@ -203,7 +203,7 @@ static int common_terms(const struct im_terms *a, const struct im_terms *b,
 		return -ENOMEM;
 	for (size_t i = 0; i < a->n; i++)
 		h[i] = a->v[i].hash;
-	qsort(h, a->n, sizeof(*h), cmp_u64);
+	sort_n(h, a->n, sizeof(*h), cmp_u64);
 	for (size_t i = 0; i < b->n; i++)
 		n += bsearch(&b->v[i].hash, h, a->n, sizeof(*h), cmp_u64) !=
 		     NULL;

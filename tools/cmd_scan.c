@@ -238,9 +238,9 @@ static int gather_clusters(struct collect *col)
 			return ret ? ret : -EIO;
 		}
 		cl->size = size;
-		qsort(cl->members, size, sizeof(*cl->members), cmp_strp);
+		sort_n(cl->members, size, sizeof(*cl->members), cmp_strp);
 	}
-	qsort(col->v, col->n, sizeof(*col->v), cmp_cluster);
+	sort_n(col->v, col->n, sizeof(*col->v), cmp_cluster);
 	return 0;
 }
 

@@ -84,7 +84,7 @@ struct ls_ctx {
 	uint32_t nshards;
 	uint64_t in_shard; /* bytes in the current shard */
 	uint64_t bytes;
-	FILE *top_dirs; /* --top-dirs: the subdirectories found, or NULL */
+	FILE *top_dirs;	  /* --top-dirs: the subdirectories found, or NULL */
 	const char *base; /* the directory walked one level ("" the root) */
 	int err;
 };
@@ -229,8 +229,7 @@ static int ls_top_dirs_open(struct cli *c, struct ls_ctx *x, char **tmp)
 	return x->top_dirs ? 0 : -errno;
 }
 
-static int ls_top_dirs_commit(struct cli *c, struct ls_ctx *x,
-			      const char *tmp)
+static int ls_top_dirs_commit(struct cli *c, struct ls_ctx *x, const char *tmp)
 {
 	int ret = fflush(x->top_dirs) || ferror(x->top_dirs) ? -EIO : 0;
 
@@ -364,7 +363,8 @@ int cmd_ls_merge(struct cli *c)
 				ret = -EINVAL;
 				break;
 			}
-			struct im_stage_cur cur = im_stage_cur(p + MAN_REC_SHARD, 4);
+			struct im_stage_cur cur =
+				im_stage_cur(p + MAN_REC_SHARD, 4);
 			uint32_t shard = im_stage_get_u32(&cur);
 			rec.len = 0;
 			im_stage_buf_put(&rec, p, MAN_REC_SHARD);
@@ -453,7 +453,7 @@ static int write_df_run(const char *path, const struct im_stage_header *h,
 	struct im_stage_buf rec = {0};
 	int ret;
 
-	qsort(v, n, sizeof(*v), cmp_term_ref);
+	sort_n(v, n, sizeof(*v), cmp_term_ref);
 	ret = im_stage_writer_new(path, h, &w);
 	for (size_t i = 0; !ret && i < n; i++) {
 		rec.len = 0;

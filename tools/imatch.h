@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "exact.h"
 #include "lexicon.h"
@@ -21,6 +22,16 @@
 
 #define EXIT_USAGE   2
 #define EXIT_RUNTIME 1
+
+/** qsort() that takes an empty array as it comes: a growable array holds
+ *  NULL until its first element, and qsort()'s array may not be NULL even
+ *  for n = 0 (UBSan stops there). */
+static inline void sort_n(void *v, size_t n, size_t size,
+			  int (*cmp)(const void *, const void *))
+{
+	if (n)
+		qsort(v, n, size, cmp);
+}
 
 /** The command line of one subcommand after option parsing. */
 struct cli {

@@ -1,24 +1,36 @@
 /**
  * @file terms.c
  * The unique-term set U: an open-addressing hash table (linear probing, load
- * at most 1/4) whose slots hold indexes into v[], and a byte arena holding
- * the terms themselves, each followed by a NUL.
+ * at most 1/4) of 16-byte slots, v[] in insertion order, and a byte arena
+ * holding the terms themselves, each followed by a NUL.
  *
- * Three words in four are already in the set, so a word that is found must
- * cost little. A term of at most 16 bytes is read as two 8-byte words with
- * the bytes past its end masked off: its probe hash mixes those two and its
- * comparison is two XORs, without a branch on its length. Longer terms probe
- * by the low bits of their XXH3_64bits and compare with memcmp(). The
+ * A term of at most 16 bytes (all but one in a few hundred) is its own key:
+ * read as two 8-byte words with the bytes past its end zeroed, it is told
+ * apart from every other term by those two words alone, since terms hold no
+ * NUL byte, and its slot holds them. Its first byte is never zero, so a slot
+ * whose first word is zero is empty, and one whose low byte alone is zero
+ * holds a longer term (or the empty one): a tag from its XXH3_64bits and its
+ * index in v[], whose bytes are compared on a tag match. A short term's
+ * probe starts at the top bits of a multiplicative hash of its key, a longer
+ * one's at those of its XXH3_64bits.
+ *
+ * Three words in four are already in the set, and which ones is a coin toss
+ * to the branch predictor: a short word costs one branch per slot probed,
+ * taken when its slot or an empty one is found, and is then written as if
+ * it were new (slot, v[n], arena) and counted only if it was. The
  * XXH3_64bits that v[] holds (the lexicon looks terms up by it) is computed
- * once per unique term, when it is inserted. For the masked reads, whoever
- * hands over a short term leaves 16 bytes readable from its start: the word
- * scanner's buffers do (im_terms_add_padded()), im_terms_add() copies, and
- * the arena keeps 16 bytes of slack past its last term.
+ * afterwards, once per unique term, by im_terms_hash_pending().
+ *
+ * For the masked reads, whoever hands over a short term leaves 16 bytes
+ * readable from its start: the word scanner's buffers do
+ * (im_terms_add_padded()), im_terms_add() copies, and the arena keeps 16
+ * bytes of slack past its last term.
  *
  * im_terms_clear() keeps every allocation: a worker signs many documents with
  * one struct im_terms and stops allocating once it has seen a large one. The
- * slot table in use shrinks back to its front, though, and grows again in
- * place, so that a small document's probes stay in a few cache lines.
+ * slot table in use shrinks back to its front, though, and
+ * im_terms_expect() or growth sizes it again in place, so that a small
+ * document's probes stay in a few cache lines.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -34,30 +46,70 @@
 #include "text_internal.h"
 
 #define TERMS_MIN_SLOTS 64
-/* Slots a cleared set starts again with: 8 KiB, 512 terms, in L1. */
-#define TERMS_RESET_SLOTS 2048
-#define TERMS_MIN_V	  32
-#define TERMS_MIN_ARENA	  4096
-static inline uint32_t short_hash(struct im_short_key k, size_t len)
-{
-	uint64_t x = (k.lo ^ UINT64_C(0x9e3779b97f4a7c15)) *
-			     UINT64_C(0xbf58476d1ce4e5b9) ^
-		     (k.hi + len) * UINT64_C(0x94d049bb133111eb);
+/* Slots a cleared set starts again with: 16 KiB, 256 terms, in L1. */
+#define TERMS_RESET_SLOTS 1024
+/* The largest table im_terms_expect() makes: 2 MiB, 32768 terms. */
+#define TERMS_MAX_EXPECT (1 << 17)
+#define TERMS_MIN_V	 32
+#define TERMS_MIN_ARENA	 4096
+/* Arena bytes a short term is written into: term, NUL, IM_SHORT of slack. */
+#define ARENA_ROOM (2 * IM_SHORT + 1)
 
-	return (uint32_t)((x ^ x >> 29) >> 16 ^ x >> 40);
+/* A short term's key, or a longer term's tag and index in v[]; zero: empty. */
+struct im_terms_slot {
+	uint64_t lo, hi;
+};
+
+/* The first word of a longer term's slot: low byte 0, next byte 1. */
+static inline uint64_t long_tag(uint64_t hash)
+{
+	return hash << 16 | 0x100;
 }
 
-/* Where the term s[0, len) starts its probe (IM_SHORT readable if short). */
-static inline uint32_t probe_hash(const char *s, size_t len)
+/* Short terms: len from 1 to IM_SHORT (the empty term is "long"). */
+static inline bool is_short(size_t len)
 {
-	if (len <= IM_SHORT)
-		return short_hash(im_short_key(s, len), len);
-	return (uint32_t)XXH3_64bits(s, len);
+	return len - 1 < IM_SHORT;
 }
 
-static inline uint32_t term_probe(const struct im_terms *t, size_t i)
+/* Where a short term's probe starts, from the top bits of this: two
+ * independent multiplies, so that the probe waits for one. */
+static inline uint64_t short_mix(struct im_short_key k)
 {
-	return probe_hash(t->arena + t->v[i].off, t->v[i].len);
+	return k.lo * UINT64_C(0x9e3779b97f4a7c15) +
+	       k.hi * UINT64_C(0xbf58476d1ce4e5b9);
+}
+
+static inline size_t slot_start(const struct im_terms *t, uint64_t mix)
+{
+	return (size_t)(mix >> t->shift);
+}
+
+/* The slot of term @p i, and in *mix where its probe starts. */
+static inline struct im_terms_slot term_slot(const struct im_terms *t, size_t i,
+					     uint64_t *mix)
+{
+	const struct im_term *e = &t->v[i];
+	struct im_terms_slot s;
+
+	if (is_short(e->len)) {
+		struct im_short_key k = im_short_key(t->arena + e->off, e->len);
+
+		s.lo = k.lo;
+		s.hi = k.hi;
+		*mix = short_mix(k);
+	} else {
+		s.lo = long_tag(e->hash);
+		s.hi = i;
+		*mix = e->hash;
+	}
+	return s;
+}
+
+static inline bool same_slot(const struct im_terms_slot *a,
+			     struct im_terms_slot b)
+{
+	return !((a->lo ^ b.lo) | (a->hi ^ b.hi));
 }
 
 void im_terms_init(struct im_terms *t)
@@ -73,6 +125,22 @@ void im_terms_release(struct im_terms *t)
 	im_terms_init(t);
 }
 
+static void set_nslots(struct im_terms *t, size_t nslots)
+{
+	t->nslots = nslots;
+	t->shift = 64 - (unsigned)__builtin_ctzll(nslots);
+}
+
+/* What im_terms_add_padded() checks before it writes a short term, after
+ * a change of nslots, cap or arena_cap. */
+static void set_room(struct im_terms *t)
+{
+	size_t acap = t->arena_cap < UINT32_MAX ? t->arena_cap : UINT32_MAX;
+
+	t->room = t->nslots / 4 < t->cap ? t->nslots / 4 : t->cap;
+	t->arena_room = acap >= ARENA_ROOM ? acap - ARENA_ROOM + 1 : 0;
+}
+
 void im_terms_clear(struct im_terms *t)
 {
 	size_t mask = t->nslots - 1;
@@ -86,11 +154,14 @@ void im_terms_clear(struct im_terms *t)
 	 */
 	if (t->n * 8 < t->nslots) {
 		for (size_t i = 0; i < t->n; i++) {
-			size_t s = term_probe(t, i) & mask;
+			uint64_t mix;
+			struct im_terms_slot s = term_slot(t, i, &mix);
+			size_t j = slot_start(t, mix);
 
-			while (t->slots[s] != i + 1)
-				s = (s + 1) & mask;
-			t->slots[s] = 0;
+			while (!same_slot(&t->slots[j], s))
+				j = (j + 1) & mask;
+			t->slots[j].lo = 0;
+			t->slots[j].hi = 0;
 		}
 	} else {
 		memset(t->slots, 0, t->nslots * sizeof(*t->slots));
@@ -101,9 +172,11 @@ void im_terms_clear(struct im_terms *t)
 	 * would miss the cache on every word.
 	 */
 	if (t->nslots > TERMS_RESET_SLOTS)
-		t->nslots = TERMS_RESET_SLOTS;
+		set_nslots(t, TERMS_RESET_SLOTS);
+	set_room(t);
 out:
 	t->n = 0;
+	t->hashed = 0;
 	t->arena_len = 0;
 }
 
@@ -115,11 +188,10 @@ static int terms_rehash(struct im_terms *t)
 {
 	size_t nslots = t->nslots ? t->nslots * 2 : TERMS_MIN_SLOTS;
 	size_t mask = nslots - 1;
-	uint32_t *slots = t->slots;
+	struct im_terms_slot *slots = t->slots;
 
 	if (nslots > t->slots_cap) {
-		if (nslots > (SIZE_MAX / sizeof(*slots)) ||
-		    nslots - 1 > UINT32_MAX)
+		if (nslots > SIZE_MAX / sizeof(*slots))
 			return -ENOMEM;
 		slots = calloc(nslots, sizeof(*slots));
 		if (!slots)
@@ -129,15 +201,17 @@ static int terms_rehash(struct im_terms *t)
 	} else {
 		memset(slots, 0, nslots * sizeof(*slots));
 	}
-	for (size_t i = 0; i < t->n; i++) {
-		size_t s = term_probe(t, i) & mask;
-
-		while (slots[s])
-			s = (s + 1) & mask;
-		slots[s] = (uint32_t)(i + 1);
-	}
 	t->slots = slots;
-	t->nslots = nslots;
+	set_nslots(t, nslots);
+	for (size_t i = 0; i < t->n; i++) {
+		uint64_t mix;
+		struct im_terms_slot s = term_slot(t, i, &mix);
+		size_t j = slot_start(t, mix);
+
+		while (slots[j].lo)
+			j = (j + 1) & mask;
+		slots[j] = s;
+	}
 	return 0;
 }
 
@@ -161,89 +235,167 @@ static int grow(void **p, size_t *cap, size_t need, size_t elem, size_t min)
 	return 0;
 }
 
-/* Append a term known to be absent, whose slot is @i (IM_SHORT bytes readable
- * at @p s if it is short). */
-static int terms_insert(struct im_terms *t, const char *s, size_t len, size_t i)
+/*
+ * Room for one more term: an entry in v[], a short term's ARENA_ROOM in the
+ * arena, and a slot with the load still at most 1/4. Out of line, so that
+ * the add of a short term saves few registers.
+ */
+static __attribute__((noinline)) int make_room(struct im_terms *t)
 {
-	char *a;
 	int ret;
 
 	/* Offsets and lengths are 32-bit; the arena holds term + NUL. */
-	if (len >= UINT32_MAX || t->arena_len + len + 1 > UINT32_MAX ||
-	    t->n + 1 >= UINT32_MAX)
+	if (t->n + 1 >= UINT32_MAX)
 		return -ENOMEM;
 	ret = grow((void **)&t->v, &t->cap, t->n + 1, sizeof(*t->v),
 		   TERMS_MIN_V);
 	if (ret)
 		return ret;
-	ret = grow((void **)&t->arena, &t->arena_cap,
-		   t->arena_len + len + 1 + IM_SHORT, 1, TERMS_MIN_ARENA);
-	if (ret)
-		return ret;
-
-	a = t->arena + t->arena_len;
-	if (len <= IM_SHORT)
-		memcpy(a, s, IM_SHORT); /* one fixed-size copy, not a call */
-	else
-		memcpy(a, s, len);
-	a[len] = '\0';
-	t->v[t->n].off = (uint32_t)t->arena_len;
-	t->v[t->n].len = (uint32_t)len;
-	t->v[t->n].hash = XXH3_64bits(s, len);
-	t->arena_len += len + 1;
-	t->n++;
-	t->slots[i] = (uint32_t)t->n;
-	return 0;
-}
-
-int im_terms_add_padded(struct im_terms *t, const char *s, size_t len)
-{
-	size_t mask, i;
-	uint32_t k;
-	int ret;
-
-	/*
-	 * Keep the load at most 1/4: a quarter of the words are new to their
-	 * document, and with linear probing the search for a new word's free
-	 * slot passes 1.5 taken slots on average at load 1/2, 0.4 at 1/4
-	 * (a word seen before: 0.5 and 0.17). Slots take 16 to 32 bytes per
-	 * term instead of 8 to 16.
-	 */
 	if ((t->n + 1) * 4 > t->nslots) {
 		ret = terms_rehash(t);
 		if (ret)
 			return ret;
 	}
+	if (t->arena_len + ARENA_ROOM > UINT32_MAX)
+		return -ENOMEM;
+	ret = grow((void **)&t->arena, &t->arena_cap, t->arena_len + ARENA_ROOM,
+		   1, TERMS_MIN_ARENA);
+	set_room(t);
+	return ret;
+}
+
+/* im_terms_add_padded() for a term that is not short: one in hundreds. */
+static __attribute__((noinline)) int add_long(struct im_terms *t, const char *s,
+					      size_t len)
+{
+	uint64_t hash = XXH3_64bits(s, len);
+	struct im_terms_slot slot = {long_tag(hash), t->n};
+	size_t mask, j;
+	int ret;
+
+	if (len >= UINT32_MAX || t->arena_len + len + 1 > UINT32_MAX)
+		return -ENOMEM;
+	ret = make_room(t);
+	if (ret)
+		return ret;
 	mask = t->nslots - 1;
-	if (len <= IM_SHORT) {
-		struct im_short_key key = im_short_key(s, len);
+	for (j = slot_start(t, hash); t->slots[j].lo; j = (j + 1) & mask) {
+		const struct im_term *e;
 
-		for (i = short_hash(key, len) & mask; (k = t->slots[i]);
-		     i = (i + 1) & mask) {
-			const struct im_term *e = &t->v[k - 1];
-			if (e->len == len &&
-			    im_short_eq(im_short_key(t->arena + e->off, len),
-					key))
-				return 0;
-		}
-	} else {
-		for (i = probe_hash(s, len) & mask; (k = t->slots[i]);
-		     i = (i + 1) & mask) {
-			const struct im_term *e = &t->v[k - 1];
-
-			if (e->len == len && !memcmp(t->arena + e->off, s, len))
-				return 0;
-		}
+		if (t->slots[j].lo != slot.lo)
+			continue;
+		e = &t->v[t->slots[j].hi];
+		if (e->len == len && !memcmp(t->arena + e->off, s, len))
+			return 0;
 	}
-	return terms_insert(t, s, len, i);
+	ret = grow((void **)&t->arena, &t->arena_cap,
+		   t->arena_len + len + 1 + IM_SHORT, 1, TERMS_MIN_ARENA);
+	set_room(t);
+	if (ret)
+		return ret;
+	memcpy(t->arena + t->arena_len, s, len);
+	t->arena[t->arena_len + len] = '\0';
+	t->v[t->n].off = (uint32_t)t->arena_len;
+	t->v[t->n].len = (uint32_t)len;
+	t->v[t->n].hash = hash;
+	t->arena_len += len + 1;
+	t->n++;
+	t->slots[j] = slot;
+	return 0;
+}
+
+void im_terms_expect(struct im_terms *t, size_t n)
+{
+	size_t want = TERMS_MIN_SLOTS;
+	struct im_terms_slot *slots;
+
+	if (t->n)
+		return;
+	while (want / 4 < n && want < TERMS_MAX_EXPECT)
+		want *= 2;
+	if (want > t->slots_cap) {
+		slots = calloc(want, sizeof(*slots));
+		if (!slots)
+			return;
+		free(t->slots);
+		t->slots = slots;
+		t->slots_cap = want;
+	} else if (want > t->nslots) {
+		memset(t->slots + t->nslots, 0,
+		       (want - t->nslots) * sizeof(*t->slots));
+	}
+	set_nslots(t, want);
+	set_room(t);
+}
+
+int im_terms_add_padded(struct im_terms *t, const char *s, size_t len)
+{
+	struct im_short_key key;
+	struct im_terms_slot *e;
+	size_t mask, j;
+	uint64_t fresh;
+	char *a;
+	int ret;
+
+	if (!is_short(len))
+		return add_long(t, s, len);
+	if (t->n >= t->room || t->arena_len >= t->arena_room) {
+		ret = make_room(t);
+		if (ret)
+			return ret;
+	}
+	mask = t->nslots - 1;
+	key = im_short_key(s, len);
+	/*
+	 * Stop at its slot or at an empty one, on one test: zero when either.
+	 * The empty asm statements keep the compiler from splitting the test
+	 * in two branches again, the first of them taken at random.
+	 */
+	for (j = slot_start(t, short_mix(key));; j = (j + 1) & mask) {
+		uint64_t taken, go_on;
+
+		e = &t->slots[j];
+		taken = -(uint64_t)(e->lo != 0);
+		__asm__("" : "+r"(taken));
+		go_on = taken & ((e->lo ^ key.lo) | (e->hi ^ key.hi));
+		__asm__("" : "+r"(go_on));
+		if (!go_on)
+			break;
+	}
+	/* Written whether new or not, counted only if new. The arena gets the
+	 * key, so the NUL after the term is already there below 16 bytes. */
+	fresh = e->lo == 0;
+	e->lo = key.lo;
+	e->hi = key.hi;
+	a = t->arena + t->arena_len;
+	memcpy(a, &key.lo, 8);
+	memcpy(a + 8, &key.hi, 8);
+	a[len] = '\0';
+	t->v[t->n].off = (uint32_t)t->arena_len;
+	t->v[t->n].len = (uint32_t)len;
+	t->n += fresh;
+	t->arena_len += (len + 1) & -fresh;
+	return 0;
+}
+
+void im_terms_hash_pending(struct im_terms *t)
+{
+	for (size_t i = t->hashed; i < t->n; i++)
+		t->v[i].hash = XXH3_64bits(t->arena + t->v[i].off, t->v[i].len);
+	t->hashed = t->n;
 }
 
 int im_terms_add(struct im_terms *t, const char *s, size_t len)
 {
 	char pad[IM_SHORT] = {0};
+	int ret;
 
-	if (len > IM_SHORT)
-		return im_terms_add_padded(t, s, len);
-	memcpy(pad, s, len);
-	return im_terms_add_padded(t, pad, len);
+	if (len > IM_SHORT) {
+		ret = im_terms_add_padded(t, s, len);
+	} else {
+		memcpy(pad, s, len);
+		ret = im_terms_add_padded(t, pad, len);
+	}
+	im_terms_hash_pending(t);
+	return ret;
 }

@@ -33,6 +33,7 @@
  *     (base64 runs, hashes, glued tokens are not words).
  */
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -527,6 +528,7 @@ static int words_add(const char *s, size_t len, const struct im_params *p,
 		c = scan_word(&sc, c, end, &ret);
 	}
 out:
+	im_terms_hash_pending(out);
 	return ret;
 }
 
@@ -544,9 +546,25 @@ int im_words_add_scalar(const char *s, size_t len, const struct im_params *p,
 
 /* ---- Terms -------------------------------------------------------------- */
 
+/*
+ * About how many unique terms a text of @p len bytes holds, rather more than
+ * fewer, for im_terms_expect(): a set that grows while it is read reinserts
+ * its terms each time, and a set too large costs its clearing and its cache
+ * lines. In the two bench corpora (3,669 documents, plain text and HTML) one
+ * document in a hundred outgrew the set sized this way, and half of them
+ * held less than two thirds of the terms it was sized for.
+ */
+static size_t expected_terms(size_t len)
+{
+	size_t root = (size_t)(6 * sqrt((double)len));
+
+	return len / 12 < root ? len / 12 : root;
+}
+
 int im_text_terms(const char *text, size_t len, const struct im_params *p,
 		  struct im_terms *out)
 {
 	im_terms_clear(out);
+	im_terms_expect(out, expected_terms(len));
 	return im_words_add(text, len, p, out);
 }

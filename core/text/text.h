@@ -53,9 +53,14 @@ struct im_terms {
 	size_t arena_len, arena_cap;
 	struct im_term *v;
 	size_t n, cap;
-	uint32_t *slots;  /* open addressing over v, index + 1; 0 = empty */
+	/* Private to terms.c: the hash table over v, and what its add checks. */
+	struct im_terms_slot *slots;
 	size_t nslots;	  /* slots in use: a power of two, the front of slots */
 	size_t slots_cap; /* slots allocated */
+	unsigned shift;	  /* 64 - log2(nslots) */
+	size_t room;	  /* n below this: v[] and the slots take one more */
+	size_t arena_room; /* arena_len below this: a short term fits */
+	size_t hashed;	   /* v[0, hashed) have their hash */
 };
 
 void im_terms_init(struct im_terms *t);

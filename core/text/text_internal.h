@@ -54,9 +54,25 @@ extern const uint16_t im_cp1252_high[32];
 /**
  * im_terms_add() for the word scanner: the same, but 16 bytes from @p s are
  * readable even when @p len is less (the bytes past @p len are ignored), so
- * that a short term is read without copying it first.
+ * that a short term is read without copying it first, and v[i].hash of a
+ * new term is left for im_terms_hash_pending().
  */
 int im_terms_add_padded(struct im_terms *t, const char *s, size_t len);
+
+/**
+ * Set v[i].hash of the terms added since the last call. Whether a word is
+ * new is found without a branch that could go either way, so the add does
+ * not hash it: this hashes the new ones afterwards, in one loop.
+ * im_words_add() calls it before it returns, im_terms_add() too.
+ */
+void im_terms_hash_pending(struct im_terms *t);
+
+/**
+ * Size the slot table of the empty set @p t for about @p n terms, so that
+ * it need not grow while they are added, nor be larger than they need: a
+ * hint, ignored if @p t is not empty or memory is short.
+ */
+void im_terms_expect(struct im_terms *t, size_t n);
 
 /* ---- Words (text.c) ------------------------------------------------------ */
 

@@ -279,6 +279,138 @@ START_TEST(test_text_terms_short_and_long_keys)
 }
 END_TEST
 
+/*
+ * Keys of 16 bytes and less are compared as two words (terms.c): a term of
+ * exactly 16 bytes beside its prefixes and its extensions past 16, terms
+ * that differ only past their first 8 bytes or only in their 16th, long
+ * terms sharing their first 16 bytes, and the empty term.
+ */
+START_TEST(test_text_terms_key_edges)
+{
+	static const char *const w[] = {
+		"abcdefghijklmnop",	  /* 16 bytes */
+		"abcdefghijklmno",	  /* its prefix, 15 */
+		"abcdefghijklmnoq",	  /* differs in byte 16 */
+		"abcdefghijklmnopq",	  /* 17: a long term */
+		"abcdefghijklmnopr",	  /* another, same first 16 */
+		"abcdefghijklmnopqrstuv", /* longer still */
+		"abcdefgh",		  /* 8: one word */
+		"abcdefghi",		  /* differs past byte 8 */
+		"abcdefghj",
+		"bbcdefghi", /* differs in byte 1 only */
+		"",
+	};
+	const size_t nw = sizeof(w) / sizeof(w[0]);
+
+	for (int round = 0; round < 2; round++) {
+		for (int pass = 0; pass < 2; pass++)
+			for (size_t i = 0; i < nw; i++)
+				ck_assert_int_eq(
+					im_terms_add(&terms, w[i], strlen(w[i])),
+					0);
+		ck_assert_msg(terms.n == nw, "round %d: %zu terms, not %zu",
+			      round, terms.n, nw);
+		for (size_t i = 0; i < nw; i++) {
+			ck_assert_str_eq(im_terms_str(&terms, i), w[i]);
+			ck_assert_uint_eq(terms.v[i].len, strlen(w[i]));
+			ck_assert_msg(terms.v[i].hash ==
+					      XXH3_64bits(w[i], strlen(w[i])),
+				      "term %zu: hash is not XXH3_64bits", i);
+		}
+		im_terms_clear(&terms);
+	}
+	/* Many terms whose first 8 bytes are the same, so that probes pass
+	 * slots whose first word matches. */
+	for (int pass = 0; pass < 2; pass++)
+		for (int i = 0; i < 3000; i++) {
+			char t[16];
+			int n = snprintf(t, sizeof(t), "samefirst%d", i);
+
+			ck_assert_int_eq(im_terms_add(&terms, t, (size_t)n), 0);
+		}
+	ck_assert_uint_eq(terms.n, 3000);
+}
+END_TEST
+
+/* A term of the reference set below. */
+struct ref_term {
+	char s[48];
+	size_t len;
+};
+
+/*
+ * Random adds against a plain reference set (a list searched in full): many
+ * repeats, shared prefixes, lengths 1 to 40, through both entry points, the
+ * padded one with other bytes after the term; documents of a few terms to a
+ * few thousand, with clears in between (one by one or wiped whole) and
+ * right and wrong im_terms_expect() hints. After each document the set must
+ * be the reference: same terms in the same order, NUL-terminated, hashed.
+ */
+START_TEST(test_text_terms_match_a_reference_set)
+{
+	static const size_t doc_terms[] = {3, 2500, 10, 40, 900, 1, 3000, 60};
+	const size_t ndocs = sizeof(doc_terms) / sizeof(doc_terms[0]);
+	unsigned long long x = 0x9e3779b97f4a7c15ULL;
+	struct ref_term *ref = malloc(4000 * sizeof(*ref));
+	char w[48 + 16];
+
+	ck_assert_ptr_nonnull(ref);
+	for (size_t d = 0; d < ndocs; d++) {
+		size_t nref = 0, vocab = doc_terms[d];
+
+		if (d % 2)
+			im_terms_expect(&terms, d % 4 == 1 ? vocab : 8);
+		for (size_t k = 0; k < 4 * vocab; k++) {
+			/* A word from the document's vocabulary, of bytes
+			 * 'a' to 'd' so that many share a prefix. */
+			unsigned long long r = xorshift(&x) % vocab;
+			size_t len = 1 + r % 40, i;
+
+			for (i = 0; i < len; i++) {
+				w[i] = (char)('a' + (r >> (i % 20)) % 4);
+				if (i == 0 || i == 8 || i == 15 || i == 16)
+					w[i] = (char)('a' + (r + i) % 26);
+			}
+			for (i = len; i < sizeof(w); i++)
+				w[i] = (char)(1 + xorshift(&x) % 255);
+			if (xorshift(&x) % 2)
+				ck_assert_int_eq(
+					im_terms_add_padded(&terms, w, len), 0);
+			else
+				ck_assert_int_eq(im_terms_add(&terms, w, len),
+						 0);
+			for (i = 0; i < nref; i++)
+				if (ref[i].len == len &&
+				    !memcmp(ref[i].s, w, len))
+					break;
+			if (i == nref) {
+				ck_assert_uint_lt(nref, 4000);
+				memcpy(ref[nref].s, w, len);
+				ref[nref++].len = len;
+			}
+			ck_assert_msg(terms.n == nref,
+				      "doc %zu, add %zu: %zu terms, not %zu", d,
+				      k, terms.n, nref);
+		}
+		im_terms_hash_pending(&terms);
+		for (size_t i = 0; i < nref; i++) {
+			const char *t = im_terms_str(&terms, i);
+
+			ck_assert_msg(terms.v[i].len == ref[i].len &&
+					      !memcmp(t, ref[i].s, ref[i].len) &&
+					      t[ref[i].len] == '\0',
+				      "doc %zu, term %zu: \"%s\"", d, i, t);
+			ck_assert_msg(terms.v[i].hash ==
+					      XXH3_64bits(ref[i].s, ref[i].len),
+				      "doc %zu, term %zu: wrong hash", d, i);
+		}
+		im_terms_clear(&terms);
+		ck_assert_uint_eq(terms.n, 0);
+	}
+	free(ref);
+}
+END_TEST
+
 /* ---- Words --------------------------------------------------------------- */
 
 START_TEST(test_text_plain_words)
@@ -1187,6 +1319,8 @@ int main(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_text_terms_set_is_unique_and_ordered);
 	tcase_add_test(tc, test_text_terms_short_and_long_keys);
+	tcase_add_test(tc, test_text_terms_key_edges);
+	tcase_add_test(tc, test_text_terms_match_a_reference_set);
 	tcase_add_test(tc, test_text_plain_words);
 	tcase_add_test(tc, test_text_case_folding);
 	tcase_add_test(tc, test_text_digit_filter);

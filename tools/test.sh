@@ -20,12 +20,14 @@ ninja -C build-test
 echo "== tests"
 meson test -C build-test --print-errorlogs
 
-echo "== unit tests under AddressSanitizer + UndefinedBehaviorSanitizer"
+echo "== unit and CLI tests under AddressSanitizer + UndefinedBehaviorSanitizer"
 meson setup build-test-san -Dtests=enabled -Db_sanitize=address,undefined \
 	-Db_lundef=false >/dev/null
 ninja -C build-test-san
+# The CLI tests run imatch itself under the sanitizers: every command's
+# paths, not only the library's units.
 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 \
-	meson test -C build-test-san --print-errorlogs --suite unit
+	meson test -C build-test-san --print-errorlogs --suite unit --suite cli
 
 echo "== unit tests under valgrind"
 CK_FORK=no meson test -C build-test --print-errorlogs --suite unit \

@@ -93,7 +93,7 @@ static int count_seen_cb(const char *path, void *arg)
 	struct count_seen *c = arg;
 	struct node *n = tree_lookup(c->fs->model->tree, path);
 
-	if (n && node_is_doc(n) && may_see(c->fs, n, c->who))
+	if (n && node_in_index(n) && may_see(c->fs, n, c->who))
 		c->n++;
 	return c->n >= 2; /* two are enough */
 }
@@ -315,7 +315,11 @@ int view_get(struct imfs *fs, uint64_t ino, struct vobj *out)
 	case SUB_FILE: out->kind = V_FILE; break;
 	case SUB_SIGS: out->kind = V_SIGS; break;
 	case SUB_SIMS: out->kind = V_SIMS; break;
-	case SUB_MEMBER: out->kind = V_MEMBER; break;
+	case SUB_MEMBER:
+		/* Binary files and failed extractions are members too, of
+		 * their exact copies' clusters (model.h). */
+		out->kind = V_MEMBER;
+		return node_in_index(n) ? 0 : -ENOENT;
 	case SUB_CLUSTER_LINK: out->kind = V_CLUSTER_LINK; break;
 	default: return -ENOENT;
 	}
@@ -1061,7 +1065,7 @@ static int sims_cb(const struct im_link *l, void *arg)
 	struct node *d = tree_lookup(s->fs->model->tree, l->path);
 	char *name, *line;
 
-	if (!d || !node_is_doc(d) || !may_see(s->fs, d, s->who))
+	if (!d || !node_in_index(d) || !may_see(s->fs, d, s->who))
 		return 0;
 	name = member_name(l->path);
 	if (!name || asprintf(&line, "%.4f\t%s\t%s\n", l->similarity,

@@ -12,11 +12,14 @@ identical ones form a cluster. Bytes read are the daemon's own
 import os
 import random
 import shutil
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from util import check, poll, read_status, run_tests, status_int  # noqa: E402
+from util import (Fail, check, poll, read_status, run_tests,  # noqa: E402
+                  status_int, write)
 from test_mount import settled, standard, wait_clusters  # noqa: E402
+from test_hardening import as_user, test_user  # noqa: E402
 
 TESTS = {}
 MB = 1 << 20
@@ -94,6 +97,93 @@ def test_binary_hashed_only_when_its_size_is_shared(w):
                   'the cluster after a restart')
     d2.umount()
     d2.check_log()
+
+
+def clusters_links(mnt):
+    """{clusters/SIG/MEMBER: its target} of every entry under clusters/;
+    readlink failing is a failure."""
+    out = {}
+    top = os.path.join(mnt, 'clusters')
+    for sig in sorted(os.listdir(top)):
+        for m in sorted(os.listdir(os.path.join(top, sig))):
+            rel = os.path.join('clusters', sig, m)
+            try:
+                out[rel] = os.readlink(os.path.join(mnt, rel))
+            except OSError as e:
+                raise Fail('readlink %s: %s' % (rel, e.strerror))
+    return out
+
+
+@test
+def test_binary_and_failed_members_are_links(w):
+    """Members of clusters of binary files and of files an extractor failed
+    on are symlinks like a document's: readlink gives the absolute source
+    path, stat follows it, and cp -a and tar copy the whole view (each
+    failed with ENOENT on such a link)."""
+    text = w.corpus.document()
+    write(os.path.join(w.src, 't1'), text)
+    write(os.path.join(w.src, 't2'), text)
+    blob(os.path.join(w.src, 'bin/b1'), 3000, 7)
+    shutil.copyfile(os.path.join(w.src, 'bin/b1'), os.path.join(w.src, 'b2'))
+    pdf = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'data',
+                       'formats', 'truncated.pdf')
+    for p in ('f1.pdf', 'bin/f2.pdf'):
+        shutil.copyfile(pdf, os.path.join(w.src, p))
+    want = {frozenset(['t1', 't2']), frozenset(['bin/b1', 'b2']),
+            frozenset(['f1.pdf', 'bin/f2.pdf'])}
+    d = w.daemon()
+    settled(w, d, 2)
+    wait_clusters(w.mnt, want, 'the text, binary and failed pairs as clusters')
+    st = read_status(w.mnt)
+    check(status_int(st, 'failed') == 2, 'the PDFs are not counted failed: %s' % st)
+    links = clusters_links(w.mnt)
+    check(len(links) == 6, 'clusters/ holds %d links, not 6: %s' % (len(links), links))
+    for rel, target in links.items():
+        src = os.path.join(w.src, *rel.split('/')[2:]).replace('%2F', '/')
+        check(target == src, '%s points to %r, not %r' % (rel, target, src))
+        check(os.stat(os.path.join(w.mnt, rel)).st_size == os.stat(src).st_size,
+              'stat -L %s is not its source file' % rel)
+        check(os.lstat(os.path.join(w.mnt, rel)).st_size == len(src),
+              'the size of %s is not its target\'s length' % rel)
+    out = os.path.join(w.top, 'copies')
+    os.mkdir(out)
+    for cmd in (['cp', '-a', w.mnt + '/.', os.path.join(out, 'cp')],
+                ['tar', '-cf', os.path.join(out, 'view.tar'), '-C', w.mnt, '.']):
+        r = subprocess.run(cmd, capture_output=True)
+        check(r.returncode == 0, '%s failed (%d): %s' % (
+            ' '.join(cmd[:2]), r.returncode, r.stderr.decode(errors='replace')[-2000:]))
+    copied = clusters_links(os.path.join(out, 'cp'))
+    check(copied == links, 'cp -a copied other links:\n%s\nnot\n%s' % (copied, links))
+    d.umount()
+    d.check_log()
+
+    # With allow_other, another user who may read both copies sees their
+    # cluster too (members were counted only if they were documents).
+    if os.geteuid() != 0:
+        return
+    uid, gid, _ = test_user()
+    os.chmod(w.top, 0o755)
+    for root, dirs, files in os.walk(w.src):
+        for n in dirs + files:
+            os.chmod(os.path.join(root, n), 0o755 if n in dirs else 0o644)
+    os.chmod(w.src, 0o755)
+    d = w.daemon(opts=['allow_other'])
+    settled(w, d, 2)
+    got = as_user(uid, gid, [], LIST_CLUSTERS, w.mnt)
+    check(got == sorted(sorted(links[rel] for rel in links if rel.split('/')[1] == sig)
+                        for sig in {rel.split('/')[1] for rel in links}),
+          'another user sees the clusters %s, not all three' % got)
+    d.umount()
+    d.check_log()
+
+
+LIST_CLUSTERS = r'''
+import json, os, sys
+top = os.path.join(sys.argv[1], 'clusters')
+print(json.dumps(sorted(sorted(os.readlink(os.path.join(top, c, m))
+                               for m in os.listdir(os.path.join(top, c)))
+                        for c in os.listdir(top))))
+'''
 
 
 if __name__ == '__main__':

@@ -7,30 +7,19 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "escape.h"
 #include "imatch.h"
-
-/* The bytes put_text_path() escapes: the backslash and the control bytes
- * (NUL ends the string). */
-static const char text_special[] = "\\\x01\x02\x03\x04\x05\x06\x07\x08\t\n"
-				   "\x0b\x0c\r\x0e\x0f\x10\x11\x12\x13\x14"
-				   "\x15\x16\x17\x18\x19\x1a\x1b\x1c\x1d\x1e"
-				   "\x1f\x7f";
 
 void put_text_path(FILE *f, const char *s)
 {
-	while (*s) {
-		size_t n = strcspn(s, text_special);
+	char in[256], out[4 * sizeof(in)];
+	size_t n;
 
-		fwrite(s, 1, n, f);
-		s += n;
-		switch (*s) {
-		case '\0': return;
-		case '\t': fputs("\\t", f); break;
-		case '\n': fputs("\\n", f); break;
-		case '\\': fputs("\\\\", f); break;
-		default: fprintf(f, "\\x%02x", (unsigned char)*s);
-		}
-		s++;
+	/* Piece by piece (escape.h): no allocation for a long path. */
+	for (; (n = strnlen(s, sizeof(in) - 1)); s += n) {
+		memcpy(in, s, n);
+		in[n] = '\0';
+		fwrite(out, 1, im_text_escape(in, out, sizeof(out)), f);
 	}
 }
 

@@ -18,6 +18,7 @@
 
 #include "ctab.h"
 #include "dirgroups.h"
+#include "escape.h"
 #include "ino.h"
 #include "member.h"
 #include "model.h"
@@ -1049,8 +1050,10 @@ static size_t sigs_text(struct imfs *fs, const struct node *n, char *out,
 }
 
 /* One line per verified link of the document: score TAB exact|near TAB
- * member (DESIGN §2), by member name; links to documents the caller may not
- * see are left out, as in its dupes/. */
+ * member (DESIGN §2), the member name escaped as the CLI's text formats
+ * write paths (escape.h: a name may hold a TAB or a newline), in the order
+ * of those names; links to documents the caller may not see are left out,
+ * as in its dupes/. */
 struct sims {
 	struct imfs *fs;
 	const struct vcaller *who;
@@ -1063,17 +1066,25 @@ static int sims_cb(const struct im_link *l, void *arg)
 {
 	struct sims *s = arg;
 	struct node *d = tree_lookup(s->fs->model->tree, l->path);
-	char *name, *line;
+	char head[32], *name, *line = NULL;
+	size_t hl, nl;
 
 	if (!d || !node_in_index(d) || !may_see(s->fs, d, s->who))
 		return 0;
+	hl = (size_t)snprintf(head, sizeof(head), "%.4f\t%s\t", l->similarity,
+			      l->exact ? "exact" : "near");
 	name = member_name(l->path);
-	if (!name || asprintf(&line, "%.4f\t%s\t%s\n", l->similarity,
-			      l->exact ? "exact" : "near", name) < 0) {
+	nl = name ? im_text_escape(name, NULL, 0) : 0;
+	if (name)
+		line = malloc(hl + nl + 2);
+	if (!line) {
 		free(name);
 		s->err = -ENOMEM;
 		return 1;
 	}
+	memcpy(line, head, hl);
+	im_text_escape(name, line + hl, nl + 1);
+	memcpy(line + hl + nl, "\n", 2);
 	free(name);
 	if (s->n == s->cap) {
 		size_t cap = s->cap ? 2 * s->cap : 16;

@@ -8,6 +8,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -35,20 +36,31 @@ def cli_dupes(w):
             for d in json.loads(r.stdout)['documents']}
 
 
+def unescape(field):
+    """A member name as the text formats write it: \\t, \\n, \\\\ and \\xHH."""
+    def one(m):
+        e = m.group(1)
+        return chr(int(e[1:], 16)) if e[0] == 'x' else {'t': '\t', 'n': '\n'}.get(e, e)
+    return re.sub(r'\\(x[0-9a-f]{2}|.)', one, field)
+
+
 def read_similarity(mnt, rel):
     """{dupe: (similarity, kind)} from by-doc/REL/similarity, checking the
-    line format and the order (by member name)."""
-    with open(by_doc_path(mnt, rel, 'similarity')) as f:
-        lines = f.read().splitlines()
+    line format and the order (by member name, as written)."""
+    with open(by_doc_path(mnt, rel, 'similarity'), 'rb') as f:
+        lines = os.fsdecode(f.read()).split('\n')
+    check(lines[-1] == '', '%s/similarity does not end with a newline' % rel)
     out, names = {}, []
-    for line in lines:
+    for line in lines[:-1]:
         f = line.split('\t')
         check(len(f) == 3 and f[1] in ('exact', 'near'),
               '%s/similarity: bad line %r' % (rel, line))
+        check(re.fullmatch(r'([^\\\x00-\x1f\x7f]|\\[tn\\]|\\x[0-9a-f]{2})*', f[2]),
+              '%s/similarity: a lone backslash or a control byte in %r' % (rel, f[2]))
         s = float(f[0])
         check(0 < s <= 1, '%s/similarity: score %r' % (rel, f[0]))
         names.append(f[2])
-        out[decode_member(f[2])] = (s, f[1])
+        out[decode_member(unescape(f[2]))] = (s, f[1])
     check(names == sorted(names), '%s/similarity is not sorted' % rel)
     return out
 
@@ -113,6 +125,39 @@ def test_dupes_follow_a_new_copy(w):
     settled(w, d, len(docs))
     view_equals_cli(w, docs)
     check(new in read_similarity(w.mnt, orig), 'the new copy not in similarity')
+    d.umount()
+    d.check_log()
+
+
+@test
+def test_similarity_escapes_names(w):
+    """Member names in similarity are escaped as `imatch dupes` writes
+    paths (\\t, \\n, \\\\, \\xHH): a name with a newline, a TAB or an ESC
+    stays in one record of three fields, and reads back exactly."""
+    text = w.corpus.document()
+    odd = ['new\nline.txt', 'tab\there.txt', 'back\\slash.txt', 'dir\n/x.txt',
+           'esc\x1b[31m.txt']
+    for p in ['plain.txt'] + odd:
+        write(os.path.join(w.src, p), text)
+    d = w.daemon()
+    settled(w, d, 1 + len(odd))
+    poll(lambda: (len(read_dupes(w.mnt, 'plain.txt')) == len(odd),
+                  read_dupes(w.mnt, 'plain.txt')), 'the copies in dupes/')
+    with open(by_doc_path(w.mnt, 'plain.txt', 'similarity'), 'rb') as f:
+        raw = f.read()
+    check(raw.count(b'\n') == len(odd), 'similarity holds %d lines, not %d:\n%r'
+          % (raw.count(b'\n'), len(odd), raw))
+    sims = read_similarity(w.mnt, 'plain.txt')
+    check(sims == {p: (1.0, 'exact') for p in odd}, 'similarity reads back as %r' % sims)
+    check(b'new\\nline.txt' in raw and b'back\\\\slash.txt' in raw and
+          b'esc\\x1b[31m.txt' in raw,
+          'not escaped as imatch dupes does: %r' % raw)
+    # `imatch dupes` writes the same escapes.
+    r = subprocess.run([w.imatch, 'dupes', '--lexicon', state_lexicon(w), w.src],
+                       capture_output=True)
+    check(r.returncode == 0 and b'new\\nline.txt' in r.stdout,
+          'imatch dupes: %r' % r.stdout)
+    view_equals_cli(w, ['plain.txt'] + odd)
     d.umount()
     d.check_log()
 

@@ -283,7 +283,7 @@ static void imfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	if (!ret)
 		ret = view_lookup(fs, &dir, name, &who, &o);
 	if (!ret) {
-		view_stat(fs, &o, &e.attr);
+		view_stat(fs, &o, &who, &e.attr);
 		e.ino = e.attr.st_ino;
 		e.attr_timeout = attr_secs(req, &e.attr);
 		e.entry_timeout = entry_secs(req);
@@ -322,14 +322,16 @@ static void imfs_getattr(fuse_req_t req, fuse_ino_t ino,
 			 struct fuse_file_info *fi)
 {
 	struct imfs *fs = FS(req);
+	struct vcaller who;
 	struct stat st;
 	struct vobj o;
 	(void)fi;
 
+	caller(req, &who);
 	tree_rdlock(T(req));
 	int ret = view_get(fs, ino, &o);
 	if (!ret)
-		view_stat(fs, &o, &st);
+		view_stat(fs, &o, &who, &st);
 	tree_unlock(T(req));
 	if (ret)
 		fuse_reply_err(req, -ret);
@@ -340,13 +342,15 @@ static void imfs_getattr(fuse_req_t req, fuse_ino_t ino,
 static void imfs_readlink(fuse_req_t req, fuse_ino_t ino)
 {
 	struct imfs *fs = FS(req);
+	struct vcaller who;
 	struct vobj o;
 	char *target = NULL;
 
+	caller(req, &who);
 	tree_rdlock(T(req));
 	int ret = view_get(fs, ino, &o);
 	if (!ret)
-		ret = view_readlink(fs, &o, &target);
+		ret = view_readlink(fs, &o, &who, &target);
 	tree_unlock(T(req));
 	if (ret)
 		fuse_reply_err(req, -ret);

@@ -485,9 +485,10 @@ static int lookup_keeper(struct imfs *fs, struct node *doc,
 	return ret;
 }
 
-/* by-doc/.../cluster: only for a document in a cluster. */
+/* by-doc/.../cluster: only for a document in a cluster the caller may see
+ * in clusters/ (else the link would tell of a copy they cannot read). */
 static int lookup_cluster_link(struct imfs *fs, struct node *doc,
-			       struct vobj *out)
+			       const struct vcaller *who, struct vobj *out)
 {
 	char *path = tree_path(fs->model->tree, doc);
 	int ret;
@@ -496,7 +497,7 @@ static int lookup_cluster_link(struct imfs *fs, struct node *doc,
 		return -ENOMEM;
 	ret = im_index_cluster_of(fs->model->idx, path, &out->sig);
 	free(path);
-	if (ret)
+	if (ret || !cluster_shown(fs, &out->sig, who))
 		return -ENOENT;
 	out->kind = V_CLUSTER_LINK;
 	out->node = doc;
@@ -570,7 +571,7 @@ int view_lookup(struct imfs *fs, const struct vobj *dir, const char *name,
 		else if (!strcmp(name, "keeper"))
 			return lookup_keeper(fs, dir->node, who, out);
 		else if (!strcmp(name, "cluster"))
-			return lookup_cluster_link(fs, dir->node, out);
+			return lookup_cluster_link(fs, dir->node, who, out);
 		else if (!strcmp(name, "similarity"))
 			out->kind = V_SIMS;
 		else
@@ -680,7 +681,8 @@ static mode_t kind_type(enum vkind k)
 	}
 }
 
-void view_stat(struct imfs *fs, const struct vobj *o, struct stat *st)
+void view_stat(struct imfs *fs, const struct vobj *o, const struct vcaller *who,
+	       struct stat *st)
 {
 	const struct node *n = o->node;
 	const struct node_attr *a = n ? tree_attr(fs->model->tree, n) : NULL;
@@ -748,9 +750,11 @@ void view_stat(struct imfs *fs, const struct vobj *o, struct stat *st)
 		st->st_size = (off_t)sigs_text(fs, n, NULL, 0);
 		break;
 	case V_SIMS:
-		/* The owner's view: a caller may see fewer lines (may_see). */
+		/* The caller's lines (may_see), so that what they read is
+		 * st_size bytes (tar, cp): attributes are not cached for
+		 * long when callers differ (allow_other, ops.c). */
 		st->st_mode = S_IFREG | (a->mode & 0444);
-		if (!view_text(fs, o, NULL, &text, &len)) {
+		if (!view_text(fs, o, who, &text, &len)) {
 			st->st_size = (off_t)len;
 			free(text);
 		}
@@ -794,7 +798,7 @@ static struct ventry *list_add(struct lister *ls, const char *name,
 		return NULL;
 	}
 	if (o) {
-		view_stat(ls->fs, o, &e->st);
+		view_stat(ls->fs, o, ls->who, &e->st);
 		if (o->node)
 			tree_mark_known(ls->fs->model->tree, o->node);
 		if (o->kind == V_CLUSTER) {
@@ -975,7 +979,8 @@ void view_list_free(struct vlist *l)
 
 /* ---- Content --------------------------------------------------------------------- */
 
-static int cluster_link(struct imfs *fs, const struct node *n, char **out)
+static int cluster_link(struct imfs *fs, const struct node *n,
+			const struct vcaller *who, char **out)
 {
 	size_t len = cluster_link_len(fs->model->tree, n),
 	       up = doc_depth(fs->model->tree, n) + 1;
@@ -987,7 +992,8 @@ static int cluster_link(struct imfs *fs, const struct node *n, char **out)
 	if (!path || !s)
 		goto out;
 	ret = -ENOENT;
-	if (im_index_cluster_of(fs->model->idx, path, &sig))
+	if (im_index_cluster_of(fs->model->idx, path, &sig) ||
+	    !cluster_shown(fs, &sig, who))
 		goto out;
 	for (size_t i = 0; i < up; i++, p += 3)
 		memcpy(p, "../", 3);
@@ -1002,11 +1008,12 @@ out:
 	return ret;
 }
 
-int view_readlink(struct imfs *fs, const struct vobj *o, char **out)
+int view_readlink(struct imfs *fs, const struct vobj *o,
+		  const struct vcaller *who, char **out)
 {
 	*out = NULL;
 	if (o->kind == V_CLUSTER_LINK)
-		return cluster_link(fs, o->node, out);
+		return cluster_link(fs, o->node, who, out);
 	if (o->kind != V_FILE && o->kind != V_MEMBER && o->kind != V_DIRLINK)
 		return -EINVAL;
 	size_t sl = strlen(fs->source_real), cap = target_len(fs, o->node) + 1;

@@ -81,15 +81,20 @@ int view_get(struct imfs *fs, uint64_t ino, struct vobj *out);
 /** @return 0, -ENOENT or -ENOTDIR. */
 int view_lookup(struct imfs *fs, const struct vobj *dir, const char *name,
 		const struct vcaller *who, struct vobj *out);
-/** Fill @p st (st_ino included). */
-void view_stat(struct imfs *fs, const struct vobj *o, struct stat *st);
+/** Fill @p st (st_ino included), as @p who sees it: the size of similarity
+ *  is that of the lines they may read (NULL: all, the owner's view). */
+void view_stat(struct imfs *fs, const struct vobj *o, const struct vcaller *who,
+	       struct stat *st);
 /** The listing of @p dir, "." and ".." first. Free with view_list_free().
  *  @return 0, -ENOTDIR or -ENOMEM. */
 int view_list(struct imfs *fs, const struct vobj *dir,
 	      const struct vcaller *who, struct vlist *out);
 void view_list_free(struct vlist *l);
-/** The target of a symlink. Caller frees *out. @return 0, -EINVAL, -ENOMEM */
-int view_readlink(struct imfs *fs, const struct vobj *o, char **out);
+/** The target of a symlink, if @p who may see it (a cluster link: only to
+ *  a cluster shown to them). Caller frees *out.
+ *  @return 0, -ENOENT, -EINVAL, -ENAMETOOLONG or -ENOMEM. */
+int view_readlink(struct imfs *fs, const struct vobj *o,
+		  const struct vcaller *who, char **out);
 /**
  * user.imatch.cluster (the cluster's name), user.imatch.keeper (absolute
  * path) and user.imatch.similarity (to the keeper) of a document's by-doc

@@ -16,6 +16,7 @@ import ctypes
 import ctypes.util
 import errno
 import grp
+import json
 import os
 import pwd
 import re
@@ -371,6 +372,79 @@ def test_other_users_see_only_what_they_could_reach(w):
         d.umount()
         d.check_log()
     del fam_closed
+
+
+DOC_VIEW = r'''
+import errno, json, os, sys
+m, rel = sys.argv[1], sys.argv[2]
+d = os.path.join(m, 'by-doc', rel)
+out = {'names': sorted(os.listdir(d))}
+try:
+    out['cluster'] = os.readlink(os.path.join(d, 'cluster'))
+except OSError as e:
+    out['cluster'] = errno.errorcode[e.errno]
+p = os.path.join(d, 'similarity')
+out['sims_size'] = os.stat(p).st_size
+with open(p, 'rb') as f:
+    out['sims'] = f.read().decode()
+out['sims_lstat'] = os.lstat(p).st_size
+try:
+    out['xattr'] = os.getxattr(d, 'user.imatch.cluster').decode()
+except OSError as e:
+    out['xattr'] = errno.errorcode[e.errno]
+print(json.dumps(out))
+'''
+
+
+@test
+def test_hidden_cluster_not_linked_from_by_doc(w):
+    """With allow_other (with and without default_permissions), a user to
+    whom a document's cluster is hidden (its copy is unreadable to them)
+    finds no by-doc/.../cluster (ENOENT, not listed), and the size of
+    similarity is what they read; a cluster they may see is linked, and
+    root (the owner's view) sees both."""
+    uid, gid, _ = test_user()
+    os.chmod(w.top, 0o755)
+    text = w.corpus.document()
+    write(os.path.join(w.src, 'man/ls.txt'), text, mode=0o644)
+    write(os.path.join(w.src, 'docs/unreadable.txt'), text, mode=0)
+    family(w, 'man/cp.txt', 'docs/cp-copy.txt')
+    for root, dirs, files in os.walk(w.src):
+        for n in dirs:
+            os.chmod(os.path.join(root, n), 0o755)
+        for n in files:
+            if n != 'unreadable.txt':
+                os.chmod(os.path.join(root, n), 0o644)
+    os.chmod(w.src, 0o755)
+    for opts in (['allow_other'], ['allow_other', 'default_permissions']):
+        d = w.daemon(opts=opts)
+        live(w, d, 4)
+        poll(lambda: (len(cluster_sets(w.mnt)) == 2, cluster_sets(w.mnt)), 'two clusters')
+        what = ', '.join(opts)
+        for rel, hidden in (('man/ls.txt', True), ('man/cp.txt', False)):
+            mine = json.loads(subprocess.run(
+                ['/usr/bin/python3', '-c', DOC_VIEW, w.mnt, rel],
+                capture_output=True, check=True).stdout)
+            check(mine['cluster'].startswith('../../../clusters/') and
+                  'cluster' in mine['names'] and mine['sims'] and
+                  mine['sims_size'] == len(mine['sims'].encode()),
+                  '-o %s: root sees by-doc/%s as %s' % (what, rel, mine))
+            theirs = as_user(uid, gid, [], DOC_VIEW, w.mnt, rel)
+            sizes_ok = theirs['sims_size'] == theirs['sims_lstat'] == \
+                len(theirs['sims'].encode())
+            check(sizes_ok, '-o %s: %s stats by-doc/%s/similarity at %d bytes '
+                  'and reads %d: %r' % (what, USER, rel, theirs['sims_size'],
+                                        len(theirs['sims'].encode()), theirs))
+            if hidden:
+                check(theirs['cluster'] == 'ENOENT' and 'cluster' not in theirs['names']
+                      and theirs['sims'] == '' and theirs['xattr'] == 'ENODATA',
+                      '-o %s: %s learns of the hidden copy of %s: %s'
+                      % (what, USER, rel, theirs))
+            else:
+                check(theirs == mine, '-o %s: %s sees by-doc/%s as %s, root as %s'
+                      % (what, USER, rel, theirs, mine))
+        d.umount()
+        d.check_log()
 
 
 USER_VIEW = r'''

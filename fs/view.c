@@ -100,7 +100,8 @@ static int count_seen_cb(const char *path, void *arg)
 }
 
 static int members_foreach(struct imfs *fs, const struct vobj *dir,
-			   im_index_path_cb cb, void *arg);
+			   const struct vcaller *who, im_index_path_cb cb,
+			   void *arg);
 
 /* A cluster is shown to a caller who may see two of its members or more:
  * one alone would tell of the others. */
@@ -111,7 +112,7 @@ static bool cluster_shown(struct imfs *fs, const struct im_sig *sig,
 		return true;
 	struct count_seen c = {fs, who, 0};
 	struct vobj o = {.kind = V_CLUSTER, .sig = *sig};
-	members_foreach(fs, &o, count_seen_cb, &c);
+	members_foreach(fs, &o, who, count_seen_cb, &c);
 	return c.n >= 2;
 }
 
@@ -327,7 +328,52 @@ int view_get(struct imfs *fs, uint64_t ino, struct vobj *out)
 	return doc ? 0 : -ENOENT;
 }
 
+struct keeper_of {
+	char *keeper;
+	double similarity;
+};
+
+static int keeper_cb(const char *path, const char *keeper, double similarity,
+		     void *arg)
+{
+	struct keeper_of *k = arg;
+
+	(void)path;
+	k->keeper = strdup(keeper);
+	k->similarity = similarity;
+	return 0;
+}
+
+/* A planned document is in the caller's redundant/ only if they may see its
+ * keeper: else it would tell of a copy they cannot read. */
+static bool keeper_seen(struct imfs *fs, const char *keeper,
+			const struct vcaller *who)
+{
+	const struct node *kn;
+
+	if (!restricted(fs, who))
+		return true;
+	kn = keeper ? tree_lookup(fs->model->tree, keeper) : NULL;
+	return kn && node_is_doc(kn) && may_see(fs, kn, who);
+}
+
+/* Whether document @p path is in @p who's redundant/. */
+static bool planned_for(struct imfs *fs, const char *path,
+			const struct vcaller *who)
+{
+	struct keeper_of k = {NULL, 0};
+	bool yes =
+		redundant_find(fs, path, restricted(fs, who) ? keeper_cb : NULL,
+			       &k) == 1 &&
+		keeper_seen(fs, k.keeper, who);
+
+	free(k.keeper);
+	return yes;
+}
+
 struct path_cb {
+	struct imfs *fs;
+	const struct vcaller *who;
 	im_index_path_cb cb;
 	void *arg;
 };
@@ -337,18 +383,20 @@ static int planned_cb(const char *path, const char *keeper, double similarity,
 {
 	const struct path_cb *p = arg;
 
-	(void)keeper;
 	(void)similarity;
+	if (!keeper_seen(p->fs, keeper, p->who))
+		return 0;
 	return p->cb(path, p->arg);
 }
 
 /* Calls @p cb for each member path of a cluster, dupes or redundant
- * directory @p dir. */
+ * directory @p dir (redundant/: those whose keeper @p who may see). */
 static int members_foreach(struct imfs *fs, const struct vobj *dir,
-			   im_index_path_cb cb, void *arg)
+			   const struct vcaller *who, im_index_path_cb cb,
+			   void *arg)
 {
 	if (dir->kind == V_REDUNDANT) {
-		struct path_cb p = {cb, arg};
+		struct path_cb p = {fs, who, cb, arg};
 
 		return redundant_foreach(fs, planned_cb, &p);
 	}
@@ -385,16 +433,18 @@ static int equal_cb(const char *path, void *arg)
 	return strcmp(path, arg) == 0;
 }
 
-/* The document named @p name in cluster or dupes directory @p dir. */
+/* The document named @p name in cluster, dupes or redundant directory
+ * @p dir. */
 static int lookup_member(struct imfs *fs, const struct vobj *dir,
-			 const char *name, struct node **out)
+			 const char *name, const struct vcaller *who,
+			 struct node **out)
 {
 	char *path = NULL, *canon = NULL;
 	int ret = -ENOENT;
 
 	if (member_is_short(name)) {
 		struct find_short f = {name, NULL};
-		members_foreach(fs, dir, find_short_cb, &f);
+		members_foreach(fs, dir, who, find_short_cb, &f);
 		path = f.path;
 	} else {
 		path = member_decode(name);
@@ -407,9 +457,9 @@ static int lookup_member(struct imfs *fs, const struct vobj *dir,
 			    im_sig_cmp(&s, &dir->sig))
 				goto out;
 		} else if (dir->kind == V_REDUNDANT) {
-			if (redundant_find(fs, path, NULL, NULL) != 1)
+			if (!planned_for(fs, path, who))
 				goto out;
-		} else if (members_foreach(fs, dir, equal_cb, path) != 1) {
+		} else if (members_foreach(fs, dir, who, equal_cb, path) != 1) {
 			goto out;
 		}
 	}
@@ -437,22 +487,6 @@ static int lookup_cluster(struct imfs *fs, const char *name,
 	if (strcmp(hex, name) || !cluster_exists(fs, &out->sig) ||
 	    !cluster_shown(fs, &out->sig, who))
 		return -ENOENT;
-	return 0;
-}
-
-struct keeper_of {
-	char *keeper;
-	double similarity;
-};
-
-static int keeper_cb(const char *path, const char *keeper, double similarity,
-		     void *arg)
-{
-	struct keeper_of *k = arg;
-
-	(void)path;
-	k->keeper = strdup(keeper);
-	k->similarity = similarity;
 	return 0;
 }
 
@@ -580,7 +614,7 @@ int view_lookup(struct imfs *fs, const struct vobj *dir, const char *name,
 	case V_CLUSTER:
 	case V_DUPES:
 	case V_REDUNDANT:
-		ret = lookup_member(fs, dir, name, &out->node);
+		ret = lookup_member(fs, dir, name, who, &out->node);
 		if (ret)
 			return ret;
 		if (!may_see(fs, out->node, who))
@@ -925,7 +959,7 @@ int view_list(struct imfs *fs, const struct vobj *dir,
 	case V_CLUSTER:
 	case V_DUPES:
 	case V_REDUNDANT:
-		if (members_foreach(fs, dir, list_member_cb, &ls) < 0 &&
+		if (members_foreach(fs, dir, who, list_member_cb, &ls) < 0 &&
 		    !ls.err && dir->kind != V_CLUSTER)
 			ls.err = -ENOMEM;
 		break;

@@ -392,6 +392,11 @@ try:
     out['xattr'] = os.getxattr(d, 'user.imatch.cluster').decode()
 except OSError as e:
     out['xattr'] = errno.errorcode[e.errno]
+out['redundant'] = sorted(os.listdir(os.path.join(m, 'redundant')))
+try:
+    out['planned'] = os.readlink(os.path.join(m, 'redundant', rel.replace('/', '%2F')))
+except OSError as e:
+    out['planned'] = errno.errorcode[e.errno]
 print(json.dumps(out))
 '''
 
@@ -400,14 +405,17 @@ print(json.dumps(out))
 def test_hidden_cluster_not_linked_from_by_doc(w):
     """With allow_other (with and without default_permissions), a user to
     whom a document's cluster is hidden (its copy is unreadable to them)
-    finds no by-doc/.../cluster (ENOENT, not listed), and the size of
-    similarity is what they read; a cluster they may see is linked, and
-    root (the owner's view) sees both."""
+    finds no by-doc/.../cluster (ENOENT, not listed), the size of
+    similarity is what they read, and the document is not in redundant/
+    (its keeper is the copy they cannot read); a cluster they may see is
+    linked, and root (the owner's view) sees both."""
     uid, gid, _ = test_user()
     os.chmod(w.top, 0o755)
     text = w.corpus.document()
     write(os.path.join(w.src, 'man/ls.txt'), text, mode=0o644)
     write(os.path.join(w.src, 'docs/unreadable.txt'), text, mode=0)
+    # The oldest is kept: the unreadable copy, so man/ls.txt is planned.
+    os.utime(os.path.join(w.src, 'docs/unreadable.txt'), (1_500_000_000, 1_500_000_000))
     family(w, 'man/cp.txt', 'docs/cp-copy.txt')
     for root, dirs, files in os.walk(w.src):
         for n in dirs:
@@ -427,6 +435,7 @@ def test_hidden_cluster_not_linked_from_by_doc(w):
                 capture_output=True, check=True).stdout)
             check(mine['cluster'].startswith('../../../clusters/') and
                   'cluster' in mine['names'] and mine['sims'] and
+                  (not hidden or mine['planned'] == os.path.join(w.src, rel)) and
                   mine['sims_size'] == len(mine['sims'].encode()),
                   '-o %s: root sees by-doc/%s as %s' % (what, rel, mine))
             theirs = as_user(uid, gid, [], DOC_VIEW, w.mnt, rel)
@@ -437,10 +446,17 @@ def test_hidden_cluster_not_linked_from_by_doc(w):
                                         len(theirs['sims'].encode()), theirs))
             if hidden:
                 check(theirs['cluster'] == 'ENOENT' and 'cluster' not in theirs['names']
-                      and theirs['sims'] == '' and theirs['xattr'] == 'ENODATA',
+                      and theirs['sims'] == '' and theirs['xattr'] == 'ENODATA'
+                      and theirs['planned'] == 'ENOENT'
+                      and 'man%2Fls.txt' not in theirs['redundant'],
                       '-o %s: %s learns of the hidden copy of %s: %s'
                       % (what, USER, rel, theirs))
             else:
+                check(theirs['redundant'] == ['docs%2Fcp-copy.txt'] and
+                      mine['redundant'] == ['docs%2Fcp-copy.txt', 'man%2Fls.txt'],
+                      '-o %s: redundant/ is %s for %s, %s for root'
+                      % (what, theirs['redundant'], USER, mine['redundant']))
+                del theirs['redundant'], mine['redundant']
                 check(theirs == mine, '-o %s: %s sees by-doc/%s as %s, root as %s'
                       % (what, USER, rel, theirs, mine))
         d.umount()

@@ -4,6 +4,7 @@
  * of its exact length, so that ASan and valgrind catch any read past it.
  */
 #include <check.h>
+#include <ctype.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -948,6 +949,93 @@ START_TEST(test_text_html_tags)
 }
 END_TEST
 
+/*
+ * Tag names are looked up as their first 8 bytes, lower-cased (html.c):
+ * read with one 8-byte load where 8 bytes are left, byte by byte near the
+ * end of the input. Every inline name must vanish and every other name give
+ * a space, by both paths, in any case, and a name of 8 bytes or more whose
+ * start is an inline name must not match it.
+ */
+START_TEST(test_text_html_tag_names)
+{
+	static const char *const inline_names[] = {
+		"a",	  "abbr",   "acronym", "b",	 "bdi",	   "bdo",
+		"big",	  "cite",   "code",    "data",	 "del",	   "dfn",
+		"em",	  "font",   "i",       "ins",	 "kbd",	   "mark",
+		"nobr",	  "q",	    "s",       "samp",	 "small",  "span",
+		"strike", "strong", "sub",     "sup",	 "time",   "tt",
+		"u",	  "var",    "wbr",
+	};
+	static const char *const other_names[] = {
+		"p",	    "div",     "li",	   "h1",       "spa",
+		"spans",    "ab",      "aa",	   "c",	       "acronyms",
+		"strongly", "codeblk", "em-x",	   "span:x",   "a1",
+		"subscript", "tt2",    "bdibdi",   "x-span",   "abbrevia",
+	};
+	char in[128], up[16];
+
+	for (size_t i = 0; i < sizeof(inline_names) / sizeof(*inline_names);
+	     i++) {
+		const char *n = inline_names[i];
+		size_t k;
+
+		/* Long tail: the 8-byte load; no tail: byte by byte. */
+		snprintf(in, sizeof(in), "x<%s>y</%s>z and more text", n, n);
+		assert_html(in, "xyz and more text");
+		snprintf(in, sizeof(in), "x<%s>y</%s>", n, n);
+		assert_html(in, "xy");
+		snprintf(in, sizeof(in), "x<%s class=k>y", n);
+		assert_html(in, "xy");
+		for (k = 0; n[k] && k < sizeof(up) - 1; k++)
+			up[k] = (char)toupper((unsigned char)n[k]);
+		up[k] = '\0';
+		snprintf(in, sizeof(in), "x<%s>y</%s>z and more text", up, up);
+		assert_html(in, "xyz and more text");
+		snprintf(in, sizeof(in), "x<%s/>", up);
+		assert_html(in, "x");
+	}
+	for (size_t i = 0; i < sizeof(other_names) / sizeof(*other_names);
+	     i++) {
+		const char *n = other_names[i];
+
+		snprintf(in, sizeof(in), "x<%s>y</%s>z and more text", n, n);
+		assert_html(in, "x y z and more text");
+		snprintf(in, sizeof(in), "x<%s>y</%s>", n, n);
+		assert_html(in, "x y ");
+	}
+	/* The 8-byte load reads exactly to the end of the input. */
+	assert_html("x<span>y", "xy");
+	assert_html("x<spans>", "x ");
+	assert_html("<acronym>", "");
+	assert_html("<acronymx", "");
+	assert_html("x<script>", "x ");
+	assert_html("x<STYLE>p{}</style>y", "x y");
+	assert_html("x<scripts>y", "x y");
+	assert_html("x<scrip>y", "x y");
+}
+END_TEST
+
+/*
+ * The end of a tag and of a quoted value are searched 16 bytes at a time
+ * (html.c, find3()): a tag, a quoted '>', an entity and the text after
+ * them, shifted across every offset of two blocks.
+ */
+START_TEST(test_text_html_block_boundaries)
+{
+	static const char tail[] = "<a title=\"p>q\" href='r>s' x=\"\">t</a>"
+				   "&amp;u<b\n>v</b >w<p\t/>z";
+	char in[160], want[160];
+
+	for (size_t pad = 0; pad < 40; pad++) {
+		memset(in, 'x', pad);
+		memcpy(in + pad, tail, sizeof(tail));
+		memset(want, 'x', pad);
+		strcpy(want + pad, "t&uvw z");
+		assert_html(in, want);
+	}
+}
+END_TEST
+
 START_TEST(test_text_html_unterminated)
 {
 	assert_html("text <!-- never closed words", "text ");
@@ -1339,6 +1427,8 @@ int main(void)
 	tcase_add_test(tc, test_text_html_declared_charset);
 	tcase_add_test(tc, test_text_html_markup_removed);
 	tcase_add_test(tc, test_text_html_tags);
+	tcase_add_test(tc, test_text_html_tag_names);
+	tcase_add_test(tc, test_text_html_block_boundaries);
 	tcase_add_test(tc, test_text_html_unterminated);
 	tcase_add_test(tc, test_text_malformed_input_never_crashes);
 	tcase_add_test(tc, test_text_truncated_fixtures);

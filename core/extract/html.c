@@ -318,7 +318,8 @@ static inline size_t find3(const char *s, size_t i, size_t len, char a, char b,
 struct html {
 	const char *s;
 	size_t len;
-	struct im_buf *out;
+	/* The next byte of text: im_html_text() reserved room for it. */
+	char *o;
 	/* Set once a search for that quote failed: none is left after it. */
 	bool no_dquote, no_squote;
 };
@@ -346,7 +347,7 @@ static size_t skip_raw_text(const struct html *h, size_t from, const char *name)
 }
 
 /* s[i] == '<'. Consume the markup; @return the index after it. */
-static size_t markup(struct html *h, size_t i, int *ret)
+static size_t markup(struct html *h, size_t i)
 {
 	const char *s = h->s;
 	size_t len = h->len, r = len - i, n0, n1, k;
@@ -356,25 +357,26 @@ static size_t markup(struct html *h, size_t i, int *ret)
 	uint64_t key;
 	char prev = 0;
 
-	/* Most markup is a tag: look at comments and CDATA only after "<!". */
-	if (r >= 2 && s[i + 1] == '!' && has_prefix(s + i, r, "<!--")) {
-		k = find(s, len, i + 2, "-->");
-		return k == len ? len : k + 3;
-	}
-	if (r >= 2 && s[i + 1] == '!' && has_prefix(s + i, r, "<![CDATA[")) {
-		k = find(s, len, i + 9, "]]>");
-		*ret = im_buf_append(h->out, s + i + 9, k - (i + 9));
-		return k == len ? len : k + 3;
-	}
 	if (r >= 2 && (s[i + 1] == '!' || s[i + 1] == '?')) {
+		/* Most markup is a tag: comments and CDATA only after "<!". */
+		if (has_prefix(s + i, r, "<!--")) {
+			k = find(s, len, i + 2, "-->");
+			return k == len ? len : k + 3;
+		}
+		if (has_prefix(s + i, r, "<![CDATA[")) {
+			k = find(s, len, i + 9, "]]>");
+			memcpy(h->o, s + i + 9, k - (i + 9));
+			h->o += k - (i + 9);
+			return k == len ? len : k + 3;
+		}
 		p = memchr(s + i + 2, '>', r - 2);
-		*ret = im_buf_putc(h->out, ' ');
+		*h->o++ = ' ';
 		return p ? (size_t)(p - s) + 1 : len;
 	}
 	closing = r >= 2 && s[i + 1] == '/';
 	n0 = i + 1 + closing;
 	if (n0 >= len || !is_alpha(s[n0])) {
-		*ret = im_buf_putc(h->out, '<');
+		*h->o++ = '<';
 		return i + 1;
 	}
 	/*
@@ -447,13 +449,36 @@ static size_t markup(struct html *h, size_t i, int *ret)
 		k = skip_raw_text(h, k, "script");
 	else if (!closing && !self_closing && kind == TAG_STYLE)
 		k = skip_raw_text(h, k, "style");
-	if (kind != TAG_INLINE)
-		*ret = im_buf_putc(h->out, ' ');
+	/* Written always, kept unless the tag is inline: no branch. */
+	*h->o = ' ';
+	h->o += kind != TAG_INLINE;
 	return k;
 }
 
+/* Append the UTF-8 encoding of the scalar value @p cp at @p o; @return the
+ * end of it. */
+static char *put_utf8(char *o, uint32_t cp)
+{
+	if (cp < 0x80) {
+		*o++ = (char)cp;
+	} else if (cp < 0x800) {
+		*o++ = (char)(0xc0 | cp >> 6);
+		*o++ = (char)(0x80 | (cp & 0x3f));
+	} else if (cp < 0x10000) {
+		*o++ = (char)(0xe0 | cp >> 12);
+		*o++ = (char)(0x80 | ((cp >> 6) & 0x3f));
+		*o++ = (char)(0x80 | (cp & 0x3f));
+	} else {
+		*o++ = (char)(0xf0 | cp >> 18);
+		*o++ = (char)(0x80 | ((cp >> 12) & 0x3f));
+		*o++ = (char)(0x80 | ((cp >> 6) & 0x3f));
+		*o++ = (char)(0x80 | (cp & 0x3f));
+	}
+	return o;
+}
+
 /* s[i] == '&'. Decode an entity or copy the '&'; @return the index after. */
-static size_t entity(struct html *h, size_t i, int *ret)
+static size_t entity(struct html *h, size_t i)
 {
 	const char *s = h->s;
 	size_t len = h->len, k = i + 1, d0;
@@ -486,7 +511,7 @@ static size_t entity(struct html *h, size_t i, int *ret)
 			v = 0xfffd;
 		else if (v >= 0x80 && v <= 0x9f)
 			v = im_cp1252_high[v - 0x80];
-		*ret = im_buf_put_cp(h->out, v);
+		h->o = put_utf8(h->o, v);
 		return k;
 	}
 	d0 = k;
@@ -497,10 +522,10 @@ static size_t entity(struct html *h, size_t i, int *ret)
 		goto literal;
 	if (k < len && s[k] == ';')
 		k++;
-	*ret = im_buf_put_cp(h->out, (uint32_t)cp);
+	h->o = put_utf8(h->o, (uint32_t)cp);
 	return k;
 literal:
-	*ret = im_buf_putc(h->out, '&');
+	*h->o++ = '&';
 	return i + 1;
 }
 
@@ -528,38 +553,49 @@ size_t im_html_charset(const char *s, size_t len, const char **name)
 	return 0;
 }
 
+/*
+ * The text of s[0, i) is never longer than i bytes, which is why markup()
+ * and entity() write without checking for room: a text run is copied as it
+ * is; a tag (3 bytes or more), "<!" or "<?" makes at most one space, a
+ * comment nothing, CDATA its contents; an entity at most as many bytes as
+ * it has. A named one has 3 bytes or more ("&lt") and decodes to a code
+ * point below U+10000, at most 3 bytes of UTF-8. A numeric one has 3 bytes
+ * or more ("&#0") and decodes to at most 3 bytes (U+FFFD for an invalid
+ * value, windows-1252 for 128-159), or to 4 for a value of U+10000 or more,
+ * which takes 8 bytes or more ("&#65536", "&#x10000"). The scan asserts it.
+ */
 int im_html_text(const char *s, size_t len, struct im_buf *out)
 {
-	struct html h = {.s = s, .len = len, .out = out};
+	struct html h = {.s = s, .len = len};
 	size_t i = 0;
-	int ret = 0;
+	char *o0;
 
 	pthread_once(&keys_once, keys_init); /* for tag_kind() */
-	/* The text is never longer than the markup; one allocation. */
+	/* len would do; the + 1 makes out->p a buffer even when len is 0. */
 	if (im_buf_reserve(out, len + 1))
 		return -ENOMEM;
-	while (i < len && !ret) {
+	o0 = h.o = out->p + out->len;
+	while (i < len) {
 		/* Tags often follow one another: no search for an empty run. */
 		size_t j = s[i] == '<' ? i : find3(s, i, len, '<', '&', '&');
 
-		/* Room was reserved above: the text so far is at most i bytes. */
-		if (j - i <= 32 && len - i >= 32 && out->cap - out->len >= 32) {
-			/* Most runs between two pieces of markup are short (or
-			 * empty): one fixed-size copy instead of a call. */
-			memcpy(out->p + out->len, s + i, 32);
-			out->len += j - i;
-		} else if (j - i <= out->cap - out->len) {
-			memcpy(out->p + out->len, s + i, j - i);
-			out->len += j - i;
-		} else {
-			ret = im_buf_append(out, s + i, j - i);
-		}
-		if (ret || j == len)
+		assert((size_t)(h.o - o0) <= i);
+		/* Room for len - i + 1 more bytes: most runs between two
+		 * pieces of markup are short (or empty), so one fixed-size
+		 * copy instead of a call. */
+		if (j - i <= 32 && len - i >= 32)
+			memcpy(h.o, s + i, 32);
+		else
+			memcpy(h.o, s + i, j - i);
+		h.o += j - i;
+		if (j == len)
 			break;
 		if (s[j] == '<')
-			i = markup(&h, j, &ret);
+			i = markup(&h, j);
 		else
-			i = entity(&h, j, &ret);
+			i = entity(&h, j);
 	}
-	return ret;
+	assert((size_t)(h.o - o0) <= len);
+	out->len += (size_t)(h.o - o0);
+	return 0;
 }

@@ -32,18 +32,28 @@ bool im_exact_deferred(const struct im_doc_sigs *d)
 
 /* ---- Hashing one file -------------------------------------------------------- */
 
-int im_exact_hash_at(int dirfd, const char *path, uint64_t size,
-		     int64_t mtime_ns, uint8_t exact[16], uint64_t *bytes)
+static int64_t ns_of(struct timespec t)
 {
-	XXH3_state_t *h = NULL;
+	return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+int im_exact_hash_seen_at(int dirfd, const char *path,
+			  const struct im_exact_seen *seen, uint64_t limit,
+			  void *buf, size_t bufsize, uint8_t exact[16],
+			  uint64_t *bytes)
+{
+	XXH3_state_t h; /* XXH_INLINE_ALL: complete, aligned by its type */
 	XXH128_canonical_t c;
-	uint64_t done = 0;
-	char *buf = NULL;
+	bool whole = seen->size <= limit, streamed = false;
+	uint64_t want = whole ? seen->size : limit, done = 0;
+	size_t fill = 0;
 	struct stat st;
 	int fd = -1, ret;
 
 	if (bytes)
 		*bytes = 0;
+	if (bufsize < IM_EXACT_HEAD)
+		return -EINVAL;
 	ret = im_open_beneath(dirfd, path, O_RDONLY | O_NOCTTY | O_NONBLOCK,
 			      &fd);
 	if (ret)
@@ -52,22 +62,35 @@ int im_exact_hash_at(int dirfd, const char *path, uint64_t size,
 		ret = -errno;
 		goto out;
 	}
-	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != size ||
-	    (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec !=
-		    mtime_ns) {
+	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != seen->size ||
+	    ns_of(st.st_mtim) != seen->mtime_ns ||
+	    (seen->ctime_ns && ns_of(st.st_ctim) != seen->ctime_ns) ||
+	    (seen->ino && ((uint64_t)st.st_dev != seen->dev ||
+			   (uint64_t)st.st_ino != seen->ino))) {
 		ret = -ESTALE;
 		goto out;
 	}
-	buf = malloc(HASH_CHUNK);
-	h = XXH3_createState();
-	if (!buf || !h) {
-		ret = -ENOMEM;
-		goto out;
-	}
-	XXH3_128bits_reset(h);
-	for (;;) {
-		ssize_t r = read(fd, buf, HASH_CHUNK);
+	/*
+	 * Fill the buffer, hashing it as it fills up. A whole file is read
+	 * until read() says its end, so that one grown meanwhile is caught; a
+	 * head stops at @p limit. Hashed in one call when it fits the buffer
+	 * (the same XXH3-128 as streamed, and quicker for small files).
+	 */
+	while (whole || done < want) {
+		size_t room = bufsize - fill;
+		ssize_t r;
 
+		if (!room) {
+			if (!streamed)
+				XXH3_128bits_reset(&h);
+			streamed = true;
+			XXH3_128bits_update(&h, buf, fill);
+			fill = 0;
+			continue;
+		}
+		if (!whole && room > want - done)
+			room = (size_t)(want - done);
+		r = read(fd, (char *)buf + fill, room);
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r < 0) {
@@ -76,24 +99,45 @@ int im_exact_hash_at(int dirfd, const char *path, uint64_t size,
 		}
 		if (r == 0)
 			break;
-		XXH3_128bits_update(h, buf, (size_t)r);
+		fill += (size_t)r;
 		done += (uint64_t)r;
+		/* Written meanwhile: not the bytes the walk saw. */
+		if (done > want)
+			break;
 	}
 	if (bytes)
 		*bytes = done;
-	/* Written meanwhile: not the bytes the scan saw. */
-	if (done != size) {
+	if (done != want) {
 		ret = -ESTALE;
 		goto out;
 	}
-	XXH128_canonicalFromHash(&c, XXH3_128bits_digest(h));
+	if (streamed) {
+		XXH3_128bits_update(&h, buf, fill);
+		XXH128_canonicalFromHash(&c, XXH3_128bits_digest(&h));
+	} else {
+		XXH128_canonicalFromHash(&c, XXH3_128bits(buf, fill));
+	}
 	memcpy(exact, c.digest, 16);
 out:
-	if (h)
-		XXH3_freeState(h);
-	free(buf);
 	if (fd >= 0)
 		close(fd);
+	return ret;
+}
+
+int im_exact_hash_at(int dirfd, const char *path, uint64_t size,
+		     int64_t mtime_ns, uint8_t exact[16], uint64_t *bytes)
+{
+	struct im_exact_seen seen = {.size = size, .mtime_ns = mtime_ns};
+	char *buf = malloc(HASH_CHUNK);
+	int ret;
+
+	if (bytes)
+		*bytes = 0;
+	if (!buf)
+		return -ENOMEM;
+	ret = im_exact_hash_seen_at(dirfd, path, &seen, UINT64_MAX, buf,
+				    HASH_CHUNK, exact, bytes);
+	free(buf);
 	return ret;
 }
 

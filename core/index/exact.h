@@ -57,6 +57,44 @@ bool im_exact_deferred(const struct im_doc_sigs *d);
 int im_exact_hash_at(int dirfd, const char *path, uint64_t size,
 		     int64_t mtime_ns, uint8_t exact[16], uint64_t *bytes);
 
+/** A file as it was seen (walked): what im_exact_hash_seen_at() checks
+ *  before it reads. */
+struct im_exact_seen {
+	uint64_t size;
+	int64_t mtime_ns;
+	int64_t ctime_ns; /**< 0: not checked */
+	uint64_t dev;	  /**< with ino */
+	uint64_t ino;	  /**< 0: dev and ino not checked */
+};
+
+/** The head block: same-size files are told apart by their first
+ *  IM_EXACT_HEAD bytes before any is read whole. */
+#define IM_EXACT_HEAD 4096
+
+/**
+ * Hash the first @p limit bytes of @p path below @p dirfd (no symlink
+ * followed), if it is still the regular file @p seen describes: the same
+ * size and mtime, and ctime, device and inode where @p seen gives them.
+ *
+ * A file of at most @p limit bytes is read to its end, and refused if its
+ * length is not @p seen->size: *exact is then the XXH3-128 of the whole
+ * file, as im_exact_hash_at() gives it. A longer file yields the XXH3-128
+ * of its first @p limit bytes, fit only to tell files apart (two files
+ * whose heads differ are not copies); equal heads prove nothing.
+ *
+ * @param buf      the caller's read buffer, @p bufsize bytes (at least
+ *                 IM_EXACT_HEAD); afterwards it holds the first
+ *                 min(size, limit) bytes when those fit in it.
+ * @param bytes    if not NULL, receives the bytes read.
+ * @return 0; -ESTALE when the file is not as seen (or its length changed
+ *         while read); -EINVAL if @p bufsize < IM_EXACT_HEAD; or the errno
+ *         of open or read. Reentrant: one buffer per thread.
+ */
+int im_exact_hash_seen_at(int dirfd, const char *path,
+			  const struct im_exact_seen *seen, uint64_t limit,
+			  void *buf, size_t bufsize, uint8_t exact[16],
+			  uint64_t *bytes);
+
 /* ---- Counting sizes ------------------------------------------------------------ */
 
 /** No id: a file whose hash is already known. */

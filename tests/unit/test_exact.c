@@ -2,7 +2,8 @@
  * Unit tests for core/index/exact.c: the size table, hashing a file as the
  * signer does, and a scan with defer_binary completed by im_exact_fill():
  * the same exact links as hashing everything, with only the binary files of
- * shared sizes read whole.
+ * shared sizes read whole; and the head hash size-first dedupe tells files
+ * apart by, with its checks that a file is still as walked.
  */
 #include <check.h>
 #include <dirent.h>
@@ -211,6 +212,117 @@ START_TEST(test_exact_hash_equals_signer)
 }
 END_TEST
 
+/* The walk's view of @p rel, as scan_tree_exact() keeps it. */
+static struct im_exact_seen seen_of(const char *rel)
+{
+	struct im_exact_seen seen;
+	struct stat st;
+
+	ck_assert_int_eq(fstatat(rootfd, rel, &st, 0), 0);
+	seen.size = (uint64_t)st.st_size;
+	seen.mtime_ns =
+		(int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+	seen.ctime_ns =
+		(int64_t)st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec;
+	seen.dev = (uint64_t)st.st_dev;
+	seen.ino = (uint64_t)st.st_ino;
+	return seen;
+}
+
+START_TEST(test_exact_hash_seen_head)
+{
+	static char buf[3 * IM_EXACT_HEAD];
+	char *b = binary(300000, 2);
+	struct im_exact_seen a, h, s, bad;
+	uint8_t x[16], y[16];
+	uint64_t bytes;
+
+	put("a.bin", b, 300000);
+	put("head.bin", b, IM_EXACT_HEAD);
+	put("small.bin", b, 1000);
+	a = seen_of("a.bin");
+	h = seen_of("head.bin");
+	s = seen_of("small.bin");
+	/* A head: the hash of the file of its first bytes alone. */
+	ck_assert_int_eq(im_exact_hash_seen_at(rootfd, "a.bin", &a,
+					       IM_EXACT_HEAD, buf, sizeof(buf),
+					       x, &bytes),
+			 0);
+	ck_assert_uint_eq(bytes, IM_EXACT_HEAD);
+	ck_assert_msg(!memcmp(buf, b, IM_EXACT_HEAD), "the head is in buf");
+	ck_assert_int_eq(im_exact_hash_at(rootfd, "head.bin", h.size,
+					  h.mtime_ns, y, NULL),
+			 0);
+	ck_assert_msg(!memcmp(x, y, 16), "head hash = hash of the head");
+	/* Whole, in a buffer smaller than the file: im_exact_hash_at's. */
+	ck_assert_int_eq(im_exact_hash_seen_at(rootfd, "a.bin", &a, UINT64_MAX,
+					       buf, sizeof(buf), x, &bytes),
+			 0);
+	ck_assert_uint_eq(bytes, 300000);
+	ck_assert_int_eq(
+		im_exact_hash_at(rootfd, "a.bin", a.size, a.mtime_ns, y, NULL),
+		0);
+	ck_assert_msg(!memcmp(x, y, 16), "whole hash, streamed");
+	/* No longer than the limit: read once, whole. */
+	ck_assert_int_eq(im_exact_hash_seen_at(rootfd, "small.bin", &s,
+					       IM_EXACT_HEAD, buf,
+					       IM_EXACT_HEAD, x, &bytes),
+			 0);
+	ck_assert_uint_eq(bytes, 1000);
+	ck_assert_int_eq(im_exact_hash_at(rootfd, "small.bin", s.size,
+					  s.mtime_ns, y, NULL),
+			 0);
+	ck_assert_msg(!memcmp(x, y, 16), "a short file's head is its hash");
+	ck_assert_int_eq(im_exact_hash_seen_at(rootfd, "head.bin", &h,
+					       IM_EXACT_HEAD, buf,
+					       IM_EXACT_HEAD, x, NULL),
+			 0);
+	ck_assert_int_eq(im_exact_hash_at(rootfd, "head.bin", h.size,
+					  h.mtime_ns, y, NULL),
+			 0);
+	ck_assert_msg(!memcmp(x, y, 16), "a file of the head's size, whole");
+	/* Not as seen: each field checked, for a head and a whole file. */
+	for (int i = 0; i < 10; i++) {
+		bad = i % 5 == 4 ? s : a;
+		switch (i % 5) {
+		case 0: bad.ino++; break;
+		case 1: bad.dev++; break;
+		case 2: bad.ctime_ns++; break;
+		case 3: bad.mtime_ns--; break;
+		case 4: bad.size++; break;
+		}
+		ck_assert_msg(im_exact_hash_seen_at(
+				      rootfd,
+				      i % 5 == 4 ? "small.bin" : "a.bin", &bad,
+				      i < 5 ? IM_EXACT_HEAD : UINT64_MAX, buf,
+				      sizeof(buf), x, NULL) == -ESTALE,
+			      "field %d changed: -ESTALE", i % 5);
+	}
+	/* Rewritten with its old size and times: the ctime tells. */
+	{
+		struct timespec t[2] = {{0, 0}, {0, 0}};
+		struct im_exact_seen old = s;
+
+		usleep(20000);
+		b[10] ^= 1;
+		put("small.bin", b, 1000);
+		t[0].tv_sec = old.mtime_ns / 1000000000;
+		t[0].tv_nsec = old.mtime_ns % 1000000000;
+		t[1] = t[0];
+		ck_assert_int_eq(utimensat(rootfd, "small.bin", t, 0), 0);
+		ck_assert_int_eq(im_exact_hash_seen_at(rootfd, "small.bin",
+						       &old, IM_EXACT_HEAD, buf,
+						       IM_EXACT_HEAD, x, NULL),
+				 -ESTALE);
+	}
+	ck_assert_int_eq(im_exact_hash_seen_at(rootfd, "a.bin", &a,
+					       IM_EXACT_HEAD, buf,
+					       IM_EXACT_HEAD - 1, x, NULL),
+			 -EINVAL);
+	free(b);
+}
+END_TEST
+
 struct collect {
 	struct im_index *idx;
 };
@@ -321,6 +433,7 @@ static Suite *exact_suite(void)
 	suite_add_tcase(s, tc);
 	tcase_add_checked_fixture(tf, setup, teardown);
 	tcase_add_test(tf, test_exact_hash_equals_signer);
+	tcase_add_test(tf, test_exact_hash_seen_head);
 	tcase_add_test(tf, test_exact_fill_same_links);
 	suite_add_tcase(s, tf);
 	return s;

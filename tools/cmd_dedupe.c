@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "dupdirs.h"
+#include "exact.h"
 #include "imatch.h"
 #include "index.h"
 #include "plan.h"
@@ -649,10 +650,13 @@ int cmd_dedupe(struct cli *c)
 		if (c->verbose)
 			fprintf(stderr,
 				"imatch: dedupe: %zu files, %zu sharing a size "
-				"hashed (%.1f MB), %zu groups of copies (%zu "
+				"hashed (%.1f MB): %zu told apart by their "
+				"first %d bytes, %zu read whole after them, "
+				"%zu groups of copies (%zu "
 				"read as documents, %zu text told by their "
 				"first bytes), %zu changed or unreadable\n",
 				st.files, st.hashed, (double)st.bytes / 1e6,
+				st.head_apart, IM_EXACT_HEAD, st.whole,
 				st.read + st.sniffed, st.read, st.sniffed,
 				st.unreadable);
 	}

@@ -154,8 +154,13 @@ int scan_tree(struct cli *c, int fd, struct im_index **idx, scan_file_fn fn,
 /** What scan_tree_exact() read. */
 struct exact_scan_stats {
 	size_t files;	   /**< walked, not empty, within max_size */
-	size_t hashed;	   /**< of those, sharing their size with another */
-	uint64_t bytes;	   /**< read to hash them */
+	size_t hashed;	   /**< of those, sharing their size with another:
+			    *   their first IM_EXACT_HEAD bytes hashed */
+	size_t head_apart; /**< of those, told apart by those bytes alone (no
+			    *   other file of their size has them) */
+	size_t whole;	   /**< of those, longer than IM_EXACT_HEAD and read
+			    *   again whole: their head matched another's */
+	uint64_t bytes;	   /**< read to hash them (heads and whole files) */
 	size_t unreadable; /**< changed, vanished or unreadable meanwhile */
 	size_t read;	   /**< groups of copies whose one file read was read
 			    *   as a scan reads it (formats in containers) */

@@ -87,6 +87,52 @@ def dump(path, lines):
             f.write(json.dumps(l) + "\n")
 
 
+HEAD = 4096  # IM_EXACT_HEAD
+
+
+def expected_counts(root):
+    """What `dedupe -v` should count for ROOT, from the files themselves:
+    non-empty files; those sharing a size (their first HEAD bytes hashed);
+    of those, the ones whose head no other file of their size has (told
+    apart), and the longer-than-HEAD ones whose head another has (read
+    whole); the bytes read; the groups of byte-identical files."""
+    paths = [p for p in files_under(root) if os.path.getsize(p)]
+    sizes = {}
+    for p in paths:
+        sizes.setdefault(os.path.getsize(p), []).append(p)
+    shared = [p for ps in sizes.values() if len(ps) > 1 for p in ps]
+    heads, contents = {}, {}
+    for p in shared:
+        with open(p, "rb") as f:
+            data = f.read()
+        heads.setdefault((len(data), data[:HEAD]), []).append(p)
+        contents.setdefault(data, []).append(p)
+    apart = sum(1 for ps in heads.values() if len(ps) == 1)
+    whole = [p for (n, _), ps in heads.items() if len(ps) > 1 and n > HEAD
+             for p in ps]
+    nbytes = (sum(min(os.path.getsize(p), HEAD) for p in shared) +
+              sum(os.path.getsize(p) for p in whole))
+    return {"files": len(paths), "hashed": len(shared),
+            "mb": "%.1f" % (nbytes / 1e6), "apart": apart,
+            "whole": len(whole),
+            "groups": sum(1 for ps in contents.values() if len(ps) > 1)}
+
+
+def verbose_counts(err):
+    """The counts of `dedupe -v`'s first line."""
+    import re
+    m = re.search(r"(\d+) files, (\d+) sharing a size hashed \(([\d.]+) "
+                  r"MB\): (\d+) told apart by their first %d bytes, (\d+) "
+                  r"read whole after them, (\d+) groups of copies \((\d+) "
+                  r"read as documents, (\d+) text told by their first "
+                  r"bytes\), (\d+) changed" % HEAD, err)
+    check(m, "-v line: %s" % err)
+    names = ("files", "hashed", "mb", "apart", "whole", "groups", "read",
+             "sniffed", "changed")
+    return {k: (m.group(i + 1) if k == "mb" else int(m.group(i + 1)))
+            for i, k in enumerate(names)}
+
+
 # ---- Cases -----------------------------------------------------------------
 
 def case_exact_groups(tmp):
@@ -134,10 +180,10 @@ def case_exact_groups(tmp):
 
 def case_exact_size_first(tmp):
     """Without --near, only files that share their size with another are
-    read (hashed), and of each group of copies one is looked at: text by
-    its first bytes, other formats read as a scan reads them; -v says how
-    many. The plan is the same as with every file read."""
-    import re
+    read: their first 4 KiB, and all of them only where another file of
+    the size has the same first 4 KiB; of each group of copies one is
+    looked at: text by its first bytes, other formats read as a scan reads
+    them; -v says how many. The plan is the same as with every file read."""
     root = os.path.join(tmp, "share")
     groups = make_groups(root)
     # Same size, other bytes: hashed, never planned.
@@ -157,27 +203,15 @@ def case_exact_size_first(tmp):
             data = f.read()
         put(root, "formats/" + name, data, mtime=1_400_000_000)
         put(root, "formats/copy/" + name, data, mtime=1_400_000_001)
-    paths = [p for p in files_under(root) if os.path.getsize(p)]
-    sizes = {}
-    for p in paths:
-        sizes.setdefault(os.path.getsize(p), []).append(p)
-    shared = [p for ps in sizes.values() if len(ps) > 1 for p in ps]
-    contents = {}
-    for p in shared:
-        with open(p, "rb") as f:
-            contents.setdefault(f.read(), []).append(p)
-    ngroups = sum(1 for ps in contents.values() if len(ps) > 1)
+    want = expected_counts(root)
     out, err = run("dedupe", "-v", root)
-    m = re.search(r"(\d+) files, (\d+) sharing a size hashed \(([\d.]+) MB\), "
-                  r"(\d+) groups of copies \((\d+) read as documents, (\d+) "
-                  r"text told by their first bytes\), (\d+) changed", err)
-    check(m, "-v line: %s" % err)
-    got = tuple(int(m.group(i)) for i in (1, 2, 4, 5, 6, 7))
+    got = verbose_counts(err)
     # The PNG and the two PDF pairs are read as a scan reads them; the
     # text groups are told by their first bytes.
-    want = (len(paths), len(shared), ngroups, 3, ngroups - 3, 0)
-    check(got == want, "files, hashed, groups, read, sniffed, changed: "
-          "%s, want %s" % (got, want))
+    want.update(read=3, sniffed=want["groups"] - 3, changed=0)
+    check(got == want, "-v counts %s, want %s" % (got, want))
+    check(want["apart"] and want["whole"] and want["groups"] > 3,
+          "the tree has files told apart by their heads and read whole")
     lines = plan_lines(out)
     planned = {l["path"] for l in lines}
     copies = {os.path.join(root, "formats/copy", n)
@@ -196,6 +230,66 @@ def case_exact_size_first(tmp):
                            for l in plan_lines(near) if l["kind"] == "exact")
     check(sorted((l["path"], l["keeper"], l["hash"]) for l in lines)
           == exact_of_near, "the exact lines of --near: %s" % exact_of_near)
+
+
+def case_exact_head(tmp):
+    """Same-size files that differ in their first 4 KiB are told apart by
+    that alone (-v counts them, and no more of them is read); files that
+    share it are read whole, and only the whole decides: two that differ
+    after it are not copies. A file of at most 4 KiB is read once. The
+    plan and the counts do not depend on -j."""
+    root = os.path.join(tmp, "share")
+    rng = random.Random(3)
+    body = bytes(rng.randrange(32, 127) for _ in range(3 * HEAD + 100))
+    # The same first 4 KiB and more, one byte apart near the end.
+    put(root, "tail/a.txt", body)
+    put(root, "tail/b.txt", body[:-50] + b"#" + body[-49:])
+    # One byte apart: the first.
+    put(root, "first/a.txt", b"A" + body[1:2 * HEAD])
+    put(root, "first/b.txt", b"B" + body[1:2 * HEAD])
+    # Copies longer than the head, and of exactly the head and one more.
+    for n in (HEAD + 1000, HEAD, HEAD + 1):
+        for c in "ab":
+            put(root, "copies-%d/%s.txt" % (n, c), body[:n],
+                mtime=1_600_000_000 + (c == "b"))
+    # Of the head's size plus one, apart in the last byte only.
+    put(root, "last/a.txt", body[:HEAD] + b"x")
+    put(root, "last/b.txt", body[:HEAD] + b"y")
+    # Short files of one size, apart: read once each.
+    put(root, "short/a.txt", b"short text one\n")
+    put(root, "short/b.txt", b"short text two\n")
+    want = expected_counts(root)
+    # Apart: first/ and short/. Whole: tail/, the longer copies, and the
+    # four files of HEAD + 1 bytes (last/ and its copies' size).
+    check(want["apart"] == 4 and want["whole"] == 8,
+          "the tree: 4 files told apart by their heads, 8 read whole: %s"
+          % want)
+    out, err = run("dedupe", "-v", root)
+    got = verbose_counts(err)
+    want.update(read=0, sniffed=3, changed=0)
+    check(got == want, "-v counts %s, want %s" % (got, want))
+    lines = plan_lines(out)
+    check(sorted(l["path"] for l in lines) ==
+          sorted(os.path.join(root, "copies-%d/b.txt" % n)
+                 for n in (HEAD + 1000, HEAD, HEAD + 1)),
+          "only the copies planned: %s" % [l["path"] for l in lines])
+    # Enough files of one size for a pass on several threads: the same
+    # plan and counts with one thread as with four.
+    # 150 pairs of copies, then 200 files told apart by their first bytes.
+    for i in range(300):
+        put(root, "many/%03d.txt" % i, b"%03d" % (i % 150) +
+            body[3:HEAD + 500], mtime=1_600_000_000 + i // 150)
+    for i in range(200):
+        put(root, "apart/%03d.txt" % i, b"%03d" % i + body[3:HEAD + 700])
+    outs = [run("dedupe", "-v", "-j", j, root) for j in (1, 4)]
+    counts = [verbose_counts(e) for _, e in outs]
+    want = expected_counts(root)
+    want.update(read=0, sniffed=3 + 150, changed=0)
+    check(counts[0] == counts[1] == want and want["whole"] == 308 and
+          want["apart"] == 204,
+          "-j1 and -j4 count alike: %s, want %s" % (counts, want))
+    check(outs[0][0] == outs[1][0] and len(plan_lines(outs[0][0])) == 153,
+          "-j1 and -j4 plan alike: 153 lines")
 
 
 def case_protect(tmp):

@@ -451,6 +451,69 @@ static int text_by_sniff(const struct walked *f, unsigned k, size_t max_text,
 	return 1;
 }
 
+/*
+ * Text, HTML or e-mail too long for text_by_sniff(): read the file and
+ * extract its text, which says whether it is a document as a scan's read
+ * does (text no longer than max_text), without the terms and sketch a scan
+ * would then make of it, the bulk of the cost (none is needed for exact
+ * copies). The bytes must hash as the file did: else it changed since.
+ * @p *x is made on first use. Any other format is read by the signer.
+ * @return 1 with *d filled; 0 for another format; -ESTALE when the file
+ *         changed or cannot be read since it was hashed; or -ENOMEM.
+ */
+static int text_by_extract(struct im_extractor **x,
+			   const struct im_extract_opts *xo, int fd,
+			   const struct walked *f, unsigned k,
+			   struct im_doc_sigs *d)
+{
+	struct im_extract_result xr;
+	const char *base = strrchr(f->path, '/');
+	uint8_t exact[16];
+	struct stat st;
+	char *buf = NULL;
+	size_t n = 0;
+	int ffd = -1, ret;
+
+	if (f->fmt != IM_FMT_TEXT && f->fmt != IM_FMT_HTML &&
+	    f->fmt != IM_FMT_EMAIL)
+		return 0;
+	if (!*x && im_extractor_new(xo, x))
+		return -ENOMEM;
+	ret = -ENOMEM;
+	/* One byte more than it should have: a file grown is seen. */
+	buf = malloc(f->size + 1);
+	if (!buf)
+		goto out;
+	ret = -ESTALE;
+	if (im_open_beneath(fd, f->path, O_RDONLY | O_NOCTTY | O_NONBLOCK,
+			    &ffd) ||
+	    fstat(ffd, &st) || (uint64_t)st.st_size != f->size ||
+	    ns_of(st.st_mtim) != ns_of(f->mtim) ||
+	    im_read_full(ffd, buf, f->size + 1, &n) || n != f->size)
+		goto out;
+	im_exact_hash_buf(buf, n, exact);
+	if (memcmp(exact, f->exact, sizeof(exact)))
+		goto out;
+	ret = im_extract(*x, base ? base + 1 : f->path, buf, n, &xr);
+	if (ret < 0)
+		goto out;
+	memset(d, 0, sizeof(*d));
+	if (xr.format == IM_FMT_BINARY || xr.fail)
+		d->status = xr.fail ? IM_DOC_FAILED : IM_DOC_BINARY;
+	else
+		d->status = IM_DOC_REJECTED; /* as text_by_sniff() */
+	d->err = (int32_t)xr.fail;
+	d->format = (uint8_t)xr.format;
+	d->ncoords = (uint8_t)(k + 1);
+	d->exact_valid = 1;
+	ret = 1;
+out:
+	if (ffd >= 0)
+		close(ffd);
+	free(buf);
+	return ret;
+}
+
 int scan_tree_exact(struct cli *c, int fd, struct im_index **idx,
 		    scan_file_fn fn, void *arg, struct exact_scan_stats *st)
 {
@@ -458,6 +521,7 @@ int scan_tree_exact(struct cli *c, int fd, struct im_index **idx,
 	struct im_walk_ops ops = {.file = on_walk_file, .arg = &w};
 	struct im_scan_counts counts;
 	struct im_signer *signer = NULL;
+	struct im_extractor *x = NULL;
 	struct im_params p = c->p;
 	struct im_index *ix = NULL;
 	struct im_extract_opts xo;
@@ -467,6 +531,7 @@ int scan_tree_exact(struct cli *c, int fd, struct im_index **idx,
 	memset(st, 0, sizeof(*st));
 	memset(&counts, 0, sizeof(counts));
 	im_extract_opts_init(&xo); /* the signer's limits */
+	xo.filters = p.filters;
 	/* Byte-identical binary files have identical bytes read: no need to
 	 * defer them here, and the index links them as a scan's does. */
 	p.defer_binary = 0;
@@ -504,7 +569,19 @@ int scan_tree_exact(struct cli *c, int fd, struct im_index **idx,
 				st->sniffed++;
 				break;
 			}
-			if (!signer)
+			ret = text_by_extract(&x, &xo, fd, &w.v[i], p.k, &d);
+			if (ret == 1) {
+				ret = 0;
+				fst.st_mode = S_IFREG;
+				st->read++;
+				break;
+			}
+			if (ret == -ESTALE) {
+				ret = 0;
+				st->unreadable++;
+				continue;
+			}
+			if (!ret && !signer)
 				ret = im_signer_new(NULL, &p, &signer);
 			if (!ret)
 				ret = im_signer_prepare_at(signer, fd,
@@ -535,6 +612,7 @@ int scan_tree_exact(struct cli *c, int fd, struct im_index **idx,
 		i = end;
 	}
 	im_signer_free(signer);
+	im_extractor_free(x);
 	for (size_t i = 0; i < w.n; i++)
 		free(w.v[i].path);
 	free(w.v);

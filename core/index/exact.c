@@ -124,6 +124,14 @@ out:
 	return ret;
 }
 
+void im_exact_hash_buf(const void *buf, size_t len, uint8_t exact[16])
+{
+	XXH128_canonical_t c;
+
+	XXH128_canonicalFromHash(&c, XXH3_128bits(buf, len));
+	memcpy(exact, c.digest, 16);
+}
+
 int im_exact_hash_at(int dirfd, const char *path, uint64_t size,
 		     int64_t mtime_ns, uint8_t exact[16], uint64_t *bytes)
 {

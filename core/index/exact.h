@@ -95,6 +95,10 @@ int im_exact_hash_seen_at(int dirfd, const char *path,
 			  void *buf, size_t bufsize, uint8_t exact[16],
 			  uint64_t *bytes);
 
+/** The XXH3-128 (canonical) of @p len bytes at @p buf: the hash
+ *  im_exact_hash_at() gives of a file holding them. */
+void im_exact_hash_buf(const void *buf, size_t len, uint8_t exact[16]);
+
 /* ---- Counting sizes ------------------------------------------------------------ */
 
 /** No id: a file whose hash is already known. */

@@ -258,21 +258,29 @@ def case_exact_head(tmp):
     # Short files of one size, apart: read once each.
     put(root, "short/a.txt", b"short text one\n")
     put(root, "short/b.txt", b"short text two\n")
+    # Text too long to be told a document by its first bytes (more than a
+    # third of the 16 MiB of text a document may have): its text extracted,
+    # once for both copies.
+    big = body * (6 * 2**20 // len(body))
+    for c in "ab":
+        put(root, "long/%s.txt" % c, big, mtime=1_600_000_000 + (c == "b"))
     want = expected_counts(root)
-    # Apart: first/ and short/. Whole: tail/, the longer copies, and the
-    # four files of HEAD + 1 bytes (last/ and its copies' size).
-    check(want["apart"] == 4 and want["whole"] == 8,
-          "the tree: 4 files told apart by their heads, 8 read whole: %s"
+    # Apart: first/ and short/. Whole: tail/, the longer copies, the four
+    # files of HEAD + 1 bytes (last/ and its copies' size) and long/.
+    check(want["apart"] == 4 and want["whole"] == 10,
+          "the tree: 4 files told apart by their heads, 10 read whole: %s"
           % want)
     out, err = run("dedupe", "-v", root)
     got = verbose_counts(err)
-    want.update(read=0, sniffed=3, changed=0)
+    want.update(read=1, sniffed=3, changed=0)
     check(got == want, "-v counts %s, want %s" % (got, want))
     lines = plan_lines(out)
     check(sorted(l["path"] for l in lines) ==
-          sorted(os.path.join(root, "copies-%d/b.txt" % n)
-                 for n in (HEAD + 1000, HEAD, HEAD + 1)),
+          sorted([os.path.join(root, "copies-%d/b.txt" % n)
+                  for n in (HEAD + 1000, HEAD, HEAD + 1)] +
+                 [os.path.join(root, "long/b.txt")]),
           "only the copies planned: %s" % [l["path"] for l in lines])
+    shutil.rmtree(os.path.join(root, "long"))
     # Enough files of one size for a pass on several threads: the same
     # plan and counts with one thread as with four.
     # 150 pairs of copies, then 200 files told apart by their first bytes.

@@ -251,8 +251,12 @@ static void *pass_run(void *arg)
 		}
 		f->state = ps->whole ? W_WHOLE : W_HEAD;
 		/* The first bytes, for text_by_sniff(): identical files
-		 * sniff alike, so one file's head speaks for its copies. */
-		if (!ps->whole)
+		 * sniff alike, so one file's head speaks for its copies.
+		 * Sniffed once, where the head is in the buffer and the file
+		 * may have a copy: a whole file that fits the buffer in the
+		 * whole pass, any other in the head pass. */
+		if (ps->whole ==
+		    (f->size > IM_EXACT_HEAD && f->size <= READ_BUF))
 			f->fmt = (uint8_t)im_extract_sniff(
 				buf, f->size < IM_EXACT_HEAD ? (size_t)f->size
 							     : IM_EXACT_HEAD);

@@ -2,8 +2,9 @@
 """Exact-copy finding: `imatch dedupe` (no --near) beside jdupes, fdupes and
 rmlint on the same trees, measured in the same run (best of ROUNDS, warm
 cache, each tool once per round in turn so that load hits all alike).
-Prints a table, and whether every tool found the same groups of copies;
-asserts nothing.
+Prints a table of wall-clock times, whether every tool found the same
+groups of copies, and a table of CPU times (steadier than wall-clock on a
+loaded machine, blind to threads' gain); asserts nothing.
 
     tools/bench/dedupe_bench.py IMATCH [OTHER_IMATCH] [--rounds N] [--work DIR]
                                 [--cold N] [--trees NAME,...]
@@ -144,9 +145,16 @@ def drop_caches():
 
 
 def timed(argv, root, cwd):
+    """Wall-clock seconds, CPU seconds (user and system, all threads) and
+    the standard output of one run."""
     t0 = time.perf_counter()
-    r = subprocess.run(argv + [root], capture_output=True, cwd=cwd)
-    return time.perf_counter() - t0, r.stdout
+    p = subprocess.Popen(argv + [root], stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL, cwd=cwd)
+    out = p.stdout.read()
+    p.stdout.close()
+    _, status, ru = os.wait4(p.pid, 0)
+    p.returncode = os.waitstatus_to_exitcode(status)
+    return time.perf_counter() - t0, ru.ru_utime + ru.ru_stime, out
 
 
 def table(title, trees, tools, rounds, work, cold):
@@ -155,21 +163,24 @@ def table(title, trees, tools, rounds, work, cold):
     print(title + '\n')
     print('| tree | files | ' + ' | '.join(t for t, _ in tools) + ' |')
     print('|---|---:|' + '---:|' * len(tools))
-    agree = []
+    agree, cpu_rows = [], []
     for name, root in trees:
         nfiles = sum(len(ns) for _, _, ns in os.walk(root))
-        best, found = {}, {}
+        best, cpu, found = {}, {}, {}
         for _ in range(rounds):
             for t, argv in tools:
                 if cold:
                     drop_caches()
                     subprocess.run(argv + [empty], capture_output=True, cwd=work)
-                dt, out = timed(argv, root, work)
+                dt, ct, out = timed(argv, root, work)
                 best[t] = min(best.get(t, 1e9), dt)
+                cpu[t] = min(cpu.get(t, 1e9), ct)
                 found[t] = groups(t, out, work)
         print('| %s | %d | ' % (name, nfiles) +
               ' | '.join('%.3f s (%d)' % (best[t], redundant(found[t]))
                          for t, _ in tools) + ' |')
+        cpu_rows.append('| %s | %d | ' % (name, nfiles) +
+                        ' | '.join('%.3f s' % cpu[t] for t, _ in tools) + ' |')
         first = tools[0][0]
         differ = [t for t, _ in tools if found[t] != found[first]]
         agree.append('%s: %s' % (name, 'every tool found the same %d groups'
@@ -178,6 +189,10 @@ def table(title, trees, tools, rounds, work, cold):
                                  % (first, ', '.join(differ))))
     print('\n(seconds, and in brackets the files the tool would remove)')
     print('\n'.join(agree) + '\n')
+    print('CPU time (user and system, all threads), best of the same runs:\n')
+    print('| tree | files | ' + ' | '.join(t for t, _ in tools) + ' |')
+    print('|---|---:|' + '---:|' * len(tools))
+    print('\n'.join(cpu_rows) + '\n')
 
 
 def main():

@@ -462,8 +462,9 @@ static int text_by_sniff(const struct walked *f, unsigned k, size_t max_text,
  * would then make of it, the bulk of the cost (none is needed for exact
  * copies). The bytes must hash as the file did: else it changed since.
  * @p *x is made on first use. Any other format is read by the signer.
- * @return 1 with *d filled; 0 for another format; -ESTALE when the file
- *         changed or cannot be read since it was hashed; or -ENOMEM.
+ * @return 1 with *d filled; 0 for another format or no memory for the
+ *         file (the signer's read decides); -ESTALE when the file changed
+ *         or cannot be read since it was hashed; or -ENOMEM (extractor).
  */
 static int text_by_extract(struct im_extractor **x,
 			   const struct im_extract_opts *xo, int fd,
@@ -483,11 +484,11 @@ static int text_by_extract(struct im_extractor **x,
 		return 0;
 	if (!*x && im_extractor_new(xo, x))
 		return -ENOMEM;
-	ret = -ENOMEM;
-	/* One byte more than it should have: a file grown is seen. */
-	buf = malloc(f->size + 1);
+	/* One byte more than it should have: a file grown is seen. Without
+	 * the memory, the signer's read says what it says (a failed read). */
+	buf = f->size < SIZE_MAX ? malloc((size_t)f->size + 1) : NULL;
 	if (!buf)
-		goto out;
+		return 0;
 	ret = -ESTALE;
 	if (im_open_beneath(fd, f->path, O_RDONLY | O_NOCTTY | O_NONBLOCK,
 			    &ffd) ||

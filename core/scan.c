@@ -1074,16 +1074,16 @@ static void *first_sign_main(void *arg)
 
 /* ---- Running scans ------------------------------------------------------ */
 
-static unsigned pick_threads(unsigned threads)
+unsigned im_scan_threads(unsigned threads, unsigned cap)
 {
 	long n;
 
 	if (threads)
-		return threads > MAX_THREADS ? MAX_THREADS : threads;
+		return threads > cap ? cap : threads;
 	n = sysconf(_SC_NPROCESSORS_ONLN);
 	if (n < 1)
 		return 1;
-	return n > MAX_THREADS ? MAX_THREADS : (unsigned)n;
+	return (unsigned long)n > cap ? cap : (unsigned)n;
 }
 
 static void workers_free(struct sign_worker *wk, unsigned n)
@@ -1220,7 +1220,7 @@ static int scan_run(int dirfd, struct scan *sc, unsigned threads,
 		    void *(*fn)(void *), bool want_df, struct im_df **df_out)
 {
 	struct sign_worker *wk;
-	unsigned n = pick_threads(threads);
+	unsigned n = im_scan_threads(threads, MAX_THREADS);
 	int ret;
 
 	scan_init(sc);
@@ -1310,7 +1310,7 @@ int im_scan_first(int dirfd, const struct im_params *p, unsigned threads,
 		  const struct im_scan_ops *ops, struct im_lexicon **lex,
 		  struct im_scan_counts *counts)
 {
-	unsigned n = pick_threads(threads);
+	unsigned n = im_scan_threads(threads, MAX_THREADS);
 	size_t budget =
 		ops->spill_budget ? ops->spill_budget : IM_SCAN_SPILL_BUDGET;
 	const char *dir = ops->spill_dir;

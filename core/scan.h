@@ -138,6 +138,12 @@ struct im_scan_ops {
 #define IM_SCAN_SPILL_BUDGET ((size_t)256 << 20)
 
 /**
+ * The threads a -j @p threads means: @p threads itself, or one per online
+ * CPU for 0, at most @p cap. Thread-safe.
+ */
+unsigned im_scan_threads(unsigned threads, unsigned cap);
+
+/**
  * Walk and sign every file with @p threads workers (0 = one per online CPU),
  * each with its own struct im_signer. A file is opened by the worker relative
  * to an fd of its own directory, so no path is resolved twice. The results

@@ -337,18 +337,6 @@ static int hash_pass(int fd, struct walked *v, const size_t *todo, size_t n,
 	return ret;
 }
 
-static unsigned pick_jobs(unsigned jobs)
-{
-	long n;
-
-	if (jobs)
-		return jobs > MAX_THREADS ? MAX_THREADS : jobs;
-	n = sysconf(_SC_NPROCESSORS_ONLN);
-	if (n < 1)
-		return 1;
-	return n > MAX_THREADS ? MAX_THREADS : (unsigned)n;
-}
-
 static bool sharing(const struct walked *f)
 {
 	return f->state != W_WALKED;
@@ -550,7 +538,10 @@ int scan_tree_exact(struct cli *c, int fd, struct im_index **idx,
 	 * group needs it, which saves loading OpenSSL's configuration. */
 	if (!ret && im_params_check(&p, NULL, 0) < 0)
 		ret = -EINVAL;
-	hashed = ret ? 0 : hash_shared_sizes(fd, &w, pick_jobs(c->jobs), st);
+	hashed = ret ? 0
+		     : hash_shared_sizes(fd, &w,
+					 im_scan_threads(c->jobs, MAX_THREADS),
+					 st);
 	if (hashed < 0)
 		ret = (int)hashed;
 	for (size_t i = 0; !ret && i < (size_t)hashed;) {

@@ -370,7 +370,7 @@ static long hash_shared_sizes(int fd, struct walk_list *w, unsigned jobs,
 	size_t n = 0, nwhole = 0, *todo;
 	int ret;
 
-	qsort(w->v, w->n, sizeof(*w->v), by_size);
+	sort_n(w->v, w->n, sizeof(*w->v), by_size);
 	for (size_t i = 0; i < w->n;) {
 		size_t end = run_end(w->v, w->n, i, same_size);
 		bool shared = end - i > 1;
@@ -391,7 +391,7 @@ static long hash_shared_sizes(int fd, struct walk_list *w, unsigned jobs,
 	if (ret)
 		goto out;
 	n = keep_front(w->v, n, head_hashed);
-	qsort(w->v, n, sizeof(*w->v), by_head);
+	sort_n(w->v, n, sizeof(*w->v), by_head);
 	for (size_t i = 0; i < n;) {
 		size_t end = run_end(w->v, n, i, same_head);
 
@@ -410,7 +410,7 @@ static long hash_shared_sizes(int fd, struct walk_list *w, unsigned jobs,
 	if (ret)
 		goto out;
 	n = keep_front(w->v, n, whole_hashed);
-	qsort(w->v, n, sizeof(*w->v), by_hash);
+	sort_n(w->v, n, sizeof(*w->v), by_hash);
 out:
 	free(todo);
 	return ret ? ret : (long)n;

@@ -1394,8 +1394,15 @@ static void connect_at(struct im_index *idx, uint32_t id,
 
 			if (y == id || (c != NONE && comp_of(idx, y) == c))
 				continue;
-			if (verify(idx, d, D(idx, y), &sim, &exact))
-				join(idx, id, y);
+			if (!verify(idx, d, D(idx, y), &sim, &exact))
+				continue;
+			join(idx, id, y);
+			/* Every member of an exact key that relates at all is
+			 * linked to every other, so they are one component
+			 * already: @p id has joined them all. Going on would
+			 * make n copies cost n^2 / 2 steps. */
+			if (keys[i].kind == IM_KEY_EXACT)
+				break;
 		}
 	}
 }
@@ -1551,8 +1558,66 @@ static void insert_doc(struct im_index *idx, uint32_t id, struct spare *sp)
 			recompute(idx, comp_of(idx, displaced[i]));
 }
 
+/* Whether @p x is a copy of @p d in every respect the links see. */
+static bool twin(const struct im_index *idx, uint32_t x, const struct doc *d)
+{
+	const struct doc *dx = D(idx, x);
+
+	return doc_exact(dx) && doc_exact(d) && same_content(dx, d);
+}
+
+/*
+ * Take @p id (entry @p e) out of its cluster without rebuilding it, when that
+ * changes nothing else: a neighbour in the cluster's list is a twin (same
+ * bytes, status, coordinates and sketch: it holds every key @p id held, and
+ * whatever verifies with one verifies with the other), two members or more
+ * stay, and each document the removal moved into a hot key's first HOT
+ * (@p promoted) is a twin too. Every link @p id had to a member z is then
+ * matched by one from z to a twin: through the exact key, a key of HOT
+ * holders or fewer, z's own place among the first HOT, or the promoted twin
+ * taking @p id's; and the promoted gain no link a twin lacked. So the rest
+ * stay one component. Without this, n copies of one file removed one by one
+ * (a plan applied under a mount) cost n^2 / 2 steps.
+ * @return whether it was done (else nothing changed).
+ */
+static bool leave_as_twin(struct im_index *idx, uint32_t id, uint32_t e,
+			  const uint32_t *promoted, unsigned np)
+{
+	const struct doc *d = D(idx, id);
+	uint32_t next = M(idx, e)->next, root = comp_of(idx, id), ref, tw;
+
+	if (M(idx, next)->next == e) /* two members: the cluster ends */
+		return false;
+	tw = M(idx, next)->doc;
+	if (!twin(idx, tw, d))
+		return false;
+	for (unsigned i = 0; i < np; i++)
+		if (!twin(idx, promoted[i], d))
+			return false;
+	ref = root_name(idx, root);
+	if (ref != NAME_NONE && REF_DOC(ref) == id) {
+		/* The twin's name is the same bytes. */
+		names_del(idx, root);
+		M(idx, root)->up =
+			MEM_ROOT | (ref & EXACT_NAME) | REF(tw, REF_K(ref));
+		names_add(idx, root);
+	}
+	if (e == root) {
+		/* The root's entry stays (every member points at it) and
+		 * stands for the twin; the twin's own entry goes. */
+		M(idx, e)->doc = tw;
+		D(idx, tw)->m = e;
+		M(idx, next)->doc = id;
+		e = next;
+	}
+	list_unlink(idx, e);
+	mem_release(idx, e);
+	return true;
+}
+
 /* Take document @p id out of the postings and out of its component, which is
- * recomputed. The record stays in docs[]. Never allocates. */
+ * recomputed unless a twin stands in for it (leave_as_twin()). The record
+ * stays in docs[]. Never allocates. */
 static void detach_doc(struct im_index *idx, uint32_t id)
 {
 	struct key keys[NKEYS];
@@ -1567,6 +1632,8 @@ static void detach_doc(struct im_index *idx, uint32_t id)
 		if (x != NONE)
 			promoted[np++] = x;
 	}
+	if (e != NONE && leave_as_twin(idx, id, e, promoted, np))
+		return; /* the promoted are twins: nothing new to link */
 	if (e != NONE) {
 		dissolve(idx, comp_of(idx, id));
 		pool = M(idx, e)->next; /* a cluster has two members or more */

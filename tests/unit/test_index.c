@@ -682,6 +682,92 @@ START_TEST(test_index_many_copies_of_one_doc)
 }
 END_TEST
 
+/*
+ * Copies of one file (one exact hash) leaving one by one: the first put (the
+ * cluster's root and the holder of its name), one in the middle, the last,
+ * then the rest. More than IM_INDEX_HOT_CAP of them, so removals promote
+ * copies into a hot key's first ones. After each, the cluster and its name
+ * are those of an index given only the remaining copies.
+ */
+#define NCOPIES (IM_INDEX_HOT_CAP + 36)
+
+static int count_member(const char *path, void *arg)
+{
+	(void)path;
+	(*(int *)arg)++;
+	return 0;
+}
+
+static void copies_as_fresh(const bool *gone)
+{
+	struct im_index *fresh;
+	struct im_doc_sigs d;
+	struct im_sig want;
+	uint32_t v[3] = {1, 2, 3};
+	char path[32];
+	int left = 0, first = -1, members = 0;
+
+	ck_assert_int_eq(im_index_new(&fresh), 0);
+	make_doc(&d, 3, v, 7);
+	for (int i = 0; i < NCOPIES; i++) {
+		if (gone[i])
+			continue;
+		snprintf(path, sizeof(path), "copy%03d", i);
+		ck_assert_int_eq(im_index_put(fresh, path, &d), 0);
+		if (first < 0)
+			first = i;
+		left++;
+	}
+	if (!left) {
+		ck_assert_uint_eq(im_index_cluster_count(idx), 0);
+		im_index_free(fresh);
+		return;
+	}
+	snprintf(path, sizeof(path), "copy%03d", first);
+	if (left < 2) {
+		ck_assert_str_eq(cluster(idx, path), "-");
+	} else {
+		ck_assert_int_eq(im_index_cluster_of(fresh, path, &want), 0);
+		assert_name(idx, path, &want);
+		ck_assert_int_eq(im_index_cluster_members(idx, &want,
+							  count_member,
+							  &members),
+				 0);
+		ck_assert_int_eq(members, left);
+		ck_assert_uint_eq(im_index_cluster_count(idx), 1);
+	}
+	im_index_free(fresh);
+}
+
+START_TEST(test_index_copies_leave_one_by_one)
+{
+	struct im_doc_sigs d;
+	uint32_t v[3] = {1, 2, 3};
+	bool gone[NCOPIES] = {false};
+	int order[NCOPIES], n = 0;
+	char path[32];
+
+	make_doc(&d, 3, v, 7);
+	for (int i = 0; i < NCOPIES; i++) {
+		snprintf(path, sizeof(path), "copy%03d", i);
+		ck_assert_int_eq(im_index_put(idx, path, &d), 0);
+	}
+	order[n++] = 0;
+	order[n++] = NCOPIES / 2;
+	order[n++] = NCOPIES - 1;
+	for (int i = 1; i < NCOPIES - 1; i++)
+		if (i != NCOPIES / 2)
+			order[n++] = i;
+	for (int k = 0; k < n; k++) {
+		snprintf(path, sizeof(path), "copy%03d", order[k]);
+		ck_assert_int_eq(im_index_remove(idx, path), 0);
+		gone[order[k]] = true;
+		if (k < 4 || k % 7 == 0 || k >= n - 3)
+			copies_as_fresh(gone);
+	}
+}
+END_TEST
+
 /* A key held by more than IM_INDEX_HOT_CAP documents makes each of them
  * hot; one fewer, none. */
 START_TEST(test_index_hot_keys)
@@ -1732,6 +1818,7 @@ static Suite *index_suite(void)
 	tcase_add_test(tc, test_index_refuses_bad_input);
 	tcase_add_test(tc, test_index_callback_value_is_returned);
 	tcase_add_test(tc, test_index_many_copies_of_one_doc);
+	tcase_add_test(tc, test_index_copies_leave_one_by_one);
 	tcase_add_test(tc, test_index_put_sharing_every_key_at_once);
 	tcase_add_test(tc, test_index_hot_keys);
 	tcase_add_test(tc, test_index_links_give_similarity_and_kind);

@@ -31,11 +31,15 @@
  * Cost: put/remove touch the postings of the document's own keys (at most
  * IM_MAX_KEYS) and verify the document against the holders compared with it
  * (a sketch comparison is some 100 to 200 ns). Adding merges components
- * (the smaller is relabelled into the larger); removing or changing a
- * document recomputes only its former component by a walk over that
- * component's links; a document pushed out of a hot key's first
- * IM_INDEX_HOT_CAP has its component recomputed too. No operation walks the whole collection except
- * the explicit iterations below.
+ * (the smaller is relabelled into the larger), and a copy joins the holders
+ * of its exact key at the first of them; removing or changing a document
+ * recomputes only its former component by a walk over that component's
+ * links, unless a twin (same bytes, coordinates and sketch) stands in for
+ * it, which costs O(1); a document pushed out of a hot key's first
+ * IM_INDEX_HOT_CAP has its component recomputed too. So n copies of one
+ * file cost O(n) to add and to remove, but n near-duplicates with distinct
+ * bytes leaving one by one still cost O(n^2). No operation walks the whole
+ * collection except the explicit iterations below.
  *
  * Documents are keyed by path (any NUL-terminated bytes; the index copies
  * them). Documents whose status is neither SIGNED nor REJECTED are kept (so

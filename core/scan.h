@@ -194,10 +194,10 @@ int im_scan_df(int dirfd, const struct im_params *p, unsigned threads,
  * result is delivered then (serialized, as im_scan_sign() does).
  *
  * If fewer than two documents have a term, no lexicon can be built: *lex is
- * NULL, no result is delivered (with ops->unsigned_results, each is, texts
- * unsigned) and @p counts are what im_scan_df() gives (with
- * ops->unsigned_results, what the deliveries count); the return value is 0
- * or, with ops->unsigned_results, as while signing. Otherwise the caller owns *lex (im_lexicon_free()).
+ * NULL and the return value is 0: no result is delivered and @p counts are
+ * what im_scan_df() gives; with ops->unsigned_results every result is
+ * delivered (texts unsigned), counted as delivered, and the return value is
+ * as while signing. Otherwise the caller owns *lex (im_lexicon_free()).
  *
  * @return as im_scan_sign(); also a negative errno from the spill file
  *         (creating or writing it), ops->lexicon's value, or what

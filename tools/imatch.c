@@ -394,8 +394,9 @@ static const struct command commands[] = {
 	 "exist, are regular files with the size, mtime and content recorded\n"
 	 "in the plan, no path component is a symlink, and the keeper is not\n"
 	 "itself planned; otherwise the line is skipped and the reason said.\n"
-	 "hardlink and symlink also skip a file whose owner, group or mode\n"
-	 "differs from the keeper's (the path would take the keeper's).\n"
+	 "hardlink and symlink also skip a file whose owner, group, mode,\n"
+	 "extended attributes or ACLs differ from the keeper's (the path\n"
+	 "would take the keeper's).\n"
 	 "Exit status 0 when every line was done or skipped, 1 on an error."},
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -790,6 +791,126 @@ out:
 	return ret;
 }
 
+/* ---- Extended attributes ------------------------------------------------------ */
+
+/*
+ * A hard link or a symlink gives the replaced path the keeper's extended
+ * attributes, and ACLs are some (system.posix_acl_access): a file whose
+ * ACL let someone in, or whose user.* attributes carried a tag or a
+ * checksum, would lose them. A copy into the trash must carry them along.
+ */
+
+/* The names of @p fd's extended attributes, NUL-separated, in *names
+ * (malloc'ed, NULL when there are none); a filesystem without them has
+ * none. @return their bytes, or -errno. */
+static ssize_t xattr_names(int fd, char **names)
+{
+	*names = NULL;
+	for (;;) {
+		ssize_t n = flistxattr(fd, NULL, 0), m;
+		char *p;
+
+		if (n <= 0)
+			return n == 0 || errno == ENOTSUP ? 0 : -errno;
+		p = malloc((size_t)n);
+		if (!p)
+			return -ENOMEM;
+		m = flistxattr(fd, p, (size_t)n);
+		if (m >= 0) {
+			*names = p;
+			return m;
+		}
+		free(p);
+		if (errno != ERANGE) /* ERANGE: one was added meanwhile */
+			return -errno;
+	}
+}
+
+/* The value of @p name on @p fd in *value (malloc'ed). @return its length,
+ * or -errno (-ENODATA: no such attribute). */
+static ssize_t xattr_value(int fd, const char *name, char **value)
+{
+	for (;;) {
+		ssize_t n = fgetxattr(fd, name, NULL, 0), m;
+		char *p;
+
+		if (n < 0)
+			return -errno;
+		p = malloc(n ? (size_t)n : 1);
+		if (!p)
+			return -ENOMEM;
+		m = fgetxattr(fd, name, p, (size_t)n);
+		if (m >= 0) {
+			*value = p;
+			return m;
+		}
+		free(p);
+		if (errno != ERANGE)
+			return -errno;
+	}
+}
+
+/* Do @p a and @p b carry the same extended attributes, values included?
+ * @return 1, 0, or -errno. */
+static int same_xattrs(int a, int b)
+{
+	char *na, *nb;
+	ssize_t la = xattr_names(a, &na), lb = xattr_names(b, &nb);
+	int ret = la < 0 ? (int)la : lb < 0 ? (int)lb : la == lb;
+
+	for (ssize_t i = 0; ret == 1 && i < la;
+	     i += (ssize_t)strlen(na + i) + 1) {
+		char *va = NULL, *vb = NULL;
+		ssize_t ma = xattr_value(a, na + i, &va);
+		ssize_t mb = xattr_value(b, na + i, &vb);
+
+		if (ma < 0 && ma != -ENODATA)
+			ret = (int)ma;
+		else if (mb < 0 && mb != -ENODATA)
+			ret = (int)mb;
+		else
+			ret = ma == mb &&
+			      (ma < 0 || !memcmp(va, vb, (size_t)ma));
+		free(va);
+		free(vb);
+	}
+	free(na);
+	free(nb);
+	return ret;
+}
+
+/* Give @p to the extended attributes of @p from. @return 0, SKIP when
+ * @p to's filesystem cannot hold one (or we may not set it), or -errno. */
+static int copy_xattrs(int from, int to, const char **why)
+{
+	char *names;
+	ssize_t len = xattr_names(from, &names);
+	int ret = len < 0 ? (int)len : 0;
+
+	*why = "reading the file's extended attributes";
+	for (ssize_t i = 0; !ret && i < len;
+	     i += (ssize_t)strlen(names + i) + 1) {
+		char *v = NULL;
+		ssize_t n = xattr_value(from, names + i, &v);
+
+		if (n == -ENODATA) /* removed meanwhile */
+			continue;
+		if (n < 0) {
+			ret = (int)n;
+		} else if (fsetxattr(to, names + i, v, (size_t)n, 0)) {
+			*why = "the trash cannot keep the file's extended "
+			       "attributes or ACLs";
+			ret = errno == ENOTSUP || errno == EPERM ||
+					      errno == EACCES
+				      ? SKIP
+				      : -errno;
+		}
+		free(v);
+	}
+	free(names);
+	return ret;
+}
+
 /* ---- Acting ------------------------------------------------------------------ */
 
 /* Is the name still the inode that was verified, unchanged (its owner and
@@ -895,6 +1016,9 @@ static int copy_across(const struct im_plan_line *l, struct side *f, int dfd,
 		*why = "giving the copy the file's mode and times";
 		goto out;
 	}
+	ret = copy_xattrs(f->fd, tfd, why);
+	if (ret)
+		goto out;
 	/* The owner only when allowed (root); a user's copy is theirs. */
 	if (fchown(tfd, f->st.st_uid, f->st.st_gid) && errno != EPERM) {
 		ret = -errno;
@@ -1035,6 +1159,14 @@ static int do_replace(const struct im_plan_line *l, struct side *f,
 		*why = "owner, group or mode differs from the keeper's";
 		return SKIP;
 	}
+	ret = same_xattrs(f->fd, k->fd);
+	if (ret <= 0) {
+		*why = ret ? "reading extended attributes"
+			   : "extended attributes or ACLs differ from the "
+			     "keeper's";
+		return ret ? ret : SKIP;
+	}
+	ret = -EEXIST;
 	/* The target is the keeper's absolute path: longer than a symlink
 	 * can hold (PATH_MAX with its NUL) it cannot be made. */
 	if (l->action == IM_ACT_SYMLINK && strlen(l->keeper.path) >= PATH_MAX) {

@@ -25,7 +25,12 @@
  *     permission bits (st_mode & 07777): after the swap the path reaches
  *     the keeper's inode, so a private copy would otherwise take the
  *     keeper's looser mode (or another owner). A symlink's own mode is
- *     never consulted, its target's is, so the same holds for it.
+ *     never consulted, its target's is, so the same holds for it. The
+ *     extended attributes (ACLs are some) must be the keeper's too,
+ *     names and values, or the path would lose its own;
+ *   - for trash across filesystems, the copy gets the file's extended
+ *     attributes and ACLs, or the line is skipped if the trash's
+ *     filesystem refuses one.
  * Just before acting, the name is checked to still lead to the inode that
  * was verified, with the same size, mtime, owner and mode. What remains is the window between that check and the
  * unlink or rename itself, which no POSIX call closes.

@@ -529,6 +529,101 @@ def case_links_keep_owner_and_mode(tmp):
               "%s: summary: %s" % (action, err))
 
 
+def xattrs_work(directory):
+    """Whether files in @directory can carry user.* extended attributes."""
+    probe = tempfile.NamedTemporaryFile(dir=directory)
+    try:
+        os.setxattr(probe.name, "user.imatch-probe", b"1")
+        return True
+    except OSError:
+        return False
+    finally:
+        probe.close()
+
+
+def case_links_keep_xattrs(tmp):
+    """A hard link or symlink would give the replaced path the keeper's
+    extended attributes (ACLs are some): apply skips a copy whose
+    attributes differ and says why, and replaces one whose attributes are
+    the keeper's. A copy moved into a trash on another filesystem keeps
+    its attributes, or stays where it is if the trash cannot hold them."""
+    root = os.path.join(tmp, "share")
+    os.makedirs(root)
+    if not xattrs_work(root):
+        print("SKIP: %s holds no user.* extended attributes" % root)
+        sys.exit(77)
+    rng = random.Random(33)
+    vocab = vocabulary(rng)
+    data = ("\n".join(document(rng, vocab)) + "\n").encode()
+    for action in ("hardlink", "symlink"):
+        shutil.rmtree(root)
+        keeper = put(root, "keeper.txt", data, mtime=1_600_000_000)
+        tagged = put(root, "tagged.txt", data, mtime=1_600_000_001)
+        other = put(root, "other.txt", data, mtime=1_600_000_002)
+        same = put(root, "same.txt", data, mtime=1_600_000_003)
+        for p in (keeper, tagged, other, same):
+            os.chmod(p, 0o644)
+        os.setxattr(keeper, "user.note", b"kept")
+        os.setxattr(same, "user.note", b"kept")
+        os.setxattr(tagged, "user.note", b"kept")
+        os.setxattr(tagged, "user.checksum", b"abc")
+        os.setxattr(other, "user.note", b"other")
+        before = {p: os.stat(p).st_ino for p in (tagged, other)}
+        out, _ = run("dedupe", "--action", action, root)
+        lines = plan_lines(out)
+        check({l["path"] for l in lines} == {tagged, other, same} and
+              all(l["keeper"] == keeper for l in lines),
+              "%s: planned: %r" % (action, lines))
+        out, err = run("apply", "-", stdin=out)
+        text = out.decode()
+        for p in (tagged, other):
+            check("skipped %s: extended attributes or ACLs differ from the "
+                  "keeper's" % p in text, "%s: %s" % (action, text))
+            check(not os.path.islink(p) and
+                  os.stat(p).st_ino == before[p] and
+                  os.getxattr(p, "user.note") != b"" and
+                  open(p, "rb").read() == data,
+                  "%s: %s keeps its inode and attributes" % (action, p))
+        check(os.getxattr(tagged, "user.checksum") == b"abc",
+              "the checksum attribute is still there")
+        if action == "hardlink":
+            check(os.stat(same).st_ino == os.stat(keeper).st_ino,
+                  "the copy with the keeper's attributes is linked")
+        else:
+            check(os.readlink(same) == keeper, "symlinked: %s" % text)
+        check(" 1 done" in err and " 2 skipped, 0 failed" in err,
+              "%s: summary: %s" % (action, err))
+
+    if not os.path.isdir("/dev/shm") or \
+            os.stat("/dev/shm").st_dev == os.stat(root).st_dev:
+        return
+    trash = tempfile.mkdtemp(prefix="imatch-trash-", dir="/dev/shm")
+    try:
+        shutil.rmtree(root)
+        put(root, "keeper.txt", data, mtime=1_600_000_000)
+        tagged = put(root, "tagged.txt", data, mtime=1_600_000_001)
+        os.setxattr(tagged, "user.checksum", b"abc")
+        out, _ = run("dedupe", "--action", "trash=" + trash, root)
+        check([l["path"] for l in plan_lines(out)] == [tagged],
+              "trash plan: %s" % out)
+        out, err = run("apply", "-", stdin=out)
+        dest = os.path.join(trash, "tagged.txt")
+        if xattrs_work(trash):
+            check(not os.path.exists(tagged) and
+                  os.getxattr(dest, "user.checksum") == b"abc" and
+                  open(dest, "rb").read() == data,
+                  "moved across filesystems with its attributes: %s" % out)
+        else:
+            check(os.getxattr(tagged, "user.checksum") == b"abc" and
+                  not os.path.exists(dest) and
+                  b"the trash cannot keep the file's extended attributes"
+                  in out,
+                  "left in place when the trash cannot hold its "
+                  "attributes: %s" % out)
+    finally:
+        shutil.rmtree(trash, ignore_errors=True)
+
+
 def case_apply_stays_in_root(tmp):
     """A plan is about one tree: a (hand-edited) line whose path or keeper
     lies outside its root is skipped, even with a valid hash; a sibling

@@ -1101,6 +1101,14 @@ int im_signer_sign_buf(struct im_signer *s, const char *name, const char *buf,
 #define STREAM_ABOVE ((size_t)64 << 20)
 #define STREAM_CHUNK ((size_t)1 << 20)
 
+/*
+ * A file up to READ_WHOLE_MAX bytes is read in one call and sniffed in the
+ * buffer, also under defer_binary: a second read(2) per file cost more than
+ * copying a small binary whole. A larger one is sniffed from its first
+ * IM_EXTRACT_SNIFF bytes before the rest is read, if at all.
+ */
+#define READ_WHOLE_MAX ((size_t)256 << 10)
+
 static int stream_hash(int fd, char *buf, size_t first, size_t want,
 		       uint8_t exact[16])
 {
@@ -1129,6 +1137,25 @@ static int stream_hash(int fd, char *buf, size_t first, size_t want,
 	return err;
 }
 
+/* Whether the first bytes of a file, @p n of them, say binary as far as
+ * read_at() is concerned: a ZIP is told from its entries, which need all of
+ * it. */
+static bool sniffs_binary(const char *buf, size_t n)
+{
+	if (n > IM_EXTRACT_SNIFF)
+		n = IM_EXTRACT_SNIFF;
+	return im_extract_sniff(buf, n) == IM_FMT_BINARY &&
+	       !(n >= 4 && !memcmp(buf, "PK\x03\x04", 4));
+}
+
+/* Whether a file that sniffs binary is left unread (defer_binary): its size
+ * first (exact.h), hashed by the caller and only if another file has its
+ * size. A filter reads it whole. */
+static bool defers_binary(const struct im_signer *s, const char *name)
+{
+	return s->p.defer_binary && !im_extract_filter_for(s->p.filters, name);
+}
+
 /*
  * Open and read @p name into s->buf[0..*len). *status is IM_DOC_SIGNED when
  * it was read, IM_DOC_BINARY when a large binary file was streamed through
@@ -1142,6 +1169,7 @@ static void read_at(struct im_signer *s, int dirfd, const char *name,
 {
 	struct stat st;
 	size_t got = 0, want, first;
+	bool sniff_first;
 	int fd;
 
 	*status = IM_DOC_ERROR;
@@ -1186,32 +1214,21 @@ static void read_at(struct im_signer *s, int dirfd, const char *name,
 	/* Bytes appended after fstat() are not read: the document is what
 	 * the file held when it was opened, or less if it shrank. */
 	want = (size_t)st.st_size;
-	if (want > STREAM_ABOVE || (s->p.defer_binary && want)) {
+	sniff_first = want > STREAM_ABOVE ||
+		      (s->p.defer_binary && want > READ_WHOLE_MAX);
+	if (sniff_first) {
 		size_t cap = want > STREAM_ABOVE ? STREAM_CHUNK : want + 1;
 
 		if (grow((void **)&s->buf, &s->bufcap, cap, 1) < 0) {
 			*err = ENOMEM;
 			goto out;
 		}
-		*err = -im_read_full(fd, s->buf,
-				     want < IM_EXTRACT_SNIFF ? want
-							     : IM_EXTRACT_SNIFF,
-				     &first);
+		*err = -im_read_full(fd, s->buf, IM_EXTRACT_SNIFF, &first);
 		if (*err)
 			goto out;
-		/* A ZIP is told from its entries, which need all of it. */
-		if (im_extract_sniff(s->buf, first) == IM_FMT_BINARY &&
-		    !(first >= 4 && !memcmp(s->buf, "PK\x03\x04", 4))) {
-			/* Size first (exact.h): hashed by the caller, and
-			 * only if another file has its size. A filter reads
-			 * it whole. */
-			if (s->p.defer_binary &&
-			    !im_extract_filter_for(s->p.filters, name)) {
-				s->deferred = true;
-				memset(exact, 0, 16);
-				*status = IM_DOC_BINARY;
-				goto out;
-			}
+		if (sniffs_binary(s->buf, first)) {
+			if (defers_binary(s, name))
+				goto deferred;
 			if (want > STREAM_ABOVE) {
 				*err = stream_hash(fd, s->buf, first, want,
 						   exact);
@@ -1229,8 +1246,17 @@ static void read_at(struct im_signer *s, int dirfd, const char *name,
 	*err = -im_read_full(fd, s->buf + got, want - got, &first);
 	if (*err)
 		goto out;
-	*len = got + first;
+	got += first;
+	if (!sniff_first && s->p.defer_binary && got &&
+	    sniffs_binary(s->buf, got) && defers_binary(s, name))
+		goto deferred;
+	*len = got;
 	*status = IM_DOC_SIGNED;
+	goto out;
+deferred:
+	s->deferred = true;
+	memset(exact, 0, 16);
+	*status = IM_DOC_BINARY;
 out:
 	if (fd >= 0)
 		close(fd);

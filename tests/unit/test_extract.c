@@ -124,6 +124,39 @@ START_TEST(test_extract_invalid_utf8_is_cp1252)
 }
 END_TEST
 
+/*
+ * im_utf8_valid() skips ASCII in blocks of 32 and 8 bytes: every length up
+ * to three blocks, with one two-byte character, a truncated one or a stray
+ * continuation byte at every position; and the ASCII before it alone.
+ */
+START_TEST(test_extract_utf8_valid_at_every_offset)
+{
+	static const struct {
+		const char *bytes;
+		size_t len;
+		bool valid;
+	} inserts[] = {
+		{"\xc3\xa9", 2, true}, {"\xc3", 1, false}, {"\x80", 1, false}};
+
+	for (size_t len = 0; len <= 100; len++)
+		for (size_t i = 0; i < 3; i++)
+			for (size_t at = 0; at + inserts[i].len <= len; at++) {
+				char *b = malloc(len ? len : 1);
+				bool want = inserts[i].valid;
+
+				ck_assert_ptr_nonnull(b);
+				memset(b, 'a', len);
+				memcpy(b + at, inserts[i].bytes,
+				       inserts[i].len);
+				ck_assert_msg(im_utf8_valid(b, len) == want,
+					      "length %zu, insert %zu at %zu",
+					      len, i, at);
+				ck_assert(im_utf8_valid(b, at));
+				free(b);
+			}
+}
+END_TEST
+
 START_TEST(test_extract_html_without_charset_is_cp1252_when_invalid)
 {
 	static const char page[] = "<html><body><p>caf\xe9 cr\xe8me</p></body>"
@@ -488,6 +521,7 @@ static Suite *extract_suite(void)
 	tcase_add_test(tc, test_extract_utf8_is_not_copied);
 	tcase_add_test(tc, test_extract_utf16_with_bom);
 	tcase_add_test(tc, test_extract_invalid_utf8_is_cp1252);
+	tcase_add_test(tc, test_extract_utf8_valid_at_every_offset);
 	tcase_add_test(
 		tc, test_extract_html_without_charset_is_cp1252_when_invalid);
 	tcase_add_test(tc, test_extract_names_and_binary);

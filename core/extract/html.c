@@ -43,7 +43,7 @@ struct entity {
 	uint32_t cp;
 };
 
-/* Sorted by strcmp() for bsearch(). */
+/* In byte order, the order entities_index() fills its table in. */
 /* clang-format off */
 static const struct entity entities[] = {
 	{ "AElig", 198 }, { "Aacute", 193 }, { "Acirc", 194 }, { "Agrave", 192 },
@@ -114,32 +114,68 @@ static const struct entity entities[] = {
 };
 /* clang-format on */
 
-struct name_key {
-	const char *s;
-	size_t n;
-};
+/*
+ * A name is looked up as one integer: its bytes packed first byte lowest, 0
+ * past its end (no name is longer than ENTITY_KEY_MAX or holds a 0), into a
+ * table where every name sits in the slot its key hashes to or in the next
+ * one. The multiplier was searched for that (entities_index() checks it):
+ * a lookup compares two integers, where a bsearch() called strncmp() eight
+ * times. Filled in the order of entities[].
+ */
+#define ENTITY_KEY_MAX 8
+#define ENTITY_SLOTS   1024
+static uint64_t entity_key[ENTITY_SLOTS + 1];
+static uint16_t entity_cp[ENTITY_SLOTS + 1];
+static pthread_once_t entity_once = PTHREAD_ONCE_INIT;
 
-static int entity_cmp(const void *key, const void *elem)
+static size_t entity_slot(uint64_t key)
 {
-	const struct name_key *k = key;
-	const struct entity *e = elem;
-	int r = strncmp(k->s, e->name, k->n);
+	return (size_t)((key * UINT64_C(0x0a7425ffd7d126f9)) >> 54);
+}
 
-	if (r)
-		return r;
-	return e->name[k->n] ? -1 : 0;
+/* The key of @p name, or 0 if no entity can have it. */
+static uint64_t entity_key_of(const char *name, size_t len)
+{
+	uint64_t key = 0;
+
+	if (len > ENTITY_KEY_MAX)
+		return 0;
+	for (size_t i = 0; i < len; i++) {
+		if (!name[i])
+			return 0;
+		key |= (uint64_t)(unsigned char)name[i] << (8 * i);
+	}
+	return key;
+}
+
+static void entities_index(void)
+{
+	for (size_t i = 0; i < sizeof(entities) / sizeof(entities[0]); i++) {
+		const struct entity *e = &entities[i];
+		uint64_t key = entity_key_of(e->name, strlen(e->name));
+		size_t j = entity_slot(key);
+
+		if (entity_key[j])
+			j++;
+		assert(key && !entity_key[j] && e->cp <= UINT16_MAX);
+		entity_key[j] = key;
+		entity_cp[j] = (uint16_t)e->cp;
+	}
 }
 
 int32_t im_html_entity(const char *name, size_t len)
 {
-	struct name_key k = {name, len};
-	const struct entity *e;
+	uint64_t key = entity_key_of(name, len);
+	size_t i = entity_slot(key);
 
-	if (!len || memchr(name, '\0', len))
+	if (!key)
 		return -1;
-	e = bsearch(&k, entities, sizeof(entities) / sizeof(entities[0]),
-		    sizeof(entities[0]), entity_cmp);
-	return e ? (int32_t)e->cp : -1;
+	pthread_once(&entity_once, entities_index);
+	if (entity_key[i] == key)
+		return entity_cp[i];
+	if (entity_key[i + 1] == key)
+		return entity_cp[i + 1];
+	return -1;
 }
 
 size_t im_html_entity_count(void)

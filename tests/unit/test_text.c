@@ -896,6 +896,12 @@ START_TEST(test_text_html_entity_table)
 	ck_assert_int_eq(im_html_entity("am", 2), -1);
 	ck_assert_int_eq(im_html_entity("ampx", 4), -1);
 	ck_assert_int_eq(im_html_entity("", 0), -1);
+	/* Longer than any name, or with a 0 byte: no entity. */
+	ck_assert_int_eq(im_html_entity("thetasyms", 9), -1);
+	ck_assert_int_eq(im_html_entity("lt\0", 3), -1);
+	ck_assert_int_eq(im_html_entity("\0lt", 3), -1);
+	ck_assert_int_eq(im_html_entity("zwnj", 4), 8204);
+	ck_assert_int_eq(im_html_entity("AElig", 5), 198);
 }
 END_TEST
 

@@ -7,6 +7,7 @@
  * the caller's buffer after one validation pass that moves 8 bytes at a time
  * through ASCII.
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <iconv.h>
 #include <stdlib.h>
@@ -326,6 +327,25 @@ void im_extractor_free(struct im_extractor *x)
 	im_buf_release(&x->conv);
 	im_buf_release(&x->unpacked);
 	free(x);
+}
+
+/* ---- Libraries loaded on first use -------------------------------------- */
+
+bool im_dl_load(const char *soname, const char *fallback,
+		const struct im_dlsym *syms, size_t n)
+{
+	void *h = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
+
+	if (!h)
+		h = dlopen(fallback, RTLD_NOW | RTLD_LOCAL);
+	if (!h)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		*syms[i].addr = dlsym(h, syms[i].name);
+		if (!*syms[i].addr)
+			return false;
+	}
+	return true;
 }
 
 /* ---- In-process formats -------------------------------------------------- */

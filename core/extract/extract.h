@@ -78,7 +78,7 @@ enum im_extract_fail {
 	IM_XF_CRASH,	 /**< the helper died of a signal */
 	IM_XF_SANDBOX,	 /**< no helper could be started */
 	IM_XF_FILTER,	 /**< the external filter exited non-zero */
-	IM_XF_LIBRARY,	 /**< the PDF library (poppler) cannot be loaded */
+	IM_XF_LIBRARY,	 /**< poppler or libarchive cannot be loaded */
 	IM_XF_COUNT
 };
 

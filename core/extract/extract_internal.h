@@ -22,12 +22,32 @@ bool im_utf8_valid(const char *s, size_t len);
  * @p out. @return 0, an enum im_extract_fail (> 0), or -ENOMEM. They parse
  * hostile input: the caller runs them in a helper unless the sandbox is off.
  */
+/** A function to find in a library loaded on first use, and where its
+ *  address goes. */
+struct im_dlsym {
+	const char *name;
+	void **addr;
+};
+
+/**
+ * Open the library @p soname, or @p fallback if that fails, never to be
+ * closed, and resolve the @p n symbols @p syms in it. Not thread-safe: the
+ * callers run it under pthread_once().
+ *
+ * @return whether the library and every symbol were found.
+ */
+bool im_dl_load(const char *soname, const char *fallback,
+		const struct im_dlsym *syms, size_t n);
+
 /**
  * Load poppler (pdf.c) if not done yet; thread-safe, once per process.
  * @return whether it is there. im_pdf_text() calls it itself; sandbox.c
  * calls it before forking a helper, which could not load it.
  */
 bool im_pdf_load(void);
+/** The same for libarchive (zipdoc.c), which im_zipdoc_text() and
+ *  im_unpack() need. */
+bool im_archive_load(void);
 
 int im_pdf_text(const char *buf, size_t len, const struct im_extract_opts *o,
 		struct im_buf *out);

@@ -18,7 +18,6 @@
  * helpers are forked without exec and then cannot open files, so
  * sandbox.c loads it (im_pdf_load()) before it forks the first one.
  */
-#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -49,31 +48,24 @@ static pthread_once_t pp_once = PTHREAD_ONCE_INIT;
 static void pp_load(void)
 {
 	/* The library is never closed: its GObject types stay registered. */
-	void *h = dlopen("libpoppler-glib.so.8", RTLD_NOW | RTLD_LOCAL);
+	const struct im_dlsym syms[] = {
+		{"g_bytes_new_static", (void **)&pp.bytes_new_static},
+		{"g_bytes_unref", (void **)&pp.bytes_unref},
+		{"g_error_matches", (void **)&pp.error_matches},
+		{"g_error_free", (void **)&pp.error_free},
+		{"g_free", (void **)&pp.free},
+		{"g_object_unref", (void **)&pp.object_unref},
+		{"poppler_error_quark", (void **)&pp.error_quark},
+		{"poppler_document_new_from_bytes",
+		 (void **)&pp.document_new_from_bytes},
+		{"poppler_document_get_n_pages",
+		 (void **)&pp.document_get_n_pages},
+		{"poppler_document_get_page", (void **)&pp.document_get_page},
+		{"poppler_page_get_text", (void **)&pp.page_get_text},
+	};
 
-	if (!h)
-		h = dlopen("libpoppler-glib.so", RTLD_NOW | RTLD_LOCAL);
-	if (!h)
-		return;
-#define SYM(field, name)                                                       \
-	do {                                                                   \
-		*(void **)&pp.field = dlsym(h, name);                          \
-		if (!pp.field)                                                 \
-			return;                                                \
-	} while (0)
-	SYM(bytes_new_static, "g_bytes_new_static");
-	SYM(bytes_unref, "g_bytes_unref");
-	SYM(error_matches, "g_error_matches");
-	SYM(error_free, "g_error_free");
-	SYM(free, "g_free");
-	SYM(object_unref, "g_object_unref");
-	SYM(error_quark, "poppler_error_quark");
-	SYM(document_new_from_bytes, "poppler_document_new_from_bytes");
-	SYM(document_get_n_pages, "poppler_document_get_n_pages");
-	SYM(document_get_page, "poppler_document_get_page");
-	SYM(page_get_text, "poppler_page_get_text");
-#undef SYM
-	pp_ok = true;
+	pp_ok = im_dl_load("libpoppler-glib.so.8", "libpoppler-glib.so", syms,
+			   sizeof(syms) / sizeof(syms[0]));
 }
 
 bool im_pdf_load(void)

@@ -371,8 +371,9 @@ static int spawn(struct im_helper *h, const struct im_extract_opts *o)
 	int sv[2];
 	char ready;
 
-	/* A helper cannot open the library once it runs (seccomp). */
+	/* A helper cannot open the libraries once it runs (seccomp). */
 	im_pdf_load();
+	im_archive_load();
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
 		return -errno;
 	pid = fork();

@@ -31,9 +31,15 @@
  *     the navigation document are skipped. Without a readable package, every
  *     (X)HTML entry in name order.
  * Runs inside a sandboxed helper (sandbox.c).
+ *
+ * libarchive is loaded with dlopen() on first need, as poppler is (pdf.c):
+ * linked, it and what it pulls in (libxml2, ICU, libstdc++, nettle and six
+ * compression libraries) cost every start of imatch 1.6 ms of CPU, for a
+ * tree that may hold no ZIP and nothing compressed.
  */
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +50,59 @@
 #include <expat.h>
 
 #include "extract_internal.h"
+
+/* ---- Loading libarchive -------------------------------------------------- */
+
+/* The functions used here. */
+static struct {
+	struct archive *(*read_new)(void);
+	int (*read_free)(struct archive *);
+	int (*support_format_zip)(struct archive *);
+	int (*support_format_raw)(struct archive *);
+	int (*support_filter_gzip)(struct archive *);
+	int (*support_filter_bzip2)(struct archive *);
+	int (*support_filter_xz)(struct archive *);
+	int (*open_memory)(struct archive *, const void *, size_t);
+	int (*next_header)(struct archive *, struct archive_entry **);
+	la_ssize_t (*read_data)(struct archive *, void *, size_t);
+	const char *(*entry_pathname)(struct archive_entry *);
+	int (*entry_is_encrypted)(struct archive_entry *);
+} la;
+static bool la_ok;
+static pthread_once_t la_once = PTHREAD_ONCE_INIT;
+
+static void la_load(void)
+{
+	/* Never closed, as poppler: a helper forked later uses it. */
+	const struct im_dlsym syms[] = {
+		{"archive_read_new", (void **)&la.read_new},
+		{"archive_read_free", (void **)&la.read_free},
+		{"archive_read_support_format_zip",
+		 (void **)&la.support_format_zip},
+		{"archive_read_support_format_raw",
+		 (void **)&la.support_format_raw},
+		{"archive_read_support_filter_gzip",
+		 (void **)&la.support_filter_gzip},
+		{"archive_read_support_filter_bzip2",
+		 (void **)&la.support_filter_bzip2},
+		{"archive_read_support_filter_xz",
+		 (void **)&la.support_filter_xz},
+		{"archive_read_open_memory", (void **)&la.open_memory},
+		{"archive_read_next_header", (void **)&la.next_header},
+		{"archive_read_data", (void **)&la.read_data},
+		{"archive_entry_pathname", (void **)&la.entry_pathname},
+		{"archive_entry_is_encrypted", (void **)&la.entry_is_encrypted},
+	};
+
+	la_ok = im_dl_load("libarchive.so.13", "libarchive.so", syms,
+			   sizeof(syms) / sizeof(syms[0]));
+}
+
+bool im_archive_load(void)
+{
+	pthread_once(&la_once, la_load);
+	return la_ok;
+}
 
 /* ---- Reading the archive ------------------------------------------------- */
 
@@ -82,7 +141,7 @@ static int read_entry(struct archive *a, struct im_buf *b, size_t *budget)
 	char chunk[16384];
 
 	for (;;) {
-		la_ssize_t k = archive_read_data(a, chunk, sizeof(chunk));
+		la_ssize_t k = la.read_data(a, chunk, sizeof(chunk));
 
 		if (k < 0)
 			return IM_XF_CORRUPT;
@@ -108,22 +167,23 @@ static int zip_collect(const char *buf, size_t len,
 	struct archive *a;
 	int ret = 0, r;
 
-	a = archive_read_new();
+	if (!im_archive_load())
+		return IM_XF_LIBRARY;
+	a = la.read_new();
 	if (!a)
 		return -ENOMEM;
-	archive_read_support_format_zip(a);
-	if (archive_read_open_memory(a, buf, len) != ARCHIVE_OK) {
+	la.support_format_zip(a);
+	if (la.open_memory(a, buf, len) != ARCHIVE_OK) {
 		ret = IM_XF_CORRUPT;
 		goto out;
 	}
-	while ((r = archive_read_next_header(a, &e)) == ARCHIVE_OK ||
-	       r == ARCHIVE_WARN) {
-		const char *name = archive_entry_pathname(e);
+	while ((r = la.next_header(a, &e)) == ARCHIVE_OK || r == ARCHIVE_WARN) {
+		const char *name = la.entry_pathname(e);
 		struct part *p;
 
 		if (!name || !want(name))
 			continue;
-		if (archive_entry_is_encrypted(e)) {
+		if (la.entry_is_encrypted(e)) {
 			ret = IM_XF_ENCRYPTED;
 			goto out;
 		}
@@ -153,7 +213,7 @@ static int zip_collect(const char *buf, size_t len,
 	if (r != ARCHIVE_EOF)
 		ret = IM_XF_CORRUPT;
 out:
-	archive_read_free(a);
+	la.read_free(a);
 	return ret;
 }
 
@@ -735,20 +795,22 @@ int im_unpack(const char *buf, size_t len, const struct im_extract_opts *o,
 	struct archive *a;
 	int ret;
 
-	a = archive_read_new();
+	if (!im_archive_load())
+		return IM_XF_LIBRARY;
+	a = la.read_new();
 	if (!a)
 		return -ENOMEM;
-	archive_read_support_filter_gzip(a);
-	archive_read_support_filter_bzip2(a);
-	archive_read_support_filter_xz(a);
-	archive_read_support_format_raw(a);
-	if (archive_read_open_memory(a, buf, len) != ARCHIVE_OK ||
-	    archive_read_next_header(a, &e) != ARCHIVE_OK) {
+	la.support_filter_gzip(a);
+	la.support_filter_bzip2(a);
+	la.support_filter_xz(a);
+	la.support_format_raw(a);
+	if (la.open_memory(a, buf, len) != ARCHIVE_OK ||
+	    la.next_header(a, &e) != ARCHIVE_OK) {
 		ret = IM_XF_CORRUPT;
 		goto out;
 	}
 	ret = read_entry(a, out, &budget);
 out:
-	archive_read_free(a);
+	la.read_free(a);
 	return ret;
 }

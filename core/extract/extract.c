@@ -7,9 +7,11 @@
  * the caller's buffer after one validation pass that moves 8 bytes at a time
  * through ASCII.
  */
+#include <assert.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <iconv.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -61,13 +63,26 @@ static bool has_prefix(const char *s, size_t len, const char *prefix, size_t n)
 	return len >= n && !memcmp(s, prefix, n);
 }
 
-static bool find_ci(const char *s, size_t len, const char *needle)
+/*
+ * Whether @p needle is in s[0, len); its letters in any case if @p any_case.
+ * Its first byte must have no case ('<', '%'): memchr() finds where it may
+ * start, where a compare at every byte (strncasecmp(), memmem()) cost most
+ * of the time of sniffing a page that starts with "<?xml".
+ */
+static bool contains(const char *s, size_t len, const char *needle,
+		     bool any_case)
 {
 	size_t n = strlen(needle);
+	const char *p = s, *end = s + len;
 
-	for (size_t i = 0; i + n <= len; i++)
-		if (!strncasecmp(s + i, needle, n))
+	assert(n && ((needle[0] | 0x20) < 'a' || (needle[0] | 0x20) > 'z'));
+	while ((size_t)(end - p) >= n &&
+	       (p = memchr(p, needle[0], (size_t)(end - p) - n + 1))) {
+		if (any_case ? !strncasecmp(p + 1, needle + 1, n - 1)
+			     : !memcmp(p + 1, needle + 1, n - 1))
 			return true;
+		p++;
+	}
 	return false;
 }
 
@@ -146,8 +161,8 @@ static bool looks_like_html(const char *s, size_t n)
 		return false;
 	if (has_prefix_ci(s, n, "<?xml") || has_prefix_ci(s, n, "<!--") ||
 	    has_prefix_ci(s, n, "<!doctype"))
-		return find_ci(s, n, "<html");
-	return find_ci(s, n, "<head") || find_ci(s, n, "<body");
+		return contains(s, n, "<html", true);
+	return contains(s, n, "<head", true) || contains(s, n, "<body", true);
 }
 
 static uint32_t le16(const char *p)
@@ -210,7 +225,7 @@ enum im_format im_extract_sniff(const char *buf, size_t len)
 
 	if (!len)
 		return IM_FMT_TEXT;
-	if (memmem(s, n < 1024 ? n : 1024, "%PDF-", 5))
+	if (contains(s, n < 1024 ? n : 1024, "%PDF-", false))
 		return IM_FMT_PDF;
 	if (has_prefix(s, n, "PK\x03\x04", 4))
 		return sniff_zip(buf, len);

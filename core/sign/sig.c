@@ -1161,6 +1161,10 @@ static bool sniffs_binary(const char *buf, size_t n)
 {
 	if (n > IM_EXTRACT_SNIFF)
 		n = IM_EXTRACT_SNIFF;
+	/* Sniffing says binary only for a 0 byte among those (or a ZIP it
+	 * cannot place): a text is not sniffed here and again when read. */
+	if (!memchr(buf, '\0', n))
+		return false;
 	return im_extract_sniff(buf, n) == IM_FMT_BINARY &&
 	       !(n >= 4 && !memcmp(buf, "PK\x03\x04", 4));
 }

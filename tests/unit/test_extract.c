@@ -263,6 +263,37 @@ START_TEST(test_extract_sniff_fixtures)
 }
 END_TEST
 
+/* Markup and "%PDF-" are looked for at every offset, in any case for the
+ * markup, and "%PDF-" only within the first 1024 bytes. */
+START_TEST(test_extract_sniff_finds_markers_anywhere)
+{
+	static const char prolog[] = "<?xml version=\"1.0\"?>\n";
+	char b[1100];
+
+	for (size_t at = sizeof(prolog) - 1; at + 5 <= sizeof(b); at++) {
+		memset(b, '<', sizeof(b));
+		memcpy(b, prolog, sizeof(prolog) - 1);
+		memcpy(b + at, "<HtMl", 5);
+		ck_assert_msg(im_extract_sniff(b, sizeof(b)) == IM_FMT_HTML,
+			      "<HtMl at %zu", at);
+		memcpy(b + at, "<HtMm", 5);
+		ck_assert_msg(im_extract_sniff(b, sizeof(b)) == IM_FMT_TEXT,
+			      "<HtMm at %zu", at);
+	}
+	for (size_t at = 0; at + 5 <= sizeof(b); at++) {
+		memset(b, '%', sizeof(b));
+		memcpy(b + at, "%PDF-", 5);
+		ck_assert_msg(
+			im_extract_sniff(b, sizeof(b)) ==
+				(at + 5 <= 1024 ? IM_FMT_PDF : IM_FMT_TEXT),
+			"%%PDF- at %zu", at);
+		memcpy(b + at, "%pdf-", 5);
+		ck_assert_msg(im_extract_sniff(b, sizeof(b)) == IM_FMT_TEXT,
+			      "%%pdf- at %zu", at);
+	}
+}
+END_TEST
+
 /* The unique terms of the last result. */
 static void result_terms(struct im_terms *t)
 {
@@ -522,6 +553,7 @@ static Suite *extract_suite(void)
 	tcase_add_test(tc, test_extract_utf16_with_bom);
 	tcase_add_test(tc, test_extract_invalid_utf8_is_cp1252);
 	tcase_add_test(tc, test_extract_utf8_valid_at_every_offset);
+	tcase_add_test(tc, test_extract_sniff_finds_markers_anywhere);
 	tcase_add_test(
 		tc, test_extract_html_without_charset_is_cp1252_when_invalid);
 	tcase_add_test(tc, test_extract_names_and_binary);

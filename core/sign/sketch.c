@@ -48,6 +48,9 @@ struct builder {
 	uint64_t bins[IM_SKETCH_BINS];
 	uint64_t map[MAP_WORDS];
 	unsigned level;
+	/* The top level bits of a map hash: a term is in the sample when
+	 * they are all zero (0 at level 0: every term is). */
+	uint64_t unsampled;
 };
 
 static void builder_init(struct builder *b, size_t n)
@@ -55,23 +58,54 @@ static void builder_init(struct builder *b, size_t n)
 	memset(b->bins, 0xff, sizeof(b->bins));
 	memset(b->map, 0, sizeof(b->map));
 	b->level = im_sketch_level(n > UINT32_MAX ? UINT32_MAX : (uint32_t)n);
+	b->unsampled = b->level ? ~UINT64_C(0) << (64 - b->level) : 0;
 }
 
-static inline void builder_put(struct builder *b, uint64_t h, uint64_t seed)
+/* Compete for the minimum of the bin of a term's remixed hash @p g. */
+static inline void bin_put(struct builder *b, uint64_t g)
 {
-	uint64_t g = mix(h ^ seed), m = mix(g ^ MAP_SALT);
 	unsigned bin = reduce(g, IM_SKETCH_BINS);
-	uint64_t val = g & UINT32_MAX;
+	uint64_t val = g & UINT32_MAX, old = b->bins[bin];
 
-	if (val < b->bins[bin])
-		b->bins[bin] = val;
-	/* Level k samples the terms whose map hash begins with k zero bits;
-	 * the bits after them place the term, so a coarser level's sample is
-	 * the lower half of this one's map (the comparison relies on it). */
-	if (b->level == 0 || m >> (64 - b->level) == 0) {
+	b->bins[bin] = val < old ? val : old;
+}
+
+/*
+ * Add the @p n term hashes at @p h, @p step bytes apart. No branch on
+ * whether a term lowers its bin's minimum, nor, above level 0, on whether
+ * it is sampled: both are coin flips to the branch predictor (a document
+ * of 1000 terms took 11 ns a term with them, 4.5 without). Level 0, where
+ * every term sets its bit, skips the sampling arithmetic.
+ */
+static inline __attribute__((always_inline)) void
+builder_add(struct builder *b, const void *h, size_t step, size_t n,
+	    uint64_t seed)
+{
+	const char *at = h;
+
+	if (b->level == 0) {
+		for (size_t i = 0; i < n; i++, at += step) {
+			uint64_t g = mix(*(const uint64_t *)at ^ seed);
+			unsigned p =
+				reduce(mix(g ^ MAP_SALT), IM_SKETCH_MAP_BITS);
+
+			bin_put(b, g);
+			b->map[p / 64] |= UINT64_C(1) << (p % 64);
+		}
+		return;
+	}
+	for (size_t i = 0; i < n; i++, at += step) {
+		uint64_t g = mix(*(const uint64_t *)at ^ seed);
+		uint64_t m = mix(g ^ MAP_SALT);
+		/* Level k samples the terms whose map hash begins with k
+		 * zero bits; the bits after them place the term, so a
+		 * coarser level's sample is the lower half of this one's
+		 * map (the comparison relies on it). */
 		unsigned p = reduce(m << b->level, IM_SKETCH_MAP_BITS);
+		uint64_t in = (m & b->unsampled) == 0;
 
-		b->map[p / 64] |= UINT64_C(1) << (p % 64);
+		bin_put(b, g);
+		b->map[p / 64] |= in << (p % 64);
 	}
 }
 
@@ -157,8 +191,8 @@ void im_sketch_compute(const struct im_terms *u, uint64_t seed,
 	struct builder b;
 
 	builder_init(&b, u->n);
-	for (size_t i = 0; i < u->n; i++)
-		builder_put(&b, u->v[i].hash, seed);
+	if (u->n)
+		builder_add(&b, &u->v[0].hash, sizeof(u->v[0]), u->n, seed);
 	finish(&b, u->n, seed, out);
 }
 
@@ -168,8 +202,7 @@ void im_sketch_from_hashes(const uint64_t *h, size_t n, uint64_t seed,
 	struct builder b;
 
 	builder_init(&b, n);
-	for (size_t i = 0; i < n; i++)
-		builder_put(&b, h[i], seed);
+	builder_add(&b, h, sizeof(*h), n, seed);
 	finish(&b, n, seed, out);
 }
 

@@ -394,14 +394,41 @@ static int collect_begin(struct im_signer *s, size_t n)
 	return cand_reserve(s, n);
 }
 
-/* Running totals of collect_add(). */
+/* Byte j of b[g] counts the primary terms with bit 8g + j of their mask. */
+struct bytecounts {
+	uint64_t b[IM_MAX_COORDS / 8];
+};
+
+_Static_assert(IM_MAX_COORDS <= 32, "count_mask() counts 32 coordinates");
+
+/*
+ * Running totals of collect_add(). The loops that collect keep it in
+ * registers: nothing takes its address but inlined calls, and arrays are
+ * indexed by constants only. In memory, every total was stored and loaded
+ * again around each candidate's stores, which the compiler could not tell
+ * from them.
+ */
 struct collecting {
+	struct cand *raw;
+	uint64_t *pk, *qk;
 	size_t nraw, npk, nqk, bytes;
-	/* Byte j of acc[g] counts the primary terms with bit 8g + j of their
-	 * mask, for at most 255 terms (acc_n) before flush_counts(). */
-	uint64_t acc[IM_MAX_COORDS / 8];
+	unsigned k; /* K */
+	/* Primary terms per coordinate, for at most 255 terms (acc_n)
+	 * before flush_counts(). */
+	struct bytecounts acc;
 	unsigned acc_n;
 };
+
+static void collecting_init(const struct im_signer *s, struct collecting *c)
+{
+	*c = (struct collecting){
+		.raw = s->raw,
+		.pk = s->pk,
+		.qk = s->qk,
+		.bytes = 1,
+		.k = s->p.k,
+	};
+}
 
 /* The bits of @p b, one per byte: bit j becomes byte j (0 or 1). */
 static inline uint64_t bits_to_bytes(uint32_t b)
@@ -415,14 +442,12 @@ static inline uint64_t bits_to_bytes(uint32_t b)
 	       UINT64_C(0x0101010101010101);
 }
 
-/* Add the byte counters of @p c to pcount[] and clear them. */
-static void flush_counts(struct im_signer *s, struct collecting *c)
+/* Add the byte counters @p acc to pcount[]. */
+static void flush_counts(struct im_signer *s, struct bytecounts acc)
 {
 	for (unsigned k = 0; k <= s->p.k; k++)
 		s->pcount[k] +=
-			(uint32_t)(c->acc[k / 8] >> (8 * (k % 8))) & 0xff;
-	memset(c->acc, 0, sizeof(c->acc));
-	c->acc_n = 0;
+			(uint32_t)(acc.b[k / 8] >> (8 * (k % 8))) & 0xff;
 }
 
 /* |L_k ∩ U| for every k at once, for a term of L with coordinates @p mask:
@@ -430,28 +455,36 @@ static void flush_counts(struct im_signer *s, struct collecting *c)
 static inline void count_mask(struct im_signer *s, struct collecting *c,
 			      uint32_t mask)
 {
-	for (unsigned g = 0; g <= s->p.k / 8; g++)
-		c->acc[g] += bits_to_bytes(mask >> (8 * g));
-	if (++c->acc_n == 255)
-		flush_counts(s, c);
+	c->acc.b[0] += bits_to_bytes(mask);
+	if (c->k >= 8)
+		c->acc.b[1] += bits_to_bytes(mask >> 8);
+	if (c->k >= 16)
+		c->acc.b[2] += bits_to_bytes(mask >> 16);
+	if (c->k >= 24)
+		c->acc.b[3] += bits_to_bytes(mask >> 24);
+	if (++c->acc_n == 255) {
+		flush_counts(s, c->acc);
+		c->acc = (struct bytecounts){{0}};
+		c->acc_n = 0;
+	}
 }
 
 /* Candidate: term number @p ix of the lexicon, its bytes @p str, in L if
  * @p primary, with coordinates @p mask (counted already). */
 static inline __attribute__((always_inline)) void
-collect_put(struct im_signer *s, struct collecting *c, long ix, int primary,
-	    const char *str, uint32_t len, uint32_t mask)
+collect_put(struct collecting *c, long ix, int primary, const char *str,
+	    uint32_t len, uint32_t mask)
 {
 	uint64_t key = (uint64_t)ix << 32 | c->nraw;
 
 	/* fill_coords() reads the bytes after the sort: let them come. */
 	__builtin_prefetch(str);
-	s->raw[c->nraw++] = (struct cand){str, len, mask};
+	c->raw[c->nraw++] = (struct cand){str, len, mask};
 	c->bytes += len + 1;
 	if (primary)
-		s->pk[c->npk++] = key;
+		c->pk[c->npk++] = key;
 	else
-		s->qk[c->nqk++] = key;
+		c->qk[c->nqk++] = key;
 }
 
 /* Candidate: term number @p ix of the lexicon, its bytes @p str. */
@@ -469,7 +502,7 @@ collect_add(struct im_signer *s, struct collecting *c, long ix, const char *str,
 	} else {
 		mask = member_mask(s, str, len, primary ? s->pcount : NULL);
 	}
-	collect_put(s, c, ix, primary, str, len, mask);
+	collect_put(c, ix, primary, str, len, mask);
 }
 
 /* The most fill_coords() keeps for one document (a signer keeps it). */
@@ -622,14 +655,14 @@ static void copy_p(struct im_signer *s, size_t npk)
 }
 
 /* P sorted by term number, which is byte order; Q waits for sort_q(). */
-static int collect_end(struct im_signer *s, struct collecting *c,
+static int collect_end(struct im_signer *s, struct collecting c,
 		       size_t n_unique)
 {
 	unsigned ncoords = s->p.k + 1;
-	size_t stride = c->bytes + IM_LEX_STR_PAD;
+	size_t stride = c.bytes + IM_LEX_STR_PAD;
 
-	flush_counts(s, c);
-	sort_by_number(s->pk, s->tmp, c->npk);
+	flush_counts(s, c.acc);
+	sort_by_number(s->pk, s->tmp, c.npk);
 	/* A document whose buffers would pass HK_MAX is hashed coordinate by
 	 * coordinate (coord_hash()): a signer keeps its buffers, and K + 1
 	 * copies of the largest document's terms would stay with it. */
@@ -638,14 +671,14 @@ static int collect_end(struct im_signer *s, struct collecting *c,
 		if (grow((void **)&s->hk, &s->hkcap, ncoords * stride, 1) < 0)
 			return -ENOMEM;
 		s->hk_stride = stride;
-		fill_coords(s, c->npk);
+		fill_coords(s, c.npk);
 	} else {
 		if (grow((void **)&s->pb, &s->pbcap, stride, 1) < 0)
 			return -ENOMEM;
-		copy_p(s, c->npk);
+		copy_p(s, c.npk);
 	}
-	s->npc = c->npk;
-	s->nqc = c->nqk; /* qc[] is filled by sort_q(), if some coordinate
+	s->npc = c.npk;
+	s->nqc = c.nqk; /* qc[] is filled by sort_q(), if some coordinate
 			    needs it */
 	s->q_sorted = 0;
 	/* One buffer holds any S of this document. */
@@ -663,10 +696,11 @@ static int collect_end(struct im_signer *s, struct collecting *c,
  */
 static int collect(struct im_signer *s, const struct im_terms *u)
 {
-	struct collecting c = {.bytes = 1};
+	struct collecting c;
 
 	if (collect_begin(s, u->n) < 0)
 		return -ENOMEM;
+	collecting_init(s, &c);
 	for (size_t i = 0; i < u->n; i++) {
 		/* Lookups are independent: let the next slots load meanwhile. */
 		if (i + PREFETCH < u->n)
@@ -678,7 +712,7 @@ static int collect(struct im_signer *s, const struct im_terms *u)
 		if (ix >= 0)
 			collect_add(s, &c, ix, str, ut->len);
 	}
-	return collect_end(s, &c, u->n);
+	return collect_end(s, c, u->n);
 }
 
 /* s->nt for the signer's lexicon, if it is not there yet. */
@@ -710,23 +744,28 @@ static int numterms_make(struct im_signer *s)
 static int collect_numbers(struct im_signer *s, const uint32_t *nums, size_t n,
 			   size_t n_unique)
 {
-	struct collecting c = {.bytes = 1};
 	size_t nprimary = im_lexicon_primary_size(s->lex);
+	struct collecting c;
 
 	if (numterms_make(s) < 0 || collect_begin(s, n) < 0)
 		return -ENOMEM;
+	collecting_init(s, &c);
 	for (size_t i = 0; i < n; i++) {
 		const struct numterm *t;
 		int primary = nums[i] < nprimary;
 
+		/* The table is larger than a core's cache, and each term's
+		 * entry is where the work waits. */
+		if (i + PREFETCH < n && nums[i + PREFETCH] < s->nnt)
+			__builtin_prefetch(&s->nt[nums[i + PREFETCH]]);
 		if (nums[i] >= s->nnt)
 			return -EINVAL;
 		t = &s->nt[nums[i]];
 		if (primary)
 			count_mask(s, &c, t->mask);
-		collect_put(s, &c, nums[i], primary, t->str, t->len, t->mask);
+		collect_put(&c, nums[i], primary, t->str, t->len, t->mask);
 	}
-	return collect_end(s, &c, n_unique);
+	return collect_end(s, c, n_unique);
 }
 
 /* ---- One coordinate ------------------------------------------------------- */

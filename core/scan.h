@@ -149,7 +149,9 @@ unsigned im_scan_threads(unsigned threads, unsigned cap);
  * to an fd of its own directory, so no path is resolved twice. The results
  * (and @p counts) are the same whatever @p threads is; only the order of the
  * result calls differs. The results and @p counts are updated under one
- * mutex, so ops->result may touch them without locking.
+ * mutex, so ops->result may touch them without locking. The workers share
+ * one table of every lexicon term's coordinates (im_sig_masks(), 4 bytes a
+ * term), made before the walk and freed at the end.
  *
  * @return 0, -ECANCELED, -ENOMEM, -EINVAL if im_params_check(@p p) fails,
  *         -EAGAIN if no thread could be started, or a negative errno if

@@ -1014,26 +1014,29 @@ static int sign_kept(struct sign_worker *wk, const void *rec, size_t len)
 	d.mtime_ns = k.mtime_ns;
 	/* A text, to be signed; without a lexicon it stays unsigned. */
 	if (k.status == IM_DOC_REJECTED && sc->lex) {
+		const char *ids = p + sizeof(k) + k.path_len;
+		const uint32_t *map = wk->map;
+		uint32_t *nums;
+
 		ret = ids_reserve(wk, k.nids);
 		if (ret)
 			return ret;
-		if (k.nids) /* a text without terms reserves nothing */
-			memcpy(wk->ids, p + sizeof(k) + k.path_len,
-			       (size_t)k.nids * sizeof(uint32_t));
-		/* No branch on whether the lexicon holds the term: a third of
-		 * the terms are not in it, at random, and each miss of the
-		 * predictor waited for the table's line first. */
+		nums = wk->ids;
+		/* Read off the record (the ids follow the path, unaligned),
+		 * with no branch on whether the lexicon holds the term: a
+		 * third of the terms are not in it, at random, and each miss
+		 * of the predictor waited for the table's line first. */
 		for (size_t i = 0; i < k.nids; i++) {
-			uint32_t id = wk->ids[i];
-			uint32_t num;
+			uint32_t id, num;
 
+			memcpy(&id, ids + i * sizeof(id), sizeof(id));
 			if (id >= wk->nown)
 				return -EIO;
-			num = wk->map[id];
-			wk->ids[m] = num;
+			num = map[id];
+			nums[m] = num;
 			m += num != NO_TERM;
 		}
-		ret = im_signer_sign_numbers(wk->signer, wk->ids, m, &d);
+		ret = im_signer_sign_numbers(wk->signer, nums, m, &d);
 		if (ret)
 			return ret;
 	}

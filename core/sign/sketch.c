@@ -46,7 +46,11 @@ unsigned im_sketch_level(uint32_t n)
 
 struct builder {
 	uint64_t bins[IM_SKETCH_BINS];
-	uint64_t map[MAP_WORDS];
+	/* One byte per bit of the map and one more, written without reading:
+	 * setting bits in 13 words read and wrote the same word again and
+	 * again, each waiting for the last. Byte IM_SKETCH_MAP_BITS takes the
+	 * terms a level leaves out. */
+	uint8_t mapb[IM_SKETCH_MAP_BITS + 1];
 	unsigned level;
 	/* The top level bits of a map hash: a term is in the sample when
 	 * they are all zero (0 at level 0: every term is). */
@@ -56,7 +60,7 @@ struct builder {
 static void builder_init(struct builder *b, size_t n)
 {
 	memset(b->bins, 0xff, sizeof(b->bins));
-	memset(b->map, 0, sizeof(b->map));
+	memset(b->mapb, 0, sizeof(b->mapb));
 	b->level = im_sketch_level(n > UINT32_MAX ? UINT32_MAX : (uint32_t)n);
 	b->unsampled = b->level ? ~UINT64_C(0) << (64 - b->level) : 0;
 }
@@ -90,7 +94,7 @@ builder_add(struct builder *b, const void *h, size_t step, size_t n,
 				reduce(mix(g ^ MAP_SALT), IM_SKETCH_MAP_BITS);
 
 			bin_put(b, g);
-			b->map[p / 64] |= UINT64_C(1) << (p % 64);
+			b->mapb[p] = 1;
 		}
 		return;
 	}
@@ -102,10 +106,10 @@ builder_add(struct builder *b, const void *h, size_t step, size_t n,
 		 * coarser level's sample is the lower half of this one's
 		 * map (the comparison relies on it). */
 		unsigned p = reduce(m << b->level, IM_SKETCH_MAP_BITS);
-		uint64_t in = (m & b->unsampled) == 0;
+		unsigned out = -(unsigned)((m & b->unsampled) != 0);
 
 		bin_put(b, g);
-		b->map[p / 64] |= in << (p % 64);
+		b->mapb[p + ((IM_SKETCH_MAP_BITS - p) & out)] = 1;
 	}
 }
 
@@ -179,10 +183,15 @@ static void finish(struct builder *b, size_t n, uint64_t seed,
 	for (unsigned i = 0; i < IM_SKETCH_BINS; i += 2)
 		out->v[i / 2] =
 			(uint8_t)((bins[i] & 0xf) | (bins[i + 1] & 0xf) << 4);
-	for (unsigned w = 0; w < MAP_WORDS; w++)
-		for (unsigned i = 0; i < 8; i++)
-			out->v[IM_SKETCH_BIN_BYTES + w * 8 + i] =
-				(uint8_t)(b->map[w] >> (8 * i));
+	for (unsigned i = 0; i < IM_SKETCH_MAP_BYTES; i++) {
+		uint64_t x;
+
+		/* Eight flags, 0 or 1, into one byte: bit j from byte j. */
+		memcpy(&x, b->mapb + 8 * i, 8);
+		out->v[IM_SKETCH_BIN_BYTES + i] =
+			(uint8_t)((le64toh(x) * UINT64_C(0x0102040810204080)) >>
+				  56);
+	}
 }
 
 void im_sketch_compute(const struct im_terms *u, uint64_t seed,

@@ -60,14 +60,6 @@ struct cand {
 	uint32_t mask;
 };
 
-/* A term of the lexicon as im_signer_sign_numbers() needs it: 16 bytes
- * instead of the lexicon's 32-byte entry and a mask in another array. */
-struct numterm {
-	const char *str;
-	uint32_t len;
-	uint32_t mask;
-};
-
 struct im_signer {
 	const struct im_lexicon *lex; /* borrowed; NULL for terms only */
 	struct im_params p;
@@ -78,9 +70,11 @@ struct im_signer {
 	struct im_terms terms;
 	struct im_extractor *x;
 	const uint32_t *masks; /* borrowed, per term number; or NULL */
-	/* Per term number, made by the first im_signer_sign_numbers() with
-	 * this lexicon: the lexicon's terms stayed out of cache. */
-	struct numterm *nt;
+	/* Each lexicon term as a candidate, per term number, made by the
+	 * first im_signer_sign_numbers() with this lexicon: 16 bytes instead
+	 * of the lexicon's 32-byte entry and a mask in another array (the
+	 * lexicon's terms stayed out of cache). */
+	struct cand *nt;
 	size_t nnt;
 
 	char *buf; /* the file being read */
@@ -88,7 +82,11 @@ struct im_signer {
 
 	/* The candidates of the last document (see collect()). */
 	struct cand *raw, *pc, *qc; /* as found; P and Q sorted */
-	uint64_t *pk, *qk, *tmp; /* sort keys: term number << 32 | raw index */
+	/* Where the low half of a sort key points: raw, or nt for
+	 * im_signer_sign_numbers(), whose term numbers index it already. */
+	const struct cand *found;
+	/* Sort keys: term number << 32 | index into found. */
+	uint64_t *pk, *qk, *tmp;
 	size_t npc, nqc, ccap;
 	uint32_t *qb;  /* indices into qc, in byte order of the terms */
 	uint32_t *qs;  /* indices into qc of the terms S took from Q */
@@ -469,17 +467,14 @@ static inline void count_mask(struct im_signer *s, struct collecting *c,
 	}
 }
 
-/* Candidate: term number @p ix of the lexicon, its bytes @p str, in L if
- * @p primary, with coordinates @p mask (counted already). */
+/* Candidate: term number @p ix of the lexicon, in L if @p primary, of
+ * @p len bytes, at @p found in s->found. */
 static inline __attribute__((always_inline)) void
-collect_put(struct collecting *c, long ix, int primary, const char *str,
-	    uint32_t len, uint32_t mask)
+collect_put(struct collecting *c, long ix, int primary, uint32_t found,
+	    uint32_t len)
 {
-	uint64_t key = (uint64_t)ix << 32 | c->nraw;
+	uint64_t key = (uint64_t)ix << 32 | found;
 
-	/* fill_coords() reads the bytes after the sort: let them come. */
-	__builtin_prefetch(str);
-	c->raw[c->nraw++] = (struct cand){str, len, mask};
 	c->bytes += len + 1;
 	if (primary)
 		c->pk[c->npk++] = key;
@@ -502,7 +497,10 @@ collect_add(struct im_signer *s, struct collecting *c, long ix, const char *str,
 	} else {
 		mask = member_mask(s, str, len, primary ? s->pcount : NULL);
 	}
-	collect_put(c, ix, primary, str, len, mask);
+	/* fill_coords() reads the bytes after the sort: let them come. */
+	__builtin_prefetch(str);
+	c->raw[c->nraw] = (struct cand){str, len, mask};
+	collect_put(c, ix, primary, (uint32_t)c->nraw++, len);
 }
 
 /* The most fill_coords() keeps for one document (a signer keeps it). */
@@ -535,7 +533,7 @@ static void fill_terms(struct im_signer *s, size_t npk, unsigned ncoords)
 		end[k] = k * stride + 1;
 	}
 	for (size_t i = 0; i < npk; i++) {
-		struct cand t = s->raw[(uint32_t)s->pk[i]];
+		struct cand t = s->found[(uint32_t)s->pk[i]];
 		size_t tl = (size_t)t.len + 1;
 		const char *str = t.str;
 
@@ -588,7 +586,7 @@ static void fill_fixed(struct im_signer *s, size_t npk)
 	for (unsigned k = 0; k < FILL_FIXED; k++)
 		hk[k * stride] = (unsigned char)k;
 	for (size_t i = 0; i < npk; i++) {
-		struct cand t = s->raw[(uint32_t)s->pk[i]];
+		struct cand t = s->found[(uint32_t)s->pk[i]];
 		uint32_t tl = t.len + 1;
 		const char *str = t.str;
 
@@ -641,7 +639,7 @@ static void copy_p(struct im_signer *s, size_t npk)
 	size_t off = 0;
 
 	for (size_t i = 0; i < npk; i++) {
-		struct cand t = s->raw[(uint32_t)s->pk[i]];
+		struct cand t = s->found[(uint32_t)s->pk[i]];
 
 		/* A fixed size for the short ones: a move, not a call. */
 		if (t.len < IM_LEX_STR_PAD)
@@ -712,6 +710,7 @@ static int collect(struct im_signer *s, const struct im_terms *u)
 		if (ix >= 0)
 			collect_add(s, &c, ix, str, ut->len);
 	}
+	s->found = s->raw;
 	return collect_end(s, c, u->n);
 }
 
@@ -720,7 +719,7 @@ static int numterms_make(struct im_signer *s)
 {
 	size_t n = im_lexicon_primary_size(s->lex) +
 		   im_lexicon_secondary_size(s->lex);
-	struct numterm *v;
+	struct cand *v;
 
 	if (s->nt)
 		return 0;
@@ -751,11 +750,10 @@ static int collect_numbers(struct im_signer *s, const uint32_t *nums, size_t n,
 		return -ENOMEM;
 	collecting_init(s, &c);
 	for (size_t i = 0; i < n; i++) {
-		const struct numterm *t;
+		const struct cand *t;
 		int primary = nums[i] < nprimary;
 
-		/* The table is larger than a core's cache, and each term's
-		 * entry is where the work waits. */
+		/* Each term's entry is where the work waits: fetch ahead. */
 		if (i + PREFETCH < n && nums[i + PREFETCH] < s->nnt)
 			__builtin_prefetch(&s->nt[nums[i + PREFETCH]]);
 		if (nums[i] >= s->nnt)
@@ -763,8 +761,11 @@ static int collect_numbers(struct im_signer *s, const uint32_t *nums, size_t n,
 		t = &s->nt[nums[i]];
 		if (primary)
 			count_mask(s, &c, t->mask);
-		collect_put(&c, nums[i], primary, t->str, t->len, t->mask);
+		/* fill_coords() reads the bytes after the sort: let them come. */
+		__builtin_prefetch(t->str);
+		collect_put(&c, nums[i], primary, nums[i], t->len);
 	}
+	s->found = s->nt;
 	return collect_end(s, c, n_unique);
 }
 
@@ -815,7 +816,7 @@ static void sort_q(struct im_signer *s)
 		return;
 	sort_by_number(s->qk, s->tmp, s->nqc);
 	for (size_t i = 0; i < s->nqc; i++)
-		s->qc[i] = s->raw[(uint32_t)s->qk[i]];
+		s->qc[i] = s->found[(uint32_t)s->qk[i]];
 	s->q_sorted = 1;
 }
 

@@ -289,6 +289,34 @@ static inline uint32_t member_mask(const struct im_signer *s, const char *str,
 	return mask;
 }
 
+/*
+ * sort_by_number() of @p n keys whose term numbers fit in 16 bits (a
+ * lexicon of up to 65,536 terms): both bytes counted in one pass over the
+ * keys, then two passes that place them, the second back into @p v.
+ */
+static void sort_by_short_number(uint64_t *v, uint64_t *tmp, size_t n)
+{
+	uint32_t cnt[2][256], lo = 0, hi = 0;
+
+	memset(cnt, 0, sizeof(cnt));
+	for (size_t i = 0; i < n; i++) {
+		cnt[0][(v[i] >> 32) & 255]++;
+		cnt[1][(v[i] >> 40) & 255]++;
+	}
+	for (int b = 0; b < 256; b++) {
+		uint32_t c0 = cnt[0][b], c1 = cnt[1][b];
+
+		cnt[0][b] = lo;
+		cnt[1][b] = hi;
+		lo += c0;
+		hi += c1;
+	}
+	for (size_t i = 0; i < n; i++)
+		tmp[cnt[0][(v[i] >> 32) & 255]++] = v[i];
+	for (size_t i = 0; i < n; i++)
+		v[cnt[1][(tmp[i] >> 40) & 255]++] = tmp[i];
+}
+
 /* Sort @p v by its high 32 bits (the term number); stable LSD radix sort. */
 static void sort_by_number(uint64_t *v, uint64_t *tmp, size_t n)
 {
@@ -307,6 +335,10 @@ static void sort_by_number(uint64_t *v, uint64_t *tmp, size_t n)
 	 * set anywhere are not counted. */
 	for (size_t i = 0; i < n; i++)
 		any |= v[i];
+	if (!(any >> 48)) {
+		sort_by_short_number(v, tmp, n);
+		return;
+	}
 	for (int shift = 32; shift < 64 && any >> shift; shift += 8) {
 		size_t cnt[256] = {0};
 		for (size_t i = 0; i < n; i++)

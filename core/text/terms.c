@@ -30,7 +30,10 @@
  * one struct im_terms and stops allocating once it has seen a large one. The
  * slot table in use shrinks back to its front, though, and
  * im_terms_expect() or growth sizes it again in place, so that a small
- * document's probes stay in a few cache lines.
+ * document's probes stay in a few cache lines. Every slot past the table in
+ * use is zero (calloc, a rehash zeroes what it takes in, a clear what it
+ * gives back), so that sizing it again in place writes nothing: a memset
+ * of the slots im_terms_expect() took in cost 2% of a scan of plain text.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -320,9 +323,6 @@ void im_terms_expect(struct im_terms *t, size_t n)
 		free(t->slots);
 		t->slots = slots;
 		t->slots_cap = want;
-	} else if (want > t->nslots) {
-		memset(t->slots + t->nslots, 0,
-		       (want - t->nslots) * sizeof(*t->slots));
 	}
 	set_nslots(t, want);
 	set_room(t);

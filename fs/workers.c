@@ -22,6 +22,9 @@
 struct workers {
 	struct imfs *fs;
 	const struct im_lexicon *lex;
+	/* im_sig_masks() of lex, shared by the signers (NULL: each hashes
+	 * its candidates' coordinates itself); made by workers_start(). */
+	uint32_t *masks;
 	pthread_t *tids;
 	unsigned n;
 	pthread_mutex_t lock;
@@ -54,6 +57,7 @@ void workers_free(struct workers *w)
 	pthread_cond_destroy(&w->cond);
 	free(w->q);
 	free(w->tids);
+	free(w->masks);
 	free(w);
 }
 
@@ -230,6 +234,8 @@ static void *worker_main(void *arg)
 			 strerror(-ret));
 		return NULL;
 	}
+	if (w->masks)
+		im_signer_set_lexicon(signer, w->lex, w->masks);
 	for (struct node *n; (n = pop(w)); done(w)) {
 		tree_wrlock(t);
 		char *path = claim(w, n);
@@ -260,6 +266,13 @@ int workers_start(struct workers *w, const struct im_lexicon *lex, unsigned n)
 	/* Again after a workers_stop(): the scanner restarts them with a
 	 * lexicon rebuilt from a grown tree. */
 	w->lex = lex;
+	/* Each term's coordinates once per lexicon, not once per document
+	 * signed and term (scan.h does the same for a scan); without the
+	 * memory for them the signers hash as before. */
+	free(w->masks);
+	w->masks = NULL;
+	if (lex && im_sig_masks(lex, &w->fs->opts->params, &w->masks))
+		w->masks = NULL;
 	pthread_mutex_lock(&w->lock);
 	w->stop = false;
 	pthread_mutex_unlock(&w->lock);

@@ -30,7 +30,9 @@ void workers_free(struct workers *w);
 /**
  * Start @p n threads (0: one per CPU) signing with @p lex (borrowed; it
  * must outlive the workers). Files queued before are signed then. May be
- * called again after workers_stop().
+ * called again after workers_stop(). Each lexicon term's coordinates are
+ * computed here once for all signers (im_sig_masks(), 4 bytes a term, kept
+ * until the next start or workers_free()).
  * @return 0 or -EAGAIN if no thread could start.
  */
 int workers_start(struct workers *w, const struct im_lexicon *lex, unsigned n);

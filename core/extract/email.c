@@ -21,11 +21,17 @@
  *   - quoted-printable and base64 transfer encodings are decoded; other
  *     encodings are read as they are.
  *   - Charsets: ISO-8859-1, windows-1252 (ISO-8859-1 is read as
- *     windows-1252, as browsers do) and ISO-8859-15 are converted to UTF-8;
- *     anything else is taken to be UTF-8 (US-ASCII is).
+ *     windows-1252, as browsers do) and ISO-8859-15 are converted here;
+ *     UTF-8 and US-ASCII are read as they are, and so are the UTF-16 and
+ *     UTF-32 names, which a text part (or an HTML page's <meta>, HTML
+ *     spec 13.2.3.3) cannot truly be in; any other name goes to iconv
+ *     (windows-1251, KOI8-R, ISO-8859-2, Shift_JIS, GB18030, ...), a byte
+ *     it cannot read becoming U+FFFD; a name iconv does not know is read
+ *     as UTF-8.
  * Every part is followed by a newline so that parts never join words.
  */
 #include <errno.h>
+#include <iconv.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -145,7 +151,36 @@ static int b64_decode(const char *s, size_t n, struct im_buf *out)
 
 /* ---- Charsets ------------------------------------------------------------ */
 
-enum charset { CS_UTF8, CS_1252, CS_8859_15 };
+enum charset { CS_UTF8, CS_1252, CS_8859_15, CS_ICONV };
+
+/* The longest charset name handed to iconv; IANA's longest is 45 bytes. */
+#define CHARSET_NAME_MAX 64
+
+static bool is_name_of(const char *name, size_t n, const char *const *names)
+{
+	for (const char *const *c = names; *c; c++)
+		if (strlen(*c) == n && !strncasecmp(name, *c, n))
+			return true;
+	return false;
+}
+
+/* Whether @p name could be a charset name for iconv: letters, digits and
+ * "-_.:()" only, so that nothing like "//IGNORE" or a path reaches it. */
+static bool plain_name(const char *name, size_t n)
+{
+	if (!n || n > CHARSET_NAME_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)name[i];
+		bool ok = (unsigned)((c | 0x20) - 'a') < 26 ||
+			  (unsigned)(c - '0') < 10 ||
+			  (c && strchr("-_.:()", c));
+
+		if (!ok)
+			return false;
+	}
+	return true;
+}
 
 static enum charset charset_of(const char *name, size_t n)
 {
@@ -159,17 +194,65 @@ static enum charset charset_of(const char *name, size_t n)
 		"iso-8859-15", "iso8859-15", "iso_8859-15",
 		"latin9",      "latin-9",    NULL,
 	};
+	static const char *const as_is[] = {
+		"utf-8",    "utf8",	"us-ascii", "ascii", "ansi_x3.4-1968",
+		"utf-16",   "utf-16le", "utf-16be", "utf16", "utf-32",
+		"utf-32le", "utf-32be", "ucs-2",    "ucs-4", NULL,
+	};
 	const char *star = memchr(name, '*', n); /* RFC 2231 language */
 
 	if (star)
 		n = (size_t)(star - name);
-	for (const char *const *c = latin1; *c; c++)
-		if (strlen(*c) == n && !strncasecmp(name, *c, n))
-			return CS_1252;
-	for (const char *const *c = latin9; *c; c++)
-		if (strlen(*c) == n && !strncasecmp(name, *c, n))
-			return CS_8859_15;
-	return CS_UTF8;
+	if (is_name_of(name, n, latin1))
+		return CS_1252;
+	if (is_name_of(name, n, latin9))
+		return CS_8859_15;
+	if (is_name_of(name, n, as_is) || !plain_name(name, n))
+		return CS_UTF8;
+	return CS_ICONV;
+}
+
+/*
+ * s[0, n) in the charset @p name (a plain_name()) appended to @p out as
+ * UTF-8 by iconv: a byte it cannot read becomes U+FFFD and the conversion
+ * goes on after it; an incomplete sequence at the end is dropped.
+ * @return 0, -ENOMEM, or -ENOENT if iconv knows no such charset.
+ */
+static int iconv_to_utf8(const char *name, size_t name_len, const char *s,
+			 size_t n, struct im_buf *out)
+{
+	char cname[CHARSET_NAME_MAX + 1];
+	char *in = (char *)s; /* iconv() does not write through it */
+	size_t left = n;
+	iconv_t cd;
+	int ret = 0;
+
+	memcpy(cname, name, name_len);
+	cname[name_len] = '\0';
+	cd = iconv_open("UTF-8", cname);
+	if (cd == (iconv_t)-1)
+		return -ENOENT;
+	while (left && !ret) {
+		/* Room for a few bytes of UTF-8 per byte read, a chunk at a
+		 * time: a conversion that fills it (E2BIG) comes back here. */
+		ret = im_buf_reserve(out, left < 4096 ? 4 * left + 16 : 16384);
+		if (ret)
+			break;
+		char *o = out->p + out->len;
+		size_t room = out->cap - out->len;
+		size_t r = iconv(cd, &in, &left, &o, &room);
+
+		out->len = (size_t)(o - out->p);
+		if (r != (size_t)-1 || errno == E2BIG)
+			continue;
+		if (errno != EILSEQ) /* EINVAL: cut short at the end */
+			break;
+		in++;
+		left--;
+		ret = im_buf_append(out, "\xef\xbf\xbd", 3);
+	}
+	iconv_close(cd);
+	return ret;
 }
 
 static uint32_t latin9_cp(unsigned char c)
@@ -187,10 +270,21 @@ static uint32_t latin9_cp(unsigned char c)
 	return c;
 }
 
-static int to_utf8(const char *s, size_t n, enum charset cs, struct im_buf *out)
+/* s[0, n) in the charset @p name appended to @p out as UTF-8. */
+static int to_utf8(const char *s, size_t n, const char *name, size_t name_len,
+		   struct im_buf *out)
 {
+	enum charset cs = charset_of(name, name_len);
+	size_t before = out->len;
 	int ret = 0;
 
+	if (cs == CS_ICONV) {
+		ret = iconv_to_utf8(name, name_len, s, n, out);
+		if (ret != -ENOENT)
+			return ret;
+		out->len = before;
+		cs = CS_UTF8;
+	}
 	if (cs == CS_UTF8)
 		return im_buf_append(out, s, n);
 	for (size_t i = 0; i < n && !ret; i++) {
@@ -216,7 +310,7 @@ bool im_charset_is_utf8(const char *name, size_t n)
 int im_charset_to_utf8(const char *name, size_t name_len, const char *s,
 		       size_t n, struct im_buf *out)
 {
-	return to_utf8(s, n, charset_of(name, name_len), out);
+	return to_utf8(s, n, name, name_len, out);
 }
 
 /* ---- Headers ------------------------------------------------------------- */
@@ -425,8 +519,7 @@ static size_t encoded_word(struct mail *m, const char *v, size_t n, size_t k,
 	else
 		*ret = b64_decode(v + q1 + 3, e - (q1 + 3), &m->dec);
 	if (!*ret)
-		*ret = to_utf8(m->dec.p, m->dec.len,
-			       charset_of(v + cs, q1 - cs), out);
+		*ret = to_utf8(m->dec.p, m->dec.len, v + cs, q1 - cs, out);
 	return e + 2;
 }
 
@@ -639,8 +732,7 @@ static int entity(struct mail *m, const char *s, size_t len, bool message,
 	if (!header_param(&h.ctype, "charset", charset, sizeof(charset)))
 		strcpy(charset, "us-ascii");
 	m->conv.len = 0;
-	ret = to_utf8(body, blen, charset_of(charset, strlen(charset)),
-		      &m->conv);
+	ret = to_utf8(body, blen, charset, strlen(charset), &m->conv);
 	if (ret)
 		goto out;
 	if (!strcmp(type, "text/html"))

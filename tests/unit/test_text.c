@@ -880,6 +880,28 @@ START_TEST(test_text_html_declared_charset)
 	/* UTF-8 declared or nothing declared: bytes are read as UTF-8. */
 	extract("<meta charset=utf-8><p>caf\xc3\xa9 caf\xe9s</p>", IM_FMT_HTML);
 	assert_terms("café", NULL);
+	/* Charsets beyond Latin-1 and Latin-9 go through iconv. */
+	extract("<meta charset=\"windows-1251\"><p>\xd0\xe0\xe7\xec\xe5\xf0 "
+		"\xef\xe5\xf0\xe5\xe4\xe0\xf7\xe8</p>",
+		IM_FMT_HTML);
+	assert_terms("размер", "передачи", NULL);
+	extract("<meta charset=ISO-8859-2><p>Za\xbf\xf3\xb3\xe6 "
+		"przynios\xb3y \xb6wietne</p>",
+		IM_FMT_HTML);
+	assert_terms("zażółć", "przyniosły", "świetne", NULL);
+	/* A byte the charset has no character for is one U+FFFD, a
+	 * separator, and the rest is read. */
+	extract("<meta charset=iso-8859-7><p>alpha\xff"
+		"beta \xe1\xe2\xe3\xe4</p>",
+		IM_FMT_HTML);
+	assert_terms("alpha", "beta", "αβγδ", NULL);
+	/* A name iconv does not know, or one no page can truly be in (a
+	 * <meta> saying UTF-16 in an ASCII page), reads as UTF-8. */
+	extract("<meta charset=x-no-such-charset><p>caf\xc3\xa9 here</p>",
+		IM_FMT_HTML);
+	assert_terms("café", "here", NULL);
+	extract("<meta charset=utf-16><p>caf\xc3\xa9 here</p>", IM_FMT_HTML);
+	assert_terms("café", "here", NULL);
 }
 END_TEST
 
@@ -1259,6 +1281,20 @@ START_TEST(test_text_email_encoded_words)
 		IM_FMT_EMAIL);
 	/* Blank between two encoded-words vanishes: "présent"+"ensemble". */
 	assert_terms("café", "crème", "présentensemble", NULL);
+
+	/* KOI8-R, in an encoded-word and in the body (iconv). */
+	extract("Subject: =?koi8-r?B?0sHazcXS?=\n"
+		"Content-Type: text/plain; charset=\"koi8-r\"\n"
+		"\n"
+		"\xd0\xc5\xd2\xc5\xc4\xc1\xde\xc9\n",
+		IM_FMT_EMAIL);
+	assert_terms("размер", "передачи", NULL);
+	/* Only a plain name reaches iconv, never one with "//" options. */
+	extract("Content-Type: text/plain; charset=\"koi8-r//IGNORE\"\n"
+		"\n"
+		"caf\xc3\xa9 here\n",
+		IM_FMT_EMAIL);
+	assert_terms("café", "here", NULL);
 
 	/* Malformed encoded-words stay as text. */
 	extract("Subject: =?utf-8?X?broken?= =?nothing here\n\n", IM_FMT_EMAIL);

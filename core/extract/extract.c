@@ -500,13 +500,30 @@ static int local_text(struct im_extractor *x, enum im_format f, const char *buf,
 	int ret = 0;
 
 	switch (f) {
-	case IM_FMT_TEXT:
+	case IM_FMT_TEXT: {
+		bool utf16 =
+			len >= 2 && ((buf[0] == '\xff' && buf[1] == '\xfe') ||
+				     (buf[0] == '\xfe' && buf[1] == '\xff'));
+
 		ret = as_utf8(x, &buf, &len, true);
 		if (ret)
 			return ret;
-		r->text = len ? buf : NULL;
-		r->len = len;
-		return 0;
+		/* Word saves "Unicode" HTML as UTF-16 with a byte-order mark,
+		 * which the sniff of the bytes can only call text: once
+		 * decoded, it is told apart (its tags are no terms). */
+		f = utf16 ? im_extract_sniff(buf, len) : IM_FMT_TEXT;
+		if (f == IM_FMT_HTML) {
+			ret = im_html_text(buf, len, &x->text);
+		} else if (f == IM_FMT_EMAIL) {
+			ret = im_email_text(buf, len, &x->text);
+		} else {
+			r->text = len ? buf : NULL;
+			r->len = len;
+			return 0;
+		}
+		r->format = f;
+		break;
+	}
 	case IM_FMT_HTML: ret = html_text(x, buf, len); break;
 	case IM_FMT_EMAIL: ret = im_email_text(buf, len, &x->text); break;
 	default: return -EINVAL;

@@ -105,6 +105,18 @@ START_TEST(test_extract_utf16_with_bom)
 		  "b\0c",
 		  9);
 	ck_assert_str_eq(text, "ab");
+	/* HTML saved as UTF-16 (Word's "Unicode" HTML) is HTML once decoded:
+	 * its tags are no text, its entities are decoded. */
+	{
+		static const char html[] = "<html><body>caf&eacute;</body>";
+		char u[2 + 2 * sizeof(html)] = "\xff\xfe";
+
+		for (size_t i = 0; i + 1 < sizeof(html); i++)
+			u[2 + 2 * i] = html[i];
+		extract_n(u, 2 + 2 * (sizeof(html) - 1));
+		ck_assert_int_eq(res.format, IM_FMT_HTML);
+		ck_assert_str_eq(text, "  caf\xc3\xa9 ");
+	}
 }
 END_TEST
 

@@ -39,15 +39,16 @@
  *
  * Put verifies the document against every holder of its keys that the
  * hot-key rule compares it with and joins the components of those it is
- * linked to (the smaller relabelled into the larger). Remove recomputes the
- * former component by a walk over its links: members are marked PENDING,
- * then each walk from an unreached member collects one new component. An
- * exact key's list of three or more is walked once per recomputation
- * (plist_big.epoch); a near key's holders are verified from each member
- * walked, but only while they are still PENDING, so a big component costs
- * list scans, not comparisons.
- * Ranks move when holders come and go: a document pushed out of a hot key's
- * first HOT has its component recomputed, one moved in is connected anew.
+ * linked to (the smaller relabelled into the larger). Links are lost when a
+ * document leaves (or changes: the new record comes, the old one leaves) and
+ * when a put pushes a document out of a hot key's first HOT; a document moved
+ * into them gains links and is connected anew. A component that lost links
+ * is reconnected (reconnect()) by searches from the ends of the lost links,
+ * run in step, which stop as soon as they have all met: the cost of what
+ * changed, not of the component, unless it splits (then the smaller sides
+ * are relabelled). Before that, a stand-in (a member that relates to every
+ * other as the one that left did: a copy, or a text with the same terms)
+ * spares even the searches (leave_as_stand_in()).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -139,14 +140,13 @@ struct member {
 	uint32_t doc;	     /* document id */
 	uint32_t prev, next; /* entries of the cluster's members, circular */
 	/* the root's entry; at the root, MEM_ROOT | the name reference;
-	 * PENDING while a split rebuilds the cluster */
+	 * VISITED | a search while reconnect() rebuilds the cluster */
 	uint32_t up;
 };
 
 _Static_assert(sizeof(struct member) == 16, "entries fill whole pages");
 
 #define MEM_ROOT (1u << 31)
-#define PENDING	 (NAME_NONE - 1) /* neither an entry nor MEM_ROOT | ref */
 
 /*
  * A slot is 32 bits: the low SLOT_TAG_BITS of the key's 32-bit tag on top
@@ -200,7 +200,7 @@ struct plist {
 
 struct plist_big {
 	uint32_t n;
-	uint16_t epoch;	 /* last recomputation that walked this list */
+	uint16_t epoch;	 /* last reconnect() that walked this list whole */
 	uint8_t cap_log; /* capacity 1 << cap_log, at least 4 */
 	uint32_t ids[];
 };
@@ -222,7 +222,7 @@ struct im_index {
 	 * documents), and growing moves no pages. */
 	struct member *mem;
 	uint32_t mem_cap, mem_used, mem_free; /* mem_free: chained by next */
-	uint16_t epoch; /* of the last recomputation (plist_big.epoch) */
+	uint16_t epoch; /* of the last reconnect() (plist_big.epoch) */
 	size_t clusters;
 	uint64_t gen;
 	struct im_hpool pool; /* the records */
@@ -976,7 +976,7 @@ static inline struct member *M(const struct im_index *idx, uint32_t e)
 }
 
 /* The root entry of the cluster holding document @p id, NONE when it is in
- * none, PENDING during a split of its former cluster. */
+ * none (not during a reconnect() of that cluster). */
 static inline uint32_t comp_of(const struct im_index *idx, uint32_t id)
 {
 	uint32_t e = D(idx, id)->m, up;
@@ -1407,30 +1407,421 @@ static void connect_at(struct im_index *idx, uint32_t id,
 	}
 }
 
-/* connect_at() of a document in the postings. */
-static void connect(struct im_index *idx, uint32_t id)
+/* Document @p id moved into the first HOT of near key @p key: join it with
+ * what it is compared with now and was not before, the holders past the
+ * first HOT. Never allocates. */
+static void connect_promoted(struct im_index *idx, uint32_t id,
+			     const struct key *key)
 {
-	struct key keys[NKEYS];
-	uint32_t slots[NKEYS];
-	unsigned n = doc_keys(D(idx, id), keys);
+	const struct doc *d = D(idx, id);
+	const struct plist *pl = key_plist(idx, key);
 
-	for (unsigned i = 0; i < n; i++)
-		slots[i] = posting_slot(idx, &keys[i], key_tag(&keys[i]));
-	connect_at(idx, id, keys, slots, n);
+	for (uint32_t j = HOT; pl && j < pl_n(idx, pl); j++) {
+		uint32_t y = pl_ids(idx, pl)[j], c = comp_of(idx, id);
+		double sim;
+		bool exact;
+
+		if ((c == NONE || comp_of(idx, y) != c) &&
+		    verify(idx, d, D(idx, y), &sim, &exact))
+			join(idx, id, y);
+	}
 }
 
 /*
- * Rebuild the components of the members in the circular list @p pool (an
- * entry), all marked PENDING and in no cluster any more: each walk from a
- * member not yet reached collects one component, following verified links.
- * An exact key's members are all linked, so its list is walked once per
- * rebuild (plist_big.epoch; a pair may be walked twice); a near key's
- * members are verified against the one walked from. A member left alone
- * gives its entry back. Never allocates.
+ * Reconnecting a component that lost links (a member left, or one was pushed
+ * out of a hot key's first HOT). Only the ends of the lost links, the
+ * suspects, can have come apart: any other member reaches one of them by the
+ * links that stay (a path out of its part of the component crosses a lost
+ * link, or ends at the member that left). So searches start from the
+ * suspects, in step (QUANTUM holders each per round), over the members of
+ * the component only; two that meet become one, and as soon as one is left
+ * with no suspect outside it, the component minus the parts already closed
+ * is connected: what it has not reached stays where it is. A search that
+ * runs out closes a whole part, which becomes a cluster of its own. So a
+ * removal that splits nothing costs about what the suspects' searches take
+ * to meet (the neighbours of the member that left, which usually meet at
+ * once), and a split costs about the smaller sides, which are relabelled
+ * (the searches run in step: none outruns the one that closes first).
+ *
+ * While a reconnect runs, a member's up is the component's root entry
+ * (not reached yet), VISITED | the search that reached it (below SEARCHES),
+ * or VISITED | CLOSED_R for the closed part that holds the root's entry,
+ * which is set aside until the end so that the members never reached keep
+ * pointing at the root's entry. Each search keeps what it reached in a
+ * circular list in the order reached: the members before its cursor are
+ * expanded, those after it are still to be. Nothing allocates.
  */
-static void split(struct im_index *idx, uint32_t pool)
-{
+#define SEARCHES 32
+#define QUANTUM	 8
+#define VISITED	 (1u << 30) /* neither an entry (< MAX_DOCS) nor MEM_ROOT */
+#define CLOSED_R SEARCHES
+#define RC_NEW	 0u   /* a member not reached yet */
+#define RC_OTHER NONE /* no member of the component */
+
+struct search {
+	uint32_t head; /* first entry of what it reached */
+	uint32_t cur;  /* the entry being expanded */
+	uint32_t size;
+	uint32_t j, end;	/* holders [j, end) of cur's key left */
+	const uint32_t *ids;	/* of that key */
+	struct plist_big *walk; /* an exact key's block walked whole, or NULL */
+	uint8_t key, nkeys;	/* cur's next key, and how many it has */
+	bool active, exact_key;
 	struct key keys[NKEYS];
+};
+
+/* Where suspects come from: a document, or the holders of a key (those
+ * compared with @p doc, or with @p tail only those past the first HOT). */
+struct source {
+	struct key key;
+	uint32_t doc;
+	bool single, tail;
+};
+
+struct reconnect {
+	uint32_t root; /* the component's root entry, which stays */
+	uint32_t name; /* its name reference before */
+	uint32_t rest; /* an entry of what no search reached yet, NONE: none */
+	uint32_t root_search; /* the search that reached the root's entry */
+	uint32_t closed_r;    /* the closed part holding it, NONE: none */
+	unsigned active;
+	const struct source *src;
+	unsigned nsrc, isrc;
+	const uint32_t *ids; /* the open source's holders [j, end) */
+	uint32_t j, end, one;
+	struct search s[SEARCHES];
+};
+
+static uint32_t rc_label(const struct im_index *idx, const struct reconnect *rc,
+			 uint32_t e)
+{
+	uint32_t up = M(idx, e)->up;
+
+	if (up & MEM_ROOT)
+		return e == rc->root ? RC_NEW : RC_OTHER;
+	if (up & VISITED)
+		return up;
+	return up == rc->root ? RC_NEW : RC_OTHER;
+}
+
+/* Take entry @p e, not reached yet, out of the list of those. */
+static void rc_take(struct im_index *idx, struct reconnect *rc, uint32_t e)
+{
+	if (e == rc->rest)
+		rc->rest = list_rest(idx, e);
+	list_unlink(idx, e);
+}
+
+/* The next suspect not reached yet, or NONE. */
+static uint32_t rc_next_suspect(struct im_index *idx, struct reconnect *rc)
+{
+	for (;;) {
+		while (rc->j < rc->end) {
+			uint32_t e = D(idx, rc->ids[rc->j++])->m;
+
+			if (e != NONE && rc_label(idx, rc, e) == RC_NEW)
+				return e;
+		}
+		if (rc->isrc == rc->nsrc)
+			return NONE;
+		const struct source *src = &rc->src[rc->isrc++];
+		uint32_t sl, val;
+		const struct plist *pl;
+
+		rc->j = rc->end = 0;
+		if (src->single) {
+			rc->one = src->doc;
+			rc->ids = &rc->one;
+			rc->end = 1;
+			continue;
+		}
+		sl = posting_slot(idx, &src->key, key_tag(&src->key));
+		if (sl == NONE)
+			continue;
+		val = tab_val(key_table(idx, &src->key), sl);
+		if (!(val & PL_FLAG)) {
+			rc->one = val;
+			rc->ids = &rc->one;
+			rc->end = !src->tail;
+			continue;
+		}
+		pl = &idx->pl[val & ~PL_FLAG];
+		rc->ids = pl_ids(idx, pl);
+		rc->j = src->tail ? HOT : 0;
+		rc->end = src->tail
+				  ? pl_n(idx, pl)
+				  : compared_end(idx, &src->key, pl, src->doc);
+	}
+}
+
+/* Search @p s expands entry @p e next. */
+static void search_at(struct im_index *idx, struct search *s, uint32_t e)
+{
+	s->cur = e;
+	s->key = 0;
+	s->nkeys = (uint8_t)doc_keys(D(idx, M(idx, e)->doc), s->keys);
+	s->j = s->end = 0;
+	s->walk = NULL;
+}
+
+/* Open cur's next key: its holders compared with cur, none when cur holds
+ * it alone or an exact key's block was walked whole already (its holders
+ * are all linked, so all reached by one search). */
+static void search_open_key(struct im_index *idx, struct search *s)
+{
+	const struct key *key = &s->keys[s->key++];
+	struct plist *pl = key_plist(idx, key);
+
+	s->j = s->end = 0;
+	s->walk = NULL;
+	s->exact_key = key->kind == IM_KEY_EXACT;
+	if (!pl)
+		return;
+	if (s->exact_key && pl_big(idx, pl)) {
+		if (pl_big(idx, pl)->epoch == idx->epoch)
+			return;
+		s->walk = pl_big(idx, pl);
+	}
+	s->ids = pl_ids(idx, pl);
+	s->end = compared_end(idx, key, pl, M(idx, s->cur)->doc);
+}
+
+/* Relabel the entries of the list at @p head. */
+static void list_label(struct im_index *idx, uint32_t head, uint32_t up)
+{
+	uint32_t y = head;
+
+	do {
+		M(idx, y)->up = up;
+		y = M(idx, y)->next;
+	} while (y != head);
+}
+
+/* Make the circular list holding entries @p a and @p b two: a .. b's
+ * predecessor, and b .. a's predecessor. */
+static void list_cut(struct im_index *idx, uint32_t a, uint32_t b)
+{
+	uint32_t ap = M(idx, a)->prev, bp = M(idx, b)->prev;
+
+	M(idx, bp)->next = a;
+	M(idx, a)->prev = bp;
+	M(idx, ap)->next = b;
+	M(idx, b)->prev = ap;
+}
+
+/* Searches @p a and @p b met. The one that reached less is relabelled into
+ * the other, its expanded members before the other's cursor and the rest
+ * after its last (its own cursor's member is expanded again).
+ * @return the search that goes on. */
+static unsigned search_merge(struct im_index *idx, struct reconnect *rc,
+			     unsigned a, unsigned b)
+{
+	struct search *big, *small;
+	unsigned keep = rc->s[a].size >= rc->s[b].size ? a : b;
+
+	big = &rc->s[keep];
+	small = &rc->s[keep == a ? b : a];
+	list_label(idx, small->head, VISITED | keep);
+	if (small->cur != small->head)
+		list_cut(idx, small->head, small->cur);
+	list_splice(idx, M(idx, big->head)->prev, small->cur);
+	if (small->cur != small->head) {
+		list_splice(idx, M(idx, big->cur)->prev, small->head);
+		if (big->cur == big->head)
+			big->head = small->head;
+	}
+	big->size += small->size;
+	small->active = false;
+	rc->active--;
+	if (rc->root_search == (unsigned)(small - rc->s))
+		rc->root_search = keep;
+	return keep;
+}
+
+/* The list at @p head is a whole component: make it a cluster rooted at
+ * @p head, or give a lone member's entry back. */
+static void cluster_of_list(struct im_index *idx, uint32_t head)
+{
+	uint32_t name = doc_name(idx, M(idx, head)->doc);
+
+	if (list_rest(idx, head) == NONE) {
+		mem_release(idx, head);
+		return;
+	}
+	for (uint32_t y = M(idx, head)->next; y != head; y = M(idx, y)->next) {
+		M(idx, y)->up = head;
+		name = name_min(idx, name, doc_name(idx, M(idx, y)->doc));
+	}
+	M(idx, head)->up = MEM_ROOT | name;
+	names_add(idx, head);
+	idx->clusters++;
+}
+
+/* Search @p si ran out: what it reached is a component of its own. */
+static void search_close(struct im_index *idx, struct reconnect *rc,
+			 unsigned si)
+{
+	struct search *s = &rc->s[si];
+
+	s->active = false;
+	rc->active--;
+	if (rc->root_search == si) {
+		list_label(idx, s->head, VISITED | CLOSED_R);
+		rc->closed_r = s->head;
+		rc->root_search = NONE;
+		return;
+	}
+	cluster_of_list(idx, s->head);
+}
+
+/* Search @p si reaches entry @p e, not reached before. */
+static void search_reach(struct im_index *idx, struct reconnect *rc,
+			 unsigned si, uint32_t e)
+{
+	struct search *s = &rc->s[si];
+
+	rc_take(idx, rc, e);
+	if (e == rc->root)
+		rc->root_search = si;
+	list_link(idx, M(idx, s->head)->prev, e);
+	M(idx, e)->up = VISITED | si;
+	s->size++;
+}
+
+/* Search @p si looks at up to QUANTUM holders. */
+static void search_step(struct im_index *idx, struct reconnect *rc, unsigned si)
+{
+	struct search *s = &rc->s[si];
+
+	for (unsigned q = 0; q < QUANTUM; q++) {
+		const struct doc *dc;
+		uint32_t x, y, ey, label;
+		double sim;
+		bool exact;
+
+		while (s->j == s->end) {
+			if (s->walk) /* walked whole: all reached */
+				s->walk->epoch = idx->epoch;
+			s->walk = NULL;
+			if (s->key < s->nkeys) {
+				search_open_key(idx, s);
+				continue;
+			}
+			if (M(idx, s->cur)->next == s->head) {
+				search_close(idx, rc, si);
+				return;
+			}
+			search_at(idx, s, M(idx, s->cur)->next);
+		}
+		x = M(idx, s->cur)->doc;
+		y = s->ids[s->j++];
+		if (y == x || (ey = D(idx, y)->m) == NONE)
+			continue;
+		label = rc_label(idx, rc, ey);
+		if (label == RC_OTHER || label == (VISITED | si))
+			continue;
+		dc = D(idx, x);
+		if (!s->exact_key && !verify(idx, dc, D(idx, y), &sim, &exact))
+			continue;
+		if (label == RC_NEW)
+			search_reach(idx, rc, si, ey);
+		else if (search_merge(idx, rc, si, label & ~VISITED) != si)
+			return;
+	}
+}
+
+/* Start a search at entry @p e, not reached yet, in a free slot. */
+static void search_start(struct im_index *idx, struct reconnect *rc, uint32_t e)
+{
+	unsigned si = 0;
+
+	while (rc->s[si].active)
+		si++;
+	rc_take(idx, rc, e);
+	if (e == rc->root)
+		rc->root_search = si;
+	M(idx, e)->up = VISITED | si;
+	rc->s[si].head = e;
+	rc->s[si].size = 1;
+	rc->s[si].active = true;
+	rc->active++;
+	search_at(idx, &rc->s[si], e);
+}
+
+/* Put entry @p e, out of any list, where an entry between @p prev and
+ * @p next was (alone in its list when @p alone). */
+static void list_take_place(struct im_index *idx, uint32_t e, uint32_t prev,
+			    uint32_t next, bool alone)
+{
+	struct member *m = M(idx, e);
+
+	if (alone) {
+		m->prev = m->next = e;
+		return;
+	}
+	m->prev = prev;
+	m->next = next;
+	M(idx, prev)->next = M(idx, next)->prev = e;
+}
+
+/* Exchange the documents of entries @p a and @p b, in two different lists,
+ * and their places: each document stays in its list, under the other
+ * entry. */
+static void entry_swap(struct im_index *idx, uint32_t a, uint32_t b)
+{
+	struct member *ma = M(idx, a), *mb = M(idx, b);
+	uint32_t ap = ma->prev, an = ma->next, bp = mb->prev, bn = mb->next;
+	uint32_t t;
+
+	list_take_place(idx, b, ap, an, ap == a);
+	list_take_place(idx, a, bp, bn, bp == b);
+	t = ma->doc;
+	ma->doc = mb->doc;
+	mb->doc = t;
+	D(idx, ma->doc)->m = a;
+	D(idx, mb->doc)->m = b;
+}
+
+/* Whether document @p id is a member of the list that @p root heads and
+ * every other member points at. */
+static bool in_root_list(const struct im_index *idx, uint32_t id, uint32_t root)
+{
+	uint32_t e = D(idx, id)->m;
+
+	return e != NONE && (e == root || M(idx, e)->up == root);
+}
+
+/* The smallest name of the members of the list at @p head. */
+static uint32_t list_name(const struct im_index *idx, uint32_t head)
+{
+	uint32_t name = NAME_NONE, y = head;
+
+	do {
+		name = name_min(idx, name, doc_name(idx, M(idx, y)->doc));
+		y = M(idx, y)->next;
+	} while (y != head);
+	return name;
+}
+
+/*
+ * The cluster rooted at @p root lost links; the ends of all of them that are
+ * still its members are among the suspects that @p src gives. Make its
+ * members the clusters that the links now make of them. Call before changing
+ * anything of the cluster's name (the reference is read first), with the
+ * leaving member's entry already out of its list. Never allocates.
+ */
+static void reconnect(struct im_index *idx, uint32_t root,
+		      const struct source *src, unsigned nsrc)
+{
+	struct reconnect rc = {.root = root,
+			       .name = root_name(idx, root),
+			       .rest = root,
+			       .root_search = NONE,
+			       .closed_r = NONE,
+			       .src = src,
+			       .nsrc = nsrc};
+	struct search *last = NULL;
+	uint32_t e;
 
 	if (++idx->epoch == 0) {
 		for (uint32_t p = 0; p < idx->pl_used; p++)
@@ -1438,89 +1829,70 @@ static void split(struct im_index *idx, uint32_t pool)
 				pl_big(idx, &idx->pl[p])->epoch = 0;
 		idx->epoch = 1;
 	}
-	while (pool != NONE) {
-		uint32_t s = pool, cur, size = 1, name;
-
-		pool = list_rest(idx, s);
-		list_unlink(idx, s);
-		M(idx, s)->up = MEM_ROOT; /* not PENDING; named below */
-		name = doc_name(idx, M(idx, s)->doc);
-		cur = s;
-		do {
-			const struct doc *dc = D(idx, M(idx, cur)->doc);
-			unsigned n = doc_keys(dc, keys);
-
-			for (unsigned i = 0; i < n; i++) {
-				struct plist *pl = key_plist(idx, &keys[i]);
-				bool exact_key = keys[i].kind == IM_KEY_EXACT;
-				uint32_t end;
-
-				if (!pl)
-					continue; /* only cur holds it */
-				if (exact_key && pl_big(idx, pl)) {
-					/* (walking a pair twice costs little) */
-					if (pl_big(idx, pl)->epoch ==
-					    idx->epoch)
-						continue;
-					pl_big(idx, pl)->epoch = idx->epoch;
-				}
-				end = compared_end(idx, &keys[i], pl,
-						   M(idx, cur)->doc);
-				for (uint32_t j = 0; j < end; j++) {
-					uint32_t y = pl_ids(idx, pl)[j];
-					uint32_t ey = D(idx, y)->m;
-					double sim;
-					bool exact;
-
-					if (ey == NONE ||
-					    M(idx, ey)->up != PENDING)
-						continue;
-					if (!exact_key &&
-					    !verify(idx, dc, D(idx, y), &sim,
-						    &exact))
-						continue;
-					if (pool == ey)
-						pool = list_rest(idx, ey);
-					list_unlink(idx, ey);
-					list_link(idx, M(idx, s)->prev, ey);
-					M(idx, ey)->up = s;
-					size++;
-					name = name_min(idx, name,
-							doc_name(idx, y));
-				}
-			}
-			cur = M(idx, cur)->next;
-		} while (cur != s);
-
-		if (size == 1) {
-			mem_release(idx, s);
-		} else {
-			M(idx, s)->up = MEM_ROOT | name;
-			names_add(idx, s);
-			idx->clusters++;
-		}
+	for (unsigned i = 0; i < SEARCHES; i++)
+		rc.s[i].active = false;
+	for (;;) {
+		/* One new search per round at most: those running reach most
+		 * suspects first (a member among a hot key's first HOT is
+		 * compared with all its holders), for less than a search of
+		 * each would cost. */
+		if (rc.active < SEARCHES &&
+		    (e = rc_next_suspect(idx, &rc)) != NONE)
+			search_start(idx, &rc, e);
+		if (rc.active <= 1 && rc.isrc == rc.nsrc && rc.j >= rc.end)
+			break;
+		for (unsigned i = 0; i < SEARCHES; i++)
+			if (rc.s[i].active)
+				search_step(idx, &rc, i);
 	}
+	for (unsigned i = 0; i < SEARCHES; i++)
+		if (rc.s[i].active)
+			last = &rc.s[i];
+
+	/* What is left: the last search's and what no search reached. The
+	 * root's entry goes with it, if it was closed elsewhere. */
+	if (rc.closed_r != NONE) {
+		uint32_t w = rc.rest != NONE ? rc.rest
+			     : last	     ? last->head
+					     : NONE;
+
+		if (w != NONE) {
+			entry_swap(idx, root, w);
+			if (rc.closed_r == root)
+				rc.closed_r = w;
+			if (rc.rest == w)
+				rc.rest = root;
+			if (last && last->head == w)
+				last->head = root;
+		}
+		cluster_of_list(idx, rc.closed_r);
+	}
+	if (last) {
+		list_label(idx, last->head, root);
+		if (rc.rest != NONE)
+			list_splice(idx, rc.rest, last->head);
+		else
+			rc.rest = last->head;
+	}
+	if (rc.rest == NONE)
+		return;
+	if (list_rest(idx, rc.rest) == NONE) {
+		mem_release(idx, rc.rest);
+		return;
+	}
+	/* A name stays while its holder does: the others only go. */
+	if (rc.name == NAME_NONE || !in_root_list(idx, REF_DOC(rc.name), root))
+		rc.name = list_name(idx, root);
+	M(idx, root)->up = MEM_ROOT | rc.name;
+	names_add(idx, root);
+	idx->clusters++;
 }
 
-/* Dissolve the cluster rooted at @p root: its members, still in one
- * circular list, become PENDING. */
-static void dissolve(struct im_index *idx, uint32_t root)
+/* Take the cluster rooted at @p root out of the names, to be reconnected. */
+static void reconnect_begin(struct im_index *idx, uint32_t root)
 {
 	names_del(idx, root);
 	idx->clusters--;
-	for (uint32_t y = root;;) {
-		M(idx, y)->up = PENDING;
-		y = M(idx, y)->next;
-		if (y == root)
-			break;
-	}
-}
-
-/* Rebuild the cluster rooted at @p root from its links. */
-static void recompute(struct im_index *idx, uint32_t root)
-{
-	dissolve(idx, root);
-	split(idx, root);
 }
 
 /* Whether @p a and @p b verify alike with any document: exact copies (one
@@ -1533,29 +1905,59 @@ static bool same_bytes_and_sketch(const struct doc *a, const struct doc *b)
 	       !memcmp(a->sketch.v, b->sketch.v, sizeof(a->sketch.v));
 }
 
+/* Whether @p a and @p b are texts with one sketch, linked to each other:
+ * whatever verifies with one as a near-duplicate verifies with the other
+ * (the same terms: one text saved twice, or with only what the tokenizer
+ * drops changed). */
+static bool sketch_twins(const struct im_index *idx, const struct doc *a,
+			 const struct doc *b)
+{
+	return has_text(a->status) && has_text(b->status) &&
+	       !memcmp(&a->sketch, &b->sketch, sizeof(a->sketch)) &&
+	       im_sketch_similarity(&a->sketch, &b->sketch) >= idx->threshold;
+}
+
 /* Add document @p id (in docs[], in no posting) to the postings and to the
  * components its links reach. */
 static void insert_doc(struct im_index *idx, uint32_t id, struct spare *sp)
 {
-	uint32_t displaced[NKEYS];
-	unsigned nd = 0;
+	struct source src[2 * NKEYS];
+	uint32_t roots[NKEYS];
+	unsigned nsrc = 0, nroots = 0;
+	const struct doc *d = D(idx, id);
 
 	for (unsigned i = 0; i < sp->nkeys; i++) {
 		uint32_t x = posting_add(idx, &sp->keys[i], sp->tags[i],
 					 sp->slots[i], id, sp);
 
-		if (x != NONE)
-			displaced[nd++] = x;
+		/* A document pushed out of a hot key's first HOT lost its
+		 * links to the holders past them, unless its place went to a
+		 * document that verifies with them as it did and is linked
+		 * to it (a copy, or the same terms): then its component
+		 * stands (and m copies arriving out of path order cost no m
+		 * rebuilds of m). */
+		if (x == NONE || D(idx, x)->m == NONE ||
+		    same_bytes_and_sketch(D(idx, x), d) ||
+		    sketch_twins(idx, D(idx, x), d))
+			continue;
+		src[nsrc++] = (struct source){.doc = x, .single = true};
+		src[nsrc++] = (struct source){.key = sp->keys[i], .tail = true};
+		roots[nroots++] = D(idx, x)->m;
 	}
 	connect_at(idx, id, sp->keys, sp->slots, sp->nkeys);
-	/* A document pushed out of a hot key's first HOT lost links, unless
-	 * its place went to a copy of it: the copy verifies as it did with
-	 * every holder and is linked to it, so its component stands (and m
-	 * copies arriving out of path order cost no m rebuilds of m). */
-	for (unsigned i = 0; i < nd; i++)
-		if (comp_of(idx, displaced[i]) != NONE &&
-		    !same_bytes_and_sketch(D(idx, displaced[i]), D(idx, id)))
-			recompute(idx, comp_of(idx, displaced[i]));
+	/* The lost links' components, after the joins, each once. */
+	for (unsigned i = 0; i < nroots; i++) {
+		roots[i] = comp_of(idx, M(idx, roots[i])->doc);
+		for (unsigned k = 0; k < i; k++)
+			if (roots[k] == roots[i])
+				roots[i] = NONE;
+	}
+	for (unsigned i = 0; i < nroots; i++) {
+		if (roots[i] == NONE)
+			continue;
+		reconnect_begin(idx, roots[i]);
+		reconnect(idx, roots[i], src, nsrc);
+	}
 }
 
 /* Whether @p x is a copy of @p d in every respect the links see. */
@@ -1566,84 +1968,143 @@ static bool twin(const struct im_index *idx, uint32_t x, const struct doc *d)
 	return doc_exact(dx) && doc_exact(d) && same_content(dx, d);
 }
 
-/*
- * Take @p id (entry @p e) out of its cluster without rebuilding it, when that
- * changes nothing else: a neighbour in the cluster's list is a twin (same
- * bytes, status, coordinates and sketch: it holds every key @p id held, and
- * whatever verifies with one verifies with the other), two members or more
- * stay, and each document the removal moved into a hot key's first HOT
- * (@p promoted) is a twin too. Every link @p id had to a member z is then
- * matched by one from z to a twin: through the exact key, a key of HOT
- * holders or fewer, z's own place among the first HOT, or the promoted twin
- * taking @p id's; and the promoted gain no link a twin lacked. So the rest
- * stay one component. Without this, n copies of one file removed one by one
- * (a plan applied under a mount) cost n^2 / 2 steps.
- * @return whether it was done (else nothing changed).
- */
-static bool leave_as_twin(struct im_index *idx, uint32_t id, uint32_t e,
-			  const uint32_t *promoted, unsigned np)
+/* Whether @p a holds every near key of @p b: the same coordinates signed
+ * with the same key bytes, and the same sketch (its bands). */
+static bool same_near_keys(const struct doc *a, const struct doc *b)
 {
-	const struct doc *d = D(idx, id);
-	uint32_t next = M(idx, e)->next, root = comp_of(idx, id), ref, tw;
+	uint32_t valid = doc_valid(a);
 
-	if (M(idx, next)->next == e) /* two members: the cluster ends */
+	if (valid != doc_valid(b) ||
+	    memcmp(&a->sketch, &b->sketch, sizeof(a->sketch)))
 		return false;
-	tw = M(idx, next)->doc;
-	if (!twin(idx, tw, d))
-		return false;
-	for (unsigned i = 0; i < np; i++)
-		if (!twin(idx, promoted[i], d))
+	for (unsigned k = 0; k < IM_MAX_COORDS; k++)
+		if ((valid & (1u << k)) &&
+		    memcmp(doc_sig(a, k), doc_sig(b, k), IM_KEY_COORD_LEN))
 			return false;
-	ref = root_name(idx, root);
-	if (ref != NAME_NONE && REF_DOC(ref) == id) {
-		/* The twin's name is the same bytes. */
-		names_del(idx, root);
-		M(idx, root)->up =
-			MEM_ROOT | (ref & EXACT_NAME) | REF(tw, REF_K(ref));
-		names_add(idx, root);
-	}
+	return true;
+}
+
+/* Take entry @p e's document out of the list of the cluster rooted at
+ * @p root, which has two members or more. The root's entry stays (every
+ * member points at it): its neighbour's document moves to it, and the
+ * neighbour's entry goes instead. */
+static void leave_list(struct im_index *idx, uint32_t e, uint32_t root)
+{
+	uint32_t next = M(idx, e)->next;
+
 	if (e == root) {
-		/* The root's entry stays (every member points at it) and
-		 * stands for the twin; the twin's own entry goes. */
-		M(idx, e)->doc = tw;
-		D(idx, tw)->m = e;
+		uint32_t id = M(idx, e)->doc;
+
+		M(idx, e)->doc = M(idx, next)->doc;
+		D(idx, M(idx, e)->doc)->m = e;
 		M(idx, next)->doc = id;
 		e = next;
 	}
 	list_unlink(idx, e);
 	mem_release(idx, e);
+}
+
+/*
+ * Take @p id (entry @p e) out of its cluster without reconnecting it, when
+ * that changes nothing else: two members or more stay, a neighbour in the
+ * cluster's list stands in for it, and each document the removal moved into
+ * a hot key's first HOT (@p promoted) verifies with anyone as @p id did. A
+ * stand-in is a twin (same bytes, status, coordinates and sketch: it holds
+ * every key @p id held, and whatever verifies with one verifies with the
+ * other), or, when no copy of @p id's bytes is left, a document with the
+ * same near keys and the same sketch (sketch_twins()). Every link @p id had
+ * to a member z is then matched by one from z to the stand-in: through the
+ * exact key (a twin's), a key of HOT holders or fewer, z's own place among
+ * the first HOT, or a promoted document taking @p id's (linked to the
+ * stand-in in turn); and the promoted gain no link to anything outside the
+ * cluster, as @p id had none. So the rest stay one component, which keeps
+ * its name unless @p id held it and the stand-in's differs (then the members
+ * are walked for it). Without this, n copies of one file, or n files of one
+ * text, removed one by one (a plan applied under a mount) cost n^2 / 2
+ * steps.
+ * @return whether it was done (else nothing changed).
+ */
+static bool leave_as_stand_in(struct im_index *idx, uint32_t id, uint32_t e,
+			      const uint32_t *promoted, unsigned np)
+{
+	const struct doc *d = D(idx, id);
+	uint32_t next = M(idx, e)->next, root = comp_of(idx, id), ref, tw;
+	bool copies_left = false, renamed;
+	struct key exact_key = {IM_KEY_EXACT, 0, d->exact};
+
+	if (M(idx, next)->next == e) /* two members: the cluster ends */
+		return false;
+	tw = M(idx, next)->doc;
+	if (doc_exact(d))
+		copies_left = posting_slot(idx, &exact_key,
+					   key_tag(&exact_key)) != NONE;
+	if (!twin(idx, tw, d) &&
+	    (copies_left || !same_near_keys(D(idx, tw), d) ||
+	     !sketch_twins(idx, D(idx, tw), d)))
+		return false;
+	for (unsigned i = 0; i < np; i++)
+		if (!twin(idx, promoted[i], d) &&
+		    !sketch_twins(idx, D(idx, promoted[i]), d))
+			return false;
+	ref = root_name(idx, root);
+	renamed = ref != NAME_NONE && REF_DOC(ref) == id;
+	if (renamed) {
+		/* The stand-in's name, if it is the same. */
+		struct im_sig a, b;
+
+		names_del(idx, root);
+		name_of_ref(idx, ref, &a);
+		ref = doc_name(idx, tw);
+		if (ref != NAME_NONE)
+			name_of_ref(idx, ref, &b);
+		if (ref == NAME_NONE ||
+		    (ref & EXACT_NAME) != (root_name(idx, root) & EXACT_NAME) ||
+		    memcmp(a.b, b.b, IM_SIG_LEN))
+			ref = NAME_NONE;
+	}
+	leave_list(idx, e, root);
+	if (renamed) {
+		if (ref == NAME_NONE)
+			ref = list_name(idx, root);
+		M(idx, root)->up = MEM_ROOT | ref;
+		names_add(idx, root);
+	}
 	return true;
 }
 
 /* Take document @p id out of the postings and out of its component, which is
- * recomputed unless a twin stands in for it (leave_as_twin()). The record
- * stays in docs[]. Never allocates. */
+ * reconnected unless a stand-in takes its place (leave_as_stand_in()). The
+ * record stays in docs[]. Never allocates. */
 static void detach_doc(struct im_index *idx, uint32_t id)
 {
 	struct key keys[NKEYS];
+	struct source src[NKEYS];
 	uint32_t promoted[NKEYS];
 	struct doc *d = D(idx, id);
-	unsigned nkeys = doc_keys(d, keys), np = 0;
-	uint32_t e = d->m, pool;
+	unsigned nkeys = doc_keys(d, keys), np = 0, pkey[NKEYS];
+	uint32_t e = d->m, root;
 
 	for (unsigned i = 0; i < nkeys; i++) {
 		uint32_t x = posting_del(idx, &keys[i], id);
 
-		if (x != NONE)
+		if (x != NONE) {
+			pkey[np] = i;
 			promoted[np++] = x;
+		}
+		/* Its neighbours: the holders it was compared with. */
+		src[i] = (struct source){.key = keys[i], .doc = id};
 	}
-	if (e != NONE && leave_as_twin(idx, id, e, promoted, np))
-		return; /* the promoted are twins: nothing new to link */
+	if (e != NONE && leave_as_stand_in(idx, id, e, promoted, np))
+		return; /* the promoted link nothing new */
 	if (e != NONE) {
-		dissolve(idx, comp_of(idx, id));
-		pool = M(idx, e)->next; /* a cluster has two members or more */
-		list_unlink(idx, e);
-		mem_release(idx, e);
-		split(idx, pool);
+		root = comp_of(idx, id);
+		reconnect_begin(idx, root);
+		leave_list(idx, e, root);
+		reconnect(idx, root, src, nkeys);
 	}
 	/* A document moved into a hot key's first HOT gained links. */
 	for (unsigned i = 0; i < np; i++)
-		connect(idx, promoted[i]);
+		connect_promoted(idx, promoted[i], &keys[pkey[i]]);
 }
 
 /* ---- Document slots ------------------------------------------------------ */

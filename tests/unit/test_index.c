@@ -1740,6 +1740,287 @@ START_TEST(test_index_hot_key_links_are_group_links)
 }
 END_TEST
 
+/* ---- Near-duplicate families against an index built from scratch ---------
+ * Texts come in families whose term sets overlap (so their sketches verify
+ * within a family, at the setup()'s threshold of 0.5, and never across):
+ * each text is its family's 40 terms, some with one or two terms of its own
+ * (a variant), or half of one family's and half of another's (a bridge
+ * between them, linked to both while they are not linked to each other).
+ * A document is a text with bytes of its own, or a copy of another
+ * document's bytes. Texts with the same terms (sketch twins, as one text
+ * saved in two formats) have equal signatures and sketches. Every signed
+ * text holds one coordinate value, and most texts are in family 0, so that
+ * coordinate and family 0's bands are held by more than IM_INDEX_HOT_CAP
+ * documents; some texts sign no coordinate, so that clusters of them are
+ * named by an exact hash. After every put, removal, rename and re-signing
+ * (a put over a present path), the cluster and its name of each document
+ * must be those of an index given only the documents present, in path
+ * order (so that it never pushes a document out of a hot key's first
+ * IM_INDEX_HOT_CAP, nor reconnects anything). Cluster names are unique, so
+ * equal names for every document mean equal clusters.
+ */
+#define FN 200
+
+struct text {
+	int fam, other;	 /* a bridge's second family, or -1 */
+	uint32_t own;	 /* a variant's terms of its own: 0 none */
+	unsigned nown;	 /* how many */
+	bool unsigned_t; /* no coordinate signed */
+};
+
+/* Many small families whose texts are compared only through one hot
+ * coordinate (or as sketch twins): a member past the key's first
+ * IM_INDEX_HOT_CAP is linked only to those of its family among them. */
+static bool sparse_families;
+#define SPARSE_FAMILIES 40
+
+struct fmodel {
+	bool present[FN];
+	struct text t[FN];
+	struct im_doc_sigs d[FN];
+	uint64_t salt;
+};
+
+static void text_doc(const struct text *t, uint64_t salt, struct im_doc_sigs *d)
+{
+	const unsigned bandbytes = IM_SKETCH_BANDS * IM_SKETCH_BAND_BYTES;
+	uint64_t terms[48], h = 0x84222325cbf29ce4ull;
+	size_t n = 0;
+
+	memset(d, 0, sizeof(*d));
+	for (unsigned i = 0; i < 40; i++)
+		terms[n++] = vmix((uint64_t)t->fam * 1000 + i + 1);
+	if (t->other >= 0) {
+		/* 21 terms of each: a cosine of 0.51 with either family */
+		n = 21;
+		for (unsigned i = 0; i < 21; i++)
+			terms[n++] = vmix((uint64_t)t->other * 1000 + i + 1);
+	}
+	for (unsigned i = 0; i < t->nown; i++)
+		terms[n++] = vmix(100000 + (uint64_t)t->own * 8 + i);
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ terms[i]) * 0x100000001b3ull;
+	im_sketch_from_hashes(terms, n, 0, &d->sketch);
+	if (sparse_families) {
+		/* Bands of the text's own (shared with its sketch twins
+		 * only), the map of its family: linked within the family,
+		 * compared only through the hot coordinate. */
+		h = vmix(t->own + 1);
+		d->sketch.n = 500;
+		for (unsigned i = 0; i < IM_SKETCH_BYTES; i++) {
+			uint64_t v = i < bandbytes ? t->own * 1000 + i + 1
+						   : 7000 + t->fam * 1000 + i;
+
+			d->sketch.v[i] = (uint8_t)(vmix(v) >> 56);
+		}
+	}
+	d->ncoords = 3;
+	d->status = t->unsigned_t ? IM_DOC_REJECTED : IM_DOC_SIGNED;
+	if (!t->unsigned_t) {
+		d->valid = sparse_families ? 5 : 7;
+		make_sig(&d->sig[0], 0, 500);
+		if (!sparse_families)
+			make_sig(&d->sig[1], 1, 600 + t->fam);
+		/* Same terms, same signature: the name goes with the terms. */
+		make_sig(&d->sig[2], 2, 1 + (uint32_t)(vmix(h) % 400));
+	}
+	d->unique_terms = d->sketch.n;
+	d->exact_valid = 1;
+	for (unsigned i = 0; i < 16; i++)
+		d->exact[i] = (uint8_t)(vmix(salt * 16 + i) >> 56);
+}
+
+/* Some present document, or -1. */
+static int some_present(const struct fmodel *m)
+{
+	int i = rnd(FN);
+
+	for (int k = 0; k < FN; k++, i = (i + 1) % FN)
+		if (m->present[i])
+			return i;
+	return -1;
+}
+
+/* What a put writes: a new text; a text with the same terms as a present
+ * document, but bytes of its own; a copy of one's bytes; or (as the contract
+ * allows, though signing does not make them) its bytes with another text. */
+static void fmodel_new_doc(struct fmodel *m, struct text *t,
+			   struct im_doc_sigs *d)
+{
+	int kind = rnd(100), from = some_present(m);
+
+	if (from >= 0 && kind < 35) {
+		*t = m->t[from];
+		/* The same sketch with other signatures, or the same bands
+		 * with another family's terms: what no stand-in is. */
+		if (sparse_families && kind < 4)
+			t->unsigned_t = !t->unsigned_t;
+		else if (sparse_families && kind < 8)
+			t->fam = (t->fam + 1) % SPARSE_FAMILIES;
+		text_doc(t, ++m->salt, d);
+		return;
+	}
+	if (from >= 0 && kind < 45) {
+		*t = m->t[from];
+		*d = m->d[from];
+		return;
+	}
+	t->fam = sparse_families ? rnd(SPARSE_FAMILIES)
+		 : rnd(100) < 70 ? 0
+				 : 1 + rnd(3);
+	t->other = -1;
+	t->own = ++m->salt;
+	t->nown = 0;
+	t->unsigned_t = rnd(100) < 12;
+	if (!sparse_families && kind >= 50 && kind < 60)
+		t->other = (t->fam + 1 + rnd(3)) % 4;
+	else if (!sparse_families && kind >= 60 && kind < 90)
+		t->nown = 1 + rnd(2);
+	text_doc(t, ++m->salt, d);
+	if (from >= 0 && kind >= 45 && kind < 50)
+		memcpy(d->exact, m->d[from].exact, sizeof(d->exact));
+}
+
+static void fmodel_check(struct im_index *x, const struct fmodel *m, int step)
+{
+	struct im_index *fresh;
+	size_t n = 0;
+	char p[16];
+
+	CHECK_EQ(im_index_new(&fresh), 0);
+	CHECK_EQ(im_index_set_similarity(fresh, 0.5), 0);
+	for (int i = 0; i < FN; i++) {
+		if (!m->present[i])
+			continue;
+		snprintf(p, sizeof(p), "f%03d", i);
+		CHECK_EQ(im_index_put(fresh, p, &m->d[i]), 0);
+		n++;
+	}
+	CHECK(im_index_size(x) == n, "step %d: %zu documents, want %zu", step,
+	      im_index_size(x), n);
+	CHECK(im_index_cluster_count(x) == im_index_cluster_count(fresh),
+	      "step %d: %zu clusters, want %zu", step,
+	      im_index_cluster_count(x), im_index_cluster_count(fresh));
+	for (int i = 0; i < FN; i++) {
+		struct im_sig got, want;
+		int rg, rw;
+
+		snprintf(p, sizeof(p), "f%03d", i);
+		rg = im_index_cluster_of(x, p, &got);
+		rw = im_index_cluster_of(fresh, p, &want);
+		CHECK(rg == rw, "step %d: cluster_of %s: %d, want %d", step, p,
+		      rg, rw);
+		CHECK(rg || !memcmp(got.b, want.b, IM_SIG_LEN),
+		      "step %d: %s is in another cluster, or it is named "
+		      "otherwise",
+		      step, p);
+		if (!rg && i % 16 == step % 16) {
+			int a = 0, b = 0;
+
+			CHECK_EQ(im_index_cluster_members(x, &got, count_member,
+							  &a),
+				 0);
+			CHECK_EQ(im_index_cluster_members(fresh, &want,
+							  count_member, &b),
+				 0);
+			CHECK(a == b,
+			      "step %d: %s's cluster has %d members, want %d",
+			      step, p, a, b);
+		}
+	}
+	im_index_free(fresh);
+}
+
+START_TEST(test_index_near_families_match_fresh_index)
+{
+	static struct fmodel m;
+	struct im_index *x;
+	size_t most = 0, hot_steps = 0, bridges_gone = 0, resigned = 0;
+
+	memset(&m, 0, sizeof(m));
+	sparse_families = _i;
+	rng_state = 13 + _i;
+	CHECK_EQ(im_index_new(&x), 0);
+	CHECK_EQ(im_index_set_similarity(x, 0.5), 0);
+	for (int step = 0; step < 1200; step++) {
+		int i = rnd(FN), j = rnd(FN), op = rnd(100);
+		char p[16], q[16];
+
+		if (step < 150 || op < 45 || (op < 60 && m.present[i])) {
+			/* A new document, or one re-signed with other text. */
+			resigned += m.present[i];
+			fmodel_new_doc(&m, &m.t[i], &m.d[i]);
+			snprintf(p, sizeof(p), "f%03d", i);
+			CHECK_EQ(im_index_put(x, p, &m.d[i]), 0);
+			m.present[i] = true;
+		} else if (op < 80) {
+			/* A bridge's middle leaves when there is one. */
+			for (int k = 0; op < 68 && k < FN; k++)
+				if (m.present[(i + k) % FN] &&
+				    m.t[(i + k) % FN].other >= 0) {
+					i = (i + k) % FN;
+					bridges_gone++;
+					break;
+				}
+			snprintf(p, sizeof(p), "f%03d", i);
+			CHECK_EQ(im_index_remove(x, p),
+				 m.present[i] ? 0 : -ENOENT);
+			m.present[i] = false;
+		} else if (m.present[i]) {
+			snprintf(p, sizeof(p), "f%03d", i);
+			snprintf(q, sizeof(q), "f%03d", j);
+			CHECK_EQ(im_index_rename(x, p, q), 0);
+			if (i != j) {
+				m.t[j] = m.t[i];
+				m.d[j] = m.d[i];
+				m.present[j] = true;
+				m.present[i] = false;
+			}
+		}
+		fmodel_check(x, &m, step);
+		if (im_index_size(x) > most)
+			most = im_index_size(x);
+		hot_steps += im_index_size(x) > IM_INDEX_HOT_CAP * 3 / 2;
+	}
+	CHECK(most > IM_INDEX_HOT_CAP + 30 && hot_steps > 600,
+	      "the keys were seldom hot: at most %zu documents, %zu steps",
+	      most, hot_steps);
+	CHECK((sparse_families || bridges_gone > 50) && resigned > 100,
+	      "too tame: %zu bridges removed, %zu re-signed", bridges_gone,
+	      resigned);
+	sparse_families = false;
+	im_index_free(x);
+}
+END_TEST
+
+/* A member that leaves is taken out without reconnecting its cluster only
+ * when another stands in for it with every key it held: t has d's terms
+ * (its sketch) but signs no coordinate, so it is linked to d (their bands)
+ * and not to z, which shares with d only the coordinate. */
+START_TEST(test_index_stand_in_holds_every_key)
+{
+	struct im_doc_sigs d, t, z;
+
+	ck_assert_int_eq(im_index_set_similarity(idx, 0.8), 0);
+	verified_doc(&d, 0, 0, 1);
+	verified_doc(&t, 0, 0, 2);
+	t.sketch = d.sketch;
+	t.status = IM_DOC_REJECTED;
+	t.valid = 0;
+	memset(t.sig, 0, sizeof(t.sig));
+	verified_doc(&z, 0, 0, 3);
+	ck_assert_int_eq(im_index_put(idx, "d", &d), 0);
+	ck_assert_int_eq(im_index_put(idx, "t", &t), 0);
+	ck_assert_int_eq(im_index_put(idx, "z", &z), 0);
+	ck_assert_str_eq(dupes(idx, "d"), "t z");
+	ck_assert_str_eq(dupes(idx, "t"), "d");
+	ck_assert_int_eq(im_index_remove(idx, "d"), 0);
+	ck_assert_uint_eq(im_index_cluster_count(idx), 0);
+	ck_assert_str_eq(cluster(idx, "t"), "-");
+	ck_assert_str_eq(cluster(idx, "z"), "-");
+}
+END_TEST
+
 struct links_got {
 	struct im_link v[8];
 	int n;
@@ -1822,6 +2103,7 @@ static Suite *index_suite(void)
 	tcase_add_test(tc, test_index_put_sharing_every_key_at_once);
 	tcase_add_test(tc, test_index_hot_keys);
 	tcase_add_test(tc, test_index_links_give_similarity_and_kind);
+	tcase_add_test(tc, test_index_stand_in_holds_every_key);
 	tcase_add_test(tc, test_index_lean_records_keep_names_drop_stat);
 	tcase_add_test(tc, test_index_clusters_grow_with_failing_allocations);
 	tcase_add_loop_test(
@@ -1836,6 +2118,8 @@ static Suite *index_suite(void)
 	tcase_add_test(tc, test_index_random_ops_failing_allocations);
 	tcase_add_test(tc, test_index_random_ops_expecting_documents);
 	tcase_add_test(tc, test_index_hot_key_links_are_group_links);
+	tcase_add_loop_test(tc, test_index_near_families_match_fresh_index, 0,
+			    2);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("threads");

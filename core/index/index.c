@@ -1303,12 +1303,21 @@ static struct plist *key_plist(const struct im_index *idx,
 	return slot_plist(idx, key, posting_slot(idx, key, key_tag(key)));
 }
 
+/* Whether @p id, a holder of @p pl (or one that left it), is (or was) among
+ * its first HOT, @p pl holding more: one comparison with the HOT-th holder,
+ * not a search for its rank (queries ask for every link). */
+static bool in_first_hot(const struct im_index *idx, const struct plist *pl,
+			 uint32_t id)
+{
+	return doc_order(idx, id, pl_ids(idx, pl)[HOT - 1]) <= 0;
+}
+
 /* The members of @p pl compared with @p id (at its rank): ids[0..end). */
 static uint32_t compared_end(const struct im_index *idx, const struct key *key,
 			     const struct plist *pl, uint32_t id)
 {
 	if (key->kind == IM_KEY_EXACT || pl_n(idx, pl) <= HOT ||
-	    plist_rank(idx, pl, id) < HOT)
+	    in_first_hot(idx, pl, id))
 		return pl_n(idx, pl);
 	return HOT;
 }
@@ -1813,15 +1822,18 @@ static uint32_t list_name(const struct im_index *idx, uint32_t head)
 static void reconnect(struct im_index *idx, uint32_t root,
 		      const struct source *src, unsigned nsrc)
 {
-	struct reconnect rc = {.root = root,
-			       .name = root_name(idx, root),
-			       .rest = root,
-			       .root_search = NONE,
-			       .closed_r = NONE,
-			       .src = src,
-			       .nsrc = nsrc};
+	struct reconnect rc; /* not zeroed whole: some 23 kB of keys */
 	struct search *last = NULL;
 	uint32_t e;
+
+	rc.root = root;
+	rc.name = root_name(idx, root);
+	rc.rest = root;
+	rc.root_search = rc.closed_r = NONE;
+	rc.active = 0;
+	rc.src = src;
+	rc.nsrc = nsrc;
+	rc.isrc = rc.j = rc.end = 0;
 
 	if (++idx->epoch == 0) {
 		for (uint32_t p = 0; p < idx->pl_used; p++)
@@ -2552,8 +2564,8 @@ static bool compared_under(const struct im_index *idx, const struct key *key,
 	if (key->kind == IM_KEY_EXACT)
 		return true;
 	pl = key_plist(idx, key);
-	return pl_n(idx, pl) <= HOT || plist_rank(idx, pl, a) < HOT ||
-	       plist_rank(idx, pl, y) < HOT;
+	return pl_n(idx, pl) <= HOT || in_first_hot(idx, pl, a) ||
+	       in_first_hot(idx, pl, y);
 }
 
 int im_index_hot(const struct im_index *idx, const char *path)

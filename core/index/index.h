@@ -29,17 +29,31 @@
  * share their first IM_NAME_GROUP_LEN bytes.
  *
  * Cost: put/remove touch the postings of the document's own keys (at most
- * IM_MAX_KEYS) and verify the document against the holders compared with it
- * (a sketch comparison is some 100 to 200 ns). Adding merges components
- * (the smaller is relabelled into the larger), and a copy joins the holders
- * of its exact key at the first of them; removing or changing a document
- * recomputes only its former component by a walk over that component's
- * links, unless a twin (same bytes, coordinates and sketch) stands in for
- * it, which costs O(1); a document pushed out of a hot key's first
- * IM_INDEX_HOT_CAP has its component recomputed too. So n copies of one
- * file cost O(n) to add and to remove, but n near-duplicates with distinct
- * bytes leaving one by one still cost O(n^2). No operation walks the whole
- * collection except the explicit iterations below.
+ * IM_MAX_KEYS; a key's holders are an array, so a document comes or goes
+ * by moving up to one 4-byte id per holder) and verify the document against
+ * the holders compared with it (a sketch comparison is some 100 to 200 ns).
+ * Adding merges components (the smaller is relabelled into the larger), and
+ * a copy joins the holders of its exact key at the first of them. Removing
+ * or changing a document, or pushing one out of a hot key's first
+ * IM_INDEX_HOT_CAP, loses links: searches from their ends, over the
+ * component, stop as soon as they have all met, so the cost is that of the
+ * links lost, not of the component, unless it splits (then the smaller
+ * sides are relabelled) or the member whose signature names it leaves (then
+ * the members are walked for the next name). A document that another
+ * member can stand in for (a copy, or a text with the same near keys and
+ * sketch: the same terms) leaves in O(IM_MAX_KEYS) postings steps. The
+ * floor is the links that change: a document among a hot key's first
+ * IM_INDEX_HOT_CAP is compared with all the key's holders, so its removal
+ * (and the next one moving into those first) changes that many links, and
+ * each holder it was linked to is verified again once. So n copies of one
+ * file, or n files of the same terms, cost O(n) to add and to remove; n
+ * near-duplicates of distinct terms removed one by one cost O(n) in a
+ * random order (about IM_INDEX_HOT_CAP holders per key each, the few among
+ * the first IM_INDEX_HOT_CAP n each), but O(n^2) sketch comparisons in path
+ * order, each being among the first (3,000 of them under a mount: 1.2 s
+ * of the daemon's CPU, from 24 s; tools/bench/neardup_remove.sh). No
+ * operation walks the whole collection except the explicit iterations
+ * below.
  *
  * Documents are keyed by path (any NUL-terminated bytes; the index copies
  * them). Documents whose status is neither SIGNED nor REJECTED are kept (so

@@ -2021,6 +2021,59 @@ START_TEST(test_index_stand_in_holds_every_key)
 }
 END_TEST
 
+/* Texts of the same terms signing no coordinate stand in for each other,
+ * but their cluster is named by the smallest exact hash: when its holder
+ * leaves, the name is the next smallest, not the stand-in's. */
+START_TEST(test_index_stand_in_names_by_the_rest)
+{
+	struct im_doc_sigs d[3];
+	const uint8_t first[3] = {1, 3, 2}; /* "a", "b", "c" */
+	const char *path[3] = {"a", "b", "c"};
+	struct im_sig want;
+
+	ck_assert_int_eq(im_index_set_similarity(idx, 0.8), 0);
+	for (int i = 0; i < 3; i++) {
+		verified_doc(&d[i], 0, 0, 1);
+		d[i].status = IM_DOC_REJECTED;
+		d[i].valid = 0;
+		memset(d[i].sig, 0, sizeof(d[i].sig));
+		memset(d[i].exact, first[i], sizeof(d[i].exact));
+		ck_assert_int_eq(im_index_put(idx, path[i], &d[i]), 0);
+	}
+	ck_assert_str_eq(cluster(idx, "a"), "a b c");
+	ck_assert_int_eq(im_index_remove(idx, "a"), 0);
+	memset(want.b, 2, 16);
+	memset(want.b + 16, 0, IM_SIG_LEN - 16);
+	assert_name(idx, "b", &want);
+	ck_assert_str_eq(cluster(idx, "c"), "b c");
+}
+END_TEST
+
+/* A document moved into a hot key's first IM_INDEX_HOT_CAP by a removal is
+ * compared with every holder from then on, the next one in path order too:
+ * p and z, past the first ones, verify with each other only. */
+START_TEST(test_index_promoted_links_the_next_holder)
+{
+	struct im_doc_sigs d;
+	char path[16];
+
+	ck_assert_int_eq(im_index_set_similarity(idx, 0.8), 0);
+	for (int i = 0; i < IM_INDEX_HOT_CAP; i++) {
+		verified_doc(&d, 1, 0, 100 + i);
+		snprintf(path, sizeof(path), "h%02d", i);
+		ck_assert_int_eq(im_index_put(idx, path, &d), 0);
+	}
+	verified_doc(&d, 2, 0, 1);
+	ck_assert_int_eq(im_index_put(idx, "p", &d), 0);
+	verified_doc(&d, 2, 0, 2);
+	ck_assert_int_eq(im_index_put(idx, "z", &d), 0);
+	ck_assert_str_eq(cluster(idx, "p"), "-");
+	ck_assert_int_eq(im_index_remove(idx, "h00"), 0);
+	ck_assert_str_eq(cluster(idx, "z"), "p z");
+	ck_assert_uint_eq(im_index_cluster_count(idx), 2);
+}
+END_TEST
+
 struct links_got {
 	struct im_link v[8];
 	int n;
@@ -2104,6 +2157,8 @@ static Suite *index_suite(void)
 	tcase_add_test(tc, test_index_hot_keys);
 	tcase_add_test(tc, test_index_links_give_similarity_and_kind);
 	tcase_add_test(tc, test_index_stand_in_holds_every_key);
+	tcase_add_test(tc, test_index_stand_in_names_by_the_rest);
+	tcase_add_test(tc, test_index_promoted_links_the_next_holder);
 	tcase_add_test(tc, test_index_lean_records_keep_names_drop_stat);
 	tcase_add_test(tc, test_index_clusters_grow_with_failing_allocations);
 	tcase_add_loop_test(

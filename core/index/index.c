@@ -2555,17 +2555,22 @@ int im_index_get(const struct im_index *idx, const char *path,
 	return ret;
 }
 
-/* Were @p a and @p y compared under @p key, which both hold? */
-static bool compared_under(const struct im_index *idx, const struct key *key,
-			   uint32_t a, uint32_t y)
+/* Were @p a and @p y compared under one of keys[0..n) of @p a, whose shared
+ * postings are pls[] (NULL: @p a holds the key alone)? */
+static bool compared_before(const struct im_index *idx, const struct key *keys,
+			    const struct plist *const *pls, unsigned n,
+			    uint32_t a, uint32_t y)
 {
-	const struct plist *pl;
+	for (unsigned e = 0; e < n; e++) {
+		const struct plist *pl = pls[e];
 
-	if (key->kind == IM_KEY_EXACT)
-		return true;
-	pl = key_plist(idx, key);
-	return pl_n(idx, pl) <= HOT || in_first_hot(idx, pl, a) ||
-	       in_first_hot(idx, pl, y);
+		if (!pl || !doc_has_key(D(idx, y), &keys[e]))
+			continue;
+		if (keys[e].kind == IM_KEY_EXACT || pl_n(idx, pl) <= HOT ||
+		    in_first_hot(idx, pl, a) || in_first_hot(idx, pl, y))
+			return true;
+	}
+	return false;
 }
 
 int im_index_hot(const struct im_index *idx, const char *path)
@@ -2596,6 +2601,7 @@ out:
 static int links_of(const struct im_index *idx, const char *path,
 		    bool near_only, im_index_link_cb cb, void *arg)
 {
+	const struct plist *pls[NKEYS];
 	struct key keys[NKEYS];
 	const struct doc *d;
 	unsigned nkeys;
@@ -2611,30 +2617,24 @@ static int links_of(const struct im_index *idx, const char *path,
 	d = D(idx, id);
 	nkeys = doc_keys(d, keys);
 	for (unsigned i = 0; i < nkeys; i++) {
-		const struct plist *pl = key_plist(idx, &keys[i]);
+		const struct plist *pl = pls[i] = key_plist(idx, &keys[i]);
 		uint32_t end;
 
 		if (!pl || (near_only && keys[i].kind == IM_KEY_EXACT))
 			continue; /* only this document, or only copies */
 		end = compared_end(idx, &keys[i], pl, id);
 		for (uint32_t j = 0; j < end; j++) {
-			const struct doc *y = D(idx, pl_ids(idx, pl)[j]);
+			uint32_t yid = pl_ids(idx, pl)[j];
+			const struct doc *y = D(idx, yid);
 			struct im_link l;
-			unsigned e;
 
-			if (pl_ids(idx, pl)[j] == id ||
+			/* Judged under the first key that compared them,
+			 * without a set (queries run in parallel and do not
+			 * allocate); so each pair is verified once. */
+			if (yid == id ||
+			    compared_before(idx, keys, pls, i, id, yid) ||
 			    !verify(idx, d, y, &l.similarity, &l.exact) ||
 			    (near_only && l.exact))
-				continue;
-			/* Reported under the first key that compared them,
-			 * without a set (queries run in parallel and do not
-			 * allocate). */
-			for (e = 0; e < i; e++)
-				if (doc_has_key(y, &keys[e]) &&
-				    compared_under(idx, &keys[e], id,
-						   pl_ids(idx, pl)[j]))
-					break;
-			if (e < i)
 				continue;
 			l.path = doc_path(y);
 			ret = cb(&l, arg);

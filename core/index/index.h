@@ -50,7 +50,7 @@
  * near-duplicates of distinct terms removed one by one cost O(n) in a
  * random order (about IM_INDEX_HOT_CAP holders per key each, the few among
  * the first IM_INDEX_HOT_CAP n each), but O(n^2) sketch comparisons in path
- * order, each being among the first (3,000 of them under a mount: 1.2 s
+ * order, each being among the first (3,000 of them under a mount: 1.1 s
  * of the daemon's CPU, from 24 s; tools/bench/neardup_remove.sh). No
  * operation walks the whole collection except the explicit iterations
  * below.

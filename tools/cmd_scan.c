@@ -150,6 +150,13 @@ static void on_result(const char *path, const struct stat *st,
 		fputs("imatch: cannot read ", stderr);
 		put_text_path(stderr, path);
 		fprintf(stderr, ": %s\n", strerror(d->err));
+	} else if (col->verbose && d->status == IM_DOC_FAILED) {
+		/* Counted by reason in the summary; named here, so that a
+		 * user need not explain every file to find them. */
+		fputs("imatch: no text from ", stderr);
+		put_text_path(stderr, path);
+		fprintf(stderr, ": extraction failed: %s\n",
+			im_extract_fail_name((enum im_extract_fail)d->err));
 	}
 	ret = im_index_put(col->idx, path, d);
 	if (ret && !col->err)

@@ -66,6 +66,30 @@ def case_few_documents(tmp):
               "dedupe %s: %r %s" % (near, plan, err))
 
 
+def case_verbose_names_failures(tmp):
+    """scan -v names each file whose extraction failed, with the reason
+    the summary counts it under, besides the files that cannot be read."""
+    root = os.path.join(tmp, "s")
+    data = os.path.join(SRC, "tests", "data", "formats")
+    with open(os.path.join(data, "garbage.pdf"), "rb") as f:
+        garbage = f.read()
+    with open(os.path.join(data, "bomb.docx"), "rb") as f:
+        bomb = f.read()
+    write(root, {"sub/garbage.pdf": garbage, "bomb.docx": bomb,
+                 "a.txt": "one text file with several words inside\n",
+                 "b.txt": "another text with some different words\n"})
+    _, err = run("scan", "-v", root)
+    lines = err.splitlines()
+    for want in ("imatch: no text from sub/garbage.pdf: extraction failed: "
+                 "corrupt",
+                 "imatch: no text from bomb.docx: extraction failed: "
+                 "expansion",
+                 "failed_corrupt: 1", "failed_expansion: 1"):
+        check(want in lines, "scan -v says %r: %s" % (want, err))
+    _, err = run("scan", root)
+    check("no text from" not in err, "only with -v: %s" % err)
+
+
 def case_dupes_documents_only(tmp):
     """dupes prints what a mount's by-doc/ holds: documents only, so two
     identical binaries are no line of their own (they are in scan's
@@ -236,6 +260,7 @@ CASES = {
     "names_escaped": case_names_escaped,
     "usage_hint": case_usage_hint,
     "docs": case_docs,
+    "verbose_names_failures": case_verbose_names_failures,
 }
 
 

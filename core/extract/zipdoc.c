@@ -753,8 +753,14 @@ static int epub_text(const char *buf, size_t len,
 			qsort(ps.v, ps.n, sizeof(*ps.v), part_cmp);
 		for (size_t i = 0; i < ps.n && !ret; i++)
 			if (has_suffix(ps.v[i].name, "htm") ||
-			    has_suffix(ps.v[i].name, "html"))
+			    has_suffix(ps.v[i].name, "html")) {
 				ret = page_text(&ps.v[i].data, out);
+				done++;
+			}
+		/* Neither a package naming a page that is there nor any
+		 * page at all: broken, not an empty book. */
+		if (!ret && !done)
+			ret = IM_XF_CORRUPT;
 	}
 	if (ret < 0 && ret != -ENOMEM)
 		ret = IM_XF_CORRUPT;

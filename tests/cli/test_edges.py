@@ -5,10 +5,12 @@ for a lexicon, files that are not documents, odd names, bad values.
 Usage: test_edges.py IMATCH CASE [SRCDIR]
 """
 import functools
+import io
 import json
 import os
 import sys
 import tempfile
+import zipfile
 
 import test_cli  # its run(), shared
 from test_cli import Failure, check
@@ -75,7 +77,15 @@ def case_verbose_names_failures(tmp):
         garbage = f.read()
     with open(os.path.join(data, "bomb.docx"), "rb") as f:
         bomb = f.read()
+    # An EPUB whose package names a file that is not in it, and no page.
+    book = io.BytesIO()
+    with zipfile.ZipFile(book, "w") as z:
+        z.writestr("mimetype", "application/epub+zip")
+        z.writestr("META-INF/container.xml",
+                   '<container><rootfiles><rootfile full-path='
+                   '"../../../../etc/passwd"/></rootfiles></container>')
     write(root, {"sub/garbage.pdf": garbage, "bomb.docx": bomb,
+                 "nobook.epub": book.getvalue(),
                  "a.txt": "one text file with several words inside\n",
                  "b.txt": "another text with some different words\n"})
     _, err = run("scan", "-v", root)
@@ -84,7 +94,9 @@ def case_verbose_names_failures(tmp):
                  "corrupt",
                  "imatch: no text from bomb.docx: extraction failed: "
                  "expansion",
-                 "failed_corrupt: 1", "failed_expansion: 1"):
+                 "imatch: no text from nobook.epub: extraction failed: "
+                 "corrupt",
+                 "failed_corrupt: 2", "failed_expansion: 1"):
         check(want in lines, "scan -v says %r: %s" % (want, err))
     _, err = run("scan", root)
     check("no text from" not in err, "only with -v: %s" % err)

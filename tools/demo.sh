@@ -15,7 +15,15 @@ cd "$top"
 [ -f build/build.ninja ] || meson setup build >/dev/null
 ninja -C build >/dev/null
 
+# An earlier demo's mount is replaced; anything else mounted there is left
+# alone (as root, fusermount3 -u would unmount any FUSE filesystem).
 if mountpoint -q "$mnt" 2>/dev/null; then
+	fstype=$(findmnt -n -o FSTYPE --mountpoint "$mnt" || true)
+	if [ "$fstype" != fuse.imatchfs ]; then
+		echo "demo.sh: $mnt is already a mount point (${fstype:-unknown})," \
+			"not imatchfs: give another MOUNTPOINT" >&2
+		exit 1
+	fi
 	fusermount3 -u "$mnt"
 fi
 mkdir -p "$mnt"

@@ -35,6 +35,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -468,6 +469,38 @@ static void filter_child(const char *cmd, int in, int out,
 	_exit(127);
 }
 
+/*
+ * write() to the filter's stdin. A filter that exits without reading all
+ * of it (`exit 3`, `head -c 10`) makes the write raise SIGPIPE, which kills
+ * a process that does not ignore it (imatch does not; a library must not
+ * change the process's dispositions). So SIGPIPE is blocked in this thread
+ * for the write, and one the write raised is taken before it is unblocked:
+ * the caller sees EPIPE only.
+ */
+static ssize_t write_no_sigpipe(int fd, const void *p, size_t n)
+{
+	const struct timespec now = {0, 0};
+	sigset_t pipe_set, pending, old;
+	bool was_pending;
+	ssize_t k;
+	int e;
+
+	sigemptyset(&pipe_set);
+	sigaddset(&pipe_set, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+	sigpending(&pending);
+	was_pending = sigismember(&pending, SIGPIPE);
+	k = write(fd, p, n);
+	e = errno;
+	if (k < 0 && e == EPIPE && !was_pending)
+		while (sigtimedwait(&pipe_set, NULL, &now) < 0 &&
+		       errno == EINTR)
+			;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	errno = e;
+	return k;
+}
+
 int im_filter_run(const char *cmd, const struct im_extract_opts *o,
 		  const char *buf, size_t len, struct im_buf *out)
 {
@@ -506,7 +539,8 @@ int im_filter_run(const char *cmd, const struct im_extract_opts *o,
 			break;
 		}
 		if (n == 2 && p[1].revents) {
-			ssize_t k = write(in[1], buf + sent, len - sent);
+			ssize_t k =
+				write_no_sigpipe(in[1], buf + sent, len - sent);
 
 			if (k > 0)
 				sent += (size_t)k;

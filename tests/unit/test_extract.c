@@ -544,6 +544,19 @@ START_TEST(test_extract_filters)
 		      res.len > 2 ? text + 2 : "");
 	ck_assert_int_eq(im_extract(xtor, "x.bad", copy, 14, &res), 0);
 	ck_assert_int_eq(res.fail, IM_XF_FILTER);
+	/* A filter that exits without reading an input larger than a pipe
+	 * holds: the write fails with EPIPE, and no SIGPIPE kills us. */
+	{
+		size_t n = (size_t)1 << 20;
+		char *big = malloc(n);
+
+		ck_assert_ptr_nonnull(big);
+		memset(big, 'a', n);
+		big[1] = '\0';
+		ck_assert_int_eq(im_extract(xtor, "big.bad", big, n, &res), 0);
+		ck_assert_int_eq(res.fail, IM_XF_FILTER);
+		free(big);
+	}
 	ck_assert_int_eq(im_extract(xtor, "x.slow", copy, 14, &res), 0);
 	ck_assert_int_eq(res.fail, IM_XF_TIMEOUT);
 	ck_assert_int_eq(im_extract(xtor, "x.other", copy, 14, &res), 0);

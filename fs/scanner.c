@@ -486,6 +486,9 @@ static int scan_tree(struct scanner *s, const struct im_state *cache,
 
 		ops.lexicon = first_lexicon_cb;
 		ops.spill_dir = fs->state_dir;
+		/* Without a lexicon, what `imatch scan` shows: exact copies.
+		 * A rebuild that fails keeps the old signatures instead. */
+		ops.unsigned_results = !s->lex;
 		ret = im_scan_first(fs->srcfd, &fs->opts->params,
 				    fs->opts->threads, &ops, &lex, &counts);
 		/* first_lexicon_cb() published it as s->lex. */
@@ -555,10 +558,47 @@ static bool wait_stop(struct scanner *s, unsigned secs)
 	return stop;
 }
 
+static bool take_rescan_request(struct scanner *s)
+{
+	pthread_mutex_lock(&s->lock);
+	bool r = s->rescan_wanted;
+	s->rescan_wanted = false;
+	pthread_mutex_unlock(&s->lock);
+	return r;
+}
+
+/*
+ * Without a lexicon: wait for what may give one, a second text (the
+ * workers ask, workers.c) or a rescan asked for otherwise; with the watch
+ * limit reached, also every opts->rescan seconds, as the live phase does.
+ * @return true on stop.
+ */
+static bool wait_for_documents(struct scanner *s)
+{
+	time_t since = time(NULL);
+	struct watch_stats ws;
+
+	for (;;) {
+		if (wait_stop(s, 1))
+			return true;
+		if (take_rescan_request(s))
+			return false;
+		watch_stats(s->fs->watch, &ws);
+		if (ws.limit &&
+		    time(NULL) - since >= (time_t)s->fs->opts->rescan)
+			return false;
+	}
+}
+
 /*
  * The first scan of a tree without a lexicon: read every file once, build
- * the lexicon, sign (scan_tree()); until the tree has two documents, try
- * again every few seconds. @return the scan's value, -ECANCELED on stop.
+ * the lexicon, sign (scan_tree()). A tree with fewer than two documents
+ * that have a term gets no lexicon; the view then shows what `imatch scan`
+ * shows of it, every file linked to its exact copies, and the workers and
+ * the watcher keep it live (texts unsigned) until a second text asks for
+ * another try. Each try reads every file again (resign_all): the lexicon
+ * needs every document's terms. An error is tried again every few seconds.
+ * @return the scan's value, -ECANCELED on stop.
  */
 static int first_scan(struct scanner *s)
 {
@@ -569,28 +609,30 @@ static int first_scan(struct scanner *s)
 		set_phase(s, PHASE_LEXICON);
 		imfs_log(LOG_INFO, "building the lexicon from %s",
 			 s->fs->source_real);
+		workers_stop(s->fs->workers);
+		s->resign_all = true;
 		ret = scan_quiet(s, NULL, true, &no_lex);
+		s->resign_all = false;
 		if (s->lex || ret == -ECANCELED)
 			return ret;
-		/* Fewer than two documents: nothing to compare yet. */
+		start_threads(s);
 		set_phase(s, PHASE_NO_LEXICON);
+		if (no_lex) {
+			imfs_log(LOG_NOTICE,
+				 "no lexicon yet (fewer than two documents): "
+				 "exact copies only until a second document");
+			if (wait_for_documents(s))
+				return -ECANCELED;
+			continue;
+		}
 		unsigned retry =
 			s->fs->opts->rescan < 5 ? s->fs->opts->rescan : 5;
 		imfs_log(LOG_NOTICE, "no lexicon yet (%s); retrying every %u s",
-			 no_lex ? "fewer than two documents" : strerror(-ret),
-			 retry);
+			 strerror(-ret), retry);
 		if (wait_stop(s, retry))
 			return -ECANCELED;
+		take_rescan_request(s);
 	}
-}
-
-static bool take_rescan_request(struct scanner *s)
-{
-	pthread_mutex_lock(&s->lock);
-	bool r = s->rescan_wanted;
-	s->rescan_wanted = false;
-	pthread_mutex_unlock(&s->lock);
-	return r;
 }
 
 /*

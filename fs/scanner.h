@@ -4,7 +4,10 @@
  * on a first mount (im_scan_df), then starts the workers and the watcher,
  * runs the full scans (im_scan_sign: the same code path as `imatch scan`) on
  * start, on inotify overflow and periodically when the watch limit was
- * reached, and saves the signature cache a few seconds after changes.
+ * reached, and saves the signature cache a few seconds after changes. A
+ * tree with fewer than two documents gets no lexicon: the workers and the
+ * watcher then keep its exact copies live (texts unsigned, as `imatch scan`
+ * shows such a tree) until a second document starts the first scan again.
  *
  * A full scan walks the whole tree but signs only the files whose size,
  * mtime or inode differ from what the model (or, on start, the loaded cache)

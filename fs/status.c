@@ -107,11 +107,12 @@ size_t status_text(struct imfs *fs, char *out, size_t cap)
 	scanner_stats(fs->scanner, &ss);
 	watch_stats(fs->watch, &ws);
 	uint64_t pending = workers_pending(fs->workers) + ss.pending;
-	/* The view shows the tree as it is: live, nothing to sign, no event
-	 * the kernel still holds or the watcher still waits on, no rescan
-	 * asked for. */
-	bool converged = ss.phase == PHASE_LIVE && !pending && ws.settled &&
-			 !ws.limit && !ss.rescan_wanted;
+	/* The view shows the tree as it is: live (or live without a
+	 * lexicon), nothing to sign, no event the kernel still holds or the
+	 * watcher still waits on, no rescan asked for. */
+	bool converged =
+		(ss.phase == PHASE_LIVE || ss.phase == PHASE_NO_LEXICON) &&
+		!pending && ws.settled && !ws.limit && !ss.rescan_wanted;
 	int n = snprintf(
 		buf, sizeof(buf),
 		"phase: %s\n"

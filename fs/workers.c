@@ -188,6 +188,11 @@ static void finish(struct workers *w, struct node *n, const char *path, int ret,
 					 strerror(d->err));
 			model_apply(m, n, path, st, d);
 			model_apply_links(m, n, st, d);
+			/* Without a lexicon the tree waits for a second text
+			 * (scanner.c, first_scan()): this may be it. */
+			if (!w->lex && d->status == IM_DOC_REJECTED &&
+			    d->unique_terms && m->count[IM_DOC_REJECTED] >= 2)
+				scanner_request_rescan(w->fs->scanner);
 		}
 		free(now);
 	}
@@ -219,6 +224,21 @@ static void hash_deferred(struct workers *w, const char *path,
 	}
 }
 
+/*
+ * Sign the file at @p path; without a lexicon (a tree of fewer than two
+ * texts), read it as a first scan does and leave a text unsigned, with
+ * its exact hash and sketch: what `imatch scan` shows of such a tree.
+ */
+static int sign(struct workers *w, struct im_signer *signer, const char *path,
+		struct im_doc_sigs *d, struct stat *st)
+{
+	const struct im_terms *terms;
+
+	if (w->lex)
+		return im_signer_sign_at(signer, w->fs->srcfd, path, d, st);
+	return im_signer_prepare_at(signer, w->fs->srcfd, path, d, st, &terms);
+}
+
 static void *worker_main(void *arg)
 {
 	struct workers *w = arg;
@@ -245,7 +265,7 @@ static void *worker_main(void *arg)
 		tree_unlock(t);
 		if (!path)
 			continue;
-		ret = im_signer_sign_at(signer, w->fs->srcfd, path, &d, &st);
+		ret = sign(w, signer, path, &d, &st);
 		if (!ret && hash)
 			hash_deferred(w, path, &d);
 		tree_wrlock(t);

@@ -29,7 +29,11 @@ void workers_free(struct workers *w);
 
 /**
  * Start @p n threads (0: one per CPU) signing with @p lex (borrowed; it
- * must outlive the workers). Files queued before are signed then. May be
+ * must outlive the workers). With @p lex NULL (a tree of fewer than two
+ * documents) they read files as a first scan does and leave texts
+ * unsigned, and the result of a second text asks the scanner for another
+ * first scan (scanner_request_rescan()). Files queued before are signed
+ * then. May be
  * called again after workers_stop(). Each lexicon term's coordinates are
  * computed here once for all signers (im_sig_masks(), 4 bytes a term, kept
  * until the next start or workers_free()).

@@ -138,20 +138,37 @@ def test_view_equals_scan(w):
 @test
 def test_first_scan_waits_for_two_documents(w):
     """One document is too few for a lexicon: the daemon says
-    waiting-for-documents and shows no cluster. Once more documents arrive,
-    its first scan reads them, builds the lexicon and signs in one pass, and
-    the view equals imatch scan."""
+    waiting-for-documents and shows what imatch scan shows of such a tree,
+    exact copies only (here of a binary file), live: a copy made meanwhile
+    joins them. Once more documents arrive, its first scan reads them,
+    builds the lexicon and signs in one pass, and the view equals imatch
+    scan."""
     text = w.corpus.document()
     write(os.path.join(w.src, 'a.txt'), text)
+    blob = bytes(range(256)) * 64 + b'\0' + os.urandom(4096)
+    for name in ('photo.raw', 'old/photo-copy.raw'):
+        os.makedirs(os.path.dirname(os.path.join(w.src, name)) or w.src, exist_ok=True)
+        with open(os.path.join(w.src, name), 'wb') as f:
+            f.write(blob)
     d = w.daemon()
-    poll(lambda: read_status(w.mnt).get('phase') == 'waiting-for-documents',
-         'phase: waiting-for-documents')
-    check(cluster_sets(w.mnt) == set(), 'a cluster without a lexicon')
+
+    def waiting():
+        st = read_status(w.mnt)
+        return st.get('phase') == 'waiting-for-documents' and st.get('converged') == 'yes', st
+    poll(waiting, 'phase: waiting-for-documents, converged')
+    photos = frozenset(['photo.raw', 'old/photo-copy.raw'])
+    wait_clusters(w.mnt, {photos}, 'the binary copies without a lexicon')
+    check(scan(w.imatch, w.src) == {photos}, 'imatch scan disagrees: %s' % scan(w.imatch, w.src))
+    with open(os.path.join(w.src, 'new-copy.raw'), 'wb') as f:
+        f.write(blob)
+    wait_clusters(w.mnt, {photos | {'new-copy.raw'}}, 'a copy made while waiting')
+    poll(waiting, 'still waiting, converged, after the copy')
     write(os.path.join(w.src, 'b.txt'), w.corpus.near_duplicate(text))
     write(os.path.join(w.src, 'c.txt'), w.corpus.document())
     write(os.path.join(w.src, 'sub/a-copy.txt'), text)
     settled(w, d, 4)
-    wait_clusters(w.mnt, {frozenset(['a.txt', 'b.txt', 'sub/a-copy.txt'])})
+    wait_clusters(w.mnt, {frozenset(['a.txt', 'b.txt', 'sub/a-copy.txt']),
+                          photos | {'new-copy.raw'}})
     view_equals_scan(w, 'after the lexicon was built')
     d.umount()
     d.check_log()

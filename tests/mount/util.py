@@ -406,7 +406,13 @@ def check_view_invariants(mnt, src):
                   'clusters/%s/%s points to %r, not %r' % (sig, encode_member(m),
                                                           target, os.path.join(src, m)))
     for sig, members in clusters.items():
-        for m in members:
+        # Binary files have no by-doc/ entry (README, exact copies), and
+        # only bytes equal to theirs, binary too, share their cluster.
+        docs = {m for m in members if os.path.isdir(by_doc_path(mnt, m))}
+        check(not docs or docs == members,
+              'cluster %s mixes documents %s with files that have no by-doc/ entry %s'
+              % (sig, sorted(docs), sorted(members - docs)))
+        for m in docs:
             dupes = read_dupes(mnt, m)
             check(dupes, '%r is in cluster %s but its dupes/ is empty' % (m, sig))
             check(m not in dupes, '%r lists itself in dupes/' % m)

@@ -13,6 +13,7 @@
 #include <xxhash.h>
 
 #include "beneath.h"
+#include "bytes.h"
 #include "exact.h"
 #include "index.h"
 
@@ -188,7 +189,7 @@ static size_t slot_of(const struct slot *v, size_t cap, uint64_t size)
 static int grow(struct im_sizes *t)
 {
 	size_t cap = t->cap ? 2 * t->cap : 64;
-	struct slot *v = calloc(cap, sizeof(*v));
+	struct slot *v = im_zeroed(cap, sizeof(*v));
 
 	if (!v)
 		return -ENOMEM;

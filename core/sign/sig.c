@@ -42,6 +42,7 @@
 #include <xxhash.h>
 
 #include "beneath.h"
+#include "bytes.h"
 #include "extract.h"
 #include "fdio.h"
 #include "sig.h"
@@ -404,7 +405,7 @@ static int cand_reserve(struct im_signer *s, size_t n)
 	s->tmp = malloc(cap * sizeof(*s->tmp));
 	s->qb = malloc(cap * sizeof(*s->qb));
 	s->qs = malloc(cap * sizeof(*s->qs));
-	s->sel = calloc(cap, sizeof(*s->sel));
+	s->sel = im_zeroed(cap, sizeof(*s->sel));
 	if (!s->raw || !s->pc || !s->qc || !s->pk || !s->qk || !s->tmp ||
 	    !s->qb || !s->qs || !s->sel) {
 		s->ccap = 0;

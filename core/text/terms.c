@@ -31,7 +31,7 @@
  * slot table in use shrinks back to its front, though, and
  * im_terms_expect() or growth sizes it again in place, so that a small
  * document's probes stay in a few cache lines. Every slot past the table in
- * use is zero (calloc, a rehash zeroes what it takes in, a clear what it
+ * use is zero (im_zeroed(), a rehash zeroes what it takes in, a clear what it
  * gives back), so that sizing it again in place writes nothing: a memset
  * of the slots im_terms_expect() took in cost 2% of a scan of plain text.
  */
@@ -196,7 +196,7 @@ static int terms_rehash(struct im_terms *t)
 	if (nslots > t->slots_cap) {
 		if (nslots > SIZE_MAX / sizeof(*slots))
 			return -ENOMEM;
-		slots = calloc(nslots, sizeof(*slots));
+		slots = im_zeroed(nslots, sizeof(*slots));
 		if (!slots)
 			return -ENOMEM;
 		free(t->slots);
@@ -317,7 +317,7 @@ void im_terms_expect(struct im_terms *t, size_t n)
 	while (want / 4 < n && want < TERMS_MAX_EXPECT)
 		want *= 2;
 	if (want > t->slots_cap) {
-		slots = calloc(want, sizeof(*slots));
+		slots = im_zeroed(want, sizeof(*slots));
 		if (!slots)
 			return;
 		free(t->slots);

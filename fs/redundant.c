@@ -146,7 +146,7 @@ static int meta(const char *path, struct im_plan_file *f, void *arg)
 	struct imfs *fs = arg;
 	const struct node *n = tree_lookup(fs->model->tree, path);
 
-	if (!n || !node_is_doc(n))
+	if (!n || !node_in_index(n))
 		return 1;
 	f->size = n->size;
 	f->mtime_ns = n->mtime_ns;

@@ -354,7 +354,7 @@ static bool keeper_seen(struct imfs *fs, const char *keeper,
 	if (!restricted(fs, who))
 		return true;
 	kn = keeper ? tree_lookup(fs->model->tree, keeper) : NULL;
-	return kn && node_is_doc(kn) && may_see(fs, kn, who);
+	return kn && node_in_index(kn) && may_see(fs, kn, who);
 }
 
 /* Whether document @p path is in @p who's redundant/. */

@@ -29,6 +29,7 @@
 
 #include <xxhash.h>
 
+#include "exact.h"
 #include "imatch.h"
 #include "index.h"
 #include "lock.h"
@@ -1649,9 +1650,10 @@ struct plan_docs {
 };
 
 /*
- * Add the document @p doc of cluster @p name to the plan's files if it is a
- * text not left out by --exclude/--include. @return its file index,
- * UINT32_MAX for none, or -ENOMEM in *@p ret.
+ * Add the file @p doc of cluster @p name to the plan's files if it is in the
+ * exact tier (a document, a binary file or a failed extraction, as imatch
+ * dedupe plans them) and not left out by --exclude/--include. @return its
+ * file index, UINT32_MAX for none, or -ENOMEM in *@p ret.
  */
 static uint32_t plan_file_add(const struct cli *c, struct im_plan_set *s,
 			      const struct im_stage_doc *doc,
@@ -1660,8 +1662,10 @@ static uint32_t plan_file_add(const struct cli *c, struct im_plan_set *s,
 	size_t i = s->nfiles;
 	char *path;
 
+	struct im_doc_sigs tier = {.status = doc->d.status, .size = doc->size};
+
 	*ret = 0;
-	if (doc->d.status != IM_DOC_SIGNED && doc->d.status != IM_DOC_REJECTED)
+	if (!im_exact_tier(&tier))
 		return UINT32_MAX;
 	path = strndup(doc->path, doc->path_len);
 	if (!path) {

@@ -34,7 +34,8 @@
 #include "plan.h"
 #include "scope.h"
 
-/* What the scan saw of each document. */
+/* What the scan saw of each file of the exact tier: documents, binary files
+ * and failed extractions; all are planned by their exact copies. */
 struct rec {
 	char *path;
 	uint64_t size, dev, ino;
@@ -52,7 +53,7 @@ static void on_file(const char *path, const struct stat *st,
 {
 	struct recs *r = arg;
 
-	if (d->status != IM_DOC_SIGNED && d->status != IM_DOC_REJECTED)
+	if (!im_exact_tier(d))
 		return;
 	if (r->n == r->cap) {
 		size_t cap = r->cap ? 2 * r->cap : 256;
@@ -93,7 +94,7 @@ static int meta(const char *path, struct im_plan_file *f, void *arg)
 		r->n ? bsearch(&key, r->v, r->n, sizeof(*r->v), cmp_rec) : NULL;
 
 	if (!hit)
-		return 1; /* not a document of this scan */
+		return 1; /* not a file of this scan */
 	f->size = hit->size;
 	f->mtime_ns = hit->mtime_ns;
 	f->dev = hit->dev;

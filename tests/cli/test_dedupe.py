@@ -140,10 +140,14 @@ def case_exact_groups(tmp):
     and nothing else is planned; apply leaves exactly the keepers."""
     root = os.path.join(tmp, "share")
     groups = make_groups(root)
-    # Identical binary files cluster by their bytes but are no documents:
-    # never planned (as in redundant/).
-    for p in ("bin/a.png", "bin/copy/a.png"):
-        put(root, p, b"\x89PNG\r\n\x1a\n\x00" + bytes(range(256)) * 8)
+    # Identical binary files are exact copies too, planned as jdupes or
+    # rmlint would (and as redundant/ lists them); one of another size is
+    # not.
+    png = b"\x89PNG\r\n\x1a\n\x00" + bytes(range(256)) * 8
+    groups.append([put(root, p, png, mtime=1_600_000_000 + i)
+                   for i, p in enumerate(("bin/a.png", "bin/copy/a.png",
+                                          "x/a-again.png"))])
+    put(root, "bin/other.png", png + b"\x00")
     out, err = run("dedupe", root)
     lines = plan_lines(out)
     planned = {l["path"] for l in lines}
@@ -189,13 +193,13 @@ def case_exact_size_first(tmp):
     # Same size, other bytes: hashed, never planned.
     put(root, "same-size/a.txt", b"alpha beta gamma delta\n" * 40)
     put(root, "same-size/b.txt", b"alpha beta gamma DELTA\n" * 40)
-    # Binary copies: a group, read once, not a document.
+    # Binary copies: a group, read once, planned like any other.
     for p in ("bin/a.png", "bin/copy/a.png"):
         put(root, p, b"\x89PNG\r\n\x1a\n\x00" + bytes(range(256)) * 8)
     put(root, "empty.txt", b"")
     # Containers are read as a scan reads them: a PDF's copies are planned,
-    # a broken PDF's are not (no document); UTF-16 text is told by its
-    # first bytes.
+    # and so are a broken PDF's (a failed extraction: still exact copies);
+    # UTF-16 text is told by its first bytes.
     formats = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
                            "data", "formats")
     for name in ("cc0.pdf", "truncated.pdf", "cc0-utf16.txt"):
@@ -215,7 +219,11 @@ def case_exact_size_first(tmp):
     lines = plan_lines(out)
     planned = {l["path"] for l in lines}
     copies = {os.path.join(root, "formats/copy", n)
-              for n in ("cc0.pdf", "cc0-utf16.txt")}
+              for n in ("cc0.pdf", "truncated.pdf", "cc0-utf16.txt")}
+    copies |= {os.path.join(root, p)
+               for p in ("bin/a.png", "bin/copy/a.png")} - \
+        {min((os.path.join(root, p) for p in ("bin/a.png", "bin/copy/a.png")),
+             key=lambda p: (os.stat(p).st_mtime_ns, len(p), p))}
     check(planned == {p for g in groups for p in g[1:]} | copies,
           "planned exactly the copies: %s" % sorted(planned))
     # Without the near variants (which --near would keep in place of the

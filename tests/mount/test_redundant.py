@@ -170,6 +170,43 @@ def test_redundant_follows_the_source(w):
 
 
 @test
+def test_redundant_plans_binary_copies(w):
+    """Byte-identical binary files are exact copies like any other:
+    redundant/ lists those `imatch dedupe` plans, linked to the source (a
+    binary has no by-doc/ entry, so no keeper link), and follows the keeper's
+    removal, after which the next oldest copy keeps."""
+    docs = make_share(w)
+    blob = b'\x89PNG\r\n\x1a\n\x00' + bytes(range(256)) * 12
+    bins = ['img/a.png', 'img/old/a.png', 'backup/a.png']
+    for i, rel in enumerate(bins):
+        write(os.path.join(w.src, rel), blob)
+        os.utime(os.path.join(w.src, rel), (1_500_000_000 + i,) * 2)
+    write(os.path.join(w.src, 'img/b.png'), blob + b'\0')
+    w.daemon()
+    settle(w, len(docs))
+
+    def listed():
+        names = {decode_member(n) for n in os.listdir(os.path.join(w.mnt, 'redundant'))}
+        for rel in names:
+            target = os.readlink(os.path.join(w.mnt, 'redundant', encode_member(rel)))
+            check(target == os.path.join(w.src, rel), 'redundant/%s points to %r' % (rel, target))
+        return names
+
+    want = plan(w, [])
+    check(want.get('img/old/a.png') == 'img/a.png' and want.get('backup/a.png') == 'img/a.png'
+          and 'img/b.png' not in want, 'the plan of the binary copies: %r' % want)
+    got = listed()
+    check(got == set(want), 'redundant/ %s\nplan %s' % (sorted(got), sorted(want)))
+    check(not os.path.lexists(by_doc_path(w.mnt, 'backup/a.png')), 'a binary file has a by-doc/ entry')
+    os.unlink(os.path.join(w.src, 'img/a.png'))
+    poll(lambda: (plan(w, []).get('backup/a.png') == 'img/old/a.png', plan(w, [])),
+         'imatch dedupe to plan the next oldest copy')
+    want = plan(w, [])
+    poll(lambda: (listed() == set(want), listed()), 'redundant/ to follow the removed keeper')
+    check('img/old/a.png' not in listed(), 'the new keeper is still listed')
+
+
+@test
 def test_redundant_follows_a_rewrite_with_the_same_bytes(w):
     """keep_rule=newest: a planned file written again with the same bytes
     (the same signatures, only a newer mtime) becomes its group's keeper in

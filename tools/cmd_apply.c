@@ -136,9 +136,10 @@ static int whole_plan_checks(struct plan *p, const char **why)
 	return 0;
 }
 
-static const char *const done_verb[2][4] = {
-	{"removed", "trashed", "hardlinked", "symlinked"},
-	{"would remove", "would trash", "would hardlink", "would symlink"},
+static const char *const done_verb[2][5] = {
+	{"removed", "trashed", "hardlinked", "symlinked", "reflinked"},
+	{"would remove", "would trash", "would hardlink", "would symlink",
+	 "would reflink"},
 };
 
 static void print_done(const struct im_plan_line *l, bool dry,

@@ -5,7 +5,7 @@
  * changed; `imatch apply` (cmd_apply.c) carries a plan out.
  *
  * The plan line (JSON, one object per line; the CSV has the same columns):
- *   action     "remove", "trash", "hardlink" or "symlink"
+ *   action     "remove", "trash", "hardlink", "symlink" or "reflink"
  *   kind       "exact" (identical bytes) or "near"
  *   similarity to the keeper, in [0, 1]; 1 for exact
  *   path, keeper          absolute paths
@@ -105,9 +105,9 @@ static int meta(const char *path, struct im_plan_file *f, void *arg)
 /* ---- Options ----------------------------------------------------------------- */
 
 enum format { FMT_JSON, FMT_CSV, FMT_TEXT, FMT_SH };
-enum action { ACT_REMOVE, ACT_TRASH, ACT_HARDLINK, ACT_SYMLINK };
+enum action { ACT_REMOVE, ACT_TRASH, ACT_HARDLINK, ACT_SYMLINK, ACT_REFLINK };
 static const char *const action_names[] = {"remove", "trash", "hardlink",
-					   "symlink"};
+					   "symlink", "reflink"};
 
 struct dedupe {
 	char root[PATH_MAX];
@@ -250,6 +250,8 @@ static int parse_options(struct cli *c, const char *root, struct dedupe *dd)
 		dd->act = ACT_HARDLINK;
 	} else if (!strcmp(c->action, "symlink")) {
 		dd->act = ACT_SYMLINK;
+	} else if (!strcmp(c->action, "reflink")) {
+		dd->act = ACT_REFLINK;
 	} else if (!strncmp(c->action, "trash=", 6) && c->action[6]) {
 		int ret = absolute_dir(c->action + 6, dd->trash,
 				       sizeof(dd->trash));
@@ -268,12 +270,14 @@ static int parse_options(struct cli *c, const char *root, struct dedupe *dd)
 		}
 	} else {
 		err_msg("dedupe: unknown --action '%s' (remove, trash=DIR, "
-			"hardlink, symlink)",
+			"hardlink, symlink, reflink)",
 			c->action);
 		return -1;
 	}
-	if ((dd->act == ACT_HARDLINK || dd->act == ACT_SYMLINK) && c->near) {
-		err_msg("dedupe: --action %s replaces exact copies only; "
+	if ((dd->act == ACT_HARDLINK || dd->act == ACT_SYMLINK ||
+	     dd->act == ACT_REFLINK) &&
+	    c->near) {
+		err_msg("dedupe: --action %s is for exact copies only; "
 			"drop --near",
 			action_names[dd->act]);
 		return -1;

@@ -7,7 +7,8 @@ pkgs=(build-essential meson ninja-build pkg-config libfuse3-dev fuse3
       libssl-dev libxxhash-dev libutf8proc-dev check python3 valgrind
       python3-distributed
       libpoppler-glib-dev libarchive-dev libexpat1-dev libseccomp-dev
-      clang-format clang libclang-rt-14-dev rsync python3-docutils)
+      clang-format clang libclang-rt-14-dev rsync python3-docutils
+      btrfs-progs)
 
 missing=()
 for p in "${pkgs[@]}"; do

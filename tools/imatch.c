@@ -233,7 +233,8 @@ static const struct opt opts[] = {
 	 "matching\n"
 	 "                   directory (repeatable; excludes still apply)"},
 	{"action", 1, O_ACTION, F_DEDUPE | F_EXPORT, NULL,
-	 "--action ACTION    remove (default), trash=DIR, hardlink, symlink"},
+	 "--action ACTION    remove (default), trash=DIR, hardlink, symlink,\n"
+	 "                   reflink"},
 	{"format", 1, O_FORMAT, F_DEDUPE | F_EXPORT, NULL,
 	 "--format FMT       json (lines, default), csv, text, sh"},
 	{"csv", 0, O_CSV, F_DEDUPE | F_SCAN | F_DUPES, NULL,

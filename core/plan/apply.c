@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
 #include <time.h>
@@ -349,7 +351,7 @@ static int field(struct jp *p, const char *key, struct im_plan_line *l,
 		 unsigned *seen)
 {
 	static const char *const actions[] = {"remove", "trash", "hardlink",
-					      "symlink"};
+					      "symlink", "reflink"};
 	char *s = NULL;
 	int ret;
 
@@ -361,7 +363,8 @@ static int field(struct jp *p, const char *key, struct im_plan_line *l,
 			return ret;
 		ret = fail(p, action ? "unknown action" : "unknown kind");
 		if (action) {
-			for (int i = 0; i < 4; i++)
+			for (size_t i = 0;
+			     i < sizeof(actions) / sizeof(actions[0]); i++)
 				if (!strcmp(s, actions[i])) {
 					l->action = (enum im_plan_action)i;
 					ret = 0;
@@ -1205,6 +1208,93 @@ static int do_replace(const struct im_plan_line *l, struct side *f,
 	return ret;
 }
 
+/* The most one FIDEDUPERANGE call shares: btrfs stops at 16 MiB a call. */
+#define DEDUPE_CHUNK ((uint64_t)16 << 20)
+
+/*
+ * Share the keeper's extents with the file, @p size bytes, a chunk at a
+ * time. The kernel locks both files and compares each range before it
+ * shares it, so a change since our own check comes back as a difference,
+ * never as lost data; a failure part way leaves both files whole, some of
+ * the range shared.
+ */
+static int share_extents(int keeper_fd, int file_fd, uint64_t size,
+			 const char **why)
+{
+	/* The request and its one destination, suitably aligned. */
+	uint64_t buf[(sizeof(struct file_dedupe_range) +
+		      sizeof(struct file_dedupe_range_info)) /
+			     sizeof(uint64_t) +
+		     1];
+	struct file_dedupe_range *req = (struct file_dedupe_range *)buf;
+	uint64_t off = 0;
+
+	while (off < size) {
+		uint64_t n =
+			size - off < DEDUPE_CHUNK ? size - off : DEDUPE_CHUNK;
+
+		memset(buf, 0, sizeof(buf));
+		req->src_offset = off;
+		req->src_length = n;
+		req->dest_count = 1;
+		req->info[0].dest_fd = file_fd;
+		req->info[0].dest_offset = off;
+		if (ioctl(keeper_fd, FIDEDUPERANGE, req)) {
+			int e = errno;
+
+			if (e == EOPNOTSUPP || e == ENOTTY || e == EINVAL ||
+			    e == EXDEV) {
+				*why = "the filesystem cannot share extents "
+				       "(reflink)";
+				return SKIP;
+			}
+			*why = e == EPERM || e == EACCES || e == EBADF
+				       ? "no permission to share the file's "
+					 "extents"
+				       : "sharing the keeper's extents";
+			return e == EPERM || e == EACCES || e == EBADF ? SKIP
+								       : -e;
+		}
+		if (req->info[0].status == FILE_DEDUPE_RANGE_DIFFERS) {
+			*why = "the file and the keeper differ (the kernel "
+			       "compared them)";
+			return SKIP;
+		}
+		if (req->info[0].status < 0) {
+			*why = "sharing the keeper's extents";
+			return req->info[0].status;
+		}
+		if (!req->info[0].bytes_deduped) {
+			*why = "the filesystem shared none of the extents";
+			return SKIP;
+		}
+		off += req->info[0].bytes_deduped;
+	}
+	return 0;
+}
+
+/* Make the file share the keeper's data (IM_ACT_REFLINK). Each name keeps
+ * its own inode, owner, mode and attributes: nothing to compare there. */
+static int do_reflink(const struct im_plan_line *l, struct side *f,
+		      struct side *k, bool dry, const char **why)
+{
+	if (!l->exact) {
+		*why = "reflink shares the data of exact copies only";
+		return SKIP;
+	}
+	if (f->st.st_dev != k->st.st_dev) {
+		*why = "the keeper is on another filesystem";
+		return SKIP;
+	}
+	if (dry)
+		return 0;
+	if (!still_there(f) || !still_there(k)) {
+		*why = "the file or the keeper changed during verification";
+		return SKIP;
+	}
+	return share_extents(k->fd, f->fd, (uint64_t)f->st.st_size, why);
+}
+
 int im_apply_line(const struct im_plan_line *l, bool dry_run,
 		  struct im_apply_result *r)
 {
@@ -1287,6 +1377,7 @@ int im_apply_line(const struct im_plan_line *l, bool dry_run,
 		break;
 	case IM_ACT_HARDLINK:
 	case IM_ACT_SYMLINK: ret = do_replace(l, &f, &k, dry_run, &why); break;
+	case IM_ACT_REFLINK: ret = do_reflink(l, &f, &k, dry_run, &why); break;
 	}
 out:
 	close_side(&f);

@@ -45,6 +45,13 @@
  *             rename it over the file (atomic: the name always holds one
  *             of the two); skipped when they are on different filesystems.
  *   symlink   the same with a symlink to the keeper's absolute path.
+ *   reflink   make the file share the keeper's data extents
+ *             (FIDEDUPERANGE): both names, inodes, owners, modes and
+ *             attributes stay as they were and the space of one copy is
+ *             freed, on filesystems that share extents (btrfs, XFS);
+ *             skipped elsewhere, across filesystems, or when the kernel,
+ *             which compares the bytes itself with both files locked,
+ *             finds them different.
  *
  * Whether a keeper is planned elsewhere in the same plan is a property of
  * the whole plan; the caller checks it (see `imatch apply`).
@@ -63,6 +70,7 @@ enum im_plan_action {
 	IM_ACT_TRASH,
 	IM_ACT_HARDLINK,
 	IM_ACT_SYMLINK,
+	IM_ACT_REFLINK,
 };
 
 /** A file as the plan recorded it. */

@@ -13,6 +13,7 @@ import io
 import json
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -479,6 +480,100 @@ def case_links(tmp):
         check(os.path.islink(p) and os.readlink(p) == groups[0][0],
               "symlink to the keeper: %s" % p)
         check(open(p, "rb").read() == data, "readable through the link")
+
+
+def btrfs_mount(tmp):
+    """A fresh btrfs in a sparse image, loop-mounted under @tmp (root, the
+    kernel's btrfs and mkfs.btrfs are needed: else the case skips).
+    Returns the mount point; the caller unmounts it."""
+    mnt = os.path.join(tmp, "btrfs")
+    image = os.path.join(tmp, "btrfs.img")
+    if os.geteuid() != 0 or not shutil.which("mkfs.btrfs"):
+        print("SKIP: needs root and mkfs.btrfs (Debian: btrfs-progs)")
+        sys.exit(77)
+    with open(image, "wb") as f:
+        f.truncate(256 << 20)
+    os.makedirs(mnt)
+    made = subprocess.run(["mkfs.btrfs", "-q", image], capture_output=True)
+    mounted = made.returncode == 0 and subprocess.run(
+        ["mount", "-o", "loop", image, mnt], capture_output=True).returncode == 0
+    if not mounted:
+        print("SKIP: cannot make and loop-mount a btrfs here: %s"
+              % made.stderr.decode(errors="replace").strip())
+        sys.exit(77)
+    return mnt
+
+
+def shares_extents(path):
+    """Whether filefrag reports every extent of @path as shared."""
+    out = subprocess.run(["filefrag", "-v", path], capture_output=True,
+                         check=True).stdout.decode()
+    flags = [l.rsplit(None, 1)[-1] for l in out.splitlines()
+             if re.match(r"\s*\d+:", l)]
+    return bool(flags) and all("shared" in f for f in flags)
+
+
+def case_reflink(tmp):
+    """--action reflink: each copy keeps its name, inode, owner, mode and
+    mtime and reads the same bytes, and now shares the keeper's extents
+    (filefrag says shared); a copy of another mode is reflinked too (no
+    path changes its inode). On a filesystem that cannot share extents
+    (ext4) apply skips each line and says why, changing nothing. A near
+    plan cannot reflink."""
+    mnt = btrfs_mount(tmp)
+    try:
+        root = os.path.join(mnt, "share")
+        groups = make_groups(root, sizes=(3,), singles=2)
+        big = os.urandom(3 << 20)
+        groups.append([put(root, p, big, mtime=1_600_000_000 + i)
+                       for i, p in enumerate(("img/a.bin", "old/a.bin"))])
+        os.chmod(groups[0][2], 0o600)
+        before = {p: os.stat(p) for g in groups for p in g}
+        out, err = run("dedupe", "--action", "reflink", root)
+        lines = plan_lines(out)
+        check(sorted(l["path"] for l in lines) ==
+              sorted(p for g in groups for p in g[1:]) and
+              all(l["action"] == "reflink" for l in lines),
+              "the plan reflinks every copy: %r" % lines)
+        out, err = run("apply", "-", stdin=out)
+        check(out.count(b"reflinked ") == len(lines), "apply: %s %s" % (out, err))
+        for g in groups:
+            data = open(g[0], "rb").read()
+            for p in g:
+                st = os.stat(p)
+                b = before[p]
+                check((st.st_ino, st.st_mode, st.st_uid, st.st_mtime_ns) ==
+                      (b.st_ino, b.st_mode, b.st_uid, b.st_mtime_ns),
+                      "%s kept its inode, mode, owner and mtime" % p)
+                check(open(p, "rb").read() == data, "%s reads the same" % p)
+                check(shares_extents(p), "%s shares its extents" % p)
+        out, err = run("dedupe", "--near", "--action", "reflink", root, code=2)
+        check("exact copies only" in err, "--near with reflink: %s" % err)
+    finally:
+        subprocess.run(["umount", mnt])
+    root = os.path.join(tmp, "ext4")
+    groups = make_groups(root, sizes=(2,), singles=1)
+    out, _ = run("dedupe", "--action", "reflink", root)
+    if shares_extents_possible(root):
+        return
+    out, err = run("apply", "-", stdin=out)
+    check(b"reflinked" not in out and "cannot share extents" in
+          err + out.decode(), "apply on %s: %s %s" % (root, out, err))
+    check(all(not shares_extents(p) for p in groups[0]), "nothing shared")
+
+
+def shares_extents_possible(directory):
+    """Whether @directory's filesystem can share extents (cp --reflink)."""
+    a = os.path.join(directory, ".probe-a")
+    b = os.path.join(directory, ".probe-b")
+    with open(a, "wb") as f:
+        f.write(b"x" * 8192)
+    ok = subprocess.run(["cp", "--reflink=always", a, b],
+                        capture_output=True).returncode == 0
+    for p in (a, b):
+        if os.path.exists(p):
+            os.unlink(p)
+    return ok
 
 
 def case_links_keep_owner_and_mode(tmp):

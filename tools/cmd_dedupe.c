@@ -27,6 +27,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "apply.h"
+#include "beneath.h"
 #include "dupdirs.h"
 #include "exact.h"
 #include "imatch.h"
@@ -513,6 +515,63 @@ static void release(struct dedupe *dd)
 	im_plan_set_release(&dd->set);
 }
 
+/* Whether @p rel already shares @p keeper's extents (both below @p rootfd,
+ * @p size bytes). */
+static bool reflinked(int rootfd, const char *rel, const char *keeper,
+		      uint64_t size)
+{
+	int a = -1, b = -1;
+	bool shared = false;
+
+	if (!im_open_beneath(rootfd, rel, O_RDONLY | O_NOCTTY | O_NONBLOCK,
+			     &a) &&
+	    !im_open_beneath(rootfd, keeper, O_RDONLY | O_NOCTTY | O_NONBLOCK,
+			     &b))
+		shared = im_shares_extents(b, a, size);
+	if (a >= 0)
+		close(a);
+	if (b >= 0)
+		close(b);
+	return shared;
+}
+
+/*
+ * --action reflink: leave out the copies that already share their keeper's
+ * extents (an earlier plan reflinked them): applying them again would read
+ * both files to change nothing. Says how many on stderr.
+ */
+static void drop_reflinked(struct dedupe *dd, int rootfd)
+{
+	struct im_plan *p = &dd->set.plan;
+	size_t n = 0, dropped = 0;
+
+	p->keepers = 0;
+	for (size_t i = 0; i < p->n; i++) {
+		const struct im_plan_entry *e = &p->v[i];
+		const struct im_plan_file *f = &dd->set.files[e->file];
+
+		if (e->exact &&
+		    reflinked(rootfd, f->path, dd->set.files[e->keeper].path,
+			      f->size)) {
+			p->bytes -= f->size;
+			p->exact_bytes -= f->size;
+			p->exact--;
+			dropped++;
+			continue;
+		}
+		/* A keeper's files are adjacent in the plan. */
+		if (!n || p->v[n - 1].keeper != e->keeper)
+			p->keepers++;
+		p->v[n++] = *e;
+	}
+	p->n = n;
+	if (dropped)
+		fprintf(stderr,
+			"imatch: dedupe: %zu exact copies already share their "
+			"keeper's extents (reflinked before): not planned\n",
+			dropped);
+}
+
 /* Print the plan and its summary. @return the exit code. */
 static int emit(const struct dedupe *dd)
 {
@@ -682,6 +741,8 @@ int cmd_dedupe(struct cli *c)
 		err_msg("planning: %s", strerror(-ret));
 		goto out;
 	}
+	if (dd.act == ACT_REFLINK)
+		drop_reflinked(&dd, fd);
 	code = emit(&dd);
 out:
 	release(&dd);

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/fiemap.h>
 #include <linux/fs.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
@@ -1208,6 +1209,121 @@ static int do_replace(const struct im_plan_line *l, struct side *f,
 	return ret;
 }
 
+/* ---- Shared extents ------------------------------------------------------ */
+
+/* Extents read per FIEMAP call. */
+#define FIEMAP_BATCH 64
+
+/* What an extent must not be to be compared by its physical address. */
+#define EXTENT_UNCLEAR                                                         \
+	(FIEMAP_EXTENT_UNKNOWN | FIEMAP_EXTENT_DELALLOC |                      \
+	 FIEMAP_EXTENT_DATA_INLINE | FIEMAP_EXTENT_DATA_TAIL |                 \
+	 FIEMAP_EXTENT_NOT_ALIGNED)
+
+struct extents {
+	struct fiemap_extent *v;
+	size_t n, cap;
+};
+
+/* Every extent of @p fd in logical order. @return false if the filesystem
+ * cannot say or memory is short. */
+static bool read_extents(int fd, struct extents *e)
+{
+	uint64_t buf[(sizeof(struct fiemap) +
+		      FIEMAP_BATCH * sizeof(struct fiemap_extent)) /
+		     sizeof(uint64_t)];
+	struct fiemap *fm = (struct fiemap *)buf;
+	uint64_t start = 0;
+
+	for (;;) {
+		memset(buf, 0, sizeof(buf));
+		fm->fm_start = start;
+		fm->fm_length = FIEMAP_MAX_OFFSET - start;
+		fm->fm_extent_count = FIEMAP_BATCH;
+		if (ioctl(fd, FS_IOC_FIEMAP, fm))
+			return false;
+		if (!fm->fm_mapped_extents)
+			return true;
+		for (uint32_t i = 0; i < fm->fm_mapped_extents; i++) {
+			const struct fiemap_extent *x = &fm->fm_extents[i];
+
+			if (e->n == e->cap) {
+				size_t cap = e->cap ? 2 * e->cap : 16;
+				void *v = realloc(e->v, cap * sizeof(*e->v));
+
+				if (!v)
+					return false;
+				e->v = v;
+				e->cap = cap;
+			}
+			e->v[e->n++] = *x;
+			if (x->fe_flags & FIEMAP_EXTENT_LAST)
+				return true;
+			start = x->fe_logical + x->fe_length;
+		}
+	}
+}
+
+/* The extent of @p e holding byte @p pos from index *i on, or NULL for a
+ * hole; *i moves past the extents that end before @p pos. */
+static const struct fiemap_extent *extent_at(const struct extents *e, size_t *i,
+					     uint64_t pos)
+{
+	while (*i < e->n && e->v[*i].fe_logical + e->v[*i].fe_length <= pos)
+		++*i;
+	return *i < e->n && e->v[*i].fe_logical <= pos ? &e->v[*i] : NULL;
+}
+
+/* Where the hole at @p pos ends: the next extent's start, or @p size. */
+static uint64_t hole_end(const struct extents *e, size_t i, uint64_t size)
+{
+	return i < e->n && e->v[i].fe_logical < size ? e->v[i].fe_logical
+						     : size;
+}
+
+bool im_shares_extents(int a, int b, uint64_t size)
+{
+	struct extents ea = {NULL, 0, 0}, eb = {NULL, 0, 0};
+	size_t i = 0, j = 0;
+	uint64_t pos = 0;
+	bool same = size > 0 && read_extents(a, &ea) && read_extents(b, &eb);
+
+	while (same && pos < size) {
+		const struct fiemap_extent *x = extent_at(&ea, &i, pos);
+		const struct fiemap_extent *y = extent_at(&eb, &j, pos);
+		uint64_t end;
+
+		if (!x || !y) {
+			/* A hole must be one in both. */
+			same = !x && !y;
+			end = hole_end(&ea, i, size);
+			if (end > hole_end(&eb, j, size))
+				end = hole_end(&eb, j, size);
+			pos = end;
+			continue;
+		}
+		/* An encoded (compressed) extent's bytes are not at a linear
+		 * offset from its start: only the same extent is the same. */
+		if ((x->fe_flags | y->fe_flags) & EXTENT_UNCLEAR ||
+		    (((x->fe_flags | y->fe_flags) & FIEMAP_EXTENT_ENCODED) &&
+		     (x->fe_logical != y->fe_logical ||
+		      x->fe_physical != y->fe_physical ||
+		      x->fe_length != y->fe_length))) {
+			same = false;
+			break;
+		}
+		same = x->fe_physical + (pos - x->fe_logical) ==
+		       y->fe_physical + (pos - y->fe_logical);
+		end = x->fe_logical + x->fe_length;
+		if (end > y->fe_logical + y->fe_length)
+			end = y->fe_logical + y->fe_length;
+		pos = end;
+	}
+	free(ea.v);
+	free(eb.v);
+	return same;
+}
+
 /* The most one FIDEDUPERANGE call shares: btrfs stops at 16 MiB a call. */
 #define DEDUPE_CHUNK ((uint64_t)16 << 20)
 
@@ -1337,6 +1453,13 @@ int im_apply_line(const struct im_plan_line *l, bool dry_run,
 	}
 	if (l->exact && l->file.size != l->keeper.size) {
 		why = "an exact line whose sizes differ";
+		goto out;
+	}
+	/* Reflinked before (a plan made again): nothing to do, nothing to
+	 * read. */
+	if (l->action == IM_ACT_REFLINK && f.st.st_size == k.st.st_size &&
+	    im_shares_extents(k.fd, f.fd, (uint64_t)f.st.st_size)) {
+		why = "the file already shares the keeper's extents";
 		goto out;
 	}
 	ret = hash_files(&f, &k, l->exact, hf, hk, &same, &why);

@@ -139,4 +139,15 @@ int im_apply_line(const struct im_plan_line *l, bool dry_run,
 /** Free what im_apply_line() left in @p r (call after each line). */
 void im_apply_result_release(struct im_apply_result *r);
 
+/**
+ * Whether the files open at @p a and @p b, both @p size bytes, already hold
+ * their data in the very same extents (what reflink leaves behind), as
+ * FIEMAP tells: every byte of one is at the physical place of the same
+ * byte of the other, holes at the same offsets. False when the filesystem
+ * cannot say (no FIEMAP, extents not yet allocated, inline data), when the
+ * extents differ, for @p size 0, or out of memory. Reads no data.
+ * Reentrant.
+ */
+bool im_shares_extents(int a, int b, uint64_t size);
+
 #endif

@@ -535,7 +535,8 @@ def case_reflink(tmp):
               sorted(p for g in groups for p in g[1:]) and
               all(l["action"] == "reflink" for l in lines),
               "the plan reflinks every copy: %r" % lines)
-        out, err = run("apply", "-", stdin=out)
+        plan = out
+        out, err = run("apply", "-", stdin=plan)
         check(out.count(b"reflinked ") == len(lines), "apply: %s %s" % (out, err))
         for g in groups:
             data = open(g[0], "rb").read()
@@ -547,6 +548,19 @@ def case_reflink(tmp):
                       "%s kept its inode, mode, owner and mtime" % p)
                 check(open(p, "rb").read() == data, "%s reads the same" % p)
                 check(shares_extents(p), "%s shares its extents" % p)
+        # Planned again: what is reflinked already is left out, and a line
+        # of it that apply meets anyway is skipped, read or not.
+        fresh = os.path.join(root, "late/a.bin")
+        os.makedirs(os.path.dirname(fresh))
+        subprocess.run(["cp", "--reflink=never", groups[1][0], fresh],
+                       check=True)
+        out, err = run("dedupe", "--action", "reflink", root)
+        check([l["path"] for l in plan_lines(out)] == [fresh] and
+              "%d exact copies already share" % len(lines) in err,
+              "the plan made again: %s %s" % (out, err))
+        out, err = run("apply", "-", stdin=plan)
+        check(out.count(b"already shares the keeper's extents") ==
+              len(lines), "the old plan applied again: %s %s" % (out, err))
         out, err = run("dedupe", "--near", "--action", "reflink", root, code=2)
         check("exact copies only" in err, "--near with reflink: %s" % err)
     finally:

@@ -1,14 +1,21 @@
 /*
  * Plan lines: parsing what `imatch dedupe` writes (every field, the
  * surrogateescape bytes, fields in any order, unknown fields) and refusing
- * what it never writes. Acting on real files is tested by
- * tests/cli/test_dedupe.py.
+ * what it never writes; telling shared extents on a real filesystem.
+ * Acting on real files is tested by tests/cli/test_dedupe.py.
  */
 #include <check.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include <linux/fiemap.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 
 #include "apply.h"
 
@@ -161,6 +168,76 @@ START_TEST(test_apply_skips_paths_outside_the_root)
 }
 END_TEST
 
+/* A file of @p blocks 4 KiB blocks in the temporary directory @p dir, data
+ * in the even ones and holes in the odd ones (where the filesystem keeps
+ * holes), synced so that its extents are allocated. @return an fd. */
+static int holey_file(const char *dir, const char *name, unsigned blocks,
+		      unsigned char fill)
+{
+	char path[4096], block[4096];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	ck_assert_int_ge(fd, 0);
+	memset(block, fill, sizeof(block));
+	for (unsigned i = 0; i < blocks; i += 2)
+		ck_assert_int_eq(pwrite(fd, block, sizeof(block),
+					(off_t)i * sizeof(block)),
+				 (ssize_t)sizeof(block));
+	ck_assert_int_eq(ftruncate(fd, (off_t)blocks * sizeof(block)), 0);
+	ck_assert_int_eq(fsync(fd), 0);
+	return fd;
+}
+
+/* Whether the filesystem of @p fd answers FIEMAP (ext4, btrfs, XFS do). */
+static bool fiemap_works(int fd)
+{
+	struct fiemap fm;
+
+	memset(&fm, 0, sizeof(fm));
+	fm.fm_length = FIEMAP_MAX_OFFSET;
+	return ioctl(fd, FS_IOC_FIEMAP, &fm) == 0;
+}
+
+/*
+ * im_shares_extents() on a real filesystem: a file shares its extents with
+ * itself (a second fd), holes included; a copy of the same bytes does not;
+ * nothing does at size 0. Where the filesystem has no FIEMAP every answer
+ * is false, and only that is checked.
+ */
+START_TEST(test_apply_tells_shared_extents)
+{
+	char dir[] = "/tmp/imatch-extents-XXXXXX";
+	char path[4096];
+	int a, again, copy;
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	a = holey_file(dir, "a", 33, 'x');
+	copy = holey_file(dir, "copy", 33, 'x');
+	snprintf(path, sizeof(path), "%s/a", dir);
+	again = open(path, O_RDONLY);
+	ck_assert_int_ge(again, 0);
+	if (fiemap_works(a)) {
+		ck_assert(im_shares_extents(a, again, 33 * 4096));
+		ck_assert(im_shares_extents(again, a, 33 * 4096));
+		ck_assert(im_shares_extents(a, again, 5 * 4096));
+		ck_assert(!im_shares_extents(a, copy, 33 * 4096));
+		ck_assert(!im_shares_extents(copy, a, 33 * 4096));
+	}
+	ck_assert(!im_shares_extents(a, again, 0));
+	ck_assert(!im_shares_extents(a, copy, 33 * 4096));
+	close(a);
+	close(again);
+	close(copy);
+	snprintf(path, sizeof(path), "%s/a", dir);
+	unlink(path);
+	snprintf(path, sizeof(path), "%s/copy", dir);
+	unlink(path);
+	rmdir(dir);
+}
+END_TEST
+
 static Suite *apply_suite(void)
 {
 	Suite *s = suite_create("apply");
@@ -171,6 +248,7 @@ static Suite *apply_suite(void)
 	tcase_add_test(tc,
 		       test_apply_skips_non_canonical_paths_without_touching);
 	tcase_add_test(tc, test_apply_skips_paths_outside_the_root);
+	tcase_add_test(tc, test_apply_tells_shared_extents);
 	suite_add_tcase(s, tc);
 	return s;
 }

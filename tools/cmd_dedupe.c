@@ -723,13 +723,11 @@ int cmd_dedupe(struct cli *c)
 				"imatch: dedupe: %zu files, %zu sharing a size "
 				"hashed (%.1f MB): %zu told apart by their "
 				"first %d bytes, %zu read whole after them, "
-				"%zu groups of copies (%zu "
-				"read as documents, %zu text told by their "
-				"first bytes), %zu changed or unreadable\n",
+				"%zu groups of copies, %zu changed or "
+				"unreadable\n",
 				st.files, st.hashed, (double)st.bytes / 1e6,
 				st.head_apart, IM_EXACT_HEAD, st.whole,
-				st.read + st.sniffed, st.read, st.sniffed,
-				st.unreadable);
+				st.groups, st.unreadable);
 	}
 	if (recs.err) {
 		err_msg("%s", strerror(-recs.err));

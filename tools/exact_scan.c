@@ -6,10 +6,10 @@
  * opened. Of the others the first 4 KiB are hashed (IM_EXACT_HEAD), and
  * only the files whose head another file of their size shares are hashed
  * whole (the XXH3-128 the signer gives); heads only tell files apart, the
- * whole hash alone makes copies. Both passes run on -j threads. Of each
- * group of files whose hash is the same one is looked at, to learn whether
- * they are documents at all (only documents are planned). The index
- * holds these files alone, with their exact keys only. A plan without
+ * whole hash alone makes copies. Both passes run on -j threads. Every
+ * group of copies is planned, documents or not, so nothing is read again
+ * to learn what they are. The index holds these files alone, with their
+ * exact keys only. A plan without
  * --near follows exact links only, so it plans the files and keepers a full
  * scan plans; its clusters are the groups of copies, where a full scan's
  * are named by signatures this scan never computes.
@@ -27,7 +27,6 @@
 
 #include "beneath.h"
 #include "exact.h"
-#include "extract.h"
 #include "fdio.h"
 #include "imatch.h"
 #include "index.h"
@@ -51,7 +50,6 @@ struct walked {
 	ino_t ino;
 	uint8_t exact[16];
 	uint8_t state; /* enum walked_state */
-	uint8_t fmt;   /* enum im_format sniffed from the head (W_HEAD on) */
 };
 
 /* A modification time as the index and the plan keep it. */
@@ -250,16 +248,6 @@ static void *pass_run(void *arg)
 			continue;
 		}
 		f->state = ps->whole ? W_WHOLE : W_HEAD;
-		/* The first bytes, for text_by_sniff(): identical files
-		 * sniff alike, so one file's head speaks for its copies.
-		 * Sniffed once, where the head is in the buffer and the file
-		 * may have a copy: a whole file that fits the buffer in the
-		 * whole pass, any other in the head pass. */
-		if (ps->whole ==
-		    (f->size > IM_EXACT_HEAD && f->size <= READ_BUF))
-			f->fmt = (uint8_t)im_extract_sniff(
-				buf, f->size < IM_EXACT_HEAD ? (size_t)f->size
-							     : IM_EXACT_HEAD);
 	}
 	free(buf);
 	return NULL;
@@ -416,94 +404,30 @@ out:
 	return ret ? ret : (long)n;
 }
 
-/*
- * Whether plain text, HTML or e-mail is a document is told by its first
- * bytes: turning it into text can only fail by growing past max_text, and
- * a file of at most max_text / 3 bytes cannot (a byte becomes at most three
- * of UTF-8). For such a group of copies the result is made here from the
- * format its head read sniffed (the head of a file its whole hash then
- * found unchanged since the walk), without reading, converting and
- * tokenizing the whole file (the index needs no terms for exact copies);
- * any other format is read as a scan reads it.
- * @return 1 with *d filled, or 0 to read the file.
- */
-static int text_by_sniff(const struct walked *f, unsigned k, size_t max_text,
-			 struct im_doc_sigs *d)
+/* Put @p f, one of a group of copies, in @p ix, and tell @p fn. */
+static int put_copy(struct im_index *ix, const struct walked *f, unsigned k,
+		    scan_file_fn fn, void *arg)
 {
-	if (max_text && f->size > max_text / 3)
-		return 0;
-	if (f->fmt != IM_FMT_TEXT && f->fmt != IM_FMT_HTML &&
-	    f->fmt != IM_FMT_EMAIL)
-		return 0;
-	memset(d, 0, sizeof(*d));
-	d->status = IM_DOC_REJECTED; /* a text, as a first scan's read says */
-	d->format = f->fmt;
-	d->ncoords = (uint8_t)(k + 1);
-	d->exact_valid = 1;
-	return 1;
-}
-
-/*
- * Text, HTML or e-mail too long for text_by_sniff(): read the file and
- * extract its text, which says whether it is a document as a scan's read
- * does (text no longer than max_text), without the terms and sketch a scan
- * would then make of it, the bulk of the cost (none is needed for exact
- * copies). The bytes must hash as the file did: else it changed since.
- * @p *x is made on first use. Any other format is read by the signer.
- * @return 1 with *d filled; 0 for another format or no memory for the
- *         file (the signer's read decides); -ESTALE when the file changed
- *         or cannot be read since it was hashed; or -ENOMEM (extractor).
- */
-static int text_by_extract(struct im_extractor **x,
-			   const struct im_extract_opts *xo, int fd,
-			   const struct walked *f, unsigned k,
-			   struct im_doc_sigs *d)
-{
-	struct im_extract_result xr;
-	const char *base = strrchr(f->path, '/');
-	uint8_t exact[16];
+	struct im_doc_sigs d;
 	struct stat st;
-	char *buf = NULL;
-	size_t n = 0;
-	int ffd = -1, ret;
+	int ret;
 
-	if (f->fmt != IM_FMT_TEXT && f->fmt != IM_FMT_HTML &&
-	    f->fmt != IM_FMT_EMAIL)
-		return 0;
-	if (!*x && im_extractor_new(xo, x))
-		return -ENOMEM;
-	/* One byte more than it should have: a file grown is seen. Without
-	 * the memory, the signer's read says what it says (a failed read). */
-	buf = f->size < SIZE_MAX ? malloc((size_t)f->size + 1) : NULL;
-	if (!buf)
-		return 0;
-	ret = -ESTALE;
-	if (im_open_beneath(fd, f->path, O_RDONLY | O_NOCTTY | O_NONBLOCK,
-			    &ffd) ||
-	    fstat(ffd, &st) || (uint64_t)st.st_size != f->size ||
-	    ns_of(st.st_mtim) != ns_of(f->mtim) ||
-	    im_read_full(ffd, buf, f->size + 1, &n) || n != f->size)
-		goto out;
-	im_exact_hash_buf(buf, n, exact);
-	if (memcmp(exact, f->exact, sizeof(exact)))
-		goto out;
-	ret = im_extract(*x, base ? base + 1 : f->path, buf, n, &xr);
-	if (ret < 0)
-		goto out;
-	memset(d, 0, sizeof(*d));
-	if (xr.format == IM_FMT_BINARY || xr.fail)
-		d->status = xr.fail ? IM_DOC_FAILED : IM_DOC_BINARY;
-	else
-		d->status = IM_DOC_REJECTED; /* as text_by_sniff() */
-	d->err = (int32_t)xr.fail;
-	d->format = (uint8_t)xr.format;
-	d->ncoords = (uint8_t)(k + 1);
-	d->exact_valid = 1;
-	ret = 1;
-out:
-	if (ffd >= 0)
-		close(ffd);
-	free(buf);
+	memset(&d, 0, sizeof(d));
+	memset(&st, 0, sizeof(st));
+	d.status = IM_DOC_BINARY; /* an exact copy: no terms are needed */
+	d.ncoords = (uint8_t)(k + 1);
+	d.size = f->size;
+	d.mtime_ns = ns_of(f->mtim);
+	memcpy(d.exact, f->exact, sizeof(d.exact));
+	d.exact_valid = 1;
+	st.st_mode = S_IFREG;
+	st.st_size = (off_t)f->size;
+	st.st_mtim = f->mtim;
+	st.st_dev = f->dev;
+	st.st_ino = f->ino;
+	ret = im_index_put(ix, f->path, &d);
+	if (!ret && fn)
+		fn(f->path, &st, &d, arg);
 	return ret;
 }
 
@@ -513,18 +437,13 @@ int scan_tree_exact(struct cli *c, int fd, struct im_index **idx,
 	struct walk_list w = {.max_size = c->p.max_size};
 	struct im_walk_ops ops = {.file = on_walk_file, .arg = &w};
 	struct im_scan_counts counts;
-	struct im_signer *signer = NULL;
-	struct im_extractor *x = NULL;
 	struct im_params p = c->p;
 	struct im_index *ix = NULL;
-	struct im_extract_opts xo;
 	long hashed;
 	int ret;
 
 	memset(st, 0, sizeof(*st));
 	memset(&counts, 0, sizeof(counts));
-	im_extract_opts_init(&xo); /* the signer's limits */
-	xo.filters = p.filters;
 	/* Byte-identical binary files have identical bytes read: no need to
 	 * defer them here, and the index links them as a scan's does. */
 	p.defer_binary = 0;
@@ -534,8 +453,7 @@ int scan_tree_exact(struct cli *c, int fd, struct im_index **idx,
 		ret = im_index_new(&ix);
 	if (!ret)
 		ret = im_index_set_similarity(ix, p.similarity);
-	/* As im_signer_new() checks them: the signer is made only when a
-	 * group needs it, which saves loading OpenSSL's configuration. */
+	/* As a scan checks them, though nothing here signs. */
 	if (!ret && im_params_check(&p, NULL, 0) < 0)
 		ret = -EINVAL;
 	hashed = ret ? 0
@@ -544,71 +462,21 @@ int scan_tree_exact(struct cli *c, int fd, struct im_index **idx,
 					 st);
 	if (hashed < 0)
 		ret = (int)hashed;
+	/*
+	 * Every group of copies is planned, documents, binary files and
+	 * failed extractions alike (im_exact_tier()): the index needs only
+	 * their exact keys, each file its own size, time and inode, which
+	 * hashing found unchanged since the walk (apply checks again).
+	 */
 	for (size_t i = 0; !ret && i < (size_t)hashed;) {
 		size_t end = run_end(w.v, (size_t)hashed, i, same_hash);
 		bool copies = end - i > 1;
-		const struct im_terms *terms;
-		struct im_doc_sigs d;
-		struct stat fst;
 
-		/*
-		 * Only copies are read as documents, and of each group only
-		 * one: identical bytes are the same document. The others take
-		 * its result with their own size, time and inode, which their
-		 * hashing found unchanged since the walk (and apply checks
-		 * again). A file that changed since it was hashed is skipped.
-		 */
-		memset(&fst, 0, sizeof(fst));
-		for (; copies && i < end; i++) {
-			if (text_by_sniff(&w.v[i], p.k, xo.max_text, &d)) {
-				fst.st_mode = S_IFREG;
-				st->sniffed++;
-				break;
-			}
-			ret = text_by_extract(&x, &xo, fd, &w.v[i], p.k, &d);
-			if (ret == 1) {
-				ret = 0;
-				fst.st_mode = S_IFREG;
-				st->read++;
-				break;
-			}
-			if (ret == -ESTALE) {
-				ret = 0;
-				st->unreadable++;
-				continue;
-			}
-			if (!ret && !signer)
-				ret = im_signer_new(NULL, &p, &signer);
-			if (!ret)
-				ret = im_signer_prepare_at(signer, fd,
-							   w.v[i].path, &d,
-							   &fst, &terms);
-			if (ret)
-				break;
-			st->read++;
-			if (d.exact_valid &&
-			    !memcmp(d.exact, w.v[i].exact, sizeof(d.exact)))
-				break;
-			st->unreadable++;
-		}
-		for (; copies && i < end && !ret; i++) {
-			const struct walked *f = &w.v[i];
-
-			d.size = f->size;
-			d.mtime_ns = ns_of(f->mtim);
-			memcpy(d.exact, f->exact, sizeof(d.exact));
-			fst.st_size = (off_t)f->size;
-			fst.st_mtim = f->mtim;
-			fst.st_dev = f->dev;
-			fst.st_ino = f->ino;
-			ret = im_index_put(ix, f->path, &d);
-			if (!ret && fn)
-				fn(f->path, &fst, &d, arg);
-		}
+		st->groups += copies;
+		for (; copies && i < end && !ret; i++)
+			ret = put_copy(ix, &w.v[i], p.k, fn, arg);
 		i = end;
 	}
-	im_signer_free(signer);
-	im_extractor_free(x);
 	for (size_t i = 0; i < w.n; i++)
 		free(w.v[i].path);
 	free(w.v);

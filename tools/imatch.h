@@ -162,10 +162,7 @@ struct exact_scan_stats {
 			    *   again whole: their head matched another's */
 	uint64_t bytes;	   /**< read to hash them (heads and whole files) */
 	size_t unreadable; /**< changed, vanished or unreadable meanwhile */
-	size_t read;	   /**< groups of copies whose one file read was read
-			    *   as a scan reads it (formats in containers) */
-	size_t sniffed;	   /**< groups of copies of text, HTML or e-mail,
-			    *   told a document by their first bytes */
+	size_t groups;	   /**< groups of copies (identical whole hashes) */
 };
 
 /**

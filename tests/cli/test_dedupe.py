@@ -124,12 +124,10 @@ def verbose_counts(err):
     import re
     m = re.search(r"(\d+) files, (\d+) sharing a size hashed \(([\d.]+) "
                   r"MB\): (\d+) told apart by their first %d bytes, (\d+) "
-                  r"read whole after them, (\d+) groups of copies \((\d+) "
-                  r"read as documents, (\d+) text told by their first "
-                  r"bytes\), (\d+) changed" % HEAD, err)
+                  r"read whole after them, (\d+) groups of copies, (\d+) "
+                  r"changed" % HEAD, err)
     check(m, "-v line: %s" % err)
-    names = ("files", "hashed", "mb", "apart", "whole", "groups", "read",
-             "sniffed", "changed")
+    names = ("files", "hashed", "mb", "apart", "whole", "groups", "changed")
     return {k: (m.group(i + 1) if k == "mb" else int(m.group(i + 1)))
             for i, k in enumerate(names)}
 
@@ -186,9 +184,8 @@ def case_exact_groups(tmp):
 def case_exact_size_first(tmp):
     """Without --near, only files that share their size with another are
     read: their first 4 KiB, and all of them only where another file of
-    the size has the same first 4 KiB; of each group of copies one is
-    looked at: text by its first bytes, other formats read as a scan reads
-    them; -v says how many. The plan is the same as with every file read."""
+    the size has the same first 4 KiB; -v says how many. The plan is the
+    same as with every file read."""
     root = os.path.join(tmp, "share")
     groups = make_groups(root)
     # Same size, other bytes: hashed, never planned.
@@ -198,9 +195,8 @@ def case_exact_size_first(tmp):
     for p in ("bin/a.png", "bin/copy/a.png"):
         put(root, p, b"\x89PNG\r\n\x1a\n\x00" + bytes(range(256)) * 8)
     put(root, "empty.txt", b"")
-    # Containers are read as a scan reads them: a PDF's copies are planned,
-    # and so are a broken PDF's (a failed extraction: still exact copies);
-    # UTF-16 text is told by its first bytes.
+    # A PDF's copies are planned, and so are a broken PDF's (a failed
+    # extraction: still exact copies) and UTF-16 text's.
     formats = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
                            "data", "formats")
     for name in ("cc0.pdf", "truncated.pdf", "cc0-utf16.txt"):
@@ -211,9 +207,9 @@ def case_exact_size_first(tmp):
     want = expected_counts(root)
     out, err = run("dedupe", "-v", root)
     got = verbose_counts(err)
-    # The PNG and the two PDF pairs are read as a scan reads them; the
-    # text groups are told by their first bytes.
-    want.update(read=3, sniffed=want["groups"] - 3, changed=0)
+    # Every group is planned as it is: none is read again to learn its
+    # format.
+    want.update(changed=0)
     check(got == want, "-v counts %s, want %s" % (got, want))
     check(want["apart"] and want["whole"] and want["groups"] > 3,
           "the tree has files told apart by their heads and read whole")
@@ -267,9 +263,7 @@ def case_exact_head(tmp):
     # Short files of one size, apart: read once each.
     put(root, "short/a.txt", b"short text one\n")
     put(root, "short/b.txt", b"short text two\n")
-    # Text too long to be told a document by its first bytes (more than a
-    # third of the 16 MiB of text a document may have): its text extracted,
-    # once for both copies.
+    # Copies of 6 MiB: hashed, never read again.
     big = body * (6 * 2**20 // len(body))
     for c in "ab":
         put(root, "long/%s.txt" % c, big, mtime=1_600_000_000 + (c == "b"))
@@ -281,7 +275,7 @@ def case_exact_head(tmp):
           % want)
     out, err = run("dedupe", "-v", root)
     got = verbose_counts(err)
-    want.update(read=1, sniffed=3, changed=0)
+    want.update(changed=0)
     check(got == want, "-v counts %s, want %s" % (got, want))
     lines = plan_lines(out)
     check(sorted(l["path"] for l in lines) ==
@@ -301,7 +295,7 @@ def case_exact_head(tmp):
     outs = [run("dedupe", "-v", "-j", j, root) for j in (1, 4)]
     counts = [verbose_counts(e) for _, e in outs]
     want = expected_counts(root)
-    want.update(read=0, sniffed=3 + 150, changed=0)
+    want.update(changed=0)
     check(counts[0] == counts[1] == want and want["whole"] == 308 and
           want["apart"] == 204,
           "-j1 and -j4 count alike: %s, want %s" % (counts, want))

@@ -54,13 +54,13 @@
 
 #define NIDF_EPS 1e-12
 
-/* The step, in terms, of im_df_add_ids()'s prefetches (df_prefetch()). */
+/* How many terms ahead im_df_add_ids() prefetches a term's slot. */
 #define DF_PREFETCH 8
 
 /* The longest term a lexicon holds (words from text.c are far shorter). */
 #define LEX_TERM_MAX 65536
 
-/* ---- A growable byte arena ------------------------------------------------ */
+/* ---- Memory ------------------------------------------------------------- */
 
 struct arena {
 	char *p;
@@ -91,23 +91,74 @@ static size_t arena_put(struct arena *a, const char *s, size_t len)
 	return off;
 }
 
+/*
+ * Zeroed memory for the tables every lookup touches at random. A large one
+ * is aligned to 2 MiB and offered to transparent huge pages, so that lookups
+ * in a lexicon of a million terms do not also miss the TLB; a small one is
+ * aligned to a cache line, so that no slot straddles two. free() frees it.
+ */
+#define HUGE_PAGE  (2u << 20)
+#define CACHE_LINE 64
+
+static void *table_alloc(size_t size)
+{
+	void *p;
+	size_t align = size < HUGE_PAGE ? CACHE_LINE : HUGE_PAGE;
+
+	size = (size + align - 1) & ~(align - 1);
+	if (posix_memalign(&p, align, size) != 0)
+		return NULL;
+	if (align == HUGE_PAGE)
+		madvise(p, size,
+			MADV_HUGEPAGE); /* only a hint: ignore failure */
+	memset(p, 0, size);
+	return p;
+}
+
 /* ---- Document frequencies ------------------------------------------------- */
 
-struct df_entry {
-	uint64_t hash; /* XXH3_64bits of the bytes */
-	uint64_t off;  /* into df->arena */
-	uint32_t len;
+/*
+ * The counting table holds whole entries, two to a cache line, in open
+ * addressing with linear probing: counting a term reads the line of its home
+ * slot and sometimes the next one (1.25 slots a term on the bench corpus).
+ * A slot that is not the term is told apart by its tag and length, and a
+ * short term (nearly all of them) is compared by its im_short_key(), kept
+ * in the slot, so neither the term's bytes nor anything else is loaded: one
+ * cache miss a term where the table of indexes into v[] it replaces had
+ * three (slot, entry, bytes). The home of a term is tag & mask, which lets
+ * a rehash move the slots without their hashes (and caps the table at 2^32
+ * slots, far more than 2^32 - 2 ids need at load 3/4).
+ *
+ * Everything that is not needed to count lives in v[], indexed by id, the
+ * insertion order: the full hash, where the bytes are in the arena (kept for
+ * every term, NUL-terminated, for im_df_foreach()) and the slot of the term,
+ * which a rehash updates.
+ */
+struct df_slot {
+	/* A short term's im_short_key(); {offset in arena, 0} for a longer one */
+	uint64_t key[2];
+	uint64_t taglen; /* hash >> 32 | len << 32 */
 	uint32_t df;
+	uint32_t id1; /* id + 1; 0: the slot is empty */
+};
+
+struct df_term {
+	uint64_t hash; /* XXH3_64bits of the bytes */
+	uint64_t off;  /* of the bytes in arena */
+	uint32_t slot;
 };
 
 struct im_df {
 	struct arena arena;
-	struct df_entry *v;
-	size_t n, cap;
-	uint32_t *slots; /* index + 1 into v; 0 = empty; power of two */
+	struct df_slot *slots; /* power of two, load <= 3/4 */
 	size_t nslots;
+	struct df_term *v; /* by id */
+	size_t n, cap;
 	uint64_t docs;
 };
+
+/* Homes are tag & mask: more slots than tags would leave some unused. */
+#define DF_MAX_SLOTS ((uint64_t)1 << 32)
 
 int im_df_new(struct im_df **out)
 {
@@ -135,32 +186,85 @@ size_t im_df_terms(const struct im_df *df)
 	return df->n;
 }
 
+static inline uint32_t df_tag(uint64_t hash)
+{
+	return (uint32_t)(hash >> 32);
+}
+
+static inline uint32_t df_len(const struct df_slot *e)
+{
+	return (uint32_t)(e->taglen >> 32);
+}
+
+/*
+ * The slot of term @p id. A walk in id order visits the slots at random:
+ * it asks for the slot DF_PREFETCH ids ahead first (in the loop itself, see
+ * im_df_add_ids()).
+ */
+static inline struct df_slot *df_slot_of(const struct im_df *df, size_t id)
+{
+	return &df->slots[df->v[id].slot];
+}
+
+/*
+ * The slot of the term s[0, len), or the empty slot where it belongs. @p key
+ * is its im_short_key() if len <= IM_SHORT. The table must not be empty.
+ */
+static inline size_t df_find(const struct im_df *df, const char *s,
+			     uint32_t len, uint64_t hash,
+			     struct im_short_key key)
+{
+	size_t mask = df->nslots - 1;
+	uint64_t taglen = df_tag(hash) | (uint64_t)len << 32;
+
+	for (size_t j = df_tag(hash) & mask;; j = (j + 1) & mask) {
+		const struct df_slot *e = &df->slots[j];
+
+		if (!e->id1)
+			return j;
+		if (e->taglen != taglen)
+			continue;
+		if (len <= IM_SHORT
+			    ? !((e->key[0] ^ key.lo) | (e->key[1] ^ key.hi))
+			    : !memcmp(df->arena.p + e->key[0], s, len))
+			return j;
+	}
+}
+
 uint64_t im_df_count(const struct im_df *df, const char *s, size_t len)
 {
+	struct im_short_key key = {0, 0};
+	char pad[IM_SHORT] = {0};
+
 	if (!df->nslots || len > UINT32_MAX)
 		return 0;
-	uint64_t hash = XXH3_64bits(s, len);
-	size_t mask = df->nslots - 1;
-	for (size_t j = hash & mask; df->slots[j]; j = (j + 1) & mask) {
-		const struct df_entry *e = &df->v[df->slots[j] - 1];
-		if (e->hash == hash && e->len == len &&
-		    memcmp(df->arena.p + e->off, s, len) == 0)
-			return e->df;
-	}
-	return 0;
+	if (len <= IM_SHORT)
+		key = im_short_key(memcpy(pad, s, len), len);
+	const struct df_slot *e = &df->slots[df_find(df, s, (uint32_t)len,
+						     XXH3_64bits(s, len), key)];
+	return e->id1 ? e->df : 0;
 }
 
 static int df_rehash(struct im_df *df, size_t nslots)
 {
-	uint32_t *slots = calloc(nslots, sizeof(*slots));
+	struct df_slot *slots = NULL;
+	size_t mask = nslots - 1;
+
+	if (nslots <= SIZE_MAX / sizeof(*slots))
+		slots = table_alloc(nslots * sizeof(*slots));
 	if (!slots)
 		return -ENOMEM;
-	size_t mask = nslots - 1;
-	for (size_t i = 0; i < df->n; i++) {
-		size_t j = df->v[i].hash & mask;
-		while (slots[j])
+	/* Linear probing from tag & mask: a slot moves without its hash. */
+	for (size_t i = 0; i < df->nslots; i++) {
+		const struct df_slot *e = &df->slots[i];
+		size_t j = e->taglen & mask;
+
+		if (!e->id1)
+			continue;
+		while (slots[j].id1)
 			j = (j + 1) & mask;
-		slots[j] = (uint32_t)(i + 1);
+		slots[j] = *e;
+		df->v[e->id1 - 1].slot = (uint32_t)j;
 	}
 	free(df->slots);
 	df->slots = slots;
@@ -168,48 +272,24 @@ static int df_rehash(struct im_df *df, size_t nslots)
 	return 0;
 }
 
-/*
- * Find or insert; add @p count to its df; *id receives its index in v.
- * IM_SHORT bytes are readable at @p s if len <= IM_SHORT (a term set's arena
- * and a df's have that slack).
- */
-static int df_count(struct im_df *df, const char *s, uint32_t len,
-		    uint64_t hash, uint32_t count, uint32_t *id)
+/* df_count() of a new term, whose slot would be @p j. */
+static int df_insert(struct im_df *df, size_t j, const char *s, uint32_t len,
+		     uint64_t hash, struct im_short_key key, uint32_t count,
+		     uint32_t *id)
 {
-	struct im_short_key key = {0, 0};
-
-	/* Keep the load at most 1/2 so that probes stay short. */
-	if ((df->n + 1) * 2 > df->nslots) {
-		if (df->n >= UINT32_MAX - 1)
+	/* Keep the load at most 3/4: probes stay short and mostly in a line. */
+	if ((df->n + 1) * 4 > df->nslots * 3) {
+		if (df->n >= UINT32_MAX - 1 ||
+		    (uint64_t)df->nslots >= DF_MAX_SLOTS)
 			return -EOVERFLOW;
 		int r = df_rehash(df, df->nslots ? df->nslots * 2 : 1024);
 		if (r < 0)
 			return r;
-	}
-	size_t mask = df->nslots - 1;
-	size_t j = hash & mask;
-	if (len <= IM_SHORT)
-		key = im_short_key(s, len);
-	for (;;) {
-		uint32_t ix = df->slots[j];
-		if (!ix)
-			break;
-		struct df_entry *e = &df->v[ix - 1];
-		const char *t = df->arena.p + e->off;
-		if (e->hash == hash && e->len == len &&
-		    (len <= IM_SHORT ? im_short_eq(im_short_key(t, len), key)
-				     : im_same_bytes(t, s, len))) {
-			if (UINT32_MAX - e->df < count)
-				return -EOVERFLOW;
-			e->df += count;
-			*id = ix - 1;
-			return 0;
-		}
-		j = (j + 1) & mask;
+		j = df_find(df, s, len, hash, key);
 	}
 	if (df->n == df->cap) {
 		size_t cap = df->cap ? df->cap * 2 : 512;
-		struct df_entry *v = realloc(df->v, cap * sizeof(*v));
+		struct df_term *v = realloc(df->v, cap * sizeof(*v));
 		if (!v)
 			return -ENOMEM;
 		df->v = v;
@@ -218,39 +298,55 @@ static int df_count(struct im_df *df, const char *s, uint32_t len,
 	size_t off = arena_put(&df->arena, s, len);
 	if (off == (size_t)-1)
 		return -ENOMEM;
-	df->v[df->n] = (struct df_entry){
-		.hash = hash, .off = off, .len = len, .df = count};
-	*id = (uint32_t)df->n;
-	df->slots[j] = (uint32_t)(++df->n);
+	if (len > IM_SHORT)
+		key = (struct im_short_key){off, 0};
+	df->slots[j] = (struct df_slot){
+		.key = {key.lo, key.hi},
+		.taglen = df_tag(hash) | (uint64_t)len << 32,
+		.df = count,
+		.id1 = (uint32_t)(df->n + 1),
+	};
+	df->v[df->n] = (struct df_term){.hash = hash, .off = off, .slot = j};
+	*id = (uint32_t)df->n++;
 	return 0;
 }
 
 /*
- * A large vocabulary misses the cache three times per term: its slot, its
- * entry, its bytes. Each is loaded a few terms ahead of term @p i, from
- * what an earlier call brought in: the slot of term i + 3D, the entry of
- * i + 2D (its slot is in by now), the bytes of i + D (its entry too). A
- * guess that a rehash made stale costs a useless load, no more.
+ * Find or insert; add @p count to its df; *id receives its id. IM_SHORT
+ * bytes are readable at @p s if len <= IM_SHORT (a term set's arena and a
+ * df's have that slack).
  */
-static inline void df_prefetch(const struct im_df *df, const struct im_terms *u,
-			       size_t i)
+static inline int df_count(struct im_df *df, const char *s, uint32_t len,
+			   uint64_t hash, uint32_t count, uint32_t *id)
 {
-	size_t mask = df->nslots - 1, n = u->n;
-	uint32_t ix;
+	struct im_short_key key = {0, 0};
+	size_t j = 0;
 
-	if (!df->nslots)
-		return;
-	if (i + 3 * DF_PREFETCH < n)
-		__builtin_prefetch(
-			&df->slots[u->v[i + 3 * DF_PREFETCH].hash & mask]);
-	if (i + 2 * DF_PREFETCH < n &&
-	    (ix = df->slots[u->v[i + 2 * DF_PREFETCH].hash & mask]))
-		__builtin_prefetch(&df->v[ix - 1]);
-	if (i + DF_PREFETCH < n &&
-	    (ix = df->slots[u->v[i + DF_PREFETCH].hash & mask]))
-		__builtin_prefetch(df->arena.p + df->v[ix - 1].off);
+	if (len <= IM_SHORT)
+		key = im_short_key(s, len);
+	if (df->nslots) {
+		struct df_slot *e =
+			&df->slots[j = df_find(df, s, len, hash, key)];
+
+		if (e->id1) {
+			if (UINT32_MAX - e->df < count)
+				return -EOVERFLOW;
+			e->df += count;
+			*id = e->id1 - 1;
+			return 0;
+		}
+	}
+	return df_insert(df, j, s, len, hash, key, count, id);
 }
 
+/*
+ * A large vocabulary misses the cache once per term, on its slot's line:
+ * im_df_add_ids() asks for it DF_PREFETCH terms ahead. (Not for writing:
+ * without -mprfchw GCC emits a read prefetch anyway.) A guess that a rehash
+ * made stale costs a useless load, no more. The prefetch stays in the loop:
+ * GCC finds a helper function holding only a prefetch free of side effects
+ * and drops every call to it.
+ */
 int im_df_add_ids(struct im_df *df, const struct im_terms *u, uint32_t *ids)
 {
 	if (df->docs >= UINT32_MAX)
@@ -259,7 +355,10 @@ int im_df_add_ids(struct im_df *df, const struct im_terms *u, uint32_t *ids)
 		const struct im_term *t = &u->v[i];
 		uint32_t id;
 
-		df_prefetch(df, u, i);
+		if (i + DF_PREFETCH < u->n && df->nslots)
+			__builtin_prefetch(
+				&df->slots[df_tag(u->v[i + DF_PREFETCH].hash) &
+					   (df->nslots - 1)]);
 		int r = df_count(df, im_terms_str(u, i), t->len, t->hash, 1,
 				 ids ? &ids[i] : &id);
 		if (r < 0)
@@ -279,9 +378,13 @@ int im_df_merge(struct im_df *dst, const struct im_df *src)
 	if (dst->docs + src->docs > UINT32_MAX)
 		return -EOVERFLOW;
 	for (size_t i = 0; i < src->n; i++) {
-		const struct df_entry *e = &src->v[i];
+		const struct df_term *t = &src->v[i];
+		const struct df_slot *e = df_slot_of(src, i);
 		uint32_t id;
-		int r = df_count(dst, src->arena.p + e->off, e->len, e->hash,
+
+		if (i + DF_PREFETCH < src->n)
+			__builtin_prefetch(df_slot_of(src, i + DF_PREFETCH));
+		int r = df_count(dst, src->arena.p + t->off, df_len(e), t->hash,
 				 e->df, &id);
 		if (r < 0)
 			return r;
@@ -313,8 +416,13 @@ int im_df_add_docs(struct im_df *df, uint64_t n)
 int im_df_foreach(const struct im_df *df, im_df_term_fn fn, void *arg)
 {
 	for (size_t i = 0; i < df->n; i++) {
-		const struct df_entry *e = &df->v[i];
-		int r = fn(df->arena.p + e->off, e->len, e->hash, e->df, arg);
+		const struct df_term *t = &df->v[i];
+		const struct df_slot *e = df_slot_of(df, i);
+
+		if (i + DF_PREFETCH < df->n)
+			__builtin_prefetch(df_slot_of(df, i + DF_PREFETCH));
+		int r = fn(df->arena.p + t->off, df_len(e), t->hash, e->df,
+			   arg);
 
 		if (r)
 			return r;
@@ -457,26 +565,6 @@ static void nidf_memo_init(struct nidf_memo *m, uint64_t n)
 static double nidf_get(const struct nidf_memo *m, uint64_t df)
 {
 	return df && df < NIDF_MEMO ? m->v[df] : nidf_of(df, m->n);
-}
-
-/*
- * Zeroed memory for the tables every lookup touches at random. A large one
- * is aligned to 2 MiB and offered to transparent huge pages, so that lookups
- * in a lexicon of a million terms do not also miss the TLB. free() frees it.
- */
-#define HUGE_PAGE (2u << 20)
-
-static void *table_alloc(size_t size)
-{
-	void *p;
-	if (size < HUGE_PAGE)
-		return calloc(1, size);
-	size = (size + HUGE_PAGE - 1) & ~(size_t)(HUGE_PAGE - 1);
-	if (posix_memalign(&p, HUGE_PAGE, size) != 0)
-		return NULL;
-	madvise(p, size, MADV_HUGEPAGE); /* only a hint: ignore failure */
-	memset(p, 0, size);
-	return p;
 }
 
 /*
@@ -688,12 +776,16 @@ int im_lexicon_build(const struct im_df *df, double lo, double hi,
 		goto out;
 
 	for (size_t i = 0; i < df->n; i++) {
-		const struct df_entry *e = &df->v[i];
-		if (e->len > LEX_TERM_MAX)
+		const struct df_slot *e = df_slot_of(df, i);
+		uint32_t len = df_len(e);
+
+		if (i + DF_PREFETCH < df->n)
+			__builtin_prefetch(df_slot_of(df, i + DF_PREFETCH));
+		if (len > LEX_TERM_MAX)
 			continue; /* load would refuse it */
 		double x = nidf_get(&nm, e->df);
-		const char *str = df->arena.p + e->off;
-		struct pick p = {str, prefix8(str, e->len), e->len, e->df};
+		const char *str = df->arena.p + df->v[i].off;
+		struct pick p = {str, prefix8(str, len), len, e->df};
 		if (x > hi + NIDF_EPS)
 			pb[npb++] = p;
 		else if (x >= lo - NIDF_EPS)

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -268,6 +269,279 @@ START_TEST(test_lexicon_df_merge)
 	im_df_free(a);
 	im_df_free(b);
 	im_df_free(all);
+}
+END_TEST
+
+/*
+ * Same length, same XXH3_64bits >> 32 (found by search, checked below): the
+ * table tells such terms apart by their bytes only. Short ones (up to 16
+ * bytes) are compared by their key, longer ones in the arena.
+ */
+static const char *const tag_twins[][2] = {
+	{"coaaayfn", "coabdygz"},
+	{"coaalpfv", "coabhfuz"},
+	{"coaaaaaaaaaafdow", "coaaaaaaaaaantrx"},
+	{"coaaaaaaaaaabfbsw", "coaaaaaaaaaabhnxh"},
+	{"coaaaaaaaaaaaaaaaaaamcjz", "coaaaaaaaaaaaaaaaaaaubyc"},
+};
+#define NTWINS (sizeof(tag_twins) / sizeof(tag_twins[0]))
+
+static uint32_t tag_of(const char *s)
+{
+	return (uint32_t)(XXH3_64bits(s, strlen(s)) >> 32);
+}
+
+START_TEST(test_lexicon_df_tag_collisions)
+{
+	struct im_df *df, *copy;
+	struct im_terms u;
+	uint32_t ids[2];
+
+	ck_assert_int_eq(im_df_new(&df), 0);
+	ck_assert_int_eq(im_df_new(&copy), 0);
+	im_terms_init(&u);
+	for (size_t i = 0; i < NTWINS; i++) {
+		const char *a = tag_twins[i][0], *b = tag_twins[i][1];
+		size_t len = strlen(a);
+
+		ck_assert_msg(strlen(b) == len && tag_of(a) == tag_of(b) &&
+				      strcmp(a, b) != 0,
+			      "%s and %s are not tag twins", a, b);
+		im_terms_clear(&u);
+		ck_assert_int_eq(im_terms_add(&u, a, len), 0);
+		ck_assert_int_eq(im_df_add_ids(df, &u, ids), 0);
+		ck_assert_uint_eq(ids[0], 2 * i);
+		ck_assert_msg(im_df_count(df, b, len) == 0,
+			      "%s counted as its tag twin %s", b, a);
+		im_terms_clear(&u);
+		ck_assert_int_eq(im_terms_add(&u, b, len), 0);
+		ck_assert_int_eq(im_terms_add(&u, a, len), 0);
+		ck_assert_int_eq(im_df_add_ids(df, &u, ids), 0);
+		ck_assert_msg(ids[0] == 2 * i + 1 && ids[1] == 2 * i,
+			      "twins %s %s: ids %u %u", b, a, ids[0], ids[1]);
+		ck_assert_int_eq(im_df_add_term(df, b, len, 5), 0);
+		ck_assert_uint_eq(im_df_count(df, a, len), 2);
+		ck_assert_uint_eq(im_df_count(df, b, len), 6);
+	}
+	ck_assert_uint_eq(im_df_terms(df), 2 * NTWINS);
+	ck_assert_int_eq(im_df_merge(copy, df), 0);
+	ck_assert_int_eq(im_df_merge(copy, df), 0);
+	for (size_t i = 0; i < NTWINS; i++) {
+		size_t len = strlen(tag_twins[i][0]);
+
+		ck_assert_uint_eq(im_df_count(copy, tag_twins[i][0], len), 4);
+		ck_assert_uint_eq(im_df_count(copy, tag_twins[i][1], len), 12);
+	}
+	ck_assert_uint_eq(im_df_terms(copy), 2 * NTWINS);
+	im_terms_release(&u);
+	im_df_free(df);
+	im_df_free(copy);
+}
+END_TEST
+
+/*
+ * A reference for struct im_df over a pool of distinct terms: id[p] is the
+ * id of pool term p (-1 while unseen), df[p] its count, order[id] the pool
+ * term of an id.
+ */
+#define MODEL_POOL 3000
+
+struct df_model {
+	char term[MODEL_POOL][48];
+	size_t len[MODEL_POOL];
+	long id[MODEL_POOL];
+	uint32_t df[MODEL_POOL];
+	size_t order[MODEL_POOL];
+	size_t n;
+	uint64_t docs;
+};
+
+static uint64_t model_rng = 0x9e3779b97f4a7c15ull;
+
+static size_t model_rnd(size_t n)
+{
+	model_rng ^= model_rng << 13;
+	model_rng ^= model_rng >> 7;
+	model_rng ^= model_rng << 17;
+	return (size_t)(model_rng % n);
+}
+
+/*
+ * Distinct terms over a four-letter alphabet (so that many share prefixes),
+ * 1 to 40 bytes, most of 4 to 16, and the tag twins.
+ */
+static void model_pool(struct df_model *m)
+{
+	size_t k = 0;
+
+	memset(m, 0, sizeof(*m));
+	for (size_t i = 0; i < NTWINS; i++)
+		for (int j = 0; j < 2; j++, k++) {
+			m->len[k] = strlen(tag_twins[i][j]);
+			memcpy(m->term[k], tag_twins[i][j], m->len[k]);
+		}
+	while (k < MODEL_POOL) {
+		size_t len =
+			model_rnd(4) ? 4 + model_rnd(13) : 1 + model_rnd(40);
+		bool seen = false;
+
+		for (size_t i = 0; i < len; i++)
+			m->term[k][i] = (char)('a' + model_rnd(4));
+		for (size_t i = 0; i < k && !seen; i++)
+			seen = m->len[i] == len &&
+			       !memcmp(m->term[i], m->term[k], len);
+		if (!seen)
+			m->len[k++] = len;
+	}
+	for (size_t p = 0; p < MODEL_POOL; p++)
+		m->id[p] = -1;
+}
+
+/* Count @p count more of pool term @p p; @return its id. */
+static uint32_t model_count(struct df_model *m, size_t p, uint32_t count)
+{
+	if (m->id[p] < 0) {
+		m->id[p] = (long)m->n;
+		m->order[m->n++] = p;
+	}
+	m->df[p] += count;
+	return (uint32_t)m->id[p];
+}
+
+struct model_walk {
+	const struct df_model *m;
+	size_t i;
+	int step;
+};
+
+static int model_term(const char *s, uint32_t len, uint64_t hash,
+		      uint32_t count, void *arg)
+{
+	struct model_walk *w = arg;
+	const struct df_model *m = w->m;
+
+	ck_assert_msg(w->i < m->n, "step %d: foreach past %zu terms", w->step,
+		      m->n);
+	size_t p = m->order[w->i++];
+	ck_assert_msg(len == m->len[p] && !memcmp(s, m->term[p], len),
+		      "step %d: id %zu is \"%.*s\", want \"%.*s\"", w->step,
+		      w->i - 1, (int)len, s, (int)m->len[p], m->term[p]);
+	ck_assert_msg(hash == XXH3_64bits(s, len) && count == m->df[p],
+		      "step %d: \"%.*s\" has df %u, want %u", w->step, (int)len,
+		      s, count, m->df[p]);
+	return 0;
+}
+
+static void model_check(const struct im_df *df, const struct df_model *m,
+			int step)
+{
+	struct model_walk w = {m, 0, step};
+
+	ck_assert_msg(im_df_terms(df) == m->n && im_df_docs(df) == m->docs,
+		      "step %d: %zu terms in %llu docs, want %zu in %llu", step,
+		      im_df_terms(df), (unsigned long long)im_df_docs(df), m->n,
+		      (unsigned long long)m->docs);
+	for (size_t p = 0; p < MODEL_POOL; p++)
+		ck_assert_msg(im_df_count(df, m->term[p], m->len[p]) ==
+				      m->df[p],
+			      "step %d: df of \"%.*s\" is %llu, want %u", step,
+			      (int)m->len[p], m->term[p],
+			      (unsigned long long)im_df_count(df, m->term[p],
+							      m->len[p]),
+			      m->df[p]);
+	ck_assert_int_eq(im_df_foreach(df, model_term, &w), 0);
+	ck_assert_uint_eq(w.i, m->n);
+}
+
+/*
+ * One random document (its first term set large enough to grow the table
+ * while it is being counted) or one im_df_add_term().
+ */
+static void model_step(struct im_df *df, struct df_model *m, struct im_terms *u,
+		       int step)
+{
+	static uint32_t ids[MODEL_POOL];
+	static size_t picked[MODEL_POOL];
+	static bool in_doc[MODEL_POOL];
+	size_t k = step == 0 ? 1200 : 1 + model_rnd(step % 7 ? 40 : 500);
+
+	if (step && model_rnd(6) == 0) {
+		size_t p = model_rnd(MODEL_POOL);
+		uint32_t count = 1 + (uint32_t)model_rnd(5);
+
+		ck_assert_int_eq(
+			im_df_add_term(df, m->term[p], m->len[p], count), 0);
+		model_count(m, p, count);
+		return;
+	}
+	im_terms_clear(u);
+	memset(in_doc, 0, sizeof(in_doc));
+	for (size_t i = 0, n = 0; i < k; i++) {
+		size_t p = model_rnd(MODEL_POOL);
+
+		ck_assert_int_eq(im_terms_add(u, m->term[p], m->len[p]), 0);
+		if (!in_doc[p]) {
+			in_doc[p] = true;
+			picked[n++] = p;
+		}
+	}
+	ck_assert_int_eq(im_df_add_ids(df, u, ids), 0);
+	for (size_t i = 0; i < u->n; i++) {
+		uint32_t want = model_count(m, picked[i], 1);
+
+		ck_assert_msg(ids[i] == want,
+			      "step %d: term %zu (\"%.*s\") has id %u, want %u",
+			      step, i, (int)m->len[picked[i]],
+			      m->term[picked[i]], ids[i], want);
+	}
+	m->docs++;
+}
+
+/*
+ * Random documents and terms, checked against the model: ids in the order
+ * terms were first seen, across every rehash; counts, im_df_count() and
+ * im_df_foreach() of short terms, long terms and tag twins; then merges.
+ */
+START_TEST(test_lexicon_df_model)
+{
+	static struct df_model m, other, both;
+	struct im_df *df, *b, *empty;
+	struct im_terms u;
+
+	model_pool(&m);
+	other = m;
+	im_terms_init(&u);
+	ck_assert_int_eq(im_df_new(&df), 0);
+	ck_assert_int_eq(im_df_new(&b), 0);
+	ck_assert_int_eq(im_df_new(&empty), 0);
+	for (int step = 0; step < 150; step++) {
+		model_step(df, &m, &u, step);
+		if (step % 10 == 0 || step < 3)
+			model_check(df, &m, step);
+	}
+	model_check(df, &m, 150);
+	for (int step = 0; step < 60; step++)
+		model_step(b, &other, &u, step + 1);
+	model_check(b, &other, 1000);
+
+	/* Merging: @p df keeps its ids, terms new to it follow in b's order. */
+	both = m;
+	for (size_t i = 0; i < other.n; i++) {
+		size_t p = other.order[i];
+
+		model_count(&both, p, other.df[p]);
+	}
+	both.docs += other.docs;
+	ck_assert_int_eq(im_df_merge(df, b), 0);
+	model_check(df, &both, 2000);
+	model_check(b, &other, 2001);
+	ck_assert_int_eq(im_df_merge(empty, b), 0);
+	model_check(empty, &other, 2002);
+
+	im_terms_release(&u);
+	im_df_free(df);
+	im_df_free(b);
+	im_df_free(empty);
 }
 END_TEST
 
@@ -839,6 +1113,8 @@ static Suite *lexicon_suite(void)
 	tcase_add_test(tc, test_lexicon_df_short_and_long_terms);
 	tcase_add_test(tc, test_lexicon_df_many_terms);
 	tcase_add_test(tc, test_lexicon_df_merge);
+	tcase_add_test(tc, test_lexicon_df_tag_collisions);
+	tcase_add_test(tc, test_lexicon_df_model);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("build");

@@ -272,21 +272,39 @@ static int df_rehash(struct im_df *df, size_t nslots)
 	return 0;
 }
 
+/*
+ * Grow the table, if need be, to hold @p n terms at a load of at most 3/4:
+ * probes stay short and mostly in a line. @return 0, -ENOMEM, or -EOVERFLOW
+ * past the ids of uint32_t or the slots of DF_MAX_SLOTS.
+ */
+static int df_reserve(struct im_df *df, size_t n)
+{
+	size_t nslots = df->nslots ? df->nslots : 1024;
+
+	if (n <= df->nslots / 4 * 3)
+		return 0;
+	if (n > UINT32_MAX - 1)
+		return -EOVERFLOW;
+	while (nslots / 4 * 3 < n) {
+		if ((uint64_t)nslots >= DF_MAX_SLOTS || nslots > SIZE_MAX / 2)
+			return -EOVERFLOW;
+		nslots *= 2;
+	}
+	return df_rehash(df, nslots);
+}
+
 /* df_count() of a new term, whose slot would be @p j. */
 static int df_insert(struct im_df *df, size_t j, const char *s, uint32_t len,
 		     uint64_t hash, struct im_short_key key, uint32_t count,
 		     uint32_t *id)
 {
-	/* Keep the load at most 3/4: probes stay short and mostly in a line. */
-	if ((df->n + 1) * 4 > df->nslots * 3) {
-		if (df->n >= UINT32_MAX - 1 ||
-		    (uint64_t)df->nslots >= DF_MAX_SLOTS)
-			return -EOVERFLOW;
-		int r = df_rehash(df, df->nslots ? df->nslots * 2 : 1024);
-		if (r < 0)
-			return r;
+	size_t nslots = df->nslots;
+	int r = df_reserve(df, df->n + 1);
+
+	if (r < 0)
+		return r;
+	if (df->nslots != nslots)
 		j = df_find(df, s, len, hash, key);
-	}
 	if (df->n == df->cap) {
 		size_t cap = df->cap ? df->cap * 2 : 512;
 		struct df_term *v = realloc(df->v, cap * sizeof(*v));
@@ -377,15 +395,24 @@ int im_df_merge(struct im_df *dst, const struct im_df *src)
 {
 	if (dst->docs + src->docs > UINT32_MAX)
 		return -EOVERFLOW;
+	/* dst ends with at least as many terms as src: grow it once. */
+	int r = df_reserve(dst, src->n);
+	if (r < 0)
+		return r;
 	for (size_t i = 0; i < src->n; i++) {
 		const struct df_term *t = &src->v[i];
 		const struct df_slot *e = df_slot_of(src, i);
 		uint32_t id;
 
-		if (i + DF_PREFETCH < src->n)
+		if (i + DF_PREFETCH < src->n) {
+			uint64_t ahead = src->v[i + DF_PREFETCH].hash;
+
 			__builtin_prefetch(df_slot_of(src, i + DF_PREFETCH));
-		int r = df_count(dst, src->arena.p + t->off, df_len(e), t->hash,
-				 e->df, &id);
+			__builtin_prefetch(
+				&dst->slots[df_tag(ahead) & (dst->nslots - 1)]);
+		}
+		r = df_count(dst, src->arena.p + t->off, df_len(e), t->hash,
+			     e->df, &id);
 		if (r < 0)
 			return r;
 	}

@@ -144,7 +144,7 @@ struct df_slot {
 
 struct df_term {
 	uint64_t hash; /* XXH3_64bits of the bytes */
-	uint64_t off;  /* of the bytes in arena */
+	uint32_t off;  /* of the bytes in arena, which stays below 4 GiB */
 	uint32_t slot;
 };
 
@@ -206,27 +206,44 @@ static inline struct df_slot *df_slot_of(const struct im_df *df, size_t id)
 	return &df->slots[df->v[id].slot];
 }
 
+/* df_find() of a term longer than IM_SHORT, from slot @p j on. */
+static size_t df_find_long(const struct im_df *df, const char *s, uint32_t len,
+			   uint64_t taglen, size_t j)
+{
+	size_t mask = df->nslots - 1;
+
+	for (;; j = (j + 1) & mask) {
+		const struct df_slot *e = &df->slots[j];
+
+		if (!e->id1 || (e->taglen == taglen &&
+				!memcmp(df->arena.p + e->key[0], s, len)))
+			return j;
+	}
+}
+
 /*
  * The slot of the term s[0, len), or the empty slot where it belongs. @p key
  * is its im_short_key() if len <= IM_SHORT. The table must not be empty.
+ *
+ * A short term is one comparison of three words a slot, and the loop makes
+ * no call, so that the compiler keeps it in registers. An empty slot (all
+ * zero) may compare equal to a term of no byte: it is returned all the same.
  */
 static inline size_t df_find(const struct im_df *df, const char *s,
 			     uint32_t len, uint64_t hash,
 			     struct im_short_key key)
 {
-	size_t mask = df->nslots - 1;
+	size_t mask = df->nslots - 1, j = df_tag(hash) & mask;
 	uint64_t taglen = df_tag(hash) | (uint64_t)len << 32;
 
-	for (size_t j = df_tag(hash) & mask;; j = (j + 1) & mask) {
+	if (len > IM_SHORT)
+		return df_find_long(df, s, len, taglen, j);
+	for (;; j = (j + 1) & mask) {
 		const struct df_slot *e = &df->slots[j];
 
-		if (!e->id1)
-			return j;
-		if (e->taglen != taglen)
-			continue;
-		if (len <= IM_SHORT
-			    ? !((e->key[0] ^ key.lo) | (e->key[1] ^ key.hi))
-			    : !memcmp(df->arena.p + e->key[0], s, len))
+		if (!((e->taglen ^ taglen) | (e->key[0] ^ key.lo) |
+		      (e->key[1] ^ key.hi)) ||
+		    !e->id1)
 			return j;
 	}
 }
@@ -313,6 +330,8 @@ static int df_insert(struct im_df *df, size_t j, const char *s, uint32_t len,
 		df->v = v;
 		df->cap = cap;
 	}
+	if (df->arena.len > UINT32_MAX - (size_t)len - 1)
+		return -EOVERFLOW;
 	size_t off = arena_put(&df->arena, s, len);
 	if (off == (size_t)-1)
 		return -ENOMEM;
@@ -324,7 +343,8 @@ static int df_insert(struct im_df *df, size_t j, const char *s, uint32_t len,
 		.df = count,
 		.id1 = (uint32_t)(df->n + 1),
 	};
-	df->v[df->n] = (struct df_term){.hash = hash, .off = off, .slot = j};
+	df->v[df->n] = (struct df_term){
+		.hash = hash, .off = (uint32_t)off, .slot = (uint32_t)j};
 	*id = (uint32_t)df->n++;
 	return 0;
 }

@@ -42,7 +42,8 @@ void im_df_free(struct im_df *df);
  * it adds one to that term's df). Uses u->v[i].hash, which must be the
  * XXH3_64bits of the term, as struct im_terms keeps it.
  *
- * @return 0, -ENOMEM, or -EOVERFLOW past UINT32_MAX documents.
+ * @return 0, -ENOMEM, or -EOVERFLOW past UINT32_MAX documents, 2^32 - 2
+ *         distinct terms or 4 GiB of their bytes.
  */
 int im_df_add(struct im_df *df, const struct im_terms *u);
 
@@ -57,7 +58,7 @@ int im_df_add(struct im_df *df, const struct im_terms *u);
  */
 int im_df_add_ids(struct im_df *df, const struct im_terms *u, uint32_t *ids);
 
-/** Add the counts of @p src into @p dst. @return 0 or -ENOMEM. */
+/** Add the counts of @p src into @p dst. @return as im_df_add(). */
 int im_df_merge(struct im_df *dst, const struct im_df *src);
 
 /** Number of documents counted. */
@@ -80,7 +81,7 @@ uint64_t im_df_count(const struct im_df *df, const char *s, size_t len);
  * im_df_add_docs()).
  *
  * @return 0, -ENOMEM, -EINVAL for an empty term, or -EOVERFLOW past
- *         UINT32_MAX.
+ *         UINT32_MAX (in a count, or as im_df_add() says).
  */
 int im_df_add_term(struct im_df *df, const char *s, size_t len, uint32_t count);
 

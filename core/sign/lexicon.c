@@ -152,7 +152,7 @@ static void table_free(void *p, size_t size)
  * cache miss a term where the table of indexes into v[] it replaces had
  * three (slot, entry, bytes). The home of a term is tag & mask, which lets
  * a rehash move the slots without their hashes (and caps the table at 2^32
- * slots, far more than 2^32 - 2 ids need at load 3/4).
+ * slots: 3 x 2^30 terms at load 3/4).
  *
  * Everything that is not needed to count lives in v[], indexed by id, the
  * insertion order: the full hash, where the bytes are in the arena (kept for

@@ -762,9 +762,10 @@ struct sign_worker {
 	struct im_spool *spool;
 	uint32_t *ids; /* term ids, then term numbers; idcap entries */
 	size_t idcap;
-	size_t nown;	      /* terms of df that this worker's ids refer to */
-	uint32_t *map;	      /* id -> term number or NO_TERM; nown entries */
-	int ret;	      /* first scans: the signing step's error */
+	size_t nown;   /* terms of df that this worker's ids refer to */
+	uint32_t *map; /* id -> term number or IM_LEX_NO_TERM, nown entries:
+			  made by build_and_number() */
+	int ret;       /* first scans: the signing step's error */
 	struct pending *pend; /* first scans: DELIVER_BATCH results */
 	unsigned npend;
 	/* First scans: the statuses as a df scan counts them, of the files
@@ -830,8 +831,6 @@ static void *df_main(void *arg)
 }
 
 /* ---- First scans: one pass ---------------------------------------------- */
-
-#define NO_TERM UINT32_MAX
 
 /*
  * What a first scan keeps of a file until the lexicon exists: the result
@@ -942,26 +941,6 @@ static void *first_main(void *arg)
 	return NULL;
 }
 
-struct map_arg {
-	struct sign_worker *wk;
-	const struct im_lexicon *lex;
-	size_t i;
-};
-
-static int map_term(const char *s, uint32_t len, uint64_t hash, uint32_t count,
-		    void *arg)
-{
-	struct map_arg *a = arg;
-	long ix;
-
-	(void)count;
-	if (a->i == a->wk->nown)
-		return 1; /* merged in from other workers: not ours */
-	ix = im_lexicon_lookup(a->lex, s, len, hash, NULL);
-	a->wk->map[a->i++] = ix < 0 ? NO_TERM : (uint32_t)ix;
-	return 0;
-}
-
 /* Deliver the results @p wk holds, serialized with the others, and free
  * their paths. */
 static void deliver_pending(struct sign_worker *wk)
@@ -1034,7 +1013,7 @@ static int sign_kept(struct sign_worker *wk, const void *rec, size_t len)
 				return -EIO;
 			num = map[id];
 			nums[m] = num;
-			m += num != NO_TERM;
+			m += num != IM_LEX_NO_TERM;
 		}
 		ret = im_signer_sign_numbers(wk->signer, nums, m, &d);
 		if (ret)
@@ -1055,21 +1034,17 @@ static void *first_sign_main(void *arg)
 {
 	struct sign_worker *wk = arg;
 	struct scan *sc = wk->sc;
-	struct map_arg ma = {.wk = wk, .lex = sc->lex};
 	const void *rec;
 	size_t len;
 	int ret;
 
 	if (sc->lex)
 		im_signer_set_lexicon(wk->signer, sc->lex, sc->masks);
-	wk->map = malloc((wk->nown ? wk->nown : 1) * sizeof(*wk->map));
 	wk->pend = malloc(DELIVER_BATCH * sizeof(*wk->pend));
-	if (!wk->map || !wk->pend) {
+	if (!wk->pend) {
 		wk->ret = -ENOMEM;
 		return NULL;
 	}
-	if (wk->df && sc->lex)
-		im_df_foreach(wk->df, map_term, &ma);
 	ret = im_spool_rewind(wk->spool);
 	while (!ret && (ret = im_spool_next(wk->spool, &rec, &len)) == 1) {
 		ret = 0;
@@ -1216,6 +1191,43 @@ static void scan_destroy(struct scan *sc)
 }
 
 /* Merge every worker's counts into wk[0]'s. */
+/*
+ * A first scan's lexicon, and each worker's map from its ids to the
+ * lexicon's term numbers: the workers' counts merged into wk[0].df, each
+ * term's place in it noted (worker 0's own ids are already its first
+ * nown), and the lexicon built from it saying where each of its terms went.
+ * No term is looked up again. @return as im_lexicon_build().
+ */
+static int build_and_number(struct sign_worker *wk, unsigned n,
+			    const struct im_params *p, struct im_lexicon **out)
+{
+	uint32_t *numbers = NULL;
+	int ret = 0;
+
+	for (unsigned i = 0; i < n && !ret; i++) {
+		wk[i].map = malloc((wk[i].nown ? wk[i].nown : 1) *
+				   sizeof(*wk[i].map));
+		if (!wk[i].map)
+			ret = -ENOMEM;
+		else if (i)
+			ret = im_df_merge_ids(wk[0].df, wk[i].df, wk[i].map);
+	}
+	if (!ret) {
+		size_t terms = im_df_terms(wk[0].df);
+
+		numbers = malloc((terms ? terms : 1) * sizeof(*numbers));
+		ret = numbers ? im_lexicon_build_numbered(
+					wk[0].df, p->nidf_lo, p->nidf_hi,
+					p->secondary_cap, out, numbers)
+			      : -ENOMEM;
+	}
+	for (unsigned i = 0; i < n && !ret; i++)
+		for (size_t j = 0; j < wk[i].nown; j++)
+			wk[i].map[j] = numbers[i ? wk[i].map[j] : j];
+	free(numbers);
+	return ret;
+}
+
 static int merge_df(struct sign_worker *wk, unsigned n)
 {
 	int ret = 0;
@@ -1361,10 +1373,7 @@ int im_scan_first(int dirfd, const struct im_params *p, unsigned threads,
 		goto out;
 	for (unsigned i = 0; i < n; i++)
 		wk[i].nown = im_df_terms(wk[i].df);
-	ret = merge_df(wk, n);
-	if (!ret)
-		ret = im_lexicon_build(wk[0].df, p->nidf_lo, p->nidf_hi,
-				       p->secondary_cap, &built);
+	ret = build_and_number(wk, n, p, &built);
 	if (ret == -EINVAL && ops->unsigned_results) {
 		/* Fewer than two documents with terms: each result as read,
 		 * texts unsigned. */

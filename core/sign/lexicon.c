@@ -442,6 +442,11 @@ int im_df_add(struct im_df *df, const struct im_terms *u)
 
 int im_df_merge(struct im_df *dst, const struct im_df *src)
 {
+	return im_df_merge_ids(dst, src, NULL);
+}
+
+int im_df_merge_ids(struct im_df *dst, const struct im_df *src, uint32_t *ids)
+{
 	if (dst->docs + src->docs > UINT32_MAX)
 		return -EOVERFLOW;
 	/* dst ends with at least as many terms as src: grow it once. */
@@ -461,7 +466,7 @@ int im_df_merge(struct im_df *dst, const struct im_df *src)
 				&dst->slots[df_tag(ahead) & (dst->nslots - 1)]);
 		}
 		r = df_count(dst, src->arena.p + t->off, df_len(e), t->hash,
-			     e->df, &id);
+			     e->df, ids ? &ids[i] : &id);
 		if (r < 0)
 			return r;
 	}
@@ -734,6 +739,7 @@ struct pick {
 	uint64_t pre;
 	uint32_t len;
 	uint32_t df;
+	uint32_t id; /* in the struct im_df */
 };
 
 static uint64_t prefix8(const char *s, uint32_t len)
@@ -832,6 +838,13 @@ static void sort_picks(struct pick *v, struct pick *tmp, size_t n, bool by_rank)
 int im_lexicon_build(const struct im_df *df, double lo, double hi,
 		     size_t secondary_cap, struct im_lexicon **out)
 {
+	return im_lexicon_build_numbered(df, lo, hi, secondary_cap, out, NULL);
+}
+
+int im_lexicon_build_numbered(const struct im_df *df, double lo, double hi,
+			      size_t secondary_cap, struct im_lexicon **out,
+			      uint32_t *numbers)
+{
 	struct im_lexicon *lex = NULL;
 	struct pick *pl = NULL, *pb = NULL, *tmp = NULL;
 	size_t npl = 0, npb = 0;
@@ -861,7 +874,8 @@ int im_lexicon_build(const struct im_df *df, double lo, double hi,
 			continue; /* load would refuse it */
 		double x = nidf_get(&nm, e->df);
 		const char *str = df->arena.p + df->v[i].off;
-		struct pick p = {str, prefix8(str, len), len, e->df};
+		struct pick p = {str, prefix8(str, len), len, e->df,
+				 (uint32_t)i};
 		if (x > hi + NIDF_EPS)
 			pb[npb++] = p;
 		else if (x >= lo - NIDF_EPS)
@@ -900,6 +914,13 @@ int im_lexicon_build(const struct im_df *df, double lo, double hi,
 	}
 	r = lex_index(lex, n);
 	assert(r == 0); /* the df table holds each term once */
+	if (numbers) {
+		for (size_t i = 0; i < df->n; i++)
+			numbers[i] = IM_LEX_NO_TERM;
+		for (size_t i = 0; i < n; i++)
+			numbers[i < npl ? pl[i].id : pb[i - npl].id] =
+				(uint32_t)i;
+	}
 	*out = lex;
 	lex = NULL;
 out:

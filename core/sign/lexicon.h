@@ -62,6 +62,15 @@ int im_df_add_ids(struct im_df *df, const struct im_terms *u, uint32_t *ids);
 /** Add the counts of @p src into @p dst. @return as im_df_add(). */
 int im_df_merge(struct im_df *dst, const struct im_df *src);
 
+/**
+ * im_df_merge() that also says where each term of @p src went: ids[i]
+ * receives the id in @p dst of the term whose id in @p src is i. @p ids
+ * holds im_df_terms(src) entries.
+ *
+ * @return as im_df_merge(); on error ids[] is partly filled.
+ */
+int im_df_merge_ids(struct im_df *dst, const struct im_df *src, uint32_t *ids);
+
 /** Number of documents counted. */
 uint64_t im_df_docs(const struct im_df *df);
 
@@ -138,6 +147,22 @@ struct im_lexicon;
  */
 int im_lexicon_build(const struct im_df *df, double lo, double hi,
 		     size_t secondary_cap, struct im_lexicon **out);
+
+/** A term of a struct im_df that a lexicon left out. */
+#define IM_LEX_NO_TERM UINT32_MAX
+
+/**
+ * im_lexicon_build() that also says where each term of @p df went:
+ * numbers[id] receives the term number (im_lexicon_term()) of the term
+ * whose id in @p df is id, or IM_LEX_NO_TERM. A one-pass scan maps its
+ * documents' ids so, without looking every term up again. @p numbers holds
+ * im_df_terms(df) entries; on error its contents are undefined.
+ *
+ * @return as im_lexicon_build().
+ */
+int im_lexicon_build_numbered(const struct im_df *df, double lo, double hi,
+			      size_t secondary_cap, struct im_lexicon **out,
+			      uint32_t *numbers);
 
 /**
  * Save crash-safely to @p path (write PATH.tmp.PID, fsync, rename, fsync dir).

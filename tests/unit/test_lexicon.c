@@ -272,6 +272,93 @@ START_TEST(test_lexicon_df_merge)
 }
 END_TEST
 
+/* The terms of a struct im_df in id order (im_df_foreach()). */
+struct term_list {
+	char *s[64];
+	uint64_t hash[64];
+	size_t n;
+};
+
+static int list_term(const char *s, uint32_t len, uint64_t hash, uint32_t count,
+		     void *arg)
+{
+	struct term_list *l = arg;
+
+	(void)count;
+	ck_assert_uint_lt(l->n, 64);
+	l->s[l->n] = strndup(s, len);
+	l->hash[l->n++] = hash;
+	return 0;
+}
+
+static void list_free(struct term_list *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		free(l->s[i]);
+}
+
+/*
+ * What a one-pass scan relies on instead of looking terms up again:
+ * im_df_merge_ids() says the id in dst of each src term (terms shared,
+ * new, longer than 16 bytes), and im_lexicon_build_numbered() the term
+ * number of each id, or IM_LEX_NO_TERM where the lookup finds nothing (in
+ * L, in B, past B's cap, outside the window).
+ */
+START_TEST(test_lexicon_merge_ids_and_numbers)
+{
+	static const char *docs[] = {
+		"apple banana cherry",
+		"banana cherry durian",
+		"cherry durian elderberry",
+		"apple fig grape a-rather-long-term-of-many-bytes",
+		"fig grape honeydew kiwi",
+		"grape kiwi lemon mango a-rather-long-term-of-many-bytes",
+		"mango nectarine olive",
+		"olive papaya quince raspberry strawberry",
+	};
+	struct im_df *a, *b;
+	struct term_list la = {.n = 0}, lb = {.n = 0};
+	uint32_t ids[64], numbers[64];
+	struct im_lexicon *lex;
+	size_t in = 0, out = 0;
+
+	ck_assert_int_eq(im_df_new(&a), 0);
+	ck_assert_int_eq(im_df_new(&b), 0);
+	for (int i = 0; i < 8; i++)
+		add_doc(i < 4 ? a : b, docs[i]);
+	im_df_foreach(b, list_term, &lb);
+	ck_assert_int_eq(im_df_merge_ids(a, b, ids), 0);
+	im_df_foreach(a, list_term, &la);
+	ck_assert_uint_eq(la.n, im_df_terms(a));
+	for (size_t i = 0; i < lb.n; i++) {
+		ck_assert_uint_lt(ids[i], la.n);
+		ck_assert_str_eq(la.s[ids[i]], lb.s[i]);
+	}
+	/* A window that leaves terms out on both sides, and B capped. */
+	ck_assert_int_eq(
+		im_lexicon_build_numbered(a, 0.3, 0.7, 3, &lex, numbers), 0);
+	for (size_t i = 0; i < la.n; i++) {
+		long want = im_lexicon_lookup(lex, la.s[i], strlen(la.s[i]),
+					      la.hash[i], NULL);
+
+		ck_assert_msg(want < 0 ? numbers[i] == IM_LEX_NO_TERM
+				       : numbers[i] == (uint32_t)want,
+			      "%s: number %u, lookup %ld", la.s[i], numbers[i],
+			      want);
+		in += want >= 0;
+		out += want < 0;
+	}
+	ck_assert(im_lexicon_primary_size(lex) &&
+		  im_lexicon_secondary_size(lex));
+	ck_assert(in && out);
+	im_lexicon_free(lex);
+	list_free(&la);
+	list_free(&lb);
+	im_df_free(a);
+	im_df_free(b);
+}
+END_TEST
+
 /*
  * Same length, same XXH3_64bits >> 32 (found by search, checked below): the
  * table tells such terms apart by their bytes only. Short ones (up to 16
@@ -1113,6 +1200,7 @@ static Suite *lexicon_suite(void)
 	tcase_add_test(tc, test_lexicon_df_short_and_long_terms);
 	tcase_add_test(tc, test_lexicon_df_many_terms);
 	tcase_add_test(tc, test_lexicon_df_merge);
+	tcase_add_test(tc, test_lexicon_merge_ids_and_numbers);
 	tcase_add_test(tc, test_lexicon_df_tag_collisions);
 	tcase_add_test(tc, test_lexicon_df_model);
 	suite_add_tcase(s, tc);

@@ -175,6 +175,35 @@ def test_first_scan_waits_for_two_documents(w):
 
 
 @test
+def test_termless_documents_do_not_rebuild_the_lexicon(w):
+    """Half the documents hold no term (empty __init__.py files, a log of
+    short words): the lexicon counts only the two with terms, the view all
+    five, and that ratio is no reason to build the lexicon again, neither
+    while mounted nor after a restart. It rebuilt once a second, forever,
+    reading the tree each time. The scanner checks once a second; a save
+    (at most every 5 s after a change) proves several checks went by."""
+    write(os.path.join(w.src, 'a.txt'), w.corpus.document())
+    write(os.path.join(w.src, 'b.txt'), w.corpus.document())
+    for rel in ('pkg/__init__.py', 'pkg/sub/__init__.py', 'notes.log'):
+        write(os.path.join(w.src, rel), '' if rel.endswith('.py') else 'a b c\n')
+    for start in ('first mount', 'restart'):
+        d = w.daemon()
+        st = settled(w, d, 5)
+        saves = status_int(st, 'saves') or 0
+        write(os.path.join(w.src, 'notes.log'), 'a b c d\n')
+
+        def saved_again():
+            st = read_status(w.mnt)
+            return (status_int(st, 'saves') or 0) > saves, st
+        st = poll(saved_again, 'a save after a change (%s)' % start)
+        check(status_int(st, 'relexicons') == 0 and status_int(st, 'lexicon_docs') == 2,
+              '%s: the lexicon was built again: relexicons %s, lexicon_docs %s'
+              % (start, st.get('relexicons'), st.get('lexicon_docs')))
+        d.umount()
+        d.check_log()
+
+
+@test
 def test_lexicon_rebuilt_as_tree_grows(w):
     """A share mounted nearly empty gets its lexicon from its first two
     documents (here identical: no term to tell documents apart). Once the

@@ -104,6 +104,8 @@ void scanner_stats(struct scanner *s, struct scanner_stats *out)
 	out->rescans = __atomic_load_n(&s->st.rescans, __ATOMIC_RELAXED);
 	out->relexicons = __atomic_load_n(&s->st.relexicons, __ATOMIC_RELAXED);
 	out->saves = __atomic_load_n(&s->st.saves, __ATOMIC_RELAXED);
+	out->save_errors =
+		__atomic_load_n(&s->st.save_errors, __ATOMIC_RELAXED);
 	uint64_t todo = __atomic_load_n(&s->todo, __ATOMIC_RELAXED);
 	uint64_t done = __atomic_load_n(&s->done, __ATOMIC_RELAXED);
 	out->pending = todo > done ? todo - done : 0;
@@ -438,8 +440,10 @@ static int first_lexicon_cb(const struct im_lexicon *lex, void *arg)
 		s->retired = r;
 	}
 	ret = stateio_save_lexicon(s->sio, lex);
-	if (ret)
+	if (ret) {
+		ST_ADD(s, save_errors, 1);
 		return ret;
+	}
 	imfs_log(LOG_INFO, "lexicon built from %llu documents: %zu + %zu terms",
 		 (unsigned long long)im_lexicon_docs(lex),
 		 im_lexicon_primary_size(lex), im_lexicon_secondary_size(lex));
@@ -618,9 +622,9 @@ static int first_scan(struct scanner *s)
 		s->resign_all = false;
 		if (s->lex || ret == -ECANCELED)
 			return ret;
-		start_threads(s);
-		set_phase(s, PHASE_NO_LEXICON);
 		if (no_lex) {
+			start_threads(s);
+			set_phase(s, PHASE_NO_LEXICON);
 			imfs_log(LOG_NOTICE,
 				 "no lexicon yet (fewer than two documents): "
 				 "exact copies only until a second document");
@@ -628,6 +632,9 @@ static int first_scan(struct scanner *s)
 				return -ECANCELED;
 			continue;
 		}
+		/* An error (the state directory full, say): the view holds
+		 * what it held, which is not the tree, so the phase stays one
+		 * that status never calls converged. */
 		unsigned retry =
 			s->fs->opts->rescan < 5 ? s->fs->opts->rescan : 5;
 		imfs_log(LOG_NOTICE, "no lexicon yet (%s); retrying every %u s",
@@ -723,6 +730,8 @@ static void save(struct scanner *s)
 {
 	if (!stateio_save(s->sio, s->fs->model))
 		ST_ADD(s, saves, 1);
+	else
+		ST_ADD(s, save_errors, 1);
 }
 
 static void *scanner_main(void *arg)
@@ -834,5 +843,7 @@ int scanner_save(struct scanner *s)
 	int ret = stateio_save(s->sio, s->fs->model);
 	if (!ret)
 		ST_ADD(s, saves, 1);
+	else
+		ST_ADD(s, save_errors, 1);
 	return ret;
 }

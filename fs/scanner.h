@@ -44,8 +44,9 @@ struct scanner_stats {
 	uint64_t hidden, other, walk_errors; /* of the last full scan */
 	uint64_t excluded; /* of the last full scan: left out by the scope */
 	uint64_t rescans, saves;
-	uint64_t relexicons; /* lexicons rebuilt from a grown tree */
-	bool rescan_wanted;  /* a rescan is asked for and not started yet */
+	uint64_t save_errors; /* saves of the state that failed (logged) */
+	uint64_t relexicons;  /* lexicons rebuilt from a grown tree */
+	bool rescan_wanted;   /* a rescan is asked for and not started yet */
 };
 
 struct scanner;

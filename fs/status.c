@@ -143,6 +143,7 @@ size_t status_text(struct imfs *fs, char *out, size_t cap)
 		"rescans: %llu\n"
 		"relexicons: %llu\n"
 		"saves: %llu\n"
+		"save_errors: %llu\n"
 		"invalidations: %llu\n"
 		"state_dir: %s\n"
 		"rereads: %llu\n"
@@ -157,8 +158,8 @@ size_t status_text(struct imfs *fs, char *out, size_t cap)
 		prim, sec, LD(lex ? im_lexicon_docs(lex) : 0),
 		fs->opts->params.k, LD(ws.watches), ws.limit ? "yes" : "no",
 		LD(ws.events), LD(ss.rescans), LD(ss.relexicons), LD(ss.saves),
-		LD(inval_sent(fs->inval)), fs->state_dir, LD(ws.rereads),
-		converged ? "yes" : "no");
+		LD(ss.save_errors), LD(inval_sent(fs->inval)), fs->state_dir,
+		LD(ws.rereads), converged ? "yes" : "no");
 	size_t len = n < 0 ? 0 : (size_t)n;
 	if (len >= sizeof(buf))
 		len = sizeof(buf) - 1;

@@ -204,6 +204,42 @@ def test_termless_documents_do_not_rebuild_the_lexicon(w):
 
 
 @test
+def test_full_state_directory_is_never_converged(w):
+    """A state directory too small for the lexicon (a 4 KiB tmpfs): the
+    first scan fails and is tried again; status must not say converged
+    over an empty view, and counts the failed saves. Once the directory
+    has room, the view converges. Needs root (tmpfs), else skips."""
+    if os.geteuid() != 0:
+        raise Skip('mounting a tmpfs needs root')
+    for i in range(3):
+        write(os.path.join(w.src, 'doc%d.txt' % i), w.corpus.document())
+    state = os.path.join(w.top, 'small-state')
+    os.makedirs(state)
+    r = subprocess.run(['mount', '-t', 'tmpfs', '-o', 'size=4k', 'tmpfs', state],
+                       capture_output=True)
+    if r.returncode:
+        raise Skip('cannot mount a tmpfs here: %s' % r.stderr.decode().strip())
+    try:
+        d = w.daemon(state=state)
+
+        def failed_save():
+            st = read_status(w.mnt)
+            return (status_int(st, 'save_errors') or 0) >= 1, st
+        st = poll(failed_save, 'a failed save of the state counted')
+        check(st.get('converged') == 'no' and st.get('phase') == 'building-lexicon',
+              'phase %s, converged %s with the state directory full'
+              % (st.get('phase'), st.get('converged')))
+        subprocess.run(['mount', '-o', 'remount,size=64m', state], check=True)
+        settled(w, d, 3)
+        poll(lambda: (read_status(w.mnt).get('converged') == 'yes', read_status(w.mnt)),
+             'converged once the state directory has room')
+        d.umount()
+        d.check_log(allow=[r'No space left on device'])
+    finally:
+        subprocess.run(['umount', '-l', state])
+
+
+@test
 def test_lexicon_rebuilt_as_tree_grows(w):
     """A share mounted nearly empty gets its lexicon from its first two
     documents (here identical: no term to tell documents apart). Once the

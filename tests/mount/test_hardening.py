@@ -697,6 +697,45 @@ def test_corrupt_cache_exit_code(w):
 
 
 @test
+def test_systemd_unit_mounts_its_instance(w):
+    """The unit's ExecStart, with systemd's specifiers filled in as systemd
+    fills them for the instance `systemd-escape -p SOURCE` (the README's
+    command), mounts SOURCE: %f is the unescaped path with its leading '/'
+    (%I, used before, is the same path without it, relative to wherever
+    the service starts). Run from the test's own directory, where that
+    relative path leads nowhere."""
+    for tool in ('systemd-escape', '/sbin/mount.fuse3'):
+        if not shutil.which(tool):
+            raise Skip('%s is missing' % tool)
+    make_tree(w.src, w.corpus)
+    unit = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..',
+                        'packaging', 'imatchfs@.service.in')
+    line = next(l for l in open(unit).read().splitlines() if l.startswith('ExecStart='))
+    inst = subprocess.run(['systemd-escape', '-p', w.src], capture_output=True,
+                          text=True, check=True).stdout.strip()
+    spec = {'%f': subprocess.run(['systemd-escape', '-u', '-p', inst], capture_output=True,
+                                 text=True, check=True).stdout.strip(),
+            '%I': subprocess.run(['systemd-escape', '-u', inst], capture_output=True,
+                                 text=True, check=True).stdout.strip(),
+            '%i': inst, '%C': os.path.join(w.top, 'cache')}
+    argv = re.sub(r'%[fIiC]', lambda m: spec[m.group(0)], line[len('ExecStart='):])
+    argv = argv.replace('@BINDIR@/imatchfs', w.imatchfs)
+    argv = argv.replace('${IMATCHFS_OPTS}', 'ro,state=' + w.state).split()
+    mnt = os.path.join(spec['%C'], 'imatchfs', inst)
+    os.makedirs(mnt)
+    r = subprocess.run(argv, cwd=w.top, capture_output=True, text=True)
+    try:
+        check(r.returncode == 0, '%s: exit %d: %s' % (' '.join(argv), r.returncode, r.stderr))
+        poll(lambda: (os.path.exists(os.path.join(mnt, 'status')), mnt),
+             'the unit\'s mount at %s' % mnt)
+        with open(os.path.join(mnt, 'status')) as f:
+            check('source: %s\n' % os.path.realpath(w.src) in f.read(),
+                  'the unit mounted another source')
+    finally:
+        subprocess.run(['fusermount3', '-u', mnt], capture_output=True)
+
+
+@test
 def test_failed_final_save_exits_nonzero(w):
     """When the state directory turns read-only under a running daemon, the
     final save fails: the daemon exits non-zero and names the directory."""

@@ -41,7 +41,7 @@
 #define WALK_MAX_OPEN 32
 /* Files waiting for a worker. */
 #define QUEUE_LEN   128
-#define MAX_THREADS 256
+#define MAX_THREADS IM_SCAN_MAX_THREADS
 
 /* ---- Reference-counted directory fds ----------------------------------- */
 

@@ -143,6 +143,9 @@ struct im_scan_ops {
  */
 unsigned im_scan_threads(unsigned threads, unsigned cap);
 
+/** The most threads a scan (and the daemon's signing) runs. */
+#define IM_SCAN_MAX_THREADS 256
+
 /**
  * Walk and sign every file with @p threads workers (0 = one per online CPU),
  * each with its own struct im_signer. A file is opened by the worker relative

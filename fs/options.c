@@ -11,6 +11,7 @@
 #include "extract.h"
 #include "options.h"
 #include "plan.h"
+#include "scan.h"
 #include "scope.h"
 
 #ifndef IMFS_VERSION
@@ -35,7 +36,9 @@ static void usage(FILE *f)
 		"max_size=BYTES\n"
 		"  -o similarity=F  sketch estimate a candidate pair needs to "
 		"be linked (0.9)\n"
-		"  -o threads=N     signing threads (default: one per CPU)\n"
+		"  -o threads=N     signing threads, at most 256 (default or "
+		"0: one\n"
+		"                   per CPU)\n"
 		"  -o rescan=SECS   rescan period when inotify watches run out "
 		"(60)\n"
 		"  -o hidden        also read names beginning with '.'\n"
@@ -156,7 +159,8 @@ static int our_option(struct imfs_opts *o, const char *arg)
 	if (!strcmp(name, "threads") || !strcmp(name, "rescan")) {
 		unsigned *dst = name[0] == 't' ? &o->threads : &o->rescan;
 		if (!val || parse_uint(val, dst) ||
-		    (name[0] == 'r' && *dst == 0))
+		    (name[0] == 'r' && *dst == 0) ||
+		    (name[0] == 't' && *dst > IM_SCAN_MAX_THREADS))
 			return bad(o, "invalid value for option ", name,
 				   val ? val : "");
 		return 0;

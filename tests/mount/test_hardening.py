@@ -655,6 +655,21 @@ def run_refused(w, args, what, timeout=10):
 
 
 @test
+def test_threads_capped(w):
+    """-o threads past 256 is refused with one line before anything starts
+    (100,000 used up the machine's process ids, and the watcher could not
+    start); 256 itself mounts."""
+    make_tree(w.src, w.corpus)
+    rc, line = run_refused(w, ['-o', 'auto_unmount,threads=100000', w.src, w.mnt],
+                           'threads=100000')
+    check('threads' in line, 'the refusal does not name the option: %s' % line)
+    d = w.daemon(opts=['threads=256'])
+    live(w, d)
+    d.umount()
+    d.check_log()
+
+
+@test
 def test_read_only_state_dir_refused_at_once(w):
     """A read-only state directory is refused at once with one line naming
     it (it used to mount, never serve and rebuild the lexicon every 5 s)."""

@@ -48,6 +48,7 @@ struct recs {
 	struct rec *v;
 	size_t n, cap;
 	int err;
+	size_t too_big; /* files over max_size: left out of the plan */
 };
 
 static void on_file(const char *path, const struct stat *st,
@@ -55,6 +56,7 @@ static void on_file(const char *path, const struct stat *st,
 {
 	struct recs *r = arg;
 
+	r->too_big += d->status == IM_DOC_TOO_BIG;
 	if (!im_exact_tier(d))
 		return;
 	if (r->n == r->cap) {
@@ -695,7 +697,7 @@ out:
 int cmd_dedupe(struct cli *c)
 {
 	struct dedupe dd;
-	struct recs recs = {NULL, 0, 0, 0};
+	struct recs recs = {.v = NULL};
 	struct im_index *idx = NULL;
 	int fd = -1, ret, code = EXIT_RUNTIME;
 
@@ -716,6 +718,11 @@ int cmd_dedupe(struct cli *c)
 	} else {
 		struct exact_scan_stats st;
 
+		/* Byte copies need no text: a file of any size is hashed,
+		 * as by jdupes or rmlint, unless --max-size says otherwise
+		 * (its 64 MiB default bounds what a document's text costs). */
+		if (!c->max_size_given)
+			c->p.max_size = 0;
 		if (scan_tree_exact(c, fd, &idx, on_file, &recs, &st))
 			goto out;
 		if (c->verbose)
@@ -728,6 +735,7 @@ int cmd_dedupe(struct cli *c)
 				st.files, st.hashed, (double)st.bytes / 1e6,
 				st.head_apart, IM_EXACT_HEAD, st.whole,
 				st.groups, st.unreadable);
+		recs.too_big = st.too_big;
 	}
 	if (recs.err) {
 		err_msg("%s", strerror(-recs.err));
@@ -742,6 +750,11 @@ int cmd_dedupe(struct cli *c)
 	if (dd.act == ACT_REFLINK)
 		drop_reflinked(&dd, fd);
 	code = emit(&dd);
+	if (recs.too_big)
+		fprintf(stderr,
+			"imatch: dedupe: %zu files over --max-size (%" PRIu64
+			" bytes) left out; --max-size 0 reads them\n",
+			recs.too_big, c->p.max_size);
 out:
 	release(&dd);
 	for (size_t i = 0; i < recs.n; i++)

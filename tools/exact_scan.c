@@ -62,6 +62,7 @@ struct walk_list {
 	struct walked *v;
 	size_t n, cap;
 	uint64_t max_size;
+	size_t too_big; /* left out: over max_size */
 };
 
 static int on_walk_file(const char *path, const struct stat *st, void *arg)
@@ -71,8 +72,12 @@ static int on_walk_file(const char *path, const struct stat *st, void *arg)
 	struct walked *f;
 
 	/* Empty files are never planned, nor files a scan would not read. */
-	if (size == 0 || (w->max_size && size > w->max_size))
+	if (size == 0)
 		return 0;
+	if (w->max_size && size > w->max_size) {
+		w->too_big++;
+		return 0;
+	}
 	if (w->n == w->cap) {
 		size_t cap = w->cap ? 2 * w->cap : 1024;
 		struct walked *v = realloc(w->v, cap * sizeof(*v));
@@ -449,6 +454,7 @@ int scan_tree_exact(struct cli *c, int fd, struct im_index **idx,
 	p.defer_binary = 0;
 	ret = im_walk(fd, &p, &ops, &counts);
 	st->files = w.n;
+	st->too_big = w.too_big;
 	if (!ret)
 		ret = im_index_new(&ix);
 	if (!ret)

@@ -567,6 +567,7 @@ static int parse_and_run(const struct command *cmd, int argc, char **argv)
 			return EXIT_USAGE;
 		}
 		if (o->param) {
+			c.max_size_given |= ch == O_MAX_SIZE;
 			ret = im_params_set(&c.p, o->param, optarg);
 			if (ret) {
 				err_msg("%s: bad value for --%s: '%s'",

@@ -37,6 +37,7 @@ static inline void sort_n(void *v, size_t n, size_t size,
 struct cli {
 	const char *cmd; /**< "scan", "sign", ... (for messages) */
 	struct im_params p;
+	bool max_size_given; /**< --max-size was on the command line */
 	const char *lexicon; /**< --lexicon FILE, or NULL */
 	const char *out;     /**< -o FILE (lexicon build) */
 	unsigned jobs;	     /**< -j N; 0 = one per CPU */
@@ -163,6 +164,7 @@ struct exact_scan_stats {
 	uint64_t bytes;	   /**< read to hash them (heads and whole files) */
 	size_t unreadable; /**< changed, vanished or unreadable meanwhile */
 	size_t groups;	   /**< groups of copies (identical whole hashes) */
+	size_t too_big;	   /**< left out: over max_size (never opened) */
 };
 
 /**

@@ -237,6 +237,27 @@ def case_exact_size_first(tmp):
           == exact_of_near, "the exact lines of --near: %s" % exact_of_near)
 
 
+def case_big_files(tmp):
+    """Without --near, copies larger than the 64 MiB a document's text may
+    come from are found as jdupes finds them (files of any size hashed);
+    --max-size still bounds that when given, and the summary says how many
+    files it left out. --near leaves them out by its default and says so."""
+    root = os.path.join(tmp, "share")
+    for rel in ("a/big.img", "b/big.img"):
+        path = put(root, rel, b"")
+        with open(path, "r+b") as f:
+            f.truncate(70 << 20)  # sparse: 70 MiB of zeros, none on disk
+            f.seek(-1, 2)
+            f.write(b"x")
+    out, err = run("dedupe", root)
+    check([os.path.relpath(l["path"], root) for l in plan_lines(out)] ==
+          ["b/big.img"], "70 MiB copies planned: %s %s" % (out, err))
+    for args in (["--max-size", "1M"], ["--near"]):
+        out, err = run("dedupe", *args, root)
+        check(out == b"" and "2 files over --max-size" in err,
+              "%s: %s %s" % (args, out, err))
+
+
 def case_exact_head(tmp):
     """Same-size files that differ in their first 4 KiB are told apart by
     that alone (-v counts them, and no more of them is read); files that

@@ -82,9 +82,9 @@ static int protect_rel(const struct imfs *fs, const char *dir, char **out)
 	 * absolute one that does not exist is; but a typo would protect
 	 * nothing without a word. */
 	struct stat st;
-	if (**out && (fstatat(fs->srcfd, *out, &st, 0) || !S_ISDIR(st.st_mode)))
+	if (**out && fstatat(fs->srcfd, *out, &st, 0))
 		fprintf(stderr,
-			"imatchfs: warning: protect=%s: no directory %s/%s "
+			"imatchfs: warning: protect=%s: nothing at %s/%s "
 			"(yet): it protects what appears there\n",
 			dir, fs->source_real, *out);
 	return 0;

@@ -109,7 +109,8 @@ bool im_plan_protected(const char *path, const char *const *dirs, size_t n)
 
 		if (len == 0)
 			return true;
-		if (!strncmp(path, dirs[i], len) && path[len] == '/')
+		if (!strncmp(path, dirs[i], len) &&
+		    (path[len] == '/' || path[len] == '\0'))
 			return true;
 	}
 	return false;

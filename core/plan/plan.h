@@ -75,10 +75,11 @@ int im_keep_parse(const char *s, struct im_keep *out, char *why,
 void im_keep_format(const struct im_keep *k, char *buf, size_t len);
 
 /**
- * Whether @p path (relative to the root) lies under one of @p dirs (relative
- * directory paths, without a trailing '/'; "" is the root itself, so it
- * protects everything). A directory protects the paths below it only at a
- * component boundary: "a/b" protects "a/b/c", not "a/bc".
+ * Whether @p path (relative to the root) is or lies under one of @p dirs
+ * (relative paths of directories or files, without a trailing '/'; "" is
+ * the root itself, so it protects everything). A directory protects the
+ * paths below it only at a component boundary: "a/b" protects "a/b/c",
+ * not "a/bc"; a file protects itself.
  */
 bool im_plan_protected(const char *path, const char *const *dirs, size_t n);
 

@@ -342,6 +342,12 @@ def case_protect(tmp):
           {l["keeper"] for l in lines} == {groups[0][0]},
           "protected never planned: %r" % lines)
     check("1 protected" in err, "summary counts the protected file: %s" % err)
+    # A file protects itself: the newest copy, named alone, keeps.
+    out, _ = run("dedupe", "--protect", newest, root)
+    lines = plan_lines(out)
+    check({l["path"] for l in lines} == set(groups[0][:-1]) and
+          all(l["keeper"] == newest for l in lines),
+          "a protected file is kept: %r" % lines)
     # --exclude leaves paths out of the plan: neither planned nor kept.
     rel = os.path.relpath(groups[0][0], root)
     for glob in (rel, os.path.basename(groups[0][0]).replace("copy", "c?py"),

@@ -69,7 +69,10 @@ START_TEST(test_plan_protected_at_component_boundary)
 	ck_assert(im_plan_protected("a/b/c/d.txt", dirs, 2));
 	ck_assert(im_plan_protected("keep/x", dirs, 2));
 	ck_assert(!im_plan_protected("a/bc", dirs, 2));
-	ck_assert(!im_plan_protected("a/b", dirs, 2));
+	/* A protected path that is a file protects itself. */
+	ck_assert(im_plan_protected("a/b", dirs, 2));
+	ck_assert(im_plan_protected("keep", dirs, 2));
+	ck_assert(!im_plan_protected("kee", dirs, 2));
 	ck_assert(!im_plan_protected("keeper/x", dirs, 2));
 	ck_assert(!im_plan_protected("x/keep/y", dirs, 2));
 	ck_assert(!im_plan_protected("a/b/c", dirs, 0));

@@ -732,12 +732,20 @@ void view_stat(struct imfs *fs, const struct vobj *o, const struct vcaller *who,
 	set_time(st, n ? n->mtime_ns : (int64_t)fs->started * 1000000000);
 	if (S_ISDIR(kind_type(o->kind)))
 		set_time(st, fs->model->clock_ns); /* see model.h */
+	/*
+	 * A directory's link count is 2 plus its subdirectories, which tools
+	 * such as find may use to stop looking for more. Counting those of
+	 * clusters/ or a source directory costs a walk of them: the ones
+	 * that hold subdirectories say 1, "not counted", as btrfs does; those
+	 * of symlinks only (a cluster, dupes/, redundant/) say 2, which is
+	 * exact.
+	 */
 	switch (o->kind) {
 	case V_ROOT:
 	case V_CLUSTERS:
+	case V_DUPDIRS: st->st_mode = S_IFDIR | 0555; break;
 	case V_CLUSTER:
 	case V_REDUNDANT:
-	case V_DUPDIRS:
 		st->st_mode = S_IFDIR | 0555;
 		st->st_nlink = 2;
 		break;
@@ -766,10 +774,10 @@ void view_stat(struct imfs *fs, const struct vobj *o, const struct vcaller *who,
 		set_time(st, (int64_t)time(NULL) * 1000000000);
 		break;
 	case V_DIR:
-		st->st_mode = S_IFDIR | (a->mode & 07777);
-		st->st_nlink = 2;
-		break;
 	case V_DOC:
+		st->st_mode = o->kind == V_DIR ? S_IFDIR | (a->mode & 07777)
+					       : doc_dir_mode(a->mode);
+		break;
 	case V_DUPES:
 		st->st_mode = doc_dir_mode(a->mode);
 		st->st_nlink = 2;

@@ -448,12 +448,19 @@ def case_trash(tmp):
             groups = make_groups(root, sizes=(2, 3), singles=2)
             for g in groups:
                 os.chmod(g[1], 0o640)
+            # Sparse copies of 64 MiB with a little data at each end.
+            for rel in ("sparse/a.img", "sparse/copy/a.img"):
+                with open(put(root, rel, b"head"), "r+b") as f:
+                    f.truncate(64 << 20)
+                    f.seek(-4, 2)
+                    f.write(b"tail")
             out, _ = run("dedupe", "--action", "trash=" + trash, root)
             lines = plan_lines(out)
             check(all(l["action"] == "trash" and l["trash"] == trash
                       for l in lines), "trash lines: %r" % lines)
             # Something already where one file would go: left alone.
-            blocked = lines[0]["path"]
+            blocked = next(l["path"] for l in lines
+                           if "/sparse/" not in l["path"])
             dest0 = os.path.join(trash, os.path.relpath(blocked, root))
             put(trash, os.path.relpath(blocked, root), b"occupied")
             saved = {l["path"]: (open(l["path"], "rb").read(),
@@ -474,6 +481,11 @@ def case_trash(tmp):
                 check(dst.st_mtime_ns == st.st_mtime_ns and
                       dst.st_mode == st.st_mode,
                       "mode and mtime kept at %s" % dest)
+                # Holes stay holes, on another filesystem too (as cp).
+                check(dst.st_size < (1 << 20) or
+                      dst.st_blocks * 512 <= 2 * st.st_blocks * 512 + 65536,
+                      "%s: %d bytes on disk for %d in the source"
+                      % (dest, dst.st_blocks * 512, st.st_blocks * 512))
             check(b"already at the destination" in out, out)
         finally:
             shutil.rmtree(trash, ignore_errors=True)

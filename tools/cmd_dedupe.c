@@ -40,7 +40,7 @@
  * and failed extractions; all are planned by their exact copies. */
 struct rec {
 	char *path;
-	uint64_t size, dev, ino;
+	uint64_t size, dev, ino, nlink;
 	int64_t mtime_ns;
 };
 
@@ -78,6 +78,7 @@ static void on_file(const char *path, const struct stat *st,
 	r->v[r->n].size = (uint64_t)st->st_size;
 	r->v[r->n].dev = st->st_dev;
 	r->v[r->n].ino = st->st_ino;
+	r->v[r->n].nlink = st->st_nlink;
 	r->v[r->n].mtime_ns =
 		(int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
 	r->n++;
@@ -121,6 +122,10 @@ struct dedupe {
 	struct im_plan_opts o;
 	const char **protect; /* relative to root */
 	struct im_plan_set set;
+	/* What the plan frees, when known (freed_bytes()); else the sum of
+	 * the planned files' sizes is all the summary says. */
+	bool freed_known;
+	uint64_t freed;
 };
 
 /*
@@ -502,6 +507,14 @@ static void print_summary(const struct dedupe *dd)
 		"keepers\n",
 		p->n, all, p->bytes, p->exact, ex, p->n - p->exact, nr,
 		p->keepers);
+	if (dd->freed_known && dd->freed != p->bytes) {
+		human(dd->freed, all, sizeof(all));
+		fprintf(stderr,
+			"imatch: dedupe: that frees %s (%" PRIu64
+			" bytes): some are hard links of a file that stays, "
+			"or of one another\n",
+			all, dd->freed);
+	}
 	if (p->protected_kept || p->same_inode)
 		fprintf(stderr,
 			"imatch: dedupe: %zu protected files kept; %zu hard "
@@ -515,6 +528,58 @@ static void release(struct dedupe *dd)
 		free((char *)dd->protect[i]);
 	free(dd->protect);
 	im_plan_set_release(&dd->set);
+}
+
+/* A planned file's inode, for freed_bytes(). */
+struct planned_inode {
+	uint64_t dev, ino, nlink, size;
+};
+
+static int cmp_inode(const void *a, const void *b)
+{
+	const struct planned_inode *x = a, *y = b;
+
+	if (x->dev != y->dev)
+		return x->dev < y->dev ? -1 : 1;
+	return (x->ino > y->ino) - (x->ino < y->ino);
+}
+
+/*
+ * The bytes the plan frees: each inode's size once, and only when every
+ * link it has is planned (a hard link of a kept or unplanned file frees
+ * nothing, and three planned links of one file free one file).
+ * @return false when memory is short (the summary then says less).
+ */
+static bool freed_bytes(struct dedupe *dd, const struct recs *r)
+{
+	const struct im_plan *p = &dd->set.plan;
+	struct planned_inode *v = malloc((p->n ? p->n : 1) * sizeof(*v));
+	size_t n = 0;
+
+	if (!v)
+		return false;
+	for (size_t i = 0; i < p->n; i++) {
+		struct rec key = {
+			.path = (char *)dd->set.files[p->v[i].file].path};
+		const struct rec *hit =
+			r->n ? bsearch(&key, r->v, r->n, sizeof(*r->v), cmp_rec)
+			     : NULL;
+
+		if (hit)
+			v[n++] = (struct planned_inode){hit->dev, hit->ino,
+							hit->nlink, hit->size};
+	}
+	sort_n(v, n, sizeof(*v), cmp_inode);
+	dd->freed = 0;
+	for (size_t i = 0, j; i < n; i = j) {
+		for (j = i + 1; j < n && !cmp_inode(&v[i], &v[j]); j++)
+			;
+		if (j - i >= v[i].nlink)
+			dd->freed += v[i].size;
+	}
+	free(v);
+	dd->freed_known = true;
+	return true;
 }
 
 /* Whether @p rel already shares @p keeper's extents (both below @p rootfd,
@@ -749,6 +814,7 @@ int cmd_dedupe(struct cli *c)
 	}
 	if (dd.act == ACT_REFLINK)
 		drop_reflinked(&dd, fd);
+	freed_bytes(&dd, &recs);
 	code = emit(&dd);
 	if (recs.too_big)
 		fprintf(stderr,

@@ -48,6 +48,7 @@ struct walked {
 	struct timespec mtim, ctim;
 	dev_t dev;
 	ino_t ino;
+	nlink_t nlink;
 	uint8_t exact[16];
 	uint8_t state; /* enum walked_state */
 };
@@ -97,6 +98,7 @@ static int on_walk_file(const char *path, const struct stat *st, void *arg)
 	f->ctim = st->st_ctim;
 	f->dev = st->st_dev;
 	f->ino = st->st_ino;
+	f->nlink = st->st_nlink;
 	w->n++;
 	return 0;
 }
@@ -430,6 +432,7 @@ static int put_copy(struct im_index *ix, const struct walked *f, unsigned k,
 	st.st_mtim = f->mtim;
 	st.st_dev = f->dev;
 	st.st_ino = f->ino;
+	st.st_nlink = f->nlink;
 	ret = im_index_put(ix, f->path, &d);
 	if (!ret && fn)
 		fn(f->path, &st, &d, arg);

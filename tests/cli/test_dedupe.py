@@ -623,6 +623,28 @@ def shares_extents_possible(directory):
     return ok
 
 
+def case_hard_link_bytes(tmp):
+    """Three planned paths that are hard links of one inode free one file,
+    not three: the summary says what the plan frees besides what it lists
+    (as rmlint counts); no such line when every planned file is its own."""
+    root = os.path.join(tmp, "share")
+    data = os.urandom(100_001)
+    put(root, "a/x", data, mtime=1_500_000_000)
+    other = put(root, "b/x", data, mtime=1_600_000_000)
+    for rel in ("c/x", "c/y"):
+        os.makedirs(os.path.dirname(os.path.join(root, rel)), exist_ok=True)
+        os.link(other, os.path.join(root, rel))
+    out, err = run("dedupe", root)
+    check(len(plan_lines(out)) == 3 and "(300003 bytes) can go" in err and
+          "frees 100.0 kB (100001 bytes)" in err,
+          "three links of one file: %s" % err)
+    os.unlink(os.path.join(root, "c/x"))
+    os.unlink(os.path.join(root, "c/y"))
+    out, err = run("dedupe", root)
+    check("(100001 bytes) can go" in err and "frees" not in err,
+          "one copy: %s" % err)
+
+
 def case_links_keep_owner_and_mode(tmp):
     """A hard link shares the keeper's inode, a symlink reads through to it:
     either would give the replaced path the keeper's owner and mode (a

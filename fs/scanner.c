@@ -13,6 +13,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -104,6 +105,8 @@ void scanner_stats(struct scanner *s, struct scanner_stats *out)
 	out->rescans = __atomic_load_n(&s->st.rescans, __ATOMIC_RELAXED);
 	out->relexicons = __atomic_load_n(&s->st.relexicons, __ATOMIC_RELAXED);
 	out->saves = __atomic_load_n(&s->st.saves, __ATOMIC_RELAXED);
+	out->source_lost =
+		__atomic_load_n(&s->st.source_lost, __ATOMIC_RELAXED);
 	out->save_errors =
 		__atomic_load_n(&s->st.save_errors, __ATOMIC_RELAXED);
 	uint64_t todo = __atomic_load_n(&s->todo, __ATOMIC_RELAXED);
@@ -734,6 +737,31 @@ static void save(struct scanner *s)
 		ST_ADD(s, save_errors, 1);
 }
 
+/*
+ * Whether SOURCE's path still leads to the directory the daemon reads
+ * (through srcfd): removed or renamed, the view empties or its symlinks
+ * name a path that is gone, and nothing else would say so (a removed
+ * directory held open sends no event). Logged when it changes.
+ */
+static void check_source(struct scanner *s)
+{
+	const struct imfs *fs = s->fs;
+	struct stat now, held;
+	bool lost = stat(fs->source_real, &now) || fstat(fs->srcfd, &held) ||
+		    now.st_dev != held.st_dev || now.st_ino != held.st_ino;
+
+	if (lost == __atomic_load_n(&s->st.source_lost, __ATOMIC_RELAXED))
+		return;
+	__atomic_store_n(&s->st.source_lost, lost, __ATOMIC_RELAXED);
+	if (lost)
+		imfs_log(LOG_WARNING,
+			 "the source %s was removed or renamed: the view's "
+			 "links name a path that is not it",
+			 fs->source_real);
+	else
+		imfs_log(LOG_NOTICE, "the source %s is back", fs->source_real);
+}
+
 static void *scanner_main(void *arg)
 {
 	struct scanner *s = arg;
@@ -785,6 +813,8 @@ static void *scanner_main(void *arg)
 	while (!wait_stop(s, 1)) {
 		time_t now = time(NULL);
 		bool rescan = take_rescan_request(s);
+
+		check_source(s);
 		watch_stats(fs->watch, &ws);
 		if (ws.limit && now - last_scan >= (time_t)fs->opts->rescan)
 			rescan = true;

@@ -112,7 +112,8 @@ size_t status_text(struct imfs *fs, char *out, size_t cap)
 	 * watcher still waits on, no rescan asked for. */
 	bool converged =
 		(ss.phase == PHASE_LIVE || ss.phase == PHASE_NO_LEXICON) &&
-		!pending && ws.settled && !ws.limit && !ss.rescan_wanted;
+		!pending && ws.settled && !ws.limit && !ss.rescan_wanted &&
+		!ss.source_lost;
 	int n = snprintf(
 		buf, sizeof(buf),
 		"phase: %s\n"
@@ -144,6 +145,7 @@ size_t status_text(struct imfs *fs, char *out, size_t cap)
 		"relexicons: %llu\n"
 		"saves: %llu\n"
 		"save_errors: %llu\n"
+		"source_lost: %s\n"
 		"invalidations: %llu\n"
 		"state_dir: %s\n"
 		"rereads: %llu\n"
@@ -158,8 +160,9 @@ size_t status_text(struct imfs *fs, char *out, size_t cap)
 		prim, sec, LD(lex ? im_lexicon_docs(lex) : 0),
 		fs->opts->params.k, LD(ws.watches), ws.limit ? "yes" : "no",
 		LD(ws.events), LD(ss.rescans), LD(ss.relexicons), LD(ss.saves),
-		LD(ss.save_errors), LD(inval_sent(fs->inval)), fs->state_dir,
-		LD(ws.rereads), converged ? "yes" : "no");
+		LD(ss.save_errors), ss.source_lost ? "yes" : "no",
+		LD(inval_sent(fs->inval)), fs->state_dir, LD(ws.rereads),
+		converged ? "yes" : "no");
 	size_t len = n < 0 ? 0 : (size_t)n;
 	if (len >= sizeof(buf))
 		len = sizeof(buf) - 1;

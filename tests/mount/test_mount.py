@@ -240,6 +240,33 @@ def test_full_state_directory_is_never_converged(w):
 
 
 @test
+def test_source_renamed_and_back(w):
+    """SOURCE renamed while mounted: the view's links name a path that is
+    no longer it, so status says source_lost and never converged, and the
+    log says why; renamed back, the view is whole again."""
+    make_tree(w.src, w.corpus)
+    d = w.daemon()
+    settled(w, d)
+    moved = w.src + '-moved'
+    os.rename(w.src, moved)
+    try:
+        def lost():
+            st = read_status(w.mnt)
+            return st.get('source_lost') == 'yes' and st.get('converged') == 'no', st
+        poll(lost, 'source_lost: yes after the rename')
+    finally:
+        os.rename(moved, w.src)
+
+    def back():
+        st = read_status(w.mnt)
+        return st.get('source_lost') == 'no' and st.get('converged') == 'yes', st
+    poll(back, 'source_lost: no once it is back')
+    check('was removed or renamed' in d.log_text(), 'the log does not say so')
+    d.umount()
+    d.check_log(allow=[r'was removed or renamed'])
+
+
+@test
 def test_lexicon_rebuilt_as_tree_grows(w):
     """A share mounted nearly empty gets its lexicon from its first two
     documents (here identical: no term to tell documents apart). Once the

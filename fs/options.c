@@ -21,7 +21,7 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: imatchfs [-f] [-d] [-o OPT[,OPT...]] SOURCE "
+		"usage: imatchfs [-f] [-d] [-s] [-o OPT[,OPT...]] SOURCE "
 		"MOUNTPOINT\n"
 		"       mount -t fuse.imatchfs SOURCE MOUNTPOINT [-o OPT,...]\n"
 		"\n"

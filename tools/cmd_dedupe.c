@@ -493,6 +493,12 @@ static void human(uint64_t b, char *buf, size_t len)
 	snprintf(buf, len, u ? "%.1f %s" : "%.0f %s", v, unit[u]);
 }
 
+/* @p one or @p many, as @p n says. */
+static const char *noun(size_t n, const char *one, const char *many)
+{
+	return n == 1 ? one : many;
+}
+
 static void print_summary(const struct dedupe *dd)
 {
 	const struct im_plan *p = &dd->set.plan;
@@ -502,11 +508,12 @@ static void print_summary(const struct dedupe *dd)
 	human(p->exact_bytes, ex, sizeof(ex));
 	human(p->bytes - p->exact_bytes, nr, sizeof(nr));
 	fprintf(stderr,
-		"imatch: dedupe: %zu files, %s (%" PRIu64 " bytes) can go: "
-		"%zu exact copies (%s), %zu near-duplicates (%s); %zu "
-		"keepers\n",
-		p->n, all, p->bytes, p->exact, ex, p->n - p->exact, nr,
-		p->keepers);
+		"imatch: dedupe: %zu %s, %s (%" PRIu64 " bytes) can go: "
+		"%zu exact %s (%s), %zu %s (%s); %zu %s\n",
+		p->n, noun(p->n, "file", "files"), all, p->bytes, p->exact,
+		noun(p->exact, "copy", "copies"), ex, p->n - p->exact,
+		noun(p->n - p->exact, "near-duplicate", "near-duplicates"), nr,
+		p->keepers, noun(p->keepers, "keeper", "keepers"));
 	if (dd->freed_known && dd->freed != p->bytes) {
 		human(dd->freed, all, sizeof(all));
 		fprintf(stderr,
@@ -517,9 +524,11 @@ static void print_summary(const struct dedupe *dd)
 	}
 	if (p->protected_kept || p->same_inode)
 		fprintf(stderr,
-			"imatch: dedupe: %zu protected files kept; %zu hard "
-			"links of their keeper left alone\n",
-			p->protected_kept, p->same_inode);
+			"imatch: dedupe: %zu protected %s kept; %zu hard %s of "
+			"their keeper left alone\n",
+			p->protected_kept,
+			noun(p->protected_kept, "file", "files"), p->same_inode,
+			noun(p->same_inode, "link", "links"));
 }
 
 static void release(struct dedupe *dd)
@@ -634,9 +643,10 @@ static void drop_reflinked(struct dedupe *dd, int rootfd)
 	p->n = n;
 	if (dropped)
 		fprintf(stderr,
-			"imatch: dedupe: %zu exact copies already share their "
+			"imatch: dedupe: %zu exact %s already %s their "
 			"keeper's extents (reflinked before): not planned\n",
-			dropped);
+			dropped, noun(dropped, "copy", "copies"),
+			noun(dropped, "shares", "share"));
 }
 
 /* Print the plan and its summary. @return the exit code. */
@@ -818,9 +828,10 @@ int cmd_dedupe(struct cli *c)
 	code = emit(&dd);
 	if (recs.too_big)
 		fprintf(stderr,
-			"imatch: dedupe: %zu files over --max-size (%" PRIu64
+			"imatch: dedupe: %zu %s over --max-size (%" PRIu64
 			" bytes) left out; --max-size 0 reads them\n",
-			recs.too_big, c->p.max_size);
+			recs.too_big, noun(recs.too_big, "file", "files"),
+			c->p.max_size);
 out:
 	release(&dd);
 	for (size_t i = 0; i < recs.n; i++)

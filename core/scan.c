@@ -1190,7 +1190,6 @@ static void scan_destroy(struct scan *sc)
 	pthread_mutex_destroy(&sc->qlock);
 }
 
-/* Merge every worker's counts into wk[0]'s. */
 /*
  * A first scan's lexicon, and each worker's map from its ids to the
  * lexicon's term numbers: the workers' counts merged into wk[0].df, each
@@ -1228,6 +1227,7 @@ static int build_and_number(struct sign_worker *wk, unsigned n,
 	return ret;
 }
 
+/* Merge every worker's counts into wk[0]'s. */
 static int merge_df(struct sign_worker *wk, unsigned n)
 {
 	int ret = 0;

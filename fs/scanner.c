@@ -729,14 +729,6 @@ static int rebuild_lexicon(struct scanner *s)
 	return ret;
 }
 
-static void save(struct scanner *s)
-{
-	if (!stateio_save(s->sio, s->fs->model))
-		ST_ADD(s, saves, 1);
-	else
-		ST_ADD(s, save_errors, 1);
-}
-
 /*
  * Whether SOURCE's path still leads to the directory the daemon reads
  * (through srcfd): removed or renamed, the view empties or its symlinks
@@ -807,7 +799,7 @@ static void *scanner_main(void *arg)
 	/* Give back what the scan's batches and queues used (glibc keeps
 	 * freed memory in per-thread arenas otherwise). */
 	malloc_trim(0);
-	save(s);
+	scanner_save(s);
 
 	time_t last_save = time(NULL), last_scan = time(NULL);
 	while (!wait_stop(s, 1)) {
@@ -829,7 +821,7 @@ static void *scanner_main(void *arg)
 		if (lexicon_outgrown(s)) {
 			if (rebuild_lexicon(s) == -ECANCELED)
 				break;
-			save(s);
+			scanner_save(s);
 			last_save = time(NULL);
 			last_scan = last_save;
 		}
@@ -837,7 +829,7 @@ static void *scanner_main(void *arg)
 		bool dirty = fs->model->dirty;
 		tree_unlock(fs->model->tree);
 		if (dirty && now - last_save >= SAVE_EVERY_SECS) {
-			save(s);
+			scanner_save(s);
 			last_save = now;
 		}
 	}

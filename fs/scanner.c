@@ -344,6 +344,26 @@ static int scan_dir_cb(const char *path, const struct stat *st, void *arg)
 	return cancelled(sc->s) ? -ECANCELED : 0;
 }
 
+/*
+ * Results no lexicon changes: a binary file's, a file too big to read's, a
+ * failed extraction's. A scan that builds a lexicon reads every text again
+ * for its terms, but one of these, unchanged since it was read (or since the
+ * cache saved by a tree waiting for documents), would only be read again to
+ * the same end: a share of photos and their copies, hashed once.
+ */
+static bool lexicon_free(int status)
+{
+	return status == IM_DOC_BINARY || status == IM_DOC_TOO_BIG ||
+	       status == IM_DOC_FAILED;
+}
+
+/* Whether the scan may keep what is known of the file at @p path as it is:
+ * with resign_all (a rebuilt lexicon) only a lexicon_free() result. */
+static bool scan_may_keep(const struct scan_ctx *sc, int status)
+{
+	return !sc->s->resign_all || lexicon_free(status);
+}
+
 static bool scan_want_cb(const char *path, const struct stat *st, void *arg)
 {
 	struct scan_ctx *sc = arg;
@@ -351,20 +371,8 @@ static bool scan_want_cb(const char *path, const struct stat *st, void *arg)
 	struct im_state_entry e;
 	bool want = false;
 
-	if (sc->s->resign_all) {
-		/* A rebuilt lexicon: what every file was signed with is gone. */
-		tree_wrlock(m->tree);
-		struct node *n = model_ensure(m, path, false);
-		if (n) {
-			n->seen = sc->gen;
-			model_set_stat(m, n, st);
-			__atomic_add_fetch(&sc->s->todo, 1, __ATOMIC_RELAXED);
-			want = true;
-		}
-		tree_unlock(m->tree);
-		return want;
-	}
 	if (sc->applier && !im_state_find(sc->cache, path, &e) &&
+	    scan_may_keep(sc, e.d.status) &&
 	    cache_matches(sc->s->fs, &e, path, st) &&
 	    applier_add(sc->applier, path, st))
 		return false;
@@ -374,10 +382,14 @@ static bool scan_want_cb(const char *path, const struct stat *st, void *arg)
 	if (!n)
 		goto out;
 	n->seen = sc->gen;
-	if (model_unchanged(n, st) &&
+	/* NODE_HASH: a worker stopped for the scan was to hash it; the scan
+	 * reads it instead. */
+	if (scan_may_keep(sc, n->status) && !(n->flags & NODE_HASH) &&
+	    model_unchanged(n, st) &&
 	    (sc->s->fs->reads_all || !model_attr_changed(m, n, st))) {
 		model_set_stat(m, n, st);
 	} else if (sc->cache && !im_state_find(sc->cache, path, &e) &&
+		   scan_may_keep(sc, e.d.status) &&
 		   cache_matches(sc->s->fs, &e, path, st)) {
 		take_cached(sc->s, n, path, st, &e);
 	} else {
@@ -577,6 +589,21 @@ static bool take_rescan_request(struct scanner *s)
 	return r;
 }
 
+/* Save the view if it changed and the last save (at *@p last_save) is
+ * SAVE_EVERY_SECS old. */
+static void save_if_dirty(struct scanner *s, time_t *last_save)
+{
+	time_t now = time(NULL);
+
+	tree_rdlock(s->fs->model->tree);
+	bool dirty = s->fs->model->dirty;
+	tree_unlock(s->fs->model->tree);
+	if (dirty && now - *last_save >= SAVE_EVERY_SECS) {
+		scanner_save(s);
+		*last_save = now;
+	}
+}
+
 /*
  * Without a lexicon: wait for what may give one, a second text (the
  * workers ask, workers.c) or a rescan asked for otherwise; with the watch
@@ -585,7 +612,7 @@ static bool take_rescan_request(struct scanner *s)
  */
 static bool wait_for_documents(struct scanner *s)
 {
-	time_t since = time(NULL);
+	time_t since = time(NULL), last_save = since;
 	struct watch_stats ws;
 
 	for (;;) {
@@ -597,6 +624,7 @@ static bool wait_for_documents(struct scanner *s)
 		if (ws.limit &&
 		    time(NULL) - since >= (time_t)s->fs->opts->rescan)
 			return false;
+		save_if_dirty(s, &last_save);
 	}
 }
 
@@ -612,6 +640,17 @@ static bool wait_for_documents(struct scanner *s)
  */
 static int first_scan(struct scanner *s)
 {
+	/* The cache a tree waiting for documents saved (stateio.h): the
+	 * first try takes its binaries' results; later tries find them in
+	 * the view (scan_want_cb()). The model keeps it for the view. */
+	const struct im_state *cache = s->cache;
+
+	if (s->cache) {
+		tree_wrlock(s->fs->model->tree);
+		model_adopt_cache(s->fs->model, s->cache);
+		tree_unlock(s->fs->model->tree);
+		s->cache = NULL;
+	}
 	for (;;) {
 		bool no_lex = false;
 		int ret;
@@ -621,8 +660,10 @@ static int first_scan(struct scanner *s)
 			 s->fs->source_real);
 		workers_stop(s->fs->workers);
 		s->resign_all = true;
-		ret = scan_quiet(s, NULL, true, &no_lex);
+		ret = scan_quiet(s, cache, true, &no_lex);
 		s->resign_all = false;
+		/* A save replaces the model's cache. */
+		cache = NULL;
 		if (s->lex || ret == -ECANCELED)
 			return ret;
 		if (no_lex) {
@@ -631,6 +672,7 @@ static int first_scan(struct scanner *s)
 			imfs_log(LOG_NOTICE,
 				 "no lexicon yet (fewer than two documents): "
 				 "exact copies only until a second document");
+			scanner_save(s);
 			if (wait_for_documents(s))
 				return -ECANCELED;
 			continue;
@@ -825,13 +867,7 @@ static void *scanner_main(void *arg)
 			last_save = time(NULL);
 			last_scan = last_save;
 		}
-		tree_rdlock(fs->model->tree);
-		bool dirty = fs->model->dirty;
-		tree_unlock(fs->model->tree);
-		if (dirty && now - last_save >= SAVE_EVERY_SECS) {
-			scanner_save(s);
-			last_save = now;
-		}
+		save_if_dirty(s, &last_save);
 	}
 	return NULL;
 }
@@ -858,7 +894,10 @@ void scanner_stop(struct scanner *s)
 
 int scanner_save(struct scanner *s)
 {
-	if (!s->lex)
+	/* Without a lexicon, only a tree waiting for documents has a view
+	 * worth keeping: what the first scan read, the binaries hashed. */
+	if (!s->lex &&
+	    __atomic_load_n(&s->st.phase, __ATOMIC_RELAXED) != PHASE_NO_LEXICON)
 		return -ENOENT;
 	if (__atomic_load_n(&s->rebuilding, __ATOMIC_ACQUIRE))
 		return -EAGAIN;

@@ -23,6 +23,7 @@ int stateio_open(struct stateio *sio, const char *state_dir,
 		stateio_release(sio);
 		return -ENOMEM;
 	}
+	sio->key = im_state_key(p, IM_STATE_NO_LEXICON);
 	return 0;
 }
 
@@ -44,6 +45,32 @@ static int take_key(struct stateio *sio)
 	return ret;
 }
 
+/* The cache made for sio->key into *@p cache, if there is one; a corrupt one
+ * is refused (-EINVAL, said on stderr), one of another key logged. */
+static int load_cache(struct stateio *sio, struct im_state **cache)
+{
+	char why[256];
+	int ret = im_state_load(sio->cache_path, sio->key, cache, why,
+				sizeof(why));
+
+	if (ret == -EINVAL) {
+		fprintf(stderr,
+			"imatchfs: error: signature cache %s is corrupt (%s); "
+			"refusing to replace it: move it away to start "
+			"afresh\n",
+			sio->cache_path, why);
+		return -EINVAL;
+	}
+	if (ret == -ESTALE)
+		imfs_log(LOG_NOTICE,
+			 "the signature cache was made with other parameters "
+			 "or another lexicon: signing afresh");
+	else if (ret && ret != -ENOENT)
+		imfs_log(LOG_NOTICE, "not using the signature cache %s: %s",
+			 sio->cache_path, why);
+	return 0;
+}
+
 int stateio_load(struct stateio *sio, struct im_lexicon **lex,
 		 struct im_state **cache)
 {
@@ -53,8 +80,10 @@ int stateio_load(struct stateio *sio, struct im_lexicon **lex,
 	*lex = NULL;
 	*cache = NULL;
 	ret = im_lexicon_load(sio->lexicon_path, lex, why, sizeof(why));
+	/* First mount, or a tree that waited for documents: the scanner
+	 * builds the lexicon, taking what the cache of such a tree holds. */
 	if (ret == -ENOENT && !sio->lexicon_given)
-		return 0; /* first mount: the scanner builds it */
+		return load_cache(sio, cache);
 	if (ret) {
 		fprintf(stderr, "imatchfs: error: lexicon %s: %s%s\n",
 			sio->lexicon_path, why,
@@ -78,23 +107,7 @@ int stateio_load(struct stateio *sio, struct im_lexicon **lex,
 			sio->lexicon_path, strerror(-ret));
 		return -1;
 	}
-	ret = im_state_load(sio->cache_path, sio->key, cache, why, sizeof(why));
-	if (ret == -EINVAL) {
-		fprintf(stderr,
-			"imatchfs: error: signature cache %s is corrupt (%s); "
-			"refusing to replace it: move it away to start "
-			"afresh\n",
-			sio->cache_path, why);
-		return -EINVAL;
-	}
-	if (ret == -ESTALE)
-		imfs_log(LOG_NOTICE,
-			 "the signature cache was made with other parameters "
-			 "or another lexicon: signing afresh");
-	else if (ret && ret != -ENOENT)
-		imfs_log(LOG_NOTICE, "not using the signature cache %s: %s",
-			 sio->cache_path, why);
-	return 0;
+	return load_cache(sio, cache);
 }
 
 int stateio_save_lexicon(struct stateio *sio, const struct im_lexicon *lex)

@@ -26,7 +26,9 @@ struct stateio {
 	char *cache_path;
 	bool lexicon_given; /* -o lexicon=FILE */
 	const struct im_params *params;
-	uint64_t key; /* im_state_key() once there is a lexicon */
+	/* im_state_key() of the lexicon, or of IM_STATE_NO_LEXICON for the
+	 * cache of a tree waiting for documents (no lexicon yet) */
+	uint64_t key;
 };
 
 /** Fill @p sio for @p state_dir and @p lexicon (absolute, or NULL).
@@ -37,7 +39,8 @@ void stateio_release(struct stateio *sio);
 
 /**
  * Load the lexicon (*lex stays NULL on a first mount without one: the
- * scanner builds it) and the cache that matches it (*cache NULL if none).
+ * scanner builds it) and the cache that matches it (*cache NULL if none;
+ * without a lexicon, the one a tree waiting for documents saved).
  * @return 0, or after printing one line -EINVAL for a corrupt lexicon or
  *         cache (restarting will not help), -1 for anything else.
  */

@@ -75,6 +75,14 @@ struct im_state;
 uint64_t im_state_key(const struct im_params *p, uint64_t lex_key);
 
 /**
+ * The lex_key of a tree that has no lexicon (fewer than two documents with
+ * a term): its cache holds no signature, only what no lexicon changes (the
+ * exact hashes of binary files, statuses), and a tree that gets a lexicon
+ * takes those entries alone from it.
+ */
+#define IM_STATE_NO_LEXICON 0
+
+/**
  * XXH3-64 of the whole content of the file at @p path.
  * @return 0 or a negative errno from open/read, -ENOMEM.
  */

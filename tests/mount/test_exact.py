@@ -99,6 +99,71 @@ def test_binary_hashed_only_when_its_size_is_shared(w):
     d2.check_log()
 
 
+def waiting(w, what):
+    """Poll until the tree, without a lexicon, is converged."""
+    def ok():
+        st = read_status(w.mnt)
+        return (st.get('phase') == 'waiting-for-documents'
+                and st.get('converged') == 'yes' and status_int(st, 'pending') == 0), st
+    poll(ok, 'waiting-for-documents, converged: ' + what)
+
+
+@test
+def test_binary_share_is_hashed_once(w):
+    """A share of binaries (one text: no lexicon) keeps its state: a restart
+    reads none of the copies it hashed before (it read them all again, every
+    mount), a copy added while unmounted is the only file read whole, one
+    changed while unmounted leaves its cluster, and when texts arrive and
+    the lexicon is built, the binaries are not read again either."""
+    write(os.path.join(w.src, 'readme.txt'), w.corpus.document())
+    for rel in ('a.bin', 'old/a-copy.bin', 'old/b.bin', 'b-copy.bin'):
+        blob(os.path.join(w.src, rel), 6 * MB, 1 if 'a' in rel else 2)
+    blob(os.path.join(w.src, 'c.bin'), 5 * MB, 3)
+    pairs = {frozenset(['a.bin', 'old/a-copy.bin']), frozenset(['old/b.bin', 'b-copy.bin'])}
+    d = w.daemon()
+    waiting(w, 'the first mount')
+    wait_clusters(w.mnt, pairs, 'the two pairs of copies')
+    read = rchar(d)
+    check(read >= 24 * MB, 'the first mount read only %.1f MB of four 6 MB copies'
+          % (read / MB))
+    d.umount()
+    d.check_log()
+
+    d = w.daemon()
+    waiting(w, 'a restart')
+    wait_clusters(w.mnt, pairs, 'the pairs after a restart')
+    read = rchar(d)
+    check(read < 2 * MB, 'a restart read %.1f MB: the copies were hashed again'
+          % (read / MB))
+    d.umount()
+    d.check_log()
+
+    shutil.copyfile(os.path.join(w.src, 'a.bin'), os.path.join(w.src, 'a-copy2.bin'))
+    blob(os.path.join(w.src, 'b-copy.bin'), 6 * MB, 4)
+    pairs = {frozenset(['a.bin', 'old/a-copy.bin', 'a-copy2.bin'])}
+    d = w.daemon()
+    waiting(w, 'a restart after changes')
+    wait_clusters(w.mnt, pairs, 'a new copy joined, a changed one left')
+    read = rchar(d)
+    check(6 * MB <= read < 14 * MB, 'a restart after a copy was added and one '
+          'changed read %.1f MB, not the two of them (12 MB)' % (read / MB))
+
+    before = rchar(d)
+    text = w.corpus.document()
+    write(os.path.join(w.src, 'notes/one.txt'), text)
+    write(os.path.join(w.src, 'notes/two.txt'), text)
+    settled(w, d, 3)
+    pairs |= {frozenset(['notes/one.txt', 'notes/two.txt'])}
+    wait_clusters(w.mnt, pairs, 'the texts joined the view')
+    st = read_status(w.mnt)
+    check(st.get('phase') == 'live', 'no lexicon after three texts: %s' % st)
+    read = rchar(d) - before
+    check(read < 2 * MB, 'building the lexicon read %.1f MB: the binaries '
+          'again' % (read / MB))
+    d.umount()
+    d.check_log()
+
+
 def clusters_links(mnt):
     """{clusters/SIG/MEMBER: its target} of every entry under clusters/;
     readlink failing is a failure."""

@@ -497,6 +497,15 @@ static void take_file_stat(struct model *m, struct node *n,
 		links_insert(m, n);
 }
 
+static void set_has_terms(struct model *m, struct node *n, bool has)
+{
+	uint64_t c = m->with_terms - n->has_terms + has;
+
+	n->has_terms = has;
+	__atomic_store_n(&m->with_terms, c, __ATOMIC_RELAXED);
+}
+
+/* Only a text has terms: model_apply() says whether this one has. */
 static void set_status(struct model *m, struct node *n, uint8_t status)
 {
 	m->count[count_slot(n->status)]--;
@@ -504,6 +513,8 @@ static void set_status(struct model *m, struct node *n, uint8_t status)
 	n->status = status;
 	m->count[count_slot(n->status)]++;
 	count_format(m, n, 1);
+	if (status != IM_DOC_SIGNED && status != IM_DOC_REJECTED)
+		set_has_terms(m, n, false);
 }
 
 /* Sign @p n again and hash it this time (workers.c). */
@@ -569,6 +580,10 @@ void model_apply(struct model *m, struct node *n, const char *path,
 	n->fail = d->status == IM_DOC_FAILED ? (uint8_t)d->err : 0;
 	count_format(m, n, 1);
 	set_status(m, n, d->status);
+	set_has_terms(
+		m, n,
+		(d->status == IM_DOC_SIGNED || d->status == IM_DOC_REJECTED) &&
+			d->unique_terms);
 	if (node_in_index(n)) {
 		if (index_put(m, path, d)) {
 			/* Out of memory: an error, signed again when it
@@ -620,6 +635,7 @@ static void drop_subtree(struct model *m, struct node *n, char *path,
 			index_remove(m, path);
 		m->count[count_slot(n->status)]--;
 		count_format(m, n, -1);
+		set_has_terms(m, n, false);
 		links_remove(m, n);
 	}
 	if (n->flags & (NODE_QUEUED | NODE_SIGNING))

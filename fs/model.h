@@ -61,6 +61,10 @@ struct model {
 	struct inval *inval;   /* may be NULL: no kernel to tell */
 	struct model_hooks hooks;
 	uint64_t count[COUNT_SLOTS]; /* tree lock */
+	/* Texts holding a term, signed or not: what a lexicon built now would
+	 * count (im_lexicon_docs()). Written under the tree lock; read
+	 * without it, atomically. */
+	uint64_t with_terms;
 	/* Files read, per enum im_format; failures per enum im_extract_fail.
 	 * tree lock */
 	uint64_t by_format[IM_FMT_COUNT], by_fail[IM_XF_COUNT];

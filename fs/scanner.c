@@ -39,9 +39,6 @@ struct scanner {
 	bool resign_all;	/* the next scan signs every file anew */
 	bool rebuilding;	/* atomic: the view mixes two lexicons */
 	struct im_state *cache; /* the first scan's; scanner thread */
-	/* Documents in the view when this process last built the lexicon,
-	 * those without a term too (lexicon_outgrown()); scanner thread. */
-	uint64_t docs_at_build;
 	pthread_t tid;
 	bool started; /* main thread */
 	bool cancel;  /* atomic; core's scans poll it */
@@ -52,6 +49,8 @@ struct scanner {
 	struct scanner_stats st; /* atomics, field by field */
 	uint64_t todo, done;	 /* this scan's files to sign, signed */
 };
+
+static bool lexicon_outgrown(struct scanner *s);
 
 #define ST_SET(s, f, v) __atomic_store_n(&(s)->st.f, (v), __ATOMIC_RELAXED)
 #define ST_ADD(s, f, v) __atomic_add_fetch(&(s)->st.f, (v), __ATOMIC_RELAXED)
@@ -115,6 +114,7 @@ void scanner_stats(struct scanner *s, struct scanner_stats *out)
 	pthread_mutex_lock(&s->lock);
 	out->rescan_wanted = s->rescan_wanted;
 	pthread_mutex_unlock(&s->lock);
+	out->relexicon_due = lexicon_outgrown(s);
 }
 
 bool scanner_request_rescan(struct scanner *s)
@@ -700,38 +700,26 @@ static int first_scan(struct scanner *s)
  */
 #define RELEX_MAX_DOCS 10000
 
-/* Text documents in the view, with or without terms. */
-static uint64_t view_docs(struct scanner *s)
-{
-	const struct model *m = s->fs->model;
-	uint64_t docs;
-
-	tree_rdlock(m->tree);
-	docs = m->count[IM_DOC_SIGNED] + m->count[IM_DOC_REJECTED];
-	tree_unlock(m->tree);
-	return docs;
-}
-
 /*
- * The lexicon counts only documents with a term, the view every text
- * document: in a tree where half of them are empty or hold no word (a
- * package's __init__.py files) the view alone would say "twice as many"
- * after every rebuild. So the count is also compared with the view's own
- * when this process last built the lexicon: what has to double is the
- * tree, not a ratio a rebuild cannot change. After a restart the
- * documents taken unchanged from the cache stand for that count.
+ * The lexicon counts the documents that hold a term, and so does the view
+ * (model.h, with_terms): texts without a word (a package's empty
+ * __init__.py files) count in neither, so a rebuild never finds the tree
+ * it was built from "twice as many" again, and a restart, which takes the
+ * documents from the cache under the old lexicon, still sees that they
+ * outgrew it. Called by FUSE threads too (status): no lock.
  */
 static bool lexicon_outgrown(struct scanner *s)
 {
-	uint64_t lex_docs, docs;
+	const struct im_lexicon *lex =
+		__atomic_load_n(&s->lex, __ATOMIC_ACQUIRE);
+	uint64_t lex_docs;
 
-	if (!s->lex || s->fs->opts->lexicon)
+	if (!lex || s->fs->opts->lexicon)
 		return false;
-	lex_docs = im_lexicon_docs(s->lex);
-	if (lex_docs >= RELEX_MAX_DOCS)
-		return false;
-	docs = view_docs(s);
-	return docs >= 2 * lex_docs && docs >= 2 * s->docs_at_build;
+	lex_docs = im_lexicon_docs(lex);
+	return lex_docs < RELEX_MAX_DOCS &&
+	       __atomic_load_n(&s->fs->model->with_terms, __ATOMIC_RELAXED) >=
+		       2 * lex_docs;
 }
 
 /*
@@ -764,7 +752,6 @@ static int rebuild_lexicon(struct scanner *s)
 		start_threads(s);
 	if (ret == -ECANCELED)
 		return ret;
-	s->docs_at_build = view_docs(s);
 	__atomic_store_n(&s->rebuilding, false, __ATOMIC_RELEASE);
 	ST_ADD(s, relexicons, 1);
 	set_phase(s, PHASE_LIVE);
@@ -821,17 +808,11 @@ static void *scanner_main(void *arg)
 		}
 		set_phase(s, PHASE_SCANNING);
 		ret = scan_quiet(s, cache, false, NULL);
-		/* The documents the last run left, unchanged: a tree that
-		 * doubled while unmounted outgrew the lexicon, one that did
-		 * not has nothing new to give it. */
-		s->docs_at_build =
-			__atomic_load_n(&s->st.cached, __ATOMIC_RELAXED);
 	} else {
 		/* The walk adds the watches; their events wait in the kernel
 		 * until the watcher starts, with the workers, once the lexicon
 		 * exists (first_lexicon_cb()). */
 		ret = first_scan(s);
-		s->docs_at_build = view_docs(s);
 	}
 	if (ret == -ECANCELED)
 		return NULL;

@@ -47,6 +47,8 @@ struct scanner_stats {
 	uint64_t save_errors; /* saves of the state that failed (logged) */
 	uint64_t relexicons;  /* lexicons rebuilt from a grown tree */
 	bool rescan_wanted;   /* a rescan is asked for and not started yet */
+	/* The tree outgrew the lexicon: the scanner rebuilds it next. */
+	bool relexicon_due;
 	/* SOURCE's path no longer leads to the directory mounted (removed,
 	 * renamed): the view's symlinks name a path that is not it. */
 	bool source_lost;

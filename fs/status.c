@@ -113,7 +113,7 @@ size_t status_text(struct imfs *fs, char *out, size_t cap)
 	bool converged =
 		(ss.phase == PHASE_LIVE || ss.phase == PHASE_NO_LEXICON) &&
 		!pending && ws.settled && !ws.limit && !ss.rescan_wanted &&
-		!ss.source_lost;
+		!ss.relexicon_due && !ss.source_lost;
 	int n = snprintf(
 		buf, sizeof(buf),
 		"phase: %s\n"

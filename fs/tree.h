@@ -82,6 +82,7 @@ struct node {
 	uint8_t format;	    /* files: enum im_format, as last read */
 	uint8_t fail;	    /* files: enum im_extract_fail when FAILED */
 	uint8_t retries;    /* files: signings whose path led nowhere */
+	uint8_t has_terms;  /* files: a text with a term (model.h with_terms) */
 	/* Private to tree.c: read the name with node_name(). */
 	uint8_t name_out; /* name_in holds a pointer to the name */
 	uint8_t size8;	  /* the node's allocation, in 8-byte units */

@@ -204,6 +204,41 @@ def test_termless_documents_do_not_rebuild_the_lexicon(w):
 
 
 @test
+def test_restart_rebuilds_an_outgrown_lexicon(w):
+    """A daemon stopped after its scan signed a grown tree with the old
+    lexicon (killed, or unmounted the moment it said converged) leaves a
+    cache of the grown tree under that lexicon. The next start served it
+    all from the cache and counted it as the tree the lexicon was built
+    from: never rebuilt. The state is made here by signing the grown tree
+    with the state's own lexicon given (-o lexicon= never rebuilds). And
+    status must not say converged while a rebuild is due."""
+    for i in range(2):
+        write(os.path.join(w.src, 'doc%d.txt' % i), w.corpus.document())
+    d = w.daemon()
+    settled(w, d, 2)
+    d.umount()
+    d.check_log()
+    for i in range(2, 8):
+        write(os.path.join(w.src, 'doc%d.txt' % i), w.corpus.document())
+    d = w.daemon(opts=['lexicon=' + state_lexicon(w)])
+    settled(w, d, 8)
+    d.umount()
+    d.check_log()
+
+    d = w.daemon()
+
+    def converged():
+        st = read_status(w.mnt)
+        return st.get('converged') == 'yes', st
+    st = poll(converged, 'converged after the restart')
+    check(status_int(st, 'lexicon_docs') == 8 and status_int(st, 'relexicons') == 1,
+          'converged with the lexicon of %s documents (relexicons %s), not rebuilt '
+          'from the 8 of the tree' % (st.get('lexicon_docs'), st.get('relexicons')))
+    d.umount()
+    d.check_log()
+
+
+@test
 def test_full_state_directory_is_never_converged(w):
     """A state directory too small for the lexicon (a 4 KiB tmpfs): the
     first scan fails and is tried again; status must not say converged

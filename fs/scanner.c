@@ -190,13 +190,29 @@ static bool may_read(const struct imfs *fs, const char *path,
 	       !faccessat(fs->srcfd, path, R_OK, AT_EACCESS);
 }
 
-/* Whether cache entry @p e describes the file @p st at @p path. */
-static bool cache_matches(const struct imfs *fs, const struct im_state_entry *e,
-			  const char *path, const struct stat *st)
+static bool entry_fits(const struct im_state_entry *e, const struct stat *st)
 {
 	return e->size == (uint64_t)st->st_size &&
 	       e->mtime_ns == st_mtime_ns(st) && e->ino == st->st_ino &&
-	       e->d.status != IM_DOC_ERROR && may_read(fs, path, st);
+	       e->d.status != IM_DOC_ERROR;
+}
+
+/*
+ * The entry of @p cache that describes the file @p st at @p path into *@p e:
+ * the path's, or, for a file whose directory was renamed or moved while the
+ * daemon was away, the one of its inode under the same name (the result of
+ * reading it is the same; its signatures become fresh ones, fullsigs.h).
+ */
+static bool cache_find(const struct im_state *cache, const char *path,
+		       const struct stat *st, struct im_state_entry *e)
+{
+	const char *name = strrchr(path, '/');
+
+	if (!im_state_find(cache, path, e) && entry_fits(e, st))
+		return true;
+	return !im_state_find_moved(cache, st->st_ino, name ? name + 1 : path,
+				    e) &&
+	       entry_fits(e, st);
 }
 
 static void apply_batch(struct applier *a, struct apply_batch *b)
@@ -215,7 +231,7 @@ static void apply_batch(struct applier *a, struct apply_batch *b)
 		/* Signed by a worker meanwhile, from what is there now. */
 		if (n->status != NODE_UNKNOWN && n->mtime_ns >= st_mtime_ns(st))
 			model_set_stat(m, n, st);
-		else if (!im_state_find(a->cache, path, &e))
+		else if (cache_find(a->cache, path, st, &e))
 			take_cached(a->s, n, path, st, &e);
 	}
 	tree_unlock(m->tree);
@@ -364,6 +380,17 @@ static bool scan_may_keep(const struct scan_ctx *sc, int status)
 	return !sc->s->resign_all || lexicon_free(status);
 }
 
+/* Whether the scan may take the file @p st at @p path from its cache, into
+ * *@p e: only a lexicon_free() result from a partial one. */
+static bool scan_take_cached(const struct scan_ctx *sc, const char *path,
+			     const struct stat *st, struct im_state_entry *e)
+{
+	return sc->cache && cache_find(sc->cache, path, st, e) &&
+	       scan_may_keep(sc, e->d.status) &&
+	       (!im_state_partial(sc->cache) || lexicon_free(e->d.status)) &&
+	       may_read(sc->s->fs, path, st);
+}
+
 static bool scan_want_cb(const char *path, const struct stat *st, void *arg)
 {
 	struct scan_ctx *sc = arg;
@@ -371,9 +398,7 @@ static bool scan_want_cb(const char *path, const struct stat *st, void *arg)
 	struct im_state_entry e;
 	bool want = false;
 
-	if (sc->applier && !im_state_find(sc->cache, path, &e) &&
-	    scan_may_keep(sc, e.d.status) &&
-	    cache_matches(sc->s->fs, &e, path, st) &&
+	if (sc->applier && scan_take_cached(sc, path, st, &e) &&
 	    applier_add(sc->applier, path, st))
 		return false;
 
@@ -388,9 +413,7 @@ static bool scan_want_cb(const char *path, const struct stat *st, void *arg)
 	    model_unchanged(n, st) &&
 	    (sc->s->fs->reads_all || !model_attr_changed(m, n, st))) {
 		model_set_stat(m, n, st);
-	} else if (sc->cache && !im_state_find(sc->cache, path, &e) &&
-		   scan_may_keep(sc, e.d.status) &&
-		   cache_matches(sc->s->fs, &e, path, st)) {
+	} else if (scan_take_cached(sc, path, st, &e)) {
 		take_cached(sc->s, n, path, st, &e);
 	} else {
 		model_set_stat(m, n, st);

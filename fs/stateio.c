@@ -24,6 +24,7 @@ int stateio_open(struct stateio *sio, const char *state_dir,
 		return -ENOMEM;
 	}
 	sio->key = im_state_key(p, IM_STATE_NO_LEXICON);
+	sio->files_key = im_state_files_key(p);
 	return 0;
 }
 
@@ -45,13 +46,14 @@ static int take_key(struct stateio *sio)
 	return ret;
 }
 
-/* The cache made for sio->key into *@p cache, if there is one; a corrupt one
- * is refused (-EINVAL, said on stderr), one of another key logged. */
+/* The cache made for sio->key into *@p cache, if there is one, or the
+ * files' part of one made with other parameters or another lexicon; a
+ * corrupt one is refused (-EINVAL, said on stderr). */
 static int load_cache(struct stateio *sio, struct im_state **cache)
 {
 	char why[256];
-	int ret = im_state_load(sio->cache_path, sio->key, cache, why,
-				sizeof(why));
+	int ret = im_state_load_files(sio->cache_path, sio->key, sio->files_key,
+				      cache, why, sizeof(why));
 
 	if (ret == -EINVAL) {
 		fprintf(stderr,
@@ -61,7 +63,12 @@ static int load_cache(struct stateio *sio, struct im_state **cache)
 			sio->cache_path, why);
 		return -EINVAL;
 	}
-	if (ret == -ESTALE)
+	if (!ret && im_state_partial(*cache))
+		imfs_log(LOG_NOTICE,
+			 "the signature cache was made with other parameters "
+			 "or another lexicon: signing the documents afresh, "
+			 "not the binary files");
+	else if (ret == -ESTALE)
 		imfs_log(LOG_NOTICE,
 			 "the signature cache was made with other parameters "
 			 "or another lexicon: signing afresh");
@@ -186,6 +193,7 @@ int stateio_save(struct stateio *sio, struct model *m)
 	ret = im_state_writer_new(sio->key, &w);
 	if (ret)
 		goto out;
+	im_state_writer_set_files_key(w, sio->files_key);
 	path[0] = 0;
 	/* Cleared first: a change made while the image is built dirties it
 	 * again. Readers go on meanwhile; only updates wait. */

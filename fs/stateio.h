@@ -29,6 +29,7 @@ struct stateio {
 	/* im_state_key() of the lexicon, or of IM_STATE_NO_LEXICON for the
 	 * cache of a tree waiting for documents (no lexicon yet) */
 	uint64_t key;
+	uint64_t files_key; /* im_state_files_key() */
 };
 
 /** Fill @p sio for @p state_dir and @p lexicon (absolute, or NULL).

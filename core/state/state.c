@@ -22,7 +22,10 @@
 #include "state.h"
 
 static const char state_magic[8] = "IMSTATE";
-#define HEADER_LEN (8 + 4 + 4 + 8 + 8)
+#define HEADER_LEN (8 + 4 + 4 + 8 + 8 + 8)
+/* Where the header holds the files key and the count. */
+#define FILES_KEY_AT 24
+#define COUNT_AT     32
 #define ENTRY_FIXED                                                            \
 	(4 + 8 + 8 + 8 + 1 + 1 + 1 + 4 + 4 + 4 + 16 + IM_SKETCH_RECORD)
 
@@ -81,6 +84,17 @@ static uint32_t get_u32(const uint8_t *p)
 }
 
 /* ---- Keys ---------------------------------------------------------------- */
+
+uint64_t im_state_files_key(const struct im_params *p)
+{
+	uint8_t tmp[32];
+	struct buf b = {tmp, 0, sizeof(tmp)};
+
+	put_u64(&b, IM_STATE_VERSION);
+	put_u64(&b, UINT64_C(0x66696c6573)); /* "files": not a key of above */
+	put_u64(&b, p->max_size);
+	return XXH3_64bits(tmp, b.len);
+}
 
 uint64_t im_state_key(const struct im_params *p, uint64_t lex_key)
 {
@@ -158,13 +172,28 @@ struct im_state {
 	 * the cost of a probe is one visit to the map). */
 	uint32_t *slots32;
 	uint64_t *slots64;
+	/* The same over the entries' inode numbers, for im_state_find_moved()
+	 * (no duplicates are dropped there: hard links share an inode). */
+	uint32_t *ino32;
+	uint64_t *ino64;
 	size_t nslots;
 	uint64_t *ck; /* offset of every CK_EVERY-th entry */
+	bool partial; /* loaded by its files key alone */
 };
 
 static inline size_t slot_get(const struct im_state *st, size_t h)
 {
 	return st->slots32 ? st->slots32[h] : (size_t)st->slots64[h];
+}
+
+static inline size_t ino_get(const struct im_state *st, size_t h)
+{
+	return st->ino32 ? st->ino32[h] : (size_t)st->ino64[h];
+}
+
+static inline uint64_t ino_hash(uint64_t ino)
+{
+	return XXH3_64bits(&ino, sizeof(ino));
 }
 
 /* Where a hash starts probing: its high bits scaled to nslots. */
@@ -203,6 +232,8 @@ void im_state_free(struct im_state *st)
 		munmap((void *)st->map, st->map_len);
 	free(st->slots32);
 	free(st->slots64);
+	free(st->ino32);
+	free(st->ino64);
 	free(st->ck);
 	free(st);
 }
@@ -253,11 +284,14 @@ static int build_slots(struct im_state *st)
 {
 	size_t ns = st->n + st->n / 3 + 1, off = HEADER_LEN;
 
-	if (st->map_len <= UINT32_MAX)
+	if (st->map_len <= UINT32_MAX) {
 		st->slots32 = calloc(ns, sizeof(*st->slots32));
-	else
+		st->ino32 = calloc(ns, sizeof(*st->ino32));
+	} else {
 		st->slots64 = calloc(ns, sizeof(*st->slots64));
-	if (!st->slots32 && !st->slots64)
+		st->ino64 = calloc(ns, sizeof(*st->ino64));
+	}
+	if ((!st->slots32 || !st->ino32) && (!st->slots64 || !st->ino64))
 		return -ENOMEM;
 	st->nslots = ns;
 	for (size_t i = 0; i < st->n; i++, off += entry_len(st, off)) {
@@ -278,6 +312,13 @@ static int build_slots(struct im_state *st)
 			st->slots32[h] = (uint32_t)off;
 		else
 			st->slots64[h] = off;
+		for (h = slot_home(st, ino_hash(get_u64(d + 4 + plen + 16)));
+		     ino_get(st, h); h = slot_next(st, h))
+			;
+		if (st->ino32)
+			st->ino32[h] = (uint32_t)off;
+		else
+			st->ino64[h] = off;
 	}
 	return 0;
 }
@@ -287,7 +328,7 @@ static int index_entries(struct im_state *st, size_t len, char *why,
 			 size_t why_len)
 {
 	const uint8_t *d = st->map;
-	uint64_t count = get_u64(d + 24);
+	uint64_t count = get_u64(d + COUNT_AT);
 	size_t off = HEADER_LEN;
 
 	if (count > (len - HEADER_LEN) / ENTRY_FIXED || count >= UINT32_MAX) {
@@ -337,6 +378,12 @@ static int index_entries(struct im_state *st, size_t len, char *why,
 
 int im_state_load(const char *path, uint64_t key, struct im_state **out,
 		  char *why, size_t why_len)
+{
+	return im_state_load_files(path, key, 0, out, why, why_len);
+}
+
+int im_state_load_files(const char *path, uint64_t key, uint64_t files_key,
+			struct im_state **out, char *why, size_t why_len)
 {
 	struct im_state *st = NULL;
 	struct stat sb;
@@ -401,7 +448,9 @@ int im_state_load(const char *path, uint64_t key, struct im_state **out,
 		why_set(why, why_len,
 			"made with other parameters or another lexicon");
 		ret = -ESTALE;
-		goto out;
+		if (!files_key || get_u64(b + FILES_KEY_AT) != files_key)
+			goto out;
+		st->partial = true;
 	}
 	ret = index_entries(st, body, why, why_len);
 	if (ret == -ENOMEM)
@@ -441,6 +490,40 @@ int im_state_find(const struct im_state *st, const char *path,
 	return -ENOENT;
 }
 
+/* The last component of the entry's path at @p off is @p name (@p len). */
+static bool name_eq(const struct im_state *st, size_t off, const char *name,
+		    size_t len)
+{
+	size_t plen = get_u32(st->map + off);
+	const char *p = (const char *)st->map + off + 4;
+
+	return plen >= len && !memcmp(p + plen - len, name, len) &&
+	       (plen == len || p[plen - len - 1] == '/');
+}
+
+int im_state_find_moved(const struct im_state *st, uint64_t ino,
+			const char *name, struct im_state_entry *out)
+{
+	if (!st || !st->n)
+		return -ENOENT;
+	size_t len = strlen(name), off;
+	for (size_t h = slot_home(st, ino_hash(ino)); (off = ino_get(st, h));
+	     h = slot_next(st, h)) {
+		const uint8_t *d = st->map + off;
+		if (get_u64(d + 4 + get_u32(d) + 16) == ino &&
+		    name_eq(st, off, name, len)) {
+			decode(st, off, out);
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
+bool im_state_partial(const struct im_state *st)
+{
+	return st && st->partial;
+}
+
 int im_state_at(const struct im_state *st, size_t i, struct im_state_entry *out)
 {
 	if (!st || i >= st->n)
@@ -472,9 +555,17 @@ int im_state_writer_new(uint64_t key, struct im_state_writer **out)
 	put_u32(&w->b, IM_STATE_VERSION);
 	put_u32(&w->b, IM_MAX_COORDS);
 	put_u64(&w->b, key);
+	put_u64(&w->b, 0); /* files key: im_state_writer_set_files_key() */
 	put_u64(&w->b, 0); /* count, patched at commit */
 	*out = w;
 	return 0;
+}
+
+void im_state_writer_set_files_key(struct im_state_writer *w,
+				   uint64_t files_key)
+{
+	for (int i = 0; i < 8; i++)
+		w->b.p[FILES_KEY_AT + i] = (uint8_t)(files_key >> (8 * i));
 }
 
 int im_state_writer_add(struct im_state_writer *w, const char *path,
@@ -521,7 +612,7 @@ int im_state_writer_commit(struct im_state_writer *w, const char *path)
 		return -ENOMEM;
 	/* Patch the count in place, then checksum everything. */
 	for (int i = 0; i < 8; i++)
-		w->b.p[24 + i] = (uint8_t)(w->count >> (8 * i));
+		w->b.p[COUNT_AT + i] = (uint8_t)(w->count >> (8 * i));
 	size_t body = w->b.len;
 	put_u64(&w->b, XXH3_64bits(w->b.p, body));
 

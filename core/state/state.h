@@ -6,12 +6,15 @@
  *
  * One file holds, for every file of the source, its path (relative to the
  * source), size, mtime in nanoseconds, inode number and its struct
- * im_doc_sigs (its size and mtime_ns are the entry's). The file starts with a magic, a version and a 64-bit "key"
- * that fingerprints everything a signature depends on (the signing
- * parameters and the lexicon's bytes, see im_state_key()); a cache whose key
- * differs from the running daemon's was made with other parameters and must
- * not be reused. The file ends with an XXH3-64 checksum of every byte before
- * it.
+ * im_doc_sigs (its size and mtime_ns are the entry's). The file starts with
+ * a magic, a version and a 64-bit "key" that fingerprints everything a
+ * signature depends on (the signing parameters and the lexicon's bytes, see
+ * im_state_key()); a cache whose key differs from the running daemon's was
+ * made with other parameters and must not be reused, except for the entries
+ * no lexicon or signing parameter changes (a binary file's, a file too big
+ * to read's, a failed extraction's), when its "files key" (what those
+ * depend on, im_state_files_key()) is the daemon's: im_state_load_files().
+ * The file ends with an XXH3-64 checksum of every byte before it.
  *
  * Crash safety: im_state_writer_commit() writes PATH.tmp.PID, fsyncs it,
  * renames it over PATH and fsyncs the directory, so a crash at any point
@@ -20,7 +23,8 @@
  * file with a reason, and never deletes or rewrites it.
  *
  * Layout (little-endian):
- *   "IMSTATE\0"  u32 version  u32 ncoords_max  u64 key  u64 count
+ *   "IMSTATE\0"  u32 version  u32 ncoords_max  u64 key  u64 files_key
+ *   u64 count
  *   count × { u32 path_len, path bytes, u64 size, i64 mtime_ns, u64 ino,
  *             u8 status, u8 ncoords, u8 exact_valid, u32 err_format, u32 valid,
  *             u32 unique_terms, 16 bytes exact,
@@ -30,9 +34,10 @@
  * err_format holds err in its low 24 bits (an errno, or the failure reason)
  * and the document's format (enum im_format) in its top 8.
  *
- * Memory: a loaded cache is the file mapped read-only plus about 5.4 bytes
- * per entry (a hash slot holding the entry's 4-byte offset, 8 past 4 GiB,
- * at a load of 3/4, and the offset of every 64th entry for im_state_at());
+ * Memory: a loaded cache is the file mapped read-only plus about 10.8 bytes
+ * per entry (two hash slots, by path and by inode, each holding the entry's
+ * 4-byte offset, 8 past 4 GiB, at a load of 3/4, and the offset of every
+ * 64th entry for im_state_at());
  * entries are decoded on demand, and
  * im_state_free() gives everything back to the system. The pages the load
  * read to check the file are left to the page cache (MADV_DONTNEED): only
@@ -44,14 +49,16 @@
 #ifndef IM_STATE_H
 #define IM_STATE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "params.h"
 #include "sig.h"
 
-/* 2: the sketch joined each entry. 3: the sketch verifies with a map. */
-#define IM_STATE_VERSION 3
+/* 2: the sketch joined each entry. 3: the sketch verifies with a map.
+ * 4: the files key. */
+#define IM_STATE_VERSION 4
 
 /** One cached file, decoded by im_state_find() / im_state_at(). */
 struct im_state_entry {
@@ -83,6 +90,12 @@ uint64_t im_state_key(const struct im_params *p, uint64_t lex_key);
 #define IM_STATE_NO_LEXICON 0
 
 /**
+ * The fingerprint of what a binary file's, a too big file's and a failed
+ * extraction's entries depend on: max_size (and the format). Never fails.
+ */
+uint64_t im_state_files_key(const struct im_params *p);
+
+/**
  * XXH3-64 of the whole content of the file at @p path.
  * @return 0 or a negative errno from open/read, -ENOMEM.
  */
@@ -105,6 +118,19 @@ int im_state_file_key(const char *path, uint64_t *out);
 int im_state_load(const char *path, uint64_t key, struct im_state **out,
 		  char *why, size_t why_len);
 
+/**
+ * im_state_load(), and also a cache of another key whose files key is
+ * @p files_key (not 0): that one is loaded *partial* (im_state_partial()),
+ * and only its entries with status IM_DOC_BINARY, IM_DOC_TOO_BIG or
+ * IM_DOC_FAILED may be used; @p why then still says why the rest may not.
+ * @return as im_state_load(); 0 for a partial cache too.
+ */
+int im_state_load_files(const char *path, uint64_t key, uint64_t files_key,
+			struct im_state **out, char *why, size_t why_len);
+
+/** Whether @p st was loaded by its files key alone. */
+bool im_state_partial(const struct im_state *st);
+
 void im_state_free(struct im_state *st);
 
 /** Entries held. */
@@ -116,6 +142,15 @@ size_t im_state_count(const struct im_state *st);
  */
 int im_state_find(const struct im_state *st, const char *path,
 		  struct im_state_entry *out);
+
+/**
+ * Decode into *out an entry of inode @p ino whose path ends in the component
+ * @p name: the file of a directory renamed or moved since (same inode, same
+ * name, another path). The caller checks size and mtime as for
+ * im_state_find(). @return 0, or -ENOENT.
+ */
+int im_state_find_moved(const struct im_state *st, uint64_t ino,
+			const char *name, struct im_state_entry *out);
 
 /** Decode the @p i-th entry, in file order (walking up to 63 entries
  *  before it). @return 0 or -ENOENT. */
@@ -133,6 +168,12 @@ struct im_state_writer;
  * @return 0 or -ENOMEM. The caller frees with im_state_writer_free().
  */
 int im_state_writer_new(uint64_t key, struct im_state_writer **out);
+
+/** Write @p files_key (im_state_files_key()) in the image's header, so that
+ *  a daemon of other signing parameters may use its files' entries
+ *  (im_state_load_files()); without it, none may. */
+void im_state_writer_set_files_key(struct im_state_writer *w,
+				   uint64_t files_key);
 
 /** Append one entry (copies everything). @return 0 or -ENOMEM. */
 int im_state_writer_add(struct im_state_writer *w, const char *path,

@@ -98,5 +98,54 @@ def test_signatures_whole_from_memory_cache_and_renames(w):
     d2.check_log()
 
 
+def rchar(d):
+    with open('/proc/%d/io' % d.proc.pid) as f:
+        return next(int(line.split()[1]) for line in f if line.startswith('rchar:'))
+
+
+@test
+def test_cache_survives_renames_and_other_options(w):
+    """Directories renamed while the daemon was away: their files are taken
+    from the cache by inode and name (they were all read again), with
+    whole signatures, and saved under their new paths. A mount with other
+    signing options signs the documents again but takes the binary files'
+    results from the cache (it read them all again)."""
+    _, docs, _ = make_tree(w.src, w.corpus)
+    blob = b'\0' + os.urandom(4 << 20)
+    for rel in ('media/a.raw', 'media/old/a-copy.raw'):
+        os.makedirs(os.path.dirname(os.path.join(w.src, rel)), exist_ok=True)
+        with open(os.path.join(w.src, rel), 'wb') as f:
+            f.write(blob)
+    d = w.daemon()
+    settled(w, d, len(docs))
+    d.umount()
+    d.check_log()
+
+    os.rename(os.path.join(w.src, 'reports'), os.path.join(w.src, 'moved'))
+    os.rename(os.path.join(w.src, 'media'), os.path.join(w.src, 'photos'))
+    docs = [('moved' + p[len('reports'):]) if p.startswith('reports/') else p
+            for p in docs]
+    text_bytes = sum(os.path.getsize(os.path.join(w.src, p)) for p in docs)
+    for start in ('after the renames', 'after a restart'):
+        d = w.daemon()
+        st = settled(w, d, len(docs))
+        check(status_int(st, 'cached') == len(docs), '%s: cached %s of %d documents'
+              % (start, st.get('cached'), len(docs)))
+        read = rchar(d)
+        check(read < text_bytes + (1 << 20), '%s: the daemon read %d bytes; the '
+              'documents are %d, the binaries 8 MB' % (start, read, text_bytes))
+        check_sigs(w, docs, start)
+        d.umount()
+        d.check_log()
+
+    d = w.daemon(opts=['k=3'])
+    settled(w, d, len(docs))
+    read = rchar(d)
+    check(text_bytes <= read < text_bytes + (2 << 20), 'with k=3 the daemon read %d '
+          'bytes: the documents (%d) again, not the 8 MB of binaries' % (read, text_bytes))
+    d.umount()
+    d.check_log()
+
+
 if __name__ == '__main__':
     sys.exit(run_tests(TESTS, sys.argv[1:]))

@@ -74,6 +74,14 @@ static void write_cache(unsigned n, uint64_t key)
 	im_state_writer_free(w);
 }
 
+static int commit_and_free(struct im_state_writer *w, const char *where)
+{
+	int ret = im_state_writer_commit(w, where);
+
+	im_state_writer_free(w);
+	return ret;
+}
+
 static size_t file_size(void)
 {
 	struct stat st;
@@ -253,6 +261,96 @@ START_TEST(test_state_params_mismatch)
 }
 END_TEST
 
+/* A cache of other signing parameters: its files' entries (binary, too big,
+ * failed) stay usable when their files key matches, never otherwise. */
+START_TEST(test_state_partial_by_files_key)
+{
+	struct im_params p;
+	struct im_state_writer *w;
+	struct im_state_entry e;
+	struct im_state *st;
+	char why[128] = "";
+
+	im_params_init(&p);
+	uint64_t k0 = im_state_key(&p, 1234), f0 = im_state_files_key(&p);
+	p.k = 3;
+	ck_assert_msg(im_state_files_key(&p) == f0,
+		      "k changes no binary file's entry");
+	p.max_size = 1000;
+	ck_assert_msg(im_state_files_key(&p) != f0,
+		      "max_size decides what is too big");
+
+	ck_assert_int_eq(im_state_writer_new(k0, &w), 0);
+	im_state_writer_set_files_key(w, f0);
+	struct im_doc_sigs d;
+	fake_sigs(&d, 1);
+	ck_assert_int_eq(im_state_writer_add(w, "a.txt", 10, 20, 30, &d), 0);
+	ck_assert_int_eq(commit_and_free(w, path), 0);
+
+	ck_assert_int_eq(im_state_load_files(path, k0, f0, &st, NULL, 0), 0);
+	ck_assert_msg(!im_state_partial(st), "its own key: the whole cache");
+	im_state_free(st);
+	ck_assert_int_eq(
+		im_state_load_files(path, k0 + 1, f0, &st, why, sizeof(why)),
+		0);
+	ck_assert_msg(im_state_partial(st), "another key, its files key");
+	ck_assert_msg(strstr(why, "other parameters") != NULL, "reason: %s",
+		      why);
+	ck_assert_int_eq(im_state_find(st, "a.txt", &e), 0);
+	im_state_free(st);
+	ck_assert_int_eq(
+		im_state_load_files(path, k0 + 1, f0 + 1, &st, NULL, 0),
+		-ESTALE);
+	ck_assert_ptr_null(st);
+	ck_assert_int_eq(im_state_load(path, k0 + 1, &st, NULL, 0), -ESTALE);
+	ck_assert_ptr_null(st);
+
+	/* Without a files key written, no other key may use it. */
+	write_cache(5, k0);
+	ck_assert_int_eq(im_state_load_files(path, k0 + 1, f0, &st, NULL, 0),
+			 -ESTALE);
+	ck_assert_ptr_null(st);
+}
+END_TEST
+
+/* Files of a directory renamed while the daemon was away: found by inode
+ * and name, not by inode alone, nor by name alone. */
+START_TEST(test_state_find_moved)
+{
+	struct im_state_writer *w;
+	struct im_state_entry e;
+	struct im_state *st;
+	struct im_doc_sigs d;
+
+	ck_assert_int_eq(im_state_writer_new(test_key(), &w), 0);
+	fake_sigs(&d, 1);
+	ck_assert_int_eq(
+		im_state_writer_add(w, "old/sub/report.txt", 10, 20, 77, &d),
+		0);
+	/* A hard link: the same inode under another name. */
+	ck_assert_int_eq(im_state_writer_add(w, "old/link.txt", 10, 20, 77, &d),
+			 0);
+	ck_assert_int_eq(im_state_writer_add(w, "report.txt", 11, 21, 78, &d),
+			 0);
+	ck_assert_int_eq(commit_and_free(w, path), 0);
+	ck_assert_int_eq(im_state_load(path, test_key(), &st, NULL, 0), 0);
+
+	ck_assert_int_eq(im_state_find_moved(st, 77, "report.txt", &e), 0);
+	ck_assert_uint_eq(e.path_len, strlen("old/sub/report.txt"));
+	ck_assert_uint_eq(e.ino, 77);
+	ck_assert_int_eq(im_state_find_moved(st, 77, "link.txt", &e), 0);
+	ck_assert_uint_eq(e.path_len, strlen("old/link.txt"));
+	ck_assert_int_eq(im_state_find_moved(st, 78, "report.txt", &e), 0);
+	ck_assert_uint_eq(e.path_len, strlen("report.txt"));
+	ck_assert_int_eq(im_state_find_moved(st, 77, "other.txt", &e), -ENOENT);
+	ck_assert_int_eq(im_state_find_moved(st, 79, "report.txt", &e),
+			 -ENOENT);
+	/* The name is a whole component: "port.txt" is not "report.txt". */
+	ck_assert_int_eq(im_state_find_moved(st, 77, "port.txt", &e), -ENOENT);
+	im_state_free(st);
+}
+END_TEST
+
 START_TEST(test_state_crash_leftover_tmp)
 {
 	struct im_state *st;
@@ -307,6 +405,8 @@ static Suite *state_suite(void)
 	tcase_add_test(tc, test_state_truncated_refused);
 	tcase_add_test(tc, test_state_corrupt_refused);
 	tcase_add_test(tc, test_state_params_mismatch);
+	tcase_add_test(tc, test_state_partial_by_files_key);
+	tcase_add_test(tc, test_state_find_moved);
 	tcase_add_test(tc, test_state_crash_leftover_tmp);
 	tcase_add_test(tc, test_state_file_key);
 	suite_add_tcase(s, tc);

@@ -35,8 +35,9 @@ static char *resolve_file(const char *path)
 		return NULL;
 	}
 	if (!S_ISREG(st.st_mode)) {
+		/* The words strerror() gives where the signer says it. */
 		err_msg("%s: %s", path,
-			S_ISDIR(st.st_mode) ? "is a directory"
+			S_ISDIR(st.st_mode) ? strerror(EISDIR)
 					    : "not a regular file");
 		return NULL;
 	}

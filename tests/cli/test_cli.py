@@ -308,6 +308,11 @@ def case_explain(tmp):
     out, _ = run("explain", "--lexicon", lex,
                  os.path.join(tree, "misc/blob.bin"))
     check("binary" in out.decode(), "a binary file is explained as binary")
+    # A directory, alone or as one of a pair: one error, in the same words.
+    _, one = run("explain", "--lexicon", lex, tree, code=1)
+    _, pair = run("explain", "--lexicon", lex, member, tree, code=1)
+    check(one.replace(tree, "DIR") == pair.replace(tree, "DIR"),
+          "explain DIR and explain FILE DIR say it differently: %r, %r" % (one, pair))
 
 
 def case_errors(tmp):

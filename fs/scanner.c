@@ -35,9 +35,10 @@ struct scanner {
 	 * are freed with the scanner. Scanner thread. */
 	struct im_lexicon **retired;
 	size_t nretired;
-	bool threads_started;	/* scanner thread */
-	bool resign_all;	/* the next scan signs every file anew */
-	bool rebuilding;	/* atomic: the view mixes two lexicons */
+	bool threads_started; /* scanner thread */
+	bool resign_all;      /* the next scan signs every file anew */
+	bool rebuilding;      /* atomic: the view mixes two lexicons */
+	bool saved_busy; /* the last save left work queued; scanner thread */
 	struct im_state *cache; /* the first scan's; scanner thread */
 	pthread_t tid;
 	bool started; /* main thread */
@@ -612,8 +613,13 @@ static bool take_rescan_request(struct scanner *s)
 	return r;
 }
 
-/* Save the view if it changed and the last save (at *@p last_save) is
- * SAVE_EVERY_SECS old. */
+/*
+ * Save the view if it changed and the last save (at *@p last_save) is
+ * SAVE_EVERY_SECS old, or at once when the workers have just finished
+ * what they had queued at the last save: the one after a scan comes while
+ * they still hash the copies it found, and a crash before the next would
+ * have them read again.
+ */
 static void save_if_dirty(struct scanner *s, time_t *last_save)
 {
 	time_t now = time(NULL);
@@ -621,7 +627,8 @@ static void save_if_dirty(struct scanner *s, time_t *last_save)
 	tree_rdlock(s->fs->model->tree);
 	bool dirty = s->fs->model->dirty;
 	tree_unlock(s->fs->model->tree);
-	if (dirty && now - *last_save >= SAVE_EVERY_SECS) {
+	bool settled = s->saved_busy && !workers_pending(s->fs->workers);
+	if (dirty && (settled || now - *last_save >= SAVE_EVERY_SECS)) {
 		scanner_save(s);
 		*last_save = now;
 	}
@@ -905,6 +912,7 @@ int scanner_save(struct scanner *s)
 		return -ENOENT;
 	if (__atomic_load_n(&s->rebuilding, __ATOMIC_ACQUIRE))
 		return -EAGAIN;
+	s->saved_busy = workers_pending(s->fs->workers) != 0;
 	int ret = stateio_save(s->sio, s->fs->model);
 	if (!ret)
 		ST_ADD(s, saves, 1);

@@ -1121,6 +1121,15 @@ int im_sig_masks(const struct im_lexicon *lex, const struct im_params *p,
 	return 0;
 }
 
+/* The exact-copy hash of @p len bytes (exact.h): XXH3-128, canonical. */
+static void exact_of(const char *buf, size_t len, uint8_t exact[16])
+{
+	XXH128_canonical_t c;
+
+	XXH128_canonicalFromHash(&c, XXH3_128bits(buf, len));
+	memcpy(exact, c.digest, 16);
+}
+
 /*
  * Extract and tokenize @p buf; sign it too if @p sign, else leave a text with
  * status IM_DOC_REJECTED, no signature, its terms in s->terms and its sketch
@@ -1166,9 +1175,7 @@ static int doc_buf(struct im_signer *s, const char *name, const char *buf,
 	 * cluster of every empty __init__.py and placeholder in the tree. */
 	if (len == 0)
 		return 0;
-	XXH128_canonical_t c;
-	XXH128_canonicalFromHash(&c, XXH3_128bits(buf, len));
-	memcpy(out->exact, c.digest, sizeof(out->exact));
+	exact_of(buf, len, out->exact);
 	out->exact_valid = 1;
 	return 0;
 }
@@ -1342,8 +1349,14 @@ static void read_at(struct im_signer *s, int dirfd, const char *name,
 		goto out;
 	got += first;
 	if (!sniff_first && s->p.defer_binary && got &&
-	    sniffs_binary(s->buf, got) && defers_binary(s, name))
-		goto deferred;
+	    sniffs_binary(s->buf, got) && defers_binary(s, name)) {
+		/* Read whole already: hashed now, it is never read again
+		 * when another file has its size (QA: small copies were read
+		 * two or three times). */
+		exact_of(s->buf, got, exact);
+		*status = IM_DOC_BINARY;
+		goto out;
+	}
 	*len = got;
 	*status = IM_DOC_SIGNED;
 	goto out;

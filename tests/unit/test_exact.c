@@ -378,28 +378,33 @@ static void links_of(struct im_index *idx, const char *path, char *out)
 
 START_TEST(test_exact_fill_same_links)
 {
-	static const char *const paths[] = {"copy1.bin", "copy2.bin",
-					    "other.bin", "unique.bin",
-					    "big.bin",	 "doc.txt"};
-	char *a = binary(50000, 1), *o = binary(50000, 2), *u = binary(7777, 3),
-	     *big = binary(5000000, 4);
+	static const char *const paths[] = {
+		"copy1.bin", "copy2.bin",  "other.bin",	 "unique.bin",
+		"big.bin",   "small1.bin", "small2.bin", "doc.txt"};
+	/* Above the signer's READ_WHOLE_MAX (256 KiB): sniffed, deferred. */
+	enum { MID = 300000 };
+	char *a = binary(MID, 1), *o = binary(MID, 2), *u = binary(270000, 3),
+	     *big = binary(5000000, 4), *small = binary(7777, 5);
 	struct im_index *all, *lazy;
 	struct im_exact_stats st;
 	char la[512], lb[512];
 	size_t n_all = 0, n_lazy = 0;
 
-	put("copy1.bin", a, 50000);
-	put("copy2.bin", a, 50000);
-	put("other.bin", o, 50000); /* same size, other bytes */
-	put("unique.bin", u, 7777);
+	put("copy1.bin", a, MID);
+	put("copy2.bin", a, MID);
+	put("other.bin", o, MID); /* same size, other bytes */
+	put("unique.bin", u, 270000);
 	put("big.bin", big, 5000000);
+	/* Read whole anyway, so hashed then, never deferred. */
+	put("small1.bin", small, 7777);
+	put("small2.bin", small, 7777);
 	put("doc.txt", "a text, never deferred\n", 23);
 	all = scan(0, NULL);
 	lazy = scan(1, &st);
 	/* copy1, copy2 and other share a size; unique and big are alone. */
 	ck_assert_uint_eq(st.deferred, 5);
 	ck_assert_uint_eq(st.hashed, 3);
-	ck_assert_uint_eq(st.bytes, 150000);
+	ck_assert_uint_eq(st.bytes, 3 * MID);
 	ck_assert_uint_eq(st.changed, 0);
 	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
 		links_of(all, paths[i], la);
@@ -409,15 +414,19 @@ START_TEST(test_exact_fill_same_links)
 	}
 	links_of(lazy, "copy1.bin", lb);
 	ck_assert_str_eq(lb, "copy2.bin exact\n");
+	links_of(lazy, "small1.bin", lb);
+	ck_assert_str_eq(lb, "small2.bin exact\n");
 	im_index_foreach_doc(all, count_exact, &n_all);
 	im_index_foreach_doc(lazy, count_exact, &n_lazy);
-	ck_assert_uint_eq(n_all, 6);
-	ck_assert_uint_eq(n_lazy, 4); /* the text and the three of 50000 */
+	ck_assert_uint_eq(n_all, 8);
+	/* The text, the two small copies and the three of MID bytes. */
+	ck_assert_uint_eq(n_lazy, 6);
 	im_index_free(all);
 	im_index_free(lazy);
 	free(a);
 	free(o);
 	free(u);
+	free(small);
 	free(big);
 }
 END_TEST

@@ -581,8 +581,11 @@ static int scan_quiet(struct scanner *s, const struct im_state *cache,
 	watch_stats(s->fs->watch, &before);
 	int ret = scan_tree(s, cache, first, no_lex);
 	watch_stats(s->fs->watch, &after);
-	if (!ret && after.name_events != before.name_events)
+	if (!ret && after.name_events != before.name_events) {
+		imfs_log(LOG_INFO, "names changed during the scan: scanning "
+				   "again");
 		scanner_request_rescan(s);
+	}
 	return ret;
 }
 

@@ -458,6 +458,10 @@ static void want_reread(struct watch *w, struct node *dir)
 			return;
 	if (r->n == REREAD_MAX) {
 		r->n = 0;
+		imfs_log(LOG_INFO,
+			 "more than %d directories to read again at "
+			 "once: rescanning",
+			 REREAD_MAX);
 		scanner_request_rescan(w->fs->scanner);
 		return;
 	}
@@ -591,6 +595,10 @@ static void modified_add(struct watch *w, char *path)
 	if (m->n == MODIFY_MAX) {
 		/* Too many files being written: let a rescan catch up. */
 		modified_clear(m);
+		imfs_log(LOG_INFO,
+			 "more than %d files being written at once: "
+			 "rescanning",
+			 MODIFY_MAX);
 		scanner_request_rescan(w->fs->scanner);
 	}
 	if (m->n == m->cap) {

@@ -43,9 +43,18 @@
 enum {
 	REC_STATUS0 = 0, /* .. REC_STATUS0 + IM_DOC_STATUS_COUNT - 1 */
 	REC_BYTES = IM_DOC_STATUS_COUNT, /* st_size of the texts read */
+	REC_PATHS, /* the list's fingerprint (im_list_path_hash()) */
 };
 static const char *const rec_meta[] = {"signed",  "rejected", "binary",
-				       "too_big", "errors",   "bytes"};
+				       "too_big", "errors",   "failed",
+				       "bytes",	  "paths"};
+/* Meta words of a key run (IM_STAGE_KEYS): whose keys it holds, as
+ * --shard-id said, so that links can tell a shard's run missing. */
+enum {
+	KEY_SHARD,
+	KEY_SHARDS,
+};
+static const char *const key_meta[] = {"shard", "shards"};
 /* Meta words of a links file (IM_STAGE_LINKS). */
 enum {
 	LNK_GROUPS,  /* keys held by two documents or more */
@@ -171,6 +180,7 @@ struct sign_keys {
 	const char *prefix;
 	char tag[HOST_NAME_MAX + 24]; /* PID.HOST of this attempt */
 	struct im_stage_header h;     /* of the key files */
+	uint32_t shard, nshards;      /* their KEY_SHARD, KEY_SHARDS */
 	size_t held, limit;	      /* keys in kp; how many make a run */
 	unsigned runs;		      /* runs written per partition */
 	bool reported;		      /* an error was said, naming its file */
@@ -241,19 +251,18 @@ static void keys_remove_stale(const struct sign_keys *sk, const char *host)
 	free(dir);
 }
 
-static int write_keys(const char *path, const struct im_stage_header *h,
-		      struct im_stage_key *v, size_t n);
+static int write_keys(const struct sign_keys *sk, const char *path,
+		      uint32_t part, struct im_stage_key *v, size_t n);
 
 /* Write every partition's keys as run number sk->runs, and empty them. */
 static int keys_spill(struct sign_keys *sk)
 {
 	for (uint32_t p = 0; p < sk->kp.nparts; p++) {
-		struct im_stage_header h = sk->h;
 		char *path = run_path(sk, p, sk->runs);
 		int ret;
 
-		h.part = p;
-		ret = path ? write_keys(path, &h, sk->kp.p[p].v, sk->kp.p[p].n)
+		ret = path ? write_keys(sk, path, p, sk->kp.p[p].v,
+					sk->kp.p[p].n)
 			   : -ENOMEM;
 		if (ret) {
 			write_failed(path ? path : sk->prefix, ret);
@@ -283,6 +292,13 @@ static void keys_remove_runs(const struct sign_keys *sk)
 	}
 }
 
+static void keys_set_shard(const struct sign_keys *sk,
+			   struct im_stage_writer *w)
+{
+	im_stage_writer_set_meta(w, KEY_SHARD, sk->shard);
+	im_stage_writer_set_meta(w, KEY_SHARDS, sk->nshards);
+}
+
 /* Merge the runs of partition @p part into @p path (the runs stay). */
 static int keys_merge_runs(const struct sign_keys *sk, uint32_t part,
 			   const char *path)
@@ -308,8 +324,10 @@ static int keys_merge_runs(const struct sign_keys *sk, uint32_t part,
 		ret = im_stage_writer_new(path, &h, &w);
 	while (!ret && (ret = im_stage_merge_next(m, &rec, &len, NULL)) > 0)
 		ret = im_stage_writer_add(w, rec, len);
-	if (!ret)
+	if (!ret) {
+		keys_set_shard(sk, w);
 		ret = im_stage_writer_commit(w);
+	}
 	im_stage_writer_free(w);
 	im_stage_merge_free(m);
 	for (unsigned r = 0; rs && r < sk->runs; r++)
@@ -327,16 +345,14 @@ static int keys_finish(struct sign_keys *sk)
 	if (sk->runs && sk->held)
 		ret = keys_spill(sk);
 	for (uint32_t p = 0; p < sk->kp.nparts && !ret; p++) {
-		struct im_stage_header h = sk->h;
 		char *path = suffixed(sk->prefix, ".k%04" PRIu32, p);
 
-		h.part = p;
 		if (!path)
 			ret = -ENOMEM;
 		else if (sk->runs)
 			ret = keys_merge_runs(sk, p, path);
 		else
-			ret = write_keys(path, &h, sk->kp.p[p].v,
+			ret = write_keys(sk, path, p, sk->kp.p[p].v,
 					 sk->kp.p[p].n);
 		if (ret && !sk->reported) {
 			write_failed(path ? path : sk->prefix, ret);
@@ -357,7 +373,7 @@ static int sign_shard(struct cli *c, const struct im_lexicon *lex, int rootfd,
 	struct im_cand_key keys[IM_MAX_KEYS];
 	struct im_stage_buf rec = {0};
 	struct im_signer *s = NULL;
-	uint64_t counts[IM_DOC_STATUS_COUNT] = {0}, bytes = 0;
+	uint64_t counts[IM_DOC_STATUS_COUNT] = {0}, bytes = 0, paths = 0;
 	struct im_tree t;
 	int ret;
 
@@ -392,6 +408,7 @@ static int sign_shard(struct cli *c, const struct im_lexicon *lex, int rootfd,
 			       st.st_mtim.tv_nsec;
 		doc.ino = st.st_ino;
 		counts[doc.d.status]++;
+		paths += im_list_path_hash(doc.path, doc.path_len);
 		if (im_stage_doc_relates(&doc.d))
 			bytes += doc.size;
 		rec.len = 0;
@@ -417,29 +434,34 @@ static int sign_shard(struct cli *c, const struct im_lexicon *lex, int rootfd,
 	for (unsigned k = 0; k < IM_DOC_STATUS_COUNT; k++)
 		im_stage_writer_set_meta(w, REC_STATUS0 + k, counts[k]);
 	im_stage_writer_set_meta(w, REC_BYTES, bytes);
+	im_stage_writer_set_meta(w, REC_PATHS, paths);
 	im_tree_release(&t);
 	im_signer_free(s);
 	im_stage_buf_release(&rec);
 	return ret;
 }
 
-static int write_keys(const char *path, const struct im_stage_header *h,
-		      struct im_stage_key *v, size_t n)
+static int write_keys(const struct sign_keys *sk, const char *path,
+		      uint32_t part, struct im_stage_key *v, size_t n)
 {
+	struct im_stage_header h = sk->h;
 	struct im_stage_writer *w = NULL;
 	struct im_stage_buf rec = {0};
 	int ret;
 
+	h.part = part;
 	sort_n(v, n, sizeof(*v), cmp_keys);
-	ret = im_stage_writer_new(path, h, &w);
+	ret = im_stage_writer_new(path, &h, &w);
 	for (size_t i = 0; !ret && i < n; i++) {
 		rec.len = 0;
 		im_stage_key_encode(&rec, &v[i]);
 		ret = rec.oom ? -ENOMEM
 			      : im_stage_writer_add(w, rec.p, rec.len);
 	}
-	if (!ret)
+	if (!ret) {
+		keys_set_shard(sk, w);
 		ret = im_stage_writer_commit(w);
+	}
 	im_stage_writer_free(w);
 	im_stage_buf_release(&rec);
 	return ret;
@@ -489,6 +511,8 @@ int cmd_sign_records(struct cli *c)
 		sk.limit = 1;
 	sk.h = (struct im_stage_header){
 		.kind = IM_STAGE_KEYS, .key = keys.sign, .nparts = c->parts};
+	sk.shard = shard;
+	sk.nshards = nshards;
 	keys_remove_stale(&sk, keys_tag(&sk));
 	h.part = shard;
 	h.nparts = nshards;
@@ -781,6 +805,7 @@ struct group {
 	struct im_stage_writer *w;
 	struct im_stage_buf rec;
 	uint64_t groups, members, largest, links;
+	size_t twice; /* -EEXIST: m[twice] has the path of m[twice - 1] */
 };
 
 static int group_add(struct group *g, const struct im_stage_key *k)
@@ -830,6 +855,19 @@ static int group_flush(struct group *g, double threshold)
 {
 	int ret = 0;
 
+	/* A group is in path order, so a path that two shards' records hold
+	 * (a shard signed with another's list) meets itself here: one
+	 * comparison per member, where the refusal costs least. */
+	for (size_t i = 1; i < g->n; i++) {
+		const struct im_stage_key *a = &g->m[i - 1], *b = &g->m[i];
+
+		if (a->path_len == b->path_len &&
+		    !memcmp(a->path, b->path, a->path_len) &&
+		    (a->shard != b->shard || a->index != b->index)) {
+			g->twice = i;
+			return -EEXIST;
+		}
+	}
 	if (g->n >= 2) {
 		g->groups++;
 		g->members += g->n;
@@ -885,6 +923,72 @@ static int links_merge(struct im_stage_merge *m, struct group *g,
 	return ret ? ret : group_flush(g, threshold);
 }
 
+/*
+ * The key runs among the operands into @p kr, their operand numbers into
+ * @p kn: runs of one partition, exactly one per shard of @p ss (a shard's
+ * run left out would drop its documents' links without a trace). @return
+ * 0, or -1 after one line saying what is wrong.
+ */
+static int key_runs(struct cli *c, struct im_stage_reader **rs,
+		    const struct shard_set *ss, struct im_stage_reader **kr,
+		    int *kn, size_t *nk)
+{
+	int *of = calloc(ss->nshards, sizeof(*of)); /* operand + 1 */
+	int ret = -1;
+
+	if (!of) {
+		err_msg("links: %s", strerror(ENOMEM));
+		return -1;
+	}
+	for (int i = 0; i < c->argc; i++) {
+		const struct im_stage_header *a, *b = im_stage_header(rs[i]);
+		uint64_t shard = im_stage_meta(rs[i], KEY_SHARD),
+			 nshards = im_stage_meta(rs[i], KEY_SHARDS);
+
+		if (b->kind != IM_STAGE_KEYS)
+			continue;
+		kn[*nk] = i;
+		kr[(*nk)++] = rs[i];
+		a = im_stage_header(kr[0]);
+		if (a->part != b->part || a->nparts != b->nparts) {
+			err_msg("%s: partition %" PRIu32 " of %" PRIu32
+				", but %s is %" PRIu32 " of %" PRIu32,
+				c->argv[i], b->part, b->nparts, c->argv[kn[0]],
+				a->part, a->nparts);
+			goto out;
+		}
+		if (nshards != ss->nshards || shard >= nshards) {
+			err_msg("%s: the keys of shard %" PRIu64 " of %" PRIu64
+				", but the records are of %" PRIu32 " shards",
+				c->argv[i], shard, nshards, ss->nshards);
+			goto out;
+		}
+		if (of[shard]) {
+			err_msg("%s: the keys of shard %" PRIu64
+				", given twice (%s)",
+				c->argv[i], shard, c->argv[of[shard] - 1]);
+			goto out;
+		}
+		of[shard] = i + 1;
+	}
+	if (!*nk) {
+		err_msg("links: no key runs given");
+		goto out;
+	}
+	for (uint32_t s = 0; s < ss->nshards; s++)
+		if (!of[s]) {
+			err_msg("links: the key run of shard %" PRIu32
+				" of %" PRIu32 " for partition %" PRIu32
+				" is missing",
+				s, ss->nshards, im_stage_header(kr[0])->part);
+			goto out;
+		}
+	ret = 0;
+out:
+	free(of);
+	return ret;
+}
+
 int cmd_links(struct cli *c)
 {
 	struct im_stage_reader **rs = calloc((size_t)c->argc, sizeof(*rs)),
@@ -910,26 +1014,10 @@ int cmd_links(struct cli *c)
 	if (!ri.v)
 		goto fail;
 	h.key = keys.link;
-	for (int i = 0; i < c->argc; i++) {
-		const struct im_stage_header *a, *b = im_stage_header(rs[i]);
-
-		if (b->kind != IM_STAGE_KEYS)
-			continue;
-		kn[nk] = i;
-		kr[nk++] = rs[i];
-		a = im_stage_header(kr[0]);
-		if (a->part != b->part || a->nparts != b->nparts) {
-			err_msg("%s: partition %" PRIu32 " of %" PRIu32
-				", but %s is %" PRIu32 " of %" PRIu32,
-				c->argv[i], b->part, b->nparts, c->argv[kn[0]],
-				a->part, a->nparts);
-			goto out;
-		}
-	}
-	if (!nk) {
-		err_msg("links: no key runs given");
+	if (key_runs(c, rs, &ss, kr, kn, &nk))
 		goto out;
-	}
+	h.part = im_stage_header(kr[0])->part;
+	h.nparts = im_stage_header(kr[0])->nparts;
 	ret = im_stage_merge_new(kr, nk, key_rec_cmp, &m);
 	if (ret)
 		goto fail;
@@ -948,6 +1036,16 @@ int cmd_links(struct cli *c)
 		err_msg("%s: a key names a document that the records given "
 			"do not hold",
 			c->argv[kn[from]]);
+		goto out;
+	}
+	if (ret == -EEXIST) {
+		const struct im_stage_key *a = &g.m[g.twice - 1],
+					  *b = &g.m[g.twice];
+
+		err_msg("links: %.*s is in the records of shard %" PRIu32
+			" and of shard %" PRIu32
+			" (a shard signed with another's list?)",
+			(int)b->path_len, b->path, a->shard, b->shard);
 		goto out;
 	}
 	if (ret == -ENOMEM)
@@ -1050,6 +1148,62 @@ static void name_offer(struct cname *cn, const struct im_doc_sigs *d)
 			cn->name = e;
 		cn->have = 1;
 	}
+}
+
+/* Whether the links files among the operands are partitions 0..P-1 of
+ * one P, each once: a partition left out loses its links, and so clusters
+ * and dupes, without a trace. @return 0, or -1 after saying what is
+ * wrong. */
+static int links_complete(struct cli *c, struct im_stage_reader **rs)
+{
+	int *of = NULL; /* operand + 1 of each partition */
+	uint32_t nparts = 0;
+	int first = -1, ret = -1;
+
+	for (int i = 0; i < c->argc; i++) {
+		const struct im_stage_header *h = im_stage_header(rs[i]);
+
+		if (h->kind != IM_STAGE_LINKS)
+			continue;
+		if (first < 0) {
+			first = i;
+			nparts = h->nparts;
+			of = calloc(nparts, sizeof(*of));
+			if (!of) {
+				err_msg("%s: %s", c->cmd, strerror(ENOMEM));
+				return -1;
+			}
+		}
+		if (h->nparts != nparts) {
+			err_msg("%s: partition %" PRIu32 " of %" PRIu32
+				", but %s is of %" PRIu32,
+				c->argv[i], h->part, h->nparts, c->argv[first],
+				nparts);
+			goto out;
+		}
+		if (of[h->part]) {
+			err_msg("%s: links of partition %" PRIu32
+				", given twice (%s)",
+				c->argv[i], h->part, c->argv[of[h->part] - 1]);
+			goto out;
+		}
+		of[h->part] = i + 1;
+	}
+	if (first < 0) {
+		err_msg("%s: no links files given", c->cmd);
+		goto out;
+	}
+	for (uint32_t p = 0; p < nparts; p++)
+		if (!of[p]) {
+			err_msg("%s: the links of partition %" PRIu32
+				" of %" PRIu32 " are missing",
+				c->cmd, p, nparts);
+			goto out;
+		}
+	ret = 0;
+out:
+	free(of);
+	return ret;
 }
 
 /* Call @p fn for every link of the links files among the operands, with
@@ -1197,7 +1351,7 @@ int cmd_components(struct cli *c)
 	if (run_key(c, &keys) ||
 	    open_all(c, rs, &keys,
 		     1u << IM_STAGE_RECORDS | 1u << IM_STAGE_LINKS) ||
-	    shard_set_init(c, rs, &ss))
+	    shard_set_init(c, rs, &ss) || links_complete(c, rs))
 		goto out;
 	h.key = keys.link;
 	n = (uint32_t)ss.base[ss.nshards];
@@ -1857,7 +2011,7 @@ static int export_plan(struct cli *c, struct im_stage_reader **rs)
 	    open_all(c, rs, &keys,
 		     1u << IM_STAGE_RECORDS | 1u << IM_STAGE_LINKS |
 			     1u << IM_STAGE_CLUSTERS) ||
-	    shard_set_init(c, rs, &ss))
+	    shard_set_init(c, rs, &ss) || links_complete(c, rs))
 		goto out;
 	pe.ss = &ss;
 	for (int i = 0; i < c->argc; i++)
@@ -1872,6 +2026,69 @@ static int export_plan(struct cli *c, struct im_stage_reader **rs)
 out:
 	shard_set_release(&ss);
 	return code;
+}
+
+/*
+ * Whether the records hold exactly the files that the manifest @p man lists:
+ * @p have[s] for each of @p nhave shards (what sign --records counted and
+ * fingerprinted of the list it was given), or their sum. Compared shard by
+ * shard when the manifest numbers as many shards (more than one), else in
+ * all. A shard signed with another's list under its id passes the other
+ * checks of export (each file is signed, once per list it is in) but not
+ * this one. @return 0, or -1 after one line saying what differs.
+ */
+static int records_of_manifest(const char *name, struct im_stage_reader *man,
+			       const struct list_print *have, uint32_t nhave)
+{
+	struct list_print *want = NULL, sum = {0};
+	uint32_t nwant;
+	bool whole = false;
+	int ret = manifest_lists(man, &want, &nwant);
+
+	if (ret) {
+		err_msg("%s: %s", name,
+			ret == -EINVAL ? "corrupt: a record does not decode"
+				       : strerror(-ret));
+		return -1;
+	}
+	if (nwant != nhave || nwant == 1) {
+		for (uint32_t s = 1; s < nwant; s++) {
+			want[0].files += want[s].files;
+			want[0].paths += want[s].paths;
+		}
+		for (uint32_t s = 0; s < nhave; s++) {
+			sum.files += have[s].files;
+			sum.paths += have[s].paths;
+		}
+		have = &sum;
+		nwant = 1;
+		whole = true;
+	}
+	for (uint32_t s = 0; s < nwant && !ret; s++) {
+		bool count = have[s].files != want[s].files;
+
+		if (!count && have[s].paths == want[s].paths)
+			continue;
+		if (whole && count)
+			err_msg("%s: lists %" PRIu64
+				" files, but the records hold %" PRIu64,
+				name, want[s].files, have[s].files);
+		else if (whole)
+			err_msg("%s: lists other files than the records hold",
+				name);
+		else if (count)
+			err_msg("%s: shard %" PRIu32 " lists %" PRIu64
+				" files, but its records hold %" PRIu64,
+				name, s, want[s].files, have[s].files);
+		else
+			err_msg("%s: shard %" PRIu32 " lists other files than "
+				"its records hold (a shard signed with "
+				"another's list?)",
+				name, s);
+		ret = -1;
+	}
+	free(want);
+	return ret;
 }
 
 /* The totals of scan --json besides the documents' (from the records):
@@ -1916,7 +2133,8 @@ static void scan_totals(struct cli *c, struct im_stage_reader *man,
  *
  * Record: u32 key length, the key, then the text. Meta: XP_OUTPUT, then
  * scan: per status the documents of the shards whose first document is in
- * the part (each shard counted by one part), and their bytes; plan: the
+ * the part (each shard counted by one part), their bytes and their lists'
+ * fingerprint (for the join to check against the manifest); plan: the
  * totals of its plan (XP_PLAN_*).
  */
 enum { XP_SCAN = 1, XP_DUPES = 2, XP_PLAN = 3 };
@@ -1924,6 +2142,7 @@ enum {
 	XP_OUTPUT = 0,
 	XP_STATUS0 = 1, /* scan: .. XP_STATUS0 + IM_DOC_STATUS_COUNT - 1 */
 	XP_BYTES = XP_STATUS0 + IM_DOC_STATUS_COUNT,
+	XP_PATHS,      /* scan: the sum of those shards' REC_PATHS */
 	XP_PLAN_N = 1, /* plan */
 	XP_PLAN_KEEPERS,
 	XP_PLAN_SAME_INODE,
@@ -1932,8 +2151,9 @@ enum {
 	XP_PLAN_EXACT_BYTES,
 	XP_PLAN_EXACT,
 };
-static const char *const xp_meta[] = {"output", "count1", "count2", "count3",
-				      "count4", "count5", "count6", "count7"};
+static const char *const xp_meta[] = {"output", "count1", "count2",
+				      "count3", "count4", "count5",
+				      "count6", "count7", "count8"};
 
 struct xpart {
 	struct cli *c;
@@ -2248,6 +2468,7 @@ static void xp_shard_counts(struct xpart *x)
 			x->meta[XP_STATUS0 + k] +=
 				im_stage_meta(ss->rec[s], REC_STATUS0 + k);
 		x->meta[XP_BYTES] += im_stage_meta(ss->rec[s], REC_BYTES);
+		x->meta[XP_PATHS] += im_stage_meta(ss->rec[s], REC_PATHS);
 	}
 }
 
@@ -2781,7 +3002,8 @@ static int export_part(struct cli *c, struct im_stage_reader **rs)
 		 : c->plan ? 1u << IM_STAGE_LINKS | 1u << IM_STAGE_CLUSTERS
 			   : 1u << IM_STAGE_CLUSTERS | 1u << IM_STAGE_MANIFEST;
 	if (run_key(c, &keys) || open_all(c, rs, &keys, kinds) ||
-	    shard_set_init(c, rs, &ss))
+	    shard_set_init(c, rs, &ss) ||
+	    ((kinds & 1u << IM_STAGE_LINKS) && links_complete(c, rs)))
 		goto out;
 	for (int i = 0; i < c->argc; i++)
 		if (im_stage_header(rs[i])->kind == IM_STAGE_CLUSTERS)
@@ -2933,6 +3155,8 @@ static int export_join(struct cli *c, struct im_stage_reader **rs)
 {
 	struct xjoin j = {.c = c};
 	struct im_stage_reader *man = NULL;
+	struct list_print have = {0};
+	const char *man_name = NULL;
 	struct im_lexicon *lex = NULL;
 	struct scan_summary sum = {0};
 	struct run_keys keys;
@@ -2987,8 +3211,10 @@ static int export_join(struct cli *c, struct im_stage_reader **rs)
 			fputs(count ? "\n  ]\n}\n" : "]\n}\n", stdout);
 	} else {
 		for (int i = 0; i < c->argc; i++)
-			if (im_stage_header(rs[i])->kind == IM_STAGE_MANIFEST)
+			if (im_stage_header(rs[i])->kind == IM_STAGE_MANIFEST) {
 				man = man ? NULL : rs[i];
+				man_name = c->argv[i];
+			}
 		if (!man) {
 			err_msg("export: give exactly one manifest with the "
 				"parts");
@@ -2996,6 +3222,11 @@ static int export_join(struct cli *c, struct im_stage_reader **rs)
 		}
 		for (unsigned k = 0; k < IM_DOC_STATUS_COUNT; k++)
 			sum.c.by_status[k] = sum_meta(&j, n, XP_STATUS0 + k);
+		have.paths = sum_meta(&j, n, XP_PATHS);
+		for (unsigned k = 0; k < IM_DOC_STATUS_COUNT; k++)
+			have.files += sum.c.by_status[k];
+		if (records_of_manifest(man_name, man, &have, 1))
+			goto out;
 		sum.c.bytes = sum_meta(&j, n, XP_BYTES);
 		scan_totals(c, man, lex, &sum);
 		if (c->json)
@@ -3042,6 +3273,8 @@ int cmd_export(struct cli *c)
 	struct im_stage_reader *man = NULL, *cls = NULL;
 	struct scan_summary sum = {0};
 	struct shard_set ss = {0};
+	struct list_print *have = NULL;
+	const char *man_name = NULL;
 	struct im_lexicon *lex = NULL;
 	struct cluster *v = NULL;
 	uint32_t *label = NULL;
@@ -3068,7 +3301,7 @@ int cmd_export(struct cli *c)
 		if (run_key(c, &keys) ||
 		    open_all(c, rs, &keys,
 			     1u << IM_STAGE_RECORDS | 1u << IM_STAGE_LINKS) ||
-		    shard_set_init(c, rs, &ss))
+		    shard_set_init(c, rs, &ss) || links_complete(c, rs))
 			goto out;
 		ret = export_dupes(c, rs, &ss);
 		if (ret == -EINVAL)
@@ -3086,8 +3319,10 @@ int cmd_export(struct cli *c)
 	for (int i = 0; i < c->argc; i++) {
 		uint32_t kind = im_stage_header(rs[i])->kind;
 
-		if (kind == IM_STAGE_MANIFEST)
+		if (kind == IM_STAGE_MANIFEST) {
 			man = man ? NULL : rs[i];
+			man_name = c->argv[i];
+		}
 		if (kind == IM_STAGE_CLUSTERS)
 			cls = cls ? NULL : rs[i];
 	}
@@ -3096,6 +3331,15 @@ int cmd_export(struct cli *c)
 			"file, with every shard's records");
 		goto out;
 	}
+	have = calloc(ss.nshards, sizeof(*have));
+	if (!have)
+		goto fail;
+	for (uint32_t s = 0; s < ss.nshards; s++)
+		have[s] = (struct list_print){
+			im_stage_count(ss.rec[s]),
+			im_stage_meta(ss.rec[s], REC_PATHS)};
+	if (records_of_manifest(man_name, man, have, ss.nshards))
+		goto out;
 	if (im_stage_meta(cls, CL_DOCS) != ss.base[ss.nshards]) {
 		err_msg("export: the clusters file counts %" PRIu64
 			" documents, the records %" PRIu64,
@@ -3141,6 +3385,7 @@ fail:
 out:
 	free_cluster_list(v, ncl);
 	free(label);
+	free(have);
 	if (lex)
 		im_lexicon_free(lex);
 	shard_set_release(&ss);
@@ -3516,8 +3761,8 @@ bool cat_detect_kind(uint32_t kind, const char *const **names, size_t *n,
 		*rec = cat_record;
 		return true;
 	case IM_STAGE_KEYS:
-		*names = NULL;
-		*n = 0;
+		*names = key_meta;
+		*n = sizeof(key_meta) / sizeof(*key_meta);
 		*rec = cat_key;
 		return true;
 	case IM_STAGE_LINKS:

@@ -326,6 +326,40 @@ out:
 /* Offset of the shard number in a manifest record (ls_file()). */
 #define MAN_REC_SHARD 24
 
+int manifest_lists(struct im_stage_reader *man, struct list_print **out,
+		   uint32_t *n)
+{
+	uint64_t shards = im_stage_meta(man, MAN_SHARDS);
+	struct list_print *v;
+	const uint8_t *p;
+	size_t len;
+
+	if (shards > UINT32_MAX)
+		return -EINVAL;
+	*n = shards ? (uint32_t)shards : 1;
+	v = calloc(*n, sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	im_stage_rewind(man);
+	while (im_stage_next(man, &p, &len)) {
+		struct im_stage_cur cur = im_stage_cur(p, len);
+		uint32_t shard;
+
+		im_stage_get(&cur, MAN_REC_SHARD);
+		shard = im_stage_get_u32(&cur);
+		if (cur.bad || !im_stage_left(&cur) || shard >= *n) {
+			free(v);
+			return -EINVAL;
+		}
+		v[shard].files++;
+		v[shard].paths +=
+			im_list_path_hash((const char *)p + MAN_REC_SHARD + 4,
+					  len - MAN_REC_SHARD - 4);
+	}
+	*out = v;
+	return 0;
+}
+
 int cmd_ls_merge(struct cli *c)
 {
 	struct im_stage_header h = {.kind = IM_STAGE_MANIFEST, .nparts = 1};

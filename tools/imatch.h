@@ -112,6 +112,22 @@ int open_root(const char *dir);
 /** Say that writing @p path failed with @p err. @return EXIT_RUNTIME. */
 int write_failed(const char *path, int err);
 
+/** What a list of files holds: how many, and their fingerprint (the sum of
+ *  im_list_path_hash(), shard.h). */
+struct list_print {
+	uint64_t files, paths;
+};
+
+/**
+ * The lists of the shards that `imatch ls --shards` wrote, from the
+ * manifest @p man: (*out)[s] for each shard s < *n, the manifest's shard
+ * count, or the whole tree in (*out)[0] (*n = 1) for a manifest made
+ * without --shards. The caller frees *out. @return 0, -ENOMEM, or -EINVAL
+ * for a record that does not decode or names a shard beyond the count.
+ */
+int manifest_lists(struct im_stage_reader *man, struct list_print **out,
+		   uint32_t *n);
+
 /** Print one record as JSON to @p f, or with @p f NULL only check that it
  *  decodes. @return whether it decodes. */
 typedef bool (*cat_record_fn)(FILE *f, const uint8_t *p, size_t len);

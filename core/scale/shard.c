@@ -189,3 +189,8 @@ uint64_t im_terms_key(const struct im_params *p)
 		b[i] = (uint8_t)(v[i / 8] >> (8 * (i % 8)));
 	return XXH3_64bits(b, sizeof(b));
 }
+
+uint64_t im_list_path_hash(const char *path, size_t len)
+{
+	return XXH3_64bits(path, len);
+}

@@ -43,6 +43,17 @@ int im_shard_load(const char *file, struct im_shard *out, char *why,
 		  size_t why_len);
 void im_shard_release(struct im_shard *s);
 
+/**
+ * What a list contributes to the fingerprint of its paths: a list's (or a
+ * shard's records', or a manifest's shard's) fingerprint is the sum, modulo
+ * 2^64, of this over its paths. A sum does not depend on the order, so the
+ * manifest, the list and the records agree however each was read or
+ * joined, in one pass and no memory; with the count beside it, a file left
+ * out, given twice or swapped for another changes it (unless 64-bit hashes
+ * collide). Never fails.
+ */
+uint64_t im_list_path_hash(const char *path, size_t len);
+
 /* ---- Opening listed files ---------------------------------------------------- */
 
 struct im_tree {

@@ -51,9 +51,11 @@
 /* 2: key records name their holder only (its signatures stay in the
  * records). 3: coordinate keys are IM_KEY_COORD_LEN (4) bytes, not 8.
  * 4: band keys are IM_SKETCH_BAND_BYTES (3) bytes, not 4. 5: sketches
- * verify with a map (sketch.h). */
-#define IM_STAGE_VERSION 5
-#define IM_STAGE_META	 8
+ * verify with a map (sketch.h). 6: key runs name their shard and links
+ * files their partition, records fingerprint their list (stages given a
+ * partial or mismatched set refuse it); 16 meta words, not 8. */
+#define IM_STAGE_VERSION 6
+#define IM_STAGE_META	 16
 /** Most partitions a shuffle may use. */
 #define IM_STAGE_MAX_PARTS 4096
 

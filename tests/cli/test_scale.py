@@ -402,6 +402,83 @@ def case_stage_errors(tmp):
         os.path.join(tmp, "x"), code=1)
 
 
+def case_stages_incomplete(tmp):
+    """A stage given an incomplete or mismatched set of inputs refuses it in
+    one line, exit 1: a shard's key run left out of links, a links partition
+    left out of components and export, a shard signed with another's list
+    (links sees its paths twice, export with the manifest other files)."""
+    import test_export_parts
+    tree = os.path.join(tmp, "tree")
+    make_scale_tree(tree)
+    lex, man, records, links, clusters = test_export_parts.stages(tmp, tree)
+    P, n = len(links), len(records)
+    keys = [["%s.k%04d" % (r[:-4], p) for r in records] for p in range(P)]
+
+    def refused(want, *args):
+        _, err = run(*args, code=1)
+        check(err.count("\n") == 1 and want in err,
+              "imatch %s: one line saying %r: %r" % (args[0], want, err))
+
+    head = json.loads(run("cat", "--head", links[1], text=True)[0])
+    check((head["part"], head["nparts"]) == (1, P), "links header: %r" % head)
+    out = os.path.join(tmp, "out")
+    refused("the key run of shard 0 of %d for partition 0 is missing" % n,
+            "links", "-o", out, *lex, *records, *keys[0][1:])
+    refused("given twice", "links", "-o", out, *lex, *records, *keys[0],
+            keys[0][1])
+    refused("partition 1 of %d, but" % P, "links", "-o", out, *lex,
+            *records, *keys[0], keys[1][0])
+    check(not os.path.exists(out), "no output from a refused links")
+    gone = "the links of partition %d of %d are missing" % (P - 1, P)
+    refused(gone, "components", "-o", out, *lex, *records, *links[:-1])
+    refused("no links files given", "components", "-o", out, *lex,
+            *records)
+    refused("given twice", "components", "-o", out, *lex, *records,
+            *links, links[0])
+    refused(gone, "export", "--dupes", "--json", *lex, *records,
+            *links[:-1])
+    refused(gone, "export", "--plan", "--root", tree, *lex, *records,
+            *links[:-1], clusters)
+    refused(gone, "export", "--dupes", "--part", "0/2", "-o", out, *lex,
+            *records, *links[:-1])
+    # Shard 1's list signed as shard 0: its files twice, shard 0's never.
+    shards = os.path.join(tmp, "shards")
+    lists = [os.path.join(shards, f) for f in sorted(os.listdir(shards))]
+    bad = os.path.join(tmp, "bad")
+    run("sign", "--records", "--files-from", lists[1], "--root", tree,
+        "--shard-id", "0/%d" % n, "-P", P, "-o", bad, *lex)
+    mixed = [bad + ".rec"] + records[1:]
+    said = 0
+    for p in range(P):
+        r = subprocess.run([test_cli.IMATCH, "links", "-o", out, *lex,
+                            *mixed, "%s.k%04d" % (bad, p), *keys[p][1:]],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        said += r.returncode == 1 and (b"is in the records of shard 0 and "
+                                       b"of shard 1") in r.stderr
+    check(said >= 1, "links saw no path twice")
+    # Shard 0's list with its last file swapped for one of shard 1: the
+    # count is right, the files are not.
+    with open(lists[0], "rb") as f:
+        own = f.read().split(b"\0")[:-1]
+    with open(lists[1], "rb") as f:
+        other = f.read().split(b"\0")[0]
+    swapped = os.path.join(tmp, "swapped")
+    with open(swapped, "wb") as f:
+        f.write(b"".join(x + b"\0" for x in own[:-1] + [other]))
+    run("sign", "--records", "--files-from", swapped, "--root", tree,
+        "--shard-id", "0/%d" % n, "-P", P, "-o", bad, *lex)
+    mixed = [bad + ".rec"] + records[1:]
+    run("components", "-o", out, *lex, *mixed, *links)
+    refused("shard 0 lists other files than its records hold", "export",
+            "--json", *lex, man, out, *mixed)
+    parts = [os.path.join(tmp, "part%d" % i) for i in range(2)]
+    for i, part in enumerate(parts):
+        run("export", "--json", "--part", "%d/2" % i, "-o", part, *lex,
+            out, *mixed)
+    refused("lists other files than the records hold", "export", "--json",
+            *lex, man, *parts)
+
+
 def case_ls_parallel(tmp):
     """The list stage in parallel: `ls --top-dirs` of the root, one level
     more of some directories (`--top-dirs` with `--under-from`), `ls

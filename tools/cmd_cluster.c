@@ -61,16 +61,20 @@ enum {
 	LNK_MEMBERS, /* documents in them, with repetition */
 	LNK_LARGEST, /* documents in the largest group */
 	LNK_LINKS,
+	LNK_DOCS,  /* documents of the records it was made from */
+	LNK_PATHS, /* the sum of their REC_PATHS */
 };
-static const char *const lnk_meta[] = {"groups", "members", "largest_group",
-				       "links"};
+static const char *const lnk_meta[] = {"groups", "members",   "largest_group",
+				       "links",	 "documents", "paths"};
 /* Meta words of a clusters file (IM_STAGE_CLUSTERS). */
 enum {
 	CL_DOCS,
 	CL_CLUSTERS,
 	CL_MEMBERS,
+	CL_PATHS, /* the fingerprint of its records (records_print()) */
 };
-static const char *const cl_meta[] = {"documents", "clusters", "members"};
+static const char *const cl_meta[] = {"documents", "clusters", "members",
+				      "paths"};
 
 static int parse_shard_id(const char *s, uint32_t *id, uint32_t *n)
 {
@@ -664,6 +668,16 @@ static int shard_set_init(struct cli *c, struct im_stage_reader **rs,
 	return 0;
 }
 
+/* The fingerprint of every shard's list (REC_PATHS summed). */
+static uint64_t records_print(const struct shard_set *s)
+{
+	uint64_t sum = 0;
+
+	for (uint32_t i = 0; i < s->nshards; i++)
+		sum += im_stage_meta(s->rec[i], REC_PATHS);
+	return sum;
+}
+
 static void shard_set_release(struct shard_set *s)
 {
 	free(s->rec);
@@ -1058,6 +1072,8 @@ int cmd_links(struct cli *c)
 	im_stage_writer_set_meta(g.w, LNK_MEMBERS, g.members);
 	im_stage_writer_set_meta(g.w, LNK_LARGEST, g.largest);
 	im_stage_writer_set_meta(g.w, LNK_LINKS, g.links);
+	im_stage_writer_set_meta(g.w, LNK_DOCS, ss.base[ss.nshards]);
+	im_stage_writer_set_meta(g.w, LNK_PATHS, records_print(&ss));
 	if (!ret)
 		ret = im_stage_writer_commit(g.w);
 	if (ret) {
@@ -1151,10 +1167,12 @@ static void name_offer(struct cname *cn, const struct im_doc_sigs *d)
 }
 
 /* Whether the links files among the operands are partitions 0..P-1 of
- * one P, each once: a partition left out loses its links, and so clusters
- * and dupes, without a trace. @return 0, or -1 after saying what is
- * wrong. */
-static int links_complete(struct cli *c, struct im_stage_reader **rs)
+ * one P, each once, made from the records @p ss: a partition left out
+ * loses its links, and so clusters and dupes, without a trace; links of
+ * other records join other documents. @return 0, or -1 after saying what
+ * is wrong. */
+static int links_complete(struct cli *c, struct im_stage_reader **rs,
+			  const struct shard_set *ss)
 {
 	int *of = NULL; /* operand + 1 of each partition */
 	uint32_t nparts = 0;
@@ -1188,6 +1206,12 @@ static int links_complete(struct cli *c, struct im_stage_reader **rs)
 			goto out;
 		}
 		of[h->part] = i + 1;
+		if (im_stage_meta(rs[i], LNK_DOCS) != ss->base[ss->nshards] ||
+		    im_stage_meta(rs[i], LNK_PATHS) != records_print(ss)) {
+			err_msg("%s: made from other records than these",
+				c->argv[i]);
+			goto out;
+		}
 	}
 	if (first < 0) {
 		err_msg("%s: no links files given", c->cmd);
@@ -1351,7 +1375,7 @@ int cmd_components(struct cli *c)
 	if (run_key(c, &keys) ||
 	    open_all(c, rs, &keys,
 		     1u << IM_STAGE_RECORDS | 1u << IM_STAGE_LINKS) ||
-	    shard_set_init(c, rs, &ss) || links_complete(c, rs))
+	    shard_set_init(c, rs, &ss) || links_complete(c, rs, &ss))
 		goto out;
 	h.key = keys.link;
 	n = (uint32_t)ss.base[ss.nshards];
@@ -1418,6 +1442,7 @@ int cmd_components(struct cli *c)
 		im_stage_writer_set_meta(w, CL_DOCS, n);
 		im_stage_writer_set_meta(w, CL_CLUSTERS, ncl);
 		im_stage_writer_set_meta(w, CL_MEMBERS, nmem);
+		im_stage_writer_set_meta(w, CL_PATHS, records_print(&ss));
 		ret = im_stage_writer_commit(w);
 	}
 	if (ret) {
@@ -1449,6 +1474,24 @@ out:
 }
 
 /* ---- export -------------------------------------------------------------------- */
+
+/* Whether the clusters file @p cls was made from the records @p ss.
+ * @return 0, or -1 after saying why not. */
+static int clusters_of(struct im_stage_reader *cls, const struct shard_set *ss)
+{
+	if (im_stage_meta(cls, CL_DOCS) != ss->base[ss->nshards]) {
+		err_msg("export: the clusters file counts %" PRIu64
+			" documents, the records %" PRIu64,
+			im_stage_meta(cls, CL_DOCS), ss->base[ss->nshards]);
+		return -1;
+	}
+	if (im_stage_meta(cls, CL_PATHS) != records_print(ss)) {
+		err_msg("export: the clusters file was made from other "
+			"records than these");
+		return -1;
+	}
+	return 0;
+}
 
 struct exporting {
 	const uint32_t *label;
@@ -2011,7 +2054,7 @@ static int export_plan(struct cli *c, struct im_stage_reader **rs)
 	    open_all(c, rs, &keys,
 		     1u << IM_STAGE_RECORDS | 1u << IM_STAGE_LINKS |
 			     1u << IM_STAGE_CLUSTERS) ||
-	    shard_set_init(c, rs, &ss) || links_complete(c, rs))
+	    shard_set_init(c, rs, &ss) || links_complete(c, rs, &ss))
 		goto out;
 	pe.ss = &ss;
 	for (int i = 0; i < c->argc; i++)
@@ -2022,6 +2065,8 @@ static int export_plan(struct cli *c, struct im_stage_reader **rs)
 			"every shard's records and every links file");
 		goto out;
 	}
+	if (clusters_of(pe.cls, &ss))
+		goto out;
 	code = dedupe_print(c, c->root, plan_build, &pe);
 out:
 	shard_set_release(&ss);
@@ -3003,7 +3048,7 @@ static int export_part(struct cli *c, struct im_stage_reader **rs)
 			   : 1u << IM_STAGE_CLUSTERS | 1u << IM_STAGE_MANIFEST;
 	if (run_key(c, &keys) || open_all(c, rs, &keys, kinds) ||
 	    shard_set_init(c, rs, &ss) ||
-	    ((kinds & 1u << IM_STAGE_LINKS) && links_complete(c, rs)))
+	    ((kinds & 1u << IM_STAGE_LINKS) && links_complete(c, rs, &ss)))
 		goto out;
 	for (int i = 0; i < c->argc; i++)
 		if (im_stage_header(rs[i])->kind == IM_STAGE_CLUSTERS)
@@ -3012,12 +3057,8 @@ static int export_part(struct cli *c, struct im_stage_reader **rs)
 		err_msg("export: give exactly one clusters file");
 		goto out;
 	}
-	if (cls && im_stage_meta(cls, CL_DOCS) != ss.base[ss.nshards]) {
-		err_msg("export: the clusters file counts %" PRIu64
-			" documents, the records %" PRIu64,
-			im_stage_meta(cls, CL_DOCS), ss.base[ss.nshards]);
+	if (cls && clusters_of(cls, &ss))
 		goto out;
-	}
 	x.ss = &ss;
 	x.lo = xp_lo((uint32_t)ss.base[ss.nshards], x.part, x.nparts);
 	x.hi = xp_lo((uint32_t)ss.base[ss.nshards], x.part + 1, x.nparts);
@@ -3301,7 +3342,7 @@ int cmd_export(struct cli *c)
 		if (run_key(c, &keys) ||
 		    open_all(c, rs, &keys,
 			     1u << IM_STAGE_RECORDS | 1u << IM_STAGE_LINKS) ||
-		    shard_set_init(c, rs, &ss) || links_complete(c, rs))
+		    shard_set_init(c, rs, &ss) || links_complete(c, rs, &ss))
 			goto out;
 		ret = export_dupes(c, rs, &ss);
 		if (ret == -EINVAL)
@@ -3340,12 +3381,8 @@ int cmd_export(struct cli *c)
 			im_stage_meta(ss.rec[s], REC_PATHS)};
 	if (records_of_manifest(man_name, man, have, ss.nshards))
 		goto out;
-	if (im_stage_meta(cls, CL_DOCS) != ss.base[ss.nshards]) {
-		err_msg("export: the clusters file counts %" PRIu64
-			" documents, the records %" PRIu64,
-			im_stage_meta(cls, CL_DOCS), ss.base[ss.nshards]);
+	if (clusters_of(cls, &ss))
 		goto out;
-	}
 	ncl = im_stage_count(cls);
 	label = calloc(ss.base[ss.nshards] + 1, sizeof(*label));
 	v = calloc(ncl + 1, sizeof(*v));

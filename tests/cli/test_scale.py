@@ -468,15 +468,39 @@ def case_stages_incomplete(tmp):
     run("sign", "--records", "--files-from", swapped, "--root", tree,
         "--shard-id", "0/%d" % n, "-P", P, "-o", bad, *lex)
     mixed = [bad + ".rec"] + records[1:]
-    run("components", "-o", out, *lex, *mixed, *links)
+    refused("made from other records than these", "components", "-o", out,
+            *lex, *mixed, *links)
     refused("shard 0 lists other files than its records hold", "export",
-            "--json", *lex, man, out, *mixed)
+            "--json", *lex, man, clusters, *mixed)
+    refused("the clusters file was made from other records", "export",
+            "--json", "--part", "0/2", "-o", out, *lex, clusters, *mixed)
+    # A manifest listed without --shards numbers no shards: the records are
+    # compared with it in all, and the right ones still pass.
+    whole = os.path.join(tmp, "manifest.whole")
+    run("ls", "-o", whole, tree)
+    run("export", "--json", *lex, whole, clusters, *records)
+    refused("lists other files than the records hold", "export", "--json",
+            *lex, whole, clusters, *mixed)
+    # A manifest that leaves a file out, with parts of the right records.
+    short = os.path.join(tmp, "manifest.short")
+    run("ls", "-o", short, "--exclude", os.path.basename(own[0].decode()),
+        tree)
+    listed = json.loads(run("cat", "--head", short, text=True)[0])["count"]
     parts = [os.path.join(tmp, "part%d" % i) for i in range(2)]
     for i, part in enumerate(parts):
         run("export", "--json", "--part", "%d/2" % i, "-o", part, *lex,
-            out, *mixed)
-    refused("lists other files than the records hold", "export", "--json",
-            *lex, man, *parts)
+            clusters, *records)
+    run("export", "--json", *lex, man, *parts)
+    refused("lists %d files, but the records hold" % listed, "export",
+            "--json", *lex, short, *parts)
+    # Shard 0's list without its last file: the count differs.
+    with open(swapped, "wb") as f:
+        f.write(b"".join(x + b"\0" for x in own[:-1]))
+    run("sign", "--records", "--files-from", swapped, "--root", tree,
+        "--shard-id", "0/%d" % n, "-P", P, "-o", bad, *lex)
+    refused("shard 0 lists %d files, but its records hold %d"
+            % (len(own), len(own) - 1), "export", "--json", *lex, man,
+            clusters, *mixed)
 
 
 def case_ls_parallel(tmp):

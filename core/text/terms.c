@@ -19,7 +19,12 @@
  * taken when its slot or an empty one is found, and is then written as if
  * it were new (slot, v[n], arena) and counted only if it was. The
  * XXH3_64bits that v[] holds (the lexicon looks terms up by it) is computed
- * afterwards, once per unique term, by im_terms_hash_pending().
+ * afterwards, once per unique term, by im_terms_hash_pending(). The word
+ * scanner hands its short words over in batches (im_terms_add_shorts()),
+ * whose adds keep the set's fields in registers and check for room once
+ * for as many words as surely fit. Fetching a batch's slots ahead of its
+ * adds (the tables of most documents are past L1) measured 7% slower: the
+ * adds are bound by their instructions, not by the loads.
  *
  * For the masked reads, whoever hands over a short term leaves 16 bytes
  * readable from its start: the word scanner's buffers do
@@ -328,54 +333,113 @@ void im_terms_expect(struct im_terms *t, size_t n)
 	set_room(t);
 }
 
+/*
+ * How many more short terms fit without make_room(): each add checks room
+ * before it takes at most one entry and ARENA_ROOM bytes, so none of these
+ * would have called it.
+ */
+static inline size_t room_for(size_t n, size_t room, size_t arena_len,
+			      size_t arena_room)
+{
+	size_t terms = n < room ? room - n : 0;
+	size_t bytes = arena_len < arena_room ? arena_room - arena_len : 0;
+	size_t by_bytes = (bytes + ARENA_ROOM - 1) / ARENA_ROOM;
+
+	return terms < by_bytes ? terms : by_bytes;
+}
+
+int im_terms_add_shorts(struct im_terms *t, const struct im_short_term *w,
+			size_t nw)
+{
+	/*
+	 * The set's fields live in registers for the batch: the arena is
+	 * written through a char pointer, which would otherwise make the
+	 * compiler load them again after every add.
+	 */
+	struct im_terms_slot *slots = t->slots;
+	struct im_term *v = t->v;
+	char *arena = t->arena;
+	size_t n = t->n, arena_len = t->arena_len;
+	size_t mask = t->nslots - 1;
+	unsigned shift = t->shift;
+	size_t i = 0;
+	int ret;
+
+	while (i < nw) {
+		size_t fit = room_for(n, t->room, arena_len, t->arena_room);
+		size_t stop;
+
+		if (!fit) {
+			t->n = n;
+			t->arena_len = arena_len;
+			ret = make_room(t);
+			if (ret)
+				return ret;
+			slots = t->slots;
+			v = t->v;
+			arena = t->arena;
+			mask = t->nslots - 1;
+			shift = t->shift;
+			continue;
+		}
+		stop = nw - i < fit ? nw : i + fit;
+		for (; i < stop; i++) {
+			struct im_short_key key = w[i].key;
+			size_t len = w[i].len;
+			struct im_terms_slot *e;
+			uint64_t fresh;
+			char *a;
+			size_t j;
+
+			/*
+			 * Stop at its slot or at an empty one, on one test:
+			 * zero when either. The empty asm statements keep the
+			 * compiler from splitting the test in two branches
+			 * again, the first of them taken at random.
+			 */
+			for (j = (size_t)(short_mix(key) >> shift);;
+			     j = (j + 1) & mask) {
+				uint64_t taken, go_on;
+
+				e = &slots[j];
+				taken = -(uint64_t)(e->lo != 0);
+				__asm__("" : "+r"(taken));
+				go_on = taken &
+					((e->lo ^ key.lo) | (e->hi ^ key.hi));
+				__asm__("" : "+r"(go_on));
+				if (!go_on)
+					break;
+			}
+			/* Written whether new or not, counted only if new.
+			 * The arena gets the key, so the NUL after the term
+			 * is already there below 16 bytes. */
+			fresh = e->lo == 0;
+			e->lo = key.lo;
+			e->hi = key.hi;
+			a = arena + arena_len;
+			memcpy(a, &key.lo, 8);
+			memcpy(a + 8, &key.hi, 8);
+			a[len] = '\0';
+			v[n].off = (uint32_t)arena_len;
+			v[n].len = (uint32_t)len;
+			n += fresh;
+			arena_len += (len + 1) & -fresh;
+		}
+	}
+	t->n = n;
+	t->arena_len = arena_len;
+	return 0;
+}
+
 int im_terms_add_padded(struct im_terms *t, const char *s, size_t len)
 {
-	struct im_short_key key;
-	struct im_terms_slot *e;
-	size_t mask, j;
-	uint64_t fresh;
-	char *a;
-	int ret;
+	struct im_short_term w;
 
 	if (!is_short(len))
 		return add_long(t, s, len);
-	if (t->n >= t->room || t->arena_len >= t->arena_room) {
-		ret = make_room(t);
-		if (ret)
-			return ret;
-	}
-	mask = t->nslots - 1;
-	key = im_short_key(s, len);
-	/*
-	 * Stop at its slot or at an empty one, on one test: zero when either.
-	 * The empty asm statements keep the compiler from splitting the test
-	 * in two branches again, the first of them taken at random.
-	 */
-	for (j = slot_start(t, short_mix(key));; j = (j + 1) & mask) {
-		uint64_t taken, go_on;
-
-		e = &t->slots[j];
-		taken = -(uint64_t)(e->lo != 0);
-		__asm__("" : "+r"(taken));
-		go_on = taken & ((e->lo ^ key.lo) | (e->hi ^ key.hi));
-		__asm__("" : "+r"(go_on));
-		if (!go_on)
-			break;
-	}
-	/* Written whether new or not, counted only if new. The arena gets the
-	 * key, so the NUL after the term is already there below 16 bytes. */
-	fresh = e->lo == 0;
-	e->lo = key.lo;
-	e->hi = key.hi;
-	a = t->arena + t->arena_len;
-	memcpy(a, &key.lo, 8);
-	memcpy(a + 8, &key.hi, 8);
-	a[len] = '\0';
-	t->v[t->n].off = (uint32_t)t->arena_len;
-	t->v[t->n].len = (uint32_t)len;
-	t->n += fresh;
-	t->arena_len += (len + 1) & -fresh;
-	return 0;
+	w.key = im_short_key(s, len);
+	w.len = len;
+	return im_terms_add_shorts(t, &w, 1);
 }
 
 void im_terms_hash_pending(struct im_terms *t)

@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "bytes.h"
 #include "text.h"
 
 /** Words whose folded form is longer than this many bytes are dropped. */
@@ -59,6 +60,24 @@ extern const uint16_t im_cp1252_high[32];
  */
 int im_terms_add_padded(struct im_terms *t, const char *s, size_t len);
 
+/** A short term (1 to IM_SHORT bytes) for im_terms_add_shorts(). */
+struct im_short_term {
+	struct im_short_key key;
+	size_t len;
+};
+
+/** The most terms one im_terms_add_shorts() takes. */
+#define IM_SHORT_BATCH 64
+
+/**
+ * im_terms_add_padded() of the short terms @p w[0, n) in this order,
+ * n <= IM_SHORT_BATCH: the same set, v[] and arena as one add after the
+ * other, for less than a call each.
+ * @return 0 or -ENOMEM (then only some of them were added).
+ */
+int im_terms_add_shorts(struct im_terms *t, const struct im_short_term *w,
+			size_t n);
+
 /**
  * Set v[i].hash of the terms added since the last call. Whether a word is
  * new is found without a branch that could go either way, so the add does
@@ -86,6 +105,28 @@ int im_words_add(const char *s, size_t len, const struct im_params *p,
 /** The same without the SIMD fast path, for tests to compare against. */
 int im_words_add_scalar(const char *s, size_t len, const struct im_params *p,
 			struct im_terms *out);
+
+/**
+ * The ways the word scanner reads text; all of them give the same terms.
+ * im_words_add() takes the fastest this build and CPU have, the others are
+ * there for tests to compare.
+ */
+enum im_words_gear {
+	IM_WORDS_SCALAR, /**< a byte-class table, one byte at a time */
+	IM_WORDS_SSE2,	 /**< 64-byte windows classified with SSE2 */
+	IM_WORDS_AVX512, /**< the same with AVX-512BW and BMI2, chosen at
+			      run time: x86-64 builds need not assume them */
+};
+
+/** @return whether this build and the CPU running it have @p gear. */
+bool im_words_has_gear(enum im_words_gear gear);
+
+/**
+ * im_words_add() in @p gear. @return 0, -ENOMEM, or -ENOTSUP if
+ * !im_words_has_gear(gear).
+ */
+int im_words_add_gear(const char *s, size_t len, const struct im_params *p,
+		      struct im_terms *out, enum im_words_gear gear);
 
 /**
  * Decode one UTF-8 sequence at @p s (strict: no overlongs, surrogates or

@@ -412,6 +412,112 @@ START_TEST(test_text_terms_match_a_reference_set)
 }
 END_TEST
 
+/* @p a and @p b hold the same set in the same state: terms, order, table. */
+static void assert_same_set(const struct im_terms *a, const struct im_terms *b,
+			    const char *what)
+{
+	size_t i = 0;
+
+	ck_assert_msg(a->n == b->n && a->arena_len == b->arena_len,
+		      "%s: %zu terms, %zu arena bytes vs %zu, %zu", what, a->n,
+		      a->arena_len, b->n, b->arena_len);
+	ck_assert_msg(a->nslots == b->nslots && a->cap == b->cap &&
+			      a->arena_cap == b->arena_cap,
+		      "%s: grown otherwise: slots %zu vs %zu, v %zu vs %zu, "
+		      "arena %zu vs %zu",
+		      what, a->nslots, b->nslots, a->cap, b->cap, a->arena_cap,
+		      b->arena_cap);
+	while (i < a->n && a->v[i].off == b->v[i].off &&
+	       a->v[i].len == b->v[i].len)
+		i++;
+	ck_assert_msg(i == a->n, "%s: term %zu differs", what, i);
+	ck_assert_msg(!memcmp(a->arena, b->arena, a->arena_len),
+		      "%s: arenas differ", what);
+}
+
+/* The slot tables of @p a and @p b are the same (they are private to
+ * terms.c: two 8-byte words a slot). */
+static void assert_same_slots(const struct im_terms *a,
+			      const struct im_terms *b, const char *what)
+{
+	ck_assert_msg(a->nslots == b->nslots &&
+			      !memcmp(a->slots, b->slots, a->nslots * 16),
+		      "%s: slot tables differ", what);
+}
+
+/*
+ * im_terms_add_shorts() is one im_terms_add_padded() after the other: same
+ * terms and order, and the same growth at the same word, so the same table
+ * after every batch. Batches of 1 to IM_SHORT_BATCH words, documents of a
+ * few terms to thousands, all or few of them new, so that the slot table,
+ * v[] and the arena grow in the middle of batches (counted, must happen).
+ * The slot tables are compared at the end of each document, the rest after
+ * every batch.
+ */
+START_TEST(test_text_terms_batches_match_single_adds)
+{
+	static const size_t vocab[] = {5, 3000, 40, 9000, 700, 2};
+	unsigned long long x = 0x5851f42d4c957f2dULL; /* fixed seed */
+	struct im_short_term batch[IM_SHORT_BATCH];
+	size_t mid_slots = 0, mid_v = 0, mid_arena = 0;
+	struct im_terms single;
+	char what[64];
+
+	im_terms_init(&single);
+	for (size_t d = 0; d < sizeof(vocab) / sizeof(vocab[0]); d++) {
+		for (size_t k = 0; k < 4 * vocab[d] + 50;) {
+			size_t nb = 1 + xorshift(&x) % IM_SHORT_BATCH;
+
+			for (size_t i = 0; i < nb; i++, k++) {
+				unsigned long long r = xorshift(&x) % vocab[d];
+				size_t len = 1 + (r * 7 + k % 3) % IM_SHORT;
+				char w[IM_SHORT + IM_SHORT];
+				size_t nslots = single.nslots, cap = single.cap;
+				size_t arena_cap = single.arena_cap;
+
+				/* Distinct r, distinct first and last
+				 * bytes (r < 26 * 26 * 26 * 16 only
+				 * nearly); bytes past len are noise. */
+				for (size_t j = 0; j < sizeof(w); j++)
+					w[j] = j < len ? (char)('a' +
+								(r >> (2 * j)) %
+									26)
+						       : (char)(1 +
+								xorshift(&x) %
+									255);
+				w[0] = (char)('a' + r % 26);
+				w[len - 1] = (char)('A' + (r / 26) % 26);
+				batch[i].key = im_short_key(w, len);
+				batch[i].len = len;
+				ck_assert_int_eq(
+					im_terms_add_padded(&single, w, len),
+					0);
+				/* Grown before a word that is not the
+				 * batch's first, with words after it. */
+				if (i > 0 && i + 1 < nb) {
+					mid_slots += single.nslots != nslots;
+					mid_v += single.cap != cap;
+					mid_arena +=
+						single.arena_cap != arena_cap;
+				}
+			}
+			ck_assert_int_eq(im_terms_add_shorts(&terms, batch, nb),
+					 0);
+			snprintf(what, sizeof(what), "doc %zu, word %zu", d, k);
+			assert_same_set(&terms, &single, what);
+		}
+		assert_same_slots(&terms, &single, what);
+		im_terms_clear(&terms);
+		im_terms_clear(&single);
+	}
+	ck_assert_msg(mid_slots && mid_v && mid_arena,
+		      "growth inside a batch not covered: slots %zu, v %zu, "
+		      "arena %zu",
+		      mid_slots, mid_v, mid_arena);
+	im_terms_release(&single);
+}
+END_TEST
+
 /* ---- Words --------------------------------------------------------------- */
 
 START_TEST(test_text_plain_words)
@@ -595,6 +701,114 @@ START_TEST(test_text_fast_and_slow_paths_agree)
 }
 END_TEST
 
+/*
+ * The same terms in @p a and @p b, in the same order. Checked before it is
+ * asserted: Check records every assertion that passes, with a write.
+ */
+static void assert_same_terms(const struct im_terms *a,
+			      const struct im_terms *b, const char *what,
+			      const char *gear)
+{
+	size_t i = 0;
+
+	ck_assert_msg(a->n == b->n, "%s: %zu terms in gear %s, %zu scalar",
+		      what, a->n, gear, b->n);
+	while (i < b->n && a->v[i].len == b->v[i].len &&
+	       !memcmp(im_terms_str(a, i), im_terms_str(b, i), b->v[i].len))
+		i++;
+	ck_assert_msg(i == b->n, "%s, gear %s, term %zu: %s vs %s", what, gear,
+		      i, im_terms_str(a, i), im_terms_str(b, i));
+}
+
+static const char *const gear_names[] = {"scalar", "sse2", "avx512"};
+
+/*
+ * The same terms, in the same order, from the scalar scanner, from every
+ * other gear this build and CPU have (text_internal.h), and from
+ * im_words_add(), whichever gear it takes.
+ */
+static void assert_scanners_agree(const char *s, size_t n, struct im_terms *ref,
+				  const char *what)
+{
+	char *copy = malloc(n ? n : 1);
+
+	memcpy(copy, s, n);
+	im_terms_clear(ref);
+	ck_assert_int_eq(im_words_add_scalar(copy, n, &params, ref), 0);
+	for (int g = IM_WORDS_SSE2; g <= IM_WORDS_AVX512; g++) {
+		if (!im_words_has_gear((enum im_words_gear)g))
+			continue;
+		im_terms_clear(&terms);
+		ck_assert_int_eq(im_words_add_gear(copy, n, &params, &terms,
+						   (enum im_words_gear)g),
+				 0);
+		assert_same_terms(&terms, ref, what, gear_names[g]);
+	}
+	im_terms_clear(&terms);
+	ck_assert_int_eq(im_words_add(copy, n, &params, &terms), 0);
+	assert_same_terms(&terms, ref, what, "of im_words_add()");
+	free(copy);
+}
+
+/*
+ * The gears there are: the scalar one always, SSE2 on x86-64. Without
+ * AVX-512BW here, the tests below cover the SSE2 gear only: said on stderr
+ * so that a run on such a machine is not mistaken for a full one.
+ */
+START_TEST(test_text_gears)
+{
+	struct im_terms t;
+
+	ck_assert(im_words_has_gear(IM_WORDS_SCALAR));
+#if defined(__x86_64__)
+	ck_assert(im_words_has_gear(IM_WORDS_SSE2));
+#endif
+	if (!im_words_has_gear(IM_WORDS_AVX512))
+		fprintf(stderr, "test_text_gears: no AVX-512BW here, its "
+				"gear is not tested\n");
+	im_terms_init(&t);
+	for (int g = IM_WORDS_SCALAR; g <= IM_WORDS_AVX512; g++)
+		if (!im_words_has_gear((enum im_words_gear)g))
+			ck_assert_int_eq(
+				im_words_add_gear("word", 4, &params, &t,
+						  (enum im_words_gear)g),
+				-ENOTSUP);
+	im_terms_release(&t);
+}
+END_TEST
+
+/*
+ * Every byte value classified alike by every gear: each of the 256 inside
+ * a word, at each offset of a window, the bytes around the letter and digit
+ * ranges ('/', ':', '@', '[', '`', '{') and 0x7f, 0x80, 0xff included.
+ */
+START_TEST(test_text_every_byte_classified_alike)
+{
+	char buf[64 + 256 * 6], what[64];
+	struct im_terms ref;
+
+	im_terms_init(&ref);
+	params.min_word_len = 4;
+	params.max_digits = 1;
+	for (unsigned off = 0; off < 64; off++) {
+		size_t n = off;
+
+		memset(buf, ' ', off);
+		for (unsigned b = 0; b < 256; b++) {
+			buf[n++] = 'q';
+			buf[n++] = (char)('a' + b % 26);
+			buf[n++] = (char)b;
+			buf[n++] = 'r';
+			buf[n++] = (char)('a' + b / 26);
+			buf[n++] = ' ';
+		}
+		snprintf(what, sizeof(what), "every byte at offset %u", off);
+		assert_scanners_agree(buf, n, &ref, what);
+	}
+	im_terms_release(&ref);
+}
+END_TEST
+
 /* The SIMD windows and the scalar scanner give the same terms, in
  * the same order, on random mixes of ASCII, UTF-8 and invalid bytes. */
 START_TEST(test_text_simd_matches_scalar)
@@ -633,7 +847,7 @@ START_TEST(test_text_simd_matches_scalar)
 	const size_t npieces = sizeof(pieces) / sizeof(pieces[0]);
 	unsigned long long x = 0x2545f4914f6cdd1dull; /* fixed seed */
 	struct im_terms ref;
-	char buf[1200];
+	char buf[1200], what[32];
 
 	im_terms_init(&ref);
 	for (int iter = 0; iter < 2000; iter++) {
@@ -651,56 +865,12 @@ START_TEST(test_text_simd_matches_scalar)
 		}
 		params.min_word_len = 1 + (unsigned)(x >> 40) % 5;
 		params.max_digits = (unsigned)(x >> 50) % 3;
-		{
-			char *copy = malloc(n ? n : 1);
-
-			memcpy(copy, buf, n);
-			im_terms_clear(&terms);
-			im_terms_clear(&ref);
-			ck_assert_int_eq(im_words_add(copy, n, &params, &terms),
-					 0);
-			ck_assert_int_eq(
-				im_words_add_scalar(copy, n, &params, &ref), 0);
-			free(copy);
-		}
-		ck_assert_msg(terms.n == ref.n,
-			      "iteration %d: %zu terms with SIMD, %zu without",
-			      iter, terms.n, ref.n);
-		for (size_t i = 0; i < ref.n; i++)
-			ck_assert_msg(terms.v[i].len == ref.v[i].len &&
-					      !memcmp(im_terms_str(&terms, i),
-						      im_terms_str(&ref, i),
-						      ref.v[i].len),
-				      "iteration %d, term %zu: %s vs %s", iter,
-				      i, im_terms_str(&terms, i),
-				      im_terms_str(&ref, i));
+		snprintf(what, sizeof(what), "iteration %d", iter);
+		assert_scanners_agree(buf, n, &ref, what);
 	}
 	im_terms_release(&ref);
 }
 END_TEST
-
-/* The same terms from both scanners, in the same order. */
-static void assert_scanners_agree(const char *s, size_t n, struct im_terms *ref,
-				  const char *what)
-{
-	char *copy = malloc(n ? n : 1);
-
-	memcpy(copy, s, n);
-	im_terms_clear(&terms);
-	im_terms_clear(ref);
-	ck_assert_int_eq(im_words_add(copy, n, &params, &terms), 0);
-	ck_assert_int_eq(im_words_add_scalar(copy, n, &params, ref), 0);
-	free(copy);
-	ck_assert_msg(terms.n == ref->n, "%s: %zu terms with SIMD, %zu without",
-		      what, terms.n, ref->n);
-	for (size_t i = 0; i < ref->n; i++)
-		ck_assert_msg(terms.v[i].len == ref->v[i].len &&
-				      !memcmp(im_terms_str(&terms, i),
-					      im_terms_str(ref, i),
-					      ref->v[i].len),
-			      "%s, term %zu: %s vs %s", what, i,
-			      im_terms_str(&terms, i), im_terms_str(ref, i));
-}
 
 /*
  * Windows take their words from bit masks alone (text.c, scan_blocks()):
@@ -788,6 +958,87 @@ START_TEST(test_text_windows_match_scalar)
 			 iter, params.min_word_len, params.max_digits);
 		assert_scanners_agree(buf, n, &ref, what);
 	}
+	im_terms_release(&ref);
+}
+END_TEST
+
+/*
+ * Windows full of kept words: 32 one-letter words per window (the most a
+ * window can hold), 12 or 13 words of four letters, all new so that the set
+ * grows while a batch of them is added; now and then a word of 17 bytes or
+ * more, or one holding an é, between them. The order of the terms is
+ * checked against the text itself, not only against the scalar scanner.
+ */
+START_TEST(test_text_windows_full_of_words)
+{
+	static const unsigned lens[] = {1, 4, 5};
+	char *buf = malloc(64 * 1024), *want = malloc(64 * 1024);
+	struct im_terms ref;
+	char what[64];
+
+	ck_assert_ptr_nonnull(buf);
+	ck_assert_ptr_nonnull(want);
+	im_terms_init(&ref);
+	for (size_t li = 0; li < sizeof(lens) / sizeof(lens[0]); li++) {
+		for (unsigned odd = 0; odd < 3; odd++) {
+			size_t n = 0, nw = 0, o = 0, t = 0;
+			const char *wrong = NULL;
+
+			params.min_word_len = lens[li];
+			params.max_digits = 1;
+			for (unsigned k = 0; n < 60000; k++) {
+				/* A word spelling k in base 26 (one letter
+				 * words repeat: there are only 26). */
+				size_t start = n;
+				unsigned v = k;
+
+				for (unsigned i = 0; i < lens[li]; i++, v /= 26)
+					buf[n++] = (char)('a' + v % 26);
+				if (odd == 1 && k % 37 == 5)
+					for (unsigned i = 0; i < 15; i++)
+						buf[n++] = (char)('a' + i);
+				if (odd == 2 && k % 41 == 7) {
+					buf[n++] = (char)0xc3; /* é */
+					buf[n++] = (char)0xa9;
+				}
+				memcpy(want + o, buf + start, n - start);
+				want[o + n - start] = '\0';
+				o += n - start + 1;
+				nw++;
+				buf[n++] = ' ';
+			}
+			snprintf(what, sizeof(what), "words of %u, variant %u",
+				 lens[li], odd);
+			assert_scanners_agree(buf, n, &ref, what);
+			/* The terms are the words in text order, repeats
+			 * dropped. */
+			o = 0;
+			for (size_t i = 0; i < nw; i++) {
+				const char *w = want + o;
+				bool seen = false;
+
+				o += strlen(w) + 1;
+				for (size_t j = 0; j < t && lens[li] == 1; j++)
+					seen |= !strcmp(im_terms_str(&terms, j),
+							w);
+				if (seen)
+					continue;
+				if (t == terms.n ||
+				    strcmp(im_terms_str(&terms, t), w)) {
+					wrong = w;
+					break;
+				}
+				t++;
+			}
+			ck_assert_msg(!wrong && t == terms.n,
+				      "%s: term %zu is %s, not %s", what, t,
+				      t < terms.n ? im_terms_str(&terms, t)
+						  : "missing",
+				      wrong ? wrong : "past the end");
+		}
+	}
+	free(buf);
+	free(want);
 	im_terms_release(&ref);
 }
 END_TEST
@@ -1494,6 +1745,7 @@ int main(void)
 	tcase_add_test(tc, test_text_terms_short_and_long_keys);
 	tcase_add_test(tc, test_text_terms_key_edges);
 	tcase_add_test(tc, test_text_terms_match_a_reference_set);
+	tcase_add_test(tc, test_text_terms_batches_match_single_adds);
 	tcase_add_test(tc, test_text_plain_words);
 	tcase_add_test(tc, test_text_case_folding);
 	tcase_add_test(tc, test_text_digit_filter);
@@ -1504,8 +1756,11 @@ int main(void)
 	tcase_add_test(tc, test_text_empty_input);
 	tcase_add_test(tc, test_text_marks_and_format_characters);
 	tcase_add_test(tc, test_text_fast_and_slow_paths_agree);
+	tcase_add_test(tc, test_text_gears);
+	tcase_add_test(tc, test_text_every_byte_classified_alike);
 	tcase_add_test(tc, test_text_simd_matches_scalar);
 	tcase_add_test(tc, test_text_windows_match_scalar);
+	tcase_add_test(tc, test_text_windows_full_of_words);
 	tcase_add_test(tc, test_text_threads_extract_at_once);
 	tcase_add_test(tc, test_text_html_entities);
 	tcase_add_test(tc, test_text_html_entity_table);

@@ -114,8 +114,8 @@ int im_words_add_scalar(const char *s, size_t len, const struct im_params *p,
 enum im_words_gear {
 	IM_WORDS_SCALAR, /**< a byte-class table, one byte at a time */
 	IM_WORDS_SSE2,	 /**< 64-byte windows classified with SSE2 */
-	IM_WORDS_AVX512, /**< the same with AVX-512BW and BMI2, chosen at
-			      run time: x86-64 builds need not assume them */
+	IM_WORDS_AVX2,	 /**< the same with AVX2 and BMI2, chosen at run
+			      time: x86-64 builds need not assume them */
 };
 
 /** @return whether this build and the CPU running it have @p gear. */

@@ -35,8 +35,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
 /* Inlined: one keyed hash per candidate term, without a call. */
 #define XXH_INLINE_ALL
 #include <xxhash.h>
@@ -45,6 +43,7 @@
 #include "bytes.h"
 #include "extract.h"
 #include "fdio.h"
+#include "sha1.h"
 #include "sig.h"
 
 /* How many terms ahead collect() prefetches lexicon slots. */
@@ -66,8 +65,7 @@ struct im_signer {
 	struct im_params p;
 	/* (z >> 11) * 2^-53 < keep  <=>  (z >> 11) < keep53, exactly */
 	uint64_t keep53;
-	EVP_MD *md;
-	EVP_MD_CTX *ctx;
+	struct im_sha1 *sha;
 	struct im_terms terms;
 	struct im_extractor *x;
 	const uint32_t *masks; /* borrowed, per term number; or NULL */
@@ -100,7 +98,7 @@ struct im_signer {
 	/* read_at(): the binary file was only sniffed (defer_binary). */
 	bool deferred;
 
-	unsigned char *hb; /* the bytes hashed for one coordinate */
+	unsigned char *hb; /* the bytes one coordinate hashes (coord_bytes()) */
 	size_t hbcap;
 	/* The bytes of every coordinate whose S is P alone (fill_coords()):
 	 * coordinate k's at hk + k * hk_stride, hk_len[k] of them; only
@@ -174,22 +172,6 @@ static int grow(void **p, size_t *cap, size_t n, size_t size)
 
 /* ---- Life cycle ------------------------------------------------------------- */
 
-/*
- * SHA1 from OpenSSL's default provider, without reading the system's
- * openssl.cnf or registering every cipher and digest by name first: a
- * signature is a plain hash and needs no policy of the system's, and that
- * setup cost each start of imatch about 0.9 ms of CPU. Takes effect only if
- * nothing in the process initialised OpenSSL before.
- */
-static EVP_MD *sha1_fetch(void)
-{
-	OPENSSL_init_crypto(OPENSSL_INIT_NO_LOAD_CONFIG |
-				    OPENSSL_INIT_NO_ADD_ALL_CIPHERS |
-				    OPENSSL_INIT_NO_ADD_ALL_DIGESTS,
-			    NULL);
-	return EVP_MD_fetch(NULL, "SHA1", NULL);
-}
-
 int im_signer_new(const struct im_lexicon *lex, const struct im_params *p,
 		  struct im_signer **out)
 {
@@ -206,11 +188,10 @@ int im_signer_new(const struct im_lexicon *lex, const struct im_params *p,
 	s->p = *p;
 	s->keep53 = (uint64_t)ceil(ldexp(p->keep, 53));
 	im_terms_init(&s->terms);
-	s->md = sha1_fetch();
-	s->ctx = EVP_MD_CTX_new();
 	im_extract_opts_init(&xo);
 	xo.filters = p->filters;
-	if (!s->md || !s->ctx || im_extractor_new(&xo, &s->x)) {
+	if (im_sha1_new(IM_SHA1_AUTO, &s->sha) ||
+	    im_extractor_new(&xo, &s->x)) {
 		im_signer_free(s);
 		return -ENOMEM;
 	}
@@ -236,8 +217,7 @@ void im_signer_free(struct im_signer *s)
 {
 	if (!s)
 		return;
-	EVP_MD_CTX_free(s->ctx);
-	EVP_MD_free(s->md);
+	im_sha1_free(s->sha);
 	im_terms_release(&s->terms);
 	im_extractor_free(s->x);
 	free(s->buf);
@@ -431,6 +411,7 @@ struct bytecounts {
 };
 
 _Static_assert(IM_MAX_COORDS <= 32, "count_mask() counts 32 coordinates");
+_Static_assert(IM_SIG_LEN == IM_SHA1_LEN, "a signature is a SHA-1 digest");
 
 /*
  * Running totals of collect_add(). The loops that collect keep it in
@@ -966,18 +947,29 @@ static inline size_t put(unsigned char *hb, size_t len, const struct cand *t,
 	return len + in * (t->len + 1);
 }
 
-static int coord_hash(struct im_signer *s, unsigned k, const struct coord *c,
-		      struct im_sig *sig)
+/*
+ * The bytes coordinate @p k hashes, into @p m. With fill_coords()'s buffers,
+ * S = P_k is there already, and an S that took terms from Q is written over
+ * coordinate k's (room for every candidate; coordinate 0's stay, pc[] points
+ * into them) or, for k = 0, into hb: each coordinate's bytes then stay
+ * until the document's last is made, and all are hashed together. Without
+ * them every S goes to hb, to be hashed before the next.
+ */
+static void coord_bytes(struct im_signer *s, unsigned k, const struct coord *c,
+			struct im_sha1_msg *m)
 {
 	unsigned char *hb = s->hb;
-	unsigned int mdlen = 0;
 	size_t len = 1;
 
-	hb[0] = (unsigned char)k;
 	if (!c->secondary && s->hk_filled) {
+		m->data = s->hk + k * s->hk_stride;
+		m->len = s->hk_len[k];
+		return;
+	}
+	if (s->hk_filled && k)
 		hb = s->hk + k * s->hk_stride;
-		len = s->hk_len[k];
-	} else if (!c->secondary) {
+	hb[0] = (unsigned char)k;
+	if (!c->secondary) {
 		for (size_t i = 0; i < s->npc; i++)
 			len = put(hb, len, &s->pc[i], (s->pc[i].mask >> k) & 1);
 	} else {
@@ -993,11 +985,8 @@ static int coord_hash(struct im_signer *s, unsigned k, const struct coord *c,
 		for (; i < s->npc; i++)
 			len = put(hb, len, &s->pc[i], (s->pc[i].mask >> k) & 1);
 	}
-	if (!EVP_DigestInit_ex(s->ctx, s->md, NULL) ||
-	    !EVP_DigestUpdate(s->ctx, hb, len) ||
-	    !EVP_DigestFinal_ex(s->ctx, sig->b, &mdlen) || mdlen != IM_SIG_LEN)
-		return -ENOMEM; /* OpenSSL fails on allocation only */
-	return 0;
+	m->data = hb;
+	m->len = len;
 }
 
 /* ---- Signing --------------------------------------------------------------- */
@@ -1012,6 +1001,8 @@ static int sign_coords(struct im_signer *s, size_t n, struct im_doc_sigs *out,
 	unsigned ncoords = s->p.k + 1;
 	size_t need0 = ratio_need(n, coord_ratio(s, 0));
 	size_t needk = ratio_need(n, coord_ratio(s, 1));
+	struct im_sha1_msg msg[IM_MAX_COORDS];
+	size_t nmsg = 0;
 	int r;
 
 	out->status = IM_DOC_REJECTED;
@@ -1040,11 +1031,19 @@ static int sign_coords(struct im_signer *s, size_t n, struct im_doc_sigs *out,
 			};
 		if (why)
 			continue;
-		r = coord_hash(s, k, &c, &out->sig[k]);
-		if (r < 0)
-			return r;
+		msg[nmsg].out = out->sig[k].b;
+		coord_bytes(s, k, &c, &msg[nmsg++]);
+		if (!s->hk_filled) {
+			r = im_sha1_many(s->sha, msg, nmsg);
+			if (r < 0)
+				return r;
+			nmsg = 0;
+		}
 		out->valid |= UINT32_C(1) << k;
 	}
+	r = im_sha1_many(s->sha, msg, nmsg);
+	if (r < 0)
+		return r;
 	if (out->valid)
 		out->status = IM_DOC_SIGNED;
 	return 0;

@@ -1,0 +1,229 @@
+/*
+ * SHA-1 of many messages (core/sign/sha1.h): both implementations against
+ * OpenSSL's one-shot digest, on every length from 0 to 300 bytes (every
+ * padding case: the tail in one block or two), large messages, batches of
+ * every size up to 13 messages of mixed lengths (lanes that end at
+ * different blocks and take the next message), and the FIPS 180-4 examples.
+ */
+#include <check.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/evp.h>
+
+#include "sha1.h"
+
+static uint64_t rng = 88172645463325252ull;
+
+static uint64_t rnd(void)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return rng;
+}
+
+#define BIG (1u << 20)
+
+static unsigned char *data;
+
+static void setup(void)
+{
+	data = malloc(BIG);
+	ck_assert_ptr_nonnull(data);
+	rng = 7;
+	for (size_t i = 0; i < BIG; i++)
+		data[i] = (unsigned char)rnd();
+}
+
+static void teardown(void)
+{
+	free(data);
+}
+
+static void reference(const void *p, size_t len, uint8_t out[IM_SHA1_LEN])
+{
+	unsigned int n = 0;
+
+	ck_assert(EVP_Digest(p, len, out, &n, EVP_sha1(), NULL));
+	ck_assert_uint_eq(n, IM_SHA1_LEN);
+}
+
+/* The implementations this machine runs: OpenSSL always, SHA-NI if the
+ * CPU has it. */
+static size_t impls(enum im_sha1_impl v[2])
+{
+	size_t n = 0;
+
+	v[n++] = IM_SHA1_OPENSSL;
+	if (im_sha1_have_shani())
+		v[n++] = IM_SHA1_SHANI;
+	else
+		fprintf(stderr, "test_sha1: no SHA extensions here, "
+				"OpenSSL only\n");
+	return n;
+}
+
+/* Hash @p n messages with @p impl and compare each with the reference. */
+static void check_batch(enum im_sha1_impl impl, const struct im_sha1_msg *v,
+			size_t n, const char *what)
+{
+	uint8_t want[IM_SHA1_LEN];
+	struct im_sha1 *h;
+
+	ck_assert_int_eq(im_sha1_new(impl, &h), 0);
+	ck_assert_int_eq(im_sha1_impl(h), impl);
+	ck_assert_int_eq(im_sha1_many(h, v, n), 0);
+	for (size_t i = 0; i < n; i++) {
+		reference(v[i].data, v[i].len, want);
+		ck_assert_msg(!memcmp(v[i].out, want, IM_SHA1_LEN),
+			      "impl %d, %s: message %zu of %zu (%zu bytes) "
+			      "differs from OpenSSL",
+			      (int)impl, what, i, n, v[i].len);
+	}
+	im_sha1_free(h);
+}
+
+START_TEST(test_sha1_fips_examples)
+{
+	static const struct {
+		const char *msg, *hex;
+	} ex[] = {
+		{"abc", "a9993e364706816aba3e25717850c26c9cd0d89d"},
+		{"", "da39a3ee5e6b4b0d3255bfef95601890afd80709"},
+		{"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq",
+		 "84983e441c3bd26ebaae4aa1f95129e5e54670f1"},
+	};
+	enum im_sha1_impl v[2];
+	size_t ni = impls(v);
+
+	for (size_t i = 0; i < ni; i++) {
+		for (size_t e = 0; e < sizeof(ex) / sizeof(*ex); e++) {
+			uint8_t out[IM_SHA1_LEN];
+			char hex[2 * IM_SHA1_LEN + 1];
+			struct im_sha1_msg m = {ex[e].msg, strlen(ex[e].msg),
+						out};
+			struct im_sha1 *h;
+
+			ck_assert_int_eq(im_sha1_new(v[i], &h), 0);
+			ck_assert_int_eq(im_sha1_many(h, &m, 1), 0);
+			im_sha1_free(h);
+			for (int b = 0; b < IM_SHA1_LEN; b++)
+				snprintf(hex + 2 * b, 3, "%02x", out[b]);
+			ck_assert_msg(!strcmp(hex, ex[e].hex),
+				      "impl %d: SHA1(\"%s\") = %s, want %s",
+				      (int)v[i], ex[e].msg, hex, ex[e].hex);
+		}
+	}
+}
+END_TEST
+
+START_TEST(test_sha1_every_short_length)
+{
+	/* Lengths 0..300 as one batch: the lanes end on every block count. */
+	enum { N = 301 };
+	static uint8_t out[N][IM_SHA1_LEN];
+	static struct im_sha1_msg m[N];
+	enum im_sha1_impl v[2];
+	size_t ni = impls(v);
+
+	for (size_t len = 0; len < N; len++)
+		m[len] = (struct im_sha1_msg){data + len * 7, len, out[len]};
+	for (size_t i = 0; i < ni; i++) {
+		check_batch(v[i], m, N, "lengths 0..300");
+		/* One at a time: the lone lane's path. */
+		for (size_t len = 0; len < N; len++)
+			check_batch(v[i], &m[len], 1, "one message");
+	}
+}
+END_TEST
+
+START_TEST(test_sha1_mixed_batches)
+{
+	/* Random lengths, short and long, in batches of 0 to 13 messages
+	 * (a document's K + 1 coordinates), overlapping in the buffer. */
+	enum { MAXB = 13 };
+	uint8_t out[MAXB][IM_SHA1_LEN];
+	struct im_sha1_msg m[MAXB];
+	enum im_sha1_impl v[2];
+	size_t ni = impls(v);
+
+	rng = 11;
+	for (int round = 0; round < 400; round++) {
+		size_t n = (size_t)round % (MAXB + 1);
+
+		for (size_t j = 0; j < n; j++) {
+			size_t len = rnd() % 4 ? rnd() % 3000 : rnd() % 70000;
+			size_t off = rnd() % (BIG - len);
+
+			m[j] = (struct im_sha1_msg){data + off, len, out[j]};
+		}
+		for (size_t i = 0; i < ni; i++)
+			check_batch(v[i], m, n, "mixed batch");
+	}
+}
+END_TEST
+
+START_TEST(test_sha1_large)
+{
+	/* Lengths around whole megabytes and a block boundary. */
+	static const size_t lens[] = {BIG,	BIG - 1,  BIG - 55,
+				      BIG - 56, BIG - 64, 65536 + 119};
+	uint8_t out[6][IM_SHA1_LEN];
+	struct im_sha1_msg m[6];
+	enum im_sha1_impl v[2];
+	size_t ni = impls(v);
+
+	for (size_t j = 0; j < 6; j++)
+		m[j] = (struct im_sha1_msg){data + (BIG - lens[j]), lens[j],
+					    out[j]};
+	for (size_t i = 0; i < ni; i++) {
+		check_batch(v[i], m, 6, "large");
+		check_batch(v[i], m, 1, "one large");
+	}
+}
+END_TEST
+
+START_TEST(test_sha1_auto_and_refusal)
+{
+	struct im_sha1 *h;
+
+	ck_assert_int_eq(im_sha1_new(IM_SHA1_AUTO, &h), 0);
+	ck_assert_int_eq(im_sha1_impl(h), im_sha1_have_shani()
+						  ? IM_SHA1_SHANI
+						  : IM_SHA1_OPENSSL);
+	im_sha1_free(h);
+	if (!im_sha1_have_shani()) {
+		ck_assert_int_eq(im_sha1_new(IM_SHA1_SHANI, &h), -ENOTSUP);
+		ck_assert_ptr_null(h);
+	}
+}
+END_TEST
+
+static Suite *sha1_suite(void)
+{
+	Suite *s = suite_create("sha1");
+	TCase *tc = tcase_create("core");
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_sha1_fips_examples);
+	tcase_add_test(tc, test_sha1_every_short_length);
+	tcase_add_test(tc, test_sha1_mixed_batches);
+	tcase_add_test(tc, test_sha1_large);
+	tcase_add_test(tc, test_sha1_auto_and_refusal);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(sha1_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

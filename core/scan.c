@@ -613,6 +613,10 @@ struct scan {
 	 * worker's signer: computed once per scan instead of once per
 	 * document and term. */
 	uint32_t *masks;
+	/* A first scan's signing step: every worker, each one's spool open to
+	 * the others once its owner is through (take_kept()). */
+	struct sign_worker *workers;
+	unsigned nworkers;
 };
 
 static bool scan_stopping(struct scan *sc)
@@ -759,7 +763,12 @@ struct sign_worker {
 	struct im_signer *signer;
 	struct im_df *df; /* df and first scans */
 	/* First scans: what the walk kept, and buffers for one document. */
-	struct im_spool *spool;
+	struct im_spool *spool; /* signing step: protected by spool_lock */
+	pthread_mutex_t spool_lock;
+	bool spool_open;  /* the signing step's spool_lock is initialised */
+	bool spool_empty; /* protected by spool_lock: read to its end */
+	void *rec;	  /* signing step: the record being signed */
+	size_t reccap;
 	uint32_t *ids; /* term ids, then term numbers; idcap entries */
 	size_t idcap;
 	size_t nown;   /* terms of df that this worker's ids refer to */
@@ -964,8 +973,10 @@ static void deliver_pending(struct sign_worker *wk)
 	wk->npend = 0;
 }
 
-/* One kept file: finish its result and queue it for delivery. */
-static int sign_kept(struct sign_worker *wk, const void *rec, size_t len)
+/* One file @p owner kept: finish its result and queue it with @p wk's
+ * results for delivery. */
+static int sign_kept(struct sign_worker *wk, const struct sign_worker *owner,
+		     const void *rec, size_t len)
 {
 	struct scan *sc = wk->sc;
 	const char *p = rec;
@@ -994,7 +1005,7 @@ static int sign_kept(struct sign_worker *wk, const void *rec, size_t len)
 	/* A text, to be signed; without a lexicon it stays unsigned. */
 	if (k.status == IM_DOC_REJECTED && sc->lex) {
 		const char *ids = p + sizeof(k) + k.path_len;
-		const uint32_t *map = wk->map;
+		const uint32_t *map = owner->map;
 		uint32_t *nums;
 
 		ret = ids_reserve(wk, k.nids);
@@ -1009,7 +1020,7 @@ static int sign_kept(struct sign_worker *wk, const void *rec, size_t len)
 			uint32_t id, num;
 
 			memcpy(&id, ids + i * sizeof(id), sizeof(id));
-			if (id >= wk->nown)
+			if (id >= owner->nown)
 				return -EIO;
 			num = map[id];
 			nums[m] = num;
@@ -1029,12 +1040,72 @@ static int sign_kept(struct sign_worker *wk, const void *rec, size_t len)
 	return 0;
 }
 
-/* Signing step of one worker: its id table, then everything it kept. */
+/*
+ * The next record of @p from's spool, copied to wk->rec (the spool's own
+ * copy lasts only until its next read, which another worker may make).
+ * @return 1 with a record, 0 when that spool is through, or an error of
+ * im_spool_next().
+ */
+static int take_from(struct sign_worker *wk, struct sign_worker *from,
+		     size_t *len)
+{
+	const void *rec;
+	int ret = 0;
+
+	pthread_mutex_lock(&from->spool_lock);
+	if (!from->spool_empty)
+		ret = im_spool_next(from->spool, &rec, len);
+	if (ret == 1 && *len > wk->reccap) {
+		void *v = realloc(wk->rec, *len);
+
+		if (v) {
+			wk->rec = v;
+			wk->reccap = *len;
+		} else {
+			ret = -ENOMEM;
+		}
+	}
+	if (ret == 1)
+		memcpy(wk->rec, rec, *len);
+	if (ret == 0)
+		from->spool_empty = true;
+	pthread_mutex_unlock(&from->spool_lock);
+	return ret;
+}
+
+/*
+ * The next kept file @p wk signs, into wk->rec: its own first, then what
+ * the others have not reached yet. Each worker kept the files it read, and
+ * their signing costs differ by tens of milliseconds over a tree: taking
+ * from the others ends the step when the last file is signed, not when the
+ * slowest worker is through its own. *owner receives the worker whose ids
+ * the record holds. @return as take_from().
+ */
+static int take_kept(struct sign_worker *wk, struct sign_worker **owner,
+		     size_t *len)
+{
+	struct scan *sc = wk->sc;
+	unsigned self = (unsigned)(wk - sc->workers);
+
+	for (unsigned i = 0; i < sc->nworkers; i++) {
+		struct sign_worker *from =
+			&sc->workers[(self + i) % sc->nworkers];
+		int ret = take_from(wk, from, len);
+
+		if (ret) {
+			*owner = from;
+			return ret;
+		}
+	}
+	return 0;
+}
+
+/* Signing step of one worker: what it kept, then what the others kept. */
 static void *first_sign_main(void *arg)
 {
 	struct sign_worker *wk = arg;
+	struct sign_worker *owner;
 	struct scan *sc = wk->sc;
-	const void *rec;
 	size_t len;
 	int ret;
 
@@ -1045,13 +1116,13 @@ static void *first_sign_main(void *arg)
 		wk->ret = -ENOMEM;
 		return NULL;
 	}
-	ret = im_spool_rewind(wk->spool);
-	while (!ret && (ret = im_spool_next(wk->spool, &rec, &len)) == 1) {
-		ret = 0;
+	while ((ret = take_kept(wk, &owner, &len)) == 1) {
 		if (scan_stopping(sc))
 			ret = -ECANCELED;
 		else
-			ret = sign_kept(wk, rec, len);
+			ret = sign_kept(wk, owner, wk->rec, len);
+		if (ret)
+			break;
 	}
 	/* What was signed is delivered, even when the step stops early. */
 	deliver_pending(wk);
@@ -1080,6 +1151,9 @@ static void workers_free(struct sign_worker *wk, unsigned n)
 		if (wk[i].df)
 			im_df_free(wk[i].df);
 		im_spool_free(wk[i].spool);
+		if (wk[i].spool_open)
+			pthread_mutex_destroy(&wk[i].spool_lock);
+		free(wk[i].rec);
 		free(wk[i].ids);
 		free(wk[i].map);
 		free(wk[i].pend);
@@ -1316,12 +1390,23 @@ int im_scan_df(int dirfd, const struct im_params *p, unsigned threads,
 	return ret;
 }
 
-/* The signing step of a first scan: every worker signs what it kept. */
+/* The signing step of a first scan: every worker signs what it kept, then
+ * helps the others. */
 static int sign_all_kept(struct scan *sc, struct sign_worker *wk, unsigned n)
 {
 	unsigned i;
 	int ret = 0;
 
+	for (i = 0; i < n && !ret; i++) {
+		ret = im_spool_rewind(wk[i].spool);
+		if (!ret && pthread_mutex_init(&wk[i].spool_lock, NULL))
+			ret = -EAGAIN;
+		wk[i].spool_open = !ret;
+	}
+	if (ret)
+		return ret;
+	sc->workers = wk;
+	sc->nworkers = n;
 	for (i = 0; i < n; i++)
 		if (pthread_create(&wk[i].tid, NULL, first_sign_main, &wk[i]))
 			break;

@@ -771,6 +771,89 @@ START_TEST(test_scan_first_equals_two_passes)
 }
 END_TEST
 
+/*
+ * Documents with little in common: each draws its words from the whole of a
+ * large vocabulary, so no two workers meet the terms in one order and their
+ * term ids differ (a first scan keeps each file's terms as its reader's
+ * ids). Every third document repeats the one before, so some sign alike.
+ */
+static void make_mixed_corpus(int ndocs)
+{
+	enum { VOCAB = 3000, WORDS = 120 };
+	static char vocab[VOCAB][10];
+	char *text = malloc(WORDS * 12 + 1);
+
+	rng = 4242;
+	for (int i = 0; i < VOCAB; i++) {
+		for (int j = 0; j < 8; j++)
+			vocab[i][j] = 'a' + next_rand() % 26;
+		vocab[i][8] = '\0';
+	}
+	mkpath("mixed");
+	for (int d = 0; d < ndocs; d++) {
+		char rel[64];
+		size_t n = 0;
+
+		if (d % 3 != 2) {
+			n = 0;
+			for (int w = 0; w < WORDS; w++)
+				n += snprintf(text + n, WORDS * 12 + 1 - n,
+					      "%s ",
+					      vocab[next_rand() % VOCAB]);
+		}
+		snprintf(rel, sizeof(rel), "mixed/m%03d.txt", d);
+		put(rel, text);
+	}
+	free(text);
+}
+
+/* Signing from a first scan's spools, one worker or several: workers sign
+ * each other's kept files once through their own, with the reader's ids.
+ * Many runs, so that in some a worker finishes early and helps. */
+START_TEST(test_scan_first_workers_share_the_signing)
+{
+	struct im_params p;
+	struct im_scan_counts c;
+	struct first_run ref = {0};
+	struct im_scan_ops ref_ops = {.result = on_first_result, .arg = &ref};
+	struct im_lexicon *lex;
+
+	im_params_init(&p);
+	make_mixed_corpus(90);
+	memset(&c, 0, sizeof(c));
+	ck_assert_int_eq(im_scan_first(rootfd, &p, 1, &ref_ops, &lex, &c), 0);
+	im_lexicon_free(lex);
+	qsort(ref.r.v, ref.r.n, sizeof(*ref.r.v), cmp_result);
+	for (int run = 0; run < 12; run++) {
+		struct first_run fr = {0};
+		struct im_scan_ops ops = {
+			.result = on_first_result,
+			.arg = &fr,
+			.spill_dir = "/tmp",
+			.spill_budget = run % 2 ? 2048 : 0,
+		};
+
+		memset(&c, 0, sizeof(c));
+		ck_assert_int_eq(
+			im_scan_first(rootfd, &p, 2 + run % 4, &ops, &lex, &c),
+			0);
+		ck_assert_msg(!fr.r.overlap, "results are serialized");
+		ck_assert_uint_eq(fr.r.n, ref.r.n);
+		qsort(fr.r.v, fr.r.n, sizeof(*fr.r.v), cmp_result);
+		for (size_t j = 0; j < ref.r.n; j++) {
+			ck_assert_str_eq(fr.r.v[j].path, ref.r.v[j].path);
+			ck_assert_msg(same_result(&fr.r.v[j].d, &ref.r.v[j].d),
+				      "run %d, %s: the result equals one "
+				      "worker's",
+				      run, ref.r.v[j].path);
+		}
+		results_free(&fr.r);
+		im_lexicon_free(lex);
+	}
+	results_free(&ref.r);
+}
+END_TEST
+
 /* With fewer than two documents there is no lexicon: nothing is delivered
  * and the counts are the df pass's. */
 START_TEST(test_scan_first_without_lexicon)
@@ -902,6 +985,7 @@ static Suite *scan_suite(void)
 	tcase_add_test(tc, test_scan_df_skips_the_skip_dir);
 	tcase_add_test(tc, test_scan_sign_want_and_cancel);
 	tcase_add_test(tc, test_scan_first_equals_two_passes);
+	tcase_add_test(tc, test_scan_first_workers_share_the_signing);
 	tcase_add_test(tc, test_scan_first_without_lexicon);
 	tcase_add_test(tc, test_scan_first_unsigned_results);
 	tcase_add_test(tc, test_scan_first_cancel_and_refusal);

@@ -700,21 +700,31 @@ static int lex_set(struct im_lexicon *lex, size_t i, const void *s,
 	return 0;
 }
 
+/* Insert term @p i, of XXH3_64bits @p h, into the table; it must not be
+ * there yet. */
+static void lex_insert(struct im_lexicon *lex, size_t i, uint64_t h)
+{
+	const struct im_lex_term *t = &lex->terms[i];
+	size_t j = h & lex->mask;
+
+	while (lex->slots[j].rec)
+		j = (j + 1) & lex->mask;
+	lex->slots[j] = (struct lex_slot){
+		.tag = (uint32_t)(h >> 32),
+		.rec = (uint32_t)(t->str - REC_HDR - lex->arena),
+	};
+}
+
 /* Insert terms[0..n) into the table. @return 0 or -EEXIST on a duplicate. */
 static int lex_index(struct im_lexicon *lex, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
 		const struct im_lex_term *t = &lex->terms[i];
 		uint64_t h = XXH3_64bits(t->str, t->len);
+
 		if (im_lexicon_lookup(lex, t->str, t->len, h, NULL) >= 0)
 			return -EEXIST;
-		size_t j = h & lex->mask;
-		while (lex->slots[j].rec)
-			j = (j + 1) & lex->mask;
-		lex->slots[j] = (struct lex_slot){
-			.tag = (uint32_t)(h >> 32),
-			.rec = (uint32_t)(t->str - REC_HDR - lex->arena),
-		};
+		lex_insert(lex, i, h);
 	}
 	return 0;
 }
@@ -911,9 +921,11 @@ int im_lexicon_build_numbered(const struct im_df *df, double lo, double hi,
 			    i < npl ? IM_LEX_PRIMARY : IM_LEX_SECONDARY,
 			    i < npl ? 0 : (uint32_t)(i - npl), p->df, &nm);
 		assert(r == 0); /* bytes was counted above */
+		/* The df table holds each term once, with its hash: a file
+		 * loaded is checked for duplicates (lex_index()), this is not
+		 * hashed or looked up again. */
+		lex_insert(lex, i, df->v[p->id].hash);
 	}
-	r = lex_index(lex, n);
-	assert(r == 0); /* the df table holds each term once */
 	if (numbers) {
 		for (size_t i = 0; i < df->n; i++)
 			numbers[i] = IM_LEX_NO_TERM;

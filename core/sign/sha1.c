@@ -1,9 +1,10 @@
 /**
  * @file sha1.c
- * SHA-1 (FIPS 180-4) on the SHA extensions, two messages in one stream, with
- * OpenSSL's as the fallback.
+ * SHA-1 (FIPS 180-4) of several messages at once: in AVX-512VL vector lanes,
+ * or two in one stream of the SHA extensions, with OpenSSL's as the
+ * fallback (sha1.h).
  *
- * The state sits in two registers as the instructions want it: ABCD with A
+ * SHA extensions: the state sits in two registers as the instructions want it: ABCD with A
  * in the highest lane, and E in the highest lane of another. A block's
  * sixteen words load byte-reversed as a whole, which swaps each word to big
  * endian and puts the first word in the highest lane. Round group j (four
@@ -13,6 +14,7 @@
  * (sha1nexte).
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -245,36 +247,50 @@ static SHANI void blocks2(struct lane *a, struct lane *b, size_t n)
 	b->nblk -= n;
 }
 
-/* Each lane runs until its message ends, then takes the next one. */
-static void shani_many(const struct im_sha1_msg *v, size_t n)
+/*
+ * Two lanes at a time, each taking the next message when its own ends:
+ * first the @p nheld lanes of @p held, each with blocks left (x8_many()
+ * hands them over), then v[next .. n).
+ */
+static void shani_run(struct lane **held, int nheld,
+		      const struct im_sha1_msg *v, size_t n, size_t next)
 {
-	struct lane l[2];
-	size_t next = 0;
-	int live[2] = {0, 0};
+	struct lane own[2], *cur[2] = {NULL, NULL};
+	int h = 0;
 
-	for (int i = 0; i < 2 && next < n; i++) {
-		lane_start(&l[i], &v[next++]);
-		live[i] = 1;
-	}
-	while (live[0] && live[1]) {
-		blocks2(&l[0], &l[1],
-			l[0].nblk < l[1].nblk ? l[0].nblk : l[1].nblk);
+	for (;;) {
 		for (int i = 0; i < 2; i++) {
-			if (l[i].nblk || lane_advance(&l[i]))
+			if (cur[i])
 				continue;
-			if (next < n)
-				lane_start(&l[i], &v[next++]);
-			else
-				live[i] = 0;
+			if (h < nheld) {
+				cur[i] = held[h++];
+			} else if (next < n) {
+				lane_start(&own[i], &v[next++]);
+				cur[i] = &own[i];
+			}
 		}
+		if (!cur[0] || !cur[1])
+			break;
+		blocks2(cur[0], cur[1],
+			cur[0]->nblk < cur[1]->nblk ? cur[0]->nblk
+						    : cur[1]->nblk);
+		for (int i = 0; i < 2; i++)
+			if (!cur[i]->nblk && !lane_advance(cur[i]))
+				cur[i] = NULL;
 	}
 	/* No message is left to start: one lane finishes alone. */
 	for (int i = 0; i < 2; i++) {
-		while (live[i]) {
-			blocks1(&l[i], l[i].nblk);
-			live[i] = lane_advance(&l[i]);
+		while (cur[i]) {
+			blocks1(cur[i], cur[i]->nblk);
+			if (!lane_advance(cur[i]))
+				cur[i] = NULL;
 		}
 	}
+}
+
+static void shani_many(const struct im_sha1_msg *v, size_t n)
+{
+	shani_run(NULL, 0, v, n, 0);
 }
 
 static int cpu_has_shani(void)
@@ -285,7 +301,230 @@ static int cpu_has_shani(void)
 	       __builtin_cpu_supports("ssse3");
 }
 
+/* ---- Eight messages in vector lanes -------------------------------------- */
+
+/*
+ * Lane l of each 256-bit vector belongs to message l: the state words a..e
+ * are five vectors and the schedule a ring of sixteen. The rounds are FIPS
+ * 180-4 §6.1.2 as written, f being one vpternlogd and each rotation one
+ * vprold. A block step loads 32 bytes twice from each lane's block and
+ * transposes them (8 x 8 words) so that vector j holds word j of all lanes.
+ */
+
+#define X8    __attribute__((target("avx2,avx512f,avx512vl")))
+#define LANES 8
+
+/* Lane l of w[j] = word j (big-endian) of the block at p[l]. */
+static inline X8 __attribute__((always_inline)) void
+x8_load(__m256i w[16], const unsigned char *const p[LANES])
+{
+	const __m256i bswap = _mm256_set_epi8(
+		12, 13, 14, 15, 8, 9, 10, 11, 4, 5, 6, 7, 0, 1, 2, 3, 12, 13,
+		14, 15, 8, 9, 10, 11, 4, 5, 6, 7, 0, 1, 2, 3);
+
+	/* Unrolled, so that the arrays are registers, not the stack. */
+#pragma GCC unroll 2
+	for (int h = 0; h < 2; h++) {
+		__m256i r[LANES], t[LANES], u[LANES];
+
+#pragma GCC unroll 8
+		for (int l = 0; l < LANES; l++)
+			r[l] = _mm256_loadu_si256(
+				(const __m256i *)(p[l] + 32 * h));
+#pragma GCC unroll 4
+		for (int l = 0; l < LANES; l += 2) {
+			t[l] = _mm256_unpacklo_epi32(r[l], r[l + 1]);
+			t[l + 1] = _mm256_unpackhi_epi32(r[l], r[l + 1]);
+		}
+#pragma GCC unroll 2
+		for (int g = 0; g < LANES; g += 4) {
+			u[g] = _mm256_unpacklo_epi64(t[g], t[g + 2]);
+			u[g + 1] = _mm256_unpackhi_epi64(t[g], t[g + 2]);
+			u[g + 2] = _mm256_unpacklo_epi64(t[g + 1], t[g + 3]);
+			u[g + 3] = _mm256_unpackhi_epi64(t[g + 1], t[g + 3]);
+		}
+#pragma GCC unroll 4
+		for (int j = 0; j < 4; j++) {
+			w[8 * h + j] = _mm256_shuffle_epi8(
+				_mm256_permute2x128_si256(u[j], u[j + 4], 0x20),
+				bswap);
+			w[8 * h + j + 4] = _mm256_shuffle_epi8(
+				_mm256_permute2x128_si256(u[j], u[j + 4], 0x31),
+				bswap);
+		}
+	}
+}
+
+/* Rounds t0..t0+19 with function F (a vpternlogd table) and constant K. */
+#define X8_ROUNDS(t0, F, K)                                                    \
+	do {                                                                   \
+		const __m256i k_ = _mm256_set1_epi32((int)(K));                \
+		_Pragma("GCC unroll 20") for (int t = (t0); t < (t0) + 20;     \
+					      t++)                             \
+		{                                                              \
+			if (t >= 16)                                           \
+				w[t & 15] = _mm256_rol_epi32(                  \
+					_mm256_xor_si256(                      \
+						_mm256_ternarylogic_epi32(     \
+							w[(t - 3) & 15],       \
+							w[(t - 8) & 15],       \
+							w[(t - 14) & 15],      \
+							0x96),                 \
+						w[t & 15]),                    \
+					1);                                    \
+			__m256i x_ = _mm256_add_epi32(                         \
+				_mm256_add_epi32(_mm256_rol_epi32(a, 5),       \
+						 _mm256_ternarylogic_epi32(    \
+							 b, c, d, F)),         \
+				_mm256_add_epi32(                              \
+					e, _mm256_add_epi32(w[t & 15], k_)));  \
+			e = d;                                                 \
+			d = c;                                                 \
+			c = _mm256_rol_epi32(b, 30);                           \
+			b = a;                                                 \
+			a = x_;                                                \
+		}                                                              \
+	} while (0)
+
+/* One block of each lane, at p[l], into the state s (lane l of s[i] is
+ * word i of lane l's state). */
+static inline X8 __attribute__((always_inline)) void
+x8_block(__m256i s[5], const unsigned char *const p[LANES])
+{
+	__m256i a = s[0], b = s[1], c = s[2], d = s[3], e = s[4], w[16];
+
+	x8_load(w, p);
+	/* FIPS 180-4 §4.1.1: Ch, Parity, Maj, Parity. */
+	X8_ROUNDS(0, 0xca, 0x5a827999);
+	X8_ROUNDS(20, 0x96, 0x6ed9eba1);
+	X8_ROUNDS(40, 0xe8, 0x8f1bbcdc);
+	X8_ROUNDS(60, 0x96, 0xca62c1d6);
+	s[0] = _mm256_add_epi32(s[0], a);
+	s[1] = _mm256_add_epi32(s[1], b);
+	s[2] = _mm256_add_epi32(s[2], c);
+	s[3] = _mm256_add_epi32(s[3], d);
+	s[4] = _mm256_add_epi32(s[4], e);
+}
+
+/*
+ * Hash in the eight lanes of @p l while at least @p min_live of them have a
+ * message, each lane that ends taking the next of v[*next .. n). A lane
+ * without one hashes a block of zeros again and again, unread. Leaves each
+ * lane's state in its st[] and @return how many lanes still have a message
+ * (l[i].m not NULL), each with blocks left.
+ */
+static X8 int x8_run(struct lane l[LANES], const struct im_sha1_msg *v,
+		     size_t n, size_t *next, int min_live)
+{
+	static const unsigned char idle[64];
+	const unsigned char *p[LANES];
+	uint32_t st[5][LANES];
+	__m256i s[5];
+	int live = 0;
+
+	for (int i = 0; i < LANES; i++) {
+		live += l[i].m != NULL;
+		for (int j = 0; j < 5; j++)
+			st[j][i] = l[i].m ? l[i].st[j] : 0;
+	}
+	for (int j = 0; j < 5; j++)
+		s[j] = _mm256_loadu_si256((const __m256i *)st[j]);
+	while (live >= min_live && live) {
+		bool ended = false;
+
+		for (int i = 0; i < LANES; i++)
+			p[i] = l[i].m ? l[i].p : idle;
+		x8_block(s, p);
+		for (int i = 0; i < LANES; i++) {
+			if (!l[i].m)
+				continue;
+			l[i].p += 64;
+			if (--l[i].nblk)
+				continue;
+			if (!l[i].in_tail)
+				lane_advance(&l[i]); /* on to the tail */
+			else
+				ended = true;
+		}
+		if (!ended)
+			continue;
+		/* Digests out of the vectors, new messages in. */
+		for (int j = 0; j < 5; j++)
+			_mm256_storeu_si256((__m256i *)st[j], s[j]);
+		for (int i = 0; i < LANES; i++) {
+			if (!l[i].m || l[i].nblk)
+				continue;
+			for (int j = 0; j < 5; j++)
+				l[i].st[j] = st[j][i];
+			lane_advance(&l[i]);
+			l[i].m = NULL;
+			live--;
+			if (*next < n) {
+				lane_start(&l[i], &v[(*next)++]);
+				live++;
+			}
+			for (int j = 0; j < 5; j++)
+				st[j][i] = l[i].m ? l[i].st[j] : 0;
+		}
+		for (int j = 0; j < 5; j++)
+			s[j] = _mm256_loadu_si256((const __m256i *)st[j]);
+	}
+	for (int j = 0; j < 5; j++)
+		_mm256_storeu_si256((__m256i *)st[j], s[j]);
+	for (int i = 0; i < LANES; i++)
+		for (int j = 0; j < 5; j++)
+			if (l[i].m)
+				l[i].st[j] = st[j][i];
+	return live;
+}
+
+/*
+ * A lane step costs about what X8_HAND_OVER blocks of SHA-NI cost: with
+ * fewer lanes busy and no message left to start, the SHA extensions finish
+ * the rest (where the CPU has them).
+ */
+#define X8_HAND_OVER 4
+
+/* Up to eight messages at once; the first should be the longest (a
+ * document's coordinate 0 is), so that it does not run on alone. */
+static void x8_many(const struct im_sha1_msg *v, size_t n)
+{
+	struct lane l[LANES], *held[LANES];
+	size_t next = 0;
+	int nheld = 0;
+
+	for (int i = 0; i < LANES; i++) {
+		l[i].m = NULL;
+		if (next < n)
+			lane_start(&l[i], &v[next++]);
+	}
+	x8_run(l, v, n, &next, im_sha1_have_shani() ? X8_HAND_OVER : 1);
+	for (int i = 0; i < LANES; i++)
+		if (l[i].m)
+			held[nheld++] = &l[i];
+	shani_run(held, nheld, v, n, next);
+}
+
+static int cpu_has_x8(void)
+{
+	__builtin_cpu_init();
+	return __builtin_cpu_supports("avx2") &&
+	       __builtin_cpu_supports("avx512f") &&
+	       __builtin_cpu_supports("avx512vl");
+}
+
 #else
+
+static void x8_many(const struct im_sha1_msg *v, size_t n)
+{
+	(void)v;
+	(void)n;
+}
+
+static int cpu_has_x8(void)
+{
+	return 0;
+}
 
 static void shani_many(const struct im_sha1_msg *v, size_t n)
 {
@@ -299,6 +538,15 @@ static int cpu_has_shani(void)
 }
 
 #endif
+
+int im_sha1_have_x8(void)
+{
+	static volatile int known = -1;
+
+	if (known < 0)
+		known = cpu_has_x8();
+	return known;
+}
 
 int im_sha1_have_shani(void)
 {
@@ -351,8 +599,11 @@ int im_sha1_new(enum im_sha1_impl impl, struct im_sha1 **out)
 
 	*out = NULL;
 	if (impl == IM_SHA1_AUTO)
-		impl = im_sha1_have_shani() ? IM_SHA1_SHANI : IM_SHA1_OPENSSL;
-	if (impl == IM_SHA1_SHANI && !im_sha1_have_shani())
+		impl = im_sha1_have_x8()      ? IM_SHA1_X8
+		       : im_sha1_have_shani() ? IM_SHA1_SHANI
+					      : IM_SHA1_OPENSSL;
+	if ((impl == IM_SHA1_SHANI && !im_sha1_have_shani()) ||
+	    (impl == IM_SHA1_X8 && !im_sha1_have_x8()))
 		return -ENOTSUP;
 	h = calloc(1, sizeof(*h));
 	if (!h)
@@ -388,6 +639,9 @@ int im_sha1_many(struct im_sha1 *h, const struct im_sha1_msg *v, size_t n)
 {
 	if (h->impl == IM_SHA1_OPENSSL)
 		return openssl_many(h, v, n);
-	shani_many(v, n);
+	if (h->impl == IM_SHA1_X8)
+		x8_many(v, n);
+	else
+		shani_many(v, n);
 	return 0;
 }

@@ -1095,26 +1095,41 @@ void im_signer_set_lexicon(struct im_signer *s, const struct im_lexicon *lex,
 	s->nnt = 0;
 }
 
+int im_sig_masks_part(const struct im_lexicon *lex, const struct im_params *p,
+		      uint32_t *masks, size_t from, size_t to)
+{
+	/* member_mask() reads only p and keep53. */
+	struct im_signer s = {.p = *p};
+
+	if (im_params_check(p, NULL, 0) < 0)
+		return -EINVAL;
+	s.keep53 = (uint64_t)ceil(ldexp(p->keep, 53));
+	for (size_t i = from; i < to; i++) {
+		const struct im_lex_term *t = im_lexicon_term(lex, i);
+
+		masks[i] = member_mask(&s, t->str, t->len, NULL);
+	}
+	return 0;
+}
+
 int im_sig_masks(const struct im_lexicon *lex, const struct im_params *p,
 		 uint32_t **out)
 {
 	size_t n =
 		im_lexicon_primary_size(lex) + im_lexicon_secondary_size(lex);
-	/* member_mask() reads only p and keep53. */
-	struct im_signer s = {.p = *p};
 	uint32_t *v;
+	int r;
 
 	*out = NULL;
 	if (im_params_check(p, NULL, 0) < 0)
 		return -EINVAL;
-	s.keep53 = (uint64_t)ceil(ldexp(p->keep, 53));
 	v = malloc((n ? n : 1) * sizeof(*v));
 	if (!v)
 		return -ENOMEM;
-	for (size_t i = 0; i < n; i++) {
-		const struct im_lex_term *t = im_lexicon_term(lex, i);
-
-		v[i] = member_mask(&s, t->str, t->len, NULL);
+	r = im_sig_masks_part(lex, p, v, 0, n);
+	if (r < 0) {
+		free(v);
+		return r;
 	}
 	*out = v;
 	return 0;

@@ -242,6 +242,16 @@ void im_signer_set_lexicon(struct im_signer *s, const struct im_lexicon *lex,
 int im_sig_masks(const struct im_lexicon *lex, const struct im_params *p,
 		 uint32_t **out);
 
+/**
+ * im_sig_masks() of the terms numbered [@p from, @p to) of @p lex only,
+ * into the caller's @p masks (indexed by term number; nothing else of it is
+ * written): threads may share one table, each filling its part.
+ *
+ * @return 0, or -EINVAL if im_params_check() fails.
+ */
+int im_sig_masks_part(const struct im_lexicon *lex, const struct im_params *p,
+		      uint32_t *masks, size_t from, size_t to);
+
 /* ---- Explaining a signature (`imatch explain`) ----------------------------
  *
  * A signer remembers the candidate terms of the last document it signed

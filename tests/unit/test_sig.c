@@ -755,6 +755,23 @@ START_TEST(test_sig_numbers_equal_terms)
 		p.k = ks[ki];
 		p.keep = 0.3;
 		ck_assert_int_eq(im_sig_masks(lex, &p, &masks), 0);
+		{
+			/* In parts, as a first scan's workers fill them. */
+			size_t nt = im_lexicon_primary_size(lex) +
+				    im_lexicon_secondary_size(lex);
+			size_t cut[] = {0, 1, 2500, 2501, nt};
+			uint32_t *parts = calloc(nt, sizeof(*parts));
+
+			for (int c = 3; c >= 0; c--)
+				ck_assert_int_eq(
+					im_sig_masks_part(lex, &p, parts,
+							  cut[c], cut[c + 1]),
+					0);
+			ck_assert_msg(
+				!memcmp(parts, masks, nt * sizeof(*parts)),
+				"K=%u: masks in parts equal the whole", p.k);
+			free(parts);
+		}
 		for (int with_masks = 0; with_masks < 2; with_masks++) {
 			struct im_signer *a = signer(lex, &p);
 			struct im_signer *b = signer(NULL, &p);

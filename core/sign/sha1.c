@@ -498,19 +498,21 @@ static void x8_many(const struct im_sha1_msg *v, size_t n)
 		if (next < n)
 			lane_start(&l[i], &v[next++]);
 	}
-	x8_run(l, v, n, &next, im_sha1_have_shani() ? X8_HAND_OVER : 1);
+	x8_run(l, v, n, &next, X8_HAND_OVER);
 	for (int i = 0; i < LANES; i++)
 		if (l[i].m)
 			held[nheld++] = &l[i];
 	shani_run(held, nheld, v, n, next);
 }
 
+/* The lanes hand their last messages to the SHA extensions: without them
+ * (Skylake-X, say) nothing here was measured, and OpenSSL is chosen. */
 static int cpu_has_x8(void)
 {
 	__builtin_cpu_init();
 	return __builtin_cpu_supports("avx2") &&
 	       __builtin_cpu_supports("avx512f") &&
-	       __builtin_cpu_supports("avx512vl");
+	       __builtin_cpu_supports("avx512vl") && cpu_has_shani();
 }
 
 #else

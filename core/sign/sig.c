@@ -22,7 +22,9 @@
  * { t in Q : bit k } while |S| / |U| < min_ratio (papers/000 §3, step 4;
  * min_ratio * keep for k >= 1, see coord_ratio()), rejects it if
  * |S| < min_terms or the ratio is still short (step 5), and
- * hashes  byte k || t1 0x00 t2 0x00 ...  in byte order with one SHA1 call.
+ * hashes  byte k || t1 0x00 t2 0x00 ...  in byte order with SHA1; the
+ * coordinates of one document are hashed together, several at a time
+ * (sha1.h).
  * Terms taken from Q are merged in byte order through Q sorted by bytes,
  * built at most once per document and only when some coordinate needs it.
  */

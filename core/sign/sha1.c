@@ -25,6 +25,7 @@
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define HAVE_SHANI_CODE 1
+#include <cpuid.h>
 #include <immintrin.h>
 #else
 #define HAVE_SHANI_CODE 0
@@ -293,10 +294,15 @@ static void shani_many(const struct im_sha1_msg *v, size_t n)
 	shani_run(NULL, 0, v, n, 0);
 }
 
+/* The SHA bit is read with cpuid (leaf 7, EBX bit 29): clang's
+ * __builtin_cpu_supports() does not know "sha". The extensions use the
+ * SSE registers only, which every x86-64 kernel saves. */
 static int cpu_has_shani(void)
 {
+	unsigned int a, b, c, d;
+
 	__builtin_cpu_init();
-	return __builtin_cpu_supports("sha") &&
+	return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b >> 29 & 1) &&
 	       __builtin_cpu_supports("sse4.1") &&
 	       __builtin_cpu_supports("ssse3");
 }

@@ -65,13 +65,12 @@ static int load_cache(struct stateio *sio, struct im_state **cache)
 	}
 	if (!ret && im_state_partial(*cache))
 		imfs_log(LOG_NOTICE,
-			 "the signature cache was made with other parameters "
-			 "or another lexicon: signing the documents afresh, "
-			 "not the binary files");
+			 "the signature cache was %s: signing the documents "
+			 "afresh, not the binary files",
+			 why);
 	else if (ret == -ESTALE)
 		imfs_log(LOG_NOTICE,
-			 "the signature cache was made with other parameters "
-			 "or another lexicon: signing afresh");
+			 "the signature cache was %s: signing afresh", why);
 	else if (ret && ret != -ENOENT)
 		imfs_log(LOG_NOTICE, "not using the signature cache %s: %s",
 			 sio->cache_path, why);

@@ -429,6 +429,16 @@ int im_state_load_files(const char *path, uint64_t key, uint64_t files_key,
 		goto out;
 	}
 	uint32_t version = get_u32(b + 8);
+	/* An older imatchfs's cache is only out of date (signed afresh, as
+	 * after an option change); a newer one's is not ours to judge. */
+	if (version < IM_STATE_VERSION) {
+		if (why && why_len)
+			snprintf(why, why_len,
+				 "made by an older imatchfs (version %u)",
+				 version);
+		ret = -ESTALE;
+		goto out;
+	}
 	if (version != IM_STATE_VERSION) {
 		if (why && why_len)
 			snprintf(why, why_len, "unsupported version %u",

@@ -712,6 +712,43 @@ def test_corrupt_cache_exit_code(w):
 
 
 @test
+def test_older_cache_is_signed_afresh(w):
+    """A signature cache an older imatchfs wrote (its version lower) is out
+    of date, not corrupt: the upgraded daemon mounts, signs afresh, says so
+    and saves its own. It refused to mount with exit 3 ("corrupt
+    (unsupported version 3); refusing to replace it"), so every upgrade
+    that changed the format stopped every mount until the user moved the
+    file away. A newer version's cache stays refused."""
+    _, docs, _ = make_tree(w.src, w.corpus)
+    d = w.daemon()
+    live(w, d)
+    d.umount()
+    cache = os.path.join(w.state, 'sigcache')
+    data = bytearray(open(cache, 'rb').read())
+    version = int.from_bytes(data[8:12], 'little')
+    data[8:12] = (version - 1).to_bytes(4, 'little')
+    open(cache, 'wb').write(bytes(data))
+    d = w.daemon()
+    st = live(w, d)
+    check(status_int(st, 'cached') == 0 and
+          status_int(st, 'signed') + status_int(st, 'rejected') == len(docs),
+          'an older cache was used, or documents are missing: %s' % st)
+    check('older imatchfs' in d.log_text(), 'the log does not say why it signs afresh')
+    d.umount()
+    d.check_log()
+    check(int.from_bytes(open(cache, 'rb').read()[8:12], 'little') == version,
+          'the cache was not saved again in the current version')
+
+    data = bytearray(open(cache, 'rb').read())
+    data[8:12] = (version + 1).to_bytes(4, 'little')
+    open(cache, 'wb').write(bytes(data))
+    rc, line = run_refused(w, ['-o', 'auto_unmount,state=' + w.state, w.src, w.mnt],
+                           'a cache of a newer version')
+    check(rc == EXIT_STATE_CORRUPT, 'a newer cache exits %d, not %d: %s'
+          % (rc, EXIT_STATE_CORRUPT, line))
+
+
+@test
 def test_systemd_unit_mounts_its_instance(w):
     """The unit's ExecStart, with systemd's specifiers filled in as systemd
     fills them for the instance `systemd-escape -p SOURCE` (the README's

@@ -351,6 +351,40 @@ START_TEST(test_state_find_moved)
 }
 END_TEST
 
+/* Upgrading: an older version's cache is out of date, not corrupt (the
+ * daemon refused to mount over it); a newer version's stays refused. */
+static void set_version(uint32_t v)
+{
+	FILE *f = fopen(path, "r+b");
+	uint8_t le[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16),
+			 (uint8_t)(v >> 24)};
+
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_eq(fseek(f, 8, SEEK_SET), 0);
+	ck_assert_uint_eq(fwrite(le, 1, 4, f), 4);
+	fclose(f);
+}
+
+START_TEST(test_state_other_versions)
+{
+	struct im_state *st;
+	char why[128] = "";
+
+	write_cache(5, test_key());
+	set_version(IM_STATE_VERSION - 1);
+	ck_assert_int_eq(im_state_load(path, test_key(), &st, why, sizeof(why)),
+			 -ESTALE);
+	ck_assert_msg(strstr(why, "older") != NULL, "reason: %s", why);
+	ck_assert_ptr_null(st);
+	set_version(IM_STATE_VERSION + 1);
+	ck_assert_int_eq(im_state_load(path, test_key(), &st, why, sizeof(why)),
+			 -EINVAL);
+	ck_assert_msg(strstr(why, "unsupported version") != NULL, "reason: %s",
+		      why);
+	ck_assert_ptr_null(st);
+}
+END_TEST
+
 START_TEST(test_state_crash_leftover_tmp)
 {
 	struct im_state *st;
@@ -407,6 +441,7 @@ static Suite *state_suite(void)
 	tcase_add_test(tc, test_state_params_mismatch);
 	tcase_add_test(tc, test_state_partial_by_files_key);
 	tcase_add_test(tc, test_state_find_moved);
+	tcase_add_test(tc, test_state_other_versions);
 	tcase_add_test(tc, test_state_crash_leftover_tmp);
 	tcase_add_test(tc, test_state_file_key);
 	suite_add_tcase(s, tc);

@@ -85,14 +85,32 @@ static uint32_t get_u32(const uint8_t *p)
 
 /* ---- Keys ---------------------------------------------------------------- */
 
+/*
+ * The -o filter list, in order (the first that matches a name reads it):
+ * a filter makes a file that sniffs binary a document, so its entries, and
+ * a document's, depend on it. 0 for none, so that keys without filters
+ * stay what they were.
+ */
+static uint64_t filters_key(const char *const *filters)
+{
+	uint64_t h = 0;
+
+	for (; filters && *filters; filters++)
+		h = XXH3_64bits_withSeed(*filters, strlen(*filters) + 1, h) | 1;
+	return h;
+}
+
 uint64_t im_state_files_key(const struct im_params *p)
 {
 	uint8_t tmp[32];
 	struct buf b = {tmp, 0, sizeof(tmp)};
+	uint64_t filters = filters_key(p->filters);
 
 	put_u64(&b, IM_STATE_VERSION);
 	put_u64(&b, UINT64_C(0x66696c6573)); /* "files": not a key of above */
 	put_u64(&b, p->max_size);
+	if (filters)
+		put_u64(&b, filters);
 	return XXH3_64bits(tmp, b.len);
 }
 
@@ -118,6 +136,9 @@ uint64_t im_state_key(const struct im_params *p, uint64_t lex_key)
 	put_u64(&b, p->max_size);
 	/* Sketches made with another geometry do not compare. */
 	put_u32(&b, IM_SKETCH_BINS << 8 | IM_SKETCH_BITS);
+	uint64_t filters = filters_key(p->filters);
+	if (filters)
+		put_u64(&b, filters);
 	return XXH3_64bits(tmp, b.len);
 }
 

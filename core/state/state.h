@@ -76,7 +76,8 @@ struct im_state;
 
 /**
  * The fingerprint of what signatures depend on: every signing parameter of
- * @p p (not the ones that only choose files, like hidden) and @p lex_key,
+ * @p p (not the ones that only choose files, like hidden), the -o filter
+ * list (a filter makes a document of a file), and @p lex_key,
  * the hash of the lexicon's bytes (im_state_file_key()). Never fails.
  */
 uint64_t im_state_key(const struct im_params *p, uint64_t lex_key);
@@ -91,7 +92,8 @@ uint64_t im_state_key(const struct im_params *p, uint64_t lex_key);
 
 /**
  * The fingerprint of what a binary file's, a too big file's and a failed
- * extraction's entries depend on: max_size (and the format). Never fails.
+ * extraction's entries depend on: max_size and the -o filter list (and the
+ * format). Never fails.
  */
 uint64_t im_state_files_key(const struct im_params *p);
 

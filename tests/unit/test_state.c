@@ -279,6 +279,23 @@ START_TEST(test_state_partial_by_files_key)
 	p.max_size = 1000;
 	ck_assert_msg(im_state_files_key(&p) != f0,
 		      "max_size decides what is too big");
+	/* A filter makes a document of a file that sniffs binary (QA 5). */
+	static const char *const one[] = {"xyz:tr -d x", NULL};
+	static const char *const other[] = {"xyz:cat", NULL};
+	static const char *const none[] = {NULL};
+	im_params_init(&p);
+	p.filters = none;
+	ck_assert_msg(im_state_files_key(&p) == f0 &&
+			      im_state_key(&p, 1234) == k0,
+		      "an empty filter list changes nothing");
+	p.filters = one;
+	uint64_t f1 = im_state_files_key(&p), k1 = im_state_key(&p, 1234);
+	ck_assert_msg(f1 != f0 && k1 != k0, "a filter is part of both keys");
+	p.filters = other;
+	ck_assert_msg(im_state_files_key(&p) != f1 &&
+			      im_state_key(&p, 1234) != k1,
+		      "another filter, other keys");
+	im_params_init(&p);
 
 	ck_assert_int_eq(im_state_writer_new(k0, &w), 0);
 	im_state_writer_set_files_key(w, f0);

@@ -389,9 +389,12 @@ static void print_summary(const struct collect *col,
 		s->primary, s->secondary);
 	print_formats(k);
 	fprintf(stderr, "excluded: %" PRIu64 "\n", k->excluded);
+	/* Binaries of up to 256 KiB are read whole, and hashed then: only
+	 * the larger ones, sniffed, wait for another file of their size. */
 	fprintf(stderr,
-		"binary hashed: %" PRIu64 " of %" PRIu64
-		" (the others' sizes are unique), %.1f MB, %.3f s\n",
+		"binary hashed after the walk: %" PRIu64 " of %" PRIu64
+		" sniffed (over 256 KiB; the others' sizes are unique), %.1f "
+		"MB, %.3f s\n",
 		s->exact.hashed, s->exact.deferred,
 		(double)s->exact.bytes / 1e6, s->t_exact);
 	/* A first scan reads once: the lexicon is built after the reading,

@@ -1056,10 +1056,15 @@ int cmd_links(struct cli *c)
 		const struct im_stage_key *a = &g.m[g.twice - 1],
 					  *b = &g.m[g.twice];
 
-		err_msg("links: %.*s is in the records of shard %" PRIu32
-			" and of shard %" PRIu32
-			" (a shard signed with another's list?)",
-			(int)b->path_len, b->path, a->shard, b->shard);
+		if (a->shard == b->shard)
+			err_msg("links: %.*s is twice in the records of shard "
+				"%" PRIu32 " (its list names it twice?)",
+				(int)b->path_len, b->path, a->shard);
+		else
+			err_msg("links: %.*s is in the records of shard "
+				"%" PRIu32 " and of shard %" PRIu32
+				" (a shard signed with another's list?)",
+				(int)b->path_len, b->path, a->shard, b->shard);
 		goto out;
 	}
 	if (ret == -ENOMEM)

@@ -97,6 +97,8 @@ void scanner_stats(struct scanner *s, struct scanner_stats *out)
 {
 	out->phase = __atomic_load_n(&s->st.phase, __ATOMIC_RELAXED);
 	out->cached = __atomic_load_n(&s->st.cached, __ATOMIC_RELAXED);
+	out->cached_files =
+		__atomic_load_n(&s->st.cached_files, __ATOMIC_RELAXED);
 	out->hidden = __atomic_load_n(&s->st.hidden, __ATOMIC_RELAXED);
 	out->other = __atomic_load_n(&s->st.other, __ATOMIC_RELAXED);
 	out->excluded = __atomic_load_n(&s->st.excluded, __ATOMIC_RELAXED);
@@ -175,6 +177,7 @@ static void take_cached(struct scanner *s, struct node *n, const char *path,
 	model_apply(s->fs->model, n, path, st, &e->d);
 	if (node_is_doc(n))
 		ST_ADD(s, cached, 1);
+	ST_ADD(s, cached_files, 1);
 }
 
 /*

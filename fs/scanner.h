@@ -41,6 +41,8 @@ struct scanner_stats {
 	enum scanner_phase phase;
 	uint64_t pending; /* files the current scan still has to sign */
 	uint64_t cached;  /* documents taken from the cache */
+	/* files taken from the cache: the documents, binary files too */
+	uint64_t cached_files;
 	uint64_t hidden, other, walk_errors; /* of the last full scan */
 	uint64_t excluded; /* of the last full scan: left out by the scope */
 	uint64_t rescans, saves;

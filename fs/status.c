@@ -127,6 +127,7 @@ size_t status_text(struct imfs *fs, char *out, size_t cap)
 		"errors: %llu\n"
 		"pending: %llu\n"
 		"cached: %llu\n"
+		"cached_files: %llu\n"
 		"clusters: %zu\n"
 		"files: %llu\n"
 		"directories: %llu\n"
@@ -155,9 +156,9 @@ size_t status_text(struct imfs *fs, char *out, size_t cap)
 		LD(c[IM_DOC_REJECTED]), LD(c[IM_DOC_BINARY]),
 		LD(c[IM_DOC_TOO_BIG]), LD(c[IM_DOC_BINARY] + c[IM_DOC_TOO_BIG]),
 		LD(c[IM_DOC_ERROR]), LD(pending), LD(ss.cached),
-		im_index_cluster_count(m->idx), LD(files), LD(m->dirs),
-		LD(ss.hidden), LD(ss.other), LD(ss.walk_errors), prim + sec,
-		prim, sec, LD(lex ? im_lexicon_docs(lex) : 0),
+		LD(ss.cached_files), im_index_cluster_count(m->idx), LD(files),
+		LD(m->dirs), LD(ss.hidden), LD(ss.other), LD(ss.walk_errors),
+		prim + sec, prim, sec, LD(lex ? im_lexicon_docs(lex) : 0),
 		fs->opts->params.k, LD(ws.watches), ws.limit ? "yes" : "no",
 		LD(ws.events), LD(ss.rescans), LD(ss.relexicons), LD(ss.saves),
 		LD(ss.save_errors), ss.source_lost ? "yes" : "no",

@@ -135,6 +135,10 @@ def test_binary_share_is_hashed_once(w):
     read = rchar(d)
     check(read < 2 * MB, 'a restart read %.1f MB: the copies were hashed again'
           % (read / MB))
+    st = read_status(w.mnt)
+    check(status_int(st, 'cached_files') == 5, 'status says cached_files %s, not '
+          'the 5 binaries (cached, documents only: %s)'
+          % (st.get('cached_files'), st.get('cached')))
     d.umount()
     d.check_log()
 

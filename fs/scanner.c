@@ -377,21 +377,21 @@ static bool lexicon_free(int status)
 	       status == IM_DOC_FAILED;
 }
 
-/* Whether the scan may keep what is known of the file at @p path as it is:
- * with resign_all (a rebuilt lexicon) only a lexicon_free() result. */
+/* Whether the scan may keep a result of @p status as it is: with
+ * resign_all (a rebuilt lexicon) only a lexicon_free() one. */
 static bool scan_may_keep(const struct scan_ctx *sc, int status)
 {
 	return !sc->s->resign_all || lexicon_free(status);
 }
 
 /* Whether the scan may take the file @p st at @p path from its cache, into
- * *@p e: only a lexicon_free() result from a partial one. */
+ * *@p e: from a partial cache too, a lexicon_free() result only. */
 static bool scan_take_cached(const struct scan_ctx *sc, const char *path,
 			     const struct stat *st, struct im_state_entry *e)
 {
 	return sc->cache && cache_find(sc->cache, path, st, e) &&
-	       scan_may_keep(sc, e->d.status) &&
-	       (!im_state_partial(sc->cache) || lexicon_free(e->d.status)) &&
+	       ((!sc->s->resign_all && !im_state_partial(sc->cache)) ||
+		lexicon_free(e->d.status)) &&
 	       may_read(sc->s->fs, path, st);
 }
 

@@ -35,6 +35,10 @@
 #ifdef __SSE2__
 #include <emmintrin.h>
 #endif
+#if defined(__SSE2__) && defined(__x86_64__)
+#include <immintrin.h>
+#define HAVE_AVX512_GEAR 1
+#endif
 
 #include "text_internal.h"
 
@@ -319,7 +323,9 @@ static enum tag_kind tag_kind(uint64_t key)
 {
 	size_t i = kind_slot(key);
 
-	return kind_key[i] == key ? (enum tag_kind)kind_val[i] : TAG_OTHER;
+	/* TAG_OTHER is 0; a mask, not a branch: the kind of one tag says
+	 * little of the next one's. */
+	return (enum tag_kind)(kind_val[i] & -(uint8_t)(kind_key[i] == key));
 }
 
 /*
@@ -382,14 +388,58 @@ static size_t skip_raw_text(const struct html *h, size_t from, const char *name)
 	}
 }
 
+/*
+ * The key (tag_key()) of the name s[n0, n1). One load of 8 bytes where they
+ * are there, not a shift and an or per byte: in memory order on a
+ * little-endian machine, the load is tag_key()'s packing; | 0x20 lower-cases
+ * a letter and leaves the other name bytes as they are (digits, '-' and ':'
+ * have that bit).
+ */
+static inline uint64_t name_key(const char *s, size_t len, size_t n0, size_t n1)
+{
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	uint64_t key;
+
+	if (len - n0 >= TAG_KEY_MAX) {
+		memcpy(&key, s + n0, sizeof(key));
+		key |= UINT64_C(0x2020202020202020);
+		if (n1 - n0 < TAG_KEY_MAX)
+			key &= (UINT64_C(1) << (8 * (n1 - n0))) - 1;
+		return key;
+	}
+#endif
+	return tag_key(s + n0, n1 - n0);
+}
+
+/*
+ * The tag whose name packs to @p key ends with the '>' at s[k]: put what it
+ * leaves of the text, skip a script or style body after it. @return the
+ * index after the tag (and the body).
+ */
+static inline size_t tag_end(struct html *h, size_t k, uint64_t key,
+			     bool closing)
+{
+	bool self_closing = h->s[k - 1] == '/';
+	enum tag_kind kind = tag_kind(key);
+
+	k++;
+	if (!closing && !self_closing && kind == TAG_SCRIPT)
+		k = skip_raw_text(h, k, "script");
+	else if (!closing && !self_closing && kind == TAG_STYLE)
+		k = skip_raw_text(h, k, "style");
+	/* Written always, kept unless the tag is inline: no branch. */
+	*h->o = ' ';
+	h->o += kind != TAG_INLINE;
+	return k;
+}
+
 /* s[i] == '<'. Consume the markup; @return the index after it. */
 static size_t markup(struct html *h, size_t i)
 {
 	const char *s = h->s;
 	size_t len = h->len, r = len - i, n0, n1, k;
 	const char *p;
-	bool closing, self_closing;
-	enum tag_kind kind;
+	bool closing;
 	uint64_t key;
 	char prev = 0;
 
@@ -415,28 +465,11 @@ static size_t markup(struct html *h, size_t i)
 		*h->o++ = '<';
 		return i + 1;
 	}
-	/*
-	 * The name. The loop only finds its end, its exit predicted most of
-	 * the time; the key (tag_key()) is one load of 8 bytes where they are
-	 * there, not a shift and an or per byte. In memory order on a
-	 * little-endian machine, the load is tag_key()'s packing; | 0x20
-	 * lower-cases a letter and leaves the other name bytes as they are
-	 * (digits, '-' and ':' have that bit).
-	 */
+	/* The name: the loop only finds its end. */
 	n1 = n0 + 1;
 	while (n1 < len && name_byte[(unsigned char)s[n1]])
 		n1++;
-#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-	if (len - n0 >= TAG_KEY_MAX) {
-		memcpy(&key, s + n0, sizeof(key));
-		key |= UINT64_C(0x2020202020202020);
-		if (n1 - n0 < TAG_KEY_MAX)
-			key &= (UINT64_C(1) << (8 * (n1 - n0))) - 1;
-	} else
-#endif
-	{
-		key = tag_key(s + n0, n1 - n0);
-	}
+	key = name_key(s, len, n0, n1);
 
 	/*
 	 * The end of the tag: the first '>' outside an attribute's quotes. A
@@ -477,18 +510,7 @@ static size_t markup(struct html *h, size_t i)
 	}
 	if (k >= len)
 		return len;
-	self_closing = s[k - 1] == '/';
-	k++;
-
-	kind = tag_kind(key);
-	if (!closing && !self_closing && kind == TAG_SCRIPT)
-		k = skip_raw_text(h, k, "script");
-	else if (!closing && !self_closing && kind == TAG_STYLE)
-		k = skip_raw_text(h, k, "style");
-	/* Written always, kept unless the tag is inline: no branch. */
-	*h->o = ' ';
-	h->o += kind != TAG_INLINE;
-	return k;
+	return tag_end(h, k, key, closing);
 }
 
 /* Append the UTF-8 encoding of the scalar value @p cp at @p o; @return the
@@ -565,6 +587,210 @@ literal:
 	return i + 1;
 }
 
+/*
+ * The AVX-512 gear reads 64 bytes at a time as bit masks (one bit a byte,
+ * one instruction a class) and does in a few operations on those what the
+ * scalar loop does byte by byte: where each tag starts and ends, whether its
+ * quoted values are simple, which bytes are text. The text is then packed
+ * with one compress. Real HTML has a tag every 25 bytes or so; the scalar
+ * loop spends its time deciding, byte by byte, where each piece ends.
+ *
+ * A window starts in text. Its tags are '<' then a letter or "</" then a
+ * letter, each up to the next '>': a carry through the bits that are not
+ * '>' marks each one's bytes. The window is taken up to the first thing the
+ * masks do not settle with certainty, which the scalar code then does (it is
+ * the definition: both gears give the same text):
+ *   - '&' in text (entity()) and "<!", "<?" (markup());
+ *   - a tag whose quotes are not simple: every double quote in a tag pairs
+ *     up, the first of each pair right after '=' (markup() opens a value only
+ *     there, and spaces before the quote are its job), no single quote
+ *     outside a double-quoted value; a '>' inside a value ends the tag early
+ *     and leaves an odd count, so it is caught too;
+ *   - a '<' starting a tag inside another tag's bytes;
+ *   - <script> and <style>, and a tag that does not end in the window (the
+ *     next window starts at it).
+ */
+#ifdef HAVE_AVX512_GEAR
+#define AVX512_TARGET                                                          \
+	"avx512f,avx512bw,avx512vbmi2,bmi,bmi2,popcnt,lzcnt,pclmul"
+#define WINDOW 64
+
+static inline __attribute__((always_inline, target(AVX512_TARGET))) uint64_t
+eq_mask(__m512i v, char c)
+{
+	return _mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8(c));
+}
+
+/* Bytes b with (unsigned)(b - lo) < n. */
+static inline __attribute__((always_inline, target(AVX512_TARGET))) uint64_t
+range_mask(__m512i v, char lo, char n)
+{
+	return _mm512_cmplt_epu8_mask(_mm512_sub_epi8(v, _mm512_set1_epi8(lo)),
+				      _mm512_set1_epi8(n));
+}
+
+static inline __attribute__((always_inline, target(AVX512_TARGET))) uint64_t
+alpha_mask(__m512i v)
+{
+	return range_mask(_mm512_or_si512(v, _mm512_set1_epi8(0x20)), 'a', 26);
+}
+
+/* Bit i set where an odd number of bits 0..i of @p x are set. */
+static inline __attribute__((always_inline, target(AVX512_TARGET))) uint64_t
+prefix_xor(uint64_t x)
+{
+	__m128i all = _mm_set1_epi8((char)0xff);
+
+	return (uint64_t)_mm_cvtsi128_si64(
+		_mm_clmulepi64_si128(_mm_cvtsi64_si128((long long)x), all, 0));
+}
+
+/* The bits below bit @p n (0 to 64). */
+static inline uint64_t bits_below(unsigned n)
+{
+	return n >= 64 ? ~UINT64_C(0) : (UINT64_C(1) << n) - 1;
+}
+
+/* The highest bit of @p x at or below bit @p at; x has one. */
+static inline __attribute__((always_inline, target(AVX512_TARGET))) unsigned
+last_at_or_below(uint64_t x, unsigned at)
+{
+	return 63 - (unsigned)__builtin_clzll(x & bits_below(at + 1));
+}
+
+/*
+ * The window at s[i], in text, with room for it and two bytes after it:
+ * put its text up to where the masks stop settling it. @return how many
+ * bytes were done (1 to 64), or 0 if the first byte is for the scalar code.
+ */
+static inline __attribute__((always_inline, target(AVX512_TARGET))) unsigned
+window_avx512(struct html *h, size_t i)
+{
+	const char *p = h->s + i;
+	__m512i v = _mm512_loadu_si512(p);
+	__m512i v1 = _mm512_loadu_si512(p + 1);
+	uint64_t lt = eq_mask(v, '<'), gt = eq_mask(v, '>');
+	uint64_t starts =
+		lt & (alpha_mask(v1) | (eq_mask(v1, '/') &
+					alpha_mask(_mm512_loadu_si512(p + 2))));
+	uint64_t special = lt & (eq_mask(v1, '!') | eq_mask(v1, '?'));
+	uint64_t closing = eq_mask(v1, '/');
+	uint64_t name = alpha_mask(v) | range_mask(v, '0', 10) |
+			eq_mask(v, '-') | eq_mask(v, ':');
+	uint64_t open_bits = ~gt, sum, tags, quotes, odd, bad, keep, spaces = 0;
+	unsigned stop = WINDOW;
+	bool unended;
+
+	/* Each start carries through the bits of its tag into its '>'. */
+	unended = __builtin_add_overflow(open_bits, starts, &sum);
+	tags = sum ^ open_bits;
+	if (unended)
+		stop = last_at_or_below(starts, 63);
+	quotes = eq_mask(v, '"') & tags;
+	odd = prefix_xor(quotes);
+	bad = (odd & gt & tags) | (quotes & odd & ~(eq_mask(v, '=') << 1)) |
+	      (eq_mask(v, '\'') & tags & ~odd);
+	/* A start inside a tag: the bit before it is the outer tag's. */
+	bad |= (starts & ~tags) >> 1;
+	if (bad) {
+		unsigned f = (unsigned)__builtin_ctzll(bad);
+
+		if (f < stop)
+			stop = last_at_or_below(starts, f);
+	}
+	if ((eq_mask(v, '&') | special) & ~tags) {
+		unsigned f = (unsigned)__builtin_ctzll(
+			(eq_mask(v, '&') | special) & ~tags);
+
+		if (f < stop)
+			stop = f;
+	}
+	for (uint64_t t = starts & bits_below(stop); t; t &= t - 1) {
+		unsigned at = (unsigned)__builtin_ctzll(t);
+		unsigned n0 = at + 1 + (unsigned)(closing >> at & 1);
+		unsigned n1 = n0 + (unsigned)__builtin_ctzll(~name >> n0);
+		enum tag_kind kind =
+			tag_kind(name_key(h->s, h->len, i + n0, i + n1));
+
+		if (kind >= TAG_SCRIPT && !(closing >> at & 1)) {
+			stop = at;
+			break;
+		}
+		spaces |= (uint64_t)(kind != TAG_INLINE) << at;
+	}
+	if (stop == 0)
+		return 0;
+	keep = (~tags | spaces) & bits_below(stop);
+	v = _mm512_mask_blend_epi8(spaces, v, _mm512_set1_epi8(' '));
+	_mm512_storeu_si512(h->o, _mm512_maskz_compress_epi8(keep, v));
+	h->o += __builtin_popcountll(keep);
+	return stop;
+}
+
+/*
+ * s[i] == '<' starts a tag that may not end in the window: its bytes read a
+ * window at a time, the parity of its double quotes carried from one to the
+ * next, with the same rules as window_avx512(). @return the index after
+ * the tag, from markup() where the masks do not settle it.
+ */
+static inline __attribute__((always_inline, target(AVX512_TARGET))) size_t
+long_tag_avx512(struct html *h, size_t i)
+{
+	const char *s = h->s;
+	bool closing = s[i + 1] == '/';
+	size_t n0 = i + 1 + closing, n1 = n0, k;
+	uint64_t odd_carry = 0, equals_carry = 0;
+
+	if (!is_alpha(s[n0]))
+		return markup(h, i);
+	while (n1 < h->len && name_byte[(unsigned char)s[n1]])
+		n1++;
+	for (k = i; h->len - k >= WINDOW; k += WINDOW) {
+		__m512i v = _mm512_loadu_si512(s + k);
+		uint64_t gt = eq_mask(v, '>');
+		/* From the tag's first byte to its '>' (or the window's end). */
+		uint64_t tag = bits_below(gt ? (unsigned)__builtin_ctzll(gt) + 1
+					     : WINDOW);
+		uint64_t quotes = eq_mask(v, '"') & tag;
+		uint64_t odd = prefix_xor(quotes) ^ odd_carry;
+		uint64_t equals = eq_mask(v, '=');
+
+		if ((quotes & odd & ~(equals << 1 | equals_carry)) ||
+		    (eq_mask(v, '\'') & tag & ~odd) || (gt & tag & odd))
+			break;
+		if (gt)
+			return tag_end(h, k + (size_t)__builtin_ctzll(gt),
+				       name_key(s, h->len, n0, n1), closing);
+		odd_carry = odd >> 63 ? ~UINT64_C(0) : 0;
+		equals_carry = equals >> 63;
+	}
+	return markup(h, i);
+}
+
+/*
+ * The text of s[0, i) for the i @return'ed: less than a window (and two
+ * bytes) from the end, or past a quote markup() found unpaired, after which
+ * quotes are bytes to it and no longer what the masks assume. The scalar
+ * loop does the rest.
+ */
+static __attribute__((target(AVX512_TARGET))) size_t
+html_text_avx512(struct html *h)
+{
+	const char *s = h->s;
+	size_t i = 0;
+
+	while (h->len - i >= WINDOW + 2 && !h->no_dquote && !h->no_squote) {
+		unsigned done = window_avx512(h, i);
+
+		i += done;
+		if (done == WINDOW || (done && s[i] == '<'))
+			continue;
+		i = s[i] == '&' ? entity(h, i) : long_tag_avx512(h, i);
+	}
+	return i;
+}
+#endif
+
 size_t im_html_charset(const char *s, size_t len, const char **name)
 {
 	size_t n = len < 1024 ? len : 1024;
@@ -600,7 +826,8 @@ size_t im_html_charset(const char *s, size_t len, const char **name)
  * value, windows-1252 for 128-159), or to 4 for a value of U+10000 or more,
  * which takes 8 bytes or more ("&#65536", "&#x10000"). The scan asserts it.
  */
-int im_html_text(const char *s, size_t len, struct im_buf *out)
+static int html_text(const char *s, size_t len, struct im_buf *out,
+		     enum im_html_gear gear)
 {
 	struct html h = {.s = s, .len = len};
 	size_t i = 0;
@@ -611,6 +838,11 @@ int im_html_text(const char *s, size_t len, struct im_buf *out)
 	if (im_buf_reserve(out, len + 1))
 		return -ENOMEM;
 	o0 = h.o = out->p + out->len;
+#ifdef HAVE_AVX512_GEAR
+	if (gear == IM_HTML_AVX512)
+		i = html_text_avx512(&h);
+#endif
+	(void)gear;
 	while (i < len) {
 		/* Tags often follow one another: no search for an empty run. */
 		size_t j = s[i] == '<' ? i : find3(s, i, len, '<', '&', '&');
@@ -634,4 +866,34 @@ int im_html_text(const char *s, size_t len, struct im_buf *out)
 	assert((size_t)(h.o - o0) <= len);
 	out->len += (size_t)(h.o - o0);
 	return 0;
+}
+
+bool im_html_has_gear(enum im_html_gear gear)
+{
+#ifdef HAVE_AVX512_GEAR
+	if (gear == IM_HTML_AVX512)
+		return __builtin_cpu_supports("avx512f") &&
+		       __builtin_cpu_supports("avx512bw") &&
+		       __builtin_cpu_supports("avx512vbmi2") &&
+		       __builtin_cpu_supports("bmi") &&
+		       __builtin_cpu_supports("bmi2") &&
+		       __builtin_cpu_supports("popcnt") &&
+		       __builtin_cpu_supports("pclmul");
+#endif
+	return gear == IM_HTML_SCALAR;
+}
+
+int im_html_text(const char *s, size_t len, struct im_buf *out)
+{
+	return html_text(s, len, out,
+			 im_html_has_gear(IM_HTML_AVX512) ? IM_HTML_AVX512
+							  : IM_HTML_SCALAR);
+}
+
+int im_html_text_gear(const char *s, size_t len, struct im_buf *out,
+		      enum im_html_gear gear)
+{
+	if (!im_html_has_gear(gear))
+		return -ENOTSUP;
+	return html_text(s, len, out, gear);
 }

@@ -148,6 +148,27 @@ size_t im_utf8_decode(const unsigned char *s, const unsigned char *end,
 int im_html_text(const char *s, size_t len, struct im_buf *out);
 
 /**
+ * The ways im_html_text() reads HTML; both give the same text. The scalar
+ * one is the definition; im_html_text() takes the fastest this build and
+ * CPU have.
+ */
+enum im_html_gear {
+	IM_HTML_SCALAR, /**< byte by byte */
+	IM_HTML_AVX512, /**< 64-byte windows as bit masks, the text packed
+			     with one compress (AVX-512 BW and VBMI2, chosen
+			     at run time), the scalar code where the masks
+			     do not settle it */
+};
+
+/** @return whether this build and the CPU running it have @p gear. */
+bool im_html_has_gear(enum im_html_gear gear);
+
+/** im_html_text() in @p gear. @return 0, -ENOMEM, or -ENOTSUP if
+ * !im_html_has_gear(gear). */
+int im_html_text_gear(const char *s, size_t len, struct im_buf *out,
+		      enum im_html_gear gear);
+
+/**
  * The code point of the named entity @p name (without '&' and ';'), or -1.
  * Names are case-sensitive, as in HTML.
  */

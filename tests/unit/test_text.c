@@ -150,22 +150,31 @@ static void extract_file(const char *name)
 	free(buf);
 }
 
-/* The text im_html_text() makes of @html. Caller frees. */
-static char *html_text(const char *html)
+/* The text im_html_text() makes of in[0, n), or im_html_text_gear() in
+ * @p gear if it is not -1; NUL-terminated. Caller frees. */
+static char *html_gear_text(const char *in, size_t n, int gear)
 {
 	struct im_buf b = {0};
-	size_t n = strlen(html);
-	char *copy = malloc(n ? n : 1);
-	char *s;
+	char *copy = malloc(n ? n : 1), *s;
 
-	memcpy(copy, html, n);
-	ck_assert_int_eq(im_html_text(copy, n, &b), 0);
+	/* A copy of its own: a read past the end is a read past malloc's. */
+	memcpy(copy, in, n);
+	ck_assert_int_eq(gear < 0 ? im_html_text(copy, n, &b)
+				  : im_html_text_gear(copy, n, &b,
+						      (enum im_html_gear)gear),
+			 0);
 	free(copy);
 	s = malloc(b.len + 1);
 	memcpy(s, b.p ? b.p : "", b.len);
 	s[b.len] = '\0';
 	im_buf_release(&b);
 	return s;
+}
+
+/* The text im_html_text() makes of @html. Caller frees. */
+static char *html_text(const char *html)
+{
+	return html_gear_text(html, strlen(html), -1);
 }
 
 #define assert_html(in, want)                                                  \
@@ -306,9 +315,9 @@ START_TEST(test_text_terms_key_edges)
 	for (int round = 0; round < 2; round++) {
 		for (int pass = 0; pass < 2; pass++)
 			for (size_t i = 0; i < nw; i++)
-				ck_assert_int_eq(
-					im_terms_add(&terms, w[i], strlen(w[i])),
-					0);
+				ck_assert_int_eq(im_terms_add(&terms, w[i],
+							      strlen(w[i])),
+						 0);
 		ck_assert_msg(terms.n == nw, "round %d: %zu terms, not %zu",
 			      round, terms.n, nw);
 		for (size_t i = 0; i < nw; i++) {
@@ -397,10 +406,11 @@ START_TEST(test_text_terms_match_a_reference_set)
 		for (size_t i = 0; i < nref; i++) {
 			const char *t = im_terms_str(&terms, i);
 
-			ck_assert_msg(terms.v[i].len == ref[i].len &&
-					      !memcmp(t, ref[i].s, ref[i].len) &&
-					      t[ref[i].len] == '\0',
-				      "doc %zu, term %zu: \"%s\"", d, i, t);
+			ck_assert_msg(
+				terms.v[i].len == ref[i].len &&
+					!memcmp(t, ref[i].s, ref[i].len) &&
+					t[ref[i].len] == '\0',
+				"doc %zu, term %zu: \"%s\"", d, i, t);
 			ck_assert_msg(terms.v[i].hash ==
 					      XXH3_64bits(ref[i].s, ref[i].len),
 				      "doc %zu, term %zu: wrong hash", d, i);
@@ -813,37 +823,14 @@ END_TEST
  * the same order, on random mixes of ASCII, UTF-8 and invalid bytes. */
 START_TEST(test_text_simd_matches_scalar)
 {
+	/* clang-format off */
 	static const char *const pieces[] = {
-		"a",
-		"B",
-		"z",
-		"Q",
-		"0",
-		"7",
-		" ",
-		" ",
-		" ",
-		"\n",
-		".",
-		"-",
-		"é",
-		"ß",
-		"Σ",
-		"ж",
-		"\xe2\x80\x94",
-		"\xc2\xad",
-		"\xcc\x81",
-		"\xff",
-		"\x80",
-		"\xc3",
-		"\xf0\x9f\x98\x80",
-		"word ",
-		"Test ",
-		"abcdefghijklmnopqrstu",
-		"1234",
-		"<",
-		"&",
+		"a", "B", "z", "Q", "0", "7", " ", " ", " ", "\n", ".", "-",
+		"é", "ß", "Σ", "ж", "\xe2\x80\x94", "\xc2\xad", "\xcc\x81",
+		"\xff", "\x80", "\xc3", "\xf0\x9f\x98\x80", "word ", "Test ",
+		"abcdefghijklmnopqrstu", "1234", "<", "&",
 	};
+	/* clang-format on */
 	const size_t npieces = sizeof(pieces) / sizeof(pieces[0]);
 	unsigned long long x = 0x2545f4914f6cdd1dull; /* fixed seed */
 	struct im_terms ref;
@@ -1238,18 +1225,17 @@ END_TEST
 START_TEST(test_text_html_tag_names)
 {
 	static const char *const inline_names[] = {
-		"a",	  "abbr",   "acronym", "b",	 "bdi",	   "bdo",
-		"big",	  "cite",   "code",    "data",	 "del",	   "dfn",
-		"em",	  "font",   "i",       "ins",	 "kbd",	   "mark",
-		"nobr",	  "q",	    "s",       "samp",	 "small",  "span",
-		"strike", "strong", "sub",     "sup",	 "time",   "tt",
-		"u",	  "var",    "wbr",
+		"a",	"abbr",	 "acronym", "b",      "bdi",	"bdo", "big",
+		"cite", "code",	 "data",    "del",    "dfn",	"em",  "font",
+		"i",	"ins",	 "kbd",	    "mark",   "nobr",	"q",   "s",
+		"samp", "small", "span",    "strike", "strong", "sub", "sup",
+		"time", "tt",	 "u",	    "var",    "wbr",
 	};
 	static const char *const other_names[] = {
-		"p",	    "div",     "li",	   "h1",       "spa",
-		"spans",    "ab",      "aa",	   "c",	       "acronyms",
-		"strongly", "codeblk", "em-x",	   "span:x",   "a1",
-		"subscript", "tt2",    "bdibdi",   "x-span",   "abbrevia",
+		"p",	     "div",	"li",	  "h1",	    "spa",
+		"spans",     "ab",	"aa",	  "c",	    "acronyms",
+		"strongly",  "codeblk", "em-x",	  "span:x", "a1",
+		"subscript", "tt2",	"bdibdi", "x-span", "abbrevia",
 	};
 	char in[128], up[16];
 
@@ -1354,6 +1340,181 @@ START_TEST(test_text_html_output_bound)
 			      cases[i].in, b.len, b.cap, cases[i].want);
 		free(in);
 		im_buf_release(&b);
+	}
+}
+END_TEST
+
+/* The scalar and the AVX-512 gear give the same text of in[0, n). */
+static void assert_html_gears_agree(const char *in, size_t n, const char *what)
+{
+	char *want = html_gear_text(in, n, IM_HTML_SCALAR);
+	char *got = html_gear_text(in, n, IM_HTML_AVX512);
+
+	ck_assert_msg(!strcmp(want, got),
+		      "%s: \"%.*s\" gives \"%s\" scalar, \"%s\" AVX-512", what,
+		      (int)n, in, want, got);
+	free(want);
+	free(got);
+}
+
+/*
+ * The AVX-512 gear settles most of a window's markup from bit masks and
+ * hands the rest to the scalar code (html.c): random soups of the pieces
+ * either side of that line (quotes after '=' or a space, single quotes in
+ * and out of values, '>' in values, tags across windows, '<' in a tag,
+ * "<!", script, entities, text '<' and '>'), 64 bytes or more so that the
+ * windows see them, at every offset into their first window, give the same
+ * text in every gear.
+ */
+START_TEST(test_text_html_gears_agree)
+{
+	/* clang-format off */
+	static const char *const pieces[] = {
+		"<p>", "</p>", "<span class=\"pre\">", "</span>", "<a href=\"",
+		"\">", "<a href='x'>", "<b>", "</b>", "=\"", "\"", "'", "=",
+		"<", ">", "</", "<!--", "-->", "<!DOCTYPE html>", "<?x?>",
+		"<script>", "</script>", "<style>", "</style>", "<![CDATA[",
+		"]]>", "&amp;", "&", "&#x41;", "&lt", "word ", "text", " ",
+		"\n", "\xc3\xa9", "<div\n class = \"x\" >",
+		"<img src=\"a.png\" alt=\"a > b\"/>", "<br/>", "/", "x-y:z",
+		"<Span>", "<SCRIPT>", "<a title=\"it's\">",
+		"<a class=\"reference external\" href=\"https://docs.python.org"
+		"/3/library/functions.html#open\" title=\"open\">",
+		"<td class=\"a\"b=\"c\">", "<x a=\"1\"=\"2\">", "<a <b>",
+		"0123456789abcdefghijklmnopqrstuvwxyz", "< a>", "</ b>", "<1>",
+	};
+	/* clang-format on */
+	const size_t npieces = sizeof(pieces) / sizeof(*pieces);
+	unsigned long long x = 0x2545f4914f6cdd1dull; /* fixed seed */
+	char buf[2048];
+
+	if (!im_html_has_gear(IM_HTML_AVX512)) {
+		fprintf(stderr, "test_text_html_gears_agree: no AVX-512 BW and "
+				"VBMI2 here, only the scalar gear is tested\n");
+		return;
+	}
+	for (int iter = 0; iter < 20000; iter++) {
+		size_t n = 0, count = 1 + xorshift(&x) % 120;
+
+		for (size_t k = 0; k < count; k++) {
+			const char *piece = pieces[xorshift(&x) % npieces];
+			size_t pl = strlen(piece);
+
+			if (n + pl > sizeof(buf))
+				break;
+			memcpy(buf + n, piece, pl);
+			n += pl;
+		}
+		for (size_t off = 0; off < 3 && off <= n; off++) {
+			char what[64];
+
+			snprintf(what, sizeof(what), "iteration %d, offset %zu",
+				 iter, off);
+			assert_html_gears_agree(buf + off, n - off, what);
+		}
+	}
+}
+END_TEST
+
+/*
+ * Tags on the line between the masks and the scalar code, each shifted
+ * across every bit of a window (a quote or '=' at bit 63, a tag that ends
+ * in the next window) with text before and after it: the same text in
+ * every gear.
+ */
+START_TEST(test_text_html_gears_agree_at_every_offset)
+{
+	static const char *const cases[] = {
+		"<p \"a=\" b>text\" more>",
+		"<p a= \"x>y\">",
+		"<p a='x>y'>",
+		"<a title=\"it's\">",
+		"<a b=\"1\"=\"2\">",
+		"<a <b c>",
+		"<a x=\"v\" \"w\">",
+		"<p x=\"a\"\"b\">c\">",
+		"<a href=\"x\" title='y\">z'>",
+		"<script>a<b>c</script>",
+		"<style x=\"y\">p{}</style>",
+		"<b>&amp;&#x41;</b>",
+		"<!-- x -->",
+		"<br/>",
+		"</ p>",
+		"<1>",
+		"a<b",
+		"a>b",
+	};
+	char buf[256], what[64];
+
+	if (!im_html_has_gear(IM_HTML_AVX512))
+		return; /* said by test_text_html_gears_agree */
+	/* A tag longer than a window is read a window at a time from its
+	 * '<': a quote that is a byte (no '=' before it) at every place
+	 * around the second window's first bit. */
+	for (size_t len = 50; len < 80; len++) {
+		size_t n = 0;
+
+		memcpy(buf, "<a ", 3);
+		memset(buf + 3, 'x', len);
+		n = 3 + len;
+		memcpy(buf + n, "\"b=\"c>d\"e>", 10);
+		n += 10;
+		memset(buf + n, 't', 80);
+		n += 80;
+		snprintf(what, sizeof(what), "attribute of %zu bytes", len);
+		assert_html_gears_agree(buf, n, what);
+	}
+	for (size_t c = 0; c < sizeof(cases) / sizeof(*cases); c++) {
+		size_t cl = strlen(cases[c]);
+
+		for (size_t pad = 0; pad < 70; pad++) {
+			size_t n = 0;
+
+			for (size_t k = 0; k < pad; k++)
+				buf[n++] = k % 7 == 6 ? ' ' : 'w';
+			memcpy(buf + n, cases[c], cl);
+			n += cl;
+			memset(buf + n, 't', 80);
+			n += 80;
+			snprintf(what, sizeof(what), "after %zu bytes", pad);
+			assert_html_gears_agree(buf, n, what);
+		}
+	}
+}
+END_TEST
+
+/* The same on the fixtures and on long runs of one tag kind, whole windows
+ * of it (the fast path's steady state). */
+START_TEST(test_text_html_gears_agree_on_documents)
+{
+	static const char *const runs[] = {
+		"<span class=\"pre\">x</span>",
+		"<p>",
+		"text and words ",
+		"<a href=\"https://example.org/a/very/long/path/that/crosses"
+		"/the/window/edge.html#anchor\" title=\"t\">link</a>",
+		"&amp;",
+		"<!-- c -->",
+	};
+	static const char *const names[] = {"page.html", "plain.txt"};
+
+	if (!im_html_has_gear(IM_HTML_AVX512))
+		return; /* said by test_text_html_gears_agree */
+	for (size_t f = 0; f < sizeof(names) / sizeof(*names); f++) {
+		size_t len;
+		char *doc = read_data(names[f], &len);
+
+		assert_html_gears_agree(doc, len, names[f]);
+		free(doc);
+	}
+	for (size_t r = 0; r < sizeof(runs) / sizeof(*runs); r++) {
+		size_t pl = strlen(runs[r]), n = 0;
+		char *doc = malloc(64 * pl);
+
+		for (int k = 0; k < 64; k++, n += pl)
+			memcpy(doc + n, runs[r], pl);
+		assert_html_gears_agree(doc, n, "64 times one piece");
+		free(doc);
 	}
 }
 END_TEST
@@ -1770,6 +1931,9 @@ int main(void)
 	tcase_add_test(tc, test_text_html_tag_names);
 	tcase_add_test(tc, test_text_html_block_boundaries);
 	tcase_add_test(tc, test_text_html_output_bound);
+	tcase_add_test(tc, test_text_html_gears_agree);
+	tcase_add_test(tc, test_text_html_gears_agree_at_every_offset);
+	tcase_add_test(tc, test_text_html_gears_agree_on_documents);
 	tcase_add_test(tc, test_text_html_unterminated);
 	tcase_add_test(tc, test_text_malformed_input_never_crashes);
 	tcase_add_test(tc, test_text_truncated_fixtures);

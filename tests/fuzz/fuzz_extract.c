@@ -12,6 +12,8 @@
  *                and the word length and digit filters): the SIMD scanner
  *                must give the scalar one's terms, in the same order; then
  *                the sketch of the terms
+ *   FUZZ_HTML    im_html_text() in every gear this CPU has: the AVX-512
+ *                gear must give the scalar one's text, byte for byte
  * Built by meson with -Dfuzz=enabled and clang (tests/fuzz/meson.build).
  */
 #include <stddef.h>
@@ -80,6 +82,21 @@ static void fuzz_terms(uint8_t how, const char *s, size_t len,
 }
 #endif
 
+#if defined(FUZZ_HTML)
+static void fuzz_html(const char *s, size_t len)
+{
+	struct im_buf scalar = {0}, fast = {0};
+
+	if (!im_html_text_gear(s, len, &scalar, IM_HTML_SCALAR) &&
+	    !im_html_text_gear(s, len, &fast, IM_HTML_AVX512) &&
+	    (scalar.len != fast.len ||
+	     (scalar.len && memcmp(scalar.p, fast.p, scalar.len))))
+		abort();
+	im_buf_release(&scalar);
+	im_buf_release(&fast);
+}
+#endif
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct im_extract_opts o = opts();
@@ -110,8 +127,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (size < 1)
 		return 0;
 	fuzz_terms(data[0], s + 1, size - 1, &out);
+#elif defined(FUZZ_HTML)
+	(void)o;
+	fuzz_html(s, size);
 #else
-#error "define FUZZ_SNIFF, FUZZ_PDF, FUZZ_ZIPDOC, FUZZ_UNPACK or FUZZ_TERMS"
+#error "define FUZZ_SNIFF, FUZZ_PDF, FUZZ_ZIPDOC, FUZZ_UNPACK, FUZZ_TERMS or \
+FUZZ_HTML"
 #endif
 	im_buf_release(&out);
 	return 0;

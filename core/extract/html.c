@@ -783,15 +783,21 @@ window_avx512(struct html *h, size_t i, struct open_tag *ot)
 {
 	const char *p = h->s + i;
 	__m512i v = _mm512_loadu_si512(p);
-	__m512i v1 = _mm512_loadu_si512(p + 1);
 	uint64_t gt = eq_mask(v, '>'), lt = eq_mask(v, '<');
-	uint64_t starts =
-		lt & (alpha_mask(v1) | (eq_mask(v1, '/') &
-					alpha_mask(_mm512_loadu_si512(p + 2))));
-	uint64_t special = lt & (eq_mask(v1, '!') | eq_mask(v1, '?'));
-	uint64_t closing = eq_mask(v1, '/');
-	uint64_t name = alpha_mask(v) | range_mask(v, '0', 10) |
-			eq_mask(v, '-') | eq_mask(v, ':');
+	uint64_t alpha = alpha_mask(v), slash = eq_mask(v, '/');
+	/* The same of the byte after each, and of the one after that: these
+	 * masks moved down, the two bytes past the window read one by one
+	 * (compares are what the window waits for, not shifts). */
+	uint64_t alpha1 = alpha >> 1 | (uint64_t)is_alpha(p[WINDOW]) << 63;
+	uint64_t alpha2 = alpha1 >> 1 | (uint64_t)is_alpha(p[WINDOW + 1]) << 63;
+	uint64_t closing = slash >> 1 | (uint64_t)(p[WINDOW] == '/') << 63;
+	uint64_t starts = lt & (alpha1 | (closing & alpha2));
+	uint64_t bang = eq_mask(v, '!') | eq_mask(v, '?');
+	uint64_t special =
+		lt & (bang >> 1 |
+		      (uint64_t)(p[WINDOW] == '!' || p[WINDOW] == '?') << 63);
+	uint64_t name = alpha | range_mask(v, '0', 10) | eq_mask(v, '-') |
+			eq_mask(v, ':');
 	uint64_t equals = eq_mask(v, '=');
 	uint64_t open_bits = ~gt, sum, tags, quotes, odd, fail, keep;
 	uint64_t spaces = 0, raw = 0;

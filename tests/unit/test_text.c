@@ -1378,8 +1378,8 @@ START_TEST(test_text_html_gears_agree)
 		"\n", "\xc3\xa9", "<div\n class = \"x\" >",
 		"<img src=\"a.png\" alt=\"a > b\"/>", "<br/>", "/", "x-y:z",
 		"<Span>", "<SCRIPT>", "<a title=\"it's\">",
-		"<a class=\"reference external\" href=\"https://docs.python.org"
-		"/3/library/functions.html#open\" title=\"open\">",
+		("<a class=\"reference external\" href=\"https://docs.python.org"
+		 "/3/library/functions.html#open\" title=\"open\">"),
 		"<td class=\"a\"b=\"c\">", "<x a=\"1\"=\"2\">", "<a <b>",
 		"0123456789abcdefghijklmnopqrstuvwxyz", "< a>", "</ b>", "<1>",
 	};
@@ -1491,8 +1491,8 @@ START_TEST(test_text_html_gears_agree_on_documents)
 		"<span class=\"pre\">x</span>",
 		"<p>",
 		"text and words ",
-		"<a href=\"https://example.org/a/very/long/path/that/crosses"
-		"/the/window/edge.html#anchor\" title=\"t\">link</a>",
+		("<a href=\"https://example.org/a/very/long/path/that/crosses"
+		 "/the/window/edge.html#anchor\" title=\"t\">link</a>"),
 		"&amp;",
 		"<!-- c -->",
 	};

@@ -752,12 +752,17 @@ struct pick {
 	uint32_t id; /* in the struct im_df */
 };
 
+/* @p s is a df's term: its arena keeps IM_SHORT bytes readable past the
+ * end, so eight bytes are loaded whole and those past @p len cleared, with
+ * no copy of a variable length (a call) for each term. */
 static uint64_t prefix8(const char *s, uint32_t len)
 {
-	uint64_t x = 0;
+	uint64_t x;
 
-	memcpy(&x, s, len < 8 ? len : 8);
-	return be64toh(x);
+	_Static_assert(IM_SHORT >= 8, "prefix8() reads 8 bytes of any term");
+	memcpy(&x, s, 8);
+	x = be64toh(x);
+	return len < 8 ? x & ~(UINT64_MAX >> (8 * len)) : x;
 }
 
 static int pick_cmp_bytes(const void *pa, const void *pb)

@@ -6,6 +6,7 @@
  */
 #include <check.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -84,10 +85,10 @@ START_TEST(test_sketch_cosine_error_by_size)
 		int na, nb, common;
 		double bound;
 	} cases[] = {
-		{20, 20, 18, 0.011},	{110, 110, 100, 0.011},
-		{300, 300, 273, 0.011}, {800, 800, 728, 0.011},
+		{20, 20, 18, 0.011},	   {110, 110, 100, 0.011},
+		{300, 300, 273, 0.011},	   {800, 800, 728, 0.011},
 		{1500, 1500, 1365, 0.015}, {10000, 10000, 9100, 0.015},
-		{800, 880, 760, 0.02},	{1600, 1760, 1520, 0.02},
+		{800, 880, 760, 0.02},	   {1600, 1760, 1520, 0.02},
 	};
 	static uint64_t a[12000], b[12000];
 	const int trials = 300;
@@ -272,8 +273,10 @@ START_TEST(test_sketch_short_sets_at_the_threshold)
 			im_sketch_from_hashes(b, n, 12, &y);
 			below += im_sketch_similarity(&x, &y) >= 0.9;
 		}
-		ck_assert_msg(at >= trials * 0.95, "%d terms: cosine 0.9 linked "
-			      "%d of %d", n, at, trials);
+		ck_assert_msg(at >= trials * 0.95,
+			      "%d terms: cosine 0.9 linked "
+			      "%d of %d",
+			      n, at, trials);
 		/* 3n/20 terms replaced is cosine 0.85 where n is a multiple
 		 * of 20. */
 		ck_assert_msg(n % 20 || below <= trials * 0.05,
@@ -305,10 +308,10 @@ START_TEST(test_sketch_bands_find_threshold_pairs)
 		im_sketch_from_hashes(b, n, 3, &y);
 		far += share_band(&x, &y);
 	}
-	ck_assert_msg(near >= trials * 0.93, "cosine 0.9: %d of %d share a band",
-		      near, trials);
-	ck_assert_msg(far <= trials * 0.01, "J 0.18: %d of %d share a band", far,
-		      trials);
+	ck_assert_msg(near >= trials * 0.93,
+		      "cosine 0.9: %d of %d share a band", near, trials);
+	ck_assert_msg(far <= trials * 0.01, "J 0.18: %d of %d share a band",
+		      far, trials);
 }
 END_TEST
 
@@ -317,8 +320,8 @@ START_TEST(test_sketch_any_bytes_compare_sanely)
 	/* Sketches come back from state caches and stage files that may be
 	 * damaged: any record decodes to a sketch whose comparisons are
 	 * numbers in [0, 1] and symmetric. */
-	static const uint32_t ns[] = {0, 1, 2, 831, 832, 833, 1664, 1665, 1666,
-				      5000, UINT32_MAX};
+	static const uint32_t ns[] = {0,    1,	  2,	831,  832,	 833,
+				      1664, 1665, 1666, 5000, UINT32_MAX};
 	uint8_t rec[2][IM_SKETCH_RECORD];
 
 	rng = 13;
@@ -331,14 +334,16 @@ START_TEST(test_sketch_any_bytes_compare_sanely)
 			/* Counts near the level boundaries, and maps all
 			 * ones or all zeros, besides random bytes. */
 			if (t % 3 == 0) {
-				uint32_t n = ns[rnd() % (sizeof(ns) / sizeof(*ns))];
+				uint32_t n =
+					ns[rnd() % (sizeof(ns) / sizeof(*ns))];
 
 				for (int i = 0; i < 4; i++)
 					rec[k][i] = (uint8_t)(n >> (8 * i));
 			}
 			if (t % 7 == 0)
 				memset(rec[k] + 4 + IM_SKETCH_BIN_BYTES,
-				       rnd() & 1 ? 0xff : 0, IM_SKETCH_MAP_BYTES);
+				       rnd() & 1 ? 0xff : 0,
+				       IM_SKETCH_MAP_BYTES);
 		}
 		im_sketch_decode(rec[0], &x);
 		im_sketch_decode(rec[1], &y);
@@ -417,15 +422,16 @@ START_TEST(test_sketch_estimates_are_the_same_everywhere)
 	 * threshold could be linked here and not on a cluster's worker. A
 	 * deliberate change of the estimator changes the digest: update it.
 	 */
-	static const int sizes[] = {3, 10, 40, 100, 400, 831, 832, 833,
-				    1200, 1700, 2500, 3000};
+	static const int sizes[] = {3,	 10,  40,   100,  400,	831,
+				    832, 833, 1200, 1700, 2500, 3000};
 	static uint64_t a[MAXN], b[MAXN];
 	uint64_t digest = UINT64_C(1469598103934665603);
 
 	rng = 23;
 	for (int t = 0; t < 600; t++) {
 		int na = sizes[t % 12], nb = sizes[(t / 12) % 12];
-		int n = na < nb ? na : nb, common = n - (int)(rnd() % (n / 5 + 1));
+		int n = na < nb ? na : nb,
+		    common = n - (int)(rnd() % (n / 5 + 1));
 		struct im_sketch x, y;
 		uint64_t bits[2];
 
@@ -442,8 +448,8 @@ START_TEST(test_sketch_estimates_are_the_same_everywhere)
 		for (int k = 0; k < 2; k++)
 			digest = (digest ^ bits[k]) * UINT64_C(1099511628211);
 	}
-	ck_assert_msg(digest == UINT64_C(0x62df49d5f31ecb91), "digest 0x%016llx",
-		      (unsigned long long)digest);
+	ck_assert_msg(digest == UINT64_C(0x62df49d5f31ecb91),
+		      "digest 0x%016llx", (unsigned long long)digest);
 }
 END_TEST
 
@@ -483,6 +489,42 @@ START_TEST(test_sketch_bytes_are_pinned)
 }
 END_TEST
 
+START_TEST(test_sketch_of_terms_is_of_their_hashes)
+{
+	/*
+	 * im_sketch_compute() reads the hashes inside a term set, 16 bytes
+	 * apart, where im_sketch_from_hashes() reads an array of them: the
+	 * sketches agree byte for byte, for sets that end inside and at the
+	 * end of a group of eight and of a chunk, at levels 0 to 3.
+	 */
+	static const int sizes[] = {1,	 7,   8,   9,	63,   64,   65,	  100,
+				    521, 831, 832, 833, 1664, 1665, 3329, 3333};
+	static uint64_t h[3333];
+	struct im_terms u;
+	char w[32];
+
+	im_terms_init(&u);
+	for (size_t t = 0; t < sizeof(sizes) / sizeof(*sizes); t++) {
+		struct im_sketch x, y;
+
+		im_terms_clear(&u);
+		for (int i = 0; i < sizes[t]; i++) {
+			int len = snprintf(w, sizeof(w), "t%zux%d", t, i);
+
+			ck_assert_int_eq(im_terms_add(&u, w, (size_t)len), 0);
+		}
+		ck_assert_uint_eq(u.n, (size_t)sizes[t]);
+		for (size_t i = 0; i < u.n; i++)
+			h[i] = u.v[i].hash;
+		im_sketch_compute(&u, 77, &x);
+		im_sketch_from_hashes(h, u.n, 77, &y);
+		ck_assert_msg(x.n == y.n && !memcmp(x.v, y.v, sizeof(x.v)),
+			      "%zu terms: the sketches differ", u.n);
+	}
+	im_terms_release(&u);
+}
+END_TEST
+
 static Suite *sketch_suite(void)
 {
 	Suite *s = suite_create("sketch");
@@ -503,6 +545,7 @@ static Suite *sketch_suite(void)
 	tcase_add_test(tc, test_detmath_agrees_with_libm);
 	tcase_add_test(tc, test_sketch_estimates_are_the_same_everywhere);
 	tcase_add_test(tc, test_sketch_bytes_are_pinned);
+	tcase_add_test(tc, test_sketch_of_terms_is_of_their_hashes);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -675,10 +675,19 @@ static int lex_alloc(struct im_lexicon *lex, size_t n, size_t bytes)
 	return 0;
 }
 
-/* Term number @p i. @return 0, or -EINVAL if the arena has no room left. */
+_Static_assert(IM_SHORT >= IM_LEX_STR_PAD,
+	       "a df's arena keeps IM_LEX_STR_PAD bytes readable at each term");
+
+/*
+ * Term number @p i. If @p padded, IM_LEX_STR_PAD bytes are readable at
+ * @p s (a df's arena has that slack): a short term is then copied with one
+ * fixed-size move, not a call. The bytes it writes past the term's NUL
+ * are the next record's, written over next, or the arena's padding after
+ * the last. @return 0, or -EINVAL if the arena has no room left.
+ */
 static int lex_set(struct im_lexicon *lex, size_t i, const void *s,
-		   uint32_t len, uint8_t kind, uint32_t rank, uint64_t df,
-		   const struct nidf_memo *nm)
+		   uint32_t len, bool padded, uint8_t kind, uint32_t rank,
+		   uint64_t df, const struct nidf_memo *nm)
 {
 	if (lex->arena_cap - lex->arena_len < REC_HDR + (size_t)len + 1)
 		return -EINVAL;
@@ -688,7 +697,10 @@ static int lex_set(struct im_lexicon *lex, size_t i, const void *s,
 
 	memcpy(rec, &ix, 4);
 	memcpy(rec + 4, &len, 4);
-	memcpy(rec + REC_HDR, s, len);
+	if (padded && len < IM_LEX_STR_PAD)
+		memcpy(rec + REC_HDR, s, IM_LEX_STR_PAD);
+	else
+		memcpy(rec + REC_HDR, s, len);
 	rec[REC_HDR + len] = '\0';
 	lex->arena_len += REC_HDR + (size_t)len + 1;
 	t->str = rec + REC_HDR;
@@ -922,7 +934,7 @@ int im_lexicon_build_numbered(const struct im_df *df, double lo, double hi,
 
 	for (size_t i = 0; i < n; i++) {
 		const struct pick *p = i < npl ? &pl[i] : &pb[i - npl];
-		r = lex_set(lex, i, p->s, p->len,
+		r = lex_set(lex, i, p->s, p->len, true,
 			    i < npl ? IM_LEX_PRIMARY : IM_LEX_SECONDARY,
 			    i < npl ? 0 : (uint32_t)(i - npl), p->df, &nm);
 		assert(r == 0); /* bytes was counted above */
@@ -1278,7 +1290,7 @@ int im_lexicon_load(const char *path, struct im_lexicon **out, char *why,
 		if (df < 1 || df > docs)
 			CORRUPT("corrupt: term %zu has df %llu", i,
 				(unsigned long long)df);
-		if (lex_set(lex, i, str, tl, kind, rank, df, &nm) < 0)
+		if (lex_set(lex, i, str, tl, false, kind, rank, df, &nm) < 0)
 			CORRUPT("corrupt: term %zu overruns the terms", i);
 		/* Signatures hash L in term-number order, which must be byte
 		 * order; B must be in rank order (df down, then bytes). */

@@ -702,7 +702,8 @@ name_end(const struct html *h, size_t i, unsigned n0, uint64_t name)
  * first 8 bytes gathered into a lane of its own, cut after the name,
  * lower-cased, hashed and looked up in kind_key[] / kind_val[] as
  * tag_kind(name_key()) does, one lane a tag. A loop over the tags cost
- * about 20 cycles a tag, half of the gear's time. Their bits go into
+ * about 20 cycles a tag, half of the gear's time. A window with no tag
+ * (text, or inside a long one) skips it. Their bits go into
  * *spaces (not inline) and *raw (script or style, opening). @return the
  * starts left for the scalar loop: past the eighth, or all of them if a
  * name starts past the window or the 64 bytes after it are not there.
@@ -721,7 +722,8 @@ tag_kinds_avx512(const struct html *h, size_t i, __m512i v, uint64_t starts,
 	__m512i at, names, kept, key, slot, known, vals;
 	__mmask8 lanes, matched, not_inline, opening;
 
-	if (h->len - i < 2 * WINDOW || (shut >> 62) || (starts >> 63))
+	if (!starts || h->len - i < 2 * WINDOW || (shut >> 62) ||
+	    (starts >> 63))
 		return starts;
 	for (unsigned k = 8; k < count; k++)
 		first8 &= ~(UINT64_C(1) << (63 - __builtin_clzll(first8)));

@@ -19,7 +19,8 @@
  * taken when its slot or an empty one is found, and is then written as if
  * it were new (slot, v[n], arena) and counted only if it was. The
  * XXH3_64bits that v[] holds (the lexicon looks terms up by it) is computed
- * afterwards, once per unique term, by im_terms_hash_pending(). The word
+ * afterwards, once per unique term, by im_terms_hash_pending(), without a
+ * branch between XXH3's formulas for 4 to 8 and 9 to 16 bytes. The word
  * scanner hands its short words over in batches (im_terms_add_shorts()),
  * whose adds keep the set's fields in registers and check for room once
  * for as many words as surely fit. Fetching a batch's slots ahead of its
@@ -442,10 +443,47 @@ int im_terms_add_padded(struct im_terms *t, const char *s, size_t len)
 	return im_terms_add_shorts(t, &w, 1);
 }
 
+/*
+ * XXH3_64bits(s, len) for len from 4 to 16, 16 bytes readable at @p s:
+ * XXH3's own code for these lengths (xxhash.h, 0.8: 4 to 8 bytes and 9 to
+ * 16 bytes are two formulas) branches between the two, which for the words
+ * of a text goes one way or the other at random. Both are computed here and
+ * one is taken without a branch: the words are independent, so the two
+ * formulas of one overlap with those of the next. The test suite checks
+ * this against libxxhash's XXH3_64bits on every length.
+ */
+static inline uint64_t xxh3_4to16(const char *s, size_t len)
+{
+	const uint8_t *sec = XXH3_kSecret;
+	uint64_t bitflip48 = XXH_readLE64(sec + 8) ^ XXH_readLE64(sec + 16);
+	uint64_t bitflip1 = XXH_readLE64(sec + 24) ^ XXH_readLE64(sec + 32);
+	uint64_t bitflip2 = XXH_readLE64(sec + 40) ^ XXH_readLE64(sec + 48);
+	/* 4 to 8 bytes: the first and the last four as one word. */
+	uint64_t in48 =
+		((uint64_t)XXH_readLE32(s) << 32) + XXH_readLE32(s + len - 4);
+	uint64_t h48 = XXH3_rrmxmx(in48 ^ bitflip48, len);
+	/* 9 to 16: the first and the last eight (any eight below 9). */
+	size_t last8 = len > 8 ? len - 8 : 0;
+	uint64_t lo = XXH_readLE64(s) ^ bitflip1;
+	uint64_t hi = XXH_readLE64(s + last8) ^ bitflip2;
+	uint64_t h916 = XXH3_avalanche(len + __builtin_bswap64(lo) + hi +
+				       XXH3_mul128_fold64(lo, hi));
+	uint64_t pick = -(uint64_t)(len > 8);
+
+	__asm__("" : "+r"(pick));
+	return (h916 & pick) | (h48 & ~pick);
+}
+
 void im_terms_hash_pending(struct im_terms *t)
 {
-	for (size_t i = t->hashed; i < t->n; i++)
-		t->v[i].hash = XXH3_64bits(t->arena + t->v[i].off, t->v[i].len);
+	for (size_t i = t->hashed; i < t->n; i++) {
+		const char *s = t->arena + t->v[i].off;
+		size_t len = t->v[i].len;
+
+		/* The arena has IM_SHORT bytes past every term start. */
+		t->v[i].hash = len - 4 <= IM_SHORT - 4 ? xxh3_4to16(s, len)
+						       : XXH3_64bits(s, len);
+	}
 	t->hashed = t->n;
 }
 

@@ -342,6 +342,43 @@ START_TEST(test_text_terms_key_edges)
 }
 END_TEST
 
+/*
+ * A term's hash is XXH3_64bits of its bytes whatever they are: terms.c
+ * computes the one of 4 to 16 bytes itself, both of XXH3's formulas at once
+ * (4 to 8 and 9 to 16 bytes). Every length from 1 to 40, bytes of any
+ * value, other bytes after the term each time, compared with libxxhash.
+ */
+START_TEST(test_text_terms_hash_is_xxh3_of_any_bytes)
+{
+	unsigned long long x = 0x2545f4914f6cdd1dULL; /* fixed seed */
+	char w[40 + IM_SHORT];
+
+	for (int round = 0; round < 50; round++) {
+		for (size_t len = 1; len <= 40; len++) {
+			for (size_t i = 0; i < sizeof(w); i++)
+				w[i] = (char)(1 + xorshift(&x) % 255);
+			if (round % 2)
+				ck_assert_int_eq(
+					im_terms_add_padded(&terms, w, len), 0);
+			else
+				ck_assert_int_eq(im_terms_add(&terms, w, len),
+						 0);
+		}
+		im_terms_hash_pending(&terms);
+		ck_assert_uint_eq(terms.n, 40);
+		for (size_t i = 0; i < terms.n; i++)
+			ck_assert_msg(
+				terms.v[i].hash ==
+					XXH3_64bits(im_terms_str(&terms, i),
+						    terms.v[i].len),
+				"round %d, term of %u bytes: hash is not "
+				"XXH3_64bits",
+				round, terms.v[i].len);
+		im_terms_clear(&terms);
+	}
+}
+END_TEST
+
 /* A term of the reference set below. */
 struct ref_term {
 	char s[48];
@@ -1905,6 +1942,7 @@ int main(void)
 	tcase_add_test(tc, test_text_terms_set_is_unique_and_ordered);
 	tcase_add_test(tc, test_text_terms_short_and_long_keys);
 	tcase_add_test(tc, test_text_terms_key_edges);
+	tcase_add_test(tc, test_text_terms_hash_is_xxh3_of_any_bytes);
 	tcase_add_test(tc, test_text_terms_match_a_reference_set);
 	tcase_add_test(tc, test_text_terms_batches_match_single_adds);
 	tcase_add_test(tc, test_text_plain_words);

@@ -349,8 +349,8 @@ static inline size_t room_for(size_t n, size_t room, size_t arena_len,
 	return terms < by_bytes ? terms : by_bytes;
 }
 
-int im_terms_add_shorts(struct im_terms *t, const struct im_short_term *w,
-			size_t nw)
+int im_terms_add_shorts(struct im_terms *t, const struct im_short_key *keys,
+			const uint8_t *lens, size_t nw)
 {
 	/*
 	 * The set's fields live in registers for the batch: the arena is
@@ -385,8 +385,8 @@ int im_terms_add_shorts(struct im_terms *t, const struct im_short_term *w,
 		}
 		stop = nw - i < fit ? nw : i + fit;
 		for (; i < stop; i++) {
-			struct im_short_key key = w[i].key;
-			size_t len = w[i].len;
+			struct im_short_key key = keys[i];
+			size_t len = lens[i];
 			struct im_terms_slot *e;
 			uint64_t fresh;
 			char *a;
@@ -434,13 +434,13 @@ int im_terms_add_shorts(struct im_terms *t, const struct im_short_term *w,
 
 int im_terms_add_padded(struct im_terms *t, const char *s, size_t len)
 {
-	struct im_short_term w;
+	struct im_short_key key;
+	uint8_t len8 = (uint8_t)len;
 
 	if (!is_short(len))
 		return add_long(t, s, len);
-	w.key = im_short_key(s, len);
-	w.len = len;
-	return im_terms_add_shorts(t, &w, 1);
+	key = im_short_key(s, len);
+	return im_terms_add_shorts(t, &key, &len8, 1);
 }
 
 /*

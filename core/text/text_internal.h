@@ -60,23 +60,19 @@ extern const uint16_t im_cp1252_high[32];
  */
 int im_terms_add_padded(struct im_terms *t, const char *s, size_t len);
 
-/** A short term (1 to IM_SHORT bytes) for im_terms_add_shorts(). */
-struct im_short_term {
-	struct im_short_key key;
-	size_t len;
-};
-
 /** The most terms one im_terms_add_shorts() takes. */
 #define IM_SHORT_BATCH 64
 
 /**
- * im_terms_add_padded() of the short terms @p w[0, n) in this order,
+ * im_terms_add_padded() of the short terms (1 to IM_SHORT bytes) whose keys
+ * are @p keys[0, n) and lengths @p lens[0, n), in this order,
  * n <= IM_SHORT_BATCH: the same set, v[] and arena as one add after the
- * other, for less than a call each.
+ * other, for less than a call each. Keys and lengths are apart so that the
+ * word scanner can write several of each with one store.
  * @return 0 or -ENOMEM (then only some of them were added).
  */
-int im_terms_add_shorts(struct im_terms *t, const struct im_short_term *w,
-			size_t n);
+int im_terms_add_shorts(struct im_terms *t, const struct im_short_key *keys,
+			const uint8_t *lens, size_t n);
 
 /**
  * Set v[i].hash of the terms added since the last call. Whether a word is
@@ -116,6 +112,9 @@ enum im_words_gear {
 	IM_WORDS_SSE2,	 /**< 64-byte windows classified with SSE2 */
 	IM_WORDS_AVX2,	 /**< the same with AVX2 and BMI2, chosen at run
 			      time: x86-64 builds need not assume them */
+	IM_WORDS_AVX512, /**< AVX2's, the keys of a window's words built
+			      four at a time (AVX-512 BW, VBMI and VBMI2,
+			      chosen at run time) */
 };
 
 /** @return whether this build and the CPU running it have @p gear. */

@@ -861,6 +861,89 @@ START_TEST(test_text_every_byte_classified_alike)
 }
 END_TEST
 
+/*
+ * The AVX-512 gear reads C2 xx and E2 80 xx sequences of separators inside
+ * its windows (text.c, separator_sequences()): every sequence C2 xx and
+ * E2 80 xx, and near misses (E2 81 xx, C3 xx, cut short, after a lead byte
+ * that wants more, doubled), between and inside words, at every offset of a
+ * window and so across window ends, give the terms of the scalar scanner.
+ */
+START_TEST(test_text_separator_sequences_alike)
+{
+	/* clang-format off */
+	static const char *const around[] = {
+		"", "\xe2", "\xc2", "\xf0\x9f", "\xa0", "\xe2\x80", "\xc3",
+	};
+	/* clang-format on */
+	char buf[64 + 64 * 2 * 16], what[64];
+	struct im_terms ref;
+
+	im_terms_init(&ref);
+	params.min_word_len = 2;
+	params.max_digits = 1;
+	for (unsigned kind = 0; kind < 4; kind++) {
+		for (unsigned off = 0; off < 64; off++) {
+			size_t n = off;
+
+			memset(buf, ' ', off);
+			for (unsigned k = 0; k < 64; k++) {
+				const char *pre = around[(k + off) % 7];
+
+				buf[n++] = 'w';
+				buf[n++] = (char)('a' + k % 26);
+				memcpy(buf + n, pre, strlen(pre));
+				n += strlen(pre);
+				if (kind == 0) {
+					buf[n++] = (char)0xc2;
+				} else if (kind == 1) {
+					buf[n++] = (char)0xe2;
+					buf[n++] = (char)0x80;
+				} else if (kind == 2) {
+					buf[n++] = (char)0xe2;
+					buf[n++] = (char)0x81;
+				} else {
+					buf[n++] = (char)0xc3;
+				}
+				buf[n++] = (char)(0x80 + k);
+				buf[n++] = (char)('a' + k / 26);
+				buf[n++] = 'z';
+				if (k % 3 == 0)
+					buf[n++] = ' ';
+			}
+			snprintf(what, sizeof(what),
+				 "separator sequences %u at offset %u", kind,
+				 off);
+			assert_scanners_agree(buf, n, &ref, what);
+		}
+	}
+	/*
+	 * A window that starts at a continuation byte of a separator (after
+	 * an invalid lead byte) and ends with the start of a sequence whose
+	 * end it cannot see (C2 AA is a letter, E2 80 8B is skipped inside a
+	 * word): read from within the window, the first byte would complete
+	 * the sequence as a separator.
+	 */
+	for (unsigned kind = 0; kind < 2; kind++) {
+		size_t n = 0;
+
+		memcpy(buf, kind ? " \xe2\x94 " : " \xe2\xa0 ", 4);
+		n = 4;
+		/* The window starts at buf + 2: a filler to its last bytes. */
+		for (; n < 2 + 62 - kind; n++)
+			buf[n] = n % 3 ? 'a' : ' ';
+		buf[n++] = 'x';
+		memcpy(buf + n, kind ? "\xe2\x80\x8b" : "\xc2\xaa", 3 - !kind);
+		n += 3 - !kind;
+		for (unsigned k = 0; k < 80; k++)
+			buf[n++] = k % 5 ? 'b' : ' ';
+		snprintf(what, sizeof(what),
+			 "window from a continuation byte, sequence %u", kind);
+		assert_scanners_agree(buf, n, &ref, what);
+	}
+	im_terms_release(&ref);
+}
+END_TEST
+
 /* The SIMD windows and the scalar scanner give the same terms, in
  * the same order, on random mixes of ASCII, UTF-8 and invalid bytes. */
 START_TEST(test_text_simd_matches_scalar)
@@ -1962,6 +2045,7 @@ int main(void)
 	tcase_add_test(tc, test_text_fast_and_slow_paths_agree);
 	tcase_add_test(tc, test_text_gears);
 	tcase_add_test(tc, test_text_every_byte_classified_alike);
+	tcase_add_test(tc, test_text_separator_sequences_alike);
 	tcase_add_test(tc, test_text_simd_matches_scalar);
 	tcase_add_test(tc, test_text_windows_match_scalar);
 	tcase_add_test(tc, test_text_windows_full_of_words);

@@ -364,12 +364,13 @@ int im_terms_add_shorts(struct im_terms *t, const struct im_short_key *keys,
 	 * written through a char pointer, which would otherwise make the
 	 * compiler load them again after every add.
 	 */
-	struct im_terms_slot *slots = t->slots;
-	struct im_term *v = t->v;
+	char *slots = (char *)t->slots;
+	struct im_term *v = t->v, *next;
 	char *arena = t->arena;
 	size_t n = t->n, arena_len = t->arena_len;
-	size_t mask = t->nslots - 1;
-	unsigned shift = t->shift;
+	/* Probes count in bytes into the slots: no scaling per probe. */
+	size_t mask = (t->nslots - 1) * sizeof(struct im_terms_slot);
+	unsigned shift = t->shift - 4;
 	size_t i = 0;
 	int ret;
 
@@ -383,14 +384,16 @@ int im_terms_add_shorts(struct im_terms *t, const struct im_short_key *keys,
 			ret = make_room(t);
 			if (ret)
 				return ret;
-			slots = t->slots;
+			slots = (char *)t->slots;
 			v = t->v;
 			arena = t->arena;
-			mask = t->nslots - 1;
-			shift = t->shift;
+			mask = (t->nslots - 1) * sizeof(struct im_terms_slot);
+			shift = t->shift - 4;
 			continue;
 		}
 		stop = nw - i < fit ? nw : i + fit;
+		/* The next entry of v[], moved on by a new term. */
+		next = v + n;
 		for (; i < stop; i++) {
 			struct im_short_key key = keys[i];
 			size_t len = lens[i];
@@ -401,19 +404,20 @@ int im_terms_add_shorts(struct im_terms *t, const struct im_short_key *keys,
 
 			/*
 			 * Stop at its slot or at an empty one, on one test:
-			 * zero when either. The empty asm statements keep the
-			 * compiler from splitting the test in two branches
-			 * again, the first of them taken at random.
+			 * the smaller of the slot's first word and how the
+			 * slot differs from the key is zero when either is.
+			 * The empty asm statement keeps the compiler from
+			 * splitting the test in two branches again, the first
+			 * of them taken at random.
 			 */
-			for (j = (size_t)(short_mix(key) >> shift);;
-			     j = (j + 1) & mask) {
-				uint64_t taken, go_on;
+			for (j = (size_t)(short_mix(key) >> shift) &
+				 ~(size_t)15;
+			     ; j = (j + sizeof(*e)) & mask) {
+				uint64_t differ, go_on;
 
-				e = &slots[j];
-				taken = -(uint64_t)(e->lo != 0);
-				__asm__("" : "+r"(taken));
-				go_on = taken &
-					((e->lo ^ key.lo) | (e->hi ^ key.hi));
+				e = (struct im_terms_slot *)(slots + j);
+				differ = (e->lo ^ key.lo) | (e->hi ^ key.hi);
+				go_on = differ < e->lo ? differ : e->lo;
 				__asm__("" : "+r"(go_on));
 				if (!go_on)
 					break;
@@ -428,11 +432,12 @@ int im_terms_add_shorts(struct im_terms *t, const struct im_short_key *keys,
 			memcpy(a, &key.lo, 8);
 			memcpy(a + 8, &key.hi, 8);
 			a[len] = '\0';
-			v[n].off = (uint32_t)arena_len;
-			v[n].len = (uint32_t)len;
-			n += fresh;
+			next->off = (uint32_t)arena_len;
+			next->len = (uint32_t)len;
+			next += fresh;
 			arena_len += (len + 1) & -fresh;
 		}
+		n = (size_t)(next - v);
 	}
 	t->n = n;
 	t->arena_len = arena_len;

@@ -491,9 +491,9 @@ static inline uint64_t xxh3_4to16(const char *s, size_t len)
  * xxh3_4to16() of the terms v[0, 8) at once, written into their v[].hash.
  * A term of another length gets a wrong one, for the caller to redo:
  * @return the mask of those (bit k for v[k]), one term in hundreds. Eight
- * terms take about as many instructions as one does alone: their first and
- * last eight bytes are gathered, XXH3's 64 x 64 -> 128-bit product is made
- * of four 32 x 32-bit ones.
+ * terms take about as many instructions as one does alone: their first
+ * 16 bytes are loaded four terms to a register, XXH3's 64 x 64 -> 128-bit
+ * product is made of four 32 x 32-bit ones.
  */
 static __attribute__((target(AVX512_TARGET))) unsigned
 hash8_avx512(struct im_term *v, const char *arena)
@@ -508,15 +508,46 @@ hash8_avx512(struct im_term *v, const char *arena)
 	/* off | len << 32 of each term: the even words of v[0, 8). */
 	__m512i off_len = _mm512_permutex2var_epi64(
 		lo_half, _mm512_set_epi64(14, 12, 10, 8, 6, 4, 2, 0), hi_half);
-	__m512i off = _mm512_and_si512(off_len, low32);
 	__m512i len = _mm512_srli_epi64(off_len, 32);
-	__m512i first8 = _mm512_i64gather_epi64(off, arena, 1);
-	__m512i over8 =
-		_mm512_max_epi64(_mm512_sub_epi64(len, _mm512_set1_epi64(8)),
-				 _mm512_setzero_si512());
-	__m512i last8 =
-		_mm512_i64gather_epi64(_mm512_add_epi64(off, over8), arena, 1);
+	__m512i four[2], first8, second8, last8;
 	__m512i h48, lo, hi, a_hi, b_hi, cross, mid, fold, h916, hash;
+
+	/* The first 16 bytes of each term (all are readable): two gathers
+	 * of 8 bytes instead measured 3% slower on the words bench. */
+	for (unsigned q = 0; q < 2; q++) {
+		const struct im_term *e = v + 4 * q;
+
+		four[q] = _mm512_castsi128_si512(
+			_mm_loadu_si128((const __m128i *)(arena + e[0].off)));
+		four[q] = _mm512_inserti64x2(
+			four[q],
+			_mm_loadu_si128((const __m128i *)(arena + e[1].off)),
+			1);
+		four[q] = _mm512_inserti64x2(
+			four[q],
+			_mm_loadu_si128((const __m128i *)(arena + e[2].off)),
+			2);
+		four[q] = _mm512_inserti64x2(
+			four[q],
+			_mm_loadu_si128((const __m128i *)(arena + e[3].off)),
+			3);
+	}
+	first8 = _mm512_permutex2var_epi64(
+		four[0], _mm512_set_epi64(14, 12, 10, 8, 6, 4, 2, 0), four[1]);
+	second8 = _mm512_permutex2var_epi64(
+		four[0], _mm512_set_epi64(15, 13, 11, 9, 7, 5, 3, 1), four[1]);
+	/* The last eight of 9 to 16 bytes (shifts past 63 give zero). */
+	last8 = _mm512_or_si512(
+		_mm512_srlv_epi64(
+			first8,
+			_mm512_slli_epi64(
+				_mm512_sub_epi64(len, _mm512_set1_epi64(8)),
+				3)),
+		_mm512_sllv_epi64(
+			second8,
+			_mm512_slli_epi64(
+				_mm512_sub_epi64(_mm512_set1_epi64(16), len),
+				3)));
 
 	/* 4 to 8 bytes: XXH3_rrmxmx() of the first and last four. */
 	h48 = _mm512_add_epi64(

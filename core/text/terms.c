@@ -167,8 +167,11 @@ void im_terms_clear(struct im_terms *t)
 	 * A small document in a table grown by a large one: forget its few
 	 * slots one by one instead of wiping the whole table. Each term is
 	 * searched for past emptied slots, so the order does not matter.
+	 * Searching costs as much as wiping some hundred slots: below 1 in 8
+	 * slots in use (the table is at most 1 in 4 full) the words bench
+	 * spent 2% more time than below 1 in 128.
 	 */
-	if (t->n * 8 < t->nslots) {
+	if (t->n * 128 < t->nslots) {
 		for (size_t i = 0; i < t->n; i++) {
 			uint64_t mix;
 			struct im_terms_slot s = term_slot(t, i, &mix);

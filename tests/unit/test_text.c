@@ -379,6 +379,44 @@ START_TEST(test_text_terms_hash_is_xxh3_of_any_bytes)
 }
 END_TEST
 
+/*
+ * A clear forgets every term, whether it wipes the table or, for a few
+ * terms in a large table, empties their slots one by one (terms.c): the
+ * same terms added again after either are new, in a table of the same size
+ * and in one that im_terms_expect() sizes again in place.
+ */
+START_TEST(test_text_terms_clear_leaves_no_trace)
+{
+	static const size_t sizes[] = {3, 5, 40, 300, 3000};
+	char w[32];
+
+	for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+		/* A large document first, so that the table has grown. */
+		for (int i = 0; i < 4000; i++) {
+			int n = snprintf(w, sizeof(w), "large%d", i);
+
+			ck_assert_int_eq(im_terms_add(&terms, w, (size_t)n), 0);
+		}
+		im_terms_clear(&terms);
+		for (int round = 0; round < 3; round++) {
+			if (round == 2)
+				im_terms_expect(&terms, 30000);
+			for (size_t i = 0; i < sizes[k]; i++) {
+				int n = snprintf(w, sizeof(w), "w%zu", i);
+
+				ck_assert_int_eq(
+					im_terms_add(&terms, w, (size_t)n), 0);
+			}
+			ck_assert_msg(terms.n == sizes[k],
+				      "%zu terms, round %d: %zu after the "
+				      "clear",
+				      sizes[k], round, terms.n);
+			im_terms_clear(&terms);
+		}
+	}
+}
+END_TEST
+
 /* A term of the reference set below. */
 struct ref_term {
 	char s[48];
@@ -2031,6 +2069,7 @@ int main(void)
 	tcase_add_test(tc, test_text_terms_short_and_long_keys);
 	tcase_add_test(tc, test_text_terms_key_edges);
 	tcase_add_test(tc, test_text_terms_hash_is_xxh3_of_any_bytes);
+	tcase_add_test(tc, test_text_terms_clear_leaves_no_trace);
 	tcase_add_test(tc, test_text_terms_match_a_reference_set);
 	tcase_add_test(tc, test_text_terms_batches_match_single_adds);
 	tcase_add_test(tc, test_text_plain_words);

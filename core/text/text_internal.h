@@ -154,9 +154,9 @@ int im_html_text(const char *s, size_t len, struct im_buf *out);
 enum im_html_gear {
 	IM_HTML_SCALAR, /**< byte by byte */
 	IM_HTML_AVX512, /**< 64-byte windows as bit masks, the text packed
-			     with one compress (AVX-512 BW and VBMI2, chosen
-			     at run time), the scalar code where the masks
-			     do not settle it */
+			     with one compress (AVX-512 BW, DQ, VBMI, VBMI2
+			     and PCLMUL, chosen at run time), the scalar
+			     code where the masks do not settle it */
 };
 
 /** @return whether this build and the CPU running it have @p gear. */

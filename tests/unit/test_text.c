@@ -1552,8 +1552,9 @@ START_TEST(test_text_html_gears_agree)
 	char buf[2048];
 
 	if (!im_html_has_gear(IM_HTML_AVX512)) {
-		fprintf(stderr, "test_text_html_gears_agree: no AVX-512 BW and "
-				"VBMI2 here, only the scalar gear is tested\n");
+		fprintf(stderr, "test_text_html_gears_agree: the CPU lacks "
+				"what the AVX-512 HTML gear needs, only the "
+				"scalar gear is tested\n");
 		return;
 	}
 	for (int iter = 0; iter < 20000; iter++) {

@@ -1602,6 +1602,15 @@ START_TEST(test_text_html_gears_agree_at_every_offset)
 		"<style x=\"y\">p{}</style>",
 		"<b>&amp;&#x41;</b>",
 		"<!-- x -->",
+		"<a x='1' y='2'>",
+		"<a x='say \"hi\"'>",
+		"<a x='1' y=\"2\">",
+		"<a x=\"1\" y='2'>",
+		"<a x='v>w' y=\"z\">",
+		("<a t='a long value that runs on past the end of the window, "
+		 "surely \"quoted\" > and on'>"),
+		("<a t='a long value that runs on past the end of the window, "
+		 "surely \"quoted\" and on' u=\"v\">"),
 		"<br/>",
 		"</ p>",
 		"<1>",

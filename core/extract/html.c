@@ -704,9 +704,9 @@ name_end(const struct html *h, size_t i, unsigned n0, uint64_t name)
  * first 8 bytes gathered into a lane of its own, cut after the name,
  * lower-cased, hashed and looked up in kind_key[] / kind_val[] as
  * tag_kind(name_key()) does, one lane a tag. A loop over the tags cost
- * about 20 cycles a tag, half of the gear's time. A window with no tag
- * (text, or inside a long one) skips it. Their bits go into
- * *spaces (not inline) and *raw (script or style, opening). @return the
+ * about 20 cycles a tag, half of the gear's time. The tags' bits go into
+ * *spaces (not inline) and *raw (script or style, opening); a window with
+ * no tag (text, or inside a long one) skips the lookup. @return the
  * starts left for the scalar loop: past the eighth, or all of them if a
  * name starts past the window or the 64 bytes after it are not there.
  */
@@ -803,7 +803,8 @@ window_avx512(struct html *h, size_t i, struct open_tag *ot)
 	uint64_t name = alpha | range_mask(v, '0', 10) | eq_mask(v, '-') |
 			eq_mask(v, ':');
 	uint64_t equals = eq_mask(v, '=');
-	uint64_t open_bits = ~gt, sum, tags, quotes, odd, fail, keep;
+	uint64_t open_bits = ~gt, sum, tags, quotes, odd, fail, text_stops,
+		 keep;
 	uint64_t spaces = 0, raw = 0;
 	unsigned long long sum_ll;
 	unsigned char carry;
@@ -830,9 +831,9 @@ window_avx512(struct html *h, size_t i, struct open_tag *ot)
 			return -1;
 		stop = 63 - (unsigned)__builtin_clzll(owners);
 	}
-	if ((eq_mask(v, '&') | special) & ~tags & bits_below(stop))
-		stop = (unsigned)__builtin_ctzll((eq_mask(v, '&') | special) &
-						 ~tags);
+	text_stops = (eq_mask(v, '&') | special) & ~tags;
+	if (text_stops & bits_below(stop))
+		stop = (unsigned)__builtin_ctzll(text_stops);
 	for (uint64_t t = tag_kinds_avx512(h, i, v, starts & bits_below(stop),
 					   closing, &spaces, &raw);
 	     t; t &= t - 1) {

@@ -24,8 +24,9 @@
  * Another imatchfs mount inside the tree is not entered (counts->mounts).
  *
  * Thread-safety: the functions are reentrant. Callbacks named "walker" run in
- * the calling thread; "result" callbacks run in worker threads but never two
- * at once (the scanner serializes them), in no particular order.
+ * the calling thread; "result" callbacks run in any of the scan's threads
+ * (the calling one included) but never two at once (the scanner serializes
+ * them), in no particular order.
  */
 #ifndef IM_SCAN_H
 #define IM_SCAN_H
@@ -148,8 +149,11 @@ unsigned im_scan_threads(unsigned threads, unsigned cap);
 
 /**
  * Walk and sign every file with @p threads workers (0 = one per online CPU),
- * each with its own struct im_signer. A file is opened by the worker relative
- * to an fd of its own directory, so no path is resolved twice. The results
+ * each with its own struct im_signer. The calling thread walks and is one of
+ * them: alone it reads each file as it finds it; with others it reads the
+ * oldest queued file whenever the queue is full, and helps empty the queue
+ * after the walk. A file is opened by the worker relative to an fd of its
+ * own directory, so no path is resolved twice. The results
  * (and @p counts) are the same whatever @p threads is; only the order of the
  * result calls differs. The results and @p counts are updated under one
  * mutex, so ops->result may touch them without locking. The workers share
@@ -157,8 +161,8 @@ unsigned im_scan_threads(unsigned threads, unsigned cap);
  * term), made before the walk and freed at the end.
  *
  * @return 0, -ECANCELED, -ENOMEM, -EINVAL if im_params_check(@p p) fails,
- *         -EAGAIN if no thread could be started, or a negative errno if
- *         @p dirfd cannot be opened as a directory.
+ *         or a negative errno if @p dirfd cannot be opened as a directory.
+ *         Threads that cannot be started leave the work to fewer.
  */
 int im_scan_sign(int dirfd, const struct im_lexicon *lex,
 		 const struct im_params *p, unsigned threads,
@@ -205,7 +209,8 @@ int im_scan_df(int dirfd, const struct im_params *p, unsigned threads,
  * as while signing. Otherwise the caller owns *lex (im_lexicon_free()).
  *
  * @return as im_scan_sign(); also a negative errno from the spill file
- *         (creating or writing it), ops->lexicon's value, or what
+ *         (creating or writing it), -EAGAIN if a lock cannot be made,
+ *         ops->lexicon's value, or what
  *         im_lexicon_build() returns other than -EINVAL. Once ops->lexicon
  *         accepted the lexicon, *lex is set whatever the return value (a
  *         scan cancelled while signing still built it; the caller owns it);

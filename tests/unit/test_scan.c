@@ -216,6 +216,76 @@ START_TEST(test_scan_walk_dirs_before_files)
 }
 END_TEST
 
+static int on_path(const char *path, const struct stat *st, void *arg)
+{
+	struct seen *s = arg;
+
+	(void)st;
+	s->v = realloc(s->v, (s->n + 1) * sizeof(*s->v));
+	s->v[s->n++] = strdup(path);
+	return 0;
+}
+
+/* A directory whose entries take many reads of the kernel's list (hundreds
+ * of kilobytes of long names): every name once, in byte order, files before
+ * subdirectories, and a symlink among them counted, not followed. */
+START_TEST(test_scan_walk_large_directory)
+{
+	enum { NAMES = 2400, DIR_EVERY = 300 };
+	struct im_params p;
+	struct im_scan_counts c = {0};
+	struct seen s = {0};
+	struct im_walk_ops ops = {.dir = on_path, .file = on_path, .arg = &s};
+	char name[200], rel[420];
+	size_t files = 0, dirs = 0;
+
+	im_params_init(&p);
+	mkpath("big");
+	/* Created in reverse, so that no order of creation is the answer. */
+	for (int i = NAMES - 1; i >= 0; i--) {
+		snprintf(name, sizeof(name), "%04d-%0150d", i, i);
+		snprintf(rel, sizeof(rel), "big/%s", name);
+		if (i % DIR_EVERY == 7) {
+			mkpath(rel);
+			snprintf(rel, sizeof(rel), "big/%s/in.txt", name);
+			put(rel, "inner");
+			dirs++;
+		} else {
+			put(rel, "x");
+			files++;
+		}
+	}
+	{
+		char target[512], link[512];
+
+		snprintf(target, sizeof(target), "%s/big/0000-%0150d", root, 0);
+		snprintf(link, sizeof(link), "%s/big/zz-link", root);
+		ck_assert_int_eq(symlink(target, link), 0);
+	}
+	ck_assert_int_eq(im_walk(rootfd, &p, &ops, &c), 0);
+	ck_assert_uint_eq(c.files, files + dirs);
+	ck_assert_uint_eq(c.dirs, 2 + dirs);
+	ck_assert_uint_eq(c.other, 1);
+	ck_assert_uint_eq(c.errors, 0);
+	/* "", "big", its files in order, then each subdirectory and its file. */
+	ck_assert_uint_eq(s.n, 2 + files + 2 * dirs);
+	ck_assert_str_eq(s.v[1], "big");
+	for (size_t i = 3; i < 2 + files; i++)
+		ck_assert_msg(strcmp(s.v[i - 1], s.v[i]) < 0,
+			      "files in byte order: %.12s before %.12s",
+			      s.v[i - 1], s.v[i]);
+	for (size_t i = 2 + files; i < s.n; i += 2) {
+		ck_assert_msg(
+			!strstr(s.v[i], "/in.txt") &&
+				!strcmp(s.v[i + 1] + strlen(s.v[i]), "/in.txt"),
+			"a subdirectory, then its file: %.12s", s.v[i]);
+		if (i > 2 + files)
+			ck_assert(strcmp(s.v[i - 2], s.v[i]) < 0);
+	}
+	seen_free(&s);
+}
+END_TEST
+
 START_TEST(test_scan_walk_symlinks_not_followed)
 {
 	struct im_params p;
@@ -707,9 +777,10 @@ static bool same_result(const struct im_doc_sigs *a,
 	       !memcmp(&a->sketch, &b->sketch, sizeof(a->sketch));
 }
 
-/* One pass gives what the df pass, the lexicon and the signing pass give,
- * with any number of workers and whether or not the term ids spill. */
-START_TEST(test_scan_first_equals_two_passes)
+/* One pass over make_corpus(@p ndocs) gives what the df pass, the lexicon
+ * and the signing pass give, with any number of workers and whether or not
+ * the term ids spill. */
+static void check_first_equals_two_passes(int ndocs)
 {
 	static const struct {
 		unsigned threads;
@@ -723,8 +794,8 @@ START_TEST(test_scan_first_equals_two_passes)
 	size_t want_len, got_len;
 
 	im_params_init(&p);
-	make_corpus(40);
-	lex_ref = corpus_lexicon(&p, 2, 40);
+	make_corpus(ndocs);
+	lex_ref = corpus_lexicon(&p, 2, ndocs);
 	scan_into(lex_ref, &p, 2, &ref, &c_ref);
 	want = lexicon_bytes(lex_ref, &want_len);
 	for (size_t i = 0; i < sizeof(runs) / sizeof(runs[0]); i++) {
@@ -768,6 +839,19 @@ START_TEST(test_scan_first_equals_two_passes)
 	free(want);
 	results_free(&ref);
 	im_lexicon_free(lex_ref);
+}
+
+START_TEST(test_scan_first_equals_two_passes)
+{
+	check_first_equals_two_passes(40);
+}
+END_TEST
+
+/* More files than the queue holds (128): the walking thread reads files
+ * itself whenever the queue is full, alone (one thread) as it finds them. */
+START_TEST(test_scan_first_past_a_full_queue)
+{
+	check_first_equals_two_passes(400);
 }
 END_TEST
 
@@ -970,6 +1054,7 @@ static Suite *scan_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_scan_walk_counts_and_hidden);
 	tcase_add_test(tc, test_scan_walk_dirs_before_files);
+	tcase_add_test(tc, test_scan_walk_large_directory);
 	tcase_add_test(tc, test_scan_walk_symlinks_not_followed);
 	tcase_add_test(tc, test_scan_walk_skip_dir);
 	tcase_add_test(tc, test_scan_walk_deep_tree_bounded_fds);
@@ -985,6 +1070,7 @@ static Suite *scan_suite(void)
 	tcase_add_test(tc, test_scan_df_skips_the_skip_dir);
 	tcase_add_test(tc, test_scan_sign_want_and_cancel);
 	tcase_add_test(tc, test_scan_first_equals_two_passes);
+	tcase_add_test(tc, test_scan_first_past_a_full_queue);
 	tcase_add_test(tc, test_scan_first_workers_share_the_signing);
 	tcase_add_test(tc, test_scan_first_without_lexicon);
 	tcase_add_test(tc, test_scan_first_unsigned_results);

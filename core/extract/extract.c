@@ -8,7 +8,6 @@
  * through ASCII.
  */
 #include <assert.h>
-#include <dlfcn.h>
 #include <errno.h>
 #include <iconv.h>
 #include <stddef.h>
@@ -342,25 +341,6 @@ void im_extractor_free(struct im_extractor *x)
 	im_buf_release(&x->conv);
 	im_buf_release(&x->unpacked);
 	free(x);
-}
-
-/* ---- Libraries loaded on first use -------------------------------------- */
-
-bool im_dl_load(const char *soname, const char *fallback,
-		const struct im_dlsym *syms, size_t n)
-{
-	void *h = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
-
-	if (!h)
-		h = dlopen(fallback, RTLD_NOW | RTLD_LOCAL);
-	if (!h)
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		*syms[i].addr = dlsym(h, syms[i].name);
-		if (!*syms[i].addr)
-			return false;
-	}
-	return true;
 }
 
 /* ---- In-process formats -------------------------------------------------- */

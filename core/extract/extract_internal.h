@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "dl.h"
 #include "extract.h"
 #include "text_internal.h"
 
@@ -22,23 +23,6 @@ bool im_utf8_valid(const char *s, size_t len);
  * @p out. @return 0, an enum im_extract_fail (> 0), or -ENOMEM. They parse
  * hostile input: the caller runs them in a helper unless the sandbox is off.
  */
-/** A function to find in a library loaded on first use, and where its
- *  address goes. */
-struct im_dlsym {
-	const char *name;
-	void **addr;
-};
-
-/**
- * Open the library @p soname, or @p fallback if that fails, never to be
- * closed, and resolve the @p n symbols @p syms in it. Not thread-safe: the
- * callers run it under pthread_once().
- *
- * @return whether the library and every symbol were found.
- */
-bool im_dl_load(const char *soname, const char *fallback,
-		const struct im_dlsym *syms, size_t n);
-
 /**
  * Load poppler (pdf.c) if not done yet; thread-safe, once per process.
  * @return whether it is there. im_pdf_text() calls it itself; sandbox.c

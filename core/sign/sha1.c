@@ -14,13 +14,16 @@
  * (sha1nexte).
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
+#include <openssl/opensslv.h>
 
+#include "dl.h"
 #include "sha1.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -569,6 +572,44 @@ int im_sha1_have_shani(void)
 /* ---- OpenSSL ------------------------------------------------------------- */
 
 /*
+ * OpenSSL is loaded on first need (dl.h), not linked: the CPUs with the SHA
+ * extensions never use it, and linking it cost every start of imatch about
+ * 1 ms of CPU.
+ */
+static struct {
+	__typeof__(&OPENSSL_init_crypto) init_crypto;
+	__typeof__(&EVP_MD_fetch) md_fetch;
+	__typeof__(&EVP_MD_free) md_free;
+	__typeof__(&EVP_MD_CTX_new) ctx_new;
+	__typeof__(&EVP_MD_CTX_free) ctx_free;
+	__typeof__(&EVP_DigestInit_ex) init;
+	__typeof__(&EVP_DigestUpdate) update;
+	__typeof__(&EVP_DigestFinal_ex) final;
+} ossl;
+static bool ossl_ok;
+static pthread_once_t ossl_once = PTHREAD_ONCE_INIT;
+
+#define SONAME_OF(major) "libcrypto.so." #major
+#define SONAME(major)	 SONAME_OF(major)
+
+static void ossl_load(void)
+{
+	const struct im_dlsym syms[] = {
+		{"OPENSSL_init_crypto", (void **)&ossl.init_crypto},
+		{"EVP_MD_fetch", (void **)&ossl.md_fetch},
+		{"EVP_MD_free", (void **)&ossl.md_free},
+		{"EVP_MD_CTX_new", (void **)&ossl.ctx_new},
+		{"EVP_MD_CTX_free", (void **)&ossl.ctx_free},
+		{"EVP_DigestInit_ex", (void **)&ossl.init},
+		{"EVP_DigestUpdate", (void **)&ossl.update},
+		{"EVP_DigestFinal_ex", (void **)&ossl.final},
+	};
+
+	ossl_ok = im_dl_load(SONAME(OPENSSL_VERSION_MAJOR), "libcrypto.so",
+			     syms, sizeof(syms) / sizeof(syms[0]));
+}
+
+/*
  * SHA1 from OpenSSL's default provider, without reading the system's
  * openssl.cnf or registering every cipher and digest by name first: a
  * signature is a plain hash and needs no policy of the system's, and that
@@ -577,11 +618,11 @@ int im_sha1_have_shani(void)
  */
 static EVP_MD *sha1_fetch(void)
 {
-	OPENSSL_init_crypto(OPENSSL_INIT_NO_LOAD_CONFIG |
-				    OPENSSL_INIT_NO_ADD_ALL_CIPHERS |
-				    OPENSSL_INIT_NO_ADD_ALL_DIGESTS,
-			    NULL);
-	return EVP_MD_fetch(NULL, "SHA1", NULL);
+	ossl.init_crypto(OPENSSL_INIT_NO_LOAD_CONFIG |
+				 OPENSSL_INIT_NO_ADD_ALL_CIPHERS |
+				 OPENSSL_INIT_NO_ADD_ALL_DIGESTS,
+			 NULL);
+	return ossl.md_fetch(NULL, "SHA1", NULL);
 }
 
 static int openssl_many(struct im_sha1 *h, const struct im_sha1_msg *v,
@@ -590,9 +631,9 @@ static int openssl_many(struct im_sha1 *h, const struct im_sha1_msg *v,
 	for (size_t i = 0; i < n; i++) {
 		unsigned int mdlen = 0;
 
-		if (!EVP_DigestInit_ex(h->ctx, h->md, NULL) ||
-		    !EVP_DigestUpdate(h->ctx, v[i].data, v[i].len) ||
-		    !EVP_DigestFinal_ex(h->ctx, v[i].out, &mdlen) ||
+		if (!ossl.init(h->ctx, h->md, NULL) ||
+		    !ossl.update(h->ctx, v[i].data, v[i].len) ||
+		    !ossl.final(h->ctx, v[i].out, &mdlen) ||
 		    mdlen != IM_SHA1_LEN)
 			return -ENOMEM;
 	}
@@ -613,13 +654,18 @@ int im_sha1_new(enum im_sha1_impl impl, struct im_sha1 **out)
 	if ((impl == IM_SHA1_SHANI && !im_sha1_have_shani()) ||
 	    (impl == IM_SHA1_X8 && !im_sha1_have_x8()))
 		return -ENOTSUP;
+	if (impl == IM_SHA1_OPENSSL) {
+		pthread_once(&ossl_once, ossl_load);
+		if (!ossl_ok)
+			return -ENOTSUP;
+	}
 	h = calloc(1, sizeof(*h));
 	if (!h)
 		return -ENOMEM;
 	h->impl = impl;
 	if (impl == IM_SHA1_OPENSSL) {
 		h->md = sha1_fetch();
-		h->ctx = EVP_MD_CTX_new();
+		h->ctx = ossl.ctx_new();
 		if (!h->md || !h->ctx) {
 			im_sha1_free(h);
 			return -ENOMEM;
@@ -633,8 +679,11 @@ void im_sha1_free(struct im_sha1 *h)
 {
 	if (!h)
 		return;
-	EVP_MD_CTX_free(h->ctx);
-	EVP_MD_free(h->md);
+	/* Only an OpenSSL hasher has them, and OpenSSL is loaded then. */
+	if (h->ctx)
+		ossl.ctx_free(h->ctx);
+	if (h->md)
+		ossl.md_free(h->md);
 	free(h);
 }
 

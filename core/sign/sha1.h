@@ -17,7 +17,8 @@
  *     instruction stream. On this project's bench machine sha1rnds4 is
  *     throughput-bound: two lanes gain 3-10% over one.
  *   - IM_SHA1_OPENSSL: OpenSSL's SHA1, everywhere; the reference
- *     tests/unit/test_sha1.c checks the others against.
+ *     tests/unit/test_sha1.c checks the others against. libcrypto is
+ *     loaded when the first such hasher is made (dl.h), not linked.
  *
  * IM_SHA1_AUTO picks the first the CPU runs (checked once per process).
  *
@@ -58,7 +59,9 @@ int im_sha1_have_x8(void);
 /**
  * A hasher using @p impl. The caller frees it with im_sha1_free().
  *
- * @return 0, -ENOMEM, or -ENOTSUP for IM_SHA1_SHANI on a CPU without it.
+ * @return 0, -ENOMEM, or -ENOTSUP for IM_SHA1_SHANI or IM_SHA1_X8 on a CPU
+ *         without what it needs, and for IM_SHA1_OPENSSL (or IM_SHA1_AUTO
+ *         falling back to it) when libcrypto cannot be loaded.
  */
 int im_sha1_new(enum im_sha1_impl impl, struct im_sha1 **out);
 void im_sha1_free(struct im_sha1 *h);

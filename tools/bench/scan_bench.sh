@@ -81,13 +81,26 @@ sha_two() {
 	xargs -0 sha1sum <"$list.b" >/dev/null
 	wait
 }
+# imatch's own ceiling: two first scans at once, each over every other file
+# (--files-from, paths relative to the corpus), against one over all. Each
+# half builds its own lexicon and shares nothing with the other: what -j 2
+# could reach if nothing of it were serial or shared.
+(cd "$corpus" && find . -type f ! -name '.*' -printf '%P\0' | sort -z) >"$list.rel"
+tr '\0' '\n' <"$list.rel" | awk 'NR % 2 == 1' | tr '\n' '\0' >"$list.rel.a"
+tr '\0' '\n' <"$list.rel" | awk 'NR % 2 == 0' | tr '\n' '\0' >"$list.rel.b"
+own_one() { "$imatch" scan -j 1 --files-from "$list.rel" --root "$corpus"; }
+own_two() {
+	"$imatch" scan -j 1 --files-from "$list.rel.a" --root "$corpus" >/dev/null &
+	"$imatch" scan -j 1 --files-from "$list.rel.b" --root "$corpus" >/dev/null
+	wait
+}
 
 load=$(cut -d" " -f1-3 /proc/loadavg)
 lex=$bench/bench.lex
 cat_all >/dev/null # warm the cache
 # Rounds interleave the commands, so that a change in load from other
 # processes hits all of them alike; each keeps its best time.
-t_lex= t_cat= t_sha= t_sha2= t_j1= t_jn= t_f1= t_fn=
+t_lex= t_cat= t_sha= t_sha2= t_j1= t_jn= t_f1= t_fn= t_own1= t_own2=
 i=0
 while [ $i -lt "$repeat" ]; do
 	t_lex=$(min "$(timed "$imatch" lexicon build -j 1 -o "$lex" "$corpus")" "$t_lex")
@@ -98,6 +111,8 @@ while [ $i -lt "$repeat" ]; do
 	t_fn=$(min "$(timed "$imatch" scan -j "$jobs" "$corpus")" "$t_fn")
 	t_j1=$(min "$(timed "$imatch" scan --lexicon "$lex" -j 1 "$corpus")" "$t_j1")
 	t_jn=$(min "$(timed "$imatch" scan --lexicon "$lex" -j "$jobs" "$corpus")" "$t_jn")
+	t_own1=$(min "$(timed own_one)" "$t_own1")
+	t_own2=$(min "$(timed own_two)" "$t_own2")
 	i=$((i + 1))
 done
 
@@ -151,6 +166,8 @@ row "jn" "$t_jn" "$jobs" "$r_jn" | sed "s/^| jn /| \`imatch scan -j $jobs --lexi
 echo
 echo "$t_sha $t_sha2" | awk '{
 	printf "Machine ceiling for -j 2 / -j 1: two sha1sum at once over halves of the files against one over all: %.2fx.\n", $1 / $2 }'
+echo "$t_own1 $t_own2 $t_f1 $t_fn" | awk '{
+	printf "imatch'"'"'s own ceiling: two first scans -j 1 at once over halves of the files (--files-from) against one over all: %.2fx; -j N reaches %.2fx.\n", $1 / $2, $3 / $4 }'
 echo "$r_j1 $r_jn $r_base $nfiles $t_j1 $t_jn $r_f1 $t_f1 $t_fn $t_sha" | awk '{
 	printf "Peak memory per document: %.2f kB (-j 1), %.2f kB (-j N) over the %.1f MB of a one-file scan with the same lexicon; first scan -j 1: %.2f kB.\n", ($1 - $3) / $4, ($2 - $3) / $4, $3 / 1024, ($7 - $3) / $4
 	printf "Scaling -j N / -j 1: %.2fx (first scan), %.2fx (signing).\n", $8 / $9, $5 / $6

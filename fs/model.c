@@ -23,6 +23,10 @@
 
 #define LINKS_SIZE 1024
 
+/* The node keeps them in 4 bits each (tree.h); the enums are append-only. */
+_Static_assert(IM_FMT_COUNT <= 16 && IM_XF_COUNT <= 16,
+	       "a node's format and fail no longer fit in 4 bits");
+
 static void changed(struct model *m);
 
 struct hlink;
@@ -69,11 +73,17 @@ void model_free(struct model *m)
 	free(m);
 }
 
-bool model_unchanged(const struct node *n, const struct stat *st)
+bool model_unchanged_watched(const struct node *n, const struct stat *st)
 {
 	return n->status != NODE_UNKNOWN && n->status != IM_DOC_ERROR &&
 	       n->size == (uint64_t)st->st_size &&
 	       n->mtime_ns == st_mtime_ns(st) && n->src_ino == st->st_ino;
+}
+
+bool model_unchanged(const struct node *n, const struct stat *st)
+{
+	return model_unchanged_watched(n, st) &&
+	       n->ctime_fold == im_state_ctime_fold(st);
 }
 
 bool model_attr_changed(struct model *m, const struct node *n,
@@ -480,7 +490,7 @@ struct node *model_ensure(struct model *m, const char *path, bool dir)
 	return n;
 }
 
-/* Take the source's inode, size and mtime of file @p n from @p st. */
+/* Take the source's inode, size, mtime and ctime of file @p n from @p st. */
 static void take_file_stat(struct model *m, struct node *n,
 			   const struct stat *st)
 {
@@ -493,6 +503,7 @@ static void take_file_stat(struct model *m, struct node *n,
 	n->size = (uint64_t)st->st_size;
 	n->mtime_ns = st_mtime_ns(st);
 	n->src_ino = st->st_ino;
+	n->ctime_fold = im_state_ctime_fold(st);
 	if (st->st_nlink > 1 && !(n->flags & NODE_LINKED))
 		links_insert(m, n);
 }
@@ -769,7 +780,7 @@ out:
 	return ret;
 }
 
-static void sweep(struct model *m, struct node *dir, uint32_t gen)
+static void sweep(struct model *m, struct node *dir, uint16_t gen)
 {
 	struct node *c, *next;
 
@@ -782,7 +793,7 @@ static void sweep(struct model *m, struct node *dir, uint32_t gen)
 	}
 }
 
-void model_sweep(struct model *m, uint32_t gen)
+void model_sweep(struct model *m, uint16_t gen)
 {
 	sweep(m, tree_root(m->tree), gen);
 }

@@ -20,7 +20,7 @@
  * after the change; dup-dirs/ is dropped whole at every change.
  *
  * Locking: every function needs the tree lock held exclusively (tree_wrlock),
- * except model_new/model_free and the read-only model_unchanged(). The
+ * except model_new/model_free and the read-only model_unchanged*(). The
  * fields marked so are protected by the tree lock; readers (view.c) read
  * them under the shared lock.
  */
@@ -74,7 +74,7 @@ struct model {
 	 * which does not keep them, does not move its generation for them
 	 * (redundant.c). tree lock */
 	uint64_t meta_gen;
-	uint32_t scan_gen; /* tree lock */
+	uint16_t scan_gen; /* tree lock; node.seen */
 	bool dirty;	   /* changed since saved; tree lock */
 	/* When the view last changed (ns, strictly increasing): the mtime of
 	 * every directory of the view, so that the kernel drops a cached
@@ -125,11 +125,24 @@ static inline bool node_in_index(const struct node *n)
 }
 
 /**
- * Whether file @p n is known as @p st shows it (same size, mtime and source
- * inode, and signed without error): then it need not be read again.
- * Any lock mode.
+ * Whether file @p n is known as @p st shows it (same size, mtime, source
+ * inode and ctime, and signed without error): then it need not be read
+ * again. The check of a scan, which knows nothing of what happened since
+ * (a write inotify dropped, an unwatched directory): a file rewritten in
+ * place with its size kept and its old mtime put back shows only in its
+ * ctime. The ctime is the one of the last read (model_apply()); nothing
+ * else moves it. Any lock mode.
  */
 bool model_unchanged(const struct node *n, const struct stat *st);
+/**
+ * model_unchanged() but for the ctime: for the watcher, which is told of
+ * every write (IN_MODIFY, IN_CLOSE_WRITE) and looks at a file on other
+ * events, where a rename, chmod or touch has moved the ctime and must not
+ * cost a read. A write it was not told of (a queue overflow) is found by
+ * the rescan that follows, against the ctime of the last read, which this
+ * leaves as it was. Any lock mode.
+ */
+bool model_unchanged_watched(const struct node *n, const struct stat *st);
 /** Whether @p st's permission bits, owner or group differ from what @p n
  *  shows (a chmod or chown since). Tree lock held. */
 bool model_attr_changed(struct model *m, const struct node *n,
@@ -189,6 +202,6 @@ int model_move(struct model *m, struct node *n, struct node *dir,
  *  signatures from now on (takes ownership; fullsigs_adopt()). */
 void model_adopt_cache(struct model *m, struct im_state *saved);
 /** Remove every node not seen by scan generation @p gen. */
-void model_sweep(struct model *m, uint32_t gen);
+void model_sweep(struct model *m, uint16_t gen);
 
 #endif

@@ -159,7 +159,7 @@ struct apply_batch {
 struct applier {
 	struct scanner *s;
 	const struct im_state *cache;
-	uint32_t gen;
+	uint16_t gen;
 	pthread_t tid;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;		   /* queue changed */
@@ -196,9 +196,7 @@ static bool may_read(const struct imfs *fs, const char *path,
 
 static bool entry_fits(const struct im_state_entry *e, const struct stat *st)
 {
-	return e->size == (uint64_t)st->st_size &&
-	       e->mtime_ns == st_mtime_ns(st) && e->ino == st->st_ino &&
-	       e->d.status != IM_DOC_ERROR;
+	return im_state_entry_fits(e, st) && e->d.status != IM_DOC_ERROR;
 }
 
 /*
@@ -304,7 +302,7 @@ static bool applier_add(struct applier *a, const char *path,
 }
 
 static int applier_start(struct applier *a, struct scanner *s,
-			 const struct im_state *cache, uint32_t gen)
+			 const struct im_state *cache, uint16_t gen)
 {
 	memset(a, 0, sizeof(*a));
 	a->s = s;
@@ -337,7 +335,7 @@ static void applier_finish(struct applier *a)
 
 struct scan_ctx {
 	struct scanner *s;
-	uint32_t gen;
+	uint16_t gen;
 	const struct im_state *cache;
 	struct applier *applier; /* with a cache */
 };

@@ -171,9 +171,9 @@ static int add_subtree(const struct model *m, struct im_state_writer *w,
 				d.format = c->format;
 			}
 			if (d.status != IM_DOC_ERROR)
-				ret = im_state_writer_add(w, path, c->size,
-							  c->mtime_ns,
-							  c->src_ino, &d);
+				ret = im_state_writer_add(
+					w, path, c->size, c->mtime_ns,
+					c->src_ino, c->ctime_fold, &d);
 		}
 		path[len] = 0;
 	}

@@ -75,18 +75,25 @@ struct node {
 	int64_t mtime_ns; /* files: as last signed; dirs: as last walked */
 	uint64_t src_ino;
 	uint32_t slot, gen; /* identity for inode numbers */
-	uint32_t seen;	    /* scan generation that last saw it */
 	uint32_t attr;	    /* tree_attr(); set with tree_set_attr() */
-	uint8_t flags;	    /* enum node_flags; NODE_KNOWN set atomically */
-	uint8_t status;	    /* enum im_doc_status or NODE_UNKNOWN */
-	uint8_t format;	    /* files: enum im_format, as last read */
-	uint8_t fail;	    /* files: enum im_extract_fail when FAILED */
-	uint8_t retries;    /* files: signings whose path led nowhere */
-	uint8_t has_terms;  /* files: a text with a term (model.h with_terms) */
+	/* files: im_state_ctime_fold() as last signed (model.h) */
+	uint32_t ctime_fold;
+	/* Scan generation that last saw it: compared for equality only, and
+	 * every scan that completes sweeps the nodes it did not see, so 16
+	 * bits wrap harmlessly. */
+	uint16_t seen;
+	uint8_t flags;	/* enum node_flags; NODE_KNOWN set atomically */
+	uint8_t status; /* enum im_doc_status or NODE_UNKNOWN */
+	/* The bit-fields below share bytes: written under the tree lock held
+	 * exclusively only, unlike flags (its own byte). */
+	uint8_t format : 4;    /* files: enum im_format, as last read */
+	uint8_t fail : 4;      /* files: enum im_extract_fail when FAILED */
+	uint8_t retries : 5;   /* files: signings whose path led nowhere */
+	uint8_t has_terms : 1; /* files: a text with a term (model.h) */
 	/* Private to tree.c: read the name with node_name(). */
-	uint8_t name_out; /* name_in holds a pointer to the name */
-	uint8_t size8;	  /* the node's allocation, in 8-byte units */
-	char name_in[];	  /* the name in the node's own allocation */
+	uint8_t name_out : 1; /* name_in holds a pointer to the name */
+	uint8_t size8;	      /* the node's allocation, in 8-byte units */
+	char name_in[];	      /* the name in the node's own allocation */
 };
 
 /** The name of @p n ("" for the root); valid until @p n is moved or freed. */

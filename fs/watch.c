@@ -404,7 +404,8 @@ static void apply_found(struct watch *w, struct found_list *l, bool resign)
 		model_set_stat(m, n, &f->st);
 		if (dir)
 			watch_bind(w, n, f->wd);
-		else if ((resign || perms || !model_unchanged(n, &f->st)) &&
+		else if ((resign || perms ||
+			  !model_unchanged_watched(n, &f->st)) &&
 			 workers_queue(w->fs->workers, n))
 			scanner_request_rescan(w->fs->scanner);
 	}

@@ -11,6 +11,7 @@
 
 /* Tries for a file whose path led nowhere before a rescan is asked for. */
 #define GONE_RETRIES 16
+_Static_assert(GONE_RETRIES < 32, "a node counts retries in 5 bits (tree.h)");
 
 #include "exact.h"
 #include "model.h"

@@ -411,6 +411,7 @@ static int sign_shard(struct cli *c, const struct im_lexicon *lex, int rootfd,
 		doc.mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 +
 			       st.st_mtim.tv_nsec;
 		doc.ino = st.st_ino;
+		doc.ctime_fold = im_state_ctime_fold(&st);
 		counts[doc.d.status]++;
 		paths += im_list_path_hash(doc.path, doc.path_len);
 		if (im_stage_doc_relates(&doc.d))
@@ -3488,7 +3489,7 @@ static int import_doc(uint32_t id, const struct im_stage_doc *doc,
 	d.mtime_ns = doc->mtime_ns;
 	im->added++;
 	return im_state_writer_add(im->w, im->buf, doc->size, doc->mtime_ns,
-				   doc->ino, &d);
+				   doc->ino, doc->ctime_fold, &d);
 }
 
 /* Copy the file @p from to @p to through a temporary name, synced. */

@@ -26,6 +26,7 @@ void im_stage_doc_encode(struct im_stage_buf *b, const struct im_stage_doc *doc)
 	im_stage_buf_u64(b, doc->size);
 	im_stage_buf_u64(b, (uint64_t)doc->mtime_ns);
 	im_stage_buf_u64(b, doc->ino);
+	im_stage_buf_u32(b, doc->ctime_fold);
 	im_stage_buf_put(b, small, 4);
 	im_stage_buf_u32(b, (uint32_t)d->err);
 	im_stage_buf_u32(b, valid);
@@ -51,6 +52,7 @@ int im_stage_doc_decode(const uint8_t *p, size_t len, struct im_stage_doc *doc)
 	doc->size = im_stage_get_u64(&c);
 	doc->mtime_ns = (int64_t)im_stage_get_u64(&c);
 	doc->ino = im_stage_get_u64(&c);
+	doc->ctime_fold = im_stage_get_u32(&c);
 	small = im_stage_get(&c, 4);
 	d->err = (int32_t)im_stage_get_u32(&c);
 	d->valid = im_stage_get_u32(&c);

@@ -26,8 +26,10 @@ static const char state_magic[8] = "IMSTATE";
 /* Where the header holds the files key and the count. */
 #define FILES_KEY_AT 24
 #define COUNT_AT     32
+/* An entry's size, mtime, inode and ctime fold, after its path. */
+#define STAT_LEN (8 + 8 + 8 + 4)
 #define ENTRY_FIXED                                                            \
-	(4 + 8 + 8 + 8 + 1 + 1 + 1 + 4 + 4 + 4 + 16 + IM_SKETCH_RECORD)
+	(4 + STAT_LEN + 1 + 1 + 1 + 4 + 4 + 4 + 16 + IM_SKETCH_RECORD)
 
 /* ---- Little-endian helpers ----------------------------------------------- */
 
@@ -233,7 +235,7 @@ static size_t entry_len(const struct im_state *st, size_t off)
 {
 	const uint8_t *d = st->map + off;
 	uint32_t plen = get_u32(d);
-	uint32_t valid = get_u32(d + 4 + plen + 24 + 7);
+	uint32_t valid = get_u32(d + 4 + plen + STAT_LEN + 7);
 
 	return ENTRY_FIXED + plen +
 	       (size_t)__builtin_popcount(valid) * IM_SIG_LEN;
@@ -273,7 +275,8 @@ static void decode(const struct im_state *st, size_t off,
 	e->size = get_u64(d);
 	e->mtime_ns = (int64_t)get_u64(d + 8);
 	e->ino = get_u64(d + 16);
-	d += 24;
+	e->ctime_fold = get_u32(d + 24);
+	d += STAT_LEN;
 	e->d.status = d[0];
 	e->d.ncoords = d[1];
 	e->d.exact_valid = d[2];
@@ -373,7 +376,7 @@ static int index_entries(struct im_state *st, size_t len, char *why,
 			why_set(why, why_len, "corrupt path");
 			return -EINVAL;
 		}
-		const uint8_t *f = d + off + 4 + plen + 24;
+		const uint8_t *f = d + off + 4 + plen + STAT_LEN;
 		uint8_t status = f[0], ncoords = f[1];
 		uint32_t valid = get_u32(f + 7);
 		if (status >= IM_DOC_STATUS_COUNT || ncoords > IM_MAX_COORDS ||
@@ -601,7 +604,7 @@ void im_state_writer_set_files_key(struct im_state_writer *w,
 
 int im_state_writer_add(struct im_state_writer *w, const char *path,
 			uint64_t size, int64_t mtime_ns, uint64_t ino,
-			const struct im_doc_sigs *d)
+			uint32_t ctime_fold, const struct im_doc_sigs *d)
 {
 	size_t plen = strlen(path);
 	unsigned nc = d->ncoords > IM_MAX_COORDS ? IM_MAX_COORDS : d->ncoords;
@@ -616,6 +619,7 @@ int im_state_writer_add(struct im_state_writer *w, const char *path,
 	put_u64(&w->b, size);
 	put_u64(&w->b, (uint64_t)mtime_ns);
 	put_u64(&w->b, ino);
+	put_u32(&w->b, ctime_fold);
 	w->b.p[w->b.len++] = d->status;
 	w->b.p[w->b.len++] = (uint8_t)nc;
 	w->b.p[w->b.len++] = d->exact_valid;

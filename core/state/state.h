@@ -1,12 +1,16 @@
 /**
  * @file state.h
  * The signature cache the daemon keeps in its state directory, so that a
- * restart re-reads only the files whose size, mtime or inode changed
+ * restart re-reads only the files whose size, mtime, inode or ctime changed
  * (DESIGN §4).
  *
  * One file holds, for every file of the source, its path (relative to the
- * source), size, mtime in nanoseconds, inode number and its struct
- * im_doc_sigs (its size and mtime_ns are the entry's). The file starts with
+ * source), size, mtime in nanoseconds, inode number, a fingerprint of its
+ * ctime (im_state_ctime_fold()) and its struct im_doc_sigs (its size and
+ * mtime_ns are the entry's). The ctime is what tells a file rewritten in
+ * place with its size kept and its old mtime put back (`cp -p`, `touch -d`)
+ * from the one that was read: no user can set it, and every write and
+ * utimensat(2) moves it. The file starts with
  * a magic, a version and a 64-bit "key" that fingerprints everything a
  * signature depends on (the signing parameters and the lexicon's bytes, see
  * im_state_key()); a cache whose key differs from the running daemon's was
@@ -26,8 +30,8 @@
  *   "IMSTATE\0"  u32 version  u32 ncoords_max  u64 key  u64 files_key
  *   u64 count
  *   count × { u32 path_len, path bytes, u64 size, i64 mtime_ns, u64 ino,
- *             u8 status, u8 ncoords, u8 exact_valid, u32 err_format, u32 valid,
- *             u32 unique_terms, 16 bytes exact,
+ *             u32 ctime_fold, u8 status, u8 ncoords, u8 exact_valid,
+ *             u32 err_format, u32 valid, u32 unique_terms, 16 bytes exact,
  *             IM_SKETCH_RECORD bytes of sketch (im_sketch_encode()),
  *             20 bytes for each set bit of valid }
  *   u64 xxh3_64(all of the above)
@@ -52,13 +56,14 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #include "params.h"
 #include "sig.h"
 
 /* 2: the sketch joined each entry. 3: the sketch verifies with a map.
- * 4: the files key. */
-#define IM_STATE_VERSION 4
+ * 4: the files key. 5: the ctime's fingerprint. */
+#define IM_STATE_VERSION 5
 
 /** One cached file, decoded by im_state_find() / im_state_at(). */
 struct im_state_entry {
@@ -67,10 +72,44 @@ struct im_state_entry {
 	uint64_t size;
 	int64_t mtime_ns;
 	uint64_t ino;
+	uint32_t ctime_fold; /**< im_state_ctime_fold() of the file read */
 	struct im_doc_sigs d;
 };
 
 struct im_state;
+
+/* ---- Files ----------------------------------------------------------------- */
+
+/**
+ * The fingerprint of @p st's ctime an entry keeps: the two halves of the
+ * nanoseconds since the epoch folded by XOR into 32 bits. Two ctimes less
+ * than 2^32 ns (4.29 s) apart with the same high half always differ in it;
+ * others collide at a rate of 2^-32, and a collision matters only for a
+ * file that also kept its size, mtime and inode. Never fails.
+ */
+static inline uint32_t im_state_ctime_fold(const struct stat *st)
+{
+	uint64_t ns = (uint64_t)st->st_ctim.tv_sec * 1000000000u +
+		      (uint64_t)st->st_ctim.tv_nsec;
+
+	return (uint32_t)ns ^ (uint32_t)(ns >> 32);
+}
+
+/**
+ * Whether @p e describes the file @p st shows: the same size, mtime,
+ * inode and ctime (im_state_ctime_fold()). Then reading the file again
+ * would give e->d; whether e->d may be used at all (its status, the
+ * cache's key) is the caller's to judge. Never fails.
+ */
+static inline bool im_state_entry_fits(const struct im_state_entry *e,
+				       const struct stat *st)
+{
+	return e->size == (uint64_t)st->st_size &&
+	       e->mtime_ns == (int64_t)st->st_mtim.tv_sec * 1000000000 +
+				      st->st_mtim.tv_nsec &&
+	       e->ino == (uint64_t)st->st_ino &&
+	       e->ctime_fold == im_state_ctime_fold(st);
+}
 
 /* ---- Keys ---------------------------------------------------------------- */
 
@@ -150,7 +189,7 @@ int im_state_find(const struct im_state *st, const char *path,
 /**
  * Decode into *out an entry of inode @p ino whose path ends in the component
  * @p name: the file of a directory renamed or moved since (same inode, same
- * name, another path). The caller checks size and mtime as for
+ * name, another path). The caller checks it with im_state_entry_fits() as for
  * im_state_find(). @return 0, or -ENOENT.
  */
 int im_state_find_moved(const struct im_state *st, uint64_t ino,
@@ -179,10 +218,12 @@ int im_state_writer_new(uint64_t key, struct im_state_writer **out);
 void im_state_writer_set_files_key(struct im_state_writer *w,
 				   uint64_t files_key);
 
-/** Append one entry (copies everything). @return 0 or -ENOMEM. */
+/** Append one entry (copies everything); @p ctime_fold is
+ *  im_state_ctime_fold() of the file as it was read. @return 0, -EINVAL
+ *  for an empty @p path, or -ENOMEM. */
 int im_state_writer_add(struct im_state_writer *w, const char *path,
 			uint64_t size, int64_t mtime_ns, uint64_t ino,
-			const struct im_doc_sigs *d);
+			uint32_t ctime_fold, const struct im_doc_sigs *d);
 
 /**
  * Write the image to @p path crash-safely (tmp, fsync, rename, fsync dir).

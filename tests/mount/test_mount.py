@@ -855,6 +855,113 @@ def test_restart_from_cache(w):
     d3.check_log()
 
 
+def rewrite_keeping_stat(path, data):
+    """Write @data over the file at @path on its own inode, at its own size,
+    then put its old atime and mtime back (what `cp -p` onto an existing
+    file or a write and `touch -d` do). Only the ctime moves."""
+    was = os.stat(path)
+    check(len(data) == was.st_size, 'rewrite of %s: %d bytes, not %d'
+          % (path, len(data), was.st_size))
+    with open(path, 'r+b') as f:
+        f.write(data)
+    os.utime(path, ns=(was.st_atime_ns, was.st_mtime_ns))
+    now = os.stat(path)
+    check((now.st_ino, now.st_size, now.st_mtime_ns) ==
+          (was.st_ino, was.st_size, was.st_mtime_ns),
+          'the rewrite changed the inode, size or mtime of %s' % path)
+    return was
+
+
+def moved_family(w, names):
+    """(the member of family2 to rewrite, its new text: family1's original
+    padded to its size, the clusters once it moved)."""
+    want = standard_clusters(names)
+    target, origin = names['family2'][1], names['family1'][0]
+    with open(os.path.join(w.src, origin), 'rb') as f:
+        text = f.read()
+    size = os.path.getsize(os.path.join(w.src, target))
+    check(len(text) <= size, 'the generated tree changed: %s (%d bytes) does not '
+          'fit in %s (%d)' % (origin, len(text), target, size))
+    text += b'\n' * (size - len(text))
+    fam1, fam2 = frozenset(names['family1']), frozenset(names['family2'])
+    moved = (want - {fam1, fam2}) | {fam1 | {target}}
+    return target, text, moved
+
+
+def standard_clusters(names):
+    """The clusters of standard(w) as named by its families and notes."""
+    return {frozenset(v) for k, v in names.items() if k.startswith('family')} | \
+        {frozenset(['notes/todo.txt', 'archive/todo-old.txt'])}
+
+
+@test
+def test_restart_sees_rewrite_with_old_mtime(w):
+    """QA 5/3: a file rewritten on its own inode while unmounted, its size
+    kept and its old mtime put back, is read again at the next mount: its
+    cache entry still fits by path, inode, size and mtime, and only the
+    ctime tells. It leaves family2's cluster for family1's, whose original
+    it now holds."""
+    want, docs, names = standard(w)
+    check(want == standard_clusters(names), 'standard_clusters() is out of date')
+    d = w.daemon()
+    settled(w, d, len(docs))
+    wait_clusters(w.mnt, want)
+    d.umount()
+    d.check_log()
+    target, text, moved = moved_family(w, names)
+    was = rewrite_keeping_stat(os.path.join(w.src, target), text)
+    check(os.stat(os.path.join(w.src, target)).st_ctime_ns != was.st_ctime_ns,
+          'the ctime of %s did not move' % target)
+    d2 = w.daemon()
+    st = settled(w, d2, len(docs))
+    wait_clusters(w.mnt, moved, 'the rewritten file with its new family')
+    origin = names['family1'][0]
+    check(origin in read_dupes(w.mnt, target) and target in read_dupes(w.mnt, origin),
+          '%s and %s are not in each other\'s dupes/' % (target, origin))
+    check(status_int(st, 'cached') == len(docs) - 1,
+          'cached: %s, wanted %d (all but the rewritten file)'
+          % (st.get('cached'), len(docs) - 1))
+    d2.umount()
+    d2.check_log()
+
+
+@test
+def test_rescan_sees_write_inotify_missed(w):
+    """QA 5/3 while mounted: a write whose events a full inotify queue
+    dropped, its size kept and its old mtime put back, is read again by the
+    rescan the overflow asks for, which trusted size and mtime before. The
+    daemon is stopped (SIGSTOP) while touches of two other files fill its
+    queue; the rewrite comes after them."""
+    want, docs, names = standard(w)
+    target, text, moved = moved_family(w, names)
+    with open('/proc/sys/fs/inotify/max_queued_events') as f:
+        queue = int(f.read())
+    if queue > 1 << 20:
+        raise Skip('max_queued_events is %d: too many touches to fill it' % queue)
+    d = w.daemon()
+    settled(w, d, len(docs))
+    wait_clusters(w.mnt, want)
+    rescans = status_int(read_status(w.mnt), 'rescans')
+    fillers = [os.path.join(w.src, p) for p in ('notes/lonely.txt', 'notes/todo.txt')]
+    os.kill(d.proc.pid, signal.SIGSTOP)
+    try:
+        # Alternating names: the kernel merges an event only into an equal
+        # last one.
+        for i in range(queue + 1000):
+            os.utime(fillers[i % 2])
+        was = rewrite_keeping_stat(os.path.join(w.src, target), text)
+    finally:
+        os.kill(d.proc.pid, signal.SIGCONT)
+    check(os.stat(os.path.join(w.src, target)).st_ctime_ns != was.st_ctime_ns,
+          'the ctime of %s did not move' % target)
+    poll(lambda: (status_int(read_status(w.mnt), 'rescans') > rescans, None),
+         'a rescan after the queue overflow')
+    settled(w, d, len(docs))
+    wait_clusters(w.mnt, moved, 'the file written unseen with its new family')
+    d.umount()
+    d.check_log()
+
+
 @test
 def test_sigkill_state_loads(w):
     """State written by a daemon killed with SIGKILL (mid-scan, then after

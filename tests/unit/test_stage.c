@@ -406,7 +406,8 @@ START_TEST(test_records_doc_round_trip)
 				  .path_len = 5,
 				  .size = 1234,
 				  .mtime_ns = -5,
-				  .ino = 77};
+				  .ino = 77,
+				  .ctime_fold = 0x89abcdefu};
 	struct im_stage_buf b = {0};
 	struct im_stage_doc out;
 
@@ -432,14 +433,16 @@ START_TEST(test_records_doc_round_trip)
 	ck_assert_uint_eq(out.size, 1234);
 	ck_assert_int_eq(out.mtime_ns, -5);
 	ck_assert_uint_eq(out.ino, 77);
+	ck_assert_uint_eq(out.ctime_fold, 0x89abcdefu);
 	ck_assert_msg(!memcmp(&out.d, &in.d, sizeof(in.d)),
 		      "the signatures come back at their coordinates");
 	/* Every shorter payload is refused, never read past. */
 	for (size_t cut = 0; cut < b.len - 5; cut++)
 		ck_assert_msg(im_stage_doc_decode(b.p, cut, &out) == -EINVAL,
 			      "cut at %zu refused", cut);
-	/* A valid bit beyond ncoords is refused. */
-	b.p[24 + 1] = 2;
+	/* A valid bit beyond ncoords is refused (ncoords after size, mtime,
+	 * inode, ctime and status). */
+	b.p[28 + 1] = 2;
 	ck_assert_int_eq(im_stage_doc_decode(b.p, b.len, &out), -EINVAL);
 	im_stage_buf_release(&b);
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "state.h"
@@ -67,7 +68,8 @@ static void write_cache(unsigned n, uint64_t key)
 		snprintf(name, sizeof(name), "dir/file %u%%\n", i);
 		ck_assert_int_eq(im_state_writer_add(w, name, 1000 + i,
 						     (int64_t)i * 1000000007,
-						     42 + i, &d),
+						     42 + i, 0xc0de0000u + i,
+						     &d),
 				 0);
 	}
 	ck_assert_msg(im_state_writer_commit(w, path) == 0, "commit failed");
@@ -112,6 +114,7 @@ START_TEST(test_state_round_trip)
 		ck_assert_uint_eq(e->size, 1000 + i);
 		ck_assert_int_eq(e->mtime_ns, (int64_t)i * 1000000007);
 		ck_assert_uint_eq(e->ino, 42 + i);
+		ck_assert_uint_eq(e->ctime_fold, 0xc0de0000u + i);
 		fake_sigs(&d, i);
 		if (i % 5 == 4) {
 			ck_assert_uint_eq(e->d.status, IM_DOC_BINARY);
@@ -301,7 +304,8 @@ START_TEST(test_state_partial_by_files_key)
 	im_state_writer_set_files_key(w, f0);
 	struct im_doc_sigs d;
 	fake_sigs(&d, 1);
-	ck_assert_int_eq(im_state_writer_add(w, "a.txt", 10, 20, 30, &d), 0);
+	ck_assert_int_eq(im_state_writer_add(w, "a.txt", 10, 20, 30, 40, &d),
+			 0);
 	ck_assert_int_eq(commit_and_free(w, path), 0);
 
 	ck_assert_int_eq(im_state_load_files(path, k0, f0, &st, NULL, 0), 0);
@@ -342,13 +346,13 @@ START_TEST(test_state_find_moved)
 	ck_assert_int_eq(im_state_writer_new(test_key(), &w), 0);
 	fake_sigs(&d, 1);
 	ck_assert_int_eq(
-		im_state_writer_add(w, "old/sub/report.txt", 10, 20, 77, &d),
+		im_state_writer_add(w, "old/sub/report.txt", 10, 20, 77, 5, &d),
 		0);
 	/* A hard link: the same inode under another name. */
-	ck_assert_int_eq(im_state_writer_add(w, "old/link.txt", 10, 20, 77, &d),
-			 0);
-	ck_assert_int_eq(im_state_writer_add(w, "report.txt", 11, 21, 78, &d),
-			 0);
+	ck_assert_int_eq(
+		im_state_writer_add(w, "old/link.txt", 10, 20, 77, 5, &d), 0);
+	ck_assert_int_eq(
+		im_state_writer_add(w, "report.txt", 11, 21, 78, 6, &d), 0);
 	ck_assert_int_eq(commit_and_free(w, path), 0);
 	ck_assert_int_eq(im_state_load(path, test_key(), &st, NULL, 0), 0);
 
@@ -445,6 +449,102 @@ START_TEST(test_state_file_key)
 }
 END_TEST
 
+/* The fold of a ctime @p sec s and @p nsec ns. */
+static uint32_t fold_of(time_t sec, long nsec)
+{
+	struct stat st = {0};
+
+	st.st_ctim.tv_sec = sec;
+	st.st_ctim.tv_nsec = nsec;
+	return im_state_ctime_fold(&st);
+}
+
+/* The fold tells apart ctimes a nanosecond apart, and across the carry
+ * into the high half. */
+START_TEST(test_state_ctime_fold)
+{
+	ck_assert_msg(fold_of(1700000000, 123456789) !=
+			      fold_of(1700000000, 123456790),
+		      "ctimes 1 ns apart fold apart");
+	/* 4294.967295 s is 2^32 - 1 ns: the low half wraps, the high moves. */
+	ck_assert_msg(fold_of(4294, 967295) != fold_of(4294, 967296),
+		      "across the carry into the high half");
+	ck_assert_uint_eq(fold_of(4294, 967295), fold_of(4294, 967295));
+}
+END_TEST
+
+/*
+ * QA 5/3: a file rewritten in place, its size kept and its old mtime put
+ * back, must not fit its entry any more: only its ctime tells. Each other
+ * field alone must not fit either.
+ */
+START_TEST(test_state_entry_fits_needs_ctime)
+{
+	char file[160];
+	struct im_state_writer *w;
+	struct im_state_entry e;
+	struct im_state *st;
+	struct im_doc_sigs d;
+	struct stat was, now;
+	int fd;
+
+	snprintf(file, sizeof(file), "%s/doc.txt", dir);
+	fd = open(file, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, "first text", 10), 10);
+	ck_assert_int_eq(fstat(fd, &was), 0);
+	fake_sigs(&d, 3);
+	ck_assert_int_eq(im_state_writer_new(test_key(), &w), 0);
+	ck_assert_int_eq(
+		im_state_writer_add(w, "doc.txt", (uint64_t)was.st_size,
+				    (int64_t)was.st_mtim.tv_sec * 1000000000 +
+					    was.st_mtim.tv_nsec,
+				    (uint64_t)was.st_ino,
+				    im_state_ctime_fold(&was), &d),
+		0);
+	ck_assert_int_eq(commit_and_free(w, path), 0);
+	ck_assert_int_eq(im_state_load(path, test_key(), &st, NULL, 0), 0);
+	ck_assert_int_eq(im_state_find(st, "doc.txt", &e), 0);
+	ck_assert_msg(im_state_entry_fits(&e, &was), "the file as it was read");
+
+	now = was;
+	now.st_size++;
+	ck_assert_msg(!im_state_entry_fits(&e, &now), "another size");
+	now = was;
+	now.st_mtim.tv_nsec ^= 1;
+	ck_assert_msg(!im_state_entry_fits(&e, &now), "another mtime");
+	now = was;
+	now.st_ino++;
+	ck_assert_msg(!im_state_entry_fits(&e, &now), "another inode");
+
+	/* Rewrite on the same inode, same size, old mtime back, until the
+	 * ctime has moved (the kernel's clock ticks coarsely): 10 s at most. */
+	for (int i = 0; i < 10000; i++) {
+		struct timespec times[2] = {was.st_atim, was.st_mtim};
+		struct timespec tick = {0, 1000000};
+
+		ck_assert_int_eq(pwrite(fd, "other text", 10, 0), 10);
+		ck_assert_int_eq(futimens(fd, times), 0);
+		ck_assert_int_eq(fstat(fd, &now), 0);
+		if (now.st_ctim.tv_sec != was.st_ctim.tv_sec ||
+		    now.st_ctim.tv_nsec != was.st_ctim.tv_nsec)
+			break;
+		nanosleep(&tick, NULL);
+	}
+	close(fd);
+	ck_assert_uint_eq(now.st_ino, was.st_ino);
+	ck_assert_int_eq(now.st_size, was.st_size);
+	ck_assert_int_eq(now.st_mtim.tv_sec, was.st_mtim.tv_sec);
+	ck_assert_int_eq(now.st_mtim.tv_nsec, was.st_mtim.tv_nsec);
+	ck_assert_msg(now.st_ctim.tv_sec != was.st_ctim.tv_sec ||
+			      now.st_ctim.tv_nsec != was.st_ctim.tv_nsec,
+		      "the ctime never moved");
+	ck_assert_msg(!im_state_entry_fits(&e, &now),
+		      "a same-size rewrite with its old mtime fits its entry");
+	im_state_free(st);
+}
+END_TEST
+
 static Suite *state_suite(void)
 {
 	Suite *s = suite_create("state");
@@ -461,6 +561,8 @@ static Suite *state_suite(void)
 	tcase_add_test(tc, test_state_other_versions);
 	tcase_add_test(tc, test_state_crash_leftover_tmp);
 	tcase_add_test(tc, test_state_file_key);
+	tcase_add_test(tc, test_state_ctime_fold);
+	tcase_add_test(tc, test_state_entry_fits_needs_ctime);
 	suite_add_tcase(s, tc);
 	return s;
 }

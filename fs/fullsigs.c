@@ -175,6 +175,11 @@ static bool saved_holds(const struct fullsigs *f, const char *path,
 	       agree(&e.d, w, IM_SIG_LEN);
 }
 
+const struct im_state *fullsigs_saved(const struct fullsigs *f)
+{
+	return f->saved;
+}
+
 void fullsigs_adopt(struct fullsigs *f, struct im_state *saved)
 {
 	struct im_doc_sigs w;

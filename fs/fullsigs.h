@@ -44,6 +44,10 @@ void fullsigs_free(struct fullsigs *f);
  */
 void fullsigs_adopt(struct fullsigs *f, struct im_state *saved);
 
+/** The saved cache (fullsigs_adopt()), or NULL: borrowed, valid until the
+ *  next fullsigs_adopt(). */
+const struct im_state *fullsigs_saved(const struct fullsigs *f);
+
 /**
  * Document @p path was put in the index with @p d (whole signatures): keep
  * them, unless the saved cache already holds them for @p path.

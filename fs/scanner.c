@@ -363,33 +363,27 @@ static int scan_dir_cb(const char *path, const struct stat *st, void *arg)
 }
 
 /*
- * Results no lexicon changes: a binary file's, a file too big to read's, a
- * failed extraction's. A scan that builds a lexicon reads every text again
- * for its terms, but one of these, unchanged since it was read (or since the
- * cache saved by a tree waiting for documents), would only be read again to
- * the same end: a share of photos and their copies, hashed once.
+ * Whether the scan may keep a result of @p status as it is: with
+ * resign_all (a rebuilt lexicon) only one no lexicon changes
+ * (im_state_lexicon_free()). A scan that builds a lexicon reads every text
+ * again for its terms, but a binary file, a file too big or a failed
+ * extraction, unchanged since it was read (or since the cache saved by a
+ * tree waiting for documents), would only be read again to the same end:
+ * a share of photos and their copies, hashed once.
  */
-static bool lexicon_free(int status)
-{
-	return status == IM_DOC_BINARY || status == IM_DOC_TOO_BIG ||
-	       status == IM_DOC_FAILED;
-}
-
-/* Whether the scan may keep a result of @p status as it is: with
- * resign_all (a rebuilt lexicon) only a lexicon_free() one. */
 static bool scan_may_keep(const struct scan_ctx *sc, int status)
 {
-	return !sc->s->resign_all || lexicon_free(status);
+	return !sc->s->resign_all || im_state_lexicon_free(status);
 }
 
 /* Whether the scan may take the file @p st at @p path from its cache, into
- * *@p e: from a partial cache too, a lexicon_free() result only. */
+ * *@p e: from a partial cache too, an im_state_lexicon_free() one only. */
 static bool scan_take_cached(const struct scan_ctx *sc, const char *path,
 			     const struct stat *st, struct im_state_entry *e)
 {
 	return sc->cache && cache_find(sc->cache, path, st, e) &&
 	       ((!sc->s->resign_all && !im_state_partial(sc->cache)) ||
-		lexicon_free(e->d.status)) &&
+		im_state_lexicon_free(e->d.status)) &&
 	       may_read(sc->s->fs, path, st);
 }
 

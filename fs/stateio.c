@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "scope.h"
 #include "stateio.h"
 #include "util.h"
 
@@ -180,6 +181,72 @@ static int add_subtree(const struct model *m, struct im_state_writer *w,
 	return ret;
 }
 
+/*
+ * Whether the mount's own options leave @p path out of the walk: a hidden
+ * name without -o hidden, -o exclude or -o include. The .imatchignore files
+ * are not asked: that would read the tree at every save.
+ */
+static bool options_leave_out(const struct im_params *p, const char *path)
+{
+	if (!p->hidden && (path[0] == '.' || strstr(path, "/.")))
+		return true;
+	return !im_scope_empty(p->scope) &&
+	       im_scope_excluded_path(p->scope, path, false);
+}
+
+struct carry {
+	const struct model *m;
+	const struct im_params *params;
+	const struct im_state *prev;
+	struct im_state_writer *w;
+	bool same_key; /* else the files key only: lexicon-free entries */
+	char *path;
+	size_t cap;
+};
+
+static int carry_entry(const char *path, size_t len, size_t i, void *arg)
+{
+	struct carry *c = arg;
+	struct im_state_entry e;
+
+	if (len + 1 > c->cap)
+		return 0;
+	memcpy(c->path, path, len);
+	c->path[len] = 0;
+	if (!options_leave_out(c->params, c->path) ||
+	    tree_lookup(c->m->tree, c->path) || im_state_at(c->prev, i, &e) ||
+	    (!c->same_key && !im_state_lexicon_free(e.d.status)))
+		return 0;
+	return im_state_writer_add(c->w, c->path, e.size, e.mtime_ns, e.ino,
+				   e.ctime_fold, &e.d);
+}
+
+/*
+ * Add to @p w the entries of the cache the model holds (the last one loaded
+ * or saved) that this mount's options leave out of its tree (QA 4/5): a
+ * mount with -o exclude, or without -o hidden, must not cost the next
+ * mount without it a read of every file it left out. Only while they may
+ * be used under @p w's keys: all of them under the same key, the
+ * lexicon-free ones under the same files key (as im_state_load_files()
+ * takes them). Each is used later only if its file still fits it, like
+ * any entry. Tree lock held.
+ */
+static int carry_out_of_scope(const struct stateio *sio, const struct model *m,
+			      struct im_state_writer *w, char *path, size_t cap)
+{
+	const struct im_state *prev = fullsigs_saved(m->full);
+	struct carry c = {m, sio->params, prev, w, false, path, cap};
+	uint64_t key, files_key;
+
+	if (!prev)
+		return 0;
+	im_state_keys(prev, &key, &files_key);
+	c.same_key = key == sio->key;
+	if (!c.same_key && files_key != sio->files_key)
+		return 0;
+	return im_state_each_path(prev, carry_entry, &c);
+}
+
 int stateio_save(struct stateio *sio, struct model *m)
 {
 	struct im_state_writer *w = NULL;
@@ -201,6 +268,8 @@ int stateio_save(struct stateio *sio, struct model *m)
 	tree_unlock(m->tree);
 	tree_rdlock(m->tree);
 	ret = add_subtree(m, w, tree_root(m->tree), path, 0, cap);
+	if (!ret)
+		ret = carry_out_of_scope(sio, m, w, path, cap);
 	tree_unlock(m->tree);
 	if (!ret)
 		ret = im_state_writer_commit(w, sio->cache_path);

@@ -55,8 +55,15 @@ int stateio_save_lexicon(struct stateio *sio, const struct im_lexicon *lex);
 /** Load the cache made for the current key, if any (logged). */
 struct im_state *stateio_load_cache(struct stateio *sio);
 
-/** Write the signature cache from @p m crash-safely.
- *  @return 0 or a negative errno (logged). */
+/**
+ * Write the signature cache from @p m crash-safely: its files, and the
+ * entries of the cache it held before (fullsigs_saved()) of the paths this
+ * mount's options leave out (a hidden name without -o hidden, -o exclude,
+ * -o include; not a .imatchignore), which the view does not show, while
+ * the keys let them be used: a temporary exclude costs the next mount no
+ * read of what it left out.
+ * @return 0 or a negative errno (logged).
+ */
 int stateio_save(struct stateio *sio, struct model *m);
 
 #endif

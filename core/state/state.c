@@ -23,7 +23,8 @@
 
 static const char state_magic[8] = "IMSTATE";
 #define HEADER_LEN (8 + 4 + 4 + 8 + 8 + 8)
-/* Where the header holds the files key and the count. */
+/* Where the header holds the key, the files key and the count. */
+#define KEY_AT	     16
 #define FILES_KEY_AT 24
 #define COUNT_AT     32
 /* An entry's size, mtime, inode and ctime fold, after its path. */
@@ -478,7 +479,7 @@ int im_state_load_files(const char *path, uint64_t key, uint64_t files_key,
 		why_set(why, why_len, "made for another IM_MAX_COORDS");
 		goto out;
 	}
-	if (get_u64(b + 16) != key) {
+	if (get_u64(b + KEY_AT) != key) {
 		why_set(why, why_len,
 			"made with other parameters or another lexicon");
 		ret = -ESTALE;
@@ -556,6 +557,30 @@ int im_state_find_moved(const struct im_state *st, uint64_t ino,
 bool im_state_partial(const struct im_state *st)
 {
 	return st && st->partial;
+}
+
+void im_state_keys(const struct im_state *st, uint64_t *key,
+		   uint64_t *files_key)
+{
+	if (key)
+		*key = get_u64(st->map + KEY_AT);
+	if (files_key)
+		*files_key = get_u64(st->map + FILES_KEY_AT);
+}
+
+int im_state_each_path(const struct im_state *st,
+		       int (*fn)(const char *path, size_t len, size_t i,
+				 void *arg),
+		       void *arg)
+{
+	size_t off = HEADER_LEN;
+	int ret = 0;
+
+	for (size_t i = 0; st && i < st->n && !ret;
+	     i++, off += entry_len(st, off))
+		ret = fn((const char *)st->map + off + 4,
+			 get_u32(st->map + off), i, arg);
+	return ret;
 }
 
 int im_state_at(const struct im_state *st, size_t i, struct im_state_entry *out)

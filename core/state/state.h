@@ -111,6 +111,18 @@ static inline bool im_state_entry_fits(const struct im_state_entry *e,
 	       e->ctime_fold == im_state_ctime_fold(st);
 }
 
+/**
+ * Whether an entry of @p status (enum im_doc_status) holds what no lexicon
+ * or signing parameter changes: a binary file's, a file too big to read's,
+ * a failed extraction's. The files key alone covers those
+ * (im_state_files_key(), im_state_load_files()).
+ */
+static inline bool im_state_lexicon_free(int status)
+{
+	return status == IM_DOC_BINARY || status == IM_DOC_TOO_BIG ||
+	       status == IM_DOC_FAILED;
+}
+
 /* ---- Keys ---------------------------------------------------------------- */
 
 /**
@@ -174,6 +186,11 @@ int im_state_load_files(const char *path, uint64_t key, uint64_t files_key,
 /** Whether @p st was loaded by its files key alone. */
 bool im_state_partial(const struct im_state *st);
 
+/** The key and the files key @p st was written with (0 for a files key
+ *  never set); each pointer may be NULL. */
+void im_state_keys(const struct im_state *st, uint64_t *key,
+		   uint64_t *files_key);
+
 void im_state_free(struct im_state *st);
 
 /** Entries held. */
@@ -199,6 +216,18 @@ int im_state_find_moved(const struct im_state *st, uint64_t ino,
  *  before it). @return 0 or -ENOENT. */
 int im_state_at(const struct im_state *st, size_t i,
 		struct im_state_entry *out);
+
+/**
+ * Call @p fn with the path of every entry (borrowed from @p st, NOT
+ * NUL-terminated: @p len bytes) and its index for im_state_at(), in file
+ * order, until @p fn returns non-zero. Nothing else is decoded, so a pass
+ * over every path costs little more than reading them.
+ * @return the last value @p fn returned, or 0.
+ */
+int im_state_each_path(const struct im_state *st,
+		       int (*fn)(const char *path, size_t len, size_t i,
+				 void *arg),
+		       void *arg);
 
 /* ---- Writing ------------------------------------------------------------- */
 

@@ -135,5 +135,83 @@ def test_include_option(w):
     d.check_log()
 
 
+@test
+def test_exclude_keeps_cache_entries(w):
+    """QA 4/5: what a mount leaves out by its options (-o exclude, hidden
+    names without -o hidden) keeps its entries in the signature cache, so
+    the next mount without them reads none of those files again, only the
+    one that changed meanwhile. They are not in the view while left out."""
+    want, docs, names = standard(w)
+    fam = names['family0']
+    left_out = ['build/b%d.txt' % i for i in range(6)] + ['build/copy.txt',
+                                                          'notes/.draft.txt']
+    for rel in left_out[:6] + left_out[7:]:
+        write(os.path.join(w.src, rel), w.corpus.document())
+    write(os.path.join(w.src, 'build/copy.txt'), copy_of(w, fam[0]))
+    every = len(docs) + len(left_out)
+    whole = set(want - {frozenset(fam)}) | {frozenset(fam + ['build/copy.txt'])}
+
+    d = w.daemon(opts=['hidden'])
+    settled(w, d, every)
+    wait_clusters(w.mnt, whole, 'everything, hidden names too')
+    d.umount()
+    d.check_log()
+
+    d = w.daemon(opts=['exclude=build/'])
+    st = settled(w, d, len(docs))
+    wait_clusters(w.mnt, want, 'a view without build/ and the hidden draft')
+    check(status_int(st, 'cached') == len(docs),
+          'cached: %s with the exclude, wanted %d' % (st.get('cached'), len(docs)))
+    for rel in left_out:
+        check(not os.path.lexists(by_doc_path(w.mnt, rel)), '%s is in by-doc/' % rel)
+    # Changed while left out: its entry no longer fits.
+    changed = left_out[0]
+    write(os.path.join(w.src, changed), w.corpus.document())
+    d.umount()
+    d.check_log()
+
+    d = w.daemon(opts=['hidden'])
+    st = settled(w, d, every)
+    wait_clusters(w.mnt, whole, 'everything again')
+    check(status_int(st, 'cached') == every - 1 and
+          status_int(st, 'cached_files') == every - 1,
+          'cached: %s, cached_files: %s after the exclude, wanted %d each (all '
+          'but %s)' % (st.get('cached'), st.get('cached_files'), every - 1, changed))
+    d.umount()
+    d.check_log()
+
+@test
+def test_excluded_entries_kept_only_under_their_key(w):
+    """The entries a mount leaves out are kept only while its cache's key
+    lets them be used: a mount with other signing options (k=5) and
+    -o exclude keeps the binary file's entry (no signing option changes it)
+    but not the documents' (signed with the other options), so a mount
+    with those options and without the exclude reads the documents and
+    takes the binary file from the cache."""
+    want, docs, names = standard(w)
+    left_out = ['build/b%d.txt' % i for i in range(4)]
+    for rel in left_out:
+        write(os.path.join(w.src, rel), w.corpus.document())
+    write(os.path.join(w.src, 'build/blob.bin'), bytes(range(256)) * 16)
+    d = w.daemon()
+    settled(w, d, len(docs) + len(left_out))
+    d.umount()
+    d.check_log()
+
+    d = w.daemon(opts=['exclude=build/', 'k=5'])
+    settled(w, d, len(docs))
+    d.umount()
+    d.check_log()
+
+    d = w.daemon(opts=['k=5'])
+    st = settled(w, d, len(docs) + len(left_out))
+    check(status_int(st, 'cached') == len(docs) and
+          status_int(st, 'cached_files') == len(docs) + 1,
+          'cached: %s, cached_files: %s, wanted %d and %d (build/ read again but '
+          'for the binary file)' % (st.get('cached'), st.get('cached_files'),
+                                    len(docs), len(docs) + 1))
+    d.umount()
+    d.check_log()
+
 if __name__ == '__main__':
     sys.exit(run_tests(TESTS, sys.argv[1:]))

@@ -545,6 +545,63 @@ START_TEST(test_state_entry_fits_needs_ctime)
 }
 END_TEST
 
+struct paths_seen {
+	const struct im_state *st;
+	size_t n, stop_at;
+};
+
+static int see_path(const char *p, size_t len, size_t i, void *arg)
+{
+	struct paths_seen *ps = arg;
+	struct im_state_entry e;
+	char name[64];
+
+	snprintf(name, sizeof(name), "dir/file %zu%%\n", i);
+	ck_assert_msg(len == strlen(name) && !memcmp(p, name, len),
+		      "path %zu in file order", i);
+	ck_assert_int_eq(im_state_at(ps->st, i, &e), 0);
+	ck_assert_msg(e.path == p && e.path_len == len,
+		      "index %zu is the entry's for im_state_at()", i);
+	ps->n++;
+	return i == ps->stop_at ? 7 : 0;
+}
+
+/* Every path once, in file order, with its index; a non-zero return stops
+ * the walk and is returned. The header's keys come back. */
+START_TEST(test_state_each_path_and_keys)
+{
+	struct paths_seen ps = {NULL, 0, SIZE_MAX};
+	struct im_state *st;
+	uint64_t key, files_key;
+
+	write_cache(150, test_key());
+	ck_assert_int_eq(im_state_load(path, test_key(), &st, NULL, 0), 0);
+	ps.st = st;
+	ck_assert_int_eq(im_state_each_path(st, see_path, &ps), 0);
+	ck_assert_uint_eq(ps.n, 150);
+	ps.n = 0;
+	ps.stop_at = 70;
+	ck_assert_int_eq(im_state_each_path(st, see_path, &ps), 7);
+	ck_assert_uint_eq(ps.n, 71);
+	im_state_keys(st, &key, &files_key);
+	ck_assert_uint_eq(key, test_key());
+	ck_assert_uint_eq(files_key, 0);
+	im_state_free(st);
+
+	struct im_state_writer *w;
+	struct im_doc_sigs d;
+	fake_sigs(&d, 1);
+	ck_assert_int_eq(im_state_writer_new(test_key(), &w), 0);
+	im_state_writer_set_files_key(w, 0x1234567890abcdefu);
+	ck_assert_int_eq(im_state_writer_add(w, "a", 1, 2, 3, 4, &d), 0);
+	ck_assert_int_eq(commit_and_free(w, path), 0);
+	ck_assert_int_eq(im_state_load(path, test_key(), &st, NULL, 0), 0);
+	im_state_keys(st, NULL, &files_key);
+	ck_assert_uint_eq(files_key, 0x1234567890abcdefu);
+	im_state_free(st);
+}
+END_TEST
+
 static Suite *state_suite(void)
 {
 	Suite *s = suite_create("state");
@@ -563,6 +620,7 @@ static Suite *state_suite(void)
 	tcase_add_test(tc, test_state_file_key);
 	tcase_add_test(tc, test_state_ctime_fold);
 	tcase_add_test(tc, test_state_entry_fits_needs_ctime);
+	tcase_add_test(tc, test_state_each_path_and_keys);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -114,7 +114,32 @@ struct im_signer {
 	size_t pbcap;
 	const char **setv; /* for im_signer_last_set() */
 	size_t setcap;
+	/* What im_signer_sign_numbers() gave for recent term sequences
+	 * (memo_find()): MEMO_SLOTS entries once the first is kept, whose
+	 * buffers take memo_bytes. */
+	struct memo *memo;
+	size_t memo_bytes;
 };
+
+/*
+ * One result of im_signer_sign_numbers(): the numbers it was given, in the
+ * order given, then the valid signatures, in one allocation.
+ */
+struct memo {
+	uint64_t hash; /* memo_hash() */
+	uint32_t unique_terms, n, valid;
+	uint8_t status;
+	bool used;	/* false: the slot holds no result */
+	uint32_t *nums; /* cap bytes */
+	size_t cap;
+};
+
+/* Slots of the memo, indexed by the hash's low bits. */
+#define MEMO_SLOTS 1024
+/* The most bytes of numbers and signatures one signer's memo holds. */
+#define MEMO_BYTES ((size_t)4 << 20)
+/* Numbers of a document memo_hash() reads. */
+#define MEMO_HASHED 16
 
 /* ---- Small helpers ---------------------------------------------------------- */
 
@@ -201,6 +226,13 @@ int im_signer_new(const struct im_lexicon *lex, const struct im_params *p,
 	return 0;
 }
 
+/* Forget every result the memo holds (its slots keep their buffers). */
+static void memo_clear(struct im_signer *s)
+{
+	for (size_t i = 0; s->memo && i < MEMO_SLOTS; i++)
+		s->memo[i].used = false;
+}
+
 /* The per-candidate arrays, all sized s->ccap. */
 static void cand_arrays_free(struct im_signer *s)
 {
@@ -229,6 +261,9 @@ void im_signer_free(struct im_signer *s)
 	free(s->pb);
 	free(s->setv);
 	free(s->nt);
+	for (size_t i = 0; s->memo && i < MEMO_SLOTS; i++)
+		free(s->memo[i].nums);
+	free(s->memo);
 	free(s);
 }
 
@@ -1073,17 +1108,122 @@ int im_signer_sign_terms(struct im_signer *s, const struct im_terms *u,
 	return 0;
 }
 
+/* Bytes of numbers and signatures of @p e. */
+static size_t memo_size(const struct memo *e)
+{
+	return e->n * sizeof(*e->nums) +
+	       (size_t)__builtin_popcount(e->valid) * IM_SIG_LEN;
+}
+
+/* The memo's slot for @p n numbers @p nums of a document of
+ * @p unique_terms terms. The first numbers tell most documents apart, and
+ * a hit compares the whole sequence anyway: hashing every number would
+ * add a pass over each document's, copy or not. */
+static uint64_t memo_hash(const uint32_t *nums, size_t n, uint32_t unique_terms)
+{
+	size_t head = n < MEMO_HASHED ? n : MEMO_HASHED;
+
+	return XXH3_64bits_withSeed(nums, head * sizeof(*nums),
+				    (uint64_t)n << 32 | unique_terms);
+}
+
+/*
+ * The memo's result for the @p n numbers @p nums (in this order) of a
+ * document of @p unique_terms terms, hashed to @p h, into @p out; false when
+ * it holds none. Exact copies of one file, which a tree holds by the
+ * hundreds (the same licence in every package), give the same numbers in
+ * the same order: their signatures are copied instead of being made again.
+ */
+static bool memo_find(const struct im_signer *s, uint64_t h,
+		      const uint32_t *nums, size_t n, uint32_t unique_terms,
+		      struct im_doc_sigs *out)
+{
+	const struct memo *e;
+	const uint8_t *sig;
+
+	if (!s->memo)
+		return false;
+	e = &s->memo[h % MEMO_SLOTS];
+	if (!e->used || e->hash != h || e->n != n ||
+	    e->unique_terms != unique_terms ||
+	    memcmp(e->nums, nums, n * sizeof(*nums)))
+		return false;
+	out->status = e->status;
+	out->valid = e->valid;
+	memset(out->sig, 0, sizeof(out->sig));
+	sig = (const uint8_t *)(e->nums + n);
+	for (uint32_t v = e->valid; v; v &= v - 1) {
+		memcpy(out->sig[__builtin_ctz(v)].b, sig, IM_SIG_LEN);
+		sig += IM_SIG_LEN;
+	}
+	return true;
+}
+
+/* Keep @p out, the result for @p nums, in the memo, in place of what its
+ * slot held; not when that would pass MEMO_BYTES or memory is short (the
+ * memo only saves work). A slot keeps its buffer for the next result. */
+static void memo_keep(struct im_signer *s, uint64_t h, const uint32_t *nums,
+		      size_t n, const struct im_doc_sigs *out)
+{
+	struct memo *e;
+	uint8_t *sig;
+	size_t size;
+
+	if (!s->memo && !(s->memo = calloc(MEMO_SLOTS, sizeof(*s->memo))))
+		return;
+	e = &s->memo[h % MEMO_SLOTS];
+	e->used = false;
+	e->hash = h;
+	e->unique_terms = out->unique_terms;
+	e->n = (uint32_t)n;
+	e->valid = out->valid;
+	e->status = out->status;
+	size = memo_size(e);
+	if (size > e->cap) {
+		s->memo_bytes -= e->cap;
+		free(e->nums);
+		e->nums = NULL;
+		e->cap = 0;
+		if (s->memo_bytes + size > MEMO_BYTES ||
+		    !(e->nums = malloc(size)))
+			return;
+		e->cap = size;
+		s->memo_bytes += size;
+	}
+	memcpy(e->nums, nums, n * sizeof(*nums));
+	sig = (uint8_t *)(e->nums + n);
+	for (uint32_t v = e->valid; v; v &= v - 1) {
+		memcpy(sig, out->sig[__builtin_ctz(v)].b, IM_SIG_LEN);
+		sig += IM_SIG_LEN;
+	}
+	e->used = true;
+}
+
 int im_signer_sign_numbers(struct im_signer *s, const uint32_t *nums, size_t n,
 			   struct im_doc_sigs *out)
 {
+	/* No term of the lexicon: rejected at once, nothing to save. */
+	bool memo = n && n <= MEMO_BYTES / sizeof(*nums);
+	uint64_t h = 0;
 	int r;
 
 	if (!s->lex)
 		return -EINVAL;
+	if (memo)
+		h = memo_hash(nums, n, out->unique_terms);
+	if (memo && memo_find(s, h, nums, n, out->unique_terms, out)) {
+		s->have_last = 0;
+		return 0;
+	}
 	r = collect_numbers(s, nums, n, out->unique_terms);
 	if (r < 0)
 		return r;
-	return sign_coords(s, out->unique_terms, out, NULL);
+	r = sign_coords(s, out->unique_terms, out, NULL);
+	if (r < 0)
+		return r;
+	if (memo)
+		memo_keep(s, h, nums, n, out);
+	return 0;
 }
 
 void im_signer_set_lexicon(struct im_signer *s, const struct im_lexicon *lex,
@@ -1092,6 +1232,7 @@ void im_signer_set_lexicon(struct im_signer *s, const struct im_lexicon *lex,
 	s->lex = lex;
 	s->masks = masks;
 	s->have_last = 0;
+	memo_clear(s);
 	free(s->nt);
 	s->nt = NULL;
 	s->nnt = 0;

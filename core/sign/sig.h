@@ -215,6 +215,12 @@ int im_signer_prepare_at(struct im_signer *s, int dirfd, const char *name,
  * 16 bytes per lexicon term (where its bytes are, its length and its
  * coordinates), which it keeps until the next im_signer_set_lexicon() or
  * im_signer_free().
+ * The signer also remembers the results of recent calls (1,024 of them,
+ * at most 4 MiB of numbers and signatures, kept until im_signer_free()):
+ * a call with the same numbers in the same order and the same |U| as one
+ * it remembers (an exact copy of a file signed before) copies that result
+ * instead of signing again, the same bytes either way. Nothing is
+ * remembered across im_signer_set_lexicon().
  *
  * @return 0, -ENOMEM, or -EINVAL without a lexicon or for a number past it.
  */

@@ -839,6 +839,88 @@ START_TEST(test_sig_numbers_equal_terms)
 }
 END_TEST
 
+/* im_signer_sign_numbers() of a signer that signed nothing before. */
+static void sign_fresh(const struct im_lexicon *lex, const struct im_params *p,
+		       const uint32_t *nums, size_t n, uint32_t unique_terms,
+		       struct im_doc_sigs *out)
+{
+	struct im_signer *s = signer(NULL, p);
+
+	im_signer_set_lexicon(s, lex, NULL);
+	memset(out, 0, sizeof(*out));
+	out->unique_terms = unique_terms;
+	ck_assert_int_eq(im_signer_sign_numbers(s, nums, n, out), 0);
+	im_signer_free(s);
+}
+
+static bool same_sigs(const struct im_doc_sigs *a, const struct im_doc_sigs *b)
+{
+	return a->status == b->status && a->valid == b->valid &&
+	       !memcmp(a->sig, b->sig, sizeof(a->sig));
+}
+
+/* Sign with @p s, which remembers what it signed, and check the result is a
+ * fresh signer's. */
+static void sign_check(struct im_signer *s, const struct im_lexicon *lex,
+		       const struct im_params *p, const uint32_t *nums,
+		       size_t n, uint32_t unique_terms, const char *what,
+		       struct im_doc_sigs *out)
+{
+	struct im_doc_sigs ref;
+
+	sign_fresh(lex, p, nums, n, unique_terms, &ref);
+	memset(out, 0, sizeof(*out));
+	out->unique_terms = unique_terms;
+	ck_assert_int_eq(im_signer_sign_numbers(s, nums, n, out), 0);
+	ck_assert_msg(same_sigs(out, &ref), "%s: signed as a fresh signer does",
+		      what);
+}
+
+START_TEST(test_sig_numbers_memo)
+{
+	struct im_lexicon *lex = make_lexicon(200, 40, NULL, NULL);
+	/* The long terms sort among the others: the same numbers are other
+	 * terms. */
+	struct im_lexicon *lex2 = make_lexicon(200, 40, long_l, NULL);
+	uint32_t a[61], b[61], rev[60];
+	struct im_doc_sigs da, da2, db, dx;
+	struct im_params p;
+	struct im_signer *s;
+
+	test_params(&p);
+	s = signer(NULL, &p);
+	im_signer_set_lexicon(s, lex, NULL);
+	for (uint32_t i = 0; i < 60; i++) {
+		a[i] = b[i] = (i * 7) % 60;
+		rev[59 - i] = a[i];
+	}
+	/* One number more than a, and b: a's last number replaced; both
+	 * begin as a does. */
+	a[60] = 150;
+	b[59] = 100;
+	sign_check(s, lex, &p, a, 60, 80, "a", &da);
+	ck_assert_msg(da.status == IM_DOC_SIGNED, "a is signed");
+	sign_check(s, lex, &p, a, 60, 80, "a again", &dx);
+	sign_check(s, lex, &p, a, 60, 400, "a of more terms", &dx);
+	ck_assert_msg(dx.valid != da.valid, "|U| decides the ratio");
+	sign_check(s, lex, &p, b, 60, 80, "b, a's first numbers", &db);
+	ck_assert_msg(!same_sigs(&da, &db), "b is not a");
+	sign_check(s, lex, &p, a, 61, 80, "a and one more", &dx);
+	ck_assert_msg(!same_sigs(&da, &dx), "a and one more is not a");
+	sign_check(s, lex, &p, rev, 60, 80, "a in another order", &dx);
+	ck_assert_msg(same_sigs(&da, &dx), "the order does not matter");
+	sign_check(s, lex, &p, a, 60, 80, "a after the others", &dx);
+	sign_check(s, lex, &p, a, 0, 80, "no term", &dx);
+	sign_check(s, lex, &p, a, 0, 80, "no term again", &dx);
+	im_signer_set_lexicon(s, lex2, NULL);
+	sign_check(s, lex2, &p, a, 60, 80, "a with another lexicon", &da2);
+	ck_assert_msg(!same_sigs(&da, &da2), "another lexicon, other terms");
+	im_signer_free(s);
+	im_lexicon_free(lex);
+	im_lexicon_free(lex2);
+}
+END_TEST
+
 /* ---- Files ------------------------------------------------------------------ */
 
 static char tmpdir[64];
@@ -1238,6 +1320,7 @@ static Suite *sig_suite(void)
 	tcase_add_test(tc, test_sig_text_order_invariance);
 	tcase_add_test(tc, test_sig_coordinate0_is_imatch);
 	tcase_add_test(tc, test_sig_numbers_equal_terms);
+	tcase_add_test(tc, test_sig_numbers_memo);
 	tcase_add_test(tc, test_sig_membership_fraction);
 	tcase_add_test(tc, test_sig_secondary_extension_threshold);
 	tcase_add_test(tc, test_sig_extension_hashes_merged_set);

@@ -1378,6 +1378,39 @@ static void join(struct im_index *idx, uint32_t x, uint32_t y)
 	names_add(idx, cx);
 }
 
+/*
+ * The first other holder of @p id's exact key if it is @p id's twin (the
+ * same status and keys, so the same sketch: it verifies with every
+ * document as @p id does) and no key of theirs has more than HOT holders
+ * (every pair of holders is compared), else NONE. Such a twin is linked
+ * to every holder @p id would be linked to, so its component holds them
+ * all: joining it is all that connect_at() would do, and a tree's copies
+ * of one licence each verified again every holder that their first copy
+ * had failed to verify.
+ */
+static uint32_t held_twin(const struct im_index *idx, uint32_t id,
+			  const struct key *keys, const uint32_t *slots,
+			  unsigned n)
+{
+	const struct doc *d = D(idx, id), *dx;
+	const struct plist *pl;
+	uint32_t x;
+
+	if (!n || keys[0].kind != IM_KEY_EXACT || slots[0] == NONE ||
+	    !(pl = slot_plist(idx, &keys[0], slots[0])))
+		return NONE;
+	x = pl_ids(idx, pl)[pl_ids(idx, pl)[0] == id];
+	dx = D(idx, x);
+	if (dx->status != d->status || !same_keys(dx, d))
+		return NONE;
+	for (unsigned i = 1; i < n; i++)
+		if (slots[i] != NONE &&
+		    (pl = slot_plist(idx, &keys[i], slots[i])) &&
+		    pl_n(idx, pl) > HOT)
+			return NONE;
+	return x;
+}
+
 /* Join @p id with every document it is linked to, by its @p n keys whose
  * postings are at @p slots (NONE: held by @p id alone). Never allocates. */
 static void connect_at(struct im_index *idx, uint32_t id,
@@ -1385,7 +1418,12 @@ static void connect_at(struct im_index *idx, uint32_t id,
 		       unsigned n)
 {
 	const struct doc *d = D(idx, id);
+	uint32_t twin_of = held_twin(idx, id, keys, slots, n);
 
+	if (twin_of != NONE) {
+		join(idx, id, twin_of);
+		return;
+	}
 	for (unsigned i = 0; i < n; i++) {
 		const struct plist *pl;
 		uint32_t end;

@@ -33,7 +33,9 @@
  * by moving up to one 4-byte id per holder) and verify the document against
  * the holders compared with it (a sketch comparison is some 100 to 200 ns).
  * Adding merges components (the smaller is relabelled into the larger), and
- * a copy joins the holders of its exact key at the first of them. Removing
+ * a copy joins the holders of its exact key at the first of them; when that
+ * one has its status and keys and none of them is hot, the copy verifies
+ * nothing else (whatever it would link to is in that component). Removing
  * or changing a document, or pushing one out of a hot key's first
  * IM_INDEX_HOT_CAP, loses links: searches from their ends, over the
  * component, stop as soon as they have all met, so the cost is that of the

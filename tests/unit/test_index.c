@@ -630,6 +630,33 @@ START_TEST(test_index_binary_and_error_docs_relate_to_nothing)
 }
 END_TEST
 
+/* A copy of a held document (the same bytes, keys and sketch) whose status
+ * relates otherwise: a text is verified by its sketch, a binary file by its
+ * bytes alone, so the copy that is a text has links of its own. */
+START_TEST(test_index_copy_of_another_status_links_by_itself)
+{
+	struct im_doc_sigs d;
+	struct im_sig name;
+
+	make_doc(&d, 3, (uint32_t[]){1, 2, 3}, 0);
+	ck_assert_int_eq(im_index_put(idx, "text", &d), 0);
+	/* Its sketch (its bands), an exact hash and no signature. */
+	d.valid = 0;
+	memset(d.sig, 0, sizeof(d.sig));
+	make_exact_name(&name, 9);
+	memcpy(d.exact, name.b, 16);
+	d.exact_valid = 1;
+	d.status = IM_DOC_BINARY;
+	ck_assert_int_eq(im_index_put(idx, "bin", &d), 0);
+	ck_assert_str_eq(dupes(idx, "bin"), "");
+	d.status = IM_DOC_REJECTED;
+	ck_assert_int_eq(im_index_put(idx, "copy", &d), 0);
+	ck_assert_str_eq(dupes(idx, "copy"), "bin text");
+	ck_assert_str_eq(dupes(idx, "bin"), "copy");
+	ck_assert_str_eq(cluster(idx, "bin"), "bin copy text");
+}
+END_TEST
+
 START_TEST(test_index_refuses_bad_input)
 {
 	struct im_doc_sigs d;
@@ -2149,6 +2176,7 @@ static Suite *index_suite(void)
 	tcase_add_test(tc, test_index_rename_keeps_membership);
 	tcase_add_test(tc, test_index_name_is_smallest_sig_and_follows_members);
 	tcase_add_test(tc, test_index_binary_and_error_docs_relate_to_nothing);
+	tcase_add_test(tc, test_index_copy_of_another_status_links_by_itself);
 	tcase_add_test(tc, test_index_refuses_bad_input);
 	tcase_add_test(tc, test_index_callback_value_is_returned);
 	tcase_add_test(tc, test_index_many_copies_of_one_doc);

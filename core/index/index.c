@@ -450,7 +450,8 @@ static bool doc_has_key(const struct doc *d, const struct key *key)
 	}
 }
 
-/* The pair rule of im_doc_link(), on records. */
+/* The pair rule of im_doc_link(), on records; *sim is the similarity of
+ * a linked pair only (0 for any other). */
 static bool verify(const struct im_index *idx, const struct doc *a,
 		   const struct doc *b, double *sim, bool *exact)
 {
@@ -465,8 +466,7 @@ static bool verify(const struct im_index *idx, const struct doc *a,
 	}
 	if (!has_text(a->status) || !has_text(b->status))
 		return false;
-	*sim = im_sketch_similarity(&a->sketch, &b->sketch);
-	return *sim >= idx->threshold;
+	return im_sketch_similar(&a->sketch, &b->sketch, idx->threshold, sim);
 }
 
 /* Bytes of record @p d, its path included (what im_hpool_get() gave). */
@@ -1962,9 +1962,11 @@ static bool same_bytes_and_sketch(const struct doc *a, const struct doc *b)
 static bool sketch_twins(const struct im_index *idx, const struct doc *a,
 			 const struct doc *b)
 {
+	double sim;
+
 	return has_text(a->status) && has_text(b->status) &&
 	       !memcmp(&a->sketch, &b->sketch, sizeof(a->sketch)) &&
-	       im_sketch_similarity(&a->sketch, &b->sketch) >= idx->threshold;
+	       im_sketch_similar(&a->sketch, &b->sketch, idx->threshold, &sim);
 }
 
 /* Add document @p id (in docs[], in no posting) to the postings and to the

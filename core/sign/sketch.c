@@ -9,6 +9,7 @@
  */
 #include <endian.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <string.h>
 
@@ -466,6 +467,24 @@ static double likely_common(double c, double na, double nb, unsigned differ)
 	return c;
 }
 
+/* -ln(1 - 1/bits) for the two resolutions a comparison uses (a log1p
+ * would cost as much as the rest of the comparison). */
+#define LAMBDA_WHOLE 0.0012026459657604014
+#define LAMBDA_HALF  0.0024067400305649851
+
+/* det_exp(-LAMBDA_WHOLE * n) for every n of a set that a map holds whole
+ * (level 0): map_estimate()'s two exponentials were half of a comparison,
+ * and most comparisons are of two such sets. Made once per process by
+ * det_exp() from the same operands, so the bits are the same. */
+static double q_whole[IM_SKETCH_MAP_BITS + 1];
+static pthread_once_t q_whole_once = PTHREAD_ONCE_INIT;
+
+static void q_whole_make(void)
+{
+	for (unsigned n = 0; n <= IM_SKETCH_MAP_BITS; n++)
+		q_whole[n] = det_exp(-LAMBDA_WHOLE * (double)n);
+}
+
 /*
  * Estimated |A ∩ B| and |A ∪ B| of the sets the two maps sample (at the
  * coarser level of the two). A bit set in one map only comes from a term of
@@ -523,12 +542,15 @@ static bool map_estimate(const struct im_sketch *a, const struct im_sketch *b,
 		*all = na + nb - c;
 		return true;
 	}
-	/* -ln(1 - 1/bits) for the two resolutions a comparison uses (a
-	 * log1p would cost as much as the rest of the comparison). */
-	lambda = bits == IM_SKETCH_MAP_BITS ? 0.0012026459657604014
-					    : 0.0024067400305649851;
-	qa = det_exp(-lambda * na);
-	qb = det_exp(-lambda * nb);
+	lambda = bits == IM_SKETCH_MAP_BITS ? LAMBDA_WHOLE : LAMBDA_HALF;
+	if (lb == 0) {
+		pthread_once(&q_whole_once, q_whole_make);
+		qa = q_whole[a->n];
+		qb = q_whole[b->n];
+	} else {
+		qa = det_exp(-lambda * na);
+		qb = det_exp(-lambda * nb);
+	}
 	arg = (qa + qb - (double)differ / bits) / (2.0 * qa * qb);
 	c = arg > 1.0 ? det_log(arg) / lambda : 0.0;
 	c = likely_common(c, na, nb, differ);
@@ -553,10 +575,18 @@ double im_sketch_jaccard(const struct im_sketch *a, const struct im_sketch *b)
 	return common / all;
 }
 
+/* The cosine of sets of @p na and @p nb terms with @p inter in common. */
+static double cosine(double inter, double na, double nb)
+{
+	double cos = inter / sqrt(na * nb);
+
+	return cos > 1.0 ? 1.0 : cos;
+}
+
 double im_sketch_similarity(const struct im_sketch *a,
 			    const struct im_sketch *b)
 {
-	double na = a->n, nb = b->n, common, all, inter, cos;
+	double na = a->n, nb = b->n, common, all, inter;
 
 	if (!a->n || !b->n || !map_estimate(a, b, &common, &all) || all <= 0.0)
 		return 0.0;
@@ -574,8 +604,20 @@ double im_sketch_similarity(const struct im_sketch *a,
 		inter = na;
 	if (inter > nb)
 		inter = nb;
-	cos = inter / sqrt(na * nb);
-	return cos > 1.0 ? 1.0 : cos;
+	return cosine(inter, na, nb);
+}
+
+bool im_sketch_similar(const struct im_sketch *a, const struct im_sketch *b,
+		       double threshold, double *sim)
+{
+	double na = a->n, nb = b->n;
+
+	/* im_sketch_similarity() takes at most the smaller count in common,
+	 * and the division rounds monotonically: this bounds its result. */
+	if (a->n && b->n && cosine(na < nb ? na : nb, na, nb) < threshold)
+		return false;
+	*sim = im_sketch_similarity(a, b);
+	return *sim >= threshold;
 }
 
 uint32_t im_sketch_band(const struct im_sketch *s, unsigned j)

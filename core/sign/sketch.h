@@ -61,7 +61,9 @@
  *
  * Thread-safety: every function is pure and reentrant; nothing allocates.
  * Computing a sketch keeps under 1 kB of per-thread state (the densification
- * draws of the last seed), which changes no result.
+ * draws of the last seed), which changes no result; comparing reads a
+ * table of 833 exponentials (6.5 kB) that the first comparison of two
+ * short sets makes for the whole process (pthread_once()).
  */
 #ifndef IM_SKETCH_H
 #define IM_SKETCH_H
@@ -130,6 +132,15 @@ double im_sketch_jaccard(const struct im_sketch *a, const struct im_sketch *b);
  */
 double im_sketch_similarity(const struct im_sketch *a,
 			    const struct im_sketch *b);
+
+/**
+ * Whether im_sketch_similarity(@p a, @p b) >= @p threshold, with that
+ * similarity in *sim when it is (*sim is not set otherwise). Faster when
+ * the term counts alone rule the pair out (the cosine is at most
+ * sqrt(min / max) of them), and the same answer either way. Pure, as above.
+ */
+bool im_sketch_similar(const struct im_sketch *a, const struct im_sketch *b,
+		       double threshold, double *sim);
 
 /** The map's level of a set of @p n terms (see Method). */
 unsigned im_sketch_level(uint32_t n);

@@ -34,6 +34,21 @@ static void pair(uint64_t *a, uint64_t *b, int n, int common)
 	}
 }
 
+/* Sketches (seeded @p seed) of sets of @p na and @p nb terms, the first
+ * @p common of them shared. */
+static void sketch_pair(int na, int nb, int common, uint64_t seed,
+			struct im_sketch *x, struct im_sketch *y)
+{
+	static uint64_t a[MAXN], b[MAXN];
+
+	for (int i = 0; i < na; i++)
+		a[i] = rnd();
+	for (int i = 0; i < nb; i++)
+		b[i] = i < common ? a[i] : rnd();
+	im_sketch_from_hashes(a, (size_t)na, seed, x);
+	im_sketch_from_hashes(b, (size_t)nb, seed, y);
+}
+
 static bool share_band(const struct im_sketch *x, const struct im_sketch *y)
 {
 	for (unsigned j = 0; j < IM_SKETCH_BANDS; j++)
@@ -424,7 +439,6 @@ START_TEST(test_sketch_estimates_are_the_same_everywhere)
 	 */
 	static const int sizes[] = {3,	 10,  40,   100,  400,	831,
 				    832, 833, 1200, 1700, 2500, 3000};
-	static uint64_t a[MAXN], b[MAXN];
 	uint64_t digest = UINT64_C(1469598103934665603);
 
 	rng = 23;
@@ -435,12 +449,7 @@ START_TEST(test_sketch_estimates_are_the_same_everywhere)
 		struct im_sketch x, y;
 		uint64_t bits[2];
 
-		for (int i = 0; i < na; i++)
-			a[i] = rnd();
-		for (int i = 0; i < nb; i++)
-			b[i] = i < common ? a[i] : rnd();
-		im_sketch_from_hashes(a, (size_t)na, 5, &x);
-		im_sketch_from_hashes(b, (size_t)nb, 5, &y);
+		sketch_pair(na, nb, common, 5, &x, &y);
 		double s = im_sketch_similarity(&x, &y),
 		       j = im_sketch_jaccard(&x, &y);
 		memcpy(&bits[0], &s, 8);
@@ -450,6 +459,50 @@ START_TEST(test_sketch_estimates_are_the_same_everywhere)
 	}
 	ck_assert_msg(digest == UINT64_C(0x62df49d5f31ecb91),
 		      "digest 0x%016llx", (unsigned long long)digest);
+}
+END_TEST
+
+/* im_sketch_similar() against the similarity at and around the threshold,
+ * for sets of every level and of sizes near and far apart, some one within
+ * the other (then the estimate is often the bound from the sizes itself). */
+START_TEST(test_sketch_similar_is_similarity_at_threshold)
+{
+	static const int sizes[] = {5,	 10,  50,   81,	  90,	100,  400,
+				    700, 832, 1000, 1500, 1700, 2500, 3300};
+	const int nsizes = (int)(sizeof(sizes) / sizeof(*sizes));
+	int at_bound = 0;
+
+	rng = 31;
+	for (int t = 0; t < 3000; t++) {
+		int na = sizes[rnd() % nsizes], nb = sizes[rnd() % nsizes];
+		int n = na < nb ? na : nb;
+		/* Half the pairs: the smaller set within the larger. */
+		int common = t % 2 ? n : n - (int)(rnd() % (n / 4 + 1));
+		struct im_sketch x, y;
+
+		sketch_pair(na, nb, common, 9, &x, &y);
+
+		double want = im_sketch_similarity(&x, &y);
+		double ts[] = {want, nextafter(want, 2.0), nextafter(want, 0.0),
+			       0.9, 0.5};
+
+		at_bound += want == n / sqrt((double)na * nb);
+		for (unsigned i = 0; i < sizeof(ts) / sizeof(*ts); i++) {
+			double sim = -1.0;
+			bool got = im_sketch_similar(&x, &y, ts[i], &sim);
+
+			ck_assert_msg(got == (want >= ts[i]),
+				      "%d and %d terms, %d common, threshold "
+				      "%.17g: similar %d, similarity %.17g",
+				      na, nb, common, ts[i], got, want);
+			ck_assert_msg(!got || sim == want,
+				      "%d and %d terms: similarity %.17g, "
+				      "given %.17g",
+				      na, nb, want, sim);
+		}
+	}
+	/* The bound was met exactly, so a bound off by one ulp would show. */
+	ck_assert_msg(at_bound > 100, "%d pairs at the bound", at_bound);
 }
 END_TEST
 
@@ -544,6 +597,7 @@ static Suite *sketch_suite(void)
 	tcase_add_test(tc, test_sketch_any_bytes_compare_sanely);
 	tcase_add_test(tc, test_detmath_agrees_with_libm);
 	tcase_add_test(tc, test_sketch_estimates_are_the_same_everywhere);
+	tcase_add_test(tc, test_sketch_similar_is_similarity_at_threshold);
 	tcase_add_test(tc, test_sketch_bytes_are_pinned);
 	tcase_add_test(tc, test_sketch_of_terms_is_of_their_hashes);
 	suite_add_tcase(s, tc);

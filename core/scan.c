@@ -676,6 +676,10 @@ struct scan {
 	 * the others once its owner is through (take_kept()). */
 	struct sign_worker *workers;
 	unsigned nworkers;
+	/* A first scan's signing step with two workers or more: what they
+	 * signed, so that exact copies that different workers read are
+	 * signed once (im_signer_share_memo()). */
+	struct im_sig_memo *memo;
 	/* A first scan's masks, filled by its signing workers in chunks of
 	 * MASK_CHUNK terms (share_masks()). */
 	size_t mask_chunks;
@@ -1223,6 +1227,7 @@ static void *first_sign_main(void *arg)
 	if (sc->lex) {
 		share_masks(sc);
 		im_signer_set_lexicon(wk->signer, sc->lex, sc->masks);
+		im_signer_share_memo(wk->signer, sc->memo);
 	}
 	wk->pend = malloc(DELIVER_BATCH * sizeof(*wk->pend));
 	if (!wk->pend) {
@@ -1523,6 +1528,10 @@ static int sign_all_kept(struct scan *sc, struct sign_worker *wk, unsigned n)
 	}
 	if (ret)
 		return ret;
+	/* Alone, a worker's own memo needs no lock. Without one to share,
+	 * each keeps its own: the memo only saves work. */
+	if (n > 1 && sc->lex)
+		im_sig_memo_new(&sc->memo);
 	sc->workers = wk;
 	sc->nworkers = n;
 	/* The calling thread is wk[0]. */
@@ -1535,6 +1544,10 @@ static int sign_all_kept(struct scan *sc, struct sign_worker *wk, unsigned n)
 		first_sign_main(&wk[j]);
 	for (unsigned j = 1; j < i; j++)
 		pthread_join(wk[j].tid, NULL);
+	for (unsigned j = 0; j < n; j++)
+		im_signer_share_memo(wk[j].signer, NULL);
+	im_sig_memo_free(sc->memo);
+	sc->memo = NULL;
 	for (unsigned j = 0; j < n && !ret; j++)
 		ret = wk[j].ret;
 	if (!ret && sc->cancel && *sc->cancel)

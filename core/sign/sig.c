@@ -31,6 +31,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,6 +61,34 @@ struct cand {
 	const char *str;
 	uint32_t len;
 	uint32_t mask;
+};
+
+/*
+ * One result of im_signer_sign_numbers(): the numbers it was given, in the
+ * order given, then the valid signatures, in one allocation.
+ */
+struct memo {
+	uint64_t hash; /* memo_hash() */
+	uint32_t unique_terms, n, valid;
+	uint8_t status;
+	bool used;	/* false: the slot holds no result */
+	uint32_t *nums; /* cap bytes */
+	size_t cap;
+};
+
+/* Slots of the memo, indexed by the hash's low bits. */
+#define MEMO_SLOTS 1024
+/* The most bytes of numbers and signatures one signer's memo holds. */
+#define MEMO_BYTES ((size_t)4 << 20)
+/* Numbers of a document memo_hash() reads. */
+#define MEMO_HASHED 16
+
+/* MEMO_SLOTS results, once the first is kept; shared ones under lock. */
+struct im_sig_memo {
+	struct memo *slots;
+	size_t bytes; /* of the slots' buffers */
+	bool shared;
+	pthread_mutex_t lock; /* if shared: protects the rest */
 };
 
 struct im_signer {
@@ -115,31 +144,10 @@ struct im_signer {
 	const char **setv; /* for im_signer_last_set() */
 	size_t setcap;
 	/* What im_signer_sign_numbers() gave for recent term sequences
-	 * (memo_find()): MEMO_SLOTS entries once the first is kept, whose
-	 * buffers take memo_bytes. */
-	struct memo *memo;
-	size_t memo_bytes;
+	 * (memo_find()): its own, or one it shares (im_signer_share_memo()). */
+	struct im_sig_memo own;
+	struct im_sig_memo *memo;
 };
-
-/*
- * One result of im_signer_sign_numbers(): the numbers it was given, in the
- * order given, then the valid signatures, in one allocation.
- */
-struct memo {
-	uint64_t hash; /* memo_hash() */
-	uint32_t unique_terms, n, valid;
-	uint8_t status;
-	bool used;	/* false: the slot holds no result */
-	uint32_t *nums; /* cap bytes */
-	size_t cap;
-};
-
-/* Slots of the memo, indexed by the hash's low bits. */
-#define MEMO_SLOTS 1024
-/* The most bytes of numbers and signatures one signer's memo holds. */
-#define MEMO_BYTES ((size_t)4 << 20)
-/* Numbers of a document memo_hash() reads. */
-#define MEMO_HASHED 16
 
 /* ---- Small helpers ---------------------------------------------------------- */
 
@@ -213,6 +221,7 @@ int im_signer_new(const struct im_lexicon *lex, const struct im_params *p,
 		return -ENOMEM;
 	s->lex = lex;
 	s->p = *p;
+	s->memo = &s->own;
 	s->keep53 = (uint64_t)ceil(ldexp(p->keep, 53));
 	im_terms_init(&s->terms);
 	im_extract_opts_init(&xo);
@@ -226,11 +235,43 @@ int im_signer_new(const struct im_lexicon *lex, const struct im_params *p,
 	return 0;
 }
 
-/* Forget every result the memo holds (its slots keep their buffers). */
-static void memo_clear(struct im_signer *s)
+/* Forget every result @p m holds (its slots keep their buffers). */
+static void memo_clear(struct im_sig_memo *m)
 {
-	for (size_t i = 0; s->memo && i < MEMO_SLOTS; i++)
-		s->memo[i].used = false;
+	for (size_t i = 0; m->slots && i < MEMO_SLOTS; i++)
+		m->slots[i].used = false;
+}
+
+static void memo_release(struct im_sig_memo *m)
+{
+	for (size_t i = 0; m->slots && i < MEMO_SLOTS; i++)
+		free(m->slots[i].nums);
+	free(m->slots);
+}
+
+int im_sig_memo_new(struct im_sig_memo **out)
+{
+	struct im_sig_memo *m = calloc(1, sizeof(*m));
+
+	*out = NULL;
+	if (!m)
+		return -ENOMEM;
+	if (pthread_mutex_init(&m->lock, NULL)) {
+		free(m);
+		return -EAGAIN;
+	}
+	m->shared = true;
+	*out = m;
+	return 0;
+}
+
+void im_sig_memo_free(struct im_sig_memo *m)
+{
+	if (!m)
+		return;
+	memo_release(m);
+	pthread_mutex_destroy(&m->lock);
+	free(m);
 }
 
 /* The per-candidate arrays, all sized s->ccap. */
@@ -261,9 +302,7 @@ void im_signer_free(struct im_signer *s)
 	free(s->pb);
 	free(s->setv);
 	free(s->nt);
-	for (size_t i = 0; s->memo && i < MEMO_SLOTS; i++)
-		free(s->memo[i].nums);
-	free(s->memo);
+	memo_release(&s->own);
 	free(s);
 }
 
@@ -1108,6 +1147,21 @@ int im_signer_sign_terms(struct im_signer *s, const struct im_terms *u,
 	return 0;
 }
 
+/* Take @p m unless another signer holds it: @return false then. A signer
+ * does not wait for a shared memo, which only saves work: waiting (a sleep
+ * and a wake-up, up to half a millisecond on a virtual machine) cost more
+ * than it saved on a tree without copies. */
+static bool memo_lock(struct im_sig_memo *m)
+{
+	return !m->shared || !pthread_mutex_trylock(&m->lock);
+}
+
+static void memo_unlock(struct im_sig_memo *m)
+{
+	if (m->shared)
+		pthread_mutex_unlock(&m->lock);
+}
+
 /* Bytes of numbers and signatures of @p e. */
 static size_t memo_size(const struct memo *e)
 {
@@ -1134,16 +1188,16 @@ static uint64_t memo_hash(const uint32_t *nums, size_t n, uint32_t unique_terms)
  * hundreds (the same licence in every package), give the same numbers in
  * the same order: their signatures are copied instead of being made again.
  */
-static bool memo_find(const struct im_signer *s, uint64_t h,
+static bool memo_find(const struct im_sig_memo *m, uint64_t h,
 		      const uint32_t *nums, size_t n, uint32_t unique_terms,
 		      struct im_doc_sigs *out)
 {
 	const struct memo *e;
 	const uint8_t *sig;
 
-	if (!s->memo)
+	if (!m->slots)
 		return false;
-	e = &s->memo[h % MEMO_SLOTS];
+	e = &m->slots[h % MEMO_SLOTS];
 	if (!e->used || e->hash != h || e->n != n ||
 	    e->unique_terms != unique_terms ||
 	    memcmp(e->nums, nums, n * sizeof(*nums)))
@@ -1162,16 +1216,16 @@ static bool memo_find(const struct im_signer *s, uint64_t h,
 /* Keep @p out, the result for @p nums, in the memo, in place of what its
  * slot held; not when that would pass MEMO_BYTES or memory is short (the
  * memo only saves work). A slot keeps its buffer for the next result. */
-static void memo_keep(struct im_signer *s, uint64_t h, const uint32_t *nums,
+static void memo_keep(struct im_sig_memo *m, uint64_t h, const uint32_t *nums,
 		      size_t n, const struct im_doc_sigs *out)
 {
 	struct memo *e;
 	uint8_t *sig;
 	size_t size;
 
-	if (!s->memo && !(s->memo = calloc(MEMO_SLOTS, sizeof(*s->memo))))
+	if (!m->slots && !(m->slots = calloc(MEMO_SLOTS, sizeof(*m->slots))))
 		return;
-	e = &s->memo[h % MEMO_SLOTS];
+	e = &m->slots[h % MEMO_SLOTS];
 	e->used = false;
 	e->hash = h;
 	e->unique_terms = out->unique_terms;
@@ -1180,15 +1234,14 @@ static void memo_keep(struct im_signer *s, uint64_t h, const uint32_t *nums,
 	e->status = out->status;
 	size = memo_size(e);
 	if (size > e->cap) {
-		s->memo_bytes -= e->cap;
+		m->bytes -= e->cap;
 		free(e->nums);
 		e->nums = NULL;
 		e->cap = 0;
-		if (s->memo_bytes + size > MEMO_BYTES ||
-		    !(e->nums = malloc(size)))
+		if (m->bytes + size > MEMO_BYTES || !(e->nums = malloc(size)))
 			return;
 		e->cap = size;
-		s->memo_bytes += size;
+		m->bytes += size;
 	}
 	memcpy(e->nums, nums, n * sizeof(*nums));
 	sig = (uint8_t *)(e->nums + n);
@@ -1209,11 +1262,19 @@ int im_signer_sign_numbers(struct im_signer *s, const uint32_t *nums, size_t n,
 
 	if (!s->lex)
 		return -EINVAL;
-	if (memo)
+	if (memo) {
+		bool found = false;
+
 		h = memo_hash(nums, n, out->unique_terms);
-	if (memo && memo_find(s, h, nums, n, out->unique_terms, out)) {
-		s->have_last = 0;
-		return 0;
+		if (memo_lock(s->memo)) {
+			found = memo_find(s->memo, h, nums, n,
+					  out->unique_terms, out);
+			memo_unlock(s->memo);
+		}
+		if (found) {
+			s->have_last = 0;
+			return 0;
+		}
 	}
 	r = collect_numbers(s, nums, n, out->unique_terms);
 	if (r < 0)
@@ -1221,9 +1282,16 @@ int im_signer_sign_numbers(struct im_signer *s, const uint32_t *nums, size_t n,
 	r = sign_coords(s, out->unique_terms, out, NULL);
 	if (r < 0)
 		return r;
-	if (memo)
-		memo_keep(s, h, nums, n, out);
+	if (memo && memo_lock(s->memo)) {
+		memo_keep(s->memo, h, nums, n, out);
+		memo_unlock(s->memo);
+	}
 	return 0;
+}
+
+void im_signer_share_memo(struct im_signer *s, struct im_sig_memo *m)
+{
+	s->memo = m ? m : &s->own;
 }
 
 void im_signer_set_lexicon(struct im_signer *s, const struct im_lexicon *lex,
@@ -1232,7 +1300,7 @@ void im_signer_set_lexicon(struct im_signer *s, const struct im_lexicon *lex,
 	s->lex = lex;
 	s->masks = masks;
 	s->have_last = 0;
-	memo_clear(s);
+	memo_clear(&s->own);
 	free(s->nt);
 	s->nt = NULL;
 	s->nnt = 0;

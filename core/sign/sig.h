@@ -220,12 +220,38 @@ int im_signer_prepare_at(struct im_signer *s, int dirfd, const char *name,
  * a call with the same numbers in the same order and the same |U| as one
  * it remembers (an exact copy of a file signed before) copies that result
  * instead of signing again, the same bytes either way. Nothing is
- * remembered across im_signer_set_lexicon().
+ * remembered across im_signer_set_lexicon(). Signers can share what they
+ * remember (im_signer_share_memo()).
  *
  * @return 0, -ENOMEM, or -EINVAL without a lexicon or for a number past it.
  */
 int im_signer_sign_numbers(struct im_signer *s, const uint32_t *nums, size_t n,
 			   struct im_doc_sigs *out);
+
+/** Results of im_signer_sign_numbers() that signers share. */
+struct im_sig_memo;
+
+/**
+ * An empty memo for im_signer_share_memo(). The caller frees it with
+ * im_sig_memo_free(), once no signer uses it.
+ *
+ * @return 0, -ENOMEM, or -EAGAIN if its lock cannot be made.
+ */
+int im_sig_memo_new(struct im_sig_memo **out);
+void im_sig_memo_free(struct im_sig_memo *m);
+
+/**
+ * From now on, remember the results of im_signer_sign_numbers() in @p m
+ * (borrowed) and find there those of every signer sharing it, instead of
+ * in the signer's own memo: exact copies read by different threads are
+ * then signed once. @p m has a lock: the signers may run in any threads;
+ * one that finds it taken does without the memo for that call (it signs,
+ * or does not keep what it signed) rather than wait.
+ * They must sign with one lexicon (and the masks of it) and one
+ * im_params: im_signer_set_lexicon() forgets only the signer's own memo.
+ * NULL returns to the signer's own.
+ */
+void im_signer_share_memo(struct im_signer *s, struct im_sig_memo *m);
 
 /**
  * Sign with @p lex (borrowed, must outlive its use) from now on; for a

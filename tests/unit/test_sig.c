@@ -6,6 +6,7 @@
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -921,6 +922,131 @@ START_TEST(test_sig_numbers_memo)
 }
 END_TEST
 
+/* Signers sharing a memo find each other's results: shown by one whose
+ * lexicon differs (which sharing forbids) getting the other's. */
+START_TEST(test_sig_numbers_shared_memo)
+{
+	struct im_lexicon *lex = make_lexicon(200, 40, NULL, NULL);
+	struct im_lexicon *lex2 = make_lexicon(200, 40, long_l, NULL);
+	struct im_doc_sigs da, db, want2;
+	struct im_sig_memo *m;
+	struct im_signer *a, *b;
+	struct im_params p;
+	uint32_t x[60];
+
+	test_params(&p);
+	for (uint32_t i = 0; i < 60; i++)
+		x[i] = (i * 7) % 60;
+	ck_assert_int_eq(im_sig_memo_new(&m), 0);
+	a = signer(NULL, &p);
+	b = signer(NULL, &p);
+	im_signer_set_lexicon(a, lex, NULL);
+	im_signer_set_lexicon(b, lex2, NULL);
+	im_signer_share_memo(a, m);
+	im_signer_share_memo(b, m);
+	sign_check(a, lex, &p, x, 60, 80, "a", &da);
+	memset(&db, 0, sizeof(db));
+	db.unique_terms = 80;
+	ck_assert_int_eq(im_signer_sign_numbers(b, x, 60, &db), 0);
+	ck_assert_msg(same_sigs(&da, &db), "b found what a signed");
+	im_signer_share_memo(b, NULL);
+	sign_check(b, lex2, &p, x, 60, 80, "b with its own memo", &want2);
+	ck_assert_msg(!same_sigs(&da, &want2), "b's lexicon signs otherwise");
+	im_signer_free(a);
+	im_signer_free(b);
+	im_sig_memo_free(m);
+	im_lexicon_free(lex);
+	im_lexicon_free(lex2);
+}
+END_TEST
+
+enum { SHARED_SEQS = 24, SHARED_LEN = 50, SHARED_CALLS = 3000 };
+
+struct sharer {
+	const struct im_lexicon *lex;
+	struct im_sig_memo *m;
+	const uint32_t (*seqs)[SHARED_LEN];
+	const struct im_doc_sigs *want;
+	unsigned seed;
+	int wrong;
+};
+
+/* Sign the shared sequences in an order of one's own, counting results
+ * that are not the fresh signer's. */
+static void *sharer_main(void *arg)
+{
+	struct sharer *sh = arg;
+	struct im_params p;
+	struct im_signer *s;
+
+	test_params(&p);
+	if (im_signer_new(NULL, &p, &s)) {
+		sh->wrong = -1;
+		return NULL;
+	}
+	im_signer_set_lexicon(s, sh->lex, NULL);
+	im_signer_share_memo(s, sh->m);
+	for (unsigned c = 0; c < SHARED_CALLS; c++) {
+		unsigned i = (c * 7 + sh->seed) % SHARED_SEQS;
+		/* Lengths that differ give sequences of their own. */
+		size_t n = SHARED_LEN - i % 3;
+		struct im_doc_sigs d;
+
+		memset(&d, 0, sizeof(d));
+		d.unique_terms = 90;
+		if (im_signer_sign_numbers(s, sh->seqs[i], n, &d) ||
+		    !same_sigs(&d, &sh->want[i]))
+			sh->wrong++;
+	}
+	im_signer_free(s);
+	return NULL;
+}
+
+/* Threads signing through one memo at once get what a fresh signer gets. */
+START_TEST(test_sig_numbers_shared_memo_threads)
+{
+	struct im_lexicon *lex = make_lexicon(200, 40, NULL, NULL);
+	static uint32_t seqs[SHARED_SEQS][SHARED_LEN];
+	struct im_doc_sigs want[SHARED_SEQS];
+	struct sharer sh[4];
+	pthread_t tid[4];
+	struct im_sig_memo *m;
+	struct im_params p;
+
+	test_params(&p);
+	xs_state = 2463534242ull;
+	for (unsigned i = 0; i < SHARED_SEQS; i++) {
+		/* The same first numbers, so that they meet in slots. */
+		for (unsigned j = 0; j < SHARED_LEN; j++)
+			seqs[i][j] = j < 20 ? j : 20 + xs(220);
+		/* Once each: no repeat within a sequence. */
+		for (unsigned j = 20; j < SHARED_LEN; j++)
+			for (unsigned k = 20; k < j; k++)
+				if (seqs[i][k] == seqs[i][j]) {
+					seqs[i][j] =
+						20 + (seqs[i][j] + 1) % 220;
+					k = 19;
+				}
+		sign_fresh(lex, &p, seqs[i], SHARED_LEN - i % 3, 90, &want[i]);
+	}
+	ck_assert_int_eq(im_sig_memo_new(&m), 0);
+	for (unsigned t = 0; t < 4; t++) {
+		sh[t] = (struct sharer){lex, m, seqs, want, t * 5, 0};
+		ck_assert_int_eq(
+			pthread_create(&tid[t], NULL, sharer_main, &sh[t]), 0);
+	}
+	for (unsigned t = 0; t < 4; t++) {
+		pthread_join(tid[t], NULL);
+		ck_assert_msg(sh[t].wrong == 0,
+			      "thread %u: %d results not a fresh signer's "
+			      "(-1: no signer)",
+			      t, sh[t].wrong);
+	}
+	im_sig_memo_free(m);
+	im_lexicon_free(lex);
+}
+END_TEST
+
 /* ---- Files ------------------------------------------------------------------ */
 
 static char tmpdir[64];
@@ -1321,6 +1447,8 @@ static Suite *sig_suite(void)
 	tcase_add_test(tc, test_sig_coordinate0_is_imatch);
 	tcase_add_test(tc, test_sig_numbers_equal_terms);
 	tcase_add_test(tc, test_sig_numbers_memo);
+	tcase_add_test(tc, test_sig_numbers_shared_memo);
+	tcase_add_test(tc, test_sig_numbers_shared_memo_threads);
 	tcase_add_test(tc, test_sig_membership_fraction);
 	tcase_add_test(tc, test_sig_secondary_extension_threshold);
 	tcase_add_test(tc, test_sig_extension_hashes_merged_set);

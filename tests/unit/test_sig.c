@@ -771,6 +771,18 @@ START_TEST(test_sig_numbers_equal_terms)
 			ck_assert_msg(
 				!memcmp(parts, masks, nt * sizeof(*parts)),
 				"K=%u: masks in parts equal the whole", p.k);
+			/* One term at a time: never eight at once, where the
+			 * CPU has the vector code. */
+			memset(parts, 0, nt * sizeof(*parts));
+			for (size_t i = 0; i < nt; i++)
+				ck_assert_int_eq(im_sig_masks_part(lex, &p,
+								   parts, i,
+								   i + 1),
+						 0);
+			ck_assert_msg(
+				!memcmp(parts, masks, nt * sizeof(*parts)),
+				"K=%u: masks term by term equal the whole",
+				p.k);
 			free(parts);
 		}
 		for (int with_masks = 0; with_masks < 2; with_masks++) {

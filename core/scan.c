@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "beneath.h"
+#include "extract.h"
 #include "scan.h"
 #include "spool.h"
 #include "scope.h"
@@ -860,6 +861,13 @@ struct sign_worker {
 	/* First scans: the statuses as a df scan counts them, of the files
 	 * this worker read (no lock: summed after the walk). */
 	uint64_t pre_status[IM_DOC_STATUS_COUNT], pre_bytes;
+	/* First scans: the texts this worker kept whose records the spool
+	 * still holds in memory, by the hash of their bytes (copy_probe()),
+	 * and the one the probe found last. */
+	struct copy_slot *copies;
+	size_t copies_cap, ncopies;
+	uint64_t copies_spilled; /* im_spool_spilled() the slots are of */
+	const void *copy_rec;
 };
 
 /* Every worker, the walking thread once its walk is over: read queued files
@@ -992,6 +1000,114 @@ static void count_pre(struct sign_worker *wk, enum im_doc_status status,
 	wk->pre_bytes += c.bytes;
 }
 
+/* ---- Exact copies in a first scan ------------------------------------- */
+
+/*
+ * A tree holds exact copies by the hundred (the same licence in every
+ * package, one PDF saved in many folders): a copy of a text this worker
+ * kept is not extracted, tokenized and looked up again. The signer offers
+ * each file's hash before extracting it (im_signer_set_copy_probe()); a
+ * file this worker kept with those bytes lends its record: its result and
+ * its term ids, counted again with im_df_add_known(). Only records still in
+ * memory can lend (a spill moves them: the slots are then forgotten), and
+ * only within one worker (ids are per worker). Identical bytes give
+ * identical text (the probe is not asked where a filter reads a file by
+ * its name), so the results are those of reading the copy.
+ */
+struct copy_slot {
+	uint8_t exact[16];
+	const void *rec; /* the kept record; NULL: an empty slot */
+};
+
+static struct copy_slot *copy_find(const struct sign_worker *wk,
+				   const uint8_t exact[16])
+{
+	uint64_t h;
+	size_t mask = wk->copies_cap - 1, j;
+
+	memcpy(&h, exact, sizeof(h));
+	for (j = h & mask; wk->copies[j].rec; j = (j + 1) & mask)
+		if (!memcmp(wk->copies[j].exact, exact, 16))
+			break;
+	return &wk->copies[j];
+}
+
+static bool copy_probe(const uint8_t exact[16], void *arg)
+{
+	struct sign_worker *wk = arg;
+	const struct copy_slot *c;
+
+	if (!wk->ncopies || im_spool_spilled(wk->spool) != wk->copies_spilled)
+		return false;
+	c = copy_find(wk, exact);
+	wk->copy_rec = c->rec;
+	return c->rec != NULL;
+}
+
+/* Note the record just kept for a text with terms hashed to @p exact. Only
+ * saves work: out of memory, it is not noted. */
+static void copy_note(struct sign_worker *wk, const uint8_t exact[16])
+{
+	uint64_t spilled = im_spool_spilled(wk->spool);
+	struct copy_slot *c;
+	const void *rec;
+	size_t len;
+
+	if (spilled != wk->copies_spilled) {
+		if (wk->copies)
+			memset(wk->copies, 0,
+			       wk->copies_cap * sizeof(*wk->copies));
+		wk->ncopies = 0;
+		wk->copies_spilled = spilled;
+	}
+	if (2 * (wk->ncopies + 1) > wk->copies_cap) {
+		size_t cap = wk->copies_cap ? 2 * wk->copies_cap : 1024;
+		struct copy_slot *old = wk->copies,
+				 *v = calloc(cap, sizeof(*v));
+
+		if (!v)
+			return;
+		wk->copies = v;
+		wk->copies_cap = cap;
+		for (size_t i = 0; old && i < cap / 2; i++)
+			if (old[i].rec)
+				*copy_find(wk, old[i].exact) = old[i];
+		free(old);
+	}
+	rec = im_spool_last(wk->spool, &len);
+	c = copy_find(wk, exact);
+	if (!rec || c->rec)
+		return;
+	memcpy(c->exact, exact, 16);
+	c->rec = rec;
+	wk->ncopies++;
+}
+
+/* Keep the file at @p path (@p st, @p d as im_signer_prepare_at() left an
+ * exact copy) with the result and term ids of wk->copy_rec, and count it. */
+static int keep_copy(struct sign_worker *wk, const char *path,
+		     const struct stat *st, struct im_doc_sigs *d)
+{
+	struct kept k;
+	int ret;
+
+	/* The record may move with the next append: copied out first. */
+	memcpy(&k, wk->copy_rec, sizeof(k));
+	ret = ids_reserve(wk, k.nids);
+	if (ret)
+		return ret;
+	memcpy(wk->ids, (const char *)wk->copy_rec + sizeof(k) + k.path_len,
+	       (size_t)k.nids * sizeof(*wk->ids));
+	ret = im_df_add_known(wk->df, wk->ids, k.nids);
+	if (ret)
+		return ret;
+	d->err = k.err;
+	d->unique_terms = k.unique_terms;
+	d->format = k.format;
+	d->sketch = k.sketch;
+	return keep_doc(wk, path, st, d, k.nids);
+}
+
 /* Walk step: read and tokenize, count the terms, keep the rest. */
 static int first_work(struct sign_worker *wk, struct item *it)
 {
@@ -1001,19 +1117,31 @@ static int first_work(struct sign_worker *wk, struct item *it)
 	struct stat st;
 	int ret = im_signer_prepare_at(wk->signer, it->dir->fd, name, &d, &st,
 				       &u);
+	const struct stat *use = st.st_ino ? &st : &it->st;
 	size_t n = u ? u->n : 0;
 
 	dref_put(it->dir);
-	/* Documents without a term say nothing about frequencies. */
-	if (!ret && n)
-		ret = ids_reserve(wk, n);
-	if (!ret && n)
-		ret = im_df_add_ids(wk->df, u, wk->ids);
-	if (!ret)
-		ret = keep_doc(wk, it->path, st.st_ino ? &st : &it->st, &d, n);
+	if (ret == 1) {
+		/* Only texts with terms are noted: counted as one. */
+		ret = keep_copy(wk, it->path, use, &d);
+		n = 1;
+	} else {
+		/* Documents without a term say nothing about frequencies. */
+		if (!ret && n)
+			ret = ids_reserve(wk, n);
+		if (!ret && n)
+			ret = im_df_add_ids(wk->df, u, wk->ids);
+		if (!ret)
+			ret = keep_doc(wk, it->path, use, &d, n);
+		/* A text a filter made by name lends nothing: a copy under
+		 * another name is read as what it is. */
+		if (!ret && n && d.exact_valid &&
+		    !im_extract_filter_for(wk->sc->p->filters, name))
+			copy_note(wk, d.exact);
+	}
 	/* As df_work() counts, for a tree with no lexicon. */
 	if (!ret)
-		count_pre(wk, u ? IM_DOC_SIGNED : d.status, &it->st);
+		count_pre(wk, n || u ? IM_DOC_SIGNED : d.status, &it->st);
 	free(it->path);
 	return ret;
 }
@@ -1275,6 +1403,7 @@ static void workers_free(struct sign_worker *wk, unsigned n)
 		free(wk[i].ids);
 		free(wk[i].map);
 		free(wk[i].pend);
+		free(wk[i].copies);
 	}
 	free(wk);
 }
@@ -1586,6 +1715,8 @@ int im_scan_first(int dirfd, const struct im_params *p, unsigned threads,
 	ret = workers_new(sc, n, true, dir, budget / n ? budget / n : 1, &wk);
 	if (ret)
 		goto out;
+	for (unsigned i = 0; i < n; i++)
+		im_signer_set_copy_probe(wk[i].signer, copy_probe, &wk[i]);
 	ret = walk_with(dirfd, sc, wk, n, first_work);
 	if (ret)
 		goto out;

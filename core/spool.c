@@ -44,6 +44,8 @@ struct im_spool {
 	size_t mem_len;		   /* bytes of records in memory */
 	int fd;			   /* -1 until the first spill */
 	uint64_t spilled, records;
+	const char *last; /* the last record appended, in memory */
+	size_t last_len;
 	/* Reading */
 	int reading;
 	uint64_t file_left; /* bytes of the file not yet read */
@@ -246,10 +248,18 @@ int im_spool_append(struct im_spool *sp, const struct iovec *iov, int n)
 		p += iov[i].iov_len;
 	}
 	memset(p, 0, pad8(len) - len);
+	sp->last = p - len;
+	sp->last_len = len;
 	sp->tail->len += total;
 	sp->mem_len += total;
 	sp->records++;
 	return 0;
+}
+
+const void *im_spool_last(const struct im_spool *sp, size_t *len)
+{
+	*len = sp->last_len;
+	return sp->reading ? NULL : sp->last;
 }
 
 int im_spool_rewind(struct im_spool *sp)

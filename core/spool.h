@@ -51,6 +51,15 @@ void im_spool_free(struct im_spool *sp);
 int im_spool_append(struct im_spool *sp, const struct iovec *iov, int n);
 
 /**
+ * The record last appended, its @p *len bytes in memory, or NULL after
+ * im_spool_rewind() or before any record. Valid as long as
+ * im_spool_spilled() says what it said just after that append (a spill
+ * moves the records in memory to the file) and until the rewind. A
+ * one-pass scan finds an exact copy's record this way.
+ */
+const void *im_spool_last(const struct im_spool *sp, size_t *len);
+
+/**
  * Stop writing and go back to the first record.
  *
  * @return 0 or the negative errno of flushing or seeking the file.

@@ -435,6 +435,24 @@ int im_df_add_ids(struct im_df *df, const struct im_terms *u, uint32_t *ids)
 	return 0;
 }
 
+int im_df_add_known(struct im_df *df, const uint32_t *ids, size_t n)
+{
+	if (df->docs >= UINT32_MAX)
+		return -EOVERFLOW;
+	for (size_t i = 0; i < n; i++)
+		if (ids[i] >= df->n)
+			return -EINVAL;
+	for (size_t i = 0; i < n; i++) {
+		struct df_slot *e = df_slot_of(df, ids[i]);
+
+		if (e->df == UINT32_MAX)
+			return -EOVERFLOW;
+		e->df++;
+	}
+	df->docs++;
+	return 0;
+}
+
 int im_df_add(struct im_df *df, const struct im_terms *u)
 {
 	return im_df_add_ids(df, u, NULL);

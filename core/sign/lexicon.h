@@ -59,6 +59,17 @@ int im_df_add(struct im_df *df, const struct im_terms *u);
  */
 int im_df_add_ids(struct im_df *df, const struct im_terms *u, uint32_t *ids);
 
+/**
+ * Count one more document whose unique terms are already in @p df, by their
+ * @p n ids (as im_df_add_ids() gave them, each once): what im_df_add_ids()
+ * would count for the same set, without a term looked up. A one-pass scan
+ * counts an exact copy of a file it read this way.
+ *
+ * @return 0, -EINVAL for an id @p df does not hold (nothing counted), or
+ *         -EOVERFLOW as im_df_add() (counts before the failing id stay).
+ */
+int im_df_add_known(struct im_df *df, const uint32_t *ids, size_t n);
+
 /** Add the counts of @p src into @p dst. @return as im_df_add(). */
 int im_df_merge(struct im_df *dst, const struct im_df *src);
 

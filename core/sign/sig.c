@@ -147,6 +147,8 @@ struct im_signer {
 	 * (memo_find()): its own, or one it shares (im_signer_share_memo()). */
 	struct im_sig_memo own;
 	struct im_sig_memo *memo;
+	im_copy_probe copy_probe; /* im_signer_set_copy_probe() */
+	void *copy_arg;
 };
 
 /* ---- Small helpers ---------------------------------------------------------- */
@@ -1437,7 +1439,8 @@ static void exact_of(const char *buf, size_t len, uint8_t exact[16])
  * (im_signer_prepare_at()).
  */
 static int doc_buf(struct im_signer *s, const char *name, const char *buf,
-		   size_t len, struct im_doc_sigs *out, bool sign)
+		   size_t len, const uint8_t *exact, struct im_doc_sigs *out,
+		   bool sign)
 {
 	struct im_extract_result xr;
 	int r;
@@ -1476,7 +1479,10 @@ static int doc_buf(struct im_signer *s, const char *name, const char *buf,
 	 * cluster of every empty __init__.py and placeholder in the tree. */
 	if (len == 0)
 		return 0;
-	exact_of(buf, len, out->exact);
+	if (exact)
+		memcpy(out->exact, exact, sizeof(out->exact));
+	else
+		exact_of(buf, len, out->exact);
 	out->exact_valid = 1;
 	return 0;
 }
@@ -1484,7 +1490,7 @@ static int doc_buf(struct im_signer *s, const char *name, const char *buf,
 int im_signer_sign_buf(struct im_signer *s, const char *name, const char *buf,
 		       size_t len, struct im_doc_sigs *out)
 {
-	return doc_buf(s, name, buf, len, out, true);
+	return doc_buf(s, name, buf, len, NULL, out, true);
 }
 
 /* ---- Reading ----------------------------------------------------------------- */
@@ -1706,8 +1712,27 @@ static int doc_at(struct im_signer *s, int dirfd, const char *name,
 		drop_big_buffer(s);
 	} else {
 		const char *base = strrchr(name, '/');
-		r = doc_buf(s, base ? base + 1 : name, s->buf ? s->buf : "",
-			    len, out, sign);
+		/* Offered to the copy probe: extraction depends on the bytes
+		 * alone unless a filter reads them by name. */
+		bool offer = !sign && s->copy_probe && len &&
+			     !im_extract_filter_for(s->p.filters, name);
+
+		if (offer) {
+			exact_of(s->buf, len, exact);
+			if (s->copy_probe(exact, s->copy_arg)) {
+				s->have_last = 0;
+				memset(out, 0, sizeof(*out));
+				out->status = IM_DOC_REJECTED;
+				out->ncoords = (uint8_t)(s->p.k + 1);
+				memcpy(out->exact, exact, sizeof(out->exact));
+				out->exact_valid = 1;
+				r = 1;
+			}
+		}
+		if (!r)
+			r = doc_buf(s, base ? base + 1 : name,
+				    s->buf ? s->buf : "", len,
+				    offer ? exact : NULL, out, sign);
 		drop_big_buffer(s);
 	}
 	out->size = (uint64_t)lst.st_size;
@@ -1732,6 +1757,13 @@ int im_signer_prepare_at(struct im_signer *s, int dirfd, const char *name,
 
 	*terms = !r && out->status == IM_DOC_REJECTED ? &s->terms : NULL;
 	return r;
+}
+
+void im_signer_set_copy_probe(struct im_signer *s, im_copy_probe probe,
+			      void *arg)
+{
+	s->copy_probe = probe;
+	s->copy_arg = arg;
 }
 
 int im_signer_terms_at(struct im_signer *s, int dirfd, const char *name,

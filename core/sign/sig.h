@@ -193,6 +193,19 @@ int im_signer_sign_terms(struct im_signer *s, const struct im_terms *u,
  */
 
 /**
+ * Whether the caller already holds what im_signer_prepare_at() would make of
+ * a file whose bytes hash to @p exact (XXH3-128, canonical, as
+ * im_doc_sigs.exact): then it is not extracted again. Asked with @p arg of
+ * im_signer_set_copy_probe(), in the thread that called
+ * im_signer_prepare_at().
+ */
+typedef bool (*im_copy_probe)(const uint8_t exact[16], void *arg);
+
+/** Ask @p probe with @p arg from now on (NULL: never). */
+void im_signer_set_copy_probe(struct im_signer *s, im_copy_probe probe,
+			      void *arg);
+
+/**
  * Read, extract and tokenize like im_signer_sign_at(), without signing. A
  * text comes back with status IM_DOC_REJECTED, no signature, unique_terms
  * and the sketch set, and *terms pointing at its unique terms (owned by the
@@ -200,7 +213,14 @@ int im_signer_sign_terms(struct im_signer *s, const struct im_terms *u,
  * big, error) comes back complete, as im_signer_sign_at() gives it, with
  * *terms NULL. Works with or without a lexicon.
  *
- * @return 0 or -ENOMEM; on error *terms is NULL.
+ * A file read whole (not empty, and not one a filter of the parameters
+ * reads, whose text depends on its name) is first offered to the copy
+ * probe, if any: when it says yes, nothing is extracted, *terms is NULL and
+ * @p out holds only status IM_DOC_REJECTED, ncoords, exact, exact_valid,
+ * size and mtime_ns, for the caller to complete from its copy.
+ *
+ * @return 0, 1 when the copy probe took the file, or -ENOMEM; on error
+ *         *terms is NULL.
  */
 int im_signer_prepare_at(struct im_signer *s, int dirfd, const char *name,
 			 struct im_doc_sigs *out, struct stat *st,

@@ -195,6 +195,43 @@ START_TEST(test_lexicon_df_short_and_long_terms)
 }
 END_TEST
 
+/* A document counted by the ids of its terms counts as counting its terms
+ * again would; an id the table does not hold is refused, nothing counted. */
+START_TEST(test_lexicon_df_add_known)
+{
+	struct im_df *df, *ref;
+	struct im_terms u;
+	uint32_t ids[3], bad[2] = {0, 3};
+	static const char *const words[] = {"apple", "banana",
+					    "a-term-longer-than-sixteen"};
+
+	ck_assert_int_eq(im_df_new(&df), 0);
+	ck_assert_int_eq(im_df_new(&ref), 0);
+	im_terms_init(&u);
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(im_terms_add(&u, words[i], strlen(words[i])),
+				 0);
+	ck_assert_int_eq(im_df_add_ids(df, &u, ids), 0);
+	ck_assert_int_eq(im_df_add_known(df, ids, 3), 0);
+	ck_assert_int_eq(im_df_add_known(df, ids + 1, 1), 0);
+	ck_assert_int_eq(im_df_add_ids(ref, &u, NULL), 0);
+	ck_assert_int_eq(im_df_add_ids(ref, &u, NULL), 0);
+	ck_assert_int_eq(im_df_add_term(ref, words[1], strlen(words[1]), 1), 0);
+	ck_assert_uint_eq(im_df_docs(df), 3);
+	ck_assert_uint_eq(im_df_terms(df), 3);
+	for (int i = 0; i < 3; i++)
+		ck_assert_uint_eq(im_df_count(df, words[i], strlen(words[i])),
+				  im_df_count(ref, words[i], strlen(words[i])));
+	ck_assert_uint_eq(im_df_count(df, "banana", 6), 3);
+	ck_assert_int_eq(im_df_add_known(df, bad, 2), -EINVAL);
+	ck_assert_uint_eq(im_df_docs(df), 3);
+	ck_assert_uint_eq(im_df_count(df, "apple", 5), 2);
+	im_terms_release(&u);
+	im_df_free(df);
+	im_df_free(ref);
+}
+END_TEST
+
 START_TEST(test_lexicon_df_many_terms)
 {
 	/* Enough terms to make the table grow several times. */
@@ -1198,6 +1235,7 @@ static Suite *lexicon_suite(void)
 	TCase *tc = tcase_create("df");
 	tcase_add_test(tc, test_lexicon_df_counts);
 	tcase_add_test(tc, test_lexicon_df_short_and_long_terms);
+	tcase_add_test(tc, test_lexicon_df_add_known);
 	tcase_add_test(tc, test_lexicon_df_many_terms);
 	tcase_add_test(tc, test_lexicon_df_merge);
 	tcase_add_test(tc, test_lexicon_merge_ids_and_numbers);

@@ -777,10 +777,31 @@ static bool same_result(const struct im_doc_sigs *a,
 	       !memcmp(&a->sketch, &b->sketch, sizeof(a->sketch));
 }
 
+/* Copy the file at @p from to @p to (relative to the root), byte for byte. */
+static void copy_file(const char *from, const char *to)
+{
+	char p[4096], buf[65536];
+	size_t n;
+	FILE *in, *out;
+
+	snprintf(p, sizeof(p), "%s/%s", root, from);
+	in = fopen(p, "rb");
+	ck_assert_ptr_nonnull(in);
+	snprintf(p, sizeof(p), "%s/%s", root, to);
+	out = fopen(p, "wb");
+	ck_assert_ptr_nonnull(out);
+	while ((n = fread(buf, 1, sizeof(buf), in)) > 0)
+		ck_assert_uint_eq(fwrite(buf, 1, n, out), n);
+	fclose(in);
+	fclose(out);
+}
+
 /* One pass over make_corpus(@p ndocs) gives what the df pass, the lexicon
  * and the signing pass give, with any number of workers and whether or not
- * the term ids spill. */
-static void check_first_equals_two_passes(int ndocs)
+ * the term ids spill. With @p copies, every third document also has two
+ * exact copies elsewhere, which a first scan counts and keeps from the
+ * record of the first it read (copy_probe()). */
+static void check_first_equals_two_passes(int ndocs, bool copies)
 {
 	static const struct {
 		unsigned threads;
@@ -795,7 +816,22 @@ static void check_first_equals_two_passes(int ndocs)
 
 	im_params_init(&p);
 	make_corpus(ndocs);
-	lex_ref = corpus_lexicon(&p, 2, ndocs);
+	if (copies) {
+		mkpath("copies");
+		mkpath("copies/again");
+		for (int d = 0; d < ndocs; d += 3) {
+			char from[64], to[64];
+
+			snprintf(from, sizeof(from), "%s/doc%03d.txt",
+				 d % 2 ? "docs" : "docs/more", d);
+			snprintf(to, sizeof(to), "copies/c%03d.txt", d);
+			copy_file(from, to);
+			snprintf(to, sizeof(to), "copies/again/%03d", d);
+			copy_file(from, to);
+		}
+	}
+	lex_ref = corpus_lexicon(&p, 2,
+				 ndocs + (copies ? 2 * ((ndocs + 2) / 3) : 0));
 	scan_into(lex_ref, &p, 2, &ref, &c_ref);
 	want = lexicon_bytes(lex_ref, &want_len);
 	for (size_t i = 0; i < sizeof(runs) / sizeof(runs[0]); i++) {
@@ -843,7 +879,70 @@ static void check_first_equals_two_passes(int ndocs)
 
 START_TEST(test_scan_first_equals_two_passes)
 {
-	check_first_equals_two_passes(40);
+	check_first_equals_two_passes(40, false);
+}
+END_TEST
+
+/* The result of @p path among @p r, or NULL. */
+static const struct im_doc_sigs *result_of(const struct results *r,
+					   const char *path)
+{
+	for (size_t i = 0; i < r->n; i++)
+		if (!strcmp(r->v[i].path, path))
+			return &r->v[i].d;
+	return NULL;
+}
+
+/* A text a filter made of a file by its name lends nothing to a file of the
+ * same bytes under another name: that one is read as what it is. */
+START_TEST(test_scan_first_copy_under_a_filtered_name)
+{
+	static const char *const filters[] = {"dat:tr a-z A-Z", NULL};
+	static const char bytes[] = "x\0legacy words of an old format, "
+				    "several words here and there";
+	struct first_run fr = {0};
+	struct im_scan_ops ops = {.result = on_first_result,
+				  .lexicon = on_lexicon,
+				  .arg = &fr,
+				  .spill_dir = "/tmp"};
+	struct im_scan_counts c = {0};
+	const struct im_doc_sigs *dat, *bin;
+	struct im_lexicon *lex = NULL;
+	struct im_params p;
+	char path[4096];
+	FILE *f;
+
+	im_params_init(&p);
+	p.filters = filters;
+	make_corpus(12);
+	for (int i = 0; i < 2; i++) {
+		snprintf(path, sizeof(path), "%s/%s", root,
+			 i ? "other.bin" : "legacy.dat");
+		f = fopen(path, "wb");
+		ck_assert_ptr_nonnull(f);
+		ck_assert_uint_eq(fwrite(bytes, 1, sizeof(bytes) - 1, f),
+				  sizeof(bytes) - 1);
+		fclose(f);
+	}
+	ck_assert_int_eq(im_scan_first(rootfd, &p, 1, &ops, &lex, &c), 0);
+	dat = result_of(&fr.r, "legacy.dat");
+	bin = result_of(&fr.r, "other.bin");
+	ck_assert_ptr_nonnull(dat);
+	ck_assert_ptr_nonnull(bin);
+	ck_assert_msg(dat->format == IM_FMT_FILTER && dat->unique_terms > 0,
+		      "the filter reads legacy.dat (format %d)", dat->format);
+	ck_assert_msg(bin->status == IM_DOC_BINARY &&
+			      bin->format == IM_FMT_BINARY,
+		      "other.bin is binary (status %d, format %d)", bin->status,
+		      bin->format);
+	results_free(&fr.r);
+	im_lexicon_free(lex);
+}
+END_TEST
+
+START_TEST(test_scan_first_with_exact_copies)
+{
+	check_first_equals_two_passes(60, true);
 }
 END_TEST
 
@@ -851,7 +950,7 @@ END_TEST
  * itself whenever the queue is full, alone (one thread) as it finds them. */
 START_TEST(test_scan_first_past_a_full_queue)
 {
-	check_first_equals_two_passes(400);
+	check_first_equals_two_passes(400, false);
 }
 END_TEST
 
@@ -1071,6 +1170,8 @@ static Suite *scan_suite(void)
 	tcase_add_test(tc, test_scan_sign_want_and_cancel);
 	tcase_add_test(tc, test_scan_first_equals_two_passes);
 	tcase_add_test(tc, test_scan_first_past_a_full_queue);
+	tcase_add_test(tc, test_scan_first_with_exact_copies);
+	tcase_add_test(tc, test_scan_first_copy_under_a_filtered_name);
 	tcase_add_test(tc, test_scan_first_workers_share_the_signing);
 	tcase_add_test(tc, test_scan_first_without_lexicon);
 	tcase_add_test(tc, test_scan_first_unsigned_results);

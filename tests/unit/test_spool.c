@@ -43,9 +43,15 @@ static void round_trip(struct im_spool *sp, size_t n, size_t big)
 		for (size_t j = 0; j < l; j++)
 			buf[j] = rec_byte(i, j);
 		ck_assert_int_eq(im_spool_append(sp, iov, 2), 0);
+		/* The record just appended is in memory as written. */
+		const void *last = im_spool_last(sp, &len);
+
+		ck_assert_msg(last && len == l && !memcmp(last, buf, l),
+			      "record %zu: im_spool_last()", i);
 	}
 	ck_assert_uint_eq(im_spool_records(sp), n);
 	ck_assert_int_eq(im_spool_rewind(sp), 0);
+	ck_assert_ptr_null(im_spool_last(sp, &len));
 	for (size_t i = 0; i < n; i++) {
 		ck_assert_int_eq(im_spool_next(sp, &rec, &len), 1);
 		ck_assert_msg(len == rec_len(i, big), "record %zu: %zu bytes",
@@ -69,6 +75,37 @@ START_TEST(test_spool_in_memory)
 	round_trip(sp, 2000, 5000);
 	ck_assert_msg(im_spool_spilled(sp) == 0,
 		      "without a budget nothing reaches the file");
+	im_spool_free(sp);
+}
+END_TEST
+
+/* A record im_spool_last() showed stays where it was, with its bytes, until
+ * im_spool_spilled() changes. */
+START_TEST(test_spool_last_until_a_spill)
+{
+	struct im_spool *sp;
+	unsigned char a[100], b[100];
+	struct iovec ia = {a, sizeof(a)}, ib = {b, sizeof(b)};
+	const void *first;
+	size_t len;
+	uint64_t spilled;
+
+	memset(a, 'a', sizeof(a));
+	memset(b, 'b', sizeof(b));
+	ck_assert_int_eq(im_spool_new("/tmp", 1000, &sp), 0);
+	ck_assert_ptr_null(im_spool_last(sp, &len));
+	ck_assert_int_eq(im_spool_append(sp, &ia, 1), 0);
+	first = im_spool_last(sp, &len);
+	spilled = im_spool_spilled(sp);
+	for (int i = 0; im_spool_spilled(sp) == spilled; i++) {
+		ck_assert_msg(i < 20, "a 1000-byte budget spills by now");
+		ck_assert_msg(!memcmp(first, a, sizeof(a)),
+			      "append %d: the first record moved before a "
+			      "spill",
+			      i);
+		ck_assert_int_eq(im_spool_append(sp, &ib, 1), 0);
+	}
+	ck_assert(im_spool_last(sp, &len) != NULL && len == sizeof(b));
 	im_spool_free(sp);
 }
 END_TEST
@@ -128,6 +165,7 @@ static Suite *spool_suite(void)
 	TCase *tc = tcase_create("spool");
 
 	tcase_add_test(tc, test_spool_in_memory);
+	tcase_add_test(tc, test_spool_last_until_a_spill);
 	tcase_add_test(tc, test_spool_spills_and_reads_back);
 	tcase_add_test(tc, test_spool_empty_and_misuse);
 	tcase_add_test(tc, test_spool_unwritable_dir);

@@ -1425,8 +1425,12 @@ static int workers_new(struct scan *sc, unsigned n, bool want_df,
 	for (unsigned i = 0; i < n && !ret; i++) {
 		wk[i].sc = sc;
 		ret = im_signer_new(sc->lex, sc->p, &wk[i].signer);
-		if (!ret && sc->masks)
+		if (!ret && sc->masks) {
 			im_signer_set_lexicon(wk[i].signer, sc->lex, sc->masks);
+			/* A sign scan meets exact copies: each worker signs
+			 * the bytes once. */
+			im_signer_keep_results(wk[i].signer, true);
+		}
 		if (!ret && want_df)
 			ret = im_df_new(&wk[i].df);
 		if (!ret && spool_dir)

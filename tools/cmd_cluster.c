@@ -384,6 +384,8 @@ static int sign_shard(struct cli *c, const struct im_lexicon *lex, int rootfd,
 	ret = im_signer_new(lex, &c->p, &s);
 	if (ret)
 		return ret;
+	/* A shard holds exact copies as a tree does: signed once. */
+	im_signer_keep_results(s, true);
 	im_tree_init(&t, rootfd);
 	for (size_t i = 0; i < sh->n && !ret; i++) {
 		struct im_stage_doc doc = {.path = sh->path[i],

@@ -149,7 +149,16 @@ struct im_signer {
 	struct im_sig_memo *memo;
 	im_copy_probe copy_probe; /* im_signer_set_copy_probe() */
 	void *copy_arg;
+	/* im_signer_keep_results(): RESULT_SLOTS results of
+	 * im_signer_sign_at() by the hash of the bytes read (exact_valid 0:
+	 * an empty slot), made on the first keep. */
+	bool keep_results;
+	struct im_doc_sigs *results;
 };
+
+/* Results im_signer_keep_results() keeps, by the low bits of the bytes'
+ * hash: a copy met within that many texts of its first is found. */
+#define RESULT_SLOTS 256
 
 /* ---- Small helpers ---------------------------------------------------------- */
 
@@ -305,6 +314,7 @@ void im_signer_free(struct im_signer *s)
 	free(s->setv);
 	free(s->nt);
 	memo_release(&s->own);
+	free(s->results);
 	free(s);
 }
 
@@ -1303,6 +1313,9 @@ void im_signer_set_lexicon(struct im_signer *s, const struct im_lexicon *lex,
 	s->masks = masks;
 	s->have_last = 0;
 	memo_clear(&s->own);
+	/* Results signed with another lexicon are forgotten. */
+	free(s->results);
+	s->results = NULL;
 	free(s->nt);
 	s->nt = NULL;
 	s->nnt = 0;
@@ -1687,6 +1700,46 @@ static void drop_big_buffer(struct im_signer *s)
 	}
 }
 
+/* The result kept for bytes hashed to @p exact, into @p out: false if none
+ * (size and mtime_ns are the caller's to set). */
+static bool result_find(const struct im_signer *s, const uint8_t exact[16],
+			struct im_doc_sigs *out)
+{
+	const struct im_doc_sigs *e;
+	uint64_t h;
+
+	if (!s->results)
+		return false;
+	memcpy(&h, exact, sizeof(h));
+	e = &s->results[h % RESULT_SLOTS];
+	if (!e->exact_valid || memcmp(e->exact, exact, sizeof(e->exact)))
+		return false;
+	*out = *e;
+	return true;
+}
+
+/* Keep @p d, a text's result, in place of what its slot held. What depends
+ * on more than the bytes (a failed extraction: a helper's deadline) is not
+ * kept; out of memory, nothing is (it only saves work). */
+static void result_keep(struct im_signer *s, const struct im_doc_sigs *d)
+{
+	uint64_t h;
+
+	if (!d->exact_valid ||
+	    (d->status != IM_DOC_SIGNED && d->status != IM_DOC_REJECTED))
+		return;
+	if (!s->results &&
+	    !(s->results = calloc(RESULT_SLOTS, sizeof(*s->results))))
+		return;
+	memcpy(&h, d->exact, sizeof(h));
+	s->results[h % RESULT_SLOTS] = *d;
+}
+
+void im_signer_keep_results(struct im_signer *s, bool keep)
+{
+	s->keep_results = keep;
+}
+
 /* im_signer_sign_at(), or im_signer_prepare_at() when !@p sign. */
 static int doc_at(struct im_signer *s, int dirfd, const char *name,
 		  struct im_doc_sigs *out, struct stat *st, bool sign)
@@ -1712,15 +1765,22 @@ static int doc_at(struct im_signer *s, int dirfd, const char *name,
 		drop_big_buffer(s);
 	} else {
 		const char *base = strrchr(name, '/');
-		/* Offered to the copy probe: extraction depends on the bytes
-		 * alone unless a filter reads them by name. */
-		bool offer = !sign && s->copy_probe && len &&
-			     !im_extract_filter_for(s->p.filters, name);
+		/* Offered to the copy probe or the results kept: extraction
+		 * depends on the bytes alone unless a filter reads them by
+		 * name. */
+		bool offer = (sign ? s->keep_results : s->copy_probe != NULL) &&
+			     len && !im_extract_filter_for(s->p.filters, name);
+
+		bool known = false;
 
 		if (offer) {
 			exact_of(s->buf, len, exact);
-			if (s->copy_probe(exact, s->copy_arg)) {
-				s->have_last = 0;
+			known = sign ? result_find(s, exact, out)
+				     : s->copy_probe(exact, s->copy_arg);
+		}
+		if (known) {
+			s->have_last = 0;
+			if (!sign) {
 				memset(out, 0, sizeof(*out));
 				out->status = IM_DOC_REJECTED;
 				out->ncoords = (uint8_t)(s->p.k + 1);
@@ -1728,11 +1788,13 @@ static int doc_at(struct im_signer *s, int dirfd, const char *name,
 				out->exact_valid = 1;
 				r = 1;
 			}
-		}
-		if (!r)
+		} else {
 			r = doc_buf(s, base ? base + 1 : name,
 				    s->buf ? s->buf : "", len,
 				    offer ? exact : NULL, out, sign);
+			if (!r && offer && sign)
+				result_keep(s, out);
+		}
 		drop_big_buffer(s);
 	}
 	out->size = (uint64_t)lst.st_size;

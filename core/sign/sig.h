@@ -201,6 +201,16 @@ int im_signer_sign_terms(struct im_signer *s, const struct im_terms *u,
  */
 typedef bool (*im_copy_probe)(const uint8_t exact[16], void *arg);
 
+/**
+ * Whether im_signer_sign_at() keeps its recent texts' results (211 KiB,
+ * made on first use) by the hash of the bytes read, and gives a file whose
+ * bytes it has kept the result without extracting or signing it again; off
+ * by default. Exact copies are as common in a tree as duplicate licences
+ * and PDFs saved twice: scans turn it on. A file a filter reads by name is
+ * neither kept nor found. im_signer_set_lexicon() forgets what was kept.
+ */
+void im_signer_keep_results(struct im_signer *s, bool keep);
+
 /** Ask @p probe with @p arg from now on (NULL: never). */
 void im_signer_set_copy_probe(struct im_signer *s, im_copy_probe probe,
 			      void *arg);

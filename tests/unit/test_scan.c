@@ -796,6 +796,100 @@ static void copy_file(const char *from, const char *to)
 	fclose(out);
 }
 
+/* A filter for *.dat files, which make_filtered_pair() meets. */
+static const char *const dat_filter[] = {"dat:tr a-z A-Z", NULL};
+
+/* legacy.dat and other.bin, the same bytes that sniff as binary: the first
+ * a text through dat_filter, the second binary. */
+static void make_filtered_pair(void)
+{
+	static const char bytes[] = "x\0legacy words of an old format, "
+				    "several words here and there";
+	char path[4096];
+
+	for (int i = 0; i < 2; i++) {
+		FILE *f;
+
+		snprintf(path, sizeof(path), "%s/%s", root,
+			 i ? "other.bin" : "legacy.dat");
+		f = fopen(path, "wb");
+		ck_assert_ptr_nonnull(f);
+		ck_assert_uint_eq(fwrite(bytes, 1, sizeof(bytes) - 1, f),
+				  sizeof(bytes) - 1);
+		fclose(f);
+	}
+}
+
+/* Two exact copies, elsewhere, of every third document of make_corpus(). */
+static void make_copies(int ndocs)
+{
+	mkpath("copies");
+	mkpath("copies/again");
+	for (int d = 0; d < ndocs; d += 3) {
+		char from[64], to[64];
+
+		snprintf(from, sizeof(from), "%s/doc%03d.txt",
+			 d % 2 ? "docs" : "docs/more", d);
+		snprintf(to, sizeof(to), "copies/c%03d.txt", d);
+		copy_file(from, to);
+		snprintf(to, sizeof(to), "copies/again/%03d", d);
+		copy_file(from, to);
+	}
+}
+
+/* A sign scan signs the bytes of exact copies once per worker
+ * (im_signer_keep_results()): every result as a fresh signer gives it,
+ * with one worker or three, and a filtered file's bytes lend nothing. */
+START_TEST(test_scan_sign_copies_equal_signing_alone)
+{
+	struct im_params p;
+	struct im_scan_counts c;
+	struct results r;
+	struct im_lexicon *lex;
+
+	im_params_init(&p);
+	p.filters = dat_filter;
+	make_corpus(30);
+	make_copies(30);
+	make_filtered_pair();
+	{
+		struct im_df *df = NULL;
+
+		memset(&c, 0, sizeof(c));
+		ck_assert_int_eq(im_scan_df(rootfd, &p, 2, NULL, &df, &c), 0);
+		ck_assert_uint_eq(c.by_status[IM_DOC_BINARY], 2);
+		ck_assert_int_eq(im_lexicon_build(df, p.nidf_lo, p.nidf_hi,
+						  p.secondary_cap, &lex),
+				 0);
+		im_df_free(df);
+	}
+	for (unsigned threads = 1; threads <= 3; threads += 2) {
+		struct im_signer *s;
+
+		scan_into(lex, &p, threads, &r, &c);
+		ck_assert_uint_eq(r.n, 33 + 2 * 10 + 2);
+		for (size_t i = 0; i < r.n; i++) {
+			struct im_doc_sigs alone;
+
+			/* A fresh signer each time: nothing kept. */
+			ck_assert_int_eq(im_signer_new(lex, &p, &s), 0);
+			ck_assert_int_eq(im_signer_sign_at(s, rootfd,
+							   r.v[i].path, &alone,
+							   NULL),
+					 0);
+			im_signer_free(s);
+			ck_assert_msg(same_result(&alone, &r.v[i].d) &&
+					      alone.status == r.v[i].d.status,
+				      "-j%u, %s: the scan's result is the "
+				      "file's alone",
+				      threads, r.v[i].path);
+		}
+		results_free(&r);
+	}
+	im_lexicon_free(lex);
+}
+END_TEST
+
 /* One pass over make_corpus(@p ndocs) gives what the df pass, the lexicon
  * and the signing pass give, with any number of workers and whether or not
  * the term ids spill. With @p copies, every third document also has two
@@ -816,20 +910,8 @@ static void check_first_equals_two_passes(int ndocs, bool copies)
 
 	im_params_init(&p);
 	make_corpus(ndocs);
-	if (copies) {
-		mkpath("copies");
-		mkpath("copies/again");
-		for (int d = 0; d < ndocs; d += 3) {
-			char from[64], to[64];
-
-			snprintf(from, sizeof(from), "%s/doc%03d.txt",
-				 d % 2 ? "docs" : "docs/more", d);
-			snprintf(to, sizeof(to), "copies/c%03d.txt", d);
-			copy_file(from, to);
-			snprintf(to, sizeof(to), "copies/again/%03d", d);
-			copy_file(from, to);
-		}
-	}
+	if (copies)
+		make_copies(ndocs);
 	lex_ref = corpus_lexicon(&p, 2,
 				 ndocs + (copies ? 2 * ((ndocs + 2) / 3) : 0));
 	scan_into(lex_ref, &p, 2, &ref, &c_ref);
@@ -897,9 +979,6 @@ static const struct im_doc_sigs *result_of(const struct results *r,
  * same bytes under another name: that one is read as what it is. */
 START_TEST(test_scan_first_copy_under_a_filtered_name)
 {
-	static const char *const filters[] = {"dat:tr a-z A-Z", NULL};
-	static const char bytes[] = "x\0legacy words of an old format, "
-				    "several words here and there";
 	struct first_run fr = {0};
 	struct im_scan_ops ops = {.result = on_first_result,
 				  .lexicon = on_lexicon,
@@ -909,21 +988,11 @@ START_TEST(test_scan_first_copy_under_a_filtered_name)
 	const struct im_doc_sigs *dat, *bin;
 	struct im_lexicon *lex = NULL;
 	struct im_params p;
-	char path[4096];
-	FILE *f;
 
 	im_params_init(&p);
-	p.filters = filters;
+	p.filters = dat_filter;
 	make_corpus(12);
-	for (int i = 0; i < 2; i++) {
-		snprintf(path, sizeof(path), "%s/%s", root,
-			 i ? "other.bin" : "legacy.dat");
-		f = fopen(path, "wb");
-		ck_assert_ptr_nonnull(f);
-		ck_assert_uint_eq(fwrite(bytes, 1, sizeof(bytes) - 1, f),
-				  sizeof(bytes) - 1);
-		fclose(f);
-	}
+	make_filtered_pair();
 	ck_assert_int_eq(im_scan_first(rootfd, &p, 1, &ops, &lex, &c), 0);
 	dat = result_of(&fr.r, "legacy.dat");
 	bin = result_of(&fr.r, "other.bin");
@@ -1171,6 +1240,7 @@ static Suite *scan_suite(void)
 	tcase_add_test(tc, test_scan_first_equals_two_passes);
 	tcase_add_test(tc, test_scan_first_past_a_full_queue);
 	tcase_add_test(tc, test_scan_first_with_exact_copies);
+	tcase_add_test(tc, test_scan_sign_copies_equal_signing_alone);
 	tcase_add_test(tc, test_scan_first_copy_under_a_filtered_name);
 	tcase_add_test(tc, test_scan_first_workers_share_the_signing);
 	tcase_add_test(tc, test_scan_first_without_lexicon);

@@ -34,7 +34,6 @@
 #include <unistd.h>
 
 #include "beneath.h"
-#include "extract.h"
 #include "scan.h"
 #include "spool.h"
 #include "scope.h"
@@ -1119,12 +1118,13 @@ static int first_work(struct sign_worker *wk, struct item *it)
 				       &u);
 	const struct stat *use = st.st_ino ? &st : &it->st;
 	size_t n = u ? u->n : 0;
+	/* Counted as a text: read as one, or a copy of one (only texts with
+	 * terms are noted). */
+	bool text = u || ret == 1;
 
 	dref_put(it->dir);
 	if (ret == 1) {
-		/* Only texts with terms are noted: counted as one. */
 		ret = keep_copy(wk, it->path, use, &d);
-		n = 1;
 	} else {
 		/* Documents without a term say nothing about frequencies. */
 		if (!ret && n)
@@ -1136,12 +1136,12 @@ static int first_work(struct sign_worker *wk, struct item *it)
 		/* A text a filter made by name lends nothing: a copy under
 		 * another name is read as what it is. */
 		if (!ret && n && d.exact_valid &&
-		    !im_extract_filter_for(wk->sc->p->filters, name))
+		    im_signer_by_bytes(wk->signer, name))
 			copy_note(wk, d.exact);
 	}
 	/* As df_work() counts, for a tree with no lexicon. */
 	if (!ret)
-		count_pre(wk, n || u ? IM_DOC_SIGNED : d.status, &it->st);
+		count_pre(wk, text ? IM_DOC_SIGNED : d.status, &it->st);
 	free(it->path);
 	return ret;
 }

@@ -1735,6 +1735,11 @@ static void result_keep(struct im_signer *s, const struct im_doc_sigs *d)
 	s->results[h % RESULT_SLOTS] = *d;
 }
 
+bool im_signer_by_bytes(const struct im_signer *s, const char *name)
+{
+	return !im_extract_filter_for(s->p.filters, name);
+}
+
 void im_signer_keep_results(struct im_signer *s, bool keep)
 {
 	s->keep_results = keep;
@@ -1769,7 +1774,7 @@ static int doc_at(struct im_signer *s, int dirfd, const char *name,
 		 * depends on the bytes alone unless a filter reads them by
 		 * name. */
 		bool offer = (sign ? s->keep_results : s->copy_probe != NULL) &&
-			     len && !im_extract_filter_for(s->p.filters, name);
+			     len && im_signer_by_bytes(s, name);
 
 		bool known = false;
 

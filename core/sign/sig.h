@@ -211,6 +211,14 @@ typedef bool (*im_copy_probe)(const uint8_t exact[16], void *arg);
  */
 void im_signer_keep_results(struct im_signer *s, bool keep);
 
+/**
+ * Whether what @p s makes of a file named @p name depends on its bytes
+ * alone, so that an exact copy may share its result: not where a filter of
+ * the parameters reads it by its name. The one rule of the copy probe and
+ * im_signer_keep_results(), and of whoever notes a result for them.
+ */
+bool im_signer_by_bytes(const struct im_signer *s, const char *name);
+
 /** Ask @p probe with @p arg from now on (NULL: never). */
 void im_signer_set_copy_probe(struct im_signer *s, im_copy_probe probe,
 			      void *arg);

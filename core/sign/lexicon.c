@@ -768,16 +768,15 @@ static int bytes_cmp(const char *a, size_t alen, const char *b, size_t blen)
 }
 
 /*
- * A term being sorted into L or B: its df and, to order most pairs without
- * reading the bytes (which lie all over the df's arena), its first 8 bytes
- * as a big-endian number, zero-padded. Two prefixes that differ order as
+ * A term being sorted into L or B: to order most pairs without reading the
+ * bytes (which lie all over the df's arena), its first 8 bytes as a
+ * big-endian number, zero-padded. Two prefixes that differ order as
  * bytes_cmp() orders the terms (a padding zero sorts before any byte but a
- * NUL, and a NUL against padding compares equal); equal ones fall back on it.
+ * NUL, and a NUL against padding compares equal); equal ones fall back on
+ * the bytes. Sixteen bytes: a sort moves each pick several times.
  */
 struct pick {
-	const char *s;
 	uint64_t pre;
-	uint32_t len;
 	uint32_t df;
 	uint32_t id; /* in the struct im_df */
 };
@@ -795,89 +794,107 @@ static uint64_t prefix8(const char *s, uint32_t len)
 	return len < 8 ? x & ~(UINT64_MAX >> (8 * len)) : x;
 }
 
-static int pick_cmp_bytes(const void *pa, const void *pb)
+/* The bytes of term @p id: arena_put() appends each term and its NUL right
+ * after the one before, in id order, so the next term's offset (or the
+ * arena's end) tells the length without a visit to the term's slot. */
+static const char *df_bytes(const struct im_df *df, uint32_t id, uint32_t *len)
+{
+	size_t off = df->v[id].off;
+	size_t end = id + 1 < df->n ? df->v[id + 1].off : df->arena.len;
+
+	*len = (uint32_t)(end - off - 1);
+	return df->arena.p + off;
+}
+
+static int pick_cmp_bytes(const void *pa, const void *pb, void *arg)
 {
 	const struct pick *a = pa, *b = pb;
+	const struct im_df *df = arg;
+	uint32_t alen, blen;
+	const char *as, *bs;
+
 	if (a->pre != b->pre)
 		return a->pre < b->pre ? -1 : 1;
-	return bytes_cmp(a->s, a->len, b->s, b->len);
-}
-
-static int pick_cmp_rank(const void *pa, const void *pb)
-{
-	const struct pick *a = pa, *b = pb;
-	if (a->df != b->df)
-		return a->df > b->df ? -1 : 1;
-	return pick_cmp_bytes(pa, pb);
-}
-
-/* One stable counting pass of sort_picks() on the byte of key() at @p shift;
- * @return whether it moved anything (false: one bucket holds them all). */
-static bool pick_pass(struct pick *src, struct pick *dst, size_t n,
-		      bool rank_key, unsigned shift)
-{
-	size_t cnt[256] = {0}, sum = 0;
-
-	for (size_t i = 0; i < n; i++) {
-		uint64_t k = rank_key ? ~src[i].df : src[i].pre;
-
-		cnt[(k >> shift) & 255]++;
-	}
-	if (cnt[((rank_key ? ~src[0].df : src[0].pre) >> shift) & 255] == n)
-		return false;
-	for (unsigned b = 0; b < 256; b++) {
-		size_t c = cnt[b];
-
-		cnt[b] = sum;
-		sum += c;
-	}
-	for (size_t i = 0; i < n; i++) {
-		uint64_t k = rank_key ? ~src[i].df : src[i].pre;
-
-		dst[cnt[(k >> shift) & 255]++] = src[i];
-	}
-	return true;
+	as = df_bytes(df, a->id, &alen);
+	bs = df_bytes(df, b->id, &blen);
+	return bytes_cmp(as, alen, bs, blen);
 }
 
 /*
- * Sort @p v as qsort() with pick_cmp_bytes() (or pick_cmp_rank() if
- * @p by_rank) would: both order distinct terms totally, so any sort gives
- * the same order. A stable radix sort on the prefix (then on the df) puts
- * all but the terms that share both in place without a comparison; those
- * few runs are sorted by their bytes. @p tmp has room for @p n picks.
+ * A stable LSD radix sort of @p v on the bytes of a key, prefix or ~df, from
+ * the lowest: every byte's counts come from one pass over the picks, and a
+ * byte all of them share (the high bytes of a df, the padding of short
+ * terms) costs no pass. @p tmp has room for @p n picks; @return whichever
+ * of the two holds the result.
  */
-static void sort_picks(struct pick *v, struct pick *tmp, size_t n, bool by_rank)
+static struct pick *radix_picks(struct pick *v, struct pick *tmp, size_t n,
+				bool by_df)
 {
-	struct pick *src = v, *dst = tmp, *x;
-	int (*cmp)(const void *, const void *) =
-		by_rank ? pick_cmp_rank : pick_cmp_bytes;
+	unsigned nbytes = by_df ? 4 : 8;
+	uint32_t cnt[8][256];
+
+	memset(cnt, 0, sizeof(cnt[0]) * nbytes);
+	for (size_t i = 0; i < n; i++) {
+		uint64_t k = by_df ? ~v[i].df : v[i].pre;
+
+		for (unsigned b = 0; b < nbytes; b++)
+			cnt[b][(k >> (8 * b)) & 255]++;
+	}
+	for (unsigned b = 0; b < nbytes; b++) {
+		uint64_t first = by_df ? ~v[0].df : v[0].pre;
+		uint32_t *c = cnt[b], sum = 0;
+		struct pick *x;
+
+		if (c[(first >> (8 * b)) & 255] == n)
+			continue;
+		for (unsigned d = 0; d < 256; d++) {
+			uint32_t k = c[d];
+
+			c[d] = sum;
+			sum += k;
+		}
+		for (size_t i = 0; i < n; i++) {
+			uint64_t k = by_df ? ~v[i].df : v[i].pre;
+
+			tmp[c[(k >> (8 * b)) & 255]++] = v[i];
+		}
+		x = v;
+		v = tmp;
+		tmp = x;
+	}
+	return v;
+}
+
+/*
+ * Sort @p v in byte order, or if @p by_rank by decreasing df and then byte
+ * order, into @p v: both orders are total on distinct terms, so any sort
+ * gives the same. The prefix puts all but the terms that share their first
+ * 8 bytes in place without a comparison; those few runs are sorted by
+ * their bytes, and the df (a stable pass, B's dfs are small) comes last.
+ * @p tmp has room for @p n picks.
+ */
+static void sort_picks(const struct im_df *df, struct pick *v, struct pick *tmp,
+		       size_t n, bool by_rank)
+{
+	struct pick *sorted;
 
 	if (n < 2)
 		return;
-	for (unsigned shift = 0; shift < 64; shift += 8)
-		if (pick_pass(src, dst, n, false, shift)) {
-			x = src;
-			src = dst;
-			dst = x;
-		}
-	for (unsigned shift = 0; by_rank && shift < 32; shift += 8)
-		if (pick_pass(src, dst, n, true, shift)) {
-			x = src;
-			src = dst;
-			dst = x;
-		}
-	if (src != v)
-		memcpy(v, src, n * sizeof(*v));
+	sorted = radix_picks(v, tmp, n, false);
 	for (size_t i = 0; i < n;) {
 		size_t j = i + 1;
 
-		while (j < n && v[j].pre == v[i].pre &&
-		       (!by_rank || v[j].df == v[i].df))
+		while (j < n && sorted[j].pre == sorted[i].pre)
 			j++;
 		if (j - i > 1)
-			qsort(v + i, j - i, sizeof(*v), cmp);
+			qsort_r(sorted + i, j - i, sizeof(*sorted),
+				pick_cmp_bytes, (void *)df);
 		i = j;
 	}
+	if (by_rank)
+		sorted = radix_picks(sorted, sorted == v ? tmp : v, n, true);
+	if (sorted != v)
+		memcpy(v, sorted, n * sizeof(*v));
 }
 
 int im_lexicon_build(const struct im_df *df, double lo, double hi,
@@ -891,7 +908,7 @@ int im_lexicon_build_numbered(const struct im_df *df, double lo, double hi,
 			      uint32_t *numbers)
 {
 	struct im_lexicon *lex = NULL;
-	struct pick *pl = NULL, *pb = NULL, *tmp = NULL;
+	struct pick *picks = NULL, *pl, *pb, *tmp = NULL;
 	size_t npl = 0, npb = 0;
 	struct nidf_memo nm;
 	int r;
@@ -901,34 +918,38 @@ int im_lexicon_build_numbered(const struct im_df *df, double lo, double hi,
 		return -EINVAL;
 	nidf_memo_init(&nm, df->docs);
 
+	/* L from the front, B from the back, of one array: the two together
+	 * hold at most every term once. */
 	r = -ENOMEM;
-	pl = malloc((df->n ? df->n : 1) * sizeof(*pl));
-	pb = malloc((df->n ? df->n : 1) * sizeof(*pb));
-	tmp = malloc((df->n ? df->n : 1) * sizeof(*tmp));
+	picks = malloc((df->n ? df->n : 1) * sizeof(*picks));
 	lex = calloc(1, sizeof(*lex));
-	if (!pl || !pb || !tmp || !lex)
+	if (!picks || !lex)
 		goto out;
-
+	pb = picks + df->n;
 	for (size_t i = 0; i < df->n; i++) {
 		const struct df_slot *e = df_slot_of(df, i);
-		uint32_t len = df_len(e);
+		uint32_t len;
+		const char *str = df_bytes(df, (uint32_t)i, &len);
 
 		if (i + DF_PREFETCH < df->n)
 			__builtin_prefetch(df_slot_of(df, i + DF_PREFETCH));
 		if (len > LEX_TERM_MAX)
 			continue; /* load would refuse it */
 		double x = nidf_get(&nm, e->df);
-		const char *str = df->arena.p + df->v[i].off;
-		struct pick p = {str, prefix8(str, len), len, e->df,
-				 (uint32_t)i};
+		struct pick p = {prefix8(str, len), e->df, (uint32_t)i};
 		if (x > hi + NIDF_EPS)
-			pb[npb++] = p;
+			*--pb = p;
 		else if (x >= lo - NIDF_EPS)
-			pl[npl++] = p;
+			picks[npl++] = p;
 	}
-	sort_picks(pl, tmp, npl, false);
+	pl = picks;
+	npb = (size_t)(picks + df->n - pb);
+	tmp = malloc((npl > npb ? npl : npb ? npb : 1) * sizeof(*tmp));
+	if (!tmp)
+		goto out;
+	sort_picks(df, pl, tmp, npl, false);
 	/* Only the secondary_cap best-ranked terms of B are kept. */
-	sort_picks(pb, tmp, npb, true);
+	sort_picks(df, pb, tmp, npb, true);
 	if (npb > secondary_cap)
 		npb = secondary_cap;
 
@@ -937,10 +958,12 @@ int im_lexicon_build_numbered(const struct im_df *df, double lo, double hi,
 		r = -EOVERFLOW;
 		goto out;
 	}
-	for (size_t i = 0; i < npl; i++)
-		bytes += pl[i].len + 1;
-	for (size_t i = 0; i < npb; i++)
-		bytes += pb[i].len + 1;
+	for (size_t i = 0; i < n; i++) {
+		uint32_t len;
+
+		df_bytes(df, i < npl ? pl[i].id : pb[i - npl].id, &len);
+		bytes += len + 1;
+	}
 	lex->docs = df->docs;
 	lex->lo = lo;
 	lex->hi = hi;
@@ -952,7 +975,10 @@ int im_lexicon_build_numbered(const struct im_df *df, double lo, double hi,
 
 	for (size_t i = 0; i < n; i++) {
 		const struct pick *p = i < npl ? &pl[i] : &pb[i - npl];
-		r = lex_set(lex, i, p->s, p->len, true,
+		uint32_t len;
+		const char *str = df_bytes(df, p->id, &len);
+
+		r = lex_set(lex, i, str, len, true,
 			    i < npl ? IM_LEX_PRIMARY : IM_LEX_SECONDARY,
 			    i < npl ? 0 : (uint32_t)(i - npl), p->df, &nm);
 		assert(r == 0); /* bytes was counted above */
@@ -971,8 +997,7 @@ int im_lexicon_build_numbered(const struct im_df *df, double lo, double hi,
 	*out = lex;
 	lex = NULL;
 out:
-	free(pl);
-	free(pb);
+	free(picks);
 	free(tmp);
 	im_lexicon_free(lex);
 	return r;

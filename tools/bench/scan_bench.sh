@@ -71,6 +71,9 @@ rss() {
 
 cat_all() { xargs -0 cat <"$list"; }
 sha_all() { xargs -0 sha1sum <"$list"; }
+# sha1sum over the tree as a user runs it: the walk counted too, as it is in
+# imatch scan (the rows above read a list made beforehand).
+sha_tree() { find "$corpus" -type f ! -name '.*' -print0 | xargs -0 sha1sum; }
 # The machine's own ceiling for -j 2 / -j 1: two sha1sum at once, each over
 # every other file, against one over all (2.00x on two idle cores; less when
 # they share a core's caches or others load the machine).
@@ -100,12 +103,13 @@ lex=$bench/bench.lex
 cat_all >/dev/null # warm the cache
 # Rounds interleave the commands, so that a change in load from other
 # processes hits all of them alike; each keeps its best time.
-t_lex= t_cat= t_sha= t_sha2= t_j1= t_jn= t_f1= t_fn= t_own1= t_own2=
+t_lex= t_cat= t_sha= t_shat= t_sha2= t_j1= t_jn= t_f1= t_fn= t_own1= t_own2=
 i=0
 while [ $i -lt "$repeat" ]; do
 	t_lex=$(min "$(timed "$imatch" lexicon build -j 1 -o "$lex" "$corpus")" "$t_lex")
 	t_cat=$(min "$(timed cat_all)" "$t_cat")
 	t_sha=$(min "$(timed sha_all)" "$t_sha")
+	t_shat=$(min "$(timed sha_tree)" "$t_shat")
 	t_sha2=$(min "$(timed sha_two)" "$t_sha2")
 	t_f1=$(min "$(timed "$imatch" scan -j 1 "$corpus")" "$t_f1")
 	t_fn=$(min "$(timed "$imatch" scan -j "$jobs" "$corpus")" "$t_fn")
@@ -158,6 +162,7 @@ row() { # row NAME SECONDS CORES RSS_KB
 }
 row "cat" "$t_cat" 1 0 | sed 's/^| cat /| `cat` (xargs) /'
 row "sha1sum" "$t_sha" 1 "$r_sha" | sed 's/^| sha1sum /| `sha1sum` (xargs, 1 process at a time) /'
+row "shatree" "$t_shat" 1 0 | sed 's/^| shatree /| `find` + `sha1sum` (the walk too) /'
 row "lexicon" "$t_lex" 1 "$r_lex" | sed 's/^| lexicon /| `imatch lexicon build -j 1` /'
 row "f1" "$t_f1" 1 "$r_f1" | sed 's/^| f1 /| `imatch scan -j 1` (first scan, one pass) /'
 row "fn" "$t_fn" "$jobs" "$r_fn" | sed "s/^| fn /| \`imatch scan -j $jobs\` (first scan) /"
@@ -172,5 +177,7 @@ echo "$r_j1 $r_jn $r_base $nfiles $t_j1 $t_jn $r_f1 $t_f1 $t_fn $t_sha" | awk '{
 	printf "Peak memory per document: %.2f kB (-j 1), %.2f kB (-j N) over the %.1f MB of a one-file scan with the same lexicon; first scan -j 1: %.2f kB.\n", ($1 - $3) / $4, ($2 - $3) / $4, $3 / 1024, ($7 - $3) / $4
 	printf "Scaling -j N / -j 1: %.2fx (first scan), %.2fx (signing).\n", $8 / $9, $5 / $6
 	printf "first_scan_vs_sha1sum_per_core: %.2f\n", $10 / $8 }'
+echo "$t_shat $t_f1" | awk '{
+	printf "first_scan_vs_find_sha1sum_per_core: %.2f\n", $1 / $2 }'
 echo "$c_sha $c_f1 $c_j1" | awk '$1 > 0 {
 	printf "CPU seconds (user + sys, best of the rounds): sha1sum %.2f, first scan -j 1 %.2f (%.2fx), signing -j 1 %.2f (%.2fx).\n", $1, $2, $1 / $2, $3, $1 / $3 }'

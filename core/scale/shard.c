@@ -80,6 +80,46 @@ static bool good_path(const char *s)
 	return true;
 }
 
+static int cmp_path_at(const void *a, const void *b, void *arg)
+{
+	char *const *path = arg;
+	size_t i = *(const size_t *)a, j = *(const size_t *)b;
+	int r = strcmp(path[i], path[j]);
+
+	return r ? r : (i > j) - (i < j);
+}
+
+/*
+ * A path the list gives twice would be read twice and stand for two
+ * documents: its records would link it to itself. @return 0, or -EINVAL
+ * with the first two positions (from 1) that hold the same path in *first
+ * and *again, or -ENOMEM.
+ */
+static int find_twice(char **path, size_t n, size_t *first, size_t *again)
+{
+	size_t *order = malloc((n ? n : 1) * sizeof(*order));
+	int ret = 0;
+
+	if (!order)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		order[i] = i;
+	qsort_r(order, n, sizeof(*order), cmp_path_at, path);
+	*first = *again = SIZE_MAX;
+	for (size_t i = 1; i < n; i++) {
+		if (strcmp(path[order[i - 1]], path[order[i]]))
+			continue;
+		/* The earliest repeat in the list: a user reads it top down. */
+		if (order[i] < *again) {
+			*first = order[i - 1] + 1;
+			*again = order[i] + 1;
+		}
+		ret = -EINVAL;
+	}
+	free(order);
+	return ret;
+}
+
 int im_shard_load(const char *file, struct im_shard *out, char *why,
 		  size_t why_len)
 {
@@ -120,7 +160,15 @@ int im_shard_load(const char *file, struct im_shard *out, char *why,
 		}
 		out->path[out->n++] = buf + i;
 	}
-	return 0;
+	size_t first, again;
+
+	ret = find_twice(out->path, out->n, &first, &again);
+	if (ret == -EINVAL && why)
+		snprintf(why, why_len, "paths %zu and %zu are the same", first,
+			 again);
+	if (ret)
+		im_shard_release(out);
+	return ret;
 }
 
 void im_shard_release(struct im_shard *s)

@@ -31,11 +31,12 @@ struct im_shard {
 
 /**
  * Read the list at @p file. Every path must be relative, non-empty, without
- * empty, "." or ".." components; the last path must end with its NUL.
+ * empty, "." or ".." components, and given once; the last path must end with
+ * its NUL.
  *
  * @param why  if not NULL, a one-line reason on failure ("path N is not a
- *             relative path without '..'", "does not end with a NUL byte",
- *             or strerror()).
+ *             relative path without '..'", "paths N and M are the same",
+ *             "does not end with a NUL byte", or strerror()).
  * @return 0, -EINVAL, -ENOMEM, or the read's negative errno. The caller
  *         releases the list with im_shard_release().
  */

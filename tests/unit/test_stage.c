@@ -367,6 +367,17 @@ START_TEST(test_shard_load)
 	write_bytes(path, "abc", 3);
 	ck_assert_int_eq(im_shard_load(path, &sh, why, sizeof(why)), -EINVAL);
 	ck_assert_str_eq(why, "does not end with a NUL byte");
+	/* A path given twice would be two documents linked to themselves;
+	 * the first repeat in list order is named. */
+	static const char twice[] = "b\0a/x\0c\0a/x\0b\0";
+	write_bytes(path, twice, sizeof(twice) - 1);
+	ck_assert_int_eq(im_shard_load(path, &sh, why, sizeof(why)), -EINVAL);
+	ck_assert_str_eq(why, "paths 2 and 4 are the same");
+	static const char prefixes[] = "a\0a/b\0ab\0b\0";
+	write_bytes(path, prefixes, sizeof(prefixes) - 1);
+	ck_assert_int_eq(im_shard_load(path, &sh, why, sizeof(why)), 0);
+	ck_assert_uint_eq(sh.n, 4);
+	im_shard_release(&sh);
 }
 END_TEST
 

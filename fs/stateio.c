@@ -36,17 +36,6 @@ void stateio_release(struct stateio *sio)
 	sio->lexicon_path = sio->cache_path = NULL;
 }
 
-/* The key of the lexicon file as it is now. */
-static int take_key(struct stateio *sio)
-{
-	uint64_t lex_key = 0;
-	int ret = im_state_file_key(sio->lexicon_path, &lex_key);
-
-	if (!ret)
-		sio->key = im_state_key(sio->params, lex_key);
-	return ret;
-}
-
 /* The cache made for sio->key into *@p cache, if there is one, or the
  * files' part of one made with other parameters or another lexicon; a
  * corrupt one is refused (-EINVAL, said on stderr). */
@@ -108,21 +97,17 @@ int stateio_load(struct stateio *sio, struct im_lexicon **lex,
 			 "keeping the lexicon %s, built with nidf=%g:%g (move "
 			 "it away to rebuild it with other options)",
 			 sio->lexicon_path, lo, hi);
-	ret = take_key(sio);
-	if (ret) {
-		fprintf(stderr, "imatchfs: error: lexicon %s: %s\n",
-			sio->lexicon_path, strerror(-ret));
-		return -1;
-	}
+	sio->key = im_state_key(sio->params, im_lexicon_file_key(*lex));
 	return load_cache(sio, cache);
 }
 
 int stateio_save_lexicon(struct stateio *sio, const struct im_lexicon *lex)
 {
-	int ret = im_lexicon_save(lex, sio->lexicon_path);
+	uint64_t lex_key;
+	int ret = im_lexicon_save_key(lex, sio->lexicon_path, &lex_key);
 
 	if (!ret)
-		ret = take_key(sio);
+		sio->key = im_state_key(sio->params, lex_key);
 	if (ret)
 		imfs_log(LOG_ERR, "saving the lexicon to %s: %s",
 			 sio->lexicon_path, strerror(-ret));

@@ -102,10 +102,14 @@ struct run_keys {
 	uint64_t sign, link;
 };
 
-static int run_key(const struct cli *c, struct run_keys *k)
+static int run_key(const struct cli *c, const struct im_lexicon *lex,
+		   struct run_keys *k)
 {
 	uint64_t lex_key, v[2];
-	int ret = im_state_file_key(c->lexicon, &lex_key);
+	/* A stage that loaded the lexicon takes the key of the bytes it
+	 * parsed; the others only read the file. */
+	int ret = lex ? (lex_key = im_lexicon_file_key(lex), 0)
+		      : im_state_file_key(c->lexicon, &lex_key);
 
 	if (ret) {
 		err_msg("%s: %s", c->lexicon, strerror(-ret));
@@ -499,7 +503,7 @@ int cmd_sign_records(struct cli *c)
 	fd = open_root(c->root);
 	if (fd < 0)
 		return EXIT_RUNTIME;
-	if (load_lexicon(c, &lex) || run_key(c, &keys))
+	if (load_lexicon(c, &lex) || run_key(c, lex, &keys))
 		goto out;
 	h.key = keys.sign;
 	ret = im_shard_load(c->files_from, &sh, why, sizeof(why));
@@ -1022,7 +1026,7 @@ int cmd_links(struct cli *c)
 
 	if (!rs || !kr || !kn)
 		goto fail;
-	if (run_key(c, &keys) ||
+	if (run_key(c, NULL, &keys) ||
 	    open_all(c, rs, &keys,
 		     1u << IM_STAGE_KEYS | 1u << IM_STAGE_RECORDS) ||
 	    shard_set_init(c, rs, &ss))
@@ -1380,7 +1384,7 @@ int cmd_components(struct cli *c)
 
 	if (!rs)
 		goto fail;
-	if (run_key(c, &keys) ||
+	if (run_key(c, NULL, &keys) ||
 	    open_all(c, rs, &keys,
 		     1u << IM_STAGE_RECORDS | 1u << IM_STAGE_LINKS) ||
 	    shard_set_init(c, rs, &ss) || links_complete(c, rs, &ss))
@@ -2058,7 +2062,7 @@ static int export_plan(struct cli *c, struct im_stage_reader **rs)
 			"files by absolute path)");
 		return EXIT_USAGE;
 	}
-	if (run_key(c, &keys) ||
+	if (run_key(c, NULL, &keys) ||
 	    open_all(c, rs, &keys,
 		     1u << IM_STAGE_RECORDS | 1u << IM_STAGE_LINKS |
 			     1u << IM_STAGE_CLUSTERS) ||
@@ -3054,7 +3058,7 @@ static int export_part(struct cli *c, struct im_stage_reader **rs)
 	kinds |= c->dupes  ? 1u << IM_STAGE_LINKS
 		 : c->plan ? 1u << IM_STAGE_LINKS | 1u << IM_STAGE_CLUSTERS
 			   : 1u << IM_STAGE_CLUSTERS | 1u << IM_STAGE_MANIFEST;
-	if (run_key(c, &keys) || open_all(c, rs, &keys, kinds) ||
+	if (run_key(c, NULL, &keys) || open_all(c, rs, &keys, kinds) ||
 	    shard_set_init(c, rs, &ss) ||
 	    ((kinds & 1u << IM_STAGE_LINKS) && links_complete(c, rs, &ss)))
 		goto out;
@@ -3219,7 +3223,7 @@ static int export_join(struct cli *c, struct im_stage_reader **rs)
 		return EXIT_USAGE;
 	}
 	if ((!c->plan && !c->dupes && load_lexicon(c, &lex)) ||
-	    run_key(c, &keys) ||
+	    run_key(c, lex, &keys) ||
 	    open_all(c, rs, &keys,
 		     1u << IM_STAGE_EXPORT |
 			     (c->plan || c->dupes ? 0
@@ -3347,7 +3351,7 @@ int cmd_export(struct cli *c)
 		goto out;
 	}
 	if (c->dupes) {
-		if (run_key(c, &keys) ||
+		if (run_key(c, NULL, &keys) ||
 		    open_all(c, rs, &keys,
 			     1u << IM_STAGE_RECORDS | 1u << IM_STAGE_LINKS) ||
 		    shard_set_init(c, rs, &ss) || links_complete(c, rs, &ss))
@@ -3359,7 +3363,7 @@ int cmd_export(struct cli *c)
 			goto fail;
 		goto flush;
 	}
-	if (load_lexicon(c, &lex) || run_key(c, &keys) ||
+	if (load_lexicon(c, &lex) || run_key(c, lex, &keys) ||
 	    open_all(c, rs, &keys,
 		     1u << IM_STAGE_MANIFEST | 1u << IM_STAGE_RECORDS |
 			     1u << IM_STAGE_CLUSTERS) ||
@@ -3588,7 +3592,7 @@ int cmd_state_import(struct cli *c)
 		goto fail;
 	im.sub = sub;
 	im.sublen = strlen(sub);
-	if (run_key(c, &keys) ||
+	if (run_key(c, NULL, &keys) ||
 	    open_all(c, rs, &keys, 1u << IM_STAGE_RECORDS) ||
 	    shard_set_init(c, rs, &ss))
 		goto out;

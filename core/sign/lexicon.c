@@ -556,6 +556,7 @@ struct im_lexicon {
 	size_t arena_cap, arena_len;
 	struct lex_slot *slots; /* power of two, load <= 2/3 */
 	size_t mask;
+	uint64_t file_key; /* im_lexicon_file_key() */
 };
 
 void im_lexicon_free(struct im_lexicon *lex)
@@ -1080,6 +1081,17 @@ static int fsync_parent(const char *path)
 
 int im_lexicon_save(const struct im_lexicon *lex, const char *path)
 {
+	return im_lexicon_save_key(lex, path, NULL);
+}
+
+uint64_t im_lexicon_file_key(const struct im_lexicon *lex)
+{
+	return lex->file_key;
+}
+
+int im_lexicon_save_key(const struct im_lexicon *lex, const char *path,
+			uint64_t *key)
+{
 	size_t n = lex->nprimary + lex->nsecondary;
 	size_t size = LEX_HEADER + LEX_TRAILER;
 	unsigned char *buf = NULL, *p;
@@ -1139,6 +1151,8 @@ int im_lexicon_save(const struct im_lexicon *lex, const char *path)
 	free(tmp);
 	tmp = NULL; /* renamed: nothing to clean up */
 	r = fsync_parent(path);
+	if (!r && key)
+		*key = XXH3_64bits(buf, size);
 out:
 	if (fd >= 0)
 		close(fd);
@@ -1354,6 +1368,9 @@ int im_lexicon_load(const char *path, struct im_lexicon **out, char *why,
 	r = lex_index(lex, n);
 	if (r < 0)
 		CORRUPT("corrupt: a term appears twice");
+	/* From the bytes read: a second read for the key could see a file
+	 * replaced meanwhile, and key a cache to another lexicon. */
+	lex->file_key = XXH3_64bits(buf, len);
 	*out = lex;
 	lex = NULL;
 out:

@@ -182,6 +182,21 @@ int im_lexicon_build_numbered(const struct im_df *df, double lo, double hi,
 int im_lexicon_save(const struct im_lexicon *lex, const char *path);
 
 /**
+ * im_lexicon_save(), and on success the key of the file written in *@p key
+ * (if not NULL): what im_lexicon_file_key() gives when it is loaded again.
+ */
+int im_lexicon_save_key(const struct im_lexicon *lex, const char *path,
+			uint64_t *key);
+
+/**
+ * XXH3_64bits of every byte of the file @p lex was loaded from, as
+ * im_state_file_key() computes it from the file: the lexicon's part of a
+ * state cache's key and of the stage files' keys, from the bytes that were
+ * parsed. 0 for a lexicon that was built, not loaded.
+ */
+uint64_t im_lexicon_file_key(const struct im_lexicon *lex);
+
+/**
  * Load a lexicon file. On failure *out is NULL and, if @p why is not NULL, a
  * one-line reason without the path is written there: it begins with
  * "truncated", "bad checksum", "not an imatch lexicon", "unsupported version

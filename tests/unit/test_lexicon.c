@@ -940,6 +940,25 @@ START_TEST(test_lexicon_save_load)
 	unsigned char *b1 = slurp(tmp_path("l.lex"), &n1);
 	unsigned char *b2 = slurp(tmp_path("m.lex"), &n2);
 	ck_assert(n1 == n2 && memcmp(b1, b2, n1) == 0);
+
+	/* The file key: of the bytes written, and of the bytes loaded, not
+	 * of whatever the file holds later. */
+	uint64_t key = 0;
+	struct im_lexicon *again;
+
+	ck_assert_uint_eq(im_lexicon_file_key(lex), 0); /* built, not loaded */
+	ck_assert_int_eq(im_lexicon_save_key(lex, tmp_path("k.lex"), &key), 0);
+	ck_assert_uint_eq(key, XXH3_64bits(b2, n2));
+	ck_assert_int_eq(
+		im_lexicon_load(tmp_path("k.lex"), &again, why, sizeof(why)),
+		0);
+	ck_assert_uint_eq(im_lexicon_file_key(again), key);
+	struct im_lexicon *other = std_lexicon(1);
+
+	ck_assert_int_eq(im_lexicon_save(other, tmp_path("k.lex")), 0);
+	ck_assert_uint_eq(im_lexicon_file_key(again), key);
+	im_lexicon_free(other);
+	im_lexicon_free(again);
 	free(b1);
 	free(b2);
 

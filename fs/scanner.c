@@ -194,9 +194,12 @@ static bool may_read(const struct imfs *fs, const char *path,
 	       !faccessat(fs->srcfd, path, R_OK, AT_EACCESS);
 }
 
-static bool entry_fits(const struct im_state_entry *e, const struct stat *st)
+static bool entry_fits(const struct im_state_entry *e, const struct stat *st,
+		       uint64_t max_size)
 {
-	return im_state_entry_fits(e, st) && e->d.status != IM_DOC_ERROR;
+	return im_state_entry_fits(e, st) &&
+	       im_state_entry_within(e, max_size) &&
+	       e->d.status != IM_DOC_ERROR;
 }
 
 /*
@@ -206,15 +209,16 @@ static bool entry_fits(const struct im_state_entry *e, const struct stat *st)
  * reading it is the same; its signatures become fresh ones, fullsigs.h).
  */
 static bool cache_find(const struct im_state *cache, const char *path,
-		       const struct stat *st, struct im_state_entry *e)
+		       const struct stat *st, uint64_t max_size,
+		       struct im_state_entry *e)
 {
 	const char *name = strrchr(path, '/');
 
-	if (!im_state_find(cache, path, e) && entry_fits(e, st))
+	if (!im_state_find(cache, path, e) && entry_fits(e, st, max_size))
 		return true;
 	return !im_state_find_moved(cache, st->st_ino, name ? name + 1 : path,
 				    e) &&
-	       entry_fits(e, st);
+	       entry_fits(e, st, max_size);
 }
 
 static void apply_batch(struct applier *a, struct apply_batch *b)
@@ -233,7 +237,8 @@ static void apply_batch(struct applier *a, struct apply_batch *b)
 		/* Signed by a worker meanwhile, from what is there now. */
 		if (n->status != NODE_UNKNOWN && n->mtime_ns >= st_mtime_ns(st))
 			model_set_stat(m, n, st);
-		else if (cache_find(a->cache, path, st, &e))
+		else if (cache_find(a->cache, path, st,
+				    a->s->fs->opts->params.max_size, &e))
 			take_cached(a->s, n, path, st, &e);
 	}
 	tree_unlock(m->tree);
@@ -381,7 +386,9 @@ static bool scan_may_keep(const struct scan_ctx *sc, int status)
 static bool scan_take_cached(const struct scan_ctx *sc, const char *path,
 			     const struct stat *st, struct im_state_entry *e)
 {
-	return sc->cache && cache_find(sc->cache, path, st, e) &&
+	return sc->cache &&
+	       cache_find(sc->cache, path, st, sc->s->fs->opts->params.max_size,
+			  e) &&
 	       ((!sc->s->resign_all && !im_state_partial(sc->cache)) ||
 		im_state_lexicon_free(e->d.status)) &&
 	       may_read(sc->s->fs, path, st);

@@ -103,6 +103,14 @@ static uint64_t filters_key(const char *const *filters)
 	return h;
 }
 
+/*
+ * The keys held max_size until an entry was checked against the limit
+ * itself (im_state_entry_within()): a new limit then discarded the whole
+ * cache. The default limit keeps its place in them, so that a cache made
+ * with it keeps its key.
+ */
+#define KEYED_MAX_SIZE (UINT64_C(64) << 20)
+
 uint64_t im_state_files_key(const struct im_params *p)
 {
 	uint8_t tmp[32];
@@ -111,7 +119,7 @@ uint64_t im_state_files_key(const struct im_params *p)
 
 	put_u64(&b, IM_STATE_VERSION);
 	put_u64(&b, UINT64_C(0x66696c6573)); /* "files": not a key of above */
-	put_u64(&b, p->max_size);
+	put_u64(&b, KEYED_MAX_SIZE);
 	if (filters)
 		put_u64(&b, filters);
 	return XXH3_64bits(tmp, b.len);
@@ -136,7 +144,7 @@ uint64_t im_state_key(const struct im_params *p, uint64_t lex_key)
 	put_u32(&b, p->min_terms);
 	memcpy(&bits, &p->min_ratio, sizeof(bits));
 	put_u64(&b, bits);
-	put_u64(&b, p->max_size);
+	put_u64(&b, KEYED_MAX_SIZE);
 	/* Sketches made with another geometry do not compare. */
 	put_u32(&b, IM_SKETCH_BINS << 8 | IM_SKETCH_BITS);
 	uint64_t filters = filters_key(p->filters);

@@ -112,6 +112,21 @@ static inline bool im_state_entry_fits(const struct im_state_entry *e,
 }
 
 /**
+ * Whether @p e agrees with the limit @p max_size (0: none) its file is read
+ * under: an entry says IM_DOC_TOO_BIG exactly when the file is over it. The
+ * cache's keys leave max_size out (im_state_key()), so that a new limit
+ * costs a read of the files it moves across only; an entry that disagrees
+ * is not used. Never fails.
+ */
+static inline bool im_state_entry_within(const struct im_state_entry *e,
+					 uint64_t max_size)
+{
+	bool over = max_size && e->size > max_size;
+
+	return over == (e->d.status == IM_DOC_TOO_BIG);
+}
+
+/**
  * Whether an entry of @p status (enum im_doc_status) holds what no lexicon
  * or signing parameter changes: a binary file's, a file too big to read's,
  * a failed extraction's. The files key alone covers those
@@ -127,9 +142,10 @@ static inline bool im_state_lexicon_free(int status)
 
 /**
  * The fingerprint of what signatures depend on: every signing parameter of
- * @p p (not the ones that only choose files, like hidden), the -o filter
- * list (a filter makes a document of a file), and @p lex_key,
- * the hash of the lexicon's bytes (im_state_file_key()). Never fails.
+ * @p p (not the ones that only choose files, like hidden, nor max_size,
+ * which each entry is checked against: im_state_entry_within()), the -o
+ * filter list (a filter makes a document of a file), and @p lex_key, the
+ * hash of the lexicon's bytes (im_state_file_key()). Never fails.
  */
 uint64_t im_state_key(const struct im_params *p, uint64_t lex_key);
 
@@ -143,8 +159,9 @@ uint64_t im_state_key(const struct im_params *p, uint64_t lex_key);
 
 /**
  * The fingerprint of what a binary file's, a too big file's and a failed
- * extraction's entries depend on: max_size and the -o filter list (and the
- * format). Never fails.
+ * extraction's entries depend on: the -o filter list (and the format; the
+ * limit of a too big one is checked per entry, im_state_entry_within()).
+ * Never fails.
  */
 uint64_t im_state_files_key(const struct im_params *p);
 

@@ -213,5 +213,51 @@ def test_excluded_entries_kept_only_under_their_key(w):
     d.umount()
     d.check_log()
 
+@test
+def test_max_size_change_keeps_cache(w):
+    """A new -o max_size reads only the file it moves across the limit: the
+    cache's keys leave the limit out and each entry is checked against it.
+    Raised, the file that was too big is read and joins its family, every
+    other document comes from the cache; lowered again, the file is too big
+    at once (its signed entry is not used) and the rest is cached."""
+    want, docs, names = standard(w)
+    fam = names['family0']
+    sizes = [os.path.getsize(os.path.join(w.src, rel)) for rel in docs]
+    low = max(sizes)
+    with open(os.path.join(w.src, fam[0])) as f:
+        text = f.read()
+    # The same unique terms as fam[0], over the limit: a near-duplicate.
+    big, body = 'notes/big.txt', text
+    while len(body.encode()) <= low:
+        body += text
+    write(os.path.join(w.src, big), body)
+    grown = set(want - {frozenset(fam)}) | {frozenset(fam + [big])}
+
+    d = w.daemon(opts=['max_size=%d' % low])
+    st = settled(w, d, len(docs))
+    check(status_int(st, 'too_big') == 1, 'too_big: %s, wanted 1' % st.get('too_big'))
+    wait_clusters(w.mnt, want, 'the view without the big file')
+    d.umount()
+    d.check_log()
+
+    d = w.daemon(opts=['max_size=%d' % (4 * len(body.encode()))])
+    st = settled(w, d, len(docs) + 1)
+    wait_clusters(w.mnt, grown, 'the big file with its family')
+    check(status_int(st, 'cached') == len(docs) and status_int(st, 'too_big') == 0,
+          'cached: %s, too_big: %s with the limit raised, wanted %d and 0 (only '
+          '%s read)' % (st.get('cached'), st.get('too_big'), len(docs), big))
+    d.umount()
+    d.check_log()
+
+    d = w.daemon(opts=['max_size=%d' % low])
+    st = settled(w, d, len(docs))
+    wait_clusters(w.mnt, want, 'the view without the big file again')
+    check(status_int(st, 'cached') == len(docs) and status_int(st, 'too_big') == 1,
+          'cached: %s, too_big: %s with the limit lowered, wanted %d and 1'
+          % (st.get('cached'), st.get('too_big'), len(docs)))
+    d.umount()
+    d.check_log()
+
+
 if __name__ == '__main__':
     sys.exit(run_tests(TESTS, sys.argv[1:]))

@@ -279,9 +279,23 @@ START_TEST(test_state_partial_by_files_key)
 	p.k = 3;
 	ck_assert_msg(im_state_files_key(&p) == f0,
 		      "k changes no binary file's entry");
+	/* max_size is checked per entry (im_state_entry_within()): a new
+	 * limit keeps the cache. */
+	im_params_init(&p);
 	p.max_size = 1000;
-	ck_assert_msg(im_state_files_key(&p) != f0,
-		      "max_size decides what is too big");
+	ck_assert_msg(im_state_files_key(&p) == f0 &&
+			      im_state_key(&p, 1234) == k0,
+		      "max_size keeps the keys");
+	struct im_state_entry lim = {.size = 1000};
+
+	lim.d.status = IM_DOC_SIGNED;
+	ck_assert(im_state_entry_within(&lim, 1000));
+	ck_assert(im_state_entry_within(&lim, 0));
+	ck_assert(!im_state_entry_within(&lim, 999));
+	lim.d.status = IM_DOC_TOO_BIG;
+	ck_assert(im_state_entry_within(&lim, 999));
+	ck_assert(!im_state_entry_within(&lim, 1000));
+	ck_assert(!im_state_entry_within(&lim, 0));
 	/* A filter makes a document of a file that sniffs binary (QA 5). */
 	static const char *const one[] = {"xyz:tr -d x", NULL};
 	static const char *const other[] = {"xyz:cat", NULL};

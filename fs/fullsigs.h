@@ -17,9 +17,9 @@
  * fullsigs_get() checks the prefixes anyway, so a broken invariant shows as
  * -ENOENT, never as another document's signatures.
  *
- * Memory: the saved cache costs its lookup table (about 20 bytes per
- * entry; the mapped file is not resident until read); a fresh entry costs
- * its valid signatures (20 bytes each), its path and 24 bytes.
+ * Memory: the saved cache costs its lookup tables (about 11 bytes per
+ * entry, state.h; the mapped file is not resident until read); a fresh
+ * entry costs its valid signatures (20 bytes each), its path and 24 bytes.
  *
  * Locking: none of its own. The model calls the changing functions with the
  * tree lock held exclusively; fullsigs_get() needs it held in either mode.

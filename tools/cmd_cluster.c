@@ -13,7 +13,7 @@
  * 10^12 (the hot-key rule of SCALE.md); group sizes are reported.
  *
  * Every stage file carries the key of the signing parameters and the
- * lexicon (im_state_key()), so outputs of different runs never mix.
+ * lexicon (im_state_stage_key()), so outputs of different runs never mix.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -100,6 +100,7 @@ static int parse_shard_id(const char *s, uint32_t *id, uint32_t *n)
  * similarity threshold. */
 struct run_keys {
 	uint64_t sign, link;
+	uint64_t cache; /* of a daemon's cache made from the records */
 };
 
 static int run_key(const struct cli *c, const struct im_lexicon *lex,
@@ -115,7 +116,8 @@ static int run_key(const struct cli *c, const struct im_lexicon *lex,
 		err_msg("%s: %s", c->lexicon, strerror(-ret));
 		return -1;
 	}
-	k->sign = im_state_key(&c->p, lex_key);
+	k->sign = im_state_stage_key(&c->p, lex_key);
+	k->cache = im_state_key(&c->p, lex_key);
 	v[0] = k->sign;
 	memcpy(&v[1], &c->p.similarity, sizeof(v[1]));
 	k->link = XXH3_64bits(v, sizeof(v));
@@ -3614,7 +3616,7 @@ int cmd_state_import(struct cli *c)
 	ret = -ENOMEM;
 	lex = malloc(strlen(c->out) + 16);
 	cache = malloc(strlen(c->out) + 16);
-	if (!lex || !cache || im_state_writer_new(keys.sign, &im.w))
+	if (!lex || !cache || im_state_writer_new(keys.cache, &im.w))
 		goto fail;
 	sprintf(lex, "%s/lexicon", c->out);
 	sprintf(cache, "%s/sigcache", c->out);

@@ -144,6 +144,8 @@ int im_shard_load(const char *file, struct im_shard *out, char *why,
 		n += buf[i] == '\0';
 	out->path = malloc((n ? n : 1) * sizeof(*out->path));
 	if (!out->path) {
+		if (why)
+			snprintf(why, why_len, "%s", strerror(ENOMEM));
 		free(buf);
 		return -ENOMEM;
 	}
@@ -166,6 +168,8 @@ int im_shard_load(const char *file, struct im_shard *out, char *why,
 	if (ret == -EINVAL && why)
 		snprintf(why, why_len, "paths %zu and %zu are the same", first,
 			 again);
+	else if (ret && why)
+		snprintf(why, why_len, "%s", strerror(-ret));
 	if (ret)
 		im_shard_release(out);
 	return ret;

@@ -125,7 +125,9 @@ uint64_t im_state_files_key(const struct im_params *p)
 	return XXH3_64bits(tmp, b.len);
 }
 
-uint64_t im_state_key(const struct im_params *p, uint64_t lex_key)
+/* im_state_key() with @p max_size where the limit goes. */
+static uint64_t key_with_limit(const struct im_params *p, uint64_t lex_key,
+			       uint64_t max_size)
 {
 	/* Field by field, never the struct's bytes: padding is not data. */
 	uint8_t tmp[128];
@@ -144,13 +146,23 @@ uint64_t im_state_key(const struct im_params *p, uint64_t lex_key)
 	put_u32(&b, p->min_terms);
 	memcpy(&bits, &p->min_ratio, sizeof(bits));
 	put_u64(&b, bits);
-	put_u64(&b, KEYED_MAX_SIZE);
+	put_u64(&b, max_size);
 	/* Sketches made with another geometry do not compare. */
 	put_u32(&b, IM_SKETCH_BINS << 8 | IM_SKETCH_BITS);
 	uint64_t filters = filters_key(p->filters);
 	if (filters)
 		put_u64(&b, filters);
 	return XXH3_64bits(tmp, b.len);
+}
+
+uint64_t im_state_key(const struct im_params *p, uint64_t lex_key)
+{
+	return key_with_limit(p, lex_key, KEYED_MAX_SIZE);
+}
+
+uint64_t im_state_stage_key(const struct im_params *p, uint64_t lex_key)
+{
+	return key_with_limit(p, lex_key, p->max_size);
 }
 
 static int read_all(int fd, struct buf *b)

@@ -150,6 +150,15 @@ static inline bool im_state_lexicon_free(int status)
 uint64_t im_state_key(const struct im_params *p, uint64_t lex_key);
 
 /**
+ * The key of the batch stages' records and candidate keys
+ * (tools/cmd_cluster.c): im_state_key() with max_size in it, since a stage
+ * file does not say under which limit its files were found too big, and
+ * files of two limits must not mix. (The same value im_state_key() had
+ * while it held max_size.) Never fails.
+ */
+uint64_t im_state_stage_key(const struct im_params *p, uint64_t lex_key);
+
+/**
  * The lex_key of a tree that has no lexicon (fewer than two documents with
  * a term): its cache holds no signature, only what no lexicon changes (the
  * exact hashes of binary files, statuses), and a tree that gets a lexicon

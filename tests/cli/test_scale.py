@@ -511,6 +511,15 @@ def case_stages_incomplete(tmp):
             "sign", "--records", "--files-from", swapped, "--root", tree,
             "--shard-id", "0/%d" % n, "-P", P, "-o", twice, *lex)
     check(not os.path.exists(twice + ".rec"), "records from a refused list")
+    # A shard signed under another --max-size: its too-big files are other
+    # files, and its records do not mix with the rest (the daemon's cache
+    # checks the limit per entry, stage files by their key).
+    limited = os.path.join(tmp, "limited")
+    run("sign", "--records", "--files-from", lists[0], "--root", tree,
+        "--shard-id", "0/%d" % n, "-P", P, "--max-size", "1K", "-o", limited,
+        *lex)
+    refused("made with other options", "links", "-o", out, *lex, limited + ".rec",
+            *records[1:], "%s.k0000" % limited, *keys[0][1:])
 
 
 def case_ls_parallel(tmp):

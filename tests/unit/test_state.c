@@ -286,6 +286,11 @@ START_TEST(test_state_partial_by_files_key)
 	ck_assert_msg(im_state_files_key(&p) == f0 &&
 			      im_state_key(&p, 1234) == k0,
 		      "max_size keeps the keys");
+	/* Stage files hold no limit: theirs is in their key, which at the
+	 * default limit is the cache's. */
+	ck_assert_uint_ne(im_state_stage_key(&p, 1234), k0);
+	p.max_size = 64u << 20;
+	ck_assert_uint_eq(im_state_stage_key(&p, 1234), k0);
 	struct im_state_entry lim = {.size = 1000};
 
 	lim.d.status = IM_DOC_SIGNED;

@@ -745,14 +745,17 @@ static int term_cmp(const char *a, size_t alen, const char *b, size_t blen)
  * L and B are sorted by a radix sort on each term's first 8 bytes and df,
  * then by the bytes where those tie (lexicon.c, sort_picks()): terms that
  * share their first 8 bytes, are prefixes of one another or are shorter
- * than 8 bytes, with many equal dfs, come out in byte order in L and in
- * rank order (df down, then bytes) in B.
+ * than 8 bytes, or hold bytes above 0x7f, with many equal dfs and dfs
+ * past one byte, come out in byte order in L and in rank order (df down,
+ * then bytes) in B.
  */
 START_TEST(test_lexicon_sort_shared_prefixes)
 {
-	enum { NW = 400, NDOCS = 40 };
-	static const char *const stems[] = {"abcdefgh",	  "abcdefg",  "abc",
-					    "abcdefghij", "abcdefgi", "zz"};
+	enum { NW = 400, NDOCS = 700, NSTEMS = 8 };
+	static const char *const stems[NSTEMS] = {
+		"abcdefgh",	     "abcdefg",	 "abc",
+		"abcdefghij",	     "abcdefgi", "zz",
+		"\xc3\xa9t\xc3\xa9", "z\xc3\xbc"};
 	static char words[NW][24];
 	const char *w[NW];
 	unsigned dfs[NW];
@@ -765,9 +768,12 @@ START_TEST(test_lexicon_sort_shared_prefixes)
 		x ^= x << 13;
 		x ^= x >> 7;
 		x ^= x << 17;
-		snprintf(words[i], sizeof(words[i]), "%s%x", stems[x % 6], i);
+		snprintf(words[i], sizeof(words[i]), "%s%x", stems[x % NSTEMS],
+			 i);
 		w[i] = words[i];
-		dfs[i] = 1 + (unsigned)(x >> 20) % 5;
+		/* Ties on small dfs, and dfs on both sides of 255 and 256. */
+		dfs[i] = x % 3 ? 1 + (unsigned)(x >> 20) % 5
+			       : 250 + (unsigned)(x >> 20) % 300;
 	}
 	df = collection(NDOCS, w, dfs, NW);
 	ck_assert_uint_eq(im_df_terms(df), NW);

@@ -183,6 +183,47 @@ static int ls_top_dir(const char *path, const struct stat *st, void *arg)
 	return 0;
 }
 
+static int cmp_str_ptr(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/*
+ * Whether a directory of @p under lies inside another one it lists (whole
+ * walks of both would list its files twice): @return the inner one, or
+ * NULL (also when out of memory: the walks then run as listed).
+ */
+static const char *nested_dir(const struct im_shard *under)
+{
+	char **sorted = malloc((under->n ? under->n : 1) * sizeof(*sorted));
+	const char *inner = NULL;
+
+	if (!sorted)
+		return NULL;
+	memcpy(sorted, under->path, under->n * sizeof(*sorted));
+	qsort(sorted, under->n, sizeof(*sorted), cmp_str_ptr);
+	/* Each ancestor of each path, looked up among the paths (copied
+	 * out: cut in place, the path would be out of order for the search). */
+	for (size_t i = 0; i < under->n && !inner; i++) {
+		const char *p = sorted[i];
+		char *key = strdup(p);
+
+		if (!key)
+			break;
+		for (const char *slash = strchr(p, '/'); slash && !inner;
+		     slash = strchr(slash + 1, '/')) {
+			key[slash - p] = '\0';
+			if (bsearch(&key, sorted, under->n, sizeof(*sorted),
+				    cmp_str_ptr))
+				inner = p;
+			key[slash - p] = '/';
+		}
+		free(key);
+	}
+	free(sorted);
+	return inner;
+}
+
 /* Walk what the command line names: the tree, or the directories of
  * --under-from one after another; with --top-dirs one level of each. */
 static int ls_walk(struct cli *c, int fd, struct ls_ctx *x,
@@ -205,6 +246,15 @@ static int ls_walk(struct cli *c, int fd, struct ls_ctx *x,
 		err_msg("%s: %s", c->under_from, why[0] ? why : strerror(-ret));
 		x->err = ret;
 		return ret;
+	}
+	const char *inner = c->top_dirs ? NULL : nested_dir(&under);
+
+	if (inner) {
+		/* One level of each (--top-dirs) lists no file twice. */
+		err_msg("%s: %s is inside another directory it lists",
+			c->under_from, inner);
+		im_shard_release(&under);
+		return x->err = -EINVAL;
 	}
 	for (size_t i = 0; !ret && i < under.n; i++) {
 		ops.under = x->base = under.path[i];

@@ -196,7 +196,9 @@ static const struct opt opts[] = {
 	{"under-from", 1, O_UNDER_FROM, F_LS, NULL,
 	 "--under-from FILE  list only the directories FILE names (relative "
 	 "to\n"
-	 "                   DIR, NUL-ended, as --top-dirs writes them)"},
+	 "                   DIR, NUL-ended, as --top-dirs writes them; "
+	 "without\n"
+	 "                   --top-dirs none may lie inside another)"},
 	{"shard-bytes", 1, O_SHARD_BYTES, F_LS, NULL,
 	 "--shard-bytes N    input bytes per shard (suffix K, M, G; 1G)"},
 	{"spill-bytes", 1, O_SPILL_BYTES, F_SIGN, NULL,

@@ -594,6 +594,19 @@ def case_ls_parallel(tmp):
               % (r["path"], r["shard"]))
     run("ls", "--under-from", os.path.join(tmp, "nothere"), "-o",
         os.path.join(tmp, "x"), tree, code=1)
+    # A directory and one inside it: whole walks of both would list its
+    # files twice; one level of each lists each file once.
+    inner = below[0]
+    nested = os.path.join(tmp, "nested")
+    with open(nested, "wb") as f:
+        f.write(b"".join(os.fsencode(d) + b"\0"
+                         for d in (inner, top[-1], inner.split("/")[0])))
+    _, err = run("ls", "--under-from", nested, "-o", os.path.join(tmp, "x"),
+                 tree, code=1)
+    check(err == "imatch: %s: %s is inside another directory it lists\n"
+          % (nested, inner), "nested directories: %r" % err)
+    run("ls", "--top-dirs", os.path.join(tmp, "x.dirs"), "--under-from",
+        nested, "-o", os.path.join(tmp, "x"), tree)
     _, err = run("ls", "merge", "-o", os.path.join(tmp, "x"), merged, dirs,
                  code=1)
     check(dirs in err and err.count("\n") == 1, "one line naming it: %r"

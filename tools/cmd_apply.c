@@ -100,6 +100,13 @@ static int cmp_path_item(const void *a, const void *b)
 	return (x->lineno > y->lineno) - (x->lineno < y->lineno);
 }
 
+/* Lines by their file's path from the last down: the order cmd_apply()
+ * acts in. */
+static int cmp_last_path_first(const void *a, const void *b)
+{
+	return cmp_path_item(b, a);
+}
+
 static int cmp_key_item(const void *key, const void *b)
 {
 	return strcmp(key, (*(struct item *const *)b)->l.file.path);
@@ -169,6 +176,7 @@ int cmd_apply(struct cli *c)
 	const char *name = c->argv[0];
 	struct plan p = {NULL, 0, 0, 0};
 	const char **why = NULL;
+	struct item **order = NULL;
 	size_t done = 0, skipped = 0, failed = 0;
 	uint64_t bytes = 0;
 	FILE *in = stdin;
@@ -189,16 +197,31 @@ int cmd_apply(struct cli *c)
 		goto out;
 	}
 	why = calloc(p.n ? p.n : 1, sizeof(*why));
-	if (!why || whole_plan_checks(&p, why)) {
+	order = malloc((p.n ? p.n : 1) * sizeof(*order));
+	if (!why || !order || whole_plan_checks(&p, why)) {
 		err_msg("apply: %s", strerror(ENOMEM));
 		goto out;
 	}
-	for (size_t i = 0; i < p.n; i++) {
+	/*
+	 * From the last path down: a mount of the tree keeps each key's
+	 * documents in path order and links every holder to the first of
+	 * them, so removing those first made it search the whole cluster
+	 * again at each removal (20,000 near-duplicates removed in name order:
+	 * 44.6 s of the daemon's CPU to converge, from the last down 0.5 s;
+	 * tools/bench/neardup_remove.sh). No line depends on another's
+	 * outcome: whole_plan_checks() looked at them all first.
+	 */
+	size_t nok = 0;
+
+	for (size_t i = 0; i < p.n; i++)
+		if (p.v[i].ok) /* a malformed line has no path */
+			order[nok++] = &p.v[i];
+	sort_n(order, nok, sizeof(*order), cmp_last_path_first);
+	for (size_t k = 0; k < nok; k++) {
+		size_t i = (size_t)(order[k] - p.v);
 		const struct im_plan_line *l = &p.v[i].l;
 		struct im_apply_result r;
 
-		if (!p.v[i].ok)
-			continue;
 		if (why[i]) {
 			print_skipped(l->file.path, why[i]);
 			skipped++;
@@ -233,6 +256,7 @@ out:
 			im_plan_line_release(&p.v[i].l);
 	free(p.v);
 	free(why);
+	free(order);
 	if (in != stdin)
 		fclose(in);
 	return code;

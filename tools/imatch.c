@@ -393,7 +393,9 @@ static const struct command commands[] = {
 	{"apply", F_APPLY, cmd_apply, 1, 1, "imatch apply [--dry-run] PLAN|-",
 	 "Carry out a plan from 'imatch dedupe' (a file, or - for stdin), "
 	 "line\n"
-	 "by line. Each line is re-verified first: the file and its keeper\n"
+	 "by line, from the last file path down (a mount of the tree then\n"
+	 "follows at the cost of each file, not of its whole cluster).\n"
+	 "Each line is re-verified first: the file and its keeper\n"
 	 "exist, are regular files with the size, mtime and content recorded\n"
 	 "in the plan, no path component is a symlink, and the keeper is not\n"
 	 "itself planned; otherwise the line is skipped and the reason said.\n"

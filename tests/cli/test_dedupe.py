@@ -177,6 +177,13 @@ def case_exact_groups(tmp):
           "apply removed exactly the planned files")
     check(out.count(b"removed ") == len(want) and "%d done" % len(want)
           in err, "one line per action and a summary: %s %s" % (out, err))
+    # From the last path down (a mount's index keeps each key's first
+    # holders by path: removing them first cost it a search of the whole
+    # cluster per file).
+    acted = [l[len(b"removed "):] for l in out.splitlines()]
+    check(acted == sorted(acted, reverse=True) and
+          acted != [os.fsencode(l["path"]) for l in lines],
+          "apply acts from the last path down, not in plan order: %s" % out)
     out, _ = run("dedupe", root)
     check(out == b"", "nothing left to plan: %s" % out)
 

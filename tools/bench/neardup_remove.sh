@@ -15,7 +15,8 @@
 # WORDS=distinct gives each file a word of its own as well (so no two term
 # sets, and no two sketches, are equal: the general case rather than texts
 # that differ only in what the tokenizer drops); ORDER=shuffle removes in a
-# random order (seeded) instead of name order. DEADLINE (seconds, default
+# random order (seeded) instead of name order, ORDER=reverse in reverse name
+# order. DEADLINE (seconds, default
 # 3600) bounds each wait.
 set -eu
 
@@ -125,6 +126,9 @@ c1=$(cpu)
 if [ "${ORDER:-name}" = shuffle ]; then
 	awk 'BEGIN { srand(1) } { print rand() "\t" $0 }' "$work/gone" |
 		sort -n | cut -f2 >"$work/gone.s"
+	mv "$work/gone.s" "$work/gone"
+elif [ "${ORDER:-name}" = reverse ]; then
+	sort -r "$work/gone" >"$work/gone.s"
 	mv "$work/gone.s" "$work/gone"
 fi
 t2=$(now)

@@ -58,6 +58,10 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
+
+/* Inlined: a key's hash (4 to 16 bytes) is a few instructions, not a call
+ * into libxxhash's general entry for every lookup of every key. */
+#define XXH_INLINE_ALL
 #include <xxhash.h>
 
 #include "index.h"

@@ -2474,6 +2474,346 @@ int im_index_remove(struct im_index *idx, const char *path)
 	return ret;
 }
 
+/* ---- Removing many at once ----------------------------------------------- */
+
+/*
+ * im_index_remove_many(): every document leaves the postings and its
+ * cluster's list first; each cluster that lost members without a stand-in
+ * is then reconnected once, from the holders compared with any of them
+ * (taken after all have left: each holder compared with a leaver before is
+ * compared with it still, as removals only lower ranks), and each key's
+ * documents moved into its first HOT are joined with the rest in one pass.
+ * n near-duplicates removed in path order, each among the first HOT of
+ * every key, so cost O(n) steps per batch rather than per removal. Records
+ * stay until the end: sources and promotions point into them.
+ */
+
+/* A key of a leaver, to be resolved once all have left: its table and
+ * posting slot then say which key it is. */
+struct batch_key {
+	uint32_t tab, slot; /* NONE slot: the key has no holder left */
+	uint32_t ref; /* sources: the cluster's root entry; promotions: the
+		       * document moved into the key's first HOT */
+	uint32_t id;  /* the leaver that held it */
+	uint8_t k;    /* its rank in doc_keys() of that leaver */
+};
+
+struct batch {
+	uint32_t *gone; /* ids of the leavers, released at the end */
+	size_t ngone;
+	uint32_t *roots; /* clusters to reconnect (entries) */
+	size_t nroots;
+	uint8_t *pending; /* by entry: 1 reconnect pending, 2 no member left */
+	uint8_t *left;	  /* by document id: left in this batch */
+	struct batch_key *src, *prom;
+	size_t nsrc, nprom;
+};
+
+static int batch_key_cmp(const void *pa, const void *pb)
+{
+	const struct batch_key *a = pa, *b = pb;
+
+	if (a->ref != b->ref)
+		return a->ref < b->ref ? -1 : 1;
+	if (a->tab != b->tab)
+		return a->tab < b->tab ? -1 : 1;
+	return (a->slot > b->slot) - (a->slot < b->slot);
+}
+
+/* The key @p bk names, in its leaver's record. */
+static struct key batch_key_of(const struct im_index *idx,
+			       const struct batch_key *bk)
+{
+	struct key keys[NKEYS];
+
+	doc_keys(D(idx, bk->id), keys);
+	return keys[bk->k];
+}
+
+/* Resolve the keys of @p v (table and slot after every removal), sort them
+ * by (root, table, slot) and drop the keys nobody holds now.
+ * @return how many are left. */
+static size_t batch_keys_sort(const struct im_index *idx, struct batch_key *v,
+			      size_t n)
+{
+	size_t m = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		struct key key = batch_key_of(idx, &v[i]);
+
+		v[i].tab = (uint32_t)(key_table(idx, &key) - idx->keys);
+		v[i].slot = posting_slot(idx, &key, key_tag(&key));
+		if (v[i].slot != NONE)
+			v[m++] = v[i];
+	}
+	qsort(v, m, sizeof(*v), batch_key_cmp);
+	return m;
+}
+
+/* Detach @p id, already out of the paths: out of the postings and out of its
+ * cluster's list, its reconnection and promotions left for the end. */
+static void batch_detach(struct im_index *idx, struct batch *b, uint32_t id)
+{
+	struct key keys[NKEYS];
+	uint32_t promoted[NKEYS];
+	unsigned pkey[NKEYS], np = 0;
+	struct doc *d = D(idx, id);
+	unsigned nkeys = doc_keys(d, keys);
+	uint32_t e = d->m, root;
+
+	b->left[id] = 1;
+	b->gone[b->ngone++] = id;
+	for (unsigned i = 0; i < nkeys; i++) {
+		uint32_t x = posting_del(idx, &keys[i], id);
+
+		if (x != NONE) {
+			pkey[np] = i;
+			promoted[np++] = x;
+		}
+	}
+	if (e != NONE) {
+		root = comp_of(idx, id);
+		if (!b->pending[root] &&
+		    leave_as_stand_in(idx, id, e, promoted, np))
+			return;
+		if (!b->pending[root]) {
+			reconnect_begin(idx, root);
+			b->pending[root] = 1;
+			b->roots[b->nroots++] = root;
+		}
+		if (list_rest(idx, e) == NONE) {
+			mem_release(idx, e); /* the last member: e is root */
+			b->pending[root] = 2;
+		} else {
+			leave_list(idx, e, root);
+		}
+		for (unsigned i = 0; i < nkeys; i++)
+			b->src[b->nsrc++] = (struct batch_key){
+				.ref = root, .id = id, .k = (uint8_t)i};
+	}
+	for (unsigned i = 0; i < np; i++)
+		b->prom[b->nprom++] = (struct batch_key){
+			.ref = promoted[i], .id = id, .k = (uint8_t)pkey[i]};
+}
+
+static int u32_cmp(const void *pa, const void *pb)
+{
+	uint32_t a = *(const uint32_t *)pa, b = *(const uint32_t *)pb;
+
+	return (a > b) - (a < b);
+}
+
+/* Reconnect each cluster that lost members and keeps some, from the
+ * holders compared with any of its leavers: one source per key, that of
+ * the leaver with the least path (whose holders compared include the
+ * others'). */
+static void batch_reconnect(struct im_index *idx, struct batch *b,
+			    struct source *srcv)
+{
+	size_t n = batch_keys_sort(idx, b->src, b->nsrc), i = 0;
+
+	qsort(b->roots, b->nroots, sizeof(*b->roots), u32_cmp);
+	for (size_t r = 0; r < b->nroots; r++) {
+		uint32_t root = b->roots[r];
+		unsigned nsrc = 0;
+
+		while (i < n && b->src[i].ref < root)
+			i++;
+		while (i < n && b->src[i].ref == root) {
+			const struct batch_key *least = &b->src[i];
+
+			for (i++; i < n && !batch_key_cmp(&b->src[i], least);
+			     i++)
+				if (strcmp(doc_path(D(idx, b->src[i].id)),
+					   doc_path(D(idx, least->id))) < 0)
+					least = &b->src[i];
+			srcv[nsrc++] =
+				(struct source){.key = batch_key_of(idx, least),
+						.doc = least->id};
+		}
+		if (b->pending[root] == 1)
+			reconnect(idx, root, srcv, nsrc);
+	}
+}
+
+/* The component all of @p p's @p n documents are in, or NONE when they are
+ * not in one. */
+static uint32_t common_comp(const struct im_index *idx, const uint32_t *p,
+			    unsigned n)
+{
+	uint32_t c = comp_of(idx, p[0]);
+
+	for (unsigned i = 1; i < n && c != NONE; i++)
+		if (comp_of(idx, p[i]) != c)
+			c = NONE;
+	return c;
+}
+
+/* Documents @p p (@p n, distinct) moved into the first HOT of near key
+ * @p key: join them with the holders they are compared with now and were
+ * not before (those past the first HOT, and each other), in one pass over
+ * the holders. */
+static void connect_promoted_many(struct im_index *idx, const struct key *key,
+				  const uint32_t *p, unsigned n)
+{
+	const struct plist *pl = key_plist(idx, key);
+	uint32_t all = common_comp(idx, p, n);
+	double sim;
+	bool exact;
+
+	if (!pl)
+		return;
+	for (unsigned i = 0; i < n; i++)
+		for (unsigned j = i + 1; j < n; j++) {
+			uint32_t c = comp_of(idx, p[i]);
+
+			if ((c == NONE || comp_of(idx, p[j]) != c) &&
+			    verify(idx, D(idx, p[i]), D(idx, p[j]), &sim,
+				   &exact)) {
+				join(idx, p[i], p[j]);
+				all = common_comp(idx, p, n);
+			}
+		}
+	for (uint32_t j = HOT; j < pl_n(idx, pl); j++) {
+		uint32_t y = pl_ids(idx, pl)[j], cy = comp_of(idx, y);
+
+		if (all != NONE && cy == all)
+			continue;
+		for (unsigned i = 0; i < n; i++) {
+			uint32_t c = comp_of(idx, p[i]);
+
+			if ((c == NONE || c != cy) &&
+			    verify(idx, D(idx, p[i]), D(idx, y), &sim,
+				   &exact)) {
+				join(idx, p[i], y);
+				cy = comp_of(idx, y);
+				all = common_comp(idx, p, n);
+			}
+		}
+	}
+}
+
+/* Promotions by key, then document. */
+static int batch_prom_cmp(const void *pa, const void *pb)
+{
+	const struct batch_key *a = pa, *b = pb;
+
+	if (a->tab != b->tab)
+		return a->tab < b->tab ? -1 : 1;
+	if (a->slot != b->slot)
+		return a->slot < b->slot ? -1 : 1;
+	return (a->ref > b->ref) - (a->ref < b->ref);
+}
+
+/* Join the documents moved into a key's first HOT, key by key. */
+static void batch_promote(struct im_index *idx, struct batch *b)
+{
+	size_t n = b->nprom, i = 0;
+	uint32_t p[HOT];
+
+	for (size_t k = 0; k < b->nprom; k++) {
+		struct key key = batch_key_of(idx, &b->prom[k]);
+
+		b->prom[k].tab = (uint32_t)(key_table(idx, &key) - idx->keys);
+		b->prom[k].slot = posting_slot(idx, &key, key_tag(&key));
+	}
+	qsort(b->prom, n, sizeof(*b->prom), batch_prom_cmp);
+	while (i < n) {
+		size_t j = i;
+		unsigned np = 0;
+
+		for (; j < n && b->prom[j].tab == b->prom[i].tab &&
+		       b->prom[j].slot == b->prom[i].slot;
+		     j++) {
+			uint32_t x = b->prom[j].ref;
+
+			/* Each document that stays, once. They are all among
+			 * the key's first HOT now (removals only lower ranks),
+			 * so there are HOT of them at most. */
+			if (b->prom[j].slot == NONE || b->left[x] ||
+			    (np && p[np - 1] == x) || np == HOT)
+				continue;
+			p[np++] = x;
+		}
+		if (np) {
+			struct key key = batch_key_of(idx, &b->prom[i]);
+
+			connect_promoted_many(idx, &key, p, np);
+		}
+		i = j;
+	}
+}
+
+/* Paths removed per batch: its arrays take 2.6 kB per path (IM_MAX_KEYS
+ * sources and promotions each), 1.3 MB in all. */
+#define BATCH_MAX 512
+
+static void batch_free(struct batch *b, struct source *srcv)
+{
+	free(b->gone);
+	free(b->roots);
+	free(b->pending);
+	free(b->left);
+	free(b->src);
+	free(b->prom);
+	free(srcv);
+}
+
+/* Remove the indexed paths among @p paths[0..n), n <= BATCH_MAX, as one
+ * batch; one by one if there is no memory for it. @return how many. */
+static size_t remove_batch(struct im_index *idx, const char *const *paths,
+			   size_t n)
+{
+	struct batch b = {0};
+	struct source *srcv;
+	size_t removed = 0;
+
+	b.gone = malloc(n * sizeof(*b.gone));
+	b.roots = malloc(n * sizeof(*b.roots));
+	b.pending = calloc((size_t)idx->mem_used + 1, 1);
+	b.left = calloc((size_t)idx->docs_used + 1, 1);
+	b.src = malloc(n * NKEYS * sizeof(*b.src));
+	b.prom = malloc(n * NKEYS * sizeof(*b.prom));
+	srcv = malloc(n * NKEYS * sizeof(*srcv));
+	if (!b.gone || !b.roots || !b.pending || !b.left || !b.src || !b.prom ||
+	    !srcv) {
+		for (size_t i = 0; i < n; i++)
+			removed += !remove_locked(idx, paths[i]);
+		batch_free(&b, srcv);
+		return removed;
+	}
+	for (size_t i = 0; i < n; i++) {
+		uint32_t slot = path_slot(idx, paths[i]), id;
+
+		if (slot == NONE)
+			continue;
+		id = tab_val(&idx->paths, slot);
+		tab_erase(idx, &idx->paths, slot);
+		batch_detach(idx, &b, id);
+		removed++;
+	}
+	batch_reconnect(idx, &b, srcv);
+	batch_promote(idx, &b);
+	for (size_t i = 0; i < b.ngone; i++)
+		docs_release(idx, b.gone[i]);
+	idx->gen += removed;
+	batch_free(&b, srcv);
+	return removed;
+}
+
+size_t im_index_remove_many(struct im_index *idx, const char *const *paths,
+			    size_t n)
+{
+	size_t removed = 0;
+
+	pthread_rwlock_wrlock(&idx->lock);
+	for (size_t i = 0; i < n; i += BATCH_MAX)
+		removed += remove_batch(idx, paths + i,
+					n - i < BATCH_MAX ? n - i : BATCH_MAX);
+	pthread_rwlock_unlock(&idx->lock);
+	return removed;
+}
+
 int im_index_rename(struct im_index *idx, const char *from, const char *to)
 {
 	struct doc *d;

@@ -1123,6 +1123,8 @@ static bool failing_mode;
 static long failed_attempts; /* puts and renames that failed in that mode */
 /* im_index_expect() of the index under test (0: none). */
 static size_t expect_docs;
+/* Removals take a few paths at once (im_index_remove_many()). */
+static bool batch_mode;
 
 /* What im_index_get() gives for path p@p i matches the model. */
 static void check_get(struct im_index *x, const struct model *m, int i,
@@ -1207,6 +1209,32 @@ static void random_op(struct im_index *x, struct model *m,
 		changed = d.unique_terms != m->d[i].unique_terms;
 		CHECK_EQ(put_or_rename(x, m, i, i, &d, step), 0);
 		m->d[i] = d;
+	} else if (op < 80 && batch_mode) {
+		/* Up to 12 paths, some absent, some twice; one by one when
+		 * there is no memory for the batch. */
+		char names[12][16];
+		const char *v[12];
+		int n = 1 + rnd(12), want = 0;
+
+		for (int k = 0; k < n; k++) {
+			int r = k && rnd(4) == 0 ? (int)rnd((uint32_t)k) : -1;
+
+			if (r >= 0) {
+				v[k] = v[r];
+				continue;
+			}
+			i = k ? (int)rnd(NP) : i;
+			snprintf(names[k], sizeof(names[k]), "p%d", i);
+			v[k] = names[k];
+			want += m->present[i];
+			m->present[i] = false;
+		}
+		fail_after = failing_mode ? 0 : -1;
+		ret = (int)im_index_remove_many(x, v, (size_t)n);
+		fail_after = -1;
+		CHECK(ret == want, "step %d: removed %d of %d, want %d", step,
+		      ret, n, want);
+		changed = want > 0;
 	} else if (op < 80) {
 		/* Never allocates: it cannot fail for lack of memory. */
 		fail_after = failing_mode ? 0 : -1;
@@ -1275,6 +1303,21 @@ static const struct pool sparse = {.values = 90,
 START_TEST(test_index_random_ops_match_recomputation)
 {
 	run_random(&sparse, 1, 3000, 200);
+}
+END_TEST
+
+START_TEST(test_index_random_ops_removing_in_batches)
+{
+	/* A batch leaves what removing its paths one by one leaves, and so
+	 * does its fallback when it has no memory. */
+	batch_mode = true;
+	run_random(&sparse, 21, 2000, 100);
+	if (can_fail()) {
+		failing_mode = true;
+		run_random(&sparse, 22, 1000, 40);
+		failing_mode = false;
+	}
+	batch_mode = false;
 }
 END_TEST
 
@@ -1719,6 +1762,27 @@ static void vmodel_check(struct im_index *x, struct vmodel *m, int step)
 	}
 }
 
+/* Remove @p prefix-named paths @p first and up to @p most - 1 random
+ * others below @p range (some repeated) in one batch, clearing their
+ * present[] flags; the batch must say how many were there. */
+static void remove_batch_of(struct im_index *x, const char *prefix,
+			    bool *present, int first, int range, int most)
+{
+	char names[8][16];
+	const char *v[8];
+	int n = 1 + rnd(most < 8 ? most : 8), want = 0;
+
+	for (int k = 0; k < n; k++) {
+		int i = k ? (int)rnd((uint32_t)range) : first;
+
+		snprintf(names[k], sizeof(names[k]), "%s%03d", prefix, i);
+		v[k] = names[k];
+		want += present[i];
+		present[i] = false;
+	}
+	CHECK_EQ(im_index_remove_many(x, v, (size_t)n), (size_t)want);
+}
+
 START_TEST(test_index_hot_key_links_are_group_links)
 {
 	static struct vmodel m;
@@ -1745,6 +1809,8 @@ START_TEST(test_index_hot_key_links_are_group_links)
 			verified_doc(&m.d[i], rnd(3), rnd(2), salt++);
 			CHECK_EQ(im_index_put(x, p, &m.d[i]), 0);
 			m.present[i] = true;
+		} else if (op < 85 && _i) {
+			remove_batch_of(x, "v", m.present, i, VN, 3);
 		} else if (op < 85) {
 			CHECK_EQ(im_index_remove(x, p),
 				 m.present[i] ? 0 : -ENOENT);
@@ -1965,7 +2031,7 @@ START_TEST(test_index_near_families_match_fresh_index)
 	size_t most = 0, hot_steps = 0, bridges_gone = 0, resigned = 0;
 
 	memset(&m, 0, sizeof(m));
-	sparse_families = _i;
+	sparse_families = _i & 1;
 	rng_state = 13 + _i;
 	CHECK_EQ(im_index_new(&x), 0);
 	CHECK_EQ(im_index_set_similarity(x, 0.5), 0);
@@ -1973,7 +2039,9 @@ START_TEST(test_index_near_families_match_fresh_index)
 		int i = rnd(FN), j = rnd(FN), op = rnd(100);
 		char p[16], q[16];
 
-		if (step < 150 || op < 45 || (op < 60 && m.present[i])) {
+		/* Batches remove two paths on average: fewer of them. */
+		if (step < 150 || op < (_i >= 2 ? 58 : 45) ||
+		    (op < 60 && m.present[i])) {
 			/* A new document, or one re-signed with other text. */
 			resigned += m.present[i];
 			fmodel_new_doc(&m, &m.t[i], &m.d[i]);
@@ -1990,9 +2058,13 @@ START_TEST(test_index_near_families_match_fresh_index)
 					break;
 				}
 			snprintf(p, sizeof(p), "f%03d", i);
-			CHECK_EQ(im_index_remove(x, p),
-				 m.present[i] ? 0 : -ENOENT);
-			m.present[i] = false;
+			if (_i >= 2) {
+				remove_batch_of(x, "f", m.present, i, FN, 3);
+			} else {
+				CHECK_EQ(im_index_remove(x, p),
+					 m.present[i] ? 0 : -ENOENT);
+				m.present[i] = false;
+			}
 		} else if (m.present[i]) {
 			snprintf(p, sizeof(p), "f%03d", i);
 			snprintf(q, sizeof(q), "f%03d", j);
@@ -2017,6 +2089,101 @@ START_TEST(test_index_near_families_match_fresh_index)
 	      resigned);
 	sparse_families = false;
 	im_index_free(x);
+}
+END_TEST
+
+/* A text of @p nf terms of family @p f and @p ng of family @p g (and one
+ * term of its own, @p own, unless 0), holding coordinate 0's one value:
+ * with more than IM_INDEX_HOT_CAP of them, that key is hot. */
+static void family_text(struct im_doc_sigs *d, unsigned f, unsigned nf,
+			unsigned g, unsigned ng, unsigned own)
+{
+	uint64_t terms[128];
+	size_t n = 0;
+
+	memset(d, 0, sizeof(*d));
+	for (unsigned i = 0; i < nf; i++)
+		terms[n++] = vmix(f * 1000 + i + 1);
+	for (unsigned i = 0; i < ng; i++)
+		terms[n++] = vmix(g * 1000 + i + 1);
+	if (own)
+		terms[n++] = vmix(900000 + own);
+	im_sketch_from_hashes(terms, n, 0, &d->sketch);
+	d->unique_terms = (uint32_t)n;
+	d->status = IM_DOC_SIGNED;
+	d->ncoords = 1;
+	d->valid = 1;
+	make_sig(&d->sig[0], 0, 500);
+	d->exact_valid = 1;
+	for (unsigned i = 0; i < 16; i++)
+		d->exact[i] = (uint8_t)(vmix(own * 16 + i + 5) >> 56);
+}
+
+static int count_paths(const char *path, void *arg)
+{
+	(void)path;
+	++*(int *)arg;
+	return 0;
+}
+
+/* a00 (half family 1, half family 2) first of the hot coordinate's
+ * holders, b01 (family 2), 74 texts of family 3, then y50 (family 2) and
+ * z99 (family 1) past the first IM_INDEX_HOT_CAP: a00 holds b01, y50 and
+ * z99 in one cluster, z99 linked to a00 alone. */
+static struct im_index *bridged_index(void)
+{
+	struct im_index *x;
+	struct im_doc_sigs d;
+	char p[16];
+
+	CHECK_EQ(im_index_new(&x), 0);
+	CHECK_EQ(im_index_set_similarity(x, 0.5), 0);
+	family_text(&d, 1, 25, 2, 25, 1);
+	CHECK_EQ(im_index_put(x, "a00", &d), 0);
+	family_text(&d, 2, 40, 0, 0, 2);
+	CHECK_EQ(im_index_put(x, "b01", &d), 0);
+	for (unsigned i = 2; i <= 75; i++) {
+		snprintf(p, sizeof(p), "c%02u", i);
+		family_text(&d, 3, 40, 0, 0, 10 + i);
+		CHECK_EQ(im_index_put(x, p, &d), 0);
+	}
+	family_text(&d, 2, 40, 0, 0, 3);
+	CHECK_EQ(im_index_put(x, "y50", &d), 0);
+	family_text(&d, 1, 40, 0, 0, 4);
+	CHECK_EQ(im_index_put(x, "z99", &d), 0);
+	return x;
+}
+
+/* A batch takes, for each key its leavers held, the holders compared with
+ * the leaver of least path: a00, the first holder of the hot coordinate,
+ * was compared with z99, and y50, past the first IM_INDEX_HOT_CAP, was
+ * not. Removing a00 and y50 in one batch must leave b01 and z99 alone,
+ * whichever comes first in the batch. */
+START_TEST(test_index_batch_sources_cover_every_leaver)
+{
+	const char *gone[2][2] = {{"y50", "a00"}, {"a00", "y50"}};
+	struct im_index *x = bridged_index();
+	struct im_sig a, z;
+	int dupes = 0;
+
+	CHECK_EQ(im_index_cluster_count(x), 2);
+	CHECK_EQ(im_index_cluster_of(x, "z99", &z), 0);
+	CHECK_EQ(im_index_cluster_of(x, "b01", &a), 0);
+	CHECK(!memcmp(a.b, z.b, IM_SIG_LEN), "a00 does not hold them together");
+	CHECK_EQ(im_index_dupes(x, "z99", count_paths, &dupes), 0);
+	CHECK(dupes == 1, "z99 has %d dupes, want a00 alone", dupes);
+	im_index_free(x);
+
+	for (int order = 0; order < 2; order++) {
+		x = bridged_index();
+		CHECK_EQ(im_index_remove_many(x, gone[order], 2), 2);
+		CHECK(im_index_cluster_of(x, "z99", &z) == -ESRCH,
+		      "order %d: z99 still in a cluster", order);
+		CHECK(im_index_cluster_of(x, "b01", &a) == -ESRCH,
+		      "order %d: b01 still in a cluster", order);
+		CHECK_EQ(im_index_cluster_count(x), 1);
+		im_index_free(x);
+	}
 }
 END_TEST
 
@@ -2187,6 +2354,7 @@ static Suite *index_suite(void)
 	tcase_add_test(tc, test_index_stand_in_holds_every_key);
 	tcase_add_test(tc, test_index_stand_in_names_by_the_rest);
 	tcase_add_test(tc, test_index_promoted_links_the_next_holder);
+	tcase_add_test(tc, test_index_batch_sources_cover_every_leaver);
 	tcase_add_test(tc, test_index_lean_records_keep_names_drop_stat);
 	tcase_add_test(tc, test_index_clusters_grow_with_failing_allocations);
 	tcase_add_loop_test(
@@ -2198,11 +2366,13 @@ static Suite *index_suite(void)
 	tcase_add_test(tc, test_index_random_ops_match_recomputation);
 	tcase_add_test(tc, test_index_random_ops_dense_pool);
 	tcase_add_test(tc, test_index_random_ops_with_prefixes);
+	tcase_add_test(tc, test_index_random_ops_removing_in_batches);
 	tcase_add_test(tc, test_index_random_ops_failing_allocations);
 	tcase_add_test(tc, test_index_random_ops_expecting_documents);
-	tcase_add_test(tc, test_index_hot_key_links_are_group_links);
+	/* _i: removals one by one, then in batches (and sparse families) */
+	tcase_add_loop_test(tc, test_index_hot_key_links_are_group_links, 0, 2);
 	tcase_add_loop_test(tc, test_index_near_families_match_fresh_index, 0,
-			    2);
+			    4);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("threads");

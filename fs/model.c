@@ -70,6 +70,9 @@ void model_free(struct model *m)
 	fullsigs_free(m->full);
 	links_free(m);
 	im_sizes_free(m->sizes);
+	for (size_t i = 0; i < m->ngone; i++)
+		free(m->gone[i]);
+	free(m->gone);
 	free(m);
 }
 
@@ -295,11 +298,49 @@ static void note_hot(struct model *m, const char *path)
 		inval_all(m->inval);
 }
 
+/* The removals held so far leave the index, as one batch. */
+static void flush_removals(struct model *m)
+{
+	bool all_dropped = false;
+
+	if (!m->ngone)
+		return;
+	/* What the kernel must forget, before: a hot key drops all of it
+	 * at once, and then nothing else needs looking up. */
+	for (size_t i = 0; i < m->ngone && kernel_knows(m); i++)
+		if (im_index_hot(m->idx, m->gone[i]) == 1) {
+			inval_all(m->inval);
+			all_dropped = true;
+			break;
+		}
+	for (size_t i = 0; i < m->ngone && !all_dropped; i++)
+		note_links(m, m->gone[i]);
+	im_index_remove_many(m->idx, (const char *const *)m->gone, m->ngone);
+	for (size_t i = 0; i < m->ngone; i++) {
+		fullsigs_remove(m->full, m->gone[i]);
+		free(m->gone[i]);
+	}
+	m->ngone = 0;
+}
+
+void model_hold_removals(struct model *m)
+{
+	m->holds++;
+}
+
+void model_release_removals(struct model *m)
+{
+	if (m->holds && !--m->holds)
+		flush_removals(m);
+}
+
 static int index_put(struct model *m, const char *path,
 		     const struct im_doc_sigs *d)
 {
-	int ret = fullsigs_put(m->full, path, d);
+	int ret;
 
+	flush_removals(m); /* the path may be among them */
+	ret = fullsigs_put(m->full, path, d);
 	if (ret)
 		return ret;
 	note_hot(m, path);
@@ -316,6 +357,23 @@ static int index_put(struct model *m, const char *path,
 
 static void index_remove(struct model *m, const char *path)
 {
+	if (m->holds) {
+		if (m->ngone == m->gone_cap) {
+			size_t cap = m->gone_cap ? 2 * m->gone_cap : 256;
+			char **v = realloc(m->gone, cap * sizeof(*v));
+
+			if (v) {
+				m->gone = v;
+				m->gone_cap = cap;
+			}
+		}
+		if (m->ngone < m->gone_cap &&
+		    (m->gone[m->ngone] = strdup(path))) {
+			m->ngone++;
+			return;
+		}
+		/* No memory to wait: it leaves now. */
+	}
 	note_hot(m, path);
 	note_links(m, path);
 	im_index_remove(m->idx, path);
@@ -325,7 +383,10 @@ static void index_remove(struct model *m, const char *path)
 static int index_rename(struct model *m, const char *from, const char *to)
 {
 	struct im_doc_sigs d;
-	int ret = im_index_get(m->idx, from, &d);
+	int ret;
+
+	flush_removals(m);
+	ret = im_index_get(m->idx, from, &d);
 
 	if (!ret)
 		ret = fullsigs_rename(m->full, from, to, &d);
@@ -679,7 +740,9 @@ void model_remove(struct model *m, struct node *n)
 	}
 	note_entry(m, n);
 	tree_detach(m->tree, n);
+	model_hold_removals(m); /* a directory's documents leave together */
 	drop_subtree(m, n, buf, len, cap);
+	model_release_removals(m);
 	if (buf != spare)
 		free(buf);
 	changed(m);
@@ -795,5 +858,7 @@ static void sweep(struct model *m, struct node *dir, uint16_t gen)
 
 void model_sweep(struct model *m, uint16_t gen)
 {
+	model_hold_removals(m);
 	sweep(m, tree_root(m->tree), gen);
+	model_release_removals(m);
 }

@@ -93,6 +93,11 @@ struct model {
 	/* The exact tier's sizes (exact.h): a binary file only sniffed is
 	 * hashed when a second file of its size turns up. tree lock */
 	struct im_sizes *sizes;
+	/* Paths waiting to leave the index while removals are held
+	 * (model_hold_removals()), and how deep the holds are. tree lock */
+	char **gone;
+	size_t ngone, gone_cap;
+	unsigned holds;
 };
 
 /* ---- Life cycle (no lock) ---------------------------------------------------- */
@@ -203,5 +208,17 @@ int model_move(struct model *m, struct node *n, struct node *dir,
 void model_adopt_cache(struct model *m, struct im_state *saved);
 /** Remove every node not seen by scan generation @p gen. */
 void model_sweep(struct model *m, uint16_t gen);
+/**
+ * Let documents removed from now on leave the index together, at the
+ * matching model_release_removals() (holds nest; the last release applies
+ * them: im_index_remove_many()). A cluster that loses many members then
+ * reconnects once, not once per member: an rm of n near-duplicates in
+ * name order would otherwise cost the daemon O(n^2) sketch comparisons.
+ * Meanwhile the index still holds them (the view shows them a little
+ * longer); a put or rename applies them first. Release before the tree
+ * lock is. Tree lock held exclusively for both.
+ */
+void model_hold_removals(struct model *m);
+void model_release_removals(struct model *m);
 
 #endif

@@ -59,8 +59,9 @@ TEST_AUTO_UNMOUNT=0 meson test -C build-test --print-errorlogs --suite mount \
 	change_after_walk plan_cached_and_invalidated redundant_follows_the_source \
 	dup_dirs_follow_the_source directory_rename editor_patterns \
 	name_taken_at_once concurrent_readers copy_whole_view \
-	dupes_equal_imatch_dupes view_equals_scan new_subdirectory delete \
-	rename_file stress_churn stress_symlink_race
+	dupes_equal_imatch_dupes dupes_follow_a_burst_of_removals \
+	view_equals_scan new_subdirectory delete rename_file stress_churn \
+	stress_symlink_race
 
 # The daemon under valgrind (TEST_WITH_VALGRIND=1, tests/mount/util.py): no
 # error and no definite leak, or the daemon exits 99 and the test fails. A
@@ -73,5 +74,6 @@ TEST_WITH_VALGRIND=1 meson test -C build-test --print-errorlogs --suite mount \
 	--timeout-multiplier=5 change_after_walk editor_patterns name_taken_at_once \
 	directory_rename hard_links mountpoint_inside_source long_member_names \
 	signals_unmount restart_from_cache by_doc_file_signatures_status \
-	dupes_equal_imatch_dupes redundant_follows_the_source concurrent_readers \
-	copy_whole_view plan_cached_and_invalidated
+	dupes_equal_imatch_dupes dupes_follow_a_burst_of_removals \
+	redundant_follows_the_source concurrent_readers copy_whole_view \
+	plan_cached_and_invalidated

@@ -130,6 +130,38 @@ def test_dupes_follow_a_new_copy(w):
 
 
 @test
+def test_dupes_follow_a_burst_of_removals(w):
+    """One `rm` of most of a big family of near-duplicates (each the same
+    text plus a word of its own: more than the 64 holders a key compares
+    with all), in name order, as a cleanup script does: once settled,
+    every dupes/ and similarity the kernel had cached equals `imatch dupes`
+    of what is left."""
+    _, docs, _ = make_tree(w.src, w.corpus)
+    text = w.corpus.document(words=200)
+    big = ['big/doc%03d.txt' % i for i in range(100)]
+    for i, rel in enumerate(big):
+        own = 'zq' + ''.join(chr(97 + int(c)) for c in '%03d' % i)
+        write(os.path.join(w.src, rel), '%s %s\n' % (text, own))
+    docs += big
+    d = w.daemon()
+    settled(w, d, len(docs))
+    before = view_equals_cli(w, docs)
+    # The first holders of a key are compared with all the others.
+    check(len(before.get('big/doc000.txt', {})) == 99,
+          'the family is not one: %r' % sorted(before.get('big/doc000.txt', {})))
+    gone = big[:70]
+    subprocess.run(['rm', '--'] + [os.path.join(w.src, g) for g in gone],
+                   check=True)
+    docs = [r for r in docs if r not in gone]
+    settled(w, d, len(docs))
+    after = view_equals_cli(w, docs)
+    check(set(after.get('big/doc099.txt', {})) == set(big[70:99]),
+          'dupes of the last: %r' % sorted(after.get('big/doc099.txt', {})))
+    d.umount()
+    d.check_log()
+
+
+@test
 def test_similarity_escapes_names(w):
     """Member names in similarity are escaped as `imatch dupes` writes
     paths (\\t, \\n, \\\\, \\xHH): a name with a newline, a TAB or an ESC

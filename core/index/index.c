@@ -2806,11 +2806,13 @@ size_t im_index_remove_many(struct im_index *idx, const char *const *paths,
 {
 	size_t removed = 0;
 
-	pthread_rwlock_wrlock(&idx->lock);
-	for (size_t i = 0; i < n; i += BATCH_MAX)
+	/* Readers get their turn between batches. */
+	for (size_t i = 0; i < n; i += BATCH_MAX) {
+		pthread_rwlock_wrlock(&idx->lock);
 		removed += remove_batch(idx, paths + i,
 					n - i < BATCH_MAX ? n - i : BATCH_MAX);
-	pthread_rwlock_unlock(&idx->lock);
+		pthread_rwlock_unlock(&idx->lock);
+	}
 	return removed;
 }
 

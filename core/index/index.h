@@ -186,12 +186,12 @@ int im_index_remove(struct im_index *idx, const char *path);
  * Remove the documents at @p paths (those not indexed, and repeats, are
  * skipped), leaving what im_index_remove() of each in turn would leave.
  * Each cluster that loses members is reconnected once per batch of up to
- * 512 paths (the write lock is taken per batch), not once per member: n near-duplicates sharing keys, removed
+ * 512 paths, not once per member: n near-duplicates sharing keys, removed
  * in path order (each among the first IM_INDEX_HOT_CAP holders of its keys,
  * so each compared with all the others), cost O(n) sketch comparisons per
- * batch where one by one they cost O(n) each. Allocates 2.6 kB per path of
- * a batch, and falls back to removing one by one without it, so it cannot
- * fail.
+ * batch where one by one they cost O(n) each. The write lock is taken per
+ * batch. Allocates 2.6 kB per path of a batch, and falls back to removing
+ * one by one without it, so it cannot fail.
  *
  * @return how many documents were removed.
  */

@@ -2573,9 +2573,13 @@ static void batch_detach(struct im_index *idx, struct batch *b, uint32_t id)
 	}
 	if (e != NONE) {
 		root = comp_of(idx, id);
+		/* Its promotions are kept even then: moved into a key's
+		 * first HOT earlier in this batch, id leaves before its links
+		 * past them were made (its own promotion is skipped, as it
+		 * left), and the twin its removal promotes makes them. */
 		if (!b->pending[root] &&
 		    leave_as_stand_in(idx, id, e, promoted, np))
-			return;
+			goto promote;
 		if (!b->pending[root]) {
 			reconnect_begin(idx, root);
 			b->pending[root] = 1;
@@ -2591,6 +2595,7 @@ static void batch_detach(struct im_index *idx, struct batch *b, uint32_t id)
 			b->src[b->nsrc++] = (struct batch_key){
 				.ref = root, .id = id, .k = (uint8_t)i};
 	}
+promote:
 	for (unsigned i = 0; i < np; i++)
 		b->prom[b->nprom++] = (struct batch_key){
 			.ref = promoted[i], .id = id, .k = (uint8_t)pkey[i]};
@@ -2768,6 +2773,10 @@ static size_t remove_batch(struct im_index *idx, const char *const *paths,
 	struct source *srcv;
 	size_t removed = 0;
 
+	/* One path: nothing to share, and the arrays by entry and document
+	 * would cost what the index holds. */
+	if (n == 1)
+		return !remove_locked(idx, paths[0]);
 	b.gone = malloc(n * sizeof(*b.gone));
 	b.roots = malloc(n * sizeof(*b.roots));
 	b.pending = calloc((size_t)idx->mem_used + 1, 1);

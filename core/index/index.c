@@ -2950,19 +2950,19 @@ int im_index_get(const struct im_index *idx, const char *path,
 	return ret;
 }
 
-/* Were @p a and @p y compared under one of keys[0..n) of @p a, whose shared
- * postings are pls[] (NULL: @p a holds the key alone)? */
+/* Were a document and @p y compared under one of its keys[0..n), whose
+ * shared postings are pls[] (NULL: it holds the key alone), all[e] saying
+ * whether key e compares it with every holder? */
 static bool compared_before(const struct im_index *idx, const struct key *keys,
-			    const struct plist *const *pls, unsigned n,
-			    uint32_t a, uint32_t y)
+			    const struct plist *const *pls, const bool *all,
+			    unsigned n, uint32_t y)
 {
 	for (unsigned e = 0; e < n; e++) {
 		const struct plist *pl = pls[e];
 
 		if (!pl || !doc_has_key(D(idx, y), &keys[e]))
 			continue;
-		if (keys[e].kind == IM_KEY_EXACT || pl_n(idx, pl) <= HOT ||
-		    in_first_hot(idx, pl, a) || in_first_hot(idx, pl, y))
+		if (all[e] || in_first_hot(idx, pl, y))
 			return true;
 	}
 	return false;
@@ -2998,6 +2998,7 @@ static int links_of(const struct im_index *idx, const char *path,
 {
 	const struct plist *pls[NKEYS];
 	struct key keys[NKEYS];
+	bool all[NKEYS]; /* the key compares the document with every holder */
 	const struct doc *d;
 	unsigned nkeys;
 	uint32_t id;
@@ -3015,9 +3016,13 @@ static int links_of(const struct im_index *idx, const char *path,
 		const struct plist *pl = pls[i] = key_plist(idx, &keys[i]);
 		uint32_t end;
 
-		if (!pl || (near_only && keys[i].kind == IM_KEY_EXACT))
-			continue; /* only this document, or only copies */
+		all[i] = false;
+		if (!pl)
+			continue; /* only this document */
 		end = compared_end(idx, &keys[i], pl, id);
+		all[i] = end == pl_n(idx, pl);
+		if (near_only && keys[i].kind == IM_KEY_EXACT)
+			continue; /* only copies */
 		for (uint32_t j = 0; j < end; j++) {
 			uint32_t yid = pl_ids(idx, pl)[j];
 			const struct doc *y = D(idx, yid);
@@ -3027,7 +3032,7 @@ static int links_of(const struct im_index *idx, const char *path,
 			 * without a set (queries run in parallel and do not
 			 * allocate); so each pair is verified once. */
 			if (yid == id ||
-			    compared_before(idx, keys, pls, i, id, yid) ||
+			    compared_before(idx, keys, pls, all, i, yid) ||
 			    !verify(idx, d, y, &l.similarity, &l.exact) ||
 			    (near_only && l.exact))
 				continue;

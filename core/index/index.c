@@ -2392,13 +2392,19 @@ static int reserve_put(struct im_index *idx, const struct doc *d, bool new_path,
 
 /* im_index_put() under the write lock; takes ownership of @p d, whose
  * handle is @p h. */
-static int put_locked(struct im_index *idx, const char *path, struct doc *d,
-		      uint32_t h)
+/* put_locked(); with @p replaced not NULL, a record that @p d replaces
+ * (one whose keys differ) is left in the postings and its cluster for the
+ * caller to detach and release, its id in *replaced (NONE: none). */
+static int put_locked_at(struct im_index *idx, const char *path, struct doc *d,
+			 uint32_t h, uint32_t *replaced)
 {
 	struct spare sp;
 	uint32_t old, id;
 	struct doc *od;
 	int ret;
+
+	if (replaced)
+		*replaced = NONE;
 
 	old = path_find(idx, path);
 	if (old != NONE && same_keys(od = D(idx, old), d)) {
@@ -2423,6 +2429,9 @@ static int put_locked(struct im_index *idx, const char *path, struct doc *d,
 	insert_doc(idx, id, &sp);
 	if (old == NONE) {
 		tab_insert(&idx->paths, path_tag(path), id);
+	} else if (replaced) {
+		tab_set_val(&idx->paths, path_slot(idx, path), id);
+		*replaced = old;
 	} else {
 		detach_doc(idx, old);
 		tab_set_val(&idx->paths, path_slot(idx, path), id);
@@ -2430,6 +2439,12 @@ static int put_locked(struct im_index *idx, const char *path, struct doc *d,
 	}
 	idx->gen++;
 	return 0;
+}
+
+static int put_locked(struct im_index *idx, const char *path, struct doc *d,
+		      uint32_t h)
+{
+	return put_locked_at(idx, path, d, h, NULL);
 }
 
 int im_index_put(struct im_index *idx, const char *path,
@@ -2764,12 +2779,44 @@ static void batch_free(struct batch *b, struct source *srcv)
 	free(srcv);
 }
 
+/* Room for a batch of @p n leavers (after every put of the batch: the
+ * arrays by entry and document id cover those it made). @return 0 or
+ * -ENOMEM (then nothing is held). */
+static int batch_alloc(const struct im_index *idx, struct batch *b,
+		       struct source **srcv, size_t n)
+{
+	memset(b, 0, sizeof(*b));
+	b->gone = malloc(n * sizeof(*b->gone));
+	b->roots = malloc(n * sizeof(*b->roots));
+	b->pending = calloc((size_t)idx->mem_used + 1, 1);
+	b->left = calloc((size_t)idx->docs_used + 1, 1);
+	b->src = malloc(n * NKEYS * sizeof(*b->src));
+	b->prom = malloc(n * NKEYS * sizeof(*b->prom));
+	*srcv = malloc(n * NKEYS * sizeof(**srcv));
+	if (b->gone && b->roots && b->pending && b->left && b->src && b->prom &&
+	    *srcv)
+		return 0;
+	batch_free(b, *srcv);
+	return -ENOMEM;
+}
+
+/* The leavers detached: reconnect, promote, release their records. */
+static void batch_finish(struct im_index *idx, struct batch *b,
+			 struct source *srcv)
+{
+	batch_reconnect(idx, b, srcv);
+	batch_promote(idx, b);
+	for (size_t i = 0; i < b->ngone; i++)
+		docs_release(idx, b->gone[i]);
+	batch_free(b, srcv);
+}
+
 /* Remove the indexed paths among @p paths[0..n), n <= BATCH_MAX, as one
  * batch; one by one if there is no memory for it. @return how many. */
 static size_t remove_batch(struct im_index *idx, const char *const *paths,
 			   size_t n)
 {
-	struct batch b = {0};
+	struct batch b;
 	struct source *srcv;
 	size_t removed = 0;
 
@@ -2777,18 +2824,9 @@ static size_t remove_batch(struct im_index *idx, const char *const *paths,
 	 * would cost what the index holds. */
 	if (n == 1)
 		return !remove_locked(idx, paths[0]);
-	b.gone = malloc(n * sizeof(*b.gone));
-	b.roots = malloc(n * sizeof(*b.roots));
-	b.pending = calloc((size_t)idx->mem_used + 1, 1);
-	b.left = calloc((size_t)idx->docs_used + 1, 1);
-	b.src = malloc(n * NKEYS * sizeof(*b.src));
-	b.prom = malloc(n * NKEYS * sizeof(*b.prom));
-	srcv = malloc(n * NKEYS * sizeof(*srcv));
-	if (!b.gone || !b.roots || !b.pending || !b.left || !b.src || !b.prom ||
-	    !srcv) {
+	if (batch_alloc(idx, &b, &srcv, n)) {
 		for (size_t i = 0; i < n; i++)
 			removed += !remove_locked(idx, paths[i]);
-		batch_free(&b, srcv);
 		return removed;
 	}
 	for (size_t i = 0; i < n; i++) {
@@ -2801,12 +2839,8 @@ static size_t remove_batch(struct im_index *idx, const char *const *paths,
 		batch_detach(idx, &b, id);
 		removed++;
 	}
-	batch_reconnect(idx, &b, srcv);
-	batch_promote(idx, &b);
-	for (size_t i = 0; i < b.ngone; i++)
-		docs_release(idx, b.gone[i]);
+	batch_finish(idx, &b, srcv);
 	idx->gen += removed;
-	batch_free(&b, srcv);
 	return removed;
 }
 
@@ -2823,6 +2857,64 @@ size_t im_index_remove_many(struct im_index *idx, const char *const *paths,
 		pthread_rwlock_unlock(&idx->lock);
 	}
 	return removed;
+}
+
+/*
+ * A batch of puts: each new record comes in at once (its joins made, and
+ * what it pushed out of a key's first HOT reconnected), and the records
+ * they replace leave together at the end, as a batch of removals. Every
+ * document signed again with a new lexicon replaces its record: in path
+ * order each old record is first among its old coordinates' holders, so
+ * one by one each replacement searched the whole cluster again.
+ */
+static void put_batch(struct im_index *idx, const char *const *paths,
+		      const struct im_doc_sigs *const *docs, size_t n,
+		      int *rets)
+{
+	uint32_t olds[BATCH_MAX];
+	size_t nold = 0;
+	struct source *srcv;
+	struct batch b;
+
+	for (size_t i = 0; i < n; i++) {
+		const struct im_doc_sigs *s = docs[i];
+		struct doc *d;
+		uint32_t h;
+
+		rets[i] = -EINVAL;
+		if (s->ncoords > IM_MAX_COORDS)
+			continue;
+		rets[i] = -ENOMEM;
+		d = rec_new(idx, paths[i], s, &h);
+		if (!d)
+			continue;
+		rets[i] = put_locked_at(idx, paths[i], d, h, &olds[nold]);
+		nold += !rets[i] && olds[nold] != NONE;
+	}
+	if (!nold)
+		return;
+	if (batch_alloc(idx, &b, &srcv, nold)) {
+		for (size_t i = 0; i < nold; i++) {
+			detach_doc(idx, olds[i]);
+			docs_release(idx, olds[i]);
+		}
+		return;
+	}
+	for (size_t i = 0; i < nold; i++)
+		batch_detach(idx, &b, olds[i]);
+	batch_finish(idx, &b, srcv);
+}
+
+void im_index_put_many(struct im_index *idx, const char *const *paths,
+		       const struct im_doc_sigs *const *docs, size_t n,
+		       int *rets)
+{
+	for (size_t i = 0; i < n; i += BATCH_MAX) {
+		pthread_rwlock_wrlock(&idx->lock);
+		put_batch(idx, paths + i, docs + i,
+			  n - i < BATCH_MAX ? n - i : BATCH_MAX, rets + i);
+		pthread_rwlock_unlock(&idx->lock);
+	}
 }
 
 int im_index_rename(struct im_index *idx, const char *from, const char *to)

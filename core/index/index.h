@@ -199,6 +199,19 @@ size_t im_index_remove_many(struct im_index *idx, const char *const *paths,
 			    size_t n);
 
 /**
+ * im_index_put() of each of @p docs[i] at @p paths[i] in turn, its result in
+ * @p rets[i] (0, -EINVAL or -ENOMEM: a put that fails changes nothing, the
+ * others go on). Records that the puts replace leave as one batch per
+ * 512 puts (im_index_remove_many()): every document of a cluster of n
+ * signed again (a new lexicon) costs O(n) per batch, where one by one in
+ * path order each old record was among the first IM_INDEX_HOT_CAP of its
+ * keys and cost O(n). The write lock is taken per batch.
+ */
+void im_index_put_many(struct im_index *idx, const char *const *paths,
+		       const struct im_doc_sigs *const *docs, size_t n,
+		       int *rets);
+
+/**
  * Rename a document, keeping its signatures (a file renamed in the source).
  * Replaces a document already at @p to. Renaming a path to itself does
  * nothing and returns 0. The path orders the holders of a key, so the

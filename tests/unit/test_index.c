@@ -2256,8 +2256,20 @@ static void batch_doc(struct im_doc_sigs *d, unsigned tpl, unsigned i)
 	}
 }
 
-static struct im_index *batch_build(char (*names)[16], const unsigned *tpl,
-				    const bool *present)
+/* batch_doc() signed with lexicon @p lex: another value of the one
+ * coordinate (the same text signed again after the lexicon changed). */
+static void batch_doc_lex(struct im_doc_sigs *d, unsigned tpl, unsigned i,
+			  unsigned lex)
+{
+	batch_doc(d, tpl, i);
+	make_sig(&d->sig[0], 0, 500 + lex);
+}
+
+/* An index of the present documents, signed with lex[i] (NULL: 0). */
+static struct im_index *batch_build_lex(char (*names)[16],
+					const unsigned *tpl,
+					const unsigned *lex,
+					const bool *present)
 {
 	struct im_index *x;
 	struct im_doc_sigs d;
@@ -2267,10 +2279,16 @@ static struct im_index *batch_build(char (*names)[16], const unsigned *tpl,
 	for (unsigned i = 0; i < BN; i++) {
 		if (!present[i])
 			continue;
-		batch_doc(&d, tpl[i], i);
+		batch_doc_lex(&d, tpl[i], i, lex ? lex[i] : 0);
 		CHECK_EQ(im_index_put(x, names[i], &d), 0);
 	}
 	return x;
+}
+
+static struct im_index *batch_build(char (*names)[16], const unsigned *tpl,
+				    const bool *present)
+{
+	return batch_build_lex(names, tpl, NULL, present);
 }
 
 /* Whether @p a and @p b put every present document in the same cluster
@@ -2292,6 +2310,20 @@ static bool same_clusters(struct im_index *a, struct im_index *b,
 			return false;
 	}
 	return true;
+}
+
+/* Put order[0..n) in the byte order of their names. */
+static void sort_by_name(char (*names)[16], unsigned *order, unsigned n)
+{
+	for (unsigned i = 1; i < n; i++)
+		for (unsigned k = i;
+		     k > 0 && strcmp(names[order[k - 1]], names[order[k]]) > 0;
+		     k--) {
+			unsigned t = order[k];
+
+			order[k] = order[k - 1];
+			order[k - 1] = t;
+		}
 }
 
 /* One hot coordinate, copies, texts of the same terms and near families:
@@ -2327,16 +2359,8 @@ START_TEST(test_index_batch_matches_one_by_one)
 			order[i] = order[j];
 			order[j] = t;
 		}
-		for (unsigned i = 1, sorted = rnd(2); sorted && i < n; i++)
-			for (unsigned k = i;
-			     k > 0 &&
-			     strcmp(names[order[k - 1]], names[order[k]]) > 0;
-			     k--) {
-				unsigned t = order[k];
-
-				order[k] = order[k - 1];
-				order[k - 1] = t;
-			}
+		if (rnd(2))
+			sort_by_name(names, order, n);
 		for (unsigned i = 0; i < n; i++) {
 			v[i] = names[order[i]];
 			present[order[i]] = false;
@@ -2349,6 +2373,88 @@ START_TEST(test_index_batch_matches_one_by_one)
 		CHECK(same_clusters(bat, fresh, names, present),
 		      "trial %d: a batch of %u differs from a fresh index",
 		      trial, n);
+		im_index_free(seq);
+		im_index_free(bat);
+		im_index_free(fresh);
+	}
+}
+END_TEST
+
+/* Puts in a batch, mostly documents signed again with a new lexicon (all
+ * of them in path order, as after a rebuild, or some in any order), some
+ * with other content, some new, a path now and then twice: the same
+ * clusters as the puts one by one, and as an index of the final documents
+ * alone. */
+START_TEST(test_index_put_many_matches_one_by_one)
+{
+	static char names[BN][16];
+	static struct im_doc_sigs docs[2 * BN];
+	unsigned tpl[BN], lex[BN];
+	bool present[BN];
+
+	rng_state = 555;
+	for (int trial = 0; trial < 300; trial++) {
+		const struct im_doc_sigs *dp[2 * BN];
+		const char *v[2 * BN];
+		int rets[2 * BN];
+		unsigned order[BN], m = 0, n = 1 + rnd(BN);
+		bool resign_all = rnd(3) == 0;
+		struct im_index *seq, *bat, *fresh;
+
+		for (unsigned i = 0; i < BN; i++) {
+			tpl[i] = rnd(100) < 85 ? (rnd(2) ? 0 : 7) : 1 + rnd(6);
+			snprintf(names[i], sizeof(names[i]), "%c%05u",
+				 tpl[i] && tpl[i] < 7 && rnd(3) ? 'q' : 'p',
+				 rnd(1000) * 100 + i);
+			present[i] = rnd(10) != 0;
+			lex[i] = 0;
+			order[i] = i;
+		}
+		seq = batch_build_lex(names, tpl, lex, present);
+		bat = batch_build_lex(names, tpl, lex, present);
+		for (unsigned i = 0; i < BN; i++) {
+			unsigned j = i + rnd(BN - i), t = order[i];
+
+			order[i] = order[j];
+			order[j] = t;
+		}
+		if (resign_all) {
+			n = BN;
+			for (unsigned i = 0; i < BN; i++)
+				order[i] = i;
+			sort_by_name(names, order, BN);
+		}
+		for (unsigned k = 0; k < n; k++) {
+			unsigned i = order[k], r = rnd(10);
+
+			if (resign_all || r < 6)
+				lex[i] = 1;
+			else if (r < 9)
+				tpl[i] = rnd(100) < 85 ? 0 : 1 + rnd(6);
+			present[i] = true;
+			batch_doc_lex(&docs[m], tpl[i], i, lex[i]);
+			v[m++] = names[i];
+			if (rnd(20) == 0) { /* the same path again, other text */
+				tpl[i] = 7;
+				batch_doc_lex(&docs[m], tpl[i], i, lex[i]);
+				v[m++] = names[i];
+			}
+		}
+		for (unsigned k = 0; k < m; k++) {
+			dp[k] = &docs[k];
+			CHECK_EQ(im_index_put(seq, v[k], dp[k]), 0);
+		}
+		im_index_put_many(bat, v, dp, m, rets);
+		for (unsigned k = 0; k < m; k++)
+			CHECK_EQ(rets[k], 0);
+		fresh = batch_build_lex(names, tpl, lex, present);
+		CHECK(same_clusters(seq, fresh, names, present),
+		      "trial %d: puts one by one differ from a fresh index",
+		      trial);
+		CHECK(same_clusters(bat, fresh, names, present),
+		      "trial %d: a batch of %u puts differs from a fresh index",
+		      trial, m);
+		CHECK_EQ(im_index_size(bat), im_index_size(fresh));
 		im_index_free(seq);
 		im_index_free(bat);
 		im_index_free(fresh);
@@ -2538,6 +2644,7 @@ static Suite *index_suite(void)
 	tcase_add_test(tc, test_index_random_ops_with_prefixes);
 	tcase_add_test(tc, test_index_random_ops_removing_in_batches);
 	tcase_add_test(tc, test_index_batch_matches_one_by_one);
+	tcase_add_test(tc, test_index_put_many_matches_one_by_one);
 	tcase_add_test(tc, test_index_random_ops_failing_allocations);
 	tcase_add_test(tc, test_index_random_ops_expecting_documents);
 	/* _i: removals one by one, then in batches (and sparse families) */

@@ -2266,8 +2266,7 @@ static void batch_doc_lex(struct im_doc_sigs *d, unsigned tpl, unsigned i,
 }
 
 /* An index of the present documents, signed with lex[i] (NULL: 0). */
-static struct im_index *batch_build_lex(char (*names)[16],
-					const unsigned *tpl,
+static struct im_index *batch_build_lex(char (*names)[16], const unsigned *tpl,
 					const unsigned *lex,
 					const bool *present)
 {
@@ -2434,7 +2433,8 @@ START_TEST(test_index_put_many_matches_one_by_one)
 			present[i] = true;
 			batch_doc_lex(&docs[m], tpl[i], i, lex[i]);
 			v[m++] = names[i];
-			if (rnd(20) == 0) { /* the same path again, other text */
+			/* Now and then the same path again, other text. */
+			if (rnd(20) == 0) {
 				tpl[i] = 7;
 				batch_doc_lex(&docs[m], tpl[i], i, lex[i]);
 				v[m++] = names[i];

@@ -28,6 +28,10 @@ _Static_assert(IM_FMT_COUNT <= 16 && IM_XF_COUNT <= 16,
 	       "a node's format and fail no longer fit in 4 bits");
 
 static void changed(struct model *m);
+static void set_status(struct model *m, struct node *n, uint8_t status);
+static int index_put(struct model *m, const char *path,
+		     const struct im_doc_sigs *d);
+static void index_remove(struct model *m, const char *path);
 
 struct hlink;
 static void links_free(struct model *m);
@@ -70,9 +74,11 @@ void model_free(struct model *m)
 	fullsigs_free(m->full);
 	links_free(m);
 	im_sizes_free(m->sizes);
-	for (size_t i = 0; i < m->ngone; i++)
-		free(m->gone[i]);
-	free(m->gone);
+	for (size_t i = 0; i < m->nops; i++) {
+		free(m->ops[i].path);
+		free(m->ops[i].d);
+	}
+	free(m->ops);
 	free(m);
 }
 
@@ -298,40 +304,160 @@ static void note_hot(struct model *m, const char *path)
 		inval_all(m->inval);
 }
 
-/* The removals held so far leave the index, as one batch. */
-static void flush_removals(struct model *m)
+/* A put whose index entry could not be made (out of memory): an error,
+ * signed again when it changes; the index holds nothing for it. */
+static void put_failed(struct model *m, const char *path)
 {
-	bool all_dropped = false;
+	struct node *n = tree_lookup(m->tree, path);
 
-	if (!m->ngone)
-		return;
-	/* What the kernel must forget, before: a hot key drops all of it
-	 * at once, and then nothing else needs looking up. */
-	for (size_t i = 0; i < m->ngone && kernel_knows(m); i++)
-		if (im_index_hot(m->idx, m->gone[i]) == 1) {
-			inval_all(m->inval);
-			all_dropped = true;
-			break;
-		}
-	for (size_t i = 0; i < m->ngone && !all_dropped; i++)
-		note_links(m, m->gone[i]);
-	im_index_remove_many(m->idx, (const char *const *)m->gone, m->ngone);
-	for (size_t i = 0; i < m->ngone; i++) {
-		fullsigs_remove(m->full, m->gone[i]);
-		free(m->gone[i]);
-	}
-	m->ngone = 0;
+	if (n && node_in_index(n))
+		set_status(m, n, IM_DOC_ERROR);
+	note_hot(m, path);
+	note_links(m, path);
+	im_index_remove(m->idx, path);
+	fullsigs_remove(m->full, path);
 }
 
-void model_hold_removals(struct model *m)
+/* What the kernel must forget of the changes at @p paths (@p n), before or
+ * after them: a hot key drops all it holds at once, and then nothing else
+ * needs looking up. @return whether everything was dropped. */
+static bool note_ops(struct model *m, const char *const *paths, size_t n)
+{
+	if (!kernel_knows(m))
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (im_index_hot(m->idx, paths[i]) == 1) {
+			inval_all(m->inval);
+			return true;
+		}
+	for (size_t i = 0; i < n; i++)
+		note_links(m, paths[i]);
+	return false;
+}
+
+/* Removals of @p paths, as one batch. */
+static void apply_removals(struct model *m, const char *const *paths, size_t n)
+{
+	note_ops(m, paths, n);
+	im_index_remove_many(m->idx, paths, n);
+	for (size_t i = 0; i < n; i++)
+		fullsigs_remove(m->full, paths[i]);
+}
+
+/* Puts of @p docs at @p paths (room for @p rets), as one batch. */
+static void apply_puts(struct model *m, const char **paths,
+		       const struct im_doc_sigs **docs, int *rets, size_t n)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (fullsigs_put(m->full, paths[i], docs[i])) {
+			put_failed(m, paths[i]);
+			continue;
+		}
+		paths[k] = paths[i];
+		docs[k++] = docs[i];
+	}
+	note_ops(m, paths, k);
+	im_index_put_many(m->idx, paths, docs, k, rets);
+	note_ops(m, paths, k);
+	for (size_t i = 0; i < k; i++)
+		if (rets[i]) {
+			fullsigs_remove(m->full, paths[i]);
+			put_failed(m, paths[i]);
+		}
+	if (k)
+		inval_clusters_gone(m->inval);
+}
+
+/* The changes held so far reach the index in their order: each run of
+ * removals, and each run of puts, as one batch. */
+static void flush_changes(struct model *m)
+{
+	struct model_op *ops = m->ops;
+	size_t n = m->nops;
+	const char **paths;
+	const struct im_doc_sigs **docs;
+	int *rets;
+
+	if (!n)
+		return;
+	/* Taken out first: what a failed put does goes the usual way. */
+	m->ops = NULL;
+	m->nops = m->ops_cap = 0;
+	paths = malloc(n * sizeof(*paths));
+	docs = malloc(n * sizeof(*docs));
+	rets = malloc(n * sizeof(*rets));
+	for (size_t i = 0, j; i < n; i = j) {
+		bool puts = ops[i].d != NULL;
+
+		for (j = i; j < n && (ops[j].d != NULL) == puts; j++)
+			if (paths && docs) {
+				paths[j - i] = ops[j].path;
+				docs[j - i] = ops[j].d;
+			}
+		if (paths && docs && rets && puts) {
+			apply_puts(m, paths, docs, rets, j - i);
+		} else if (paths && !puts) {
+			apply_removals(m, paths, j - i);
+		} else {
+			/* No memory for a batch: one by one. */
+			for (size_t k = i; k < j; k++)
+				if (!puts)
+					index_remove(m, ops[k].path);
+				else if (index_put(m, ops[k].path, ops[k].d))
+					put_failed(m, ops[k].path);
+		}
+	}
+	for (size_t i = 0; i < n; i++) {
+		free(ops[i].path);
+		free(ops[i].d);
+	}
+	free(ops);
+	free(paths);
+	free(docs);
+	free(rets);
+}
+
+void model_hold_index(struct model *m)
 {
 	m->holds++;
 }
 
-void model_release_removals(struct model *m)
+void model_release_index(struct model *m)
 {
 	if (m->holds && !--m->holds)
-		flush_removals(m);
+		flush_changes(m);
+}
+
+/* Keep a change for the release (@p d NULL: a removal). @return whether it
+ * was kept; not without memory, and not unless held. */
+static bool hold_op(struct model *m, const char *path,
+		    const struct im_doc_sigs *d)
+{
+	struct model_op op = {NULL, NULL};
+
+	if (!m->holds)
+		return false;
+	if (m->nops == m->ops_cap) {
+		size_t cap = m->ops_cap ? 2 * m->ops_cap : 256;
+		struct model_op *v = realloc(m->ops, cap * sizeof(*v));
+
+		if (!v)
+			return false;
+		m->ops = v;
+		m->ops_cap = cap;
+	}
+	op.path = strdup(path);
+	if (d && (op.d = malloc(sizeof(*d))))
+		*op.d = *d;
+	if (!op.path || (d && !op.d)) {
+		free(op.path);
+		free(op.d);
+		return false;
+	}
+	m->ops[m->nops++] = op;
+	return true;
 }
 
 static int index_put(struct model *m, const char *path,
@@ -339,7 +465,9 @@ static int index_put(struct model *m, const char *path,
 {
 	int ret;
 
-	flush_removals(m); /* the path may be among them */
+	if (hold_op(m, path, d))
+		return 0; /* a failure shows at the release (put_failed()) */
+	flush_changes(m); /* in their order */
 	ret = fullsigs_put(m->full, path, d);
 	if (ret)
 		return ret;
@@ -357,23 +485,9 @@ static int index_put(struct model *m, const char *path,
 
 static void index_remove(struct model *m, const char *path)
 {
-	if (m->holds) {
-		if (m->ngone == m->gone_cap) {
-			size_t cap = m->gone_cap ? 2 * m->gone_cap : 256;
-			char **v = realloc(m->gone, cap * sizeof(*v));
-
-			if (v) {
-				m->gone = v;
-				m->gone_cap = cap;
-			}
-		}
-		if (m->ngone < m->gone_cap &&
-		    (m->gone[m->ngone] = strdup(path))) {
-			m->ngone++;
-			return;
-		}
-		/* No memory to wait: it leaves now. */
-	}
+	if (hold_op(m, path, NULL))
+		return;
+	flush_changes(m);
 	note_hot(m, path);
 	note_links(m, path);
 	im_index_remove(m->idx, path);
@@ -385,7 +499,7 @@ static int index_rename(struct model *m, const char *from, const char *to)
 	struct im_doc_sigs d;
 	int ret;
 
-	flush_removals(m);
+	flush_changes(m);
 	ret = im_index_get(m->idx, from, &d);
 
 	if (!ret)
@@ -740,9 +854,9 @@ void model_remove(struct model *m, struct node *n)
 	}
 	note_entry(m, n);
 	tree_detach(m->tree, n);
-	model_hold_removals(m); /* a directory's documents leave together */
+	model_hold_index(m); /* a directory's documents leave together */
 	drop_subtree(m, n, buf, len, cap);
-	model_release_removals(m);
+	model_release_index(m);
 	if (buf != spare)
 		free(buf);
 	changed(m);
@@ -858,7 +972,7 @@ static void sweep(struct model *m, struct node *dir, uint16_t gen)
 
 void model_sweep(struct model *m, uint16_t gen)
 {
-	model_hold_removals(m);
+	model_hold_index(m);
 	sweep(m, tree_root(m->tree), gen);
-	model_release_removals(m);
+	model_release_index(m);
 }

@@ -93,11 +93,18 @@ struct model {
 	/* The exact tier's sizes (exact.h): a binary file only sniffed is
 	 * hashed when a second file of its size turns up. tree lock */
 	struct im_sizes *sizes;
-	/* Paths waiting to leave the index while removals are held
-	 * (model_hold_removals()), and how deep the holds are. tree lock */
-	char **gone;
-	size_t ngone, gone_cap;
+	/* Changes waiting for the index while held (model_hold_index()), in
+	 * their order, and how deep the holds are. tree lock */
+	struct model_op *ops;
+	size_t nops, ops_cap;
 	unsigned holds;
+};
+
+/* A change held for the index: a put of *d at path, or with d NULL its
+ * removal. */
+struct model_op {
+	char *path;
+	struct im_doc_sigs *d;
 };
 
 /* ---- Life cycle (no lock) ---------------------------------------------------- */
@@ -209,16 +216,19 @@ void model_adopt_cache(struct model *m, struct im_state *saved);
 /** Remove every node not seen by scan generation @p gen. */
 void model_sweep(struct model *m, uint16_t gen);
 /**
- * Let documents removed from now on leave the index together, at the
- * matching model_release_removals() (holds nest; the last release applies
- * them: im_index_remove_many()). A cluster that loses many members then
- * reconnects once, not once per member: an rm of n near-duplicates in
- * name order would otherwise cost the daemon O(n^2) sketch comparisons.
- * Meanwhile the index still holds them (the view shows them a little
- * longer); a put or rename applies them first. Release before the tree
- * lock is. Tree lock held exclusively for both.
+ * Let the index changes from now on (documents put and removed) wait for
+ * the matching model_release_index() (holds nest), which applies them in
+ * their order, each run of removals and each run of puts as one batch
+ * (im_index_remove_many(), im_index_put_many()). A cluster that loses or
+ * replaces many members then reconnects once, not once per member: an rm
+ * of n near-duplicates in name order, or their signing again with a new
+ * lexicon, would otherwise cost the daemon O(n^2) sketch comparisons.
+ * Meanwhile the nodes say what the index does not yet; a rename applies
+ * what waits first. Hold and release within one hold of the tree lock,
+ * exclusively. A put that fails for lack of memory at the release makes
+ * its node an error, as it would have at once.
  */
-void model_hold_removals(struct model *m);
-void model_release_removals(struct model *m);
+void model_hold_index(struct model *m);
+void model_release_index(struct model *m);
 
 #endif

@@ -338,11 +338,29 @@ static void applier_finish(struct applier *a)
 
 /* ---- Full scans -------------------------------------------------------------- */
 
+/*
+ * Results the scan delivered, applied RESULT_BATCH at a time: the index
+ * takes each batch's puts together (model_hold_index()). After a lexicon
+ * is built again every document is signed again, and a cluster of n
+ * replaced its records one by one at O(n) each.
+ */
+#define RESULT_BATCH 512
+
+struct held_result {
+	char *path;
+	struct stat st;
+	struct im_doc_sigs d;
+};
+
 struct scan_ctx {
 	struct scanner *s;
 	uint16_t gen;
 	const struct im_state *cache;
 	struct applier *applier; /* with a cache */
+	/* Results waiting (the scan calls scan_result_cb() one at a time);
+	 * NULL until the first. */
+	struct held_result *held;
+	size_t nheld;
 };
 
 static int scan_dir_cb(const char *path, const struct stat *st, void *arg)
@@ -428,21 +446,61 @@ out:
 	return want;
 }
 
-static void scan_result_cb(const char *path, const struct stat *st,
-			   const struct im_doc_sigs *d, void *arg)
+/* Apply the result @p d of signing @p path, read as @p st. Tree lock held
+ * exclusively. */
+static void apply_result(struct model *m, const char *path,
+			 const struct stat *st, const struct im_doc_sigs *d)
 {
-	struct scan_ctx *sc = arg;
-	struct model *m = sc->s->fs->model;
-
-	tree_wrlock(m->tree);
 	struct node *n = tree_lookup(m->tree, path);
+
 	/* A newer version may have been signed by a worker meanwhile. */
 	if (n && !(n->flags & NODE_DIR) &&
 	    !(n->status != NODE_UNKNOWN && n->mtime_ns > st_mtime_ns(st)) &&
 	    !(d->status == IM_DOC_ERROR && d->err == ENOENT))
 		model_apply(m, n, path, st, d);
+}
+
+/* Apply the results waiting, as one batch for the index. */
+static void apply_held(struct scan_ctx *sc)
+{
+	struct model *m = sc->s->fs->model;
+
+	if (!sc->nheld)
+		return;
+	tree_wrlock(m->tree);
+	model_hold_index(m);
+	for (size_t i = 0; i < sc->nheld; i++)
+		apply_result(m, sc->held[i].path, &sc->held[i].st,
+			     &sc->held[i].d);
+	model_release_index(m);
 	tree_unlock(m->tree);
-	__atomic_add_fetch(&sc->s->done, 1, __ATOMIC_RELAXED);
+	for (size_t i = 0; i < sc->nheld; i++)
+		free(sc->held[i].path);
+	__atomic_add_fetch(&sc->s->done, sc->nheld, __ATOMIC_RELAXED);
+	sc->nheld = 0;
+}
+
+static void scan_result_cb(const char *path, const struct stat *st,
+			   const struct im_doc_sigs *d, void *arg)
+{
+	struct scan_ctx *sc = arg;
+	struct model *m = sc->s->fs->model;
+	char *p;
+
+	if (!sc->held)
+		sc->held = malloc(RESULT_BATCH * sizeof(*sc->held));
+	p = sc->held ? strdup(path) : NULL;
+	if (!p) {
+		/* No memory to wait: applied at once. */
+		tree_wrlock(m->tree);
+		apply_result(m, path, st, d);
+		tree_unlock(m->tree);
+		__atomic_add_fetch(&sc->s->done, 1, __ATOMIC_RELAXED);
+		return;
+	}
+	sc->held[sc->nheld++] = (struct held_result){p, *st, *d};
+	if (sc->nheld == RESULT_BATCH)
+		apply_held(sc);
 }
 
 /* With a lexicon: the signing workers, then the watcher. */
@@ -545,6 +603,8 @@ static int scan_tree(struct scanner *s, const struct im_state *cache,
 		ret = im_scan_sign(fs->srcfd, s->lex, &fs->opts->params,
 				   fs->opts->threads, &ops, &counts);
 	}
+	apply_held(&sc);
+	free(sc.held);
 	if (sc.applier)
 		applier_finish(&applier);
 	__atomic_store_n(&s->todo, 0, __ATOMIC_RELAXED);

@@ -541,9 +541,9 @@ static void look_and_apply(struct watch *w, char *path, bool resign, bool deep)
 		struct node *top = l.complete ? tree_lookup(t, path) : NULL;
 		if (top && (top->flags & NODE_DIR)) {
 			qsort(l.v, l.n, sizeof(*l.v), cmp_found_path);
-			model_hold_removals(w->fs->model);
+			model_hold_index(w->fs->model);
 			sweep_below(w->fs->model, top, &l);
-			model_release_removals(w->fs->model);
+			model_release_index(w->fs->model);
 		}
 		if (slash)
 			*slash = 0;
@@ -842,7 +842,7 @@ static void read_events(struct watch *w)
 			break;
 		tree_wrlock(t);
 		/* The removals of one read leave the index together. */
-		model_hold_removals(w->fs->model);
+		model_hold_index(w->fs->model);
 		for (char *p = buf; p < buf + n;) {
 			const struct inotify_event *e = (const void *)p;
 			__atomic_add_fetch(&w->events, 1, __ATOMIC_RELAXED);
@@ -852,16 +852,16 @@ static void read_events(struct watch *w)
 			handle(w, e, &req);
 			if (req.path) {
 				/* it lets the tree lock go meanwhile */
-				model_release_removals(w->fs->model);
+				model_release_index(w->fs->model);
 				look_and_apply(w, req.path, req.resign,
 					       req.deep);
-				model_hold_removals(w->fs->model);
+				model_hold_index(w->fs->model);
 				free(req.path);
 				req.path = NULL;
 			}
 			p += sizeof(*e) + e->len;
 		}
-		model_release_removals(w->fs->model);
+		model_release_index(w->fs->model);
 		tree_unlock(t);
 	}
 }

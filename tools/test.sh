@@ -75,5 +75,5 @@ TEST_WITH_VALGRIND=1 meson test -C build-test --print-errorlogs --suite mount \
 	directory_rename hard_links mountpoint_inside_source long_member_names \
 	signals_unmount restart_from_cache by_doc_file_signatures_status \
 	dupes_equal_imatch_dupes dupes_follow_a_burst_of_removals \
-	redundant_follows_the_source concurrent_readers copy_whole_view \
-	plan_cached_and_invalidated
+	dupes_follow_a_lexicon_rebuild redundant_follows_the_source \
+	concurrent_readers copy_whole_view plan_cached_and_invalidated

@@ -14,7 +14,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from util import (by_doc_documents, by_doc_path, check, decode_member,  # noqa: E402
-                  make_tree, poll, read_dupes, run_tests, write)
+                  make_tree, poll, read_dupes, read_status, run_tests,
+                  status_int, write)
 from test_mount import settled, state_lexicon  # noqa: E402
 
 TESTS = {}
@@ -157,6 +158,37 @@ def test_dupes_follow_a_burst_of_removals(w):
     after = view_equals_cli(w, docs)
     check(set(after.get('big/doc099.txt', {})) == set(big[70:99]),
           'dupes of the last: %r' % sorted(after.get('big/doc099.txt', {})))
+    d.umount()
+    d.check_log()
+
+
+@test
+def test_dupes_follow_a_lexicon_rebuild(w):
+    """A big family of near-duplicates (the same text, a word of its own
+    each: more than the 64 holders a key compares with all) copied into a
+    small mounted tree makes it outgrow its lexicon; once the lexicon is
+    built again and every document signed again (their records replaced
+    in batches), every dupes/ and similarity equals `imatch dupes` with
+    the new lexicon."""
+    _, docs, _ = make_tree(w.src, w.corpus)
+    d = w.daemon()
+    settled(w, d, len(docs))
+    before = status_int(read_status(w.mnt), 'relexicons') or 0
+    text = w.corpus.document(words=200)
+    big = ['big/doc%03d.txt' % i for i in range(150)]
+    for i, rel in enumerate(big):
+        own = 'zq' + ''.join(chr(97 + int(c)) for c in '%03d' % i)
+        write(os.path.join(w.src, rel), '%s %s\n' % (text, own))
+    docs += big
+    settled(w, d, len(docs))
+    poll(lambda: ((status_int(read_status(w.mnt), 'relexicons') or 0) > before,
+                  read_status(w.mnt).get('relexicons')),
+         'the lexicon to be built again')
+    settled(w, d, len(docs))
+    after = view_equals_cli(w, docs)
+    check(len(after.get('big/doc000.txt', {})) == 149,
+          'the family is not one: %d dupes of the first'
+          % len(after.get('big/doc000.txt', {})))
     d.umount()
     d.check_log()
 

@@ -310,8 +310,15 @@ static void put_failed(struct model *m, const char *path)
 {
 	struct node *n = tree_lookup(m->tree, path);
 
-	if (n && node_in_index(n))
+	if (n && node_in_index(n)) {
+		bool was_doc = node_is_doc(n);
+
 		set_status(m, n, IM_DOC_ERROR);
+		if (was_doc != node_is_doc(n))
+			note_entry(m, n);
+		note_node(m, n);
+		changed(m);
+	}
 	note_hot(m, path);
 	note_links(m, path);
 	im_index_remove(m->idx, path);
@@ -344,6 +351,16 @@ static void apply_removals(struct model *m, const char *const *paths, size_t n)
 		fullsigs_remove(m->full, paths[i]);
 }
 
+/* Whether paths[i + 1..n) holds paths[i] again: a later put of the path
+ * decides what it holds, whatever became of this one. */
+static bool put_again(const char *const *paths, size_t i, size_t n)
+{
+	for (size_t j = i + 1; j < n; j++)
+		if (!strcmp(paths[i], paths[j]))
+			return true;
+	return false;
+}
+
 /* Puts of @p docs at @p paths (room for @p rets), as one batch. */
 static void apply_puts(struct model *m, const char **paths,
 		       const struct im_doc_sigs **docs, int *rets, size_t n)
@@ -351,8 +368,10 @@ static void apply_puts(struct model *m, const char **paths,
 	size_t k = 0;
 
 	for (size_t i = 0; i < n; i++) {
+		/* (paths[k] for k <= i only: those after i stay to look at) */
 		if (fullsigs_put(m->full, paths[i], docs[i])) {
-			put_failed(m, paths[i]);
+			if (!put_again(paths, i, n))
+				put_failed(m, paths[i]);
 			continue;
 		}
 		paths[k] = paths[i];
@@ -362,7 +381,7 @@ static void apply_puts(struct model *m, const char **paths,
 	im_index_put_many(m->idx, paths, docs, k, rets);
 	note_ops(m, paths, k);
 	for (size_t i = 0; i < k; i++)
-		if (rets[i]) {
+		if (rets[i] && !put_again(paths, i, k)) {
 			fullsigs_remove(m->full, paths[i]);
 			put_failed(m, paths[i]);
 		}
@@ -380,11 +399,16 @@ static void flush_changes(struct model *m)
 	const struct im_doc_sigs **docs;
 	int *rets;
 
+	unsigned holds = m->holds;
+
 	if (!n)
 		return;
-	/* Taken out first: what a failed put does goes the usual way. */
+	/* Taken out first, and nothing held meanwhile (a rename flushes
+	 * within a hold): what a failed put or the fallback below does goes
+	 * to the index at once, in order. */
 	m->ops = NULL;
 	m->nops = m->ops_cap = 0;
+	m->holds = 0;
 	paths = malloc(n * sizeof(*paths));
 	docs = malloc(n * sizeof(*docs));
 	rets = malloc(n * sizeof(*rets));
@@ -417,6 +441,7 @@ static void flush_changes(struct model *m)
 	free(paths);
 	free(docs);
 	free(rets);
+	m->holds = holds;
 }
 
 void model_hold_index(struct model *m)

@@ -2642,10 +2642,11 @@ static void batch_reconnect(struct im_index *idx, struct batch *b,
 		while (i < n && b->src[i].ref == root) {
 			const struct batch_key *least = &b->src[i];
 
+			/* In posting order (path, then id): two leavers can
+			 * share a path (one put twice in a batch). */
 			for (i++; i < n && !batch_key_cmp(&b->src[i], least);
 			     i++)
-				if (strcmp(doc_path(D(idx, b->src[i].id)),
-					   doc_path(D(idx, least->id))) < 0)
+				if (doc_order(idx, b->src[i].id, least->id) < 0)
 					least = &b->src[i];
 			srcv[nsrc++] =
 				(struct source){.key = batch_key_of(idx, least),
@@ -2876,6 +2877,20 @@ static void put_batch(struct im_index *idx, const char *const *paths,
 	struct source *srcv;
 	struct batch b;
 
+	/* One put: nothing to share (see remove_batch()). */
+	if (n == 1) {
+		struct doc *d;
+		uint32_t h;
+
+		rets[0] = -EINVAL;
+		if (docs[0]->ncoords > IM_MAX_COORDS)
+			return;
+		rets[0] = -ENOMEM;
+		d = rec_new(idx, paths[0], docs[0], &h);
+		if (d)
+			rets[0] = put_locked(idx, paths[0], d, h);
+		return;
+	}
 	for (size_t i = 0; i < n; i++) {
 		const struct im_doc_sigs *s = docs[i];
 		struct doc *d;

@@ -2462,6 +2462,103 @@ START_TEST(test_index_put_many_matches_one_by_one)
 }
 END_TEST
 
+/* A text of family @p fam and term @p own (family_text()) holding
+ * coordinate 0's value @p c0 and coordinate 1's @p c1 (0: unsigned), with
+ * no exact hash and bins of its own (@p bins): no band shared unless given
+ * the same @p bins. */
+static void coord_text(struct im_doc_sigs *d, unsigned fam, unsigned own,
+		       uint32_t c0, uint32_t c1, uint64_t bins)
+{
+	family_text(d, fam, 40, 0, 0, own);
+	d->exact_valid = 0;
+	memset(d->exact, 0, sizeof(d->exact));
+	d->ncoords = 2;
+	d->valid = 0;
+	memset(d->sig, 0, sizeof(d->sig));
+	if (c0) {
+		d->valid |= 1;
+		make_sig(&d->sig[0], 0, c0);
+	}
+	if (c1) {
+		d->valid |= 2;
+		make_sig(&d->sig[1], 1, c1);
+	}
+	for (unsigned i = 0; i < IM_SKETCH_BIN_BYTES; i++)
+		d->sketch.v[i] = (uint8_t)(vmix(bins * 131 + i + 7) >> 56);
+}
+
+/* ids: j1 0, j2 1, f00..f62 2..64, p 65, q1 66, q2 67, z 68; j2 and j1 are
+ * removed so that the next two records take ids 0 and 1. p (family 1) is
+ * linked to q1, q2 and z, all past coordinate 0's first
+ * IM_INDEX_HOT_CAP (p is its 64th holder); q1 and q2 share coordinate 1
+ * too. */
+static struct im_index *same_path_index(bool prefixes)
+{
+	struct im_index *x;
+	struct im_doc_sigs d;
+	char p[16];
+
+	CHECK_EQ(im_index_new(&x), 0);
+	CHECK_EQ(im_index_set_similarity(x, 0.5), 0);
+	CHECK_EQ(im_index_set_prefixes(x, prefixes), 0);
+	coord_text(&d, 90, 1, 0, 0, 1);
+	CHECK_EQ(im_index_put(x, "j1", &d), 0);
+	coord_text(&d, 91, 1, 0, 0, 2);
+	CHECK_EQ(im_index_put(x, "j2", &d), 0);
+	for (unsigned i = 0; i < IM_INDEX_HOT_CAP - 1; i++) {
+		snprintf(p, sizeof(p), "f%02u", i);
+		coord_text(&d, 100 + i, 1, 500, 0, 10 + i);
+		CHECK_EQ(im_index_put(x, p, &d), 0);
+	}
+	coord_text(&d, 1, 1, 500, 0, 1000);
+	CHECK_EQ(im_index_put(x, "p", &d), 0);
+	coord_text(&d, 1, 2, 500, 777, 1001);
+	CHECK_EQ(im_index_put(x, "q1", &d), 0);
+	coord_text(&d, 1, 3, 500, 777, 1002);
+	CHECK_EQ(im_index_put(x, "q2", &d), 0);
+	coord_text(&d, 1, 4, 500, 0, 1003);
+	CHECK_EQ(im_index_put(x, "z", &d), 0);
+	CHECK_EQ(im_index_remove(x, "j2"), 0);
+	CHECK_EQ(im_index_remove(x, "j1"), 0);
+	return x;
+}
+
+/* p put twice in one batch: first like itself (N1, id 0), then unrelated
+ * (N2, id 1). The old record (id 65) and N1 leave with one path; in the
+ * postings N1 comes before N2 and the old record after, past the first
+ * IM_INDEX_HOT_CAP, so the source of the key must be N1's (by path, then
+ * id), whose holders compared include z. A review found the old record's
+ * taken instead: z stayed with q1 and q2. */
+START_TEST(test_index_put_many_same_path_twice)
+{
+	struct im_doc_sigs n1, n2;
+	const struct im_doc_sigs *dp[2] = {&n1, &n2};
+	const char *v[2] = {"p", "p"};
+	struct im_sig a, b;
+	int rets[2];
+
+	coord_text(&n1, 1, 5, 500, 0, 2000);
+	coord_text(&n2, 50, 1, 500, 0, 2001);
+	for (int prefixes = 0; prefixes < 2; prefixes++) {
+		struct im_index *x = same_path_index(prefixes);
+
+		CHECK_EQ(im_index_cluster_count(x), 1);
+		CHECK_EQ(im_index_cluster_of(x, "z", &a), 0);
+		CHECK_EQ(im_index_cluster_of(x, "q1", &b), 0);
+		CHECK(!memcmp(a.b, b.b, IM_SIG_LEN), "p does not hold z");
+		im_index_put_many(x, v, dp, 2, rets);
+		CHECK(rets[0] == 0 && rets[1] == 0, "puts failed");
+		CHECK(im_index_cluster_of(x, "z", &a) == -ESRCH,
+		      "prefixes %d: z still in a cluster", prefixes);
+		CHECK_EQ(im_index_cluster_of(x, "q1", &a), 0);
+		CHECK_EQ(im_index_cluster_of(x, "q2", &b), 0);
+		CHECK(!memcmp(a.b, b.b, IM_SIG_LEN), "q1 and q2 apart");
+		CHECK_EQ(im_index_cluster_count(x), 1);
+		im_index_free(x);
+	}
+}
+END_TEST
+
 /* A member that leaves is taken out without reconnecting its cluster only
  * when another stands in for it with every key it held: t has d's terms
  * (its sketch) but signs no coordinate, so it is linked to d (their bands)
@@ -2631,6 +2728,7 @@ static Suite *index_suite(void)
 	tcase_add_test(tc, test_index_promoted_links_the_next_holder);
 	tcase_add_test(tc, test_index_batch_sources_cover_every_leaver);
 	tcase_add_test(tc, test_index_batch_stand_in_keeps_promotions);
+	tcase_add_test(tc, test_index_put_many_same_path_twice);
 	tcase_add_test(tc, test_index_lean_records_keep_names_drop_stat);
 	tcase_add_test(tc, test_index_clusters_grow_with_failing_allocations);
 	tcase_add_loop_test(

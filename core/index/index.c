@@ -2545,11 +2545,11 @@ static struct key batch_key_of(const struct im_index *idx,
 	return keys[bk->k];
 }
 
-/* Resolve the keys of @p v (table and slot after every removal), sort them
- * by (root, table, slot) and drop the keys nobody holds now.
+/* Resolve the keys of @p v (table and slot after every removal), drop the
+ * keys nobody holds now and sort the rest by @p cmp.
  * @return how many are left. */
 static size_t batch_keys_sort(const struct im_index *idx, struct batch_key *v,
-			      size_t n)
+			      size_t n, int (*cmp)(const void *, const void *))
 {
 	size_t m = 0;
 
@@ -2561,7 +2561,7 @@ static size_t batch_keys_sort(const struct im_index *idx, struct batch_key *v,
 		if (v[i].slot != NONE)
 			v[m++] = v[i];
 	}
-	qsort(v, m, sizeof(*v), batch_key_cmp);
+	qsort(v, m, sizeof(*v), cmp);
 	return m;
 }
 
@@ -2630,7 +2630,7 @@ static int u32_cmp(const void *pa, const void *pb)
 static void batch_reconnect(struct im_index *idx, struct batch *b,
 			    struct source *srcv)
 {
-	size_t n = batch_keys_sort(idx, b->src, b->nsrc), i = 0;
+	size_t n = batch_keys_sort(idx, b->src, b->nsrc, batch_key_cmp), i = 0;
 
 	qsort(b->roots, b->nroots, sizeof(*b->roots), u32_cmp);
 	for (size_t r = 0; r < b->nroots; r++) {
@@ -2729,16 +2729,10 @@ static int batch_prom_cmp(const void *pa, const void *pb)
 /* Join the documents moved into a key's first HOT, key by key. */
 static void batch_promote(struct im_index *idx, struct batch *b)
 {
-	size_t n = b->nprom, i = 0;
+	size_t n = batch_keys_sort(idx, b->prom, b->nprom, batch_prom_cmp);
+	size_t i = 0;
 	uint32_t p[HOT];
 
-	for (size_t k = 0; k < b->nprom; k++) {
-		struct key key = batch_key_of(idx, &b->prom[k]);
-
-		b->prom[k].tab = (uint32_t)(key_table(idx, &key) - idx->keys);
-		b->prom[k].slot = posting_slot(idx, &key, key_tag(&key));
-	}
-	qsort(b->prom, n, sizeof(*b->prom), batch_prom_cmp);
 	while (i < n) {
 		size_t j = i;
 		unsigned np = 0;
@@ -2751,8 +2745,7 @@ static void batch_promote(struct im_index *idx, struct batch *b)
 			/* Each document that stays, once. They are all among
 			 * the key's first HOT now (removals only lower ranks),
 			 * so there are HOT of them at most. */
-			if (b->prom[j].slot == NONE || b->left[x] ||
-			    (np && p[np - 1] == x) || np == HOT)
+			if (b->left[x] || (np && p[np - 1] == x) || np == HOT)
 				continue;
 			p[np++] = x;
 		}

@@ -130,6 +130,18 @@ def test_dupes_follow_a_new_copy(w):
     d.check_log()
 
 
+def write_big_family(w, n):
+    """big/doc000.txt ...: @n near-duplicates, one text of 200 words and a
+    word of its own each (more than the 64 holders a key compares with
+    all). Returns their paths, in name order."""
+    text = w.corpus.document(words=200)
+    big = ['big/doc%03d.txt' % i for i in range(n)]
+    for i, rel in enumerate(big):
+        own = 'zq' + ''.join(chr(97 + int(c)) for c in '%03d' % i)
+        write(os.path.join(w.src, rel), '%s %s\n' % (text, own))
+    return big
+
+
 @test
 def test_dupes_follow_a_burst_of_removals(w):
     """One `rm` of most of a big family of near-duplicates (each the same
@@ -138,11 +150,7 @@ def test_dupes_follow_a_burst_of_removals(w):
     every dupes/ and similarity the kernel had cached equals `imatch dupes`
     of what is left."""
     _, docs, _ = make_tree(w.src, w.corpus)
-    text = w.corpus.document(words=200)
-    big = ['big/doc%03d.txt' % i for i in range(100)]
-    for i, rel in enumerate(big):
-        own = 'zq' + ''.join(chr(97 + int(c)) for c in '%03d' % i)
-        write(os.path.join(w.src, rel), '%s %s\n' % (text, own))
+    big = write_big_family(w, 100)
     docs += big
     d = w.daemon()
     settled(w, d, len(docs))
@@ -174,11 +182,7 @@ def test_dupes_follow_a_lexicon_rebuild(w):
     d = w.daemon()
     settled(w, d, len(docs))
     before = status_int(read_status(w.mnt), 'relexicons') or 0
-    text = w.corpus.document(words=200)
-    big = ['big/doc%03d.txt' % i for i in range(150)]
-    for i, rel in enumerate(big):
-        own = 'zq' + ''.join(chr(97 + int(c)) for c in '%03d' % i)
-        write(os.path.join(w.src, rel), '%s %s\n' % (text, own))
+    big = write_big_family(w, 150)
     docs += big
     settled(w, d, len(docs))
     poll(lambda: ((status_int(read_status(w.mnt), 'relexicons') or 0) > before,

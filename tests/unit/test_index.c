@@ -2126,6 +2126,20 @@ static int count_paths(const char *path, void *arg)
 	return 0;
 }
 
+/* Texts cFROM..cTO of family 3, each with a term of its own: one cluster
+ * of their own, holding the hot coordinate with everyone else. */
+static void put_fillers(struct im_index *x, unsigned from, unsigned to)
+{
+	struct im_doc_sigs d;
+	char p[16];
+
+	for (unsigned i = from; i <= to; i++) {
+		snprintf(p, sizeof(p), "c%02u", i);
+		family_text(&d, 3, 40, 0, 0, 10 + i);
+		CHECK_EQ(im_index_put(x, p, &d), 0);
+	}
+}
+
 /* a00 (half family 1, half family 2) first of the hot coordinate's
  * holders, b01 (family 2), 74 texts of family 3, then y50 (family 2) and
  * z99 (family 1) past the first IM_INDEX_HOT_CAP: a00 holds b01, y50 and
@@ -2134,7 +2148,6 @@ static struct im_index *bridged_index(void)
 {
 	struct im_index *x;
 	struct im_doc_sigs d;
-	char p[16];
 
 	CHECK_EQ(im_index_new(&x), 0);
 	CHECK_EQ(im_index_set_similarity(x, 0.5), 0);
@@ -2142,11 +2155,7 @@ static struct im_index *bridged_index(void)
 	CHECK_EQ(im_index_put(x, "a00", &d), 0);
 	family_text(&d, 2, 40, 0, 0, 2);
 	CHECK_EQ(im_index_put(x, "b01", &d), 0);
-	for (unsigned i = 2; i <= 75; i++) {
-		snprintf(p, sizeof(p), "c%02u", i);
-		family_text(&d, 3, 40, 0, 0, 10 + i);
-		CHECK_EQ(im_index_put(x, p, &d), 0);
-	}
+	put_fillers(x, 2, 75);
 	family_text(&d, 2, 40, 0, 0, 3);
 	CHECK_EQ(im_index_put(x, "y50", &d), 0);
 	family_text(&d, 1, 40, 0, 0, 4);
@@ -2199,11 +2208,7 @@ static struct im_index *promoted_copies_index(void)
 
 	CHECK_EQ(im_index_new(&x), 0);
 	CHECK_EQ(im_index_set_similarity(x, 0.5), 0);
-	for (unsigned i = 0; i < IM_INDEX_HOT_CAP; i++) {
-		snprintf(p, sizeof(p), "c%02u", i);
-		family_text(&d, 3, 40, 0, 0, 10 + i);
-		CHECK_EQ(im_index_put(x, p, &d), 0);
-	}
+	put_fillers(x, 0, IM_INDEX_HOT_CAP - 1);
 	family_text(&d, 1, 25, 2, 25, 1);
 	for (unsigned i = 1; i <= 3; i++) {
 		snprintf(p, sizeof(p), "m%u", i);

@@ -51,6 +51,7 @@
 #include "bytes.h"
 #include "fdio.h"
 #include "lexicon.h"
+#include "mem.h"
 
 #define NIDF_EPS 1e-12
 
@@ -89,59 +90,6 @@ static size_t arena_put(struct arena *a, const char *s, size_t len)
 	a->p[off + len] = '\0';
 	a->len += len + 1;
 	return off;
-}
-
-/*
- * Zeroed memory for the tables every lookup touches at random, mapped apart
- * from the heap: free() of a large block raises glibc's mmap threshold to
- * its size, after which the buffers of a scan come from the heap and stay
- * resident (1.6 MB more at the peak of a first scan of the bench corpus,
- * from the freed tables of a growing struct im_df). A table of HUGE_PAGE or
- * more is aligned to it and offered to transparent huge pages, so that
- * lookups in a lexicon of a million terms do not also miss the TLB; any
- * table starts on a page, so no slot straddles two cache lines. Free it
- * with table_free() and the same size.
- */
-#define HUGE_PAGE (2u << 20)
-
-static size_t table_span(size_t size)
-{
-	size_t align =
-		size < HUGE_PAGE ? (size_t)sysconf(_SC_PAGESIZE) : HUGE_PAGE;
-
-	return (size + align - 1) & ~(align - 1);
-}
-
-static void *table_alloc(size_t size)
-{
-	size_t len = table_span(size), extra = len < HUGE_PAGE ? 0 : HUGE_PAGE;
-	/* Every page gets written: fault them in at once, but for huge pages,
-	 * which come one fault for 2 MiB once madvise()d. */
-	char *base =
-		mmap(NULL, len + extra, PROT_READ | PROT_WRITE,
-		     MAP_PRIVATE | MAP_ANONYMOUS | (extra ? 0 : MAP_POPULATE),
-		     -1, 0);
-	char *p = base;
-
-	if (base == MAP_FAILED)
-		return NULL;
-	if (extra) {
-		p = (char *)(((uintptr_t)base + HUGE_PAGE - 1) &
-			     ~(uintptr_t)(HUGE_PAGE - 1));
-		if (p > base)
-			munmap(base, (size_t)(p - base));
-		if (base + extra > p)
-			munmap(p + len, (size_t)(base + extra - p));
-		madvise(p, len,
-			MADV_HUGEPAGE); /* only a hint: ignore failure */
-	}
-	return p;
-}
-
-static void table_free(void *p, size_t size)
-{
-	if (p)
-		munmap(p, table_span(size));
 }
 
 /* ---- Document frequencies ------------------------------------------------- */
@@ -201,7 +149,7 @@ void im_df_free(struct im_df *df)
 		return;
 	free(df->arena.p);
 	free(df->v);
-	table_free(df->slots, df->nslots * sizeof(*df->slots));
+	im_table_free(df->slots, df->nslots * sizeof(*df->slots));
 	free(df);
 }
 
@@ -297,7 +245,7 @@ static int df_rehash(struct im_df *df, size_t nslots)
 	size_t mask = nslots - 1;
 
 	if (nslots <= SIZE_MAX / sizeof(*slots))
-		slots = table_alloc(nslots * sizeof(*slots));
+		slots = im_table_alloc(nslots * sizeof(*slots));
 	if (!slots)
 		return -ENOMEM;
 	/* Linear probing from tag & mask: a slot moves without its hash. */
@@ -312,7 +260,7 @@ static int df_rehash(struct im_df *df, size_t nslots)
 		slots[j] = *e;
 		df->v[e->id1 - 1].slot = (uint32_t)j;
 	}
-	table_free(df->slots, df->nslots * sizeof(*df->slots));
+	im_table_free(df->slots, df->nslots * sizeof(*df->slots));
 	df->slots = slots;
 	df->nslots = nslots;
 	return 0;
@@ -565,8 +513,8 @@ void im_lexicon_free(struct im_lexicon *lex)
 		return;
 	free(lex->terms);
 	free(lex->dfs);
-	table_free(lex->arena, lex->arena_cap + IM_LEX_STR_PAD);
-	table_free(lex->slots, (lex->mask + 1) * sizeof(*lex->slots));
+	im_table_free(lex->arena, lex->arena_cap + IM_LEX_STR_PAD);
+	im_table_free(lex->slots, (lex->mask + 1) * sizeof(*lex->slots));
 	free(lex);
 }
 
@@ -686,8 +634,8 @@ static int lex_alloc(struct im_lexicon *lex, size_t n, size_t bytes)
 	lex->terms = calloc(n ? n : 1, sizeof(*lex->terms));
 	lex->dfs = calloc(n ? n : 1, sizeof(*lex->dfs));
 	/* The padding lets readers copy IM_LEX_STR_PAD bytes of any term. */
-	lex->arena = table_alloc(lex->arena_cap + IM_LEX_STR_PAD);
-	lex->slots = table_alloc(nslots * sizeof(*lex->slots));
+	lex->arena = im_table_alloc(lex->arena_cap + IM_LEX_STR_PAD);
+	lex->slots = im_table_alloc(nslots * sizeof(*lex->slots));
 	lex->mask = nslots - 1;
 	if (!lex->terms || !lex->dfs || !lex->arena || !lex->slots)
 		return -ENOMEM;

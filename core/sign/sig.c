@@ -46,6 +46,7 @@
 #include "bytes.h"
 #include "extract.h"
 #include "fdio.h"
+#include "mem.h"
 #include "sha1.h"
 #include "sig.h"
 
@@ -306,13 +307,13 @@ void im_signer_free(struct im_signer *s)
 	im_sha1_free(s->sha);
 	im_terms_release(&s->terms);
 	im_extractor_free(s->x);
-	free(s->buf);
+	im_buf_free(s->buf, s->bufcap);
 	cand_arrays_free(s);
 	free(s->hb);
 	free(s->hk);
 	free(s->pb);
 	free(s->setv);
-	free(s->nt);
+	im_table_free(s->nt, s->nnt * sizeof(*s->nt));
 	memo_release(&s->own);
 	free(s->results);
 	free(s);
@@ -825,7 +826,10 @@ static int numterms_make(struct im_signer *s)
 
 	if (s->nt)
 		return 0;
-	v = malloc((n ? n : 1) * sizeof(*v));
+	/* Apart from the heap (mem.h): a table per term of the lexicon. */
+	if (n > SIZE_MAX / sizeof(*v))
+		return -ENOMEM;
+	v = im_table_alloc(n * sizeof(*v));
 	if (!v)
 		return -ENOMEM;
 	for (size_t i = 0; i < n; i++) {
@@ -1316,7 +1320,7 @@ void im_signer_set_lexicon(struct im_signer *s, const struct im_lexicon *lex,
 	/* Results signed with another lexicon are forgotten. */
 	free(s->results);
 	s->results = NULL;
-	free(s->nt);
+	im_table_free(s->nt, s->nnt * sizeof(*s->nt));
 	s->nt = NULL;
 	s->nnt = 0;
 }
@@ -1640,7 +1644,7 @@ static void read_at(struct im_signer *s, int dirfd, const char *name,
 	if (sniff_first) {
 		size_t cap = want > STREAM_ABOVE ? STREAM_CHUNK : want + 1;
 
-		if (grow((void **)&s->buf, &s->bufcap, cap, 1) < 0) {
+		if (im_buf_grow(&s->buf, &s->bufcap, cap) < 0) {
 			*err = ENOMEM;
 			goto out;
 		}
@@ -1660,7 +1664,7 @@ static void read_at(struct im_signer *s, int dirfd, const char *name,
 		}
 		got = first;
 	}
-	if (grow((void **)&s->buf, &s->bufcap, want + 1, 1) < 0) {
+	if (im_buf_grow(&s->buf, &s->bufcap, want + 1) < 0) {
 		*err = ENOMEM;
 		goto out;
 	}
@@ -1694,7 +1698,7 @@ out:
 static void drop_big_buffer(struct im_signer *s)
 {
 	if (s->bufcap > BUF_KEEP) {
-		free(s->buf);
+		im_buf_free(s->buf, s->bufcap);
 		s->buf = NULL;
 		s->bufcap = 0;
 	}

@@ -58,6 +58,7 @@
 #endif
 
 #include "bytes.h"
+#include "mem.h"
 #include "text.h"
 #include "text_internal.h"
 
@@ -128,6 +129,28 @@ static inline bool same_slot(const struct im_terms_slot *a,
 	return !((a->lo ^ b.lo) | (a->hi ^ b.hi));
 }
 
+/*
+ * A slot table of @p n slots, zeroed: a large one apart from the heap on
+ * huge pages (mem.h), in one fault instead of one a page (the 2 MB file of
+ * the licences corpus: 300 of the scan's 1,800 faults).
+ */
+static struct im_terms_slot *slots_alloc(size_t n)
+{
+	if (n > SIZE_MAX / sizeof(struct im_terms_slot))
+		return NULL;
+	if (n * sizeof(struct im_terms_slot) >= IM_HUGE_PAGE / 2)
+		return im_table_alloc(n * sizeof(struct im_terms_slot));
+	return im_zeroed(n, sizeof(struct im_terms_slot));
+}
+
+static void slots_free(struct im_terms_slot *p, size_t n)
+{
+	if (n * sizeof(struct im_terms_slot) >= IM_HUGE_PAGE / 2)
+		im_table_free(p, n * sizeof(struct im_terms_slot));
+	else
+		free(p);
+}
+
 void im_terms_init(struct im_terms *t)
 {
 	memset(t, 0, sizeof(*t));
@@ -137,7 +160,7 @@ void im_terms_release(struct im_terms *t)
 {
 	free(t->arena);
 	free(t->v);
-	free(t->slots);
+	slots_free(t->slots, t->slots_cap);
 	im_terms_init(t);
 }
 
@@ -210,12 +233,10 @@ static int terms_rehash(struct im_terms *t)
 	struct im_terms_slot *slots = t->slots;
 
 	if (nslots > t->slots_cap) {
-		if (nslots > SIZE_MAX / sizeof(*slots))
-			return -ENOMEM;
-		slots = im_zeroed(nslots, sizeof(*slots));
+		slots = slots_alloc(nslots);
 		if (!slots)
 			return -ENOMEM;
-		free(t->slots);
+		slots_free(t->slots, t->slots_cap);
 		t->slots_cap = nslots;
 	} else {
 		memset(slots, 0, nslots * sizeof(*slots));
@@ -333,10 +354,10 @@ void im_terms_expect(struct im_terms *t, size_t n)
 	while (want / 4 < n && want < TERMS_MAX_EXPECT)
 		want *= 2;
 	if (want > t->slots_cap) {
-		slots = im_zeroed(want, sizeof(*slots));
+		slots = slots_alloc(want);
 		if (!slots)
 			return;
-		free(t->slots);
+		slots_free(t->slots, t->slots_cap);
 		t->slots = slots;
 		t->slots_cap = want;
 	}

@@ -1,0 +1,93 @@
+/**
+ * @file mem.c
+ * Tables and buffers mapped apart from the heap (mem.h).
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "mem.h"
+
+/* From half a huge page on, a whole one: one fault, not 256 or more. */
+static size_t table_span(size_t size)
+{
+	size_t align = size < IM_HUGE_PAGE / 2 ? (size_t)sysconf(_SC_PAGESIZE)
+					       : IM_HUGE_PAGE;
+
+	return (size + align - 1) & ~(align - 1);
+}
+
+void *im_table_alloc(size_t size)
+{
+	size_t len, extra;
+	char *base, *p;
+
+	if (size > SIZE_MAX / 2 - IM_HUGE_PAGE)
+		return NULL;
+	len = table_span(size ? size : 1);
+	extra = len < IM_HUGE_PAGE ? 0 : IM_HUGE_PAGE;
+	/* Every page gets written: fault them in at once, but for huge pages,
+	 * which come one fault for 2 MiB once madvise()d. */
+	base = mmap(NULL, len + extra, PROT_READ | PROT_WRITE,
+		    MAP_PRIVATE | MAP_ANONYMOUS | (extra ? 0 : MAP_POPULATE),
+		    -1, 0);
+	if (base == MAP_FAILED)
+		return NULL;
+	p = base;
+	if (extra) {
+		p = (char *)(((uintptr_t)base + IM_HUGE_PAGE - 1) &
+			     ~(uintptr_t)(IM_HUGE_PAGE - 1));
+		if (p > base)
+			munmap(base, (size_t)(p - base));
+		if (base + extra > p)
+			munmap(p + len, (size_t)(base + extra - p));
+		madvise(p, len, MADV_HUGEPAGE); /* a hint: failure is fine */
+	}
+	return p;
+}
+
+void im_table_free(void *p, size_t size)
+{
+	if (p)
+		munmap(p, table_span(size ? size : 1));
+}
+
+int im_buf_grow(char **p, size_t *cap, size_t need)
+{
+	size_t c = *cap ? *cap : 64;
+	char *q;
+
+	if (need <= *cap)
+		return 0;
+	while (c < need) {
+		if (c > SIZE_MAX / 4)
+			return -ENOMEM;
+		c *= 2;
+	}
+	if (c < IM_MEM_MAPPED) {
+		q = realloc(*p, c);
+		if (!q)
+			return -ENOMEM;
+	} else {
+		q = im_table_alloc(c);
+		if (!q)
+			return -ENOMEM;
+		if (*cap)
+			memcpy(q, *p, *cap);
+		im_buf_free(*p, *cap);
+	}
+	*p = q;
+	*cap = c;
+	return 0;
+}
+
+void im_buf_free(char *p, size_t cap)
+{
+	if (cap < IM_MEM_MAPPED)
+		free(p);
+	else
+		im_table_free(p, cap);
+}

@@ -1,0 +1,135 @@
+/**
+ * @file test_mem.c
+ * Tables and buffers apart from the heap (core/mem.h): zeroed, aligned as
+ * promised, and a growing buffer keeps its bytes when it moves from the heap
+ * to a mapping and between mappings.
+ */
+#include <check.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "mem.h"
+
+static bool all_zero(const unsigned char *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i])
+			return false;
+	return true;
+}
+
+START_TEST(test_table_alloc_zeroed_and_aligned)
+{
+	static const size_t sizes[] = {0,	     1,		  4096,
+				       100000,	     IM_HUGE_PAGE / 2 - 1,
+				       IM_HUGE_PAGE / 2, IM_HUGE_PAGE,
+				       3 * IM_HUGE_PAGE + 5};
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		size_t n = sizes[i];
+		unsigned char *p = im_table_alloc(n);
+
+		ck_assert_ptr_nonnull(p);
+		ck_assert_uint_eq((uintptr_t)p % page, 0);
+		if (n >= IM_HUGE_PAGE / 2)
+			ck_assert_uint_eq((uintptr_t)p % IM_HUGE_PAGE, 0);
+		ck_assert(all_zero(p, n));
+		memset(p, 0xa5, n); /* every byte asked for is writable */
+		im_table_free(p, n);
+	}
+	im_table_free(NULL, 100);
+}
+END_TEST
+
+static void fill(char *p, size_t n, unsigned seed)
+{
+	for (size_t i = 0; i < n; i++)
+		p[i] = (char)(i * 31 + seed);
+}
+
+static bool same_fill(const char *p, size_t n, unsigned seed)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i] != (char)(i * 31 + seed))
+			return false;
+	return true;
+}
+
+START_TEST(test_buf_grow_keeps_bytes)
+{
+	char *p = NULL, *before;
+	size_t cap = 0, was;
+
+	ck_assert_int_eq(im_buf_grow(&p, &cap, 100), 0);
+	ck_assert_uint_ge(cap, 100);
+	fill(p, cap, 1);
+	/* Room enough: nothing moves. */
+	before = p;
+	was = cap;
+	ck_assert_int_eq(im_buf_grow(&p, &cap, was), 0);
+	ck_assert_ptr_eq(p, before);
+	ck_assert_uint_eq(cap, was);
+	/* From the heap into a mapping. */
+	ck_assert_int_eq(im_buf_grow(&p, &cap, IM_MEM_MAPPED + 7), 0);
+	ck_assert_uint_ge(cap, IM_MEM_MAPPED + 7);
+	ck_assert(same_fill(p, was, 1));
+	fill(p, cap, 2);
+	/* From one mapping into a larger one. */
+	was = cap;
+	ck_assert_int_eq(im_buf_grow(&p, &cap, 3 * was), 0);
+	ck_assert_uint_ge(cap, 3 * was);
+	ck_assert(same_fill(p, was, 2));
+	memset(p, 0, cap);
+	im_buf_free(p, cap);
+
+	/* A first growth straight into a mapping, and an empty free. */
+	p = NULL;
+	cap = 0;
+	ck_assert_int_eq(im_buf_grow(&p, &cap, 5 * IM_MEM_MAPPED), 0);
+	memset(p, 1, cap);
+	im_buf_free(p, cap);
+	im_buf_free(NULL, 0);
+}
+END_TEST
+
+START_TEST(test_buf_grow_refuses_overflow)
+{
+	char *p = NULL;
+	size_t cap = 0;
+
+	ck_assert_int_eq(im_buf_grow(&p, &cap, 1000), 0);
+	memset(p, 7, cap);
+	ck_assert_int_lt(im_buf_grow(&p, &cap, SIZE_MAX), 0);
+	/* Left as it was. */
+	ck_assert_uint_eq(cap, 1024);
+	ck_assert_int_eq(p[cap - 1], 7);
+	im_buf_free(p, cap);
+}
+END_TEST
+
+static Suite *mem_suite(void)
+{
+	Suite *s = suite_create("mem");
+	TCase *tc = tcase_create("core");
+
+	tcase_add_test(tc, test_table_alloc_zeroed_and_aligned);
+	tcase_add_test(tc, test_buf_grow_keeps_bytes);
+	tcase_add_test(tc, test_buf_grow_refuses_overflow);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(mem_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -23,9 +23,13 @@ static bool all_zero(const unsigned char *p, size_t n)
 
 START_TEST(test_table_alloc_zeroed_and_aligned)
 {
-	static const size_t sizes[] = {0,	     1,		  4096,
-				       100000,	     IM_HUGE_PAGE / 2 - 1,
-				       IM_HUGE_PAGE / 2, IM_HUGE_PAGE,
+	static const size_t sizes[] = {0,
+				       1,
+				       4096,
+				       100000,
+				       IM_HUGE_PAGE / 2 - 1,
+				       IM_HUGE_PAGE / 2,
+				       IM_HUGE_PAGE,
 				       3 * IM_HUGE_PAGE + 5};
 	size_t page = (size_t)sysconf(_SC_PAGESIZE);
 

@@ -32,6 +32,14 @@ repeat=${REPEAT:-5}
 jobs=$(nproc)
 
 corpus=$bench/corpus
+# The script writes its lists, lexicons and one-file tree into BENCH_DIR:
+# given the corpus itself, they would land in it and be measured by every
+# later run (the copy-free licences carried 2.7 MB of them for three
+# sessions, binary files that imatch skips and sha1sum reads).
+if [ -f "$bench/.complete" ]; then
+	echo "scan_bench: $bench is a corpus (it has .complete): give the directory that holds corpus/" >&2
+	exit 2
+fi
 if [ ! -f "$corpus/.complete" ]; then
 	src=$("$here/../eval/fetch_corpus.sh" "${IMATCH_EVAL_CACHE:-/tmp/imatch-eval}")/main
 	rm -rf "$corpus"

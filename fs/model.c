@@ -784,6 +784,7 @@ void model_apply(struct model *m, struct node *n, const char *path,
 	bool was_doc = node_is_doc(n), was_in = node_in_index(n);
 	bool counted = in_tier(n) && n->size == d->size;
 
+	n->scan_reads = 0;
 	if (st && st->st_ino)
 		take_file_stat(m, n, st);
 	count_format(m, n, -1);

@@ -439,6 +439,7 @@ static bool scan_want_cb(const char *path, const struct stat *st, void *arg)
 	} else {
 		model_set_stat(m, n, st);
 		__atomic_add_fetch(&sc->s->todo, 1, __ATOMIC_RELAXED);
+		n->scan_reads = 1;
 		want = true;
 	}
 out:
@@ -446,16 +447,22 @@ out:
 	return want;
 }
 
-/* Apply the result @p d of signing @p path, read as @p st. Tree lock held
- * exclusively. */
+/*
+ * Apply the result @p d of signing @p path, read as @p st, unless something
+ * was applied to the file since the scan asked for it (a worker signed it
+ * after an event): the scan's read may be the older one, whatever the
+ * mtimes say (cp -p and tar give older ones), and any change after the
+ * worker's read has an event of its own that a worker follows. Results
+ * wait up to RESULT_BATCH files, so this window is not small. Tree lock
+ * held exclusively.
+ */
 static void apply_result(struct model *m, const char *path,
 			 const struct stat *st, const struct im_doc_sigs *d)
 {
 	struct node *n = tree_lookup(m->tree, path);
 
-	/* A newer version may have been signed by a worker meanwhile. */
 	if (n && !(n->flags & NODE_DIR) &&
-	    !(n->status != NODE_UNKNOWN && n->mtime_ns > st_mtime_ns(st)) &&
+	    (n->status == NODE_UNKNOWN || n->scan_reads) &&
 	    !(d->status == IM_DOC_ERROR && d->err == ENOENT))
 		model_apply(m, n, path, st, d);
 }

@@ -90,6 +90,9 @@ struct node {
 	uint8_t fail : 4;      /* files: enum im_extract_fail when FAILED */
 	uint8_t retries : 5;   /* files: signings whose path led nowhere */
 	uint8_t has_terms : 1; /* files: a text with a term (model.h) */
+	/* files: the running scan reads it, and nothing was applied to it
+	 * since the scan asked (scanner.c, apply_result()) */
+	uint8_t scan_reads : 1;
 	/* Private to tree.c: read the name with node_name(). */
 	uint8_t name_out : 1; /* name_in holds a pointer to the name */
 	uint8_t size8;	      /* the node's allocation, in 8-byte units */

@@ -87,6 +87,23 @@ class Tree:
         os.rename(self.p(tmp), self.p(rel))
         return 2
 
+    def replace_older(self):
+        """cp -p or tar: a new file with an older mtime renamed over one,
+        or one rewritten in place and given an older mtime."""
+        if not self.files:
+            return self.create()
+        rel = self.rng.choice(self.files)
+        target = rel
+        if self.rng.random() < 0.5:
+            d, b = os.path.split(rel)
+            target = os.path.join(d, '.%s.part' % b)
+        self.write(target)
+        old = 946684800 + self.serial  # from 2000-01-01: older than any write
+        os.utime(self.p(target), (old, old))
+        if target != rel:
+            os.rename(self.p(target), self.p(rel))
+        return 2
+
     def rename_file(self):
         if not self.files:
             return self.create()
@@ -162,7 +179,8 @@ class Tree:
         self.files += [os.path.join(final, b) for b in names]
         return n + 2
 
-    OPS = [('create', 20), ('rewrite', 18), ('replace', 10), ('rename_file', 15),
+    OPS = [('create', 20), ('rewrite', 18), ('replace', 10), ('replace_older', 6),
+           ('rename_file', 15),
            ('delete', 20), ('mkdir', 5), ('move_dir', 8), ('remove_tree', 2), ('burst', 2)]
 
     def step(self):

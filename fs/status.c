@@ -156,6 +156,7 @@ size_t status_text(struct imfs *fs, char *out, size_t cap)
 		"invalidations: %llu\n"
 		"state_dir: %s\n"
 		"rereads: %llu\n"
+		"copies_reused: %llu\n"
 		"converged: %s\n",
 		phase_name(ss.phase), fs->source_real,
 		LD(c[IM_DOC_SIGNED] + c[IM_DOC_REJECTED]), LD(c[IM_DOC_SIGNED]),
@@ -169,6 +170,7 @@ size_t status_text(struct imfs *fs, char *out, size_t cap)
 		LD(ws.events), LD(ss.rescans), LD(ss.relexicons), LD(ss.saves),
 		LD(ss.save_errors), ss.source_lost ? "yes" : "no",
 		LD(inval_sent(fs->inval)), fs->state_dir, LD(ws.rereads),
+		LD(workers_copies_reused(fs->workers)),
 		converged ? "yes" : "no");
 	size_t len = n < 0 ? 0 : (size_t)n;
 	if (len >= sizeof(buf))

@@ -32,8 +32,9 @@ struct workers {
 	pthread_cond_t cond; /* work or stop */
 	struct node **q;     /* ring; protected by lock */
 	size_t head, len, cap;
-	unsigned busy; /* signing now; lock */
-	bool stop;     /* lock */
+	unsigned busy;		/* signing now; lock */
+	bool stop;		/* lock */
+	uint64_t copies_reused; /* atomic: workers_copies_reused() */
 };
 
 int workers_new(struct imfs *fs, struct workers **out)
@@ -90,6 +91,11 @@ int workers_queue(struct workers *w, struct node *n)
 out:
 	pthread_mutex_unlock(&w->lock);
 	return ret;
+}
+
+uint64_t workers_copies_reused(struct workers *w)
+{
+	return __atomic_load_n(&w->copies_reused, __ATOMIC_RELAXED);
 }
 
 uint64_t workers_pending(struct workers *w)
@@ -257,6 +263,12 @@ static void *worker_main(void *arg)
 	}
 	if (w->masks)
 		im_signer_set_lexicon(signer, w->lex, w->masks);
+	/* A folder copied into the share brings exact copies of documents
+	 * the worker signed a moment ago: each is read and hashed, its text
+	 * not extracted again (200 copies of two manuals in PDF: 10.5 s to
+	 * converge, 0.3 s with this). */
+	if (w->lex)
+		im_signer_keep_results(signer, true);
 	for (struct node *n; (n = pop(w)); done(w)) {
 		tree_wrlock(t);
 		char *path = claim(w, n);
@@ -267,6 +279,9 @@ static void *worker_main(void *arg)
 		if (!path)
 			continue;
 		ret = sign(w, signer, path, &d, &st);
+		if (!ret && im_signer_reused(signer))
+			__atomic_add_fetch(&w->copies_reused, 1,
+					   __ATOMIC_RELAXED);
 		if (!ret && hash)
 			hash_deferred(w, path, &d);
 		tree_wrlock(t);

@@ -53,4 +53,8 @@ int workers_queue(struct workers *w, struct node *n);
 /** Files waiting or being signed. Any thread. */
 uint64_t workers_pending(struct workers *w);
 
+/** Files signed from the result of an exact copy signed before by the same
+ *  worker (im_signer_reused()), since the daemon started. Any thread. */
+uint64_t workers_copies_reused(struct workers *w);
+
 #endif

@@ -154,6 +154,7 @@ struct im_signer {
 	 * im_signer_sign_at() by the hash of the bytes read (exact_valid 0:
 	 * an empty slot), made on the first keep. */
 	bool keep_results;
+	bool reused; /* im_signer_reused() */
 	struct im_doc_sigs *results;
 };
 
@@ -1749,6 +1750,11 @@ void im_signer_keep_results(struct im_signer *s, bool keep)
 	s->keep_results = keep;
 }
 
+bool im_signer_reused(const struct im_signer *s)
+{
+	return s->reused;
+}
+
 /* im_signer_sign_at(), or im_signer_prepare_at() when !@p sign. */
 static int doc_at(struct im_signer *s, int dirfd, const char *name,
 		  struct im_doc_sigs *out, struct stat *st, bool sign)
@@ -1759,6 +1765,7 @@ static int doc_at(struct im_signer *s, int dirfd, const char *name,
 	size_t len;
 	int err, r = 0;
 
+	s->reused = false;
 	read_at(s, dirfd, name, &lst, &status, &err, &len, exact);
 	if (status != IM_DOC_SIGNED) {
 		memset(out, 0, sizeof(*out));
@@ -1789,6 +1796,7 @@ static int doc_at(struct im_signer *s, int dirfd, const char *name,
 		}
 		if (known) {
 			s->have_last = 0;
+			s->reused = sign;
 			if (!sign) {
 				memset(out, 0, sizeof(*out));
 				out->status = IM_DOC_REJECTED;

@@ -212,6 +212,13 @@ typedef bool (*im_copy_probe)(const uint8_t exact[16], void *arg);
 void im_signer_keep_results(struct im_signer *s, bool keep);
 
 /**
+ * Whether the last im_signer_sign_at() of @p s gave a result it kept
+ * (im_signer_keep_results()): the file was an exact copy of a text read
+ * before, read and hashed but not extracted or signed again.
+ */
+bool im_signer_reused(const struct im_signer *s);
+
+/**
  * Whether what @p s makes of a file named @p name depends on its bytes
  * alone, so that an exact copy may share its result: not where a filter of
  * the parameters reads it by its name. The one rule of the copy probe and

@@ -97,5 +97,39 @@ def test_zip_bomb_leaves_the_daemon_serving(w):
     d.check_log()
 
 
+@test
+def test_copied_folder_extracted_once_per_worker(w):
+    """A folder of PDFs and office files copied into a mounted share: every
+    copy joins its original as an exact copy, and each of the two workers
+    extracts each text at most once however many copies come (status:
+    copies_reused); the rest are read and hashed only."""
+    names = ['cc0.pdf', 'artistic.pdf', 'cc0.docx']
+    fill(w.src, names)
+    d = w.daemon(opts=['threads=2'])
+    st = settled(w, lambda st: status_int(st, 'format_pdf') == 2, 'the first scan')
+    base = status_int(st, 'documents')
+    copies = 12
+    os.makedirs(os.path.join(w.src, 'backup'))
+    for i in range(copies):
+        for n in names:
+            shutil.copy(os.path.join(w.src, 'office', n),
+                        os.path.join(w.src, 'backup', '%02d-%s' % (i, n)))
+    total = copies * len(names)
+    st = settled(w, lambda st: status_int(st, 'documents') == base + total,
+                 'the %d copies to be documents' % total)
+    reused = status_int(st, 'copies_reused')
+    check(reused >= total - 2 * len(names),
+          '%d of %d copies reused a result, want at least %d: %s'
+          % (reused, total, total - 2 * len(names), st))
+    for n in ('cc0.pdf', 'artistic.pdf'):
+        want = {'office/' + n} | {'backup/%02d-%s' % (i, n) for i in range(copies)}
+        poll(lambda: (want <= cluster_with(w.mnt, 'office/' + n), cluster_sets(w.mnt)),
+             'the copies of %s in its cluster' % n)
+        check(os.path.isdir(by_doc_path(w.mnt, 'backup/00-' + n, 'dupes')),
+              'by-doc of a copy')
+    d.umount()
+    d.check_log()
+
+
 if __name__ == '__main__':
     sys.exit(run_tests(TESTS, sys.argv[1:]))

@@ -1255,6 +1255,7 @@ START_TEST(test_sig_exact_hash)
 	text[0] ^= 0x20;
 	ck_assert_int_eq(im_signer_sign_at(s, dirfd_, "one.txt", &a, NULL), 0);
 	ck_assert_int_eq(im_signer_sign_at(s, dirfd_, "two.txt", &b, NULL), 0);
+	ck_assert_msg(!im_signer_reused(s), "nothing kept unless asked");
 	ck_assert_int_eq(im_signer_sign_at(s, dirfd_, "three.txt", &c, NULL),
 			 0);
 	ck_assert(a.exact_valid && b.exact_valid && c.exact_valid);
@@ -1269,6 +1270,26 @@ START_TEST(test_sig_exact_hash)
 	XXH128_canonicalFromHash(&want, XXH3_128bits(text, len));
 	ck_assert_msg(memcmp(a.exact, want.digest, 16) == 0,
 		      "exact is the canonical XXH3-128 of the bytes");
+
+	/* Kept results: an exact copy gets its original's result, and says
+	 * so (im_signer_reused()); other bytes are read as usual. */
+	struct im_doc_sigs kept;
+
+	im_signer_keep_results(s, true);
+	ck_assert_int_eq(im_signer_sign_at(s, dirfd_, "one.txt", &kept, NULL),
+			 0);
+	ck_assert(!im_signer_reused(s));
+	ck_assert_int_eq(im_signer_sign_at(s, dirfd_, "two.txt", &kept, NULL),
+			 0);
+	ck_assert_msg(im_signer_reused(s), "an exact copy reuses the result");
+	kept.mtime_ns = b.mtime_ns;
+	ck_assert_msg(memcmp(&kept, &b, sizeof(b)) == 0,
+		      "the result reused is the copy's own");
+	ck_assert_int_eq(im_signer_sign_at(s, dirfd_, "three.txt", &kept, NULL),
+			 0);
+	ck_assert(!im_signer_reused(s));
+	ck_assert(memcmp(kept.exact, c.exact, 16) == 0);
+	im_signer_keep_results(s, false);
 
 	/* Too short to sign, still an exact hash. */
 	put_file("tiny1", "hello", 5);

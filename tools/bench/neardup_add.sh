@@ -9,7 +9,10 @@
 # and the daemon's CPU time until the status counts them all and says
 # converged, and how often the lexicon was built again meanwhile (the tree
 # grew: every document is signed again). LEXICON=FILE mounts with that
-# lexicon (-o lexicon=): never built again. The status is polled every
+# lexicon (-o lexicon=): never built again. KIND=copies makes the N files
+# exact copies of the base tree's files instead, taken in turn (a folder
+# of documents copied into the share); BASE=DIR takes DIR's files (no
+# subdirectories) as the base tree. The status is polled every
 # 50 ms, as scripts do. DEADLINE (seconds, default 3600) bounds each wait;
 # always unmounts.
 #
@@ -37,12 +40,28 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-for f in /usr/share/doc/*/copyright; do
-	[ -f "$f" ] || continue
-	d=$(basename "$(dirname "$f")")
-	cp "$f" "$src/base/$d"
-done
-WORDS=distinct "$here/neardup_remove.sh" --tree "$work/new" "$n"
+if [ -n "${BASE:-}" ]; then
+	cp -r "$BASE"/. "$src/base/"
+else
+	for f in /usr/share/doc/*/copyright; do
+		[ -f "$f" ] || continue
+		d=$(basename "$(dirname "$f")")
+		cp "$f" "$src/base/$d"
+	done
+fi
+if [ "${KIND:-near}" = copies ]; then
+	mkdir "$work/new"
+	set -- "$src"/base/*
+	nbase=$#
+	i=0
+	while [ $i -lt "$n" ]; do
+		eval "f=\${$((i % nbase + 1))}"
+		cp "$f" "$work/new/c$i-$(basename "$f")"
+		i=$((i + 1))
+	done
+else
+	WORDS=distinct "$here/neardup_remove.sh" --tree "$work/new" "$n"
+fi
 
 now() { date +%s.%N; }
 cpu() {
@@ -89,5 +108,5 @@ fi
 wait_for $((base + n))
 t1=$(now)
 c1=$(cpu)
-echo "base: $base documents; added: $n  order: ${ORDER:-name}  lexicon: ${LEXICON:-built by the daemon}"
+echo "base: $base documents; added: $n ${KIND:-near}  order: ${ORDER:-name}  lexicon: ${LEXICON:-built by the daemon}"
 echo "converge after adding: $(echo "$t1 - $t0" | bc) s (daemon CPU $(echo "$c1 - $c0" | bc) s; lexicon built again $(($(field relexicons) - relex0)) times)"

@@ -221,6 +221,21 @@ static bool cache_find(const struct im_state *cache, const char *path,
 	       entry_fits(e, st, max_size);
 }
 
+/*
+ * A result refused for @p n because something was applied to it since the
+ * walk saw it as @p st (a worker signed it meanwhile): where that was
+ * another version than the walk's, a worker reads the file again and the
+ * latest read decides. Mtimes cannot order the two (cp -p and tar give
+ * older ones), and the change between them may have had its event lost to
+ * a queue overflow, whose rescan is this. Tree lock held exclusively.
+ */
+static void read_again_if_other(struct scanner *s, struct node *n,
+				const struct stat *st)
+{
+	if (!model_unchanged(n, st) && workers_queue(s->fs->workers, n))
+		scanner_request_rescan(s);
+}
+
 static void apply_batch(struct applier *a, struct apply_batch *b)
 {
 	struct model *m = a->s->fs->model;
@@ -234,12 +249,15 @@ static void apply_batch(struct applier *a, struct apply_batch *b)
 		if (!n)
 			continue;
 		n->seen = a->gen;
-		/* Signed by a worker meanwhile, from what is there now. */
-		if (n->status != NODE_UNKNOWN && n->mtime_ns >= st_mtime_ns(st))
+		/* Signed by a worker meanwhile: the cache's entry is for what
+		 * the walk saw, which may be the older version. */
+		if (n->status != NODE_UNKNOWN) {
 			model_set_stat(m, n, st);
-		else if (cache_find(a->cache, path, st,
-				    a->s->fs->opts->params.max_size, &e))
+			read_again_if_other(a->s, n, st);
+		} else if (cache_find(a->cache, path, st,
+				      a->s->fs->opts->params.max_size, &e)) {
 			take_cached(a->s, n, path, st, &e);
+		}
 	}
 	tree_unlock(m->tree);
 	for (size_t i = 0; i < b->n; i++)
@@ -450,21 +468,27 @@ out:
 /*
  * Apply the result @p d of signing @p path, read as @p st, unless something
  * was applied to the file since the scan asked for it (a worker signed it
- * after an event): the scan's read may be the older one, whatever the
- * mtimes say (cp -p and tar give older ones), and any change after the
- * worker's read has an event of its own that a worker follows. Results
- * wait up to RESULT_BATCH files, so this window is not small. Tree lock
- * held exclusively.
+ * after an event): then read_again_if_other(). Results wait up to
+ * RESULT_BATCH files, so this window is not small. A worker reading the
+ * file right now applies its read after this one, older or not: it reads
+ * the file once more when done. Tree lock held exclusively.
  */
-static void apply_result(struct model *m, const char *path,
+static void apply_result(struct scanner *s, const char *path,
 			 const struct stat *st, const struct im_doc_sigs *d)
 {
+	struct model *m = s->fs->model;
 	struct node *n = tree_lookup(m->tree, path);
 
-	if (n && !(n->flags & NODE_DIR) &&
-	    (n->status == NODE_UNKNOWN || n->scan_reads) &&
-	    !(d->status == IM_DOC_ERROR && d->err == ENOENT))
-		model_apply(m, n, path, st, d);
+	if (!n || (n->flags & NODE_DIR) ||
+	    (d->status == IM_DOC_ERROR && d->err == ENOENT))
+		return;
+	if (n->status != NODE_UNKNOWN && !n->scan_reads) {
+		read_again_if_other(s, n, st);
+		return;
+	}
+	model_apply(m, n, path, st, d);
+	if ((n->flags & NODE_SIGNING) && workers_queue(s->fs->workers, n))
+		scanner_request_rescan(s);
 }
 
 /* Apply the results waiting, as one batch for the index. */
@@ -477,7 +501,7 @@ static void apply_held(struct scan_ctx *sc)
 	tree_wrlock(m->tree);
 	model_hold_index(m);
 	for (size_t i = 0; i < sc->nheld; i++)
-		apply_result(m, sc->held[i].path, &sc->held[i].st,
+		apply_result(sc->s, sc->held[i].path, &sc->held[i].st,
 			     &sc->held[i].d);
 	model_release_index(m);
 	tree_unlock(m->tree);
@@ -500,7 +524,7 @@ static void scan_result_cb(const char *path, const struct stat *st,
 	if (!p) {
 		/* No memory to wait: applied at once. */
 		tree_wrlock(m->tree);
-		apply_result(m, path, st, d);
+		apply_result(sc->s, path, st, d);
 		tree_unlock(m->tree);
 		__atomic_add_fetch(&sc->s->done, 1, __ATOMIC_RELAXED);
 		return;

@@ -27,7 +27,7 @@ from util import (DEADLINE, Fail, Skip, by_doc_documents, by_doc_path, check,  #
                   check_view_invariants, cluster_sets, encode_member,
                   expect_errno, fmt_clusters, fusermount, in_proc_mounts, is_mounted, poll,
                   read_clusters, read_dupes, read_status, run_tests, scan,
-                  status_int, write, make_tree)
+                  status_int, write, make_tree, VALGRIND)
 
 TESTS = {}
 
@@ -923,6 +923,72 @@ def test_restart_sees_rewrite_with_old_mtime(w):
           % (st.get('cached'), len(docs) - 1))
     d2.umount()
     d2.check_log()
+
+
+@test
+def test_cached_result_yields_to_a_newer_read(w):
+    """A file rewritten with an older mtime (cp -p, tar) while a restart
+    still holds its cached result for the applier: the view shows what a
+    worker read of the new bytes, not the cache's old result (which the
+    applier took over it while the worker's mtime was older). The daemon
+    runs under gdb, non-stop, its applier thread held at apply_batch() until
+    the worker has signed the new bytes, so the race happens every time.
+    (gdb goes on handling the other threads' stops meanwhile: it waits at its
+    prompt, told on stdin when to let the applier go.)"""
+    gdb = shutil.which('gdb')
+    if not gdb:
+        raise Skip('gdb is not installed (tools/deps.sh installs it)')
+    if VALGRIND:
+        raise Skip('the daemon runs under gdb here')
+    want, docs, names = standard(w)
+    d = w.daemon()
+    settled(w, d, len(docs))
+    wait_clusters(w.mnt, want)
+    d.umount()
+    target, text, moved = moved_family(w, names)
+    held = os.path.join(w.top, 'held')
+    cmds = os.path.join(w.top, 'gdb.cmds')
+    with open(cmds, 'w') as f:
+        f.write('set non-stop on\nset pagination off\nset confirm off\n'
+                'break apply_batch\ncommands 1\nshell touch %s\nend\nrun &\n' % held)
+    d2 = w.daemon(wrap=[gdb, '-q', '-nx', '-x', cmds, '--args'], stdin=subprocess.PIPE,
+                  start=False)
+    released = False
+
+    def release():
+        d2.proc.stdin.write(b'delete\ncontinue -a\n')
+        d2.proc.stdin.flush()
+
+    try:
+        d2.start()
+        try:
+            poll(lambda: (os.path.exists(held), None), 'the applier held in gdb')
+        except Fail:
+            if 'ptrace' in d2.log_text():
+                raise Skip('gdb may not trace here: %s' % d2.log_text()[-300:])
+            raise
+        path = os.path.join(w.src, target)
+        with open(path, 'wb') as f:
+            f.write(text)
+        os.utime(path, (946684800, 946684800))  # 2000-01-01, as tar or cp -p
+        # Its by-doc entry comes with the worker's result: the cached ones
+        # wait with the applier.
+        poll(lambda: (os.path.isdir(by_doc_path(w.mnt, target, 'dupes')), None),
+             'a worker to sign the new bytes while the applier is held')
+        release()
+        released = True
+    finally:
+        if not released and d2.proc.poll() is None:
+            try:
+                release()
+            except OSError:
+                pass
+    settled(w, d2, len(docs))
+    wait_clusters(w.mnt, moved, 'the rewritten file with its new family, after the applier')
+    view_equals_scan(w, 'after the applier went on')
+    subprocess.run([fusermount(), '-u', w.mnt], check=True)
+    d2.proc.stdin.close()
+    d2.wait_exit(0, 'gdb after the unmount')
 
 
 @test

@@ -143,8 +143,10 @@ class Daemon:
     test did not expect."""
 
     def __init__(self, exe, source, mnt, opts=(), state=None, args=(),
-                 wrap=(), log=None, foreground=True, auto_unmount=None, cwd=None):
+                 wrap=(), log=None, foreground=True, auto_unmount=None, cwd=None,
+                 stdin=subprocess.DEVNULL):
         self.exe = exe
+        self.stdin = stdin
         self.cwd = cwd
         self.source = source
         self.mnt = mnt
@@ -180,7 +182,7 @@ class Daemon:
         self.logf = open(self.log, 'ab')
         self.logf.write(('$ %s\n' % ' '.join(self.cmd)).encode('utf-8', 'surrogateescape'))
         self.logf.flush()
-        self.proc = subprocess.Popen(self.cmd, stdin=subprocess.DEVNULL, cwd=self.cwd,
+        self.proc = subprocess.Popen(self.cmd, stdin=self.stdin, cwd=self.cwd,
                                      stdout=self.logf, stderr=subprocess.STDOUT)
         if wait:
             self.wait_mounted()

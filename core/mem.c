@@ -11,11 +11,10 @@
 
 #include "mem.h"
 
-/* From half a huge page on, a whole one: one fault, not 256 or more. */
 static size_t table_span(size_t size)
 {
-	size_t align = size < IM_HUGE_PAGE / 2 ? (size_t)sysconf(_SC_PAGESIZE)
-					       : IM_HUGE_PAGE;
+	size_t align = size < IM_TABLE_HUGE ? (size_t)sysconf(_SC_PAGESIZE)
+					    : IM_HUGE_PAGE;
 
 	return (size + align - 1) & ~(align - 1);
 }

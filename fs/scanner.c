@@ -229,11 +229,17 @@ static bool cache_find(const struct im_state *cache, const char *path,
  * older ones), and the change between them may have had its event lost to
  * a queue overflow, whose rescan is this. Tree lock held exclusively.
  */
+static void read_again(struct scanner *s, struct node *n)
+{
+	if (workers_queue(s->fs->workers, n))
+		scanner_request_rescan(s); /* no memory to queue it */
+}
+
 static void read_again_if_other(struct scanner *s, struct node *n,
 				const struct stat *st)
 {
-	if (!model_unchanged(n, st) && workers_queue(s->fs->workers, n))
-		scanner_request_rescan(s);
+	if (!model_unchanged(n, st))
+		read_again(s, n);
 }
 
 static void apply_batch(struct applier *a, struct apply_batch *b)
@@ -487,8 +493,8 @@ static void apply_result(struct scanner *s, const char *path,
 		return;
 	}
 	model_apply(m, n, path, st, d);
-	if ((n->flags & NODE_SIGNING) && workers_queue(s->fs->workers, n))
-		scanner_request_rescan(s);
+	if (n->flags & NODE_SIGNING)
+		read_again(s, n);
 }
 
 /* Apply the results waiting, as one batch for the index. */

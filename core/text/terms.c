@@ -138,14 +138,14 @@ static struct im_terms_slot *slots_alloc(size_t n)
 {
 	if (n > SIZE_MAX / sizeof(struct im_terms_slot))
 		return NULL;
-	if (n * sizeof(struct im_terms_slot) >= IM_HUGE_PAGE / 2)
+	if (n * sizeof(struct im_terms_slot) >= IM_TABLE_HUGE)
 		return im_table_alloc(n * sizeof(struct im_terms_slot));
 	return im_zeroed(n, sizeof(struct im_terms_slot));
 }
 
 static void slots_free(struct im_terms_slot *p, size_t n)
 {
-	if (n * sizeof(struct im_terms_slot) >= IM_HUGE_PAGE / 2)
+	if (n * sizeof(struct im_terms_slot) >= IM_TABLE_HUGE)
 		im_table_free(p, n * sizeof(struct im_terms_slot));
 	else
 		free(p);

@@ -27,8 +27,8 @@ START_TEST(test_table_alloc_zeroed_and_aligned)
 				       1,
 				       4096,
 				       100000,
-				       IM_HUGE_PAGE / 2 - 1,
-				       IM_HUGE_PAGE / 2,
+				       IM_TABLE_HUGE - 1,
+				       IM_TABLE_HUGE,
 				       IM_HUGE_PAGE,
 				       3 * IM_HUGE_PAGE + 5};
 	size_t page = (size_t)sysconf(_SC_PAGESIZE);
@@ -39,7 +39,7 @@ START_TEST(test_table_alloc_zeroed_and_aligned)
 
 		ck_assert_ptr_nonnull(p);
 		ck_assert_uint_eq((uintptr_t)p % page, 0);
-		if (n >= IM_HUGE_PAGE / 2)
+		if (n >= IM_TABLE_HUGE)
 			ck_assert_uint_eq((uintptr_t)p % IM_HUGE_PAGE, 0);
 		ck_assert(all_zero(p, n));
 		memset(p, 0xa5, n); /* every byte asked for is writable */

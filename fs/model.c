@@ -548,6 +548,18 @@ int model_full_sigs(const struct model *m, const char *path,
 	return ret ? ret : fullsigs_get(m->full, path, d);
 }
 
+int model_copy_of(const struct model *m, const uint8_t exact[16],
+		  struct im_doc_sigs *d)
+{
+	char *path;
+	int ret = im_index_copy_of(m->idx, exact, &path, d);
+
+	if (!ret)
+		ret = fullsigs_get(m->full, path, d);
+	free(path);
+	return ret;
+}
+
 void model_adopt_cache(struct model *m, struct im_state *saved)
 {
 	fullsigs_adopt(m->full, saved);

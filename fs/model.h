@@ -183,6 +183,16 @@ static inline void model_mark_clusters_known(struct model *m)
 int model_full_sigs(const struct model *m, const char *path,
 		    struct im_doc_sigs *d);
 
+/**
+ * A text of the index whose bytes hash to @p exact, with whole signatures
+ * (im_index_copy_of(), fullsigs.h): what signing an exact copy of it would
+ * give, but for size and mtime. Tree lock held, any mode.
+ * @return 0, -ENOENT (none, or its whole signatures are not known) or
+ *         -ENOMEM.
+ */
+int model_copy_of(const struct model *m, const uint8_t exact[16],
+		  struct im_doc_sigs *d);
+
 /* ---- Changes (tree lock held exclusively) ----------------------------------------- */
 
 /**

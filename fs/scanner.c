@@ -790,10 +790,16 @@ static int first_scan(struct scanner *s)
 		set_phase(s, PHASE_LEXICON);
 		imfs_log(LOG_INFO, "building the lexicon from %s",
 			 s->fs->source_real);
+		/* The workers start before the scan has signed every file
+		 * with the new lexicon: results of another (or none) are in
+		 * the view until it has. */
+		workers_lend(s->fs->workers, false);
 		workers_stop(s->fs->workers);
 		s->resign_all = true;
 		ret = scan_quiet(s, cache, true, &no_lex);
 		s->resign_all = false;
+		if (s->lex && !ret)
+			workers_lend(s->fs->workers, true);
 		/* A save replaces the model's cache. */
 		cache = NULL;
 		if (s->lex || ret == -ECANCELED)
@@ -873,11 +879,16 @@ static int rebuild_lexicon(struct scanner *s)
 		 "rebuilding it from %s",
 		 (unsigned long long)lex_docs, s->fs->source_real);
 	set_phase(s, PHASE_LEXICON);
+	workers_lend(s->fs->workers, false);
 	workers_stop(s->fs->workers);
 	__atomic_store_n(&s->rebuilding, true, __ATOMIC_RELEASE);
 	s->resign_all = true;
 	ret = scan_quiet(s, NULL, true, &no_lex);
 	s->resign_all = false;
+	/* Every result is of one lexicon again: the new one's after a
+	 * whole scan, the old one's when none was published. */
+	if (!ret || s->lex == before)
+		workers_lend(s->fs->workers, true);
 	/* Not rebuilt (too few documents now, an error, a stop): the old
 	 * lexicon signs again. */
 	if (s->lex == before && ret != -ECANCELED)

@@ -35,6 +35,7 @@ struct workers {
 	unsigned busy;		/* signing now; lock */
 	bool stop;		/* lock */
 	uint64_t copies_reused; /* atomic: workers_copies_reused() */
+	bool lend;		/* atomic: workers_lend() */
 };
 
 int workers_new(struct imfs *fs, struct workers **out)
@@ -45,6 +46,7 @@ int workers_new(struct imfs *fs, struct workers **out)
 	if (!w)
 		return -ENOMEM;
 	w->fs = fs;
+	w->lend = true;
 	pthread_mutex_init(&w->lock, NULL);
 	pthread_cond_init(&w->cond, NULL);
 	*out = w;
@@ -91,6 +93,32 @@ int workers_queue(struct workers *w, struct node *n)
 out:
 	pthread_mutex_unlock(&w->lock);
 	return ret;
+}
+
+void workers_lend(struct workers *w, bool lend)
+{
+	__atomic_store_n(&w->lend, lend, __ATOMIC_RELEASE);
+}
+
+/*
+ * The signers' lender (im_signer_set_lender()): the result the index holds
+ * for an earlier exact copy, which a scan or another worker signed, maybe
+ * in another run (its whole signatures from the state cache). A folder
+ * copied as a backup is then read and hashed, not extracted again.
+ */
+static bool lend_copy(const uint8_t exact[16], struct im_doc_sigs *out,
+		      void *arg)
+{
+	struct workers *w = arg;
+	struct model *m = w->fs->model;
+	int ret;
+
+	if (!__atomic_load_n(&w->lend, __ATOMIC_ACQUIRE))
+		return false;
+	tree_rdlock(m->tree);
+	ret = model_copy_of(m, exact, out);
+	tree_unlock(m->tree);
+	return ret == 0;
 }
 
 uint64_t workers_copies_reused(struct workers *w)
@@ -267,8 +295,10 @@ static void *worker_main(void *arg)
 	 * the worker signed a moment ago: each is read and hashed, its text
 	 * not extracted again (200 copies of two manuals in PDF: 10.5 s to
 	 * converge, 0.3 s with this). */
-	if (w->lex)
+	if (w->lex) {
 		im_signer_keep_results(signer, true);
+		im_signer_set_lender(signer, lend_copy, w);
+	}
 	for (struct node *n; (n = pop(w)); done(w)) {
 		tree_wrlock(t);
 		char *path = claim(w, n);

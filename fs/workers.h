@@ -15,6 +15,7 @@
 #ifndef IMFS_WORKERS_H
 #define IMFS_WORKERS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "imfs.h"
@@ -53,8 +54,18 @@ int workers_queue(struct workers *w, struct node *n);
 /** Files waiting or being signed. Any thread. */
 uint64_t workers_pending(struct workers *w);
 
-/** Files signed from the result of an exact copy signed before by the same
- *  worker (im_signer_reused()), since the daemon started. Any thread. */
+/**
+ * Whether the workers may give a file the result the index holds for an
+ * exact copy of it (on at first). The scanner turns it off while the index
+ * holds results of another lexicon (a first scan's or a rebuild's, whose
+ * workers start before every file is signed anew) and on once every
+ * result is of the lexicon the workers sign with. Any thread.
+ */
+void workers_lend(struct workers *w, bool lend);
+
+/** Files signed from the result of an exact copy signed before, by the same
+ *  worker or, from the index, by anyone (im_signer_reused()), since the
+ *  daemon started. Any thread. */
 uint64_t workers_copies_reused(struct workers *w);
 
 #endif

@@ -3050,6 +3050,53 @@ int im_index_get(const struct im_index *idx, const char *path,
 	return ret;
 }
 
+/* Holders of an exact key looked at for a text by im_index_copy_of(): copies
+ * of one file all hold the same kind of result, so the first is nearly
+ * always one, and a key of many holders costs no more than a few. */
+#define COPY_OF_TRIES 4
+
+int im_index_copy_of(const struct im_index *idx, const uint8_t exact[16],
+		     char **path, struct im_doc_sigs *out)
+{
+	struct key key = {IM_KEY_EXACT, 0, exact};
+	const uint32_t *ids;
+	uint32_t sl, val, n;
+	int ret = -ENOENT;
+
+	*path = NULL;
+	rdlock(idx);
+	sl = posting_slot(idx, &key, key_tag(&key));
+	if (sl == NONE)
+		goto out;
+	val = tab_val(key_table(idx, &key), sl);
+	if (val & PL_FLAG) {
+		const struct plist *pl = &idx->pl[val & ~PL_FLAG];
+
+		ids = pl_ids(idx, pl);
+		n = pl_n(idx, pl);
+	} else {
+		ids = &val;
+		n = 1;
+	}
+	for (uint32_t i = 0; i < n && i < COPY_OF_TRIES; i++) {
+		const struct doc *d = D(idx, ids[i]);
+
+		if (!has_text(d->status) || !doc_exact(d))
+			continue;
+		*path = strdup(doc_path(d));
+		if (!*path) {
+			ret = -ENOMEM;
+			break;
+		}
+		rec_export(d, out);
+		ret = 0;
+		break;
+	}
+out:
+	unlock(idx);
+	return ret;
+}
+
 /* Were a document and @p y compared under one of its keys[0..n), whose
  * shared postings are pls[] (NULL: it holds the key alone), all[e] saying
  * whether key e compares it with every holder? */

@@ -241,6 +241,19 @@ uint64_t im_index_generation(const struct im_index *idx);
 int im_index_get(const struct im_index *idx, const char *path,
 		 struct im_doc_sigs *out);
 
+/**
+ * A text whose bytes hash to @p exact (im_doc_sigs.exact): what was put for
+ * one of the holders of that exact key whose status is IM_DOC_SIGNED or
+ * IM_DOC_REJECTED (of the first few in path order), as im_index_get() gives
+ * it, and its path in *path (malloc'd, the caller frees). An exact copy of
+ * it read with the same lexicon and parameters would get the same result,
+ * but for size and mtime: a daemon lends it instead of extracting the copy.
+ *
+ * @return 0, -ENOENT (no such text; *path NULL) or -ENOMEM.
+ */
+int im_index_copy_of(const struct im_index *idx, const uint8_t exact[16],
+		     char **path, struct im_doc_sigs *out);
+
 /** One verified link of a document, handed to im_index_link_cb. */
 struct im_link {
 	const char *path;  /**< the other document (borrowed) */

@@ -231,6 +231,24 @@ void im_signer_set_copy_probe(struct im_signer *s, im_copy_probe probe,
 			      void *arg);
 
 /**
+ * Where im_signer_sign_at() may find the result of a text read before it
+ * kept: asked with the hash of a file's bytes (XXH3-128, canonical) when
+ * the signer keeps results (im_signer_keep_results()) and its own missed.
+ * Returning true, it has filled @p out with everything a signing of those
+ * bytes with the signer's lexicon and parameters would give but size and
+ * mtime_ns; the signer keeps that result too, and im_signer_reused() says
+ * so. Called in the signing thread, with @p arg of im_signer_set_lender().
+ * A daemon lends what its index holds for an earlier copy, signed by
+ * another thread or another run.
+ */
+typedef bool (*im_result_lender)(const uint8_t exact[16],
+				 struct im_doc_sigs *out, void *arg);
+
+/** Ask @p lender with @p arg from now on (NULL: never). */
+void im_signer_set_lender(struct im_signer *s, im_result_lender lender,
+			  void *arg);
+
+/**
  * Read, extract and tokenize like im_signer_sign_at(), without signing. A
  * text comes back with status IM_DOC_REJECTED, no signature, unique_terms
  * and the sketch set, and *terms pointing at its unique terms (owned by the

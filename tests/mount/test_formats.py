@@ -131,5 +131,42 @@ def test_copied_folder_extracted_once_per_worker(w):
     d.check_log()
 
 
+
+@test
+def test_backup_of_signed_documents_not_extracted_again(w):
+    """A folder copied as a backup long after its documents were signed (by
+    the first scan, then by another run of the daemon): each copy takes the
+    result the index holds for its original and is not extracted again
+    (status: copies_reused), and joins its original's cluster."""
+    names = ['cc0.pdf', 'artistic.pdf', 'cc0.docx', 'artistic.docx']
+    fill(w.src, names)
+
+    def backup(d, to, pdfs):
+        st = settled(w, lambda st: status_int(st, 'format_pdf') == pdfs, 'the scan')
+        base = status_int(st, 'documents')
+        # Copied beside the share and moved in whole: each copy is read
+        # once, complete (a copy written in place can be read half-written
+        # and again, and a second read finds the worker's own result).
+        outside = os.path.join(os.path.dirname(w.src), to)
+        shutil.copytree(os.path.join(w.src, 'office'), outside)
+        os.rename(outside, os.path.join(w.src, to))
+        st = settled(w, lambda st: status_int(st, 'documents') == base + len(names),
+                     'the copies in %s to be documents' % to)
+        reused = status_int(st, 'copies_reused')
+        check(reused >= len(names),
+              '%d of the %d copies in %s took their original\'s result: %s'
+              % (reused, len(names), to, st))
+        for n in names:
+            poll(lambda: ('%s/%s' % (to, n) in cluster_with(w.mnt, 'office/' + n),
+                          cluster_sets(w.mnt)), 'the copy of %s in its cluster' % n)
+        d.umount()
+        d.check_log()
+
+    # Signed by this run's first scan (whole signatures in memory)...
+    backup(w.daemon(opts=['threads=2']), 'backup1', 2)
+    # ... and by the last run (in the state cache it saved).
+    backup(w.daemon(opts=['threads=2']), 'backup2', 4)
+
+
 if __name__ == '__main__':
     sys.exit(run_tests(TESTS, sys.argv[1:]))

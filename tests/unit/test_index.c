@@ -323,6 +323,51 @@ START_TEST(test_index_add_finds_dupes_and_cluster)
 }
 END_TEST
 
+START_TEST(test_index_copy_of_lends_a_text)
+{
+	struct im_doc_sigs d, got, want;
+	uint32_t v[3] = {1, 2, 3}, none[3] = {0, 0, 0};
+	char *path = (char *)"untouched";
+
+	/* Holders of exact hash 7 in path order: a failed extraction, then
+	 * two texts; a binary file holds 8 alone. */
+	make_doc(&d, 3, v, 7);
+	d.status = IM_DOC_FAILED;
+	d.valid = 0;
+	ck_assert_int_eq(im_index_put(idx, "a", &d), 0);
+	make_doc(&want, 3, v, 7);
+	ck_assert_int_eq(im_index_put(idx, "b", &want), 0);
+	ck_assert_int_eq(im_index_put(idx, "c", &want), 0);
+	make_doc(&d, 3, none, 8);
+	d.status = IM_DOC_BINARY;
+	ck_assert_int_eq(im_index_put(idx, "bin", &d), 0);
+
+	make_doc(&d, 3, v, 7);
+	ck_assert_int_eq(im_index_copy_of(idx, d.exact, &path, &got), 0);
+	ck_assert_str_eq(path, "b");
+	free(path);
+	ck_assert_msg(!memcmp(&got, &want, sizeof(got)),
+		      "the record of the first text holding the hash");
+
+	make_doc(&d, 3, none, 8);
+	ck_assert_int_eq(im_index_copy_of(idx, d.exact, &path, &got), -ENOENT);
+	ck_assert_msg(!path, "a binary file lends nothing");
+	make_doc(&d, 3, none, 9);
+	ck_assert_int_eq(im_index_copy_of(idx, d.exact, &path, &got), -ENOENT);
+	ck_assert(!path);
+
+	/* The texts gone, the failed one is left: nothing to lend. */
+	ck_assert_int_eq(im_index_remove(idx, "b"), 0);
+	make_doc(&d, 3, v, 7);
+	ck_assert_int_eq(im_index_copy_of(idx, d.exact, &path, &got), 0);
+	ck_assert_str_eq(path, "c");
+	free(path);
+	ck_assert_int_eq(im_index_remove(idx, "c"), 0);
+	ck_assert_int_eq(im_index_copy_of(idx, d.exact, &path, &got), -ENOENT);
+	ck_assert(!path);
+}
+END_TEST
+
 START_TEST(test_index_exact_copies_without_signatures_cluster)
 {
 	struct im_doc_sigs d;
@@ -2712,6 +2757,7 @@ static Suite *index_suite(void)
 
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_index_add_finds_dupes_and_cluster);
+	tcase_add_test(tc, test_index_copy_of_lends_a_text);
 	tcase_add_test(tc, test_index_exact_copies_without_signatures_cluster);
 	tcase_add_test(tc, test_index_chain_is_one_cluster_and_splits);
 	tcase_add_test(tc, test_index_removing_a_bridge_leaves_two_clusters);

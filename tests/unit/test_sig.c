@@ -1303,6 +1303,105 @@ START_TEST(test_sig_exact_hash)
 }
 END_TEST
 
+/* A lender (im_signer_set_lender()) that lends one result, counting the
+ * times it is asked; a wrong result when told to. */
+struct lender {
+	struct im_doc_sigs lend;
+	int asked;
+	bool wrong;
+};
+
+static bool lend_one(const uint8_t exact[16], struct im_doc_sigs *out,
+		     void *arg)
+{
+	struct lender *l = arg;
+
+	l->asked++;
+	if (memcmp(exact, l->lend.exact, 16))
+		return false;
+	*out = l->lend;
+	if (l->wrong)
+		out->exact[0] ^= 1;
+	return true;
+}
+
+START_TEST(test_sig_lender)
+{
+	struct im_lexicon *lex = make_lexicon(200, 100, NULL, NULL);
+	struct im_params p;
+	struct im_doc_sigs a, b, other;
+	struct lender l = {0};
+	char text[8192];
+	size_t len = lex_text(text, sizeof(text), 0, 40);
+
+	test_params(&p);
+	struct im_signer *s = signer(lex, &p);
+	put_file("one.txt", text, len);
+	put_file("copy.txt", text, len);
+	struct timespec older[2] = {{0, UTIME_OMIT}, {1000000000, 5}};
+	ck_assert_int_eq(utimensat(dirfd_, "copy.txt", older, 0), 0);
+	len = lex_text(text, sizeof(text), 7, 40);
+	put_file("other.txt", text, len);
+	ck_assert_int_eq(im_signer_sign_at(s, dirfd_, "one.txt", &a, NULL), 0);
+	ck_assert_uint_eq(a.status, IM_DOC_SIGNED);
+	im_signer_free(s);
+
+	/* A fresh signer, which kept nothing: the copy gets the lent result
+	 * without being extracted, and the signer keeps it. A result that
+	 * is not exactly what was lent would show as another sketch. */
+	s = signer(lex, &p);
+	l.lend = a;
+	l.lend.sketch.v[0] ^= 0xff;
+	im_signer_set_lender(s, lend_one, &l);
+	ck_assert_int_eq(im_signer_sign_at(s, dirfd_, "copy.txt", &b, NULL), 0);
+	ck_assert_msg(l.asked == 0, "no lender without kept results");
+	ck_assert(!im_signer_reused(s));
+	ck_assert_msg(memcmp(&b.sketch, &a.sketch, sizeof(a.sketch)) == 0,
+		      "read as usual");
+
+	im_signer_keep_results(s, true);
+	ck_assert_int_eq(im_signer_sign_at(s, dirfd_, "copy.txt", &b, NULL), 0);
+	ck_assert_int_eq(l.asked, 1);
+	ck_assert_msg(im_signer_reused(s), "a lent result counts as reused");
+	ck_assert_msg(memcmp(&b.sketch, &l.lend.sketch, sizeof(b.sketch)) == 0,
+		      "the copy gets the lent result");
+	ck_assert_uint_eq(b.status, IM_DOC_SIGNED);
+	struct stat st;
+	ck_assert_int_eq(fstatat(dirfd_, "copy.txt", &st, 0), 0);
+	ck_assert_msg(b.size == (uint64_t)st.st_size &&
+			      b.mtime_ns ==
+				      (int64_t)st.st_mtim.tv_sec * 1000000000 +
+					      st.st_mtim.tv_nsec,
+		      "size and mtime are the copy's own");
+	ck_assert_int_eq(im_signer_sign_at(s, dirfd_, "copy.txt", &b, NULL), 0);
+	ck_assert_msg(l.asked == 1 && im_signer_reused(s),
+		      "the lent result is kept");
+
+	/* Other bytes: asked, nothing lent, read as usual. */
+	ck_assert_int_eq(
+		im_signer_sign_at(s, dirfd_, "other.txt", &other, NULL), 0);
+	ck_assert_int_eq(l.asked, 2);
+	ck_assert(!im_signer_reused(s));
+	ck_assert_uint_eq(other.status, IM_DOC_SIGNED);
+	im_signer_free(s);
+
+	/* A lender whose result is not for these bytes is not believed. */
+	s = signer(lex, &p);
+	im_signer_keep_results(s, true);
+	im_signer_set_lender(s, lend_one, &l);
+	l.asked = 0;
+	l.wrong = true;
+	ck_assert_int_eq(im_signer_sign_at(s, dirfd_, "copy.txt", &b, NULL), 0);
+	ck_assert_int_eq(l.asked, 1);
+	ck_assert(!im_signer_reused(s));
+	ck_assert_msg(memcmp(&b.sketch, &a.sketch, sizeof(a.sketch)) == 0 &&
+			      memcmp(b.exact, a.exact, 16) == 0,
+		      "a wrong result is refused and the copy read");
+	im_signer_free(s);
+	im_lexicon_free(lex);
+}
+END_TEST
+
 START_TEST(test_sig_large_file)
 {
 	/* Over the 4 MiB the signer keeps a buffer for, and max_size 0. */
@@ -1497,6 +1596,7 @@ static Suite *sig_suite(void)
 	tcase_add_test(tc, test_sig_file_statuses);
 	tcase_add_test(tc, test_sig_terms_only_signer);
 	tcase_add_test(tc, test_sig_exact_hash);
+	tcase_add_test(tc, test_sig_lender);
 	tcase_add_test(tc, test_sig_large_file);
 	tcase_add_test(tc, test_sig_large_binary_streamed);
 	tcase_add_test(tc, test_sig_symlinked_parent_not_followed);

@@ -554,8 +554,14 @@ int model_copy_of(const struct model *m, const uint8_t exact[16],
 	char *path;
 	int ret = im_index_copy_of(m->idx, exact, &path, d);
 
-	if (!ret)
-		ret = fullsigs_get(m->full, path, d);
+	if (!ret) {
+		/* A file a scan has asked for and has no result of: its
+		 * record may be older than the lexicon (model_sweep()). */
+		const struct node *n = tree_lookup(m->tree, path);
+
+		ret = n && !n->scan_reads ? fullsigs_get(m->full, path, d)
+					  : -ENOENT;
+	}
 	free(path);
 	return ret;
 }
@@ -995,7 +1001,8 @@ out:
 	return ret;
 }
 
-static void sweep(struct model *m, struct node *dir, uint16_t gen)
+static void sweep(struct model *m, struct node *dir, uint16_t gen,
+		  void (*unread)(struct node *n, void *arg), void *arg)
 {
 	struct node *c, *next;
 
@@ -1004,13 +1011,16 @@ static void sweep(struct model *m, struct node *dir, uint16_t gen)
 		if (c->seen != gen)
 			model_remove(m, c);
 		else if (c->flags & NODE_DIR)
-			sweep(m, c, gen);
+			sweep(m, c, gen, unread, arg);
+		else if (c->scan_reads)
+			unread(c, arg);
 	}
 }
 
-void model_sweep(struct model *m, uint16_t gen)
+void model_sweep(struct model *m, uint16_t gen,
+		 void (*unread)(struct node *n, void *arg), void *arg)
 {
 	model_hold_index(m);
-	sweep(m, tree_root(m->tree), gen);
+	sweep(m, tree_root(m->tree), gen, unread, arg);
 	model_release_index(m);
 }

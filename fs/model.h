@@ -185,8 +185,12 @@ int model_full_sigs(const struct model *m, const char *path,
 
 /**
  * A text of the index whose bytes hash to @p exact, with whole signatures
- * (im_index_copy_of(), fullsigs.h): what signing an exact copy of it would
- * give, but for size and mtime. Tree lock held, any mode.
+ * (im_index_copy_of(), fullsigs.h): what signing an exact copy of it with
+ * the lexicon of its record would give, but for size and mtime, and for
+ * a file an external filter read (its text depends on its name: the
+ * signer refuses those, im_signer_set_lender()). Not a file the running or
+ * last scan asked for and has no result of (node.scan_reads): its record
+ * may be of the lexicon before. Tree lock held, any mode.
  * @return 0, -ENOENT (none, or its whole signatures are not known) or
  *         -ENOMEM.
  */
@@ -223,8 +227,15 @@ int model_move(struct model *m, struct node *n, struct node *dir,
 /** The state cache @p saved was just loaded or written: it holds the whole
  *  signatures from now on (takes ownership; fullsigs_adopt()). */
 void model_adopt_cache(struct model *m, struct im_state *saved);
-/** Remove every node not seen by scan generation @p gen. */
-void model_sweep(struct model *m, uint16_t gen);
+/**
+ * Remove every node not seen by scan generation @p gen, and call @p unread
+ * with each file the scan asked for but got no result for (scan_reads still
+ * set: moved with its directory before its result came, the result then
+ * dropped for a path that was gone). Its record is older than the scan,
+ * maybe of another lexicon: the caller has it read again.
+ */
+void model_sweep(struct model *m, uint16_t gen,
+		 void (*unread)(struct node *n, void *arg), void *arg);
 /**
  * Let the index changes from now on (documents put and removed) wait for
  * the matching model_release_index() (holds nest), which applies them in

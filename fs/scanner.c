@@ -235,6 +235,15 @@ static void read_again(struct scanner *s, struct node *n)
 		scanner_request_rescan(s); /* no memory to queue it */
 }
 
+/* model_sweep(): a file the scan read under a path its directory has left
+ * since (a rename, whose event moved the node and left its ctime) kept the
+ * record from before the scan, after a rebuild one of the old lexicon:
+ * read it again. Nothing else would, as the file did not change. */
+static void read_unread(struct node *n, void *arg)
+{
+	read_again(arg, n);
+}
+
 static void read_again_if_other(struct scanner *s, struct node *n,
 				const struct stat *st)
 {
@@ -659,7 +668,7 @@ static int scan_tree(struct scanner *s, const struct im_state *cache,
 	/* Without a lexicon too: what this walk did not see is gone, though
 	 * the watcher (not started yet) said nothing of it. */
 	tree_wrlock(m->tree);
-	model_sweep(m, sc.gen);
+	model_sweep(m, sc.gen, read_unread, s);
 	tree_unlock(m->tree);
 	return 0;
 }
@@ -885,8 +894,10 @@ static int rebuild_lexicon(struct scanner *s)
 	s->resign_all = true;
 	ret = scan_quiet(s, NULL, true, &no_lex);
 	s->resign_all = false;
-	/* Every result is of one lexicon again: the new one's after a
-	 * whole scan, the old one's when none was published. */
+	/* Every result is of one lexicon again but those of files the scan
+	 * left unread (model_copy_of() refuses them, model_sweep() has them
+	 * read again): the new one's after a whole scan, the old one's when
+	 * none was published. */
 	if (!ret || s->lex == before)
 		workers_lend(s->fs->workers, true);
 	/* Not rebuilt (too few documents now, an error, a stop): the old

@@ -56,10 +56,12 @@ uint64_t workers_pending(struct workers *w);
 
 /**
  * Whether the workers may give a file the result the index holds for an
- * exact copy of it (on at first). The scanner turns it off while the index
- * holds results of another lexicon (a first scan's or a rebuild's, whose
- * workers start before every file is signed anew) and on once every
- * result is of the lexicon the workers sign with. Any thread.
+ * exact copy of it (on at first; model_copy_of()). The scanner turns it off
+ * while a first scan or a rebuild signs every file anew (its workers start
+ * before that is done, with the index still holding results of another
+ * lexicon, or none) and on once that scan succeeded; the files it left
+ * unread are refused and read again (model_sweep()). After a failed one the
+ * view mixes two lexicons, and it stays off. Any thread.
  */
 void workers_lend(struct workers *w, bool lend);
 

@@ -237,7 +237,10 @@ void im_signer_set_copy_probe(struct im_signer *s, im_copy_probe probe,
  * Returning true, it has filled @p out with everything a signing of those
  * bytes with the signer's lexicon and parameters would give but size and
  * mtime_ns; the signer keeps that result too, and im_signer_reused() says
- * so. Called in the signing thread, with @p arg of im_signer_set_lender().
+ * so. The signer refuses a result that is not a text's (SIGNED or
+ * REJECTED), not of those bytes or K, or an external filter's (format
+ * IM_FMT_FILTER: its text depends on a name the copy need not have); the
+ * file is then read as usual. Called in the signing thread, with @p arg of im_signer_set_lender().
  * A daemon lends what its index holds for an earlier copy, signed by
  * another thread or another run.
  */

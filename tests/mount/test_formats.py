@@ -10,9 +10,10 @@ the daemon serving, every failure is counted with its reason in status.
 import os
 import shutil
 import sys
+import zipfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from util import (by_doc_path, check, cluster_sets, poll, read_status,  # noqa: E402
+from util import (by_doc_path, check, cluster_sets, live_when, poll,  # noqa: E402
                   run_tests, status_int)
 
 TESTS = {}
@@ -36,12 +37,7 @@ def fill(src, names):
             shutil.copy(os.path.join(lic, n), os.path.join(src, n))
 
 
-def settled(w, pred, what):
-    def ok():
-        st = read_status(w.mnt)
-        return (st.get('phase') == 'live' and status_int(st, 'pending') == 0
-                and pred(st)), st
-    return poll(ok, what)
+settled = live_when
 
 
 def cluster_with(mnt, rel):
@@ -166,6 +162,31 @@ def test_backup_of_signed_documents_not_extracted_again(w):
     backup(w.daemon(opts=['threads=2']), 'backup1', 2)
     # ... and by the last run (in the state cache it saved).
     backup(w.daemon(opts=['threads=2']), 'backup2', 4)
+
+
+
+@test
+def test_filter_text_not_lent_to_a_copy_under_another_name(w):
+    """An -o filter reads files by their name: a ZIP named *.xyz is a text
+    through it, the same bytes named *.zip a binary file. A copy moved in
+    under the other name is read as what it is, not given the text."""
+    fill(w.src, [])
+    lic = os.path.join(FIXTURES, 'demo', 'licenses', 'Artistic')
+    z = os.path.join(w.top, 'a.xyz')
+    with zipfile.ZipFile(z, 'w', zipfile.ZIP_STORED) as zf:
+        with open(lic) as f:
+            zf.writestr('notes.dat', f.read())
+    shutil.copy(z, os.path.join(w.src, 'a.xyz'))
+    d = w.daemon(opts=["filter=xyz:tr -c A-Za-z ' '", 'threads=2'])
+    st = settled(w, lambda st: status_int(st, 'format_filter') == 1, 'the first scan')
+    check(status_int(st, 'format_binary') == 0, 'no binary file yet: %s' % st)
+    os.rename(z, os.path.join(w.src, 'a.zip'))
+    st = settled(w, lambda st: status_int(st, 'format_binary') +
+                 status_int(st, 'format_filter') == 2, 'the copy')
+    check(status_int(st, 'format_binary') == 1 and status_int(st, 'copies_reused') == 0,
+          'the copy named .zip is a binary file, not the filter\'s text: %s' % st)
+    d.umount()
+    d.check_log()
 
 
 if __name__ == '__main__':

@@ -10,12 +10,14 @@ or were carried over by a rename.
 """
 
 import os
+import shutil
 import subprocess
 import sys
+import zipfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from util import (by_doc_path, check, make_tree, poll, read_status,  # noqa: E402
-                  run_tests, status_int, write)
+from util import (by_doc_path, check, live_when, make_tree, poll,  # noqa: E402
+                  read_status, run_tests, status_int, write)
 from test_mount import settled, state_lexicon  # noqa: E402
 
 TESTS = {}
@@ -143,6 +145,68 @@ def test_cache_survives_renames_and_other_options(w):
     read = rchar(d)
     check(text_bytes <= read < text_bytes + (2 << 20), 'with k=3 the daemon read %d '
           'bytes: the documents (%d) again, not the 8 MB of binaries' % (read, text_bytes))
+    d.umount()
+    d.check_log()
+
+
+
+def stored_zip(path, text):
+    """A ZIP of one member no extractor places: a binary file, which an
+    -o filter for its extension reads as text."""
+    with zipfile.ZipFile(path, 'w', zipfile.ZIP_STORED) as z:
+        z.writestr('notes.dat', text)
+
+
+@test
+def test_directory_moved_during_a_rebuild_is_signed_again(w):
+    """A directory renamed while a lexicon rebuild reads the tree: its files
+    were read under the old path, whose results find no file when they
+    come; they are read again (else they kept the old lexicon's signatures,
+    the rename leaving their ctime), and an exact copy of one gets the
+    result `imatch sign` gives, not the old one. The rebuild is held, after
+    it read D/ and before it is through, by a filter that waits on a file
+    (Z/zz.xyz comes after D/ in the walk)."""
+    os.makedirs(os.path.join(w.src, 'D'))
+    os.makedirs(os.path.join(w.src, 'Z'))
+    for n in ('A', 'B'):
+        write(os.path.join(w.src, 'D', n + '.txt'), w.corpus.document())
+    for i in range(3):
+        write(os.path.join(w.src, 'd%d.txt' % i), w.corpus.document())
+    stored_zip(os.path.join(w.src, 'Z', 'zz.xyz'), w.corpus.document())
+    hold = os.path.join(w.top, 'hold')
+    started = os.path.join(w.top, 'started')
+    gate = ("xyz:if [ -e %s ]; then mkdir %s; while [ -e %s ]; do sleep 0.05; done; fi; "
+            "tr -c A-Za-z ' '" % (hold, started, hold))
+    d = w.daemon(opts=['filter=' + gate, 'threads=1'])
+    st = live_when(w, lambda st: status_int(st, 'format_filter') == 1, 'the first scan')
+    lex_docs = status_int(st, 'lexicon_docs')
+    write(hold, '')
+    # Twice the documents the lexicon was built from: a rebuild.
+    for i in range(lex_docs + 1):
+        write(os.path.join(w.src, 'e%d.txt' % i), w.corpus.document())
+    poll(lambda: (os.path.isdir(started), read_status(w.mnt)),
+         'the rebuild to reach Z/zz.xyz', timeout=60)
+    os.rename(os.path.join(w.src, 'D'), os.path.join(w.src, 'E'))
+    os.unlink(hold)
+    st = live_when(w, lambda st: status_int(st, 'relexicons') == 1, 'the rebuild')
+    docs = ['E/A.txt', 'E/B.txt', 'd0.txt', 'e0.txt']
+
+    def same():
+        want = cli_sigs(w, docs)
+        got = {rel: view_sigs(w, rel) for rel in docs}
+        return got == want, (got, want)
+    poll(same, 'the moved files signed with the new lexicon', timeout=30)
+
+    outside = os.path.join(w.top, 'Acopy.txt')
+    shutil.copy(os.path.join(w.src, 'E', 'A.txt'), outside)
+    os.rename(outside, os.path.join(w.src, 'Acopy.txt'))
+    st = live_when(w, lambda st: os.path.isdir(by_doc_path(w.mnt, 'Acopy.txt')),
+                    'the copy')
+    check(status_int(st, 'copies_reused') >= 1, 'the copy took a result: %s' % st)
+    want = cli_sigs(w, ['Acopy.txt'])['Acopy.txt']
+    check(view_sigs(w, 'Acopy.txt') == want and any(x != '-' for x in want),
+          'the copy: by-doc signatures %s, imatch sign %s'
+          % (view_sigs(w, 'Acopy.txt'), want))
     d.umount()
     d.check_log()
 

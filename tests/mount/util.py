@@ -329,6 +329,16 @@ def status_int(st, key):
         return None
 
 
+def live_when(w, pred, what):
+    """Poll until the view is live, nothing is pending and pred(status) is
+    true; return the status."""
+    def ok():
+        st = read_status(w.mnt)
+        return (st.get('phase') == 'live' and status_int(st, 'pending') == 0
+                and pred(st)), st
+    return poll(ok, what)
+
+
 def read_clusters(mnt):
     """{sig: frozenset(relative paths)} from MOUNT/clusters/."""
     out = {}

@@ -328,26 +328,29 @@ START_TEST(test_index_copy_of_lends_a_text)
 	struct im_doc_sigs d, got, want;
 	uint32_t v[3] = {1, 2, 3}, none[3] = {0, 0, 0};
 	char *path = (char *)"untouched";
+	char name[16];
 
-	/* Holders of exact hash 7 in path order: a failed extraction, then
-	 * two texts; a binary file holds 8 alone. */
+	/* Holders of exact hash 7, put out of path order: a failed
+	 * extraction "a", then the texts "c" and "b". A binary file holds 8
+	 * alone. */
+	make_doc(&want, 3, v, 7);
+	ck_assert_int_eq(im_index_put(idx, "c", &want), 0);
 	make_doc(&d, 3, v, 7);
 	d.status = IM_DOC_FAILED;
 	d.valid = 0;
 	ck_assert_int_eq(im_index_put(idx, "a", &d), 0);
-	make_doc(&want, 3, v, 7);
 	ck_assert_int_eq(im_index_put(idx, "b", &want), 0);
-	ck_assert_int_eq(im_index_put(idx, "c", &want), 0);
 	make_doc(&d, 3, none, 8);
 	d.status = IM_DOC_BINARY;
 	ck_assert_int_eq(im_index_put(idx, "bin", &d), 0);
 
 	make_doc(&d, 3, v, 7);
 	ck_assert_int_eq(im_index_copy_of(idx, d.exact, &path, &got), 0);
-	ck_assert_str_eq(path, "b");
+	ck_assert_msg(!strcmp(path, "b"), "the first text in path order: %s",
+		      path);
 	free(path);
 	ck_assert_msg(!memcmp(&got, &want, sizeof(got)),
-		      "the record of the first text holding the hash");
+		      "the record as im_index_get() gives it");
 
 	make_doc(&d, 3, none, 8);
 	ck_assert_int_eq(im_index_copy_of(idx, d.exact, &path, &got), -ENOENT);
@@ -356,13 +359,36 @@ START_TEST(test_index_copy_of_lends_a_text)
 	ck_assert_int_eq(im_index_copy_of(idx, d.exact, &path, &got), -ENOENT);
 	ck_assert(!path);
 
-	/* The texts gone, the failed one is left: nothing to lend. */
+	/* "b" gone, "c" lends; both gone, the failed one is left, which
+	 * lends nothing. */
 	ck_assert_int_eq(im_index_remove(idx, "b"), 0);
 	make_doc(&d, 3, v, 7);
 	ck_assert_int_eq(im_index_copy_of(idx, d.exact, &path, &got), 0);
 	ck_assert_str_eq(path, "c");
 	free(path);
 	ck_assert_int_eq(im_index_remove(idx, "c"), 0);
+	ck_assert_int_eq(im_index_copy_of(idx, d.exact, &path, &got), -ENOENT);
+	ck_assert(!path);
+
+	/* Only the first few holders are looked at: a text behind four
+	 * failed extractions of its bytes lends nothing, behind three it
+	 * does. */
+	for (int i = 0; i < 3; i++) {
+		snprintf(name, sizeof(name), "f%d", i);
+		make_doc(&d, 3, v, 5);
+		d.status = IM_DOC_FAILED;
+		d.valid = 0;
+		ck_assert_int_eq(im_index_put(idx, name, &d), 0);
+	}
+	make_doc(&d, 3, v, 5);
+	ck_assert_int_eq(im_index_put(idx, "t", &d), 0);
+	ck_assert_int_eq(im_index_copy_of(idx, d.exact, &path, &got), 0);
+	ck_assert_str_eq(path, "t");
+	free(path);
+	d.status = IM_DOC_FAILED;
+	d.valid = 0;
+	ck_assert_int_eq(im_index_put(idx, "f3", &d), 0);
+	make_doc(&d, 3, v, 5);
 	ck_assert_int_eq(im_index_copy_of(idx, d.exact, &path, &got), -ENOENT);
 	ck_assert(!path);
 }

@@ -1304,11 +1304,20 @@ START_TEST(test_sig_exact_hash)
 END_TEST
 
 /* A lender (im_signer_set_lender()) that lends one result, counting the
- * times it is asked; a wrong result when told to. */
+ * times it is asked; a result the signer must refuse when told to. */
+enum lend_wrong {
+	LEND_RIGHT,
+	LEND_OTHER_BYTES,
+	LEND_BINARY,
+	LEND_OTHER_K,
+	LEND_FILTER,
+	LEND_WRONGS
+};
+
 struct lender {
 	struct im_doc_sigs lend;
 	int asked;
-	bool wrong;
+	enum lend_wrong wrong;
 };
 
 static bool lend_one(const uint8_t exact[16], struct im_doc_sigs *out,
@@ -1320,8 +1329,13 @@ static bool lend_one(const uint8_t exact[16], struct im_doc_sigs *out,
 	if (memcmp(exact, l->lend.exact, 16))
 		return false;
 	*out = l->lend;
-	if (l->wrong)
-		out->exact[0] ^= 1;
+	switch (l->wrong) {
+	case LEND_OTHER_BYTES: out->exact[0] ^= 1; break;
+	case LEND_BINARY: out->status = IM_DOC_BINARY; break;
+	case LEND_OTHER_K: out->ncoords--; break;
+	case LEND_FILTER: out->format = IM_FMT_FILTER; break;
+	default: break;
+	}
 	return true;
 }
 
@@ -1385,19 +1399,27 @@ START_TEST(test_sig_lender)
 	ck_assert_uint_eq(other.status, IM_DOC_SIGNED);
 	im_signer_free(s);
 
-	/* A lender whose result is not for these bytes is not believed. */
-	s = signer(lex, &p);
-	im_signer_keep_results(s, true);
-	im_signer_set_lender(s, lend_one, &l);
-	l.asked = 0;
-	l.wrong = true;
-	ck_assert_int_eq(im_signer_sign_at(s, dirfd_, "copy.txt", &b, NULL), 0);
-	ck_assert_int_eq(l.asked, 1);
-	ck_assert(!im_signer_reused(s));
-	ck_assert_msg(memcmp(&b.sketch, &a.sketch, sizeof(a.sketch)) == 0 &&
-			      memcmp(b.exact, a.exact, 16) == 0,
-		      "a wrong result is refused and the copy read");
-	im_signer_free(s);
+	/* A result not for these bytes, not a text's, of another K or made
+	 * by a filter (from a name) is not believed: the copy is read. */
+	for (l.wrong = LEND_OTHER_BYTES; l.wrong < LEND_WRONGS; l.wrong++) {
+		s = signer(lex, &p);
+		im_signer_keep_results(s, true);
+		im_signer_set_lender(s, lend_one, &l);
+		l.asked = 0;
+		ck_assert_int_eq(
+			im_signer_sign_at(s, dirfd_, "copy.txt", &b, NULL), 0);
+		ck_assert_int_eq(l.asked, 1);
+		ck_assert_msg(!im_signer_reused(s), "wrong kind %d believed",
+			      (int)l.wrong);
+		ck_assert_msg(
+			memcmp(&b.sketch, &a.sketch, sizeof(a.sketch)) == 0 &&
+				memcmp(b.exact, a.exact, 16) == 0 &&
+				b.status == IM_DOC_SIGNED &&
+				b.ncoords == a.ncoords && b.format == a.format,
+			"wrong kind %d: the copy is read as usual",
+			(int)l.wrong);
+		im_signer_free(s);
+	}
 	im_lexicon_free(lex);
 }
 END_TEST

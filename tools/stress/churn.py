@@ -9,9 +9,9 @@ Builds a tree of pool documents (families of near-duplicates spread over
 nested directories), mounts it, waits until it is live, then for --seconds
 drives --rate changes per second (default 1,000 for 60 s; --short: 5 s, for
 CI): creates, rewrites, editor-style replaces (write a temporary name, rename
-it over), renames within and across directories, deletes, new directories,
-directory moves between depths, whole subtrees removed, and bursts of files
-created in a new directory that is renamed at once. Then it polls, up to
+it over), exact copies, renames within and across directories, deletes, new
+directories, directory moves between depths, whole subtrees removed, and
+bursts of files created in a new directory that is renamed at once. Then it polls, up to
 --deadline seconds, until by-doc/ lists exactly the tree's documents and
 clusters/ equals the scan; on failure it prints what differs and what the
 daemon's status claimed meanwhile. With --first-scan the churn starts as soon
@@ -104,6 +104,16 @@ class Tree:
             os.rename(self.p(target), self.p(rel))
         return 2
 
+    def copy(self):
+        """An exact copy of a file under a new name, as a backup of it is:
+        the daemon lends it the result it holds for the original."""
+        if not self.files:
+            return self.create()
+        rel = os.path.join(self.rng.choice(self.dirs), self.name('c', '.txt'))
+        shutil.copyfile(self.p(self.rng.choice(self.files)), self.p(rel))
+        self.files.append(rel)
+        return 1
+
     def rename_file(self):
         if not self.files:
             return self.create()
@@ -180,7 +190,7 @@ class Tree:
         return n + 2
 
     OPS = [('create', 20), ('rewrite', 18), ('replace', 10), ('replace_older', 6),
-           ('rename_file', 15),
+           ('copy', 6), ('rename_file', 15),
            ('delete', 20), ('mkdir', 5), ('move_dir', 8), ('remove_tree', 2), ('burst', 2)]
 
     def step(self):

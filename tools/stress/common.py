@@ -82,7 +82,8 @@ def state_lexicon(state):
 
 def summary_of(st):
     keys = ('phase', 'documents', 'pending', 'errors', 'converged', 'rescans',
-            'events', 'watches', 'walk_errors', 'unplaced', 'lost')
+            'events', 'watches', 'walk_errors', 'unplaced', 'lost', 'copies_reused',
+            'relexicons')
     return ', '.join('%s %s' % (k, st[k]) for k in keys if k in st)
 
 

@@ -244,6 +244,12 @@ static void read_unread(struct node *n, void *arg)
 	read_again(arg, n);
 }
 
+static void forget_unread(struct node *n, void *arg)
+{
+	(void)arg;
+	n->scan_reads = 0;
+}
+
 static void read_again_if_other(struct scanner *s, struct node *n,
 				const struct stat *st)
 {
@@ -666,9 +672,14 @@ static int scan_tree(struct scanner *s, const struct im_state *cache,
 		return ret;
 	}
 	/* Without a lexicon too: what this walk did not see is gone, though
-	 * the watcher (not started yet) said nothing of it. */
+	 * the watcher (not started yet) said nothing of it. A rebuild that
+	 * found too few documents for a lexicon delivered nothing: the
+	 * records it asked for stand, of the lexicon that stays. */
 	tree_wrlock(m->tree);
-	model_sweep(m, sc.gen, read_unread, s);
+	if (first && *no_lex && !ops.unsigned_results)
+		model_sweep(m, sc.gen, forget_unread, NULL);
+	else
+		model_sweep(m, sc.gen, read_unread, s);
 	tree_unlock(m->tree);
 	return 0;
 }

@@ -148,7 +148,10 @@ static int add_subtree(const struct model *m, struct im_state_writer *w,
 		if (c->flags & NODE_DIR) {
 			ret = add_subtree(m, w, c, path, l + nl, cap);
 		} else if (c->status != NODE_UNKNOWN &&
-			   c->status != IM_DOC_ERROR) {
+			   c->status != IM_DOC_ERROR && !c->scan_reads) {
+			/* Not a file a scan asked for and has no result of:
+			 * its record is older than the file or the lexicon
+			 * (model_sweep()), and the next start reads it. */
 			struct im_doc_sigs d;
 			if (!node_in_index(c) || model_full_sigs(m, path, &d)) {
 				memset(&d, 0, sizeof(d));

@@ -60,8 +60,9 @@ uint64_t workers_pending(struct workers *w);
  * while a first scan or a rebuild signs every file anew (its workers start
  * before that is done, with the index still holding results of another
  * lexicon, or none) and on once that scan succeeded; the files it left
- * unread are refused and read again (model_sweep()). After a failed one the
- * view mixes two lexicons, and it stays off. Any thread.
+ * unread are refused and read again (model_sweep()). After one that failed
+ * once it had published its lexicon the view mixes two, and it stays off
+ * until such a scan succeeds. Any thread.
  */
 void workers_lend(struct workers *w, bool lend);
 

@@ -246,10 +246,11 @@ int im_index_get(const struct im_index *idx, const char *path,
  * one of the holders of that exact key whose status is IM_DOC_SIGNED or
  * IM_DOC_REJECTED (of the first few in path order), as im_index_get() gives
  * it, and its path in *path (malloc'd, the caller frees). An exact copy of
- * it read with the same lexicon and parameters gets the same result but
- * for size and mtime, unless an external filter made its text from its
- * name (format IM_FMT_FILTER): a daemon lends it instead of extracting the
- * copy (im_signer_set_lender()).
+ * it read with the lexicon and parameters that made the record gets the
+ * same result but for size and mtime, unless an external filter made its
+ * text from its name (format IM_FMT_FILTER): a daemon lends it instead of
+ * extracting the copy (im_signer_set_lender()), when it knows the record
+ * is of the lexicon it signs with (fs/model.h, model_copy_of()).
  *
  * @return 0, -ENOENT (no such text; *path NULL) or -ENOMEM.
  */

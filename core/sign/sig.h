@@ -240,9 +240,9 @@ void im_signer_set_copy_probe(struct im_signer *s, im_copy_probe probe,
  * so. The signer refuses a result that is not a text's (SIGNED or
  * REJECTED), not of those bytes or K, or an external filter's (format
  * IM_FMT_FILTER: its text depends on a name the copy need not have); the
- * file is then read as usual. Called in the signing thread, with @p arg of im_signer_set_lender().
- * A daemon lends what its index holds for an earlier copy, signed by
- * another thread or another run.
+ * file is then read as usual. Called in the signing thread, with @p arg of
+ * im_signer_set_lender(). A daemon lends what its index holds for an
+ * earlier copy, signed by another thread or another run.
  */
 typedef bool (*im_result_lender)(const uint8_t exact[16],
 				 struct im_doc_sigs *out, void *arg);

@@ -157,15 +157,22 @@ def stored_zip(path, text):
         z.writestr('notes.dat', text)
 
 
-@test
-def test_directory_moved_during_a_rebuild_is_signed_again(w):
-    """A directory renamed while a lexicon rebuild reads the tree: its files
-    were read under the old path, whose results find no file when they
-    come; they are read again (else they kept the old lexicon's signatures,
-    the rename leaving their ctime), and an exact copy of one gets the
-    result `imatch sign` gives, not the old one. The rebuild is held, after
-    it read D/ and before it is through, by a filter that waits on a file
-    (Z/zz.xyz comes after D/ in the walk)."""
+def gate(w, ext, name, started=None):
+    """An -o filter for *.EXT that waits while the file NAME (beside the
+    source) exists, first making the directory STARTED if given, then reads
+    like tr. Returns the option and the path of NAME."""
+    hold = os.path.join(w.top, name)
+    mark = 'mkdir %s; ' % started if started else ''
+    return ("filter=%s:if [ -e %s ]; then %swhile [ -e %s ]; do sleep 0.05; done; fi; "
+            "tr -c A-Za-z ' '" % (ext, hold, mark, hold)), hold
+
+
+def rename_during_rebuild(w, opts, before_release=None):
+    """A tree whose lexicon rebuild is held, after it read D/ and before it
+    is through, by a filter that waits on a file (Z/zz.xyz comes after D/ in
+    the walk); D is renamed E meanwhile, then the rebuild goes on. Its
+    results for D/A.txt and D/B.txt find no file when they come. Returns
+    the daemon, on its way through the rebuild, and its options."""
     os.makedirs(os.path.join(w.src, 'D'))
     os.makedirs(os.path.join(w.src, 'Z'))
     for n in ('A', 'B'):
@@ -173,11 +180,10 @@ def test_directory_moved_during_a_rebuild_is_signed_again(w):
     for i in range(3):
         write(os.path.join(w.src, 'd%d.txt' % i), w.corpus.document())
     stored_zip(os.path.join(w.src, 'Z', 'zz.xyz'), w.corpus.document())
-    hold = os.path.join(w.top, 'hold')
     started = os.path.join(w.top, 'started')
-    gate = ("xyz:if [ -e %s ]; then mkdir %s; while [ -e %s ]; do sleep 0.05; done; fi; "
-            "tr -c A-Za-z ' '" % (hold, started, hold))
-    d = w.daemon(opts=['filter=' + gate, 'threads=1'])
+    held, hold = gate(w, 'xyz', 'hold', started)
+    opts = [held, 'threads=1'] + opts
+    d = w.daemon(opts=opts)
     st = live_when(w, lambda st: status_int(st, 'format_filter') == 1, 'the first scan')
     lex_docs = status_int(st, 'lexicon_docs')
     write(hold, '')
@@ -187,21 +193,42 @@ def test_directory_moved_during_a_rebuild_is_signed_again(w):
     poll(lambda: (os.path.isdir(started), read_status(w.mnt)),
          'the rebuild to reach Z/zz.xyz', timeout=60)
     os.rename(os.path.join(w.src, 'D'), os.path.join(w.src, 'E'))
+    if before_release:
+        before_release()
     os.unlink(hold)
-    st = live_when(w, lambda st: status_int(st, 'relexicons') == 1, 'the rebuild')
-    docs = ['E/A.txt', 'E/B.txt', 'd0.txt', 'e0.txt']
+    return d, opts
 
+
+MOVED = ['E/A.txt', 'E/B.txt', 'd0.txt', 'e0.txt']
+
+
+def moved_signed_anew(w):
     def same():
-        want = cli_sigs(w, docs)
-        got = {rel: view_sigs(w, rel) for rel in docs}
+        want = cli_sigs(w, MOVED)
+        got = {rel: view_sigs(w, rel) for rel in MOVED}
         return got == want, (got, want)
     poll(same, 'the moved files signed with the new lexicon', timeout=30)
 
+
+@test
+def test_directory_moved_during_a_rebuild_is_signed_again(w):
+    """A directory renamed while a lexicon rebuild reads the tree: its files,
+    whose results for the old path find no file, are read again (else they
+    kept the old lexicon's signatures for good, the rename leaving their
+    ctime), and an exact copy of one gets the result `imatch sign` gives,
+    not the old one."""
+    d, _ = rename_during_rebuild(w, [])
+    # The rename during the rebuild asks for a rescan: done too, as a copy
+    # a scan reads is not lent anything.
+    live_when(w, lambda st: status_int(st, 'relexicons') == 1 and
+              status_int(st, 'rescans') >= 1, 'the rebuild and the rescan after it')
+    moved_signed_anew(w)
     outside = os.path.join(w.top, 'Acopy.txt')
     shutil.copy(os.path.join(w.src, 'E', 'A.txt'), outside)
     os.rename(outside, os.path.join(w.src, 'Acopy.txt'))
-    st = live_when(w, lambda st: os.path.isdir(by_doc_path(w.mnt, 'Acopy.txt')),
-                    'the copy')
+    live_when(w, lambda st: os.path.isdir(by_doc_path(w.mnt, 'Acopy.txt')), 'the copy')
+    # Read after the copy showed: a worker counts before it applies.
+    st = read_status(w.mnt)
     check(status_int(st, 'copies_reused') >= 1, 'the copy took a result: %s' % st)
     want = cli_sigs(w, ['Acopy.txt'])['Acopy.txt']
     check(view_sigs(w, 'Acopy.txt') == want and any(x != '-' for x in want),
@@ -210,6 +237,41 @@ def test_directory_moved_during_a_rebuild_is_signed_again(w):
     d.umount()
     d.check_log()
 
+
+@test
+def test_files_left_unread_by_a_rebuild_not_saved(w):
+    """The same rename during a rebuild, with the one worker held by another
+    file (w.abc, through a second waiting filter) so that the moved files
+    still wait to be read again when the state is saved after the rebuild
+    and the daemon is killed: the cache must not hold their old records,
+    or the next start takes them and keeps the old signatures."""
+    wait_worker, hold2 = gate(w, 'abc', 'hold2')
+    saves = []
+
+    def hold_the_worker():
+        write(hold2, '')
+        stored_zip(os.path.join(w.src, 'w.abc'), w.corpus.document())
+        st = poll(lambda: (status_int(read_status(w.mnt), 'pending') >= 1, read_status(w.mnt)),
+                  'w.abc queued')
+        saves.append(status_int(st, 'saves'))
+    d, opts = rename_during_rebuild(w, [wait_worker], hold_the_worker)
+
+    def saved():
+        st = read_status(w.mnt)
+        return (status_int(st, 'relexicons') == 1 and status_int(st, 'saves') > saves[0]
+                and status_int(st, 'pending') >= 3), st
+    poll(saved, 'the save after the rebuild, with w.abc, E/A.txt and E/B.txt to read')
+    d.kill()
+    d.wait_exit(None)
+    os.unlink(hold2)
+    d.cleanup()  # the dead mount, if auto_unmount's helper has not
+    # The same options: the cache is kept for them only.
+    d = w.daemon(opts=opts)
+    st = live_when(w, lambda st: True, 'the restart')
+    check(status_int(st, 'cached') > 0, 'the restart takes the cache: %s' % st)
+    moved_signed_anew(w)
+    d.umount()
+    d.check_log()
 
 if __name__ == '__main__':
     sys.exit(run_tests(TESTS, sys.argv[1:]))

@@ -552,18 +552,26 @@ int model_copy_of(const struct model *m, const uint8_t exact[16],
 		  struct im_doc_sigs *d)
 {
 	char *path;
-	int ret = im_index_copy_of(m->idx, exact, &path, d);
+	int ret;
 
-	if (!ret) {
+	/* The first text of the copies may not lend (below) where another
+	 * can: a backup of a folder being read again, a holder whose whole
+	 * signatures were never saved. */
+	for (unsigned skip = 0;; skip++) {
+		const struct node *n;
+
+		ret = im_index_copy_of(m->idx, exact, skip, &path, d);
+		if (ret)
+			return ret;
 		/* A file a scan has asked for and has no result of: its
 		 * record may be older than the lexicon (model_sweep()). */
-		const struct node *n = tree_lookup(m->tree, path);
-
+		n = tree_lookup(m->tree, path);
 		ret = n && !n->scan_reads ? fullsigs_get(m->full, path, d)
 					  : -ENOENT;
+		free(path);
+		if (ret != -ENOENT)
+			return ret;
 	}
-	free(path);
-	return ret;
 }
 
 void model_adopt_cache(struct model *m, struct im_state *saved)

@@ -3056,7 +3056,7 @@ int im_index_get(const struct im_index *idx, const char *path,
 #define COPY_OF_TRIES 4
 
 int im_index_copy_of(const struct im_index *idx, const uint8_t exact[16],
-		     char **path, struct im_doc_sigs *out)
+		     unsigned skip, char **path, struct im_doc_sigs *out)
 {
 	struct key key = {IM_KEY_EXACT, 0, exact};
 	const uint32_t *ids;
@@ -3081,7 +3081,7 @@ int im_index_copy_of(const struct im_index *idx, const uint8_t exact[16],
 	for (uint32_t i = 0; i < n && i < COPY_OF_TRIES; i++) {
 		const struct doc *d = D(idx, ids[i]);
 
-		if (!has_text(d->status) || !doc_exact(d))
+		if (!has_text(d->status) || !doc_exact(d) || skip-- > 0)
 			continue;
 		*path = strdup(doc_path(d));
 		if (!*path) {

@@ -243,9 +243,11 @@ int im_index_get(const struct im_index *idx, const char *path,
 
 /**
  * A text whose bytes hash to @p exact (im_doc_sigs.exact): what was put for
- * one of the holders of that exact key whose status is IM_DOC_SIGNED or
- * IM_DOC_REJECTED (of the first few in path order), as im_index_get() gives
- * it, and its path in *path (malloc'd, the caller frees). An exact copy of
+ * a holder of that exact key whose status is IM_DOC_SIGNED or
+ * IM_DOC_REJECTED, as im_index_get() gives it, and its path in *path
+ * (malloc'd, the caller frees). Of the first few holders in path order, the
+ * first such text after @p skip others: a caller that cannot use one asks
+ * again with skip + 1. An exact copy of
  * it read with the lexicon and parameters that made the record gets the
  * same result but for size and mtime, unless an external filter made its
  * text from its name (format IM_FMT_FILTER): a daemon lends it instead of
@@ -255,7 +257,7 @@ int im_index_get(const struct im_index *idx, const char *path,
  * @return 0, -ENOENT (no such text; *path NULL) or -ENOMEM.
  */
 int im_index_copy_of(const struct im_index *idx, const uint8_t exact[16],
-		     char **path, struct im_doc_sigs *out);
+		     unsigned skip, char **path, struct im_doc_sigs *out);
 
 /** One verified link of a document, handed to im_index_link_cb. */
 struct im_link {

@@ -361,29 +361,36 @@ START_TEST(test_index_copy_of_lends_a_text)
 	ck_assert_int_eq(im_index_put(idx, "bin", &d), 0);
 
 	make_doc(&d, 3, v, 7);
-	ck_assert_int_eq(im_index_copy_of(idx, d.exact, &path, &got), 0);
+	ck_assert_int_eq(im_index_copy_of(idx, d.exact, 0, &path, &got), 0);
 	ck_assert_msg(!strcmp(path, "b"), "the first text in path order: %s",
 		      path);
 	free(path);
 	ck_assert_msg(!memcmp(&got, &want, sizeof(got)),
 		      "the record as im_index_get() gives it");
+	/* Skipping one text gives the next, skipping both none. */
+	ck_assert_int_eq(im_index_copy_of(idx, d.exact, 1, &path, &got), 0);
+	ck_assert_str_eq(path, "c");
+	free(path);
+	ck_assert_int_eq(im_index_copy_of(idx, d.exact, 2, &path, &got),
+			 -ENOENT);
+	ck_assert(!path);
 
 	make_doc(&d, 3, none, 8);
-	ck_assert_int_eq(im_index_copy_of(idx, d.exact, &path, &got), -ENOENT);
+	ck_assert_int_eq(im_index_copy_of(idx, d.exact, 0, &path, &got), -ENOENT);
 	ck_assert_msg(!path, "a binary file lends nothing");
 	make_doc(&d, 3, none, 9);
-	ck_assert_int_eq(im_index_copy_of(idx, d.exact, &path, &got), -ENOENT);
+	ck_assert_int_eq(im_index_copy_of(idx, d.exact, 0, &path, &got), -ENOENT);
 	ck_assert(!path);
 
 	/* "b" gone, "c" lends; both gone, the failed one is left, which
 	 * lends nothing. */
 	ck_assert_int_eq(im_index_remove(idx, "b"), 0);
 	make_doc(&d, 3, v, 7);
-	ck_assert_int_eq(im_index_copy_of(idx, d.exact, &path, &got), 0);
+	ck_assert_int_eq(im_index_copy_of(idx, d.exact, 0, &path, &got), 0);
 	ck_assert_str_eq(path, "c");
 	free(path);
 	ck_assert_int_eq(im_index_remove(idx, "c"), 0);
-	ck_assert_int_eq(im_index_copy_of(idx, d.exact, &path, &got), -ENOENT);
+	ck_assert_int_eq(im_index_copy_of(idx, d.exact, 0, &path, &got), -ENOENT);
 	ck_assert(!path);
 
 	/* Only the first few holders are looked at: a text behind four
@@ -398,14 +405,14 @@ START_TEST(test_index_copy_of_lends_a_text)
 	}
 	make_doc(&d, 3, v, 5);
 	ck_assert_int_eq(im_index_put(idx, "t", &d), 0);
-	ck_assert_int_eq(im_index_copy_of(idx, d.exact, &path, &got), 0);
+	ck_assert_int_eq(im_index_copy_of(idx, d.exact, 0, &path, &got), 0);
 	ck_assert_str_eq(path, "t");
 	free(path);
 	d.status = IM_DOC_FAILED;
 	d.valid = 0;
 	ck_assert_int_eq(im_index_put(idx, "f3", &d), 0);
 	make_doc(&d, 3, v, 5);
-	ck_assert_int_eq(im_index_copy_of(idx, d.exact, &path, &got), -ENOENT);
+	ck_assert_int_eq(im_index_copy_of(idx, d.exact, 0, &path, &got), -ENOENT);
 	ck_assert(!path);
 }
 END_TEST

@@ -376,10 +376,12 @@ START_TEST(test_index_copy_of_lends_a_text)
 	ck_assert(!path);
 
 	make_doc(&d, 3, none, 8);
-	ck_assert_int_eq(im_index_copy_of(idx, d.exact, 0, &path, &got), -ENOENT);
+	ck_assert_int_eq(im_index_copy_of(idx, d.exact, 0, &path, &got),
+			 -ENOENT);
 	ck_assert_msg(!path, "a binary file lends nothing");
 	make_doc(&d, 3, none, 9);
-	ck_assert_int_eq(im_index_copy_of(idx, d.exact, 0, &path, &got), -ENOENT);
+	ck_assert_int_eq(im_index_copy_of(idx, d.exact, 0, &path, &got),
+			 -ENOENT);
 	ck_assert(!path);
 
 	/* "b" gone, "c" lends; both gone, the failed one is left, which
@@ -390,7 +392,8 @@ START_TEST(test_index_copy_of_lends_a_text)
 	ck_assert_str_eq(path, "c");
 	free(path);
 	ck_assert_int_eq(im_index_remove(idx, "c"), 0);
-	ck_assert_int_eq(im_index_copy_of(idx, d.exact, 0, &path, &got), -ENOENT);
+	ck_assert_int_eq(im_index_copy_of(idx, d.exact, 0, &path, &got),
+			 -ENOENT);
 	ck_assert(!path);
 
 	/* Only the first few holders are looked at: a text behind four
@@ -412,7 +415,8 @@ START_TEST(test_index_copy_of_lends_a_text)
 	d.valid = 0;
 	ck_assert_int_eq(im_index_put(idx, "f3", &d), 0);
 	make_doc(&d, 3, v, 5);
-	ck_assert_int_eq(im_index_copy_of(idx, d.exact, 0, &path, &got), -ENOENT);
+	ck_assert_int_eq(im_index_copy_of(idx, d.exact, 0, &path, &got),
+			 -ENOENT);
 	ck_assert(!path);
 }
 END_TEST
@@ -2803,6 +2807,9 @@ START_TEST(test_index_links_give_similarity_and_kind)
 }
 END_TEST
 
+/* tests/meson.build runs each case as a test of its own (CK_RUN_CASE), so
+ * that the randomized ones run side by side under valgrind: a new case is
+ * named there too. */
 static Suite *index_suite(void)
 {
 	Suite *s = suite_create("index");
@@ -2845,12 +2852,21 @@ static Suite *index_suite(void)
 	tcase_add_test(tc, test_index_random_ops_dense_pool);
 	tcase_add_test(tc, test_index_random_ops_with_prefixes);
 	tcase_add_test(tc, test_index_random_ops_removing_in_batches);
-	tcase_add_test(tc, test_index_batch_matches_one_by_one);
-	tcase_add_test(tc, test_index_put_many_matches_one_by_one);
 	tcase_add_test(tc, test_index_random_ops_failing_allocations);
 	tcase_add_test(tc, test_index_random_ops_expecting_documents);
-	/* _i: removals one by one, then in batches (and sparse families) */
+	/* _i: removals one by one, then in batches */
 	tcase_add_loop_test(tc, test_index_hot_key_links_are_group_links, 0, 2);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("batches");
+	tcase_set_timeout(tc, 600);
+	tcase_add_test(tc, test_index_batch_matches_one_by_one);
+	tcase_add_test(tc, test_index_put_many_matches_one_by_one);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("families");
+	tcase_set_timeout(tc, 600);
+	/* _i: removals one by one, then in batches, and sparse families */
 	tcase_add_loop_test(tc, test_index_near_families_match_fresh_index, 0,
 			    4);
 	suite_add_tcase(s, tc);

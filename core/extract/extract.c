@@ -85,13 +85,19 @@ static bool contains(const char *s, size_t len, const char *needle,
 	return false;
 }
 
+/*
+ * Headers only mail (and news) has. Date, MIME-Version, Content-Type and
+ * User-Agent are left out: other "key: value" files have them too (the
+ * kernel's ABI files open with What:, Date:, KernelVersion:; Debian's
+ * .changes with Format:, Date:, Source:), and read as mail they lost their
+ * first block as headers.
+ */
 /* clang-format off */
 static const char *const mail_headers[] = {
-	"from",		"to",	       "cc",	      "subject",
-	"date",		"message-id",  "received",    "return-path",
-	"mime-version", "delivered-to", "reply-to",   "content-type",
-	"sender",	"in-reply-to", "references",  "x-mailer",
-	"user-agent",	"dkim-signature", NULL,
+	"from",		"to",		"cc",		"subject",
+	"message-id",	"received",	"return-path",	"delivered-to",
+	"reply-to",	"sender",	"in-reply-to",	"references",
+	"x-mailer",	"dkim-signature", "newsgroups",	NULL,
 };
 /* clang-format on */
 
@@ -99,7 +105,7 @@ static const char *const mail_headers[] = {
  * A leading block of RFC 5322 header lines (optionally after an mbox "From "
  * line): every line up to the first empty one is "name: value" or a
  * continuation, at least two are headers and one of them is a header that
- * mail has and other "key: value" files rarely do.
+ * only mail has (mail_headers).
  */
 static bool looks_like_email(const char *s, size_t n)
 {

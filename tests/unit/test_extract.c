@@ -306,6 +306,35 @@ START_TEST(test_extract_sniff_finds_markers_anywhere)
 }
 END_TEST
 
+/* "Key: value" files that are not mail: their first block is text, not
+ * headers to drop (the kernel's ABI files, Debian's .changes, an HTTP
+ * response saved), whereas a message with only Date and Subject is mail. */
+START_TEST(test_extract_sniff_key_value_files_are_text)
+{
+	static const char *const text[] = {
+		"What:\t\t/sys/o2cb symlink\nDate:\t\tMay 2011\n"
+		"KernelVersion:\t3.0\nContact:\tocfs2-devel@oss.oracle.com\n"
+		"Description:\tThis is a symlink: /sys/o2cb to /sys/fs/o2cb.\n"
+		"\t\tDon't code new software to look here.\n",
+		"Format: 1.8\nDate: Sat, 01 Jun 2024 10:00:00 +0000\n"
+		"Source: hello\nBinary: hello\n\nChanges:\n hello (2.10-3)\n",
+		"Content-Type: text/plain\nDate: Mon, 3 Jun 2024 10:00:00 GMT\n"
+		"MIME-Version: 1.0\n\nbody\n",
+	};
+	static const char mail[] = "Date: Mon, 3 Jun 2024 10:00:00 +0000\n"
+				   "Subject: minutes\n\nbody\n";
+
+	for (size_t i = 0; i < sizeof(text) / sizeof(text[0]); i++)
+		ck_assert_msg(im_extract_sniff(text[i], strlen(text[i])) ==
+				      IM_FMT_TEXT,
+			      "file %zu sniffed as %s", i,
+			      im_format_name(im_extract_sniff(
+				      text[i], strlen(text[i]))));
+	ck_assert_int_eq(im_extract_sniff(mail, sizeof(mail) - 1),
+			 IM_FMT_EMAIL);
+}
+END_TEST
+
 /* The unique terms of the last result. */
 static void result_terms(struct im_terms *t)
 {
@@ -579,6 +608,7 @@ static Suite *extract_suite(void)
 	tcase_add_test(tc, test_extract_invalid_utf8_is_cp1252);
 	tcase_add_test(tc, test_extract_utf8_valid_at_every_offset);
 	tcase_add_test(tc, test_extract_sniff_finds_markers_anywhere);
+	tcase_add_test(tc, test_extract_sniff_key_value_files_are_text);
 	tcase_add_test(
 		tc, test_extract_html_without_charset_is_cp1252_when_invalid);
 	tcase_add_test(tc, test_extract_names_and_binary);

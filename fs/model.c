@@ -1009,17 +1009,19 @@ out:
 	return ret;
 }
 
-static void sweep(struct model *m, struct node *dir, uint16_t gen,
+/* The walk of model_sweep() (@p remove: the scan was whole, so a node it
+ * did not see is gone) and model_unread(). */
+static void sweep(struct model *m, struct node *dir, uint16_t gen, bool remove,
 		  void (*unread)(struct node *n, void *arg), void *arg)
 {
 	struct node *c, *next;
 
 	for (c = tree_first_child(m->tree, dir); c; c = next) {
 		next = tree_next_sibling(m->tree, c);
-		if (c->seen != gen)
+		if (remove && c->seen != gen)
 			model_remove(m, c);
 		else if (c->flags & NODE_DIR)
-			sweep(m, c, gen, unread, arg);
+			sweep(m, c, gen, remove, unread, arg);
 		else if (c->scan_reads)
 			unread(c, arg);
 	}
@@ -1029,6 +1031,29 @@ void model_sweep(struct model *m, uint16_t gen,
 		 void (*unread)(struct node *n, void *arg), void *arg)
 {
 	model_hold_index(m);
-	sweep(m, tree_root(m->tree), gen, unread, arg);
+	sweep(m, tree_root(m->tree), gen, true, unread, arg);
 	model_release_index(m);
+}
+
+void model_unread(struct model *m, void (*unread)(struct node *n, void *arg),
+		  void *arg)
+{
+	sweep(m, tree_root(m->tree), 0, false, unread, arg);
+}
+
+static void expect_reads(struct model *m, struct node *dir)
+{
+	for (struct node *c = tree_first_child(m->tree, dir); c;
+	     c = tree_next_sibling(m->tree, c)) {
+		if (c->flags & NODE_DIR)
+			expect_reads(m, c);
+		else if (c->status != NODE_UNKNOWN &&
+			 !im_state_lexicon_free(c->status))
+			c->scan_reads = 1;
+	}
+}
+
+void model_expect_reads(struct model *m)
+{
+	expect_reads(m, tree_root(m->tree));
 }

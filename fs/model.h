@@ -236,6 +236,18 @@ void model_adopt_cache(struct model *m, struct im_state *saved);
  */
 void model_sweep(struct model *m, uint16_t gen,
 		 void (*unread)(struct node *n, void *arg), void *arg);
+/** Call @p unread with each file whose scan_reads is set, removing nothing:
+ *  after a scan that did not finish, whose walk saw only part of the tree. */
+void model_unread(struct model *m, void (*unread)(struct node *n, void *arg),
+		  void *arg);
+/**
+ * Set scan_reads on every file whose record depends on the lexicon (a text,
+ * or an error): a scan that signs every file anew is about to start, and
+ * any of them it gives no result for (a directory renamed before the walk
+ * reached it or its new name, the scan failing) keeps a record of the
+ * lexicon before, to be read again (model_sweep(), model_unread()).
+ */
+void model_expect_reads(struct model *m);
 /**
  * Let the index changes from now on (documents put and removed) wait for
  * the matching model_release_index() (holds nest), which applies them in

@@ -235,10 +235,12 @@ static void read_again(struct scanner *s, struct node *n)
 		scanner_request_rescan(s); /* no memory to queue it */
 }
 
-/* model_sweep(): a file the scan read under a path its directory has left
- * since (a rename, whose event moved the node and left its ctime) kept the
- * record from before the scan, after a rebuild one of the old lexicon:
- * read it again. Nothing else would, as the file did not change. */
+/* model_sweep(), model_unread(): a file the scan asked for (or, signing
+ * every file anew, expected: model_expect_reads()) and got no result of
+ * keeps the record from before the scan, after a rebuild one of the old
+ * lexicon: read it again. Nothing else would when the file did not change
+ * (its directory renamed before the walk reached either name, whose event
+ * moved the node and left its ctime). */
 static void read_unread(struct node *n, void *arg)
 {
 	read_again(arg, n);
@@ -629,11 +631,14 @@ static int scan_tree(struct scanner *s, const struct im_state *cache,
 		.cancel = &s->cancel,
 	};
 	struct applier applier;
+	const struct im_lexicon *lex_before = s->lex;
 	int ret;
 
 	tree_wrlock(m->tree);
 	sc.gen = ++m->scan_gen;
 	tree_root(m->tree)->seen = sc.gen;
+	if (s->resign_all)
+		model_expect_reads(m);
 	tree_unlock(m->tree);
 	__atomic_store_n(&s->todo, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&s->done, 0, __ATOMIC_RELAXED);
@@ -666,9 +671,21 @@ static int scan_tree(struct scanner *s, const struct im_state *cache,
 	ST_SET(s, excluded, counts.excluded);
 	ST_SET(s, walk_errors, counts.errors);
 	if (ret) {
-		if (ret != -ECANCELED)
-			imfs_log(LOG_ERR, "scanning %s: %s", fs->source_real,
-				 strerror(-ret));
+		if (ret == -ECANCELED)
+			return ret; /* a stop: saves leave the files unread */
+		imfs_log(LOG_ERR, "scanning %s: %s", fs->source_real,
+			 strerror(-ret));
+		/* Files asked for and not delivered hold the records from
+		 * before: of the lexicon that stays when none was published,
+		 * so they are right; else older than it, or older than the
+		 * files: read again. The walk was partial: nothing is swept.
+		 */
+		tree_wrlock(m->tree);
+		if (first && s->lex == lex_before)
+			model_unread(m, forget_unread, NULL);
+		else
+			model_unread(m, read_unread, s);
+		tree_unlock(m->tree);
 		return ret;
 	}
 	/* Without a lexicon too: what this walk did not see is gone, though
@@ -858,6 +875,11 @@ static int first_scan(struct scanner *s)
  */
 #define RELEX_MAX_DOCS 10000
 
+/* After a rebuild that failed, the wait before the next: doubled after each
+ * failure up to the second value. */
+#define RELEX_RETRY_SECS     5
+#define RELEX_RETRY_MAX_SECS 600
+
 /*
  * The lexicon counts the documents that hold a term, and so does the view
  * (model.h, with_terms): texts without a word (a package's empty
@@ -882,9 +904,9 @@ static bool lexicon_outgrown(struct scanner *s)
 
 /*
  * Build the lexicon again from the whole tree and sign every file with it,
- * as a first scan does. The workers stop meanwhile (what they had queued is
- * signed by the scan; what is queued since waits for the new lexicon); the
- * watcher goes on. Until the scan ends the view mixes signatures of both
+ * as a first scan does. The workers stop meanwhile (what they had queued
+ * waits, with what is queued since, for the new lexicon, or for the old
+ * one if none is published); the watcher goes on. Until the scan ends the view mixes signatures of both
  * lexicons, so no state is saved then (scanner_save()).
  */
 static int rebuild_lexicon(struct scanner *s)
@@ -989,7 +1011,8 @@ static void *scanner_main(void *arg)
 	malloc_trim(0);
 	scanner_save(s);
 
-	time_t last_save = time(NULL), last_scan = time(NULL);
+	time_t last_save = time(NULL), last_scan = time(NULL), relex_after = 0;
+	unsigned relex_wait = RELEX_RETRY_SECS;
 	while (!wait_stop(s, 1)) {
 		time_t now = time(NULL);
 		bool rescan = take_rescan_request(s);
@@ -1006,9 +1029,17 @@ static void *scanner_main(void *arg)
 			set_phase(s, PHASE_LIVE);
 			last_scan = time(NULL);
 		}
-		if (lexicon_outgrown(s)) {
-			if (rebuild_lexicon(s) == -ECANCELED)
+		if (lexicon_outgrown(s) && now >= relex_after) {
+			ret = rebuild_lexicon(s);
+			if (ret == -ECANCELED)
 				break;
+			/* A rebuild that failed (the state directory full,
+			 * say) read the whole tree for nothing: the next
+			 * waits, longer each time. */
+			relex_after = ret ? time(NULL) + relex_wait : 0;
+			relex_wait = ret ? relex_wait * 2 : RELEX_RETRY_SECS;
+			if (relex_wait > RELEX_RETRY_MAX_SECS)
+				relex_wait = RELEX_RETRY_MAX_SECS;
 			scanner_save(s);
 			last_save = time(NULL);
 			last_scan = last_save;

@@ -90,7 +90,8 @@ struct node {
 	uint8_t fail : 4;      /* files: enum im_extract_fail when FAILED */
 	uint8_t retries : 5;   /* files: signings whose path led nowhere */
 	uint8_t has_terms : 1; /* files: a text with a term (model.h) */
-	/* files: the running scan reads it, and nothing was applied to it
+	/* files: the running scan reads it (or, signing every file anew,
+	 * expects to: model_expect_reads()), and nothing was applied to it
 	 * since the scan asked (scanner.c, apply_result()) */
 	uint8_t scan_reads : 1;
 	/* Private to tree.c: read the name with node_name(). */

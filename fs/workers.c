@@ -57,6 +57,13 @@ void workers_free(struct workers *w)
 {
 	if (!w)
 		return;
+	/* workers_stop() keeps the queue: nodes removed since are the
+	 * queue's to free, the rest the tree's. */
+	for (size_t i = 0; i < w->len; i++) {
+		struct node *n = w->q[(w->head + i) % w->cap];
+		if (n->flags & NODE_DEAD)
+			tree_node_free(w->fs->model->tree, n);
+	}
 	pthread_mutex_destroy(&w->lock);
 	pthread_cond_destroy(&w->cond);
 	free(w->q);
@@ -365,16 +372,23 @@ void workers_stop(struct workers *w)
 	for (unsigned i = 0; i < w->n; i++)
 		pthread_join(w->tids[i], NULL);
 	w->n = 0;
-	/* Nodes still queued were never signed: free the dead ones. */
+	/* Nodes still queued were never signed: free the dead ones, keep
+	 * the rest for the next start. The scan that stopped the workers
+	 * reads most of them too, but if it fails or never walks there (a
+	 * directory renamed meanwhile) nothing else would. */
 	tree_wrlock(t);
 	pthread_mutex_lock(&w->lock);
+	size_t kept = 0;
 	for (size_t i = 0; i < w->len; i++) {
 		struct node *n = w->q[(w->head + i) % w->cap];
-		n->flags &= ~NODE_QUEUED;
-		if (n->flags & NODE_DEAD)
+		if (n->flags & NODE_DEAD) {
+			n->flags &= ~NODE_QUEUED;
 			tree_node_free(t, n);
+		} else {
+			w->q[(w->head + kept++) % w->cap] = n;
+		}
 	}
-	w->len = 0;
+	w->len = kept;
 	pthread_mutex_unlock(&w->lock);
 	tree_unlock(t);
 }

@@ -41,7 +41,8 @@ void workers_free(struct workers *w);
  * @return 0 or -EAGAIN if no thread could start.
  */
 int workers_start(struct workers *w, const struct im_lexicon *lex, unsigned n);
-/** Stop and join the threads; forget what is still queued. */
+/** Stop and join the threads. What is still queued stays, for the next
+ *  workers_start(); dead nodes in it are freed. */
 void workers_stop(struct workers *w);
 
 /**

@@ -273,5 +273,106 @@ def test_files_left_unread_by_a_rebuild_not_saved(w):
     d.umount()
     d.check_log()
 
+@test
+def test_directory_moved_before_the_rebuild_walked_it(w):
+    """A directory the rebuild has not walked yet (m/, after Z/ in the
+    walk) renamed to a name it has walked past (C/) while the rebuild is
+    held at Z/zz.xyz: the scan never asks for its files and the watcher
+    moves them, unchanged. They must still be signed with the new lexicon,
+    lend that to a copy, and be saved so: a rebuild expects to read every
+    text (model_expect_reads())."""
+    for sub in ('D', 'Z', 'm'):
+        os.makedirs(os.path.join(w.src, sub))
+    for n in ('A', 'B'):
+        write(os.path.join(w.src, 'D', n + '.txt'), w.corpus.document())
+        write(os.path.join(w.src, 'm', n + '.txt'), w.corpus.document())
+    for i in range(3):
+        write(os.path.join(w.src, 'd%d.txt' % i), w.corpus.document())
+    stored_zip(os.path.join(w.src, 'Z', 'zz.xyz'), w.corpus.document())
+    started = os.path.join(w.top, 'started')
+    held, hold = gate(w, 'xyz', 'hold', started)
+    opts = [held, 'threads=1']
+    d = w.daemon(opts=opts)
+    st = live_when(w, lambda st: status_int(st, 'format_filter') == 1, 'the first scan')
+    lex_docs = status_int(st, 'lexicon_docs')
+    write(hold, '')
+    for i in range(lex_docs + 1):
+        write(os.path.join(w.src, 'e%d.txt' % i), w.corpus.document())
+    poll(lambda: (os.path.isdir(started), read_status(w.mnt)),
+         'the rebuild to reach Z/zz.xyz', timeout=60)
+    os.rename(os.path.join(w.src, 'm'), os.path.join(w.src, 'C'))
+    poll(lambda: (os.path.isdir(by_doc_path(w.mnt, 'C')), read_status(w.mnt)),
+         'C/ in the view')
+    os.unlink(hold)
+    live_when(w, lambda st: status_int(st, 'relexicons') == 1, 'the rebuild')
+    moved = ['C/A.txt', 'C/B.txt', 'd0.txt']
+
+    def signed_anew(docs):
+        def same():
+            want = cli_sigs(w, docs)
+            got = {rel: view_sigs(w, rel) for rel in docs}
+            return got == want, (got, want)
+        poll(same, 'signatures of the new lexicon', timeout=30)
+    signed_anew(moved)
+    outside = os.path.join(w.top, 'Acopy.txt')
+    shutil.copy(os.path.join(w.src, 'C', 'A.txt'), outside)
+    os.rename(outside, os.path.join(w.src, 'Acopy.txt'))
+    live_when(w, lambda st: os.path.isdir(by_doc_path(w.mnt, 'Acopy.txt')), 'the copy')
+    want = cli_sigs(w, ['Acopy.txt'])['Acopy.txt']
+    check(view_sigs(w, 'Acopy.txt') == want,
+          'the copy: by-doc signatures %s, imatch sign %s' % (view_sigs(w, 'Acopy.txt'), want))
+    d.umount()
+    d.check_log()
+    d = w.daemon(opts=opts)
+    st = live_when(w, lambda st: True, 'the restart')
+    check(status_int(st, 'cached') > 0, 'the restart takes the cache: %s' % st)
+    signed_anew(moved + ['Acopy.txt'])
+    d.umount()
+    d.check_log()
+
+
+@test
+def test_failed_rebuild_keeps_the_view_and_the_cache(w):
+    """A rebuild that fails before it publishes a lexicon (the lexicon
+    cannot be written: a directory stands where its temporary file goes):
+    the old lexicon stays, so what it had signed stays signed and saved,
+    and the files that made the tree outgrow it are signed with it."""
+    docs = []
+    for i in range(3):
+        docs.append('d%d.txt' % i)
+        write(os.path.join(w.src, docs[-1]), w.corpus.document())
+    d = w.daemon()
+    st = live_when(w, lambda st: status_int(st, 'saves') >= 1, 'the first save')
+    lex_docs = status_int(st, 'lexicon_docs')
+    blocker = os.path.join(w.state, 'lexicon.tmp.%d' % d.proc.pid)
+    os.mkdir(blocker)
+    try:
+        for i in range(2 * lex_docs + 1):
+            docs.append('e%d.txt' % i)
+            write(os.path.join(w.src, docs[-1]), w.corpus.document())
+        st = poll(lambda: (status_int(read_status(w.mnt), 'save_errors') >= 1,
+                           read_status(w.mnt)), 'a failed rebuild', timeout=60)
+        s0 = status_int(st, 'saves')
+
+        def signed_and_saved():
+            st = read_status(w.mnt)
+            if status_int(st, 'saves') <= s0 or status_int(st, 'pending'):
+                return False, st
+            want = cli_sigs(w, docs)
+            got = {rel: view_sigs(w, rel) for rel in docs}
+            return got == want, (got, want, st)
+        poll(signed_and_saved, 'every file signed with the old lexicon and saved',
+             timeout=60)
+        d.umount()
+    finally:
+        os.rmdir(blocker)
+    d.check_log(allow=['saving the lexicon', 'scanning'])
+    d = w.daemon()
+    st = live_when(w, lambda st: True, 'the restart')
+    check(status_int(st, 'cached') == len(docs),
+          'the restart takes every file from the cache: %s' % st)
+    d.umount()
+
+
 if __name__ == '__main__':
     sys.exit(run_tests(TESTS, sys.argv[1:]))

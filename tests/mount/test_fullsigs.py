@@ -167,16 +167,17 @@ def gate(w, ext, name, started=None):
             "tr -c A-Za-z ' '" % (ext, hold, mark, hold)), hold
 
 
-def rename_during_rebuild(w, opts, before_release=None):
-    """A tree whose lexicon rebuild is held, after it read D/ and before it
-    is through, by a filter that waits on a file (Z/zz.xyz comes after D/ in
-    the walk); D is renamed E meanwhile, then the rebuild goes on. Its
-    results for D/A.txt and D/B.txt find no file when they come. Returns
-    the daemon, on its way through the rebuild, and its options."""
-    os.makedirs(os.path.join(w.src, 'D'))
-    os.makedirs(os.path.join(w.src, 'Z'))
-    for n in ('A', 'B'):
-        write(os.path.join(w.src, 'D', n + '.txt'), w.corpus.document())
+def held_rebuild(w, opts, dirs=('D',)):
+    """A tree of DIRS (each with A.txt and B.txt), three more documents and
+    Z/zz.xyz, mounted with OPTS; then a lexicon rebuild, held at Z/zz.xyz
+    by a filter that waits on a file (Z/ comes after D/ in the walk, before
+    m/). Returns the daemon, on its way through the rebuild, its options and
+    the file that holds it (unlink it to let the rebuild go on)."""
+    for sub in tuple(dirs) + ('Z',):
+        os.makedirs(os.path.join(w.src, sub))
+    for sub in dirs:
+        for n in ('A', 'B'):
+            write(os.path.join(w.src, sub, n + '.txt'), w.corpus.document())
     for i in range(3):
         write(os.path.join(w.src, 'd%d.txt' % i), w.corpus.document())
     stored_zip(os.path.join(w.src, 'Z', 'zz.xyz'), w.corpus.document())
@@ -192,6 +193,14 @@ def rename_during_rebuild(w, opts, before_release=None):
         write(os.path.join(w.src, 'e%d.txt' % i), w.corpus.document())
     poll(lambda: (os.path.isdir(started), read_status(w.mnt)),
          'the rebuild to reach Z/zz.xyz', timeout=60)
+    return d, opts, hold
+
+
+def rename_during_rebuild(w, opts, before_release=None):
+    """held_rebuild(); D is renamed E meanwhile, then the rebuild goes on.
+    Its results for D/A.txt and D/B.txt find no file when they come.
+    Returns the daemon, on its way through the rebuild, and its options."""
+    d, opts, hold = held_rebuild(w, opts)
     os.rename(os.path.join(w.src, 'D'), os.path.join(w.src, 'E'))
     if before_release:
         before_release()
@@ -202,10 +211,10 @@ def rename_during_rebuild(w, opts, before_release=None):
 MOVED = ['E/A.txt', 'E/B.txt', 'd0.txt', 'e0.txt']
 
 
-def moved_signed_anew(w):
+def moved_signed_anew(w, docs=MOVED):
     def same():
-        want = cli_sigs(w, MOVED)
-        got = {rel: view_sigs(w, rel) for rel in MOVED}
+        want = cli_sigs(w, docs)
+        got = {rel: view_sigs(w, rel) for rel in docs}
         return got == want, (got, want)
     poll(same, 'the moved files signed with the new lexicon', timeout=30)
 
@@ -281,39 +290,14 @@ def test_directory_moved_before_the_rebuild_walked_it(w):
     moves them, unchanged. They must still be signed with the new lexicon,
     lend that to a copy, and be saved so: a rebuild expects to read every
     text (model_expect_reads())."""
-    for sub in ('D', 'Z', 'm'):
-        os.makedirs(os.path.join(w.src, sub))
-    for n in ('A', 'B'):
-        write(os.path.join(w.src, 'D', n + '.txt'), w.corpus.document())
-        write(os.path.join(w.src, 'm', n + '.txt'), w.corpus.document())
-    for i in range(3):
-        write(os.path.join(w.src, 'd%d.txt' % i), w.corpus.document())
-    stored_zip(os.path.join(w.src, 'Z', 'zz.xyz'), w.corpus.document())
-    started = os.path.join(w.top, 'started')
-    held, hold = gate(w, 'xyz', 'hold', started)
-    opts = [held, 'threads=1']
-    d = w.daemon(opts=opts)
-    st = live_when(w, lambda st: status_int(st, 'format_filter') == 1, 'the first scan')
-    lex_docs = status_int(st, 'lexicon_docs')
-    write(hold, '')
-    for i in range(lex_docs + 1):
-        write(os.path.join(w.src, 'e%d.txt' % i), w.corpus.document())
-    poll(lambda: (os.path.isdir(started), read_status(w.mnt)),
-         'the rebuild to reach Z/zz.xyz', timeout=60)
+    d, opts, hold = held_rebuild(w, [], dirs=('D', 'm'))
     os.rename(os.path.join(w.src, 'm'), os.path.join(w.src, 'C'))
     poll(lambda: (os.path.isdir(by_doc_path(w.mnt, 'C')), read_status(w.mnt)),
          'C/ in the view')
     os.unlink(hold)
     live_when(w, lambda st: status_int(st, 'relexicons') == 1, 'the rebuild')
     moved = ['C/A.txt', 'C/B.txt', 'd0.txt']
-
-    def signed_anew(docs):
-        def same():
-            want = cli_sigs(w, docs)
-            got = {rel: view_sigs(w, rel) for rel in docs}
-            return got == want, (got, want)
-        poll(same, 'signatures of the new lexicon', timeout=30)
-    signed_anew(moved)
+    moved_signed_anew(w, moved)
     outside = os.path.join(w.top, 'Acopy.txt')
     shutil.copy(os.path.join(w.src, 'C', 'A.txt'), outside)
     os.rename(outside, os.path.join(w.src, 'Acopy.txt'))
@@ -326,7 +310,7 @@ def test_directory_moved_before_the_rebuild_walked_it(w):
     d = w.daemon(opts=opts)
     st = live_when(w, lambda st: True, 'the restart')
     check(status_int(st, 'cached') > 0, 'the restart takes the cache: %s' % st)
-    signed_anew(moved + ['Acopy.txt'])
+    moved_signed_anew(w, moved + ['Acopy.txt'])
     d.umount()
     d.check_log()
 

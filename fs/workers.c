@@ -189,17 +189,19 @@ static char *claim(struct workers *w, struct node *n)
 	return path;
 }
 
-/* Apply the result of signing @p n at @p path. Tree lock held. */
-static void finish(struct workers *w, struct node *n, const char *path, int ret,
+/* Apply the result of signing @p n at @p path. Tree lock held.
+ * @return whether it was applied (not dropped for a file gone or moved). */
+static bool finish(struct workers *w, struct node *n, const char *path, int ret,
 		   const struct stat *st, const struct im_doc_sigs *d)
 {
 	struct model *m = w->fs->model;
+	bool applied = false;
 
 	n->flags &= ~NODE_SIGNING;
 	if (n->flags & NODE_DEAD) {
 		if (!(n->flags & NODE_QUEUED))
 			tree_node_free(w->fs->model->tree, n);
-		return;
+		return false;
 	}
 	if (ret) {
 		imfs_log(LOG_ERR, "signing %s: %s", path, strerror(-ret));
@@ -230,6 +232,7 @@ static void finish(struct workers *w, struct node *n, const char *path, int ret,
 					 strerror(d->err));
 			model_apply(m, n, path, st, d);
 			model_apply_links(m, n, st, d);
+			applied = true;
 			/* Without a lexicon the tree waits for a second text
 			 * (scanner.c, first_scan()): this may be it. */
 			if (!w->lex && d->status == IM_DOC_REJECTED &&
@@ -242,6 +245,7 @@ static void finish(struct workers *w, struct node *n, const char *path, int ret,
 		n->flags &= ~NODE_AGAIN;
 		workers_queue(w, n);
 	}
+	return applied;
 }
 
 /*
@@ -316,13 +320,15 @@ static void *worker_main(void *arg)
 		if (!path)
 			continue;
 		ret = sign(w, signer, path, &d, &st);
-		if (!ret && im_signer_reused(signer))
-			__atomic_add_fetch(&w->copies_reused, 1,
-					   __ATOMIC_RELAXED);
 		if (!ret && hash)
 			hash_deferred(w, path, &d);
 		tree_wrlock(t);
-		finish(w, n, path, ret, &st, &d);
+		/* Counted once applied: a result dropped for a file renamed
+		 * meanwhile is read again and counted then. */
+		if (finish(w, n, path, ret, &st, &d) &&
+		    im_signer_reused(signer))
+			__atomic_add_fetch(&w->copies_reused, 1,
+					   __ATOMIC_RELAXED);
 		tree_unlock(t);
 		free(path);
 	}

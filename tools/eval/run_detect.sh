@@ -9,9 +9,11 @@
 #     --similarity thresholds and K.
 #  2. tools/eval/perturb: 100 documents of about the mean length, 10 copies
 #     each with 5% (2:9) and 10% (1:9) of the words edited.
-# Corpora: tools/eval/fetch_corpus.sh (manuals: PostgreSQL, Perl, Python) and
+# Corpora: tools/eval/fetch_corpus.sh (manuals: PostgreSQL, Perl, Python),
 # tools/eval/fetch_licences.sh (common-licenses and the copyright files of the
-# packages tools/eval/licences.list names).
+# packages tools/eval/licences.list names), both used to choose the
+# defaults, and tools/eval/fetch_heldout.sh (the kernel's Documentation/),
+# held out: measured with the defaults chosen on the first two.
 set -eu
 imatch=${1:?usage: run_detect.sh IMATCH [CACHE]}
 imatch=$(cd "$(dirname "$imatch")" && pwd)/$(basename "$imatch")
@@ -19,7 +21,8 @@ cache=${2:-${IMATCH_EVAL_CACHE:-/tmp/imatch-eval}}
 here=$(cd "$(dirname "$0")" && pwd)
 "$here/fetch_corpus.sh" "$cache" >/dev/null
 "$here/fetch_licences.sh" "$cache" >/dev/null
-for c in main licences; do
+"$here/fetch_heldout.sh" "$cache" >/dev/null
+for c in main licences heldout; do
 	dir=$cache/corpus/$c
 	echo "### $c"
 	echo

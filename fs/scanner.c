@@ -505,7 +505,11 @@ static void apply_result(struct scanner *s, const char *path,
 	if (!n || (n->flags & NODE_DIR) ||
 	    (d->status == IM_DOC_ERROR && d->err == ENOENT))
 		return;
-	if (n->status != NODE_UNKNOWN && !n->scan_reads) {
+	/* Another inode than the node's: a file renamed over the path since
+	 * the walk asked for it, which a rebuild only expected to read
+	 * (model_expect_reads()); its own read decides. */
+	if (n->status != NODE_UNKNOWN &&
+	    (!n->scan_reads || n->src_ino != st->st_ino)) {
 		read_again_if_other(s, n, st);
 		return;
 	}
@@ -940,7 +944,10 @@ static int rebuild_lexicon(struct scanner *s)
 	if (ret == -ECANCELED)
 		return ret;
 	__atomic_store_n(&s->rebuilding, false, __ATOMIC_RELEASE);
-	ST_ADD(s, relexicons, 1);
+	/* Lexicons built, not tries: a failing one is retried (scanner_main())
+	 * and counted in save_errors when it could not be saved. */
+	if (s->lex != before)
+		ST_ADD(s, relexicons, 1);
 	set_phase(s, PHASE_LIVE);
 	return ret;
 }

@@ -345,8 +345,10 @@ def test_failed_rebuild_keeps_the_view_and_the_cache(w):
             want = cli_sigs(w, docs)
             got = {rel: view_sigs(w, rel) for rel in docs}
             return got == want, (got, want, st)
-        poll(signed_and_saved, 'every file signed with the old lexicon and saved',
-             timeout=60)
+        _, _, st = poll(signed_and_saved,
+                        'every file signed with the old lexicon and saved', timeout=60)
+        check(status_int(st, 'relexicons') == 0,
+              'relexicons counts lexicons built, not tries: %s' % st)
         d.umount()
     finally:
         os.rmdir(blocker)

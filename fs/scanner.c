@@ -839,7 +839,9 @@ static int first_scan(struct scanner *s)
 		s->resign_all = true;
 		ret = scan_quiet(s, cache, true, &no_lex);
 		s->resign_all = false;
-		if (s->lex && !ret)
+		/* As in rebuild_lexicon(): what was not signed anew is
+		 * marked, and refused as a lender until it is. */
+		if (s->lex && ret != -ECANCELED)
 			workers_lend(s->fs->workers, true);
 		/* A save replaces the model's cache. */
 		cache = NULL;
@@ -931,11 +933,11 @@ static int rebuild_lexicon(struct scanner *s)
 	s->resign_all = true;
 	ret = scan_quiet(s, NULL, true, &no_lex);
 	s->resign_all = false;
-	/* Every result is of one lexicon again but those of files the scan
-	 * left unread (model_copy_of() refuses them, model_sweep() has them
-	 * read again): the new one's after a whole scan, the old one's when
-	 * none was published. */
-	if (!ret || s->lex == before)
+	/* Every result is of the lexicon the workers sign with but those of
+	 * files still marked unread (model_expect_reads(); model_copy_of()
+	 * refuses them until they are read again): the new one's, or the old
+	 * one's when none was published. So also after a scan that failed. */
+	if (ret != -ECANCELED)
 		workers_lend(s->fs->workers, true);
 	/* Not rebuilt (too few documents now, an error, a stop): the old
 	 * lexicon signs again. */

@@ -60,10 +60,10 @@ uint64_t workers_pending(struct workers *w);
  * exact copy of it (on at first; model_copy_of()). The scanner turns it off
  * while a first scan or a rebuild signs every file anew (its workers start
  * before that is done, with the index still holding results of another
- * lexicon, or none) and on once that scan succeeded; the files it left
- * unread are refused and read again (model_sweep()). After one that failed
- * once it had published its lexicon the view mixes two, and it stays off
- * until such a scan succeeds. Any thread.
+ * lexicon, or none) and on once that scan ended, also in failure: the
+ * files it gave no result of keep scan_reads (model_expect_reads()) and
+ * are refused until they are read again (model_sweep(), model_unread()).
+ * Any thread.
  */
 void workers_lend(struct workers *w, bool lend);
 

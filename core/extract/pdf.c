@@ -86,6 +86,26 @@ static bool starts_lower(const char *s, const char *end)
 	       ((*s >= 'a' && *s <= 'z') || (unsigned char)*s >= 0xc0);
 }
 
+static bool is_capital(char c)
+{
+	return c >= 'A' && c <= 'Z';
+}
+
+/*
+ * A break inside a word of capitals: two before the hyphen and two after
+ * it. Typesetters hyphenate upper-case text too (a licence's disclaimer:
+ * "PAR-" / "TICULAR", "SOFT-" / "WARE"), and left split those words made
+ * two terms each of one. A name joined by a hyphen at a line end ("JEAN-"
+ * / "PAUL") is joined too: rarer than hyphenated capitals.
+ */
+static bool in_capitals(const struct im_buf *out, const char *s,
+			const char *end)
+{
+	return out->len >= 2 && is_capital(out->p[out->len - 1]) &&
+	       is_capital(out->p[out->len - 2]) && end - s >= 2 &&
+	       is_capital(s[0]) && is_capital(s[1]);
+}
+
 static bool ends_in_letter(const struct im_buf *out)
 {
 	unsigned char c;
@@ -122,7 +142,9 @@ static int page_append(const char *s, size_t len, struct im_buf *out)
 
 			if (n < end && *n == '\r')
 				n++;
-			if (n < end && *n == '\n' && starts_lower(n + 1, end)) {
+			if (n < end && *n == '\n' &&
+			    (starts_lower(n + 1, end) ||
+			     in_capitals(out, n + 1, end))) {
 				s = n + 1;
 				continue;
 			}

@@ -421,7 +421,10 @@ START_TEST(test_extract_pdf_repairs)
 	struct im_extract_opts o;
 	static const char content[] = "BT /F1 12 Tf 20 150 Td (an exam-) Tj 0 "
 				      "-20 Td (ple of Jean-) Tj "
-				      "0 -20 Td (Paul) Tj ET";
+				      "0 -20 Td (Paul) Tj "
+				      "0 -20 Td (OF MER-) Tj "
+				      "0 -20 Td (CHANTABILITY X-) Tj "
+				      "0 -20 Td (RAY) Tj ET";
 	char pdf[1024];
 	int n = snprintf(
 		pdf, sizeof(pdf),
@@ -442,6 +445,9 @@ START_TEST(test_extract_pdf_repairs)
 		      (int)b.len, b.p);
 	ck_assert_msg(memmem(b.p, b.len, "Jean-\nPaul", 10),
 		      "a capital keeps the hyphen: [%.*s]", (int)b.len, b.p);
+	ck_assert_msg(memmem(b.p, b.len, "OF MERCHANTABILITY X-\nRAY", 25),
+		      "a word of capitals joined, one capital kept: [%.*s]",
+		      (int)b.len, b.p);
 	im_buf_release(&b);
 }
 END_TEST

@@ -681,7 +681,9 @@ static int scan_tree(struct scanner *s, const struct im_state *cache,
 			 strerror(-ret));
 		/* Files asked for and not delivered hold the records from
 		 * before: of the lexicon that stays when none was published,
-		 * so they are right; else older than it, or older than the
+		 * so they are right (one asked for as it changed is in the
+		 * workers' queue too, which its event filled and which
+		 * outlives the scan); else older than it, or older than the
 		 * files: read again. The walk was partial: nothing is swept.
 		 */
 		tree_wrlock(m->tree);
@@ -912,8 +914,9 @@ static bool lexicon_outgrown(struct scanner *s)
  * Build the lexicon again from the whole tree and sign every file with it,
  * as a first scan does. The workers stop meanwhile (what they had queued
  * waits, with what is queued since, for the new lexicon, or for the old
- * one if none is published); the watcher goes on. Until the scan ends the view mixes signatures of both
- * lexicons, so no state is saved then (scanner_save()).
+ * one if none is published); the watcher goes on. Until the scan ends the
+ * view mixes signatures of both lexicons, so no state is saved then
+ * (scanner_save()).
  */
 static int rebuild_lexicon(struct scanner *s)
 {

@@ -15,6 +15,12 @@
 
 #include <xxhash.h>
 
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#else
+#define RUNNING_ON_VALGRIND 0
+#endif
+
 #include "extract.h"
 #include "text.h"
 #include "text_internal.h"
@@ -1036,9 +1042,13 @@ START_TEST(test_text_windows_match_scalar)
 	static const unsigned mins[] = {1, 4, 5, 31, 63, 64, 65};
 	char buf[600], what[96];
 
+	/* Under valgrind (CI's memory check, whose CPU has no AVX-512 for
+	 * the SIMD scanners to compare against) every fourth offset. */
+	unsigned off_step = RUNNING_ON_VALGRIND ? 4 : 1;
+
 	im_terms_init(&ref);
 	for (unsigned wl = 1; wl <= 70; wl++) {
-		for (unsigned off = 0; off < 66; off++) {
+		for (unsigned off = 0; off < 66; off += off_step) {
 			size_t n = 0;
 
 			memset(buf, ' ', off);

@@ -90,26 +90,59 @@ static bool contains(const char *s, size_t len, const char *needle,
  * User-Agent are left out: other "key: value" files have them too (the
  * kernel's ABI files open with What:, Date:, KernelVersion:; Debian's
  * .changes with Format:, Date:, Source:), and read as mail they lost their
- * first block as headers.
+ * first block as headers. MIME structure counts too (mime_structure()).
  */
 /* clang-format off */
 static const char *const mail_headers[] = {
 	"from",		"to",		"cc",		"subject",
 	"message-id",	"received",	"return-path",	"delivered-to",
 	"reply-to",	"sender",	"in-reply-to",	"references",
-	"x-mailer",	"dkim-signature", "newsgroups",	NULL,
+	"x-mailer",	"dkim-signature", "newsgroups",	"resent-from",
+	NULL,
 };
 /* clang-format on */
+
+static bool header_is(const char *line, size_t k, const char *name)
+{
+	return strlen(name) == k && !strncasecmp(line, name, k);
+}
+
+/* What a header line says of MIME structure, into *@p mime (bit 0:
+ * MIME-Version, bit 1: a Content-Transfer-Encoding or a multipart
+ * Content-Type). The name is line[0, k). */
+static void mime_structure(const char *line, size_t k, size_t ll,
+			   unsigned *mime)
+{
+	size_t v = k + 1;
+
+	if (header_is(line, k, "mime-version"))
+		*mime |= 1;
+	else if (header_is(line, k, "content-transfer-encoding"))
+		*mime |= 2;
+	else if (header_is(line, k, "content-type")) {
+		while (v < ll && (line[v] == ' ' || line[v] == '\t'))
+			v++;
+		if (ll - v >= 10 && !strncasecmp(line + v, "multipart/", 10))
+			*mime |= 2;
+	}
+}
 
 /*
  * A leading block of RFC 5322 header lines (optionally after an mbox "From "
  * line): every line up to the first empty one is "name: value" or a
  * continuation, at least two are headers and one of them is a header that
- * only mail has (mail_headers).
+ * only mail has (mail_headers), or they give MIME structure: MIME-Version
+ * with a Content-Transfer-Encoding or a multipart Content-Type (a message
+ * stripped of its addresses; Word's and Excel's web archives, .mht, which
+ * open with MIME-Version and a multipart/related Content-Type alone). An
+ * HTTP response has neither. With @p cut the text is the head of a longer
+ * file: a block of headers that outruns it (Gmail's run past 4 KiB) ends
+ * with it, its last line unfinished.
  */
-static bool looks_like_email(const char *s, size_t n)
+static bool looks_like_email(const char *s, size_t n, bool cut)
 {
 	size_t i = 0, headers = 0, known = 0;
+	unsigned mime = 0;
 	bool mbox = false;
 
 	if (has_prefix_ci(s, n, "From ")) {
@@ -126,6 +159,8 @@ static bool looks_like_email(const char *s, size_t n)
 		size_t ll = nl ? (size_t)(nl - line) : n - i;
 		size_t k = 0;
 
+		if (!nl && cut)
+			break;
 		if (ll && line[ll - 1] == '\r')
 			ll--;
 		if (ll == 0)
@@ -141,17 +176,19 @@ static bool looks_like_email(const char *s, size_t n)
 				return false;
 			headers++;
 			for (const char *const *h = mail_headers; *h; h++) {
-				if (strlen(*h) == k &&
-				    !strncasecmp(line, *h, k)) {
+				if (header_is(line, k, *h)) {
 					known++;
 					break;
 				}
 			}
+			mime_structure(line, k, ll, &mime);
 		}
 		if (!nl)
 			break;
 		i = (size_t)(nl - s) + 1;
 	}
+	if (mime == 3)
+		known++;
 	return known >= 1 && (headers >= 2 || (mbox && headers >= 1));
 }
 
@@ -257,7 +294,7 @@ enum im_format im_extract_sniff(const char *buf, size_t len)
 	}
 	if (looks_like_html(s, n))
 		return IM_FMT_HTML;
-	if (looks_like_email(s, n))
+	if (looks_like_email(s, n, len > IM_EXTRACT_SNIFF))
 		return IM_FMT_EMAIL;
 	return IM_FMT_TEXT;
 }

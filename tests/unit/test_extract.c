@@ -335,6 +335,45 @@ START_TEST(test_extract_sniff_key_value_files_are_text)
 }
 END_TEST
 
+/* Mail without an address header: a web archive (.mht) as Word and Excel
+ * save it, a message stripped of its addresses; mail whose headers outrun
+ * the sniffed head of the file, cut at any byte. */
+START_TEST(test_extract_sniff_mime_and_long_headers_are_mail)
+{
+	static const char mht[] =
+		"MIME-Version: 1.0\nX-Document-Type: Workbook\n"
+		"Content-Type: multipart/related; "
+		"boundary=\"----=_NextPart_01D9\"\n\n"
+		"This document is a Single File Web Page.\n";
+	static const char stripped[] =
+		"Date: Mon, 3 Jun 2024 10:00:00 +0000\nMIME-Version: 1.0\n"
+		"Content-Type: text/plain; charset=utf-8\n"
+		"Content-Transfer-Encoding: base64\n\naGVsbG8gd29ybGQ=\n";
+	static const char received[] =
+		"Received: from relay.example.org by mx.example.net\n";
+	static char big[IM_EXTRACT_SNIFF + 256];
+
+	ck_assert_int_eq(im_extract_sniff(mht, sizeof(mht) - 1), IM_FMT_EMAIL);
+	ck_assert_int_eq(im_extract_sniff(stripped, sizeof(stripped) - 1),
+			 IM_FMT_EMAIL);
+	for (size_t pad = 0; pad < sizeof(received); pad++) {
+		size_t n = 0;
+
+		n += (size_t)sprintf(big, "X-Pad: %.*s\n", (int)pad,
+				     "................................"
+				     "................................");
+		while (n + sizeof(received) < sizeof(big) - 64) {
+			memcpy(big + n, received, sizeof(received) - 1);
+			n += sizeof(received) - 1;
+		}
+		n += (size_t)sprintf(big + n, "Subject: hi\n\nbody\n");
+		ck_assert_msg(im_extract_sniff(big, n) == IM_FMT_EMAIL,
+			      "headers past the sniffed head, pad %zu: %s", pad,
+			      im_format_name(im_extract_sniff(big, n)));
+	}
+}
+END_TEST
+
 /* The unique terms of the last result. */
 static void result_terms(struct im_terms *t)
 {
@@ -615,6 +654,7 @@ static Suite *extract_suite(void)
 	tcase_add_test(tc, test_extract_utf8_valid_at_every_offset);
 	tcase_add_test(tc, test_extract_sniff_finds_markers_anywhere);
 	tcase_add_test(tc, test_extract_sniff_key_value_files_are_text);
+	tcase_add_test(tc, test_extract_sniff_mime_and_long_headers_are_mail);
 	tcase_add_test(
 		tc, test_extract_html_without_charset_is_cp1252_when_invalid);
 	tcase_add_test(tc, test_extract_names_and_binary);

@@ -53,17 +53,29 @@ int workers_new(struct imfs *fs, struct workers **out)
 	return 0;
 }
 
+/* Free the dead nodes of the queue, keeping the others in order. With no
+ * worker running; tree lock held exclusively, or none left to race. */
+static void drop_dead(struct workers *w)
+{
+	size_t kept = 0;
+
+	for (size_t i = 0; i < w->len; i++) {
+		struct node *n = w->q[(w->head + i) % w->cap];
+		if (n->flags & NODE_DEAD)
+			tree_node_free(w->fs->model->tree, n);
+		else
+			w->q[(w->head + kept++) % w->cap] = n;
+	}
+	w->len = kept;
+}
+
 void workers_free(struct workers *w)
 {
 	if (!w)
 		return;
 	/* workers_stop() keeps the queue: nodes removed since are the
 	 * queue's to free, the rest the tree's. */
-	for (size_t i = 0; i < w->len; i++) {
-		struct node *n = w->q[(w->head + i) % w->cap];
-		if (n->flags & NODE_DEAD)
-			tree_node_free(w->fs->model->tree, n);
-	}
+	drop_dead(w);
 	pthread_mutex_destroy(&w->lock);
 	pthread_cond_destroy(&w->cond);
 	free(w->q);
@@ -384,17 +396,7 @@ void workers_stop(struct workers *w)
 	 * directory renamed meanwhile) nothing else would. */
 	tree_wrlock(t);
 	pthread_mutex_lock(&w->lock);
-	size_t kept = 0;
-	for (size_t i = 0; i < w->len; i++) {
-		struct node *n = w->q[(w->head + i) % w->cap];
-		if (n->flags & NODE_DEAD) {
-			n->flags &= ~NODE_QUEUED;
-			tree_node_free(t, n);
-		} else {
-			w->q[(w->head + kept++) % w->cap] = n;
-		}
-	}
-	w->len = kept;
+	drop_dead(w);
 	pthread_mutex_unlock(&w->lock);
 	tree_unlock(t);
 }

@@ -86,19 +86,41 @@ static bool contains(const char *s, size_t len, const char *needle,
 }
 
 /*
- * Headers only mail (and news) has. Date, MIME-Version, Content-Type and
- * User-Agent are left out: other "key: value" files have them too (the
- * kernel's ABI files open with What:, Date:, KernelVersion:; Debian's
- * .changes with Format:, Date:, Source:), and read as mail they lost their
- * first block as headers. MIME structure counts too (mime_structure()).
+ * What a header's name says of mail. Senders, recipients and message ids
+ * go by names that other "key: value" files use too (a YAML itinerary's
+ * from: and to:, a CITATION.cff's references:, pandoc's translation files'
+ * To:, Cc: and References:), so they count only with a value shaped as
+ * mail shapes it; Subject only beside a Date as mail writes it (a message
+ * stripped of its addresses). Date, MIME-Version, Content-Type and
+ * User-Agent do not count on their own: the kernel's ABI files open with
+ * What:, Date:, KernelVersion:; Debian's .changes with Format:, Date:,
+ * Source:, and read as mail they lost their first block as headers. MIME
+ * structure counts too (mime_structure()).
  */
+enum mail_header {
+	MH_OTHER,
+	MH_MAIL_ONLY, /* whatever its value */
+	MH_ADDRESS,   /* with a@b, or <> (the return path of a bounce) */
+	MH_MSG_ID,    /* with <id@host> */
+	MH_SUBJECT,
+	MH_DATE,
+};
+
 /* clang-format off */
-static const char *const mail_headers[] = {
-	"from",		"to",		"cc",		"subject",
-	"message-id",	"received",	"return-path",	"delivered-to",
-	"reply-to",	"sender",	"in-reply-to",	"references",
-	"x-mailer",	"dkim-signature", "newsgroups",	"resent-from",
-	NULL,
+static const struct {
+	const char *name;
+	enum mail_header kind;
+} mail_headers[] = {
+	{"received", MH_MAIL_ONLY},	{"x-mailer", MH_MAIL_ONLY},
+	{"dkim-signature", MH_MAIL_ONLY}, {"newsgroups", MH_MAIL_ONLY},
+	{"from", MH_ADDRESS},		{"to", MH_ADDRESS},
+	{"cc", MH_ADDRESS},		{"bcc", MH_ADDRESS},
+	{"reply-to", MH_ADDRESS},	{"sender", MH_ADDRESS},
+	{"resent-from", MH_ADDRESS},	{"resent-to", MH_ADDRESS},
+	{"delivered-to", MH_ADDRESS},	{"return-path", MH_ADDRESS},
+	{"message-id", MH_MSG_ID},	{"in-reply-to", MH_MSG_ID},
+	{"references", MH_MSG_ID},	{"subject", MH_SUBJECT},
+	{"date", MH_DATE},
 };
 /* clang-format on */
 
@@ -107,9 +129,123 @@ static bool header_is(const char *line, size_t k, const char *name)
 	return strlen(name) == k && !strncasecmp(line, name, k);
 }
 
+static enum mail_header header_kind(const char *line, size_t k)
+{
+	for (size_t i = 0; i < sizeof(mail_headers) / sizeof(mail_headers[0]);
+	     i++)
+		if (header_is(line, k, mail_headers[i].name))
+			return mail_headers[i].kind;
+	return MH_OTHER;
+}
+
+static bool is_alpha(char c)
+{
+	return (unsigned)((c | 0x20) - 'a') < 26;
+}
+
+static bool is_digit(char c)
+{
+	return (unsigned)(c - '0') < 10;
+}
+
+/* Bytes around the '@' of an address: the end of a local part (a quoted
+ * one ends with '"') and the start of a domain (a literal with '['); UTF-8
+ * on both sides (RFC 6532). */
+static bool ends_local_part(char c)
+{
+	return is_alpha(c) || is_digit(c) || (unsigned char)c >= 0x80 ||
+	       (c && strchr("!#$%&'*+-/=?^_`{|}~.\"", c));
+}
+
+static bool starts_domain(char c)
+{
+	return is_alpha(c) || is_digit(c) || (unsigned char)c >= 0x80 ||
+	       c == '[';
+}
+
+static size_t skip_blanks(const char *v, size_t n, size_t i)
+{
+	while (i < n && (v[i] == ' ' || v[i] == '\t'))
+		i++;
+	return i;
+}
+
+/* The number of digits at v[*i], *i moved past them. */
+static size_t digits(const char *v, size_t n, size_t *i)
+{
+	size_t d = 0;
+
+	while (*i < n && is_digit(v[*i]))
+		(*i)++, d++;
+	return d;
+}
+
+/*
+ * A date as mail writes it (RFC 5322 §3.3): an optional day name and a
+ * comma, day, month name, year, hours:minutes, as "Mon, 3 Jun 2024
+ * 10:00:00 +0000". Not "May 2011" (the kernel's ABI files) nor "2024-06-03"
+ * (YAML, Markdown front matter).
+ */
+static bool mail_date(const char *v, size_t n)
+{
+	static const char months[] = "janfebmaraprmayjunjulaugsepoctnovdec";
+	size_t i = skip_blanks(v, n, 0), j = i, d, m;
+
+	while (j < n && is_alpha(v[j]))
+		j++;
+	if (j > i && j < n && v[j] == ',')
+		i = skip_blanks(v, n, j + 1);
+	d = digits(v, n, &i);
+	if (d < 1 || d > 2)
+		return false;
+	i = skip_blanks(v, n, i);
+	if (n - i < 3)
+		return false;
+	for (m = 0; m < 36; m += 3)
+		if (!strncasecmp(v + i, months + m, 3))
+			break;
+	if (m == 36)
+		return false;
+	while (i < n && is_alpha(v[i]))
+		i++;
+	i = skip_blanks(v, n, i);
+	d = digits(v, n, &i);
+	if (d != 2 && d != 4)
+		return false;
+	i = skip_blanks(v, n, i);
+	d = digits(v, n, &i);
+	if (d < 1 || d > 2 || i == n || v[i] != ':')
+		return false;
+	i++;
+	return digits(v, n, &i) == 2;
+}
+
+/* Whether v[0, n), the value of a sender, recipient or id header (or one
+ * only mail has), is one only mail gives it. */
+static bool mail_value(const char *v, size_t n, enum mail_header kind)
+{
+	const char *end = v + n, *at, *lt;
+
+	switch (kind) {
+	case MH_MAIL_ONLY: return true;
+	case MH_ADDRESS:
+		for (at = v; (at = memchr(at, '@', (size_t)(end - at))); at++)
+			if (at > v && at + 1 < end && ends_local_part(at[-1]) &&
+			    starts_domain(at[1]))
+				return true;
+		return contains(v, n, "<>", false);
+	case MH_MSG_ID:
+		lt = memchr(v, '<', n);
+		at = lt ? memchr(lt, '@', (size_t)(end - lt)) : NULL;
+		return at && memchr(at, '>', (size_t)(end - at));
+	default: return false;
+	}
+}
+
 /* What a header line says of MIME structure, into *@p mime (bit 0:
- * MIME-Version, bit 1: a Content-Transfer-Encoding or a multipart
- * Content-Type). The name is line[0, k). */
+ * MIME-Version, bit 1: a Content-Transfer-Encoding, or a multipart or
+ * message (a message/rfc822 forwarded whole) Content-Type). The name is
+ * line[0, k). */
 static void mime_structure(const char *line, size_t k, size_t ll,
 			   unsigned *mime)
 {
@@ -120,30 +256,56 @@ static void mime_structure(const char *line, size_t k, size_t ll,
 	else if (header_is(line, k, "content-transfer-encoding"))
 		*mime |= 2;
 	else if (header_is(line, k, "content-type")) {
-		while (v < ll && (line[v] == ' ' || line[v] == '\t'))
-			v++;
-		if (ll - v >= 10 && !strncasecmp(line + v, "multipart/", 10))
+		v = skip_blanks(line, ll, v);
+		if (has_prefix_ci(line + v, ll - v, "multipart/") ||
+		    has_prefix_ci(line + v, ll - v, "message/"))
 			*mime |= 2;
 	}
+}
+
+/* An mbox "From " line s[0, n): the envelope sender and the time it came
+ * with its seconds, as "From a@b Mon Jun  3 10:00:00 2024"; not a sentence
+ * that opens with "From" ("From 9:00 to 17:00 ..."). */
+static bool mbox_from_line(const char *s, size_t n)
+{
+	for (size_t i = 5; i + 6 < n; i++)
+		if (is_digit(s[i]) && s[i + 1] == ':' && is_digit(s[i + 2]) &&
+		    is_digit(s[i + 3]) && s[i + 4] == ':' &&
+		    is_digit(s[i + 5]) && is_digit(s[i + 6]))
+			return true;
+	return false;
 }
 
 /*
  * A leading block of RFC 5322 header lines (optionally after an mbox "From "
  * line): every line up to the first empty one is "name: value" or a
- * continuation, at least two are headers and one of them is a header that
- * only mail has (mail_headers), or they give MIME structure: MIME-Version
- * with a Content-Transfer-Encoding or a multipart Content-Type (a message
- * stripped of its addresses; Word's and Excel's web archives, .mht, which
- * open with MIME-Version and a multipart/related Content-Type alone). An
- * HTTP response has neither. With @p cut the text is the head of a longer
- * file: a block of headers that outruns it (Gmail's run past 4 KiB) ends
- * with it, its last line unfinished.
+ * continuation, at least two are headers (one after an mbox line), and
+ * something in them only mail has:
+ *   - a header only mail has (Received, X-Mailer, DKIM-Signature,
+ *     Newsgroups);
+ *   - a sender or recipient header with an address (From: root@host,
+ *     From: "Name" <a@b>, Return-Path: <>), a Message-ID, In-Reply-To or
+ *     References with a message id, on its line or a continuation;
+ *   - Subject with a Date as mail writes it (a message stripped of its
+ *     addresses);
+ *   - MIME structure: MIME-Version with a Content-Transfer-Encoding or a
+ *     multipart or message Content-Type (Word's and Excel's web archives,
+ *     .mht, open with MIME-Version and a multipart/related Content-Type
+ *     alone; an HTTP response has neither);
+ *   - the mbox "From " line itself.
+ * A header-only message (no blank line, no body) is mail by the same
+ * rule. With @p cut the text is the head of a longer file: a block of
+ * headers that outruns it (Gmail's run past 4 KiB) ends with it, its last
+ * line unfinished.
  */
 static bool looks_like_email(const char *s, size_t n, bool cut)
 {
-	size_t i = 0, headers = 0, known = 0;
+	size_t i = 0, headers = 0;
 	unsigned mime = 0;
-	bool mbox = false;
+	bool mbox = false, mail = false, subject = false, date = false;
+	/* A sender or id header whose value has not shown an address or id
+	 * yet: its continuation lines may ("To:\n\tall@list.example"). */
+	enum mail_header open = MH_OTHER;
 
 	if (has_prefix_ci(s, n, "From ")) {
 		const char *nl = memchr(s, '\n', n);
@@ -152,12 +314,14 @@ static bool looks_like_email(const char *s, size_t n, bool cut)
 			return false;
 		i = (size_t)(nl - s) + 1;
 		mbox = true;
+		mail = mbox_from_line(s, (size_t)(nl - s));
 	}
 	while (i < n) {
 		const char *line = s + i;
 		const char *nl = memchr(line, '\n', n - i);
 		size_t ll = nl ? (size_t)(nl - line) : n - i;
-		size_t k = 0;
+		size_t k = 0, v;
+		enum mail_header kind;
 
 		if (!nl && cut)
 			break;
@@ -168,6 +332,8 @@ static bool looks_like_email(const char *s, size_t n, bool cut)
 		if (line[0] == ' ' || line[0] == '\t') {
 			if (!headers)
 				return false;
+			if (open != MH_OTHER && mail_value(line, ll, open))
+				mail = true;
 		} else {
 			while (k < ll && line[k] > 32 && line[k] < 127 &&
 			       line[k] != ':')
@@ -175,11 +341,20 @@ static bool looks_like_email(const char *s, size_t n, bool cut)
 			if (k == 0 || k == ll || line[k] != ':')
 				return false;
 			headers++;
-			for (const char *const *h = mail_headers; *h; h++) {
-				if (header_is(line, k, *h)) {
-					known++;
-					break;
-				}
+			kind = header_kind(line, k);
+			v = skip_blanks(line, ll, k + 1);
+			open = MH_OTHER;
+			switch (kind) {
+			case MH_OTHER: break;
+			case MH_SUBJECT: subject = true; break;
+			case MH_DATE:
+				date = date || mail_date(line + v, ll - v);
+				break;
+			default:
+				if (mail_value(line + v, ll - v, kind))
+					mail = true;
+				else
+					open = kind;
 			}
 			mime_structure(line, k, ll, &mime);
 		}
@@ -187,9 +362,8 @@ static bool looks_like_email(const char *s, size_t n, bool cut)
 			break;
 		i = (size_t)(nl - s) + 1;
 	}
-	if (mime == 3)
-		known++;
-	return known >= 1 && (headers >= 2 || (mbox && headers >= 1));
+	mail = mail || mime == 3 || (subject && date);
+	return mail && (headers >= 2 || (mbox && headers >= 1));
 }
 
 /* Markup a browser would render: a doctype or <html>, or a fragment that

@@ -374,6 +374,132 @@ START_TEST(test_extract_sniff_mime_and_long_headers_are_mail)
 }
 END_TEST
 
+/* Files whose keys include from, to, subject or references, but no value
+ * mail would give them: read as mail they were all "headers" (no blank
+ * line ends them) and lost every term. */
+START_TEST(test_extract_key_value_files_keep_their_terms)
+{
+	static const struct {
+		const char *what, *file, *first;
+	} files[] = {
+		{"YAML itinerary",
+		 "from: Paris\nto: Berlin\ndate: 2024-06-03\n"
+		 "departure: 09:13 Gare de l'Est\n"
+		 "arrival: 17:45 Hauptbahnhof\nnotes: bring the passport\n",
+		 "Paris"},
+		{"CITATION.cff",
+		 "cff-version: 1.2.0\n"
+		 "message: If you use this software, please cite it.\n"
+		 "title: Tidal harmonics toolkit\nauthors:\n"
+		 "  - family-names: Lovelace\n    given-names: Ada\n"
+		 "references:\n  - type: article\n"
+		 "    title: Harmonic analysis of coastal tides\n"
+		 "    authors:\n      - family-names: Doodson\n"
+		 "        email: doodson@example.org\n    year: 1921\n",
+		 "software"},
+		{"config with a subject",
+		 "subject: Nightly build report\nrecipients: release-team\n"
+		 "schedule: daily\ntemplate: failures-first\n",
+		 "Nightly"},
+		{"translation table (pandoc's have To, Cc, References)",
+		 "Abstract: Zusammenfassung\nAppendix: Anhang\nCc: Verteiler\n"
+		 "Chapter: Kapitel\nReferences: Literatur\nTo: An\n",
+		 "Zusammenfassung"},
+	};
+
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		size_t n = strlen(files[i].file);
+
+		extract_n(files[i].file, n);
+		ck_assert_msg(res.format == IM_FMT_TEXT && res.len == n,
+			      "%s read as %s, %zu of %zu bytes", files[i].what,
+			      im_format_name(res.format), res.len, n);
+		assert_text_has(files[i].first);
+	}
+}
+END_TEST
+
+/* Mail of every kind, each beside a file with the same header names whose
+ * values mail would not give them. Read as mail a file keeps only its
+ * Subject and body, so a file taken for mail by mistake can lose every
+ * term, and mail taken for text only gains its header words: when in
+ * doubt, text. @keep is a word the file must give, @drop (for mail) one of
+ * a header dropped. */
+START_TEST(test_extract_mail_told_by_header_values)
+{
+	static const struct {
+		const char *what, *file, *keep, *drop;
+		enum im_format f;
+	} cases[] = {
+		{"message, From with a display name",
+		 "From: \"Lovelace, Ada\" <ada@example.org>\n"
+		 "To: charles@example.org\nSubject: engine notes\n\n"
+		 "The engine weaves algebraic patterns.\n",
+		 "weaves", "Lovelace", IM_FMT_EMAIL},
+		{"memo, names for addresses",
+		 "From: Ada Lovelace\nTo: Charles Babbage\n"
+		 "Subject: engine notes\n\n"
+		 "The engine weaves algebraic patterns.\n",
+		 "Lovelace", NULL, IM_FMT_TEXT},
+		{"message of headers only",
+		 "From: ada@example.org\nTo: charles@example.org\n"
+		 "Subject: meeting cancelled\n",
+		 "cancelled", "charles", IM_FMT_EMAIL},
+		{"local mail",
+		 "From: root@host\nTo: root\n"
+		 "Subject: Cron run-parts /etc/cron.daily\n\n"
+		 "gzip: stdout: No space left on device\n",
+		 "space", "root", IM_FMT_EMAIL},
+		{"Usenet article",
+		 "Path: news.example.org!not-for-mail\nFrom: Ada Lovelace\n"
+		 "Newsgroups: comp.lang.c\nSubject: pointer arithmetic\n\n"
+		 "Arrays decay to pointers.\n",
+		 "decay", "comp.lang", IM_FMT_EMAIL},
+		{"recipients on continuation lines",
+		 "From: Ada\nTo:\n\tcharles@example.org,\n\tmary@example.org\n"
+		 "Subject: notes\n\nSee the attached figures.\n",
+		 "figures", "mary", IM_FMT_EMAIL},
+		{"bounce",
+		 "Return-Path: <>\nFrom: Mail Delivery System\n"
+		 "Subject: Undelivered Mail\n\nThe recipient's "
+		 "mailbox is full.\n",
+		 "mailbox", "System", IM_FMT_EMAIL},
+		{"message id alone",
+		 "Message-ID: <20240603.1@example.org>\nSubject: minutes\n\n"
+		 "Quorum reached.\n",
+		 "Quorum", "20240603", IM_FMT_EMAIL},
+		{"references without message ids",
+		 "id: 7\nreferences: Knuth 1968; Lamport 1994\n"
+		 "subject: typesetting\n",
+		 "Knuth", NULL, IM_FMT_TEXT},
+		{"subject and a date mail would not write",
+		 "subject: minutes\ndate: 2024-06-03\n", "minutes", NULL,
+		 IM_FMT_TEXT},
+		{"mbox message, no address",
+		 "From - Mon Jun  3 10:00:00 2024\nX-Mozilla-Status: 0001\n"
+		 "Content-Type: text/plain\n\nDraft of the report.\n",
+		 "Draft", "Mozilla", IM_FMT_EMAIL},
+		{"opening hours, not an mbox line",
+		 "From 9:00 to 17:00 the desk is staffed.\nPhone: 555 0100\n",
+		 "staffed", NULL, IM_FMT_TEXT},
+		{"forwarded message",
+		 "MIME-Version: 1.0\nContent-Type: message/rfc822\n"
+		 "Subject: forwarded\n\nSubject: inner\n\nThe inner body.\n",
+		 "inner", "rfc822", IM_FMT_EMAIL},
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		extract_n(cases[i].file, strlen(cases[i].file));
+		ck_assert_msg(res.format == cases[i].f, "%s read as %s",
+			      cases[i].what, im_format_name(res.format));
+		assert_text_has(cases[i].keep);
+		ck_assert_msg(!cases[i].drop || !strstr(text, cases[i].drop),
+			      "%s: \"%s\" kept: \"%.300s\"", cases[i].what,
+			      cases[i].drop, text);
+	}
+}
+END_TEST
+
 /* The unique terms of the last result. */
 static void result_terms(struct im_terms *t)
 {
@@ -655,6 +781,8 @@ static Suite *extract_suite(void)
 	tcase_add_test(tc, test_extract_sniff_finds_markers_anywhere);
 	tcase_add_test(tc, test_extract_sniff_key_value_files_are_text);
 	tcase_add_test(tc, test_extract_sniff_mime_and_long_headers_are_mail);
+	tcase_add_test(tc, test_extract_key_value_files_keep_their_terms);
+	tcase_add_test(tc, test_extract_mail_told_by_header_values);
 	tcase_add_test(
 		tc, test_extract_html_without_charset_is_cp1252_when_invalid);
 	tcase_add_test(tc, test_extract_names_and_binary);

@@ -22,7 +22,7 @@ void im_params_init(struct im_params *p)
 	p->nidf_lo = 0.2;
 	p->nidf_hi = 0.8;
 	p->secondary_cap = 200000;
-	p->k = 10;
+	p->k = 4;
 	p->keep = 0.3;
 	p->seed = 0x1a7c4;
 	p->min_terms = 10;

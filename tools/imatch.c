@@ -130,7 +130,7 @@ static const struct opt opts[] = {
 	{"verbose", 0, 'v', F_ALL | F_APPLY, NULL,
 	 "-v, --verbose      say more (scan: a summary on stderr; explain: S)"},
 	{"k", 1, 'k', F_SIGNING, "k",
-	 "-k, --k N          randomized lexicons besides the original (0..31)"},
+	 "-k, --k N          randomized lexicons besides the original (0..31;\n                   default 4)"},
 	{"keep", 1, O_KEEP, F_SIGNING & ~F_DEDUPE, "keep",
 	 "--keep F           fraction of L and B each randomized lexicon "
 	 "keeps"},

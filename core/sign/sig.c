@@ -666,30 +666,33 @@ static void fill_terms(struct im_signer *s, size_t npk, unsigned ncoords)
 		s->hk_len[k] = end[k] - k * stride;
 }
 
-/* Coordinates fill_fixed() is written for: K = 10, the default. */
-#define FILL_FIXED 11
-
 typedef uint32_t v4u __attribute__((vector_size(16)));
 typedef int32_t v4i __attribute__((vector_size(16)));
 
+/* The most coordinates fill_fixed() fills: three vectors of four lanes. */
+#define FILL_FIXED_MAX 12
+
 /*
- * fill_terms() for FILL_FIXED coordinates: the ends of the twelve lanes of
- * three vectors (the buffers are below HK_MAX, so 32 bits hold them) move
- * by the term's length where its mask has the lane's bit, in six vector
- * operations instead of a shift, a mask, a negation and an add for each
- * coordinate: the scalar loop's eleven ends did not fit in registers.
+ * fill_terms() for a number of coordinates @p nc known when it is compiled
+ * (the callers below): the ends of the lanes of (nc + 3) / 4 vectors (the
+ * buffers are below HK_MAX, so 32 bits hold them) move by the term's
+ * length where its mask has the lane's bit, in two vector operations per
+ * vector instead of a shift, a mask, a negation and an add for each
+ * coordinate: the scalar loop's ends did not fit in registers.
  */
-static void fill_fixed(struct im_signer *s, size_t npk)
+static inline __attribute__((always_inline)) void
+fill_fixed(struct im_signer *s, size_t npk, const unsigned nc)
 {
+	const unsigned nv = (nc + 3) / 4;
 	uint32_t stride = (uint32_t)s->hk_stride;
 	unsigned char *hk = s->hk;
-	v4u end[3], bit[3];
+	v4u end[FILL_FIXED_MAX / 4], bit[FILL_FIXED_MAX / 4];
 
-	for (unsigned k = 0; k < 12; k++) {
+	for (unsigned k = 0; k < 4 * nv; k++) {
 		end[k / 4][k % 4] = k * stride + 1;
 		bit[k / 4][k % 4] = UINT32_C(1) << k;
 	}
-	for (unsigned k = 0; k < FILL_FIXED; k++)
+	for (unsigned k = 0; k < nc; k++)
 		hk[k * stride] = (unsigned char)k;
 	for (size_t i = 0; i < npk; i++) {
 		struct cand t = s->found[(uint32_t)s->pk[i]];
@@ -704,17 +707,16 @@ static void fill_fixed(struct im_signer *s, size_t npk)
 
 			memcpy(b, str, IM_LEX_STR_PAD);
 #pragma GCC unroll 16
-			for (unsigned k = 0; k < FILL_FIXED; k++)
+			for (unsigned k = 0; k < nc; k++)
 				memcpy(hk + end[k / 4][k % 4], b,
 				       IM_LEX_STR_PAD);
 #pragma GCC unroll 3
-			for (unsigned g = 0; g < 3; g++)
+			for (unsigned g = 0; g < nv; g++)
 				end[g] += (v4u)((v4i)((m & bit[g]) == bit[g])) &
 					  l;
 		} else {
-			for (uint32_t m =
-				     t.mask & ((UINT32_C(1) << FILL_FIXED) - 1);
-			     m; m &= m - 1) {
+			for (uint32_t m = t.mask & ((UINT32_C(1) << nc) - 1); m;
+			     m &= m - 1) {
 				unsigned k = (unsigned)__builtin_ctz(m);
 
 				memcpy(hk + end[k / 4][k % 4], str, tl);
@@ -723,16 +725,19 @@ static void fill_fixed(struct im_signer *s, size_t npk)
 		}
 		s->pc[i] = t;
 	}
-	for (unsigned k = 0; k < FILL_FIXED; k++)
+	for (unsigned k = 0; k < nc; k++)
 		s->hk_len[k] = end[k / 4][k % 4] - k * stride;
 }
 
+/* The vector fill for the default K = 4 and the former default K = 10,
+ * the scalar one for any other K. */
 static void fill_coords(struct im_signer *s, size_t npk)
 {
-	if (s->p.k + 1 == FILL_FIXED)
-		fill_fixed(s, npk);
-	else
-		fill_terms(s, npk, s->p.k + 1);
+	switch (s->p.k + 1) {
+	case 5: fill_fixed(s, npk, 5); break;
+	case 11: fill_fixed(s, npk, 11); break;
+	default: fill_terms(s, npk, s->p.k + 1); break;
+	}
 }
 
 /*

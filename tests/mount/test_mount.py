@@ -23,7 +23,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from util import (DEADLINE, Fail, Skip, by_doc_documents, by_doc_path, check,  # noqa: E402
+from util import (DEADLINE, DEFAULT_K, Fail, Skip, by_doc_documents, by_doc_path, check,  # noqa: E402
                   check_view_invariants, cluster_sets, encode_member,
                   expect_errno, fmt_clusters, fusermount, in_proc_mounts, is_mounted, poll,
                   read_clusters, read_dupes, read_status, run_tests, scan,
@@ -400,8 +400,9 @@ def test_by_doc_file_signatures_status(w):
             check(f.read() == g.read(), 'by-doc/%s/file does not read as the source' % p)
         with open(by_doc_path(w.mnt, p, 'signatures')) as f:
             lines = f.read().splitlines()
-        check(len(lines) == 11, 'by-doc/%s/signatures has %d lines, wanted K+1 = 11'
-              % (p, len(lines)))
+        check(len(lines) == DEFAULT_K + 1,
+              'by-doc/%s/signatures has %d lines, wanted K+1 = %d'
+              % (p, len(lines), DEFAULT_K + 1))
         for s in lines:
             check(s == '-' or (len(s) == 40 and all(c in '0123456789abcdef' for c in s)),
                   'by-doc/%s/signatures line %r' % (p, s))
@@ -410,10 +411,10 @@ def test_by_doc_file_signatures_status(w):
         a = f.read()
     with open(by_doc_path(w.mnt, fam[1], 'signatures')) as f:
         b = f.read()
-    check(a == b and a.count('-') < 11, 'a reformatted copy must have the same signatures:'
+    check(a == b and a.count('-') < DEFAULT_K + 1, 'a reformatted copy must have the same signatures:'
           '\n%s\n%s' % (a, b))
     with open(by_doc_path(w.mnt, 'notes/lonely.txt', 'signatures')) as f:
-        check(f.read().split() == ['-'] * 11, 'a two-word note must be rejected everywhere')
+        check(f.read().split() == ['-'] * (DEFAULT_K + 1), 'a two-word note must be rejected everywhere')
     d.umount()
     d.check_log()
 

@@ -33,6 +33,9 @@ AUTO_UNMOUNT = os.environ.get('TEST_AUTO_UNMOUNT', '1') != '0'
 # Valgrind slows the daemon down by an order of magnitude: give it room.
 SLOW = 10 if VALGRIND else 1
 DEADLINE = 30 * SLOW
+
+# Randomized lexicons at the defaults (core/params.c im_params_init()).
+DEFAULT_K = 4
 # A test still running after this long has a syscall stuck in a mount that
 # no daemon thread answers: the runner then aborts the FUSE connections.
 # Keep it below meson's timeout (tests/mount/meson.build; x5 under valgrind).

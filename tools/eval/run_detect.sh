@@ -32,12 +32,12 @@ for c in main licences heldout; do
 			--label "similarity $s" $hdr --similarity "$s" "$dir"
 		hdr=--no-header
 	done
-	for k in 4 16; do
+	for k in 2 10 16; do
 		python3 "$here/detect" --imatch "$imatch" --truth-cache "$cache/truth-$c.json" \
 			--label "K $k" --no-header --k "$k" "$dir"
 	done
 	echo
-	python3 "$here/perturb" --imatch "$imatch" --ks 10 --windows 0.2:0.8 \
+	python3 "$here/perturb" --imatch "$imatch" --ks 4,10 --windows 0.2:0.8 \
 		--strengths 2:9,1:9 --docs 100 --copies 10 --families none "$dir"
 	echo
 done

@@ -98,6 +98,9 @@ struct walk_cbs {
 	 * alone: the callback stats the file it opens, and a stat of the
 	 * name first was a tenth of the system calls of a scan. */
 	bool stat_on_open;
+	/* im_scan_ops.unreadable and its argument, or NULL */
+	void (*unreadable)(const char *path, int err, void *arg);
+	void *unreadable_arg;
 };
 
 /*
@@ -332,6 +335,23 @@ static int out_of_scope(struct walker *w, const char *path, const char *name,
 	return out;
 }
 
+/* Count what the walk could not open or read (@p dir / @p name, or @p dir
+ * itself when @p name is NULL) and name it to the caller. */
+static void walk_error(struct walker *w, const char *dir, const char *name,
+		       int err)
+{
+	char *path;
+
+	w->counts->errors++;
+	if (!w->cb->unreadable)
+		return;
+	path = name ? join(dir, name) : NULL;
+	if (name && !path)
+		return; /* out of memory: counted, not named */
+	w->cb->unreadable(name ? path : dir, err, w->cb->unreadable_arg);
+	free(path);
+}
+
 /*
  * Enter a directory already opened as @p fd: count it, call the dir callback,
  * hand its files on and push a frame with its subdirectories (their scope,
@@ -366,7 +386,7 @@ static int walk_enter(struct walker *w, int fd, char *path,
 	if (ret == -ENOMEM)
 		goto out;
 	if (ret) {
-		c->errors++;
+		walk_error(w, path, NULL, -ret);
 		ret = 0;
 		goto out;
 	}
@@ -403,7 +423,7 @@ static int walk_enter(struct walker *w, int fd, char *path,
 			memset(&est, 0, sizeof(est));
 			est.st_mode = S_IFREG;
 		} else if (fstatat(fd, name, &est, AT_SYMLINK_NOFOLLOW)) {
-			c->errors++;
+			walk_error(w, path, name, errno);
 			continue;
 		}
 		if (S_ISDIR(est.st_mode)) {
@@ -497,9 +517,11 @@ static int descend(struct walker *w, struct frame *f, const char *name)
 		return scope < 0 ? scope : 0;
 	cfd = open_dir_at(f->dir->fd, name);
 	if (cfd < 0 || fstat(cfd, &st)) {
+		int err = errno;
+
 		if (cfd >= 0)
 			close(cfd);
-		c->errors++;
+		walk_error(w, f->path, name, err);
 		return 0;
 	}
 	if ((cb->skip_dev || cb->skip_ino) && st.st_dev == cb->skip_dev &&
@@ -1473,6 +1495,8 @@ static int walk_with(int dirfd, struct scan *sc, struct sign_worker *wk,
 		 * of what was opened; a caller that chooses files by their
 		 * stat (the daemon's cache) needs it before. */
 		.stat_on_open = work != df_work && !(sc->ops && sc->ops->want),
+		.unreadable = sc->ops ? sc->ops->unreadable : NULL,
+		.unreadable_arg = sc->ops ? sc->ops->arg : NULL,
 	};
 	int ret;
 

@@ -110,6 +110,10 @@ struct im_scan_ops {
 		       const struct im_doc_sigs *d, void *arg);
 	/** Walker thread, may be NULL: each directory, as im_walk_ops.dir. */
 	im_walk_dir_cb dir;
+	/** Walker thread, may be NULL: a directory (or an entry of one) that
+	 *  could not be opened or read, with its errno; counted in errors,
+	 *  never delivered to result(). */
+	void (*unreadable)(const char *path, int err, void *arg);
 	void *arg;
 	dev_t skip_dev;
 	ino_t skip_ino;

@@ -522,13 +522,19 @@ static void print_summary(const struct dedupe *dd)
 			"or of one another\n",
 			all, dd->freed);
 	}
-	if (p->protected_kept || p->same_inode)
+	/* Protected keepers are not counted here: only what protection
+	 * spared, files another keeper would have taken. */
+	if (p->protected_kept)
 		fprintf(stderr,
-			"imatch: dedupe: %zu protected %s kept; %zu hard %s of "
-			"their keeper left alone\n",
+			"imatch: dedupe: %zu protected %s kept that would "
+			"have gone\n",
 			p->protected_kept,
-			noun(p->protected_kept, "file", "files"), p->same_inode,
-			noun(p->same_inode, "link", "links"));
+			noun(p->protected_kept, "file", "files"));
+	if (p->same_inode)
+		fprintf(stderr,
+			"imatch: dedupe: %zu hard %s of their keeper left "
+			"alone\n",
+			p->same_inode, noun(p->same_inode, "link", "links"));
 }
 
 static void release(struct dedupe *dd)

@@ -263,8 +263,9 @@ static const char *doc_state(const struct im_doc_sigs *d)
 	switch (d->status) {
 	case IM_DOC_SIGNED: return "signed";
 	case IM_DOC_REJECTED: return "every coordinate rejected";
-	case IM_DOC_BINARY: return "no known format";
+	case IM_DOC_BINARY: return "binary (no known format)";
 	case IM_DOC_TOO_BIG: return "larger than --max-size";
+	case IM_DOC_FAILED: return "extraction failed";
 	default: return "unreadable";
 	}
 }

@@ -146,6 +146,7 @@ static void on_result(const char *path, const struct stat *st,
 	struct collect *col = arg;
 	int ret;
 
+	flockfile(stderr);
 	if (col->verbose && d->status == IM_DOC_ERROR) {
 		fputs("imatch: cannot read ", stderr);
 		put_text_path(stderr, path);
@@ -158,11 +159,28 @@ static void on_result(const char *path, const struct stat *st,
 		fprintf(stderr, ": extraction failed: %s\n",
 			im_extract_fail_name((enum im_extract_fail)d->err));
 	}
+	funlockfile(stderr);
 	ret = im_index_put(col->idx, path, d);
 	if (ret && !col->err)
 		col->err = ret;
 	if (!ret && col->fn)
 		col->fn(path, st, d, col->fn_arg);
+}
+
+/* A directory the walk could not open or read: with -v, named as the files
+ * are (the summary only counts it in errors). */
+static void on_unreadable(const char *path, int err, void *arg)
+{
+	const struct collect *col = arg;
+
+	if (!col->verbose)
+		return;
+	/* The walker's line, not mixed with a worker's. */
+	flockfile(stderr);
+	fputs("imatch: cannot read ", stderr);
+	put_text_path(stderr, *path ? path : ".");
+	fprintf(stderr, ": %s\n", strerror(err));
+	funlockfile(stderr);
 }
 
 static int on_member(const char *path, void *arg)
@@ -434,7 +452,8 @@ static int sign_tree(struct cli *c, int fd, struct collect *col,
 {
 	struct im_lexicon *lex = NULL;
 	struct first_ctx fc = {.sum = sum};
-	struct im_scan_ops ops = {.result = on_result, .arg = col};
+	struct im_scan_ops ops = {
+		.result = on_result, .unreadable = on_unreadable, .arg = col};
 	int ret, code = -1;
 	double t0;
 

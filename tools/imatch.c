@@ -530,6 +530,7 @@ static int parse_and_run(const struct command *cmd, int argc, char **argv)
 	size_t n = 0, sl = 1;
 	struct cli c = {.cmd = cmd->name};
 	char why[128];
+	const char *lexicon_option = NULL;
 	uint64_t v64;
 	int ch, ret;
 
@@ -572,6 +573,8 @@ static int parse_and_run(const struct command *cmd, int argc, char **argv)
 		}
 		if (o->param) {
 			c.max_size_given |= ch == O_MAX_SIZE;
+			if (ch == O_NIDF || ch == O_SECONDARY_CAP)
+				lexicon_option = o->name;
 			ret = im_params_set(&c.p, o->param, optarg);
 			if (ret) {
 				err_msg("%s: bad value for --%s: '%s'",
@@ -704,6 +707,13 @@ static int parse_and_run(const struct command *cmd, int argc, char **argv)
 		err_msg("%s: %s", cmd->name, why);
 		return EXIT_USAGE;
 	}
+	/* The lexicon given was built with its own window and cap: an
+	 * option that would build one does nothing then, which a user who
+	 * gave it should hear (scripts pass both and still work). */
+	if (lexicon_option && c.lexicon)
+		err_msg("%s: --%s is ignored: the lexicon given (--lexicon) "
+			"fixes it",
+			cmd->name, lexicon_option);
 	c.argc = argc - optind;
 	c.argv = argv + optind;
 	if ((cmd->flag & F_LISTED) && (c.files_from || c.root) && !c.from_df) {

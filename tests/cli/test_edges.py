@@ -8,6 +8,7 @@ import functools
 import io
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import zipfile
@@ -104,6 +105,45 @@ def case_verbose_names_failures(tmp):
     check("no text from" not in err, "only with -v: %s" % err)
 
 
+class Skipped(Exception):
+    pass
+
+
+def case_verbose_names_unreadable(tmp):
+    """scan -v names a directory it could not open as it names a file it
+    could not read; the summary counts both in errors. Root reads
+    anything: as root the scan runs as nobody."""
+    root = os.path.join(tmp, "s")
+    text = "several words of one text file, enough of them to count\n"
+    write(root, {"a.txt": text, "b.txt": text, "locked/c.txt": text,
+                 "locked/deeper/d.txt": text, "noread.txt": text})
+    os.chmod(tmp, 0o711)
+    os.chmod(os.path.join(root, "locked"), 0)
+    os.chmod(os.path.join(root, "noread.txt"), 0)
+    as_nobody = None
+    if os.geteuid() == 0:
+        def as_nobody():
+            os.setgroups([])
+            os.setgid(65534)
+            os.setuid(65534)
+    try:
+        p = subprocess.run([test_cli.IMATCH, "scan", "-v", root],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           timeout=300, preexec_fn=as_nobody)
+    except PermissionError:
+        p = None
+    if p is None or (as_nobody and p.returncode == 126):
+        raise Skipped("nobody cannot run %s" % test_cli.IMATCH)
+    err = p.stderr.decode("utf-8", "replace")
+    check(p.returncode == 0, "scan -v: exit %d: %s" % (p.returncode, err))
+    lines = err.splitlines()
+    for want in ("imatch: cannot read locked: Permission denied",
+                 "imatch: cannot read noread.txt: Permission denied",
+                 "errors: 2"):
+        check(want in lines, "scan -v says %r: %s" % (want, err))
+    check(p.stdout.decode() == "a.txt\tb.txt\n", "clusters: %r" % p.stdout)
+
+
 def case_dupes_documents_only(tmp):
     """dupes prints what a mount's by-doc/ holds: documents only, so two
     identical binaries are no line of their own (they are in scan's
@@ -150,6 +190,11 @@ def case_explain_no_terms(tmp):
           "empty files' sketch: %r" % got)
     check(got["linked"].startswith("no"), "empty files linked: %r" % got)
     got = explain("b1", "b2")
+    check("binary (no known format), 0 unique terms" in
+          [l.strip() for l in run("explain", "--lexicon", lex,
+                                  os.path.join(root, "b1"),
+                                  os.path.join(root, "t1"))[0].splitlines()],
+          "a binary is called so, as scan and status call it")
     check(got["bytes"] == "identical" and
           got["sketch"].startswith("none for a and b") and
           got["linked"].startswith("yes, exact"), "binaries: %r" % got)
@@ -239,6 +284,23 @@ def case_usage_hint(tmp):
     _, err = run("lexicon", "bogus", code=2)
     check(err.splitlines()[-1] == "Try 'imatch --help'.",
           "imatch lexicon bogus: %r" % err)
+    # A missing operand shows the synopsis too, before the hint.
+    _, err = run("dupes", code=2)
+    check(err.splitlines() == ["imatch: dupes: missing operand",
+                               "Usage: imatch dupes [OPTIONS] DIR",
+                               "Try 'imatch dupes --help'."],
+          "imatch dupes: %r" % err)
+    # An option that builds a lexicon does nothing beside a given one:
+    # said, not an error (scripts pass both).
+    lex = os.path.join(tmp, "lex")
+    write(root, {"b": "other words for another text file\n"})
+    run("lexicon", "build", "-o", lex, root)
+    for opt in (["--nidf", "0.3:0.5"], ["--secondary-cap", "10"]):
+        _, err = run("scan", "--lexicon", lex, *opt, root)
+        check(err == "imatch: scan: %s is ignored: the lexicon given "
+              "(--lexicon) fixes it\n" % opt[0], "scan %s: %r" % (opt, err))
+    _, err = run("scan", "--lexicon", lex, root)
+    check(err == "", "scan --lexicon alone says nothing: %r" % err)
 
 
 def case_docs(tmp):
@@ -275,6 +337,7 @@ CASES = {
     "usage_hint": case_usage_hint,
     "docs": case_docs,
     "verbose_names_failures": case_verbose_names_failures,
+    "verbose_names_unreadable": case_verbose_names_unreadable,
 }
 
 
@@ -286,6 +349,9 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         try:
             case(tmp)
+        except Skipped as e:
+            print("SKIP %s: %s" % (sys.argv[2], e))
+            return 77
         except Failure as e:
             print("FAIL %s: %s" % (sys.argv[2], e))
             return 1

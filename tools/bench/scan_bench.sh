@@ -14,7 +14,7 @@
 #
 # Each timing is the best of REPEAT (default 5) rounds over a warm page cache;
 # a round runs every command once, so that load from elsewhere hits all alike.
-# imatch scan runs with its defaults (K = 10): once as a first scan (no
+# imatch scan runs with its defaults (K = 4): once as a first scan (no
 # lexicon: one pass that builds it from the corpus and signs, what a user's
 # first `imatch scan DIR` does) and once with the lexicon given (--lexicon:
 # signing alone, what a rescan costs).

@@ -227,6 +227,10 @@ static int iconv_to_utf8(const char *name, size_t name_len, const char *s,
 	iconv_t cd;
 	int ret = 0;
 
+	/* plain_name() bounds what charset_of() judged, not what a caller
+	 * hands on: a longer name is no charset iconv knows. */
+	if (name_len > CHARSET_NAME_MAX)
+		return -ENOENT;
 	memcpy(cname, name, name_len);
 	cname[name_len] = '\0';
 	cd = iconv_open("UTF-8", cname);
@@ -275,9 +279,14 @@ static int to_utf8(const char *s, size_t n, const char *name, size_t name_len,
 		   struct im_buf *out)
 {
 	enum charset cs = charset_of(name, name_len);
+	const char *star = memchr(name, '*', name_len);
 	size_t before = out->len;
 	int ret = 0;
 
+	/* The name charset_of() judged: an RFC 2231 language after '*' is
+	 * not part of it (and made it longer than plain_name() allows). */
+	if (star)
+		name_len = (size_t)(star - name);
 	if (cs == CS_ICONV) {
 		ret = iconv_to_utf8(name, name_len, s, n, out);
 		if (ret != -ENOENT)

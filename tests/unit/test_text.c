@@ -1865,6 +1865,26 @@ START_TEST(test_text_email_non_mime_and_mbox)
 		"PHA+bmHvdmUgY2Fm6SZuYnNwO2xpZmU8L3A+\n",
 		IM_FMT_EMAIL);
 	assert_terms("smart", "quotes", "naïve", "café", "life", NULL);
+
+	/* An RFC 2231 language after the charset's name: the name alone
+	 * converts, with a language short or longer than any charset name
+	 * (review 21: that one overran a stack buffer). */
+	extract("Subject: x\n"
+		"MIME-Version: 1.0\n"
+		"Content-Type: text/plain; charset=iso-8859-2*pl\n"
+		"\n"
+		"Za\xbf\xf3\xb3\xe6 here\n",
+		IM_FMT_EMAIL);
+	assert_terms("zażółć", "here", NULL);
+	extract("Subject: x\n"
+		"MIME-Version: 1.0\n"
+		"Content-Type: text/plain; charset=\"iso-8859-2*"
+		"plplplplplplplplplplplplplplplplplplplplplplplplplplplplpl"
+		"plplplplplplplplplplplplplplplplplplplplplplplplplplplplpl\"\n"
+		"\n"
+		"Za\xbf\xf3\xb3\xe6 here\n",
+		IM_FMT_EMAIL);
+	assert_terms("zażółć", "here", NULL);
 }
 END_TEST
 

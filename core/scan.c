@@ -94,10 +94,6 @@ struct walk_cbs {
 	const volatile bool *cancel;
 	const char *under; /* im_walk_ops.under */
 	bool one_level;	   /* im_walk_ops.one_level */
-	/* A regular file by its entry's type is handed on with st_mode
-	 * alone: the callback stats the file it opens, and a stat of the
-	 * name first was a tenth of the system calls of a scan. */
-	bool stat_on_open;
 	/* im_scan_ops.unreadable and its argument, or NULL */
 	void (*unreadable)(const char *path, int err, void *arg);
 	void *unreadable_arg;
@@ -297,6 +293,23 @@ static int frame_reopen(struct walker *w, size_t i)
 	return 0;
 }
 
+/* Count what the walk could not open or read (@p dir / @p name, or @p dir
+ * itself when @p name is NULL) and name it to the caller. */
+static void walk_error(struct walker *w, const char *dir, const char *name,
+		       int err)
+{
+	char *path;
+
+	w->counts->errors++;
+	if (!w->cb->unreadable)
+		return;
+	path = name ? join(dir, name) : NULL;
+	if (name && !path)
+		return; /* out of memory: counted, not named */
+	w->cb->unreadable(name ? path : dir, err, w->cb->unreadable_arg);
+	free(path);
+}
+
 /* Push the .imatchignore of the directory @p fd (at @p path) whose sorted
  * names are @p names, or NULL when it has none or it cannot be read. */
 static int push_ignore(struct walker *w, int fd, const char *path, char **names,
@@ -311,7 +324,7 @@ static int push_ignore(struct walker *w, int fd, const char *path, char **names,
 	if (ret == -ENOMEM)
 		return ret;
 	if (ret)
-		w->counts->errors++;
+		walk_error(w, path, IM_IGNORE_NAME, -ret);
 	return im_scope_chain_push(&w->chain, ig);
 }
 
@@ -333,23 +346,6 @@ static int out_of_scope(struct walker *w, const char *path, const char *name,
 	if (out)
 		w->counts->excluded++;
 	return out;
-}
-
-/* Count what the walk could not open or read (@p dir / @p name, or @p dir
- * itself when @p name is NULL) and name it to the caller. */
-static void walk_error(struct walker *w, const char *dir, const char *name,
-		       int err)
-{
-	char *path;
-
-	w->counts->errors++;
-	if (!w->cb->unreadable)
-		return;
-	path = name ? join(dir, name) : NULL;
-	if (name && !path)
-		return; /* out of memory: counted, not named */
-	w->cb->unreadable(name ? path : dir, err, w->cb->unreadable_arg);
-	free(path);
 }
 
 /*
@@ -419,10 +415,7 @@ static int walk_enter(struct walker *w, int fd, char *path,
 			c->other++;
 			continue;
 		}
-		if (type == DT_REG && cb->stat_on_open) {
-			memset(&est, 0, sizeof(est));
-			est.st_mode = S_IFREG;
-		} else if (fstatat(fd, name, &est, AT_SYMLINK_NOFOLLOW)) {
+		if (fstatat(fd, name, &est, AT_SYMLINK_NOFOLLOW)) {
 			walk_error(w, path, name, errno);
 			continue;
 		}
@@ -608,7 +601,7 @@ static int walk(int rootfd, const struct im_params *p,
 			if (ret) {
 				/* Gone or replaced: its remaining subdirectories
 				 * cannot be reached safely. */
-				counts->errors += 1;
+				walk_error(&w, f->path, NULL, -ret);
 				f->next = f->subdirs.n;
 				ret = 0;
 				continue;
@@ -1170,7 +1163,7 @@ static int first_work(struct sign_worker *wk, struct item *it)
 	}
 	/* As df_work() counts, for a tree with no lexicon. */
 	if (!ret)
-		count_pre(wk, text ? IM_DOC_SIGNED : d.status, use);
+		count_pre(wk, text ? IM_DOC_SIGNED : d.status, &it->st);
 	free(it->path);
 	return ret;
 }
@@ -1491,10 +1484,6 @@ static int walk_with(int dirfd, struct scan *sc, struct sign_worker *wk,
 		.skip_dev = sc->ops ? sc->ops->skip_dev : 0,
 		.skip_ino = sc->ops ? sc->ops->skip_ino : 0,
 		.cancel = sc->cancel,
-		/* Only what is read is counted and delivered, with the stat
-		 * of what was opened; a caller that chooses files by their
-		 * stat (the daemon's cache) needs it before. */
-		.stat_on_open = work != df_work && !(sc->ops && sc->ops->want),
 		.unreadable = sc->ops ? sc->ops->unreadable : NULL,
 		.unreadable_arg = sc->ops ? sc->ops->arg : NULL,
 	};

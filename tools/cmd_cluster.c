@@ -2163,6 +2163,8 @@ static void scan_totals(struct cli *c, struct im_stage_reader *man,
 	sum->lex_docs = im_lexicon_docs(lex);
 	sum->primary = im_lexicon_primary_size(lex);
 	sum->secondary = im_lexicon_secondary_size(lex);
+	im_lexicon_window(lex, &sum->nidf_lo, &sum->nidf_hi);
+	sum->have_window = true;
 	/* The batch built its lexicon from the tree, as scan does without
 	 * --lexicon: report it the same way. */
 	c->lexicon = NULL;

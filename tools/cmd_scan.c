@@ -358,7 +358,8 @@ void print_scan_json_head(const struct cli *c, const char *root, size_t n,
 	printf("  \"params\": {\"k\": %u, \"keep\": %g, \"nidf\": [%g, %g], "
 	       "\"min_terms\": %u, \"min_ratio\": %g, \"seed\": %" PRIu64
 	       "},\n",
-	       c->p.k, c->p.keep, c->p.nidf_lo, c->p.nidf_hi, c->p.min_terms,
+	       c->p.k, c->p.keep, s->have_window ? s->nidf_lo : c->p.nidf_lo,
+	       s->have_window ? s->nidf_hi : c->p.nidf_hi, c->p.min_terms,
 	       c->p.min_ratio, c->p.seed);
 	printf("  \"counts\": {\"files\": %" PRIu64 ", \"documents\": %" PRIu64
 	       ", \"signed\": %" PRIu64 ", \"rejected\": %" PRIu64
@@ -498,6 +499,8 @@ static int sign_tree(struct cli *c, int fd, struct collect *col,
 		sum->lex_docs = im_lexicon_docs(lex);
 		sum->primary = im_lexicon_primary_size(lex);
 		sum->secondary = im_lexicon_secondary_size(lex);
+		im_lexicon_window(lex, &sum->nidf_lo, &sum->nidf_hi);
+		sum->have_window = true;
 	}
 	t0 = now();
 	ret = im_exact_fill(col->idx, fd, &sum->exact);

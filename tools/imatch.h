@@ -211,6 +211,10 @@ struct scan_summary {
 	struct im_scan_counts c;
 	uint64_t lex_docs;
 	size_t primary, secondary;
+	/* The lexicon's own nidf window (a lexicon given was built with its
+	 * own, whatever --nidf says); have_window false without a lexicon. */
+	bool have_window;
+	double nidf_lo, nidf_hi;
 	double t_lex, t_sign;
 	struct im_exact_stats exact; /**< the size-first exact tier */
 	double t_exact;

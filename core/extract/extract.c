@@ -263,17 +263,44 @@ static void mime_structure(const char *line, size_t k, size_t ll,
 	}
 }
 
-/* An mbox "From " line s[0, n): the envelope sender and the time it came
- * with its seconds, as "From a@b Mon Jun  3 10:00:00 2024"; not a sentence
- * that opens with "From" ("From 9:00 to 17:00 ..."). */
+/* Four digits at s[i], a number of its own (the year of a date). */
+static bool year_at(const char *s, size_t n, size_t i)
+{
+	return i + 4 <= n && is_digit(s[i]) && is_digit(s[i + 1]) &&
+	       is_digit(s[i + 2]) && is_digit(s[i + 3]) &&
+	       (i + 4 == n || !is_digit(s[i + 4])) && !is_digit(s[i - 1]);
+}
+
+/* An mbox "From " line s[0, n): the envelope sender, one word and not a
+ * time, then the date it came, with a year and a time with its seconds
+ * ("From a@b Mon Jun  3 10:00:00 2024", or the year first as some tools
+ * write it); not a sentence that opens with "From" ("From 9:00 to 17:00
+ * ...", "From 09:00:00 until 17:30:00 ..."). */
 static bool mbox_from_line(const char *s, size_t n)
 {
-	for (size_t i = 5; i + 6 < n; i++)
-		if (is_digit(s[i]) && s[i + 1] == ':' && is_digit(s[i + 2]) &&
-		    is_digit(s[i + 3]) && s[i + 4] == ':' &&
-		    is_digit(s[i + 5]) && is_digit(s[i + 6]))
-			return true;
-	return false;
+	size_t i = 5;
+	bool time = false, year = false;
+
+	while (i < n && s[i] != ' ' && s[i] != '\t') {
+		if (s[i] == ':')
+			return false;
+		i++;
+	}
+	if (i == 5)
+		return false;
+	for (; i < n; i++) {
+		if (i + 6 < n && is_digit(s[i]) && s[i + 1] == ':' &&
+		    is_digit(s[i + 2]) && is_digit(s[i + 3]) &&
+		    s[i + 4] == ':' && is_digit(s[i + 5]) &&
+		    is_digit(s[i + 6])) {
+			time = true;
+			i += 6;
+		} else if (year_at(s, n, i)) {
+			year = true;
+			i += 3;
+		}
+	}
+	return time && year;
 }
 
 /*

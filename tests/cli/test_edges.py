@@ -116,10 +116,12 @@ def case_verbose_names_unreadable(tmp):
     root = os.path.join(tmp, "s")
     text = "several words of one text file, enough of them to count\n"
     write(root, {"a.txt": text, "b.txt": text, "locked/c.txt": text,
-                 "locked/deeper/d.txt": text, "noread.txt": text})
+                 "locked/deeper/d.txt": text, "noread.txt": text,
+                 "ig/.imatchignore": "*.log\n", "ig/e.log": "a log\n"})
     os.chmod(tmp, 0o711)
     os.chmod(os.path.join(root, "locked"), 0)
     os.chmod(os.path.join(root, "noread.txt"), 0)
+    os.chmod(os.path.join(root, "ig", ".imatchignore"), 0)
     as_nobody = None
     if os.geteuid() == 0:
         def as_nobody():
@@ -139,7 +141,8 @@ def case_verbose_names_unreadable(tmp):
     lines = err.splitlines()
     for want in ("imatch: cannot read locked: Permission denied",
                  "imatch: cannot read noread.txt: Permission denied",
-                 "errors: 2"):
+                 "imatch: cannot read ig/.imatchignore: Permission denied",
+                 "errors: 3"):
         check(want in lines, "scan -v says %r: %s" % (want, err))
     check(p.stdout.decode() == "a.txt\tb.txt\n", "clusters: %r" % p.stdout)
 
@@ -301,6 +304,10 @@ def case_usage_hint(tmp):
               "(--lexicon) fixes it\n" % opt[0], "scan %s: %r" % (opt, err))
     _, err = run("scan", "--lexicon", lex, root)
     check(err == "", "scan --lexicon alone says nothing: %r" % err)
+    out, _ = run("scan", "--json", "--lexicon", lex, "--nidf", "0.3:0.5",
+                 root)
+    check(json.loads(out)["params"]["nidf"] == [0.2, 0.8],
+          "--json shows the lexicon's own window: %s" % out)
 
 
 def case_docs(tmp):

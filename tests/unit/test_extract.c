@@ -482,6 +482,14 @@ START_TEST(test_extract_mail_told_by_header_values)
 		{"opening hours, not an mbox line",
 		 "From 9:00 to 17:00 the desk is staffed.\nPhone: 555 0100\n",
 		 "staffed", NULL, IM_FMT_TEXT},
+		{"opening hours with seconds (review 21)",
+		 "From 09:00:00 until 17:30:00 the office is closed.\n"
+		 "Note: bring your badge.\n\nrest\n",
+		 "office", NULL, IM_FMT_TEXT},
+		{"mbox line, the year before the time",
+		 "From a@example.org Mon, 3 Jun 2024 10:00:00 +0000\n"
+		 "Subject: agenda\n\nThe agenda attached.\n",
+		 "agenda", NULL, IM_FMT_EMAIL},
 		{"forwarded message",
 		 "MIME-Version: 1.0\nContent-Type: message/rfc822\n"
 		 "Subject: forwarded\n\nSubject: inner\n\nThe inner body.\n",

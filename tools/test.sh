@@ -51,6 +51,20 @@ for t in sniff pdf zipdoc unpack terms html; do
 	rm -rf "$seeds"
 done
 
+echo "== fuzz targets of the files imatch reads back, 4 s each (tests/fuzz)"
+# Lexicon, state cache, plan lines, keep rules, stage files, their records,
+# shard lists: seeds made by imatch itself (make_seeds.sh; the formats are
+# versioned, so seeds kept in the tree would go stale), in a temporary
+# directory the fuzzers add to.
+seeds=$(mktemp -d)
+tests/fuzz/make_seeds.sh build-test/tools/imatch "$seeds"
+for t in lexicon state planline keep stage records shard; do
+	UBSAN_OPTIONS=halt_on_error=1 "$fz/fuzz_$t" -max_total_time=4 \
+		-max_len=65536 -rss_limit_mb=2048 -timeout=10 "$seeds/$t" 2>&1 |
+		tail -1
+done
+rm -rf "$seeds"
+
 # The tests above mount with -o auto_unmount; without it (a plain `imatchfs
 # SRC MNT`) the kernel opens directories alone (fs/ops.c, no_opendir) and
 # keeps every listing: the tests of the kernel's caches again in that mode.

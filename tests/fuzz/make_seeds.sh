@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Seeds for the fuzz targets of fuzz_formats.c, made by imatch itself:
+#   tests/fuzz/make_seeds.sh IMATCH OUT
+# writes OUT/<target>/ for lexicon, state, planline, keep, stage, records and
+# shard. Made afresh at every run rather than kept in the repository: the
+# formats carry a version, and seeds of an older one would stop at the
+# version check. A small tree (a few cut-down licences, a near and an exact
+# copy, a binary file) keeps each file small, so that the fuzzer mutates
+# structure rather than text.
+set -euo pipefail
+imatch=$(realpath "$1")
+out=$(realpath -m "$2")
+src=$(realpath "$(dirname "$0")/../data/demo")
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+tree=$work/tree
+mkdir -p "$tree/sub" "$out"/{lexicon,state,planline,keep,stage,records,shard}
+head -c 900 "$src/npm/debug/LICENSE" >"$tree/mit"
+cp "$tree/mit" "$tree/sub/mit-copy"
+# A name that is not UTF-8 and holds a quote: escapes in the plan lines.
+cp "$tree/mit" "$tree/sub/$(printf 'x\377"y')"
+sed 's/the Software/this software/' "$tree/mit" >"$tree/sub/mit-near"
+head -c 1200 "$src/licenses/BSD" >"$tree/bsd"
+head -c 1000 "$src/licenses/Apache-2.0" >"$tree/sub/apache"
+head -c 800 "$src/licenses/GPL-2" >"$tree/gpl"
+printf 'binary\0data\0' >"$tree/blob"
+
+cd "$work"
+"$imatch" lexicon build -o lexicon "$tree" 2>/dev/null
+"$imatch" ls -o manifest --shards shards "$tree" 2>/dev/null
+"$imatch" df --files-from shards/000000 --root "$tree" -P 2 -o df 2>/dev/null
+"$imatch" sign --records --files-from shards/000000 --root "$tree" \
+	--shard-id 0/1 -P 2 --lexicon lexicon -o sign 2>/dev/null
+"$imatch" links --lexicon lexicon -o links0 sign.rec sign.k0000 2>/dev/null
+"$imatch" links --lexicon lexicon -o links1 sign.rec sign.k0001 2>/dev/null
+"$imatch" components --lexicon lexicon -o clusters sign.rec links0 links1 \
+	2>/dev/null
+"$imatch" export --lexicon lexicon --part 0/1 -o export manifest clusters \
+	sign.rec 2>/dev/null
+"$imatch" state import --lexicon lexicon -o state sign.rec 2>/dev/null
+
+cp lexicon "$out/lexicon/"
+cp state/sigcache "$out/state/"
+cp shards/* "$out/shard/"
+for f in manifest df.p0000 df.p0001 sign.rec sign.k0000 sign.k0001 links0 \
+	links1 clusters export; do
+	cp "$f" "$out/stage/$f"
+done
+# Every action and kind imatch dedupe writes, a line a seed.
+for args in "" "--near --action trash=$work/trash" "--action hardlink" \
+	"--action symlink" "--action reflink"; do
+	# shellcheck disable=SC2086
+	"$imatch" dedupe $args "$tree" 2>/dev/null | while IFS= read -r line; do
+		printf '%s\n' "$line" >"$out/planline/$(printf '%s' "$line" |
+			md5sum | cut -c1-16)"
+	done
+done
+for rules in protect,oldest,shortest,name newest longest,name \
+	shortest,newest,protect; do
+	printf '%s' "$rules" >"$out/keep/$rules"
+done
+# The payloads of the stage files, behind the byte that picks fuzz_records'
+# decoder: 0 documents, 1 keys, 2 links, 3 clusters.
+python3 - "$out/records" sign.rec sign.k0000 links0 clusters <<'EOF'
+import hashlib, os, sys
+out = sys.argv[1]
+which = {3: 0, 4: 1, 5: 2, 6: 3}  # enum im_stage_kind -> decoder
+for path in sys.argv[2:]:
+    b = open(path, "rb").read()
+    kind = int.from_bytes(b[12:16], "little")
+    off, end = 32, len(b) - (8 + 8 * 16 + 8)
+    while off + 4 <= end:
+        n = int.from_bytes(b[off:off + 4], "little")
+        rec = bytes([which[kind]]) + b[off + 4:off + 4 + n]
+        off += 4 + n
+        name = hashlib.sha1(rec).hexdigest()[:16]
+        with open(os.path.join(out, name), "wb") as f:
+            f.write(rec)
+EOF

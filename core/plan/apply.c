@@ -345,7 +345,27 @@ enum {
 	F_KHASH = 1 << 9,
 	F_ROOT = 1 << 10,
 	F_TRASH = 1 << 11,
+	F_SIMILARITY = 1 << 12,
 	F_NEEDED = (1 << 11) - 1,
+};
+
+static const struct {
+	const char *key;
+	unsigned bit;
+} known_fields[] = {
+	{"action", F_ACTION},
+	{"kind", F_KIND},
+	{"path", F_PATH},
+	{"keeper", F_KEEPER},
+	{"size", F_SIZE},
+	{"mtime_ns", F_MTIME},
+	{"hash", F_HASH},
+	{"keeper_size", F_KSIZE},
+	{"keeper_mtime_ns", F_KMTIME},
+	{"keeper_hash", F_KHASH},
+	{"root", F_ROOT},
+	{"trash", F_TRASH},
+	{"similarity", F_SIMILARITY},
 };
 
 static int field(struct jp *p, const char *key, struct im_plan_line *l,
@@ -356,6 +376,17 @@ static int field(struct jp *p, const char *key, struct im_plan_line *l,
 	char *s = NULL;
 	int ret;
 
+	/* Which of two values would the user mean? A line edited by hand
+	 * into giving a path twice is refused, not read one way. */
+	for (size_t i = 0; i < sizeof(known_fields) / sizeof(known_fields[0]);
+	     i++) {
+		if (strcmp(key, known_fields[i].key))
+			continue;
+		if (*seen & known_fields[i].bit)
+			return fail(p, "a field given twice");
+		*seen |= known_fields[i].bit;
+		break;
+	}
 	if (!strcmp(key, "action") || !strcmp(key, "kind")) {
 		bool action = key[0] == 'a';
 
@@ -377,29 +408,28 @@ static int field(struct jp *p, const char *key, struct im_plan_line *l,
 		free(s);
 		if (!ret)
 			p->why = NULL;
-		*seen |= action ? F_ACTION : F_KIND;
 		return ret;
 	}
 	if (!strcmp(key, "path"))
-		return *seen |= F_PATH, jstring(p, &l->file.path);
+		return jstring(p, &l->file.path);
 	if (!strcmp(key, "keeper"))
-		return *seen |= F_KEEPER, jstring(p, &l->keeper.path);
+		return jstring(p, &l->keeper.path);
 	if (!strcmp(key, "root"))
-		return *seen |= F_ROOT, jstring(p, &l->root);
+		return jstring(p, &l->root);
 	if (!strcmp(key, "trash"))
-		return *seen |= F_TRASH, jstring(p, &l->trash);
+		return jstring(p, &l->trash);
 	if (!strcmp(key, "size"))
-		return *seen |= F_SIZE, juint(p, &l->file.size);
+		return juint(p, &l->file.size);
 	if (!strcmp(key, "keeper_size"))
-		return *seen |= F_KSIZE, juint(p, &l->keeper.size);
+		return juint(p, &l->keeper.size);
 	if (!strcmp(key, "mtime_ns"))
-		return *seen |= F_MTIME, jint(p, &l->file.mtime_ns);
+		return jint(p, &l->file.mtime_ns);
 	if (!strcmp(key, "keeper_mtime_ns"))
-		return *seen |= F_KMTIME, jint(p, &l->keeper.mtime_ns);
+		return jint(p, &l->keeper.mtime_ns);
 	if (!strcmp(key, "hash"))
-		return *seen |= F_HASH, jhash(p, l->file.hash);
+		return jhash(p, l->file.hash);
 	if (!strcmp(key, "keeper_hash"))
-		return *seen |= F_KHASH, jhash(p, l->keeper.hash);
+		return jhash(p, l->keeper.hash);
 	if (!strcmp(key, "similarity"))
 		return jdouble(p, &l->similarity);
 	return jskip(p, 0);

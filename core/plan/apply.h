@@ -95,8 +95,8 @@ struct im_plan_line {
 
 /**
  * Parse one JSON line as `imatch dedupe` writes it (fields in any order;
- * unknown fields ignored; "\udcXX" escapes give back byte XX, as Python's
- * surrogateescape). Needs action, kind, path, keeper, size, mtime_ns, hash,
+ * unknown fields ignored, a known one given twice refused; "\udcXX"
+ * escapes give back byte XX, as Python's surrogateescape). Needs action, kind, path, keeper, size, mtime_ns, hash,
  * keeper_size, keeper_mtime_ns, keeper_hash, root, and for trash also
  * trash. Release @p out with im_plan_line_release() after success.
  *

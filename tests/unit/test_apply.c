@@ -20,10 +20,13 @@
 #include "apply.h"
 
 #define H32 "00112233445566778899aabbccddeeff"
+/* The keeper's size, mtime and hash. */
+#define KEEPER_TAIL                                                            \
+	"\"keeper_size\": 12, \"keeper_mtime_ns\": -5, \"keeper_hash\": "      \
+	"\"xxh128:" H32 "\""
 #define LINE_TAIL                                                              \
 	"\"size\": 12, \"mtime_ns\": 1600000000123456789, \"hash\": "          \
-	"\"xxh128:" H32 "\", \"keeper_size\": 12, \"keeper_mtime_ns\": -5, "   \
-	"\"keeper_hash\": \"xxh128:" H32 "\""
+	"\"xxh128:" H32 "\", " KEEPER_TAIL
 
 static int parse(const char *s, struct im_plan_line *l, char *why)
 {
@@ -81,11 +84,12 @@ START_TEST(test_apply_refuses_what_dedupe_never_writes)
 		"{\"action\": \"remove\", \"kind\": \"exact\", \"path\": "
 		"\"/a\\u0000\", \"keeper\": \"/b\", " LINE_TAIL "}",
 		"{\"action\": \"remove\", \"kind\": \"exact\", \"path\": "
-		"\"/a\", "
-		"\"keeper\": \"/b\", " LINE_TAIL ", \"size\": -1}",
+		"\"/a\", \"keeper\": \"/b\", \"size\": -1, \"mtime_ns\": 1, "
+		"\"hash\": \"xxh128:" H32 "\", " KEEPER_TAIL
+		", \"root\": \"/\"}",
 		"{\"action\": \"remove\", \"kind\": \"exact\", \"path\": "
-		"\"/a\", "
-		"\"keeper\": \"/b\", " LINE_TAIL ", \"hash\": \"md5:00\"}",
+		"\"/a\", \"keeper\": \"/b\", \"size\": 12, \"mtime_ns\": 1, "
+		"\"hash\": \"md5:00\", " KEEPER_TAIL ", \"root\": \"/\"}",
 		"{\"action\": \"remove\", \"kind\": \"exact\", \"path\": "
 		"\"/a\", "
 		"\"keeper\": \"/b\", " LINE_TAIL "} trailing",
@@ -104,6 +108,38 @@ START_TEST(test_apply_refuses_what_dedupe_never_writes)
 		ck_assert_msg(parse(bad[i], &l, why) == -EINVAL, "accepted: %s",
 			      bad[i]);
 		ck_assert_msg(why[0], "no reason for: %s", bad[i]);
+		ck_assert_ptr_null(l.file.path);
+	}
+}
+END_TEST
+
+/* Found by tests/fuzz/fuzz_planline: the first of two values of a string
+ * field leaked, and the last one was acted on. */
+START_TEST(test_apply_refuses_a_field_given_twice)
+{
+	static const char *const twice[] = {
+		"{\"action\": \"remove\", \"kind\": \"exact\", \"path\": "
+		"\"/r/a\", \"keeper\": \"/r/b\", " LINE_TAIL ", \"root\": "
+		"\"/r\", \"path\": \"/r/c\"}",
+		"{\"action\": \"remove\", \"kind\": \"exact\", \"keeper\": "
+		"\"/r/a\", \"keeper\": \"/r/b\", \"path\": \"/r/c\", " LINE_TAIL
+		", \"root\": \"/r\"}",
+		"{\"action\": \"remove\", \"action\": \"trash\", \"kind\": "
+		"\"exact\", \"path\": \"/r/a\", \"keeper\": "
+		"\"/r/b\", " LINE_TAIL ", \"root\": \"/r\", \"trash\": \"/t\"}",
+		"{\"similarity\": 1, \"action\": \"remove\", \"kind\": "
+		"\"exact\", "
+		"\"path\": \"/r/a\", \"keeper\": \"/r/b\", " LINE_TAIL
+		", \"root\": \"/r\", \"similarity\": 0.5}",
+	};
+	struct im_plan_line l;
+	char why[160];
+
+	for (size_t i = 0; i < sizeof(twice) / sizeof(twice[0]); i++) {
+		why[0] = '\0';
+		ck_assert_msg(parse(twice[i], &l, why) == -EINVAL,
+			      "accepted: %s", twice[i]);
+		ck_assert_msg(strstr(why, "twice"), "%s: %s", twice[i], why);
 		ck_assert_ptr_null(l.file.path);
 	}
 }
@@ -245,6 +281,7 @@ static Suite *apply_suite(void)
 
 	tcase_add_test(tc, test_apply_parses_a_dedupe_line);
 	tcase_add_test(tc, test_apply_refuses_what_dedupe_never_writes);
+	tcase_add_test(tc, test_apply_refuses_a_field_given_twice);
 	tcase_add_test(tc,
 		       test_apply_skips_non_canonical_paths_without_touching);
 	tcase_add_test(tc, test_apply_skips_paths_outside_the_root);

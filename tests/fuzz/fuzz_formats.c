@@ -4,7 +4,8 @@
  * user's hand can leave damaged. One target per loader, chosen at build
  * time with -DFUZZ_ENTRY=...:
  *   FUZZ_LEXICON  im_lexicon_load()
- *   FUZZ_STATE    im_state_load_files(), by its key and by its files key
+ *   FUZZ_STATE    im_state_load_files(), by its key and by its files key,
+ *                 then the entries into an index as a daemon puts them
  *   FUZZ_PLANLINE im_plan_line_parse()
  *   FUZZ_KEEP     im_keep_parse()
  *   FUZZ_STAGE    im_stage_open(), im_stage_next(), im_stage_read(), a
@@ -43,6 +44,7 @@
 #include <xxhash.h>
 
 #include "apply.h"
+#include "index.h"
 #include "lexicon.h"
 #include "plan.h"
 #include "records.h"
@@ -233,6 +235,44 @@ static void fuzz_lexicon(const uint8_t *data, size_t size)
 #define ST_STAT	    (8 + 8 + 8 + 4)
 #define ST_FIXED    (4 + ST_STAT + 1 + 1 + 1 + 4 + 4 + 4 + 16 + IM_SKETCH_RECORD)
 
+static int count_link(const struct im_link *l, void *arg)
+{
+	CHECK(l->path && l->similarity >= 0 && l->similarity <= 1);
+	++*(size_t *)arg;
+	return 0;
+}
+
+/*
+ * What a daemon does with a cache it loaded: its entries into the index,
+ * and the links and clusters asked of each.
+ */
+static void index_state(const struct im_state *st)
+{
+	size_t n = im_state_count(st), links = 0;
+	struct im_index *idx = NULL;
+	struct im_state_entry e;
+	struct im_sig name;
+
+	CHECK(im_index_new(&idx) == 0);
+	for (size_t i = 0; i < n; i++) {
+		CHECK(im_state_at(st, i, &e) == 0);
+		char *path = strndup(e.path, e.path_len);
+		CHECK(path);
+		CHECK(im_index_put(idx, path, &e.d) == 0);
+		free(path);
+	}
+	for (size_t i = 0; i < n; i++) {
+		CHECK(im_state_at(st, i, &e) == 0);
+		char *path = strndup(e.path, e.path_len);
+		CHECK(path);
+		CHECK(im_index_links(idx, path, count_link, &links) == 0);
+		int r = im_index_cluster_of(idx, path, &name);
+		CHECK(r == 0 || r == -ESRCH);
+		free(path);
+	}
+	im_index_free(idx);
+}
+
 /* Check @p st (loaded from @p data) against its promises. */
 static void check_state(const struct im_state *st, const uint8_t *data,
 			size_t size)
@@ -267,6 +307,7 @@ static void check_state(const struct im_state *st, const uint8_t *data,
 		free(path);
 	}
 	CHECK(im_state_at(st, n, &e) == -ENOENT);
+	index_state(st);
 	/* What loads writes back to the same bytes. */
 	CHECK(im_state_writer_commit(w, out_path) == 0);
 	CHECK(file_is(out_path, data, size));

@@ -3,7 +3,7 @@
  * reads back later, which a crash, a full disk, an older version or a
  * user's hand can leave damaged. One target per loader, chosen at build
  * time with -DFUZZ_ENTRY=...:
- *   FUZZ_LEXICON  im_lexicon_load()
+ *   FUZZ_LEXICON  im_lexicon_load(), then signing with what it loaded
  *   FUZZ_STATE    im_state_load_files(), by its key and by its files key,
  *                 then the entries into an index as a daemon puts them
  *   FUZZ_PLANLINE im_plan_line_parse()
@@ -49,6 +49,7 @@
 #include "plan.h"
 #include "records.h"
 #include "shard.h"
+#include "sig.h"
 #include "stage.h"
 #include "state.h"
 
@@ -176,6 +177,41 @@ HELPER uint8_t *dup_bytes(const uint8_t *p, size_t len)
 #define LEX_HEADER  64
 #define LEX_TRAILER 8
 
+/*
+ * What a daemon does with a lexicon it loaded: sign with it. Two term sets,
+ * every term of the lexicon and every other one (with a term it lacks), so
+ * that both lexicons and every randomized one are hit.
+ */
+static void sign_with(const struct im_lexicon *lex)
+{
+	size_t n =
+		im_lexicon_primary_size(lex) + im_lexicon_secondary_size(lex);
+	struct im_coord_info info[IM_MAX_COORDS];
+	struct im_signer *signer = NULL;
+	struct im_doc_sigs d;
+	struct im_params p;
+	struct im_terms u;
+
+	im_params_init(&p);
+	p.k = 3;
+	CHECK(im_signer_new(lex, &p, &signer) == 0);
+	im_terms_init(&u);
+	for (unsigned step = 1; step <= 2; step++) {
+		im_terms_clear(&u);
+		for (size_t i = 0; i < n; i += step) {
+			const struct im_lex_term *t = im_lexicon_term(lex, i);
+
+			CHECK(im_terms_add(&u, t->str, t->len) == 0);
+		}
+		CHECK(im_terms_add(&u, "zzz-not-a-term", 14) == 0);
+		CHECK(im_signer_sign_terms(signer, &u, &d, info) == 0);
+		CHECK(d.status == IM_DOC_SIGNED || d.status == IM_DOC_REJECTED);
+		CHECK(d.ncoords == p.k + 1);
+	}
+	im_terms_release(&u);
+	im_signer_free(signer);
+}
+
 static void try_lexicon(const uint8_t *data, size_t size)
 {
 	struct im_lexicon *lex = NULL;
@@ -201,6 +237,7 @@ static void try_lexicon(const uint8_t *data, size_t size)
 		CHECK(im_lexicon_find(lex, t->str, t->len, h) == t);
 	}
 	CHECK(im_lexicon_file_key(lex) == XXH3_64bits(data, size));
+	sign_with(lex);
 	/* A lexicon saves to the bytes it was loaded from: nothing of the
 	 * file is dropped or re-derived differently on the way. */
 	CHECK(im_lexicon_save(lex, out_path) == 0);

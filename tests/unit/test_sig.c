@@ -325,21 +325,36 @@ START_TEST(test_sig_coordinate0_is_imatch)
 	for (unsigned i = 0; i < 50; i++)
 		free((void *)terms[i]);
 
-	/* Every coordinate hashes exactly the set that explain lists. */
-	for (unsigned k = 0; k <= p.k; k++) {
-		const char *const *set = im_signer_last_set(s, k);
-		size_t n = 0;
-		ck_assert_ptr_nonnull(set);
-		while (set[n])
-			terms[n] = set[n], n++;
-		for (size_t i = 1; i < n; i++)
-			ck_assert_msg(strcmp(terms[i - 1], terms[i]) < 0,
-				      "S of %u is listed in byte order", k);
-		imatch_sha1(k, terms, n, &want);
-		ck_assert_msg(im_sig_cmp(&d.sig[k], &want) == 0,
-			      "coordinate %u is SHA1 over its listed S", k);
+	/* Every coordinate hashes exactly the set that explain lists (which
+	 * walks S apart from the bytes signing fills): at K = 10 and the
+	 * default 4, filled by fill_fixed(), and at 6, by fill_terms(). */
+	static const unsigned ks[] = {10, 4, 6};
+	for (unsigned ki = 0; ki < sizeof(ks) / sizeof(*ks); ki++) {
+		if (ki) {
+			im_signer_free(s);
+			p.k = ks[ki];
+			s = signer(lex, &p);
+			ck_assert_int_eq(im_signer_sign_terms(s, &u, &d, NULL),
+					 0);
+		}
+		for (unsigned k = 0; k <= p.k; k++) {
+			const char *const *set = im_signer_last_set(s, k);
+			size_t n = 0;
+			ck_assert_ptr_nonnull(set);
+			while (set[n])
+				terms[n] = set[n], n++;
+			for (size_t i = 1; i < n; i++)
+				ck_assert_msg(
+					strcmp(terms[i - 1], terms[i]) < 0,
+					"S of %u is listed in byte order", k);
+			imatch_sha1(k, terms, n, &want);
+			ck_assert_msg(im_sig_cmp(&d.sig[k], &want) == 0,
+				      "K = %u: coordinate %u is SHA1 over its "
+				      "listed S",
+				      p.k, k);
+		}
+		ck_assert_ptr_null(im_signer_last_set(s, p.k + 1));
 	}
-	ck_assert_ptr_null(im_signer_last_set(s, p.k + 1));
 	im_terms_release(&u);
 	im_signer_free(s);
 	im_lexicon_free(lex);
@@ -742,7 +757,7 @@ START_TEST(test_sig_numbers_equal_terms)
 	/* 6000 L terms: a document holding most of them passes the size up
 	 * to which the coordinates' bytes are filled in one pass. */
 	struct im_lexicon *lex = make_lexicon(6000, 400, long_l, NULL);
-	static const unsigned ks[] = {10, 3, 31, 0};
+	static const unsigned ks[] = {10, 4, 3, 31, 0};
 	uint32_t *nums = malloc(8000 * sizeof(*nums));
 	struct im_terms u;
 

@@ -216,8 +216,11 @@ struct im_state {
 	 * the cost of a probe is one visit to the map). */
 	uint32_t *slots32;
 	uint64_t *slots64;
-	/* The same over the entries' inode numbers, for im_state_find_moved()
-	 * (no duplicates are dropped there: hard links share an inode). */
+	/* The same over (inode, last component of the path), for
+	 * im_state_find_moved(): one entry of each pair, any other being a
+	 * hard link of the same name, the same file for that purpose. By the
+	 * inode alone, n hard links of one file (imatch apply --action
+	 * hardlink makes them by the thousand) probed O(n^2) slots to load. */
 	uint32_t *ino32;
 	uint64_t *ino64;
 	size_t nslots;
@@ -235,9 +238,20 @@ static inline size_t ino_get(const struct im_state *st, size_t h)
 	return st->ino32 ? st->ino32[h] : (size_t)st->ino64[h];
 }
 
-static inline uint64_t ino_hash(uint64_t ino)
+static inline uint64_t ino_hash(uint64_t ino, const char *name, size_t len)
 {
-	return XXH3_64bits(&ino, sizeof(ino));
+	return XXH3_64bits_withSeed(name, len, ino);
+}
+
+/* The last component of the path @p p of @p len bytes, its length in
+ * *name_len. */
+static const char *last_name(const char *p, size_t len, size_t *name_len)
+{
+	const char *slash = memrchr(p, '/', len);
+	const char *name = slash ? slash + 1 : p;
+
+	*name_len = len - (size_t)(name - p);
+	return name;
 }
 
 /* Where a hash starts probing: its high bits scaled to nslots. */
@@ -325,6 +339,17 @@ static bool path_eq(const struct im_state *st, size_t off, const char *p,
 	       !memcmp(st->map + off + 4, p, len);
 }
 
+/* The last component of the entry's path at @p off is @p name (@p len). */
+static bool name_eq(const struct im_state *st, size_t off, const char *name,
+		    size_t len)
+{
+	size_t plen = get_u32(st->map + off);
+	const char *p = (const char *)st->map + off + 4;
+
+	return plen >= len && !memcmp(p + plen - len, name, len) &&
+	       (plen == len || p[plen - len - 1] == '/');
+}
+
 static int build_slots(struct im_state *st)
 {
 	size_t ns = st->n + st->n / 3 + 1, off = HEADER_LEN;
@@ -357,9 +382,18 @@ static int build_slots(struct im_state *st)
 			st->slots32[h] = (uint32_t)off;
 		else
 			st->slots64[h] = off;
-		for (h = slot_home(st, ino_hash(get_u64(d + 4 + plen + 16)));
-		     ino_get(st, h); h = slot_next(st, h))
-			;
+		uint64_t ino = get_u64(d + 4 + plen + 16);
+		size_t nlen, o;
+		const char *name = last_name((const char *)d + 4, plen, &nlen);
+
+		for (h = slot_home(st, ino_hash(ino, name, nlen));
+		     (o = ino_get(st, h)); h = slot_next(st, h))
+			if (get_u64(st->map + o + 4 + get_u32(st->map + o) +
+				    16) == ino &&
+			    name_eq(st, o, name, nlen))
+				break;
+		if (o)
+			continue; /* a hard link of the same name: kept one */
 		if (st->ino32)
 			st->ino32[h] = (uint32_t)off;
 		else
@@ -545,25 +579,14 @@ int im_state_find(const struct im_state *st, const char *path,
 	return -ENOENT;
 }
 
-/* The last component of the entry's path at @p off is @p name (@p len). */
-static bool name_eq(const struct im_state *st, size_t off, const char *name,
-		    size_t len)
-{
-	size_t plen = get_u32(st->map + off);
-	const char *p = (const char *)st->map + off + 4;
-
-	return plen >= len && !memcmp(p + plen - len, name, len) &&
-	       (plen == len || p[plen - len - 1] == '/');
-}
-
 int im_state_find_moved(const struct im_state *st, uint64_t ino,
 			const char *name, struct im_state_entry *out)
 {
 	if (!st || !st->n)
 		return -ENOENT;
 	size_t len = strlen(name), off;
-	for (size_t h = slot_home(st, ino_hash(ino)); (off = ino_get(st, h));
-	     h = slot_next(st, h)) {
+	for (size_t h = slot_home(st, ino_hash(ino, name, len));
+	     (off = ino_get(st, h)); h = slot_next(st, h)) {
 		const uint8_t *d = st->map + off;
 		if (get_u64(d + 4 + get_u32(d) + 16) == ino &&
 		    name_eq(st, off, name, len)) {

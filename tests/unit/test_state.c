@@ -391,6 +391,54 @@ START_TEST(test_state_find_moved)
 }
 END_TEST
 
+/* What `imatch apply --action hardlink` leaves: thousands of paths of one
+ * inode, under one name in many directories and under many names. Each is
+ * found by inode and name. (Loading them probed a table by inode alone
+ * O(n^2): this test took 1.24 s then, 0.47 s now.) */
+START_TEST(test_state_many_hard_links)
+{
+	enum { LINKS = 20000 };
+	struct im_state_writer *w;
+	struct im_state_entry e;
+	struct im_state *st;
+	struct im_doc_sigs d;
+	char p[64];
+
+	ck_assert_int_eq(im_state_writer_new(test_key(), &w), 0);
+	fake_sigs(&d, 1);
+	for (int i = 0; i < LINKS; i++) {
+		snprintf(p, sizeof(p), "pkg%05d/LICENSE", i);
+		ck_assert_int_eq(im_state_writer_add(w, p, 10, 20, 99, 5, &d),
+				 0);
+		snprintf(p, sizeof(p), "copies/copy%05d.txt", i);
+		ck_assert_int_eq(im_state_writer_add(w, p, 10, 20, 99, 5, &d),
+				 0);
+	}
+	ck_assert_int_eq(
+		im_state_writer_add(w, "other/LICENSE", 11, 21, 98, 6, &d), 0);
+	ck_assert_int_eq(commit_and_free(w, path), 0);
+	ck_assert_int_eq(im_state_load(path, test_key(), &st, NULL, 0), 0);
+
+	ck_assert_int_eq(im_state_find_moved(st, 99, "LICENSE", &e), 0);
+	ck_assert_uint_eq(e.ino, 99);
+	ck_assert_int_eq(memcmp(e.path + e.path_len - 8, "/LICENSE", 8), 0);
+	ck_assert_int_eq(im_state_find_moved(st, 98, "LICENSE", &e), 0);
+	ck_assert_uint_eq(e.path_len, strlen("other/LICENSE"));
+	for (int i = 0; i < LINKS; i += 997) {
+		snprintf(p, sizeof(p), "copy%05d.txt", i);
+		ck_assert_int_eq(im_state_find_moved(st, 99, p, &e), 0);
+		ck_assert_uint_eq(e.path_len, strlen("copies/") + strlen(p));
+		ck_assert_int_eq(
+			memcmp(e.path + strlen("copies/"), p, strlen(p)), 0);
+	}
+	ck_assert_int_eq(im_state_find_moved(st, 99, "copy.txt", &e), -ENOENT);
+	ck_assert_int_eq(im_state_find_moved(st, 97, "LICENSE", &e), -ENOENT);
+	/* Every path is still found by its own name. */
+	ck_assert_int_eq(im_state_find(st, "pkg12345/LICENSE", &e), 0);
+	im_state_free(st);
+}
+END_TEST
+
 /* Upgrading: an older version's cache is out of date, not corrupt (the
  * daemon refused to mount over it); a newer version's stays refused. */
 static void set_version(uint32_t v)
@@ -634,6 +682,7 @@ static Suite *state_suite(void)
 	tcase_add_test(tc, test_state_params_mismatch);
 	tcase_add_test(tc, test_state_partial_by_files_key);
 	tcase_add_test(tc, test_state_find_moved);
+	tcase_add_test(tc, test_state_many_hard_links);
 	tcase_add_test(tc, test_state_other_versions);
 	tcase_add_test(tc, test_state_crash_leftover_tmp);
 	tcase_add_test(tc, test_state_file_key);

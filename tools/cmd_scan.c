@@ -146,20 +146,23 @@ static void on_result(const char *path, const struct stat *st,
 	struct collect *col = arg;
 	int ret;
 
-	flockfile(stderr);
 	if (col->verbose && d->status == IM_DOC_ERROR) {
+		/* One line, not mixed with the walker's (on_unreadable()). */
+		flockfile(stderr);
 		fputs("imatch: cannot read ", stderr);
 		put_text_path(stderr, path);
 		fprintf(stderr, ": %s\n", strerror(d->err));
+		funlockfile(stderr);
 	} else if (col->verbose && d->status == IM_DOC_FAILED) {
 		/* Counted by reason in the summary; named here, so that a
 		 * user need not explain every file to find them. */
+		flockfile(stderr);
 		fputs("imatch: no text from ", stderr);
 		put_text_path(stderr, path);
 		fprintf(stderr, ": extraction failed: %s\n",
 			im_extract_fail_name((enum im_extract_fail)d->err));
+		funlockfile(stderr);
 	}
-	funlockfile(stderr);
 	ret = im_index_put(col->idx, path, d);
 	if (ret && !col->err)
 		col->err = ret;

@@ -172,8 +172,7 @@ static bool plain_name(const char *name, size_t n)
 		return false;
 	for (size_t i = 0; i < n; i++) {
 		unsigned char c = (unsigned char)name[i];
-		bool ok = (unsigned)((c | 0x20) - 'a') < 26 ||
-			  (unsigned)(c - '0') < 10 ||
+		bool ok = im_ascii_alpha((char)c) || im_ascii_digit((char)c) ||
 			  (c && strchr("-_.:()", c));
 
 		if (!ok)

@@ -138,29 +138,20 @@ static enum mail_header header_kind(const char *line, size_t k)
 	return MH_OTHER;
 }
 
-static bool is_alpha(char c)
-{
-	return (unsigned)((c | 0x20) - 'a') < 26;
-}
-
-static bool is_digit(char c)
-{
-	return (unsigned)(c - '0') < 10;
-}
-
 /* Bytes around the '@' of an address: the end of a local part (a quoted
  * one ends with '"') and the start of a domain (a literal with '['); UTF-8
  * on both sides (RFC 6532). */
 static bool ends_local_part(char c)
 {
-	return is_alpha(c) || is_digit(c) || (unsigned char)c >= 0x80 ||
+	return im_ascii_alpha(c) || im_ascii_digit(c) ||
+	       (unsigned char)c >= 0x80 ||
 	       (c && strchr("!#$%&'*+-/=?^_`{|}~.\"", c));
 }
 
 static bool starts_domain(char c)
 {
-	return is_alpha(c) || is_digit(c) || (unsigned char)c >= 0x80 ||
-	       c == '[';
+	return im_ascii_alpha(c) || im_ascii_digit(c) ||
+	       (unsigned char)c >= 0x80 || c == '[';
 }
 
 static size_t skip_blanks(const char *v, size_t n, size_t i)
@@ -175,7 +166,7 @@ static size_t digits(const char *v, size_t n, size_t *i)
 {
 	size_t d = 0;
 
-	while (*i < n && is_digit(v[*i]))
+	while (*i < n && im_ascii_digit(v[*i]))
 		(*i)++, d++;
 	return d;
 }
@@ -191,7 +182,7 @@ static bool mail_date(const char *v, size_t n)
 	static const char months[] = "janfebmaraprmayjunjulaugsepoctnovdec";
 	size_t i = skip_blanks(v, n, 0), j = i, d, m;
 
-	while (j < n && is_alpha(v[j]))
+	while (j < n && im_ascii_alpha(v[j]))
 		j++;
 	if (j > i && j < n && v[j] == ',')
 		i = skip_blanks(v, n, j + 1);
@@ -206,7 +197,7 @@ static bool mail_date(const char *v, size_t n)
 			break;
 	if (m == 36)
 		return false;
-	while (i < n && is_alpha(v[i]))
+	while (i < n && im_ascii_alpha(v[i]))
 		i++;
 	i = skip_blanks(v, n, i);
 	d = digits(v, n, &i);
@@ -266,9 +257,10 @@ static void mime_structure(const char *line, size_t k, size_t ll,
 /* Four digits at s[i], a number of its own (the year of a date). */
 static bool year_at(const char *s, size_t n, size_t i)
 {
-	return i + 4 <= n && is_digit(s[i]) && is_digit(s[i + 1]) &&
-	       is_digit(s[i + 2]) && is_digit(s[i + 3]) &&
-	       (i + 4 == n || !is_digit(s[i + 4])) && !is_digit(s[i - 1]);
+	return i + 4 <= n && im_ascii_digit(s[i]) && im_ascii_digit(s[i + 1]) &&
+	       im_ascii_digit(s[i + 2]) && im_ascii_digit(s[i + 3]) &&
+	       (i + 4 == n || !im_ascii_digit(s[i + 4])) &&
+	       !im_ascii_digit(s[i - 1]);
 }
 
 /* An mbox "From " line s[0, n): the envelope sender, one word and not a
@@ -289,10 +281,10 @@ static bool mbox_from_line(const char *s, size_t n)
 	if (i == 5)
 		return false;
 	for (; i < n; i++) {
-		if (i + 6 < n && is_digit(s[i]) && s[i + 1] == ':' &&
-		    is_digit(s[i + 2]) && is_digit(s[i + 3]) &&
-		    s[i + 4] == ':' && is_digit(s[i + 5]) &&
-		    is_digit(s[i + 6])) {
+		if (i + 6 < n && im_ascii_digit(s[i]) && s[i + 1] == ':' &&
+		    im_ascii_digit(s[i + 2]) && im_ascii_digit(s[i + 3]) &&
+		    s[i + 4] == ':' && im_ascii_digit(s[i + 5]) &&
+		    im_ascii_digit(s[i + 6])) {
 			time = true;
 			i += 6;
 		} else if (year_at(s, n, i)) {

@@ -187,24 +187,14 @@ size_t im_html_entity_count(void)
 	return sizeof(entities) / sizeof(entities[0]);
 }
 
-static bool is_alpha(char c)
-{
-	return (unsigned)((c | 0x20) - 'a') < 26;
-}
-
-static bool is_digit(char c)
-{
-	return (unsigned)(c - '0') < 10;
-}
-
 static bool is_alnum(char c)
 {
-	return is_alpha(c) || is_digit(c);
+	return im_ascii_alpha(c) || im_ascii_digit(c);
 }
 
 static int hex_value(char c)
 {
-	if (is_digit(c))
+	if (im_ascii_digit(c))
 		return c - '0';
 	if ((unsigned)((c | 0x20) - 'a') < 6)
 		return (c | 0x20) - 'a' + 10;
@@ -269,7 +259,8 @@ static uint64_t tag_key(const char *s, size_t n)
 
 	for (size_t i = 0; i < n && i < TAG_KEY_MAX; i++)
 		key |= (uint64_t)(unsigned char)(s[i] |
-						 (is_alpha(s[i]) ? 0x20 : 0))
+						 (im_ascii_alpha(s[i]) ? 0x20
+								       : 0))
 		       << (8 * i);
 	return key;
 }
@@ -311,7 +302,8 @@ static void keys_init(void)
 		if (is_alnum((char)c) || c == '-' || c == ':')
 			name_byte[c] =
 				(unsigned char)(c |
-						(is_alpha((char)c) ? 0x20 : 0));
+						(im_ascii_alpha((char)c) ? 0x20
+									 : 0));
 	for (size_t i = 0; i < NINLINE; i++)
 		kind_put(inline_tags[i], TAG_INLINE);
 	kind_put("script", TAG_SCRIPT);
@@ -461,7 +453,7 @@ static size_t markup(struct html *h, size_t i)
 	}
 	closing = r >= 2 && s[i + 1] == '/';
 	n0 = i + 1 + closing;
-	if (n0 >= len || !is_alpha(s[n0])) {
+	if (n0 >= len || !im_ascii_alpha(s[n0])) {
 		*h->o++ = '<';
 		return i + 1;
 	}
@@ -554,7 +546,7 @@ static size_t entity(struct html *h, size_t i)
 		d0 = k;
 		for (; k < len; k++) {
 			int d = hex ? hex_value(s[k])
-				    : (is_digit(s[k]) ? s[k] - '0' : -1);
+				    : (im_ascii_digit(s[k]) ? s[k] - '0' : -1);
 
 			if (d < 0)
 				break;
@@ -792,8 +784,10 @@ window_avx512(struct html *h, size_t i, struct open_tag *ot)
 	/* The same of the byte after each, and of the one after that: these
 	 * masks moved down, the two bytes past the window read one by one
 	 * (compares are what the window waits for, not shifts). */
-	uint64_t alpha1 = alpha >> 1 | (uint64_t)is_alpha(p[WINDOW]) << 63;
-	uint64_t alpha2 = alpha1 >> 1 | (uint64_t)is_alpha(p[WINDOW + 1]) << 63;
+	uint64_t alpha1 = alpha >> 1 | (uint64_t)im_ascii_alpha(p[WINDOW])
+					       << 63;
+	uint64_t alpha2 = alpha1 >> 1 | (uint64_t)im_ascii_alpha(p[WINDOW + 1])
+						<< 63;
 	uint64_t closing = slash >> 1 | (uint64_t)(p[WINDOW] == '/') << 63;
 	uint64_t starts = lt & (alpha1 | (closing & alpha2));
 	uint64_t bang = eq_mask(v, '!') | eq_mask(v, '?');

@@ -33,6 +33,19 @@ void im_buf_release(struct im_buf *b);
 int im_buf_reserve(struct im_buf *b, size_t extra);
 /** @return 0 or -ENOMEM. */
 int im_buf_append(struct im_buf *b, const void *s, size_t n);
+/* An ASCII letter, either case: whatever the locale (the extractors read
+ * markup and headers, whose syntax is ASCII). */
+static inline bool im_ascii_alpha(char c)
+{
+	return (unsigned)((c | 0x20) - 'a') < 26;
+}
+
+/* An ASCII digit. */
+static inline bool im_ascii_digit(char c)
+{
+	return (unsigned)(c - '0') < 10;
+}
+
 /** Append the UTF-8 encoding of @p cp (must be a valid scalar value). */
 int im_buf_put_cp(struct im_buf *b, uint32_t cp);
 

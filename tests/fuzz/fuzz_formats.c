@@ -171,6 +171,27 @@ HELPER uint8_t *dup_bytes(const uint8_t *p, size_t len)
 	return c;
 }
 
+/*
+ * Load @p data as given, then, when it holds at least @p min bytes, once
+ * more with its size and checksum made right by @p fix as the writer makes
+ * them: otherwise nearly every input stops at the checksum and the parser
+ * behind it is never reached.
+ */
+HELPER void as_given_and_fixed(const uint8_t *data, size_t size, size_t min,
+			       void (*load)(const uint8_t *, size_t),
+			       void (*fix)(uint8_t *, size_t))
+{
+	load(data, size);
+	if (size < min)
+		return;
+	uint8_t *c = dup_bytes(data, size);
+
+	fix(c, size);
+	if (memcmp(c, data, size))
+		load(c, size);
+	free(c);
+}
+
 /* ---- Lexicon ------------------------------------------------------------------ */
 
 #if defined(FUZZ_LEXICON)
@@ -245,19 +266,17 @@ static void try_lexicon(const uint8_t *data, size_t size)
 	im_lexicon_free(lex);
 }
 
-static void fuzz_lexicon(const uint8_t *data, size_t size)
+/* As im_lexicon_save_key() writes them: the size, the checksum. */
+static void lexicon_fix(uint8_t *c, size_t size)
 {
-	try_lexicon(data, size);
-	if (size < LEX_HEADER + LEX_TRAILER)
-		return;
-	/* As im_lexicon_save_key() writes them: the size, the checksum. */
-	uint8_t *c = dup_bytes(data, size);
-
 	put_le(c + 16, size, 8);
 	put_le(c + size - LEX_TRAILER, XXH3_64bits(c, size - LEX_TRAILER), 8);
-	if (memcmp(c, data, size))
-		try_lexicon(c, size);
-	free(c);
+}
+
+static void fuzz_lexicon(const uint8_t *data, size_t size)
+{
+	as_given_and_fixed(data, size, LEX_HEADER + LEX_TRAILER, try_lexicon,
+			   lexicon_fix);
 }
 #endif
 
@@ -411,15 +430,7 @@ static void state_fix(uint8_t *c, size_t size)
 
 static void fuzz_state(const uint8_t *data, size_t size)
 {
-	try_state(data, size);
-	if (size < ST_HEADER + 8)
-		return;
-	uint8_t *c = dup_bytes(data, size);
-
-	state_fix(c, size);
-	if (memcmp(c, data, size))
-		try_state(c, size);
-	free(c);
+	as_given_and_fixed(data, size, ST_HEADER + 8, try_state, state_fix);
 }
 #endif
 
@@ -686,15 +697,8 @@ static void stage_fix(uint8_t *c, size_t size)
 
 static void fuzz_stage(const uint8_t *data, size_t size)
 {
-	try_stage(data, size);
-	if (size < SG_HEADER + SG_TRAILER)
-		return;
-	uint8_t *c = dup_bytes(data, size);
-
-	stage_fix(c, size);
-	if (memcmp(c, data, size))
-		try_stage(c, size);
-	free(c);
+	as_given_and_fixed(data, size, SG_HEADER + SG_TRAILER, try_stage,
+			   stage_fix);
 }
 #endif
 

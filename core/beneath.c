@@ -221,3 +221,18 @@ int im_is_imatchfs_mount(dev_t dev)
 	fclose(f);
 	return ret;
 }
+
+char *im_path_join(const char *dir, const char *name)
+{
+	size_t dl = strlen(dir), nl = strlen(name);
+	char *s = malloc(dl + nl + 2);
+
+	if (!s)
+		return NULL;
+	if (dl) {
+		memcpy(s, dir, dl);
+		s[dl++] = '/';
+	}
+	memcpy(s + dl, name, nl + 1);
+	return s;
+}

@@ -50,6 +50,13 @@
 int im_open_beneath(int dirfd, const char *path, int flags, int *out);
 
 /**
+ * "@p dir/@p name", or @p name alone when @p dir is "" (the root itself):
+ * how the walks build the relative paths given to the functions here. The
+ * caller frees the result; NULL on ENOMEM.
+ */
+char *im_path_join(const char *dir, const char *name);
+
+/**
  * im_open_beneath(), then check that the opened file is the one the caller
  * saw: its st_dev and st_ino must equal @p want's.
  *

@@ -136,21 +136,6 @@ static int cmp_names(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static char *join(const char *dir, const char *name)
-{
-	size_t dl = strlen(dir), nl = strlen(name);
-	char *s = malloc(dl + nl + 2);
-
-	if (!s)
-		return NULL;
-	if (dl) {
-		memcpy(s, dir, dl);
-		s[dl++] = '/';
-	}
-	memcpy(s + dl, name, nl + 1);
-	return s;
-}
-
 static void names_free(struct names *nm)
 {
 	free(nm->v);
@@ -303,7 +288,7 @@ static void walk_error(struct walker *w, const char *dir, const char *name,
 	w->counts->errors++;
 	if (!w->cb->unreadable)
 		return;
-	path = name ? join(dir, name) : NULL;
+	path = name ? im_path_join(dir, name) : NULL;
 	if (name && !path)
 		return; /* out of memory: counted, not named */
 	w->cb->unreadable(name ? path : dir, err, w->cb->unreadable_arg);
@@ -338,7 +323,7 @@ static int out_of_scope(struct walker *w, const char *path, const char *name,
 	if (im_scope_empty(w->p->scope) && !w->chain.files &&
 	    strcmp(name, IM_IGNORE_NAME))
 		return 0;
-	fp = join(path, name);
+	fp = im_path_join(path, name);
 	if (!fp)
 		return -ENOMEM;
 	out = im_scope_excluded(w->p->scope, &w->chain, fp, is_dir);
@@ -435,7 +420,7 @@ static int walk_enter(struct walker *w, int fd, char *path,
 			}
 			continue;
 		}
-		fp = join(path, name);
+		fp = im_path_join(path, name);
 		if (!fp) {
 			ret = -ENOMEM;
 			break;
@@ -529,7 +514,7 @@ static int descend(struct walker *w, struct frame *f, const char *name)
 		c->mounts++;
 		return 0;
 	}
-	path = join(f->path, name);
+	path = im_path_join(f->path, name);
 	if (!path) {
 		close(cfd);
 		return -ENOMEM;

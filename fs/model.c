@@ -16,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "beneath.h"
 #include "ino.h"
 #include "member.h"
 #include "model.h"
@@ -980,7 +981,7 @@ int model_move(struct model *m, struct node *n, struct node *dir,
 	/* All memory first: past this point nothing fails half-way. */
 	from = tree_path(m->tree, n);
 	dpath = tree_path(m->tree, dir);
-	to = dpath ? path_join(dpath, name) : NULL;
+	to = dpath ? im_path_join(dpath, name) : NULL;
 	if (!from || !to)
 		goto out;
 	size_t sub = subtree_len(m->tree, n), fl = strlen(from),

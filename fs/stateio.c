@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "beneath.h"
 #include "scope.h"
 #include "stateio.h"
 #include "util.h"
@@ -18,8 +19,8 @@ int stateio_open(struct stateio *sio, const char *state_dir,
 	sio->params = p;
 	sio->lexicon_given = lexicon != NULL;
 	sio->lexicon_path =
-		lexicon ? strdup(lexicon) : path_join(state_dir, "lexicon");
-	sio->cache_path = path_join(state_dir, "sigcache");
+		lexicon ? strdup(lexicon) : im_path_join(state_dir, "lexicon");
+	sio->cache_path = im_path_join(state_dir, "sigcache");
 	if (!sio->lexicon_path || !sio->cache_path) {
 		stateio_release(sio);
 		return -ENOMEM;

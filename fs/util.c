@@ -4,29 +4,12 @@
  */
 #include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "util.h"
 
 /* Set once by main() before threads start, read-only afterwards. */
 static bool log_syslog;
 static bool log_debug;
-
-char *path_join(const char *dir, const char *name)
-{
-	size_t dl = strlen(dir), nl = strlen(name);
-	char *s = malloc(dl + nl + 2);
-
-	if (!s)
-		return NULL;
-	if (dl) {
-		memcpy(s, dir, dl);
-		s[dl++] = '/';
-	}
-	memcpy(s + dl, name, nl + 1);
-	return s;
-}
 
 void imfs_log_setup(bool to_syslog, bool debug)
 {

@@ -30,12 +30,6 @@ static inline int64_t mono_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/**
- * "@p dir/@p name", or @p name alone when @p dir is "" (the source's root).
- * The caller frees the result; NULL on ENOMEM.
- */
-char *path_join(const char *dir, const char *name);
-
 /** Where log lines go: stderr (the default) or syslog; debug lines or not. */
 void imfs_log_setup(bool to_syslog, bool debug);
 

@@ -294,7 +294,7 @@ static struct found *found_add(struct found_list *l, char *path,
 
 static char *under_base(const struct found_list *l, const char *rel)
 {
-	return *rel ? path_join(l->base, rel) : strdup(l->base);
+	return *rel ? im_path_join(l->base, rel) : strdup(l->base);
 }
 
 static int walk_dir_cb(const char *rel, const struct stat *st, void *arg)
@@ -673,7 +673,7 @@ static void want_look(const struct tree *t, struct node *dir, const char *name,
 {
 	char *dp = tree_path(t, dir);
 
-	req->path = dp ? path_join(dp, name) : NULL;
+	req->path = dp ? im_path_join(dp, name) : NULL;
 	req->resign = resign;
 	req->deep = deep;
 	free(dp);

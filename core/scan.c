@@ -637,6 +637,8 @@ int im_walk(int dirfd, const struct im_params *p, const struct im_walk_ops *ops,
 		.skip_ino = ops->skip_ino,
 		.under = ops->under,
 		.one_level = ops->one_level,
+		.unreadable = ops->unreadable,
+		.unreadable_arg = ops->arg,
 	};
 
 	return walk(dirfd, p, &cb, counts);

@@ -79,6 +79,10 @@ struct im_walk_ops {
 	 *  still relative to @p dirfd), with the .imatchignore files of its
 	 *  parents applied (im_scope_open_dir()); nothing when it is excluded. */
 	const char *under;
+	/** May be NULL: a directory (or an entry of one, or a .imatchignore)
+	 *  that could not be opened or read, with its errno; as
+	 *  im_scan_ops.unreadable, counted in errors. */
+	void (*unreadable)(const char *path, int err, void *arg);
 	/** Walk the root's own files only: @c dir is called for the root,
 	 *  then for each subdirectory the walk would enter (hidden names,
 	 *  scope, mounts and the skipped directory left out as always), which

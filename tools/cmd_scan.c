@@ -146,23 +146,13 @@ static void on_result(const char *path, const struct stat *st,
 	struct collect *col = arg;
 	int ret;
 
-	if (col->verbose && d->status == IM_DOC_ERROR) {
-		/* One line, not mixed with the walker's (on_unreadable()). */
-		flockfile(stderr);
-		fputs("imatch: cannot read ", stderr);
-		put_text_path(stderr, path);
-		fprintf(stderr, ": %s\n", strerror(d->err));
-		funlockfile(stderr);
-	} else if (col->verbose && d->status == IM_DOC_FAILED) {
+	if (col->verbose && d->status == IM_DOC_ERROR)
+		err_msg("cannot read %s: %s", path, strerror(d->err));
+	else if (col->verbose && d->status == IM_DOC_FAILED)
 		/* Counted by reason in the summary; named here, so that a
 		 * user need not explain every file to find them. */
-		flockfile(stderr);
-		fputs("imatch: no text from ", stderr);
-		put_text_path(stderr, path);
-		fprintf(stderr, ": extraction failed: %s\n",
+		err_msg("no text from %s: extraction failed: %s", path,
 			im_extract_fail_name((enum im_extract_fail)d->err));
-		funlockfile(stderr);
-	}
 	ret = im_index_put(col->idx, path, d);
 	if (ret && !col->err)
 		col->err = ret;
@@ -176,14 +166,9 @@ static void on_unreadable(const char *path, int err, void *arg)
 {
 	const struct collect *col = arg;
 
-	if (!col->verbose)
-		return;
-	/* The walker's line, not mixed with a worker's. */
-	flockfile(stderr);
-	fputs("imatch: cannot read ", stderr);
-	put_text_path(stderr, *path ? path : ".");
-	fprintf(stderr, ": %s\n", strerror(err));
-	funlockfile(stderr);
+	if (col->verbose)
+		err_msg("cannot read %s: %s", *path ? path : ".",
+			strerror(err));
 }
 
 static int on_member(const char *path, void *arg)

@@ -197,6 +197,7 @@ struct pass {
 	const size_t *todo;
 	size_t n;
 	bool whole;
+	bool verbose;	   /* name each file left out */
 	size_t next;	   /* the next of todo to take; atomic */
 	cpu_set_t allowed; /* the CPUs this process may run on */
 };
@@ -252,6 +253,13 @@ static void *pass_run(void *arg)
 		if (r) {
 			f->state = W_GONE;
 			wk->gone++;
+			if (ps->verbose && r == -ESTALE)
+				err_msg("left out %s: it changed since the "
+					"walk",
+					f->path);
+			else if (ps->verbose)
+				err_msg("cannot read %s: %s", f->path,
+					strerror(-r));
 			continue;
 		}
 		f->state = ps->whole ? W_WHOLE : W_HEAD;
@@ -302,10 +310,15 @@ static void start_workers(struct pass *ps, struct pass_worker *wk, unsigned nw)
  * @return 0 or -ENOMEM.
  */
 static int hash_pass(int fd, struct walked *v, const size_t *todo, size_t n,
-		     bool whole, unsigned jobs, struct exact_scan_stats *st)
+		     bool whole, unsigned jobs, bool verbose,
+		     struct exact_scan_stats *st)
 {
-	struct pass ps = {
-		.fd = fd, .v = v, .todo = todo, .n = n, .whole = whole};
+	struct pass ps = {.fd = fd,
+			  .v = v,
+			  .todo = todo,
+			  .n = n,
+			  .whole = whole,
+			  .verbose = verbose};
 	struct pass_worker wk[MAX_THREADS];
 	unsigned nw = jobs;
 	int ret = 0;
@@ -330,6 +343,14 @@ static int hash_pass(int fd, struct walked *v, const size_t *todo, size_t n,
 			ret = wk[i].err;
 	}
 	return ret;
+}
+
+/* A directory or .imatchignore the walk could not read: with -v, named as
+ * a scan names it. */
+static void on_unreadable(const char *path, int err, void *arg)
+{
+	(void)arg;
+	err_msg("cannot read %s: %s", *path ? path : ".", strerror(err));
 }
 
 static bool sharing(const struct walked *f)
@@ -360,7 +381,7 @@ static bool whole_hashed(const struct walked *f)
  * @return the number hashed whole, or a negative errno (-ENOMEM).
  */
 static long hash_shared_sizes(int fd, struct walk_list *w, unsigned jobs,
-			      struct exact_scan_stats *st)
+			      bool verbose, struct exact_scan_stats *st)
 {
 	size_t n = 0, nwhole = 0, *todo;
 	int ret;
@@ -382,7 +403,7 @@ static long hash_shared_sizes(int fd, struct walk_list *w, unsigned jobs,
 		return -ENOMEM;
 	for (size_t i = 0; i < n; i++)
 		todo[i] = i;
-	ret = hash_pass(fd, w->v, todo, n, false, jobs, st);
+	ret = hash_pass(fd, w->v, todo, n, false, jobs, verbose, st);
 	if (ret)
 		goto out;
 	n = keep_front(w->v, n, head_hashed);
@@ -401,7 +422,7 @@ static long hash_shared_sizes(int fd, struct walk_list *w, unsigned jobs,
 		i = end;
 	}
 	st->whole = nwhole;
-	ret = hash_pass(fd, w->v, todo, nwhole, true, jobs, st);
+	ret = hash_pass(fd, w->v, todo, nwhole, true, jobs, verbose, st);
 	if (ret)
 		goto out;
 	n = keep_front(w->v, n, whole_hashed);
@@ -443,7 +464,10 @@ int scan_tree_exact(struct cli *c, int fd, struct im_index **idx,
 		    scan_file_fn fn, void *arg, struct exact_scan_stats *st)
 {
 	struct walk_list w = {.max_size = c->p.max_size};
-	struct im_walk_ops ops = {.file = on_walk_file, .arg = &w};
+	struct im_walk_ops ops = {
+		.file = on_walk_file,
+		.unreadable = c->verbose ? on_unreadable : NULL,
+		.arg = &w};
 	struct im_scan_counts counts;
 	struct im_params p = c->p;
 	struct im_index *ix = NULL;
@@ -468,7 +492,7 @@ int scan_tree_exact(struct cli *c, int fd, struct im_index **idx,
 	hashed = ret ? 0
 		     : hash_shared_sizes(fd, &w,
 					 im_scan_threads(c->jobs, MAX_THREADS),
-					 st);
+					 c->verbose, st);
 	if (hashed < 0)
 		ret = (int)hashed;
 	/*

@@ -427,10 +427,13 @@ void err_msg(const char *fmt, ...)
 			s = buf; /* cut short, still said */
 		}
 	}
-	/* One line, and no name's control bytes on the terminal. */
+	/* One line, not mixed with another thread's, and no name's
+	 * control bytes on the terminal. */
+	flockfile(stderr);
 	fputs("imatch: ", stderr);
 	put_text_path(stderr, s);
 	fputc('\n', stderr);
+	funlockfile(stderr);
 	if (s != buf)
 		free(s);
 }

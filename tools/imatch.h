@@ -318,7 +318,8 @@ int dedupe_join(struct cli *c, const char *root, int (*lines)(void *arg),
 /* ---- Messages -------------------------------------------------------------- */
 
 /** "imatch: " + message + newline on stderr, the message written as
- *  put_text_path() writes a path (the names in it may hold any byte). */
+ *  put_text_path() writes a path (the names in it may hold any byte). The
+ *  line is written whole under stderr's lock: threads may call it. */
 void err_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /** Load c->lexicon, printing the loader's reason on failure. @return 0 or -1. */

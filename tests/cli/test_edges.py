@@ -111,8 +111,9 @@ class Skipped(Exception):
 
 def case_verbose_names_unreadable(tmp):
     """scan -v names a directory it could not open as it names a file it
-    could not read; the summary counts both in errors. Root reads
-    anything: as root the scan runs as nobody."""
+    could not read; the summary counts both in errors. dedupe -v, with or
+    without --near, names them too. Root reads anything: as root imatch
+    runs as nobody."""
     root = os.path.join(tmp, "s")
     text = "several words of one text file, enough of them to count\n"
     write(root, {"a.txt": text, "b.txt": text, "locked/c.txt": text,
@@ -128,23 +129,36 @@ def case_verbose_names_unreadable(tmp):
             os.setgroups([])
             os.setgid(65534)
             os.setuid(65534)
-    try:
-        p = subprocess.run([test_cli.IMATCH, "scan", "-v", root],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                           timeout=300, preexec_fn=as_nobody)
-    except PermissionError:
-        p = None
-    if p is None or (as_nobody and p.returncode == 126):
-        raise Skipped("nobody cannot run %s" % test_cli.IMATCH)
-    err = p.stderr.decode("utf-8", "replace")
-    check(p.returncode == 0, "scan -v: exit %d: %s" % (p.returncode, err))
-    lines = err.splitlines()
-    for want in ("imatch: cannot read locked: Permission denied",
-                 "imatch: cannot read noread.txt: Permission denied",
-                 "imatch: cannot read ig/.imatchignore: Permission denied",
-                 "errors: 3"):
-        check(want in lines, "scan -v says %r: %s" % (want, err))
-    check(p.stdout.decode() == "a.txt\tb.txt\n", "clusters: %r" % p.stdout)
+
+    def run_as_nobody(*args):
+        try:
+            p = subprocess.run([test_cli.IMATCH] + list(args) + [root],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               timeout=300, preexec_fn=as_nobody)
+        except PermissionError:
+            p = None
+        if p is None or (as_nobody and p.returncode == 126):
+            raise Skipped("nobody cannot run %s" % test_cli.IMATCH)
+        err = p.stderr.decode("utf-8", "replace")
+        check(p.returncode == 0, "%s: exit %d: %s" % (args, p.returncode,
+                                                      err))
+        return p.stdout.decode(), err
+
+    unreadable = ["imatch: cannot read locked: Permission denied",
+                  "imatch: cannot read noread.txt: Permission denied",
+                  "imatch: cannot read ig/.imatchignore: Permission denied"]
+    out, err = run_as_nobody("scan", "-v")
+    for want in unreadable + ["errors: 3"]:
+        check(want in err.splitlines(), "scan -v says %r: %s" % (want, err))
+    check(out == "a.txt\tb.txt\n", "clusters: %r" % out)
+    for near in ([], ["--near"]):
+        out, err = run_as_nobody("dedupe", "-v", *near)
+        for want in unreadable:
+            check(want in err.splitlines(),
+                  "dedupe -v %s says %r: %s" % (near, want, err))
+        check([os.path.relpath(json.loads(l)["path"], root)
+               for l in out.splitlines()] ==
+              ["b.txt"], "dedupe %s plan: %r" % (near, out))
 
 
 def case_dupes_documents_only(tmp):

@@ -37,6 +37,7 @@
 #include "records.h"
 #include "shard.h"
 #include "stage.h"
+#include "stage_rec.h"
 #include "state.h"
 
 /* Meta words of a records file (IM_STAGE_RECORDS): per status, then. */
@@ -2242,15 +2243,6 @@ static const uint8_t *xp_key(const uint8_t *p, size_t len, size_t *klen)
 	return cur.p;
 }
 
-static int xp_cmp(const uint8_t *a, size_t al, const uint8_t *b, size_t bl)
-{
-	size_t ka, kb;
-	const uint8_t *x = xp_key(a, al, &ka), *y = xp_key(b, bl, &kb);
-	int r = memcmp(x, y, ka < kb ? ka : kb);
-
-	return r ? r : (ka > kb) - (ka < kb);
-}
-
 static void key_be(struct im_stage_buf *k, uint64_t v, unsigned bytes)
 {
 	uint8_t b[8];
@@ -2276,13 +2268,11 @@ static int xp_add(struct xpart *x, const char *text, size_t len)
 	int ret;
 
 	x->rec.len = 0;
-	im_stage_buf_u32(&x->rec, (uint32_t)x->key.len);
-	im_stage_buf_put(&x->rec, x->key.p, x->key.len);
-	im_stage_buf_put(&x->rec, text, len);
+	xp_rec_encode(&x->rec, x->key.p, x->key.len, text, len);
 	if (x->key.oom || x->rec.oom)
 		return -ENOMEM;
 	if (x->last.len &&
-	    xp_cmp(x->last.p, x->last.len, x->rec.p, 4 + x->key.len) >= 0)
+	    xp_rec_cmp(x->last.p, x->last.len, x->rec.p, 4 + x->key.len) >= 0)
 		return -EDOM;
 	ret = im_stage_writer_add(x->w, x->rec.p, x->rec.len);
 	x->last.len = 0;
@@ -3236,7 +3226,7 @@ static int export_join(struct cli *c, struct im_stage_reader **rs)
 		goto out;
 	for (uint32_t p = 0; p < n; p++)
 		count += im_stage_count(j.parts[p]);
-	if (im_stage_merge_new(j.parts, n, xp_cmp, &j.m)) {
+	if (im_stage_merge_new(j.parts, n, xp_rec_cmp, &j.m)) {
 		err_msg("%s", strerror(ENOMEM));
 		goto out;
 	}
@@ -3784,17 +3774,15 @@ static bool cat_cluster(FILE *f, const uint8_t *p, size_t len)
 /* An export part's record: its key (hex) and text. */
 static bool cat_export(FILE *f, const uint8_t *p, size_t len)
 {
-	size_t klen;
-	const uint8_t *k = xp_key(p, len, &klen);
+	const uint8_t *k, *t;
+	size_t klen, tlen;
 	char *text;
 
-	if (len < 4 || (size_t)(k - p) + klen > len ||
-	    klen != (size_t)p[0] + ((size_t)p[1] << 8) + ((size_t)p[2] << 16) +
-			    ((size_t)p[3] << 24))
+	if (xp_rec_decode(p, len, &k, &klen, &t, &tlen))
 		return false;
 	if (!f)
 		return true;
-	text = strndup((const char *)k + klen, len - 4 - klen);
+	text = strndup((const char *)t, tlen);
 	fputs("{\"key\": \"", f);
 	put_hex(f, k, klen);
 	fputs("\", \"text\": ", f);

@@ -21,6 +21,7 @@
 #include "scan.h"
 #include "shard.h"
 #include "stage.h"
+#include "stage_rec.h"
 
 /* Meta words of a manifest (IM_STAGE_MANIFEST). */
 enum {
@@ -138,6 +139,14 @@ static int ls_file(const char *path, const struct stat *st, void *arg)
 {
 	struct ls_ctx *x = arg;
 	uint64_t size = (uint64_t)st->st_size;
+	struct man_rec r = {
+		.size = size,
+		.mtime_ns = (uint64_t)st->st_mtim.tv_sec * 1000000000u +
+			    (uint64_t)st->st_mtim.tv_nsec,
+		.ino = st->st_ino,
+		.path = path,
+		.path_len = strlen(path),
+	};
 	int ret;
 
 	/* A shard is full when this file would take it past the target; a
@@ -155,13 +164,9 @@ static int ls_file(const char *path, const struct stat *st, void *arg)
 		x->in_shard += size;
 	}
 	x->bytes += size;
+	r.shard = x->shards ? x->nshards - 1 : 0;
 	x->rec.len = 0;
-	im_stage_buf_u64(&x->rec, size);
-	im_stage_buf_u64(&x->rec, (uint64_t)st->st_mtim.tv_sec * 1000000000u +
-					  (uint64_t)st->st_mtim.tv_nsec);
-	im_stage_buf_u64(&x->rec, st->st_ino);
-	im_stage_buf_u32(&x->rec, x->shards ? x->nshards - 1 : 0);
-	im_stage_buf_put(&x->rec, path, strlen(path));
+	man_rec_encode(&x->rec, &r);
 	if (x->rec.oom)
 		return x->err = -ENOMEM;
 	ret = im_stage_writer_add(x->w, x->rec.p, x->rec.len);
@@ -373,9 +378,6 @@ out:
 	return code;
 }
 
-/* Offset of the shard number in a manifest record (ls_file()). */
-#define MAN_REC_SHARD 24
-
 int manifest_lists(struct im_stage_reader *man, struct list_print **out,
 		   uint32_t *n)
 {
@@ -392,19 +394,14 @@ int manifest_lists(struct im_stage_reader *man, struct list_print **out,
 		return -ENOMEM;
 	im_stage_rewind(man);
 	while (im_stage_next(man, &p, &len)) {
-		struct im_stage_cur cur = im_stage_cur(p, len);
-		uint32_t shard;
+		struct man_rec r;
 
-		im_stage_get(&cur, MAN_REC_SHARD);
-		shard = im_stage_get_u32(&cur);
-		if (cur.bad || !im_stage_left(&cur) || shard >= *n) {
+		if (man_rec_decode(p, len, &r) || r.shard >= *n) {
 			free(v);
 			return -EINVAL;
 		}
-		v[shard].files++;
-		v[shard].paths +=
-			im_list_path_hash((const char *)p + MAN_REC_SHARD + 4,
-					  len - MAN_REC_SHARD - 4);
+		v[r.shard].files++;
+		v[r.shard].paths += im_list_path_hash(r.path, r.path_len);
 	}
 	*out = v;
 	return 0;
@@ -443,19 +440,15 @@ int cmd_ls_merge(struct cli *c)
 			goto out;
 		}
 		while (!ret && im_stage_next(r, &p, &len)) {
-			if (len <= MAN_REC_SHARD + 4) {
+			struct man_rec m;
+
+			if (man_rec_decode(p, len, &m)) {
 				ret = -EINVAL;
 				break;
 			}
-			struct im_stage_cur cur =
-				im_stage_cur(p + MAN_REC_SHARD, 4);
-			uint32_t shard = im_stage_get_u32(&cur);
+			m.shard += (uint32_t)meta[MAN_SHARDS];
 			rec.len = 0;
-			im_stage_buf_put(&rec, p, MAN_REC_SHARD);
-			im_stage_buf_u32(&rec,
-					 shard + (uint32_t)meta[MAN_SHARDS]);
-			im_stage_buf_put(&rec, p + MAN_REC_SHARD + 4,
-					 len - MAN_REC_SHARD - 4);
+			man_rec_encode(&rec, &m);
 			ret = rec.oom ? -ENOMEM
 				      : im_stage_writer_add(w, rec.p, rec.len);
 		}
@@ -493,21 +486,11 @@ struct term_ref {
 	uint32_t count;
 };
 
-/* Byte order, a prefix first: the order of every sorted df run. */
-static int term_cmp(const char *a, uint32_t al, const char *b, uint32_t bl)
-{
-	int r = memcmp(a, b, al < bl ? al : bl);
-
-	if (r)
-		return r;
-	return al < bl ? -1 : al > bl;
-}
-
 static int cmp_term_ref(const void *a, const void *b)
 {
 	const struct term_ref *x = a, *y = b;
 
-	return term_cmp(x->s, x->len, y->s, y->len);
+	return df_term_cmp(x->s, x->len, y->s, y->len);
 }
 
 static int bucket_term(const char *s, uint32_t len, uint64_t hash,
@@ -541,8 +524,7 @@ static int write_df_run(const char *path, const struct im_stage_header *h,
 	ret = im_stage_writer_new(path, h, &w);
 	for (size_t i = 0; !ret && i < n; i++) {
 		rec.len = 0;
-		im_stage_buf_u32(&rec, v[i].count);
-		im_stage_buf_put(&rec, v[i].s, v[i].len);
+		df_rec_encode(&rec, v[i].count, v[i].s, v[i].len);
 		ret = rec.oom ? -ENOMEM
 			      : im_stage_writer_add(w, rec.p, rec.len);
 	}
@@ -670,25 +652,14 @@ struct run {
 static int run_next(struct run *x)
 {
 	const uint8_t *p;
-	size_t len;
-	struct im_stage_cur cur;
+	size_t len, tlen;
 
 	if (!im_stage_next(x->r, &p, &len))
 		return 0;
-	cur = im_stage_cur(p, len);
-	x->count = im_stage_get_u32(&cur);
-	x->len = (uint32_t)im_stage_left(&cur);
-	x->s = (const char *)im_stage_get(&cur, x->len);
-	return cur.bad || !x->len ? -EINVAL : 1;
-}
-
-/* The order of df runs: by term, the count ahead of it aside. */
-static int df_rec_cmp(const uint8_t *a, size_t al, const uint8_t *b, size_t bl)
-{
-	if (al < 4 || bl < 4)
-		return al < bl ? -1 : al > bl;
-	return term_cmp((const char *)a + 4, (uint32_t)(al - 4),
-			(const char *)b + 4, (uint32_t)(bl - 4));
+	if (df_rec_decode(p, len, &x->count, &x->s, &tlen))
+		return -EINVAL;
+	x->len = (uint32_t)tlen;
+	return 1;
 }
 
 /*
@@ -782,7 +753,11 @@ int cmd_df_merge(struct cli *c)
 		goto out;
 	}
 	while ((ret = im_stage_merge_next(m, &p, &len, &from)) > 0) {
-		if (len < 5) {
+		const char *term;
+		size_t tlen;
+		uint32_t count;
+
+		if (df_rec_decode(p, len, &count, &term, &tlen)) {
 			ret = -EINVAL;
 			break;
 		}
@@ -801,8 +776,7 @@ int cmd_df_merge(struct cli *c)
 				break;
 			}
 		}
-		sum += (uint64_t)p[0] | (uint64_t)p[1] << 8 |
-		       (uint64_t)p[2] << 16 | (uint64_t)p[3] << 24;
+		sum += count;
 	}
 	if (!ret && rec.len)
 		ret = put_sum(w, &rec, sum);
@@ -927,35 +901,33 @@ static void put_json_bytes(FILE *f, const uint8_t *p, size_t len)
 
 static bool cat_manifest(FILE *f, const uint8_t *p, size_t len)
 {
-	struct im_stage_cur cur = im_stage_cur(p, len);
-	uint64_t size = im_stage_get_u64(&cur), mtime = im_stage_get_u64(&cur),
-		 ino = im_stage_get_u64(&cur);
-	uint32_t shard = im_stage_get_u32(&cur);
+	struct man_rec r;
 
-	if (cur.bad || !im_stage_left(&cur))
+	if (man_rec_decode(p, len, &r))
 		return false;
 	if (!f)
 		return true;
 	fputs("{\"path\": ", f);
-	put_json_bytes(f, cur.p, im_stage_left(&cur));
+	put_json_bytes(f, (const uint8_t *)r.path, r.path_len);
 	fprintf(f,
 		", \"size\": %" PRIu64 ", \"mtime_ns\": %" PRIu64
 		", \"ino\": %" PRIu64 ", \"shard\": %" PRIu32 "}",
-		size, mtime, ino, shard);
+		r.size, r.mtime_ns, r.ino, r.shard);
 	return true;
 }
 
 static bool cat_df(FILE *f, const uint8_t *p, size_t len)
 {
-	struct im_stage_cur cur = im_stage_cur(p, len);
-	uint32_t count = im_stage_get_u32(&cur);
+	const char *term;
+	size_t tlen;
+	uint32_t count;
 
-	if (cur.bad || !im_stage_left(&cur))
+	if (df_rec_decode(p, len, &count, &term, &tlen))
 		return false;
 	if (!f)
 		return true;
 	fputs("{\"term\": ", f);
-	put_json_bytes(f, cur.p, im_stage_left(&cur));
+	put_json_bytes(f, (const uint8_t *)term, tlen);
 	fprintf(f, ", \"df\": %" PRIu32 "}", count);
 	return true;
 }

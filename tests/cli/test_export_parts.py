@@ -10,6 +10,8 @@ Usage: test_export_parts.py IMATCH CASE SRCDIR
 The stages run by hand here (no Dask): ls, lexicon build, sign --records
 per shard, links per partition, components.
 """
+import ctypes
+import ctypes.util
 import json
 import os
 import shutil
@@ -22,6 +24,22 @@ import test_scale  # noqa: E402
 from test_cli import Failure, check, run  # noqa: E402
 
 P = 2  # key partitions
+
+
+def restamped(path, out, at, value):
+    """Copy the stage file @path to @out with the u32 at offset @at set to
+    @value and the checksum made right again (XXH3-64 of the bytes before
+    it, by the library imatch links), as a file of another layout would
+    pass the container's checks."""
+    xxh3 = ctypes.CDLL(ctypes.util.find_library("xxhash")).XXH3_64bits
+    xxh3.restype = ctypes.c_uint64
+    xxh3.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+    with open(path, "rb") as f:
+        b = bytearray(f.read())
+    b[at:at + 4] = value.to_bytes(4, "little")
+    b[-8:] = xxh3(bytes(b[:-8]), len(b) - 8).to_bytes(8, "little")
+    with open(out, "wb") as f:
+        f.write(b)
 
 
 def stages(tmp, tree):
@@ -124,6 +142,16 @@ def case_export_parts(tmp):
         os.path.join(tmp, "x"), *records, *links, code=2)
     run("export", "--dupes", *root, *lex, "--part", "0/2", *records,
         *links, code=2)
+    # A record whose key would run past it (its length at 36, behind the
+    # header and the record's length) is refused as cat --check refuses
+    # it, not printed into the output.
+    bad = os.path.join(tmp, "dupes.3.p0.bad")
+    restamped(p3[0], bad, 36, 0xFFFFFFFF)
+    run("cat", "--check", bad, code=1)
+    out, err = run("export", "--dupes", "--json", *root, *lex, bad, *p3[1:],
+                   code=1)
+    check("dupes.3.p0.bad: corrupt: a record does not decode" in err,
+          "a part with a record that does not decode: %s" % err)
 
 
 CASES = {name[5:]: fn for name, fn in globals().items()

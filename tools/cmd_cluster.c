@@ -617,7 +617,8 @@ static void close_all(struct im_stage_reader **rs, int n)
 /* The records files among the operands, by shard, all shards present. */
 struct shard_set {
 	struct im_stage_reader **rec; /* [nshards], borrowed */
-	uint64_t *base; /* [nshards + 1]: dense id of each first */
+	const char **name; /* [nshards]: their operands, for messages */
+	uint64_t *base;	   /* [nshards + 1]: dense id of each first */
 	uint32_t nshards;
 };
 
@@ -646,8 +647,9 @@ static int shard_set_init(struct cli *c, struct im_stage_reader **rs,
 	}
 	s->nshards = n;
 	s->rec = calloc(n, sizeof(*s->rec));
+	s->name = calloc(n, sizeof(*s->name));
 	s->base = calloc((size_t)n + 1, sizeof(*s->base));
-	if (!s->rec || !s->base) {
+	if (!s->rec || !s->name || !s->base) {
 		err_msg("%s", strerror(ENOMEM));
 		return -1;
 	}
@@ -661,6 +663,7 @@ static int shard_set_init(struct cli *c, struct im_stage_reader **rs,
 			return -1;
 		}
 		s->rec[h->part] = rs[i];
+		s->name[h->part] = c->argv[i];
 	}
 	for (uint32_t i = 0; i < n; i++) {
 		if (!s->rec[i]) {
@@ -691,12 +694,24 @@ static uint64_t records_print(const struct shard_set *s)
 static void shard_set_release(struct shard_set *s)
 {
 	free(s->rec);
+	free(s->name);
 	free(s->base);
+}
+
+/* Say that record @p index of shard @p s does not decode, as cat --check
+ * says it. @return -EINVAL. */
+static int record_corrupt(const struct shard_set *ss, uint32_t s,
+			  uint64_t index)
+{
+	err_msg("%s: corrupt: record %" PRIu64 " does not decode", ss->name[s],
+		index + 1);
+	return -EINVAL;
 }
 
 /* Call @p fn for every document, in dense id order; also hands over each
  * shard's reader once its documents are done (doc NULL). @return 0,
- * -EINVAL for a record that does not decode, or fn's non-zero value. */
+ * -EINVAL after naming the file of a record that does not decode, or fn's
+ * non-zero value. */
 static int shard_set_foreach(const struct shard_set *ss,
 			     int (*fn)(uint32_t id,
 				       const struct im_stage_doc *doc,
@@ -715,7 +730,7 @@ static int shard_set_foreach(const struct shard_set *ss,
 			struct im_stage_doc doc;
 
 			if (im_stage_doc_decode(p, len, &doc))
-				return -EINVAL;
+				return record_corrupt(ss, s, id - ss->base[s]);
 			ret = fn(id++, &doc, NULL, arg);
 			if (ret)
 				return ret;
@@ -1436,10 +1451,8 @@ int cmd_components(struct cli *c)
 				&(struct naming){parent, cl, names});
 	if (ret == -ENOMEM)
 		goto fail;
-	if (ret) {
-		err_msg("components: corrupt: a record does not decode");
-		goto out;
-	}
+	if (ret)
+		goto out; /* said which file */
 	ret = rank_names(names, ncl);
 	if (ret)
 		goto fail;
@@ -2016,6 +2029,8 @@ static int plan_build(const struct im_plan_opts *o, const char *root,
 	}
 	pd.dev = st.st_dev;
 	ret = cluster_labels(pe->cls, ss, label, v);
+	if (ret == -EINVAL)
+		goto said;
 	if (ret)
 		goto out;
 	pd.label = label;
@@ -2023,6 +2038,8 @@ static int plan_build(const struct im_plan_opts *o, const char *root,
 	for (uint32_t i = 0; i < x.n; i++)
 		x.exact[i] = i;
 	ret = foreach_link(pe->c, pe->rs, ss, dx_link, &x);
+	if (ret == -EINVAL)
+		goto said;
 	if (!ret)
 		ret = dx_classes(&x);
 	if (ret)
@@ -2031,8 +2048,11 @@ static int plan_build(const struct im_plan_opts *o, const char *root,
 	/* More members than the clusters file counts: plan_doc would write
 	 * past the arrays. */
 	ret = im_stage_meta(pe->cls, CL_DOCS) == x.n ? 0 : -EINVAL;
-	if (!ret)
+	if (!ret) {
 		ret = shard_set_foreach(ss, plan_doc, &pd);
+		if (ret == -EINVAL)
+			goto said;
+	}
 	if (!ret && set->nfiles > nmem)
 		ret = -EINVAL;
 	if (!ret)
@@ -2042,6 +2062,7 @@ static int plan_build(const struct im_plan_opts *o, const char *root,
 				    &set->plan);
 out:
 	plan_failed(ret);
+said:
 	free_cluster_list(v, ncl);
 	free(label);
 	free(pd.fi);
@@ -2297,8 +2318,9 @@ static int mem_add(struct mem *m, struct xpart *x)
 
 /*
  * Call @p fn for the documents @p ids (sorted, unique), reading only the
- * shards that hold them. @return 0, -EINVAL for an id past the records or
- * a record that does not decode, or fn's value.
+ * shards that hold them. @return 0, -EINVAL after saying that an id is
+ * past the records or naming the file of a record that does not decode,
+ * or fn's value.
  */
 static int docs_of(const struct shard_set *ss, const uint32_t *ids, size_t n,
 		   int (*fn)(size_t i, const struct im_stage_doc *doc,
@@ -2323,14 +2345,18 @@ static int docs_of(const struct shard_set *ss, const uint32_t *ids, size_t n,
 			if (id++ != ids[i])
 				continue;
 			if (im_stage_doc_decode(p, len, &doc))
-				return -EINVAL;
+				return record_corrupt(ss, s,
+						      id - 1 - ss->base[s]);
 			ret = fn(i++, &doc, arg);
 			if (ret)
 				return ret;
 		}
 		im_stage_drop(ss->rec[s]);
 	}
-	return i == n ? 0 : -EINVAL;
+	if (i == n)
+		return 0;
+	err_msg("export: corrupt: a document past the records");
+	return -EINVAL;
 }
 
 static int cmp_u32(const void *a, const void *b)
@@ -2532,8 +2558,6 @@ static int xp_scan(struct xpart *x, struct im_stage_reader *cls)
 	if (!xp.path || !member)
 		goto out;
 	ret = docs_of(x->ss, sorted, o.nids, keep_path, &xp);
-	if (ret == -EINVAL)
-		err_msg("export: corrupt: a record does not decode");
 	v = calloc(o.ncl + 1, sizeof(*v));
 	if (!ret && !v)
 		ret = -ENOMEM;
@@ -2786,8 +2810,6 @@ static int xp_dupes(struct xpart *x)
 	if (!xp.path || !xp.doc)
 		goto out;
 	ret = docs_of(x->ss, need, nneed, keep_path, &xp);
-	if (ret == -EINVAL)
-		err_msg("export: corrupt: a record does not decode");
 	if (!ret)
 		ret = xp_dupes_render(x, &d, cp, ncp, need, nneed, xp.path,
 				      xp.doc);
@@ -2904,10 +2926,14 @@ static int xl_build(const struct im_plan_opts *o, const char *root,
 			(uint8_t)(1u << (pp->sorted[i] % 8));
 	}
 	ret = foreach_link(pp->x->c, pp->x->rs, pp->x->ss, xl_link, pp);
+	if (ret == -EINVAL)
+		goto said;
 	if (ret)
 		goto out;
 	/* kl[i] becomes the file index, or UINT32_MAX for no file. */
 	ret = docs_of(pp->x->ss, pp->sorted, n, xl_doc, pp);
+	if (ret == -EINVAL)
+		goto said;
 	sort_n(pp->e, pp->ne, sizeof(*pp->e), cmp_edge);
 	/* As plan_relation(), over positions. */
 	for (size_t f = 0; !ret && f < pp->ne; f++) {
@@ -2942,6 +2968,7 @@ static int xl_build(const struct im_plan_opts *o, const char *root,
 	}
 out:
 	plan_failed(ret);
+said:
 	free(pl.v);
 	return ret ? -1 : 0;
 }
@@ -3395,10 +3422,8 @@ int cmd_export(struct cli *c)
 		goto fail;
 	ret = shard_set_foreach(&ss, export_doc,
 				&(struct exporting){label, v, &sum});
-	if (ret == -EINVAL) {
-		err_msg("export: corrupt: a record does not decode");
-		goto out;
-	}
+	if (ret == -EINVAL)
+		goto out; /* said which file */
 	if (ret)
 		goto fail;
 	for (uint64_t k = 0; k < ncl; k++)
@@ -3607,10 +3632,8 @@ int cmd_state_import(struct cli *c)
 	sprintf(lex, "%s/lexicon", c->out);
 	sprintf(cache, "%s/sigcache", c->out);
 	ret = shard_set_foreach(&ss, import_doc, &im);
-	if (ret == -EINVAL) {
-		err_msg("state import: corrupt: a record does not decode");
-		goto out;
-	}
+	if (ret == -EINVAL)
+		goto out; /* said which file */
 	if (ret)
 		goto fail;
 	/* The lexicon's bytes are the cache's key: copy them exactly. A

@@ -26,17 +26,17 @@ from test_cli import Failure, check, run  # noqa: E402
 P = 2  # key partitions
 
 
-def restamped(path, out, at, value):
-    """Copy the stage file @path to @out with the u32 at offset @at set to
-    @value and the checksum made right again (XXH3-64 of the bytes before
-    it, by the library imatch links), as a file of another layout would
-    pass the container's checks."""
+def restamped(path, out, at, value, size=4):
+    """Copy the stage file @path to @out with the @size bytes at offset @at
+    set to @value and the checksum made right again (XXH3-64 of the bytes
+    before it, by the library imatch links), as a file of another layout
+    would pass the container's checks."""
     xxh3 = ctypes.CDLL(ctypes.util.find_library("xxhash")).XXH3_64bits
     xxh3.restype = ctypes.c_uint64
     xxh3.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
     with open(path, "rb") as f:
         b = bytearray(f.read())
-    b[at:at + 4] = value.to_bytes(4, "little")
+    b[at:at + size] = value.to_bytes(size, "little")
     b[-8:] = xxh3(bytes(b[:-8]), len(b) - 8).to_bytes(8, "little")
     with open(out, "wb") as f:
         f.write(b)
@@ -152,6 +152,36 @@ def case_export_parts(tmp):
                    code=1)
     check("dupes.3.p0.bad: corrupt: a record does not decode" in err,
           "a part with a record that does not decode: %s" % err)
+
+
+def case_corrupt_records(tmp):
+    """A records file whose record does not decode (another layout under a
+    right checksum) is refused by every stage that reads records, with one
+    line naming it, as cat --check names it. (A part reads only the
+    records of the documents it prints.)"""
+    tree = os.path.join(tmp, "tree")
+    test_scale.make_scale_tree(tree)
+    lex, man, records, links, clusters = stages(tmp, tree)
+    bad = os.path.join(tmp, "bad.rec")
+    # ncoords of the first record: at 32 + 4 + 29 (records.h), beyond
+    # IM_MAX_COORDS.
+    restamped(records[1], bad, 65, 99, size=1)
+    records[1] = bad
+    root = ["--root", tree]
+    x = os.path.join(tmp, "x")
+    for args in (["components", "-o", x, *lex, *records, *links],
+                 ["export", "--json", *root, *lex, man, clusters, *records],
+                 ["export", "--dupes", "--json", *root, *lex, *records,
+                  *links],
+                 ["export", "--plan", "--near", *root, *lex, *records,
+                  *links, clusters],
+                 ["state", "import", "-o", os.path.join(tmp, "st"), *lex,
+                  *records],
+                 ["cat", "--check", bad]):
+        _, err = run(*args, code=1)
+        check(err == "imatch: %s: corrupt: record 1 does not decode\n" % bad,
+              "imatch %s: one line naming the records file: %r"
+              % (" ".join(args[:2]), err))
 
 
 CASES = {name[5:]: fn for name, fn in globals().items()

@@ -353,7 +353,8 @@ def case_scale_resume(tmp):
     check(read(os.path.join(out, "lexicon")) == want, "lexicon unchanged")
     # Other options into the same OUT are refused.
     err = driver(tree, out, "--local", "1", "-P", "3", code=1)
-    check("other options" in err, "a changed run is refused: %s" % err)
+    check("other options" in err and "parts: 2 there, 3 here" in err,
+          "a changed run is refused, naming what changed: %s" % err)
 
 
 def case_stage_errors(tmp):

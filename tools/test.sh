@@ -53,12 +53,14 @@ done
 
 echo "== fuzz targets of the files imatch reads back, 4 s each (tests/fuzz)"
 # Lexicon, state cache, plan lines, keep rules, stage files, their records,
-# shard lists: seeds made by imatch itself (make_seeds.sh; the formats are
-# versioned, so seeds kept in the tree would go stale), in a temporary
-# directory the fuzzers add to.
+# shard lists, and the tools' own stage files (manifests, df runs, export
+# parts) and their records: seeds made by imatch itself (make_seeds.sh; the
+# formats are versioned, so seeds kept in the tree would go stale), in a
+# temporary directory the fuzzers add to.
 seeds=$(mktemp -d)
 tests/fuzz/make_seeds.sh build-test/tools/imatch "$seeds"
-for t in lexicon state planline keep stage records shard; do
+for t in lexicon state planline keep stage records shard toolrecs manifest \
+	df export; do
 	UBSAN_OPTIONS=halt_on_error=1 "$fz/fuzz_$t" -max_total_time=4 \
 		-max_len=65536 -rss_limit_mb=2048 -timeout=10 "$seeds/$t" 2>&1 |
 		tail -1

@@ -14,6 +14,14 @@
  *   FUZZ_RECORDS  the record decoders of records.h over one payload (the
  *                 first byte picks the decoder)
  *   FUZZ_SHARD    im_shard_load()
+ *   FUZZ_TOOLRECS the decoders of the tools' own payloads (stage_rec.h)
+ *                 over one payload (the first byte picks the decoder)
+ *   FUZZ_MANIFEST, FUZZ_DF, FUZZ_EXPORT
+ *                 a stage file of that kind (an `imatch ls` manifest, a
+ *                 df run, an export part): im_stage_open(), its decoder
+ *                 over every record, a merge of the file with itself in
+ *                 the order its readers merge it (df merge, the export
+ *                 join)
  *
  * The checksummed formats (lexicon, state, stage) are tried twice: as
  * given, and with the fields a writer computes last (the size, the count,
@@ -51,6 +59,7 @@
 #include "shard.h"
 #include "sig.h"
 #include "stage.h"
+#include "stage_rec.h"
 #include "state.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -490,13 +499,23 @@ static void fuzz_keep(const uint8_t *data, size_t size)
 
 /* ---- Stage records ---------------------------------------------------------------- */
 
-#if defined(FUZZ_STAGE) || defined(FUZZ_RECORDS)
+/* The stage files of the tools' own kinds (stage_rec.h). */
+#if defined(FUZZ_MANIFEST) || defined(FUZZ_DF) || defined(FUZZ_EXPORT)
+#define FUZZ_TOOL_FILES
+#endif
+#if defined(FUZZ_TOOLRECS) || defined(FUZZ_TOOL_FILES)
+#define FUZZ_TOOL_KINDS
+#endif
+
+#if defined(FUZZ_STAGE) || defined(FUZZ_RECORDS) || defined(FUZZ_TOOL_KINDS)
 /* Whether @p b holds exactly @p p; releases nothing. */
 static bool buf_is(const struct im_stage_buf *b, const uint8_t *p, size_t len)
 {
 	return !b->oom && b->len == len && (!len || !memcmp(b->p, p, len));
 }
+#endif
 
+#if defined(FUZZ_STAGE) || defined(FUZZ_RECORDS)
 /*
  * Decode @p p with decoder @p which (0 documents, 1 keys, 2 links,
  * 3 clusters); what decodes must encode back to the same payload.
@@ -564,6 +583,79 @@ static bool decode_record(unsigned which, const uint8_t *p, size_t len)
 }
 #endif
 
+#if defined(FUZZ_TOOL_KINDS)
+/*
+ * Decode @p p with the tools' decoder @p which (0 manifest, 1 df, 2 export
+ * part); what decodes must encode back to the same payload, and compare
+ * equal to itself in its file's order. @return whether it decoded.
+ */
+static bool decode_tool_record(unsigned which, const uint8_t *p, size_t len)
+{
+	const char *end = (const char *)p + len;
+	struct im_stage_buf b = {0};
+	bool ok = false;
+
+	switch (which) {
+	case 0: {
+		struct man_rec r;
+
+		if (man_rec_decode(p, len, &r))
+			break;
+		CHECK(r.path_len && r.path >= (const char *)p &&
+		      r.path + r.path_len == end);
+		man_rec_encode(&b, &r);
+		ok = true;
+		break;
+	}
+	case 1: {
+		const char *term;
+		size_t tlen;
+		uint32_t count;
+
+		if (df_rec_decode(p, len, &count, &term, &tlen))
+			break;
+		CHECK(tlen && term >= (const char *)p && term + tlen == end);
+		CHECK(df_rec_cmp(p, len, p, len) == 0);
+		df_rec_encode(&b, count, term, tlen);
+		ok = true;
+		break;
+	}
+	default: {
+		const uint8_t *key, *text;
+		size_t klen, tlen;
+
+		if (xp_rec_decode(p, len, &key, &klen, &text, &tlen))
+			break;
+		CHECK(key == p + 4 && text == key + klen &&
+		      text + tlen == (const uint8_t *)end);
+		CHECK(xp_rec_cmp(p, len, p, len) == 0);
+		/* Its header and key alone sort where it does: the writer
+		 * checks its order on those (xp_add()). */
+		CHECK(xp_rec_cmp(p, 4 + klen, p, len) == 0);
+		xp_rec_encode(&b, key, klen, text, tlen);
+		ok = true;
+		break;
+	}
+	}
+	CHECK(!ok || buf_is(&b, p, len));
+	im_stage_buf_release(&b);
+	return ok;
+}
+#endif
+
+#if defined(FUZZ_TOOLRECS)
+static void fuzz_toolrecs(const uint8_t *data, size_t size)
+{
+	if (size < 1)
+		return;
+	/* A copy of exactly the payload: a read past it is caught. */
+	uint8_t *c = dup_bytes(data + 1, size - 1);
+
+	decode_tool_record(data[0] % 3, c, size - 1);
+	free(c);
+}
+#endif
+
 #if defined(FUZZ_RECORDS)
 static void fuzz_records(const uint8_t *data, size_t size)
 {
@@ -577,10 +669,11 @@ static void fuzz_records(const uint8_t *data, size_t size)
 }
 #endif
 
-#if defined(FUZZ_STAGE)
+#if defined(FUZZ_STAGE) || defined(FUZZ_TOOL_FILES)
 #define SG_HEADER  32
 #define SG_TRAILER (8 + 8 * IM_STAGE_META + 8)
 
+#if defined(FUZZ_STAGE)
 static int cmp_bytes(const uint8_t *a, size_t alen, const uint8_t *b,
 		     size_t blen)
 {
@@ -604,12 +697,14 @@ static int cmp_keys(const uint8_t *a, size_t alen, const uint8_t *b,
 	return cmp_bytes(a, alen, b, blen);
 }
 
-/* The file merged with itself: records in order until a run is not. */
-static void merge_twice(struct im_stage_reader *r1, uint64_t count)
+#endif
+
+/* The file merged with itself by @p cmp: records in order until a run is
+ * not. */
+static void merge_twice(struct im_stage_reader *r1, uint64_t count,
+			im_stage_cmp_fn cmp)
 {
 	struct im_stage_reader *r2 = NULL, *runs[2];
-	const struct im_stage_header *h = im_stage_header(r1);
-	im_stage_cmp_fn cmp = h->kind == IM_STAGE_KEYS ? cmp_keys : cmp_bytes;
 	struct im_stage_merge *m = NULL;
 	const uint8_t *p, *prev = NULL;
 	size_t len, prev_len = 0, run;
@@ -636,6 +731,28 @@ static void merge_twice(struct im_stage_reader *r1, uint64_t count)
 	im_stage_reader_free(r2);
 }
 
+/* What im_stage_writer_commit() writes last: the count of the records
+ * (those that fit, walked as the reader does) and the checksum. */
+static void stage_fix(uint8_t *c, size_t size)
+{
+	size_t end = size - SG_TRAILER, off = SG_HEADER;
+	uint64_t count = 0;
+
+	while (end - off >= 4) {
+		uint64_t len = get_le(c + off, 4);
+
+		if (len > end - off - 4)
+			break;
+		off += 4 + len;
+		count++;
+	}
+	put_le(c + end, count, 8);
+	put_le(c + size - 8, XXH3_64bits(c, size - 8), 8);
+}
+
+#endif
+
+#if defined(FUZZ_STAGE)
 static void try_stage(const uint8_t *data, size_t size)
 {
 	struct im_stage_reader *r = NULL;
@@ -672,32 +789,70 @@ static void try_stage(const uint8_t *data, size_t size)
 	CHECK(count == im_stage_count(r));
 	/* Bytes of the header are not a record's. */
 	CHECK(!first || im_stage_read(r, first - 5, 1, why) == -EINVAL);
-	merge_twice(r, count);
+	merge_twice(r, count, h->kind == IM_STAGE_KEYS ? cmp_keys : cmp_bytes);
 	im_stage_reader_free(r);
-}
-
-/* What im_stage_writer_commit() writes last: the count of the records
- * (those that fit, walked as the reader does) and the checksum. */
-static void stage_fix(uint8_t *c, size_t size)
-{
-	size_t end = size - SG_TRAILER, off = SG_HEADER;
-	uint64_t count = 0;
-
-	while (end - off >= 4) {
-		uint64_t len = get_le(c + off, 4);
-
-		if (len > end - off - 4)
-			break;
-		off += 4 + len;
-		count++;
-	}
-	put_le(c + end, count, 8);
-	put_le(c + size - 8, XXH3_64bits(c, size - 8), 8);
 }
 
 static void fuzz_stage(const uint8_t *data, size_t size)
 {
 	as_given_and_fixed(data, size, SG_HEADER + SG_TRAILER, try_stage,
+			   stage_fix);
+}
+#endif
+
+#if defined(FUZZ_TOOL_FILES)
+#if defined(FUZZ_MANIFEST)
+/* Nothing merges manifests: ls merge appends them. */
+#define TOOL_KIND  IM_STAGE_MANIFEST
+#define TOOL_WHICH 0
+#define TOOL_CMP   NULL
+#elif defined(FUZZ_DF)
+#define TOOL_KIND  IM_STAGE_DF
+#define TOOL_WHICH 1
+#define TOOL_CMP   df_rec_cmp
+#else
+#define TOOL_KIND  IM_STAGE_EXPORT
+#define TOOL_WHICH 2
+#define TOOL_CMP   xp_rec_cmp
+#endif
+
+static void try_tool_stage(const uint8_t *data, size_t size)
+{
+	struct im_stage_reader *r = NULL;
+	uint64_t count = 0;
+	const uint8_t *p;
+	char why[256];
+	size_t len;
+	int ret;
+
+	spill(in_path, data, size);
+	ret = im_stage_open(in_path, &r, why, sizeof(why));
+	CHECK((ret == 0) == (r != NULL));
+	if (ret) {
+		CHECK(ret < 0 && why[0]);
+		return;
+	}
+	/* Other kinds are fuzz_stage's. */
+	if (im_stage_header(r)->kind == TOOL_KIND) {
+		while (im_stage_next(r, &p, &len)) {
+			/* A copy of exactly the payload: a read past it is
+			 * caught. */
+			uint8_t *copy = dup_bytes(p, len);
+
+			decode_tool_record(TOOL_WHICH, copy, len);
+			free(copy);
+			count++;
+		}
+		CHECK(count == im_stage_count(r));
+		if (TOOL_CMP)
+			merge_twice(r, count, TOOL_CMP);
+	}
+	im_stage_reader_free(r);
+}
+
+static void fuzz_tool_stage(const uint8_t *data, size_t size)
+{
+	as_given_and_fixed(data, size, SG_HEADER + SG_TRAILER, try_tool_stage,
 			   stage_fix);
 }
 #endif
@@ -747,9 +902,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	fuzz_records(data, size);
 #elif defined(FUZZ_SHARD)
 	fuzz_shard(data, size);
+#elif defined(FUZZ_TOOLRECS)
+	fuzz_toolrecs(data, size);
+#elif defined(FUZZ_TOOL_FILES)
+	fuzz_tool_stage(data, size);
 #else
 #error "define FUZZ_LEXICON, FUZZ_STATE, FUZZ_PLANLINE, FUZZ_KEEP, \
-FUZZ_STAGE, FUZZ_RECORDS or FUZZ_SHARD"
+FUZZ_STAGE, FUZZ_RECORDS, FUZZ_SHARD, FUZZ_TOOLRECS, FUZZ_MANIFEST, \
+FUZZ_DF or FUZZ_EXPORT"
 #endif
 	return 0;
 }

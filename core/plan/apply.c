@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1020,6 +1021,17 @@ static int write_sparse(int fd, const char *buf, size_t n, off_t off)
 	return 0;
 }
 
+/* Whether the user asked to stop (SIGINT, SIGTERM, SIGHUP) while the caller
+ * holds those signals back (see apply.h). */
+static bool stop_asked(void)
+{
+	sigset_t s;
+
+	return !sigpending(&s) &&
+	       (sigismember(&s, SIGINT) == 1 || sigismember(&s, SIGTERM) == 1 ||
+		sigismember(&s, SIGHUP) == 1);
+}
+
 static int copy_across(const struct im_plan_line *l, struct side *f, int dfd,
 		       const char *base, const char **why)
 {
@@ -1060,6 +1072,11 @@ static int copy_across(const struct im_plan_line *l, struct side *f, int dfd,
 		}
 		if (n == 0)
 			break;
+		if (stop_asked()) {
+			ret = -EINTR;
+			*why = "interrupted while copying to the trash";
+			goto out;
+		}
 		XXH3_128bits_update(x, buf, (size_t)n);
 		ret = write_sparse(tfd, buf, (size_t)n, off);
 		if (ret) {

@@ -56,6 +56,11 @@
  * Whether a keeper is planned elsewhere in the same plan is a property of
  * the whole plan; the caller checks it (see `imatch apply`).
  *
+ * Interruption: a caller that blocks SIGINT, SIGTERM and SIGHUP while a
+ * line is acted on (so that no temporary name outlives it) still has a long
+ * copy into a trash on another filesystem stop soon after one of them
+ * arrives: it fails with -EINTR, its temporary copy removed.
+ *
  * Thread-safety: reentrant; no global state.
  */
 #ifndef IM_APPLY_H

@@ -15,9 +15,11 @@ import os
 import random
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 import test_cli
 from test_cli import Failure, check, document, run, vocabulary
@@ -749,6 +751,52 @@ def case_hardlink_keeper_replaced_midway(tmp):
           "the line is skipped and says why: %s" % log)
     check(sorted(os.listdir(os.path.dirname(copy))) == ["report.txt"],
           "no temporary name left: %s" % os.listdir(os.path.dirname(copy)))
+
+
+def case_apply_killed_leaves_no_temporary(tmp):
+    """kill (or Ctrl-C, or a closed terminal) while apply has made a hard
+    link under a temporary name and not yet renamed it over the file: the
+    line is finished first, then apply ends by the signal, and no
+    temporary name is left beside the file. apply runs under strace, held
+    for seconds after each link is made, so the signal comes in that window
+    every time."""
+    strace = shutil.which("strace")
+    if not strace:
+        print("skip: strace is not installed")
+        return
+    root = os.path.join(tmp, "share")
+    groups = make_groups(root, sizes=(2,), singles=1)
+    out, _ = run("dedupe", "--action", "hardlink", root)
+    check(len(plan_lines(out)) == 1, "one line: %s" % out)
+    plan = os.path.join(tmp, "plan.jsonl")
+    with open(plan, "wb") as f:
+        f.write(out)
+    copy = groups[0][1]
+    directory = os.path.dirname(copy)
+    p = subprocess.Popen([strace, "-o", os.path.join(tmp, "strace.log"),
+                          "-e", "trace=linkat", "-e",
+                          "inject=linkat:delay_exit=3000000",
+                          test_cli.IMATCH, "apply", plan],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while not any(n.startswith(".imatch-") for n in os.listdir(directory)):
+            if p.poll() is not None or time.monotonic() > deadline:
+                raise Failure("apply made no temporary link: %s"
+                              % (p.communicate(),))
+            time.sleep(0.01)
+        with open("/proc/%d/task/%d/children" % (p.pid, p.pid)) as f:
+            child = int(f.read().split()[0])
+        os.kill(child, signal.SIGTERM)
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    check(sorted(os.listdir(directory)) == [os.path.basename(copy)],
+          "no temporary name left: %s" % os.listdir(directory))
+    check(os.stat(copy).st_ino == os.stat(groups[0][0]).st_ino,
+          "the line was finished: %s %s" % (out, err))
 
 
 def xattrs_work(directory):

@@ -1290,19 +1290,21 @@ static int do_replace(const struct im_plan_line *l, struct side *f,
 		*why = "making the link under a temporary name";
 		return ret;
 	}
-	/* The /proc link fails with ENOENT too when the keeper's inode was
-	 * unlinked meanwhile, and the fallback then links whatever now has
-	 * the keeper's name: renamed over the file, that would lose the
-	 * file's bytes, their last copy. */
-	if (l->action == IM_ACT_HARDLINK) {
-		struct stat st;
+	/*
+	 * The link must reach the verified keeper. The /proc link fails with
+	 * ENOENT too when the keeper's inode was unlinked meanwhile, and the
+	 * fallback then links whatever now has the keeper's name; a symlink
+	 * reaches whatever has it. Renamed over the file, either would lose
+	 * the file's bytes, their last copy once the keeper was replaced.
+	 */
+	struct stat st;
 
-		if (fstatat(f->dirfd, tmp, &st, AT_SYMLINK_NOFOLLOW) ||
-		    st.st_dev != k->st.st_dev || st.st_ino != k->st.st_ino) {
-			unlinkat(f->dirfd, tmp, 0);
-			*why = "the keeper changed during verification";
-			return SKIP;
-		}
+	if (fstatat(f->dirfd, tmp, &st,
+		    l->action == IM_ACT_HARDLINK ? AT_SYMLINK_NOFOLLOW : 0) ||
+	    st.st_dev != k->st.st_dev || st.st_ino != k->st.st_ino) {
+		unlinkat(f->dirfd, tmp, 0);
+		*why = "the keeper changed during verification";
+		return SKIP;
 	}
 	if (renameat(f->dirfd, tmp, f->dirfd, f->name)) {
 		ret = -errno;

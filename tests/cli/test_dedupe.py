@@ -710,12 +710,13 @@ def case_links_keep_owner_and_mode(tmp):
               "%s: summary: %s" % (action, err))
 
 
-def case_hardlink_keeper_replaced_midway(tmp):
+def case_links_keeper_replaced_midway(tmp):
     """The keeper is replaced by rename (an editor saving it) after apply
-    verified it, just as apply links it: the file, now the last copy of the
-    keeper's old bytes, stays, and no temporary name is left. apply runs
-    under gdb, held at its first linkat() while the rename happens, so the
-    race happens every time."""
+    verified it, just as apply links it (hardlink) or points at it
+    (symlink): the file, now the last copy of the keeper's old bytes, stays,
+    and no temporary name is left. apply runs under gdb, held at its first
+    linkat() or symlinkat() while the rename happens, so the race happens
+    every time."""
     gdb = shutil.which("gdb")
     if not gdb:
         print("skip: gdb is not installed")
@@ -723,34 +724,38 @@ def case_hardlink_keeper_replaced_midway(tmp):
     root = os.path.join(tmp, "share")
     rng = random.Random(41)
     data = ("\n".join(document(rng, vocabulary(rng))) + "\n").encode()
-    keeper = put(root, "a/report.txt", data, mtime=1_600_000_000)
-    copy = put(root, "b/report.txt", data, mtime=1_600_000_001)
-    out, _ = run("dedupe", "--action", "hardlink", root)
-    check(len(plan_lines(out)) == 1, "one line: %s" % out)
-    plan = os.path.join(tmp, "plan.jsonl")
-    with open(plan, "wb") as f:
-        f.write(out)
-    saved = put(root, "a/.report.txt.swp", b"the keeper, edited\n")
-    cmds = os.path.join(tmp, "gdb.cmds")
-    with open(cmds, "w") as f:
-        f.write("set pagination off\nset confirm off\n"
-                "set breakpoint pending on\ntbreak linkat\n"
-                "commands\nshell mv %s %s\ncontinue\nend\nrun\n"
-                % (saved, keeper))
-    p = subprocess.run([gdb, "-q", "-nx", "-batch", "-x", cmds, "--args",
-                        test_cli.IMATCH, "apply", plan],
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                       timeout=300)
-    log = p.stdout.decode("utf-8", "replace")
-    if os.path.exists(saved):
-        print("skip: gdb did not stop apply at linkat: %s" % log[-300:])
-        return
-    check(open(copy, "rb").read() == data,
-          "the file keeps the keeper's old bytes: %s" % log)
-    check("the keeper changed during verification" in log,
-          "the line is skipped and says why: %s" % log)
-    check(sorted(os.listdir(os.path.dirname(copy))) == ["report.txt"],
-          "no temporary name left: %s" % os.listdir(os.path.dirname(copy)))
+    for action in ("hardlink", "symlink"):
+        shutil.rmtree(root, ignore_errors=True)
+        keeper = put(root, "a/report.txt", data, mtime=1_600_000_000)
+        copy = put(root, "b/report.txt", data, mtime=1_600_000_001)
+        out, _ = run("dedupe", "--action", action, root)
+        check(len(plan_lines(out)) == 1, "one line: %s" % out)
+        plan = os.path.join(tmp, "plan.jsonl")
+        with open(plan, "wb") as f:
+            f.write(out)
+        saved = put(root, "a/.report.txt.swp", b"the keeper, edited\n")
+        cmds = os.path.join(tmp, "gdb.cmds")
+        with open(cmds, "w") as f:
+            f.write("set pagination off\nset confirm off\n"
+                    "set breakpoint pending on\ntbreak %sat\n"
+                    "commands\nshell mv %s %s\ncontinue\nend\nrun\n"
+                    % ("link" if action == "hardlink" else "symlink",
+                       saved, keeper))
+        p = subprocess.run([gdb, "-q", "-nx", "-batch", "-x", cmds,
+                            "--args", test_cli.IMATCH, "apply", plan],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           timeout=300)
+        log = p.stdout.decode("utf-8", "replace")
+        if os.path.exists(saved):
+            print("skip: gdb did not stop apply: %s" % log[-300:])
+            return
+        check(not os.path.islink(copy) and open(copy, "rb").read() == data,
+              "%s: the file keeps the keeper's old bytes: %s" % (action, log))
+        check("the keeper changed during verification" in log,
+              "%s: the line is skipped and says why: %s" % (action, log))
+        check(sorted(os.listdir(os.path.dirname(copy))) == ["report.txt"],
+              "%s: no temporary name left: %s"
+              % (action, os.listdir(os.path.dirname(copy))))
 
 
 def case_apply_killed_leaves_no_temporary(tmp):

@@ -1310,6 +1310,13 @@ static int do_replace(const struct im_plan_line *l, struct side *f,
 		ret = -errno;
 		*why = "renaming the link over the file";
 		unlinkat(f->dirfd, tmp, 0);
+	} else if (l->action == IM_ACT_HARDLINK &&
+		   !fstatat(f->dirfd, tmp, &st, AT_SYMLINK_NOFOLLOW) &&
+		   st.st_dev == k->st.st_dev && st.st_ino == k->st.st_ino) {
+		/* rename() of a link over another link of the same inode does
+		 * nothing and leaves both: the file was made a link of the
+		 * keeper meanwhile (another apply of the same plan). */
+		unlinkat(f->dirfd, tmp, 0);
 	}
 	return ret;
 }

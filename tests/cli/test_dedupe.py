@@ -710,6 +710,31 @@ def case_links_keep_owner_and_mode(tmp):
               "%s: summary: %s" % (action, err))
 
 
+def apply_held(tmp, plan, function, shell):
+    """Run `imatch apply PLAN` under gdb, which runs the @shell command
+    when apply first calls @function, then lets it go on: another program
+    acting at that very moment, every time. Returns apply's output with
+    gdb's, or None when gdb is missing or cannot trace here."""
+    gdb = shutil.which("gdb")
+    if not gdb:
+        print("skip: gdb is not installed")
+        return None
+    cmds = os.path.join(tmp, "gdb.cmds")
+    with open(cmds, "w") as f:
+        f.write("set pagination off\nset confirm off\n"
+                "set breakpoint pending on\ntbreak %s\ncommands\n"
+                "shell %s\ncontinue\nend\nrun\n" % (function, shell))
+    p = subprocess.run([gdb, "-q", "-nx", "-batch", "-x", cmds, "--args",
+                        test_cli.IMATCH, "apply", plan],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       timeout=300)
+    log = p.stdout.decode("utf-8", "replace")
+    if "Temporary breakpoint 1, " not in log:
+        print("skip: gdb did not stop apply: %s" % log[-300:])
+        return None
+    return log
+
+
 def case_links_keeper_replaced_midway(tmp):
     """The keeper is replaced by rename (an editor saving it) after apply
     verified it, just as apply links it (hardlink) or points at it
@@ -717,10 +742,6 @@ def case_links_keeper_replaced_midway(tmp):
     and no temporary name is left. apply runs under gdb, held at its first
     linkat() or symlinkat() while the rename happens, so the race happens
     every time."""
-    gdb = shutil.which("gdb")
-    if not gdb:
-        print("skip: gdb is not installed")
-        return
     root = os.path.join(tmp, "share")
     rng = random.Random(41)
     data = ("\n".join(document(rng, vocabulary(rng))) + "\n").encode()
@@ -734,20 +755,10 @@ def case_links_keeper_replaced_midway(tmp):
         with open(plan, "wb") as f:
             f.write(out)
         saved = put(root, "a/.report.txt.swp", b"the keeper, edited\n")
-        cmds = os.path.join(tmp, "gdb.cmds")
-        with open(cmds, "w") as f:
-            f.write("set pagination off\nset confirm off\n"
-                    "set breakpoint pending on\ntbreak %sat\n"
-                    "commands\nshell mv %s %s\ncontinue\nend\nrun\n"
-                    % ("link" if action == "hardlink" else "symlink",
-                       saved, keeper))
-        p = subprocess.run([gdb, "-q", "-nx", "-batch", "-x", cmds,
-                            "--args", test_cli.IMATCH, "apply", plan],
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                           timeout=300)
-        log = p.stdout.decode("utf-8", "replace")
-        if os.path.exists(saved):
-            print("skip: gdb did not stop apply: %s" % log[-300:])
+        log = apply_held(tmp, plan,
+                         "linkat" if action == "hardlink" else "symlinkat",
+                         "mv %s %s" % (saved, keeper))
+        if log is None:
             return
         check(not os.path.islink(copy) and open(copy, "rb").read() == data,
               "%s: the file keeps the keeper's old bytes: %s" % (action, log))
@@ -756,6 +767,28 @@ def case_links_keeper_replaced_midway(tmp):
         check(sorted(os.listdir(os.path.dirname(copy))) == ["report.txt"],
               "%s: no temporary name left: %s"
               % (action, os.listdir(os.path.dirname(copy))))
+
+
+def case_apply_concurrent(tmp):
+    """Two applies of one plan at once: the other one acts on the file
+    between this one's last check and its own act. A hard link renamed
+    over a name that already is a link of the keeper leaves no temporary
+    name."""
+    root = os.path.join(tmp, "share")
+    groups = make_groups(root, sizes=(2,), singles=1)
+    keeper, copy = groups[0]
+    plan = os.path.join(tmp, "plan.jsonl")
+    out, _ = run("dedupe", "--action", "hardlink", root)
+    with open(plan, "wb") as f:
+        f.write(out)
+    log = apply_held(tmp, plan, "renameat", "ln -f %s %s" % (keeper, copy))
+    if log is None:
+        return
+    check(os.stat(copy).st_ino == os.stat(keeper).st_ino and
+          sorted(os.listdir(os.path.dirname(copy))) ==
+          [os.path.basename(copy)],
+          "hardlink: no temporary name left: %s %s"
+          % (os.listdir(os.path.dirname(copy)), log))
 
 
 def case_apply_killed_leaves_no_temporary(tmp):

@@ -1161,7 +1161,7 @@ static int do_trash(const struct im_plan_line *l, struct side *f, bool dry,
 	char *buf = NULL;
 	struct stat st;
 	size_t len;
-	int dfd = -1, ret;
+	int dfd = -1, ret, e;
 
 	if (!l->trash || !(canonical(l->trash) || !strcmp(l->trash, "/"))) {
 		*why = "the line's trash is not a canonical absolute path";
@@ -1212,13 +1212,21 @@ static int do_trash(const struct im_plan_line *l, struct side *f, bool dry,
 			goto out;
 		}
 	}
-	if (errno == EEXIST) {
+	e = errno;
+	if (e == EEXIST) {
 		*why = "something is already at the destination in the trash";
 		ret = SKIP;
-	} else if (errno == EXDEV) {
+	} else if (e == ENOENT &&
+		   fstatat(f->dirfd, f->name, &st, AT_SYMLINK_NOFOLLOW) &&
+		   errno == ENOENT) {
+		/* Moved or removed meanwhile (another apply of the plan):
+		 * nothing was lost, nothing failed. */
+		*why = whys[FILE_][R_GONE];
+		ret = SKIP;
+	} else if (e == EXDEV) {
 		ret = copy_across(l, f, dfd, base, why);
 	} else {
-		ret = -errno;
+		ret = -e;
 		*why = "moving the file into the trash";
 	}
 out:
@@ -1598,8 +1606,11 @@ int im_apply_line(const struct im_plan_line *l, bool dry_run,
 			      "verification";
 			ret = SKIP;
 		} else if (unlinkat(f.dirfd, f.name, 0)) {
-			ret = -errno;
-			why = "removing the file";
+			/* Removed meanwhile (another apply of the plan):
+			 * nothing was lost, nothing failed. */
+			ret = errno == ENOENT ? SKIP : -errno;
+			why = errno == ENOENT ? whys[FILE_][R_GONE]
+					      : "removing the file";
 		}
 		break;
 	case IM_ACT_TRASH:

@@ -770,10 +770,11 @@ def case_links_keeper_replaced_midway(tmp):
 
 
 def case_apply_concurrent(tmp):
-    """Two applies of one plan at once: the other one acts on the file
-    between this one's last check and its own act. A hard link renamed
-    over a name that already is a link of the keeper leaves no temporary
-    name."""
+    """Two applies of one plan at once (or a user's rm beside apply): the
+    other one acts on the file between this one's last check and its own
+    act. A hard link renamed over a name that already is a link of the
+    keeper leaves no temporary name; a file removed (or moved to the
+    trash) meanwhile is skipped as gone, not a failure (exit 0)."""
     root = os.path.join(tmp, "share")
     groups = make_groups(root, sizes=(2,), singles=1)
     keeper, copy = groups[0]
@@ -789,6 +790,24 @@ def case_apply_concurrent(tmp):
           [os.path.basename(copy)],
           "hardlink: no temporary name left: %s %s"
           % (os.listdir(os.path.dirname(copy)), log))
+    os.unlink(copy)
+    put(root, os.path.relpath(copy, root), open(keeper, "rb").read())
+    out, _ = run("dedupe", root)
+    with open(plan, "wb") as f:
+        f.write(out)
+    log = apply_held(tmp, plan, "unlinkat", "rm %s" % copy)
+    check("skipped %s: the file is gone" % copy in log and
+          "exited normally" in log and os.path.exists(keeper),
+          "remove: skipped, exit 0: %s" % log)
+    put(root, os.path.relpath(copy, root), open(keeper, "rb").read())
+    trash = os.path.join(tmp, "trash")
+    out, _ = run("dedupe", "--action", "trash=" + trash, root)
+    with open(plan, "wb") as f:
+        f.write(out)
+    log = apply_held(tmp, plan, "renameat2", "rm %s" % copy)
+    check("skipped %s: the file is gone" % copy in log and
+          "exited normally" in log and os.path.exists(keeper),
+          "trash: skipped, exit 0: %s" % log)
 
 
 def case_apply_killed_leaves_no_temporary(tmp):

@@ -134,7 +134,9 @@ static int whole_plan_checks(struct plan *p, const char **why)
 			why[by[i] - p->v] = "the file is planned on an "
 					    "earlier line too";
 	for (size_t i = 0; i < p->n; i++) {
-		if (!p->v[i].ok || why[i])
+		/* A file that is its own keeper: im_apply_line() says so. */
+		if (!p->v[i].ok || why[i] ||
+		    !strcmp(p->v[i].l.keeper.path, p->v[i].l.file.path))
 			continue;
 		if (bsearch(p->v[i].l.keeper.path, by, n, sizeof(*by),
 			    cmp_key_item))

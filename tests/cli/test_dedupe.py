@@ -442,6 +442,36 @@ def case_apply_reverifies(tmp):
           "malformed line named: %s" % err)
 
 
+def case_apply_hand_edited(tmp):
+    """Plans edited by hand into nonsense: a file that is its own keeper, two
+    files each the other's keeper, a line given twice. Each such line is
+    skipped with the reason that fits it, and nothing is removed but the
+    one line given twice, once."""
+    root = os.path.join(tmp, "share")
+    groups = make_groups(root, sizes=(2, 2, 2), singles=1)
+    out, _ = run("dedupe", root)
+    lines = {l["path"]: l for l in plan_lines(out)}
+    own, pair, twice = (lines[g[1]] for g in groups)
+    own = dict(own, keeper=own["path"], keeper_mtime_ns=own["mtime_ns"])
+    back = dict(pair, path=pair["keeper"], keeper=pair["path"],
+                mtime_ns=pair["keeper_mtime_ns"],
+                keeper_mtime_ns=pair["mtime_ns"])
+    plan = os.path.join(tmp, "plan.jsonl")
+    dump(plan, [own, pair, back, twice, twice])
+    out, err = run("apply", plan, text=True)
+    for path, why in ((own["path"], "the file is its own keeper"),
+                      (pair["path"], "the keeper is itself planned"),
+                      (back["path"], "the keeper is itself planned"),
+                      (twice["path"], "the file is planned on an earlier "
+                                      "line too")):
+        check("skipped %s: %s\n" % (path, why) in out,
+              "%s: %s: %s" % (path, why, out))
+    check("removed %s\n" % twice["path"] in out and
+          not os.path.exists(twice["path"]) and
+          all(os.path.exists(p) for g in groups[:2] for p in g),
+          "only the line given twice was applied, once: %s" % out)
+
+
 def case_trash(tmp):
     """trash=DIR keeps relative paths, bytes, mode and mtime; never
     overwrites; works across filesystems when /dev/shm is another one."""

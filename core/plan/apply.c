@@ -1294,6 +1294,12 @@ static int do_replace(const struct im_plan_line *l, struct side *f,
 			e = linkat(k->dirfd, k->name, f->dirfd, tmp, 0);
 		ret = e ? -errno : 0;
 	}
+	if (ret == -EXDEV) {
+		/* One filesystem, two mounts of it (a bind mount): a hard
+		 * link cannot cross them either. */
+		*why = "the keeper is on another mount";
+		return SKIP;
+	}
 	if (ret) {
 		*why = "making the link under a temporary name";
 		return ret;

@@ -43,7 +43,8 @@
  *             link to the final name (fails rather than overwrite), unlink.
  *   hardlink  link the keeper to a temporary name beside the file, then
  *             rename it over the file (atomic: the name always holds one
- *             of the two); skipped when they are on different filesystems.
+ *             of the two); skipped when they are on different filesystems
+ *             or mounts.
  *   symlink   the same with a symlink to the keeper's absolute path.
  *   reflink   make the file share the keeper's data extents
  *             (FIDEDUPERANGE): both names, inodes, owners, modes and

@@ -840,6 +840,34 @@ def case_apply_concurrent(tmp):
           "trash: skipped, exit 0: %s" % log)
 
 
+def case_hardlink_across_mounts(tmp):
+    """A folder of the share bind-mounted (one filesystem, two mounts): no
+    hard link crosses mounts, so apply skips the line and says why, as for
+    another filesystem, and exits 0; the copy stays as it was."""
+    if os.geteuid() != 0:
+        print("SKIP: needs root to bind-mount")
+        sys.exit(77)
+    root = os.path.join(tmp, "share")
+    groups = make_groups(root, sizes=(2,), singles=1)
+    keeper, copy = groups[0]
+    d = os.path.dirname(copy)
+    if subprocess.run(["mount", "--bind", d, d]).returncode:
+        print("SKIP: cannot bind-mount here")
+        sys.exit(77)
+    try:
+        out, _ = run("dedupe", "--action", "hardlink", root)
+        check([l["path"] for l in plan_lines(out)] == [copy],
+              "one line: %s" % out)
+        out, err = run("apply", "-", stdin=out, text=True)
+        check(out == "skipped %s: the keeper is on another mount\n" % copy,
+              "skipped: %s %s" % (out, err))
+        check(os.stat(copy).st_ino != os.stat(keeper).st_ino and
+              sorted(os.listdir(d)) == [os.path.basename(copy)],
+              "the copy stays as it was")
+    finally:
+        subprocess.run(["umount", d])
+
+
 def case_apply_killed_leaves_no_temporary(tmp):
     """kill (or Ctrl-C, or a closed terminal) while apply has made a hard
     link under a temporary name and not yet renamed it over the file: the

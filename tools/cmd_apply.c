@@ -13,7 +13,6 @@
  */
 #include <errno.h>
 #include <inttypes.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -220,18 +219,6 @@ int cmd_apply(struct cli *c)
 		if (p.v[i].ok) /* a malformed line has no path */
 			order[nok++] = &p.v[i];
 	sort_n(order, nok, sizeof(*order), cmp_last_path_first);
-	/*
-	 * Ctrl-C, kill or a closed terminal end apply between two lines, not
-	 * in one: a hard link or symlink made under a temporary name and
-	 * not yet renamed over the file, or a copy into the trash, would be
-	 * left behind. A long copy stops for them (apply.h).
-	 */
-	sigset_t stop, unblocked;
-
-	sigemptyset(&stop);
-	sigaddset(&stop, SIGINT);
-	sigaddset(&stop, SIGTERM);
-	sigaddset(&stop, SIGHUP);
 	for (size_t k = 0; k < nok; k++) {
 		size_t i = (size_t)(order[k] - p.v);
 		const struct im_plan_line *l = &p.v[i].l;
@@ -242,7 +229,6 @@ int cmd_apply(struct cli *c)
 			skipped++;
 			continue;
 		}
-		sigprocmask(SIG_BLOCK, &stop, &unblocked);
 		ret = im_apply_line(l, c->dry_run, &r);
 		if (ret) {
 			fputs("failed ", stdout);
@@ -259,8 +245,6 @@ int cmd_apply(struct cli *c)
 		}
 		im_apply_result_release(&r);
 		fflush(stdout);
-		/* One that came meanwhile takes effect here. */
-		sigprocmask(SIG_SETMASK, &unblocked, NULL);
 	}
 	fprintf(stderr,
 		"imatch: apply: %zu %s (%" PRIu64 " bytes), %zu skipped, %zu "

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1021,8 +1022,24 @@ static int write_sparse(int fd, const char *buf, size_t n, off_t off)
 	return 0;
 }
 
-/* Whether the user asked to stop (SIGINT, SIGTERM, SIGHUP) while the caller
- * holds those signals back (see apply.h). */
+/*
+ * Ctrl-C, kill or a closed terminal (SIGINT, SIGTERM, SIGHUP) are held back
+ * while a temporary name exists, and take effect once it is gone: a link
+ * not yet renamed over the file, or a copy in the trash, would be left
+ * behind. Reading and hashing stay interruptible (a stalled network file).
+ */
+static void hold_stop_signals(sigset_t *old)
+{
+	sigset_t s;
+
+	sigemptyset(&s);
+	sigaddset(&s, SIGINT);
+	sigaddset(&s, SIGTERM);
+	sigaddset(&s, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &s, old);
+}
+
+/* Whether one of them came while held: a long copy stops for it. */
 static bool stop_asked(void)
 {
 	sigset_t s;
@@ -1224,7 +1241,11 @@ static int do_trash(const struct im_plan_line *l, struct side *f, bool dry,
 		*why = whys[FILE_][R_GONE];
 		ret = SKIP;
 	} else if (e == EXDEV) {
+		sigset_t old;
+
+		hold_stop_signals(&old);
 		ret = copy_across(l, f, dfd, base, why);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
 	} else {
 		ret = -e;
 		*why = "moving the file into the trash";
@@ -1235,51 +1256,14 @@ out:
 	return ret;
 }
 
-/* Replace the file by a hard link to, or a symlink at, the keeper: made
- * under a temporary name, renamed over the file. */
-static int do_replace(const struct im_plan_line *l, struct side *f,
-		      struct side *k, bool dry, const char **why)
+/* The link (or symlink) to the verified keeper under a temporary name,
+ * renamed over the file. */
+static int link_over(const struct im_plan_line *l, struct side *f,
+		     struct side *k, const char **why)
 {
 	char tmp[64], proc[64];
 	int ret = -EEXIST;
 
-	if (!l->exact) {
-		*why = "hardlink and symlink replace exact copies only";
-		return SKIP;
-	}
-	if (l->action == IM_ACT_HARDLINK && f->st.st_dev != k->st.st_dev) {
-		*why = "the keeper is on another filesystem";
-		return SKIP;
-	}
-	/* Whoever opens the path afterwards meets the keeper's inode, its
-	 * owner and mode: a private copy would become as readable (and
-	 * writable, chmod-able) as the keeper. A symlink too: access goes
-	 * through to its target. */
-	if (f->st.st_uid != k->st.st_uid || f->st.st_gid != k->st.st_gid ||
-	    (f->st.st_mode & 07777) != (k->st.st_mode & 07777)) {
-		*why = "owner, group or mode differs from the keeper's";
-		return SKIP;
-	}
-	ret = same_xattrs(f->fd, k->fd);
-	if (ret <= 0) {
-		*why = ret ? "reading extended attributes"
-			   : "extended attributes or ACLs differ from the "
-			     "keeper's";
-		return ret ? ret : SKIP;
-	}
-	ret = -EEXIST;
-	/* The target is the keeper's absolute path: longer than a symlink
-	 * can hold (PATH_MAX with its NUL) it cannot be made. */
-	if (l->action == IM_ACT_SYMLINK && strlen(l->keeper.path) >= PATH_MAX) {
-		*why = "the keeper's path is too long for a symlink";
-		return SKIP;
-	}
-	if (dry)
-		return 0;
-	if (!still_there(f) || !still_there(k)) {
-		*why = "the file or the keeper changed during verification";
-		return SKIP;
-	}
 	/* Through /proc the link is made to the very inode verified. */
 	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", k->fd);
 	for (unsigned i = 0; ret == -EEXIST && i < 100; i++) {
@@ -1332,6 +1316,56 @@ static int do_replace(const struct im_plan_line *l, struct side *f,
 		 * keeper meanwhile (another apply of the same plan). */
 		unlinkat(f->dirfd, tmp, 0);
 	}
+	return ret;
+}
+
+/* Replace the file by a hard link to, or a symlink at, the keeper: made
+ * under a temporary name, renamed over the file. */
+static int do_replace(const struct im_plan_line *l, struct side *f,
+		      struct side *k, bool dry, const char **why)
+{
+	sigset_t old;
+	int ret;
+
+	if (!l->exact) {
+		*why = "hardlink and symlink replace exact copies only";
+		return SKIP;
+	}
+	if (l->action == IM_ACT_HARDLINK && f->st.st_dev != k->st.st_dev) {
+		*why = "the keeper is on another filesystem";
+		return SKIP;
+	}
+	/* Whoever opens the path afterwards meets the keeper's inode, its
+	 * owner and mode: a private copy would become as readable (and
+	 * writable, chmod-able) as the keeper. A symlink too: access goes
+	 * through to its target. */
+	if (f->st.st_uid != k->st.st_uid || f->st.st_gid != k->st.st_gid ||
+	    (f->st.st_mode & 07777) != (k->st.st_mode & 07777)) {
+		*why = "owner, group or mode differs from the keeper's";
+		return SKIP;
+	}
+	ret = same_xattrs(f->fd, k->fd);
+	if (ret <= 0) {
+		*why = ret ? "reading extended attributes"
+			   : "extended attributes or ACLs differ from the "
+			     "keeper's";
+		return ret ? ret : SKIP;
+	}
+	/* The target is the keeper's absolute path: longer than a symlink
+	 * can hold (PATH_MAX with its NUL) it cannot be made. */
+	if (l->action == IM_ACT_SYMLINK && strlen(l->keeper.path) >= PATH_MAX) {
+		*why = "the keeper's path is too long for a symlink";
+		return SKIP;
+	}
+	if (dry)
+		return 0;
+	if (!still_there(f) || !still_there(k)) {
+		*why = "the file or the keeper changed during verification";
+		return SKIP;
+	}
+	hold_stop_signals(&old);
+	ret = link_over(l, f, k, why);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	return ret;
 }
 

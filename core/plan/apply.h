@@ -57,10 +57,12 @@
  * Whether a keeper is planned elsewhere in the same plan is a property of
  * the whole plan; the caller checks it (see `imatch apply`).
  *
- * Interruption: a caller that blocks SIGINT, SIGTERM and SIGHUP while a
- * line is acted on (so that no temporary name outlives it) still has a long
- * copy into a trash on another filesystem stop soon after one of them
- * arrives: it fails with -EINTR, its temporary copy removed.
+ * Interruption: while a temporary name exists (a link not yet renamed over
+ * the file, a copy in the trash) SIGINT, SIGTERM and SIGHUP are held back
+ * in the calling thread and take effect once it is gone, so none outlives
+ * a Ctrl-C or a kill; a long copy into a trash on another filesystem stops
+ * for them, fails with -EINTR and removes its copy. Only SIGKILL can leave
+ * a temporary name.
  *
  * Thread-safety: reentrant; no global state.
  */

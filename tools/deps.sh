@@ -8,7 +8,7 @@ pkgs=(build-essential meson ninja-build pkg-config libfuse3-dev fuse3
       python3-distributed
       libpoppler-glib-dev libarchive-dev libexpat1-dev libseccomp-dev
       clang-format clang libclang-rt-14-dev rsync python3-docutils
-      btrfs-progs gdb)
+      btrfs-progs gdb strace)
 
 missing=()
 for p in "${pkgs[@]}"; do

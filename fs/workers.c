@@ -332,6 +332,9 @@ static void *worker_main(void *arg)
 		if (!path)
 			continue;
 		ret = sign(w, signer, path, &d, &st);
+		/* A worker lives as long as the mount: a word list of millions
+		 * of terms must not keep its memory once signed. */
+		im_signer_trim(signer);
 		if (!ret && hash)
 			hash_deferred(w, path, &d);
 		tree_wrlock(t);

@@ -55,6 +55,10 @@
 
 /* Files read into a buffer larger than this do not keep it afterwards. */
 #define BUF_KEEP (4u << 20)
+/* What im_signer_trim() leaves alone of the term set and of the candidate
+ * arrays, each: a few hundred thousand distinct terms, more than a long book
+ * holds. */
+#define TRIM_KEEP ((size_t)32 << 20)
 
 /* A candidate term: the lexicon's NUL-terminated string and the coordinates
  * whose lexicon holds it (bit k). */
@@ -1775,6 +1779,26 @@ bool im_signer_by_bytes(const struct im_signer *s, const char *name)
 void im_signer_keep_results(struct im_signer *s, bool keep)
 {
 	s->keep_results = keep;
+}
+
+void im_signer_trim(struct im_signer *s)
+{
+	/* cand_reserve() sizes these for every term of a document: 84 bytes
+	 * a term, most never written, but all of it held. */
+	size_t cand_bytes =
+		s->ccap * (3 * sizeof(struct cand) + 3 * sizeof(uint64_t) +
+			   3 * sizeof(uint32_t));
+
+	if (cand_bytes > TRIM_KEEP) {
+		cand_arrays_free(s);
+		s->raw = s->pc = s->qc = NULL;
+		s->pk = s->qk = s->tmp = NULL;
+		s->qb = s->qs = s->sel = NULL;
+		s->ccap = 0;
+		s->npc = s->nqc = 0;
+		s->have_last = 0;
+	}
+	im_terms_trim(&s->terms, TRIM_KEEP);
 }
 
 bool im_signer_reused(const struct im_signer *s)

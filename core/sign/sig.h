@@ -212,6 +212,14 @@ typedef bool (*im_copy_probe)(const uint8_t exact[16], void *arg);
 void im_signer_keep_results(struct im_signer *s, bool keep);
 
 /**
+ * Between documents, give back what a very large one left with @p s: a term
+ * set, or arrays of candidates sized for one, of more than 32 MiB each. For
+ * signers that live as long as a daemon; the last document's terms, and
+ * what im_signer_foreach_term() would list of it, may be forgotten.
+ */
+void im_signer_trim(struct im_signer *s);
+
+/**
  * Whether the last im_signer_sign_at() of @p s gave a result it kept
  * (im_signer_keep_results()): the file was an exact copy of a text read
  * before, read and hashed but not extracted or signed again.

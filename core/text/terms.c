@@ -164,6 +164,15 @@ void im_terms_release(struct im_terms *t)
 	im_terms_init(t);
 }
 
+void im_terms_trim(struct im_terms *t, size_t keep)
+{
+	size_t held = t->slots_cap * sizeof(*t->slots) +
+		      t->cap * sizeof(*t->v) + t->arena_cap;
+
+	if (held > keep)
+		im_terms_release(t);
+}
+
 static void set_nslots(struct im_terms *t, size_t nslots)
 {
 	t->nslots = nslots;

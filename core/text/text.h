@@ -68,6 +68,14 @@ void im_terms_clear(struct im_terms *t);
 void im_terms_release(struct im_terms *t);
 
 /**
+ * im_terms_release() @p t if its allocations hold more than @p keep bytes,
+ * else leave it as it is. For a set kept across documents by a long-lived
+ * thread: im_terms_clear() keeps what the largest document grew, and a word
+ * list of millions of terms would otherwise keep hundreds of MB for good.
+ */
+void im_terms_trim(struct im_terms *t, size_t keep);
+
+/**
  * Add a term (already folded, no NUL byte) unless present. The bytes are
  * copied. Pointers into the arena are invalidated by the next add.
  *

@@ -13,8 +13,8 @@ import sys
 import zipfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from util import (by_doc_path, check, cluster_sets, live_when, poll,  # noqa: E402
-                  read_status, run_tests, status_int)
+from util import (VALGRIND, Skip, by_doc_path, check, cluster_sets,  # noqa: E402
+                  live_when, poll, read_status, run_tests, status_int)
 
 TESTS = {}
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'data')
@@ -188,6 +188,41 @@ def test_filter_text_not_lent_to_a_copy_under_another_name(w):
                  status_int(st, 'format_filter') == 2, 'the copy')
     check(status_int(st, 'format_binary') == 1 and status_int(st, 'copies_reused') == 0,
           'the copy named .zip is a binary file, not the filter\'s text: %s' % st)
+    d.umount()
+    d.check_log()
+
+
+def rss_kib(pid):
+    with open('/proc/%d/status' % pid) as f:
+        for line in f:
+            if line.startswith('VmRSS:'):
+                return int(line.split()[1])
+    raise AssertionError('no VmRSS in /proc/%d/status' % pid)
+
+
+@test
+def test_huge_text_memory_given_back(w):
+    """A text of 3 million distinct words (a word list, an export), under
+    max_size: once it is signed the daemon gives back the memory its term
+    set took, instead of keeping some 450 MB with its worker for good."""
+    if VALGRIND:
+        raise Skip('resident memory means nothing under valgrind')
+    fill(w.src, [])
+    d = w.daemon(opts=['threads=1'])
+    st = settled(w, lambda st: status_int(st, 'documents') > 0, 'the first scan')
+    base = status_int(st, 'documents')
+    before = rss_kib(d.proc.pid)
+    letters = 'abcdefghijklmnopqrstuvwxyz'
+    outside = os.path.join(w.top, 'words.txt')
+    with open(outside, 'w') as f:
+        for i in range(3000000):
+            word = ''.join(letters[i // 26 ** j % 26] for j in range(5))
+            f.write('q' + word + ('\n' if i % 10 == 9 else ' '))
+    os.rename(outside, os.path.join(w.src, 'words.txt'))
+    settled(w, lambda st: status_int(st, 'documents') == base + 1, 'the word list')
+    grown = rss_kib(d.proc.pid) - before
+    check(grown < 100 * 1024, 'the daemon keeps %d MB more after signing the word list'
+          % (grown // 1024))
     d.umount()
     d.check_log()
 

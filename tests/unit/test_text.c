@@ -423,6 +423,31 @@ START_TEST(test_text_terms_clear_leaves_no_trace)
 }
 END_TEST
 
+START_TEST(test_text_terms_trim_gives_back_only_a_large_set)
+{
+	char w[32];
+
+	for (int i = 0; i < 4000; i++) {
+		int n = snprintf(w, sizeof(w), "large%d", i);
+
+		ck_assert_int_eq(im_terms_add(&terms, w, (size_t)n), 0);
+	}
+	/* Under the bound: kept, terms and all. */
+	im_terms_trim(&terms, (size_t)64 << 20);
+	ck_assert_uint_eq(terms.n, 4000);
+	ck_assert_ptr_nonnull(terms.slots);
+	/* Over it: released, and usable again. */
+	im_terms_trim(&terms, 4096);
+	ck_assert_uint_eq(terms.n, 0);
+	ck_assert_ptr_null(terms.slots);
+	ck_assert_ptr_null(terms.v);
+	ck_assert_ptr_null(terms.arena);
+	ck_assert_int_eq(im_terms_add(&terms, "after", 5), 0);
+	ck_assert_int_eq(im_terms_add(&terms, "after", 5), 0);
+	ck_assert_uint_eq(terms.n, 1);
+}
+END_TEST
+
 /* A term of the reference set below. */
 struct ref_term {
 	char s[48];
@@ -2110,6 +2135,7 @@ int main(void)
 	tcase_add_test(tc, test_text_terms_key_edges);
 	tcase_add_test(tc, test_text_terms_hash_is_xxh3_of_any_bytes);
 	tcase_add_test(tc, test_text_terms_clear_leaves_no_trace);
+	tcase_add_test(tc, test_text_terms_trim_gives_back_only_a_large_set);
 	tcase_add_test(tc, test_text_terms_match_a_reference_set);
 	tcase_add_test(tc, test_text_terms_batches_match_single_adds);
 	tcase_add_test(tc, test_text_plain_words);

@@ -25,7 +25,8 @@
  *   - pptx: slides, then notes, in slide-number order: a:t runs, a newline
  *     per paragraph.
  *   - odt, ods, odp: content.xml, all text inside office:body, a newline per
- *     paragraph, heading, list item and cell.
+ *     paragraph, heading, list item and cell; as in docx, deleted text
+ *     (text:tracked-changes) and comments (office:annotation) are not text.
  *   - epub: the spine of the package named by META-INF/container.xml, in
  *     order, each item read as HTML (html.c); items marked linear="no" and
  *     the navigation document are skipped. Without a readable package, every
@@ -225,6 +226,7 @@ struct xml_rules {
 	const char *within;	   /* ... or, when text is NULL, inside this */
 	const char *const *nl_end; /* a newline after each of these */
 	const char *const *space;  /* a space where one of these starts */
+	const char *const *skip;   /* nothing inside these is text */
 };
 
 struct xml_ctx {
@@ -232,7 +234,7 @@ struct xml_ctx {
 	const struct xml_rules *r;
 	const struct im_extract_opts *o;
 	struct im_buf *out;
-	unsigned depth, in_text, in_within;
+	unsigned depth, in_text, in_within, in_skip;
 	int fail;
 };
 
@@ -285,6 +287,8 @@ static void XMLCALL xml_start(void *arg, const XML_Char *name,
 		c->in_text++;
 	if (c->r->within && !strcmp(c->r->within, l))
 		c->in_within++;
+	if (in_list(c->r->skip, l))
+		c->in_skip++;
 }
 
 static void XMLCALL xml_end(void *arg, const XML_Char *name)
@@ -297,6 +301,8 @@ static void XMLCALL xml_end(void *arg, const XML_Char *name)
 		c->in_text--;
 	if (c->in_within && c->r->within && !strcmp(c->r->within, l))
 		c->in_within--;
+	if (c->in_skip && in_list(c->r->skip, l))
+		c->in_skip--;
 	if (in_list(c->r->nl_end, l))
 		xml_put(c, "\n", 1);
 }
@@ -305,7 +311,7 @@ static void XMLCALL xml_chars(void *arg, const XML_Char *s, int len)
 {
 	struct xml_ctx *c = arg;
 
-	if (c->r->text ? c->in_text : c->in_within)
+	if (!c->in_skip && (c->r->text ? c->in_text : c->in_within))
 		xml_put(c, s, (size_t)len);
 }
 
@@ -391,6 +397,9 @@ static const struct xml_rules odf_rules = {
 	.nl_end = (const char *const[]){"p", "h", "list-item", "table-cell",
 					"frame", NULL},
 	.space = (const char *const[]){"s", "tab", "line-break", NULL},
+	/* What a docx keeps out of its text as well: deleted text kept for
+	 * undo (w:delText) and comments (comments.xml, never read). */
+	.skip = (const char *const[]){"tracked-changes", "annotation", NULL},
 };
 
 static bool has_prefix(const char *s, const char *prefix)

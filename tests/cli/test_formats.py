@@ -109,9 +109,58 @@ def case_explain(tmp):
           and "extraction failed: nesting" in out, "a failure: %s" % out)
 
 
+def review_marked_odt(src, dst, deleted, comment):
+    """@src with what a reviewer leaves in an ODT's content.xml: a tracked
+    deletion of @deleted (kept for undo in text:tracked-changes, as
+    LibreOffice writes it) and an office:annotation saying @comment."""
+    import re
+    import zipfile
+    with zipfile.ZipFile(src) as z:
+        parts = [(i, z.read(i.filename)) for i in z.infolist()]
+    esc = lambda t: t.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    tc = ('<text:tracked-changes><text:changed-region text:id="ct1"><text:deletion>'
+          '<office:change-info><dc:creator>Reviewer</dc:creator>'
+          '<dc:date>2024-05-03T10:00:00</dc:date></office:change-info>'
+          + "".join("<text:p>%s</text:p>" % esc(p) for p in deleted.split("\n\n"))
+          + '</text:deletion></text:changed-region></text:tracked-changes>')
+    note = ('<office:annotation><dc:creator>Reviewer</dc:creator>'
+            '<text:p>%s</text:p></office:annotation>' % esc(comment))
+    with zipfile.ZipFile(dst, "w") as z:
+        for info, data in parts:
+            if info.filename == "content.xml":
+                x = data.decode("utf-8")
+                x = re.sub(r"(<office:text[^>]*>)", lambda m: m.group(1) + tc, x, count=1)
+                x = re.sub(r"(<text:p [^>]*>)", lambda m: m.group(1) + note
+                           + '<text:change text:change-id="ct1"/>', x, count=1)
+                data = x.encode("utf-8")
+            z.writestr(info, data)
+
+
+def case_odt_review_marks(tmp):
+    """A reviewed ODT's deleted text and comments are not its text, as a
+    docx's are not (w:delText, comments.xml): the reviewed file has the
+    terms of the clean one and stays in its cluster with the docx."""
+    root = share(tmp, ["cc0.docx", "cc0.odt"])
+    with open(os.path.join(SRC, "tests/data/demo/licenses/Artistic")) as f:
+        deleted = f.read()[:3000]
+    review_marked_odt(os.path.join(root, "office/cc0.odt"),
+                      os.path.join(root, "office/reviewed.odt"), deleted,
+                      "Please rephrase this clause before the board meeting")
+    terms = {}
+    for n in ("cc0.odt", "reviewed.odt"):
+        out, _ = run("terms", os.path.join(root, "office", n))
+        terms[n] = set(out.rstrip("\n").split("\t")[1:])
+    check(terms["reviewed.odt"] == terms["cc0.odt"],
+          "the review marks added terms: %s" % sorted(terms["reviewed.odt"] - terms["cc0.odt"])[:12])
+    _, cl, _ = clusters_of(root)
+    check({"office/cc0.docx", "office/cc0.odt", "office/reviewed.odt"} in cl,
+          "the reviewed ODT is not in the docx's cluster: %s" % cl)
+
+
 CASES = {"one_cluster": case_one_cluster,
          "failed_and_binary": case_failed_and_binary,
-         "explain": case_explain}
+         "explain": case_explain,
+         "odt_review_marks": case_odt_review_marks}
 
 
 def main():

@@ -42,6 +42,16 @@
 #define IM_EXTRACT_SNIFF 4096
 
 /**
+ * The version of what a file yields: its sniffed format, its extracted text
+ * (or why none) and the words text.h scans from it. Caches and stage files
+ * are keyed by it (im_state_key(), im_state_files_key()), so a file whose
+ * text a new version reads differently is read again, not left with the
+ * old version's signature. Bump it with any such change.
+ *   1: ODF leaves out tracked changes and annotations (as docx did).
+ */
+#define IM_EXTRACT_VERSION 1
+
+/**
  * Formats. The values are stored in state files: append only.
  * IM_FMT_BINARY is "no known format": the bytes are not text.
  */

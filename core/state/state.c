@@ -18,6 +18,7 @@
 
 #include <xxhash.h>
 
+#include "extract.h"
 #include "fdio.h"
 #include "state.h"
 
@@ -113,13 +114,15 @@ static uint64_t filters_key(const char *const *filters)
 
 uint64_t im_state_files_key(const struct im_params *p)
 {
-	uint8_t tmp[32];
+	uint8_t tmp[48]; /* 44 bytes at most, below */
 	struct buf b = {tmp, 0, sizeof(tmp)};
 	uint64_t filters = filters_key(p->filters);
 
 	put_u64(&b, IM_STATE_VERSION);
 	put_u64(&b, UINT64_C(0x66696c6573)); /* "files": not a key of above */
 	put_u64(&b, KEYED_MAX_SIZE);
+	/* Whether a file is binary, too big or fails depends on it too. */
+	put_u32(&b, IM_EXTRACT_VERSION);
 	if (filters)
 		put_u64(&b, filters);
 	return XXH3_64bits(tmp, b.len);
@@ -135,6 +138,7 @@ static uint64_t key_with_limit(const struct im_params *p, uint64_t lex_key,
 	uint64_t bits;
 
 	put_u64(&b, IM_STATE_VERSION);
+	put_u32(&b, IM_EXTRACT_VERSION);
 	put_u64(&b, lex_key);
 	put_u32(&b, p->min_word_len);
 	put_u32(&b, p->max_digits);

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "extract.h"
 #include "imatch.h"
 #include "index.h"
 #include "sig.h"
@@ -258,15 +259,20 @@ static int sign_side(struct cli *c, const struct im_lexicon *lex,
 	return 0;
 }
 
-static const char *doc_state(const struct im_doc_sigs *d)
+/* What became of a file, with the reason a failure or an error has, as
+ * `imatch explain FILE` and `scan -v` give it. */
+static void put_doc_state(const struct im_doc_sigs *d)
 {
 	switch (d->status) {
-	case IM_DOC_SIGNED: return "signed";
-	case IM_DOC_REJECTED: return "every coordinate rejected";
-	case IM_DOC_BINARY: return "binary (no known format)";
-	case IM_DOC_TOO_BIG: return "larger than --max-size";
-	case IM_DOC_FAILED: return "extraction failed";
-	default: return "unreadable";
+	case IM_DOC_SIGNED: fputs("signed", stdout); break;
+	case IM_DOC_REJECTED: fputs("every coordinate rejected", stdout); break;
+	case IM_DOC_BINARY: fputs("binary (no known format)", stdout); break;
+	case IM_DOC_TOO_BIG: fputs("larger than --max-size", stdout); break;
+	case IM_DOC_FAILED:
+		printf("extraction failed: %s",
+		       im_extract_fail_name((enum im_extract_fail)d->err));
+		break;
+	default: printf("unreadable: %s", strerror(d->err)); break;
 	}
 }
 
@@ -306,8 +312,9 @@ int explain_pair(struct cli *c, const struct im_lexicon *lex)
 
 		printf("%s: ", i ? "b" : "a");
 		put_text_path(stdout, x->name);
-		printf("\n  %s, %" PRIu32 " unique terms\n", doc_state(&x->d),
-		       x->d.unique_terms);
+		fputs("\n  ", stdout);
+		put_doc_state(&x->d);
+		printf(", %" PRIu32 " unique terms\n", x->d.unique_terms);
 	}
 	if (a.u && b.u && common_terms(a.u, b.u, &common)) {
 		err_msg("%s", strerror(ENOMEM));

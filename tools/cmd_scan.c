@@ -153,6 +153,9 @@ static void on_result(const char *path, const struct stat *st,
 		 * user need not explain every file to find them. */
 		err_msg("no text from %s: extraction failed: %s", path,
 			im_extract_fail_name((enum im_extract_fail)d->err));
+	else if (col->verbose && d->status == IM_DOC_TOO_BIG)
+		err_msg("not read %s: %jd bytes, larger than --max-size", path,
+			(intmax_t)st->st_size);
 	ret = im_index_put(col->idx, path, d);
 	if (ret && !col->err)
 		col->err = ret;

@@ -91,9 +91,12 @@ def case_verbose_names_failures(tmp):
                  "nobook.epub": book.getvalue(),
                  "a.txt": "one text file with several words inside\n",
                  "b.txt": "another text with some different words\n"})
-    _, err = run("scan", "-v", root)
+    write(root, {"big.txt": "a text larger than the limit given\n" * 100})
+    _, err = run("scan", "-v", "--max-size", "3400", root)
     lines = err.splitlines()
-    for want in ("imatch: no text from sub/garbage.pdf: extraction failed: "
+    for want in ("imatch: not read big.txt: 3500 bytes, larger than "
+                 "--max-size", "too_big: 1",
+                 "imatch: no text from sub/garbage.pdf: extraction failed: "
                  "corrupt",
                  "imatch: no text from bomb.docx: extraction failed: "
                  "expansion",

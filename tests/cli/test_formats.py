@@ -107,6 +107,12 @@ def case_explain(tmp):
                  os.path.join(root, "office/nested.docx"))
     check("format: docx" in out and "status: failed" in out
           and "extraction failed: nesting" in out, "a failure: %s" % out)
+    out, _ = run("explain", "--lexicon", lex,
+                 os.path.join(root, "office/nested.docx"),
+                 os.path.join(root, "office/cc0.pdf"))
+    check("\n  extraction failed: nesting, 0 unique terms\n" in out
+          and "\n  signed, 310 unique terms\n" in out,
+          "explain A B gives the failure's reason: %s" % out)
 
 
 def review_marked_odt(src, dst, deleted, comment):

@@ -28,12 +28,21 @@
  * Once fail_after is 0, every allocation fails until it is set to -1 again:
  * malloc, calloc, realloc, mmap and mremap, as the index calls them (the C
  * library's own mappings are not seen). fail_after = k lets k through
- * first. Not under AddressSanitizer or valgrind, which own malloc
- * (can_fail() says whether it works).
+ * first. Not under AddressSanitizer, ThreadSanitizer or valgrind, which own
+ * malloc (can_fail() says whether it works).
  */
 static long fail_after = -1;
 
-#if defined(__SANITIZE_ADDRESS__)
+/* gcc defines __SANITIZE_*__; clang (14) only answers __has_feature(). */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SANITIZER_OWNS_MALLOC 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define SANITIZER_OWNS_MALLOC 1
+#endif
+#endif
+
+#ifdef SANITIZER_OWNS_MALLOC
 static bool can_fail(void)
 {
 	return false;

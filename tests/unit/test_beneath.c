@@ -230,7 +230,7 @@ END_TEST
 /* ---- The race ------------------------------------------------------------ */
 
 struct swapper {
-	volatile int stop;
+	int stop; /* set by the test's thread: __atomic */
 	unsigned long swaps;
 };
 
@@ -245,7 +245,7 @@ static void *swap_main(void *arg)
 	snprintf(tmp, sizeof(tmp), "%s/race.dir", root);
 	snprintf(lnk, sizeof(lnk), "%s/race.lnk", root);
 	symlink(outside, lnk);
-	while (!s->stop) {
+	while (!__atomic_load_n(&s->stop, __ATOMIC_RELAXED)) {
 		/* dir -> symlink, atomically by rename(2), and back. */
 		rename(dir, tmp);
 		rename(lnk, dir);
@@ -294,7 +294,7 @@ START_TEST(test_beneath_race_never_escapes)
 			close(fd);
 		}
 	}
-	s.stop = 1;
+	__atomic_store_n(&s.stop, 1, __ATOMIC_RELAXED);
 	pthread_join(tid, NULL);
 	for (size_t i = 0; i < NIMPL; i++) {
 		ck_assert_msg(escaped[i] == 0,

@@ -552,21 +552,28 @@ static int cpu_has_shani(void)
 
 int im_sha1_have_x8(void)
 {
-	static volatile int known = -1;
+	/* Shared by the scan's workers: a race only computes it twice. */
+	static int known = -1;
+	int k = __atomic_load_n(&known, __ATOMIC_RELAXED);
 
-	if (known < 0)
-		known = cpu_has_x8();
-	return known;
+	if (k < 0) {
+		k = cpu_has_x8();
+		__atomic_store_n(&known, k, __ATOMIC_RELAXED);
+	}
+	return k;
 }
 
 int im_sha1_have_shani(void)
 {
 	/* 0 or 1 once known; a race only computes it twice. */
-	static volatile int known = -1;
+	static int known = -1;
+	int k = __atomic_load_n(&known, __ATOMIC_RELAXED);
 
-	if (known < 0)
-		known = cpu_has_shani();
-	return known;
+	if (k < 0) {
+		k = cpu_has_shani();
+		__atomic_store_n(&known, k, __ATOMIC_RELAXED);
+	}
+	return k;
 }
 
 /* ---- OpenSSL ------------------------------------------------------------- */

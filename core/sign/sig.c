@@ -1398,12 +1398,16 @@ static MASKS_X8 size_t masks_x8(const struct im_lexicon *lex,
 /* Whether this CPU runs masks_x8() (checked once per process). */
 static bool have_masks_x8(void)
 {
-	static volatile int known = -1;
+	/* Shared by the scan's workers: a race only computes it twice. */
+	static int known = -1;
+	int k = __atomic_load_n(&known, __ATOMIC_RELAXED);
 
-	if (known < 0)
-		known = __builtin_cpu_supports("avx512f") &&
-			__builtin_cpu_supports("avx512dq");
-	return known;
+	if (k < 0) {
+		k = __builtin_cpu_supports("avx512f") &&
+		    __builtin_cpu_supports("avx512dq");
+		__atomic_store_n(&known, k, __ATOMIC_RELAXED);
+	}
+	return k;
 }
 #else
 #define HAVE_MASKS_X8 0

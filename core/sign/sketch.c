@@ -242,13 +242,17 @@ static X8 void map_bits_x8(const uint8_t *mapb, uint8_t *out)
 /* Whether this CPU runs the X8 code (checked once per process). */
 static bool have_x8(void)
 {
-	static volatile int known = -1;
+	/* Shared by the scan's workers: a race only computes it twice. */
+	static int known = -1;
+	int k = __atomic_load_n(&known, __ATOMIC_RELAXED);
 
-	if (known < 0)
-		known = __builtin_cpu_supports("avx512f") &&
-			__builtin_cpu_supports("avx512dq") &&
-			__builtin_cpu_supports("avx512bw");
-	return known;
+	if (k < 0) {
+		k = __builtin_cpu_supports("avx512f") &&
+		    __builtin_cpu_supports("avx512dq") &&
+		    __builtin_cpu_supports("avx512bw");
+		__atomic_store_n(&known, k, __ATOMIC_RELAXED);
+	}
+	return k;
 }
 
 #endif

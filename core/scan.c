@@ -1507,7 +1507,7 @@ static int walk_with(int dirfd, struct scan *sc, struct sign_worker *wk,
 	}
 	if (!ret && sc->failure)
 		ret = sc->failure;
-	if (!ret && sc->cancel && *sc->cancel)
+	if (!ret && sc->cancel && __atomic_load_n(sc->cancel, __ATOMIC_RELAXED))
 		ret = -ECANCELED;
 	return ret;
 }
@@ -1694,7 +1694,7 @@ static int sign_all_kept(struct scan *sc, struct sign_worker *wk, unsigned n)
 	sc->memo = NULL;
 	for (unsigned j = 0; j < n && !ret; j++)
 		ret = wk[j].ret;
-	if (!ret && sc->cancel && *sc->cancel)
+	if (!ret && sc->cancel && __atomic_load_n(sc->cancel, __ATOMIC_RELAXED))
 		ret = -ECANCELED;
 	return ret;
 }

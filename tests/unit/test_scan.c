@@ -8,6 +8,9 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -721,6 +724,75 @@ START_TEST(test_scan_sign_want_and_cancel)
 }
 END_TEST
 
+/* The daemon's unmount: another thread sets the flag mid-scan, with no lock
+ * between it and the scan (fs/scanner.c, scanner_stop()). The first result
+ * lets the canceller go and waits until it sees the flag, so the scan must
+ * end -ECANCELED; under ThreadSanitizer every read of the flag must be
+ * atomic too. */
+struct cancel_run {
+	bool go;
+	struct results r;
+	/* A word of its own: ThreadSanitizer keeps a few accesses per 8
+	 * bytes, and the canceller's store must not be crowded out. */
+	_Alignas(8) bool cancel;
+};
+
+static void *canceller_main(void *arg)
+{
+	struct cancel_run *cr = arg;
+
+	while (!__atomic_load_n(&cr->go, __ATOMIC_RELAXED))
+		sched_yield();
+	__atomic_store_n(&cr->cancel, true, __ATOMIC_RELAXED);
+	return NULL;
+}
+
+static void on_cancel_result(const char *path, const struct stat *st,
+			     const struct im_doc_sigs *d, void *arg)
+{
+	struct cancel_run *cr = arg;
+
+	/* The walker has then most likely listed the few files and left
+	 * walk_with() its last look at the flag (the one the daemon's
+	 * unmount raced with); without the pause the walk often sees the
+	 * flag first. */
+	if (!__atomic_load_n(&cr->go, __ATOMIC_RELAXED))
+		usleep(20000);
+	__atomic_store_n(&cr->go, true, __ATOMIC_RELAXED);
+	while (!__atomic_load_n(&cr->cancel, __ATOMIC_RELAXED))
+		sched_yield();
+	on_result(path, st, d, &cr->r);
+}
+
+START_TEST(test_scan_sign_cancelled_by_another_thread)
+{
+	struct im_params p;
+	struct im_scan_counts c = {0};
+	struct cancel_run cr = {0};
+	struct im_scan_ops ops = {
+		.result = on_cancel_result, .arg = &cr, .cancel = &cr.cancel};
+	struct im_lexicon *lex;
+	pthread_t tid;
+
+	im_params_init(&p);
+	make_corpus(40);
+	lex = corpus_lexicon(&p, 2, 40);
+	/* A few rounds: the walker does not always finish first. */
+	for (int round = 0; round < 3; round++) {
+		ck_assert(pthread_create(&tid, NULL, canceller_main, &cr) == 0);
+		ck_assert_int_eq(im_scan_sign(rootfd, lex, &p, 2, &ops, &c),
+				 -ECANCELED);
+		pthread_join(tid, NULL);
+		ck_assert_msg(cr.r.n > 0 && cr.r.n < 40,
+			      "stopped after the first result: %zu results",
+			      cr.r.n);
+		results_free(&cr.r);
+		cr.go = cr.cancel = false;
+	}
+	im_lexicon_free(lex);
+}
+END_TEST
+
 /* ---- First scans: one pass ------------------------------------------------ */
 
 /* The bytes of @p lex as saved. */
@@ -1237,6 +1309,7 @@ static Suite *scan_suite(void)
 	tcase_add_test(tc, test_scan_sign_threads_agree);
 	tcase_add_test(tc, test_scan_df_skips_the_skip_dir);
 	tcase_add_test(tc, test_scan_sign_want_and_cancel);
+	tcase_add_test(tc, test_scan_sign_cancelled_by_another_thread);
 	tcase_add_test(tc, test_scan_first_equals_two_passes);
 	tcase_add_test(tc, test_scan_first_past_a_full_queue);
 	tcase_add_test(tc, test_scan_first_with_exact_copies);

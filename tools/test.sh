@@ -93,3 +93,27 @@ TEST_WITH_VALGRIND=1 meson test -C build-test --print-errorlogs --suite mount \
 	dupes_equal_imatch_dupes dupes_follow_a_burst_of_removals \
 	dupes_follow_a_lexicon_rebuild redundant_follows_the_source \
 	concurrent_readers copy_whole_view plan_cached_and_invalidated
+
+# ThreadSanitizer (clang): the threaded unit tests, scans on several threads
+# and the daemon under churn, kills and concurrent readers. A report makes
+# the process exit 66: the unit test, the CLI run or the daemon fails its
+# test (tests/mount/util.py wants exit 0 at unmount). tests/tsan.supp holds
+# the reports triaged as safe, each with its reason.
+echo "== threads under ThreadSanitizer: threaded units, scan -j, the daemon"
+rm -rf build-test-tsan
+CC=clang meson setup build-test-tsan -Dtests=enabled -Db_sanitize=thread \
+	-Db_lundef=false >/dev/null
+ninja -C build-test-tsan >/dev/null
+export TSAN_OPTIONS="suppressions=$PWD/tests/tsan.supp second_deadlock_stack=1"
+CK_FORK=no meson test -C build-test-tsan --print-errorlogs --suite unit \
+	index-threads beneath lock scan state exact
+meson test -C build-test-tsan --print-errorlogs --suite cli \
+	scan_deterministic dedupe_exact_head names_shared_name ls_parallel
+meson test -C build-test-tsan --print-errorlogs --suite mount \
+	--timeout-multiplier=3 change_after_walk editor_patterns \
+	name_taken_at_once directory_rename hard_links signals_unmount \
+	restart_from_cache dupes_follow_a_burst_of_removals \
+	redundant_follows_the_source concurrent_readers copy_whole_view \
+	plan_cached_and_invalidated stress_kill stress_churn \
+	stress_symlink_race
+unset TSAN_OPTIONS

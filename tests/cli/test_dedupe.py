@@ -754,10 +754,14 @@ def apply_held(tmp, plan, function, shell):
         f.write("set pagination off\nset confirm off\n"
                 "set breakpoint pending on\ntbreak %s\ncommands\n"
                 "shell %s\ncontinue\nend\nrun\n" % (function, shell))
+    # LeakSanitizer cannot run under ptrace: in an ASan build it would end
+    # apply with a fatal error (exit 1) after the line was done.
+    env = dict(os.environ, ASAN_OPTIONS=":".join(
+        o for o in (os.environ.get("ASAN_OPTIONS"), "detect_leaks=0") if o))
     p = subprocess.run([gdb, "-q", "-nx", "-batch", "-x", cmds, "--args",
                         test_cli.IMATCH, "apply", plan],
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                       timeout=300)
+                       timeout=300, env=env)
     log = p.stdout.decode("utf-8", "replace")
     if "Temporary breakpoint 1, " not in log:
         print("SKIP: gdb did not stop apply: %s" % log[-300:])

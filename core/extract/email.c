@@ -211,30 +211,13 @@ static enum charset charset_of(const char *name, size_t n)
 	return CS_ICONV;
 }
 
-/*
- * s[0, n) in the charset @p name (a plain_name()) appended to @p out as
- * UTF-8 by iconv: a byte it cannot read becomes U+FFFD and the conversion
- * goes on after it; an incomplete sequence at the end is dropped.
- * @return 0, -ENOMEM, or -ENOENT if iconv knows no such charset.
- */
-static int iconv_to_utf8(const char *name, size_t name_len, const char *s,
-			 size_t n, struct im_buf *out)
+int im_iconv_append(iconv_t cd, const char *s, size_t n, struct im_buf *out)
 {
-	char cname[CHARSET_NAME_MAX + 1];
 	char *in = (char *)s; /* iconv() does not write through it */
 	size_t left = n;
-	iconv_t cd;
 	int ret = 0;
 
-	/* plain_name() bounds what charset_of() judged, not what a caller
-	 * hands on: a longer name is no charset iconv knows. */
-	if (name_len > CHARSET_NAME_MAX)
-		return -ENOENT;
-	memcpy(cname, name, name_len);
-	cname[name_len] = '\0';
-	cd = iconv_open("UTF-8", cname);
-	if (cd == (iconv_t)-1)
-		return -ENOENT;
+	iconv(cd, NULL, NULL, NULL, NULL);
 	while (left && !ret) {
 		/* Room for a few bytes of UTF-8 per byte read, a chunk at a
 		 * time: a conversion that fills it (E2BIG) comes back here. */
@@ -254,6 +237,31 @@ static int iconv_to_utf8(const char *name, size_t name_len, const char *s,
 		left--;
 		ret = im_buf_append(out, "\xef\xbf\xbd", 3);
 	}
+	return ret;
+}
+
+/*
+ * s[0, n) in the charset @p name (a plain_name()) appended to @p out as
+ * UTF-8 by iconv (im_iconv_append()).
+ * @return 0, -ENOMEM, or -ENOENT if iconv knows no such charset.
+ */
+static int iconv_to_utf8(const char *name, size_t name_len, const char *s,
+			 size_t n, struct im_buf *out)
+{
+	char cname[CHARSET_NAME_MAX + 1];
+	iconv_t cd;
+	int ret;
+
+	/* plain_name() bounds what charset_of() judged, not what a caller
+	 * hands on: a longer name is no charset iconv knows. */
+	if (name_len > CHARSET_NAME_MAX)
+		return -ENOENT;
+	memcpy(cname, name, name_len);
+	cname[name_len] = '\0';
+	cd = iconv_open("UTF-8", cname);
+	if (cd == (iconv_t)-1)
+		return -ENOENT;
+	ret = im_iconv_append(cd, s, n, out);
 	iconv_close(cd);
 	return ret;
 }

@@ -1,7 +1,7 @@
 /**
  * @file extract.c
  * Sniffing, the in-process extractors (text, UTF-16, windows-1252, HTML,
- * e-mail) and the dispatch to the sandboxed ones (see extract.h).
+ * e-mail; RTF in rtf.c) and the dispatch to the sandboxed ones (see extract.h).
  *
  * Plain UTF-8 text, the common case, is not copied: the result points into
  * the caller's buffer after one validation pass that moves 8 bytes at a time
@@ -25,6 +25,7 @@ static const char *const format_names[IM_FMT_COUNT] = {
 	[IM_FMT_XLSX] = "xlsx",	[IM_FMT_PPTX] = "pptx",	[IM_FMT_ODT] = "odt",
 	[IM_FMT_ODS] = "ods",	[IM_FMT_ODP] = "odp",	[IM_FMT_EPUB] = "epub",
 	[IM_FMT_FILTER] = "filter", [IM_FMT_COMPRESSED] = "compressed",
+	[IM_FMT_RTF] = "rtf",
 };
 
 static const char *const fail_names[IM_XF_COUNT] = {
@@ -474,8 +475,6 @@ enum im_format im_extract_sniff(const char *buf, size_t len)
 		return IM_FMT_COMPRESSED;
 	if (has_prefix(s, n, "\xff\xfe", 2) || has_prefix(s, n, "\xfe\xff", 2))
 		return IM_FMT_TEXT;
-	if (memchr(buf, '\0', n))
-		return IM_FMT_BINARY;
 
 	if (has_prefix(s, n, "\xef\xbb\xbf", 3)) {
 		s += 3;
@@ -485,6 +484,10 @@ enum im_format im_extract_sniff(const char *buf, size_t len)
 		s++;
 		n--;
 	}
+	if (has_prefix(s, n, "{\\rtf", 5))
+		return IM_FMT_RTF;
+	if (memchr(buf, '\0', len < IM_EXTRACT_SNIFF ? len : IM_EXTRACT_SNIFF))
+		return IM_FMT_BINARY;
 	if (looks_like_html(s, n))
 		return IM_FMT_HTML;
 	if (looks_like_email(s, n, len > IM_EXTRACT_SNIFF))
@@ -709,7 +712,7 @@ static bool contained(enum im_format f)
 	return f >= IM_FMT_PDF && f <= IM_FMT_EPUB;
 }
 
-/* Text, HTML and e-mail, in this process. */
+/* Text, HTML, e-mail and RTF, in this process. */
 static int local_text(struct im_extractor *x, enum im_format f, const char *buf,
 		      size_t len, struct im_extract_result *r)
 {
@@ -730,6 +733,8 @@ static int local_text(struct im_extractor *x, enum im_format f, const char *buf,
 		f = utf16 ? im_extract_sniff(buf, len) : IM_FMT_TEXT;
 		if (f == IM_FMT_HTML) {
 			ret = im_html_text(buf, len, &x->text);
+		} else if (f == IM_FMT_RTF) {
+			ret = im_rtf_text(buf, len, x->o.max_text, &x->text);
 		} else if (f == IM_FMT_EMAIL) {
 			ret = im_email_text(buf, len, &x->text);
 		} else {
@@ -742,7 +747,14 @@ static int local_text(struct im_extractor *x, enum im_format f, const char *buf,
 	}
 	case IM_FMT_HTML: ret = html_text(x, buf, len); break;
 	case IM_FMT_EMAIL: ret = im_email_text(buf, len, &x->text); break;
+	case IM_FMT_RTF:
+		ret = im_rtf_text(buf, len, x->o.max_text, &x->text);
+		break;
 	default: return -EINVAL;
+	}
+	if (ret > 0) {
+		r->fail = (enum im_extract_fail)ret;
+		return 0;
 	}
 	if (ret)
 		return ret;

@@ -13,14 +13,17 @@
  *   - gzip, bzip2 or xz: decompressed (libarchive) and sniffed again, once;
  *     the result carries the inner format with `compressed` set;
  *   - a UTF-16 byte-order mark: text, converted with iconv;
+ *   - "{\rtf" at the start (after a UTF-8 byte-order mark and white space,
+ *     before the NUL test: \binN data may hold NULs): RTF;
  *   - a NUL byte in the first IM_EXTRACT_SNIFF bytes: binary (no text; the
  *     file only takes part in the exact-copy tier);
  *   - else HTML (a leading doctype or <html>, or markup with <head>/<body>),
  *     e-mail (a leading block of RFC 5322 headers) or plain text. Text that is
  *     not valid UTF-8 is read as windows-1252.
  *
- * Text, HTML and e-mail are extracted in the calling thread: they are the bulk
- * of a text share and their code is ours. Every format that parses an
+ * Text, HTML, e-mail and RTF are extracted in the calling thread: they are
+ * the bulk of a text share (RTF a document share's) and their code is ours,
+ * a forward pass with bounded state. Every format that parses an
  * untrusted container (PDF, ZIP, compressed) runs in a sandboxed helper
  * process (sandbox.c): seccomp allowlist, RLIMIT_AS and RLIMIT_CPU, a
  * wall-clock deadline, capped output. A helper that crashes, loops or runs
@@ -48,8 +51,9 @@
  * text a new version reads differently is read again, not left with the
  * old version's signature. Bump it with any such change.
  *   1: ODF leaves out tracked changes and annotations (as docx did).
+ *   2: RTF is read as RTF, not as plain text of its control words.
  */
-#define IM_EXTRACT_VERSION 1
+#define IM_EXTRACT_VERSION 2
 
 /**
  * Formats. The values are stored in state files: append only.
@@ -70,6 +74,7 @@ enum im_format {
 	IM_FMT_EPUB,
 	IM_FMT_FILTER,	   /**< text from a user's external filter */
 	IM_FMT_COMPRESSED, /**< sniffing only: gzip, bzip2 or xz */
+	IM_FMT_RTF,
 	IM_FMT_COUNT
 };
 
@@ -80,7 +85,8 @@ enum im_extract_fail {
 	IM_XF_ENCRYPTED, /**< password-protected */
 	IM_XF_EXPANSION, /**< unpacks to more than max_unpacked (zip bomb) */
 	IM_XF_ENTITIES,	 /**< XML declares entities (expansion is refused) */
-	IM_XF_NESTING,	 /**< XML nested deeper than IM_EXTRACT_XML_DEPTH */
+	IM_XF_NESTING,	 /**< XML or RTF nested deeper than
+			      IM_EXTRACT_XML_DEPTH */
 	IM_XF_OUTPUT,	 /**< more than max_text bytes of text */
 	IM_XF_MEMORY,	 /**< the helper ran out of its address space */
 	IM_XF_CPU,	 /**< the helper used up its CPU time */
@@ -92,7 +98,8 @@ enum im_extract_fail {
 	IM_XF_COUNT
 };
 
-/** XML elements nested deeper than this fail with IM_XF_NESTING. */
+/** XML elements (and RTF groups) nested deeper than this fail with
+ *  IM_XF_NESTING. */
 #define IM_EXTRACT_XML_DEPTH 256
 
 /** Short lower-case name of a format ("pdf", "docx", ...), for status keys. */

@@ -43,6 +43,15 @@ int im_unpack(const char *buf, size_t len, const struct im_extract_opts *o,
 	      struct im_buf *out);
 
 /**
+ * Append the text of the RTF document @p s to @p out (rtf.c; in-process:
+ * our code, one forward pass, state bounded by the nesting cap).
+ * @return 0, IM_XF_NESTING (groups nested deeper than
+ * IM_EXTRACT_XML_DEPTH), IM_XF_OUTPUT (more than @p max_text bytes of text;
+ * 0: no cap), or -ENOMEM.
+ */
+int im_rtf_text(const char *s, size_t len, size_t max_text, struct im_buf *out);
+
+/**
  * Extract in this process, whatever the sandbox option says: what a helper
  * runs. As im_extract_as().
  */

@@ -10,6 +10,7 @@
 #define IM_TEXT_INTERNAL_H
 
 #include <errno.h>
+#include <iconv.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -208,5 +209,12 @@ bool im_charset_is_utf8(const char *name, size_t n);
 /** Append s[0, n), in charset @p name, to @p out as UTF-8. */
 int im_charset_to_utf8(const char *name, size_t name_len, const char *s,
 		       size_t n, struct im_buf *out);
+/**
+ * Append s[0, n) to @p out through @p cd (opened to UTF-8 by the caller,
+ * who keeps it for many calls; its shift state is reset first): a byte it
+ * cannot read becomes U+FFFD and the conversion goes on after it; an
+ * incomplete sequence at the end is dropped. @return 0 or -ENOMEM.
+ */
+int im_iconv_append(iconv_t cd, const char *s, size_t n, struct im_buf *out);
 
 #endif

@@ -5,8 +5,12 @@
 # Needs pandoc, LibreOffice (soffice), gzip, bzip2 and python3.
 #   cc0.*           CC0-1.0 as txt, html, docx, odt, epub (pandoc), pdf (LibreOffice
 #                   from the docx), UTF-16LE txt, gzip'ed txt
+#                   rtf (pandoc -s)
 #   cc0-edited.*    the same with a few words changed: docx (pandoc), pdf (LibreOffice)
-#   artistic.*      Artistic licence: docx, odt (pandoc), pdf (LibreOffice)
+#   artistic.*      Artistic licence: docx, odt (pandoc), pdf and rtf (LibreOffice)
+#   memo-a.rtf, memo-b.rtf   two short memos on different subjects, RTF from
+#                   one pandoc template with a Word-like preamble (fonts,
+#                   colours, style sheet, info, letterhead header, rsid table)
 #   sheet.xlsx/.ods and slides.pptx/.odp   LibreOffice, from a CSV and a flat ODP
 #   bomb.docx       a docx whose document.xml unpacks to 512 MiB (bzip2 in the ZIP)
 #   bomb.txt.bz2    1 GiB of zeros in 800 bytes
@@ -36,6 +40,38 @@ for t in cc0 cc0-edited artistic; do
 done
 pandoc -f markdown -s -t html --metadata title=CC0 -o cc0.html cc0.txt
 pandoc -f markdown -t epub --metadata title=CC0 -o cc0.epub cc0.txt
+pandoc -f markdown -s -t rtf -o cc0.rtf cc0.txt
+office rtf artistic.docx
+
+# What a template puts in every memo a department writes: none of it is text
+# a reader sees but the letterhead, which repeats on every page.
+cat > memo.rtf.tpl <<'TPL'
+{\rtf1\ansi\ansicpg1252\deff0\nouicompat\deflang2057\deflangfe2057
+{\fonttbl{\f0\froman\fprq2\fcharset0 Times New Roman;}{\f1\fswiss\fprq2\fcharset0 Calibri Light;}{\f2\fswiss\fprq2\fcharset0 Segoe UI Semibold;}{\f3\fmodern\fprq1\fcharset0 Consolas;}}
+{\colortbl;\red0\green0\blue0;\red31\green56\blue100;\red68\green114\blue196;\red165\green165\blue165;\red237\green125\blue49;}
+{\*\defchp \f1\fs22\lang2057\langfe2057}{\*\defpap \ql \li0\ri0\sa160\sl259\slmult1\widctlpar\wrapdefault\aspalpha\aspnum\faauto\adjustright\rin0\lin0\itap0}
+{\stylesheet{\ql \li0\ri0\sa160\sl259\slmult1\widctlpar\wrapdefault\aspalpha\aspnum\faauto\adjustright\rin0\lin0\itap0 \rtlch\fcs1 \af0\afs22\alang1025 \ltrch\fcs0 \f1\fs22\lang2057\langfe2057\cgrid\langnp2057\langfenp2057 \snext0 \sqformat \spriority0 Normal;}
+{\s1\ql \li0\ri0\sb240\keepn\widctlpar\outlinelevel0 \rtlch\fcs1 \af0\afs32 \ltrch\fcs0 \f2\fs32\cf2 \sbasedon0 \snext0 \slink15 \sqformat \spriority9 heading 1;}
+{\*\cs10 \additive \ssemihidden \sunhideused \spriority1 Default Paragraph Font;}
+{\*\cs15 \additive \rtlch\fcs1 \af0\afs32 \ltrch\fcs0 \f2\fs32\cf2 \sbasedon10 \slink1 \slocked \spriority9 Heading 1 Char;}
+{\s16\ql \li0\ri0\widctlpar\tqc\tx4513\tqr\tx9026 \sbasedon0 \snext16 \slink17 \sunhideused Letterhead Departmental Memorandum;}
+{\s18\ql \li0\ri0\sa120\widctlpar\brdrb\brdrs\brdrw10\brsp20 \brdrcf4 \sbasedon0 \snext0 \sqformat Distribution Recipients Confidentiality Classification;}}
+{\*\rsidtbl \rsid1135212\rsid2504217\rsid4459847\rsid7631542\rsid9965414\rsid12460384\rsid15878911}
+{\*\generator Microsoft Word 16.0;}{\info{\title Departmental memorandum}{\author Harbour Authority Facilities Office}{\operator Records Management}{\creatim\yr2024\mo3\dy4\hr9\min12}{\company Northwind Harbour Authority}{\doccomm Approved template for internal circulation}}
+{\*\xmlnstbl {\xmlns1 http://schemas.microsoft.com/office/word/2003/wordml}}
+\paperw11906\paperh16838\margl1440\margr1440\margt1440\margb1440\gutter0\ltrsect
+\widowctrl\ftnbj\aenddoc\trackmoves0\trackformatting1\donotembedsysfont1\relyonvml0\donotembedlingdata0\grfdocevents0\validatexml1\showplaceholdtext0\ignoremixedcontent0\saveinvalidxml0\showxmlerrors1
+{\header \pard\plain \s16\ql \widctlpar\tqc\tx4513\tqr\tx9026 \f2\fs18\cf4 Northwind Harbour Authority \endash  Internal memorandum \endash  Facilities Office, Pier Road\par}
+{\footer \pard\plain \s16\qc \f1\fs16\cf4 Internal circulation only. Printed copies are uncontrolled.\par}
+{\pard\plain \s18\ql \f1\fs20\cf4 Distribution: all staff\par}
+$body$
+}
+TPL
+printf 'Memo: new coffee machines\n\nTwo espresso machines now stand in the third floor kitchen.\n' > memo-a.txt
+printf 'Memo: fire drill\n\nAn evacuation drill is planned for Wednesday morning.\n' > memo-b.txt
+for m in memo-a memo-b; do
+	pandoc -f markdown -s -t rtf --template memo.rtf.tpl -o $m.rtf $m.txt
+done
 iconv -f UTF-8 -t UTF-16LE cc0.txt | { printf '\xff\xfe'; cat; } > cc0-utf16.txt
 gzip -9n < cc0.txt > cc0.txt.gz
 
@@ -97,7 +133,8 @@ head -c "$(($(stat -c %s cc0.pdf) / 2))" cc0.pdf > truncated.pdf
 
 mkdir -p "$out"
 cp cc0.txt cc0.html cc0.docx cc0.odt cc0.epub cc0.pdf cc0-utf16.txt cc0.txt.gz \
-   cc0-edited.docx cc0-edited.pdf artistic.docx artistic.odt artistic.pdf \
+   cc0.rtf cc0-edited.docx cc0-edited.pdf artistic.docx artistic.odt artistic.pdf \
+   artistic.rtf memo-a.rtf memo-b.rtf \
    sheet.xlsx sheet.ods slides.pptx slides.odp \
    bomb.docx bomb.txt.bz2 entities.docx nested.docx truncated.pdf garbage.pdf "$out/"
 ls -l "$out"

@@ -46,15 +46,16 @@ def clusters_of(root):
 
 
 SAME = ["cc0.txt", "cc0-utf16.txt", "cc0.txt.gz", "cc0.html", "cc0.docx",
-        "cc0.odt", "cc0.epub", "cc0.pdf"]
+        "cc0.odt", "cc0.epub", "cc0.pdf", "cc0.rtf"]
 EDITED = ["cc0-edited.docx", "cc0-edited.pdf"]
-OTHER = ["artistic.docx", "artistic.odt", "artistic.pdf"]
+OTHER = ["artistic.docx", "artistic.odt", "artistic.pdf", "artistic.rtf"]
 
 
 def case_one_cluster(tmp):
-    """The same text as txt, UTF-16, gzip, html, docx, odt, epub and pdf, and
-    an edited copy, are one cluster; another text made by the same programs
-    (pandoc's docx template, LibreOffice's PDF) is not in it."""
+    """The same text as txt, UTF-16, gzip, html, docx, odt, epub, pdf and
+    rtf, and an edited copy, are one cluster; another text made by the same
+    programs (pandoc's docx template, LibreOffice's PDF and RTF) is not in
+    it."""
     root = share(tmp, SAME + EDITED + OTHER)
     doc, cl, err = clusters_of(root)
     want = {"office/" + n for n in SAME + EDITED}
@@ -65,7 +66,8 @@ def case_one_cluster(tmp):
         check(not (c & want and c & {"office/" + n for n in OTHER}),
               "an unrelated document by the same producer joined: %s" % c)
     for line in ("format_pdf: 3", "format_docx: 3", "format_epub: 1",
-                 "format_odt: 2", "format_html: 1", "failed: 0"):
+                 "format_odt: 2", "format_html: 1", "format_rtf: 2",
+                 "failed: 0"):
         check(line + "\n" in err, "summary has %r: %s" % (line, err))
 
 
@@ -163,7 +165,31 @@ def case_odt_review_marks(tmp):
           "the reviewed ODT is not in the docx's cluster: %s" % cl)
 
 
+def case_rtf(tmp):
+    """RTF is read as the text a reader sees: two short memos on different
+    subjects from one Word-like template (style sheet, info, letterhead)
+    are not linked by the template's control words, and a text's RTF as
+    LibreOffice writes it is linked to its docx (user review: template
+    memos clustered at cosine 0.966, a memo's docx and rtf did not)."""
+    root = share(tmp, ["memo-a.rtf", "memo-b.rtf", "artistic.docx",
+                       "artistic.rtf", "cc0.txt"])
+    _, cl, err = clusters_of(root)
+    check(not any({"office/memo-a.rtf", "office/memo-b.rtf"} <= c for c in cl),
+          "two memos of one template are not linked: %s" % cl)
+    check({"office/artistic.docx", "office/artistic.rtf"} in cl,
+          "a text's docx and rtf are one cluster: %s" % cl)
+    check("format_rtf: 3\n" in err, "summary counts the rtf: %s" % err)
+    lex = os.path.join(tmp, "lex")
+    run("lexicon", "build", "-o", lex, root)
+    out, _ = run("explain", "--lexicon", lex,
+                 os.path.join(root, "office/memo-a.rtf"))
+    check("format: rtf\n" in out and "Two espresso machines" in out
+          and "stylesheet" not in out and "Northwind" not in out,
+          "explain names rtf and shows the memo's text only: %s" % out)
+
+
 CASES = {"one_cluster": case_one_cluster,
+         "rtf": case_rtf,
          "failed_and_binary": case_failed_and_binary,
          "explain": case_explain,
          "odt_review_marks": case_odt_review_marks}

@@ -136,11 +136,25 @@ static bool shown(const struct rtf *r)
 	return !r->g[r->depth].skip && !r->g[r->depth].hidden;
 }
 
+/* A high surrogate that no low one followed is U+FFFD. */
+static int settle(struct rtf *r)
+{
+	int ret;
+
+	if (!r->high)
+		return 0;
+	r->high = 0;
+	ret = flush(r);
+	return ret ? ret : im_buf_put_cp(r->out, 0xfffd);
+}
+
 /* One code point of text, after what is pending. */
 static int put_cp(struct rtf *r, uint32_t cp)
 {
-	int ret = flush(r);
+	int ret = settle(r);
 
+	if (!ret)
+		ret = flush(r);
 	return ret ? ret : im_buf_put_cp(r->out, cp);
 }
 
@@ -151,24 +165,27 @@ static int put_byte(struct rtf *r, char c)
 		r->fallback--;
 		return 0;
 	}
-	return shown(r) ? im_buf_putc(&r->raw, c) : 0;
+	if (!shown(r))
+		return 0;
+	int ret = settle(r);
+
+	return ret ? ret : im_buf_putc(&r->raw, c);
 }
 
 /* The UTF-16 unit of a \uN: joined with a high surrogate before it. */
 static int put_unit(struct rtf *r, uint32_t u)
 {
 	uint32_t high = r->high;
+	int ret;
 
-	r->high = 0;
-	if (u >= 0xdc00 && u < 0xe000 && high)
+	if (u >= 0xdc00 && u < 0xe000 && high) {
+		r->high = 0;
 		return put_cp(r,
 			      0x10000 + ((high - 0xd800) << 10) + (u - 0xdc00));
-	if (high) {
-		int ret = put_cp(r, 0xfffd);
-
-		if (ret)
-			return ret;
 	}
+	ret = settle(r);
+	if (ret)
+		return ret;
 	if (u >= 0xd800 && u < 0xdc00) {
 		r->high = u;
 		return 0;
@@ -450,14 +467,16 @@ static int parse(struct rtf *r)
 				break;
 			}
 			if (shown(r))
+				ret = settle(r);
+			if (shown(r) && !ret)
 				ret = im_buf_append(&r->raw, s + r->i,
 						    j - r->i);
 			r->i = j;
 		}
 		}
 	}
-	if (!ret && r->high)
-		ret = put_cp(r, 0xfffd);
+	if (!ret)
+		ret = settle(r);
 	return ret ? ret : flush(r);
 }
 

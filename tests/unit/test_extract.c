@@ -252,6 +252,8 @@ static const struct {
 	{"sheet.ods", IM_FMT_ODS, false},
 	{"slides.pptx", IM_FMT_PPTX, false},
 	{"slides.odp", IM_FMT_ODP, false},
+	{"cc0.rtf", IM_FMT_RTF, false},
+	{"artistic.rtf", IM_FMT_RTF, false},
 };
 
 START_TEST(test_extract_sniff_fixtures)
@@ -541,7 +543,7 @@ START_TEST(test_extract_same_text_every_format)
 {
 	static const char *const same[] = {
 		"cc0-utf16.txt", "cc0.txt.gz", "cc0.html", "cc0.docx",
-		"cc0.odt",	 "cc0.epub",   "cc0.pdf",
+		"cc0.odt",	 "cc0.epub",   "cc0.pdf",    "cc0.rtf",
 	};
 	struct im_terms base, t;
 
@@ -776,6 +778,162 @@ START_TEST(test_extract_filters)
 }
 END_TEST
 
+/* ---- RTF ----------------------------------------------------------------- */
+
+/* Extract the RTF document s (a C string) and check that its text is @p want
+ * exactly. */
+static void rtf_is(const char *s, const char *want)
+{
+	extract_n(s, strlen(s));
+	ck_assert_msg(res.format == IM_FMT_RTF && !res.fail,
+		      "%s: format %s, failure %s", s, im_format_name(res.format),
+		      im_extract_fail_name(res.fail));
+	ck_assert_msg(!strcmp(text, want), "%s\n gave \"%s\"\n want \"%s\"", s,
+		      text, want);
+}
+
+START_TEST(test_extract_rtf_sniff)
+{
+	static const char bin[] = "{\\rtf1 a\\bin2 \0\0b}";
+
+	ck_assert_int_eq(im_extract_sniff("{\\rtf1 x}", 9), IM_FMT_RTF);
+	ck_assert_int_eq(im_extract_sniff("\xef\xbb\xbf \r\n{\\rtf1}", 13),
+			 IM_FMT_RTF);
+	/* \binN data may hold NULs: RTF is told before binary. */
+	ck_assert_int_eq(im_extract_sniff(bin, sizeof(bin) - 1), IM_FMT_RTF);
+	extract_n(bin, sizeof(bin) - 1);
+	ck_assert_str_eq(text, "ab");
+	ck_assert_int_eq(im_extract_sniff("text {\\rtf1 x}", 14), IM_FMT_TEXT);
+	ck_assert_int_eq(im_extract_sniff("{\\rtx1 x}", 9), IM_FMT_TEXT);
+	ck_assert_int_eq(im_extract_sniff("{\\rt", 4), IM_FMT_TEXT);
+	ck_assert_str_eq(im_format_name(IM_FMT_RTF), "rtf");
+}
+END_TEST
+
+START_TEST(test_extract_rtf_control_words)
+{
+	rtf_is("{\\rtf1\\ansi\\deff0{\\fonttbl{\\f0\\fswiss Helvetica;}}"
+	       "{\\colortbl;\\red255\\green0\\blue0;}"
+	       "{\\stylesheet{\\s1 heading 1;}}{\\info{\\title T}{\\author A}}"
+	       "\\pard\\plain\\f0\\fs24 Hello\\par world\\tab again\\line "
+	       "end \\b bold\\b0  word\\cell x\\row\n"
+	       "split\r\nline\\-less {\\i in}group\\~\\{\\}\\\\}",
+	       "Hello\nworld again\nend bold word x\nsplitlineless ingroup "
+	       "{}\\");
+	rtf_is("{\\rtf1 \\ldblquote q\\rdblquote  it\\rquote s\\emdash ok}",
+	       "\xe2\x80\x9cq\xe2\x80\x9d it\xe2\x80\x99s\xe2\x80\x94ok");
+	/* A number's sign, its digits and one space belong to the word; a
+	 * number past any range saturates. */
+	rtf_is("{\\rtf1\\fi-360 a\\li99999999999999999999999  b\\sa0\tc}",
+	       "a b c");
+}
+END_TEST
+
+START_TEST(test_extract_rtf_code_pages)
+{
+	rtf_is("{\\rtf1\\ansi \\'93caf\\'e9\\'94 \\'80}",
+	       "\xe2\x80\x9c"
+	       "caf\xc3\xa9\xe2\x80\x9d \xe2\x82\xac");
+	rtf_is("{\\rtf1\\ansi\\ansicpg1251 \\'cf\\'f0\\'e8\\'e2\\'e5\\'f2}",
+	       "\xd0\x9f\xd1\x80\xd0\xb8\xd0\xb2\xd0\xb5\xd1\x82");
+	/* A double-byte code page: two \'hh (or one and a literal trail
+	 * byte) are one character; a byte it cannot read is U+FFFD. */
+	rtf_is("{\\rtf1\\ansi\\ansicpg932 \\'82\\'a0\\'83e x\\'ff}",
+	       "\xe3\x81\x82\xe3\x83\x86 x\xef\xbf\xbd");
+	rtf_is("{\\rtf1\\ansi\\ansicpg999999 caf\\'e9}", "caf\xc3\xa9");
+	rtf_is("{\\rtf1\\ansi\\ansicpg65001 caf\\'c3\\'a9}", "caf\xc3\xa9");
+	rtf_is("{\\rtf1 bad\\'4 \\'zz hex}", "bad4 zz hex");
+}
+END_TEST
+
+START_TEST(test_extract_rtf_unicode)
+{
+	rtf_is("{\\rtf1\\uc1\\u1055?\\u1088?\\u-4064?}",
+	       "\xd0\x9f\xd1\x80\xef\x80\xa0");
+	rtf_is("{\\rtf1{\\uc2\\u12354\\'82\\'a0}x}", "\xe3\x81\x82x");
+	/* \uc is the group's: the parent's count comes back at '}'. */
+	rtf_is("{\\rtf1{\\uc0\\u233 }\\u233 ee}", "\xc3\xa9\xc3\xa9"
+						 "e");
+	rtf_is("{\\rtf1\\u-10179?\\u-8704?!}", "\xf0\x9f\x98\x80!");
+	rtf_is("{\\rtf1\\u55357?x\\u56832?y}",
+	       "\xef\xbf\xbdx\xef\xbf\xbdy");
+}
+END_TEST
+
+START_TEST(test_extract_rtf_destinations)
+{
+	rtf_is("{\\rtf1{\\*\\unknown secret}{\\header head}{\\footerr foot}"
+	       "{\\field{\\*\\fldinst HYPERLINK \"http://x\"}{\\fldrslt link}}"
+	       "{\\*\\bkmkstart b1}{\\pict\\pngblip 89504e47}"
+	       "{\\object{\\objdata 0102}}{\\*\\themedata 504b}"
+	       "{\\*\\datastore 0105}{\\*\\latentstyles\\lsdstimax376 x}"
+	       "{\\listtext 1.\\tab}{\\deleted gone} kept \\v hidden\\v0 shown"
+	       " \\deleted old\\plain new{\\*\\generator Writer;}}",
+	       "link kept shown new");
+	/* \binN skips N raw bytes, braces and backslashes among them, and
+	 * at most what is left. */
+	rtf_is("{\\rtf1 a{\\pict\\bin4 }}\\{b}c}", "ac");
+	rtf_is("{\\rtf1 a\\bin3 {\\}z}", "az");
+	rtf_is("{\\rtf1 a\\bin99999999999999 zzz", "a");
+	rtf_is("{\\rtf1 a\\bin-5 z}", "az");
+}
+END_TEST
+
+START_TEST(test_extract_rtf_hostile)
+{
+	char deep[4096];
+	size_t n = 0;
+
+	/* Nesting deeper than the cap fails the file; up to it is text. */
+	n += (size_t)sprintf(deep, "{\\rtf1 ");
+	for (int i = 0; i < 250; i++)
+		deep[n++] = '{';
+	n += (size_t)sprintf(deep + n, "deep");
+	for (int i = 0; i < 250; i++)
+		deep[n++] = '}';
+	deep[n] = '\0';
+	rtf_is(deep, "deep");
+	memset(deep, '{', 1000);
+	memcpy(deep, "{\\rtf1 ", 7);
+	extract_n(deep, 1000);
+	ck_assert_int_eq(res.format, IM_FMT_RTF);
+	ck_assert_int_eq(res.fail, IM_XF_NESTING);
+	ck_assert_uint_eq(res.len, 0);
+
+	/* Cut anywhere: no read past the end, the text up to the cut. */
+	rtf_is("{\\rtf1 abc\\'", "abc");
+	rtf_is("{\\rtf1 abc\\'4", "abc4");
+	rtf_is("{\\rtf1 abc\\", "abc");
+	rtf_is("{\\rtf1 abc\\u", "abc");
+	rtf_is("{\\rtf1 abc\\u-", "abc-");
+	rtf_is("{\\rtf1 abc\\u55357", "abc\xef\xbf\xbd");
+	rtf_is("{\\rtf1 abc{\\*", "abc");
+	rtf_is("{\\rtf1 abc}}}} def", "abc def");
+}
+END_TEST
+
+/* Text past max_text fails as the other extractors' does. */
+START_TEST(test_extract_rtf_output_cap)
+{
+	struct im_extract_opts o;
+	struct im_extractor *x;
+	struct im_extract_result r;
+	char doc[2048];
+	size_t n = (size_t)sprintf(doc, "{\\rtf1 ");
+
+	while (n < sizeof(doc) - 16)
+		n += (size_t)sprintf(doc + n, "word\\par ");
+	im_extract_opts_init(&o);
+	o.max_text = 100;
+	ck_assert_int_eq(im_extractor_new(&o, &x), 0);
+	ck_assert_int_eq(im_extract(x, NULL, doc, n, &r), 0);
+	ck_assert_int_eq(r.format, IM_FMT_RTF);
+	ck_assert_int_eq(r.fail, IM_XF_OUTPUT);
+	ck_assert_uint_eq(r.len, 0);
+	im_extractor_free(x);
+}
+END_TEST
+
 static Suite *extract_suite(void)
 {
 	Suite *s = suite_create("extract");
@@ -794,6 +952,17 @@ static Suite *extract_suite(void)
 	tcase_add_test(
 		tc, test_extract_html_without_charset_is_cp1252_when_invalid);
 	tcase_add_test(tc, test_extract_names_and_binary);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("rtf");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_extract_rtf_sniff);
+	tcase_add_test(tc, test_extract_rtf_control_words);
+	tcase_add_test(tc, test_extract_rtf_code_pages);
+	tcase_add_test(tc, test_extract_rtf_unicode);
+	tcase_add_test(tc, test_extract_rtf_destinations);
+	tcase_add_test(tc, test_extract_rtf_hostile);
+	tcase_add_test(tc, test_extract_rtf_output_cap);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("formats");

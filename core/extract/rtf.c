@@ -264,17 +264,17 @@ static const struct rtf_word {
 static const struct rtf_word *word_of(const char *name, size_t n)
 {
 	for (size_t k = 0; k < sizeof(words) / sizeof(words[0]); k++)
-		if (strlen(words[k].name) == n &&
+		if (words[k].name[0] == name[0] && strlen(words[k].name) == n &&
 		    !memcmp(words[k].name, name, n))
 			return &words[k];
 	return NULL;
 }
 
 /* Saturates at a value no parameter needs, so that no sum overflows. */
-#define RTF_PARAM_MAX 1000000000L
+#define RTF_PARAM_MAX 1000000000
 
 /* What the control word @p w with parameter @p param (@p has_param) does. */
-static int control_word(struct rtf *r, const struct rtf_word *w, long param,
+static int control_word(struct rtf *r, const struct rtf_word *w, int64_t param,
 			bool has_param)
 {
 	struct rtf_group *g = &r->g[r->depth];
@@ -308,15 +308,16 @@ static int control_word(struct rtf *r, const struct rtf_word *w, long param,
 				: 1;
 		return 0;
 	case K_BIN: {
-		size_t n = has_param && param > 0 ? (size_t)param : 0;
-
-		r->i += n < r->len - r->i ? n : r->len - r->i;
+		if (has_param && param > 0)
+			r->i = (uint64_t)param < r->len - r->i
+				       ? r->i + (size_t)param
+				       : r->len;
 		return 0;
 	}
 	case K_CP:
 	case K_CPDEF: {
 		int ret = flush(r);
-		long cp = w->kind == K_CP ? param : (long)w->cp;
+		int64_t cp = w->kind == K_CP ? param : (int64_t)w->cp;
 
 		if (w->kind == K_CP && !has_param)
 			return ret;
@@ -334,7 +335,7 @@ static int read_word(struct rtf *r)
 {
 	const char *s = r->s;
 	size_t start = ++r->i, n;
-	long param = 0;
+	int64_t param = 0;
 	bool neg = false, has_param = false;
 	const struct rtf_word *w;
 

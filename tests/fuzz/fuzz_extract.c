@@ -3,17 +3,21 @@
  * with -DFUZZ_ENTRY=...: the extractors run in the fuzzer's process (the
  * sandbox off), so the sanitizers see every read.
  *   FUZZ_SNIFF   im_extract(): sniffing, then text, UTF-16, windows-1252,
- *                HTML or e-mail, or any container format
+ *                HTML, e-mail or RTF, or any container format
  *   FUZZ_PDF     im_pdf_text()
  *   FUZZ_ZIPDOC  im_zipdoc_text(), the format taken from the first byte
  *   FUZZ_UNPACK  im_unpack()
- *   FUZZ_TERMS   the word scanner over plain text, or over what the HTML or
- *                e-mail converter makes of the input (the first byte picks,
+ *   FUZZ_TERMS   the word scanner over plain text, or over what the HTML,
+ *                e-mail or RTF converter makes of the input (the first byte picks,
  *                and the word length and digit filters): the SIMD scanner
  *                must give the scalar one's terms, in the same order; then
  *                the sketch of the terms
  *   FUZZ_HTML    im_html_text() in every gear this CPU has: the AVX-512
  *                gear must give the scalar one's text, byte for byte
+ *   FUZZ_RTF     im_rtf_text() with and without an output cap: the text
+ *                is never longer than three bytes per input byte (a
+ *                windows-1252 byte's UTF-8) plus three (a last lone
+ *                surrogate), and a cap is either kept or reported
  * Built by meson with -Dfuzz=enabled and clang (tests/fuzz/meson.build).
  */
 #include <stddef.h>
@@ -40,7 +44,7 @@ static struct im_extract_opts opts(void)
 }
 
 #if defined(FUZZ_TERMS)
-/* @p how: bits 0-1 the converter (text, HTML, e-mail), bits 2-4 the least
+/* @p how: bits 0-1 the converter (text, HTML, e-mail, RTF), bits 2-4 the least
  * word length - 1, bit 5 whether words may hold any number of digits. */
 static void fuzz_terms(uint8_t how, const char *s, size_t len,
 		       struct im_buf *conv)
@@ -60,6 +64,11 @@ static void fuzz_terms(uint8_t how, const char *s, size_t len,
 		len = conv->len;
 	} else if ((how & 3) == 2) {
 		if (im_email_text(s, len, conv))
+			return;
+		s = conv->p;
+		len = conv->len;
+	} else if ((how & 3) == 3) {
+		if (im_rtf_text(s, len, 0, conv))
 			return;
 		s = conv->p;
 		len = conv->len;
@@ -97,6 +106,24 @@ static void fuzz_html(const char *s, size_t len)
 }
 #endif
 
+#if defined(FUZZ_RTF)
+static void fuzz_rtf(const char *s, size_t len)
+{
+	struct im_buf all = {0}, capped = {0};
+	size_t cap = len / 4;
+	int ret;
+
+	if (!im_rtf_text(s, len, 0, &all) && all.len > 3 * len + 3)
+		abort();
+	ret = im_rtf_text(s, len, cap, &capped);
+	if (cap && ((ret == 0 && capped.len > cap) ||
+		    (ret == IM_XF_OUTPUT && all.len <= cap)))
+		abort();
+	im_buf_release(&all);
+	im_buf_release(&capped);
+}
+#endif
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct im_extract_opts o = opts();
@@ -130,9 +157,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 #elif defined(FUZZ_HTML)
 	(void)o;
 	fuzz_html(s, size);
+#elif defined(FUZZ_RTF)
+	(void)o;
+	fuzz_rtf(s, size);
 #else
-#error "define FUZZ_SNIFF, FUZZ_PDF, FUZZ_ZIPDOC, FUZZ_UNPACK, FUZZ_TERMS or \
-FUZZ_HTML"
+#error "define FUZZ_SNIFF, FUZZ_PDF, FUZZ_ZIPDOC, FUZZ_UNPACK, FUZZ_TERMS, \
+FUZZ_HTML or FUZZ_RTF"
 #endif
 	im_buf_release(&out);
 	return 0;

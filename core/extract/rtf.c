@@ -71,7 +71,8 @@ struct rtf {
 	size_t max_text;
 	struct im_buf *out;
 
-	struct rtf_group g[RTF_DEPTH];
+	/* g[0] is outside every group, g[1] the document's. */
+	struct rtf_group g[RTF_DEPTH + 1];
 	unsigned depth;	   /* g[depth] is the current group's state */
 	bool star;	   /* "{\*": the group is an ignorable destination */
 	unsigned fallback; /* characters still to skip after a \uN */
@@ -422,7 +423,7 @@ static int parse(struct rtf *r)
 
 		switch (c) {
 		case '{':
-			if (r->depth + 1 == RTF_DEPTH)
+			if (r->depth == RTF_DEPTH)
 				return IM_XF_NESTING;
 			r->g[r->depth + 1] = r->g[r->depth];
 			r->depth++;

@@ -886,16 +886,16 @@ START_TEST(test_extract_rtf_hostile)
 
 	/* Nesting deeper than the cap fails the file; up to it is text. */
 	n += (size_t)sprintf(deep, "{\\rtf1 ");
-	for (int i = 0; i < 250; i++)
+	for (int i = 1; i < IM_EXTRACT_XML_DEPTH; i++)
 		deep[n++] = '{';
 	n += (size_t)sprintf(deep + n, "deep");
-	for (int i = 0; i < 250; i++)
+	for (int i = 1; i < IM_EXTRACT_XML_DEPTH; i++)
 		deep[n++] = '}';
 	deep[n] = '\0';
 	rtf_is(deep, "deep");
-	memset(deep, '{', 1000);
-	memcpy(deep, "{\\rtf1 ", 7);
-	extract_n(deep, 1000);
+	memmove(deep + 8, deep + 7, n - 7 + 1);
+	deep[7] = '{';
+	extract_n(deep, n + 1);
 	ck_assert_int_eq(res.format, IM_FMT_RTF);
 	ck_assert_int_eq(res.fail, IM_XF_NESTING);
 	ck_assert_uint_eq(res.len, 0);

@@ -992,6 +992,15 @@ def test_cached_result_yields_to_a_newer_read(w):
     d2.wait_exit(0, 'gdb after the unmount')
 
 
+def stopped(pid):
+    """Whether every thread of @pid is stopped, and their states."""
+    states = []
+    for t in os.listdir('/proc/%d/task' % pid):
+        with open('/proc/%d/task/%s/stat' % (pid, t)) as f:
+            states.append(f.read().rsplit(')', 1)[1].split()[0])
+    return all(st in ('T', 't') for st in states), states
+
+
 @test
 def test_rescan_sees_write_inotify_missed(w):
     """QA 5/3 while mounted: a write whose events a full inotify queue
@@ -1012,6 +1021,10 @@ def test_rescan_sees_write_inotify_missed(w):
     fillers = [os.path.join(w.src, p) for p in ('notes/lonely.txt', 'notes/todo.txt')]
     os.kill(d.proc.pid, signal.SIGSTOP)
     try:
+        # Every thread stopped before the first touch: a watcher still
+        # reading would drain the queue as it fills, and it would not
+        # overflow (seen once on a loaded host).
+        poll(lambda: stopped(d.proc.pid), 'the daemon stopped by SIGSTOP')
         # Alternating names: the kernel merges an event only into an equal
         # last one.
         for i in range(queue + 1000):

@@ -643,28 +643,19 @@ static bool decode_tool_record(unsigned which, const uint8_t *p, size_t len)
 }
 #endif
 
-#if defined(FUZZ_TOOLRECS)
-static void fuzz_toolrecs(const uint8_t *data, size_t size)
+#if defined(FUZZ_RECORDS) || defined(FUZZ_TOOLRECS)
+/* The first byte picks one of @p decoders decoders, the rest is the
+ * payload. */
+static void fuzz_payload(const uint8_t *data, size_t size,
+			 bool (*decode)(unsigned, const uint8_t *, size_t),
+			 unsigned decoders)
 {
 	if (size < 1)
 		return;
 	/* A copy of exactly the payload: a read past it is caught. */
 	uint8_t *c = dup_bytes(data + 1, size - 1);
 
-	decode_tool_record(data[0] % 3, c, size - 1);
-	free(c);
-}
-#endif
-
-#if defined(FUZZ_RECORDS)
-static void fuzz_records(const uint8_t *data, size_t size)
-{
-	if (size < 1)
-		return;
-	/* A copy of exactly the payload: a read past it is caught. */
-	uint8_t *c = dup_bytes(data + 1, size - 1);
-
-	decode_record(data[0] & 3, c, size - 1);
+	decode(data[0] % decoders, c, size - 1);
 	free(c);
 }
 #endif
@@ -733,6 +724,21 @@ static void merge_twice(struct im_stage_reader *r1, uint64_t count,
 
 /* What im_stage_writer_commit() writes last: the count of the records
  * (those that fit, walked as the reader does) and the checksum. */
+/* The stage file @p data opened, or NULL when it is refused, with a
+ * reason. */
+static struct im_stage_reader *open_stage(const uint8_t *data, size_t size)
+{
+	struct im_stage_reader *r = NULL;
+	char why[256];
+	int ret;
+
+	spill(in_path, data, size);
+	ret = im_stage_open(in_path, &r, why, sizeof(why));
+	CHECK((ret == 0) == (r != NULL));
+	CHECK(!ret || (ret < 0 && why[0]));
+	return r;
+}
+
 static void stage_fix(uint8_t *c, size_t size)
 {
 	size_t end = size - SG_TRAILER, off = SG_HEADER;
@@ -755,20 +761,14 @@ static void stage_fix(uint8_t *c, size_t size)
 #if defined(FUZZ_STAGE)
 static void try_stage(const uint8_t *data, size_t size)
 {
-	struct im_stage_reader *r = NULL;
+	struct im_stage_reader *r = open_stage(data, size);
 	const uint8_t *p, *first = NULL;
 	uint64_t count = 0;
 	char why[256];
 	size_t len;
-	int ret;
 
-	spill(in_path, data, size);
-	ret = im_stage_open(in_path, &r, why, sizeof(why));
-	CHECK((ret == 0) == (r != NULL));
-	if (ret) {
-		CHECK(ret < 0 && why[0]);
+	if (!r)
 		return;
-	}
 	const struct im_stage_header *h = im_stage_header(r);
 	CHECK(im_stage_kind_name(h->kind) && h->part < h->nparts &&
 	      h->nparts <= IM_STAGE_MAX_PARTS);
@@ -818,20 +818,13 @@ static void fuzz_stage(const uint8_t *data, size_t size)
 
 static void try_tool_stage(const uint8_t *data, size_t size)
 {
-	struct im_stage_reader *r = NULL;
+	struct im_stage_reader *r = open_stage(data, size);
 	uint64_t count = 0;
 	const uint8_t *p;
-	char why[256];
 	size_t len;
-	int ret;
 
-	spill(in_path, data, size);
-	ret = im_stage_open(in_path, &r, why, sizeof(why));
-	CHECK((ret == 0) == (r != NULL));
-	if (ret) {
-		CHECK(ret < 0 && why[0]);
+	if (!r)
 		return;
-	}
 	/* Other kinds are fuzz_stage's. */
 	if (im_stage_header(r)->kind == TOOL_KIND) {
 		while (im_stage_next(r, &p, &len)) {
@@ -899,11 +892,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 #elif defined(FUZZ_STAGE)
 	fuzz_stage(data, size);
 #elif defined(FUZZ_RECORDS)
-	fuzz_records(data, size);
+	fuzz_payload(data, size, decode_record, 4);
 #elif defined(FUZZ_SHARD)
 	fuzz_shard(data, size);
 #elif defined(FUZZ_TOOLRECS)
-	fuzz_toolrecs(data, size);
+	fuzz_payload(data, size, decode_tool_record, 3);
 #elif defined(FUZZ_TOOL_FILES)
 	fuzz_tool_stage(data, size);
 #else

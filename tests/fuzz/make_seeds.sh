@@ -81,13 +81,15 @@ for rules in protect,oldest,shortest,name newest longest,name \
 	shortest,newest,protect; do
 	printf '%s' "$rules" >"$out/keep/$rules"
 done
-# The payloads of the stage files, behind the byte that picks fuzz_records'
-# decoder: 0 documents, 1 keys, 2 links, 3 clusters.
-python3 - "$out/records" sign.rec sign.k0000 links0 clusters <<'EOF'
+# The payloads of stage files, each behind the byte that picks the target's
+# decoder: split_records DIR KIND:DECODER,... FILE...
+split_records() {
+	python3 - "$@" <<'EOF'
 import hashlib, os, sys
 out = sys.argv[1]
-which = {3: 0, 4: 1, 5: 2, 6: 3}  # enum im_stage_kind -> decoder
-for path in sys.argv[2:]:
+# enum im_stage_kind -> decoder
+which = dict(map(int, p.split(":")) for p in sys.argv[2].split(","))
+for path in sys.argv[3:]:
     b = open(path, "rb").read()
     kind = int.from_bytes(b[12:16], "little")
     off, end = 32, len(b) - (8 + 8 * 16 + 8)
@@ -99,21 +101,10 @@ for path in sys.argv[2:]:
         with open(os.path.join(out, name), "wb") as f:
             f.write(rec)
 EOF
-# The same for fuzz_toolrecs: 0 manifest, 1 df, 2 export parts.
-python3 - "$out/toolrecs" manifest df.p0000 export export-dupes0 \
-	export-plan0 <<'EOF'
-import hashlib, os, sys
-out = sys.argv[1]
-which = {1: 0, 2: 1, 7: 2}  # enum im_stage_kind -> decoder
-for path in sys.argv[2:]:
-    b = open(path, "rb").read()
-    kind = int.from_bytes(b[12:16], "little")
-    off, end = 32, len(b) - (8 + 8 * 16 + 8)
-    while off + 4 <= end:
-        n = int.from_bytes(b[off:off + 4], "little")
-        rec = bytes([which[kind]]) + b[off + 4:off + 4 + n]
-        off += 4 + n
-        name = hashlib.sha1(rec).hexdigest()[:16]
-        with open(os.path.join(out, name), "wb") as f:
-            f.write(rec)
-EOF
+}
+# fuzz_records: 0 documents, 1 keys, 2 links, 3 clusters.
+split_records "$out/records" 3:0,4:1,5:2,6:3 sign.rec sign.k0000 links0 \
+	clusters
+# fuzz_toolrecs: 0 manifest, 1 df, 2 export parts.
+split_records "$out/toolrecs" 1:0,2:1,7:2 manifest df.p0000 export \
+	export-dupes0 export-plan0

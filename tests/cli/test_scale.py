@@ -355,6 +355,14 @@ def case_scale_resume(tmp):
     err = driver(tree, out, "--local", "1", "-P", "3", code=1)
     check("other options" in err and "parts: 2 there, 3 here" in err,
           "a changed run is refused, naming what changed: %s" % err)
+    # So is any run into it once run.json is gone: its files would count
+    # as done for the new options until the export refused them.
+    os.unlink(os.path.join(out, "run.json"))
+    err = driver(tree, out, "--local", "1", "-P", "3", code=1)
+    check("earlier run" in err and "df/" in err and "run.json" in err,
+          "without run.json the stage files are refused: %s" % err)
+    check(not os.path.exists(os.path.join(out, "run.json")),
+          "the refused run wrote no run.json")
 
 
 def case_stage_errors(tmp):

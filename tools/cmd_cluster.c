@@ -782,7 +782,8 @@ static void rec_index_release(struct rec_index *ri)
 }
 
 /* The signatures of the holder of @p k. @return 0, -ENOMEM, -ENOENT
- * when the records hold no such document, or another path, or
+ * when the records hold no such document, or another path, -EBADMSG
+ * after naming the records file when its record does not decode, or
  * im_stage_read()'s error. */
 static int rec_sigs(struct rec_index *ri, const struct im_stage_key *k,
 		    struct im_doc_sigs *d)
@@ -824,9 +825,14 @@ static int rec_sigs(struct rec_index *ri, const struct im_stage_key *k,
 	ret = im_stage_read(ss->rec[k->shard], r->p, r->len, ri->buf);
 	if (ret)
 		return ret;
-	/* doc.d is copied out; the path is compared before the next read. */
-	if (im_stage_doc_decode(ri->buf, r->len, &doc) ||
-	    doc.path_len != k->path_len ||
+	/* doc.d is copied out; the path is compared before the next read.
+	 * A record that does not decode is the records file's fault, not
+	 * the key's: say so here, where its place is known. */
+	if (im_stage_doc_decode(ri->buf, r->len, &doc)) {
+		record_corrupt(ss, k->shard, k->index);
+		return -EBADMSG;
+	}
+	if (doc.path_len != k->path_len ||
 	    memcmp(doc.path, k->path, k->path_len))
 		return -ENOENT;
 	*d = doc.d;
@@ -1094,6 +1100,8 @@ int cmd_links(struct cli *c)
 	}
 	if (ret == -ENOMEM)
 		goto fail;
+	if (ret == -EBADMSG) /* named by rec_sigs() */
+		goto out;
 	if (ret) {
 		err_msg("links: reading the records: %s", strerror(-ret));
 		goto out;

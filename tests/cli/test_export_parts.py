@@ -15,6 +15,7 @@ import ctypes.util
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 
@@ -157,7 +158,7 @@ def case_export_parts(tmp):
 def case_corrupt_records(tmp):
     """A records file whose record does not decode (another layout under a
     right checksum) is refused by every stage that reads records, with one
-    line naming it, as cat --check names it. (A part reads only the
+    line naming it, as cat --check names it, links too. (A part reads only the
     records of the documents it prints.)"""
     tree = os.path.join(tmp, "tree")
     test_scale.make_scale_tree(tree)
@@ -182,6 +183,26 @@ def case_corrupt_records(tmp):
         check(err == "imatch: %s: corrupt: record 1 does not decode\n" % bad,
               "imatch %s: one line naming the records file: %r"
               % (" ".join(args[:2]), err))
+    # A links task reads only the records of a candidate group's members,
+    # so every shard's first record is made bad: the links of some
+    # partition meet one, and blame its records file, not the key file.
+    bads = []
+    for i, good in enumerate(records):
+        bads.append(os.path.join(tmp, "bad%02d.rec" % i))
+        restamped(good, bads[-1], 65, 99, size=1)
+    said = []
+    for p in range(P):
+        keys = sorted(os.path.join(tmp, f) for f in os.listdir(tmp)
+                      if f.startswith("sign") and f.endswith(".k%04d" % p))
+        out = subprocess.run([test_cli.IMATCH, "links", "-o", x, *lex, *bads,
+                              *keys], capture_output=True, timeout=300)
+        err = out.stderr.decode()
+        check(out.returncode == 0 and not err or out.returncode == 1,
+              "imatch links: exit %d: %r" % (out.returncode, err))
+        said += err.splitlines()
+    want = {"imatch: %s: corrupt: record 1 does not decode" % b for b in bads}
+    check(said and set(said) <= want,
+          "imatch links: one line naming a records file: %r" % said)
 
 
 CASES = {name[5:]: fn for name, fn in globals().items()

@@ -233,7 +233,12 @@ int cmd_apply(struct cli *c)
 		if (ret) {
 			fputs("failed ", stdout);
 			put_text_path(stdout, l->file.path);
-			printf(": %s: %s\n", r.why, strerror(-ret));
+			printf(": %s: %s", r.why, strerror(-ret));
+			if (r.left) {
+				fputs("; it is now at ", stdout);
+				put_text_path(stdout, r.left);
+			}
+			putchar('\n');
 			failed++;
 		} else if (r.outcome == IM_APPLY_SKIPPED) {
 			print_skipped(l->file.path, r.why);

@@ -949,17 +949,23 @@ static int copy_xattrs(int from, int to, const char **why)
 
 /* ---- Acting ------------------------------------------------------------------ */
 
-/* Is the name still the inode that was verified, unchanged (its owner and
- * mode too, which a link to the keeper must match)? */
+/* Does @p name in @p dirfd lead to the inode that was verified, unchanged
+ * (its owner and mode too, which a link to the keeper must match)? */
+static bool verified_at(int dirfd, const char *name, const struct side *s)
+{
+	struct stat now;
+
+	return !fstatat(dirfd, name, &now, AT_SYMLINK_NOFOLLOW) &&
+	       now.st_dev == s->st.st_dev && now.st_ino == s->st.st_ino &&
+	       mtime_ns(&now) == mtime_ns(&s->st) &&
+	       now.st_size == s->st.st_size && now.st_mode == s->st.st_mode &&
+	       now.st_uid == s->st.st_uid && now.st_gid == s->st.st_gid;
+}
+
+/* Is the side's own name still the verified inode, unchanged? */
 static bool still_there(const struct side *s)
 {
-	struct stat now, fst;
-
-	return !fstatat(s->dirfd, s->name, &now, AT_SYMLINK_NOFOLLOW) &&
-	       now.st_dev == s->st.st_dev && now.st_ino == s->st.st_ino &&
-	       !fstat(s->fd, &fst) && mtime_ns(&fst) == mtime_ns(&s->st) &&
-	       fst.st_size == s->st.st_size && fst.st_mode == s->st.st_mode &&
-	       fst.st_uid == s->st.st_uid && fst.st_gid == s->st.st_gid;
+	return verified_at(s->dirfd, s->name, s);
 }
 
 /* A fresh name for a temporary file or link in the same directory. */
@@ -1049,8 +1055,94 @@ static bool stop_asked(void)
 		sigismember(&s, SIGHUP) == 1);
 }
 
+/* What another program put at the file's name while we acted on it. */
+static const char *const changed_midway = "the file changed during "
+					  "verification";
+
+/* Why a name could not be given back what was moved from it. */
+static const char *const not_given_back = "the file changed during "
+					  "verification, and giving its "
+					  "name back";
+
+/* A content left under another name, never removed: r->left says where,
+ * @p tmp beside the file (or, NULL, @p r->dest in the trash). @return
+ * @p err. */
+static int left_behind(const struct im_plan_line *l, const char *tmp, int err,
+		       const char *what, struct im_apply_result *r,
+		       const char **why)
+{
+	size_t dir = (size_t)(strrchr(l->file.path, '/') - l->file.path);
+
+	*why = what;
+	r->left = malloc(tmp ? dir + strlen(tmp) + 2 : strlen(r->dest) + 1);
+	if (r->left && tmp)
+		sprintf(r->left, "%.*s/%s", (int)dir, l->file.path, tmp);
+	else if (r->left)
+		strcpy(r->left, r->dest);
+	return err;
+}
+
+/*
+ * Unlink the file's name only if it leads to the verified inode when it
+ * goes. Checking the name and then unlinking it would leave a window in
+ * which a rename over the name (an editor saving) made the unlink take
+ * the new content; so the name is first moved to a temporary name beside
+ * it (what that moves is what we check, whatever takes the name after),
+ * the temporary checked, then unlinked. Anything else moved is given its
+ * name back, never over whatever took the name meanwhile. Where the
+ * filesystem has no RENAME_NOREPLACE the name is unlinked as last
+ * checked. @p changed is the reason when the check fails.
+ */
+static int unlink_verified(const struct im_plan_line *l, struct side *f,
+			   const char *changed, struct im_apply_result *r,
+			   const char **why)
+{
+	char tmp[64];
+	sigset_t old;
+	int ret = -EEXIST;
+
+	hold_stop_signals(&old);
+	for (unsigned i = 0; ret == -EEXIST && i < 100; i++) {
+		temp_name(tmp, sizeof(tmp), i);
+		ret = renameat2(f->dirfd, f->name, f->dirfd, tmp,
+				RENAME_NOREPLACE)
+			      ? -errno
+			      : 0;
+	}
+	if (ret == -EINVAL || ret == -ENOSYS) {
+		tmp[0] = '\0';
+		ret = unlinkat(f->dirfd, f->name, 0) ? -errno : 0;
+	}
+	if (ret == -ENOENT) {
+		/* Removed meanwhile (another apply of the plan): nothing
+		 * was lost, nothing failed. */
+		*why = whys[FILE_][R_GONE];
+		ret = SKIP;
+	} else if (ret) {
+		*why = "removing the file";
+	} else if (tmp[0] && (!verified_at(f->dirfd, tmp, f) ||
+			      unlinkat(f->dirfd, tmp, 0))) {
+		int e = errno;
+
+		if (renameat2(f->dirfd, tmp, f->dirfd, f->name,
+			      RENAME_NOREPLACE)) {
+			ret = left_behind(l, tmp, -errno, not_given_back, r,
+					  why);
+		} else if (verified_at(f->dirfd, f->name, f)) {
+			ret = -e;
+			*why = "removing the file";
+		} else {
+			ret = SKIP;
+			*why = changed;
+		}
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return ret;
+}
+
 static int copy_across(const struct im_plan_line *l, struct side *f, int dfd,
-		       const char *base, const char **why)
+		       const char *base, struct im_apply_result *r,
+		       const char **why)
 {
 	char tmp[64], *buf = NULL;
 	XXH3_state_t *x = NULL;
@@ -1148,19 +1240,14 @@ static int copy_across(const struct im_plan_line *l, struct side *f, int dfd,
 			       : "linking the copy into place in the trash";
 		goto out;
 	}
-	if (!still_there(f)) {
-		/* Both stay: the copy verified, the original now different. */
-		*why = "the file changed while it was copied; the copy in the "
-		       "trash stays";
-		ret = SKIP;
-		goto out;
-	}
-	if (unlinkat(f->dirfd, f->name, 0)) {
-		ret = -errno;
+	/* Changed since: both stay, the copy verified, the original now
+	 * different. */
+	ret = unlink_verified(l, f,
+			      "the file changed while it was copied; the copy "
+			      "in the trash stays",
+			      r, why);
+	if (ret < 0 && !r->left)
 		*why = "removing the file after copying it to the trash";
-		goto out;
-	}
-	ret = 0;
 out:
 	if (tfd >= 0)
 		close(tfd);
@@ -1177,6 +1264,7 @@ static int do_trash(const struct im_plan_line *l, struct side *f, bool dry,
 	const char *rel, *base = NULL;
 	char *buf = NULL;
 	struct stat st;
+	sigset_t old;
 	size_t len;
 	int dfd = -1, ret, e;
 
@@ -1211,15 +1299,33 @@ static int do_trash(const struct im_plan_line *l, struct side *f, bool dry,
 	if (dry)
 		goto out;
 	if (!still_there(f)) {
-		*why = "the file changed during verification";
+		*why = changed_midway;
 		ret = SKIP;
 		goto out;
 	}
-	if (!renameat2(f->dirfd, f->name, dfd, base, RENAME_NOREPLACE))
+	/* What the rename moved is what is checked: a rename over the name
+	 * after the check above would otherwise send the new content to the
+	 * trash. Anything else goes back, never over a name taken again. */
+	hold_stop_signals(&old);
+	if (!renameat2(f->dirfd, f->name, dfd, base, RENAME_NOREPLACE)) {
+		if (!verified_at(dfd, base, f)) {
+			if (renameat2(dfd, base, f->dirfd, f->name,
+				      RENAME_NOREPLACE)) {
+				ret = left_behind(l, NULL, -errno,
+						  not_given_back, r, why);
+			} else {
+				ret = SKIP;
+				*why = changed_midway;
+			}
+		}
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
 		goto out;
-	if (errno == EINVAL || errno == ENOSYS) {
+	}
+	e = errno;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (e == EINVAL || e == ENOSYS) {
 		/* No RENAME_NOREPLACE here: link (fails on an existing
-		 * name), then unlink. */
+		 * name), then unlink the name as last checked. */
 		if (!linkat(f->dirfd, f->name, dfd, base, 0)) {
 			if (unlinkat(f->dirfd, f->name, 0)) {
 				ret = -errno;
@@ -1228,8 +1334,8 @@ static int do_trash(const struct im_plan_line *l, struct side *f, bool dry,
 			}
 			goto out;
 		}
+		e = errno;
 	}
-	e = errno;
 	if (e == EEXIST) {
 		*why = "something is already at the destination in the trash";
 		ret = SKIP;
@@ -1241,10 +1347,8 @@ static int do_trash(const struct im_plan_line *l, struct side *f, bool dry,
 		*why = whys[FILE_][R_GONE];
 		ret = SKIP;
 	} else if (e == EXDEV) {
-		sigset_t old;
-
 		hold_stop_signals(&old);
-		ret = copy_across(l, f, dfd, base, why);
+		ret = copy_across(l, f, dfd, base, r, why);
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
 	} else {
 		ret = -e;
@@ -1256,10 +1360,36 @@ out:
 	return ret;
 }
 
+/* Where the filesystem cannot exchange two names (some FUSE and network
+ * filesystems): the link renamed over the file as last checked. */
+static int rename_over(const struct im_plan_line *l, struct side *f,
+		       struct side *k, const char *tmp, const char **why)
+{
+	struct stat st;
+
+	if (renameat(f->dirfd, tmp, f->dirfd, f->name)) {
+		int e = errno;
+
+		*why = "renaming the link over the file";
+		unlinkat(f->dirfd, tmp, 0);
+		return -e;
+	}
+	if (l->action == IM_ACT_HARDLINK &&
+	    !fstatat(f->dirfd, tmp, &st, AT_SYMLINK_NOFOLLOW) &&
+	    st.st_dev == k->st.st_dev && st.st_ino == k->st.st_ino) {
+		/* rename() of a link over another link of the same inode does
+		 * nothing and leaves both: the file was made a link of the
+		 * keeper meanwhile (another apply of the same plan). */
+		unlinkat(f->dirfd, tmp, 0);
+	}
+	return 0;
+}
+
 /* The link (or symlink) to the verified keeper under a temporary name,
- * renamed over the file. */
+ * exchanged with the file's name. */
 static int link_over(const struct im_plan_line *l, struct side *f,
-		     struct side *k, const char **why)
+		     struct side *k, struct im_apply_result *r,
+		     const char **why)
 {
 	char tmp[64], proc[64];
 	int ret = -EEXIST;
@@ -1304,25 +1434,72 @@ static int link_over(const struct im_plan_line *l, struct side *f,
 		*why = "the keeper changed during verification";
 		return SKIP;
 	}
-	if (renameat(f->dirfd, tmp, f->dirfd, f->name)) {
+	/* The link's own inode (a symlink's, not its target's): what must
+	 * be back under the temporary name if we swap back. */
+	struct stat mine;
+
+	if (fstatat(f->dirfd, tmp, &mine, AT_SYMLINK_NOFOLLOW)) {
 		ret = -errno;
-		*why = "renaming the link over the file";
+		*why = "making the link under a temporary name";
 		unlinkat(f->dirfd, tmp, 0);
-	} else if (l->action == IM_ACT_HARDLINK &&
-		   !fstatat(f->dirfd, tmp, &st, AT_SYMLINK_NOFOLLOW) &&
-		   st.st_dev == k->st.st_dev && st.st_ino == k->st.st_ino) {
-		/* rename() of a link over another link of the same inode does
-		 * nothing and leaves both: the file was made a link of the
-		 * keeper meanwhile (another apply of the same plan). */
+		return ret;
+	}
+	/*
+	 * Swapped, not renamed over: the temporary name then holds what the
+	 * file's name held at that instant, to be checked before it goes. A
+	 * rename over the name after still_there() (an editor saving) would
+	 * otherwise be replaced, its new content lost.
+	 */
+	if (renameat2(f->dirfd, tmp, f->dirfd, f->name, RENAME_EXCHANGE)) {
+		int e = errno;
+
+		if (e == EINVAL || e == ENOSYS)
+			return rename_over(l, f, k, tmp, why);
+		unlinkat(f->dirfd, tmp, 0);
+		if (e == ENOENT) {
+			/* Removed meanwhile (another apply of the plan). */
+			*why = whys[FILE_][R_GONE];
+			return SKIP;
+		}
+		*why = "renaming the link over the file";
+		return -e;
+	}
+	/* An exchange of two links of one inode does nothing: the file was
+	 * made a link of the keeper meanwhile (another apply of the same
+	 * plan), and the name holds what it should. */
+	if (verified_at(f->dirfd, tmp, f) ||
+	    (l->action == IM_ACT_HARDLINK &&
+	     !fstatat(f->dirfd, tmp, &st, AT_SYMLINK_NOFOLLOW) &&
+	     st.st_dev == k->st.st_dev && st.st_ino == k->st.st_ino)) {
+		if (unlinkat(f->dirfd, tmp, 0))
+			return left_behind(l, tmp, -errno,
+					   "removing the file after the link "
+					   "took its name",
+					   r, why);
+		return 0;
+	}
+	/* Something else had the name: it gets it back, and only our link,
+	 * come back to the temporary name, is removed. */
+	if (renameat2(f->dirfd, tmp, f->dirfd, f->name, RENAME_EXCHANGE)) {
+		if (errno != ENOENT || renameat2(f->dirfd, tmp, f->dirfd,
+						 f->name, RENAME_NOREPLACE))
+			return left_behind(l, tmp, -errno, not_given_back, r,
+					   why);
+	} else if (fstatat(f->dirfd, tmp, &st, AT_SYMLINK_NOFOLLOW) ||
+		   st.st_dev != mine.st_dev || st.st_ino != mine.st_ino) {
+		return left_behind(l, tmp, -EEXIST, not_given_back, r, why);
+	} else {
 		unlinkat(f->dirfd, tmp, 0);
 	}
-	return ret;
+	*why = changed_midway;
+	return SKIP;
 }
 
 /* Replace the file by a hard link to, or a symlink at, the keeper: made
- * under a temporary name, renamed over the file. */
+ * under a temporary name, exchanged with the file. */
 static int do_replace(const struct im_plan_line *l, struct side *f,
-		      struct side *k, bool dry, const char **why)
+		      struct side *k, bool dry, struct im_apply_result *r,
+		      const char **why)
 {
 	sigset_t old;
 	int ret;
@@ -1364,7 +1541,7 @@ static int do_replace(const struct im_plan_line *l, struct side *f,
 		return SKIP;
 	}
 	hold_stop_signals(&old);
-	ret = link_over(l, f, k, why);
+	ret = link_over(l, f, k, r, why);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	return ret;
 }
@@ -1645,12 +1822,8 @@ int im_apply_line(const struct im_plan_line *l, bool dry_run,
 			why = "the file or the keeper changed during "
 			      "verification";
 			ret = SKIP;
-		} else if (unlinkat(f.dirfd, f.name, 0)) {
-			/* Removed meanwhile (another apply of the plan):
-			 * nothing was lost, nothing failed. */
-			ret = errno == ENOENT ? SKIP : -errno;
-			why = errno == ENOENT ? whys[FILE_][R_GONE]
-					      : "removing the file";
+		} else {
+			ret = unlink_verified(l, &f, changed_midway, r, &why);
 		}
 		break;
 	case IM_ACT_TRASH:
@@ -1662,7 +1835,9 @@ int im_apply_line(const struct im_plan_line *l, bool dry_run,
 		ret = do_trash(l, &f, dry_run, r, &why);
 		break;
 	case IM_ACT_HARDLINK:
-	case IM_ACT_SYMLINK: ret = do_replace(l, &f, &k, dry_run, &why); break;
+	case IM_ACT_SYMLINK:
+		ret = do_replace(l, &f, &k, dry_run, r, &why);
+		break;
 	case IM_ACT_REFLINK: ret = do_reflink(l, &f, &k, dry_run, &why); break;
 	}
 out:
@@ -1678,5 +1853,6 @@ out:
 void im_apply_result_release(struct im_apply_result *r)
 {
 	free(r->dest);
-	r->dest = NULL;
+	free(r->left);
+	r->dest = r->left = NULL;
 }

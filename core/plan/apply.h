@@ -32,17 +32,37 @@
  *     attributes and ACLs, or the line is skipped if the trash's
  *     filesystem refuses one.
  * Just before acting, the name is checked to still lead to the inode that
- * was verified, with the same size, mtime, owner and mode. What remains is the window between that check and the
- * unlink or rename itself, which no POSIX call closes.
+ * was verified, with the same size, mtime, owner and mode. A rename over
+ * the name after that check (an editor saving: write a temporary, rename
+ * it over) is caught too, as the act moves the name before it destroys
+ * anything and checks what it moved:
+ *   - remove renames the file to a temporary name beside it
+ *     (RENAME_NOREPLACE) and unlinks that only if it is the verified
+ *     inode, unchanged;
+ *   - trash checks the same of what its rename put in the trash;
+ *   - hardlink and symlink exchange their link with the file's name
+ *     (RENAME_EXCHANGE) and unlink what came back only if it is the
+ *     verified inode, unchanged (or already a link of the keeper).
+ * Anything else moved is given its name back and the line is skipped
+ * ("the file changed during verification"); never over a name taken
+ * again meanwhile: then the line fails and r->left says where the content
+ * is. What remains: a writer holding the file open can still write into
+ * the inode up to the unlink (or, across filesystems, while the copy is
+ * made and after its check), and no call closes that. Where the
+ * filesystem refuses RENAME_NOREPLACE or RENAME_EXCHANGE (EINVAL or
+ * ENOSYS: some FUSE and network filesystems) the name is unlinked, linked
+ * into the trash or renamed over as last checked, with the window
+ * between that check and the act.
  *
  * Actions:
- *   remove    unlink the file.
+ *   remove    unlink the file (moved aside first, as above).
  *   trash     move it to TRASH/<path relative to root>, creating the
  *             directories (again without following symlinks); across
  *             filesystems by copy to a temporary name, fsync, hash check,
- *             link to the final name (fails rather than overwrite), unlink.
+ *             link to the final name (fails rather than overwrite), unlink
+ *             (moved aside first).
  *   hardlink  link the keeper to a temporary name beside the file, then
- *             rename it over the file (atomic: the name always holds one
+ *             exchange it with the file (atomic: the name always holds one
  *             of the two); skipped when they are on different filesystems
  *             or mounts.
  *   symlink   the same with a symlink to the keeper's absolute path.
@@ -57,8 +77,9 @@
  * Whether a keeper is planned elsewhere in the same plan is a property of
  * the whole plan; the caller checks it (see `imatch apply`).
  *
- * Interruption: while a temporary name exists (a link not yet renamed over
- * the file, a copy in the trash) SIGINT, SIGTERM and SIGHUP are held back
+ * Interruption: while a temporary name exists (a link not yet exchanged
+ * with the file, the file moved aside or into the trash and not yet
+ * checked, a copy in the trash) SIGINT, SIGTERM and SIGHUP are held back
  * in the calling thread and take effect once it is gone, so none outlives
  * a Ctrl-C or a kill; a long copy into a trash on another filesystem stops
  * for them, fails with -EINTR and removes its copy. Only SIGKILL can leave
@@ -130,6 +151,11 @@ struct im_apply_result {
 	/** trash: where the file went (or would go), else NULL; owned by
 	 * @p r, freed by im_apply_result_release() */
 	char *dest;
+	/** when the file changed as it was acted on and what had its name
+	 * could not be given it back (the name was taken again meanwhile):
+	 * where that is now, a temporary name beside the file or (trash)
+	 * the destination, never removed; else NULL. Owned by @p r. */
+	char *left;
 };
 
 /**
@@ -139,7 +165,9 @@ struct im_apply_result {
  *         verification could not read a file (EACCES, EIO, …) or the action
  *         failed, r->why naming the step. After a failure nothing is lost:
  *         the file is still at its path or (trash) at the destination with
- *         verified bytes; a temporary name is removed again.
+ *         verified bytes; a temporary name is removed again, unless it
+ *         holds what another program put at the file's name meanwhile
+ *         (r->left).
  */
 int im_apply_line(const struct im_plan_line *l, bool dry_run,
 		  struct im_apply_result *r);

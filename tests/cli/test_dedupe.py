@@ -742,18 +742,30 @@ def case_links_keep_owner_and_mode(tmp):
 
 def apply_held(tmp, plan, function, shell):
     """Run `imatch apply PLAN` under gdb, which runs the @shell command
-    when apply first calls @function, then lets it go on: another program
-    acting at that very moment, every time. Returns apply's output with
-    gdb's; the case skips when gdb is missing or cannot trace here."""
+    when apply first calls @function (a name, or a tuple of names: the
+    first of them called), then lets it go on: another program acting at
+    that very moment, every time. @shell may be a list: the Nth call of
+    @function runs the Nth command. Returns apply's output with gdb's; the
+    case skips when gdb is missing or cannot trace here."""
     gdb = shutil.which("gdb")
     if not gdb:
         print("SKIP: gdb is not installed")
         sys.exit(77)
+    functions = (function,) if isinstance(function, str) else function
     cmds = os.path.join(tmp, "gdb.cmds")
     with open(cmds, "w") as f:
         f.write("set pagination off\nset confirm off\n"
-                "set breakpoint pending on\ntbreak %s\ncommands\n"
-                "shell %s\ncontinue\nend\nrun\n" % (function, shell))
+                "set breakpoint pending on\n")
+        if isinstance(shell, list):
+            for n, sh in enumerate(shell):
+                f.write("tbreak %s\nignore $bpnum %d\ncommands\nshell %s\n"
+                        "continue\nend\n" % (function, n, sh))
+        else:
+            # Each stop deletes the others: @shell runs once.
+            for fn in functions:
+                f.write("tbreak %s\ncommands\nshell %s\ndelete\n"
+                        "continue\nend\n" % (fn, shell))
+        f.write("run\n")
     # LeakSanitizer cannot run under ptrace: in an ASan build it would end
     # apply with a fatal error (exit 1) after the line was done.
     env = dict(os.environ, ASAN_OPTIONS=":".join(
@@ -763,7 +775,7 @@ def apply_held(tmp, plan, function, shell):
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                        timeout=300, env=env)
     log = p.stdout.decode("utf-8", "replace")
-    if "Temporary breakpoint 1, " not in log:
+    if not re.search(r"Temporary breakpoint \d+, ", log):
         print("SKIP: gdb did not stop apply: %s" % log[-300:])
         sys.exit(77)
     return log
@@ -801,10 +813,77 @@ def case_links_keeper_replaced_midway(tmp):
               % (action, os.listdir(os.path.dirname(copy))))
 
 
+def case_file_replaced_midway(tmp):
+    """The file is replaced by rename (an editor saving it: write a
+    temporary, rename it over) after apply verified it, at the very moment
+    apply acts on its name: the new content stays at its name, the line is
+    skipped and says why, and no temporary name is left, for remove, trash
+    and hardlink. apply runs under gdb, held at its first call that acts on
+    the file's name (renameat2; unlinkat or renameat in builds that acted
+    on the name directly) while the rename happens, every time."""
+    root = os.path.join(tmp, "share")
+    trash = os.path.join(tmp, "trash")
+    rng = random.Random(43)
+    data = ("\n".join(document(rng, vocabulary(rng))) + "\n").encode()
+    edited = b"the copy, edited and saved\n"
+    for action, calls in (("remove", ("unlinkat", "renameat2")),
+                          ("trash=" + trash, ("renameat2",)),
+                          ("hardlink", ("renameat", "renameat2")),
+                          ("symlink", ("renameat", "renameat2"))):
+        shutil.rmtree(root, ignore_errors=True)
+        shutil.rmtree(trash, ignore_errors=True)
+        put(root, "a/report.txt", data, mtime=1_600_000_000)
+        copy = put(root, "b/report.txt", data, mtime=1_600_000_001)
+        out, _ = run("dedupe", "--action", action, root)
+        check([l["path"] for l in plan_lines(out)] == [copy],
+              "%s: one line: %s" % (action, out))
+        plan = os.path.join(tmp, "plan.jsonl")
+        with open(plan, "wb") as f:
+            f.write(out)
+        saved = put(root, "b/.report.txt.swp", edited)
+        log = apply_held(tmp, plan, calls, "mv %s %s" % (saved, copy))
+        check(os.path.isfile(copy) and not os.path.islink(copy) and
+              open(copy, "rb").read() == edited,
+              "%s: the new content stays at its name: %s" % (action, log))
+        check("skipped %s: the file changed during verification" % copy
+              in log and "exited normally" in log,
+              "%s: the line is skipped and says why: %s" % (action, log))
+        check(sorted(os.listdir(os.path.dirname(copy))) == ["report.txt"],
+              "%s: no temporary name left: %s"
+              % (action, os.listdir(os.path.dirname(copy))))
+        check(not os.path.exists(trash) or
+              not any(files for _, _, files in os.walk(trash)),
+              "%s: nothing in the trash" % action)
+    # And the name taken again while apply gives it back: nothing is
+    # unlinked or overwritten, the line fails and says where the content
+    # it had moved is now.
+    for action in ("remove", "trash=" + trash):
+        shutil.rmtree(root, ignore_errors=True)
+        shutil.rmtree(trash, ignore_errors=True)
+        put(root, "a/report.txt", data, mtime=1_600_000_000)
+        copy = put(root, "b/report.txt", data, mtime=1_600_000_001)
+        out, _ = run("dedupe", "--action", action, root)
+        with open(plan, "wb") as f:
+            f.write(out)
+        saved = put(root, "b/.report.txt.swp", edited)
+        again = put(root, "b/.report.txt.swx", b"saved once more\n")
+        log = apply_held(tmp, plan, "renameat2",
+                         ["mv %s %s" % (saved, copy),
+                          "mv %s %s" % (again, copy)])
+        m = re.search(r"failed %s: the file changed during verification, "
+                      r"and giving its name back: File exists; it is now "
+                      r"at (\S+)\n" % re.escape(copy), log)
+        check(m and "exited with code 01" in log,
+              "%s: the line fails and says where: %s" % (action, log))
+        check(open(copy, "rb").read() == b"saved once more\n" and
+              open(m.group(1), "rb").read() == edited,
+              "%s: both contents stay: %s" % (action, log))
+
+
 def case_apply_concurrent(tmp):
     """Two applies of one plan at once (or a user's rm beside apply): the
     other one acts on the file between this one's last check and its own
-    act. A hard link renamed over a name that already is a link of the
+    act. A hard link exchanged with a name that already is a link of the
     keeper leaves no temporary name; a file removed (or moved to the
     trash) meanwhile is skipped as gone, not a failure (exit 0)."""
     root = os.path.join(tmp, "share")
@@ -814,7 +893,7 @@ def case_apply_concurrent(tmp):
     out, _ = run("dedupe", "--action", "hardlink", root)
     with open(plan, "wb") as f:
         f.write(out)
-    log = apply_held(tmp, plan, "renameat", "ln -f %s %s" % (keeper, copy))
+    log = apply_held(tmp, plan, "renameat2", "ln -f %s %s" % (keeper, copy))
     check(os.stat(copy).st_ino == os.stat(keeper).st_ino and
           sorted(os.listdir(os.path.dirname(copy))) ==
           [os.path.basename(copy)],
@@ -825,7 +904,7 @@ def case_apply_concurrent(tmp):
     out, _ = run("dedupe", root)
     with open(plan, "wb") as f:
         f.write(out)
-    log = apply_held(tmp, plan, "unlinkat", "rm %s" % copy)
+    log = apply_held(tmp, plan, "renameat2", "rm %s" % copy)
     check("skipped %s: the file is gone" % copy in log and
           "exited normally" in log and os.path.exists(keeper),
           "remove: skipped, exit 0: %s" % log)

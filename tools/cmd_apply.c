@@ -12,9 +12,11 @@
  * line was malformed or an action failed.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "apply.h"
 #include "imatch.h"
@@ -112,36 +114,109 @@ static int cmp_key_item(const void *key, const void *b)
 	return strcmp(key, (*(struct item *const *)b)->l.file.path);
 }
 
+/* A planned file's name by what it leads to, and its line. */
+struct name_id {
+	dev_t dev;
+	ino_t ino;
+	size_t line;
+};
+
+/*
+ * What @p path leads to, when that is an inode with this one name: two
+ * paths to it are then two spellings of one name (case on a
+ * case-insensitive filesystem, a folder mounted twice), and the file's
+ * going takes the other's too. An inode of several names may be reached
+ * by two hard links, one of which can go without the other; such a path,
+ * or one that cannot be looked up (gone, longer than PATH_MAX), is
+ * compared as a string only.
+ */
+static bool one_name(const char *path, struct name_id *id)
+{
+	struct stat st;
+
+	if (fstatat(AT_FDCWD, path, &st, AT_SYMLINK_NOFOLLOW) ||
+	    st.st_nlink != 1)
+		return false;
+	id->dev = st.st_dev;
+	id->ino = st.st_ino;
+	return true;
+}
+
+static int cmp_name_id(const void *a, const void *b)
+{
+	const struct name_id *x = a, *y = b;
+
+	if (x->dev != y->dev)
+		return x->dev < y->dev ? -1 : 1;
+	return (x->ino > y->ino) - (x->ino < y->ino);
+}
+
+/* Is @p k, a keeper's name, planned as the file of a line other than
+ * @p line? @p ids sorted by cmp_name_id(). */
+static bool planned_elsewhere(const struct name_id *ids, size_t n,
+			      const struct name_id *k, size_t line)
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) { /* the first not below k */
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (cmp_name_id(&ids[mid], k) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (; lo < n && !cmp_name_id(&ids[lo], k); lo++)
+		if (ids[lo].line != line)
+			return true;
+	return false;
+}
+
 /*
  * Lines that must not be acted on whatever the files say: a keeper that is
- * planned itself (on any line), or a file planned on an earlier line too.
- * *why[i] is set for those.
+ * planned itself (on any line, by its path or by another path to the same
+ * name), or a file planned on an earlier line too. *why[i] is set for
+ * those.
  */
 static int whole_plan_checks(struct plan *p, const char **why)
 {
 	struct item **by = malloc((p->n ? p->n : 1) * sizeof(*by));
-	size_t n = 0;
+	struct name_id *ids = malloc((p->n ? p->n : 1) * sizeof(*ids));
+	size_t n = 0, nids = 0;
 
-	if (!by)
+	if (!by || !ids) {
+		free(by);
+		free(ids);
 		return -ENOMEM;
-	for (size_t i = 0; i < p->n; i++)
-		if (p->v[i].ok)
-			by[n++] = &p->v[i];
+	}
+	for (size_t i = 0; i < p->n; i++) {
+		if (!p->v[i].ok)
+			continue;
+		by[n++] = &p->v[i];
+		if (one_name(p->v[i].l.file.path, &ids[nids]))
+			ids[nids++].line = i;
+	}
 	sort_n(by, n, sizeof(*by), cmp_path_item);
+	sort_n(ids, nids, sizeof(*ids), cmp_name_id);
 	for (size_t i = 0; i < n; i++)
 		if (i && !strcmp(by[i]->l.file.path, by[i - 1]->l.file.path))
 			why[by[i] - p->v] = "the file is planned on an "
 					    "earlier line too";
 	for (size_t i = 0; i < p->n; i++) {
+		struct name_id k;
+
 		/* A file that is its own keeper: im_apply_line() says so. */
 		if (!p->v[i].ok || why[i] ||
 		    !strcmp(p->v[i].l.keeper.path, p->v[i].l.file.path))
 			continue;
 		if (bsearch(p->v[i].l.keeper.path, by, n, sizeof(*by),
-			    cmp_key_item))
+			    cmp_key_item) ||
+		    (one_name(p->v[i].l.keeper.path, &k) &&
+		     planned_elsewhere(ids, nids, &k, i)))
 			why[i] = "the keeper is itself planned";
 	}
 	free(by);
+	free(ids);
 	return 0;
 }
 

@@ -472,6 +472,53 @@ def case_apply_hand_edited(tmp):
           "only the line given twice was applied, once: %s" % out)
 
 
+def case_apply_keeper_other_spelling(tmp):
+    """A hand-edited or merged plan names one file by two paths: as the
+    keeper of one line, and as the planned file of another. Another
+    spelling of a name on a case-insensitive filesystem (vfat,
+    ext4 casefold) does that; so does a folder of the share mounted again
+    inside it, which this case uses (it runs where the kernel has no
+    case-insensitive filesystem). The keeper is itself planned: its line
+    is skipped and says so, and the file stays, as when both paths are
+    spelled alike; with near-duplicates the file's content would otherwise
+    go with nothing close to it left."""
+    if os.geteuid() != 0:
+        print("SKIP: needs root to bind-mount")
+        sys.exit(77)
+    root = os.path.join(tmp, "share")
+    rng = random.Random(47)
+    data = ("\n".join(document(rng, vocabulary(rng))) + "\n").encode()
+    keeper = put(root, "keeper.txt", data, mtime=1_600_000_000)
+    middle = put(root, "a/middle.txt", data, mtime=1_600_000_001)
+    last = put(root, "z.txt", data, mtime=1_600_000_002)
+    out, _ = run("dedupe", root)
+    lines = {l["path"]: l for l in plan_lines(out)}
+    check(set(lines) == {middle, last}, "two lines: %s" % out)
+    other = os.path.join(root, "m")
+    os.mkdir(other)
+    if subprocess.run(["mount", "--bind", os.path.dirname(middle),
+                       other]).returncode:
+        print("SKIP: cannot bind-mount here")
+        sys.exit(77)
+    try:
+        # z.txt is kept by a/middle.txt, which is planned as m/middle.txt.
+        m = lines[middle]
+        first = dict(lines[last], keeper=middle, keeper_size=m["size"],
+                     keeper_mtime_ns=m["mtime_ns"], keeper_hash=m["hash"])
+        second = dict(m, path=os.path.join(other, "middle.txt"))
+        plan = os.path.join(tmp, "plan.jsonl")
+        dump(plan, [first, second])
+        out, err = run("apply", plan, text=True)
+        check("skipped %s: the keeper is itself planned\n" % last in out and
+              os.path.exists(last),
+              "the line whose keeper is planned is skipped: %s" % out)
+        check("removed %s\n" % second["path"] in out and
+              not os.path.exists(middle) and os.path.exists(keeper),
+              "the other line is applied: %s" % out)
+    finally:
+        subprocess.run(["umount", other])
+
+
 def case_trash(tmp):
     """trash=DIR keeps relative paths, bytes, mode and mtime; never
     overwrites; works across filesystems when /dev/shm is another one."""

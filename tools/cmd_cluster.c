@@ -1516,14 +1516,16 @@ out:
 static int clusters_of(struct im_stage_reader *cls, const struct shard_set *ss)
 {
 	if (im_stage_meta(cls, CL_DOCS) != ss->base[ss->nshards]) {
-		err_msg("export: the clusters file counts %" PRIu64
+		err_msg("%s: the clusters file counts %" PRIu64
 			" documents, the records %" PRIu64,
-			im_stage_meta(cls, CL_DOCS), ss->base[ss->nshards]);
+			im_stage_path(cls), im_stage_meta(cls, CL_DOCS),
+			ss->base[ss->nshards]);
 		return -1;
 	}
 	if (im_stage_meta(cls, CL_PATHS) != records_print(ss)) {
-		err_msg("export: the clusters file was made from other "
-			"records than these");
+		err_msg("%s: the clusters file was made from other "
+			"records than these",
+			im_stage_path(cls));
 		return -1;
 	}
 	return 0;
@@ -1579,7 +1581,9 @@ static int cluster_labels(struct im_stage_reader *cls,
 		uint32_t n;
 
 		if (im_stage_cluster_decode(p, len, &v[k].name, &ids, &n)) {
-			err_msg("export: corrupt: a bad cluster record");
+			err_msg("%s: corrupt: cluster %" PRIu64
+				" does not decode",
+				im_stage_path(cls), k + 1);
 			return -EINVAL;
 		}
 		v[k].members = calloc(n ? n : 1, sizeof(*v[k].members));
@@ -1589,8 +1593,10 @@ static int cluster_labels(struct im_stage_reader *cls,
 			uint32_t id = im_stage_cluster_member(ids, j);
 
 			if (id >= ss->base[ss->nshards] || label[id]) {
-				err_msg("export: corrupt: a cluster member "
-					"out of range or in two clusters");
+				err_msg("%s: corrupt: cluster %" PRIu64
+					" has a member out of range or in "
+					"two clusters",
+					im_stage_path(cls), k + 1);
 				return -EINVAL;
 			}
 			label[id] = (uint32_t)k + 1;
@@ -2460,14 +2466,21 @@ static int owned_clusters(struct im_stage_reader *cls, const struct xpart *x,
 
 	memset(o, 0, sizeof(*o));
 	im_stage_rewind(cls);
-	while (im_stage_next(cls, &p, &len)) {
+	for (uint64_t i = 1; im_stage_next(cls, &p, &len); i++) {
 		struct im_sig name;
 		const uint8_t *ids;
 		uint32_t k;
 
-		if (im_stage_cluster_decode(p, len, &name, &ids, &k) || !k ||
-		    im_stage_cluster_member(ids, k - 1) >= n) {
-			err_msg("export: corrupt: a bad cluster record");
+		if (im_stage_cluster_decode(p, len, &name, &ids, &k)) {
+			err_msg("%s: corrupt: cluster %" PRIu64
+				" does not decode",
+				im_stage_path(cls), i);
+			return -EINVAL;
+		}
+		if (im_stage_cluster_member(ids, k - 1) >= n) {
+			err_msg("%s: corrupt: cluster %" PRIu64
+				" has a member out of range",
+				im_stage_path(cls), i);
 			return -EINVAL;
 		}
 		if (im_stage_part_of(XXH3_64bits(name.b, IM_SIG_LEN),
@@ -2483,8 +2496,9 @@ static int owned_clusters(struct im_stage_reader *cls, const struct xpart *x,
 
 /* The owned members in id order, as positions into o->ids, and the ids
  * sorted (@p sorted). @return 0, -ENOMEM, or -EINVAL for a member in two
- * clusters. */
-static int owned_sorted(const struct owned *o, uint32_t **sorted)
+ * clusters of @p cls, after saying so. */
+static int owned_sorted(const struct owned *o, struct im_stage_reader *cls,
+			uint32_t **sorted)
 {
 	uint32_t *v = malloc((o->nids + 1) * sizeof(*v));
 
@@ -2494,7 +2508,8 @@ static int owned_sorted(const struct owned *o, uint32_t **sorted)
 	if (o->nids) /* o->ids may be NULL then */
 		memcpy(v, o->ids, o->nids * sizeof(*v));
 	if (sort_unique(v, o->nids) != o->nids) {
-		err_msg("export: corrupt: a document in two clusters");
+		err_msg("%s: corrupt: a document in two clusters",
+			im_stage_path(cls));
 		return -EINVAL;
 	}
 	return 0;
@@ -2557,7 +2572,7 @@ static int xp_scan(struct xpart *x, struct im_stage_reader *cls)
 	int ret = owned_clusters(cls, x, &o);
 
 	if (!ret)
-		ret = owned_sorted(&o, &sorted);
+		ret = owned_sorted(&o, cls, &sorted);
 	if (ret)
 		goto out;
 	ret = -ENOMEM;
@@ -2901,7 +2916,7 @@ static int xl_build(const struct im_plan_opts *o, const char *root,
 
 	pp->set = set;
 	if (!ret)
-		ret = owned_sorted(&pp->o, &pp->sorted);
+		ret = owned_sorted(&pp->o, pp->cls, &pp->sorted);
 	if (ret == -EINVAL)
 		return -1; /* said what */
 	if (ret)

@@ -423,6 +423,11 @@ void im_stage_reader_free(struct im_stage_reader *r)
 	free(r);
 }
 
+const char *im_stage_path(const struct im_stage_reader *r)
+{
+	return r->path;
+}
+
 const struct im_stage_header *im_stage_header(const struct im_stage_reader *r)
 {
 	return &r->h;

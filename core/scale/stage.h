@@ -151,6 +151,8 @@ int im_stage_open(const char *path, struct im_stage_reader **out, char *why,
 void im_stage_reader_free(struct im_stage_reader *r);
 
 const struct im_stage_header *im_stage_header(const struct im_stage_reader *r);
+/** The path the reader was opened with, for messages; owned by @p r. */
+const char *im_stage_path(const struct im_stage_reader *r);
 uint64_t im_stage_count(const struct im_stage_reader *r);
 uint64_t im_stage_meta(const struct im_stage_reader *r, unsigned i);
 

@@ -167,6 +167,7 @@ def case_corrupt_records(tmp):
     # ncoords of the first record: at 32 + 4 + 29 (records.h), beyond
     # IM_MAX_COORDS.
     restamped(records[1], bad, 65, 99, size=1)
+    good = list(records)
     records[1] = bad
     root = ["--root", tree]
     x = os.path.join(tmp, "x")
@@ -187,9 +188,9 @@ def case_corrupt_records(tmp):
     # so every shard's first record is made bad: the links of some
     # partition meet one, and blame its records file, not the key file.
     bads = []
-    for i, good in enumerate(records):
+    for i, rec in enumerate(records):
         bads.append(os.path.join(tmp, "bad%02d.rec" % i))
-        restamped(good, bads[-1], 65, 99, size=1)
+        restamped(rec, bads[-1], 65, 99, size=1)
     said = []
     for p in range(P):
         keys = sorted(os.path.join(tmp, f) for f in os.listdir(tmp)
@@ -203,6 +204,19 @@ def case_corrupt_records(tmp):
     want = {"imatch: %s: corrupt: record 1 does not decode" % b for b in bads}
     check(said and set(said) <= want,
           "imatch links: one line naming a records file: %r" % said)
+    # A clusters file whose first cluster does not decode (its member
+    # count, after the 20-byte name, made 1) is named as well.
+    bad_cls = os.path.join(tmp, "bad.clusters")
+    restamped(clusters, bad_cls, 32 + 4 + 20, 1)
+    for args in (["export", "--json", *root, *lex, man, bad_cls, *good],
+                 ["export", "--json", "--part", "0/2", "-o", x, *lex, bad_cls,
+                  *good],
+                 ["export", "--plan", "--near", *root, *lex, *good, *links,
+                  bad_cls]):
+        _, err = run(*args, code=1)
+        check(err == "imatch: %s: corrupt: cluster 1 does not decode\n"
+              % bad_cls, "imatch %s: one line naming the clusters file: %r"
+              % (" ".join(args[:3]), err))
 
 
 CASES = {name[5:]: fn for name, fn in globals().items()

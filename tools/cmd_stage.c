@@ -721,6 +721,37 @@ static int put_sum(struct im_stage_writer *w, struct im_stage_buf *rec,
 	return im_stage_writer_add(w, rec->p, rec->len);
 }
 
+/*
+ * Whether one run is among the operands twice (a shell glob overlapping
+ * another, say): its counts would be added twice, and nothing in a run
+ * tells its shard apart from another's. Runs are compared by the file,
+ * not by their bytes: two shards of copies can count alike. @return 1
+ * after naming it, else 0.
+ */
+static int run_given_twice(struct cli *c)
+{
+	struct stat *st = calloc((size_t)c->argc, sizeof(*st));
+	int ret = 0;
+
+	for (int i = 0; st && i < c->argc && !ret; i++) {
+		if (stat(c->argv[i], &st[i])) {
+			/* Opened a moment ago: then it is not twice. */
+			memset(&st[i], 0, sizeof(st[i]));
+			continue;
+		}
+		for (int j = 0; j < i && !ret; j++)
+			if (st[j].st_ino == st[i].st_ino &&
+			    st[j].st_dev == st[i].st_dev && st[j].st_nlink) {
+				err_msg("%s: the same run as %s: its counts "
+					"would be added twice",
+					c->argv[i], c->argv[j]);
+				ret = 1;
+			}
+	}
+	free(st);
+	return ret;
+}
+
 int cmd_df_merge(struct cli *c)
 {
 	struct im_stage_header h;
@@ -737,6 +768,8 @@ int cmd_df_merge(struct cli *c)
 	if (!rs || !runs)
 		goto fail;
 	if (open_runs(c, runs, im_terms_key(&c->p), true))
+		goto out;
+	if (run_given_twice(c))
 		goto out;
 	h = *im_stage_header(runs[0].r);
 	for (int i = 0; i < c->argc; i++) {

@@ -399,6 +399,16 @@ def case_stage_errors(tmp):
                  os.path.join(tmp, "a.p0000"), os.path.join(tmp, "b.p0000"),
                  code=1)
     check("other term options" in err, err)
+    # One run twice (an overlapping glob) would count its shard twice; a
+    # second name for it is the same run.
+    twin = os.path.join(tmp, "a.twin")
+    os.link(os.path.join(tmp, "a.p0000"), twin)
+    for again in (os.path.join(tmp, "a.p0000"), twin):
+        _, err = run("df", "merge", "-o", os.path.join(tmp, "m"),
+                     os.path.join(tmp, "a.p0000"), again, code=1)
+        check(err == "imatch: %s: the same run as %s: its counts would be "
+              "added twice\n" % (again, os.path.join(tmp, "a.p0000")), err)
+    check(not os.path.exists(os.path.join(tmp, "m")), "no merge written")
     _, err = run("lexicon", "build", "--from-df", "-o",
                  os.path.join(tmp, "lex"), os.path.join(tmp, "a.p0000"),
                  code=1)

@@ -1414,6 +1414,13 @@ static int link_over(const struct im_plan_line *l, struct side *f,
 		*why = "the keeper is on another mount";
 		return SKIP;
 	}
+	if (ret == -EMLINK) {
+		/* A filesystem's limit (65,000 on ext4), not a failure:
+		 * the file stays, as across filesystems. */
+		*why = "the keeper has as many hard links as its filesystem "
+		       "allows";
+		return SKIP;
+	}
 	if (ret) {
 		*why = "making the link under a temporary name";
 		return ret;

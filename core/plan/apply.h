@@ -64,7 +64,8 @@
  *   hardlink  link the keeper to a temporary name beside the file, then
  *             exchange it with the file (atomic: the name always holds one
  *             of the two); skipped when they are on different filesystems
- *             or mounts.
+ *             or mounts, or the keeper has as many links as its
+ *             filesystem allows (EMLINK).
  *   symlink   the same with a symlink to the keeper's absolute path.
  *   reflink   make the file share the keeper's data extents
  *             (FIDEDUPERANGE): both names, inodes, owners, modes and

@@ -9,6 +9,7 @@ and apply, applies, and checks what is left on disk. Python standard library
 only; helpers shared with test_cli.py.
 """
 import csv
+import errno
 import io
 import json
 import os
@@ -992,6 +993,35 @@ def case_hardlink_across_mounts(tmp):
               "the copy stays as it was")
     finally:
         subprocess.run(["umount", d])
+
+
+def case_hardlink_link_limit(tmp):
+    """A keeper with as many hard links as its filesystem allows (65,000 on
+    ext4) takes no more: apply skips the line and says why, exits 0, and
+    the copy stays as it was."""
+    root = os.path.join(tmp, "share")
+    groups = make_groups(root, sizes=(2,), singles=1)
+    keeper, copy = groups[0]
+    out, _ = run("dedupe", "--action", "hardlink", root)
+    check([l["path"] for l in plan_lines(out)] == [copy], "one line: %s" % out)
+    many = os.path.join(tmp, "links")
+    os.mkdir(many)
+    for i in range(1 << 17):
+        try:
+            os.link(keeper, os.path.join(many, str(i)))
+        except OSError as e:
+            if e.errno != errno.EMLINK:
+                raise
+            break
+    else:
+        print("SKIP: no hard link limit within %d links here" % (1 << 17))
+        sys.exit(77)
+    out, err = run("apply", "-", stdin=out, text=True)
+    check(out == "skipped %s: the keeper has as many hard links as its "
+          "filesystem allows\n" % copy, "skipped: %s %s" % (out, err))
+    check(os.stat(copy).st_ino != os.stat(keeper).st_ino and
+          sorted(os.listdir(os.path.dirname(copy))) ==
+          [os.path.basename(copy)], "the copy stays as it was")
 
 
 def case_apply_killed_leaves_no_temporary(tmp):

@@ -11,6 +11,8 @@
 #   memo-a.rtf, memo-b.rtf   two short memos on different subjects, RTF from
 #                   one pandoc template with a Word-like preamble (fonts,
 #                   colours, style sheet, info, letterhead header, rsid table)
+#   flyer.rtf, flyer.docx   LibreOffice, from a flat ODT with a text box (RTF
+#                   keeps its text in a shape's \shptxt)
 #   sheet.xlsx/.ods and slides.pptx/.odp   LibreOffice, from a CSV and a flat ODP
 #   bomb.docx       a docx whose document.xml unpacks to 512 MiB (bzip2 in the ZIP)
 #   bomb.txt.bz2    1 GiB of zeros in 800 bytes
@@ -72,6 +74,16 @@ printf 'Memo: fire drill\n\nAn evacuation drill is planned for Wednesday morning
 for m in memo-a memo-b; do
 	pandoc -f markdown -s -t rtf --template memo.rtf.tpl -o $m.rtf $m.txt
 done
+cat > flyer.fodt <<'FODT'
+<?xml version="1.0" encoding="UTF-8"?>
+<office:document xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" xmlns:draw="urn:oasis:names:tc:opendocument:xmlns:drawing:1.0" xmlns:svg="urn:oasis:names:tc:opendocument:xmlns:svg-compatible:1.0" office:version="1.2" office:mimetype="application/vnd.oasis.opendocument.text">
+<office:body><office:text>
+<text:p>Summer fete on the village green, Saturday from noon.</text:p>
+<text:p><draw:frame draw:name="Box" text:anchor-type="paragraph" svg:width="6cm" svg:height="3cm"><draw:text-box><text:p>Raffle tickets at the bakery counter; proceeds repair the chapel roof.</text:p></draw:text-box></draw:frame>Bring a picnic blanket.</text:p>
+</office:text></office:body></office:document>
+FODT
+office rtf flyer.fodt
+office docx flyer.fodt
 iconv -f UTF-8 -t UTF-16LE cc0.txt | { printf '\xff\xfe'; cat; } > cc0-utf16.txt
 gzip -9n < cc0.txt > cc0.txt.gz
 
@@ -134,7 +146,7 @@ head -c "$(($(stat -c %s cc0.pdf) / 2))" cc0.pdf > truncated.pdf
 mkdir -p "$out"
 cp cc0.txt cc0.html cc0.docx cc0.odt cc0.epub cc0.pdf cc0-utf16.txt cc0.txt.gz \
    cc0.rtf cc0-edited.docx cc0-edited.pdf artistic.docx artistic.odt artistic.pdf \
-   artistic.rtf memo-a.rtf memo-b.rtf \
+   artistic.rtf memo-a.rtf memo-b.rtf flyer.rtf flyer.docx \
    sheet.xlsx sheet.ods slides.pptx slides.odp \
    bomb.docx bomb.txt.bz2 entities.docx nested.docx truncated.pdf garbage.pdf "$out/"
 ls -l "$out"

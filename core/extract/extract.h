@@ -52,8 +52,9 @@
  * old version's signature. Bump it with any such change.
  *   1: ODF leaves out tracked changes and annotations (as docx did).
  *   2: RTF is read as RTF, not as plain text of its control words.
+ *   3: RTF text boxes (a shape's \shptxt) are read, as docx's are.
  */
-#define IM_EXTRACT_VERSION 2
+#define IM_EXTRACT_VERSION 3
 
 /**
  * Formats. The values are stored in state files: append only.

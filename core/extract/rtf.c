@@ -28,6 +28,10 @@
  *     terms in each format). Deleted revisions (\deleted) and hidden text
  *     (\v) are skipped up to \plain or their "0" form, as docx leaves
  *     deleted runs out.
+ *   - A shape's properties (\shpinst) are skipped but for its text box
+ *     (\shptxt), which a reader sees, as docx reads a text box's text; its
+ *     result for older readers (\shprslt, a picture or the same text as a
+ *     frame) is skipped, so that the text is read once.
  *   - \binN skips N raw bytes (at most what is left).
  *   - \'hh is a byte in the document's code page (\ansicpgN; windows-1252
  *     by default, \mac, \pc and \pca theirs), as is any other text byte;
@@ -62,6 +66,7 @@
 struct rtf_group {
 	bool skip;   /* a destination that is no text */
 	bool hidden; /* \v or \deleted: skipped up to \plain */
+	bool shape;  /* in a shape's \shpinst: a \shptxt group is text */
 	uint8_t uc;  /* fallback characters after \uN */
 };
 
@@ -197,17 +202,19 @@ static int put_unit(struct rtf *r, uint32_t u)
 /* ---- Control words ------------------------------------------------------- */
 
 enum rtf_kind {
-	K_DEST,	 /* skip the group */
-	K_NL,	 /* a newline */
-	K_SPACE, /* a space */
-	K_CHAR,	 /* the code point in .cp */
-	K_U,	 /* \uN */
-	K_UC,	 /* \ucN */
-	K_BIN,	 /* \binN */
-	K_CP,	 /* \ansicpgN */
-	K_CPDEF, /* \mac, \pc, \pca: the code page in .cp */
-	K_HIDE,	 /* \v, \deleted: hidden unless N is 0 */
-	K_PLAIN, /* \plain: not hidden */
+	K_DEST,	  /* skip the group */
+	K_NL,	  /* a newline */
+	K_SPACE,  /* a space */
+	K_CHAR,	  /* the code point in .cp */
+	K_U,	  /* \uN */
+	K_UC,	  /* \ucN */
+	K_BIN,	  /* \binN */
+	K_CP,	  /* \ansicpgN */
+	K_CPDEF,  /* \mac, \pc, \pca: the code page in .cp */
+	K_HIDE,	  /* \v, \deleted: hidden unless N is 0 */
+	K_PLAIN,  /* \plain: not hidden */
+	K_SHAPE,  /* \shpinst: skipped, but for its \shptxt */
+	K_SHPTXT, /* \shptxt: a text box's text, shown */
 };
 
 /* clang-format off */
@@ -237,6 +244,8 @@ static const struct rtf_word {
 	{"object", K_DEST, 0},		{"operator", K_DEST, 0},
 	{"pgdsctbl", K_DEST, 0},	{"pict", K_DEST, 0},
 	{"pntext", K_DEST, 0},		{"pntxta", K_DEST, 0},
+	{"shpinst", K_SHAPE, 0},	{"shprslt", K_DEST, 0},
+	{"shptxt", K_SHPTXT, 0},
 	{"pntxtb", K_DEST, 0},		{"revtbl", K_DEST, 0},
 	{"rsidtbl", K_DEST, 0},		{"stylesheet", K_DEST, 0},
 	{"subject", K_DEST, 0},		{"tc", K_DEST, 0},
@@ -327,6 +336,11 @@ static int control_word(struct rtf *r, const struct rtf_word *w, int64_t param,
 	}
 	case K_HIDE: g->hidden = !has_param || param != 0; return 0;
 	case K_PLAIN: g->hidden = false; return 0;
+	case K_SHAPE: g->skip = g->shape = true; return 0;
+	case K_SHPTXT:
+		if (g->shape)
+			g->skip = false;
+		return 0;
 	}
 	return 0;
 }

@@ -186,6 +186,14 @@ def case_rtf(tmp):
     check("format: rtf\n" in out and "Two espresso machines" in out
           and "stylesheet" not in out and "Northwind" not in out,
           "explain names rtf and shows the memo's text only: %s" % out)
+    # A text box is read in RTF (a shape's \shptxt) as in docx: the same
+    # flyer from LibreOffice gives the same terms in both.
+    out, _ = run("terms", os.path.join(SRC, "tests/data/formats/flyer.rtf"),
+                 os.path.join(SRC, "tests/data/formats/flyer.docx"),
+                 text=True)
+    rtf, docx = (set(l.split("\t")[1:]) for l in out.splitlines())
+    check("raffle" in docx and rtf == docx,
+          "the text box's words in rtf and docx: %s" % sorted(rtf ^ docx))
 
 
 CASES = {"one_cluster": case_one_cluster,

@@ -876,6 +876,14 @@ START_TEST(test_extract_rtf_destinations)
 	rtf_is("{\\rtf1 a\\bin3 {\\}z}", "az");
 	rtf_is("{\\rtf1 a\\bin99999999999999 zzz", "a");
 	rtf_is("{\\rtf1 a\\bin-5 z}", "az");
+	/* A text box is text, once: its shape's properties and its result
+	 * for older readers are not. */
+	rtf_is("{\\rtf1 a {\\shp{\\*\\shpinst\\shpleft0{\\sp{\\sn shapeType}"
+	       "{\\sv 202}}{\\shptxt boxed\\par}}{\\shprslt{\\*\\do\\dobxpage"
+	       "{\\*\\dptxbxtext boxed}} boxed again}} b}",
+	       "a boxed\n b");
+	/* \\shptxt outside a shape stays what its group was. */
+	rtf_is("{\\rtf1 a{\\*\\unknown{\\shptxt no}} b}", "a b");
 }
 END_TEST
 

@@ -14,6 +14,7 @@
 #   flyer.rtf, flyer.docx   LibreOffice, from a flat ODT with a text box (RTF
 #                   keeps its text in a shape's \shptxt)
 #   sheet.xlsx/.ods and slides.pptx/.odp   LibreOffice, from a CSV and a flat ODP
+#                   (the budget-* spreadsheets: tests/make_budget_fixtures.sh)
 #   bomb.docx       a docx whose document.xml unpacks to 512 MiB (bzip2 in the ZIP)
 #   bomb.txt.bz2    1 GiB of zeros in 800 bytes
 #   entities.docx   "billion laughs" entity declarations in document.xml

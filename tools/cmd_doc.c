@@ -168,9 +168,11 @@ static void print_text_head(const char *path, uint64_t max_size)
 		size_t n = nl ? (size_t)(nl - r.text) - i : r.len - i;
 		size_t k = 0;
 
+		/* The line that starts a sheet's figures is blank too. */
 		while (k < n &&
 		       (r.text[i + k] == ' ' || r.text[i + k] == '\t' ||
-			r.text[i + k] == '\r'))
+			r.text[i + k] == '\r' ||
+			r.text[i + k] == IM_EXTRACT_NUMBERS))
 			k++;
 		if (k < n) {
 			printf("  %.*s%s\n", (int)(n - k > 100 ? 100 : n - k),

@@ -17,6 +17,7 @@
 
 #include "extract.h"
 #include "extract_internal.h"
+#include "text.h"
 
 /* clang-format off */
 static const char *const format_names[IM_FMT_COUNT] = {
@@ -879,4 +880,28 @@ int im_extract(struct im_extractor *x, const char *name, const char *buf,
 unsigned im_extractor_spawned(const struct im_extractor *x)
 {
 	return x->helper.spawned;
+}
+
+int im_extract_terms(const struct im_extract_result *r,
+		     const struct im_params *p, struct im_terms *out)
+{
+	const char *mark = NULL, *s, *end;
+	int ret;
+
+	if (r->format == IM_FMT_XLSX || r->format == IM_FMT_ODS)
+		mark = r->len ? memchr(r->text, IM_EXTRACT_NUMBERS, r->len)
+			      : NULL;
+	if (!mark)
+		return im_text_terms(r->text, r->len, p, out);
+	ret = im_text_terms(r->text, (size_t)(mark - r->text), p, out);
+	end = r->text + r->len;
+	for (s = mark + 1; !ret && s < end;) {
+		const char *nl = memchr(s, '\n', (size_t)(end - s));
+		const char *e = nl ? nl : end;
+
+		if (e > s)
+			ret = im_terms_add(out, s, (size_t)(e - s));
+		s = e + 1;
+	}
+	return ret;
 }

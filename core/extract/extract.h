@@ -53,8 +53,9 @@
  *   1: ODF leaves out tracked changes and annotations (as docx did).
  *   2: RTF is read as RTF, not as plain text of its control words.
  *   3: RTF text boxes (a shape's \shptxt) are read, as docx's are.
+ *   4: a spreadsheet's number cells are terms (IM_EXTRACT_NUMBERS).
  */
-#define IM_EXTRACT_VERSION 3
+#define IM_EXTRACT_VERSION 4
 
 /**
  * Formats. The values are stored in state files: append only.
@@ -205,6 +206,31 @@ int im_extract(struct im_extractor *x, const char *name, const char *buf,
  */
 int im_extract_as(struct im_extractor *x, enum im_format f, const char *buf,
 		  size_t len, struct im_extract_result *r);
+
+/**
+ * In the text of a spreadsheet (xlsx, ods), a line holding only this byte
+ * ends the cells' words; each line after it is one number cell's value
+ * rounded to 15 significant digits and 20 decimal places, in printf's
+ * "%.15g" notation ("1234.5", "0.1", "-2e-07"; a date or time as days since
+ * 1899-12-30). XML text cannot hold the byte, so no cell's text can end the
+ * words early.
+ */
+#define IM_EXTRACT_NUMBERS '\x1e'
+
+struct im_params;
+struct im_terms;
+
+/**
+ * The unique terms of what im_extract() gave @p r (text.h's words of its
+ * text), into @p out. In a spreadsheet each number cell is a term as well,
+ * whatever its length and digits: there the figures are the content, and
+ * the word rules would drop nearly all of them, so two sheets with the same
+ * labels and other figures would be one text.
+ *
+ * @return 0 or -ENOMEM, as im_text_terms().
+ */
+int im_extract_terms(const struct im_extract_result *r,
+		     const struct im_params *p, struct im_terms *out);
 
 /** Helpers started by this extractor since it was made (tests). */
 unsigned im_extractor_spawned(const struct im_extractor *x);

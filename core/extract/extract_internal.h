@@ -38,6 +38,22 @@ int im_pdf_text(const char *buf, size_t len, const struct im_extract_opts *o,
 /** docx, xlsx, pptx, odt, ods, odp, epub; -EINVAL for another format. */
 int im_zipdoc_text(enum im_format f, const char *buf, size_t len,
 		   const struct im_extract_opts *o, struct im_buf *out);
+/** Bytes of a number cell's term (zipdoc.c), its NUL included. */
+#define IM_NUMBER_TERM_MAX 32
+/**
+ * The term of the number written @p s / @p n (a decimal, maybe signed,
+ * maybe with an exponent, white space around it; as xlsx's <v> and ods's
+ * office:value hold it) into @p out: its value rounded half up to 15
+ * significant digits and written as printf's "%.15g" writes it in the C
+ * locale ("0.10000000000000001" is "0.1", "1E+20" is "1e+20"), whatever
+ * the locale. @return its length, or 0 when @p s is not such a number.
+ */
+size_t im_number_term(const char *s, size_t n, char *out);
+/** The same for an ods office:date-value ("2024-01-15", "2024-01-15T12:30:00"):
+ *  days since 1899-12-30, as xlsx stores a date. */
+size_t im_ods_date_term(const char *s, char *out);
+/** The same for an ods office:time-value ("PT12H30M00S", "-P1DT2H"): days. */
+size_t im_ods_time_term(const char *s, char *out);
 /** The content of a gzip, bzip2 or xz file, at most o->max_unpacked bytes. */
 int im_unpack(const char *buf, size_t len, const struct im_extract_opts *o,
 	      struct im_buf *out);

@@ -21,12 +21,18 @@
  *     newline per paragraph, a space for tabs and breaks. Deleted text
  *     (w:delText) and field codes are not text; headers, footers and
  *     comments are left out (templates repeat them across documents).
- *   - xlsx: shared strings and inline strings of every sheet, one per line.
+ *   - xlsx: shared strings and inline strings of every sheet, one per line;
+ *     then each number cell's value (<v> of a cell of type n), as
+ *     im_number_term() writes it, after IM_EXTRACT_NUMBERS.
  *   - pptx: slides, then notes, in slide-number order: a:t runs, a newline
  *     per paragraph.
  *   - odt, ods, odp: content.xml, all text inside office:body, a newline per
  *     paragraph, heading, list item and cell; as in docx, deleted text
  *     (text:tracked-changes) and comments (office:annotation) are not text.
+ *     In ods a cell whose office:value-type is a number (float, percentage,
+ *     currency, date, time) is its value as xlsx stores it instead of the
+ *     text it displays ("1,234.50", "15 January 2024"), so a sheet saved
+ *     as xlsx and as ods gives the same terms.
  *   - epub: the spine of the package named by META-INF/container.xml, in
  *     order, each item read as HTML (html.c); items marked linear="no" and
  *     the navigation document are skipped. Without a readable package, every
@@ -39,7 +45,9 @@
  * tree that may hold no ZIP and nothing compressed.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <limits.h>
+#include <stdio.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -218,7 +226,287 @@ out:
 	return ret;
 }
 
+/* ---- Number cells -------------------------------------------------------- */
+
+/*
+ * Numbers are read and written as decimal text, never through strtod() or
+ * printf's %g: those follow the locale's decimal point, and the terms must
+ * be the same on every machine.
+ */
+
+/* Write the value [-]d[0].d[1]d[2]... x 10^x, @p nd <= 16 significant
+ * digits, rounded half up to 15 digits and 20 decimal places, in printf's
+ * "%.15g" notation. Excel and LibreOffice store 15 significant digits (more
+ * only as binary noise: 0.10000000000000001), but LibreOffice writes an
+ * ods value below 1e-5 with 20 decimal places ("0.00000000033333333333"
+ * where its xlsx has "3.33333333333333E-010"). */
+static size_t number_write(bool neg, char *d, size_t nd, long x, char *out)
+{
+	long keep = x + 21 < 15 ? x + 21 : 15;
+	size_t o = 0;
+
+	if (keep < 0)
+		nd = 0;
+	if (nd > (size_t)keep) {
+		bool up = d[keep] >= '5';
+
+		nd = (size_t)keep;
+		for (size_t i = nd; up && i-- > 0;) {
+			up = d[i] == '9';
+			d[i] = up ? '0' : (char)(d[i] + 1);
+		}
+		if (up) { /* 999...9 rounded up to 1000...0 */
+			d[0] = '1';
+			nd = 1;
+			x++;
+		}
+	}
+	while (nd && d[nd - 1] == '0')
+		nd--;
+	if (!nd) {
+		out[0] = '0';
+		out[1] = '\0';
+		return 1;
+	}
+	if (neg)
+		out[o++] = '-';
+	if (x < -4 || x >= 15) {
+		long e = x < 0 ? -x : x;
+
+		out[o++] = d[0];
+		if (nd > 1) {
+			out[o++] = '.';
+			memcpy(out + o, d + 1, nd - 1);
+			o += nd - 1;
+		}
+		o += (size_t)sprintf(out + o, "e%c%02ld", x < 0 ? '-' : '+', e);
+		return o;
+	}
+	if (x < 0) {
+		out[o++] = '0';
+		out[o++] = '.';
+		for (long i = -1; i > x; i--)
+			out[o++] = '0';
+		memcpy(out + o, d, nd);
+		o += nd;
+		out[o] = '\0';
+		return o;
+	}
+	for (long i = 0; i <= x; i++)
+		out[o++] = (size_t)i < nd ? d[i] : '0';
+	if (nd > (size_t)x + 1) {
+		out[o++] = '.';
+		memcpy(out + o, d + x + 1, nd - (size_t)x - 1);
+		o += nd - (size_t)x - 1;
+	}
+	out[o] = '\0';
+	return o;
+}
+
+static bool is_blank(char c)
+{
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+size_t im_number_term(const char *s, size_t n, char *out)
+{
+	char d[16];
+	size_t nd = 0, i = 0, mant = 0;
+	long nint = 0, zeros = 0, e = 0;
+	bool neg = false, point = false;
+
+	while (n && is_blank(s[n - 1]))
+		n--;
+	while (i < n && is_blank(s[i]))
+		i++;
+	if (i < n && (s[i] == '-' || s[i] == '+'))
+		neg = s[i++] == '-';
+	for (; i < n; i++) {
+		if (s[i] == '.' && !point) {
+			point = true;
+			continue;
+		}
+		if (!im_ascii_digit(s[i]))
+			break;
+		mant++;
+		if (!nd && s[i] == '0') {
+			zeros += point; /* 0.000d: the exponent goes down */
+			continue;
+		}
+		if (nd < sizeof(d))
+			d[nd++] = s[i];
+		nint += !point;
+	}
+	if (!mant)
+		return 0;
+	if (i < n && (s[i] == 'e' || s[i] == 'E')) {
+		bool eneg = false;
+		size_t k;
+
+		i++;
+		if (i < n && (s[i] == '-' || s[i] == '+'))
+			eneg = s[i++] == '-';
+		for (k = i; i < n && im_ascii_digit(s[i]); i++)
+			if (e < 100000)
+				e = e * 10 + (s[i] - '0');
+		if (i == k)
+			return 0;
+		e = eneg ? -e : e;
+	}
+	if (i != n)
+		return 0;
+	e += nint ? nint - 1 : -zeros - 1;
+	/* Beyond what a double holds: not a spreadsheet's number. */
+	if (e > 400)
+		return 0;
+	return number_write(neg, d, e < -400 ? 0 : nd, e, out);
+}
+
+/* Days from 1970-01-01 to the date @p y - @p m - @p d of the proleptic
+ * Gregorian calendar (H. Hinnant's days_from_civil). */
+static int64_t days_from_civil(int64_t y, unsigned m, unsigned d)
+{
+	int64_t era, yoe, doy;
+
+	y -= m <= 2;
+	era = (y >= 0 ? y : y - 399) / 400;
+	yoe = y - era * 400;
+	doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
+	return era * 146097 + yoe * 365 + yoe / 4 - yoe / 100 + doy - 719468;
+}
+
+/* Read @p width (0: 1 to 8, so that no sum of them in microseconds
+ * overflows) ASCII digits at *s into *v. */
+static bool read_uint(const char **s, unsigned width, int64_t *v)
+{
+	unsigned k = 0;
+
+	*v = 0;
+	while (im_ascii_digit(**s) && (width ? k < width : k < 8)) {
+		*v = *v * 10 + (**s - '0');
+		(*s)++;
+		k++;
+	}
+	return width ? k == width : k > 0;
+}
+
+/* Fractional seconds kept: a microsecond is 1.2e-11 of a day, below the
+ * 15 digits of a date's serial number. */
+#define FRAC_DIGITS 6
+
+/* Seconds and their fraction (".ddd", up to FRAC_DIGITS read) at *s, in
+ * units of 10^-FRAC_DIGITS s. */
+static bool read_seconds(const char **s, int64_t *units)
+{
+	int64_t v;
+
+	if (!read_uint(s, 0, &v))
+		return false;
+	*units = v;
+	for (int k = 0; k < FRAC_DIGITS; k++)
+		*units *= 10;
+	if (**s == '.') {
+		int64_t scale = 1;
+
+		(*s)++;
+		for (int k = 0; k < FRAC_DIGITS; k++)
+			scale *= 10;
+		for (; im_ascii_digit(**s); (*s)++)
+			if (scale > 1)
+				*units += (**s - '0') * (scale /= 10);
+	}
+	return true;
+}
+
+/* @p units of 10^-FRAC_DIGITS s as a term: days, as a serial number. */
+static size_t days_term(int64_t units, char *out)
+{
+	const int64_t day = 86400000000; /* 10^FRAC_DIGITS s */
+	char dec[64];
+	size_t n = 0;
+	uint64_t u = units < 0 ? -(uint64_t)units : (uint64_t)units;
+	uint64_t r = u % (uint64_t)day;
+
+	if (units < 0)
+		dec[n++] = '-';
+	n += (size_t)sprintf(dec + n, "%" PRIu64 ".", u / (uint64_t)day);
+	/* Enough digits that rounding to 15 sees the value, not a cut. */
+	for (int k = 0; k < 24; k++) {
+		r *= 10;
+		dec[n++] = (char)('0' + r / (uint64_t)day);
+		r %= (uint64_t)day;
+	}
+	return im_number_term(dec, n, out);
+}
+
+size_t im_ods_date_term(const char *s, char *out)
+{
+	int64_t y, m, d, h = 0, mi = 0, sec = 0, days;
+
+	if (!read_uint(&s, 4, &y) || *s++ != '-' || !read_uint(&s, 2, &m) ||
+	    *s++ != '-' || !read_uint(&s, 2, &d) || m < 1 || m > 12 || d < 1 ||
+	    d > 31)
+		return 0;
+	if (*s == 'T') {
+		s++;
+		if (!read_uint(&s, 2, &h) || *s++ != ':' ||
+		    !read_uint(&s, 2, &mi) || *s++ != ':' ||
+		    !read_seconds(&s, &sec))
+			return 0;
+	}
+	if (*s)
+		return 0;
+	days = days_from_civil(y, (unsigned)m, (unsigned)d) -
+	       days_from_civil(1899, 12, 30);
+	return days_term((days * 86400 + h * 3600 + mi * 60) * 1000000 + sec,
+			 out);
+}
+
+size_t im_ods_time_term(const char *s, char *out)
+{
+	int64_t units = 0, v;
+	bool neg = *s == '-';
+
+	s += neg;
+	if (*s++ != 'P')
+		return 0;
+	/* PnD, then T with nH, nM and n.nS, each optional. */
+	if (im_ascii_digit(*s)) {
+		if (!read_uint(&s, 0, &v) || *s++ != 'D')
+			return 0;
+		units += v * 86400 * 1000000;
+	}
+	if (*s == 'T') {
+		s++;
+		for (int k = 0; k < 3 && *s; k++) {
+			const char *at = s;
+
+			if (!read_uint(&s, 0, &v))
+				return 0;
+			if (*s == 'H' || *s == 'M') {
+				units += v * (*s == 'H' ? 3600 : 60) * 1000000;
+				s++;
+				continue;
+			}
+			s = at;
+			if (!read_seconds(&s, &v) || *s++ != 'S')
+				return 0;
+			units += v;
+		}
+	}
+	if (*s)
+		return 0;
+	return days_term(neg ? -units : units, out);
+}
+
 /* ---- XML to text --------------------------------------------------------- */
+
+/* Where a spreadsheet keeps a number cell's value. */
+enum cells {
+	CELLS_NONE,
+	CELLS_XLSX, /* <c t=...>: its <v> */
+	CELLS_ODS,  /* <table:table-cell office:value-type=...>: an attribute */
+};
 
 /* Which elements carry text, and where lines and spaces go. */
 struct xml_rules {
@@ -227,6 +515,7 @@ struct xml_rules {
 	const char *const *nl_end; /* a newline after each of these */
 	const char *const *space;  /* a space where one of these starts */
 	const char *const *skip;   /* nothing inside these is text */
+	enum cells cells;
 };
 
 struct xml_ctx {
@@ -236,6 +525,15 @@ struct xml_ctx {
 	struct im_buf *out;
 	unsigned depth, in_text, in_within, in_skip;
 	int fail;
+	/* Spreadsheets: the number cells' terms, a line each. */
+	struct im_buf *nums;
+	unsigned num_depth; /* ods: in the number cell begun at this depth */
+	/* xlsx: the type of the cell we are in ('n', 'b', 'd', 's' for a
+	 * formula's string; 0: another) ... */
+	char cell;
+	bool in_v;   /* ... and in its <v>, whose text is val */
+	size_t nval; /* sizeof(val): too long for a value */
+	char val[64];
 };
 
 static const char *local_name(const XML_Char *name)
@@ -260,14 +558,127 @@ static void xml_stop(struct xml_ctx *c, int fail)
 	XML_StopParser(c->p, XML_FALSE);
 }
 
-static void xml_put(struct xml_ctx *c, const char *s, size_t n)
+/* Text and number terms together stay within max_text. */
+static void xml_put_to(struct xml_ctx *c, struct im_buf *b, const char *s,
+		       size_t n)
 {
 	if (c->fail)
 		return;
-	if (im_buf_append(c->out, s, n))
+	if (im_buf_append(b, s, n))
 		xml_stop(c, -ENOMEM);
-	else if (c->o->max_text && c->out->len > c->o->max_text)
+	else if (c->o->max_text &&
+		 c->out->len + (c->nums ? c->nums->len : 0) > c->o->max_text)
 		xml_stop(c, IM_XF_OUTPUT);
+}
+
+static void xml_put(struct xml_ctx *c, const char *s, size_t n)
+{
+	xml_put_to(c, c->out, s, n);
+}
+
+/* The attribute @p local of the namespace @p ns (expat joins them with
+ * '\x01'): ods names calcext:value-type beside office:value-type. */
+static const char *attr_ns(const XML_Char **atts, const char *ns,
+			   const char *local)
+{
+	size_t k = strlen(ns);
+
+	for (; atts[0]; atts += 2)
+		if (!strncmp(atts[0], ns, k) && atts[0][k] == '\x01' &&
+		    !strcmp(atts[0] + k + 1, local))
+			return atts[1];
+	return NULL;
+}
+
+static void put_number(struct xml_ctx *c, const char *term, size_t n)
+{
+	if (!n)
+		return;
+	xml_put_to(c, c->nums, term, n);
+	xml_put_to(c, c->nums, "\n", 1);
+}
+
+#define ODF_OFFICE "urn:oasis:names:tc:opendocument:xmlns:office:1.0"
+
+/* A boolean cell's text: its value, whatever the display language. */
+static void put_boolean(struct xml_ctx *c, bool v)
+{
+	xml_put(c, v ? "TRUE\n" : "FALSE\n", v ? 5 : 6);
+}
+
+/* An ods cell: a number's value is its term and a boolean's is a word;
+ * the text they display is not text (the format, not the sheet's
+ * content). */
+static void ods_cell(struct xml_ctx *c, const XML_Char **atts)
+{
+	const char *t = attr_ns(atts, ODF_OFFICE, "value-type"), *v;
+	char term[IM_NUMBER_TERM_MAX];
+	size_t n = 0;
+
+	if (!t)
+		return;
+	if (!strcmp(t, "boolean")) {
+		v = attr_ns(atts, ODF_OFFICE, "boolean-value");
+		put_boolean(c, v && !strcmp(v, "true"));
+	} else if (!strcmp(t, "float") || !strcmp(t, "percentage") ||
+		   !strcmp(t, "currency")) {
+		v = attr_ns(atts, ODF_OFFICE, "value");
+		n = v ? im_number_term(v, strlen(v), term) : 0;
+	} else if (!strcmp(t, "date")) {
+		v = attr_ns(atts, ODF_OFFICE, "date-value");
+		n = v ? im_ods_date_term(v, term) : 0;
+	} else if (!strcmp(t, "time")) {
+		v = attr_ns(atts, ODF_OFFICE, "time-value");
+		n = v ? im_ods_time_term(v, term) : 0;
+	} else {
+		return;
+	}
+	put_number(c, term, n);
+	c->num_depth = c->depth;
+}
+
+static bool ods_cell_name(const char *l)
+{
+	return !strcmp(l, "table-cell") || !strcmp(l, "covered-table-cell");
+}
+
+/* An xlsx cell: the type of its <v>. A number (n, the default without
+ * t), a boolean (b: 0 or 1), a date (d: ISO 8601, in Strict files) and a
+ * formula's string (str) are read; a shared string's <v> (s) is an index
+ * (the text is in the shared strings), an error's (e) not content. */
+static void xlsx_cell(struct xml_ctx *c, const XML_Char **atts)
+{
+	const char *t = NULL;
+
+	for (; atts[0]; atts += 2)
+		if (!strcmp(atts[0], "t"))
+			t = atts[1];
+	c->cell = !t || !strcmp(t, "n") ? 'n'
+		  : !strcmp(t, "b")	? 'b'
+		  : !strcmp(t, "d")	? 'd'
+		  : !strcmp(t, "str")	? 's'
+					: 0;
+}
+
+/* The end of an xlsx cell's <v>. */
+static void xlsx_value(struct xml_ctx *c)
+{
+	char term[IM_NUMBER_TERM_MAX];
+
+	c->in_v = false;
+	if (c->cell == 's') {
+		xml_put(c, "\n", 1);
+		return;
+	}
+	if (c->nval == sizeof(c->val))
+		return;
+	c->val[c->nval] = '\0';
+	if (c->cell == 'n')
+		put_number(c, term, im_number_term(c->val, c->nval, term));
+	else if (c->cell == 'd')
+		put_number(c, term, im_ods_date_term(c->val, term));
+	else if (c->cell == 'b')
+		put_boolean(c, strcmp(c->val, "0") != 0);
 }
 
 static void XMLCALL xml_start(void *arg, const XML_Char *name,
@@ -276,10 +687,17 @@ static void XMLCALL xml_start(void *arg, const XML_Char *name,
 	struct xml_ctx *c = arg;
 	const char *l = local_name(name);
 
-	(void)atts;
 	if (++c->depth > IM_EXTRACT_XML_DEPTH) {
 		xml_stop(c, IM_XF_NESTING);
 		return;
+	}
+	if (c->r->cells == CELLS_ODS && !c->num_depth && ods_cell_name(l))
+		ods_cell(c, atts);
+	else if (c->r->cells == CELLS_XLSX && !strcmp(l, "c"))
+		xlsx_cell(c, atts);
+	else if (c->r->cells == CELLS_XLSX && c->cell && !strcmp(l, "v")) {
+		c->in_v = true;
+		c->nval = 0;
 	}
 	if (in_list(c->r->space, l))
 		xml_put(c, " ", 1);
@@ -296,6 +714,12 @@ static void XMLCALL xml_end(void *arg, const XML_Char *name)
 	struct xml_ctx *c = arg;
 	const char *l = local_name(name);
 
+	if (c->num_depth == c->depth)
+		c->num_depth = 0;
+	if (c->in_v && !strcmp(l, "v"))
+		xlsx_value(c);
+	if (c->r->cells == CELLS_XLSX && !strcmp(l, "c"))
+		c->cell = 0;
 	c->depth--;
 	if (c->in_text && in_list(c->r->text, l))
 		c->in_text--;
@@ -311,7 +735,21 @@ static void XMLCALL xml_chars(void *arg, const XML_Char *s, int len)
 {
 	struct xml_ctx *c = arg;
 
-	if (!c->in_skip && (c->r->text ? c->in_text : c->in_within))
+	if (c->in_v && c->cell == 's') {
+		xml_put(c, s, (size_t)len);
+		return;
+	}
+	if (c->in_v) {
+		if (c->nval + (size_t)len < sizeof(c->val)) {
+			memcpy(c->val + c->nval, s, (size_t)len);
+			c->nval += (size_t)len;
+		} else {
+			c->nval = sizeof(c->val);
+		}
+		return;
+	}
+	if (!c->in_skip && !c->num_depth &&
+	    (c->r->text ? c->in_text : c->in_within))
 		xml_put(c, s, (size_t)len);
 }
 
@@ -357,9 +795,10 @@ static int xml_parse(XML_Parser p, const struct im_buf *data, int *fail)
 }
 
 static int xml_text(const struct im_buf *data, const struct xml_rules *r,
-		    const struct im_extract_opts *o, struct im_buf *out)
+		    const struct im_extract_opts *o, struct im_buf *out,
+		    struct im_buf *nums)
 {
-	struct xml_ctx c = {.r = r, .o = o, .out = out};
+	struct xml_ctx c = {.r = r, .o = o, .out = out, .nums = nums};
 	int ret;
 
 	c.p = xml_parser(&c);
@@ -386,6 +825,7 @@ static const struct xml_rules docx_rules = {
 static const struct xml_rules xlsx_rules = {
 	.text = t_only,
 	.nl_end = (const char *const[]){"si", "is", NULL},
+	.cells = CELLS_XLSX,
 };
 static const struct xml_rules pptx_rules = {
 	.text = t_only,
@@ -400,6 +840,15 @@ static const struct xml_rules odf_rules = {
 	/* What a docx keeps out of its text as well: deleted text kept for
 	 * undo (w:delText) and comments (comments.xml, never read). */
 	.skip = (const char *const[]){"tracked-changes", "annotation", NULL},
+};
+/* odf_rules, and number cells. */
+static const struct xml_rules ods_rules = {
+	.within = "body",
+	.nl_end = (const char *const[]){"p", "h", "list-item", "table-cell",
+					"frame", NULL},
+	.space = (const char *const[]){"s", "tab", "line-break", NULL},
+	.skip = (const char *const[]){"tracked-changes", "annotation", NULL},
+	.cells = CELLS_ODS,
 };
 
 static bool has_prefix(const char *s, const char *prefix)
@@ -477,6 +926,8 @@ static int office_text(const char *buf, size_t len, want_fn want,
 		       const struct xml_rules *rules,
 		       const struct im_extract_opts *o, struct im_buf *out)
 {
+	static const char mark[] = {IM_EXTRACT_NUMBERS, '\n'};
+	struct im_buf nums = {0};
 	struct parts ps = {0};
 	int ret;
 
@@ -486,7 +937,14 @@ static int office_text(const char *buf, size_t len, want_fn want,
 	if (!ret)
 		qsort(ps.v, ps.n, sizeof(*ps.v), part_cmp);
 	for (size_t i = 0; i < ps.n && !ret; i++)
-		ret = xml_text(&ps.v[i].data, rules, o, out);
+		ret = xml_text(&ps.v[i].data, rules, o, out,
+			       rules->cells ? &nums : NULL);
+	/* After the words, so that they are scanned as one text. */
+	if (!ret && nums.len &&
+	    (im_buf_append(out, mark, sizeof(mark)) ||
+	     im_buf_append(out, nums.p, nums.len)))
+		ret = -ENOMEM;
+	im_buf_release(&nums);
 	parts_release(&ps);
 	return ret;
 }
@@ -791,8 +1249,9 @@ int im_zipdoc_text(enum im_format f, const char *buf, size_t len,
 		return office_text(buf, len, want_xlsx, &xlsx_rules, o, out);
 	case IM_FMT_PPTX:
 		return office_text(buf, len, want_pptx, &pptx_rules, o, out);
-	case IM_FMT_ODT:
 	case IM_FMT_ODS:
+		return office_text(buf, len, want_odf, &ods_rules, o, out);
+	case IM_FMT_ODT:
 	case IM_FMT_ODP:
 		return office_text(buf, len, want_odf, &odf_rules, o, out);
 	case IM_FMT_EPUB: return epub_text(buf, len, o, out);

@@ -1488,7 +1488,7 @@ static int doc_buf(struct im_signer *s, const char *name, const char *buf,
 		out->err = (int32_t)xr.fail;
 		out->ncoords = (uint8_t)(s->p.k + 1);
 	} else {
-		r = im_text_terms(xr.text, xr.len, &s->p, &s->terms);
+		r = im_extract_terms(&xr, &s->p, &s->terms);
 		if (r < 0)
 			return r;
 		if (sign) {
@@ -1934,7 +1934,7 @@ int im_signer_terms_at(struct im_signer *s, int dirfd, const char *name,
 		*status = xr.fail ? IM_DOC_FAILED : IM_DOC_BINARY;
 		goto out;
 	}
-	r = im_text_terms(xr.text, xr.len, &s->p, &s->terms);
+	r = im_extract_terms(&xr, &s->p, &s->terms);
 	if (r == 0)
 		*terms = &s->terms;
 out:

@@ -4,7 +4,8 @@
  * papers/000 §6.3).
  *
  * The text comes from extract.h (format sniffing and extraction); here it is
- * UTF-8 and only read.
+ * UTF-8 and only read. A spreadsheet's number cells are terms too, which
+ * the word rules below would drop: im_extract_terms() adds them.
  *
  * A word is a maximal run of Unicode letters and digits (general categories
  * L* and N*), case folded with utf8proc (full folding: "Straße" and

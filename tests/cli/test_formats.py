@@ -196,11 +196,71 @@ def case_rtf(tmp):
           "the text box's words in rtf and docx: %s" % sorted(rtf ^ docx))
 
 
+BUDGETS = ["budget-2024.xlsx", "budget-2024.ods", "budget-2025.xlsx",
+           "budget-2025.ods", "budget-2024-fix.xlsx"]
+
+
+def similarity(lex, a, b):
+    """explain A B: (linked, the sketches' similarity)."""
+    out, _ = run("explain", "--lexicon", lex, a, b)
+    linked = [l for l in out.splitlines() if l.startswith("linked: ")]
+    sketch = [l for l in out.splitlines() if l.startswith("sketch: ")]
+    check(len(linked) == 1 and len(sketch) == 1,
+          "explain says whether they are linked: %s" % out)
+    sim = float(sketch[0].split(" similarity ")[1].split()[0])
+    return linked[0].startswith("linked: yes"), sim
+
+
+def case_budgets(tmp):
+    """Spreadsheets with the same labels and different figures are not
+    near-duplicates (user review: budget-2024.xlsx and budget-2025.xlsx,
+    every figure changed, had similarity 1.0 and dedupe --near planned to
+    remove one, because only their labels were terms); a budget and its
+    copy with one figure corrected are, and so are a sheet's xlsx and ods."""
+    root = share(tmp, BUDGETS)
+    out, _ = run("dupes", root)
+    dupes = {}
+    for line in out.splitlines():
+        f = line.split("\t")
+        dupes[f[0]] = set(f[1:])
+    for y24 in ("budget-2024.xlsx", "budget-2024.ods", "budget-2024-fix.xlsx"):
+        for y25 in ("budget-2025.xlsx", "budget-2025.ods"):
+            check("office/" + y25 not in dupes.get("office/" + y24, ()),
+                  "%s and %s are linked: %s" % (y24, y25, out))
+    check(dupes.get("office/budget-2024.xlsx") ==
+          {"office/budget-2024.ods", "office/budget-2024-fix.xlsx"},
+          "a budget, its ods and its corrected copy are linked: %s" % out)
+    check(dupes.get("office/budget-2025.xlsx") == {"office/budget-2025.ods"},
+          "the 2025 budget's xlsx and ods are linked: %s" % out)
+    lex = os.path.join(tmp, "lex")
+    run("lexicon", "build", "-o", lex, root)
+    o = os.path.join(root, "office")
+    for a, b, linked, lo, hi in (
+            ("budget-2024.xlsx", "budget-2025.xlsx", False, 0, 0.5),
+            ("budget-2024.ods", "budget-2025.ods", False, 0, 0.5),
+            ("budget-2024.xlsx", "budget-2024-fix.xlsx", True, 0.95, 1),
+            ("budget-2024.xlsx", "budget-2024.ods", True, 0.99, 1),
+            ("budget-2025.ods", "budget-2025.xlsx", True, 0.99, 1)):
+        got, sim = similarity(lex, os.path.join(o, a), os.path.join(o, b))
+        check(got == linked and lo <= sim <= hi,
+              "%s and %s: linked %s, similarity %.4f; want linked %s, "
+              "similarity in [%g, %g]" % (a, b, got, sim, linked, lo, hi))
+    out, _ = run("dedupe", "--near", root)
+    for line in out.splitlines():
+        step = json.loads(line)
+        if "budget-" in step["path"]:
+            check(step["path"].split("budget-")[1][:4] ==
+                  step["keeper"].split("budget-")[1][:4],
+                  "dedupe --near plans to remove a budget for another "
+                  "year's: %s" % line)
+
+
 CASES = {"one_cluster": case_one_cluster,
          "rtf": case_rtf,
          "failed_and_binary": case_failed_and_binary,
          "explain": case_explain,
-         "odt_review_marks": case_odt_review_marks}
+         "odt_review_marks": case_odt_review_marks,
+         "budgets": case_budgets}
 
 
 def main():

@@ -5,7 +5,9 @@
  */
 #include <check.h>
 #include <errno.h>
+#include <math.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -250,6 +252,8 @@ static const struct {
 	{"cc0.pdf", IM_FMT_PDF, false},
 	{"sheet.xlsx", IM_FMT_XLSX, false},
 	{"sheet.ods", IM_FMT_ODS, false},
+	{"budget-2024.xlsx", IM_FMT_XLSX, false},
+	{"budget-2024.ods", IM_FMT_ODS, false},
 	{"slides.pptx", IM_FMT_PPTX, false},
 	{"slides.odp", IM_FMT_ODP, false},
 	{"cc0.rtf", IM_FMT_RTF, false},
@@ -516,7 +520,15 @@ static void result_terms(struct im_terms *t)
 	struct im_params p;
 
 	im_params_init(&p);
-	ck_assert_int_eq(im_text_terms(res.text, res.len, &p, t), 0);
+	ck_assert_int_eq(im_extract_terms(&res, &p, t), 0);
+}
+
+static bool has_term(const struct im_terms *t, const char *s)
+{
+	for (size_t i = 0; i < t->n; i++)
+		if (!strcmp(im_terms_str(t, i), s))
+			return true;
+	return false;
 }
 
 /* |A ∩ B| / |A ∪ B| of two term sets. */
@@ -586,6 +598,229 @@ START_TEST(test_extract_office_parts)
 	assert_text_has("Speaker notes mention seagulls");
 	extract_fixture("cc0.pdf");
 	assert_text_has("Statement of Purpose");
+}
+END_TEST
+
+/* A number cell's term: what xlsx's <v> and ods's office:value hold, as
+ * Excel and LibreOffice write them, to 15 digits and 20 decimal places. */
+START_TEST(test_extract_number_terms)
+{
+	static const char *const cases[][2] = {
+		{"1234.5", "1234.5"},
+		{"2912.49", "2912.49"},
+		{"-1234.5", "-1234.5"},
+		{"+5", "5"},
+		{" 42\n", "42"},
+		{"100", "100"},
+		{"1e2", "100"},
+		{"-0", "0"},
+		{"0.000", "0"},
+		{"0.045", "0.045"},
+		{"0.0001", "0.0001"},
+		{"0.00001", "1e-05"},
+		/* Binary noise Excel writes, rounded away */
+		{"0.10000000000000001", "0.1"},
+		{"0.30000000000000004", "0.3"},
+		{"4.9999999999999996E-2", "0.05"},
+		/* LibreOffice's xlsx and ods of one value */
+		{"3333333333333330", "3.33333333333333e+15"},
+		{"3333333333333333", "3.33333333333333e+15"},
+		{"6.66666666666667E+019", "6.66666666666667e+19"},
+		{"3.33333333333333E-010", "3.3333333333e-10"},
+		{"0.00000000033333333333", "3.3333333333e-10"},
+		{"3.33333333333333E-005", "3.33333333333333e-05"},
+		{"0.0000333333333333333", "3.33333333333333e-05"},
+		{"3.33333333333333E-026", "0"},
+		{"6e-21", "1e-20"},
+		{"999999999999999.9", "1e+15"},
+		{"0.999999999999999999", "1"},
+		{"123456789012345678", "1.23456789012346e+17"},
+		{"45306.5208333333", "45306.5208333333"},
+	};
+	static const char *const bad[] = {
+		"", " ", ".", "-", "e5", "1e", "1e+", "1.2.3", "12a", "0x10",
+		"1,5", "1e999", "nan", "#DIV/0!",
+	};
+	char out[IM_NUMBER_TERM_MAX];
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		size_t n = im_number_term(cases[i][0], strlen(cases[i][0]), out);
+
+		ck_assert_msg(n == strlen(cases[i][1]) &&
+				      !strcmp(out, cases[i][1]),
+			      "%s: %s, want %s", cases[i][0], n ? out : "none",
+			      cases[i][1]);
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		ck_assert_msg(!im_number_term(bad[i], strlen(bad[i]), out),
+			      "%s is no number", bad[i]);
+	/* Every digit of a long number is read, and the term stays short. */
+	{
+		char big[400];
+
+		memset(big, '9', sizeof(big));
+		big[0] = '0';
+		big[1] = '.';
+		ck_assert_uint_eq(im_number_term(big, sizeof(big), out), 1);
+		ck_assert_str_eq(out, "1");
+	}
+}
+END_TEST
+
+/* Whether the significant digits of @p s after the 15th are 5 and then
+ * zeros only: a tie that the decimal text rounds up and printf rounds to
+ * even. */
+static bool tie_at_16(const char *s)
+{
+	char d[32];
+	size_t n = 0;
+
+	for (; *s && *s != 'e'; s++)
+		if (*s >= '0' && *s <= '9' && (n || *s != '0') &&
+		    n < sizeof(d))
+			d[n++] = *s;
+	if (n < 16 || d[15] != '5')
+		return false;
+	for (size_t i = 16; i < n; i++)
+		if (d[i] != '0')
+			return false;
+	return true;
+}
+
+/* The same against printf's "%.15g" of the double (in the C locale of a
+ * test), for values where the two roundings agree: not a tie in the
+ * digits printed. */
+START_TEST(test_extract_number_terms_are_printf)
+{
+	uint64_t x = 0x9e3779b97f4a7c15u;
+	char s[64], want[64], out[IM_NUMBER_TERM_MAX];
+
+	for (int i = 0; i < 20000; i++) {
+		double v;
+		int n;
+
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		v = (double)(x >> 11) / (double)(1ull << 53);
+		v = (x & 1 ? -v : v) * pow(10, (double)(int)(x >> 3 & 31) - 5);
+		n = snprintf(s, sizeof(s), "%.17g", v);
+		/* Below 1e-6 the 20 decimal places cut before 15 digits do. */
+		if (tie_at_16(s) || fabs(v) < 1e-6)
+			continue;
+		snprintf(want, sizeof(want), "%.15g", v);
+		if (!strcmp(want, "-0"))
+			strcpy(want, "0");
+		im_number_term(s, (size_t)n, out);
+		ck_assert_msg(!strcmp(out, want), "%s: %s, want %s", s, out,
+			      want);
+	}
+}
+END_TEST
+
+/* ods stores dates and times as text, xlsx as days since 1899-12-30
+ * (LibreOffice's xlsx of these cells holds the numbers on the right). */
+START_TEST(test_extract_ods_date_terms)
+{
+	static const char *const dates[][2] = {
+		{"2024-01-05", "45296"},
+		{"2024-01-15T12:30:00", "45306.5208333333"},
+		{"1899-12-30", "0"},
+		{"1899-12-29T06:00:00", "-0.75"},
+		{"1900-02-01", "33"},
+		{"2024-02-29T00:00:00.5", "45351.000005787"},
+	};
+	static const char *const times[][2] = {
+		{"PT14H30M00S", "0.604166666666667"},
+		{"PT36H20M07.25S", "1.51397280092593"},
+		{"-PT12H", "-0.5"},
+		{"P1DT0H", "1"},
+		{"PT00H00M00S", "0"},
+	};
+	static const char *const bad[] = {"2024-1-05", "2024-13-01",
+					  "2024-01-05Z", "24-01-05",
+					  "2024-01-05T12:30", "P1Y",
+					  "PT5X", "T1H", "PT1H junk"};
+	char out[IM_NUMBER_TERM_MAX];
+
+	for (size_t i = 0; i < sizeof(dates) / sizeof(dates[0]); i++) {
+		size_t n = im_ods_date_term(dates[i][0], out);
+
+		ck_assert_msg(n && !strcmp(out, dates[i][1]), "%s: %s, want %s",
+			      dates[i][0], n ? out : "none", dates[i][1]);
+	}
+	for (size_t i = 0; i < sizeof(times) / sizeof(times[0]); i++) {
+		size_t n = im_ods_time_term(times[i][0], out);
+
+		ck_assert_msg(n && !strcmp(out, times[i][1]), "%s: %s, want %s",
+			      times[i][0], n ? out : "none", times[i][1]);
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		ck_assert_msg(!im_ods_date_term(bad[i], out) &&
+				      !im_ods_time_term(bad[i], out),
+			      "%s is no date or time", bad[i]);
+}
+END_TEST
+
+/* A spreadsheet's figures are its content (user review: two budgets with
+ * the same labels and every figure changed were one text): each number
+ * cell is a term, the same in xlsx and ods. */
+START_TEST(test_extract_sheet_figures)
+{
+	struct im_terms a, b;
+
+	im_terms_init(&a);
+	im_terms_init(&b);
+	extract_fixture("budget-2024.xlsx");
+	ck_assert_int_eq(res.format, IM_FMT_XLSX);
+	result_terms(&a);
+	/* A figure with cents, a total, a percentage, a date, a boolean and
+	 * the labels. */
+	ck_assert(has_term(&a, "2912.49") && has_term(&a, "13716.96") &&
+		  has_term(&a, "0.045") && has_term(&a, "45296") &&
+		  has_term(&a, "false") && has_term(&a, "electricity"));
+	extract_fixture("budget-2024.ods");
+	ck_assert_int_eq(res.format, IM_FMT_ODS);
+	/* The text a cell displays is not read: "2,912.49 €", "05 Jan 2024" */
+	ck_assert_ptr_null(strstr(text, "2,912.49"));
+	result_terms(&b);
+	ck_assert_msg(jaccard(&a, &b) == 1.0,
+		      "a sheet's xlsx and ods have the same terms (%zu, %zu)",
+		      a.n, b.n);
+	extract_fixture("budget-2025.xlsx");
+	result_terms(&b);
+	ck_assert_msg(jaccard(&a, &b) < 0.3,
+		      "another year's figures: %.3f of the terms in common",
+		      jaccard(&a, &b));
+	extract_fixture("budget-2024-fix.xlsx");
+	result_terms(&b);
+	ck_assert_msg(jaccard(&a, &b) > 0.95,
+		      "one figure corrected: %.3f of the terms in common",
+		      jaccard(&a, &b));
+	im_terms_release(&a);
+	im_terms_release(&b);
+}
+END_TEST
+
+/* The lines after IM_EXTRACT_NUMBERS are terms in a spreadsheet only: the
+ * text of any other format is words, as it was. */
+START_TEST(test_extract_terms_numbers_only_in_sheets)
+{
+	static const char t[] = "Budget 2024 Rent\n\x1e\n2912.49\n\n-0.5\n";
+	struct im_extract_result r = {.text = t, .len = sizeof(t) - 1};
+	struct im_params p;
+	struct im_terms u;
+
+	im_params_init(&p);
+	im_terms_init(&u);
+	r.format = IM_FMT_ODS;
+	ck_assert_int_eq(im_extract_terms(&r, &p, &u), 0);
+	ck_assert_uint_eq(u.n, 4);
+	ck_assert(has_term(&u, "budget") && has_term(&u, "rent") &&
+		  has_term(&u, "2912.49") && has_term(&u, "-0.5"));
+	r.format = IM_FMT_TEXT;
+	ck_assert_int_eq(im_extract_terms(&r, &p, &u), 0);
+	ck_assert_uint_eq(u.n, 2);
+	ck_assert(has_term(&u, "budget") && has_term(&u, "rent"));
+	im_terms_release(&u);
 }
 END_TEST
 
@@ -980,6 +1215,11 @@ static Suite *extract_suite(void)
 			    sizeof(fixtures) / sizeof(fixtures[0]));
 	tcase_add_test(tc, test_extract_same_text_every_format);
 	tcase_add_test(tc, test_extract_office_parts);
+	tcase_add_test(tc, test_extract_sheet_figures);
+	tcase_add_test(tc, test_extract_terms_numbers_only_in_sheets);
+	tcase_add_test(tc, test_extract_number_terms);
+	tcase_add_test(tc, test_extract_number_terms_are_printf);
+	tcase_add_test(tc, test_extract_ods_date_terms);
 	tcase_add_test(tc, test_extract_pdf_repairs);
 	tcase_add_test(tc, test_extract_unsandboxed);
 	suite_add_tcase(s, tc);

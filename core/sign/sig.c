@@ -41,6 +41,12 @@
 /* Inlined: one keyed hash per candidate term, without a call. */
 #define XXH_INLINE_ALL
 #include <xxhash.h>
+#ifdef HAVE_XXH_DISPATCH
+/* libxxhash's, from xxh_x86dispatch.h: that header would make it static
+ * under XXH_INLINE_ALL. */
+XXH128_hash_t XXH3_128bits_dispatch(const void *input, size_t len);
+#define EXACT_DISPATCH ((size_t)64 << 10)
+#endif
 
 #include "beneath.h"
 #include "bytes.h"
@@ -1462,6 +1468,18 @@ static void exact_of(const char *buf, size_t len, uint8_t exact[16])
 {
 	XXH128_canonical_t c;
 
+#ifdef HAVE_XXH_DISPATCH
+	/* A long input runs XXH3's vector loop: the library's takes the
+	 * widest the CPU has, where the inlined one is built for SSE2 (2.5%
+	 * of a first scan of plain text). Same hash either way. Not below
+	 * EXACT_DISPATCH: a tree of 10,000 files of 4 KB scanned 1% slower
+	 * with it, though each hash alone took half the time. */
+	if (len >= EXACT_DISPATCH) {
+		XXH128_canonicalFromHash(&c, XXH3_128bits_dispatch(buf, len));
+		memcpy(exact, c.digest, 16);
+		return;
+	}
+#endif
 	XXH128_canonicalFromHash(&c, XXH3_128bits(buf, len));
 	memcpy(exact, c.digest, 16);
 }

@@ -1513,6 +1513,42 @@ static void put_sparse(const char *name, size_t size, const char *tail)
 	close(fd);
 }
 
+/* From 64 KiB exact_of() takes libxxhash's XXH3 for the CPU at hand: the
+ * same hash on either side, and at lengths around XXH3's stripes and
+ * blocks. */
+START_TEST(test_sig_exact_hash_long)
+{
+	static const size_t lens[] = {240,   241,   1024,  4096,
+				      65535, 65536, 65537, 100003};
+	struct im_lexicon *lex = make_lexicon(200, 100, NULL, NULL);
+	struct im_params p;
+	size_t cap = 100003;
+	char *text = malloc(cap);
+
+	ck_assert_ptr_nonnull(text);
+	for (size_t i = 0; i < cap; i++)
+		text[i] = i % 7 == 6 ? ' ' : (char)('a' + (i * 31 + i / 7) % 26);
+	test_params(&p);
+	struct im_signer *s = signer(lex, &p);
+	for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
+		struct im_doc_sigs d;
+		XXH128_canonical_t want;
+
+		put_file("long.txt", text, lens[i]);
+		ck_assert_int_eq(
+			im_signer_sign_at(s, dirfd_, "long.txt", &d, NULL), 0);
+		XXH128_canonicalFromHash(&want, XXH3_128bits(text, lens[i]));
+		ck_assert_msg(d.exact_valid &&
+				      memcmp(d.exact, want.digest, 16) == 0,
+			      "%zu bytes: exact is their canonical XXH3-128",
+			      lens[i]);
+	}
+	im_signer_free(s);
+	im_lexicon_free(lex);
+	free(text);
+}
+END_TEST
+
 START_TEST(test_sig_large_binary_streamed)
 {
 	/* max_size 0 and a 96 MiB binary: sniffed from its first bytes and
@@ -1633,6 +1669,7 @@ static Suite *sig_suite(void)
 	tcase_add_test(tc, test_sig_file_statuses);
 	tcase_add_test(tc, test_sig_terms_only_signer);
 	tcase_add_test(tc, test_sig_exact_hash);
+	tcase_add_test(tc, test_sig_exact_hash_long);
 	tcase_add_test(tc, test_sig_lender);
 	tcase_add_test(tc, test_sig_large_file);
 	tcase_add_test(tc, test_sig_large_binary_streamed);

@@ -1091,11 +1091,14 @@ static int left_behind(const struct im_plan_line *l, const char *tmp, int err,
  * the temporary checked, then unlinked. Anything else moved is given its
  * name back, never over whatever took the name meanwhile. Where the
  * filesystem has no RENAME_NOREPLACE the name is unlinked as last
- * checked. @p changed is the reason when the check fails.
+ * checked. @p changed is the reason when the check fails. @p k, when
+ * not NULL, is the keeper the file's content stays with: it is checked
+ * again while the file is aside, as its name may have gone or been
+ * replaced since it was last checked, and then the file is the last copy.
  */
 static int unlink_verified(const struct im_plan_line *l, struct side *f,
-			   const char *changed, struct im_apply_result *r,
-			   const char **why)
+			   const struct side *k, const char *changed,
+			   struct im_apply_result *r, const char **why)
 {
 	char tmp[64];
 	sigset_t old;
@@ -1120,20 +1123,25 @@ static int unlink_verified(const struct im_plan_line *l, struct side *f,
 		ret = SKIP;
 	} else if (ret) {
 		*why = "removing the file";
-	} else if (tmp[0] && (!verified_at(f->dirfd, tmp, f) ||
-			      unlinkat(f->dirfd, tmp, 0))) {
-		int e = errno;
+	} else if (tmp[0]) {
+		bool mine = verified_at(f->dirfd, tmp, f);
+		bool kept = !k || still_there(k);
+		int e = mine && kept && unlinkat(f->dirfd, tmp, 0) ? errno : 0;
 
-		if (renameat2(f->dirfd, tmp, f->dirfd, f->name,
+		if ((!mine || !kept || e) &&
+		    renameat2(f->dirfd, tmp, f->dirfd, f->name,
 			      RENAME_NOREPLACE)) {
 			ret = left_behind(l, tmp, -errno, not_given_back, r,
 					  why);
-		} else if (verified_at(f->dirfd, f->name, f)) {
+		} else if (e) {
 			ret = -e;
 			*why = "removing the file";
-		} else {
+		} else if (!mine) {
 			ret = SKIP;
 			*why = changed;
+		} else if (!kept) {
+			ret = SKIP;
+			*why = "the keeper changed during verification";
 		}
 	}
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
@@ -1242,7 +1250,7 @@ static int copy_across(const struct im_plan_line *l, struct side *f, int dfd,
 	}
 	/* Changed since: both stay, the copy verified, the original now
 	 * different. */
-	ret = unlink_verified(l, f,
+	ret = unlink_verified(l, f, NULL,
 			      "the file changed while it was copied; the copy "
 			      "in the trash stays",
 			      r, why);
@@ -1474,10 +1482,20 @@ static int link_over(const struct im_plan_line *l, struct side *f,
 	/* An exchange of two links of one inode does nothing: the file was
 	 * made a link of the keeper meanwhile (another apply of the same
 	 * plan), and the name holds what it should. */
-	if (verified_at(f->dirfd, tmp, f) ||
-	    (l->action == IM_ACT_HARDLINK &&
-	     !fstatat(f->dirfd, tmp, &st, AT_SYMLINK_NOFOLLOW) &&
-	     st.st_dev == k->st.st_dev && st.st_ino == k->st.st_ino)) {
+	bool done = verified_at(f->dirfd, tmp, f) ||
+		    (l->action == IM_ACT_HARDLINK &&
+		     !fstatat(f->dirfd, tmp, &st, AT_SYMLINK_NOFOLLOW) &&
+		     st.st_dev == k->st.st_dev && st.st_ino == k->st.st_ino);
+	/* A symlink holds no bytes: if the keeper's name went or was
+	 * replaced since it was checked, the file is the last copy, and it
+	 * gets its name back. A hard link holds the keeper's inode itself. */
+	const char *skip = changed_midway;
+
+	if (done && l->action == IM_ACT_SYMLINK && !still_there(k)) {
+		done = false;
+		skip = "the keeper changed during verification";
+	}
+	if (done) {
 		if (unlinkat(f->dirfd, tmp, 0))
 			return left_behind(l, tmp, -errno,
 					   "removing the file after the link "
@@ -1498,7 +1516,7 @@ static int link_over(const struct im_plan_line *l, struct side *f,
 	} else {
 		unlinkat(f->dirfd, tmp, 0);
 	}
-	*why = changed_midway;
+	*why = skip;
 	return SKIP;
 }
 
@@ -1830,7 +1848,8 @@ int im_apply_line(const struct im_plan_line *l, bool dry_run,
 			      "verification";
 			ret = SKIP;
 		} else {
-			ret = unlink_verified(l, &f, changed_midway, r, &why);
+			ret = unlink_verified(l, &f, &k, changed_midway, r,
+					      &why);
 		}
 		break;
 	case IM_ACT_TRASH:

@@ -44,11 +44,17 @@
  *     (RENAME_EXCHANGE) and unlink what came back only if it is the
  *     verified inode, unchanged (or already a link of the keeper).
  * Anything else moved is given its name back and the line is skipped
- * ("the file changed during verification"); never over a name taken
- * again meanwhile: then the line fails and r->left says where the content
- * is. What remains: a writer holding the file open can still write into
- * the inode up to the unlink (or, across filesystems, while the copy is
- * made and after its check), and no call closes that. Where the
+ * ("the file changed during verification"). For remove and symlink the
+ * keeper is checked again while the file is aside (or exchanged), just
+ * before it goes: a keeper removed or replaced since its last check
+ * would leave the file the last copy, so it gets its name back too ("the
+ * keeper changed during verification"); only between that check and the
+ * unlink, two calls apart, can the keeper still go unnoticed. Never
+ * over a name taken again meanwhile: then the line fails and r->left
+ * says where the content is. What remains: a writer holding the file
+ * open can still write into the inode up to the unlink (or, across
+ * filesystems, while the copy is made and after its check), and no call
+ * closes that. Where the
  * filesystem refuses RENAME_NOREPLACE or RENAME_EXCHANGE (EINVAL or
  * ENOSYS: some FUSE and network filesystems) the name is unlinked, linked
  * into the trash or renamed over as last checked, with the window

@@ -928,6 +928,40 @@ def case_file_replaced_midway(tmp):
               "%s: both contents stay: %s" % (action, log))
 
 
+def case_keeper_gone_midway(tmp):
+    """The keeper is removed, or replaced by rename (an editor saving it),
+    after apply last checked it, at the very moment apply moves the file
+    aside (remove) or exchanges it with the symlink (symlink): the file
+    was about to be the last copy of its bytes. It keeps its name and
+    bytes, the line is skipped and says why, and no temporary name is
+    left. apply runs under gdb, held at renameat2 while the keeper goes."""
+    root = os.path.join(tmp, "share")
+    rng = random.Random(47)
+    data = ("\n".join(document(rng, vocabulary(rng))) + "\n").encode()
+    for action in ("remove", "symlink"):
+        for how in ("rm %s", "printf 'the keeper, edited\\n' > %s.swp; "
+                    "mv %s.swp %s"):
+            shutil.rmtree(root, ignore_errors=True)
+            keeper = put(root, "a/report.txt", data, mtime=1_600_000_000)
+            copy = put(root, "b/report.txt", data, mtime=1_600_000_001)
+            out, _ = run("dedupe", "--action", action, root)
+            plan = os.path.join(tmp, "plan.jsonl")
+            with open(plan, "wb") as f:
+                f.write(out)
+            log = apply_held(tmp, plan, "renameat2",
+                             how.replace("%s", keeper))
+            check(os.path.isfile(copy) and not os.path.islink(copy) and
+                  open(copy, "rb").read() == data,
+                  "%s, %s: the file keeps its bytes: %s"
+                  % (action, how, log))
+            check("skipped %s: the keeper changed during verification"
+                  % copy in log and "exited normally" in log,
+                  "%s, %s: skipped, says why: %s" % (action, how, log))
+            check(sorted(os.listdir(os.path.dirname(copy))) ==
+                  ["report.txt"], "%s: no temporary name left: %s"
+                  % (action, os.listdir(os.path.dirname(copy))))
+
+
 def case_apply_concurrent(tmp):
     """Two applies of one plan at once (or a user's rm beside apply): the
     other one acts on the file between this one's last check and its own

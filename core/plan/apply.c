@@ -1393,6 +1393,29 @@ static int rename_over(const struct im_plan_line *l, struct side *f,
 	return 0;
 }
 
+/*
+ * Is what @p name holds the link we made, @p mine? A symlink's inode is
+ * held open by nothing: once another program removes it, its number can
+ * go to the next file made (ext4 gives it at once), so a symlink is known
+ * by its target too. A hard link is the keeper's inode, held open.
+ */
+static bool is_mine(int dirfd, const char *name, const struct stat *mine,
+		    const struct im_plan_line *l)
+{
+	size_t len = strlen(l->keeper.path);
+	char target[PATH_MAX];
+	struct stat st;
+
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) ||
+	    st.st_dev != mine->st_dev || st.st_ino != mine->st_ino ||
+	    (st.st_mode & S_IFMT) != (mine->st_mode & S_IFMT))
+		return false;
+	return !S_ISLNK(st.st_mode) ||
+	       (readlinkat(dirfd, name, target, sizeof(target)) ==
+			(ssize_t)len &&
+		!memcmp(target, l->keeper.path, len));
+}
+
 /* The link (or symlink) to the verified keeper under a temporary name,
  * exchanged with the file's name. */
 static int link_over(const struct im_plan_line *l, struct side *f,
@@ -1510,8 +1533,7 @@ static int link_over(const struct im_plan_line *l, struct side *f,
 						 f->name, RENAME_NOREPLACE))
 			return left_behind(l, tmp, -errno, not_given_back, r,
 					   why);
-	} else if (fstatat(f->dirfd, tmp, &st, AT_SYMLINK_NOFOLLOW) ||
-		   st.st_dev != mine.st_dev || st.st_ino != mine.st_ino) {
+	} else if (!is_mine(f->dirfd, tmp, &mine, l)) {
 		return left_behind(l, tmp, -EEXIST, not_given_back, r, why);
 	} else {
 		unlinkat(f->dirfd, tmp, 0);

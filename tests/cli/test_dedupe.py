@@ -962,6 +962,35 @@ def case_keeper_gone_midway(tmp):
                   % (action, os.listdir(os.path.dirname(copy))))
 
 
+def case_symlink_given_back_not_reused(tmp):
+    """symlink: the file is replaced (an editor saving) as apply exchanges
+    it with its symlink, so apply exchanges them back; meanwhile another
+    program removed the symlink from the name and wrote a new file there.
+    The symlink's inode number may go to that new file (ext4 gives it at
+    once), which must not make apply take it for its symlink and remove
+    it: both contents stay, and the line fails saying where the other is."""
+    root = os.path.join(tmp, "share")
+    rng = random.Random(53)
+    data = ("\n".join(document(rng, vocabulary(rng))) + "\n").encode()
+    put(root, "a/report.txt", data, mtime=1_600_000_000)
+    copy = put(root, "b/report.txt", data, mtime=1_600_000_001)
+    out, _ = run("dedupe", "--action", "symlink", root)
+    plan = os.path.join(tmp, "plan.jsonl")
+    with open(plan, "wb") as f:
+        f.write(out)
+    saved = put(root, "b/.report.txt.swp", b"the copy, edited and saved\n")
+    log = apply_held(tmp, plan, "renameat2",
+                     ["mv %s %s" % (saved, copy),
+                      "rm %s; printf 'written anew\\n' > %s" % (copy, copy)])
+    contents = sorted(open(os.path.join(root, "b", n), "rb").read()
+                      for n in os.listdir(os.path.join(root, "b")))
+    check(contents == [b"the copy, edited and saved\n", b"written anew\n"],
+          "both contents stay: %r %s" % (contents, log))
+    check(re.search(r"failed %s: .* it is now at " % re.escape(copy), log)
+          and "exited with code 01" in log,
+          "the line fails and says where: %s" % log)
+
+
 def case_apply_concurrent(tmp):
     """Two applies of one plan at once (or a user's rm beside apply): the
     other one acts on the file between this one's last check and its own

@@ -8,9 +8,11 @@
  * Blank lines and lines beginning with '#' are ignored (the comments of
  * `dedupe --format sh`). Output: one line per plan line on stdout ("removed
  * PATH", "skipped PATH: why", …; "would …" with --dry-run), a summary on
- * stderr. Exit 0 when every line was done or skipped for safety, 1 when a
+ * stderr, before it the temporary names a killed apply left beside the
+ * plan's files. Exit 0 when every line was done or skipped for safety, 1 when a
  * line was malformed or an action failed.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -248,6 +250,72 @@ static void print_skipped(const char *path, const char *why)
 	printf(": %s\n", why);
 }
 
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/*
+ * Only kill -9 leaves a temporary name (apply.h), and the apply run again
+ * afterwards did not say so: the line's file is then "gone" (moved aside,
+ * not yet unlinked) or already a link, while the file sits under a hidden
+ * name beside it, never removed. Each such name in the directories of the
+ * plan's files is named once on stderr; whether to remove it is the
+ * user's to decide, as another apply may still be at work on it.
+ */
+static void name_leftovers(const struct plan *p)
+{
+	char **dirs = malloc((p->n ? p->n : 1) * sizeof(*dirs));
+	size_t n = 0;
+
+	if (!dirs)
+		return;
+	for (size_t i = 0; i < p->n; i++) {
+		char *d, *slash;
+
+		if (!p->v[i].ok || !(d = strdup(p->v[i].l.file.path)))
+			continue;
+		slash = strrchr(d, '/');
+		if (!slash) { /* not absolute: apply skips the line */
+			free(d);
+			continue;
+		}
+		slash[slash == d] = '\0'; /* a file of "/" keeps its "/" */
+		dirs[n++] = d;
+	}
+	sort_n(dirs, n, sizeof(*dirs), cmp_str);
+	for (size_t i = 0; i < n; i++) {
+		DIR *d = i && !strcmp(dirs[i], dirs[i - 1]) ? NULL
+							    : opendir(dirs[i]);
+		struct dirent *e;
+
+		while (d && (e = readdir(d))) {
+			size_t len = strlen(e->d_name);
+			struct stat st;
+
+			if (strncmp(e->d_name, ".imatch-", 8) || len < 12 ||
+			    strcmp(e->d_name + len - 4, ".tmp") ||
+			    fstatat(dirfd(d), e->d_name, &st,
+				    AT_SYMLINK_NOFOLLOW))
+				continue;
+			err_msg("apply: %s%s%s: a temporary name left by an "
+				"apply that was killed (or is still at work): "
+				"%s",
+				dirs[i], strcmp(dirs[i], "/") ? "/" : "",
+				e->d_name,
+				S_ISLNK(st.st_mode)   ? "a symlink"
+				: !S_ISREG(st.st_mode) ? "not a regular file"
+				: st.st_nlink > 1      ? "a hard link"
+						       : "a file");
+		}
+		if (d)
+			closedir(d);
+	}
+	for (size_t i = 0; i < n; i++)
+		free(dirs[i]);
+	free(dirs);
+}
+
 int cmd_apply(struct cli *c)
 {
 	const char *name = c->argv[0];
@@ -326,6 +394,7 @@ int cmd_apply(struct cli *c)
 		im_apply_result_release(&r);
 		fflush(stdout);
 	}
+	name_leftovers(&p);
 	fprintf(stderr,
 		"imatch: apply: %zu %s (%" PRIu64 " bytes), %zu skipped, %zu "
 		"failed, %zu malformed lines\n",

@@ -1133,6 +1133,45 @@ def case_apply_killed_leaves_no_temporary(tmp):
           "the line was finished: %s %s" % (out, err))
 
 
+def case_apply_names_leftovers(tmp):
+    """kill -9 after apply moved a file aside to be removed and before it
+    unlinked it (strace kills it as it calls unlinkat, every time): the
+    file is no longer at its name but sits under a hidden temporary one.
+    Run again, apply says the file is gone, and names the temporary on
+    stderr, which it does not remove; the exit code is unchanged (0)."""
+    strace = shutil.which("strace")
+    if not strace:
+        print("SKIP: strace is not installed")
+        sys.exit(77)
+    root = os.path.join(tmp, "share")
+    groups = make_groups(root, sizes=(2,), singles=1)
+    keeper, copy = groups[0]
+    out, _ = run("dedupe", root)
+    plan = os.path.join(tmp, "plan.jsonl")
+    with open(plan, "wb") as f:
+        f.write(out)
+    p = subprocess.run([strace, "-f", "-o", os.path.join(tmp, "strace.log"),
+                        "-e", "trace=unlinkat", "-e",
+                        "inject=unlinkat:signal=SIGKILL",
+                        test_cli.IMATCH, "apply", plan],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       timeout=60)
+    directory = os.path.dirname(copy)
+    left = [n for n in os.listdir(directory) if n.startswith(".imatch-")]
+    check(not os.path.exists(copy) and len(left) == 1,
+          "killed with the file aside: %s %s" % (os.listdir(directory), p))
+    aside = os.path.join(directory, left[0])
+    check(open(aside, "rb").read() == open(keeper, "rb").read(),
+          "the file aside holds its bytes")
+    out, err = run("apply", plan, text=True)
+    check("skipped %s: the file is gone" % copy in out,
+          "the line is skipped as gone: %s" % out)
+    check("imatch: apply: %s: a temporary name left by an apply that was "
+          "killed (or is still at work): a file\n" % aside in err,
+          "the temporary is named: %s" % err)
+    check(os.path.exists(aside), "and not removed")
+
+
 def xattrs_work(directory):
     """Whether files in @directory can carry user.* extended attributes."""
     probe = tempfile.NamedTemporaryFile(dir=directory)

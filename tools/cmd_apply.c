@@ -124,20 +124,21 @@ struct name_id {
 };
 
 /*
- * What @p path leads to, when that is an inode with this one name: two
- * paths to it are then two spellings of one name (case on a
- * case-insensitive filesystem, a folder mounted twice), and the file's
- * going takes the other's too. An inode of several names may be reached
- * by two hard links, one of which can go without the other; such a path,
- * or one that cannot be looked up (gone, longer than PATH_MAX), is
- * compared as a string only.
+ * The inode @p path leads to. Two paths to one inode are two spellings of
+ * one name (case on a case-insensitive filesystem, a folder mounted twice)
+ * or two hard links; either way a keeper whose inode is planned under
+ * another path is taken to be planned. Of two hard links one can go
+ * without the other, but a merged plan can also plan every name of the
+ * keeper's inode (a link here, a spelling there), and dedupe never plans a
+ * keeper's hard links: skipping is only ever the safe side. A path that
+ * cannot be looked up (gone, longer than PATH_MAX) is compared as a string
+ * only.
  */
-static bool one_name(const char *path, struct name_id *id)
+static bool inode_of(const char *path, struct name_id *id)
 {
 	struct stat st;
 
-	if (fstatat(AT_FDCWD, path, &st, AT_SYMLINK_NOFOLLOW) ||
-	    st.st_nlink != 1)
+	if (fstatat(AT_FDCWD, path, &st, AT_SYMLINK_NOFOLLOW))
 		return false;
 	id->dev = st.st_dev;
 	id->ino = st.st_ino;
@@ -195,7 +196,7 @@ static int whole_plan_checks(struct plan *p, const char **why)
 		if (!p->v[i].ok)
 			continue;
 		by[n++] = &p->v[i];
-		if (one_name(p->v[i].l.file.path, &ids[nids]))
+		if (inode_of(p->v[i].l.file.path, &ids[nids]))
 			ids[nids++].line = i;
 	}
 	sort_n(by, n, sizeof(*by), cmp_path_item);
@@ -213,7 +214,7 @@ static int whole_plan_checks(struct plan *p, const char **why)
 			continue;
 		if (bsearch(p->v[i].l.keeper.path, by, n, sizeof(*by),
 			    cmp_key_item) ||
-		    (one_name(p->v[i].l.keeper.path, &k) &&
+		    (inode_of(p->v[i].l.keeper.path, &k) &&
 		     planned_elsewhere(ids, nids, &k, i)))
 			why[i] = "the keeper is itself planned";
 	}

@@ -482,7 +482,8 @@ def case_apply_keeper_other_spelling(tmp):
     case-insensitive filesystem). The keeper is itself planned: its line
     is skipped and says so, and the file stays, as when both paths are
     spelled alike; with near-duplicates the file's content would otherwise
-    go with nothing close to it left."""
+    go with nothing close to it left. So it is when the keeper has another
+    hard link."""
     if os.geteuid() != 0:
         print("SKIP: needs root to bind-mount")
         sys.exit(77)
@@ -503,6 +504,9 @@ def case_apply_keeper_other_spelling(tmp):
         sys.exit(77)
     try:
         # z.txt is kept by a/middle.txt, which is planned as m/middle.txt.
+        # A hard link of it elsewhere does not make it safe to go: the
+        # plan takes every name of its inode but that one.
+        os.link(middle, os.path.join(root, "middle-link.txt"))
         m = lines[middle]
         first = dict(lines[last], keeper=middle, keeper_size=m["size"],
                      keeper_mtime_ns=m["mtime_ns"], keeper_hash=m["hash"])

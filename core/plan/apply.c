@@ -1083,6 +1083,43 @@ static int left_behind(const struct im_plan_line *l, const char *tmp, int err,
 }
 
 /*
+ * Where renameat2() takes no flags (NFS, SMB and many FUSE filesystems):
+ * the file is moved aside all the same, by a plain rename to a temporary
+ * name found free a moment before (a rename onto a name someone creates
+ * in that moment would replace it; no other program uses ours), so that
+ * what is checked is still what was moved. @return as renameat2().
+ */
+static int move_aside_plain(const struct side *f, char *tmp, size_t len)
+{
+	struct stat st;
+
+	for (unsigned i = 0; i < 100; i++) {
+		temp_name(tmp, len, i);
+		if (!fstatat(f->dirfd, tmp, &st, AT_SYMLINK_NOFOLLOW))
+			continue;
+		if (errno != ENOENT)
+			return -errno;
+		return renameat(f->dirfd, f->name, f->dirfd, tmp) ? -errno : 0;
+	}
+	return -EEXIST;
+}
+
+/* Give @p name back what was moved aside to @p tmp, never over what took
+ * the name meanwhile: without RENAME_NOREPLACE a link, which fails on a
+ * taken name too, then the temporary name's unlink. @return 0 or a
+ * negative errno, the content then still at @p tmp. */
+static int give_back(int dirfd, const char *tmp, const char *name)
+{
+	if (!renameat2(dirfd, tmp, dirfd, name, RENAME_NOREPLACE))
+		return 0;
+	if (errno != EINVAL && errno != ENOSYS)
+		return -errno;
+	if (linkat(dirfd, tmp, dirfd, name, 0))
+		return -errno;
+	return unlinkat(dirfd, tmp, 0) ? -errno : 0;
+}
+
+/*
  * Unlink the file's name only if it leads to the verified inode when it
  * goes. Checking the name and then unlinking it would leave a window in
  * which a rename over the name (an editor saving) made the unlink take
@@ -1090,8 +1127,8 @@ static int left_behind(const struct im_plan_line *l, const char *tmp, int err,
  * it (what that moves is what we check, whatever takes the name after),
  * the temporary checked, then unlinked. Anything else moved is given its
  * name back, never over whatever took the name meanwhile. Where the
- * filesystem has no RENAME_NOREPLACE the name is unlinked as last
- * checked. @p changed is the reason when the check fails. @p k, when
+ * filesystem has no RENAME_NOREPLACE, move_aside_plain() and give_back()
+ * do without it. @p changed is the reason when the check fails. @p k, when
  * not NULL, is the keeper the file's content stays with: it is checked
  * again while the file is aside, as its name may have gone or been
  * replaced since it was last checked, and then the file is the last copy.
@@ -1112,10 +1149,8 @@ static int unlink_verified(const struct im_plan_line *l, struct side *f,
 			      ? -errno
 			      : 0;
 	}
-	if (ret == -EINVAL || ret == -ENOSYS) {
-		tmp[0] = '\0';
-		ret = unlinkat(f->dirfd, f->name, 0) ? -errno : 0;
-	}
+	if (ret == -EINVAL || ret == -ENOSYS)
+		ret = move_aside_plain(f, tmp, sizeof(tmp));
 	if (ret == -ENOENT) {
 		/* Removed meanwhile (another apply of the plan): nothing
 		 * was lost, nothing failed. */
@@ -1128,11 +1163,12 @@ static int unlink_verified(const struct im_plan_line *l, struct side *f,
 		bool kept = !k || still_there(k);
 		int e = mine && kept && unlinkat(f->dirfd, tmp, 0) ? errno : 0;
 
-		if ((!mine || !kept || e) &&
-		    renameat2(f->dirfd, tmp, f->dirfd, f->name,
-			      RENAME_NOREPLACE)) {
-			ret = left_behind(l, tmp, -errno, not_given_back, r,
-					  why);
+		int back = !mine || !kept || e
+				   ? give_back(f->dirfd, tmp, f->name)
+				   : 0;
+
+		if (back) {
+			ret = left_behind(l, tmp, back, not_given_back, r, why);
 		} else if (e) {
 			ret = -e;
 			*why = "removing the file";

@@ -56,9 +56,12 @@
  * filesystems, while the copy is made and after its check), and no call
  * closes that. Where the
  * filesystem refuses RENAME_NOREPLACE or RENAME_EXCHANGE (EINVAL or
- * ENOSYS: some FUSE and network filesystems) the name is unlinked, linked
- * into the trash or renamed over as last checked, with the window
- * between that check and the act.
+ * ENOSYS: NFS, SMB, many FUSE filesystems) remove still moves the file
+ * aside, by a plain rename to a temporary name found free a moment
+ * before, and gives a name back with a link (which fails on a taken
+ * name, as RENAME_NOREPLACE does); the other actions link into the trash
+ * or rename over the name as last checked, with the window between that
+ * check and the act.
  *
  * Actions:
  *   remove    unlink the file (moved aside first, as above).

@@ -792,7 +792,7 @@ def case_links_keep_owner_and_mode(tmp):
               "%s: summary: %s" % (action, err))
 
 
-def apply_held(tmp, plan, function, shell):
+def apply_held(tmp, plan, function, shell, env=None):
     """Run `imatch apply PLAN` under gdb, which runs the @shell command
     when apply first calls @function (a name, or a tuple of names: the
     first of them called), then lets it go on: another program acting at
@@ -820,8 +820,9 @@ def apply_held(tmp, plan, function, shell):
         f.write("run\n")
     # LeakSanitizer cannot run under ptrace: in an ASan build it would end
     # apply with a fatal error (exit 1) after the line was done.
-    env = dict(os.environ, ASAN_OPTIONS=":".join(
-        o for o in (os.environ.get("ASAN_OPTIONS"), "detect_leaks=0") if o))
+    env = dict(env or os.environ, ASAN_OPTIONS=":".join(
+        o for o in ((env or os.environ).get("ASAN_OPTIONS"),
+                    "detect_leaks=0") if o))
     p = subprocess.run([gdb, "-q", "-nx", "-batch", "-x", cmds, "--args",
                         test_cli.IMATCH, "apply", plan],
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -930,6 +931,76 @@ def case_file_replaced_midway(tmp):
         check(open(copy, "rb").read() == b"saved once more\n" and
               open(m.group(1), "rb").read() == edited,
               "%s: both contents stay: %s" % (action, log))
+
+
+NO_RENAME_FLAGS = r"""
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+/* renameat2() as NFS, SMB and many FUSE filesystems answer it. */
+int renameat2(int od, const char *o, int nd, const char *n, unsigned flags)
+{
+	if (flags) {
+		errno = EINVAL;
+		return -1;
+	}
+	return renameat(od, o, nd, n);
+}
+"""
+
+
+def without_rename_flags(tmp):
+    """An environment whose renameat2() refuses every flag with EINVAL, as
+    filesystems without them do (a preloaded library built here)."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if not cc:
+        print("SKIP: no C compiler to build the preloaded library")
+        sys.exit(77)
+    src, lib = os.path.join(tmp, "noflags.c"), os.path.join(tmp, "noflags.so")
+    with open(src, "w") as f:
+        f.write(NO_RENAME_FLAGS)
+    subprocess.run([cc, "-shared", "-fPIC", "-o", lib, src], check=True)
+    # An ASan build wants its runtime first; this library needs none.
+    return dict(os.environ, LD_PRELOAD=lib, ASAN_OPTIONS=":".join(
+        o for o in (os.environ.get("ASAN_OPTIONS"),
+                    "verify_asan_link_order=0") if o))
+
+
+def case_remove_without_rename_flags(tmp):
+    """On a filesystem without RENAME_NOREPLACE (NFS, SMB, many FUSE ones)
+    remove still moves the file aside (a plain rename to a free temporary
+    name) and checks what it moved: a file replaced by rename at that
+    moment keeps its new content, given back by a link; an untouched one
+    is removed; no temporary name is left."""
+    root = os.path.join(tmp, "share")
+    rng = random.Random(59)
+    data = ("\n".join(document(rng, vocabulary(rng))) + "\n").encode()
+    env = without_rename_flags(tmp)
+    edited = b"the copy, edited and saved\n"
+    put(root, "a/report.txt", data, mtime=1_600_000_000)
+    copy = put(root, "b/report.txt", data, mtime=1_600_000_001)
+    out, _ = run("dedupe", root)
+    plan = os.path.join(tmp, "plan.jsonl")
+    with open(plan, "wb") as f:
+        f.write(out)
+    saved = put(root, "b/.report.txt.swp", edited)
+    log = apply_held(tmp, plan, ("renameat", "unlinkat"),
+                     "mv %s %s" % (saved, copy),
+                     env=env)
+    check(os.path.isfile(copy) and open(copy, "rb").read() == edited,
+          "the new content stays at its name: %s" % log)
+    check("skipped %s: the file changed during verification" % copy in log
+          and "exited normally" in log, "skipped, says why: %s" % log)
+    check(sorted(os.listdir(os.path.dirname(copy))) == ["report.txt"],
+          "no temporary name left: %s" % os.listdir(os.path.dirname(copy)))
+    # Untouched, it goes.
+    put(root, "b/report.txt", data, mtime=1_600_000_001)
+    out, _ = run("dedupe", root)
+    p = subprocess.run([test_cli.IMATCH, "apply", "-"], input=out,
+                       capture_output=True, env=env, timeout=120)
+    check(p.returncode == 0 and p.stdout.decode() == "removed %s\n" % copy
+          and os.listdir(os.path.dirname(copy)) == [],
+          "removed: %r %r" % (p.stdout, p.stderr))
 
 
 def case_keeper_gone_midway(tmp):

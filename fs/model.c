@@ -24,9 +24,9 @@
 
 #define LINKS_SIZE 1024
 
-/* The node keeps them in 4 bits each (tree.h); the enums are append-only. */
-_Static_assert(IM_FMT_COUNT <= 16 && IM_XF_COUNT <= 16,
-	       "a node's format and fail no longer fit in 4 bits");
+/* The node keeps them in 5 and 4 bits (tree.h); the enums are append-only. */
+_Static_assert(IM_FMT_COUNT <= 32 && IM_XF_COUNT <= 16,
+	       "a node's format or fail no longer fits its bits");
 
 static void changed(struct model *m);
 static void set_status(struct model *m, struct node *n, uint8_t status);

@@ -86,9 +86,7 @@ struct node {
 	uint8_t status; /* enum im_doc_status or NODE_UNKNOWN */
 	/* The bit-fields below share bytes: written under the tree lock held
 	 * exclusively only, unlike flags (its own byte). */
-	uint8_t format : 4;    /* files: enum im_format, as last read */
-	uint8_t fail : 4;      /* files: enum im_extract_fail when FAILED */
-	uint8_t retries : 5;   /* files: signings whose path led nowhere */
+	uint8_t format : 5;    /* files: enum im_format, as last read */
 	uint8_t has_terms : 1; /* files: a text with a term (model.h) */
 	/* files: the running scan reads it (or, signing every file anew,
 	 * expects to: model_expect_reads()), and nothing was applied to it
@@ -96,6 +94,8 @@ struct node {
 	uint8_t scan_reads : 1;
 	/* Private to tree.c: read the name with node_name(). */
 	uint8_t name_out : 1; /* name_in holds a pointer to the name */
+	uint8_t fail : 4;     /* files: enum im_extract_fail when FAILED */
+	uint8_t retries : 4;  /* files: signings whose path led nowhere */
 	uint8_t size8;	      /* the node's allocation, in 8-byte units */
 	char name_in[];	      /* the name in the node's own allocation */
 };

@@ -10,8 +10,8 @@
 #include <unistd.h>
 
 /* Tries for a file whose path led nowhere before a rescan is asked for. */
-#define GONE_RETRIES 16
-_Static_assert(GONE_RETRIES < 32, "a node counts retries in 5 bits (tree.h)");
+#define GONE_RETRIES 15
+_Static_assert(GONE_RETRIES < 16, "a node counts retries in 4 bits (tree.h)");
 
 #include "exact.h"
 #include "model.h"

@@ -5,9 +5,14 @@
 # Needs pandoc, LibreOffice (soffice), gzip, bzip2 and python3.
 #   cc0.*           CC0-1.0 as txt, html, docx, odt, epub (pandoc), pdf (LibreOffice
 #                   from the docx), UTF-16LE txt, gzip'ed txt
-#                   rtf (pandoc -s)
-#   cc0-edited.*    the same with a few words changed: docx (pandoc), pdf (LibreOffice)
-#   artistic.*      Artistic licence: docx, odt (pandoc), pdf and rtf (LibreOffice)
+#                   rtf (pandoc -s), doc (LibreOffice from the docx)
+#   cc0-edited.*    the same with a few words changed: docx (pandoc), pdf and
+#                   doc (LibreOffice)
+#   artistic.*      Artistic licence: docx, odt (pandoc), pdf, rtf and doc
+#                   (LibreOffice)
+#   notes.docx, notes.doc   a short report with a footnote, a table, a
+#                   hyperlink (a field in the .doc) and typographic quotes:
+#                   pandoc, then LibreOffice
 #   memo-a.rtf, memo-b.rtf   two short memos on different subjects, RTF from
 #                   one pandoc template with a Word-like preamble (fonts,
 #                   colours, style sheet, info, letterhead header, rsid table)
@@ -20,6 +25,11 @@
 #   entities.docx   "billion laughs" entity declarations in document.xml
 #   nested.docx     document.xml nested 100000 elements deep
 #   truncated.pdf   the first half of cc0.pdf; garbage.pdf: a header and noise
+#   loop.doc, huge.doc, truncated.doc, encrypted.doc   notes.doc with its
+#                   WordDocument stream's sector chain looping, its size
+#                   claimed far beyond the file, cut in half (the FAT and
+#                   directory kept, as Word writes them early), and marked
+#                   password-protected
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=$here/data/formats
@@ -40,6 +50,7 @@ for t in cc0 cc0-edited artistic; do
 	pandoc -f markdown -t docx -o $t.docx $t.txt
 	pandoc -f markdown -t odt -o $t.odt $t.txt
 	office pdf $t.docx
+	office doc $t.docx
 done
 pandoc -f markdown -s -t html --metadata title=CC0 -o cc0.html cc0.txt
 pandoc -f markdown -t epub --metadata title=CC0 -o cc0.epub cc0.txt
@@ -85,6 +96,84 @@ cat > flyer.fodt <<'FODT'
 FODT
 office rtf flyer.fodt
 office docx flyer.fodt
+cat > notes.md <<'MD'
+# Harbour report
+
+The lighthouse keeper[^1] wrote about the *seagulls* and the
+[harbour authority](https://example.org/harbour) budget.
+
+| Quarter | Region | Note |
+|---------|--------|------|
+| first | northern territories | dredging |
+| second | southern provinces | buoys |
+
+Typography: “quoted” — ‘single’ café naïve Œuvre.
+
+[^1]: A footnote about the foghorn maintenance.
+MD
+pandoc -f markdown -t docx -o notes.docx notes.md
+office doc notes.docx
+python3 - <<'PY'
+import struct
+def cfb(b):
+    """The sector size, the offset of a sector, the FAT and the directory
+    entries by name (their offsets) of a small compound file (no DIFAT
+    sectors)."""
+    ss = 1 << struct.unpack_from("<H", b, 30)[0]
+    off = lambda s: (s + 1) * ss
+    fat = []
+    for k in range(struct.unpack_from("<I", b, 44)[0]):
+        fs = struct.unpack_from("<I", b, 76 + 4 * k)[0]
+        fat += struct.unpack_from("<%dI" % (ss // 4), b, off(fs))
+    ents, s = {}, struct.unpack_from("<I", b, 48)[0]
+    while s < 0xfffffffa:
+        for i in range(ss // 128):
+            e = off(s) + 128 * i
+            n = struct.unpack_from("<H", b, e + 64)[0]
+            ents[b[e:e + n - 2].decode("utf-16-le")] = e
+        s = fat[s]
+    return ss, off, fat, ents
+def fat_at(b, ss, off, s):
+    fs = struct.unpack_from("<I", b, 76 + 4 * (s // (ss // 4)))[0]
+    return off(fs) + 4 * (s % (ss // 4))
+b = bytearray(open("notes.doc", "rb").read())
+ss, off, fat, ents = cfb(b)
+wd = ents["WordDocument"]
+start = struct.unpack_from("<I", b, wd + 116)[0]
+loop = bytearray(b)
+struct.pack_into("<I", loop, fat_at(b, ss, off, fat[fat[start]]), start)
+open("loop.doc", "wb").write(loop)
+huge = bytearray(b)
+struct.pack_into("<I", huge, wd + 120, 0xfffffff0)
+open("huge.doc", "wb").write(huge)
+enc = bytearray(b)
+enc[off(start) + 11] |= 0x01 # fEncrypted
+open("encrypted.doc", "wb").write(enc)
+# The first half, then the FAT and directory sectors, moved there.
+cut = bytearray(b[:len(b) // 2 // ss * ss])
+nfat = struct.unpack_from("<I", b, 44)[0]
+fats = [struct.unpack_from("<I", b, 76 + 4 * k)[0] for k in range(nfat)]
+dirs, s = [], struct.unpack_from("<I", b, 48)[0]
+while s < 0xfffffffa:
+    dirs.append(s)
+    s = fat[s]
+moved = {}
+for s in fats + dirs:
+    moved[s] = len(cut) // ss - 1
+    cut += b[off(s):off(s) + ss]
+newfat = list(fat) + [0xffffffff] * len(moved)
+for s in fats:
+    newfat[moved[s]] = 0xfffffffd
+for i, s in enumerate(dirs):
+    newfat[moved[s]] = moved[dirs[i + 1]] if i + 1 < len(dirs) else 0xfffffffe
+for k, s in enumerate(fats):
+    struct.pack_into("<I", cut, 76 + 4 * k, moved[s])
+    struct.pack_into("<%dI" % (ss // 4), cut, off(moved[s]),
+                     *newfat[k * ss // 4:(k + 1) * ss // 4])
+struct.pack_into("<I", cut, 48, moved[dirs[0]])
+open("truncated.doc", "wb").write(cut)
+PY
+
 iconv -f UTF-8 -t UTF-16LE cc0.txt | { printf '\xff\xfe'; cat; } > cc0-utf16.txt
 gzip -9n < cc0.txt > cc0.txt.gz
 
@@ -148,6 +237,9 @@ mkdir -p "$out"
 cp cc0.txt cc0.html cc0.docx cc0.odt cc0.epub cc0.pdf cc0-utf16.txt cc0.txt.gz \
    cc0.rtf cc0-edited.docx cc0-edited.pdf artistic.docx artistic.odt artistic.pdf \
    artistic.rtf memo-a.rtf memo-b.rtf flyer.rtf flyer.docx \
+   artistic.rtf memo-a.rtf memo-b.rtf \
+   cc0.doc cc0-edited.doc artistic.doc notes.docx notes.doc \
+   loop.doc huge.doc truncated.doc encrypted.doc \
    sheet.xlsx sheet.ods slides.pptx slides.odp \
    bomb.docx bomb.txt.bz2 entities.docx nested.docx truncated.pdf garbage.pdf "$out/"
 ls -l "$out"

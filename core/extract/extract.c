@@ -26,7 +26,7 @@ static const char *const format_names[IM_FMT_COUNT] = {
 	[IM_FMT_XLSX] = "xlsx",	[IM_FMT_PPTX] = "pptx",	[IM_FMT_ODT] = "odt",
 	[IM_FMT_ODS] = "ods",	[IM_FMT_ODP] = "odp",	[IM_FMT_EPUB] = "epub",
 	[IM_FMT_FILTER] = "filter", [IM_FMT_COMPRESSED] = "compressed",
-	[IM_FMT_RTF] = "rtf",
+	[IM_FMT_RTF] = "rtf",	[IM_FMT_DOC] = "doc",
 };
 
 static const char *const fail_names[IM_XF_COUNT] = {
@@ -462,6 +462,12 @@ enum im_format im_extract_sniff(const char *buf, size_t len)
 
 	if (!len)
 		return IM_FMT_TEXT;
+	if (has_prefix(s, n, IM_CFB_MAGIC, 8)) {
+		enum im_format f = im_msoffice_sniff(buf, len);
+
+		if (f != IM_FMT_BINARY)
+			return f;
+	}
 	if (contains(s, n < 1024 ? n : 1024, "%PDF-", false))
 		return IM_FMT_PDF;
 	if (has_prefix(s, n, "PK\x03\x04", 4))
@@ -710,7 +716,7 @@ static int html_text(struct im_extractor *x, const char *buf, size_t len)
 
 static bool contained(enum im_format f)
 {
-	return f >= IM_FMT_PDF && f <= IM_FMT_EPUB;
+	return (f >= IM_FMT_PDF && f <= IM_FMT_EPUB) || f == IM_FMT_DOC;
 }
 
 /* Text, HTML, e-mail and RTF, in this process. */
@@ -803,6 +809,8 @@ static int local_extract(struct im_extractor *x, enum im_format f,
 		return local_text(x, f, buf, len, r);
 	if (f == IM_FMT_PDF)
 		ret = im_pdf_text(buf, len, &x->o, &x->text);
+	else if (f == IM_FMT_DOC)
+		ret = im_doc_text(buf, len, &x->o, &x->text);
 	else
 		ret = im_zipdoc_text(f, buf, len, &x->o, &x->text);
 	if (ret)

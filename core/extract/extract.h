@@ -5,6 +5,10 @@
  * word scanner (text.h) reads what it returns.
  *
  * The format is sniffed from the content, never from the name:
+ *   - a compound file (the legacy Office container: D0 CF 11 E0 A1 B1 1A E1)
+ *     whose root holds a WordDocument stream of Word 97 or later: DOC (our
+ *     own reader, msoffice.c and cfb.c); any other compound file is sniffed
+ *     on as below (binary, as a rule);
  *   - "%PDF-" in the first 1024 bytes: PDF (poppler);
  *   - a ZIP whose first entry is "mimetype" holding an OpenDocument or EPUB
  *     media type: ODT, ODS, ODP, EPUB; a ZIP holding "[Content_Types].xml"
@@ -24,7 +28,7 @@
  * Text, HTML, e-mail and RTF are extracted in the calling thread: they are
  * the bulk of a text share (RTF a document share's) and their code is ours,
  * a forward pass with bounded state. Every format that parses an
- * untrusted container (PDF, ZIP, compressed) runs in a sandboxed helper
+ * untrusted container (PDF, ZIP, compressed, DOC) runs in a sandboxed helper
  * process (sandbox.c): seccomp allowlist, RLIMIT_AS and RLIMIT_CPU, a
  * wall-clock deadline, capped output. A helper that crashes, loops or runs
  * out of memory costs that one file (a failure with its reason) and is
@@ -41,6 +45,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/** The first 8 bytes of a compound file (.doc and other legacy Office
+ *  files), which sniffing tells apart by its directory: all of the file. */
+#define IM_CFB_MAGIC "\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
+
 /** Bytes looked at to decide that a file is binary. */
 #define IM_EXTRACT_SNIFF 4096
 
@@ -54,8 +62,9 @@
  *   2: RTF is read as RTF, not as plain text of its control words.
  *   3: RTF text boxes (a shape's \shptxt) are read, as docx's are.
  *   4: a spreadsheet's number cells are terms (IM_EXTRACT_NUMBERS).
+ *   5: Word 97-2003 .doc is read (it was binary).
  */
-#define IM_EXTRACT_VERSION 4
+#define IM_EXTRACT_VERSION 5
 
 /**
  * Formats. The values are stored in state files: append only.
@@ -77,6 +86,7 @@ enum im_format {
 	IM_FMT_FILTER,	   /**< text from a user's external filter */
 	IM_FMT_COMPRESSED, /**< sniffing only: gzip, bzip2 or xz */
 	IM_FMT_RTF,
+	IM_FMT_DOC, /**< Word 97-2003, in a compound file */
 	IM_FMT_COUNT
 };
 

@@ -58,6 +58,64 @@ size_t im_ods_time_term(const char *s, char *out);
 int im_unpack(const char *buf, size_t len, const struct im_extract_opts *o,
 	      struct im_buf *out);
 
+/* ---- Compound File Binary (cfb.c) ---------------------------------------- */
+
+/** An open compound file: its header, read; the bytes are borrowed. */
+struct im_cfb {
+	const unsigned char *p;
+	size_t len;
+	unsigned shift; /* sector size 1 << shift */
+	bool v4;	/* major version 4: 64-bit stream sizes */
+	uint32_t nsect; /* sectors that start inside the file */
+	uint32_t nfat, dir_start, minifat_start, nminifat;
+	uint32_t difat_start, ndifat;
+};
+
+/** A stream: its first sector and size. */
+struct im_cfb_entry {
+	uint32_t start;
+	uint64_t size;
+};
+
+/**
+ * Read the header of the compound file @p buf / @p len (which must outlive
+ * @p c). Allocates nothing. @return whether it is one this reader knows
+ * (version 3 or 4, 512- or 4096-byte sectors).
+ */
+bool im_cfb_open(struct im_cfb *c, const char *buf, size_t len);
+
+/**
+ * The stream named @p name (ASCII, any case) among the root storage's
+ * children. Allocates nothing; bounded whatever the directory holds.
+ * @return whether there is one.
+ */
+bool im_cfb_find(const struct im_cfb *c, const char *name,
+		 struct im_cfb_entry *e);
+
+/**
+ * Append the content of stream @p e to @p out, taking what is read
+ * (streams, and the mini stream and MiniFAT for a small one) from
+ * *@p budget. @return 0, IM_XF_CORRUPT (a chain that loops, ends early
+ * or leaves the file; a size larger than the file), IM_XF_EXPANSION (over
+ * budget), or -ENOMEM.
+ */
+int im_cfb_read(const struct im_cfb *c, const struct im_cfb_entry *e,
+		size_t *budget, struct im_buf *out);
+
+/**
+ * Legacy Office documents (msoffice.c): append the text of a Word 97-2003
+ * document (.doc: main text, then footnotes and endnotes) to @p out.
+ * @return 0, an enum im_extract_fail (> 0), or -ENOMEM.
+ */
+int im_doc_text(const char *buf, size_t len, const struct im_extract_opts *o,
+		struct im_buf *out);
+
+/**
+ * What sniffing makes of a compound file (msoffice.c): IM_FMT_DOC when it
+ * holds a Word 97 or later document, else IM_FMT_BINARY.
+ */
+enum im_format im_msoffice_sniff(const char *buf, size_t len);
+
 /**
  * Append the text of the RTF document @p s to @p out (rtf.c; in-process:
  * our code, one forward pass, state bounded by the nesting cap).

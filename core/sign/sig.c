@@ -1593,8 +1593,8 @@ static int stream_hash(int fd, char *buf, size_t first, size_t want,
 }
 
 /* Whether the first bytes of a file, @p n of them, say binary as far as
- * read_at() is concerned: a ZIP is told from its entries, which need all of
- * it. */
+ * read_at() is concerned: a ZIP is told from its entries, a compound file
+ * (.doc) from its directory, which need all of it. */
 static bool sniffs_binary(const char *buf, size_t n)
 {
 	if (n > IM_EXTRACT_SNIFF)
@@ -1604,7 +1604,8 @@ static bool sniffs_binary(const char *buf, size_t n)
 	if (!memchr(buf, '\0', n))
 		return false;
 	return im_extract_sniff(buf, n) == IM_FMT_BINARY &&
-	       !(n >= 4 && !memcmp(buf, "PK\x03\x04", 4));
+	       !(n >= 4 && !memcmp(buf, "PK\x03\x04", 4)) &&
+	       !(n >= 8 && !memcmp(buf, IM_CFB_MAGIC, 8));
 }
 
 /* Whether a file that sniffs binary is left unread (defer_binary): its size

@@ -46,16 +46,17 @@ def clusters_of(root):
 
 
 SAME = ["cc0.txt", "cc0-utf16.txt", "cc0.txt.gz", "cc0.html", "cc0.docx",
-        "cc0.odt", "cc0.epub", "cc0.pdf", "cc0.rtf"]
-EDITED = ["cc0-edited.docx", "cc0-edited.pdf"]
-OTHER = ["artistic.docx", "artistic.odt", "artistic.pdf", "artistic.rtf"]
+        "cc0.odt", "cc0.epub", "cc0.pdf", "cc0.rtf", "cc0.doc"]
+EDITED = ["cc0-edited.docx", "cc0-edited.pdf", "cc0-edited.doc"]
+OTHER = ["artistic.docx", "artistic.odt", "artistic.pdf", "artistic.rtf",
+         "artistic.doc"]
 
 
 def case_one_cluster(tmp):
-    """The same text as txt, UTF-16, gzip, html, docx, odt, epub, pdf and
-    rtf, and an edited copy, are one cluster; another text made by the same
-    programs (pandoc's docx template, LibreOffice's PDF and RTF) is not in
-    it."""
+    """The same text as txt, UTF-16, gzip, html, docx, odt, epub, pdf, rtf
+    and doc, and an edited copy, are one cluster; another text made by the
+    same programs (pandoc's docx template, LibreOffice's PDF, RTF and DOC)
+    is not in it."""
     root = share(tmp, SAME + EDITED + OTHER)
     doc, cl, err = clusters_of(root)
     want = {"office/" + n for n in SAME + EDITED}
@@ -67,7 +68,7 @@ def case_one_cluster(tmp):
               "an unrelated document by the same producer joined: %s" % c)
     for line in ("format_pdf: 3", "format_docx: 3", "format_epub: 1",
                  "format_odt: 2", "format_html: 1", "format_rtf: 2",
-                 "failed: 0"):
+                 "format_doc: 3", "failed: 0"):
         check(line + "\n" in err, "summary has %r: %s" % (line, err))
 
 
@@ -76,7 +77,8 @@ def case_failed_and_binary(tmp):
     goes on; byte-identical binary files are exact copies of each other."""
     root = share(tmp, ["cc0.txt", "bomb.docx", "bomb.txt.bz2",
                        "entities.docx", "nested.docx", "truncated.pdf",
-                       "garbage.pdf"])
+                       "garbage.pdf", "loop.doc", "huge.doc",
+                       "truncated.doc", "encrypted.doc"])
     blob = os.urandom(6000)
     for n in ("a.bin", "copy-of-a.dat"):
         with open(os.path.join(root, n), "wb") as f:
@@ -86,8 +88,9 @@ def case_failed_and_binary(tmp):
     shutil.copy(os.path.join(root, "office/garbage.pdf"),
                 os.path.join(root, "garbage-copy.pdf"))
     doc, cl, err = clusters_of(root)
-    for line in ("failed: 7", "failed_expansion: 2", "failed_entities: 1",
-                 "failed_nesting: 1", "failed_corrupt: 3", "format_binary: 3"):
+    for line in ("failed: 11", "failed_expansion: 2", "failed_entities: 1",
+                 "failed_nesting: 1", "failed_corrupt: 6",
+                 "failed_encrypted: 1", "format_binary: 3"):
         check(line + "\n" in err, "summary has %r: %s" % (line, err))
     check({"a.bin", "copy-of-a.dat"} in cl,
           "identical binary files cluster: %s" % cl)
@@ -255,8 +258,46 @@ def case_budgets(tmp):
                   "year's: %s" % line)
 
 
+def case_doc(tmp):
+    """A Word 97-2003 .doc is read, not left binary: it is linked to the
+    docx it was made from, and explain names it and shows its text; a
+    compound file that is no Word document (Outlook's .msg, say) is binary
+    still, and goes to the user's filter."""
+    root = share(tmp, ["notes.docx", "notes.doc", "artistic.docx",
+                       "artistic.doc", "cc0.txt"])
+    with open(os.path.join(root, "office/notes.doc"), "rb") as f:
+        cfb = bytearray(f.read())
+    # The same container, its WordDocument stream renamed.
+    at = cfb.find("WordDocument".encode("utf-16-le"))
+    cfb[at:at + 2] = b"X\0"
+    with open(os.path.join(root, "office/mail.msg"), "wb") as f:
+        f.write(cfb)
+    _, cl, err = clusters_of(root)
+    check({"office/artistic.docx", "office/artistic.doc"} in cl,
+          "a .doc and its docx are one cluster: %s" % cl)
+    check("format_doc: 2\n" in err and "format_binary: 1\n" in err,
+          "summary counts the doc and the binary: %s" % err)
+    out, _ = run("terms", os.path.join(root, "office/notes.doc"),
+                 os.path.join(root, "office/notes.docx"))
+    doc, docx = [set(l.split("\t")[1:]) for l in out.rstrip("\n").split("\n")]
+    check(doc == docx and "foghorn" in doc,
+          "the doc's terms are the docx's: %s" % sorted(doc ^ docx))
+    lex = os.path.join(tmp, "lex")
+    run("lexicon", "build", "-o", lex, root)
+    out, _ = run("explain", "--lexicon", lex,
+                 os.path.join(root, "office/notes.doc"))
+    check("format: doc\n" in out and "harbour authority budget" in out
+          and "HYPERLINK" not in out,
+          "explain names doc and shows its text: %s" % out)
+    out, _ = run("explain", "--filter", "msg:echo lighthouse keepers",
+                 "--lexicon", lex, os.path.join(root, "office/mail.msg"))
+    check("format: filter\n" in out,
+          "another compound file goes to its filter: %s" % out)
+
+
 CASES = {"one_cluster": case_one_cluster,
          "rtf": case_rtf,
+         "doc": case_doc,
          "failed_and_binary": case_failed_and_binary,
          "explain": case_explain,
          "odt_review_marks": case_odt_review_marks,

@@ -18,6 +18,9 @@
  *                is never longer than three bytes per input byte (a
  *                windows-1252 byte's UTF-8) plus three (a last lone
  *                surrogate), and a cap is either kept or reported
+ *   FUZZ_DOC     im_doc_text() (and the compound-file reader under it)
+ *                with and without an output cap: a cap is either kept or
+ *                reported; a stream found is read within its bounds
  * Built by meson with -Dfuzz=enabled and clang (tests/fuzz/meson.build).
  */
 #include <stddef.h>
@@ -124,6 +127,30 @@ static void fuzz_rtf(const char *s, size_t len)
 }
 #endif
 
+#if defined(FUZZ_DOC)
+static void fuzz_doc(const char *s, size_t len, struct im_extract_opts *o)
+{
+	struct im_buf all = {0}, capped = {0}, st = {0};
+	size_t budget = o->max_unpacked;
+	struct im_cfb_entry e;
+	struct im_cfb c;
+	int ret;
+
+	if (!im_doc_text(s, len, o, &all))
+		o->max_text = all.len / 2;
+	ret = im_doc_text(s, len, o, &capped);
+	if (o->max_text && ((ret == 0 && capped.len > o->max_text) ||
+			    (ret == IM_XF_OUTPUT && all.len <= o->max_text)))
+		abort();
+	if (im_cfb_open(&c, s, len) && im_cfb_find(&c, "1Table", &e) &&
+	    !im_cfb_read(&c, &e, &budget, &st) && st.len != e.size)
+		abort();
+	im_buf_release(&all);
+	im_buf_release(&capped);
+	im_buf_release(&st);
+}
+#endif
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct im_extract_opts o = opts();
@@ -160,9 +187,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 #elif defined(FUZZ_RTF)
 	(void)o;
 	fuzz_rtf(s, size);
+#elif defined(FUZZ_DOC)
+	fuzz_doc(s, size, &o);
 #else
 #error "define FUZZ_SNIFF, FUZZ_PDF, FUZZ_ZIPDOC, FUZZ_UNPACK, FUZZ_TERMS, \
-FUZZ_HTML or FUZZ_RTF"
+FUZZ_HTML, FUZZ_RTF or FUZZ_DOC"
 #endif
 	im_buf_release(&out);
 	return 0;

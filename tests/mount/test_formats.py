@@ -49,17 +49,18 @@ def cluster_with(mnt, rel):
 
 @test
 def test_docx_and_pdf_share_a_cluster(w):
-    """A docx and the PDF LibreOffice made of it, and an edited copy, are
-    one cluster; the same programs' output for another text is not in it;
-    status counts each format."""
-    fill(w.src, ['cc0.docx', 'cc0.pdf', 'cc0-edited.pdf', 'artistic.docx', 'artistic.pdf'])
+    """A docx and the PDF and .doc LibreOffice made of it, and an edited
+    copy, are one cluster; the same programs' output for another text is
+    not in it; status counts each format."""
+    fill(w.src, ['cc0.docx', 'cc0.pdf', 'cc0.doc', 'cc0-edited.pdf', 'artistic.docx',
+                 'artistic.pdf'])
     w.daemon()
     st = settled(w, lambda st: status_int(st, 'format_pdf') == 3, 'the PDFs to be read')
-    check(status_int(st, 'format_docx') == 2 and status_int(st, 'failed') == 0,
-          'per-format counts in status: %s' % st)
-    want = {'office/cc0.docx', 'office/cc0.pdf', 'office/cc0-edited.pdf'}
+    check(status_int(st, 'format_docx') == 2 and status_int(st, 'format_doc') == 1
+          and status_int(st, 'failed') == 0, 'per-format counts in status: %s' % st)
+    want = {'office/cc0.docx', 'office/cc0.pdf', 'office/cc0.doc', 'office/cc0-edited.pdf'}
     poll(lambda: (cluster_with(w.mnt, 'office/cc0.docx') == want,
-                  cluster_sets(w.mnt)), 'the docx, its PDF and the edited PDF in one cluster')
+                  cluster_sets(w.mnt)), 'the docx, its PDF and .doc and the edited PDF in one cluster')
     check(not cluster_with(w.mnt, 'office/cc0.docx') & {'office/artistic.docx',
                                                         'office/artistic.pdf'},
           'another document of the same producer joined: %s' % cluster_sets(w.mnt))

@@ -258,6 +258,8 @@ static const struct {
 	{"slides.odp", IM_FMT_ODP, false},
 	{"cc0.rtf", IM_FMT_RTF, false},
 	{"artistic.rtf", IM_FMT_RTF, false},
+	{"cc0.doc", IM_FMT_DOC, false},
+	{"notes.doc", IM_FMT_DOC, false},
 };
 
 START_TEST(test_extract_sniff_fixtures)
@@ -556,6 +558,7 @@ START_TEST(test_extract_same_text_every_format)
 	static const char *const same[] = {
 		"cc0-utf16.txt", "cc0.txt.gz", "cc0.html", "cc0.docx",
 		"cc0.odt",	 "cc0.epub",   "cc0.pdf",    "cc0.rtf",
+		"cc0.doc",
 	};
 	struct im_terms base, t;
 
@@ -824,6 +827,122 @@ START_TEST(test_extract_terms_numbers_only_in_sheets)
 }
 END_TEST
 
+/* A .doc and the docx it was made from: the same terms, footnote and
+ * table included; a hyperlink's field instruction is not text, its
+ * result is; Word's 8-bit and UTF-16 pieces come out as UTF-8. */
+START_TEST(test_extract_doc_like_docx)
+{
+	struct im_terms docx, doc;
+
+	im_terms_init(&docx);
+	im_terms_init(&doc);
+	extract_fixture("notes.docx");
+	result_terms(&docx);
+	extract_fixture("notes.doc");
+	ck_assert_msg(res.format == IM_FMT_DOC && !res.fail, "notes.doc: %s",
+		      im_extract_fail_name(res.fail));
+	result_terms(&doc);
+	ck_assert_msg(docx.n > 20 && jaccard(&docx, &doc) == 1.0,
+		      "the .doc has the docx's terms (%zu vs %zu): %s", doc.n,
+		      docx.n, text);
+	assert_text_has("the harbour authority budget.\n");
+	assert_text_has("northern territories\n");
+	assert_text_has("A footnote about the foghorn maintenance.");
+	assert_text_has("\u201cquoted\u201d \u2014 \u2018single\u2019 "
+			"caf\u00e9 na\u00efve \u0152uvre.");
+	ck_assert_msg(!strstr(text, "HYPERLINK") && !strstr(text, "example"),
+		      "a field's instruction is not text: %s", text);
+	im_terms_release(&docx);
+	im_terms_release(&doc);
+}
+END_TEST
+
+/* A minimal compound file: a header, one FAT sector (sector 0) and one
+ * directory sector (sector 1) holding the root and @p n entries. */
+static size_t make_cfb(unsigned char *b, const char *const *names, int n)
+{
+	memset(b, 0, 3 * 512);
+	memcpy(b, IM_CFB_MAGIC, 8);
+	b[24] = 0x3e, b[26] = 3, b[28] = 0xfe, b[29] = 0xff, b[30] = 9;
+	b[32] = 6, b[44] = 1, b[48] = 1, b[57] = 0x10;
+	memset(b + 60, 0xff, 4);   /* no MiniFAT */
+	memset(b + 68, 0xff, 4);   /* no DIFAT sectors */
+	memset(b + 80, 0xff, 436); /* header DIFAT: only sector 0 */
+	b[76] = 0;
+	memset(b + 512, 0xff, 512);
+	memcpy(b + 512, "\xfd\xff\xff\xff\xfe\xff\xff\xff", 8);
+	for (int i = 0; i <= n && i < 4; i++) {
+		unsigned char *e = b + 1024 + 128 * i;
+		const char *name = i ? names[i - 1] : "Root Entry";
+		size_t k = strlen(name);
+
+		for (size_t j = 0; j < k; j++)
+			e[2 * j] = (unsigned char)name[j];
+		e[64] = (unsigned char)(2 * k + 2);
+		e[66] = i ? 2 : 5;
+		memset(e + 68, 0xff, 12);
+		memset(e + 116, 0xfe, 4);
+	}
+	if (n)
+		memset(b + 1024 + 76, 0, 4), b[1024 + 76] = 1;
+	return 3 * 512;
+}
+
+/* A compound file that holds no Word document stays binary (and so goes
+ * to a filter, for Outlook's .msg, say); a sibling tree with a cycle
+ * ends the search. */
+START_TEST(test_extract_cfb_not_doc)
+{
+	static const char *const names[] = {"__substg1.0_0037001F"};
+	unsigned char b[3 * 512];
+	size_t n = make_cfb(b, names, 1);
+	struct im_cfb c;
+	struct im_cfb_entry e;
+
+	ck_assert(im_cfb_open(&c, (const char *)b, n));
+	ck_assert(im_cfb_find(&c, "__SUBSTG1.0_0037001f", &e));
+	ck_assert(!im_cfb_find(&c, "WordDocument", &e));
+	ck_assert_int_eq(im_extract_sniff((const char *)b, n), IM_FMT_BINARY);
+	/* Entry 1's siblings are itself: every look-up loops there. */
+	memset(b + 1024 + 128 + 68, 0, 8);
+	b[1024 + 128 + 68] = 1, b[1024 + 128 + 72] = 1;
+	ck_assert(!im_cfb_find(&c, "WordDocument", &e));
+	ck_assert(!im_cfb_find(&c, "A", &e));
+	ck_assert_int_eq(im_extract_sniff((const char *)b, n), IM_FMT_BINARY);
+	/* The directory's first sector out of the file. */
+	memset(b + 1024 + 128 + 68, 0xff, 8);
+	ck_assert(im_cfb_find(&c, "__substg1.0_0037001F", &e));
+	b[48] = 7;
+	ck_assert(im_cfb_open(&c, (const char *)b, n));
+	ck_assert(!im_cfb_find(&c, "__substg1.0_0037001F", &e));
+}
+END_TEST
+
+/* The limits of a .doc's reading: the bytes unpacked and the text. */
+START_TEST(test_extract_doc_limits)
+{
+	struct im_extract_opts o;
+	struct im_buf b = {0};
+	size_t len;
+	char *doc = read_fixture("cc0.doc", &len);
+
+	im_extract_opts_init(&o);
+	ck_assert_int_eq(im_doc_text(doc, len, &o, &b), 0);
+	ck_assert_uint_gt(b.len, 6000);
+	o.max_unpacked = 8192;
+	b.len = 0;
+	ck_assert_int_eq(im_doc_text(doc, len, &o, &b), IM_XF_EXPANSION);
+	im_extract_opts_init(&o);
+	o.max_text = 1000;
+	b.len = 0;
+	ck_assert_int_eq(im_doc_text(doc, len, &o, &b), IM_XF_OUTPUT);
+	b.len = 0;
+	ck_assert_int_eq(im_doc_text(doc, 600, &o, &b), IM_XF_CORRUPT);
+	im_buf_release(&b);
+	free(doc);
+}
+END_TEST
+
 /* PDF repairs: ligatures and words hyphenated at a line end. */
 START_TEST(test_extract_pdf_repairs)
 {
@@ -871,6 +990,8 @@ static const struct {
 	{"bomb.docx", IM_XF_EXPANSION},	   {"bomb.txt.bz2", IM_XF_EXPANSION},
 	{"entities.docx", IM_XF_ENTITIES}, {"nested.docx", IM_XF_NESTING},
 	{"truncated.pdf", IM_XF_CORRUPT},  {"garbage.pdf", IM_XF_CORRUPT},
+	{"loop.doc", IM_XF_CORRUPT},	   {"huge.doc", IM_XF_CORRUPT},
+	{"truncated.doc", IM_XF_CORRUPT},  {"encrypted.doc", IM_XF_ENCRYPTED},
 };
 
 START_TEST(test_extract_hostile)
@@ -1221,6 +1342,9 @@ static Suite *extract_suite(void)
 	tcase_add_test(tc, test_extract_number_terms_are_printf);
 	tcase_add_test(tc, test_extract_ods_date_terms);
 	tcase_add_test(tc, test_extract_pdf_repairs);
+	tcase_add_test(tc, test_extract_doc_like_docx);
+	tcase_add_test(tc, test_extract_cfb_not_doc);
+	tcase_add_test(tc, test_extract_doc_limits);
 	tcase_add_test(tc, test_extract_unsandboxed);
 	suite_add_tcase(s, tc);
 

@@ -18,7 +18,9 @@
 #                   colours, style sheet, info, letterhead header, rsid table)
 #   flyer.rtf, flyer.docx   LibreOffice, from a flat ODT with a text box (RTF
 #                   keeps its text in a shape's \shptxt)
-#   sheet.xlsx/.ods and slides.pptx/.odp   LibreOffice, from a CSV and a flat ODP
+#   sheet.xlsx/.ods/.xls and slides.pptx/.odp/.ppt.gz   LibreOffice, from a
+#                   CSV and a flat ODP (the .ppt gzip'ed: LibreOffice puts a
+#                   440 KB thumbnail in it)
 #                   (the budget-* spreadsheets: tests/make_budget_fixtures.sh)
 #   bomb.docx       a docx whose document.xml unpacks to 512 MiB (bzip2 in the ZIP)
 #   bomb.txt.bz2    1 GiB of zeros in 800 bytes
@@ -180,6 +182,7 @@ gzip -9n < cc0.txt > cc0.txt.gz
 printf 'Quarter,Region,Revenue\nfirst,northern territories,lighthouse\nsecond,southern provinces,harbour\n' > sheet.csv
 office xlsx sheet.csv
 office ods sheet.csv
+office xls sheet.csv
 python3 - <<'PY'
 slides = ["Quarterly lighthouse maintenance review", "Harbour dredging schedule and budget"]
 pages = "".join(
@@ -200,6 +203,8 @@ open("slides.fodp", "w").write(
 PY
 office odp slides.fodp
 office pptx slides.fodp
+office ppt slides.fodp
+gzip -9n slides.ppt
 
 python3 - <<'PY'
 import zipfile
@@ -240,6 +245,6 @@ cp cc0.txt cc0.html cc0.docx cc0.odt cc0.epub cc0.pdf cc0-utf16.txt cc0.txt.gz \
    artistic.rtf memo-a.rtf memo-b.rtf \
    cc0.doc cc0-edited.doc artistic.doc notes.docx notes.doc \
    loop.doc huge.doc truncated.doc encrypted.doc \
-   sheet.xlsx sheet.ods slides.pptx slides.odp \
+   sheet.xlsx sheet.ods sheet.xls slides.pptx slides.odp slides.ppt.gz \
    bomb.docx bomb.txt.bz2 entities.docx nested.docx truncated.pdf garbage.pdf "$out/"
 ls -l "$out"

@@ -42,7 +42,7 @@ CC=clang meson setup build-test-fuzz -Dfuzz=enabled -Dtests=enabled \
 	-Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false >/dev/null
 fz=build-test-fuzz/tests/fuzz
 ninja -C build-test-fuzz >/dev/null
-for t in sniff pdf zipdoc unpack terms html rtf doc; do
+for t in sniff pdf zipdoc unpack terms html rtf msoffice; do
 	# Seeds: the format fixtures (written nowhere: -runs on a copy).
 	seeds=$(mktemp -d)
 	cp tests/data/formats/* "$seeds"/

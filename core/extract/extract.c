@@ -26,7 +26,8 @@ static const char *const format_names[IM_FMT_COUNT] = {
 	[IM_FMT_XLSX] = "xlsx",	[IM_FMT_PPTX] = "pptx",	[IM_FMT_ODT] = "odt",
 	[IM_FMT_ODS] = "ods",	[IM_FMT_ODP] = "odp",	[IM_FMT_EPUB] = "epub",
 	[IM_FMT_FILTER] = "filter", [IM_FMT_COMPRESSED] = "compressed",
-	[IM_FMT_RTF] = "rtf",	[IM_FMT_DOC] = "doc",
+	[IM_FMT_RTF] = "rtf",	[IM_FMT_DOC] = "doc",	[IM_FMT_XLS] = "xls",
+	[IM_FMT_PPT] = "ppt",
 };
 
 static const char *const fail_names[IM_XF_COUNT] = {
@@ -716,7 +717,8 @@ static int html_text(struct im_extractor *x, const char *buf, size_t len)
 
 static bool contained(enum im_format f)
 {
-	return (f >= IM_FMT_PDF && f <= IM_FMT_EPUB) || f == IM_FMT_DOC;
+	return (f >= IM_FMT_PDF && f <= IM_FMT_EPUB) ||
+	       (f >= IM_FMT_DOC && f <= IM_FMT_PPT);
 }
 
 /* Text, HTML, e-mail and RTF, in this process. */
@@ -811,6 +813,10 @@ static int local_extract(struct im_extractor *x, enum im_format f,
 		ret = im_pdf_text(buf, len, &x->o, &x->text);
 	else if (f == IM_FMT_DOC)
 		ret = im_doc_text(buf, len, &x->o, &x->text);
+	else if (f == IM_FMT_XLS)
+		ret = im_xls_text(buf, len, &x->o, &x->text);
+	else if (f == IM_FMT_PPT)
+		ret = im_ppt_text(buf, len, &x->o, &x->text);
 	else
 		ret = im_zipdoc_text(f, buf, len, &x->o, &x->text);
 	if (ret)

@@ -6,9 +6,10 @@
  *
  * The format is sniffed from the content, never from the name:
  *   - a compound file (the legacy Office container: D0 CF 11 E0 A1 B1 1A E1)
- *     whose root holds a WordDocument stream of Word 97 or later: DOC (our
- *     own reader, msoffice.c and cfb.c); any other compound file is sniffed
- *     on as below (binary, as a rule);
+ *     whose root holds a WordDocument stream of Word 97 or later, a BIFF8
+ *     Workbook or a PowerPoint Document stream: DOC, XLS, PPT (our own
+ *     readers, msoffice.c and cfb.c); any other compound file is sniffed on
+ *     as below (binary, as a rule);
  *   - "%PDF-" in the first 1024 bytes: PDF (poppler);
  *   - a ZIP whose first entry is "mimetype" holding an OpenDocument or EPUB
  *     media type: ODT, ODS, ODP, EPUB; a ZIP holding "[Content_Types].xml"
@@ -28,7 +29,7 @@
  * Text, HTML, e-mail and RTF are extracted in the calling thread: they are
  * the bulk of a text share (RTF a document share's) and their code is ours,
  * a forward pass with bounded state. Every format that parses an
- * untrusted container (PDF, ZIP, compressed, DOC) runs in a sandboxed helper
+ * untrusted container (PDF, ZIP, compressed, DOC, XLS, PPT) runs in a sandboxed helper
  * process (sandbox.c): seccomp allowlist, RLIMIT_AS and RLIMIT_CPU, a
  * wall-clock deadline, capped output. A helper that crashes, loops or runs
  * out of memory costs that one file (a failure with its reason) and is
@@ -63,8 +64,9 @@
  *   3: RTF text boxes (a shape's \shptxt) are read, as docx's are.
  *   4: a spreadsheet's number cells are terms (IM_EXTRACT_NUMBERS).
  *   5: Word 97-2003 .doc is read (it was binary).
+ *   6: Excel and PowerPoint 97-2003 .xls and .ppt are read (binary).
  */
-#define IM_EXTRACT_VERSION 5
+#define IM_EXTRACT_VERSION 6
 
 /**
  * Formats. The values are stored in state files: append only.
@@ -87,6 +89,8 @@ enum im_format {
 	IM_FMT_COMPRESSED, /**< sniffing only: gzip, bzip2 or xz */
 	IM_FMT_RTF,
 	IM_FMT_DOC, /**< Word 97-2003, in a compound file */
+	IM_FMT_XLS, /**< Excel 97-2003 */
+	IM_FMT_PPT, /**< PowerPoint 97-2003 */
 	IM_FMT_COUNT
 };
 

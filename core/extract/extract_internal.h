@@ -110,9 +110,20 @@ int im_cfb_read(const struct im_cfb *c, const struct im_cfb_entry *e,
 int im_doc_text(const char *buf, size_t len, const struct im_extract_opts *o,
 		struct im_buf *out);
 
+/** The same for an Excel 97-2003 workbook (.xls, BIFF8): its shared
+ *  strings and text cells. */
+int im_xls_text(const char *buf, size_t len, const struct im_extract_opts *o,
+		struct im_buf *out);
+
+/** The same for a PowerPoint 97-2003 presentation (.ppt): the text of its
+ *  slides and notes. */
+int im_ppt_text(const char *buf, size_t len, const struct im_extract_opts *o,
+		struct im_buf *out);
+
 /**
- * What sniffing makes of a compound file (msoffice.c): IM_FMT_DOC when it
- * holds a Word 97 or later document, else IM_FMT_BINARY.
+ * What sniffing makes of a compound file (msoffice.c): IM_FMT_DOC,
+ * IM_FMT_XLS or IM_FMT_PPT when it holds a Word 97, Excel 97 (BIFF8) or
+ * PowerPoint 97 or later document, else IM_FMT_BINARY.
  */
 enum im_format im_msoffice_sniff(const char *buf, size_t len);
 

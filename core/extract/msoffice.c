@@ -39,7 +39,27 @@ static uint16_t u16(const unsigned char *p)
 	return (uint16_t)(p[0] | p[1] << 8);
 }
 
+/* A UTF-16 code unit to @p out, @p high holding a high surrogate that
+ * waits for its pair; unpaired surrogates are dropped. */
+static int put_unit(struct im_buf *out, uint32_t *high, uint32_t c)
+{
+	if (c >= 0xd800 && c < 0xdc00) {
+		*high = c;
+		return 0;
+	}
+	if (c >= 0xdc00 && c < 0xe000) {
+		if (!*high)
+			return 0;
+		c = 0x10000 + ((*high - 0xd800) << 10) + (c - 0xdc00);
+	}
+	*high = 0;
+	return im_buf_put_cp(out, c);
+}
+
 /* ---- Word ----------------------------------------------------------------- */
+
+#define BIFF_BOF 0x0809
+#define BIFF8	 0x0600
 
 #define FIB_IDENT     0xa5ec
 #define FIB_WORD97    0xc1
@@ -74,6 +94,15 @@ enum im_format im_msoffice_sniff(const char *buf, size_t len)
 		    (u16(fib) == FIB_IDENT && u16(fib + 2) >= FIB_WORD97))
 			return IM_FMT_DOC;
 	}
+	if (im_cfb_find(&c, "Workbook", &e)) {
+		/* Excel 5 and 95 (BIFF5) wrote a "Book" stream, but some
+		 * programs a BIFF5 Workbook: only BIFF8 is read. */
+		fib = stream_head(&c, &e, 6);
+		if (!fib || (u16(fib) == BIFF_BOF && u16(fib + 4) == BIFF8))
+			return IM_FMT_XLS;
+	}
+	if (im_cfb_find(&c, "PowerPoint Document", &e))
+		return IM_FMT_PPT;
 	return IM_FMT_BINARY;
 }
 
@@ -133,17 +162,7 @@ static int word_char(struct word *w, uint32_t c)
 	}
 	if (c < 0x20)
 		return 0;
-	if (c >= 0xd800 && c < 0xdc00) {
-		w->high = c;
-		return 0;
-	}
-	if (c >= 0xdc00 && c < 0xe000) {
-		if (!w->high)
-			return 0;
-		c = 0x10000 + ((w->high - 0xd800) << 10) + (c - 0xdc00);
-	}
-	w->high = 0;
-	return im_buf_put_cp(w->out, c);
+	return put_unit(w->out, &w->high, c);
 }
 
 /* The piece table: n pieces, piece i holding characters [cp[i], cp[i+1])
@@ -293,5 +312,302 @@ int im_doc_text(const char *buf, size_t len, const struct im_extract_opts *o,
 out:
 	im_buf_release(&wd);
 	im_buf_release(&tbl);
+	return ret;
+}
+
+/* ---- Excel ---------------------------------------------------------------- */
+
+/* Records of a BIFF8 Workbook stream: a type and a length (16 bits each),
+ * then the data. A record longer than 8224 bytes goes on in CONTINUE
+ * records; a string's characters split there go on after a byte that
+ * says whether they are 8-bit (the low byte of UTF-16: Latin-1) or 16-bit
+ * ([MS-XLS] 2.5.293-2.5.294, 2.4.58). */
+#define BIFF_CONTINUE 0x003c
+#define BIFF_FILEPASS 0x002f
+#define BIFF_SST      0x00fc
+#define BIFF_LABEL    0x0204
+#define BIFF_RSTRING  0x00d6
+
+struct biff {
+	const unsigned char *p;
+	size_t len;
+	size_t at, end; /* the next byte, and the end of its record */
+	struct im_buf *out;
+};
+
+/* Into the CONTINUE record that follows the current one, if any. */
+static bool biff_continue(struct biff *b)
+{
+	size_t n;
+
+	if (b->end + 4 > b->len || u16(b->p + b->end) != BIFF_CONTINUE)
+		return false;
+	n = u16(b->p + b->end + 2);
+	if (n > b->len - b->end - 4)
+		return false;
+	b->at = b->end + 4;
+	b->end = b->at + n;
+	return true;
+}
+
+/* @p n bytes into @p to (NULL: skipped), across CONTINUE records. */
+static bool biff_bytes(struct biff *b, unsigned char *to, size_t n)
+{
+	while (n) {
+		size_t k = b->end - b->at;
+
+		if (!k && !biff_continue(b))
+			return false;
+		k = b->end - b->at;
+		if (k > n)
+			k = n;
+		if (to) {
+			memcpy(to, b->p + b->at, k);
+			to += k;
+		}
+		b->at += k;
+		n -= k;
+	}
+	return true;
+}
+
+/* @p cch characters, 16-bit if @p wide, then a newline. */
+static int biff_chars(struct biff *b, size_t cch, bool wide)
+{
+	uint32_t high = 0;
+	int ret = 0;
+
+	while (cch && !ret) {
+		size_t k;
+
+		if (b->at == b->end) {
+			if (!biff_continue(b) || b->at == b->end)
+				return IM_XF_CORRUPT;
+			wide = b->p[b->at++] & 1;
+			continue;
+		}
+		k = (b->end - b->at) / (wide ? 2 : 1);
+		if (!k)
+			return IM_XF_CORRUPT;
+		if (k > cch)
+			k = cch;
+		for (size_t i = 0; i < k && !ret; i++)
+			ret = wide ? put_unit(b->out, &high,
+					      u16(b->p + b->at + 2 * i))
+				   : im_buf_put_cp(b->out, b->p[b->at + i]);
+		b->at += wide ? 2 * k : k;
+		cch -= k;
+	}
+	return ret ? ret : im_buf_putc(b->out, '\n');
+}
+
+/* One string of the SST (XLUnicodeRichExtendedString): its characters,
+ * then its formatting runs and phonetic data, skipped. */
+static int biff_sst_string(struct biff *b)
+{
+	unsigned char h[3], v[4];
+	uint32_t runs = 0, ext = 0;
+	int ret;
+
+	if (!biff_bytes(b, h, 3))
+		return IM_XF_CORRUPT;
+	if (h[2] & 0x08) {
+		if (!biff_bytes(b, v, 2))
+			return IM_XF_CORRUPT;
+		runs = u16(v);
+	}
+	if (h[2] & 0x04) {
+		if (!biff_bytes(b, v, 4))
+			return IM_XF_CORRUPT;
+		ext = u32(v);
+	}
+	ret = biff_chars(b, u16(h), h[2] & 0x01);
+	if (!ret && (!biff_bytes(b, NULL, 4 * (size_t)runs) ||
+		     !biff_bytes(b, NULL, ext)))
+		ret = IM_XF_CORRUPT;
+	return ret;
+}
+
+/*
+ * The text of a workbook: the shared string table (every string of every
+ * sheet, once, as xlsx's sharedStrings.xml holds them) and the strings of
+ * cells that hold their own (LABEL, RSTRING), one a line. Numbers,
+ * formulas and sheet names are not read, as xlsx does not read them.
+ */
+static int xls_records(struct biff *b, size_t max_text)
+{
+	size_t pos = 0;
+	int ret = 0;
+
+	if (b->len < 8 || u16(b->p) != BIFF_BOF || u16(b->p + 4) != BIFF8)
+		return IM_XF_CORRUPT;
+	while (!ret && pos + 4 <= b->len) {
+		unsigned type = u16(b->p + pos), n = u16(b->p + pos + 2);
+		size_t data = pos + 4;
+
+		if (n > b->len - data)
+			break; /* a record cut short at the end: what came
+				  before is read */
+		b->at = data;
+		b->end = data + n;
+		switch (type) {
+		case BIFF_FILEPASS: return IM_XF_ENCRYPTED;
+		case BIFF_SST: {
+			unsigned char h[8];
+			uint32_t count;
+
+			if (!biff_bytes(b, h, 8))
+				return IM_XF_CORRUPT;
+			count = u32(h + 4);
+			for (uint32_t i = 0; i < count && !ret; i++)
+				ret = biff_sst_string(b);
+			break;
+		}
+		case BIFF_LABEL:
+		case BIFF_RSTRING: {
+			unsigned char h[9];
+
+			if (!biff_bytes(b, h, 9))
+				return IM_XF_CORRUPT;
+			ret = biff_chars(b, u16(h + 6), h[8] & 0x01);
+			break;
+		}
+		}
+		if (!ret && max_text && b->out->len > max_text)
+			ret = IM_XF_OUTPUT;
+		pos = data + n;
+	}
+	return ret;
+}
+
+int im_xls_text(const char *buf, size_t len, const struct im_extract_opts *o,
+		struct im_buf *out)
+{
+	size_t budget = o->max_unpacked ? o->max_unpacked : SIZE_MAX;
+	struct im_buf wb = {0};
+	struct im_cfb_entry e;
+	struct im_cfb c;
+	int ret;
+
+	if (!im_cfb_open(&c, buf, len) || !im_cfb_find(&c, "Workbook", &e))
+		return IM_XF_CORRUPT;
+	ret = im_cfb_read(&c, &e, &budget, &wb);
+	if (!ret) {
+		struct biff b = {.p = (const unsigned char *)wb.p,
+				 .len = wb.len,
+				 .out = out};
+
+		ret = xls_records(&b, o->max_text);
+	}
+	im_buf_release(&wb);
+	return ret;
+}
+
+/* ---- PowerPoint ------------------------------------------------------------ */
+
+/* Records of the PowerPoint Document stream ([MS-PPT] 2.3.1): 16 bits of
+ * version (low 4 bits; 0xf: a container of records) and instance, 16 of
+ * type, 32 of length. OfficeArt drawings inside slides use the same
+ * header ([MS-ODRAW]). */
+#define PPT_MAIN_MASTER	       0x03f8
+#define PPT_HANDOUT	       0x0fc9
+#define PPT_SLIDE_LIST	       0x0ff0
+#define PPT_TEXT_CHARS	       0x0fa0
+#define PPT_TEXT_BYTES	       0x0fa8
+#define PPT_CRYPT_SESSION      0x2f14
+#define PPT_SLIDE_LIST_MASTERS 1
+
+/* The characters of a text atom, a newline for its paragraph and line
+ * ends (0x0d, 0x0b), then a newline. */
+static int ppt_text(const unsigned char *p, size_t n, bool wide,
+		    struct im_buf *out)
+{
+	uint32_t high = 0;
+	int ret = 0;
+
+	for (size_t i = 0; i < n && !ret; i++) {
+		uint32_t c = wide ? u16(p + 2 * i) : p[i];
+
+		if (c == 0x0d || c == 0x0b)
+			ret = im_buf_putc(out, '\n');
+		else if (c == 0x09)
+			ret = im_buf_putc(out, '\t');
+		else if (c >= 0x20)
+			ret = wide ? put_unit(out, &high, c)
+				   : im_buf_put_cp(out, c);
+	}
+	return ret ? ret : im_buf_putc(out, '\n');
+}
+
+/*
+ * The text of a presentation: every text atom, in the slides' text lists
+ * and their drawings and in the notes, but not in the masters and handout
+ * (a template's placeholder prompts, which pptx does not read either). The
+ * records are walked in stream order with a stack of the containers open;
+ * one nested deeper than IM_EXTRACT_XML_DEPTH fails (nesting). Text the
+ * stream still holds from before an incremental save is read too (telling
+ * it apart needs the persist directory).
+ */
+static int ppt_records(const struct im_buf *s, size_t max_text,
+		       struct im_buf *out)
+{
+	const unsigned char *p = (const unsigned char *)s->p;
+	size_t end[IM_EXTRACT_XML_DEPTH];
+	bool skip[IM_EXTRACT_XML_DEPTH];
+	size_t pos = 0, depth = 0;
+	int ret = 0;
+
+	while (!ret && pos + 8 <= s->len) {
+		unsigned ver = u16(p + pos) & 0xf, inst = u16(p + pos) >> 4;
+		unsigned type = u16(p + pos + 2);
+		size_t n = u32(p + pos + 4), body = pos + 8;
+		bool hide = depth && skip[depth - 1];
+
+		if (n > s->len - body)
+			return IM_XF_CORRUPT;
+		if (type == PPT_CRYPT_SESSION)
+			return IM_XF_ENCRYPTED;
+		if (ver == 0xf) {
+			if (depth == IM_EXTRACT_XML_DEPTH)
+				return IM_XF_NESTING;
+			end[depth] = body + n;
+			skip[depth++] = hide || type == PPT_MAIN_MASTER ||
+					type == PPT_HANDOUT ||
+					(type == PPT_SLIDE_LIST &&
+					 inst == PPT_SLIDE_LIST_MASTERS);
+			pos = body;
+		} else {
+			if (!hide &&
+			    (type == PPT_TEXT_CHARS || type == PPT_TEXT_BYTES))
+				ret = ppt_text(p + body,
+					       type == PPT_TEXT_CHARS ? n / 2
+								      : n,
+					       type == PPT_TEXT_CHARS, out);
+			pos = body + n;
+		}
+		while (depth && pos >= end[depth - 1])
+			depth--;
+		if (!ret && max_text && out->len > max_text)
+			ret = IM_XF_OUTPUT;
+	}
+	return ret;
+}
+
+int im_ppt_text(const char *buf, size_t len, const struct im_extract_opts *o,
+		struct im_buf *out)
+{
+	size_t budget = o->max_unpacked ? o->max_unpacked : SIZE_MAX;
+	struct im_buf doc = {0};
+	struct im_cfb_entry e;
+	struct im_cfb c;
+	int ret;
+
+	if (!im_cfb_open(&c, buf, len) ||
+	    !im_cfb_find(&c, "PowerPoint Document", &e))
+		return IM_XF_CORRUPT;
+	ret = im_cfb_read(&c, &e, &budget, &doc);
+	if (!ret)
+		ret = ppt_records(&doc, o->max_text, out);
+	im_buf_release(&doc);
 	return ret;
 }

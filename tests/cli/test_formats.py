@@ -260,11 +260,13 @@ def case_budgets(tmp):
 
 def case_doc(tmp):
     """A Word 97-2003 .doc is read, not left binary: it is linked to the
-    docx it was made from, and explain names it and shows its text; a
-    compound file that is no Word document (Outlook's .msg, say) is binary
-    still, and goes to the user's filter."""
+    docx it was made from, and explain names it and shows its text; an
+    .xls and a .ppt give the terms of their xlsx and pptx; a compound file
+    that is none of these (Outlook's .msg, say) is binary still, and goes
+    to the user's filter."""
     root = share(tmp, ["notes.docx", "notes.doc", "artistic.docx",
-                       "artistic.doc", "cc0.txt"])
+                       "artistic.doc", "cc0.txt", "sheet.xls", "sheet.xlsx",
+                       "slides.ppt.gz", "slides.pptx"])
     with open(os.path.join(root, "office/notes.doc"), "rb") as f:
         cfb = bytearray(f.read())
     # The same container, its WordDocument stream renamed.
@@ -275,8 +277,15 @@ def case_doc(tmp):
     _, cl, err = clusters_of(root)
     check({"office/artistic.docx", "office/artistic.doc"} in cl,
           "a .doc and its docx are one cluster: %s" % cl)
-    check("format_doc: 2\n" in err and "format_binary: 1\n" in err,
-          "summary counts the doc and the binary: %s" % err)
+    check("format_doc: 2\n" in err and "format_binary: 1\n" in err
+          and "format_xls: 1\n" in err and "format_ppt: 1\n" in err,
+          "summary counts the doc, xls, ppt and the binary: %s" % err)
+    for a, b in (("sheet.xls", "sheet.xlsx"), ("slides.ppt.gz", "slides.pptx")):
+        out, _ = run("terms", os.path.join(root, "office", a),
+                     os.path.join(root, "office", b))
+        old, new = [set(l.split("\t")[1:]) for l in out.rstrip("\n").split("\n")]
+        check(old == new and len(old) > 10,
+              "%s has the terms of %s: %s" % (a, b, sorted(old ^ new)))
     out, _ = run("terms", os.path.join(root, "office/notes.doc"),
                  os.path.join(root, "office/notes.docx"))
     doc, docx = [set(l.split("\t")[1:]) for l in out.rstrip("\n").split("\n")]

@@ -18,9 +18,10 @@
  *                is never longer than three bytes per input byte (a
  *                windows-1252 byte's UTF-8) plus three (a last lone
  *                surrogate), and a cap is either kept or reported
- *   FUZZ_DOC     im_doc_text() (and the compound-file reader under it)
+ *   FUZZ_MSOFFICE  im_doc_text(), im_xls_text() or im_ppt_text() (the
+ *                first byte picks; the compound-file reader under them)
  *                with and without an output cap: a cap is either kept or
- *                reported; a stream found is read within its bounds
+ *                reported; a stream found is read whole or not at all
  * Built by meson with -Dfuzz=enabled and clang (tests/fuzz/meson.build).
  */
 #include <stddef.h>
@@ -127,18 +128,25 @@ static void fuzz_rtf(const char *s, size_t len)
 }
 #endif
 
-#if defined(FUZZ_DOC)
-static void fuzz_doc(const char *s, size_t len, struct im_extract_opts *o)
+#if defined(FUZZ_MSOFFICE)
+static void fuzz_msoffice(uint8_t which, const char *s, size_t len,
+			  struct im_extract_opts *o)
 {
+	static int (*const text[])(const char *, size_t,
+				   const struct im_extract_opts *,
+				   struct im_buf *) = {im_doc_text, im_xls_text,
+						       im_ppt_text};
+	int (*fn)(const char *, size_t, const struct im_extract_opts *,
+		  struct im_buf *) = text[which % 3];
 	struct im_buf all = {0}, capped = {0}, st = {0};
 	size_t budget = o->max_unpacked;
 	struct im_cfb_entry e;
 	struct im_cfb c;
 	int ret;
 
-	if (!im_doc_text(s, len, o, &all))
+	if (!fn(s, len, o, &all))
 		o->max_text = all.len / 2;
-	ret = im_doc_text(s, len, o, &capped);
+	ret = fn(s, len, o, &capped);
 	if (o->max_text && ((ret == 0 && capped.len > o->max_text) ||
 			    (ret == IM_XF_OUTPUT && all.len <= o->max_text)))
 		abort();
@@ -187,11 +195,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 #elif defined(FUZZ_RTF)
 	(void)o;
 	fuzz_rtf(s, size);
-#elif defined(FUZZ_DOC)
-	fuzz_doc(s, size, &o);
+#elif defined(FUZZ_MSOFFICE)
+	if (size < 1)
+		return 0;
+	fuzz_msoffice(data[0], s + 1, size - 1, &o);
 #else
 #error "define FUZZ_SNIFF, FUZZ_PDF, FUZZ_ZIPDOC, FUZZ_UNPACK, FUZZ_TERMS, \
-FUZZ_HTML, FUZZ_RTF or FUZZ_DOC"
+FUZZ_HTML, FUZZ_RTF or FUZZ_MSOFFICE"
 #endif
 	im_buf_release(&out);
 	return 0;

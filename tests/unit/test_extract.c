@@ -260,6 +260,8 @@ static const struct {
 	{"artistic.rtf", IM_FMT_RTF, false},
 	{"cc0.doc", IM_FMT_DOC, false},
 	{"notes.doc", IM_FMT_DOC, false},
+	{"sheet.xls", IM_FMT_XLS, false},
+	{"slides.ppt.gz", IM_FMT_PPT, true},
 };
 
 START_TEST(test_extract_sniff_fixtures)
@@ -591,6 +593,12 @@ START_TEST(test_extract_office_parts)
 	extract_fixture("sheet.xlsx");
 	assert_text_has("northern territories");
 	assert_text_has("lighthouse");
+	extract_fixture("sheet.xls");
+	assert_text_has("northern territories");
+	assert_text_has("lighthouse");
+	extract_fixture("slides.ppt.gz");
+	assert_text_has("Harbour dredging schedule");
+	assert_text_has("Speaker notes mention seagulls");
 	extract_fixture("sheet.ods");
 	assert_text_has("southern provinces");
 	extract_fixture("slides.pptx");
@@ -940,6 +948,151 @@ START_TEST(test_extract_doc_limits)
 	ck_assert_int_eq(im_doc_text(doc, 600, &o, &b), IM_XF_CORRUPT);
 	im_buf_release(&b);
 	free(doc);
+}
+END_TEST
+
+/* A compound file of one stream @p name holding @p data / @p n (at most
+ * 8 KiB; padded with zeros to 4 KiB, past the mini stream's cutoff):
+ * the header, the FAT (sector 0), the directory (sector 1), the stream
+ * (sectors 2 on). Returns its length in @p b (10 * 512 bytes). */
+static size_t make_cfb_stream(unsigned char *b, const char *name,
+			      const void *data, size_t n)
+{
+	const char *names[] = {name};
+	size_t k = n < 4096 ? 4096 : n, sectors = (k + 511) / 512;
+	unsigned char *e = b + 1024 + 128;
+
+	ck_assert_uint_le(n, 8 * 512);
+	make_cfb(b, names, 1);
+	memset(b + 3 * 512, 0, 16 * 512);
+	memcpy(b + 3 * 512, data, n);
+	for (size_t i = 0; i < sectors; i++) {
+		uint32_t next = i + 1 < sectors ? (uint32_t)(i + 3) : 0xfffffffe;
+
+		memcpy(b + 512 + 4 * (i + 2), &next, 4);
+	}
+	e[116] = 2, e[117] = e[118] = e[119] = 0;
+	memcpy(e + 120, &(uint32_t){(uint32_t)k}, 4);
+	return (3 + sectors) * 512;
+}
+
+/* Append a BIFF record of @p type and @p n bytes of @p data at *@p at. */
+static void biff(unsigned char *b, size_t *at, unsigned type, const void *data,
+		 size_t n)
+{
+	b[*at] = (unsigned char)type, b[*at + 1] = (unsigned char)(type >> 8);
+	b[*at + 2] = (unsigned char)n, b[*at + 3] = (unsigned char)(n >> 8);
+	memcpy(b + *at + 4, data, n);
+	*at += 4 + n;
+}
+
+/* An .xls's shared strings split across CONTINUE records, 8-bit going on
+ * as 16-bit there, with formatting runs and phonetic data skipped; its
+ * text cells; a password's FILEPASS record. */
+START_TEST(test_extract_xls_records)
+{
+	static const unsigned char bof[] = {0x00, 0x06, 0x05, 0x00};
+	/* SST: 2 strings. "harbour " (8-bit, 2 formatting runs) cut after
+	 * "harb"; "light" (8-bit, 4 bytes of phonetic data). */
+	static const unsigned char sst[] = {
+		2, 0, 0, 0, 2, 0, 0, 0, 8, 0, 0x08, 2, 0, 'h', 'a', 'r', 'b'};
+	/* "our " as UTF-16, the runs, then the second string. */
+	static const unsigned char cont[] = {
+		1,   'o', 0, 'u', 0, 'r', 0, ' ', 0, 0,   0,   1,  0,   4,
+		0,   2,	  0, 5,	  0, 0x04, 4, 0, 0, 0, 'l', 'i', 'g', 'h', 't',
+		1,   2,	  3, 4};
+	/* LABEL: row, column, format; "keeper\xe9" 8-bit (Latin-1). */
+	static const unsigned char label[] = {0, 0, 0, 0, 0, 0, 7, 0, 0,
+					      'k', 'e', 'e', 'p', 'e', 'r', 0xe9};
+	unsigned char w[1024], b[20 * 512];
+	size_t at = 0, n;
+
+	biff(w, &at, 0x0809, bof, sizeof(bof));
+	biff(w, &at, 0x00fc, sst, sizeof(sst));
+	biff(w, &at, 0x003c, cont, sizeof(cont));
+	biff(w, &at, 0x0204, label, sizeof(label));
+	n = make_cfb_stream(b, "Workbook", w, at);
+	ck_assert_int_eq(im_extract_sniff((const char *)b, n), IM_FMT_XLS);
+	extract_n((const char *)b, n);
+	ck_assert_msg(res.format == IM_FMT_XLS && !res.fail &&
+			      !strcmp(text, "harbour \nlight\nkeeper\xc3\xa9\n"),
+		      "%s %s: [%s]", im_format_name(res.format),
+		      im_extract_fail_name(res.fail), text);
+	/* Cut inside the second string's characters: corrupt. */
+	at = 0;
+	biff(w, &at, 0x0809, bof, sizeof(bof));
+	biff(w, &at, 0x00fc, sst, sizeof(sst));
+	biff(w, &at, 0x003c, cont, 26);
+	n = make_cfb_stream(b, "Workbook", w, at);
+	extract_n((const char *)b, n);
+	ck_assert_str_eq(im_extract_fail_name(res.fail), "corrupt");
+	at = 0;
+	biff(w, &at, 0x0809, bof, sizeof(bof));
+	biff(w, &at, 0x002f, "\1\0\1\0\1\0", 6);
+	n = make_cfb_stream(b, "Workbook", w, at);
+	extract_n((const char *)b, n);
+	ck_assert_str_eq(im_extract_fail_name(res.fail), "encrypted");
+	/* Excel 95's BIFF5 stays binary, for a filter to read. */
+	w[4] = 0x00, w[5] = 0x05;
+	n = make_cfb_stream(b, "Workbook", w, at);
+	ck_assert_int_eq(im_extract_sniff((const char *)b, n), IM_FMT_BINARY);
+}
+END_TEST
+
+/* Append a PowerPoint record header at *@p at; @p ver 0xf: a container. */
+static void ppt(unsigned char *b, size_t *at, unsigned ver, unsigned inst,
+		unsigned type, uint32_t n)
+{
+	uint16_t vi = (uint16_t)(ver | inst << 4), t = (uint16_t)type;
+
+	memcpy(b + *at, &vi, 2);
+	memcpy(b + *at + 2, &t, 2);
+	memcpy(b + *at + 4, &n, 4);
+	*at += 8;
+}
+
+/* A .ppt's text atoms (UTF-16 and 8-bit) are read but in the masters; a
+ * nest of containers deeper than the cap fails; so does an encrypted
+ * one. */
+START_TEST(test_extract_ppt_records)
+{
+	unsigned char w[4096], b[20 * 512];
+	size_t at = 0, n;
+
+	ppt(w, &at, 0xf, 0, 0x03e8, 8 + 10 + 8 + 7); /* Document */
+	ppt(w, &at, 0, 0, 0x0fa0, 10);		     /* TextCharsAtom */
+	memcpy(w + at, "c\0a\0f\0\xe9\0\r\0", 10);
+	at += 10;
+	ppt(w, &at, 0, 0, 0x0fa8, 7); /* TextBytesAtom */
+	memcpy(w + at, "seagull", 7);
+	at += 7;
+	ppt(w, &at, 0xf, 0, 0x03f8, 8 + 6); /* MainMaster */
+	ppt(w, &at, 0, 0, 0x0fa8, 6);
+	memcpy(w + at, "Master", 6);
+	at += 6;
+	n = make_cfb_stream(b, "PowerPoint Document", w, at);
+	ck_assert_int_eq(im_extract_sniff((const char *)b, n), IM_FMT_PPT);
+	extract_n((const char *)b, n);
+	ck_assert_msg(res.format == IM_FMT_PPT && !res.fail &&
+			      !strcmp(text, "caf\xc3\xa9\n\nseagull\n"),
+		      "%s %s: [%s]", im_format_name(res.format),
+		      im_extract_fail_name(res.fail), text);
+	at = 0;
+	for (uint32_t i = 0; i < 300; i++)
+		ppt(w, &at, 0xf, 0, 0x03e8, 8 * (299 - i));
+	n = make_cfb_stream(b, "PowerPoint Document", w, at);
+	extract_n((const char *)b, n);
+	ck_assert_str_eq(im_extract_fail_name(res.fail), "nesting");
+	at = 0;
+	ppt(w, &at, 0, 0, 0x0fa8, 1u << 30); /* longer than the stream */
+	n = make_cfb_stream(b, "PowerPoint Document", w, at);
+	extract_n((const char *)b, n);
+	ck_assert_str_eq(im_extract_fail_name(res.fail), "corrupt");
+	at = 0;
+	ppt(w, &at, 0xf, 0, 0x2f14, 0);
+	n = make_cfb_stream(b, "PowerPoint Document", w, at);
+	extract_n((const char *)b, n);
+	ck_assert_str_eq(im_extract_fail_name(res.fail), "encrypted");
 }
 END_TEST
 
@@ -1345,6 +1498,8 @@ static Suite *extract_suite(void)
 	tcase_add_test(tc, test_extract_doc_like_docx);
 	tcase_add_test(tc, test_extract_cfb_not_doc);
 	tcase_add_test(tc, test_extract_doc_limits);
+	tcase_add_test(tc, test_extract_xls_records);
+	tcase_add_test(tc, test_extract_ppt_records);
 	tcase_add_test(tc, test_extract_unsandboxed);
 	suite_add_tcase(s, tc);
 

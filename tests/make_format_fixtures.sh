@@ -13,6 +13,8 @@
 #   notes.docx, notes.doc   a short report with a footnote, a table, a
 #                   hyperlink (a field in the .doc) and typographic quotes:
 #                   pandoc, then LibreOffice
+#   review.docx, review.doc   a reviewed text: a tracked deletion (kept for
+#                   undo) and a text box, LibreOffice from a flat ODT
 #   memo-a.rtf, memo-b.rtf   two short memos on different subjects, RTF from
 #                   one pandoc template with a Word-like preamble (fonts,
 #                   colours, style sheet, info, letterhead header, rsid table)
@@ -115,6 +117,17 @@ Typography: “quoted” — ‘single’ café naïve Œuvre.
 MD
 pandoc -f markdown -t docx -o notes.docx notes.md
 office doc notes.docx
+cat > review.fodt <<'FODT'
+<?xml version="1.0" encoding="UTF-8"?>
+<office:document xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" xmlns:draw="urn:oasis:names:tc:opendocument:xmlns:drawing:1.0" xmlns:svg="urn:oasis:names:tc:opendocument:xmlns:svg-compatible:1.0" xmlns:dc="http://purl.org/dc/elements/1.1/" office:version="1.2" office:mimetype="application/vnd.oasis.opendocument.text">
+<office:body><office:text>
+<text:tracked-changes><text:changed-region text:id="ct1"><text:deletion><office:change-info><dc:creator>Reviewer</dc:creator><dc:date>2024-05-03T10:00:00</dc:date></office:change-info><text:p>obsolete lighthouse paragraph removed</text:p></text:deletion></text:changed-region></text:tracked-changes>
+<text:p>The harbour master inspected the <text:change text:change-id="ct1"/>breakwater after the storm.<draw:frame text:anchor-type="paragraph" svg:width="6cm" svg:height="2cm" svg:x="1cm" svg:y="1cm"><draw:text-box><text:p>Boxed warning about spring tides</text:p></draw:text-box></draw:frame></text:p>
+<text:p>Kept sentence about moorings.</text:p>
+</office:text></office:body></office:document>
+FODT
+office docx review.fodt
+office doc review.fodt
 python3 - <<'PY'
 import struct
 def cfb(b):
@@ -244,6 +257,7 @@ cp cc0.txt cc0.html cc0.docx cc0.odt cc0.epub cc0.pdf cc0-utf16.txt cc0.txt.gz \
    artistic.rtf memo-a.rtf memo-b.rtf flyer.rtf flyer.docx \
    artistic.rtf memo-a.rtf memo-b.rtf \
    cc0.doc cc0-edited.doc artistic.doc notes.docx notes.doc \
+   review.docx review.doc \
    loop.doc huge.doc truncated.doc encrypted.doc \
    sheet.xlsx sheet.ods sheet.xls slides.pptx slides.odp slides.ppt.gz \
    bomb.docx bomb.txt.bz2 entities.docx nested.docx truncated.pdf garbage.pdf "$out/"

@@ -65,8 +65,9 @@
  *   4: a spreadsheet's number cells are terms (IM_EXTRACT_NUMBERS).
  *   5: Word 97-2003 .doc is read (it was binary).
  *   6: Excel and PowerPoint 97-2003 .xls and .ppt are read (binary).
+ *   7: a .doc's text boxes are read, its tracked deletions left out.
  */
-#define IM_EXTRACT_VERSION 6
+#define IM_EXTRACT_VERSION 7
 
 /**
  * Formats. The values are stored in state files: append only.

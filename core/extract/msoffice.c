@@ -4,26 +4,29 @@
  *
  * Word 97-2003 (.doc, [MS-DOC]): the File Information Block at the start of
  * the WordDocument stream gives the character counts of the document's
- * parts (main text, footnotes, headers, comments, endnotes, ...; in that
- * order, one run of character positions) and where the table stream
- * (0Table or 1Table) holds the piece table (the CLX): which byte ranges of
- * WordDocument hold which characters, each piece 8-bit ("compressed":
- * windows-1252) or UTF-16LE. Read are the main text, footnotes and
- * endnotes, what docx gives (zipdoc.c); headers and comments are left out
- * there too. Word's marks become what a reader sees: paragraph, cell and
+ * parts (main text, footnotes, headers, comments, endnotes, text boxes,
+ * ...; in that order, one run of character positions) and where the table
+ * stream (0Table or 1Table) holds the piece table (the CLX): which byte
+ * ranges of WordDocument hold which characters, each piece 8-bit
+ * ("compressed": windows-1252) or UTF-16LE. Read are the main text,
+ * footnotes, endnotes and text boxes, what docx gives (zipdoc.c: a text
+ * box is in its document.xml); headers and comments are left out there
+ * too. Word's marks become what a reader sees: paragraph, cell and
  * row ends, line, page and column breaks a newline; of a field, the
  * instruction (between 0x13 and 0x14) is left out and the result (between
  * 0x14 and 0x15) kept, as docx and RTF read them; picture, footnote
- * reference and other anchors nothing. Text of deleted revisions is still
- * in the pieces and is read (telling it apart needs the character
- * properties). Word 6 and 95 files (an older FIB) are not read: sniffing
- * calls them binary, so an external filter can take them.
+ * reference and other anchors nothing. Text a tracked change deleted is
+ * still in the pieces, kept for undo: the character properties (the FKP
+ * pages PlcBteChpx lists) mark it (sprmCFRMarkDel), and it is left out, as
+ * docx leaves out w:delText. Word 6 and 95 files (an older FIB) are not
+ * read: sniffing calls them binary, so an external filter can take them.
  *
  * Every count is checked against the streams it indexes, and the characters
  * visited count against max_unpacked, as the pieces may overlap.
  * Runs in the sandboxed helper (sandbox.c).
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "extract_internal.h"
@@ -165,6 +168,135 @@ static int word_char(struct word *w, uint32_t c)
 	return put_unit(w->out, &w->high, c);
 }
 
+/* Byte ranges [lo, hi) of WordDocument whose text a tracked change
+ * deleted, sorted by lo. */
+struct deleted {
+	struct span {
+		uint32_t lo, hi;
+	} * v;
+	size_t n, cap;
+};
+
+#define SPRM_C_RMARK_DEL 0x0800
+
+/* Whether the properties @p g / @p n mark text deleted. A sprm's operand
+ * size is in its top 3 bits ([MS-DOC] 2.2.5.1); 6 is a byte of size
+ * first. */
+static bool grpprl_deleted(const unsigned char *g, size_t n)
+{
+	size_t i = 0;
+
+	while (i + 2 <= n) {
+		unsigned sprm = u16(g + i);
+		size_t size;
+
+		i += 2;
+		switch (sprm >> 13) {
+		case 0:
+		case 1: size = 1; break;
+		case 2:
+		case 4:
+		case 5: size = 2; break;
+		case 3: size = 4; break;
+		case 7: size = 3; break;
+		default: size = i < n ? 1 + (size_t)g[i] : 1;
+		}
+		/* A toggle: 1 on; 0x81 the style's opposite, and a style
+		 * never marks a deletion. */
+		if (sprm == SPRM_C_RMARK_DEL && i < n &&
+		    (g[i] == 0x01 || g[i] == 0x81))
+			return true;
+		i += size;
+	}
+	return false;
+}
+
+static int span_cmp(const void *a, const void *b)
+{
+	const struct span *x = a, *y = b;
+
+	return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+/*
+ * The deleted ranges of the character property pages that PlcBteChpx
+ * (tbl[off, off + len)) lists: each 512-byte page of WordDocument holds
+ * crun runs (its last byte), their crun + 1 offsets, then a byte per run
+ * locating its properties (a count and sprms) in the page, in words. The
+ * properties are a refinement: pages that do not parse are passed over,
+ * and each page is read once however often it is listed.
+ */
+static int word_deleted(const struct im_buf *wd, const struct im_buf *tbl,
+			uint32_t off, uint32_t len, struct deleted *d)
+{
+	const unsigned char *t = (const unsigned char *)tbl->p;
+	size_t pages = wd->len / 512, n;
+	unsigned char *seen;
+	int ret = 0;
+
+	if (len < 4 || (size_t)off + len > tbl->len || (len - 4) % 8)
+		return 0;
+	n = (len - 4) / 8;
+	seen = calloc(pages / 8 + 1, 1);
+	if (!seen)
+		return -ENOMEM;
+	for (size_t i = 0; i < n && !ret; i++) {
+		uint32_t pn = u32(t + off + 4 * (n + 1) + 4 * i) & 0x3fffff;
+		const unsigned char *pg;
+		unsigned crun;
+
+		if (pn >= pages || seen[pn / 8] & (1U << (pn % 8)))
+			continue;
+		seen[pn / 8] |= (unsigned char)(1U << (pn % 8));
+		pg = (const unsigned char *)wd->p + 512 * (size_t)pn;
+		crun = pg[511];
+		if (!crun || 5 * crun + 4 > 511)
+			continue;
+		for (unsigned r = 0; r < crun && !ret; r++) {
+			size_t at = 2 * (size_t)pg[4 * (crun + 1) + r];
+
+			if (!at || at + 1 + pg[at] > 511 ||
+			    !grpprl_deleted(pg + at + 1, pg[at]))
+				continue;
+			if (d->n == d->cap) {
+				size_t cap = d->cap ? 2 * d->cap : 16;
+				struct span *v =
+					realloc(d->v, cap * sizeof(*v));
+
+				if (!v) {
+					ret = -ENOMEM;
+					break;
+				}
+				d->v = v;
+				d->cap = cap;
+			}
+			d->v[d->n].lo = u32(pg + 4 * r);
+			d->v[d->n++].hi = u32(pg + 4 * r + 4);
+		}
+	}
+	free(seen);
+	if (d->n)
+		qsort(d->v, d->n, sizeof(*d->v), span_cmp);
+	return ret;
+}
+
+/* Whether byte @p at of WordDocument is deleted text. */
+static bool is_deleted(const struct deleted *d, uint64_t at)
+{
+	size_t lo = 0, hi = d->n;
+
+	/* The last span that starts at or before @p at. */
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (d->v[mid].lo <= at)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo && at < d->v[lo - 1].hi;
+}
+
 /* The piece table: n pieces, piece i holding characters [cp[i], cp[i+1])
  * as the 8 bytes of pcd + 8 * i describe. */
 struct pieces {
@@ -174,8 +306,8 @@ struct pieces {
 
 /* Characters [from, to) of the document into @p w. */
 static int word_range(struct word *w, const struct pieces *pt,
-		      const struct im_buf *wd, uint64_t from, uint64_t to,
-		      size_t *budget)
+		      const struct deleted *del, const struct im_buf *wd,
+		      uint64_t from, uint64_t to, size_t *budget)
 {
 	for (uint32_t i = 0; i < pt->n && from < to; i++) {
 		uint32_t a = u32(pt->cp + 4 * (size_t)i);
@@ -206,6 +338,9 @@ static int word_range(struct word *w, const struct pieces *pt,
 			uint32_t c = compressed ? s[k] : u16(s + 2 * k);
 			int ret;
 
+			if (del->n &&
+			    is_deleted(del, at + (compressed ? k : 2 * k)))
+				continue;
 			if (compressed && c >= 0x80 && c < 0xa0)
 				c = cp1252_high[c - 0x80];
 			ret = word_char(w, c);
@@ -252,12 +387,13 @@ int im_doc_text(const char *buf, size_t len, const struct im_extract_opts *o,
 	struct im_buf wd = {0}, tbl = {0};
 	size_t budget = o->max_unpacked ? o->max_unpacked : SIZE_MAX;
 	struct word w = {.out = out, .max_text = o->max_text};
+	struct deleted del = {0};
 	const unsigned char *f;
 	struct im_cfb_entry e;
 	struct pieces pt;
 	struct im_cfb c;
 	size_t lw, fc;
-	uint64_t ccp[6];
+	uint64_t ccp[7], at;
 	int ret;
 
 	if (!im_cfb_open(&c, buf, len) || !im_cfb_find(&c, "WordDocument", &e))
@@ -275,36 +411,42 @@ int im_doc_text(const char *buf, size_t len, const struct im_extract_opts *o,
 	}
 	/* FibBase (32 bytes), then counted arrays: fibRgW (csw 16-bit
 	 * words), fibRgLw (cslw 32-bit: ccpText at 3, then ccpFtn, ccpHdd,
-	 * a reserved count, ccpAtn, ccpEdn) and fibRgFcLcb (cbRgFcLcb
-	 * pairs of 32-bit offset and length: the CLX's is the 34th). */
+	 * a reserved count, ccpAtn, ccpEdn, ccpTxbx) and fibRgFcLcb
+	 * (cbRgFcLcb pairs of 32-bit offset and length: PlcBteChpx's is
+	 * the 13th, the CLX's the 34th). */
 	lw = 34 + 2 * (size_t)u16(f + 32);
-	if (lw + 2 > wd.len || u16(f + lw) < 9)
+	if (lw + 2 > wd.len || u16(f + lw) < 10)
 		goto out;
 	fc = lw + 2 + 4 * (size_t)u16(f + lw);
 	lw += 2;
 	if (fc + 2 > wd.len || u16(f + fc) < 34 || fc + 2 + 34 * 8 > wd.len)
 		goto out;
-	fc += 2 + 33 * 8;
-	for (int i = 0; i < 6; i++)
+	fc += 2;
+	for (int i = 0; i < 7; i++)
 		ccp[i] = u32(f + lw + 12 + 4 * (size_t)i);
 	if (!im_cfb_find(&c, u16(f + 10) & FIB_TABLE1 ? "1Table" : "0Table",
 			 &e))
 		goto out;
 	ret = im_cfb_read(&c, &e, &budget, &tbl);
 	if (!ret)
-		ret = word_pieces(&tbl, u32(f + fc), u32(f + fc + 4), &pt);
-	/* Main text, footnotes, then endnotes (after headers, a reserved
-	 * count and comments). */
+		ret = word_pieces(&tbl, u32(f + fc + 33 * 8),
+				  u32(f + fc + 33 * 8 + 4), &pt);
 	if (!ret)
-		ret = word_range(&w, &pt, &wd, 0, ccp[0], &budget);
+		ret = word_deleted(&wd, &tbl, u32(f + fc + 12 * 8),
+				   u32(f + fc + 12 * 8 + 4), &del);
+	/* Main text, footnotes, then endnotes and text boxes (after
+	 * headers, a reserved count and comments). */
+	if (!ret)
+		ret = word_range(&w, &pt, &del, &wd, 0, ccp[0], &budget);
 	if (!ret && ccp[1])
-		ret = word_range(&w, &pt, &wd, ccp[0], ccp[0] + ccp[1],
+		ret = word_range(&w, &pt, &del, &wd, ccp[0], ccp[0] + ccp[1],
 				 &budget);
-	if (!ret && ccp[5]) {
-		uint64_t at = ccp[0] + ccp[1] + ccp[2] + ccp[3] + ccp[4];
-
-		ret = word_range(&w, &pt, &wd, at, at + ccp[5], &budget);
-	}
+	at = ccp[0] + ccp[1] + ccp[2] + ccp[3] + ccp[4];
+	if (!ret && ccp[5])
+		ret = word_range(&w, &pt, &del, &wd, at, at + ccp[5], &budget);
+	at += ccp[5];
+	if (!ret && ccp[6])
+		ret = word_range(&w, &pt, &del, &wd, at, at + ccp[6], &budget);
 	if (!ret && im_buf_putc(out, '\n'))
 		ret = -ENOMEM;
 	if (!ret && w.max_text && out->len > w.max_text)
@@ -312,6 +454,7 @@ int im_doc_text(const char *buf, size_t len, const struct im_extract_opts *o,
 out:
 	im_buf_release(&wd);
 	im_buf_release(&tbl);
+	free(del.v);
 	return ret;
 }
 

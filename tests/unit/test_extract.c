@@ -865,6 +865,31 @@ START_TEST(test_extract_doc_like_docx)
 }
 END_TEST
 
+/* A reviewed .doc: the text a tracked change deleted (still in its
+ * pieces, for undo) is left out, as the docx's w:delText is, and its text
+ * box is read, as the docx's document.xml holds it. */
+START_TEST(test_extract_doc_review)
+{
+	struct im_terms docx, doc;
+
+	im_terms_init(&docx);
+	im_terms_init(&doc);
+	extract_fixture("review.docx");
+	result_terms(&docx);
+	extract_fixture("review.doc");
+	result_terms(&doc);
+	ck_assert_msg(docx.n > 10 && jaccard(&docx, &doc) == 1.0,
+		      "the .doc has the docx's terms (%zu vs %zu): %s", doc.n,
+		      docx.n, text);
+	assert_text_has("inspected the breakwater after the storm.");
+	assert_text_has("Boxed warning about spring tides");
+	ck_assert_msg(!strstr(text, "obsolete"), "deleted text read: %s",
+		      text);
+	im_terms_release(&docx);
+	im_terms_release(&doc);
+}
+END_TEST
+
 /* A minimal compound file: a header, one FAT sector (sector 0) and one
  * directory sector (sector 1) holding the root and @p n entries. */
 static size_t make_cfb(unsigned char *b, const char *const *names, int n)
@@ -1496,6 +1521,7 @@ static Suite *extract_suite(void)
 	tcase_add_test(tc, test_extract_ods_date_terms);
 	tcase_add_test(tc, test_extract_pdf_repairs);
 	tcase_add_test(tc, test_extract_doc_like_docx);
+	tcase_add_test(tc, test_extract_doc_review);
 	tcase_add_test(tc, test_extract_cfb_not_doc);
 	tcase_add_test(tc, test_extract_doc_limits);
 	tcase_add_test(tc, test_extract_xls_records);

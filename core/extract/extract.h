@@ -66,8 +66,10 @@
  *   5: Word 97-2003 .doc is read (it was binary).
  *   6: Excel and PowerPoint 97-2003 .xls and .ppt are read (binary).
  *   7: a .doc's text boxes are read, its tracked deletions left out.
+ *   8: .ppt from the persist directory; Word 6/95 and PowerPoint 95
+ *      binary again.
  */
-#define IM_EXTRACT_VERSION 7
+#define IM_EXTRACT_VERSION 8
 
 /**
  * Formats. The values are stored in state files: append only.

@@ -23,7 +23,11 @@
  *
  * Every count is checked against the streams it indexes, and the characters
  * visited count against max_unpacked, as the pieces may overlap.
- * Runs in the sandboxed helper (sandbox.c).
+ *
+ * Excel 97-2003 (.xls, BIFF8) and PowerPoint 97-2003 (.ppt): the record
+ * streams, in their sections below. Sniffing (im_msoffice_sniff()) tells
+ * the three, and their predecessors that stay binary, apart by the
+ * directory alone. Runs in the sandboxed helper (sandbox.c).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -84,17 +88,20 @@ stream_head(const struct im_cfb *c, const struct im_cfb_entry *e, size_t need)
 enum im_format im_msoffice_sniff(const char *buf, size_t len)
 {
 	struct im_cfb c;
-	struct im_cfb_entry e;
+	struct im_cfb_entry e, t;
 	const unsigned char *fib;
 
 	if (!im_cfb_open(&c, buf, len))
 		return IM_FMT_BINARY;
 	if (im_cfb_find(&c, "WordDocument", &e)) {
 		/* Word 6 and 95 have an older FIB this reader does not
-		 * know: binary, as before, for a filter to read. */
+		 * know, and no table stream: binary, as before, for a
+		 * filter to read. */
 		fib = stream_head(&c, &e, 4);
-		if (!fib ||
-		    (u16(fib) == FIB_IDENT && u16(fib + 2) >= FIB_WORD97))
+		if ((im_cfb_find(&c, "1Table", &t) ||
+		     im_cfb_find(&c, "0Table", &t)) &&
+		    (!fib ||
+		     (u16(fib) == FIB_IDENT && u16(fib + 2) >= FIB_WORD97)))
 			return IM_FMT_DOC;
 	}
 	if (im_cfb_find(&c, "Workbook", &e)) {
@@ -104,7 +111,10 @@ enum im_format im_msoffice_sniff(const char *buf, size_t len)
 		if (!fib || (u16(fib) == BIFF_BOF && u16(fib + 4) == BIFF8))
 			return IM_FMT_XLS;
 	}
-	if (im_cfb_find(&c, "PowerPoint Document", &e))
+	/* PowerPoint 95 has a Header stream, PowerPoint 97 and later
+	 * none: the older one stays binary. */
+	if (im_cfb_find(&c, "PowerPoint Document", &e) &&
+	    !im_cfb_find(&c, "Header", &t))
 		return IM_FMT_PPT;
 	return IM_FMT_BINARY;
 }
@@ -601,9 +611,14 @@ static int xls_records(struct biff *b, size_t max_text)
 
 			if (!biff_bytes(b, h, 8))
 				return IM_XF_CORRUPT;
+			/* A table with fewer strings than it counts ends
+			 * where its records do (Excel reads such files). */
 			count = u32(h + 4);
-			for (uint32_t i = 0; i < count && !ret; i++)
+			for (uint32_t i = 0; i < count && !ret; i++) {
+				if (b->at == b->end && !biff_continue(b))
+					break;
 				ret = biff_sst_string(b);
+			}
 			break;
 		}
 		case BIFF_LABEL:
@@ -658,7 +673,13 @@ int im_xls_text(const char *buf, size_t len, const struct im_extract_opts *o,
 #define PPT_TEXT_CHARS	       0x0fa0
 #define PPT_TEXT_BYTES	       0x0fa8
 #define PPT_CRYPT_SESSION      0x2f14
+#define PPT_USER_EDIT	       0x0ff5
+#define PPT_PERSIST_DIR	       0x1772
 #define PPT_SLIDE_LIST_MASTERS 1
+/* CurrentUserAtom.headerToken of an encrypted presentation. */
+#define PPT_TOKEN_ENCRYPTED 0xf3d1c4dfU
+/* Incremental saves followed back, at most. */
+#define PPT_MAX_EDITS 4096
 
 /* The characters of a text atom, a newline for its paragraph and line
  * ends (0x0d, 0x0b), then a newline. */
@@ -683,31 +704,39 @@ static int ppt_text(const unsigned char *p, size_t n, bool wide,
 }
 
 /*
- * The text of a presentation: every text atom, in the slides' text lists
+ * The text atoms of the records in s[from, to): in the slides' text lists
  * and their drawings and in the notes, but not in the masters and handout
- * (a template's placeholder prompts, which pptx does not read either). The
- * records are walked in stream order with a stack of the containers open;
- * one nested deeper than IM_EXTRACT_XML_DEPTH fails (nesting). Text the
- * stream still holds from before an incremental save is read too (telling
- * it apart needs the persist directory).
+ * (a template's placeholder prompts, which pptx does not read either),
+ * with a stack of the containers open; one nested deeper than
+ * IM_EXTRACT_XML_DEPTH fails (nesting), a top-level record longer than
+ * the object is corrupt.
  */
-static int ppt_records(const struct im_buf *s, size_t max_text,
-		       struct im_buf *out)
+static int ppt_walk(const struct im_buf *s, size_t from, size_t to,
+		    size_t max_text, struct im_buf *out)
 {
 	const unsigned char *p = (const unsigned char *)s->p;
 	size_t end[IM_EXTRACT_XML_DEPTH];
 	bool skip[IM_EXTRACT_XML_DEPTH];
-	size_t pos = 0, depth = 0;
+	size_t pos = from, depth = 0;
 	int ret = 0;
 
-	while (!ret && pos + 8 <= s->len) {
+	while (!ret && pos + 8 <= to) {
 		unsigned ver = u16(p + pos) & 0xf, inst = u16(p + pos) >> 4;
 		unsigned type = u16(p + pos + 2);
 		size_t n = u32(p + pos + 4), body = pos + 8;
+		size_t limit = depth ? end[depth - 1] : to;
 		bool hide = depth && skip[depth - 1];
 
-		if (n > s->len - body)
-			return IM_XF_CORRUPT;
+		if (body > limit || n > limit - body) {
+			if (!depth)
+				return IM_XF_CORRUPT;
+			/* PowerPoint 2007 marks some atoms of opaque data
+			 * (round-trip blobs) as containers: one whose
+			 * content does not parse as records is passed
+			 * over. */
+			pos = end[--depth];
+			continue;
+		}
 		if (type == PPT_CRYPT_SESSION)
 			return IM_XF_ENCRYPTED;
 		if (ver == 0xf) {
@@ -736,11 +765,130 @@ static int ppt_records(const struct im_buf *s, size_t max_text,
 	return ret;
 }
 
+/* A persist object: its id and where its record starts. */
+struct persist {
+	uint32_t id, off;
+	uint32_t order; /* which edit listed it: 0 the latest */
+};
+
+static int persist_cmp(const void *a, const void *b)
+{
+	const struct persist *x = a, *y = b;
+
+	if (x->id != y->id)
+		return x->id < y->id ? -1 : 1;
+	return x->order < y->order ? -1 : x->order > y->order;
+}
+
+/*
+ * The objects of the presentation as its last save left them ([MS-PPT]
+ * 2.1.2): the Current User stream points at the last UserEditAtom, each
+ * names its persist directory (ids and the offsets of their records) and
+ * the edit before it; an id takes the offset of the latest edit that
+ * lists it. The stream is not a plain run of records: what an
+ * incremental save replaced stays in it, and so can slack. Fills
+ * @p ps / *@p n (sorted by id, one offset an id). @return 0, or 1 when
+ * the chain does not parse (the caller walks the stream instead),
+ * IM_XF_ENCRYPTED, or -ENOMEM.
+ */
+static int ppt_persist(const struct im_buf *cur, const struct im_buf *s,
+		       struct persist **ps, size_t *n)
+{
+	const unsigned char *p = (const unsigned char *)s->p;
+	const unsigned char *c = (const unsigned char *)cur->p;
+	size_t cap = 0, k = 0, scanned = 0;
+	uint32_t off;
+
+	*ps = NULL;
+	*n = 0;
+	if (cur->len < 20)
+		return 1;
+	if (u32(c + 12) == PPT_TOKEN_ENCRYPTED)
+		return IM_XF_ENCRYPTED;
+	off = u32(c + 16);
+	for (uint32_t edit = 0; edit < PPT_MAX_EDITS; edit++) {
+		size_t dir, dn;
+
+		if ((size_t)off + 28 > s->len ||
+		    u16(p + off + 2) != PPT_USER_EDIT)
+			return 1;
+		dir = u32(p + off + 20);
+		if (dir + 8 > s->len || u16(p + dir + 2) != PPT_PERSIST_DIR)
+			return 1;
+		dn = u32(p + dir + 4);
+		/* Directories of a valid file do not overlap: reading more
+		 * than the stream holds is a chain gone round. */
+		scanned += dn;
+		if (dn > s->len - dir - 8 || scanned > s->len)
+			return 1;
+		for (size_t at = dir + 8; at + 4 <= dir + 8 + dn;) {
+			uint32_t h = u32(p + at), id = h & 0xfffff;
+			uint32_t count = h >> 20;
+
+			at += 4;
+			for (uint32_t j = 0;
+			     j < count && at + 4 <= dir + 8 + dn;
+			     j++, at += 4) {
+				if (k == cap) {
+					size_t nc = cap ? 2 * cap : 64;
+					struct persist *v =
+						realloc(*ps, nc * sizeof(*v));
+
+					if (!v)
+						return -ENOMEM;
+					*ps = v;
+					cap = nc;
+				}
+				(*ps)[k++] = (struct persist){
+					id + j, u32(p + at), edit};
+			}
+		}
+		/* offsetLastEdit: an earlier save, earlier in the stream */
+		if (!u32(p + off + 16) || u32(p + off + 16) >= off)
+			break;
+		off = u32(p + off + 16);
+	}
+	if (k)
+		qsort(*ps, k, sizeof(**ps), persist_cmp);
+	for (size_t i = 0; i < k; i++)
+		if (!*n || (*ps)[*n - 1].id != (*ps)[i].id)
+			(*ps)[(*n)++] = (*ps)[i];
+	return 0;
+}
+
+/* The text of a presentation: its live objects' records, each walked whole
+ * (ppt_walk()); without a persist chain that parses, the whole stream in
+ * order. */
+static int ppt_records(const struct im_buf *cur, const struct im_buf *s,
+		       size_t max_text, struct im_buf *out)
+{
+	const unsigned char *p = (const unsigned char *)s->p;
+	struct persist *ps;
+	size_t n;
+	int ret = ppt_persist(cur, s, &ps, &n);
+
+	if (ret == 1) {
+		free(ps);
+		return ppt_walk(s, 0, s->len, max_text, out);
+	}
+	for (size_t i = 0; i < n && !ret; i++) {
+		size_t at = ps[i].off;
+
+		if (at + 8 > s->len || u32(p + at + 4) > s->len - at - 8)
+			ret = IM_XF_CORRUPT;
+		else
+			ret = ppt_walk(s, at, at + 8 + u32(p + at + 4),
+				       max_text, out);
+	}
+	free(ps);
+	return ret;
+}
+
 int im_ppt_text(const char *buf, size_t len, const struct im_extract_opts *o,
 		struct im_buf *out)
 {
 	size_t budget = o->max_unpacked ? o->max_unpacked : SIZE_MAX;
-	struct im_buf doc = {0};
+	struct im_buf doc = {0}, cur = {0};
 	struct im_cfb_entry e;
 	struct im_cfb c;
 	int ret;
@@ -749,8 +897,11 @@ int im_ppt_text(const char *buf, size_t len, const struct im_extract_opts *o,
 	    !im_cfb_find(&c, "PowerPoint Document", &e))
 		return IM_XF_CORRUPT;
 	ret = im_cfb_read(&c, &e, &budget, &doc);
+	if (!ret && im_cfb_find(&c, "Current User", &e))
+		ret = im_cfb_read(&c, &e, &budget, &cur);
 	if (!ret)
-		ret = ppt_records(&doc, o->max_text, out);
+		ret = ppt_records(&cur, &doc, o->max_text, out);
 	im_buf_release(&doc);
+	im_buf_release(&cur);
 	return ret;
 }

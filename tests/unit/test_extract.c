@@ -936,6 +936,31 @@ START_TEST(test_extract_cfb_not_doc)
 	ck_assert(im_cfb_find(&c, "__SUBSTG1.0_0037001f", &e));
 	ck_assert(!im_cfb_find(&c, "WordDocument", &e));
 	ck_assert_int_eq(im_extract_sniff((const char *)b, n), IM_FMT_BINARY);
+	/* Word 97 has a table stream, Word 6 and 95 do not (binary, for a
+	 * filter); PowerPoint 95 has a Header stream, 97 not. */
+	{
+		static const char *const word97[] = {"1Table", "WordDocument"};
+		static const char *const word95[] = {"WordDocument"};
+		static const char *const pp95[] = {"Header",
+						   "PowerPoint Document"};
+		static const char *const pp97[] = {"PowerPoint Document"};
+
+		n = make_cfb(b, word97, 2);
+		b[1024 + 128 + 72] = 2, memset(b + 1024 + 128 + 73, 0, 3);
+		ck_assert_int_eq(im_extract_sniff((const char *)b, n),
+				 IM_FMT_DOC);
+		n = make_cfb(b, word95, 1);
+		ck_assert_int_eq(im_extract_sniff((const char *)b, n),
+				 IM_FMT_BINARY);
+		n = make_cfb(b, pp95, 2);
+		b[1024 + 128 + 72] = 2, memset(b + 1024 + 128 + 73, 0, 3);
+		ck_assert_int_eq(im_extract_sniff((const char *)b, n),
+				 IM_FMT_BINARY);
+		n = make_cfb(b, pp97, 1);
+		ck_assert_int_eq(im_extract_sniff((const char *)b, n),
+				 IM_FMT_PPT);
+		n = make_cfb(b, names, 1);
+	}
 	/* Entry 1's siblings are itself: every look-up loops there. */
 	memset(b + 1024 + 128 + 68, 0, 8);
 	b[1024 + 128 + 68] = 1, b[1024 + 128 + 72] = 1;
@@ -1043,6 +1068,23 @@ START_TEST(test_extract_xls_records)
 			      !strcmp(text, "harbour \nlight\nkeeper\xc3\xa9\n"),
 		      "%s %s: [%s]", im_format_name(res.format),
 		      im_extract_fail_name(res.fail), text);
+	/* A table that counts more strings than it holds ends with its
+	 * records. */
+	{
+		unsigned char more[sizeof(sst)];
+
+		memcpy(more, sst, sizeof(sst));
+		more[4] = 9;
+		at = 0;
+		biff(w, &at, 0x0809, bof, sizeof(bof));
+		biff(w, &at, 0x00fc, more, sizeof(more));
+		biff(w, &at, 0x003c, cont, sizeof(cont));
+		n = make_cfb_stream(b, "Workbook", w, at);
+		extract_n((const char *)b, n);
+		ck_assert_msg(!res.fail && !strcmp(text, "harbour \nlight\n"),
+			      "%s: [%s]", im_extract_fail_name(res.fail),
+			      text);
+	}
 	/* Cut inside the second string's characters: corrupt. */
 	at = 0;
 	biff(w, &at, 0x0809, bof, sizeof(bof));
@@ -1101,6 +1143,20 @@ START_TEST(test_extract_ppt_records)
 	ck_assert_msg(res.format == IM_FMT_PPT && !res.fail &&
 			      !strcmp(text, "caf\xc3\xa9\n\nseagull\n"),
 		      "%s %s: [%s]", im_format_name(res.format),
+		      im_extract_fail_name(res.fail), text);
+	/* A "container" of opaque data (PowerPoint 2007's round-trip
+	 * blobs) is passed over; what follows it is read. */
+	at = 0;
+	ppt(w, &at, 0xf, 0, 0x03e8, 8 + 12 + 8 + 4);
+	ppt(w, &at, 0xf, 0, 0x0428, 12);
+	memcpy(w + at, "PK\3\4\x14\0\0\0\0\0\xff\xff", 12);
+	at += 12;
+	ppt(w, &at, 0, 0, 0x0fa8, 4);
+	memcpy(w + at, "tide", 4);
+	at += 4;
+	n = make_cfb_stream(b, "PowerPoint Document", w, at);
+	extract_n((const char *)b, n);
+	ck_assert_msg(!res.fail && !strcmp(text, "tide\n"), "%s: [%s]",
 		      im_extract_fail_name(res.fail), text);
 	at = 0;
 	for (uint32_t i = 0; i < 300; i++)

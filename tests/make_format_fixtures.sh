@@ -255,7 +255,6 @@ mkdir -p "$out"
 cp cc0.txt cc0.html cc0.docx cc0.odt cc0.epub cc0.pdf cc0-utf16.txt cc0.txt.gz \
    cc0.rtf cc0-edited.docx cc0-edited.pdf artistic.docx artistic.odt artistic.pdf \
    artistic.rtf memo-a.rtf memo-b.rtf flyer.rtf flyer.docx \
-   artistic.rtf memo-a.rtf memo-b.rtf \
    cc0.doc cc0-edited.doc artistic.doc notes.docx notes.doc \
    review.docx review.doc \
    loop.doc huge.doc truncated.doc encrypted.doc \

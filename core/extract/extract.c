@@ -913,8 +913,10 @@ int im_extract_terms(const struct im_extract_result *r,
 		const char *nl = memchr(s, '\n', (size_t)(end - s));
 		const char *e = nl ? nl : end;
 
-		if (e > s)
+		if (e > s) {
 			ret = im_terms_add(out, s, (size_t)(e - s));
+			out->numbers += im_figure_hash(s, (size_t)(e - s));
+		}
 		s = e + 1;
 	}
 	return ret;

@@ -242,7 +242,8 @@ struct im_terms;
  * text), into @p out. In a spreadsheet each number cell is a term as well,
  * whatever its length and digits: there the figures are the content, and
  * the word rules would drop nearly all of them, so two sheets with the same
- * labels and other figures would be one text.
+ * labels and other figures would be one text. out->numbers (text.h) holds
+ * the text's figures and each number cell, once per cell.
  *
  * @return 0 or -ENOMEM, as im_text_terms().
  */

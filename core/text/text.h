@@ -19,6 +19,12 @@
  * hashes). Invalid UTF-8 bytes act as separators: they never stop the scan
  * and never swallow a valid neighbour.
  *
+ * The figures of a document (dates, amounts, reference numbers) are mostly
+ * not terms, which is right for finding near-duplicates; but a payslip is
+ * not redundant beside another month's, so removal compares them:
+ * im_terms.numbers fingerprints every word holding a digit, whatever its
+ * length and digits (up to the 256 bytes above).
+ *
  * Thread-safety: every function here is reentrant; a struct im_terms must not
  * be used by two threads at once.
  */
@@ -54,6 +60,13 @@ struct im_terms {
 	size_t arena_len, arena_cap;
 	struct im_term *v;
 	size_t n, cap;
+	/** The numbers fingerprint: the sum mod 2^64 of im_figure_hash() of
+	 *  every word holding a digit that the word scanner read, kept as a
+	 *  term or not, and of every number term im_extract_terms() added; 0
+	 *  for none. Order-independent, so equal for the same figures in
+	 *  another order. im_text_terms() resets it; im_terms_clear() does
+	 *  not. */
+	uint64_t numbers;
 	/* Private to terms.c: the hash table over v, and what its add checks. */
 	struct im_terms_slot *slots;
 	size_t nslots;	  /* slots in use: a power of two, the front of slots */
@@ -89,6 +102,12 @@ static inline const char *im_terms_str(const struct im_terms *t, size_t i)
 {
 	return t->arena + t->v[i].off;
 }
+
+/**
+ * The hash of one figure (a word holding a digit, folded, @p n bytes at
+ * @p s) that im_terms.numbers sums: the same on every machine.
+ */
+uint64_t im_figure_hash(const char *s, size_t n);
 
 /* ---- Extraction ---------------------------------------------------------- */
 

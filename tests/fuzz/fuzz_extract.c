@@ -81,7 +81,7 @@ static void fuzz_terms(uint8_t how, const char *s, size_t len,
 	im_terms_init(&scalar);
 	if (!im_words_add(s, len, &p, &simd) &&
 	    !im_words_add_scalar(s, len, &p, &scalar)) {
-		if (simd.n != scalar.n)
+		if (simd.n != scalar.n || simd.numbers != scalar.numbers)
 			abort();
 		for (size_t i = 0; i < simd.n; i++)
 			if (simd.v[i].len != scalar.v[i].len ||

@@ -851,19 +851,26 @@ static void assert_scanners_agree(const char *s, size_t n, struct im_terms *ref,
 
 	memcpy(copy, s, n);
 	im_terms_clear(ref);
+	ref->numbers = 0;
 	ck_assert_int_eq(im_words_add_scalar(copy, n, &params, ref), 0);
 	for (int g = IM_WORDS_SSE2; g <= IM_WORDS_AVX512; g++) {
 		if (!im_words_has_gear((enum im_words_gear)g))
 			continue;
 		im_terms_clear(&terms);
+		terms.numbers = 0;
 		ck_assert_int_eq(im_words_add_gear(copy, n, &params, &terms,
 						   (enum im_words_gear)g),
 				 0);
 		assert_same_terms(&terms, ref, what, gear_names[g]);
+		ck_assert_msg(terms.numbers == ref->numbers,
+			      "%s: numbers fingerprint of gear %s differs", what,
+			      gear_names[g]);
 	}
 	im_terms_clear(&terms);
+	terms.numbers = 0;
 	ck_assert_int_eq(im_words_add(copy, n, &params, &terms), 0);
 	assert_same_terms(&terms, ref, what, "of im_words_add()");
+	ck_assert(terms.numbers == ref->numbers);
 	free(copy);
 }
 
@@ -895,6 +902,84 @@ START_TEST(test_text_gears)
 						  (enum im_words_gear)g),
 				-ENOTSUP);
 	im_terms_release(&t);
+}
+END_TEST
+
+/* im_text_terms()'s numbers fingerprint of @p s. */
+static uint64_t numbers_of(const char *s)
+{
+	struct im_terms t;
+	uint64_t v;
+
+	im_terms_init(&t);
+	ck_assert_int_eq(im_text_terms(s, strlen(s), &params, &t), 0);
+	v = t.numbers;
+	im_terms_release(&t);
+	return v;
+}
+
+static uint64_t fig(const char *s)
+{
+	return im_figure_hash(s, strlen(s));
+}
+
+/*
+ * Two payslips share every term and differ only in their figures, which
+ * the word rules drop: the numbers fingerprint tells them apart, and does
+ * not care in which order the figures come.
+ */
+START_TEST(test_text_numbers_fingerprint)
+{
+	static const char jan[] = "Employee: Jane Marlowe, harbour pilot\n"
+				  "Basic salary: 2912.49\n"
+				  "Overtime allowance: 410.20\n"
+				  "Paid on 2024-01-01\n";
+	static const char feb[] = "Employee: Jane Marlowe, harbour pilot\n"
+				  "Basic salary: 2912.49\n"
+				  "Overtime allowance: 410.30\n"
+				  "Paid on 2024-01-01\n";
+	static const char jan_moved[] = "Paid on 2024-01-01\n"
+					"Overtime allowance: 410.20\n"
+					"Employee: Jane Marlowe, harbour pilot\n"
+					"Basic salary: 2912.49\n";
+	static const char jan_edited[] = "Employee: Jane Marlowe, river pilot\n"
+					 "Basic salary: 2912.49\n"
+					 "Overtime allowance: 410.20\n"
+					 "Paid on 2024-01-01\n";
+	char buf[8192];
+	size_t n = 0;
+	struct im_terms ref;
+
+	ck_assert(numbers_of(jan) != 0);
+	ck_assert(numbers_of(jan) != numbers_of(feb));
+	ck_assert(numbers_of(jan) == numbers_of(jan_moved));
+	ck_assert(numbers_of(jan) == numbers_of(jan_edited));
+	ck_assert(numbers_of("no figures here at all") == 0);
+	ck_assert(numbers_of("") == 0);
+	/* Every word with a digit, kept or not, folded; a multiset: "01"
+	 * twice counts twice. */
+	ck_assert(numbers_of("Room B12, 3 keys; 01.01") ==
+		  fig("b12") + fig("3") + fig("01") + fig("01"));
+	ck_assert(numbers_of("ROOM b12") == numbers_of("room B12"));
+	ck_assert(numbers_of("Straße7 ½") == fig("strasse7") + fig("½"));
+	/* Past 16 bytes figures are hashed otherwise: still every byte. */
+	ck_assert(numbers_of("IBAN GB29NWBK60161331926819") ==
+		  fig("gb29nwbk60161331926819"));
+	ck_assert(fig("gb29nwbk60161331926819") !=
+		  fig("gb29nwbk60161331926818"));
+	ck_assert(fig("2912.49") != fig("2912.48") && fig("12") != fig("21"));
+	/* Figures at every offset of a window, and next to non-ASCII: the
+	 * SIMD gears agree with the scalar scanner (assert_scanners_agree()
+	 * compares the fingerprints too). */
+	im_terms_init(&ref);
+	for (unsigned i = 0; n + 40 < sizeof(buf); i++)
+		n += (size_t)snprintf(buf + n, sizeof(buf) - n, "%s%u%s ",
+				      i % 7 == 3 ? "é" : "a",
+				      i * 7919 % 100000, i % 5 ? "x" : "");
+	for (size_t off = 0; off < 64; off++)
+		assert_scanners_agree(buf + off, n - off, &ref,
+				      "numbers at an offset");
+	im_terms_release(&ref);
 }
 END_TEST
 
@@ -2149,6 +2234,7 @@ int main(void)
 	tcase_add_test(tc, test_text_marks_and_format_characters);
 	tcase_add_test(tc, test_text_fast_and_slow_paths_agree);
 	tcase_add_test(tc, test_text_gears);
+	tcase_add_test(tc, test_text_numbers_fingerprint);
 	tcase_add_test(tc, test_text_every_byte_classified_alike);
 	tcase_add_test(tc, test_text_separator_sequences_alike);
 	tcase_add_test(tc, test_text_simd_matches_scalar);

@@ -945,7 +945,7 @@ struct kept {
 	struct stat st;
 	int32_t err;
 	uint32_t unique_terms, nids, path_len;
-	uint64_t size;
+	uint64_t size, numbers;
 	int64_t mtime_ns;
 	uint8_t status, format, exact_valid, pad;
 	uint8_t exact[16];
@@ -980,6 +980,7 @@ static int keep_doc(struct sign_worker *wk, const char *path,
 	k.st = *st;
 	k.err = d->err;
 	k.unique_terms = d->unique_terms;
+	k.numbers = d->numbers;
 	k.nids = (uint32_t)nids;
 	k.path_len = (uint32_t)strlen(path);
 	k.size = d->size;
@@ -1111,6 +1112,7 @@ static int keep_copy(struct sign_worker *wk, const char *path,
 		return ret;
 	d->err = k.err;
 	d->unique_terms = k.unique_terms;
+	d->numbers = k.numbers;
 	d->format = k.format;
 	d->sketch = k.sketch;
 	return keep_doc(wk, path, st, d, k.nids);
@@ -1203,6 +1205,7 @@ static int sign_kept(struct sign_worker *wk, const struct sign_worker *owner,
 	d.format = k.format;
 	d.err = k.err;
 	d.unique_terms = k.unique_terms;
+	d.numbers = k.numbers;
 	memcpy(d.exact, k.exact, sizeof(d.exact));
 	d.sketch = k.sketch;
 	d.size = k.size;

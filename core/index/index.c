@@ -100,8 +100,8 @@ struct doc {
 	/* The tail, unaligned: valid (4 bytes) if TAIL_VALID; the signatures
 	 * of the valid coordinates in coordinate order (doc_csz() bytes
 	 * each); if there are any and they are prefixes, the rest of the
-	 * smallest one (the cluster name); TAIL_EXTRA's and TAIL_STAT's parts
-	 * if it has them, in that order; then the path. */
+	 * smallest one (the cluster name); TAIL_EXTRA's, TAIL_STAT's and
+	 * TAIL_NUMBERS's parts if it has them, in that order; then the path. */
 	uint8_t coord[];
 };
 
@@ -110,11 +110,12 @@ _Static_assert(offsetof(struct doc, coord) == 157, "no padding in records");
 
 /* What a record's tail holds, and two flags. */
 enum tail_parts {
-	TAIL_EXTRA = 1,	  /* struct doc_extra */
-	TAIL_STAT = 2,	  /* struct doc_stat */
-	TAIL_VALID = 4,	  /* valid: not every coordinate is signed */
-	TAIL_EXACT = 8,	  /* exact holds the bytes' hash (exact_valid) */
-	TAIL_PREFIX = 16, /* signatures kept as IM_KEY_COORD_LEN prefixes */
+	TAIL_EXTRA = 1,	   /* struct doc_extra */
+	TAIL_STAT = 2,	   /* struct doc_stat */
+	TAIL_VALID = 4,	   /* valid: not every coordinate is signed */
+	TAIL_EXACT = 8,	   /* exact holds the bytes' hash (exact_valid) */
+	TAIL_PREFIX = 16,  /* signatures kept as IM_KEY_COORD_LEN prefixes */
+	TAIL_NUMBERS = 32, /* the figures (im_doc_sigs.numbers), when not 0 */
 };
 
 /* unique_terms and err, kept only when unique_terms is not the sketch's n
@@ -357,11 +358,18 @@ static inline uint8_t *doc_stat(const struct doc *d)
 	       (d->tail & TAIL_EXTRA ? sizeof(struct doc_extra) : 0);
 }
 
+static inline uint8_t *doc_numbers(const struct doc *d)
+{
+	return doc_stat(d) +
+	       (d->tail & TAIL_STAT ? sizeof(struct doc_stat) : 0);
+}
+
 /* Bytes of the tail's optional parts. */
 static inline size_t tail_bytes(unsigned tail)
 {
 	return (tail & TAIL_EXTRA ? sizeof(struct doc_extra) : 0) +
-	       (tail & TAIL_STAT ? sizeof(struct doc_stat) : 0);
+	       (tail & TAIL_STAT ? sizeof(struct doc_stat) : 0) +
+	       (tail & TAIL_NUMBERS ? sizeof(uint64_t) : 0);
 }
 
 static struct doc_extra doc_extra_get(const struct doc *d)
@@ -375,8 +383,8 @@ static struct doc_extra doc_extra_get(const struct doc *d)
 
 static inline char *doc_path(const struct doc *d)
 {
-	return (char *)doc_stat(d) +
-	       (d->tail & TAIL_STAT ? sizeof(struct doc_stat) : 0);
+	return (char *)doc_numbers(d) +
+	       (d->tail & TAIL_NUMBERS ? sizeof(uint64_t) : 0);
 }
 
 /* The smallest signature of @p d, which has one: its kept bytes, then the
@@ -498,7 +506,8 @@ static struct doc *rec_new(struct im_index *idx, const char *path,
 		(s->err || s->unique_terms != s->sketch.n ? TAIL_EXTRA : 0) |
 		(valid != coord_mask(s->ncoords) ? TAIL_VALID : 0) |
 		(s->exact_valid ? TAIL_EXACT : 0) |
-		(csz == IM_KEY_COORD_LEN ? TAIL_PREFIX : 0);
+		(csz == IM_KEY_COORD_LEN ? TAIL_PREFIX : 0) |
+		(s->numbers ? TAIL_NUMBERS : 0);
 	unsigned nsig = __builtin_popcount(valid), i = 0;
 	const struct im_sig *least = NULL;
 	size_t len = strlen(path);
@@ -544,6 +553,8 @@ static struct doc *rec_new(struct im_index *idx, const char *path,
 		       &(struct doc_stat){.size = s->size,
 					  .mtime_ns = s->mtime_ns},
 		       sizeof(struct doc_stat));
+	if (tail & TAIL_NUMBERS)
+		memcpy(doc_numbers(d), &s->numbers, sizeof(s->numbers));
 	memcpy(doc_path(d), path, len + 1);
 	return d;
 }
@@ -584,6 +595,8 @@ static void rec_export(const struct doc *d, struct im_doc_sigs *s)
 		s->size = st.size;
 		s->mtime_ns = st.mtime_ns;
 	}
+	if (d->tail & TAIL_NUMBERS)
+		memcpy(&s->numbers, doc_numbers(d), sizeof(s->numbers));
 	s->sketch = d->sketch;
 	for (unsigned k = 0; k < d->ncoords; k++)
 		if (s->valid & (1u << k))

@@ -70,7 +70,8 @@
  * im_index_set_prefixes(), then the rest of the smallest, the cluster
  * name), which coordinates are valid only when not all of them are,
  * unique_terms and err only when they are not the sketch's n and 0, size
- * and mtime unless im_index_set_stat() said no, and the path, in a pool
+ * and mtime unless im_index_set_stat() said no, the figures
+ * (im_doc_sigs.numbers, 8 bytes) unless there are none, and the path, in a pool
  * (pool.h: 8-byte steps, no malloc header; the document table holds
  * 4-byte handles to it). The postings hold 4-byte slots, one per key (a
  * 5-bit tag and a reference); a key shared by two documents keeps both in

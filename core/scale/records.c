@@ -39,6 +39,7 @@ void im_stage_doc_encode(struct im_stage_buf *b, const struct im_stage_doc *doc)
 			im_stage_buf_put(b, d->sig[k].b, IM_SIG_LEN);
 	im_sketch_encode(&d->sketch, sk);
 	im_stage_buf_put(b, sk, sizeof(sk));
+	im_stage_buf_u64(b, d->numbers);
 	im_stage_buf_put(b, doc->path, doc->path_len);
 }
 
@@ -82,6 +83,9 @@ int im_stage_doc_decode(const uint8_t *p, size_t len, struct im_stage_doc *doc)
 	if (!sk)
 		return -EINVAL;
 	im_sketch_decode(sk, &d->sketch);
+	d->numbers = im_stage_get_u64(&c);
+	if (c.bad)
+		return -EINVAL;
 	d->size = doc->size;
 	d->mtime_ns = doc->mtime_ns;
 	doc->path_len = im_stage_left(&c);

@@ -50,7 +50,8 @@ struct im_stage_doc {
  * Layout: u64 size, u64 mtime_ns, u64 ino, u32 ctime_fold, u8 status,
  * u8 ncoords, u8 exact_valid, u8 format, u32 err, u32 valid,
  * u32 unique_terms, 16 bytes exact, 20 bytes per set bit of valid (below
- * ncoords), IM_SKETCH_RECORD bytes of sketch (sketch.h), then the path.
+ * ncoords), IM_SKETCH_RECORD bytes of sketch (sketch.h), u64 numbers
+ * (the figures, sig.h), then the path.
  */
 void im_stage_doc_encode(struct im_stage_buf *b,
 			 const struct im_stage_doc *doc);

@@ -54,8 +54,9 @@
  * verify with a map (sketch.h). 6: key runs name their shard and links
  * files their partition, records fingerprint their list (stages given a
  * partial or mismatched set refuse it); 16 meta words, not 8. 7: document
- * records keep a fingerprint of the ctime (for `imatch state import`). */
-#define IM_STAGE_VERSION 7
+ * records keep a fingerprint of the ctime (for `imatch state import`).
+ * 8: document records keep the figures (im_doc_sigs.numbers). */
+#define IM_STAGE_VERSION 8
 #define IM_STAGE_META	 16
 /** Most partitions a shuffle may use. */
 #define IM_STAGE_MAX_PARTS 4096

@@ -1169,6 +1169,7 @@ int im_signer_sign_terms(struct im_signer *s, const struct im_terms *u,
 	out->status = IM_DOC_REJECTED;
 	out->ncoords = (uint8_t)(s->p.k + 1);
 	out->unique_terms = n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
+	out->numbers = u->numbers;
 	if (!s->lex)
 		return -EINVAL;
 	r = collect(s, u);
@@ -1523,6 +1524,7 @@ static int doc_buf(struct im_signer *s, const char *name, const char *buf,
 			out->unique_terms =
 				n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
 			im_sketch_compute(&s->terms, s->p.seed, &out->sketch);
+			out->numbers = s->terms.numbers;
 		}
 	}
 	out->format = (uint8_t)xr.format;

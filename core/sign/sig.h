@@ -81,6 +81,10 @@ struct im_doc_sigs {
 	 *  (im_signer_sign_at(); 0 from im_signer_sign_buf()). */
 	uint64_t size;
 	int64_t mtime_ns;
+	/** The text's figures (im_terms.numbers, text.h); 0 for none or no
+	 *  text. Not a signature: detection ignores it, removal plans a
+	 *  near-duplicate only beside a keeper with the same (plan.h). */
+	uint64_t numbers;
 };
 
 /** Lower-case hex of @p s into @p hex (IM_SIG_HEX_LEN + 1 bytes). */

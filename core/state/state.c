@@ -31,7 +31,7 @@ static const char state_magic[8] = "IMSTATE";
 /* An entry's size, mtime, inode and ctime fold, after its path. */
 #define STAT_LEN (8 + 8 + 8 + 4)
 #define ENTRY_FIXED                                                            \
-	(4 + STAT_LEN + 1 + 1 + 1 + 4 + 4 + 4 + 16 + IM_SKETCH_RECORD)
+	(4 + STAT_LEN + 1 + 1 + 1 + 4 + 4 + 4 + 16 + IM_SKETCH_RECORD + 8)
 
 /* ---- Little-endian helpers ----------------------------------------------- */
 
@@ -327,7 +327,8 @@ static void decode(const struct im_state *st, size_t off,
 	im_sketch_decode(d + 31, &e->d.sketch);
 	e->d.size = e->size;
 	e->d.mtime_ns = e->mtime_ns;
-	d += 31 + IM_SKETCH_RECORD;
+	e->d.numbers = get_u64(d + 31 + IM_SKETCH_RECORD);
+	d += 31 + IM_SKETCH_RECORD + 8;
 	for (unsigned k = 0; k < e->d.ncoords; k++) {
 		if (e->d.valid & (1u << k)) {
 			memcpy(e->d.sig[k].b, d, IM_SIG_LEN);
@@ -702,6 +703,7 @@ int im_state_writer_add(struct im_state_writer *w, const char *path,
 	put_bytes(&w->b, d->exact, 16);
 	im_sketch_encode(&d->sketch, w->b.p + w->b.len);
 	w->b.len += IM_SKETCH_RECORD;
+	put_u64(&w->b, d->numbers);
 	for (unsigned k = 0; k < nc; k++)
 		if (valid & (1u << k))
 			put_bytes(&w->b, d->sig[k].b, IM_SIG_LEN);

@@ -33,7 +33,7 @@
  *             u32 ctime_fold, u8 status, u8 ncoords, u8 exact_valid,
  *             u32 err_format, u32 valid, u32 unique_terms, 16 bytes exact,
  *             IM_SKETCH_RECORD bytes of sketch (im_sketch_encode()),
- *             20 bytes for each set bit of valid }
+ *             u64 numbers, 20 bytes for each set bit of valid }
  *   u64 xxh3_64(all of the above)
  * err_format holds err in its low 24 bits (an errno, or the failure reason)
  * and the document's format (enum im_format) in its top 8.
@@ -62,8 +62,9 @@
 #include "sig.h"
 
 /* 2: the sketch joined each entry. 3: the sketch verifies with a map.
- * 4: the files key. 5: the ctime's fingerprint. */
-#define IM_STATE_VERSION 5
+ * 4: the files key. 5: the ctime's fingerprint. 6: the figures
+ * (im_doc_sigs.numbers), which removal compares. */
+#define IM_STATE_VERSION 6
 
 /** One cached file, decoded by im_state_find() / im_state_at(). */
 struct im_state_entry {

@@ -1921,7 +1921,8 @@ static uint32_t plan_file_add(const struct cli *c, struct im_plan_set *s,
 					    .size = doc->size,
 					    .mtime_ns = doc->mtime_ns,
 					    .dev = dev,
-					    .ino = doc->ino};
+					    .ino = doc->ino,
+					    .numbers = doc->d.numbers};
 	s->hash_valid[i] = doc->d.exact_valid;
 	memcpy(s->hash[i], doc->d.exact, sizeof(s->hash[i]));
 	if (!doc->d.exact_valid)
@@ -2247,6 +2248,7 @@ enum {
 	XP_PLAN_BYTES,
 	XP_PLAN_EXACT_BYTES,
 	XP_PLAN_EXACT,
+	XP_PLAN_FIGURES, /* near-duplicates kept for their figures */
 };
 static const char *const xp_meta[] = {"output", "count1", "count2",
 				      "count3", "count4", "count5",
@@ -2988,6 +2990,7 @@ static int xl_build(const struct im_plan_opts *o, const char *root,
 		m[XP_PLAN_BYTES] = p->bytes;
 		m[XP_PLAN_EXACT_BYTES] = p->exact_bytes;
 		m[XP_PLAN_EXACT] = p->exact;
+		m[XP_PLAN_FIGURES] = p->nkept;
 	}
 out:
 	plan_failed(ret);
@@ -3284,6 +3287,7 @@ static int export_join(struct cli *c, struct im_stage_reader **rs)
 			.bytes = sum_meta(&j, n, XP_PLAN_BYTES),
 			.exact_bytes = sum_meta(&j, n, XP_PLAN_EXACT_BYTES),
 			.exact = sum_meta(&j, n, XP_PLAN_EXACT),
+			.nkept = sum_meta(&j, n, XP_PLAN_FIGURES),
 		};
 
 		code = dedupe_join(c, c->root, xj_print, &t, &j);

@@ -126,6 +126,7 @@ struct dedupe {
 	 * the planned files' sizes is all the summary says. */
 	bool freed_known;
 	uint64_t freed;
+	bool verbose; /* -v: name the files kept for their figures */
 };
 
 /*
@@ -218,6 +219,7 @@ static int parse_options(struct cli *c, const char *root, struct dedupe *dd)
 		return -1;
 	}
 	dd->o.near = c->near;
+	dd->verbose = c->verbose;
 
 	if (!realpath(root, dd->root)) {
 		err_msg("%s: %s", root, strerror(errno));
@@ -535,6 +537,24 @@ static void print_summary(const struct dedupe *dd)
 			"imatch: dedupe: %zu hard %s of their keeper left "
 			"alone\n",
 			p->same_inode, noun(p->same_inode, "link", "links"));
+	if (p->nkept)
+		fprintf(stderr,
+			"imatch: dedupe: %zu %s kept: %s figures differ from "
+			"%s keeper's%s\n",
+			p->nkept,
+			noun(p->nkept, "near-duplicate", "near-duplicates"),
+			noun(p->nkept, "its", "their"),
+			noun(p->nkept, "its", "their"),
+			dd->verbose ? "" : " (-v names them)");
+	for (size_t i = 0; dd->verbose && p->kept && i < p->nkept; i++) {
+		fputs("imatch: dedupe: kept ", stderr);
+		put_abs(stderr, dd, dd->set.files[p->kept[i].file].path,
+			put_text_path);
+		fputs(": its figures differ from its keeper's, ", stderr);
+		put_abs(stderr, dd, dd->set.files[p->kept[i].keeper].path,
+			put_text_path);
+		fputc('\n', stderr);
+	}
 }
 
 static void release(struct dedupe *dd)
@@ -768,6 +788,7 @@ int dedupe_join(struct cli *c, const char *root, int (*lines)(void *arg),
 	}
 	dd.set.plan = *totals;
 	dd.set.plan.v = NULL;
+	dd.set.plan.kept = NULL;
 	print_summary(&dd);
 	code = 0;
 out:

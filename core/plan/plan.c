@@ -126,6 +126,7 @@ void im_plan_init(struct im_plan *p)
 void im_plan_release(struct im_plan *p)
 {
 	free(p->v);
+	free(p->kept);
 	im_plan_init(p);
 }
 
@@ -292,7 +293,25 @@ struct claim {
 	bool *counted;
 	struct im_plan *p;
 	size_t *cap;
+	size_t kept_cap;
 };
+
+/* Append @p e to @p *v (@p *n entries, room for @p *cap). */
+static int entry_push(struct im_plan_entry **v, size_t *n, size_t *cap,
+		      struct im_plan_entry e)
+{
+	if (*n == *cap) {
+		size_t nc = *cap ? 2 * *cap : 64;
+		struct im_plan_entry *nv = realloc(*v, nc * sizeof(*nv));
+
+		if (!nv)
+			return -ENOMEM;
+		*v = nv;
+		*cap = nc;
+	}
+	(*v)[(*n)++] = e;
+	return 0;
+}
 
 /* Keeper @p k, linked to @p j, plans it if it is free. @return 0 or
  * -ENOMEM. */
@@ -323,24 +342,28 @@ static int claim(struct claim *c, uint32_t k, uint32_t j, float similarity,
 		p->same_inode++;
 		return 0;
 	}
-	if (p->n == *c->cap) {
-		size_t nc = *c->cap ? 2 * *c->cap : 64;
-		struct im_plan_entry *v = realloc(p->v, nc * sizeof(*v));
-
-		if (!v)
-			return -ENOMEM;
-		p->v = v;
-		*c->cap = nc;
+	if (!exact && c->files[j].numbers != c->files[k].numbers) {
+		/* Noted once, beside the first keeper that left it; j stays
+		 * free, to be kept or taken by a keeper with its figures. */
+		if (c->counted[j])
+			return 0;
+		c->counted[j] = true;
+		return entry_push(&p->kept, &p->nkept, &c->kept_cap,
+				  (struct im_plan_entry){
+					  .file = j,
+					  .keeper = k,
+					  .similarity = similarity,
+				  });
 	}
 	c->state[j] = PLANNED;
 	c->entry_of[j] = (uint32_t)p->n;
-	p->v[p->n++] = (struct im_plan_entry){
-		.file = j,
-		.keeper = k,
-		.similarity = similarity,
-		.exact = exact,
-	};
-	return 0;
+	return entry_push(&p->v, &p->n, c->cap,
+			  (struct im_plan_entry){
+				  .file = j,
+				  .keeper = k,
+				  .similarity = similarity,
+				  .exact = exact,
+			  });
 }
 
 int im_plan_build(const struct im_plan_file *files, size_t nfiles,
@@ -388,7 +411,7 @@ int im_plan_build(const struct im_plan_file *files, size_t nfiles,
 		rank[order[i]] = (uint32_t)i;
 
 	ret = -ENOMEM;
-	struct claim cl = {files, state, entry_of, prot, counted, &p, &cap};
+	struct claim cl = {files, state, entry_of, prot, counted, &p, &cap, 0};
 	for (size_t oi = 0; oi < nfiles; oi++) {
 		uint32_t k = order[oi];
 		size_t first, end;
@@ -424,6 +447,15 @@ int im_plan_build(const struct im_plan_file *files, size_t nfiles,
 		qsort_r(p.v, p.n, sizeof(*p.v), cmp_entry, rank);
 	for (size_t i = 0; i < p.n; i++)
 		p.keepers += i == 0 || p.v[i].keeper != p.v[i - 1].keeper;
+	/* A file left for its figures that a later keeper with the same
+	 * took, or that is a hard link of one, was not kept. */
+	size_t nk = 0;
+	for (size_t i = 0; i < p.nkept; i++)
+		if (state[p.kept[i].file] == KEEPER)
+			p.kept[nk++] = p.kept[i];
+	p.nkept = nk;
+	if (p.nkept > 1)
+		qsort_r(p.kept, p.nkept, sizeof(*p.kept), cmp_entry, rank);
 	*out = p;
 	im_plan_init(&p);
 	ret = 0;

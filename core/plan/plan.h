@@ -18,7 +18,14 @@
  *     through a chain of links;
  *   - a keeper is never planned, and each planned file's keeper is the best
  *     ranked of its unplanned neighbours;
- *   - a file under a protected directory is never planned.
+ *   - a file under a protected directory is never planned;
+ *   - a near-duplicate (not an exact copy) is planned only when its figures
+ *     are its keeper's (im_plan_file.numbers: every word holding a digit,
+ *     text.h). Payslips, invoices and statements that differ only in their
+ *     amounts and dates are near-duplicates, but none of them is redundant:
+ *     a near link between files whose figures differ does not count here.
+ *     Such a file stays (im_plan.kept says beside which keeper), and keeps
+ *     in turn what is linked to it with its own figures, as any keeper.
  * Walking the whole collection in one order gives the same plan as walking
  * each cluster separately: a keeper only claims its own neighbours. A file
  * whose keeper is the same inode (a hard link of it) frees nothing and is
@@ -91,6 +98,8 @@ struct im_plan_file {
 	uint64_t size;
 	int64_t mtime_ns;  /**< nanoseconds since the epoch */
 	uint64_t dev, ino; /**< both 0 when unknown (never "same inode") */
+	/** The text's figures (im_doc_sigs.numbers; 0: none, or unknown) */
+	uint64_t numbers;
 	/** 0, or a class number: all files of one class are exact copies of
 	 *  each other, as if every pair of them were linked with similarity 1
 	 *  (a class of m copies costs m here, m^2/2 as links). */
@@ -133,10 +142,16 @@ struct im_plan {
 	uint64_t bytes;	       /**< sum of the planned files' sizes */
 	uint64_t exact_bytes;  /**< the same, exact entries only */
 	size_t exact;	       /**< entries that are exact copies */
+	/** Near-duplicates kept because their figures differ from those of
+	 *  the keeper that would have taken them (file: the one kept; keeper:
+	 *  the first such keeper), in the order of v. */
+	struct im_plan_entry *kept;
+	size_t nkept;
 };
 
 void im_plan_init(struct im_plan *p);
-/** Free the entries; @p p is empty afterwards and may be reused. */
+/** Free the entries and kept; @p p is empty afterwards and may be
+ *  reused. */
 void im_plan_release(struct im_plan *p);
 
 /**

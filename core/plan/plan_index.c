@@ -24,10 +24,11 @@ struct gather {
 	 * cluster's members in path order. */
 	char **paths;
 	size_t n, cap;
-	/* Beside each member: its cluster and content hash. */
+	/* Beside each member: its cluster, content hash and figures. */
 	struct im_sig *cl;
 	uint8_t (*hash)[16];
 	bool *hv;
+	uint64_t *numbers;
 	size_t aux_cap;
 
 	struct im_plan_link *links;
@@ -56,7 +57,7 @@ static int grow(void **v, size_t *cap, size_t need, size_t size)
 	return 0;
 }
 
-/* cl, hash and hv follow the capacity of paths. */
+/* cl, hash, hv and numbers follow the capacity of paths. */
 static int aux_grow(struct gather *g)
 {
 	void *p;
@@ -75,6 +76,10 @@ static int aux_grow(struct gather *g)
 	if (!p)
 		return -ENOMEM;
 	g->hv = p;
+	p = realloc(g->numbers, g->cap * sizeof(*g->numbers));
+	if (!p)
+		return -ENOMEM;
+	g->numbers = p;
 	g->aux_cap = g->cap;
 	return 0;
 }
@@ -155,8 +160,10 @@ static int gather_cluster(const struct im_index *idx, struct gather *g,
 		struct im_doc_sigs d;
 
 		g->cl[i] = *name;
-		g->hv[i] = im_index_get(idx, g->paths[i], &d) == 0 &&
-			   d.exact_valid;
+		if (im_index_get(idx, g->paths[i], &d))
+			memset(&d, 0, sizeof(d));
+		g->hv[i] = d.exact_valid;
+		g->numbers[i] = d.numbers;
 		memcpy(g->hash[i], d.exact, sizeof(g->hash[i]));
 		if (!g->hv[i])
 			memset(g->hash[i], 0, sizeof(g->hash[i]));
@@ -262,6 +269,7 @@ int im_plan_from_index(const struct im_index *idx, const struct im_plan_opts *o,
 			continue;
 		}
 		remap[i] = (uint32_t)kept;
+		f.numbers = g.numbers[i];
 		s.files[kept] = f;
 		g.paths[i] = NULL; /* now owned by s */
 		memcpy(s.hash[kept], g.hash[i], sizeof(s.hash[kept]));
@@ -295,6 +303,7 @@ out:
 	free(g.cl);
 	free(g.hash);
 	free(g.hv);
+	free(g.numbers);
 	free(g.names);
 	free(g.links);
 	free(remap);

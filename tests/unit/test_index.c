@@ -629,6 +629,7 @@ START_TEST(test_index_lean_records_keep_names_drop_stat)
 		}
 	da.size = db.size = 1234;
 	da.mtime_ns = db.mtime_ns = 5678;
+	db.numbers = UINT64_C(0xfedcba9876543210);
 	ck_assert_int_eq(im_index_put(idx, "a", &da), 0);
 	ck_assert_int_eq(im_index_put(idx, "b", &db), 0);
 	ck_assert_int_eq(im_index_set_stat(idx, true), -EBUSY);
@@ -643,6 +644,10 @@ START_TEST(test_index_lean_records_keep_names_drop_stat)
 	ck_assert_uint_eq(got.size, 0);
 	ck_assert_int_eq(got.mtime_ns, 0);
 	ck_assert_int_eq(got.unique_terms, 42);
+	/* The figures are kept (removal compares them), none as none. */
+	ck_assert(got.numbers == db.numbers);
+	ck_assert_int_eq(im_index_get(idx, "c", &got), 0);
+	ck_assert(got.numbers == 0);
 	/* Size and mtime are not kept: a put changing only them changes
 	 * nothing. */
 	gen = im_index_generation(idx);
@@ -650,6 +655,13 @@ START_TEST(test_index_lean_records_keep_names_drop_stat)
 	db.mtime_ns++;
 	ck_assert_int_eq(im_index_put(idx, "b", &db), 0);
 	ck_assert_uint_eq(im_index_generation(idx), gen);
+	assert_name(idx, "b", &name);
+	/* Other figures change the plan: a new generation, same cluster. */
+	db.numbers++;
+	ck_assert_int_eq(im_index_put(idx, "b", &db), 0);
+	ck_assert_uint_eq(im_index_generation(idx), gen + 1);
+	ck_assert_int_eq(im_index_get(idx, "b", &got), 0);
+	ck_assert(got.numbers == db.numbers);
 	assert_name(idx, "b", &name);
 }
 END_TEST

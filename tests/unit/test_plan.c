@@ -170,6 +170,41 @@ START_TEST(test_plan_never_through_a_chain)
 }
 END_TEST
 
+START_TEST(test_plan_near_only_with_the_keepers_figures)
+{
+	/* January's payslip and February's, each with an edited copy: all
+	 * near-duplicates of each other, two sets of figures. Each month
+	 * keeps one; an exact copy goes whatever the figures say. */
+	const struct im_plan_file f[] = {
+		{.path = "jan", .mtime_ns = 1, .numbers = 11},
+		{.path = "feb", .mtime_ns = 2, .numbers = 22},
+		{.path = "jan-edited", .mtime_ns = 3, .numbers = 11},
+		{.path = "feb-edited", .mtime_ns = 4, .numbers = 22},
+		{.path = "mar", .mtime_ns = 5, .numbers = 33},
+		{.path = "mar-copy", .mtime_ns = 6, .numbers = 44},
+	};
+	const struct im_plan_link l[] = {
+		L_NEAR(0, 1, 1.0f),  L_NEAR(0, 2, 0.97f), L_NEAR(0, 3, 0.96f),
+		L_NEAR(1, 2, 0.96f), L_NEAR(1, 3, 0.97f), L_NEAR(2, 3, 0.95f),
+		L_NEAR(0, 4, 1.0f),  L_EXACT(4, 5)};
+	struct im_plan_opts o = opts(IM_KEEP_DEFAULT, true);
+	struct im_plan p;
+
+	ck_assert_int_eq(im_plan_build(f, 6, l, 8, &o, &p), 0);
+	ck_assert_str_eq(show(f, &p),
+			 "jan-edited~jan feb-edited~feb mar-copy=mar");
+	ck_assert_uint_eq(p.keepers, 3);
+	/* feb and mar stay for their figures, beside jan; feb-edited was
+	 * left by jan but taken by feb. */
+	ck_assert_uint_eq(p.nkept, 2);
+	ck_assert_str_eq(f[p.kept[0].file].path, "feb");
+	ck_assert_str_eq(f[p.kept[0].keeper].path, "jan");
+	ck_assert_str_eq(f[p.kept[1].file].path, "mar");
+	ck_assert_str_eq(f[p.kept[1].keeper].path, "jan");
+	im_plan_release(&p);
+}
+END_TEST
+
 START_TEST(test_plan_protected_never_planned_and_wins)
 {
 	const struct im_plan_file f[] = {
@@ -316,6 +351,7 @@ struct ref {
 	bool same[MF];
 	bool prot_kept[MF]; /* protected, linked to a better keeper */
 	int pos[MF];	    /* rank of each file, for the expected order */
+	int figures[MF]; /* the first keeper that left it for its figures */
 };
 
 static void ref_plan(const struct world *w, struct ref *r)
@@ -333,6 +369,7 @@ static void ref_plan(const struct world *w, struct ref *r)
 		r->keeper[i] = -1;
 		r->same[i] = false;
 		r->prot_kept[i] = false;
+		r->figures[i] = -1;
 		r->pos[i] = 0;
 		for (int j = 0; j < w->n; j++)
 			r->pos[i] += j != i && ref_better(w, j, i);
@@ -378,12 +415,19 @@ static void ref_plan(const struct world *w, struct ref *r)
 					r->prot_kept[j] = true;
 					continue;
 				}
-				done[j] = true;
 				if (w->f[j].ino == w->f[k].ino &&
 				    w->f[j].dev == w->f[k].dev) {
+					done[j] = true;
 					r->same[j] = true;
 					continue;
 				}
+				if (!ex[k][j] &&
+				    w->f[j].numbers != w->f[k].numbers) {
+					if (r->figures[j] < 0)
+						r->figures[j] = k;
+					continue;
+				}
+				done[j] = true;
 				r->keeper[j] = k;
 				r->exact[j] = ex[k][j];
 				r->sim[j] = ex[k][j] ? 1.0f : sim[k][j];
@@ -416,6 +460,11 @@ static void random_world(struct world *w, uint64_t *s)
 		w->f[i].ino =
 			rnd(s) % 10 == 0 ? 1 + rnd(s) % 3 : 100 + (unsigned)i;
 		hash[i] = rnd(s) % 3 ? (int)(rnd(s) % (unsigned)hashes) : -1;
+		/* Copies have their bytes' figures; a quarter of the rest
+		 * other figures. */
+		w->f[i].numbers = hash[i] >= 0	   ? (uint64_t)hash[i] % 2
+				  : rnd(s) % 4 == 0 ? 7
+						    : 0;
 	}
 	/* Exact copies link all-to-all (as the index does); near links are
 	 * random, so chains and stars both occur. */
@@ -454,7 +503,7 @@ static void check_world(const struct world *w, int round)
 {
 	struct ref r;
 	struct im_plan p;
-	int planned = 0, same = 0, prot_kept = 0, seen[MF] = {0};
+	int planned = 0, same = 0, prot_kept = 0, figures = 0, seen[MF] = {0};
 
 	ref_plan(w, &r);
 	CHECK(im_plan_build(w->f, (size_t)w->n, w->links, w->nlinks, &w->o,
@@ -464,6 +513,20 @@ static void check_world(const struct world *w, int round)
 		planned += r.keeper[i] >= 0;
 		same += r.same[i];
 		prot_kept += r.prot_kept[i];
+		figures += r.figures[i] >= 0 && r.keeper[i] < 0 && !r.same[i];
+	}
+	CHECK(p.nkept == (size_t)figures,
+	      "round %d: %zu kept for their figures, want %d", round, p.nkept,
+	      figures);
+	for (size_t e = 0; e < p.nkept; e++) {
+		int j = (int)p.kept[e].file;
+
+		CHECK(r.figures[j] == (int)p.kept[e].keeper && r.keeper[j] < 0,
+		      "round %d: %s kept for its figures beside %s", round,
+		      w->path[j], w->path[p.kept[e].keeper]);
+		CHECK(w->f[j].numbers != w->f[p.kept[e].keeper].numbers,
+		      "round %d: %s kept with its keeper's figures", round,
+		      w->path[j]);
 	}
 	CHECK(p.protected_kept == (size_t)prot_kept,
 	      "round %d: %zu protected kept, want %d", round, p.protected_kept,
@@ -493,6 +556,9 @@ static void check_world(const struct world *w, int round)
 		      w->path[pe->keeper]);
 		CHECK(w->o.near || pe->exact,
 		      "round %d: near entry without near", round);
+		CHECK(pe->exact || w->f[j].numbers == w->f[pe->keeper].numbers,
+		      "round %d: %s planned with other figures", round,
+		      w->path[j]);
 		if (e) {
 			const struct im_plan_entry *q = &p.v[e - 1];
 
@@ -527,6 +593,7 @@ static void check_classes(const struct world *w, int round)
 			 0);
 	CHECK(a.n == b.n && a.same_inode == b.same_inode &&
 		      a.protected_kept == b.protected_kept &&
+		      a.nkept == b.nkept &&
 		      a.keepers == b.keepers && a.exact == b.exact,
 	      "round %d: classes plan %zu entries, links %zu", round, b.n, a.n);
 	for (size_t e = 0; e < a.n; e++)
@@ -543,7 +610,7 @@ START_TEST(test_plan_random_graphs_match_reference)
 {
 	static struct world w;
 	uint64_t s = 0x9e3779b97f4a7c15ULL;
-	size_t planned = 0, near = 0, same = 0, chained = 0;
+	size_t planned = 0, near = 0, same = 0, chained = 0, figures = 0;
 
 	for (int round = 0; round < 4000; round++) {
 		struct ref r;
@@ -556,6 +623,7 @@ START_TEST(test_plan_random_graphs_match_reference)
 			planned += r.keeper[i] >= 0;
 			near += r.keeper[i] >= 0 && !r.exact[i];
 			same += r.same[i];
+			figures += r.figures[i] >= 0 && r.keeper[i] < 0;
 			/* A member left standing although linked to a planned
 			 * file: the chain case. */
 			for (size_t l = 0; l < w.nlinks; l++)
@@ -566,10 +634,11 @@ START_TEST(test_plan_random_graphs_match_reference)
 	}
 	/* The generator must exercise every branch, or the test proves
 	 * little. */
-	CHECK(planned > 10000 && near > 1000 && same > 50 && chained > 100,
+	CHECK(planned > 10000 && near > 1000 && same > 50 && chained > 100 &&
+		      figures > 100,
 	      "random graphs too tame: %zu planned, %zu near, %zu same, %zu "
-	      "chained",
-	      planned, near, same, chained);
+	      "chained, %zu kept for their figures",
+	      planned, near, same, chained, figures);
 }
 END_TEST
 
@@ -615,6 +684,7 @@ static Suite *plan_suite(void)
 	tcase_add_test(tc, test_plan_protected_at_component_boundary);
 	tcase_add_test(tc, test_plan_exact_group_keeps_oldest);
 	tcase_add_test(tc, test_plan_never_through_a_chain);
+	tcase_add_test(tc, test_plan_near_only_with_the_keepers_figures);
 	tcase_add_test(tc, test_plan_protected_never_planned_and_wins);
 	tcase_add_test(tc, test_plan_hard_links_and_repeated_links);
 	tcase_add_test(tc, test_plan_refuses_bad_links);

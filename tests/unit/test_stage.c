@@ -427,6 +427,7 @@ START_TEST(test_records_doc_round_trip)
 	in.d.exact_valid = 1;
 	in.d.valid = 0x405;
 	in.d.unique_terms = 99;
+	in.d.numbers = UINT64_C(0x0123456789abcdef);
 	in.d.size = 1234; /* the decoder fills them from the record's */
 	in.d.mtime_ns = -5;
 	in.d.sketch.n = 77;

@@ -36,6 +36,7 @@ static void fake_sigs(struct im_doc_sigs *d, unsigned seed)
 	d->exact_valid = 1;
 	d->valid = 0x5f5 & ((1u << 11) - 1);
 	d->unique_terms = 100 + seed;
+	d->numbers = seed * UINT64_C(0x9e3779b97f4a7c15);
 	for (unsigned i = 0; i < 16; i++)
 		d->exact[i] = (uint8_t)(seed * 7 + i);
 	for (unsigned k = 0; k < 11; k++)
@@ -122,6 +123,7 @@ START_TEST(test_state_round_trip)
 		}
 		ck_assert_uint_eq(e->d.valid, d.valid);
 		ck_assert_uint_eq(e->d.unique_terms, d.unique_terms);
+		ck_assert(e->d.numbers == d.numbers);
 		ck_assert_msg(!memcmp(e->d.exact, d.exact, 16),
 			      "exact hash kept");
 		for (unsigned k = 0; k < 11; k++)

@@ -102,6 +102,27 @@ FAMILIES = [
 ]
 
 
+def payslip(month, job="harbour pilot"):
+    """One month's payslip: the same twelve lines of words every month,
+    other amounts and dates (what the word rules drop: each has more than
+    one digit)."""
+    m = month
+    return ("Employee: Jane Marlowe, %s\n"
+            "Employer: Northern Estuary Port Authority\n"
+            "Basic salary: %d.49\n"
+            "Overtime allowance: %d.20\n"
+            "Night shift supplement: %d.75\n"
+            "Pension contribution: %d.33\n"
+            "Income tax withheld: %d.10\n"
+            "National insurance: %d.60\n"
+            "Student loan repayment: %d.00\n"
+            "Net payment: %d.91\n"
+            "Bank account ending: 4471\n"
+            "Payment date: 2024-%02d-01\n"
+            % (job, 2910 + m, 400 + 7 * m, 105 + 10 * m, 201 + m,
+               604 + 3 * m, 208 + m, 9 + m, 2401 + 11 * m, m))
+
+
 def make_tree(root, seed=7, singles=30):
     """Write the tree; return the expected clusters as a set of frozensets of
     relative paths (bytes)."""

@@ -1611,6 +1611,37 @@ def case_near(tmp):
           "apply removed the near-duplicates, kept the keepers: %s" % out)
 
 
+def case_near_figures(tmp):
+    """A folder of payslips (the same words every month, other amounts
+    and dates) among licences: --near plans none of them, says why, and -v
+    names each; an edited copy of one with its figures is still planned."""
+    root = os.path.join(tmp, "share")
+    lic = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                       os.pardir, "data", "demo", "licenses")
+    shutil.copytree(lic, root)
+    slips = [put(root, "payslip-2024-%02d.txt" % m,
+                 test_cli.payslip(m).encode(), mtime=1_700_000_000 + m)
+             for m in (1, 2, 3)]
+    out, err = run("dedupe", "--near", root)
+    lines = plan_lines(out)
+    check(not [l for l in lines if "payslip" in l["path"]],
+          "no payslip planned: %s" % out)
+    check("kept: their figures differ from their keeper's" in err, err)
+    _, err = run("dedupe", "--near", "-v", "--format", "text", root)
+    for p in slips[1:]:
+        check(("kept %s: its figures differ from its keeper's, %s"
+               % (p, slips[0])) in err, "-v names %s: %s" % (p, err))
+    # The same figures, one word changed: a near-duplicate that goes.
+    edited = put(root, "payslip-2024-01-edited.txt",
+                 test_cli.payslip(1, "river pilot").encode(),
+                 mtime=1_700_000_100)
+    out, _ = run("dedupe", "--near", root)
+    got = [(l["path"], l["keeper"], l["kind"]) for l in plan_lines(out)
+           if "payslip" in l["path"]]
+    check(got == [(edited, slips[0], "near")],
+          "the edited copy goes, kept by January's: %s" % got)
+
+
 def case_csv_exports(tmp):
     """scan, dupes and scan --dirs offer --csv with the rows of --json;
     names with commas, quotes and newlines survive (RFC 4180)."""

@@ -106,6 +106,11 @@ def case_export_parts(tmp):
           "export --plan --near equals imatch dedupe --near")
     check(want["plan"].count(b"\n") >= 3 and b"exact" in want["plan"] and
           b"near" in want["plan"], "the plan has exact and near entries")
+    # Of the payslips, only the edited copy with January's figures goes.
+    pay = sorted(json.loads(l)["path"] for l in want["plan"].splitlines()
+                 if b"/pay/" in l)
+    check(pay == [os.path.join(tree, "pay", "payslip-2024-01-edited.txt")],
+          "export --plan plans no other month's payslip: %s" % pay)
     for n in (1, 3, 40):
         for name, flags, inputs, join in outputs:
             if n != 3 and "-" in name:

@@ -90,6 +90,16 @@ def make_scale_tree(root):
     for i in range(3):
         with open(os.path.join(root, "misc", "short%d.txt" % i), "w") as f:
             f.write("tiny note\n")
+    # Payslips: near-duplicates with other figures, which removal keeps,
+    # and an edited copy of one with its figures, which it plans.
+    os.makedirs(os.path.join(root, "pay"), exist_ok=True)
+    for m in (1, 2, 3):
+        with open(os.path.join(root, "pay", "payslip-2024-%02d.txt" % m),
+                  "w") as f:
+            f.write(test_cli.payslip(m))
+    with open(os.path.join(root, "pay", "payslip-2024-01-edited.txt"),
+              "w") as f:
+        f.write(test_cli.payslip(1, "river pilot"))
     # Identical binaries: related by their bytes alone.
     for name in ("a.bin", "b.bin"):
         with open(os.path.join(root, "misc", name), "wb") as f:

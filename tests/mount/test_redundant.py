@@ -230,6 +230,43 @@ def test_redundant_follows_a_rewrite_with_the_same_bytes(w):
     poll(lambda: (view(w) == want, view(w)), 'redundant/ to equal the new plan')
 
 
+@test
+def test_redundant_keeps_payslips(w):
+    """Three months' payslips (the same words, other amounts and dates) are
+    near-duplicates of each other but none is redundant: redundant/ lists
+    none of them and they have no keeper, as imatch dedupe plans; an edited
+    copy of one with its figures is listed, kept by that month's."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                    os.pardir, 'cli'))
+    from test_cli import payslip
+    docs = make_share(w)
+    for m in (1, 2, 3):
+        rel = 'pay/payslip-2024-%02d.txt' % m
+        write(os.path.join(w.src, rel), payslip(m).encode())
+        os.utime(os.path.join(w.src, rel), (1_700_000_000 + m,) * 2)
+        docs.append(rel)
+    w.daemon()
+    settle(w, len(docs))
+    want = plan(w, [])
+    got = view(w)
+    check(got == want, 'view %r\nplan %r' % (got, want))
+    check(not [p for p in got if p.startswith('pay/')],
+          'redundant/ lists payslips: %r' % got)
+    for m in (1, 2, 3):
+        names = os.listdir(by_doc_path(w.mnt, 'pay/payslip-2024-%02d.txt' % m))
+        check('keeper' not in names and 'cluster' in names,
+              'payslip %d: a near-duplicate without a keeper: %r' % (m, names))
+    edited = 'pay/payslip-2024-01-edited.txt'
+    write(os.path.join(w.src, edited), payslip(1, 'river pilot').encode())
+    docs.append(edited)
+    settle(w, len(docs))
+    want = plan(w, [])
+    check({p: k for p, k in want.items() if p.startswith('pay/')} ==
+          {edited: 'pay/payslip-2024-01.txt'},
+          'the edited copy is planned, kept by January: %r' % want)
+    poll(lambda: (view(w) == want, view(w)), 'redundant/ to equal the new plan')
+
+
 def cluster_named(mnt, rel):
     """The name of the directory of clusters/ that lists @rel."""
     top = os.path.join(mnt, 'clusters')

@@ -71,16 +71,17 @@
  * name), which coordinates are valid only when not all of them are,
  * unique_terms and err only when they are not the sketch's n and 0, size
  * and mtime unless im_index_set_stat() said no, the figures
- * (im_doc_sigs.numbers, 8 bytes) unless there are none, and the path, in a pool
- * (pool.h: 8-byte steps, no malloc header; the document table holds
+ * (im_doc_sigs.numbers, 8 bytes) unless there are none, and the path, in a
+ * pool (pool.h: 8-byte steps, no malloc header; the document table holds
  * 4-byte handles to it). The postings hold 4-byte slots, one per key (a
  * 5-bit tag and a reference); a key shared by two documents keeps both in
  * an 8-byte entry, three or more in a pool record. Only the members of
  * clusters have a 16-byte entry for the cluster's list and name (mapped:
  * room for every document, pages for those in use). With prefixes, K = 10
- * and every coordinate signed that is about 348 bytes per document plus
- * its path, mapped tables included, when a fifth of the documents are in
- * pairs (tests/unit/test_index.c, test_index_memory_per_document).
+ * and every coordinate signed that is about 357 bytes per document plus
+ * its path (349 before the figures), mapped tables included, when a fifth
+ * of the documents are in pairs (tests/unit/test_index.c,
+ * test_index_memory_per_document).
  *
  * Thread-safety: all functions are safe to call from any number of threads.
  * Writers (put, remove, rename) take an internal write lock; queries take it

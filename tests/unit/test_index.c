@@ -1705,6 +1705,7 @@ START_TEST(test_index_memory_per_document)
 		/* Pairs: document 10j + 9 shares two signatures with 10j + 8. */
 		d.sketch.n = 300;
 		d.unique_terms = 300; /* as signing gives: the sketch's |U| */
+		d.numbers = 1 + rnd(256); /* most texts hold a figure */
 		for (unsigned j = 0; j < IM_SKETCH_BYTES; j++)
 			d.sketch.v[j] = rnd(256);
 		if (i % 10 >= 8) {

@@ -10,6 +10,7 @@
 #                   date different
 #   budget-2024-fix.xlsx    2024 with one figure corrected (and the totals
 #                   its formulas recompute)
+#   budget-2024.xls, budget-2025.xls   the same as Excel 97-2003 workbooks
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=$here/data/formats
@@ -148,10 +149,11 @@ PY
 for b in budget-2024 budget-2025; do
 	office xlsx $b.fods
 	office ods $b.fods
+	office xls $b.fods
 done
 office xlsx budget-2024-fix.fods
 
 mkdir -p "$out"
 cp budget-2024.xlsx budget-2024.ods budget-2025.xlsx budget-2025.ods \
-   budget-2024-fix.xlsx "$out/"
+   budget-2024-fix.xlsx budget-2024.xls budget-2025.xls "$out/"
 ls -l "$out"/budget-*

@@ -902,7 +902,8 @@ int im_extract_terms(const struct im_extract_result *r,
 	const char *mark = NULL, *s, *end;
 	int ret;
 
-	if (r->format == IM_FMT_XLSX || r->format == IM_FMT_ODS)
+	if (r->format == IM_FMT_XLSX || r->format == IM_FMT_ODS ||
+	    r->format == IM_FMT_XLS)
 		mark = r->len ? memchr(r->text, IM_EXTRACT_NUMBERS, r->len)
 			      : NULL;
 	if (!mark)

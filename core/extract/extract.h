@@ -68,8 +68,9 @@
  *   7: a .doc's text boxes are read, its tracked deletions left out.
  *   8: .ppt from the persist directory; Word 6/95 and PowerPoint 95
  *      binary again.
+ *   9: an .xls's number cells are terms and its booleans words, as xlsx's.
  */
-#define IM_EXTRACT_VERSION 8
+#define IM_EXTRACT_VERSION 9
 
 /**
  * Formats. The values are stored in state files: append only.
@@ -225,7 +226,7 @@ int im_extract_as(struct im_extractor *x, enum im_format f, const char *buf,
 		  size_t len, struct im_extract_result *r);
 
 /**
- * In the text of a spreadsheet (xlsx, ods), a line holding only this byte
+ * In the text of a spreadsheet (xlsx, ods, xls), a line holding only this byte
  * ends the cells' words; each line after it is one number cell's value
  * rounded to 15 significant digits and 20 decimal places, in printf's
  * "%.15g" notation ("1234.5", "0.1", "-2e-07"; a date or time as days since

@@ -30,6 +30,7 @@
  * directory alone. Runs in the sandboxed helper (sandbox.c).
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -480,13 +481,112 @@ out:
 #define BIFF_SST      0x00fc
 #define BIFF_LABEL    0x0204
 #define BIFF_RSTRING  0x00d6
+#define BIFF_NUMBER   0x0203
+#define BIFF_RK	      0x027e
+#define BIFF_MULRK    0x00bd
+#define BIFF_FORMULA  0x0006
+#define BIFF_BOOLERR  0x0205
 
 struct biff {
 	const unsigned char *p;
 	size_t len;
 	size_t at, end; /* the next byte, and the end of its record */
 	struct im_buf *out;
+	struct im_buf *nums; /* number cells' terms, a line each */
 };
+
+/* A number cell's value as its term, as xlsx's <v> gives it
+ * (im_number_term(): 15 significant digits), onto b->nums. */
+static int biff_number(struct biff *b, double v)
+{
+	char dec[40], term[IM_NUMBER_TERM_MAX];
+	size_t n;
+
+	/* 17 digits round-trip the double; whatever the locale's decimal
+	 * point, im_number_term() wants '.'. */
+	snprintf(dec, sizeof(dec), "%.17g", v);
+	for (char *c = dec; *c; c++)
+		if (*c == ',')
+			*c = '.';
+	n = im_number_term(dec, strlen(dec), term);
+	if (!n)
+		return 0; /* NaN, infinity: no number a sheet shows */
+	if (im_buf_append(b->nums, term, n) || im_buf_putc(b->nums, '\n'))
+		return -ENOMEM;
+	return 0;
+}
+
+static double biff_double(const unsigned char *p)
+{
+	uint64_t u = (uint64_t)u32(p) | (uint64_t)u32(p + 4) << 32;
+	double v;
+
+	memcpy(&v, &u, sizeof(v));
+	return v;
+}
+
+/* An RK value ([MS-XLS] 2.5.217): a 30-bit integer or the top 30 bits of
+ * a double, maybe to be divided by 100. */
+static double biff_rk(uint32_t rk)
+{
+	double v;
+
+	if (rk & 2) {
+		int32_t i = (int32_t)(rk & ~UINT32_C(3)) / 4;
+
+		v = i;
+	} else {
+		uint64_t u = (uint64_t)(rk & ~UINT32_C(3)) << 32;
+
+		memcpy(&v, &u, sizeof(v));
+	}
+	return rk & 1 ? v / 100 : v;
+}
+
+/* A boolean cell's text, as xlsx and ods give it. */
+static int biff_boolean(struct biff *b, bool v)
+{
+	return im_buf_append(b->out, v ? "TRUE\n" : "FALSE\n", v ? 5 : 6);
+}
+
+/* The value cells of a sheet: numbers (NUMBER, RK, MULRK, a formula's
+ * numeric result) become number terms, booleans their word; as xlsx
+ * reads a cell's <v>. A formula's string result follows in a STRING
+ * record, not read (xlsx reads it). */
+static int biff_cell(struct biff *b, unsigned type, size_t n)
+{
+	const unsigned char *d = b->p + b->at;
+	int ret = 0;
+
+	switch (type) {
+	case BIFF_NUMBER:
+		if (n >= 14)
+			ret = biff_number(b, biff_double(d + 6));
+		break;
+	case BIFF_RK:
+		if (n >= 10)
+			ret = biff_number(b, biff_rk(u32(d + 6)));
+		break;
+	case BIFF_MULRK:
+		/* rw, colFirst, then (ixfe, RK) per cell, then colLast. */
+		for (size_t at = 4; !ret && n >= 6 && at + 6 <= n - 2; at += 6)
+			ret = biff_number(b, biff_rk(u32(d + at + 2)));
+		break;
+	case BIFF_FORMULA:
+		if (n < 14)
+			break;
+		if (u16(d + 12) != 0xffff)
+			ret = biff_number(b, biff_double(d + 6));
+		else if (d[6] == 1) /* a boolean result */
+			ret = biff_boolean(b, d[8] != 0);
+		break;
+	case BIFF_BOOLERR:
+		if (n >= 8 && !d[7]) /* not an error */
+			ret = biff_boolean(b, d[6] != 0);
+		break;
+	}
+	return ret;
+}
 
 /* Into the CONTINUE record that follows the current one, if any. */
 static bool biff_continue(struct biff *b)
@@ -584,8 +684,9 @@ static int biff_sst_string(struct biff *b)
 /*
  * The text of a workbook: the shared string table (every string of every
  * sheet, once, as xlsx's sharedStrings.xml holds them) and the strings of
- * cells that hold their own (LABEL, RSTRING), one a line. Numbers,
- * formulas and sheet names are not read, as xlsx does not read them.
+ * cells that hold their own (LABEL, RSTRING), one a line; booleans as
+ * words and each number cell's value as a term (biff_cell()), as xlsx
+ * reads them. Sheet names are not read, as xlsx does not read them.
  */
 static int xls_records(struct biff *b, size_t max_text)
 {
@@ -621,6 +722,14 @@ static int xls_records(struct biff *b, size_t max_text)
 			}
 			break;
 		}
+		case BIFF_NUMBER:
+		case BIFF_RK:
+		case BIFF_MULRK:
+		case BIFF_FORMULA:
+		case BIFF_BOOLERR:
+			if (b->nums)
+				ret = biff_cell(b, type, n);
+			break;
 		case BIFF_LABEL:
 		case BIFF_RSTRING: {
 			unsigned char h[9];
@@ -631,7 +740,8 @@ static int xls_records(struct biff *b, size_t max_text)
 			break;
 		}
 		}
-		if (!ret && max_text && b->out->len > max_text)
+		if (!ret && max_text &&
+		    b->out->len + (b->nums ? b->nums->len : 0) > max_text)
 			ret = IM_XF_OUTPUT;
 		pos = data + n;
 	}
@@ -642,7 +752,7 @@ int im_xls_text(const char *buf, size_t len, const struct im_extract_opts *o,
 		struct im_buf *out)
 {
 	size_t budget = o->max_unpacked ? o->max_unpacked : SIZE_MAX;
-	struct im_buf wb = {0};
+	struct im_buf wb = {0}, nums = {0};
 	struct im_cfb_entry e;
 	struct im_cfb c;
 	int ret;
@@ -651,12 +761,20 @@ int im_xls_text(const char *buf, size_t len, const struct im_extract_opts *o,
 		return IM_XF_CORRUPT;
 	ret = im_cfb_read(&c, &e, &budget, &wb);
 	if (!ret) {
+		static const char mark[] = {IM_EXTRACT_NUMBERS, '\n'};
 		struct biff b = {.p = (const unsigned char *)wb.p,
 				 .len = wb.len,
-				 .out = out};
+				 .out = out,
+				 .nums = &nums};
 
 		ret = xls_records(&b, o->max_text);
+		/* After the words, as xlsx gives them (extract.h). */
+		if (!ret && nums.len &&
+		    (im_buf_append(out, mark, sizeof(mark)) ||
+		     im_buf_append(out, nums.p, nums.len)))
+			ret = -ENOMEM;
 	}
+	im_buf_release(&nums);
 	im_buf_release(&wb);
 	return ret;
 }

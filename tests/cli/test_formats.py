@@ -200,7 +200,8 @@ def case_rtf(tmp):
 
 
 BUDGETS = ["budget-2024.xlsx", "budget-2024.ods", "budget-2025.xlsx",
-           "budget-2025.ods", "budget-2024-fix.xlsx"]
+           "budget-2025.ods", "budget-2024-fix.xlsx", "budget-2024.xls",
+           "budget-2025.xls"]
 
 
 def similarity(lex, a, b):
@@ -219,22 +220,26 @@ def case_budgets(tmp):
     near-duplicates (user review: budget-2024.xlsx and budget-2025.xlsx,
     every figure changed, had similarity 1.0 and dedupe --near planned to
     remove one, because only their labels were terms); a budget and its
-    copy with one figure corrected are, and so are a sheet's xlsx and ods."""
+    copy with one figure corrected are, and so are a sheet's xlsx, ods and
+    xls (Excel 97-2003: its number cells are terms as xlsx's are)."""
     root = share(tmp, BUDGETS)
     out, _ = run("dupes", root)
     dupes = {}
     for line in out.splitlines():
         f = line.split("\t")
         dupes[f[0]] = set(f[1:])
-    for y24 in ("budget-2024.xlsx", "budget-2024.ods", "budget-2024-fix.xlsx"):
-        for y25 in ("budget-2025.xlsx", "budget-2025.ods"):
+    for y24 in ("budget-2024.xlsx", "budget-2024.ods", "budget-2024-fix.xlsx",
+                "budget-2024.xls"):
+        for y25 in ("budget-2025.xlsx", "budget-2025.ods", "budget-2025.xls"):
             check("office/" + y25 not in dupes.get("office/" + y24, ()),
                   "%s and %s are linked: %s" % (y24, y25, out))
     check(dupes.get("office/budget-2024.xlsx") ==
-          {"office/budget-2024.ods", "office/budget-2024-fix.xlsx"},
-          "a budget, its ods and its corrected copy are linked: %s" % out)
-    check(dupes.get("office/budget-2025.xlsx") == {"office/budget-2025.ods"},
-          "the 2025 budget's xlsx and ods are linked: %s" % out)
+          {"office/budget-2024.ods", "office/budget-2024-fix.xlsx",
+           "office/budget-2024.xls"},
+          "a budget, its ods, xls and corrected copy are linked: %s" % out)
+    check(dupes.get("office/budget-2025.xlsx") ==
+          {"office/budget-2025.ods", "office/budget-2025.xls"},
+          "the 2025 budget's xlsx, ods and xls are linked: %s" % out)
     lex = os.path.join(tmp, "lex")
     run("lexicon", "build", "-o", lex, root)
     o = os.path.join(root, "office")
@@ -243,7 +248,9 @@ def case_budgets(tmp):
             ("budget-2024.ods", "budget-2025.ods", False, 0, 0.5),
             ("budget-2024.xlsx", "budget-2024-fix.xlsx", True, 0.95, 1),
             ("budget-2024.xlsx", "budget-2024.ods", True, 0.99, 1),
-            ("budget-2025.ods", "budget-2025.xlsx", True, 0.99, 1)):
+            ("budget-2025.ods", "budget-2025.xlsx", True, 0.99, 1),
+            ("budget-2024.xls", "budget-2025.xls", False, 0, 0.5),
+            ("budget-2024.xls", "budget-2024.xlsx", True, 0.99, 1)):
         got, sim = similarity(lex, os.path.join(o, a), os.path.join(o, b))
         check(got == linked and lo <= sim <= hi,
               "%s and %s: linked %s, similarity %.4f; want linked %s, "

@@ -146,7 +146,7 @@ struct im_extract_opts {
 	unsigned deadline_ms;
 	/** Text longer than this fails with IM_XF_OUTPUT; 16 MiB. */
 	size_t max_text;
-	/** Bytes a container may unpack to; 256 MiB. */
+	/** Bytes a container may unpack to; 128 MiB by default. */
 	size_t max_unpacked;
 	/** Run container formats in helpers; true. false runs them in the
 	 *  calling thread (fuzzing, tests under valgrind): only for trusted

@@ -68,7 +68,8 @@
  *   7: a .doc's text boxes are read, its tracked deletions left out.
  *   8: .ppt from the persist directory; Word 6/95 and PowerPoint 95
  *      binary again.
- *   9: an .xls's number cells are terms and its booleans words, as xlsx's.
+ *   9: an .xls's number cells are terms and its booleans words, as xlsx's;
+ *      a formula's string result is text.
  */
 #define IM_EXTRACT_VERSION 9
 

@@ -486,6 +486,7 @@ out:
 #define BIFF_MULRK    0x00bd
 #define BIFF_FORMULA  0x0006
 #define BIFF_BOOLERR  0x0205
+#define BIFF_STRING   0x0207
 
 struct biff {
 	const unsigned char *p;
@@ -552,7 +553,7 @@ static int biff_boolean(struct biff *b, bool v)
 /* The value cells of a sheet: numbers (NUMBER, RK, MULRK, a formula's
  * numeric result) become number terms, booleans their word; as xlsx
  * reads a cell's <v>. A formula's string result follows in a STRING
- * record, not read (xlsx reads it). */
+ * record, read as text in xls_records(), as xlsx reads t="str". */
 static int biff_cell(struct biff *b, unsigned type, size_t n)
 {
 	const unsigned char *d = b->p + b->at;
@@ -684,7 +685,8 @@ static int biff_sst_string(struct biff *b)
 /*
  * The text of a workbook: the shared string table (every string of every
  * sheet, once, as xlsx's sharedStrings.xml holds them) and the strings of
- * cells that hold their own (LABEL, RSTRING), one a line; booleans as
+ * cells that hold their own (LABEL, RSTRING, a formula's STRING), one a
+ * line; booleans as
  * words and each number cell's value as a term (biff_cell()), as xlsx
  * reads them. Sheet names are not read, as xlsx does not read them.
  */
@@ -730,6 +732,14 @@ static int xls_records(struct biff *b, size_t max_text)
 			if (b->nums)
 				ret = biff_cell(b, type, n);
 			break;
+		case BIFF_STRING: {
+			unsigned char h[3];
+
+			if (!biff_bytes(b, h, 3))
+				return IM_XF_CORRUPT;
+			ret = biff_chars(b, u16(h), h[2] & 0x01);
+			break;
+		}
 		case BIFF_LABEL:
 		case BIFF_RSTRING: {
 			unsigned char h[9];

@@ -1106,6 +1106,51 @@ START_TEST(test_extract_xls_records)
 }
 END_TEST
 
+/* An .xls's value cells, as xlsx reads its <v>: a number (NUMBER, RK as
+ * an integer and as hundredths, MULRK, a formula's numeric result) is a
+ * term after IM_EXTRACT_NUMBERS, with xlsx's 15 digits; a boolean
+ * (BOOLERR, not an error) is its word, and a formula's string result (the
+ * STRING record after it) is text. */
+START_TEST(test_extract_xls_value_cells)
+{
+	static const unsigned char bof[] = {0x00, 0x06, 0x05, 0x00};
+	unsigned char w[1024], b[20 * 512], rec[32];
+	size_t at = 0, n;
+	double v;
+
+	biff(w, &at, 0x0809, bof, sizeof(bof));
+	memset(rec, 0, sizeof(rec));
+	v = 2912.49;
+	memcpy(rec + 6, &v, 8);
+	biff(w, &at, 0x0203, rec, 14);			   /* NUMBER */
+	memcpy(rec + 6, &(uint32_t){42u << 2 | 2}, 4);	   /* RK 42 */
+	biff(w, &at, 0x027e, rec, 10);
+	memcpy(rec + 6, &(uint32_t){1234u << 2 | 3}, 4); /* RK 12.34 */
+	biff(w, &at, 0x027e, rec, 10);
+	memset(rec, 0, sizeof(rec));	    /* MULRK: 7 and 8 */
+	memcpy(rec + 6, &(uint32_t){7u << 2 | 2}, 4);
+	memcpy(rec + 12, &(uint32_t){8u << 2 | 2}, 4);
+	biff(w, &at, 0x00bd, rec, 18);
+	memset(rec, 0, sizeof(rec));
+	v = 0.1;
+	memcpy(rec + 6, &v, 8);
+	biff(w, &at, 0x0006, rec, 22); /* FORMULA, numeric */
+	memset(rec, 0, sizeof(rec));
+	rec[12] = rec[13] = 0xff;
+	biff(w, &at, 0x0006, rec, 22); /* FORMULA, a string follows */
+	biff(w, &at, 0x0207, "\5\0\0total", 8);
+	biff(w, &at, 0x0205, "\0\0\0\0\0\0\1\0", 8); /* BOOLERR TRUE */
+	biff(w, &at, 0x0205, "\0\0\0\0\0\0\7\1", 8); /* an error */
+	n = make_cfb_stream(b, "Workbook", w, at);
+	extract_n((const char *)b, n);
+	ck_assert_msg(res.format == IM_FMT_XLS && !res.fail &&
+			      !strcmp(text, "total\nTRUE\n\x1e\n2912.49\n42\n"
+					    "12.34\n7\n8\n0.1\n"),
+		      "%s %s: [%s]", im_format_name(res.format),
+		      im_extract_fail_name(res.fail), text);
+}
+END_TEST
+
 /* Append a PowerPoint record header at *@p at; @p ver 0xf: a container. */
 static void ppt(unsigned char *b, size_t *at, unsigned ver, unsigned inst,
 		unsigned type, uint32_t n)
@@ -1581,6 +1626,7 @@ static Suite *extract_suite(void)
 	tcase_add_test(tc, test_extract_cfb_not_doc);
 	tcase_add_test(tc, test_extract_doc_limits);
 	tcase_add_test(tc, test_extract_xls_records);
+	tcase_add_test(tc, test_extract_xls_value_cells);
 	tcase_add_test(tc, test_extract_ppt_records);
 	tcase_add_test(tc, test_extract_unsandboxed);
 	suite_add_tcase(s, tc);

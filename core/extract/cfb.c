@@ -40,28 +40,18 @@
  * makes sniffing do. */
 #define MAX_DIR_SECTORS 4096
 
-static uint32_t u32(const unsigned char *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-	       (uint32_t)p[3] << 24;
-}
-
-static uint16_t u16(const unsigned char *p)
-{
-	return (uint16_t)(p[0] | p[1] << 8);
-}
-
 bool im_cfb_open(struct im_cfb *c, const char *buf, size_t len)
 {
 	const unsigned char *p = (const unsigned char *)buf;
 	unsigned shift;
 
 	memset(c, 0, sizeof(*c));
-	if (len < 512 || memcmp(p, IM_CFB_MAGIC, 8) || u16(p + 28) != 0xfffe)
+	if (len < 512 || memcmp(p, IM_CFB_MAGIC, 8) ||
+	    im_le16(p + 28) != 0xfffe)
 		return false;
-	shift = u16(p + 30);
-	if ((shift != 9 && shift != 12) || u16(p + 32) != MINI_SHIFT ||
-	    u32(p + 56) != CUTOFF || len <= (size_t)1 << shift)
+	shift = im_le16(p + 30);
+	if ((shift != 9 && shift != 12) || im_le16(p + 32) != MINI_SHIFT ||
+	    im_le32(p + 56) != CUTOFF || len <= (size_t)1 << shift)
 		return false;
 	c->p = p;
 	c->len = len;
@@ -70,13 +60,13 @@ bool im_cfb_open(struct im_cfb *c, const char *buf, size_t len)
 	c->nsect = (len - 1) >> shift;
 	if (c->nsect > MAXREGSECT)
 		c->nsect = MAXREGSECT;
-	c->v4 = u16(p + 26) == 4;
-	c->nfat = u32(p + 44);
-	c->dir_start = u32(p + 48);
-	c->minifat_start = u32(p + 60);
-	c->nminifat = u32(p + 64);
-	c->difat_start = u32(p + 68);
-	c->ndifat = u32(p + 72);
+	c->v4 = im_le16(p + 26) == 4;
+	c->nfat = im_le32(p + 44);
+	c->dir_start = im_le32(p + 48);
+	c->minifat_start = im_le32(p + 60);
+	c->nminifat = im_le32(p + 64);
+	c->difat_start = im_le32(p + 68);
+	c->ndifat = im_le32(p + 72);
 	return true;
 }
 
@@ -104,7 +94,7 @@ static bool fat_next(const struct im_cfb *c, uint32_t s, uint32_t *next)
 	if (s >= c->nsect || k >= c->nfat)
 		return false;
 	if (k < HEADER_DIFAT) {
-		fs = u32(c->p + 76 + 4 * k);
+		fs = im_le32(c->p + 76 + 4 * k);
 	} else {
 		/* Each DIFAT sector lists per - 1 FAT sectors, then the
 		 * next DIFAT sector. */
@@ -116,17 +106,17 @@ static bool fat_next(const struct im_cfb *c, uint32_t s, uint32_t *next)
 			e = sector(c, d, 4 * (size_t)(per - 1), 4);
 			if (!e)
 				return false;
-			d = u32(e);
+			d = im_le32(e);
 		}
 		e = sector(c, d, 4 * (size_t)(j % (per - 1)), 4);
 		if (!e)
 			return false;
-		fs = u32(e);
+		fs = im_le32(e);
 	}
 	e = sector(c, fs, 4 * (size_t)(s % per), 4);
 	if (!e)
 		return false;
-	*next = u32(e);
+	*next = im_le32(e);
 	return true;
 }
 
@@ -147,7 +137,7 @@ static const unsigned char *dir_entry(const struct im_cfb *c, uint32_t id)
  * by code unit, letters compared upper case ([MS-CFB] 2.6.4). */
 static int name_cmp(const char *name, const unsigned char *e)
 {
-	size_t n = strlen(name), en = u16(e + 64);
+	size_t n = strlen(name), en = im_le16(e + 64);
 
 	if (en < 2 || en > 64 || en % 2)
 		return -2; /* a broken name: no match, search left */
@@ -155,7 +145,7 @@ static int name_cmp(const char *name, const unsigned char *e)
 	if (n != en)
 		return n < en ? -1 : 1;
 	for (size_t i = 0; i < n; i++) {
-		uint32_t a = (unsigned char)name[i], b = u16(e + 2 * i);
+		uint32_t a = (unsigned char)name[i], b = im_le16(e + 2 * i);
 
 		if (a >= 'a' && a <= 'z')
 			a -= 32;
@@ -170,12 +160,12 @@ static int name_cmp(const char *name, const unsigned char *e)
 static void entry_of(const struct im_cfb *c, const unsigned char *e,
 		     struct im_cfb_entry *out)
 {
-	out->start = u32(e + 116);
-	out->size = u32(e + 120);
+	out->start = im_le32(e + 116);
+	out->size = im_le32(e + 120);
 	/* Version 3 files may hold garbage in the high half ([MS-CFB]
 	 * 2.6.3). */
 	if (c->v4)
-		out->size |= (uint64_t)u32(e + 124) << 32;
+		out->size |= (uint64_t)im_le32(e + 124) << 32;
 }
 
 bool im_cfb_find(const struct im_cfb *c, const char *name,
@@ -186,7 +176,7 @@ bool im_cfb_find(const struct im_cfb *c, const char *name,
 
 	if (!e || e[66] != 5)
 		return false;
-	id = u32(e + 76);
+	id = im_le32(e + 76);
 	for (unsigned step = 0; step < FIND_STEPS && id != NOSTREAM; step++) {
 		int cmp;
 
@@ -200,7 +190,7 @@ bool im_cfb_find(const struct im_cfb *c, const char *name,
 			entry_of(c, e, out);
 			return true;
 		}
-		id = u32(e + (cmp < 0 ? 68 : 72));
+		id = im_le32(e + (cmp < 0 ? 68 : 72));
 	}
 	return false;
 }
@@ -220,7 +210,7 @@ static bool chain_next(const struct chain *ch, uint32_t s, uint32_t *next)
 		return fat_next(ch->c, s, next);
 	if ((size_t)s >= ch->minifat->len / 4)
 		return false;
-	*next = u32((const unsigned char *)ch->minifat->p + 4 * (size_t)s);
+	*next = im_le32((const unsigned char *)ch->minifat->p + 4 * (size_t)s);
 	return true;
 }
 

@@ -896,6 +896,17 @@ unsigned im_extractor_spawned(const struct im_extractor *x)
 	return x->helper.spawned;
 }
 
+int im_extract_put_numbers(struct im_buf *out, const struct im_buf *nums)
+{
+	static const char mark[] = {IM_EXTRACT_NUMBERS, '\n'};
+
+	/* After the words, so that they are scanned as one text. */
+	if (nums->len && (im_buf_append(out, mark, sizeof(mark)) ||
+			  im_buf_append(out, nums->p, nums->len)))
+		return -ENOMEM;
+	return 0;
+}
+
 int im_extract_terms(const struct im_extract_result *r,
 		     const struct im_params *p, struct im_terms *out)
 {

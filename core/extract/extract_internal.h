@@ -18,6 +18,25 @@
 /** True when s[0, len) is valid UTF-8 (strict, as im_utf8_decode()). */
 bool im_utf8_valid(const char *s, size_t len);
 
+/** Little-endian fields of the binary formats (cfb.c, msoffice.c). */
+static inline uint32_t im_le32(const unsigned char *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+	       (uint32_t)p[3] << 24;
+}
+
+static inline uint16_t im_le16(const unsigned char *p)
+{
+	return (uint16_t)(p[0] | p[1] << 8);
+}
+
+/**
+ * A spreadsheet's number terms @p nums (a line each) onto @p out after its
+ * words, behind the IM_EXTRACT_NUMBERS line that im_extract_terms() looks
+ * for (extract.h); nothing when @p nums is empty. @return 0 or -ENOMEM.
+ */
+int im_extract_put_numbers(struct im_buf *out, const struct im_buf *nums);
+
 /*
  * Container extractors (pdf.c, zipdoc.c): append the text of a document to
  * @p out. @return 0, an enum im_extract_fail (> 0), or -ENOMEM. They parse

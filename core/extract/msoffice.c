@@ -36,17 +36,6 @@
 
 #include "extract_internal.h"
 
-static uint32_t u32(const unsigned char *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-	       (uint32_t)p[3] << 24;
-}
-
-static uint16_t u16(const unsigned char *p)
-{
-	return (uint16_t)(p[0] | p[1] << 8);
-}
-
 /* A UTF-16 code unit to @p out, @p high holding a high surrogate that
  * waits for its pair; unpaired surrogates are dropped. */
 static int put_unit(struct im_buf *out, uint32_t *high, uint32_t c)
@@ -101,15 +90,16 @@ enum im_format im_msoffice_sniff(const char *buf, size_t len)
 		fib = stream_head(&c, &e, 4);
 		if ((im_cfb_find(&c, "1Table", &t) ||
 		     im_cfb_find(&c, "0Table", &t)) &&
-		    (!fib ||
-		     (u16(fib) == FIB_IDENT && u16(fib + 2) >= FIB_WORD97)))
+		    (!fib || (im_le16(fib) == FIB_IDENT &&
+			      im_le16(fib + 2) >= FIB_WORD97)))
 			return IM_FMT_DOC;
 	}
 	if (im_cfb_find(&c, "Workbook", &e)) {
 		/* Excel 5 and 95 (BIFF5) wrote a "Book" stream, but some
 		 * programs a BIFF5 Workbook: only BIFF8 is read. */
 		fib = stream_head(&c, &e, 6);
-		if (!fib || (u16(fib) == BIFF_BOF && u16(fib + 4) == BIFF8))
+		if (!fib ||
+		    (im_le16(fib) == BIFF_BOF && im_le16(fib + 4) == BIFF8))
 			return IM_FMT_XLS;
 	}
 	/* PowerPoint 95 has a Header stream, PowerPoint 97 and later
@@ -198,7 +188,7 @@ static bool grpprl_deleted(const unsigned char *g, size_t n)
 	size_t i = 0;
 
 	while (i + 2 <= n) {
-		unsigned sprm = u16(g + i);
+		unsigned sprm = im_le16(g + i);
 		size_t size;
 
 		i += 2;
@@ -252,7 +242,7 @@ static int word_deleted(const struct im_buf *wd, const struct im_buf *tbl,
 	if (!seen)
 		return -ENOMEM;
 	for (size_t i = 0; i < n && !ret; i++) {
-		uint32_t pn = u32(t + off + 4 * (n + 1) + 4 * i) & 0x3fffff;
+		uint32_t pn = im_le32(t + off + 4 * (n + 1) + 4 * i) & 0x3fffff;
 		const unsigned char *pg;
 		unsigned crun;
 
@@ -281,8 +271,8 @@ static int word_deleted(const struct im_buf *wd, const struct im_buf *tbl,
 				d->v = v;
 				d->cap = cap;
 			}
-			d->v[d->n].lo = u32(pg + 4 * r);
-			d->v[d->n++].hi = u32(pg + 4 * r + 4);
+			d->v[d->n].lo = im_le32(pg + 4 * r);
+			d->v[d->n++].hi = im_le32(pg + 4 * r + 4);
 		}
 	}
 	free(seen);
@@ -321,9 +311,9 @@ static int word_range(struct word *w, const struct pieces *pt,
 		      uint64_t from, uint64_t to, size_t *budget)
 {
 	for (uint32_t i = 0; i < pt->n && from < to; i++) {
-		uint32_t a = u32(pt->cp + 4 * (size_t)i);
-		uint32_t b = u32(pt->cp + 4 * (size_t)i + 4);
-		uint32_t fc = u32(pt->pcd + 8 * (size_t)i + 2);
+		uint32_t a = im_le32(pt->cp + 4 * (size_t)i);
+		uint32_t b = im_le32(pt->cp + 4 * (size_t)i + 4);
+		uint32_t fc = im_le32(pt->pcd + 8 * (size_t)i + 2);
 		bool compressed = fc & 0x40000000;
 		const unsigned char *s;
 		uint64_t lo, hi, at;
@@ -346,7 +336,7 @@ static int word_range(struct word *w, const struct pieces *pt,
 		s = (const unsigned char *)wd->p + at;
 		w->high = 0;
 		for (size_t k = 0; k < n; k++) {
-			uint32_t c = compressed ? s[k] : u16(s + 2 * k);
+			uint32_t c = compressed ? s[k] : im_le16(s + 2 * k);
 			int ret;
 
 			if (del->n &&
@@ -378,11 +368,11 @@ static int word_pieces(const struct im_buf *tbl, uint32_t off, uint32_t len,
 	while (i < end && p[i] == 0x01) {
 		if (end - i < 3)
 			return IM_XF_CORRUPT;
-		i += 3 + u16(p + i + 1);
+		i += 3 + im_le16(p + i + 1);
 	}
 	if (i >= end || end - i < 5 || p[i] != 0x02)
 		return IM_XF_CORRUPT;
-	len = u32(p + i + 1);
+	len = im_le32(p + i + 1);
 	i += 5;
 	if (len > end - i || len < 4 || (len - 4) % 12)
 		return IM_XF_CORRUPT;
@@ -414,9 +404,10 @@ int im_doc_text(const char *buf, size_t len, const struct im_extract_opts *o,
 		goto out;
 	ret = IM_XF_CORRUPT;
 	f = (const unsigned char *)wd.p;
-	if (wd.len < 64 || u16(f) != FIB_IDENT || u16(f + 2) < FIB_WORD97)
+	if (wd.len < 64 || im_le16(f) != FIB_IDENT ||
+	    im_le16(f + 2) < FIB_WORD97)
 		goto out;
-	if (u16(f + 10) & FIB_ENCRYPTED) {
+	if (im_le16(f + 10) & FIB_ENCRYPTED) {
 		ret = IM_XF_ENCRYPTED;
 		goto out;
 	}
@@ -425,26 +416,26 @@ int im_doc_text(const char *buf, size_t len, const struct im_extract_opts *o,
 	 * a reserved count, ccpAtn, ccpEdn, ccpTxbx) and fibRgFcLcb
 	 * (cbRgFcLcb pairs of 32-bit offset and length: PlcBteChpx's is
 	 * the 13th, the CLX's the 34th). */
-	lw = 34 + 2 * (size_t)u16(f + 32);
-	if (lw + 2 > wd.len || u16(f + lw) < 10)
+	lw = 34 + 2 * (size_t)im_le16(f + 32);
+	if (lw + 2 > wd.len || im_le16(f + lw) < 10)
 		goto out;
-	fc = lw + 2 + 4 * (size_t)u16(f + lw);
+	fc = lw + 2 + 4 * (size_t)im_le16(f + lw);
 	lw += 2;
-	if (fc + 2 > wd.len || u16(f + fc) < 34 || fc + 2 + 34 * 8 > wd.len)
+	if (fc + 2 > wd.len || im_le16(f + fc) < 34 || fc + 2 + 34 * 8 > wd.len)
 		goto out;
 	fc += 2;
 	for (int i = 0; i < 7; i++)
-		ccp[i] = u32(f + lw + 12 + 4 * (size_t)i);
-	if (!im_cfb_find(&c, u16(f + 10) & FIB_TABLE1 ? "1Table" : "0Table",
+		ccp[i] = im_le32(f + lw + 12 + 4 * (size_t)i);
+	if (!im_cfb_find(&c, im_le16(f + 10) & FIB_TABLE1 ? "1Table" : "0Table",
 			 &e))
 		goto out;
 	ret = im_cfb_read(&c, &e, &budget, &tbl);
 	if (!ret)
-		ret = word_pieces(&tbl, u32(f + fc + 33 * 8),
-				  u32(f + fc + 33 * 8 + 4), &pt);
+		ret = word_pieces(&tbl, im_le32(f + fc + 33 * 8),
+				  im_le32(f + fc + 33 * 8 + 4), &pt);
 	if (!ret)
-		ret = word_deleted(&wd, &tbl, u32(f + fc + 12 * 8),
-				   u32(f + fc + 12 * 8 + 4), &del);
+		ret = word_deleted(&wd, &tbl, im_le32(f + fc + 12 * 8),
+				   im_le32(f + fc + 12 * 8 + 4), &del);
 	/* Main text, footnotes, then endnotes and text boxes (after
 	 * headers, a reserved count and comments). */
 	if (!ret)
@@ -519,7 +510,7 @@ static int biff_number(struct biff *b, double v)
 
 static double biff_double(const unsigned char *p)
 {
-	uint64_t u = (uint64_t)u32(p) | (uint64_t)u32(p + 4) << 32;
+	uint64_t u = (uint64_t)im_le32(p) | (uint64_t)im_le32(p + 4) << 32;
 	double v;
 
 	memcpy(&v, &u, sizeof(v));
@@ -566,17 +557,17 @@ static int biff_cell(struct biff *b, unsigned type, size_t n)
 		break;
 	case BIFF_RK:
 		if (n >= 10)
-			ret = biff_number(b, biff_rk(u32(d + 6)));
+			ret = biff_number(b, biff_rk(im_le32(d + 6)));
 		break;
 	case BIFF_MULRK:
 		/* rw, colFirst, then (ixfe, RK) per cell, then colLast. */
 		for (size_t at = 4; !ret && n >= 6 && at + 6 <= n - 2; at += 6)
-			ret = biff_number(b, biff_rk(u32(d + at + 2)));
+			ret = biff_number(b, biff_rk(im_le32(d + at + 2)));
 		break;
 	case BIFF_FORMULA:
 		if (n < 14)
 			break;
-		if (u16(d + 12) != 0xffff)
+		if (im_le16(d + 12) != 0xffff)
 			ret = biff_number(b, biff_double(d + 6));
 		else if (d[6] == 1) /* a boolean result */
 			ret = biff_boolean(b, d[8] != 0);
@@ -594,9 +585,9 @@ static bool biff_continue(struct biff *b)
 {
 	size_t n;
 
-	if (b->end + 4 > b->len || u16(b->p + b->end) != BIFF_CONTINUE)
+	if (b->end + 4 > b->len || im_le16(b->p + b->end) != BIFF_CONTINUE)
 		return false;
-	n = u16(b->p + b->end + 2);
+	n = im_le16(b->p + b->end + 2);
 	if (n > b->len - b->end - 4)
 		return false;
 	b->at = b->end + 4;
@@ -647,7 +638,7 @@ static int biff_chars(struct biff *b, size_t cch, bool wide)
 			k = cch;
 		for (size_t i = 0; i < k && !ret; i++)
 			ret = wide ? put_unit(b->out, &high,
-					      u16(b->p + b->at + 2 * i))
+					      im_le16(b->p + b->at + 2 * i))
 				   : im_buf_put_cp(b->out, b->p[b->at + i]);
 		b->at += wide ? 2 * k : k;
 		cch -= k;
@@ -668,14 +659,14 @@ static int biff_sst_string(struct biff *b)
 	if (h[2] & 0x08) {
 		if (!biff_bytes(b, v, 2))
 			return IM_XF_CORRUPT;
-		runs = u16(v);
+		runs = im_le16(v);
 	}
 	if (h[2] & 0x04) {
 		if (!biff_bytes(b, v, 4))
 			return IM_XF_CORRUPT;
-		ext = u32(v);
+		ext = im_le32(v);
 	}
-	ret = biff_chars(b, u16(h), h[2] & 0x01);
+	ret = biff_chars(b, im_le16(h), h[2] & 0x01);
 	if (!ret && (!biff_bytes(b, NULL, 4 * (size_t)runs) ||
 		     !biff_bytes(b, NULL, ext)))
 		ret = IM_XF_CORRUPT;
@@ -695,10 +686,12 @@ static int xls_records(struct biff *b, size_t max_text)
 	size_t pos = 0;
 	int ret = 0;
 
-	if (b->len < 8 || u16(b->p) != BIFF_BOF || u16(b->p + 4) != BIFF8)
+	if (b->len < 8 || im_le16(b->p) != BIFF_BOF ||
+	    im_le16(b->p + 4) != BIFF8)
 		return IM_XF_CORRUPT;
 	while (!ret && pos + 4 <= b->len) {
-		unsigned type = u16(b->p + pos), n = u16(b->p + pos + 2);
+		unsigned type = im_le16(b->p + pos),
+			 n = im_le16(b->p + pos + 2);
 		size_t data = pos + 4;
 
 		if (n > b->len - data)
@@ -716,7 +709,7 @@ static int xls_records(struct biff *b, size_t max_text)
 				return IM_XF_CORRUPT;
 			/* A table with fewer strings than it counts ends
 			 * where its records do (Excel reads such files). */
-			count = u32(h + 4);
+			count = im_le32(h + 4);
 			for (uint32_t i = 0; i < count && !ret; i++) {
 				if (b->at == b->end && !biff_continue(b))
 					break;
@@ -737,7 +730,7 @@ static int xls_records(struct biff *b, size_t max_text)
 
 			if (!biff_bytes(b, h, 3))
 				return IM_XF_CORRUPT;
-			ret = biff_chars(b, u16(h), h[2] & 0x01);
+			ret = biff_chars(b, im_le16(h), h[2] & 0x01);
 			break;
 		}
 		case BIFF_LABEL:
@@ -746,7 +739,7 @@ static int xls_records(struct biff *b, size_t max_text)
 
 			if (!biff_bytes(b, h, 9))
 				return IM_XF_CORRUPT;
-			ret = biff_chars(b, u16(h + 6), h[8] & 0x01);
+			ret = biff_chars(b, im_le16(h + 6), h[8] & 0x01);
 			break;
 		}
 		}
@@ -771,18 +764,14 @@ int im_xls_text(const char *buf, size_t len, const struct im_extract_opts *o,
 		return IM_XF_CORRUPT;
 	ret = im_cfb_read(&c, &e, &budget, &wb);
 	if (!ret) {
-		static const char mark[] = {IM_EXTRACT_NUMBERS, '\n'};
 		struct biff b = {.p = (const unsigned char *)wb.p,
 				 .len = wb.len,
 				 .out = out,
 				 .nums = &nums};
 
 		ret = xls_records(&b, o->max_text);
-		/* After the words, as xlsx gives them (extract.h). */
-		if (!ret && nums.len &&
-		    (im_buf_append(out, mark, sizeof(mark)) ||
-		     im_buf_append(out, nums.p, nums.len)))
-			ret = -ENOMEM;
+		if (!ret)
+			ret = im_extract_put_numbers(out, &nums);
 	}
 	im_buf_release(&nums);
 	im_buf_release(&wb);
@@ -818,7 +807,7 @@ static int ppt_text(const unsigned char *p, size_t n, bool wide,
 	int ret = 0;
 
 	for (size_t i = 0; i < n && !ret; i++) {
-		uint32_t c = wide ? u16(p + 2 * i) : p[i];
+		uint32_t c = wide ? im_le16(p + 2 * i) : p[i];
 
 		if (c == 0x0d || c == 0x0b)
 			ret = im_buf_putc(out, '\n');
@@ -849,9 +838,10 @@ static int ppt_walk(const struct im_buf *s, size_t from, size_t to,
 	int ret = 0;
 
 	while (!ret && pos + 8 <= to) {
-		unsigned ver = u16(p + pos) & 0xf, inst = u16(p + pos) >> 4;
-		unsigned type = u16(p + pos + 2);
-		size_t n = u32(p + pos + 4), body = pos + 8;
+		unsigned ver = im_le16(p + pos) & 0xf,
+			 inst = im_le16(p + pos) >> 4;
+		unsigned type = im_le16(p + pos + 2);
+		size_t n = im_le32(p + pos + 4), body = pos + 8;
 		size_t limit = depth ? end[depth - 1] : to;
 		bool hide = depth && skip[depth - 1];
 
@@ -931,26 +921,26 @@ static int ppt_persist(const struct im_buf *cur, const struct im_buf *s,
 	*n = 0;
 	if (cur->len < 20)
 		return 1;
-	if (u32(c + 12) == PPT_TOKEN_ENCRYPTED)
+	if (im_le32(c + 12) == PPT_TOKEN_ENCRYPTED)
 		return IM_XF_ENCRYPTED;
-	off = u32(c + 16);
+	off = im_le32(c + 16);
 	for (uint32_t edit = 0; edit < PPT_MAX_EDITS; edit++) {
 		size_t dir, dn;
 
 		if ((size_t)off + 28 > s->len ||
-		    u16(p + off + 2) != PPT_USER_EDIT)
+		    im_le16(p + off + 2) != PPT_USER_EDIT)
 			return 1;
-		dir = u32(p + off + 20);
-		if (dir + 8 > s->len || u16(p + dir + 2) != PPT_PERSIST_DIR)
+		dir = im_le32(p + off + 20);
+		if (dir + 8 > s->len || im_le16(p + dir + 2) != PPT_PERSIST_DIR)
 			return 1;
-		dn = u32(p + dir + 4);
+		dn = im_le32(p + dir + 4);
 		/* Directories of a valid file do not overlap: reading more
 		 * than the stream holds is a chain gone round. */
 		scanned += dn;
 		if (dn > s->len - dir - 8 || scanned > s->len)
 			return 1;
 		for (size_t at = dir + 8; at + 4 <= dir + 8 + dn;) {
-			uint32_t h = u32(p + at), id = h & 0xfffff;
+			uint32_t h = im_le32(p + at), id = h & 0xfffff;
 			uint32_t count = h >> 20;
 
 			at += 4;
@@ -968,13 +958,13 @@ static int ppt_persist(const struct im_buf *cur, const struct im_buf *s,
 					cap = nc;
 				}
 				(*ps)[k++] = (struct persist){
-					id + j, u32(p + at), edit};
+					id + j, im_le32(p + at), edit};
 			}
 		}
 		/* offsetLastEdit: an earlier save, earlier in the stream */
-		if (!u32(p + off + 16) || u32(p + off + 16) >= off)
+		if (!im_le32(p + off + 16) || im_le32(p + off + 16) >= off)
 			break;
-		off = u32(p + off + 16);
+		off = im_le32(p + off + 16);
 	}
 	if (k)
 		qsort(*ps, k, sizeof(**ps), persist_cmp);
@@ -1002,10 +992,10 @@ static int ppt_records(const struct im_buf *cur, const struct im_buf *s,
 	for (size_t i = 0; i < n && !ret; i++) {
 		size_t at = ps[i].off;
 
-		if (at + 8 > s->len || u32(p + at + 4) > s->len - at - 8)
+		if (at + 8 > s->len || im_le32(p + at + 4) > s->len - at - 8)
 			ret = IM_XF_CORRUPT;
 		else
-			ret = ppt_walk(s, at, at + 8 + u32(p + at + 4),
+			ret = ppt_walk(s, at, at + 8 + im_le32(p + at + 4),
 				       max_text, out);
 	}
 	free(ps);

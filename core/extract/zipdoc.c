@@ -926,7 +926,6 @@ static int office_text(const char *buf, size_t len, want_fn want,
 		       const struct xml_rules *rules,
 		       const struct im_extract_opts *o, struct im_buf *out)
 {
-	static const char mark[] = {IM_EXTRACT_NUMBERS, '\n'};
 	struct im_buf nums = {0};
 	struct parts ps = {0};
 	int ret;
@@ -939,11 +938,8 @@ static int office_text(const char *buf, size_t len, want_fn want,
 	for (size_t i = 0; i < ps.n && !ret; i++)
 		ret = xml_text(&ps.v[i].data, rules, o, out,
 			       rules->cells ? &nums : NULL);
-	/* After the words, so that they are scanned as one text. */
-	if (!ret && nums.len &&
-	    (im_buf_append(out, mark, sizeof(mark)) ||
-	     im_buf_append(out, nums.p, nums.len)))
-		ret = -ENOMEM;
+	if (!ret)
+		ret = im_extract_put_numbers(out, &nums);
 	im_buf_release(&nums);
 	parts_release(&ps);
 	return ret;

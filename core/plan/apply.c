@@ -1302,6 +1302,59 @@ out:
 	return ret;
 }
 
+/*
+ * Into the trash where the filesystem has no RENAME_NOREPLACE: the file is
+ * moved aside as remove does, what moved is checked, then linked into the
+ * trash (a link fails on a taken name) and its temporary name unlinked.
+ * Linking the name itself and unlinking it would unlink whatever an
+ * editor saved over it in between. @return as do_trash(), or -EXDEV
+ * (the file back at its name) when the trash is on another filesystem.
+ */
+static int trash_plain(const struct im_plan_line *l, struct side *f, int dfd,
+		       const char *base, struct im_apply_result *r,
+		       const char **why)
+{
+	char tmp[64];
+	sigset_t old;
+	int ret, back;
+
+	hold_stop_signals(&old);
+	ret = move_aside_plain(f, tmp, sizeof(tmp));
+	if (ret == -ENOENT) {
+		/* Removed meanwhile (another apply of the plan). */
+		*why = whys[FILE_][R_GONE];
+		ret = SKIP;
+		goto out;
+	}
+	if (ret) {
+		*why = "moving the file into the trash";
+		goto out;
+	}
+	if (!verified_at(f->dirfd, tmp, f)) {
+		ret = SKIP;
+		*why = changed_midway;
+	} else if (linkat(f->dirfd, tmp, dfd, base, 0)) {
+		ret = errno == EEXIST ? SKIP : -errno;
+		*why = errno == EEXIST
+			       ? "something is already at the destination in "
+				 "the trash"
+			       : "moving the file into the trash";
+	} else {
+		if (unlinkat(f->dirfd, tmp, 0))
+			ret = left_behind(l, tmp, -errno,
+					  "removing the file after linking it "
+					  "into the trash",
+					  r, why);
+		goto out;
+	}
+	back = give_back(f->dirfd, tmp, f->name);
+	if (back)
+		ret = left_behind(l, tmp, back, not_given_back, r, why);
+out:
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return ret;
+}
+
 static int do_trash(const struct im_plan_line *l, struct side *f, bool dry,
 		    struct im_apply_result *r, const char **why)
 {
@@ -1368,17 +1421,10 @@ static int do_trash(const struct im_plan_line *l, struct side *f, bool dry,
 	e = errno;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (e == EINVAL || e == ENOSYS) {
-		/* No RENAME_NOREPLACE here: link (fails on an existing
-		 * name), then unlink the name as last checked. */
-		if (!linkat(f->dirfd, f->name, dfd, base, 0)) {
-			if (unlinkat(f->dirfd, f->name, 0)) {
-				ret = -errno;
-				*why = "removing the file after linking it "
-				       "into the trash";
-			}
+		ret = trash_plain(l, f, dfd, base, r, why);
+		if (ret != -EXDEV)
 			goto out;
-		}
-		e = errno;
+		e = EXDEV;
 	}
 	if (e == EEXIST) {
 		*why = "something is already at the destination in the trash";
@@ -1404,31 +1450,6 @@ out:
 	return ret;
 }
 
-/* Where the filesystem cannot exchange two names (some FUSE and network
- * filesystems): the link renamed over the file as last checked. */
-static int rename_over(const struct im_plan_line *l, struct side *f,
-		       struct side *k, const char *tmp, const char **why)
-{
-	struct stat st;
-
-	if (renameat(f->dirfd, tmp, f->dirfd, f->name)) {
-		int e = errno;
-
-		*why = "renaming the link over the file";
-		unlinkat(f->dirfd, tmp, 0);
-		return -e;
-	}
-	if (l->action == IM_ACT_HARDLINK &&
-	    !fstatat(f->dirfd, tmp, &st, AT_SYMLINK_NOFOLLOW) &&
-	    st.st_dev == k->st.st_dev && st.st_ino == k->st.st_ino) {
-		/* rename() of a link over another link of the same inode does
-		 * nothing and leaves both: the file was made a link of the
-		 * keeper meanwhile (another apply of the same plan). */
-		unlinkat(f->dirfd, tmp, 0);
-	}
-	return 0;
-}
-
 /*
  * Is what @p name holds the link we made, @p mine? A symlink's inode is
  * held open by nothing: once another program removes it, its number can
@@ -1450,6 +1471,68 @@ static bool is_mine(int dirfd, const char *name, const struct stat *mine,
 	       (readlinkat(dirfd, name, target, sizeof(target)) ==
 			(ssize_t)len &&
 		!memcmp(target, l->keeper.path, len));
+}
+
+/*
+ * Where the filesystem cannot exchange two names (NFS, SMB, many FUSE
+ * filesystems): the file is moved aside as remove does, what moved is
+ * checked, and the link is put at the name by a call that fails on a
+ * taken name (link, symlink), never renamed over it: an editor saving
+ * over the name a moment before keeps its new content. Anything else
+ * moved gets its name back. @p tmp holds our link, @p mine its inode.
+ */
+static int swap_plain(const struct im_plan_line *l, struct side *f,
+		      struct side *k, const char *tmp, const struct stat *mine,
+		      struct im_apply_result *r, const char **why)
+{
+	const char *skip = changed_midway;
+	char aside[64];
+	struct stat st;
+	bool ok;
+	int ret = move_aside_plain(f, aside, sizeof(aside)), back;
+
+	if (ret) {
+		unlinkat(f->dirfd, tmp, 0);
+		if (ret == -ENOENT) {
+			/* Removed meanwhile (another apply of the plan). */
+			*why = whys[FILE_][R_GONE];
+			return SKIP;
+		}
+		*why = "moving the file aside";
+		return ret;
+	}
+	/* Already a link of the keeper: another apply of the same plan. */
+	ok = verified_at(f->dirfd, aside, f) ||
+	     (l->action == IM_ACT_HARDLINK &&
+	      !fstatat(f->dirfd, aside, &st, AT_SYMLINK_NOFOLLOW) &&
+	      st.st_dev == k->st.st_dev && st.st_ino == k->st.st_ino);
+	/* A symlink holds no bytes: see link_over(). */
+	if (ok && l->action == IM_ACT_SYMLINK && !still_there(k)) {
+		ok = false;
+		skip = "the keeper changed during verification";
+	}
+	if (ok && (l->action == IM_ACT_SYMLINK
+			   ? symlinkat(l->keeper.path, f->dirfd, f->name)
+			   : linkat(f->dirfd, tmp, f->dirfd, f->name, 0))) {
+		ok = false;
+		ret = -errno;
+		skip = "putting the link at the file's name";
+	}
+	if (is_mine(f->dirfd, tmp, mine, l))
+		unlinkat(f->dirfd, tmp, 0);
+	if (ok) {
+		if (unlinkat(f->dirfd, aside, 0))
+			return left_behind(l, aside, -errno,
+					   "removing the file after the link "
+					   "took its name",
+					   r, why);
+		return 0;
+	}
+	back = give_back(f->dirfd, aside, f->name);
+	if (back)
+		return left_behind(l, aside, back, not_given_back, r, why);
+	*why = skip;
+	return ret ? ret : SKIP;
 }
 
 /* The link (or symlink) to the verified keeper under a temporary name,
@@ -1528,7 +1611,7 @@ static int link_over(const struct im_plan_line *l, struct side *f,
 		int e = errno;
 
 		if (e == EINVAL || e == ENOSYS)
-			return rename_over(l, f, k, tmp, why);
+			return swap_plain(l, f, k, tmp, &mine, r, why);
 		unlinkat(f->dirfd, tmp, 0);
 		if (e == ENOENT) {
 			/* Removed meanwhile (another apply of the plan). */

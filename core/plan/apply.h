@@ -56,12 +56,13 @@
  * filesystems, while the copy is made and after its check), and no call
  * closes that. Where the
  * filesystem refuses RENAME_NOREPLACE or RENAME_EXCHANGE (EINVAL or
- * ENOSYS: NFS, SMB, many FUSE filesystems) remove still moves the file
- * aside, by a plain rename to a temporary name found free a moment
- * before, and gives a name back with a link (which fails on a taken
- * name, as RENAME_NOREPLACE does); the other actions link into the trash
- * or rename over the name as last checked, with the window between that
- * check and the act.
+ * ENOSYS: NFS, SMB, many FUSE filesystems) every action still moves the
+ * file aside, by a plain rename to a temporary name found free a moment
+ * before, and checks what moved; then it unlinks it (remove), links it
+ * into the trash (trash), or puts the link at the name with link() or
+ * symlink() (hardlink, symlink), which fail on a taken name where a
+ * rename would replace it; a name is given back with a link, which fails
+ * on a taken name too, as RENAME_NOREPLACE does.
  *
  * Actions:
  *   remove    unlink the file (moved aside first, as above).
@@ -72,7 +73,8 @@
  *             (moved aside first).
  *   hardlink  link the keeper to a temporary name beside the file, then
  *             exchange it with the file (atomic: the name always holds one
- *             of the two); skipped when they are on different filesystems
+ *             of the two; without RENAME_EXCHANGE it is missing between
+ *             the file moved aside and the link made); skipped when they are on different filesystems
  *             or mounts, or the keeper has as many links as its
  *             filesystem allows (EMLINK).
  *   symlink   the same with a symlink to the keeper's absolute path.

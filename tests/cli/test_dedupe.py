@@ -1003,6 +1003,71 @@ def case_remove_without_rename_flags(tmp):
           "removed: %r %r" % (p.stdout, p.stderr))
 
 
+def case_links_and_trash_without_rename_flags(tmp):
+    """On a filesystem without RENAME_NOREPLACE and RENAME_EXCHANGE (NFS,
+    SMB, many FUSE ones) trash, hardlink and symlink move the file aside as
+    remove does (a plain rename to a free temporary name) and check what
+    they moved before the link or the trash takes it: a file replaced by
+    rename at that moment (an editor saving) keeps its new content, given
+    back by a link; an untouched one is acted on; no temporary name is
+    left. apply runs under gdb, held at its first call that acts on the
+    file's name (renameat, or unlinkat in builds that linked the file into
+    the trash and unlinked its name) while the rename happens."""
+    root = os.path.join(tmp, "share")
+    trash = os.path.join(tmp, "trash")
+    rng = random.Random(61)
+    data = ("\n".join(document(rng, vocabulary(rng))) + "\n").encode()
+    env = without_rename_flags(tmp)
+    edited = b"the copy, edited and saved\n"
+    plan = os.path.join(tmp, "plan.jsonl")
+    for action in ("trash=" + trash, "hardlink", "symlink"):
+        shutil.rmtree(root, ignore_errors=True)
+        shutil.rmtree(trash, ignore_errors=True)
+        keeper = put(root, "a/report.txt", data, mtime=1_600_000_000)
+        copy = put(root, "b/report.txt", data, mtime=1_600_000_001)
+        out, _ = run("dedupe", "--action", action, root)
+        check([l["path"] for l in plan_lines(out)] == [copy],
+              "%s: one line: %s" % (action, out))
+        with open(plan, "wb") as f:
+            f.write(out)
+        saved = put(root, "b/.report.txt.swp", edited)
+        log = apply_held(tmp, plan, ("renameat", "unlinkat"),
+                         "mv %s %s" % (saved, copy), env=env)
+        check(os.path.isfile(copy) and not os.path.islink(copy) and
+              open(copy, "rb").read() == edited,
+              "%s: the new content stays at its name: %s" % (action, log))
+        check("skipped %s: the file changed during verification" % copy
+              in log and "exited normally" in log,
+              "%s: skipped, says why: %s" % (action, log))
+        check(sorted(os.listdir(os.path.dirname(copy))) == ["report.txt"],
+              "%s: no temporary name left: %s"
+              % (action, os.listdir(os.path.dirname(copy))))
+        check(not os.path.exists(trash) or
+              not any(files for _, _, files in os.walk(trash)),
+              "%s: nothing in the trash" % action)
+        # Untouched, it is done.
+        put(root, "b/report.txt", data, mtime=1_600_000_001)
+        out, _ = run("dedupe", "--action", action, root)
+        p = subprocess.run([test_cli.IMATCH, "apply", "-"], input=out,
+                           capture_output=True, env=env, timeout=120)
+        check(p.returncode == 0 and " 1 done" in p.stderr.decode(),
+              "%s: done: %r %r" % (action, p.stdout, p.stderr))
+        check(sorted(os.listdir(os.path.dirname(copy))) ==
+              ([] if action.startswith("trash") else ["report.txt"]),
+              "%s: no temporary name left: %s"
+              % (action, os.listdir(os.path.dirname(copy))))
+        if action == "hardlink":
+            check(os.stat(copy).st_ino == os.stat(keeper).st_ino,
+                  "hardlinked")
+        elif action == "symlink":
+            check(os.readlink(copy) == keeper, "symlinked")
+        else:
+            moved = os.path.join(trash, "b", "report.txt")
+            check(open(moved, "rb").read() == data and
+                  sorted(os.listdir(os.path.dirname(moved))) ==
+                  ["report.txt"], "in the trash, nothing else there")
+
+
 def case_keeper_gone_midway(tmp):
     """The keeper is removed, or replaced by rename (an editor saving it),
     after apply last checked it, at the very moment apply moves the file

@@ -9,8 +9,10 @@
  * `dedupe --format sh`). Output: one line per plan line on stdout ("removed
  * PATH", "skipped PATH: why", …; "would …" with --dry-run), a summary on
  * stderr, before it the temporary names a killed apply left beside the
- * plan's files. Exit 0 when every line was done or skipped for safety, 1 when a
- * line was malformed or an action failed.
+ * plan's files; first, unless --dry-run, what such an apply provably left
+ * of a line is taken back (im_apply_reclaim()) and said on stderr. Exit 0
+ * when every line was done or skipped for safety, 1 when a line was
+ * malformed or an action (or taking something back) failed.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -256,6 +258,124 @@ static int cmp_str(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* The directory of @p path, malloc'ed; NULL when it is not absolute (apply
+ * skips the line) or out of memory. */
+static char *dir_of(const char *path)
+{
+	char *d = strdup(path), *slash = d ? strrchr(d, '/') : NULL;
+
+	if (!slash) {
+		free(d);
+		return NULL;
+	}
+	slash[slash == d] = '\0'; /* a file of "/" keeps its "/" */
+	return d;
+}
+
+/* A name as apply's temporary names are made. */
+static bool is_temp_name(const char *name)
+{
+	size_t len = strlen(name);
+
+	return !strncmp(name, ".imatch-", 8) && len >= 12 &&
+	       !strcmp(name + len - 4, ".tmp");
+}
+
+struct dir_line {
+	char *dir;
+	size_t line;
+};
+
+static int cmp_dir_line(const void *a, const void *b)
+{
+	const struct dir_line *x = a, *y = b;
+	int d = strcmp(x->dir, y->dir);
+
+	return d ? d : (x->line > y->line) - (x->line < y->line);
+}
+
+/* Try each temporary name against each line of the directory; one
+ * taken back is gone for the others. @return the failures. */
+static size_t reclaim_in(const struct plan *p, const struct dir_line *v,
+			 size_t n, char **names, size_t nnames)
+{
+	size_t failed = 0;
+
+	for (size_t t = 0; t < nnames; t++)
+		for (size_t i = 0; i < n; i++) {
+			const char *what;
+			int ret = im_apply_reclaim(&p->v[v[i].line].l,
+						   names[t], &what);
+
+			if (!ret)
+				continue;
+			err_msg("apply: %s%s%s: left by an apply that was "
+				"killed: %s%s%s",
+				v->dir, strcmp(v->dir, "/") ? "/" : "",
+				names[t], what, ret < 0 ? ": " : "",
+				ret < 0 ? strerror(-ret) : "");
+			failed += ret < 0;
+			break;
+		}
+	return failed;
+}
+
+/*
+ * Before acting: what an apply killed by kill -9 left beside a planned
+ * file is taken back where im_apply_reclaim() proves it safe, so that
+ * running the plan again finishes it (a file moved aside gets its name
+ * back, then is acted on as planned) and leaves no temporary name. Each
+ * directory is read once; only one holding temporary names costs more.
+ * @return the failures.
+ */
+static size_t reclaim_leftovers(const struct plan *p)
+{
+	struct dir_line *v = malloc((p->n ? p->n : 1) * sizeof(*v));
+	char **names = NULL;
+	size_t n = 0, failed = 0, cap = 0;
+
+	if (!v)
+		return 0;
+	for (size_t i = 0; i < p->n; i++)
+		if (p->v[i].ok && (v[n].dir = dir_of(p->v[i].l.file.path)))
+			v[n++].line = i;
+	sort_n(v, n, sizeof(*v), cmp_dir_line);
+	for (size_t i = 0, j; i < n; i = j) {
+		DIR *d = opendir(v[i].dir);
+		struct dirent *e;
+		size_t nnames = 0;
+
+		for (j = i + 1; j < n && !strcmp(v[j].dir, v[i].dir); j++)
+			;
+		while (d && (e = readdir(d))) {
+			if (!is_temp_name(e->d_name))
+				continue;
+			if (nnames == cap) {
+				size_t nc = cap ? 2 * cap : 8;
+				char **nv = realloc(names, nc * sizeof(*nv));
+
+				if (!nv)
+					break;
+				names = nv;
+				cap = nc;
+			}
+			if (!(names[nnames] = strdup(e->d_name)))
+				break;
+			nnames++;
+		}
+		if (d)
+			closedir(d);
+		failed += reclaim_in(p, v + i, j - i, names, nnames);
+		for (size_t t = 0; t < nnames; t++)
+			free(names[t]);
+	}
+	for (size_t i = 0; i < n; i++)
+		free(v[i].dir);
+	free(v);
+	free(names);
+	return failed;
+}
+
 /*
  * Only kill -9 leaves a temporary name (apply.h), and the apply run again
  * afterwards did not say so: the line's file is then "gone" (moved aside,
@@ -272,17 +392,10 @@ static void name_leftovers(const struct plan *p)
 	if (!dirs)
 		return;
 	for (size_t i = 0; i < p->n; i++) {
-		char *d, *slash;
+		char *d = p->v[i].ok ? dir_of(p->v[i].l.file.path) : NULL;
 
-		if (!p->v[i].ok || !(d = strdup(p->v[i].l.file.path)))
-			continue;
-		slash = strrchr(d, '/');
-		if (!slash) { /* not absolute: apply skips the line */
-			free(d);
-			continue;
-		}
-		slash[slash == d] = '\0'; /* a file of "/" keeps its "/" */
-		dirs[n++] = d;
+		if (d)
+			dirs[n++] = d;
 	}
 	sort_n(dirs, n, sizeof(*dirs), cmp_str);
 	for (size_t i = 0; i < n; i++) {
@@ -291,11 +404,9 @@ static void name_leftovers(const struct plan *p)
 		struct dirent *e;
 
 		while (d && (e = readdir(d))) {
-			size_t len = strlen(e->d_name);
 			struct stat st;
 
-			if (strncmp(e->d_name, ".imatch-", 8) || len < 12 ||
-			    strcmp(e->d_name + len - 4, ".tmp") ||
+			if (!is_temp_name(e->d_name) ||
 			    fstatat(dirfd(d), e->d_name, &st,
 				    AT_SYMLINK_NOFOLLOW))
 				continue;
@@ -342,6 +453,8 @@ int cmd_apply(struct cli *c)
 		err_msg("apply: reading %s: %s", name, strerror(-ret));
 		goto out;
 	}
+	if (!c->dry_run)
+		failed = reclaim_leftovers(&p);
 	why = calloc(p.n ? p.n : 1, sizeof(*why));
 	order = malloc((p.n ? p.n : 1) * sizeof(*order));
 	if (!why || !order || whole_plan_checks(&p, why)) {

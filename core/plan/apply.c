@@ -701,16 +701,12 @@ static int open_root(const char *root, int *fd, const char **why)
 	return dir_error(ret, root_whys, why);
 }
 
-/*
- * Open @p rel, the side's path below the root @p rootfd, component by
- * component (im_open_beneath(): no symlink followed, no length limit but
- * NAME_MAX per component), and check it against the plan's record.
- */
-static int open_side(int rootfd, const char *rel, const struct im_plan_rec *rec,
-		     enum role role, struct side *s, const char **why)
+/* The directory of @p rel, a side's path below the root @p rootfd (see
+ * open_side()): s->dirfd, s->name and s->buf set. */
+static int open_side_dir(int rootfd, const char *rel, enum role role,
+			 struct side *s, const char **why)
 {
 	char *slash;
-	int ret;
 
 	s->buf = strdup(rel);
 	if (!s->buf) {
@@ -724,9 +720,21 @@ static int open_side(int rootfd, const char *rel, const struct im_plan_rec *rec,
 	} else {
 		s->name = s->buf;
 	}
-	ret = im_open_beneath(rootfd, slash ? s->buf : "",
-			      O_RDONLY | O_DIRECTORY, &s->dirfd);
-	ret = dir_error(ret, dir_whys[role], why);
+	return dir_error(im_open_beneath(rootfd, slash ? s->buf : "",
+					 O_RDONLY | O_DIRECTORY, &s->dirfd),
+			 dir_whys[role], why);
+}
+
+/*
+ * Open @p rel, the side's path below the root @p rootfd, component by
+ * component (im_open_beneath(): no symlink followed, no length limit but
+ * NAME_MAX per component), and check it against the plan's record.
+ */
+static int open_side(int rootfd, const char *rel, const struct im_plan_rec *rec,
+		     enum role role, struct side *s, const char **why)
+{
+	int ret = open_side_dir(rootfd, rel, role, s, why);
+
 	if (ret)
 		return ret;
 	s->fd = openat(s->dirfd, s->name,
@@ -2022,4 +2030,189 @@ void im_apply_result_release(struct im_apply_result *r)
 	free(r->dest);
 	free(r->left);
 	r->dest = r->left = NULL;
+}
+
+/* ---- What a killed apply left ------------------------------------------------ */
+
+/* Was @p tmp made by temp_name() in a process that is gone? A live one may
+ * still be at work on it. */
+static bool made_by_gone_apply(const char *tmp)
+{
+	size_t len = strlen(tmp);
+	char *end;
+	long pid;
+
+	if (strncmp(tmp, ".imatch-", 8) || len < 12 ||
+	    strcmp(tmp + len - 4, ".tmp") || strchr(tmp, '/'))
+		return false;
+	errno = 0;
+	pid = strtol(tmp + 8, &end, 10);
+	if (errno || pid <= 0 || pid > INT_MAX || *end != '-')
+		return false;
+	return pid != getpid() && kill((pid_t)pid, 0) && errno == ESRCH;
+}
+
+/* Does @p name hold a link to the keeper as @p l's action makes it: a hard
+ * link of the keeper's inode @p k (NULL: the keeper is gone), or a symlink
+ * to its path? Either holds no bytes of its own. */
+static bool is_link_to_keeper(int dirfd, const char *name,
+			      const struct im_plan_line *l,
+			      const struct stat *k)
+{
+	size_t len = strlen(l->keeper.path);
+	char target[PATH_MAX];
+	struct stat st;
+
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW))
+		return false;
+	if (l->action == IM_ACT_HARDLINK)
+		return k && S_ISREG(st.st_mode) && st.st_dev == k->st_dev &&
+		       st.st_ino == k->st_ino;
+	return l->action == IM_ACT_SYMLINK && S_ISLNK(st.st_mode) &&
+	       readlinkat(dirfd, name, target, sizeof(target)) ==
+		       (ssize_t)len &&
+	       !memcmp(target, l->keeper.path, len);
+}
+
+/* Is @p name the file @p rec records (size, mtime, content hash), under
+ * that one name only? */
+static bool is_recorded_file(int dirfd, const char *name,
+			     const struct im_plan_rec *rec)
+{
+	XXH3_state_t *x = XXH3_createState();
+	char *buf = malloc(CHUNK);
+	struct stat st;
+	off_t off = 0;
+	bool same = false;
+	int fd = openat(dirfd, name,
+			O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY |
+				O_CLOEXEC);
+
+	if (fd < 0 || !x || !buf || fstat(fd, &st) || !S_ISREG(st.st_mode) ||
+	    st.st_nlink != 1 || (uint64_t)st.st_size != rec->size ||
+	    mtime_ns(&st) != rec->mtime_ns)
+		goto out;
+	XXH3_128bits_reset(x);
+	for (;;) {
+		ssize_t n = pread(fd, buf, CHUNK, off);
+
+		if (n < 0)
+			goto out;
+		if (n == 0)
+			break;
+		XXH3_128bits_update(x, buf, (size_t)n);
+		off += n;
+	}
+	{
+		XXH128_canonical_t c;
+
+		XXH128_canonicalFromHash(&c, XXH3_128bits_digest(x));
+		same = (uint64_t)off == rec->size &&
+		       !memcmp(c.digest, rec->hash, 16);
+	}
+out:
+	if (fd >= 0)
+		close(fd);
+	free(buf);
+	XXH3_freeState(x);
+	return same;
+}
+
+/*
+ * The file at @p tmp gets its name back from the link to the keeper that
+ * took it, which then goes: exchanged with it; or, where the filesystem
+ * cannot exchange names, the link moved aside as the file was
+ * (move_aside_plain()), checked, and the file linked back, which fails on
+ * a taken name. Whatever else is met at the name keeps it or gets it
+ * back. @return as im_apply_reclaim().
+ */
+static int swap_back(const struct im_plan_line *l, struct side *f,
+		     const char *tmp, const struct stat *k, const char **what)
+{
+	char link[64];
+	int ret;
+
+	if (!renameat2(f->dirfd, tmp, f->dirfd, f->name, RENAME_EXCHANGE)) {
+		if (!is_link_to_keeper(f->dirfd, tmp, l, k)) {
+			/* The name was taken again meanwhile: that gets it
+			 * back, the file stays aside. */
+			renameat2(f->dirfd, tmp, f->dirfd, f->name,
+				  RENAME_EXCHANGE);
+			return 0;
+		}
+		ret = unlinkat(f->dirfd, tmp, 0) ? -errno : 1;
+	} else if ((errno != EINVAL && errno != ENOSYS) ||
+		   move_aside_plain(f, link, sizeof(link))) {
+		return 0;
+	} else if (!is_link_to_keeper(f->dirfd, link, l, k) ||
+		   linkat(f->dirfd, tmp, f->dirfd, f->name, 0)) {
+		ret = give_back(f->dirfd, link, f->name);
+		*what = "giving its name back to what had it";
+		return ret;
+	} else {
+		ret = unlinkat(f->dirfd, link, 0) || unlinkat(f->dirfd, tmp, 0)
+			      ? -errno
+			      : 1;
+	}
+	*what = ret < 0 ? "removing the link after giving the file its name "
+			  "back"
+			: "the file, given its name back from the link that "
+			  "took it";
+	return ret;
+}
+
+int im_apply_reclaim(const struct im_plan_line *l, const char *tmp,
+		     const char **what)
+{
+	struct side f = {.dirfd = -1, .fd = -1}, k = {.dirfd = -1, .fd = -1};
+	const char *why = NULL, *rel_f, *rel_k;
+	struct stat kst;
+	bool keeper;
+	sigset_t old;
+	int rootfd = -1, ret = 0;
+
+	*what = NULL;
+	if (!made_by_gone_apply(tmp) || !canonical(l->file.path) ||
+	    !canonical(l->keeper.path) || !l->root ||
+	    !(canonical(l->root) || !strcmp(l->root, "/")) ||
+	    !(rel_f = below(l->file.path, l->root)) ||
+	    !(rel_k = below(l->keeper.path, l->root)))
+		return 0;
+	if (open_root(l->root, &rootfd, &why) ||
+	    open_side_dir(rootfd, rel_f, FILE_, &f, &why))
+		goto out;
+	keeper = !open_side_dir(rootfd, rel_k, KEEPER, &k, &why) &&
+		 !fstatat(k.dirfd, k.name, &kst, AT_SYMLINK_NOFOLLOW) &&
+		 S_ISREG(kst.st_mode);
+	hold_stop_signals(&old);
+	if (is_link_to_keeper(f.dirfd, tmp, l, keeper ? &kst : NULL)) {
+		/* Made to replace the file, never exchanged with it. */
+		ret = unlinkat(f.dirfd, tmp, 0) ? -errno : 1;
+		*what = ret < 0 ? "removing it"
+			: l->action == IM_ACT_HARDLINK
+				? "a hard link of the keeper, removed"
+				: "a symlink to the keeper, removed";
+	} else if (is_recorded_file(f.dirfd, tmp, &l->file)) {
+		/* The file, moved aside: its name back by a link, which
+		 * fails on a taken name; or exchanged back with the link
+		 * that took its name, which then goes. The line is then
+		 * applied as if nothing had happened. */
+		if (!linkat(f.dirfd, tmp, f.dirfd, f.name, 0)) {
+			ret = unlinkat(f.dirfd, tmp, 0) ? -errno : 1;
+			*what = ret < 0 ? "removing it after giving the file "
+					  "its name back"
+					: "the file, given its name back";
+		} else if (errno == EEXIST &&
+			   is_link_to_keeper(f.dirfd, f.name, l,
+					     keeper ? &kst : NULL)) {
+			ret = swap_back(l, &f, tmp, keeper ? &kst : NULL, what);
+		}
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+out:
+	close_side(&f);
+	close_side(&k);
+	if (rootfd >= 0)
+		close(rootfd);
+	return ret;
 }

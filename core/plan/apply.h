@@ -95,7 +95,7 @@
  * in the calling thread and take effect once it is gone, so none outlives
  * a Ctrl-C or a kill; a long copy into a trash on another filesystem stops
  * for them, fails with -EINTR and removes its copy. Only SIGKILL can leave
- * a temporary name.
+ * a temporary name; im_apply_reclaim() takes back what it provably left.
  *
  * Thread-safety: reentrant; no global state.
  */
@@ -183,6 +183,34 @@ struct im_apply_result {
  */
 int im_apply_line(const struct im_plan_line *l, bool dry_run,
 		  struct im_apply_result *r);
+
+/**
+ * Take back what an apply killed by SIGKILL left beside @p l's file under
+ * @p tmp, a name in the file's directory (only SIGKILL leaves one: see
+ * Interruption above), when it provably is this line's and nothing can be
+ * lost. Only a name of the form temp names take, made by a process that
+ * no longer runs here, is considered (a live one may still be at work on
+ * it), and then only:
+ *   - a link to the keeper as the line's action makes it (hardlink: a
+ *     hard link of the inode the keeper's name leads to; symlink: a
+ *     symlink whose target is the keeper's path), never exchanged with
+ *     the file: it holds no bytes, and is removed;
+ *   - the file itself, moved aside (a regular file with one name and the
+ *     size, mtime and content hash the line records): it gets its name
+ *     back with a link, which fails on a taken name; or, where that name
+ *     holds a link to the keeper as above (the killed apply had exchanged
+ *     them), by exchanging the two (RENAME_EXCHANGE; without it, the link
+ *     is moved aside, checked, and the file linked back), the link then
+ *     removed. im_apply_line() then finds the line as it was planned.
+ * Anything else stays where it is. Not for a dry run.
+ *
+ * @return 1 when @p tmp was taken back, *what saying what it was and what
+ *         became of it; 0 when it was left alone; a negative errno when
+ *         the last step failed, *what naming it (the content is then still
+ *         at @p tmp or at the file's name, or both).
+ */
+int im_apply_reclaim(const struct im_plan_line *l, const char *tmp,
+		     const char **what);
 
 /** Free what im_apply_line() left in @p r (call after each line). */
 void im_apply_result_release(struct im_apply_result *r);

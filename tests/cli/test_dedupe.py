@@ -1273,16 +1273,98 @@ def case_apply_killed_leaves_no_temporary(tmp):
           "the line was finished: %s %s" % (out, err))
 
 
-def case_apply_names_leftovers(tmp):
-    """kill -9 after apply moved a file aside to be removed and before it
-    unlinked it (strace kills it as it calls unlinkat, every time): the
-    file is no longer at its name but sits under a hidden temporary one.
-    Run again, apply says the file is gone, and names the temporary on
-    stderr, which it does not remove; the exit code is unchanged (0)."""
+def killed_at(tmp, plan, syscall, env=None):
+    """Run `imatch apply PLAN`, killed by SIGKILL as it first enters
+    @syscall (strace injects it, every time)."""
     strace = shutil.which("strace")
     if not strace:
         print("SKIP: strace is not installed")
         sys.exit(77)
+    return subprocess.run([strace, "-f", "-o", os.path.join(tmp, "strace.log"),
+                           "-e", "trace=" + syscall, "-e",
+                           "inject=%s:signal=SIGKILL" % syscall,
+                           test_cli.IMATCH, "apply", plan],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          timeout=60, env=env)
+
+
+def case_apply_killed_finishes_on_rerun(tmp):
+    """kill -9 in the middle of a line (strace kills apply as it enters the
+    call, every time): after remove moved the file aside; after hardlink or
+    symlink made its link under a temporary name; after they exchanged it
+    with the file; and, where renameat2 takes no flags, after the link took
+    the file's name. Run again, apply takes back what it provably left
+    (the file, given its name back; its own link to the keeper, removed),
+    says so on stderr, then does the line as planned: nothing is lost, no
+    temporary name is left, exit 0."""
+    root = os.path.join(tmp, "share")
+    plan = os.path.join(tmp, "plan.jsonl")
+    rng = random.Random(67)
+    data = ("\n".join(document(rng, vocabulary(rng))) + "\n").encode()
+    back = "the file, given its name back"
+    swapped = "the file, given its name back from the link that took it"
+    plain = without_rename_flags(tmp)
+    for action, syscall, env, said in (
+            ("remove", "unlinkat", None, [back]),
+            ("hardlink", "renameat2", None,
+             ["a hard link of the keeper, removed"]),
+            ("hardlink", "unlinkat", None, [swapped]),
+            ("symlink", "renameat2", None,
+             ["a symlink to the keeper, removed"]),
+            ("symlink", "unlinkat", None, [swapped]),
+            ("remove", "unlinkat", plain, [back]),
+            ("hardlink", "unlinkat", plain,
+             [swapped, "a hard link of the keeper, removed"]),
+            ("symlink", "unlinkat", plain,
+             [swapped, "a symlink to the keeper, removed"])):
+        what = "%s killed at %s%s" % (action, syscall,
+                                      " without rename flags" if env else "")
+        shutil.rmtree(root, ignore_errors=True)
+        keeper = put(root, "a/report.txt", data, mtime=1_600_000_000)
+        copy = put(root, "b/report.txt", data, mtime=1_600_000_001)
+        out, _ = run("dedupe", "--action", action, root)
+        check([l["path"] for l in plan_lines(out)] == [copy],
+              "%s: one line: %s" % (what, out))
+        with open(plan, "wb") as f:
+            f.write(out)
+        p = killed_at(tmp, plan, syscall, env)
+        directory = os.path.dirname(copy)
+        temps = [n for n in os.listdir(directory) if n.startswith(".imatch-")]
+        check(p.returncode and len(temps) == len(said),
+              "%s: killed, temporary names left: %s %s"
+              % (what, os.listdir(directory), p))
+        r = subprocess.run([test_cli.IMATCH, "apply", plan],
+                           capture_output=True, text=True, env=env,
+                           timeout=120)
+        out, err = r.stdout, r.stderr
+        taken = sorted(m.group(1) for m in re.finditer(
+            r"imatch: apply: %s/(\.imatch-[^:/]*): left by an apply that "
+            r"was killed: (?:%s)\n" % (re.escape(directory),
+                                       "|".join(map(re.escape, said))), err))
+        check(r.returncode == 0 and taken == sorted(temps) and
+              all(w in err for w in said),
+              "%s: says what it took back: %s" % (what, err))
+        verb = {"remove": "removed %s\n", "hardlink": "hardlinked %s -> %s\n",
+                "symlink": "symlinked %s -> %s\n"}[action]
+        check(out == verb % ((copy,) if action == "remove" else
+                             (copy, keeper)) and " 1 done" in err,
+              "%s: the line is done: %s %s" % (what, out, err))
+        check(sorted(os.listdir(directory)) ==
+              ([] if action == "remove" else ["report.txt"]),
+              "%s: no temporary name left: %s"
+              % (what, os.listdir(directory)))
+        check(open(keeper, "rb").read() == data and
+              (action == "remove" or open(copy, "rb").read() == data),
+              "%s: nothing lost" % what)
+
+
+def case_apply_names_leftovers(tmp):
+    """kill -9 after apply moved a file aside to be removed and before it
+    unlinked it: the file sits under a hidden temporary name. What apply
+    cannot prove its own is left where it is and named on stderr, and the
+    exit code is unchanged (0): a temporary name of a process still
+    running (another apply may be at work on it), or one whose content is
+    no longer what the plan records."""
     root = os.path.join(tmp, "share")
     groups = make_groups(root, sizes=(2,), singles=1)
     keeper, copy = groups[0]
@@ -1290,26 +1372,27 @@ def case_apply_names_leftovers(tmp):
     plan = os.path.join(tmp, "plan.jsonl")
     with open(plan, "wb") as f:
         f.write(out)
-    p = subprocess.run([strace, "-f", "-o", os.path.join(tmp, "strace.log"),
-                        "-e", "trace=unlinkat", "-e",
-                        "inject=unlinkat:signal=SIGKILL",
-                        test_cli.IMATCH, "apply", plan],
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       timeout=60)
+    p = killed_at(tmp, plan, "unlinkat")
     directory = os.path.dirname(copy)
     left = [n for n in os.listdir(directory) if n.startswith(".imatch-")]
     check(not os.path.exists(copy) and len(left) == 1,
           "killed with the file aside: %s %s" % (os.listdir(directory), p))
-    aside = os.path.join(directory, left[0])
-    check(open(aside, "rb").read() == open(keeper, "rb").read(),
+    dead = os.path.join(directory, left[0])
+    check(open(dead, "rb").read() == open(keeper, "rb").read(),
           "the file aside holds its bytes")
+    live = os.path.join(directory, ".imatch-%d-0-0.tmp" % os.getpid())
+    shutil.copy2(dead, live)
+    with open(dead, "ab") as f:
+        f.write(b"written to since\n")
     out, err = run("apply", plan, text=True)
     check("skipped %s: the file is gone" % copy in out,
           "the line is skipped as gone: %s" % out)
-    check("imatch: apply: %s: a temporary name left by an apply that was "
-          "killed (or is still at work): a file\n" % aside in err,
-          "the temporary is named: %s" % err)
-    check(os.path.exists(aside), "and not removed")
+    for aside in (dead, live):
+        check("imatch: apply: %s: a temporary name left by an apply that "
+              "was killed (or is still at work): a file\n" % aside in err,
+              "the temporary is named: %s" % err)
+        check(os.path.exists(aside), "and not removed")
+    check(not os.path.exists(copy), "and not given back")
 
 
 def xattrs_work(directory):

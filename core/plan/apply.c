@@ -1073,20 +1073,30 @@ static const char *const not_given_back = "the file changed during "
 					  "name back";
 
 /* A content left under another name, never removed: r->left says where,
- * @p tmp beside the file (or, NULL, @p r->dest in the trash). @return
- * @p err. */
-static int left_behind(const struct im_plan_line *l, const char *tmp, int err,
-		       const char *what, struct im_apply_result *r,
+ * @p tmp beside the file (or, NULL, @p r->dest in the trash), in @p dirfd.
+ * The path is the directory's as it is now, when the kernel can say: a
+ * folder renamed while apply worked leaves the plan's path leading
+ * nowhere. @return @p err. */
+static int left_behind(const struct im_plan_line *l, int dirfd, const char *tmp,
+		       int err, const char *what, struct im_apply_result *r,
 		       const char **why)
 {
-	size_t dir = (size_t)(strrchr(l->file.path, '/') - l->file.path);
+	const char *dir = tmp ? l->file.path : r->dest;
+	const char *name = tmp ? tmp : strrchr(r->dest, '/') + 1;
+	size_t len = (size_t)(strrchr(dir, '/') - dir);
+	char proc[64], now[PATH_MAX];
+	ssize_t n;
 
 	*why = what;
-	r->left = malloc(tmp ? dir + strlen(tmp) + 2 : strlen(r->dest) + 1);
-	if (r->left && tmp)
-		sprintf(r->left, "%.*s/%s", (int)dir, l->file.path, tmp);
-	else if (r->left)
-		strcpy(r->left, r->dest);
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", dirfd);
+	n = readlink(proc, now, sizeof(now));
+	if (n > 0 && n < (ssize_t)sizeof(now) && now[0] == '/') {
+		dir = now;
+		len = n == 1 ? 0 : (size_t)n; /* "/" */
+	}
+	r->left = malloc(len + strlen(name) + 2);
+	if (r->left)
+		sprintf(r->left, "%.*s/%s", (int)len, dir, name);
 	return err;
 }
 
@@ -1176,7 +1186,8 @@ static int unlink_verified(const struct im_plan_line *l, struct side *f,
 				   : 0;
 
 		if (back) {
-			ret = left_behind(l, tmp, back, not_given_back, r, why);
+			ret = left_behind(l, f->dirfd, tmp, back,
+					  not_given_back, r, why);
 		} else if (e) {
 			ret = -e;
 			*why = "removing the file";
@@ -1349,7 +1360,7 @@ static int trash_plain(const struct im_plan_line *l, struct side *f, int dfd,
 			       : "moving the file into the trash";
 	} else {
 		if (unlinkat(f->dirfd, tmp, 0))
-			ret = left_behind(l, tmp, -errno,
+			ret = left_behind(l, f->dirfd, tmp, -errno,
 					  "removing the file after linking it "
 					  "into the trash",
 					  r, why);
@@ -1357,7 +1368,8 @@ static int trash_plain(const struct im_plan_line *l, struct side *f, int dfd,
 	}
 	back = give_back(f->dirfd, tmp, f->name);
 	if (back)
-		ret = left_behind(l, tmp, back, not_given_back, r, why);
+		ret = left_behind(l, f->dirfd, tmp, back, not_given_back, r,
+				  why);
 out:
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	return ret;
@@ -1416,7 +1428,7 @@ static int do_trash(const struct im_plan_line *l, struct side *f, bool dry,
 		if (!verified_at(dfd, base, f)) {
 			if (renameat2(dfd, base, f->dirfd, f->name,
 				      RENAME_NOREPLACE)) {
-				ret = left_behind(l, NULL, -errno,
+				ret = left_behind(l, dfd, NULL, -errno,
 						  not_given_back, r, why);
 			} else {
 				ret = SKIP;
@@ -1530,7 +1542,7 @@ static int swap_plain(const struct im_plan_line *l, struct side *f,
 		unlinkat(f->dirfd, tmp, 0);
 	if (ok) {
 		if (unlinkat(f->dirfd, aside, 0))
-			return left_behind(l, aside, -errno,
+			return left_behind(l, f->dirfd, aside, -errno,
 					   "removing the file after the link "
 					   "took its name",
 					   r, why);
@@ -1538,7 +1550,8 @@ static int swap_plain(const struct im_plan_line *l, struct side *f,
 	}
 	back = give_back(f->dirfd, aside, f->name);
 	if (back)
-		return left_behind(l, aside, back, not_given_back, r, why);
+		return left_behind(l, f->dirfd, aside, back, not_given_back, r,
+				   why);
 	*why = skip;
 	return ret ? ret : SKIP;
 }
@@ -1647,7 +1660,7 @@ static int link_over(const struct im_plan_line *l, struct side *f,
 	}
 	if (done) {
 		if (unlinkat(f->dirfd, tmp, 0))
-			return left_behind(l, tmp, -errno,
+			return left_behind(l, f->dirfd, tmp, -errno,
 					   "removing the file after the link "
 					   "took its name",
 					   r, why);
@@ -1658,10 +1671,11 @@ static int link_over(const struct im_plan_line *l, struct side *f,
 	if (renameat2(f->dirfd, tmp, f->dirfd, f->name, RENAME_EXCHANGE)) {
 		if (errno != ENOENT || renameat2(f->dirfd, tmp, f->dirfd,
 						 f->name, RENAME_NOREPLACE))
-			return left_behind(l, tmp, -errno, not_given_back, r,
-					   why);
+			return left_behind(l, f->dirfd, tmp, -errno,
+					   not_given_back, r, why);
 	} else if (!is_mine(f->dirfd, tmp, &mine, l)) {
-		return left_behind(l, tmp, -EEXIST, not_given_back, r, why);
+		return left_behind(l, f->dirfd, tmp, -EEXIST, not_given_back, r,
+				   why);
 	} else {
 		unlinkat(f->dirfd, tmp, 0);
 	}

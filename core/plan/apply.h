@@ -166,7 +166,9 @@ struct im_apply_result {
 	/** when the file changed as it was acted on and what had its name
 	 * could not be given it back (the name was taken again meanwhile):
 	 * where that is now, a temporary name beside the file or (trash)
-	 * the destination, never removed; else NULL. Owned by @p r. */
+	 * the destination, never removed, by its folder's path at that
+	 * time (a folder renamed meanwhile is followed); else NULL. Owned
+	 * by @p r. */
 	char *left;
 };
 

@@ -933,6 +933,40 @@ def case_file_replaced_midway(tmp):
               "%s: both contents stay: %s" % (action, log))
 
 
+def case_apply_left_after_folder_renamed(tmp):
+    """As in file_replaced_midway, the name is taken again while apply
+    gives it back, so the line fails and says where the content it had
+    moved is now; and the folder holding that content is renamed at that
+    moment too (a user tidying up). The path apply prints is where the
+    content is, not where the plan said its folder was."""
+    root = os.path.join(tmp, "share")
+    trash = os.path.join(tmp, "trash")
+    plan = os.path.join(tmp, "plan.jsonl")
+    rng = random.Random(71)
+    data = ("\n".join(document(rng, vocabulary(rng))) + "\n").encode()
+    edited = b"the copy, edited and saved\n"
+    for action, folder in (("remove", os.path.join(root, "b")),
+                           ("trash=" + trash, os.path.join(trash, "b"))):
+        shutil.rmtree(root, ignore_errors=True)
+        shutil.rmtree(trash, ignore_errors=True)
+        put(root, "a/report.txt", data, mtime=1_600_000_000)
+        copy = put(root, "b/report.txt", data, mtime=1_600_000_001)
+        out, _ = run("dedupe", "--action", action, root)
+        with open(plan, "wb") as f:
+            f.write(out)
+        saved = put(root, "b/.report.txt.swp", edited)
+        again = put(root, "b/.report.txt.swx", b"saved once more\n")
+        log = apply_held(tmp, plan, "renameat2",
+                         ["mv %s %s" % (saved, copy),
+                          "mv %s %s; mv %s %s.renamed"
+                          % (again, copy, folder, folder)])
+        m = re.search(r"failed %s: .* it is now at (\S+)\n"
+                      % re.escape(copy), log)
+        check(m and m.group(1).startswith(folder + ".renamed/") and
+              open(m.group(1), "rb").read() == edited,
+              "%s: the printed path holds the content: %s" % (action, log))
+
+
 NO_RENAME_FLAGS = r"""
 #define _GNU_SOURCE
 #include <errno.h>

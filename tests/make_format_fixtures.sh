@@ -24,6 +24,14 @@
 #                   CSV and a flat ODP (the .ppt gzip'ed: LibreOffice puts a
 #                   440 KB thumbnail in it)
 #                   (the budget-* spreadsheets: tests/make_budget_fixtures.sh)
+#   report.odt/.docx/.rtf   LibreOffice, from a flat ODT with a table of
+#                   contents, a footnote, an endnote and an image with alt
+#                   text (the same words in each but the odt's index
+#                   template, note numbers and alt text)
+#   voyages.ods, voyages.xlsx   LibreOffice, from a flat ODS in the 1904 date
+#                   system (table:null-date; date1904 in the xlsx)
+#   harbour-zh.odt, harbour-zh.pdf   LibreOffice, Chinese paragraphs that
+#                   the PDF breaks across lines inside a run of ideographs
 #   bomb.docx       a docx whose document.xml unpacks to 512 MiB (bzip2 in the ZIP)
 #   bomb.txt.bz2    1 GiB of zeros in 800 bytes
 #   entities.docx   "billion laughs" entity declarations in document.xml
@@ -220,6 +228,75 @@ office ppt slides.fodp
 gzip -9n slides.ppt
 
 python3 - <<'PY'
+import base64, struct, zlib
+NS = ('xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" '
+      'xmlns:style="urn:oasis:names:tc:opendocument:xmlns:style:1.0" '
+      'xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" '
+      'xmlns:table="urn:oasis:names:tc:opendocument:xmlns:table:1.0" '
+      'xmlns:draw="urn:oasis:names:tc:opendocument:xmlns:drawing:1.0" '
+      'xmlns:svg="urn:oasis:names:tc:opendocument:xmlns:svg-compatible:1.0" '
+      'xmlns:number="urn:oasis:names:tc:opendocument:xmlns:datastyle:1.0" '
+      'xmlns:fo="urn:oasis:names:tc:opendocument:xmlns:xsl-fo-compatible:1.0"')
+def doc(kind, body, styles=""):
+    return ('<?xml version="1.0" encoding="UTF-8"?><office:document %s office:version="1.2" '
+            'office:mimetype="application/vnd.oasis.opendocument.%s">%s<office:body>%s'
+            '</office:body></office:document>' % (NS, kind, styles, body))
+def chunk(t, d):
+    return struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d))
+png = (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 8, 8, 8, 0, 0, 0, 0))
+       + chunk(b"IDAT", zlib.compress(b"\0\x80\x80\x80\x80\x80\x80\x80\x80" * 8))
+       + chunk(b"IEND", b""))
+open("report.fodt", "w").write(doc("text", '<office:text>'
+    '<text:table-of-content text:name="TOC"><text:table-of-content-source text:outline-level="1">'
+    '<text:index-title-template>Contents</text:index-title-template></text:table-of-content-source>'
+    '<text:index-body><text:index-title><text:p>Contents</text:p></text:index-title>'
+    '<text:p>Tide gauges\t1</text:p></text:index-body></text:table-of-content>'
+    '<text:h text:outline-level="1">Tide gauges</text:h>'
+    '<text:p>The harbour keeps three tide gauges<text:note text:id="n1" text:note-class="footnote">'
+    '<text:note-citation>1</text:note-citation><text:note-body><text:p>Calibrated by the '
+    'Rosendahl instrument workshop.</text:p></text:note-body></text:note> and a weather '
+    'station<text:note text:id="n2" text:note-class="endnote"><text:note-citation>i</text:note-citation>'
+    '<text:note-body><text:p>Described in the Kattegat soundings survey.</text:p></text:note-body>'
+    '</text:note> on the pier.</text:p>'
+    '<text:p><draw:frame draw:name="Gauge" text:anchor-type="as-char" svg:width="2cm" '
+    'svg:height="2cm"><draw:image><office:binary-data>%s</office:binary-data></draw:image>'
+    '<svg:title>Gauge photograph</svg:title><svg:desc>Brass float mechanism beside the '
+    'slipway</svg:desc></draw:frame>Readings are logged every ten minutes.</text:p>'
+    '</office:text>' % base64.b64encode(png).decode()))
+def row(cells):
+    return "<table:table-row>%s</table:table-row>" % "".join(cells)
+def s(t):
+    return '<table:table-cell office:value-type="string"><text:p>%s</text:p></table:table-cell>' % t
+def d(v):
+    return ('<table:table-cell table:style-name="ce1" office:value-type="date" '
+            'office:date-value="%s"><text:p>%s</text:p></table:table-cell>' % (v, v))
+def f(v):
+    return '<table:table-cell office:value-type="float" office:value="%s"><text:p>%s</text:p></table:table-cell>' % (v, v)
+open("voyages.fods", "w").write(doc("spreadsheet",
+    '<office:spreadsheet><table:calculation-settings><table:null-date '
+    'table:date-value="1904-01-01"/></table:calculation-settings><table:table table:name="Voyages">'
+    + row([s("Voyage"), s("Departed"), s("Returned"), s("Tonnes")])
+    + row([s("Lisbon crossing"), d("2023-03-02"), d("2023-03-19"), f(1840)])
+    + row([s("Baltic circuit"), d("2023-06-11"), d("2023-07-04T12:00:00"), f(2210)])
+    + '</table:table></office:spreadsheet>',
+    '<office:styles><number:date-style style:name="N37"><number:year/><number:text>-'
+    '</number:text><number:month/><number:text>-</number:text><number:day/></number:date-style>'
+    '</office:styles><office:automatic-styles><style:style style:name="ce1" '
+    'style:family="table-cell" style:data-style-name="N37"/></office:automatic-styles>'))
+open("harbour-zh.fodt", "w").write(doc("text", '<office:text>'
+    '<text:p>今年港口的货物吞吐量比去年增长了百分之十二。新码头于六月投入使用，大型集装箱船舶可以直接靠泊。'
+    '渔民希望改善旧防波堤的照明，附近居民则对卡车噪音表示不满。市议会批准了仓库和海关大楼的翻新计划。</text:p>'
+    '</office:text>'))
+PY
+office odt report.fodt
+office docx report.fodt
+office rtf report.fodt
+office ods voyages.fods
+office xlsx voyages.fods
+office odt harbour-zh.fodt
+office pdf harbour-zh.fodt
+
+python3 - <<'PY'
 import zipfile
 ct = ('<?xml version="1.0" encoding="UTF-8"?><Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types">'
       '<Override PartName="/word/document.xml" ContentType="application/vnd.openxmlformats-officedocument.wordprocessingml.document.main+xml"/></Types>')
@@ -256,7 +333,8 @@ cp cc0.txt cc0.html cc0.docx cc0.odt cc0.epub cc0.pdf cc0-utf16.txt cc0.txt.gz \
    cc0.rtf cc0-edited.docx cc0-edited.pdf artistic.docx artistic.odt artistic.pdf \
    artistic.rtf memo-a.rtf memo-b.rtf flyer.rtf flyer.docx \
    cc0.doc cc0-edited.doc artistic.doc notes.docx notes.doc \
-   review.docx review.doc \
+   review.docx review.doc report.odt report.docx report.rtf \
+   voyages.ods voyages.xlsx harbour-zh.odt harbour-zh.pdf \
    loop.doc huge.doc truncated.doc encrypted.doc \
    sheet.xlsx sheet.ods sheet.xls slides.pptx slides.odp slides.ppt.gz \
    bomb.docx bomb.txt.bz2 entities.docx nested.docx truncated.pdf garbage.pdf "$out/"

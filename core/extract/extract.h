@@ -70,8 +70,10 @@
  *      binary again.
  *   9: an .xls's number cells are terms and its booleans words, as xlsx's;
  *      a formula's string result is text.
+ *  10: ODF leaves out note numbers, index templates and alt text (as
+ *      docx does).
  */
-#define IM_EXTRACT_VERSION 9
+#define IM_EXTRACT_VERSION 10
 
 /**
  * Formats. The values are stored in state files: append only.

@@ -28,7 +28,9 @@
  *     per paragraph.
  *   - odt, ods, odp: content.xml, all text inside office:body, a newline per
  *     paragraph, heading, list item and cell; as in docx, deleted text
- *     (text:tracked-changes) and comments (office:annotation) are not text.
+ *     (text:tracked-changes), comments (office:annotation), note numbers
+ *     (text:note-citation), index templates (text:*-source) and alt text
+ *     (svg:title, svg:desc) are not text.
  *     In ods a cell whose office:value-type is a number (float, percentage,
  *     currency, date, time) is its value as xlsx stores it instead of the
  *     text it displays ("1,234.50", "15 January 2024"), so a sheet saved
@@ -681,6 +683,15 @@ static void xlsx_value(struct xml_ctx *c)
 		put_boolean(c, strcmp(c->val, "0") != 0);
 }
 
+/* Whether nothing inside the element @p name (local part @p l) is text: a
+ * skip entry names a local part, or namespace '\x01' local part where the
+ * local part alone would catch another namespace's element too. */
+static bool skipped(const struct xml_ctx *c, const XML_Char *name,
+		    const char *l)
+{
+	return in_list(c->r->skip, l) || in_list(c->r->skip, name);
+}
+
 static void XMLCALL xml_start(void *arg, const XML_Char *name,
 			      const XML_Char **atts)
 {
@@ -705,7 +716,7 @@ static void XMLCALL xml_start(void *arg, const XML_Char *name,
 		c->in_text++;
 	if (c->r->within && !strcmp(c->r->within, l))
 		c->in_within++;
-	if (in_list(c->r->skip, l))
+	if (skipped(c, name, l))
 		c->in_skip++;
 }
 
@@ -725,7 +736,7 @@ static void XMLCALL xml_end(void *arg, const XML_Char *name)
 		c->in_text--;
 	if (c->in_within && c->r->within && !strcmp(c->r->within, l))
 		c->in_within--;
-	if (c->in_skip && in_list(c->r->skip, l))
+	if (c->in_skip && skipped(c, name, l))
 		c->in_skip--;
 	if (in_list(c->r->nl_end, l))
 		xml_put(c, "\n", 1);
@@ -832,22 +843,37 @@ static const struct xml_rules pptx_rules = {
 	.nl_end = (const char *const[]){"p", NULL},
 	.space = (const char *const[]){"br", "tab", NULL},
 };
+#define ODF_SVG "urn:oasis:names:tc:opendocument:xmlns:svg-compatible:1.0\x01"
+
+/* What docx and doc keep out of their text as well: deleted text kept for
+ * undo (w:delText) and comments (comments.xml, never read); a note's
+ * number (w:footnoteReference is no text), an index's template of
+ * entries and title (the index body holds what a reader sees), and an
+ * image's or shape's alt text (wp:docPr's descr, an attribute), which
+ * svg:title and svg:desc hold (text:title is a field: kept). */
+#define ODF_SKIP                                                               \
+	"tracked-changes", "annotation", "note-citation",                      \
+		"table-of-content-source", "alphabetical-index-source",        \
+		"illustration-index-source", "table-index-source",             \
+		"object-index-source", "user-index-source",                    \
+		"bibliography-source", ODF_SVG "title", ODF_SVG "desc", NULL
+
 static const struct xml_rules odf_rules = {
 	.within = "body",
 	.nl_end = (const char *const[]){"p", "h", "list-item", "table-cell",
 					"frame", NULL},
-	.space = (const char *const[]){"s", "tab", "line-break", NULL},
-	/* What a docx keeps out of its text as well: deleted text kept for
-	 * undo (w:delText) and comments (comments.xml, never read). */
-	.skip = (const char *const[]){"tracked-changes", "annotation", NULL},
+	/* A note starts a word: its number, which ran into the words on
+	 * either side, is left out. */
+	.space = (const char *const[]){"s", "tab", "line-break", "note", NULL},
+	.skip = (const char *const[]){ODF_SKIP},
 };
 /* odf_rules, and number cells. */
 static const struct xml_rules ods_rules = {
 	.within = "body",
 	.nl_end = (const char *const[]){"p", "h", "list-item", "table-cell",
 					"frame", NULL},
-	.space = (const char *const[]){"s", "tab", "line-break", NULL},
-	.skip = (const char *const[]){"tracked-changes", "annotation", NULL},
+	.space = (const char *const[]){"s", "tab", "line-break", "note", NULL},
+	.skip = (const char *const[]){ODF_SKIP},
 	.cells = CELLS_ODS,
 };
 

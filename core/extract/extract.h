@@ -72,8 +72,9 @@
  *      a formula's string result is text.
  *  10: ODF leaves out note numbers, index templates and alt text (as
  *      docx does).
+ *  11: RTF footnotes and endnotes are read (as docx's), "{\*" or not.
  */
-#define IM_EXTRACT_VERSION 10
+#define IM_EXTRACT_VERSION 11
 
 /**
  * Formats. The values are stored in state files: append only.

@@ -28,6 +28,8 @@
  *     terms in each format). Deleted revisions (\deleted) and hidden text
  *     (\v) are skipped up to \plain or their "0" form, as docx leaves
  *     deleted runs out.
+ *   - Footnotes and endnotes (\footnote) are text, each on lines of its
+ *     own, as docx reads them, even marked "{\*" as LibreOffice writes them.
  *   - A shape's properties (\shpinst) are skipped but for its text box
  *     (\shptxt), which a reader sees, as docx reads a text box's text; its
  *     result for older readers (\shprslt, a picture or the same text as a
@@ -67,6 +69,7 @@ struct rtf_group {
 	bool skip;   /* a destination that is no text */
 	bool hidden; /* \v or \deleted: skipped up to \plain */
 	bool shape;  /* in a shape's \shpinst: a \shptxt group is text */
+	bool note;   /* this group is a \footnote: a line of its own */
 	uint8_t uc;  /* fallback characters after \uN */
 };
 
@@ -215,6 +218,7 @@ enum rtf_kind {
 	K_PLAIN,  /* \plain: not hidden */
 	K_SHAPE,  /* \shpinst: skipped, but for its \shptxt */
 	K_SHPTXT, /* \shptxt: a text box's text, shown */
+	K_NOTE,	  /* \footnote: a footnote or endnote, shown */
 };
 
 /* clang-format off */
@@ -233,7 +237,8 @@ static const struct rtf_word {
 	{"filetbl", K_DEST, 0},		{"fldinst", K_DEST, 0},
 	{"fonttbl", K_DEST, 0},		{"footer", K_DEST, 0},
 	{"footerf", K_DEST, 0},		{"footerl", K_DEST, 0},
-	{"footerr", K_DEST, 0},		{"ftncn", K_DEST, 0},
+	{"footerr", K_DEST, 0},		{"footnote", K_NOTE, 0},
+	{"ftncn", K_DEST, 0},
 	{"ftnsep", K_DEST, 0},		{"ftnsepc", K_DEST, 0},
 	{"generator", K_DEST, 0},	{"header", K_DEST, 0},
 	{"headerf", K_DEST, 0},		{"headerl", K_DEST, 0},
@@ -341,6 +346,13 @@ static int control_word(struct rtf *r, const struct rtf_word *w, int64_t param,
 		if (g->shape)
 			g->skip = false;
 		return 0;
+	case K_NOTE:
+		/* Text, as docx's footnotes.xml is, though LibreOffice marks
+		 * it "{\*" as if older readers could skip it: shown where its
+		 * parent is. */
+		g->skip = r->depth && r->g[r->depth - 1].skip;
+		g->note = true;
+		return shown(r) ? put_cp(r, '\n') : 0;
 	}
 	return 0;
 }
@@ -441,11 +453,15 @@ static int parse(struct rtf *r)
 				return IM_XF_NESTING;
 			r->g[r->depth + 1] = r->g[r->depth];
 			r->depth++;
+			r->g[r->depth].note = false;
 			r->star = false;
 			r->fallback = 0;
 			r->i++;
 			break;
 		case '}':
+			/* The body's words after a note are not its last one's. */
+			if (r->g[r->depth].note && shown(r))
+				ret = put_cp(r, '\n');
 			if (r->depth)
 				r->depth--;
 			r->star = false;

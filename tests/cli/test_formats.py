@@ -216,6 +216,15 @@ def case_odt_like_docx(tmp):
           "the odt's terms are the docx's: %s" % sorted(odt ^ docx))
 
 
+def case_rtf_notes(tmp):
+    """A report's footnote and endnote are read in its RTF as in its docx
+    (LibreOffice writes them "{\\*\\footnote ...}", which was skipped as an
+    ignorable destination)."""
+    rtf, docx = terms_of("report.rtf", "report.docx")
+    check("rosendahl" in docx and "kattegat" in docx and rtf == docx,
+          "the rtf's terms are the docx's: %s" % sorted(rtf ^ docx))
+
+
 BUDGETS = ["budget-2024.xlsx", "budget-2024.ods", "budget-2025.xlsx",
            "budget-2025.ods", "budget-2024-fix.xlsx", "budget-2024.xls",
            "budget-2025.xls"]
@@ -335,7 +344,8 @@ CASES = {"one_cluster": case_one_cluster,
          "explain": case_explain,
          "odt_review_marks": case_odt_review_marks,
          "budgets": case_budgets,
-         "odt_like_docx": case_odt_like_docx}
+         "odt_like_docx": case_odt_like_docx,
+         "rtf_notes": case_rtf_notes}
 
 
 def main():

@@ -73,8 +73,10 @@
  *  10: ODF leaves out note numbers, index templates and alt text (as
  *      docx does).
  *  11: RTF footnotes and endnotes are read (as docx's), "{\*" or not.
+ *  12: an ods's dates count from its null date (1904 as in xlsx's
+ *      date1904).
  */
-#define IM_EXTRACT_VERSION 11
+#define IM_EXTRACT_VERSION 12
 
 /**
  * Formats. The values are stored in state files: append only.

@@ -34,7 +34,8 @@
  *     In ods a cell whose office:value-type is a number (float, percentage,
  *     currency, date, time) is its value as xlsx stores it instead of the
  *     text it displays ("1,234.50", "15 January 2024"), so a sheet saved
- *     as xlsx and as ods gives the same terms.
+ *     as xlsx and as ods gives the same terms (a date counted from the
+ *     sheet's table:null-date, as xlsx counts from 1904 in date1904).
  *   - epub: the spine of the package named by META-INF/container.xml, in
  *     order, each item read as HTML (html.c); items marked linear="no" and
  *     the navigation document are skipped. Without a readable package, every
@@ -441,27 +442,36 @@ static size_t days_term(int64_t units, char *out)
 	return im_number_term(dec, n, out);
 }
 
-size_t im_ods_date_term(const char *s, char *out)
+/* The ISO date (and time) @p s in units of 10^-FRAC_DIGITS s since
+ * 1899-12-30. */
+static bool iso_units(const char *s, int64_t *units)
 {
 	int64_t y, m, d, h = 0, mi = 0, sec = 0, days;
 
 	if (!read_uint(&s, 4, &y) || *s++ != '-' || !read_uint(&s, 2, &m) ||
 	    *s++ != '-' || !read_uint(&s, 2, &d) || m < 1 || m > 12 || d < 1 ||
 	    d > 31)
-		return 0;
+		return false;
 	if (*s == 'T') {
 		s++;
 		if (!read_uint(&s, 2, &h) || *s++ != ':' ||
 		    !read_uint(&s, 2, &mi) || *s++ != ':' ||
 		    !read_seconds(&s, &sec))
-			return 0;
+			return false;
 	}
 	if (*s)
-		return 0;
+		return false;
 	days = days_from_civil(y, (unsigned)m, (unsigned)d) -
 	       days_from_civil(1899, 12, 30);
-	return days_term((days * 86400 + h * 3600 + mi * 60) * 1000000 + sec,
-			 out);
+	*units = (days * 86400 + h * 3600 + mi * 60) * 1000000 + sec;
+	return true;
+}
+
+size_t im_ods_date_term(const char *s, char *out)
+{
+	int64_t units;
+
+	return iso_units(s, &units) ? days_term(units, out) : 0;
 }
 
 size_t im_ods_time_term(const char *s, char *out)
@@ -530,6 +540,9 @@ struct xml_ctx {
 	/* Spreadsheets: the number cells' terms, a line each. */
 	struct im_buf *nums;
 	unsigned num_depth; /* ods: in the number cell begun at this depth */
+	/* ods: its null date (table:null-date), iso_units() of it; 0 is
+	 * 1899-12-30, the default. */
+	int64_t null_units;
 	/* xlsx: the type of the cell we are in ('n', 'b', 'd', 's' for a
 	 * formula's string; 0: another) ... */
 	char cell;
@@ -627,8 +640,12 @@ static void ods_cell(struct xml_ctx *c, const XML_Char **atts)
 		v = attr_ns(atts, ODF_OFFICE, "value");
 		n = v ? im_number_term(v, strlen(v), term) : 0;
 	} else if (!strcmp(t, "date")) {
+		int64_t units;
+
 		v = attr_ns(atts, ODF_OFFICE, "date-value");
-		n = v ? im_ods_date_term(v, term) : 0;
+		n = v && iso_units(v, &units)
+			    ? days_term(units - c->null_units, term)
+			    : 0;
 	} else if (!strcmp(t, "time")) {
 		v = attr_ns(atts, ODF_OFFICE, "time-value");
 		n = v ? im_ods_time_term(v, term) : 0;
@@ -637,6 +654,19 @@ static void ods_cell(struct xml_ctx *c, const XML_Char **atts)
 	}
 	put_number(c, term, n);
 	c->num_depth = c->depth;
+}
+
+#define ODF_TABLE "urn:oasis:names:tc:opendocument:xmlns:table:1.0"
+
+/* A sheet in the 1904 date system (table:null-date 1904-01-01, as Excel
+ * for the Mac made them) stores its dates as days since then, and so do
+ * its xlsx (date1904) and xls (DATEMODE): its ods is read the same way. */
+static void ods_null_date(struct xml_ctx *c, const XML_Char **atts)
+{
+	const char *v = attr_ns(atts, ODF_TABLE, "date-value");
+
+	if (!v || !iso_units(v, &c->null_units))
+		c->null_units = 0;
 }
 
 static bool ods_cell_name(const char *l)
@@ -704,6 +734,8 @@ static void XMLCALL xml_start(void *arg, const XML_Char *name,
 	}
 	if (c->r->cells == CELLS_ODS && !c->num_depth && ods_cell_name(l))
 		ods_cell(c, atts);
+	else if (c->r->cells == CELLS_ODS && !strcmp(l, "null-date"))
+		ods_null_date(c, atts);
 	else if (c->r->cells == CELLS_XLSX && !strcmp(l, "c"))
 		xlsx_cell(c, atts);
 	else if (c->r->cells == CELLS_XLSX && c->cell && !strcmp(l, "v")) {

@@ -225,6 +225,16 @@ def case_rtf_notes(tmp):
           "the rtf's terms are the docx's: %s" % sorted(rtf ^ docx))
 
 
+def case_dates_1904(tmp):
+    """A log of voyages in the 1904 date system (Excel for the Mac's) has
+    the same terms as ods and as xlsx: the xlsx stores its dates as days
+    since 1904-01-01, the ods's were counted from 1899-12-30 (1462 days
+    more), so every date was another term."""
+    ods, xlsx = terms_of("voyages.ods", "voyages.xlsx")
+    check("43525" in xlsx and ods == xlsx,
+          "the ods's terms are the xlsx's: %s" % sorted(ods ^ xlsx))
+
+
 BUDGETS = ["budget-2024.xlsx", "budget-2024.ods", "budget-2025.xlsx",
            "budget-2025.ods", "budget-2024-fix.xlsx", "budget-2024.xls",
            "budget-2025.xls"]
@@ -345,7 +355,8 @@ CASES = {"one_cluster": case_one_cluster,
          "odt_review_marks": case_odt_review_marks,
          "budgets": case_budgets,
          "odt_like_docx": case_odt_like_docx,
-         "rtf_notes": case_rtf_notes}
+         "rtf_notes": case_rtf_notes,
+         "dates_1904": case_dates_1904}
 
 
 def main():

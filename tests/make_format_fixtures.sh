@@ -30,8 +30,8 @@
 #                   template, note numbers and alt text)
 #   voyages.ods, voyages.xlsx   LibreOffice, from a flat ODS in the 1904 date
 #                   system (table:null-date; date1904 in the xlsx)
-#   harbour-zh.odt, harbour-zh.pdf   LibreOffice, Chinese paragraphs that
-#                   the PDF breaks across lines inside a run of ideographs
+#   harbour-zh.odt, harbour-zh.pdf   LibreOffice, a Chinese heading and a
+#                   paragraph that the PDF breaks inside runs of ideographs
 #   bomb.docx       a docx whose document.xml unpacks to 512 MiB (bzip2 in the ZIP)
 #   bomb.txt.bz2    1 GiB of zeros in 800 bytes
 #   entities.docx   "billion laughs" entity declarations in document.xml
@@ -284,7 +284,7 @@ open("voyages.fods", "w").write(doc("spreadsheet",
     '</office:styles><office:automatic-styles><style:style style:name="ce1" '
     'style:family="table-cell" style:data-style-name="N37"/></office:automatic-styles>'))
 open("harbour-zh.fodt", "w").write(doc("text", '<office:text>'
-    '<text:p>今年港口的货物吞吐量比去年增长了百分之十二。新码头于六月投入使用，大型集装箱船舶可以直接靠泊。'
+    '<text:h text:outline-level="1">港口年度报告</text:h><text:p>今年港口的货物吞吐量比去年增长了百分之十二。新码头于六月投入使用，大型集装箱船舶可以直接靠泊。'
     '渔民希望改善旧防波堤的照明，附近居民则对卡车噪音表示不满。市议会批准了仓库和海关大楼的翻新计划。</text:p>'
     '</office:text>'))
 PY

@@ -75,8 +75,9 @@
  *  11: RTF footnotes and endnotes are read (as docx's), "{\*" or not.
  *  12: an ods's dates count from its null date (1904 as in xlsx's
  *      date1904).
+ *  13: a PDF's full lines of ideographs or kana run on into the next.
  */
-#define IM_EXTRACT_VERSION 12
+#define IM_EXTRACT_VERSION 13
 
 /**
  * Formats. The values are stored in state files: append only.

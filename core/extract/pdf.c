@@ -9,6 +9,11 @@
  *     U+2010 or a soft hyphen) is joined when the next line goes on with a
  *     lower-case letter, so "exam-" and "ple" do not replace "example".
  *     A capital after the break ("Jean-\nPaul") keeps the hyphen.
+ *   - a line of Chinese or Japanese that fills the page's width and runs on
+ *     into the next ("…直接靠\n泊。"), both sides ideographs or kana, is
+ *     joined: these scripts break lines anywhere, without a space, so the
+ *     break is no word's end, and the other formats of the text have none.
+ *     A shorter line (a heading, a list item) keeps its end.
  * Runs inside a sandboxed helper (sandbox.c): poppler parses hostile input.
  *
  * poppler is loaded with dlopen() on first need, not linked: it pulls in
@@ -128,14 +133,93 @@ static size_t hyphen_len(const char *s, const char *end)
 	return 0;
 }
 
+/* Ideographs and kana: scripts written without spaces between words. */
+static bool unspaced(uint32_t c)
+{
+	return (c >= 0x3040 && c <= 0x30ff) || (c >= 0x3400 && c <= 0x4dbf) ||
+	       (c >= 0x4e00 && c <= 0x9fff) || (c >= 0xf900 && c <= 0xfaff) ||
+	       (c >= 0xff66 && c <= 0xff9f) || (c >= 0x20000 && c <= 0x3ffff);
+}
+
+/* The code point at s (U+FFFD for a byte that starts none) and its length. */
+static size_t cp_at(const char *s, const char *end, uint32_t *cp)
+{
+	size_t n = im_utf8_decode((const unsigned char *)s,
+				  (const unsigned char *)end, cp);
+
+	if (!n)
+		*cp = 0xfffd;
+	return n ? n : 1;
+}
+
+/* The width of s[0, len) as it is drawn: East Asian wide characters (from
+ * U+1100 on, roughly) count two, others one. */
+static size_t width(const char *s, const char *end)
+{
+	size_t w = 0;
+	uint32_t cp;
+
+	while (s < end) {
+		s += cp_at(s, end, &cp);
+		w += cp >= 0x1100 ? 2 : 1;
+	}
+	return w;
+}
+
+/* The widest line of a page's text. */
+static size_t widest(const char *s, const char *end)
+{
+	size_t w = 0;
+
+	while (s < end) {
+		const char *nl = memchr(s, '\n', (size_t)(end - s));
+		const char *e = nl ? nl : end;
+		size_t lw = width(s, e);
+
+		w = lw > w ? lw : w;
+		s = nl ? nl + 1 : end;
+	}
+	return w;
+}
+
+/* Whether the line break at @p nl, after the line that began at @p line,
+ * falls inside a run of ideographs or kana of a line as wide as the page's
+ * widest but a few characters (@p w). */
+static bool unspaced_break(const char *line, const char *nl, const char *end,
+			   size_t w)
+{
+	const char *p = nl;
+	uint32_t before, after;
+
+	while (p > line && ((unsigned char)p[-1] & 0xc0) == 0x80)
+		p--;
+	if (p == line || nl + 1 >= end)
+		return false;
+	cp_at(p - 1, nl, &before);
+	cp_at(nl + 1, end, &after);
+	return unspaced(before) && unspaced(after) &&
+	       width(line, nl) * 10 >= w * 9;
+}
+
 /* Append one page's text with ligatures expanded and breaks joined. */
 static int page_append(const char *s, size_t len, struct im_buf *out)
 {
-	const char *end = s + len;
+	const char *end = s + len, *line = s;
+	size_t w = widest(s, end);
 	int ret = 0;
 
 	while (s < end && !ret) {
 		size_t h = hyphen_len(s, end);
+
+		if (*s == '\n') {
+			bool join = unspaced_break(line, s, end, w);
+
+			line = s + 1;
+			if (join) {
+				s++;
+				continue;
+			}
+		}
 
 		if (h && ends_in_letter(out)) {
 			const char *n = s + h;
@@ -145,7 +229,7 @@ static int page_append(const char *s, size_t len, struct im_buf *out)
 			if (n < end && *n == '\n' &&
 			    (starts_lower(n + 1, end) ||
 			     in_capitals(out, n + 1, end))) {
-				s = n + 1;
+				s = line = n + 1;
 				continue;
 			}
 		}

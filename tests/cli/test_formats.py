@@ -235,6 +235,16 @@ def case_dates_1904(tmp):
           "the ods's terms are the xlsx's: %s" % sorted(ods ^ xlsx))
 
 
+def case_pdf_cjk_lines(tmp):
+    """A Chinese report's PDF has the terms of its odt: its lines break
+    inside runs of ideographs ("…直接靠" / "泊。"), which made two terms of
+    each clause that ran across a line end, while its heading, a line of
+    its own, stays one term."""
+    odt, pdf = terms_of("harbour-zh.odt", "harbour-zh.pdf")
+    check("港口年度报告" in odt and pdf == odt,
+          "the pdf's terms are the odt's: %s" % sorted(pdf ^ odt))
+
+
 BUDGETS = ["budget-2024.xlsx", "budget-2024.ods", "budget-2025.xlsx",
            "budget-2025.ods", "budget-2024-fix.xlsx", "budget-2024.xls",
            "budget-2025.xls"]
@@ -356,7 +366,8 @@ CASES = {"one_cluster": case_one_cluster,
          "budgets": case_budgets,
          "odt_like_docx": case_odt_like_docx,
          "rtf_notes": case_rtf_notes,
-         "dates_1904": case_dates_1904}
+         "dates_1904": case_dates_1904,
+         "pdf_cjk_lines": case_pdf_cjk_lines}
 
 
 def main():

@@ -32,6 +32,8 @@
 #                   system (table:null-date; date1904 in the xlsx)
 #   harbour-zh.odt, harbour-zh.pdf   LibreOffice, a Chinese heading and a
 #                   paragraph that the PDF breaks inside runs of ideographs
+#   hidden.odt/.docx/.doc/.rtf   LibreOffice, from a flat ODT with a run
+#                   of hidden text (character attribute, not shown)
 #   bomb.docx       a docx whose document.xml unpacks to 512 MiB (bzip2 in the ZIP)
 #   bomb.txt.bz2    1 GiB of zeros in 800 bytes
 #   entities.docx   "billion laughs" entity declarations in document.xml
@@ -283,6 +285,12 @@ open("voyages.fods", "w").write(doc("spreadsheet",
     '</number:text><number:month/><number:text>-</number:text><number:day/></number:date-style>'
     '</office:styles><office:automatic-styles><style:style style:name="ce1" '
     'style:family="table-cell" style:data-style-name="N37"/></office:automatic-styles>'))
+open("hidden.fodt", "w").write(doc("text",
+    '<office:text><text:p>The ferry leaves the north quay at seven.<text:span text:style-name="Hid">'
+    ' Reminder for the clerk: smuggled tobacco crates in shed four.</text:span> Tickets are sold '
+    'on board.</text:p></office:text>',
+    '<office:automatic-styles><style:style style:name="Hid" style:family="text">'
+    '<style:text-properties text:display="none"/></style:style></office:automatic-styles>'))
 open("harbour-zh.fodt", "w").write(doc("text", '<office:text>'
     '<text:h text:outline-level="1">港口年度报告</text:h><text:p>今年港口的货物吞吐量比去年增长了百分之十二。新码头于六月投入使用，大型集装箱船舶可以直接靠泊。'
     '渔民希望改善旧防波堤的照明，附近居民则对卡车噪音表示不满。市议会批准了仓库和海关大楼的翻新计划。</text:p>'
@@ -293,6 +301,7 @@ office docx report.fodt
 office rtf report.fodt
 office ods voyages.fods
 office xlsx voyages.fods
+for f in odt docx doc rtf; do office $f hidden.fodt; done
 office odt harbour-zh.fodt
 office pdf harbour-zh.fodt
 
@@ -335,6 +344,7 @@ cp cc0.txt cc0.html cc0.docx cc0.odt cc0.epub cc0.pdf cc0-utf16.txt cc0.txt.gz \
    cc0.doc cc0-edited.doc artistic.doc notes.docx notes.doc \
    review.docx review.doc report.odt report.docx report.rtf \
    voyages.ods voyages.xlsx harbour-zh.odt harbour-zh.pdf \
+   hidden.odt hidden.docx hidden.doc hidden.rtf \
    loop.doc huge.doc truncated.doc encrypted.doc \
    sheet.xlsx sheet.ods sheet.xls slides.pptx slides.odp slides.ppt.gz \
    bomb.docx bomb.txt.bz2 entities.docx nested.docx truncated.pdf garbage.pdf "$out/"

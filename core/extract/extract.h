@@ -76,8 +76,9 @@
  *  12: an ods's dates count from its null date (1904 as in xlsx's
  *      date1904).
  *  13: a PDF's full lines of ideographs or kana run on into the next.
+ *  14: hidden text is left out of docx, odt and doc (as of RTF).
  */
-#define IM_EXTRACT_VERSION 13
+#define IM_EXTRACT_VERSION 14
 
 /**
  * Formats. The values are stored in state files: append only.

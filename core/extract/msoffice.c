@@ -18,7 +18,8 @@
  * reference and other anchors nothing. Text a tracked change deleted is
  * still in the pieces, kept for undo: the character properties (the FKP
  * pages PlcBteChpx lists) mark it (sprmCFRMarkDel), and it is left out, as
- * docx leaves out w:delText. Word 6 and 95 files (an older FIB) are not
+ * docx leaves out w:delText; so is hidden text (sprmCFVanish), as docx's
+ * w:vanish. Word 6 and 95 files (an older FIB) are not
  * read: sniffing calls them binary, so an external filter can take them.
  *
  * Every count is checked against the streams it indexes, and the characters
@@ -179,8 +180,10 @@ struct deleted {
 };
 
 #define SPRM_C_RMARK_DEL 0x0800
+/* Hidden text, left out as docx's w:vanish and RTF's \v are. */
+#define SPRM_C_F_VANISH 0x083c
 
-/* Whether the properties @p g / @p n mark text deleted. A sprm's operand
+/* Whether the properties @p g / @p n mark text deleted or hidden. A sprm's operand
  * size is in its top 3 bits ([MS-DOC] 2.2.5.1); 6 is a byte of size
  * first. */
 static bool grpprl_deleted(const unsigned char *g, size_t n)
@@ -203,9 +206,9 @@ static bool grpprl_deleted(const unsigned char *g, size_t n)
 		default: size = i < n ? 1 + (size_t)g[i] : 1;
 		}
 		/* A toggle: 1 on; 0x81 the style's opposite, and a style
-		 * never marks a deletion. */
-		if (sprm == SPRM_C_RMARK_DEL && i < n &&
-		    (g[i] == 0x01 || g[i] == 0x81))
+		 * never marks a deletion (nor, as a rule, hides text). */
+		if ((sprm == SPRM_C_RMARK_DEL || sprm == SPRM_C_F_VANISH) &&
+		    i < n && (g[i] == 0x01 || g[i] == 0x81))
 			return true;
 		i += size;
 	}

@@ -19,8 +19,9 @@
  * What each format gives:
  *   - docx: word/document.xml, then footnotes and endnotes: w:t runs, a
  *     newline per paragraph, a space for tabs and breaks. Deleted text
- *     (w:delText) and field codes are not text; headers, footers and
- *     comments are left out (templates repeat them across documents).
+ *     (w:delText), hidden runs (w:vanish) and field codes are not text;
+ *     headers, footers and comments are left out (templates repeat them
+ *     across documents).
  *   - xlsx: shared strings and inline strings of every sheet, one per line;
  *     then each number cell's value (<v> of a cell of type n), as
  *     im_number_term() writes it, after IM_EXTRACT_NUMBERS.
@@ -30,7 +31,8 @@
  *     paragraph, heading, list item and cell; as in docx, deleted text
  *     (text:tracked-changes), comments (office:annotation), note numbers
  *     (text:note-citation), index templates (text:*-source) and alt text
- *     (svg:title, svg:desc) are not text.
+ *     (svg:title, svg:desc) are not text, nor is text in an automatic
+ *     style with text:display="none" (hidden).
  *     In ods a cell whose office:value-type is a number (float, percentage,
  *     currency, date, time) is its value as xlsx stores it instead of the
  *     text it displays ("1,234.50", "15 January 2024"), so a sheet saved
@@ -520,6 +522,15 @@ enum cells {
 	CELLS_ODS,  /* <table:table-cell office:value-type=...>: an attribute */
 };
 
+/* How a document marks text hidden, which is left out (as RTF's \v and
+ * a PDF, which does not draw it). */
+enum hidden {
+	HIDDEN_NONE,
+	HIDDEN_DOCX, /* <w:r><w:rPr><w:vanish/>: the run */
+	HIDDEN_ODF,  /* a text:span, p or h whose automatic style has
+		      * text:display="none" */
+};
+
 /* Which elements carry text, and where lines and spaces go. */
 struct xml_rules {
 	const char *const *text;   /* character data kept inside these ... */
@@ -528,6 +539,7 @@ struct xml_rules {
 	const char *const *space;  /* a space where one of these starts */
 	const char *const *skip;   /* nothing inside these is text */
 	enum cells cells;
+	enum hidden hidden;
 };
 
 struct xml_ctx {
@@ -537,6 +549,12 @@ struct xml_ctx {
 	struct im_buf *out;
 	unsigned depth, in_text, in_within, in_skip;
 	int fail;
+	/* Hidden text: in the element begun at this depth (0: not); docx: in
+	 * the run and its properties begun at these depths; ODF: the style
+	 * being defined, and the hidden styles' names, each NUL-ended. */
+	unsigned hide_depth, run_depth, rpr_depth;
+	char style[64];
+	struct im_buf hidden_styles;
 	/* Spreadsheets: the number cells' terms, a line each. */
 	struct im_buf *nums;
 	unsigned num_depth; /* ods: in the number cell begun at this depth */
@@ -722,6 +740,70 @@ static bool skipped(const struct xml_ctx *c, const XML_Char *name,
 	return in_list(c->r->skip, l) || in_list(c->r->skip, name);
 }
 
+/* The attribute whose local name is @p local, in any namespace or none. */
+static const char *attr_local(const XML_Char **atts, const char *local)
+{
+	for (; atts[0]; atts += 2)
+		if (!strcmp(local_name(atts[0]), local))
+			return atts[1];
+	return NULL;
+}
+
+static bool hidden_style(const struct xml_ctx *c, const char *name)
+{
+	const char *p = c->hidden_styles.p, *end = p + c->hidden_styles.len;
+
+	for (; p && p < end; p += strlen(p) + 1)
+		if (!strcmp(p, name))
+			return true;
+	return false;
+}
+
+/* A w:vanish in a run's properties hides the run (one in a paragraph's
+ * hides only its mark, which is no text); its w:val is a toggle. */
+static void docx_hidden(struct xml_ctx *c, const char *l, const XML_Char **atts)
+{
+	const char *v;
+
+	if (!strcmp(l, "r")) {
+		c->run_depth = c->depth;
+	} else if (!strcmp(l, "rPr") && c->run_depth &&
+		   c->depth == c->run_depth + 1) {
+		c->rpr_depth = c->depth;
+	} else if (!strcmp(l, "vanish") && c->rpr_depth &&
+		   c->depth == c->rpr_depth + 1 && !c->hide_depth) {
+		v = attr_local(atts, "val");
+		if (!v || !(!strcmp(v, "0") || !strcmp(v, "false") ||
+			    !strcmp(v, "off")))
+			c->hide_depth = c->run_depth;
+	}
+}
+
+/* Automatic styles come before the body: those with text:display="none"
+ * are remembered, and text in one of them is hidden. Common styles
+ * (styles.xml) are not read. */
+static void odf_hidden(struct xml_ctx *c, const char *l, const XML_Char **atts)
+{
+	const char *v;
+
+	if (!strcmp(l, "style")) {
+		v = attr_local(atts, "name");
+		if (v && strlen(v) < sizeof(c->style))
+			strcpy(c->style, v);
+	} else if (!strcmp(l, "text-properties") && c->style[0]) {
+		v = attr_local(atts, "display");
+		if (v && !strcmp(v, "none") && !hidden_style(c, c->style) &&
+		    im_buf_append(&c->hidden_styles, c->style,
+				  strlen(c->style) + 1))
+			xml_stop(c, -ENOMEM);
+	} else if ((!strcmp(l, "span") || !strcmp(l, "p") || !strcmp(l, "h")) &&
+		   !c->hide_depth) {
+		v = attr_local(atts, "style-name");
+		if (v && hidden_style(c, v))
+			c->hide_depth = c->depth;
+	}
+}
+
 static void XMLCALL xml_start(void *arg, const XML_Char *name,
 			      const XML_Char **atts)
 {
@@ -742,6 +824,10 @@ static void XMLCALL xml_start(void *arg, const XML_Char *name,
 		c->in_v = true;
 		c->nval = 0;
 	}
+	if (c->r->hidden == HIDDEN_DOCX)
+		docx_hidden(c, l, atts);
+	else if (c->r->hidden == HIDDEN_ODF)
+		odf_hidden(c, l, atts);
 	if (in_list(c->r->space, l))
 		xml_put(c, " ", 1);
 	if (in_list(c->r->text, l))
@@ -763,6 +849,14 @@ static void XMLCALL xml_end(void *arg, const XML_Char *name)
 		xlsx_value(c);
 	if (c->r->cells == CELLS_XLSX && !strcmp(l, "c"))
 		c->cell = 0;
+	if (c->hide_depth == c->depth)
+		c->hide_depth = 0;
+	if (c->run_depth == c->depth)
+		c->run_depth = 0;
+	if (c->rpr_depth == c->depth)
+		c->rpr_depth = 0;
+	if (c->r->hidden == HIDDEN_ODF && !strcmp(l, "style"))
+		c->style[0] = '\0';
 	c->depth--;
 	if (c->in_text && in_list(c->r->text, l))
 		c->in_text--;
@@ -791,7 +885,7 @@ static void XMLCALL xml_chars(void *arg, const XML_Char *s, int len)
 		}
 		return;
 	}
-	if (!c->in_skip && !c->num_depth &&
+	if (!c->in_skip && !c->num_depth && !c->hide_depth &&
 	    (c->r->text ? c->in_text : c->in_within))
 		xml_put(c, s, (size_t)len);
 }
@@ -851,6 +945,7 @@ static int xml_text(const struct im_buf *data, const struct xml_rules *r,
 	XML_SetCharacterDataHandler(c.p, xml_chars);
 	ret = xml_parse(c.p, data, &c.fail);
 	XML_ParserFree(c.p);
+	im_buf_release(&c.hidden_styles);
 	if (!ret)
 		ret = im_buf_putc(out, '\n') ? -ENOMEM : 0;
 	return ret;
@@ -864,6 +959,7 @@ static const struct xml_rules docx_rules = {
 	.text = t_only,
 	.nl_end = (const char *const[]){"p", "tr", NULL},
 	.space = (const char *const[]){"tab", "br", "cr", "tc", NULL},
+	.hidden = HIDDEN_DOCX,
 };
 static const struct xml_rules xlsx_rules = {
 	.text = t_only,
@@ -898,6 +994,7 @@ static const struct xml_rules odf_rules = {
 	 * either side, is left out. */
 	.space = (const char *const[]){"s", "tab", "line-break", "note", NULL},
 	.skip = (const char *const[]){ODF_SKIP},
+	.hidden = HIDDEN_ODF,
 };
 /* odf_rules, and number cells. */
 static const struct xml_rules ods_rules = {

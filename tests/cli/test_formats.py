@@ -245,6 +245,16 @@ def case_pdf_cjk_lines(tmp):
           "the pdf's terms are the odt's: %s" % sorted(pdf ^ odt))
 
 
+def case_hidden_text(tmp):
+    """Text formatted hidden, which no reader sees and the PDF does not
+    draw, is left out of a document's odt, docx and doc as of its rtf: the
+    four had two sets of terms (a clerk's hidden note: 7 of 15 terms)."""
+    sets = terms_of("hidden.odt", "hidden.docx", "hidden.doc", "hidden.rtf")
+    check("ferry" in sets[0] and "tobacco" not in sets[0]
+          and all(t == sets[0] for t in sets),
+          "the hidden note is in none of them: %s" % [sorted(t) for t in sets])
+
+
 BUDGETS = ["budget-2024.xlsx", "budget-2024.ods", "budget-2025.xlsx",
            "budget-2025.ods", "budget-2024-fix.xlsx", "budget-2024.xls",
            "budget-2025.xls"]
@@ -367,7 +377,8 @@ CASES = {"one_cluster": case_one_cluster,
          "odt_like_docx": case_odt_like_docx,
          "rtf_notes": case_rtf_notes,
          "dates_1904": case_dates_1904,
-         "pdf_cjk_lines": case_pdf_cjk_lines}
+         "pdf_cjk_lines": case_pdf_cjk_lines,
+         "hidden_text": case_hidden_text}
 
 
 def main():

@@ -542,6 +542,13 @@ struct xml_rules {
 	enum hidden hidden;
 };
 
+/* Names, as 64-bit hashes in open addressing: a hostile document may
+ * define and use a million hidden styles, which a list made quadratic. */
+struct name_set {
+	uint64_t *slot;
+	size_t cap, n;
+};
+
 struct xml_ctx {
 	XML_Parser p;
 	const struct xml_rules *r;
@@ -554,7 +561,7 @@ struct xml_ctx {
 	 * being defined, and the hidden styles' names, each NUL-ended. */
 	unsigned hide_depth, run_depth, rpr_depth;
 	char style[64];
-	struct im_buf hidden_styles;
+	struct name_set hidden_styles;
 	/* Spreadsheets: the number cells' terms, a line each. */
 	struct im_buf *nums;
 	unsigned num_depth; /* ods: in the number cell begun at this depth */
@@ -749,14 +756,53 @@ static const char *attr_local(const XML_Char **atts, const char *local)
 	return NULL;
 }
 
-static bool hidden_style(const struct xml_ctx *c, const char *name)
+/* FNV-1a of @p s, never 0 (an empty slot of a name_set). */
+static uint64_t name_hash(const char *s)
 {
-	const char *p = c->hidden_styles.p, *end = p + c->hidden_styles.len;
+	uint64_t h = 0xcbf29ce484222325u;
 
-	for (; p && p < end; p += strlen(p) + 1)
-		if (!strcmp(p, name))
-			return true;
-	return false;
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 0x100000001b3u;
+	return h ? h : 1;
+}
+
+/* The slot of @p h in @p set: where it is, or the empty one where it would
+ * go. */
+static uint64_t *name_slot(const struct name_set *set, uint64_t h)
+{
+	size_t i = (size_t)h & (set->cap - 1);
+
+	while (set->slot[i] && set->slot[i] != h)
+		i = (i + 1) & (set->cap - 1);
+	return &set->slot[i];
+}
+
+static bool name_set_has(const struct name_set *set, const char *name)
+{
+	return set->n && *name_slot(set, name_hash(name));
+}
+
+static int name_set_add(struct name_set *set, const char *name)
+{
+	uint64_t h = name_hash(name), *s;
+
+	if (2 * (set->n + 1) > set->cap) {
+		struct name_set big = {.cap = set->cap ? 2 * set->cap : 16};
+
+		big.slot = calloc(big.cap, sizeof(*big.slot));
+		if (!big.slot)
+			return -ENOMEM;
+		for (size_t i = 0; i < set->cap; i++)
+			if (set->slot[i])
+				*name_slot(&big, set->slot[i]) = set->slot[i];
+		big.n = set->n;
+		free(set->slot);
+		*set = big;
+	}
+	s = name_slot(set, h);
+	set->n += !*s;
+	*s = h;
+	return 0;
 }
 
 /* A w:vanish in a run's properties hides the run (one in a paragraph's
@@ -792,14 +838,13 @@ static void odf_hidden(struct xml_ctx *c, const char *l, const XML_Char **atts)
 			strcpy(c->style, v);
 	} else if (!strcmp(l, "text-properties") && c->style[0]) {
 		v = attr_local(atts, "display");
-		if (v && !strcmp(v, "none") && !hidden_style(c, c->style) &&
-		    im_buf_append(&c->hidden_styles, c->style,
-				  strlen(c->style) + 1))
+		if (v && !strcmp(v, "none") &&
+		    name_set_add(&c->hidden_styles, c->style))
 			xml_stop(c, -ENOMEM);
 	} else if ((!strcmp(l, "span") || !strcmp(l, "p") || !strcmp(l, "h")) &&
 		   !c->hide_depth) {
 		v = attr_local(atts, "style-name");
-		if (v && hidden_style(c, v))
+		if (v && name_set_has(&c->hidden_styles, v))
 			c->hide_depth = c->depth;
 	}
 }
@@ -945,7 +990,7 @@ static int xml_text(const struct im_buf *data, const struct xml_rules *r,
 	XML_SetCharacterDataHandler(c.p, xml_chars);
 	ret = xml_parse(c.p, data, &c.fail);
 	XML_ParserFree(c.p);
-	im_buf_release(&c.hidden_styles);
+	free(c.hidden_styles.slot);
 	if (!ret)
 		ret = im_buf_putc(out, '\n') ? -ENOMEM : 0;
 	return ret;

@@ -255,6 +255,39 @@ def case_hidden_text(tmp):
           "the hidden note is in none of them: %s" % [sorted(t) for t in sets])
 
 
+def case_hidden_styles_many(tmp):
+    """An odt that defines and uses 60,000 hidden styles (a few hundred KB
+    zipped) is read in a moment, its hidden words left out: each use of a
+    style searched a list of every hidden one, which took the extraction
+    past its 30 s deadline and the file was failed."""
+    import zipfile
+    n = 60000
+    ns = ('xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" '
+          'xmlns:style="urn:oasis:names:tc:opendocument:xmlns:style:1.0" '
+          'xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0"')
+    styles = "".join('<style:style style:name="H%d" style:family="text">'
+                     '<style:text-properties text:display="none"/>'
+                     '</style:style>' % i for i in range(n))
+    spans = "".join('<text:span text:style-name="V%d">ferry%s </text:span>'
+                    % (i, "abcdefghij"[i % 10]) for i in range(n))
+    content = ('<?xml version="1.0" encoding="UTF-8"?>'
+               '<office:document-content %s><office:automatic-styles>%s'
+               '</office:automatic-styles><office:body><office:text>'
+               '<text:p>%s<text:span text:style-name="H%d">tobacco</text:span>'
+               '</text:p></office:text></office:body>'
+               '</office:document-content>' % (ns, styles, spans, n - 1))
+    path = os.path.join(tmp, "styles.odt")
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("mimetype", "application/vnd.oasis.opendocument.text",
+                   compress_type=zipfile.ZIP_STORED)
+        z.writestr("content.xml", content)
+    out, _ = run("terms", path)
+    terms = set(out.rstrip("\n").split("\t")[1:])
+    check("ferrya" in terms and "ferryj" in terms and "tobacco" not in terms,
+          "the visible words are read, the hidden one left out: %s"
+          % sorted(terms)[:20])
+
+
 BUDGETS = ["budget-2024.xlsx", "budget-2024.ods", "budget-2025.xlsx",
            "budget-2025.ods", "budget-2024-fix.xlsx", "budget-2024.xls",
            "budget-2025.xls"]
@@ -378,7 +411,8 @@ CASES = {"one_cluster": case_one_cluster,
          "rtf_notes": case_rtf_notes,
          "dates_1904": case_dates_1904,
          "pdf_cjk_lines": case_pdf_cjk_lines,
-         "hidden_text": case_hidden_text}
+         "hidden_text": case_hidden_text,
+         "hidden_styles_many": case_hidden_styles_many}
 
 
 def main():

@@ -54,6 +54,32 @@ void im_table_free(void *p, size_t size)
 		munmap(p, table_span(size ? size : 1));
 }
 
+static size_t page_span(size_t size)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+
+	return (size + page - 1) & ~(page - 1);
+}
+
+void *im_block_alloc(size_t size)
+{
+	void *p;
+
+	if (size >= IM_HUGE_PAGE)
+		return im_table_alloc(size);
+	p = mmap(NULL, page_span(size ? size : 1), PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+void im_block_free(void *p, size_t size)
+{
+	if (size >= IM_HUGE_PAGE)
+		im_table_free(p, size);
+	else if (p)
+		munmap(p, page_span(size ? size : 1));
+}
+
 int im_buf_grow(char **p, size_t *cap, size_t need)
 {
 	size_t c = *cap ? *cap : 64;

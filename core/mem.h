@@ -39,6 +39,18 @@ void *im_table_alloc(size_t size);
 void im_table_free(void *p, size_t size);
 
 /**
+ * @p size bytes of zeroed memory, page-aligned, for a block that may be
+ * written only in part: below IM_HUGE_PAGE its pages come one at a time,
+ * on first touch (zeroing a whole huge page for a few hundred KiB cost more
+ * than faulting those in), from IM_HUGE_PAGE on it is im_table_alloc()'s.
+ * Free with im_block_free() and the same size.
+ */
+void *im_block_alloc(size_t size);
+
+/** Unmap a block of im_block_alloc(@p size); NULL is ignored. */
+void im_block_free(void *p, size_t size);
+
+/**
  * Grow the byte buffer *p of *cap bytes to hold at least @p need (doubling),
  * keeping its first *cap bytes. Below IM_MEM_MAPPED bytes it lives on the
  * heap (realloc), from there on in im_table_alloc() blocks: free it with

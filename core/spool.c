@@ -7,29 +7,34 @@
  * record starts 8-byte aligned wherever it is read from. The file holds the
  * older records, memory the newer: reading takes the file first.
  *
- * Memory is a list of chunks of 2 MiB (or one record, if larger), aligned
- * and offered to transparent huge pages: a first scan fills them as fast as
- * it reads, and one fault per 4 KiB page cost it more than copying the
- * bytes. A spill writes the chunks out and keeps the first for reuse.
+ * Memory is a list of chunks: the first of CHUNK_FIRST bytes in pages
+ * that come as they are written, the next ones of 2 MiB (or one record, if
+ * larger), aligned and offered to transparent huge pages (mem.h). A first
+ * scan fills them as fast as it reads, and one fault per 4 KiB page cost it
+ * more than copying the bytes; but a scan of a few hundred small files
+ * spools some 600 KiB, and one file a few, where zeroing a whole huge page
+ * cost more than the faults of the pages used. A spill writes the chunks
+ * out and keeps the first for reuse.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include "fdio.h"
+#include "mem.h"
 #include "spool.h"
 
-#define HDR	   8
-#define READ_CHUNK ((size_t)1 << 20)
-#define CHUNK	   ((size_t)2 << 20)
+#define HDR	    8
+#define READ_CHUNK  ((size_t)1 << 20)
+#define CHUNK	    IM_HUGE_PAGE
+#define CHUNK_FIRST ((size_t)1 << 20)
 
 struct chunk {
 	struct chunk *next;
 	size_t len, cap;
-	char *p; /* CHUNK-aligned when cap >= CHUNK */
+	char *p; /* im_block_alloc(cap) */
 };
 
 struct span {
@@ -108,7 +113,7 @@ void im_spool_free(struct im_spool *sp)
 		struct chunk *c = sp->head;
 
 		sp->head = c->next;
-		free(c->p);
+		im_block_free(c->p, c->cap);
 		free(c);
 	}
 	free(sp->rbuf.p);
@@ -176,7 +181,7 @@ static int spill(struct im_spool *sp)
 		struct chunk *c = sp->head->next;
 
 		sp->head->next = c->next;
-		free(c->p);
+		im_block_free(c->p, c->cap);
 		free(c);
 	}
 	sp->head->len = 0;
@@ -188,21 +193,22 @@ static int spill(struct im_spool *sp)
 static int chunk_room(struct im_spool *sp, size_t need)
 {
 	struct chunk *c;
-	size_t cap = CHUNK;
+	size_t cap = CHUNK_FIRST;
 
 	if (sp->tail && sp->tail->cap - sp->tail->len >= need)
 		return 0;
+	if (sp->tail)
+		cap = CHUNK;
 	while (cap < need) {
 		if (cap > SIZE_MAX / 2)
 			return -ENOMEM;
 		cap *= 2;
 	}
 	c = calloc(1, sizeof(*c));
-	if (!c || posix_memalign((void **)&c->p, CHUNK, cap)) {
+	if (!c || !(c->p = im_block_alloc(cap))) {
 		free(c);
 		return -ENOMEM;
 	}
-	madvise(c->p, cap, MADV_HUGEPAGE); /* a hint: failure is fine */
 	c->cap = cap;
 	if (sp->tail)
 		sp->tail->next = c;

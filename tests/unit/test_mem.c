@@ -1,7 +1,7 @@
 /**
  * @file test_mem.c
- * Tables and buffers apart from the heap (core/mem.h): zeroed, aligned as
- * promised, and a growing buffer keeps its bytes when it moves from the heap
+ * Tables, blocks and buffers apart from the heap (core/mem.h): zeroed,
+ * aligned as promised, and a growing buffer keeps its bytes when it moves from the heap
  * to a mapping and between mappings.
  */
 #include <check.h>
@@ -46,6 +46,34 @@ START_TEST(test_table_alloc_zeroed_and_aligned)
 		im_table_free(p, n);
 	}
 	im_table_free(NULL, 100);
+}
+END_TEST
+
+START_TEST(test_block_alloc_zeroed_and_writable)
+{
+	static const size_t sizes[] = {0,
+				       1,
+				       4096,
+				       100000,
+				       IM_TABLE_HUGE,
+				       IM_HUGE_PAGE - 1,
+				       IM_HUGE_PAGE,
+				       3 * IM_HUGE_PAGE + 5};
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		size_t n = sizes[i];
+		unsigned char *p = im_block_alloc(n);
+
+		ck_assert_ptr_nonnull(p);
+		ck_assert_uint_eq((uintptr_t)p % page, 0);
+		if (n >= IM_HUGE_PAGE)
+			ck_assert_uint_eq((uintptr_t)p % IM_HUGE_PAGE, 0);
+		ck_assert(all_zero(p, n));
+		memset(p, 0xa5, n);
+		im_block_free(p, n);
+	}
+	im_block_free(NULL, 100);
 }
 END_TEST
 
@@ -121,6 +149,7 @@ static Suite *mem_suite(void)
 	TCase *tc = tcase_create("core");
 
 	tcase_add_test(tc, test_table_alloc_zeroed_and_aligned);
+	tcase_add_test(tc, test_block_alloc_zeroed_and_writable);
 	tcase_add_test(tc, test_buf_grow_keeps_bytes);
 	tcase_add_test(tc, test_buf_grow_refuses_overflow);
 	suite_add_tcase(s, tc);

@@ -4,7 +4,9 @@
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "spool.h"
 
@@ -159,6 +161,40 @@ START_TEST(test_spool_unwritable_dir)
 }
 END_TEST
 
+/* This process's resident bytes (/proc/self/statm). */
+static size_t resident(void)
+{
+	unsigned long size = 0, pages = 0;
+	FILE *f = fopen("/proc/self/statm", "r");
+
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_eq(fscanf(f, "%lu %lu", &size, &pages), 2);
+	fclose(f);
+	return (size_t)pages * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+/* A first scan of one file spools a few hundred bytes: it took a whole
+ * zeroed huge page for them, 1.8 of the scan's 4.9 MB resident and 0.8 of
+ * its 1.9 ms. */
+START_TEST(test_spool_few_records_take_few_pages)
+{
+	struct im_spool *sp;
+	char buf[200];
+	struct iovec iov = {buf, sizeof(buf)};
+	size_t before;
+
+	memset(buf, 'x', sizeof(buf));
+	ck_assert_int_eq(im_spool_new("/tmp", 0, &sp), 0);
+	before = resident();
+	for (int i = 0; i < 50; i++)
+		ck_assert_int_eq(im_spool_append(sp, &iov, 1), 0);
+	ck_assert_msg(resident() - before < (size_t)256 << 10,
+		      "50 records of 200 bytes made %zu KiB resident",
+		      (resident() - before) >> 10);
+	im_spool_free(sp);
+}
+END_TEST
+
 static Suite *spool_suite(void)
 {
 	Suite *s = suite_create("spool");
@@ -169,6 +205,7 @@ static Suite *spool_suite(void)
 	tcase_add_test(tc, test_spool_spills_and_reads_back);
 	tcase_add_test(tc, test_spool_empty_and_misuse);
 	tcase_add_test(tc, test_spool_unwritable_dir);
+	tcase_add_test(tc, test_spool_few_records_take_few_pages);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -16,7 +16,9 @@
  *     (RLIMIT_AS: allocations beyond fail), its CPU time to twice
  *     cpu_seconds over its life (RLIMIT_CPU: SIGXCPU, then SIGKILL), core
  *     dumps and file sizes to 0;
- *   - loads a seccomp filter (libseccomp) that allows memory management,
+ *   - loads a seccomp filter (libseccomp, loaded on first use by the parent
+ *     like poppler, dl.h; a child without it refuses to start) that allows
+ *     memory management,
  *     reading and writing its already open fds, time, getrandom, futexes,
  *     exiting and signalling itself (abort()); every other call fails with
  *     EPERM, so it can open no file, socket or process;
@@ -54,6 +56,7 @@
 #define RUNNING_ON_VALGRIND 0
 #endif
 
+#include "dl.h"
 #include "extract_internal.h"
 
 struct request {
@@ -170,6 +173,32 @@ static int limit(int resource, uint64_t soft, uint64_t hard)
 	return setrlimit(resource, &rl);
 }
 
+/* ---- Loading libseccomp ------------------------------------------------- */
+
+/* The functions used here: a scan of plain text starts no helper, and
+ * loading the library cost every start of imatch about 60 us of CPU. */
+static struct {
+	scmp_filter_ctx (*init)(uint32_t);
+	int (*rule_add)(scmp_filter_ctx, uint32_t, int, unsigned int, ...);
+	int (*load)(scmp_filter_ctx);
+	void (*release)(scmp_filter_ctx);
+} sc;
+static bool sc_ok;
+static pthread_once_t sc_once = PTHREAD_ONCE_INIT;
+
+static void sc_load(void)
+{
+	const struct im_dlsym syms[] = {
+		{"seccomp_init", (void **)&sc.init},
+		{"seccomp_rule_add", (void **)&sc.rule_add},
+		{"seccomp_load", (void **)&sc.load},
+		{"seccomp_release", (void **)&sc.release},
+	};
+
+	sc_ok = im_dl_load("libseccomp.so.2", "libseccomp.so", syms,
+			   sizeof(syms) / sizeof(syms[0]));
+}
+
 static int load_seccomp(void)
 {
 	static const int allowed[] = {
@@ -207,21 +236,25 @@ static int load_seccomp(void)
 					  .op = SCMP_CMP_EQ,
 					  .datum_a = (scmp_datum_t)getpid(),
 					  .datum_b = 0};
-	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ERRNO(EPERM));
+	scmp_filter_ctx ctx;
 	int ret = 0;
 
+	/* spawn() loaded it before the fork, if it could: never unconfined. */
+	if (!sc_ok)
+		return -ENOSYS;
+	ctx = sc.init(SCMP_ACT_ERRNO(EPERM));
 	if (!ctx)
 		return -ENOMEM;
 	for (size_t i = 0; i < sizeof(allowed) / sizeof(allowed[0]) && !ret;
 	     i++)
-		ret = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, allowed[i], 0);
+		ret = sc.rule_add(ctx, SCMP_ACT_ALLOW, allowed[i], 0);
 	/* abort() signals its own thread; nothing else may be signalled. */
 	if (!ret)
-		ret = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(tgkill), 1,
-				       self);
+		ret = sc.rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(tgkill), 1,
+				  self);
 	if (!ret)
-		ret = seccomp_load(ctx);
-	seccomp_release(ctx);
+		ret = sc.load(ctx);
+	sc.release(ctx);
 	return ret;
 }
 
@@ -372,9 +405,11 @@ static int spawn(struct im_helper *h, const struct im_extract_opts *o)
 	int sv[2];
 	char ready;
 
-	/* A helper cannot open the libraries once it runs (seccomp). */
+	/* A helper cannot open the libraries once it runs (seccomp), nor
+	 * safely load one after a threaded parent's fork. */
 	im_pdf_load();
 	im_archive_load();
+	pthread_once(&sc_once, sc_load);
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
 		return -errno;
 	pid = fork();

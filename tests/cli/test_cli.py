@@ -408,6 +408,27 @@ def case_demo(tmp):
               "different licences stay apart: %r" % c)
 
 
+def case_start_libraries(tmp):
+    # Libraries for what a run may never read are loaded on first use
+    # (core/dl.h): each one linked cost every start about 60 us of CPU,
+    # a tenth of `imatch --version`.
+    env = dict(os.environ, LD_DEBUG="libs")
+    p = subprocess.run([IMATCH, "--version"], env=env,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                       timeout=60)
+    check(p.returncode == 0, "--version: exit %d" % p.returncode)
+    inits = [line.split("calling init:")[1].strip()
+             for line in p.stderr.decode("utf-8", "replace").splitlines()
+             if "calling init:" in line]
+    if not inits:
+        print("skip: the dynamic linker does not list what it loads "
+              "(LD_DEBUG)", file=sys.stderr)
+        sys.exit(77)
+    for lib in ("libseccomp", "libpoppler", "libarchive", "libcrypto"):
+        check(not any(lib in i for i in inits),
+              "imatch --version loads %s: %r" % (lib, inits))
+
+
 CASES = {name[5:]: fn for name, fn in globals().items()
          if name.startswith("case_")}
 

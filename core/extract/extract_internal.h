@@ -51,6 +51,8 @@ bool im_pdf_load(void);
 /** The same for libarchive (zipdoc.c), which im_zipdoc_text() and
  *  im_unpack() need. */
 bool im_archive_load(void);
+/** The same for expat (zipdoc.c), which im_zipdoc_text() needs. */
+bool im_xml_load(void);
 
 int im_pdf_text(const char *buf, size_t len, const struct im_extract_opts *o,
 		struct im_buf *out);

@@ -409,6 +409,7 @@ static int spawn(struct im_helper *h, const struct im_extract_opts *o)
 	 * safely load one after a threaded parent's fork. */
 	im_pdf_load();
 	im_archive_load();
+	im_xml_load();
 	pthread_once(&sc_once, sc_load);
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
 		return -errno;

@@ -47,7 +47,8 @@
  * libarchive is loaded with dlopen() on first need, as poppler is (pdf.c):
  * linked, it and what it pulls in (libxml2, ICU, libstdc++, nettle and six
  * compression libraries) cost every start of imatch 1.6 ms of CPU, for a
- * tree that may hold no ZIP and nothing compressed.
+ * tree that may hold no ZIP and nothing compressed. So is expat, which only
+ * documents in ZIP containers need (about 60 us a start).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -116,6 +117,56 @@ bool im_archive_load(void)
 {
 	pthread_once(&la_once, la_load);
 	return la_ok;
+}
+
+/* ---- Loading expat ------------------------------------------------------- */
+
+/* The functions used here. */
+static struct {
+	XML_Parser(XMLCALL *parser_create_ns)(const XML_Char *, XML_Char);
+	void(XMLCALL *parser_free)(XML_Parser);
+	enum XML_Status(XMLCALL *parse)(XML_Parser, const char *, int, int);
+	enum XML_Error(XMLCALL *get_error_code)(XML_Parser);
+	enum XML_Status(XMLCALL *stop_parser)(XML_Parser, XML_Bool);
+	void(XMLCALL *set_user_data)(XML_Parser, void *);
+	void(XMLCALL *set_element_handler)(XML_Parser, XML_StartElementHandler,
+					   XML_EndElementHandler);
+	void(XMLCALL *set_character_data_handler)(XML_Parser,
+						  XML_CharacterDataHandler);
+	void(XMLCALL *set_entity_decl_handler)(XML_Parser,
+					       XML_EntityDeclHandler);
+	int(XMLCALL *set_param_entity_parsing)(XML_Parser,
+					       enum XML_ParamEntityParsing);
+} xp;
+static bool xp_ok;
+static pthread_once_t xp_once = PTHREAD_ONCE_INIT;
+
+static void xp_load(void)
+{
+	const struct im_dlsym syms[] = {
+		{"XML_ParserCreateNS", (void **)&xp.parser_create_ns},
+		{"XML_ParserFree", (void **)&xp.parser_free},
+		{"XML_Parse", (void **)&xp.parse},
+		{"XML_GetErrorCode", (void **)&xp.get_error_code},
+		{"XML_StopParser", (void **)&xp.stop_parser},
+		{"XML_SetUserData", (void **)&xp.set_user_data},
+		{"XML_SetElementHandler", (void **)&xp.set_element_handler},
+		{"XML_SetCharacterDataHandler",
+		 (void **)&xp.set_character_data_handler},
+		{"XML_SetEntityDeclHandler",
+		 (void **)&xp.set_entity_decl_handler},
+		{"XML_SetParamEntityParsing",
+		 (void **)&xp.set_param_entity_parsing},
+	};
+
+	xp_ok = im_dl_load("libexpat.so.1", "libexpat.so", syms,
+			   sizeof(syms) / sizeof(syms[0]));
+}
+
+bool im_xml_load(void)
+{
+	pthread_once(&xp_once, xp_load);
+	return xp_ok;
 }
 
 /* ---- Reading the archive ------------------------------------------------- */
@@ -595,7 +646,7 @@ static void xml_stop(struct xml_ctx *c, int fail)
 {
 	if (!c->fail)
 		c->fail = fail;
-	XML_StopParser(c->p, XML_FALSE);
+	xp.stop_parser(c->p, XML_FALSE);
 }
 
 /* Text and number terms together stay within max_text. */
@@ -950,13 +1001,13 @@ static void XMLCALL xml_entity_decl(void *arg, const XML_Char *name,
 /* A parser with our safety settings; its user data is @p ctx. */
 static XML_Parser xml_parser(void *ctx)
 {
-	XML_Parser p = XML_ParserCreateNS(NULL, '\x01');
+	XML_Parser p = xp.parser_create_ns(NULL, '\x01');
 
 	if (!p)
 		return NULL;
-	XML_SetUserData(p, ctx);
-	XML_SetEntityDeclHandler(p, xml_entity_decl);
-	XML_SetParamEntityParsing(p, XML_PARAM_ENTITY_PARSING_NEVER);
+	xp.set_user_data(p, ctx);
+	xp.set_entity_decl_handler(p, xml_entity_decl);
+	xp.set_param_entity_parsing(p, XML_PARAM_ENTITY_PARSING_NEVER);
 	return p;
 }
 
@@ -965,11 +1016,11 @@ static int xml_parse(XML_Parser p, const struct im_buf *data, int *fail)
 {
 	if (data->len > INT_MAX)
 		return IM_XF_EXPANSION;
-	if (XML_Parse(p, data->p ? data->p : "", (int)data->len, XML_TRUE) !=
+	if (xp.parse(p, data->p ? data->p : "", (int)data->len, XML_TRUE) !=
 	    XML_STATUS_OK) {
 		if (*fail)
 			return *fail;
-		return XML_GetErrorCode(p) == XML_ERROR_NO_MEMORY
+		return xp.get_error_code(p) == XML_ERROR_NO_MEMORY
 			       ? -ENOMEM
 			       : IM_XF_CORRUPT;
 	}
@@ -986,10 +1037,10 @@ static int xml_text(const struct im_buf *data, const struct xml_rules *r,
 	c.p = xml_parser(&c);
 	if (!c.p)
 		return -ENOMEM;
-	XML_SetElementHandler(c.p, xml_start, xml_end);
-	XML_SetCharacterDataHandler(c.p, xml_chars);
+	xp.set_element_handler(c.p, xml_start, xml_end);
+	xp.set_character_data_handler(c.p, xml_chars);
 	ret = xml_parse(c.p, data, &c.fail);
-	XML_ParserFree(c.p);
+	xp.parser_free(c.p);
 	free(c.hidden_styles.slot);
 	if (!ret)
 		ret = im_buf_putc(out, '\n') ? -ENOMEM : 0;
@@ -1225,7 +1276,7 @@ static void XMLCALL epub_start(void *arg, const XML_Char *name,
 
 	if (++e->depth > IM_EXTRACT_XML_DEPTH) {
 		e->fail = IM_XF_NESTING;
-		XML_StopParser(e->p, XML_FALSE);
+		xp.stop_parser(e->p, XML_FALSE);
 		return;
 	}
 	if (!strcmp(l, "rootfile") && !e->rootfile &&
@@ -1242,7 +1293,7 @@ static void XMLCALL epub_start(void *arg, const XML_Char *name,
 	}
 	if (ret) {
 		e->fail = ret;
-		XML_StopParser(e->p, XML_FALSE);
+		xp.stop_parser(e->p, XML_FALSE);
 	}
 }
 
@@ -1264,23 +1315,23 @@ static void XMLCALL epub_entity_decl(void *arg, const XML_Char *name,
 	(void)name, (void)is_param, (void)value, (void)value_len, (void)base;
 	(void)system_id, (void)public_id, (void)notation;
 	e->fail = IM_XF_ENTITIES;
-	XML_StopParser(e->p, XML_FALSE);
+	xp.stop_parser(e->p, XML_FALSE);
 }
 
 static int epub_parse(struct epub *e, const struct im_buf *data)
 {
 	int ret;
 
-	e->p = XML_ParserCreateNS(NULL, '\x01');
+	e->p = xp.parser_create_ns(NULL, '\x01');
 	if (!e->p)
 		return -ENOMEM;
-	XML_SetUserData(e->p, e);
-	XML_SetEntityDeclHandler(e->p, epub_entity_decl);
-	XML_SetParamEntityParsing(e->p, XML_PARAM_ENTITY_PARSING_NEVER);
-	XML_SetElementHandler(e->p, epub_start, epub_end);
+	xp.set_user_data(e->p, e);
+	xp.set_entity_decl_handler(e->p, epub_entity_decl);
+	xp.set_param_entity_parsing(e->p, XML_PARAM_ENTITY_PARSING_NEVER);
+	xp.set_element_handler(e->p, epub_start, epub_end);
 	e->depth = 0;
 	ret = xml_parse(e->p, data, &e->fail);
-	XML_ParserFree(e->p);
+	xp.parser_free(e->p);
 	e->p = NULL;
 	return ret;
 }
@@ -1438,6 +1489,8 @@ out:
 int im_zipdoc_text(enum im_format f, const char *buf, size_t len,
 		   const struct im_extract_opts *o, struct im_buf *out)
 {
+	if (!im_xml_load())
+		return IM_XF_LIBRARY;
 	switch (f) {
 	case IM_FMT_DOCX:
 		return office_text(buf, len, want_docx, &docx_rules, o, out);

@@ -816,6 +816,14 @@ static void count_format(struct im_scan_counts *c, const struct im_doc_sigs *d)
 		c->by_fail[d->err]++;
 }
 
+/* One text read from a sample of its terms: rare, so under the lock. */
+static void count_sampled(struct scan *sc)
+{
+	pthread_mutex_lock(&sc->rlock);
+	sc->counts->sampled++;
+	pthread_mutex_unlock(&sc->rlock);
+}
+
 /* Count and hand out one result, serialized with the others. */
 static void deliver(struct scan *sc, const char *path, const struct stat *st,
 		    const struct im_doc_sigs *d)
@@ -905,6 +913,8 @@ static int sign_work(struct sign_worker *wk, struct item *it)
 	int ret = im_signer_sign_at(wk->signer, it->dir->fd, name, &d, &st);
 
 	dref_put(it->dir);
+	if (!ret && im_signer_sampled(wk->signer))
+		count_sampled(wk->sc);
 	/* The walker's stat when the file could not be opened. */
 	if (!ret)
 		deliver(wk->sc, it->path, st.st_ino ? &st : &it->st, &d);
@@ -923,6 +933,8 @@ static int df_work(struct sign_worker *wk, struct item *it)
 
 	dref_put(it->dir);
 	free(it->path);
+	if (!ret && u && u->level)
+		count_sampled(sc);
 	/* Documents without a term say nothing about frequencies. */
 	if (!ret && status == IM_DOC_SIGNED && u && u->n)
 		ret = im_df_add(wk->df, u);
@@ -1134,6 +1146,8 @@ static int first_work(struct sign_worker *wk, struct item *it)
 	bool text = u || ret == 1;
 
 	dref_put(it->dir);
+	if (!ret && u && u->level)
+		count_sampled(wk->sc);
 	if (ret == 1) {
 		ret = keep_copy(wk, it->path, use, &d);
 	} else {

@@ -58,6 +58,10 @@ struct im_scan_counts {
 	uint64_t by_format[IM_FMT_COUNT];
 	/** Sign scans: IM_DOC_FAILED files per enum im_extract_fail. */
 	uint64_t by_fail[IM_XF_COUNT];
+	/** Scans: texts read with more than IM_TERMS_MAX unique terms, kept
+	 *  as a sample of them (text.h); an exact copy given a result read
+	 *  before is not counted again. */
+	uint64_t sampled;
 };
 
 /** Called by the walker for each directory (the root is ""), before its files. */

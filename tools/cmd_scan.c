@@ -399,6 +399,12 @@ static void print_summary(const struct collect *col,
 		s->primary, s->secondary);
 	print_formats(k);
 	fprintf(stderr, "excluded: %" PRIu64 "\n", k->excluded);
+	/* Only when there are: word lists, random text (README, Terms). */
+	if (k->sampled)
+		fprintf(stderr,
+			"sampled: %" PRIu64 " (texts of more than %zu unique "
+			"terms, signed from a sample of them)\n",
+			k->sampled, IM_TERMS_MAX);
 	/* Binaries of up to 256 KiB are read whole, and hashed then: only
 	 * the larger ones, sniffed, wait for another file of their size. */
 	fprintf(stderr,

@@ -165,6 +165,7 @@ struct im_signer {
 	 * an empty slot), made on the first keep. */
 	bool keep_results;
 	bool reused;		 /* im_signer_reused() */
+	bool sampled;		 /* im_signer_sampled() */
 	im_result_lender lender; /* im_signer_set_lender() */
 	void *lender_arg;
 	struct im_doc_sigs *results;
@@ -1497,6 +1498,7 @@ static int doc_buf(struct im_signer *s, const char *name, const char *buf,
 	struct im_extract_result xr;
 	int r;
 
+	s->sampled = false;
 	r = im_extract(s->x, name, buf, len, &xr);
 	if (r < 0)
 		return r;
@@ -1510,6 +1512,7 @@ static int doc_buf(struct im_signer *s, const char *name, const char *buf,
 		r = im_extract_terms(&xr, &s->p, &s->terms);
 		if (r < 0)
 			return r;
+		s->sampled = s->terms.level != 0;
 		if (sign) {
 			r = im_signer_sign_terms(s, &s->terms, out, NULL);
 			if (r < 0)
@@ -1831,6 +1834,11 @@ bool im_signer_reused(const struct im_signer *s)
 	return s->reused;
 }
 
+bool im_signer_sampled(const struct im_signer *s)
+{
+	return s->sampled;
+}
+
 /* im_signer_sign_at(), or im_signer_prepare_at() when !@p sign. */
 static int doc_at(struct im_signer *s, int dirfd, const char *name,
 		  struct im_doc_sigs *out, struct stat *st, bool sign)
@@ -1842,6 +1850,7 @@ static int doc_at(struct im_signer *s, int dirfd, const char *name,
 	int err, r = 0;
 
 	s->reused = false;
+	s->sampled = false;
 	read_at(s, dirfd, name, &lst, &status, &err, &len, exact);
 	if (status != IM_DOC_SIGNED) {
 		memset(out, 0, sizeof(*out));

@@ -224,6 +224,12 @@ void im_signer_keep_results(struct im_signer *s, bool keep);
 void im_signer_trim(struct im_signer *s);
 
 /**
+ * Whether the last document @p s read was a text of more than IM_TERMS_MAX
+ * unique terms, signed (or prepared) from a sample of them (text.h).
+ */
+bool im_signer_sampled(const struct im_signer *s);
+
+/**
  * Whether the last im_signer_sign_at() of @p s gave a result it kept
  * (im_signer_keep_results()): the file was an exact copy of a text read
  * before, read and hashed but not extracted or signed again.

@@ -41,6 +41,17 @@
  * use is zero (im_zeroed(), a rehash zeroes what it takes in, a clear what it
  * gives back), so that sizing it again in place writes nothing: a memset
  * of the slots im_terms_expect() took in cost 2% of a scan of plain text.
+ *
+ * A set keeps at most IM_TERMS_MAX terms (text.h): a word list of 4 million
+ * distinct words took 400 MB here (the table alone 64 bytes a term), and a
+ * daemon as much again per worker. Past that many it keeps those whose
+ * sample_zeros() is at least its level, the least level that leaves at most
+ * IM_TERMS_MAX of them: a function of the set alone, whatever the order of
+ * the words, so that two near-duplicate word lists keep the same sample of
+ * their common terms. The level only rises when the terms read so far
+ * already pass IM_TERMS_MAX at it, so it never overshoots; the fast path
+ * does not look at it: terms_sample() drops the terms below it when the set
+ * is full (TERMS_FULL) and when a text is read (im_terms_settle()).
  */
 #include <errno.h>
 #include <stdint.h>
@@ -68,7 +79,15 @@
 /* The largest table im_terms_expect() makes: 2 MiB, 32768 terms. */
 #define TERMS_MAX_EXPECT (1 << 17)
 #define TERMS_MIN_V	 32
-#define TERMS_MIN_ARENA	 4096
+/* The table stops doubling here, where IM_TERMS_MAX terms fill it to 1/4. */
+#define TERMS_MAX_SLOTS ((size_t)4 * IM_TERMS_MAX)
+/* Terms a set holds before it is sampled (terms_sample()): half as many
+ * again as it keeps, so that a sampling, which reads them all, comes once
+ * per IM_TERMS_MAX / 2 new terms at most; the table is then 3/8 full. */
+#define TERMS_FULL (IM_TERMS_MAX + IM_TERMS_MAX / 2)
+/* Salts the sampling hash: independent of the sketch's and the lexicons'. */
+#define SAMPLE_SALT	UINT64_C(0xbb67ae8584caa73b)
+#define TERMS_MIN_ARENA 4096
 /* Arena bytes a short term is written into: term, NUL, IM_SHORT of slack. */
 #define ARENA_ROOM (2 * IM_SHORT + 1)
 
@@ -185,7 +204,9 @@ static void set_room(struct im_terms *t)
 {
 	size_t acap = t->arena_cap < UINT32_MAX ? t->arena_cap : UINT32_MAX;
 
-	t->room = t->nslots / 4 < t->cap ? t->nslots / 4 : t->cap;
+	size_t most = t->nslots < TERMS_MAX_SLOTS ? t->nslots / 4 : TERMS_FULL;
+
+	t->room = most < t->cap ? most : t->cap;
 	t->arena_room = acap >= ARENA_ROOM ? acap - ARENA_ROOM + 1 : 0;
 }
 
@@ -229,6 +250,24 @@ out:
 	t->n = 0;
 	t->hashed = 0;
 	t->arena_len = 0;
+	t->level = 0;
+	t->settled = 0;
+}
+
+/* Insert every term of v[] into the zeroed table t->slots. */
+static void reinsert(struct im_terms *t)
+{
+	size_t mask = t->nslots - 1;
+
+	for (size_t i = 0; i < t->n; i++) {
+		uint64_t mix;
+		struct im_terms_slot s = term_slot(t, i, &mix);
+		size_t j = slot_start(t, mix);
+
+		while (t->slots[j].lo)
+			j = (j + 1) & mask;
+		t->slots[j] = s;
+	}
 }
 
 /*
@@ -238,7 +277,6 @@ out:
 static int terms_rehash(struct im_terms *t)
 {
 	size_t nslots = t->nslots ? t->nslots * 2 : TERMS_MIN_SLOTS;
-	size_t mask = nslots - 1;
 	struct im_terms_slot *slots = t->slots;
 
 	if (nslots > t->slots_cap) {
@@ -252,19 +290,74 @@ static int terms_rehash(struct im_terms *t)
 	}
 	t->slots = slots;
 	set_nslots(t, nslots);
-	for (size_t i = 0; i < t->n; i++) {
-		uint64_t mix;
-		struct im_terms_slot s = term_slot(t, i, &mix);
-		size_t j = slot_start(t, mix);
-
-		while (slots[j].lo)
-			j = (j + 1) & mask;
-		slots[j] = s;
-	}
+	reinsert(t);
 	return 0;
 }
 
-static int grow(void **p, size_t *cap, size_t need, size_t elem, size_t min)
+/* How many leading zero bits the sampling hash of a term has (0 to 64). */
+static inline unsigned sample_zeros(uint64_t hash)
+{
+	uint64_t z = hash ^ SAMPLE_SALT;
+
+	/* MurmurHash3's finaliser: the table and the lexicons index by bits
+	 * of the hash itself, which a sample must not all share. */
+	z ^= z >> 33;
+	z *= UINT64_C(0xff51afd7ed558ccd);
+	z ^= z >> 33;
+	z *= UINT64_C(0xc4ceb9fe1a85ec53);
+	z ^= z >> 33;
+	return z ? (unsigned)__builtin_clzll(z) : 64;
+}
+
+/*
+ * Keep the terms whose sample_zeros() is at least the least level (not
+ * below t->level) that leaves at most IM_TERMS_MAX of them, and rebuild the
+ * table over them: in place, allocating nothing.
+ */
+static void terms_sample(struct im_terms *t)
+{
+	size_t count[65] = {0}, keep = 0, m = 0, arena_len = 0;
+	unsigned level = t->level;
+
+	im_terms_hash_pending(t);
+	for (size_t i = 0; i < t->n; i++)
+		count[sample_zeros(t->v[i].hash)]++;
+	for (unsigned z = level; z <= 64; z++)
+		keep += count[z];
+	while (keep > IM_TERMS_MAX)
+		keep -= count[level++];
+	for (size_t i = 0; i < t->n; i++) {
+		struct im_term e = t->v[i];
+
+		if (sample_zeros(e.hash) < level)
+			continue;
+		/* Down, in order: a term's new place never passes its old. */
+		memmove(t->arena + arena_len, t->arena + e.off, e.len + 1);
+		e.off = (uint32_t)arena_len;
+		t->v[m++] = e;
+		arena_len += e.len + 1;
+	}
+	t->n = m;
+	t->hashed = m;
+	t->settled = m;
+	t->arena_len = arena_len;
+	t->level = level;
+	memset(t->slots, 0, t->nslots * sizeof(*t->slots));
+	reinsert(t);
+}
+
+void im_terms_settle(struct im_terms *t)
+{
+	if (t->n > IM_TERMS_MAX || (t->level && t->settled < t->n))
+		terms_sample(t);
+	else
+		im_terms_hash_pending(t);
+}
+
+/* Grow *p to hold @p need elements, doubling, but to no more than @p most
+ * when @p need fits in that many. */
+static int grow(void **p, size_t *cap, size_t need, size_t elem, size_t min,
+		size_t most)
 {
 	size_t c = *cap ? *cap : min;
 	void *np;
@@ -274,6 +367,8 @@ static int grow(void **p, size_t *cap, size_t need, size_t elem, size_t min)
 			return -ENOMEM;
 		c *= 2;
 	}
+	if (c > most && need <= most && *cap < most)
+		c = most;
 	if (c == *cap)
 		return 0;
 	np = realloc(*p, c * elem);
@@ -286,21 +381,24 @@ static int grow(void **p, size_t *cap, size_t need, size_t elem, size_t min)
 
 /*
  * Room for one more term: an entry in v[], a short term's ARENA_ROOM in the
- * arena, and a slot with the load still at most 1/4. Out of line, so that
- * the add of a short term saves few registers.
+ * arena, and a slot with the load still at most 1/4 (3/8 in the largest
+ * table), after a sampling if the set is full. Out of line, so that the add
+ * of a short term saves few registers.
  */
 static __attribute__((noinline)) int make_room(struct im_terms *t)
 {
 	int ret;
 
+	if (t->n + 1 > TERMS_FULL)
+		terms_sample(t);
 	/* Offsets and lengths are 32-bit; the arena holds term + NUL. */
 	if (t->n + 1 >= UINT32_MAX)
 		return -ENOMEM;
 	ret = grow((void **)&t->v, &t->cap, t->n + 1, sizeof(*t->v),
-		   TERMS_MIN_V);
+		   TERMS_MIN_V, TERMS_FULL);
 	if (ret)
 		return ret;
-	if ((t->n + 1) * 4 > t->nslots) {
+	if ((t->n + 1) * 4 > t->nslots && t->nslots < TERMS_MAX_SLOTS) {
 		ret = terms_rehash(t);
 		if (ret)
 			return ret;
@@ -308,7 +406,7 @@ static __attribute__((noinline)) int make_room(struct im_terms *t)
 	if (t->arena_len + ARENA_ROOM > UINT32_MAX)
 		return -ENOMEM;
 	ret = grow((void **)&t->arena, &t->arena_cap, t->arena_len + ARENA_ROOM,
-		   1, TERMS_MIN_ARENA);
+		   1, TERMS_MIN_ARENA, SIZE_MAX);
 	set_room(t);
 	return ret;
 }
@@ -318,7 +416,7 @@ static __attribute__((noinline)) int add_long(struct im_terms *t, const char *s,
 					      size_t len)
 {
 	uint64_t hash = XXH3_64bits(s, len);
-	struct im_terms_slot slot = {long_tag(hash), t->n};
+	struct im_terms_slot slot = {long_tag(hash), 0};
 	size_t mask, j;
 	int ret;
 
@@ -327,6 +425,8 @@ static __attribute__((noinline)) int add_long(struct im_terms *t, const char *s,
 	ret = make_room(t);
 	if (ret)
 		return ret;
+	/* After make_room(): a sampling changes n. */
+	slot.hi = t->n;
 	mask = t->nslots - 1;
 	for (j = slot_start(t, hash); t->slots[j].lo; j = (j + 1) & mask) {
 		const struct im_term *e;
@@ -338,7 +438,8 @@ static __attribute__((noinline)) int add_long(struct im_terms *t, const char *s,
 			return 0;
 	}
 	ret = grow((void **)&t->arena, &t->arena_cap,
-		   t->arena_len + len + 1 + IM_SHORT, 1, TERMS_MIN_ARENA);
+		   t->arena_len + len + 1 + IM_SHORT, 1, TERMS_MIN_ARENA,
+		   SIZE_MAX);
 	set_room(t);
 	if (ret)
 		return ret;
@@ -417,6 +518,9 @@ int im_terms_add_shorts(struct im_terms *t, const struct im_short_key *keys,
 			ret = make_room(t);
 			if (ret)
 				return ret;
+			/* A sampling moves terms and drops some. */
+			n = t->n;
+			arena_len = t->arena_len;
 			slots = (char *)t->slots;
 			v = t->v;
 			arena = t->arena;
@@ -696,14 +800,21 @@ void im_terms_hash_pending(struct im_terms *t)
 int im_terms_add(struct im_terms *t, const char *s, size_t len)
 {
 	char pad[IM_SHORT] = {0};
+	size_t n = t->n;
 	int ret;
 
+	/* Below the level already: one sampling per term would not do for
+	 * a spreadsheet of millions of number cells. */
+	if (t->level && sample_zeros(XXH3_64bits(s, len)) < t->level)
+		return 0;
 	if (len > IM_SHORT) {
 		ret = im_terms_add_padded(t, s, len);
 	} else {
 		memcpy(pad, s, len);
 		ret = im_terms_add_padded(t, pad, len);
 	}
-	im_terms_hash_pending(t);
+	if (t->settled == n)
+		t->settled = t->n;
+	im_terms_settle(t);
 	return ret;
 }

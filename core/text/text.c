@@ -1090,7 +1090,7 @@ static int words_add(const char *s, size_t len, const struct im_params *p,
 		c = scan_word(&sc, c, end, &ret);
 	}
 out:
-	im_terms_hash_pending(out);
+	im_terms_settle(out);
 	out->numbers += sc.numbers;
 	return ret;
 }

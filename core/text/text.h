@@ -25,6 +25,12 @@
  * im_terms.numbers fingerprints every word holding a digit, whatever its
  * length and digits (up to the 256 bytes above).
  *
+ * A document keeps at most IM_TERMS_MAX unique terms: past that many (a
+ * word list, random words), U is a sample of its terms chosen by a hash of
+ * each term alone (see im_terms.level), so that the memory one document
+ * takes is bounded whatever it holds and two near-duplicates keep the same
+ * sample of the terms they share. Below it, every term is kept.
+ *
  * Thread-safety: every function here is reentrant; a struct im_terms must not
  * be used by two threads at once.
  */
@@ -37,6 +43,15 @@
 #include "params.h"
 
 /* ---- The term set U ------------------------------------------------------ */
+
+/**
+ * The most terms a set keeps (2^20): a document with more is sampled. A set
+ * that reached it holds a 64 MiB table, at most 24 MiB of entries and the
+ * bytes of its terms, in an arena grown by doubling (106 MB in all for a
+ * list of words of 8 letters); what a scan or a signer derives from the
+ * terms comes besides, per term kept.
+ */
+#define IM_TERMS_MAX ((size_t)1 << 20)
 
 /**
  * One unique term: bytes at terms->arena + off, UTF-8, case folded. The term
@@ -67,6 +82,12 @@ struct im_terms {
 	 *  another order. im_text_terms() resets it; im_terms_clear() does
 	 *  not. */
 	uint64_t numbers;
+	/** 0 while the set holds every term added. Once more than
+	 *  IM_TERMS_MAX distinct terms were added, the least L such that at
+	 *  most IM_TERMS_MAX of them have a sampling hash (a remix of their
+	 *  XXH3_64bits, terms.c) beginning with L zero bits: the set holds
+	 *  exactly those, about 1 in 2^L. im_terms_clear() resets it. */
+	unsigned level;
 	/* Private to terms.c: the hash table over v, and what its add checks. */
 	struct im_terms_slot *slots;
 	size_t nslots;	  /* slots in use: a power of two, the front of slots */
@@ -75,6 +96,7 @@ struct im_terms {
 	size_t room;	  /* n below this: v[] and the slots take one more */
 	size_t arena_room; /* arena_len below this: a short term fits */
 	size_t hashed;	   /* v[0, hashed) have their hash */
+	size_t settled;	   /* v[0, settled) are at the level, if level > 0 */
 };
 
 void im_terms_init(struct im_terms *t);
@@ -90,8 +112,10 @@ void im_terms_release(struct im_terms *t);
 void im_terms_trim(struct im_terms *t, size_t keep);
 
 /**
- * Add a term (already folded, no NUL byte) unless present. The bytes are
- * copied. Pointers into the arena are invalidated by the next add.
+ * Add a term (already folded, no NUL byte) unless present, or sampled out
+ * (im_terms.level: the set may drop terms it held to keep IM_TERMS_MAX).
+ * The bytes are copied. Pointers into the arena are invalidated by the next
+ * add.
  *
  * @return 0 or -ENOMEM (also when the set would pass 4 GiB of term bytes).
  */

@@ -92,9 +92,18 @@ int im_terms_add_shorts(struct im_terms *t, const struct im_short_key *keys,
  * Set v[i].hash of the terms added since the last call. Whether a word is
  * new is found without a branch that could go either way, so the add does
  * not hash it: this hashes the new ones afterwards, in one loop.
- * im_words_add() calls it before it returns, im_terms_add() too.
+ * im_terms_settle() calls it.
  */
 void im_terms_hash_pending(struct im_terms *t);
+
+/**
+ * im_terms_hash_pending(), then drop the terms that are not at the set's
+ * level and raise the level while the set holds more than IM_TERMS_MAX
+ * (im_terms.level): what the set holds once a text is read. Whoever adds
+ * with im_terms_add_padded() or im_terms_add_shorts() calls it last (the
+ * adds sample only when the set is full). Allocates nothing.
+ */
+void im_terms_settle(struct im_terms *t);
 
 /**
  * Size the slot table of the empty set @p t for about @p n terms, so that

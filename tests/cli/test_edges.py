@@ -8,6 +8,7 @@ import functools
 import io
 import json
 import os
+import random
 import subprocess
 import sys
 import tempfile
@@ -327,6 +328,65 @@ def case_usage_hint(tmp):
           "--json shows the lexicon's own window: %s" % out)
 
 
+def random_words(path, n, seed):
+    """@n words of 8 random letters (a word list, random data: all but
+    distinct), written in a fraction of a second."""
+    letters = bytes(97 + b % 26 for b in range(256))
+    rnd = random.Random(seed)
+    buf = bytearray(rnd.randbytes(9 * n).translate(letters))
+    buf[8::9] = b" " * n
+    with open(path, "wb") as f:
+        f.write(buf)
+    return buf
+
+
+def peak_kib(*args):
+    """Run imatch with @args; check it exits 0; return its peak resident
+    memory (KiB), its stdout and its stderr."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        p = subprocess.Popen([test_cli.IMATCH, *args], stdout=out, stderr=err)
+        _, status, usage = os.wait4(p.pid, 0)
+        p.returncode = os.waitstatus_to_exitcode(status)
+        err.seek(0)
+        msg = err.read().decode()
+        check(p.returncode == 0, "imatch %s: exit %d: %s" % (
+            " ".join(args), p.returncode, msg[-500:]))
+        out.seek(0)
+        return usage.ru_maxrss, out.read().decode(), msg
+
+
+def case_huge_word_lists(tmp):
+    """Two word lists of 6 million random words each (54 MB, under
+    max_size), one a near-duplicate of the other: scanning them takes a
+    bounded memory whatever their number of distinct words (it took 1.3 GB
+    for 4 million, 150 bytes a word and more), with one worker or two, and
+    they are still found alike from the sample of their terms."""
+    root = os.path.join(tmp, "s")
+    os.makedirs(root)
+    n = 6000000
+    words = random_words(os.path.join(root, "words.txt"), n, 1)
+    # A near-duplicate: its last 2% of words replaced.
+    tail = n // 50 * 9
+    words[-tail:] = random_words(os.path.join(tmp, "tail"), n // 50, 2)
+    with open(os.path.join(root, "copy.txt"), "wb") as f:
+        f.write(words)
+    del words
+    write(root, {"notes.txt": "a short note with a few words in it\n"})
+    for j in ("1", "2"):
+        kib, out, err = peak_kib("scan", "-v", "-j", j, root)
+        # Per worker: the file read (54 MB) and at most 2^20 terms (about
+        # 110 MB); besides, the tree's term counts (2 x 2^20 terms). 278
+        # and 492 to 622 MB measured; 2.0 and 3.1 GB before the cap.
+        check(kib < 350 * int(j) * 1024,
+              "scan -j %s of two word lists: %d MB resident at its peak"
+              % (j, kib // 1024))
+        check(out.splitlines() == ["copy.txt\twords.txt"],
+              "scan -j %s: the word lists not found alike: %r" % (j, out))
+        check("\nsampled: 2 " in err,
+              "scan -v -j %s does not count the two word lists sampled: %s"
+              % (j, err))
+
+
 def case_docs(tmp):
     """--help and imatch(1) say what the commands do: dedupe --json is JSON
     lines; the man page has dupes and explain's two-file form, the formats
@@ -360,6 +420,7 @@ CASES = {
     "names_escaped": case_names_escaped,
     "usage_hint": case_usage_hint,
     "docs": case_docs,
+    "huge_word_lists": case_huge_word_lists,
     "verbose_names_failures": case_verbose_names_failures,
     "verbose_names_unreadable": case_verbose_names_unreadable,
 }

@@ -637,6 +637,196 @@ END_TEST
 
 /* ---- Words --------------------------------------------------------------- */
 
+/* ---- Documents of more than IM_TERMS_MAX terms --------------------------- */
+
+/* Word @p i (< 26^8) of the word lists below: 8 letters, distinct for
+ * every i (i times a number prime to 26, modulo 26^8, in base 26), in no
+ * order; every 16th 12 letters longer (a long term, added otherwise). */
+static size_t list_word(uint64_t i, char *w)
+{
+	uint64_t z = i * UINT64_C(3141592653) % UINT64_C(208827064576);
+	size_t len = i % 16 ? 8 : 20;
+
+	for (size_t j = 0; j < len; j++) {
+		w[j] = (char)('a' + z % 26);
+		z = j == 7 ? i : z / 26;
+	}
+	return len;
+}
+
+/* Words [first, first + count) of the list, space-separated, backwards if
+ * @p backwards; into a heap buffer of the exact length. */
+static char *word_list(size_t first, size_t count, bool backwards,
+		       size_t *len)
+{
+	char *text = malloc(count * 21), *p = text;
+
+	ck_assert_ptr_nonnull(text);
+	for (size_t k = 0; k < count; k++) {
+		p += list_word(backwards ? first + count - 1 - k : first + k, p);
+		*p++ = ' ';
+	}
+	*len = (size_t)(p - text);
+	return text;
+}
+
+static int hash_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* The hashes of the terms of @p t, sorted (the caller frees them). */
+static uint64_t *sorted_hashes(const struct im_terms *t)
+{
+	uint64_t *h = malloc((t->n + 1) * sizeof(*h));
+
+	ck_assert_ptr_nonnull(h);
+	for (size_t i = 0; i < t->n; i++)
+		h[i] = t->v[i].hash;
+	qsort(h, t->n, sizeof(*h), hash_cmp);
+	return h;
+}
+
+/* Keep in h[0, n) (sorted) only what the sorted @p of[0, m) holds, in
+ * order. @return how many. */
+static size_t keep_shared(uint64_t *h, size_t n, const uint64_t *of, size_t m)
+{
+	size_t k = 0;
+
+	for (size_t i = 0, j = 0; i < n && j < m;) {
+		if (h[i] < of[j]) {
+			i++;
+		} else if (of[j] < h[i]) {
+			j++;
+		} else {
+			h[k++] = h[i++];
+			j++;
+		}
+	}
+	return k;
+}
+
+/*
+ * A word list of 1.5 x IM_TERMS_MAX distinct words keeps at most
+ * IM_TERMS_MAX of them (the memory one document takes is bounded), and
+ * which ones depends on the words alone: the same list backwards keeps the
+ * same terms, and a near-duplicate (2% of the words replaced) keeps exactly
+ * the same of the words the two share, so that the two still look alike.
+ */
+START_TEST(test_text_terms_sampled_past_the_cap)
+{
+	size_t n = IM_TERMS_MAX * 3 / 2, cut = n / 50, len, kept, kept_near;
+	struct im_terms back, near;
+	uint64_t *ha, *hn, *shared;
+	char *text, w[24];
+
+	im_terms_init(&back);
+	im_terms_init(&near);
+	text = word_list(0, n, false, &len);
+	ck_assert_int_eq(im_text_terms(text, len, &params, &terms), 0);
+	free(text);
+	text = word_list(0, n, true, &len);
+	ck_assert_int_eq(im_text_terms(text, len, &params, &back), 0);
+	free(text);
+	text = word_list(cut, n, false, &len);
+	ck_assert_int_eq(im_text_terms(text, len, &params, &near), 0);
+	free(text);
+
+	ck_assert_msg(terms.level > 0 && terms.n <= IM_TERMS_MAX &&
+			      terms.n > IM_TERMS_MAX / 4,
+		      "%zu words: %zu terms kept at level %u, want at most "
+		      "%zu",
+		      n, terms.n, terms.level, IM_TERMS_MAX);
+	ck_assert_msg(back.level == terms.level && back.n == terms.n,
+		      "backwards: %zu terms at level %u, forwards %zu at %u",
+		      back.n, back.level, terms.n, terms.level);
+	ha = sorted_hashes(&terms);
+	hn = sorted_hashes(&back);
+	ck_assert_msg(!memcmp(ha, hn, terms.n * sizeof(*ha)),
+		      "the list backwards kept other terms");
+	free(hn);
+	ck_assert_msg(near.level == terms.level,
+		      "the near-duplicate sampled at level %u, the list at %u",
+		      near.level, terms.level);
+	hn = sorted_hashes(&near);
+	shared = malloc((n - cut) * sizeof(*shared));
+	ck_assert_ptr_nonnull(shared);
+	for (size_t i = cut; i < n; i++)
+		shared[i - cut] = XXH3_64bits(w, list_word(i, w));
+	qsort(shared, n - cut, sizeof(*shared), hash_cmp);
+	kept = keep_shared(ha, terms.n, shared, n - cut);
+	kept_near = keep_shared(hn, near.n, shared, n - cut);
+	ck_assert_msg(kept == kept_near && !memcmp(ha, hn, kept * sizeof(*ha)),
+		      "of the words both texts hold, %zu and %zu kept, or "
+		      "others",
+		      kept, kept_near);
+	ck_assert_msg(kept > (n - cut) >> (terms.level + 1),
+		      "%zu of the %zu shared words kept at level %u", kept,
+		      n - cut, terms.level);
+	ck_assert_msg(kept > (n - cut) >> (terms.level + 1),
+		      "%zu of the %zu shared words kept at level %u", kept,
+		      n - cut, terms.level);
+	free(ha);
+	free(hn);
+	free(shared);
+	im_terms_release(&back);
+	im_terms_release(&near);
+}
+END_TEST
+
+/*
+ * Up to IM_TERMS_MAX terms a set keeps them all, in the order read; one
+ * more and it is sampled. im_terms_add() (a spreadsheet's number cells)
+ * keeps the same sample as the word scanner.
+ */
+START_TEST(test_text_terms_cap_is_exact)
+{
+	size_t len;
+	char *text = word_list(0, IM_TERMS_MAX + 1, false, &len), w[24];
+	/* The text without its last word, and its space. */
+	size_t most = len - list_word(IM_TERMS_MAX, w) - 1;
+	struct im_terms one;
+	uint64_t *ha, *hb;
+	int failed = 0;
+
+	im_terms_init(&one);
+	ck_assert_int_eq(im_text_terms(text, most, &params, &terms), 0);
+	ck_assert_msg(terms.level == 0 && terms.n == IM_TERMS_MAX,
+		      "%zu distinct words: %zu kept at level %u", IM_TERMS_MAX,
+		      terms.n, terms.level);
+	for (size_t i = 0; i < terms.n; i += 4099) {
+		size_t wl = list_word(i, w);
+
+		ck_assert_msg(terms.v[i].len == wl &&
+				      !memcmp(im_terms_str(&terms, i), w, wl),
+			      "term %zu is not word %zu", i, i);
+	}
+	ck_assert_int_eq(im_text_terms(text, len, &params, &terms), 0);
+	ck_assert_msg(terms.level == 1 && terms.n <= IM_TERMS_MAX,
+		      "%zu distinct words: %zu kept at level %u",
+		      IM_TERMS_MAX + 1, terms.n, terms.level);
+	for (size_t i = 0; i <= IM_TERMS_MAX && !failed; i++) {
+		size_t wl = list_word(i, w);
+
+		failed = im_terms_add(&one, w, wl);
+	}
+	ck_assert_int_eq(failed, 0);
+	ck_assert_msg(one.level == terms.level && one.n == terms.n,
+		      "added one by one: %zu terms at level %u, read %zu at %u",
+		      one.n, one.level, terms.n, terms.level);
+	ha = sorted_hashes(&terms);
+	hb = sorted_hashes(&one);
+	ck_assert_msg(!memcmp(ha, hb, terms.n * sizeof(*ha)),
+		      "added one by one, other terms were kept");
+	free(ha);
+	free(hb);
+	free(text);
+	im_terms_release(&one);
+}
+END_TEST
+
 START_TEST(test_text_plain_words)
 {
 	extract("The quick brown fox jumps over the lazy dog.", IM_FMT_TEXT);
@@ -2219,6 +2409,8 @@ int main(void)
 	tcase_add_test(tc, test_text_terms_short_and_long_keys);
 	tcase_add_test(tc, test_text_terms_key_edges);
 	tcase_add_test(tc, test_text_terms_hash_is_xxh3_of_any_bytes);
+	tcase_add_test(tc, test_text_terms_sampled_past_the_cap);
+	tcase_add_test(tc, test_text_terms_cap_is_exact);
 	tcase_add_test(tc, test_text_terms_clear_leaves_no_trace);
 	tcase_add_test(tc, test_text_terms_trim_gives_back_only_a_large_set);
 	tcase_add_test(tc, test_text_terms_match_a_reference_set);

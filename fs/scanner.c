@@ -21,6 +21,7 @@
 #include "model.h"
 #include "scan.h"
 #include "scanner.h"
+#include "text.h"
 #include "util.h"
 #include "watch.h"
 #include "workers.h"
@@ -194,12 +195,18 @@ static bool may_read(const struct imfs *fs, const char *path,
 	       !faccessat(fs->srcfd, path, R_OK, AT_EACCESS);
 }
 
+/*
+ * An entry with more unique terms than a document now keeps (IM_TERMS_MAX,
+ * text.h) was signed from all of them by an older version: reading the file
+ * again gives other signatures. Only those few are read again, not the
+ * whole cache, as IM_EXTRACT_VERSION would.
+ */
 static bool entry_fits(const struct im_state_entry *e, const struct stat *st,
 		       uint64_t max_size)
 {
 	return im_state_entry_fits(e, st) &&
 	       im_state_entry_within(e, max_size) &&
-	       e->d.status != IM_DOC_ERROR;
+	       e->d.status != IM_DOC_ERROR && e->d.unique_terms <= IM_TERMS_MAX;
 }
 
 /*

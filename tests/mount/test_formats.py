@@ -7,9 +7,12 @@ the daemon serving, every failure is counted with its reason in status.
     test_formats.py --list
 """
 
+import ctypes
+import ctypes.util
 import os
 import random
 import shutil
+import struct
 import sys
 import zipfile
 
@@ -273,6 +276,85 @@ def test_huge_text_memory_given_back(w):
     grown = rss_kib(d.proc.pid) - before
     check(grown < 100 * 1024, 'the daemon keeps %d MB more after signing the word list'
           % (grown // 1024))
+    d.umount()
+    d.check_log()
+
+
+# The sigcache's layout (core/state/state.h): header, then per entry the
+# fixed fields after its path, the sketch record, numbers and signatures.
+STATE_HEAD = struct.Struct('<8sIIQQQ')
+STATE_ENTRY = struct.Struct('<QqQIBBBIII16s')
+SKETCH_RECORD = 4 + 24 + 104
+
+
+def xxh3_64(data):
+    lib = ctypes.util.find_library('xxhash')
+    if not lib:
+        raise Skip('no libxxhash to checksum a state file with')
+    f = ctypes.CDLL(lib).XXH3_64bits
+    f.restype = ctypes.c_uint64
+    f.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+    return f(bytes(data), len(data))
+
+
+def state_patch(path, rel, fn):
+    """Rewrite the entry of @rel in the sigcache at @path: @fn gets its
+    fields (a list, in STATE_ENTRY's order) and its signatures (a bytearray)
+    to change in place. The checksum is made again."""
+    with open(path, 'rb') as f:
+        b = bytearray(f.read())
+    count = STATE_HEAD.unpack_from(b)[5]
+    off = STATE_HEAD.size
+    for _ in range(count):
+        plen = struct.unpack_from('<I', b, off)[0]
+        name = bytes(b[off + 4:off + 4 + plen]).decode()
+        at = off + 4 + plen
+        e = list(STATE_ENTRY.unpack_from(b, at))
+        sigs_at = at + STATE_ENTRY.size + SKETCH_RECORD + 8
+        nsigs = 20 * bin(e[8]).count('1')
+        if name == rel:
+            sigs = b[sigs_at:sigs_at + nsigs]
+            fn(e, sigs)
+            STATE_ENTRY.pack_into(b, at, *e)
+            b[sigs_at:sigs_at + nsigs] = sigs
+        off = sigs_at + nsigs
+    check(off + 8 == len(b), 'the sigcache parsed to %d of %d bytes' % (off + 8, len(b)))
+    struct.pack_into('<Q', b, off, xxh3_64(b[:off]))
+    with open(path, 'wb') as f:
+        f.write(b)
+
+
+@test
+def test_cache_of_more_terms_than_kept_read_again(w):
+    """A cache entry with more unique terms than a document now keeps
+    (2^20) was signed from all of them by an earlier version, so its
+    signatures are not what a read gives now: the file is read again at
+    the next start (made here by rewriting a licence's entry as such a
+    version left a word list's), the other entries are still used."""
+    fill(w.src, [])
+    d = w.daemon()
+    st = settled(w, lambda st: status_int(st, 'documents') > 0, 'the first scan')
+    every = status_int(st, 'documents')
+    sigs = os.path.join(by_doc_path(w.mnt, 'GPL-3'), 'signatures')
+    with open(sigs) as f:
+        fresh = f.read()
+    d.umount()
+    d.check_log()
+
+    def older(e, s):
+        e[9] = (1 << 20) + 1  # unique_terms
+        s[0] ^= 0xff
+
+    state_patch(os.path.join(w.state, 'sigcache'), 'GPL-3', older)
+    d = w.daemon()
+    st = settled(w, lambda st: status_int(st, 'documents') == every, 'the restart')
+    with open(sigs) as f:
+        shown = f.read()
+    check(shown == fresh, 'GPL-3 shows the older entry\'s signatures:\n%s\nnot '
+          'those read:\n%s' % (shown, fresh))
+    check(status_int(st, 'cached_files') == every - 1,
+          'cached_files: %s, wanted %d (all but GPL-3)'
+          % (st.get('cached_files'), every - 1))
     d.umount()
     d.check_log()
 

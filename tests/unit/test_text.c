@@ -722,6 +722,11 @@ START_TEST(test_text_terms_sampled_past_the_cap)
 	uint64_t *ha, *hn, *shared;
 	char *text, w[24];
 
+	/* Three texts of 1.5 million words take valgrind over a minute of
+	 * CI's time; the native and ASan runs check the sampling, and
+	 * test_text_terms_cap_is_exact reaches it under valgrind too. */
+	if (RUNNING_ON_VALGRIND)
+		return;
 	im_terms_init(&back);
 	im_terms_init(&near);
 	text = word_list(0, n, false, &len);
@@ -762,9 +767,6 @@ START_TEST(test_text_terms_sampled_past_the_cap)
 		      "of the words both texts hold, %zu and %zu kept, or "
 		      "others",
 		      kept, kept_near);
-	ck_assert_msg(kept > (n - cut) >> (terms.level + 1),
-		      "%zu of the %zu shared words kept at level %u", kept,
-		      n - cut, terms.level);
 	ck_assert_msg(kept > (n - cut) >> (terms.level + 1),
 		      "%zu of the %zu shared words kept at level %u", kept,
 		      n - cut, terms.level);

@@ -2133,6 +2133,38 @@ out:
 }
 
 /*
+ * Is @p l a trash line already done: its destination, the trash and @p rel,
+ * the file's path below the root, holding what the line records? Two
+ * copies in a folder with the same bytes and mtime (cp -p) both match the
+ * one a killed apply moved aside, and the name of the copy it trashed
+ * before is free: given that name back, the file went into the trash
+ * under it, or stayed (that name was taken in the trash) while its own
+ * name was gone.
+ */
+static bool trashed(const struct im_plan_line *l, const char *rel)
+{
+	const char *base, *why;
+	char *buf;
+	size_t len;
+	int dfd = -1;
+	bool done;
+
+	if (!l->trash || !(canonical(l->trash) || !strcmp(l->trash, "/")))
+		return false; /* apply skips the line */
+	len = strlen(l->trash) + strlen(rel) + 2;
+	buf = malloc(len);
+	if (!buf)
+		return true; /* unknown: the file stays aside */
+	snprintf(buf, len, "%s/%s", strcmp(l->trash, "/") ? l->trash : "", rel);
+	done = !open_parent(buf, false, &dfd, &base, &why, trash_whys) &&
+	       dfd >= 0 && is_recorded_file(dfd, base, &l->file);
+	if (dfd >= 0)
+		close(dfd);
+	free(buf);
+	return done;
+}
+
+/*
  * The file at @p tmp gets its name back from the link to the keeper that
  * took it, which then goes: exchanged with it; or, where the filesystem
  * cannot exchange names, the link moved aside as the file was
@@ -2206,7 +2238,8 @@ int im_apply_reclaim(const struct im_plan_line *l, const char *tmp,
 			: l->action == IM_ACT_HARDLINK
 				? "a hard link of the keeper, removed"
 				: "a symlink to the keeper, removed";
-	} else if (is_recorded_file(f.dirfd, tmp, &l->file)) {
+	} else if (is_recorded_file(f.dirfd, tmp, &l->file) &&
+		   !(l->action == IM_ACT_TRASH && trashed(l, rel_f))) {
 		/* The file, moved aside: its name back by a link, which
 		 * fails on a taken name; or exchanged back with the link
 		 * that took its name, which then goes. The line is then

@@ -198,7 +198,10 @@ int im_apply_line(const struct im_plan_line *l, bool dry_run,
  *     symlink whose target is the keeper's path), never exchanged with
  *     the file: it holds no bytes, and is removed;
  *   - the file itself, moved aside (a regular file with one name and the
- *     size, mtime and content hash the line records): it gets its name
+ *     size, mtime and content hash the line records; for trash, not when
+ *     the line's destination in the trash holds that already, the line
+ *     done: another copy of the same bytes and mtime in the folder was
+ *     moved aside): it gets its name
  *     back with a link, which fails on a taken name; or, where that name
  *     holds a link to the keeper as above (the killed apply had exchanged
  *     them), by exchanging the two (RENAME_EXCHANGE; without it, the link

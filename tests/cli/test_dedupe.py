@@ -1392,6 +1392,58 @@ def case_apply_killed_finishes_on_rerun(tmp):
               "%s: nothing lost" % what)
 
 
+def case_apply_killed_trash_keeps_names(tmp):
+    """Two copies in one folder with the same bytes and mtime (cp -p), to
+    be trashed on a filesystem without rename flags, by a plan whose lines
+    were reordered (merged, sorted by hand): apply is killed after it
+    trashed one and moved the other aside. Run again, the file aside gets
+    its own name back, not that of the copy already in the trash, and goes
+    into the trash under it: each copy is in the trash by its name."""
+    root = os.path.join(tmp, "share")
+    trash = os.path.join(tmp, "trash")
+    plan = os.path.join(tmp, "plan.jsonl")
+    rng = random.Random(71)
+    data = ("\n".join(document(rng, vocabulary(rng))) + "\n").encode()
+    plain = without_rename_flags(tmp)
+    strace = shutil.which("strace")
+    if not strace:
+        print("SKIP: strace is not installed")
+        sys.exit(77)
+    put(root, "a/keep.txt", data, mtime=1_600_000_000)
+    first = put(root, "b/first.txt", data, mtime=1_600_000_001)
+    second = put(root, "b/second.txt", data, mtime=1_600_000_001)
+    inode = {p: os.stat(p).st_ino for p in (first, second)}
+    out, _ = run("dedupe", "--action", "trash=" + trash, root)
+    lines = out.decode().splitlines()
+    check(sorted(json.loads(l)["path"] for l in lines) == [first, second],
+          "two lines: %s" % out)
+    with open(plan, "w") as f:
+        f.write("\n".join(sorted(lines, reverse=True)) + "\n")
+    # apply acts from the last path down: second.txt is trashed (its
+    # link into the trash is the first), first.txt moved aside and killed
+    # as it is linked into the trash.
+    p = subprocess.run([strace, "-f", "-o",
+                        os.path.join(tmp, "strace.log"), "-e",
+                        "trace=linkat", "-e",
+                        "inject=linkat:signal=SIGKILL:when=2",
+                        test_cli.IMATCH, "apply", plan],
+                       capture_output=True, env=plain, timeout=60)
+    directory = os.path.dirname(first)
+    check(p.returncode and os.listdir(directory)[0].startswith(".imatch-")
+          and len(os.listdir(directory)) == 1,
+          "killed with first.txt aside: %s %s" % (os.listdir(directory), p))
+    r = subprocess.run([test_cli.IMATCH, "apply", plan], capture_output=True,
+                       text=True, env=plain, timeout=120)
+    moved = {p: os.path.join(trash, os.path.relpath(p, root))
+             for p in (first, second)}
+    check(r.returncode == 0 and os.listdir(directory) == [] and
+          all(os.stat(moved[p]).st_ino == inode[p] for p in moved),
+          "each copy in the trash by its own name: %s %s %s"
+          % (r.stdout, r.stderr,
+             {p: os.stat(moved[p]).st_ino for p in moved
+              if os.path.exists(moved[p])}))
+
+
 def case_apply_names_leftovers(tmp):
     """kill -9 after apply moved a file aside to be removed and before it
     unlinked it: the file sits under a hidden temporary name. What apply

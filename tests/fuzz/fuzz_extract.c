@@ -176,12 +176,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 #elif defined(FUZZ_PDF)
 	im_pdf_text(s, size, &o, &out);
 #elif defined(FUZZ_ZIPDOC)
-	static const enum im_format f[] = {
-		IM_FMT_DOCX, IM_FMT_XLSX, IM_FMT_PPTX, IM_FMT_ODT, IM_FMT_EPUB};
+	/* ods has its own rules (number cells, the null date). */
+	static const enum im_format f[] = {IM_FMT_DOCX, IM_FMT_XLSX,
+					   IM_FMT_PPTX, IM_FMT_ODT,
+					   IM_FMT_EPUB, IM_FMT_ODS};
 
 	if (size < 1)
 		return 0;
-	im_zipdoc_text(f[data[0] % 5], s + 1, size - 1, &o, &out);
+	im_zipdoc_text(f[data[0] % 6], s + 1, size - 1, &o, &out);
 #elif defined(FUZZ_UNPACK)
 	im_unpack(s, size, &o, &out);
 #elif defined(FUZZ_TERMS)

@@ -63,6 +63,7 @@
 #include <archive.h>
 #include <archive_entry.h>
 #include <expat.h>
+#include <xxhash.h>
 
 #include "extract_internal.h"
 
@@ -594,7 +595,9 @@ struct xml_rules {
 };
 
 /* Names, as 64-bit hashes in open addressing: a hostile document may
- * define and use a million hidden styles, which a list made quadratic. */
+ * define and use a million hidden styles, which a list made quadratic.
+ * The hash is keyed by where the set lives (random per process): names
+ * crafted to share probe chains or a whole hash need the key. */
 struct name_set {
 	uint64_t *slot;
 	size_t cap, n;
@@ -807,13 +810,11 @@ static const char *attr_local(const XML_Char **atts, const char *local)
 	return NULL;
 }
 
-/* FNV-1a of @p s, never 0 (an empty slot of a name_set). */
-static uint64_t name_hash(const char *s)
+/* The keyed hash of @p s, never 0 (an empty slot of a name_set). */
+static uint64_t name_hash(const struct name_set *set, const char *s)
 {
-	uint64_t h = 0xcbf29ce484222325u;
+	uint64_t h = XXH3_64bits_withSeed(s, strlen(s), (uintptr_t)set);
 
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 0x100000001b3u;
 	return h ? h : 1;
 }
 
@@ -830,12 +831,12 @@ static uint64_t *name_slot(const struct name_set *set, uint64_t h)
 
 static bool name_set_has(const struct name_set *set, const char *name)
 {
-	return set->n && *name_slot(set, name_hash(name));
+	return set->n && *name_slot(set, name_hash(set, name));
 }
 
 static int name_set_add(struct name_set *set, const char *name)
 {
-	uint64_t h = name_hash(name), *s;
+	uint64_t h = name_hash(set, name), *s;
 
 	if (2 * (set->n + 1) > set->cap) {
 		struct name_set big = {.cap = set->cap ? 2 * set->cap : 16};

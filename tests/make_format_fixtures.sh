@@ -38,6 +38,8 @@
 #   bomb.txt.bz2    1 GiB of zeros in 800 bytes
 #   entities.docx   "billion laughs" entity declarations in document.xml
 #   nested.docx     document.xml nested 100000 elements deep
+#   spine.epub      a 2 MB page that the spine names 10000 times (20 GB of
+#                   text from 8 KB)
 #   truncated.pdf   the first half of cc0.pdf; garbage.pdf: a header and noise
 #   loop.doc, huge.doc, truncated.doc, encrypted.doc   notes.doc with its
 #                   WordDocument stream's sector chain looping, its size
@@ -332,6 +334,17 @@ docx("entities.docx", ('<?xml version="1.0"?><!DOCTYPE w:document [<!ENTITY l0 "
                        % (lol, W)).encode())
 docx("nested.docx", ('<w:document %s><w:body>' % W + "<w:p>" * 100000 + "</w:p>" * 100000
                      + "</w:body></w:document>").encode())
+with zipfile.ZipFile("spine.epub", "w", zipfile.ZIP_DEFLATED) as z:
+    z.writestr("mimetype", "application/epub+zip", zipfile.ZIP_STORED)
+    z.writestr("META-INF/container.xml",
+               '<?xml version="1.0"?><container xmlns="urn:oasis:names:tc:opendocument:xmlns:container" version="1.0">'
+               '<rootfiles><rootfile full-path="OEBPS/content.opf" media-type="application/oebps-package+xml"/>'
+               '</rootfiles></container>')
+    z.writestr("OEBPS/content.opf",
+               '<?xml version="1.0"?><package xmlns="http://www.idpf.org/2007/opf" version="3.0"><manifest>'
+               '<item id="p" href="p.xhtml" media-type="application/xhtml+xml"/></manifest><spine>'
+               + '<itemref idref="p"/>' * 10000 + '</spine></package>')
+    z.writestr("OEBPS/p.xhtml", "<html><body><p>" + "lighthouse keeper harbour " * 80000 + "</p></body></html>")
 PY
 head -c 1073741824 /dev/zero | bzip2 -9 > bomb.txt.bz2
 head -c "$(($(stat -c %s cc0.pdf) / 2))" cc0.pdf > truncated.pdf
@@ -347,5 +360,5 @@ cp cc0.txt cc0.html cc0.docx cc0.odt cc0.epub cc0.pdf cc0-utf16.txt cc0.txt.gz \
    hidden.odt hidden.docx hidden.doc hidden.rtf \
    loop.doc huge.doc truncated.doc encrypted.doc \
    sheet.xlsx sheet.ods sheet.xls slides.pptx slides.odp slides.ppt.gz \
-   bomb.docx bomb.txt.bz2 entities.docx nested.docx truncated.pdf garbage.pdf "$out/"
+   bomb.docx bomb.txt.bz2 entities.docx nested.docx spine.epub truncated.pdf garbage.pdf "$out/"
 ls -l "$out"

@@ -1408,11 +1408,15 @@ static char *resolve_href(const char *opf, const char *href)
 }
 
 /* The text of one (X)HTML page from its <body> on: the <title> of a page
- * is a file name or a repeat of a heading, not the book's text. */
-static int page_text(const struct im_buf *page, struct im_buf *out)
+ * is a file name or a repeat of a heading, not the book's text. Text past
+ * @p max_text (0: no cap) fails at once: a spine may name one page many
+ * times, so the pages' sizes do not bound the book's. */
+static int page_text(const struct im_buf *page, size_t max_text,
+		     struct im_buf *out)
 {
 	const char *s = page->p ? page->p : "";
 	size_t n = page->len;
+	int ret;
 
 	for (size_t i = 0; i + 5 <= n; i++) {
 		if (s[i] == '<' && !strncasecmp(s + i + 1, "body", 4)) {
@@ -1421,7 +1425,10 @@ static int page_text(const struct im_buf *page, struct im_buf *out)
 			break;
 		}
 	}
-	return im_html_text(s, n, out);
+	ret = im_html_text(s, n, out);
+	if (!ret && max_text && out->len > max_text)
+		ret = IM_XF_OUTPUT;
+	return ret;
 }
 
 static int epub_text(const char *buf, size_t len,
@@ -1456,7 +1463,7 @@ static int epub_text(const char *buf, size_t len,
 			p = parts_find(&ps, path);
 			free(path);
 			if (p) {
-				ret = page_text(&p->data, out);
+				ret = page_text(&p->data, o->max_text, out);
 				done++;
 			}
 			break;
@@ -1469,7 +1476,8 @@ static int epub_text(const char *buf, size_t len,
 		for (size_t i = 0; i < ps.n && !ret; i++)
 			if (has_suffix(ps.v[i].name, "htm") ||
 			    has_suffix(ps.v[i].name, "html")) {
-				ret = page_text(&ps.v[i].data, out);
+				ret = page_text(&ps.v[i].data, o->max_text,
+						out);
 				done++;
 			}
 		/* Neither a package naming a page that is there nor any

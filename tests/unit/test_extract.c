@@ -1268,6 +1268,7 @@ static const struct {
 } hostile[] = {
 	{"bomb.docx", IM_XF_EXPANSION},	   {"bomb.txt.bz2", IM_XF_EXPANSION},
 	{"entities.docx", IM_XF_ENTITIES}, {"nested.docx", IM_XF_NESTING},
+	{"spine.epub", IM_XF_OUTPUT},
 	{"truncated.pdf", IM_XF_CORRUPT},  {"garbage.pdf", IM_XF_CORRUPT},
 	{"loop.doc", IM_XF_CORRUPT},	   {"huge.doc", IM_XF_CORRUPT},
 	{"truncated.doc", IM_XF_CORRUPT},  {"encrypted.doc", IM_XF_ENCRYPTED},

@@ -775,6 +775,9 @@ int im_xls_text(const char *buf, size_t len, const struct im_extract_opts *o,
 		ret = xls_records(&b, o->max_text);
 		if (!ret)
 			ret = im_extract_put_numbers(out, &nums);
+		/* The numbers' opening line is not counted by xls_records(). */
+		if (!ret && o->max_text && out->len > o->max_text)
+			ret = IM_XF_OUTPUT;
 	}
 	im_buf_release(&nums);
 	im_buf_release(&wb);

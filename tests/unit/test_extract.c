@@ -1001,6 +1001,35 @@ START_TEST(test_extract_doc_limits)
 }
 END_TEST
 
+/* A budget's .xls under a cap on its text a byte or two short of it: the
+ * text is cut and says so, whatever the last bytes were (the line that
+ * opens the number terms came after the check). */
+START_TEST(test_extract_xls_output_cap)
+{
+	struct im_extract_opts o;
+	struct im_buf b = {0};
+	size_t len, full;
+	char *xls = read_fixture("budget-2024.xls", &len);
+
+	im_extract_opts_init(&o);
+	ck_assert_int_eq(im_xls_text(xls, len, &o, &b), 0);
+	full = b.len;
+	ck_assert_uint_gt(full, 100);
+	for (size_t cap = full - 3; cap < full; cap++) {
+		int ret;
+
+		o.max_text = cap;
+		b.len = 0;
+		ret = im_xls_text(xls, len, &o, &b);
+		ck_assert_msg(ret == IM_XF_OUTPUT,
+			      "%zu bytes of text under a cap of %zu: %s", b.len,
+			      cap, ret ? im_extract_fail_name(ret) : "no failure");
+	}
+	im_buf_release(&b);
+	free(xls);
+}
+END_TEST
+
 /* A compound file of one stream @p name holding @p data / @p n (at most
  * 8 KiB; padded with zeros to 4 KiB, past the mini stream's cutoff):
  * the header, the FAT (sector 0), the directory (sector 1), the stream
@@ -1627,6 +1656,7 @@ static Suite *extract_suite(void)
 	tcase_add_test(tc, test_extract_cfb_not_doc);
 	tcase_add_test(tc, test_extract_doc_limits);
 	tcase_add_test(tc, test_extract_xls_records);
+	tcase_add_test(tc, test_extract_xls_output_cap);
 	tcase_add_test(tc, test_extract_xls_value_cells);
 	tcase_add_test(tc, test_extract_ppt_records);
 	tcase_add_test(tc, test_extract_unsandboxed);

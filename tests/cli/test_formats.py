@@ -288,6 +288,41 @@ def case_hidden_styles_many(tmp):
           % sorted(terms)[:20])
 
 
+def case_epub_spine_many(tmp):
+    """An epub whose package lists 100,000 manifest items and a spine of
+    100,000 idrefs (500 KB zipped) is read in a moment: each idref was
+    matched by a search through every item, which held the helper to its
+    30 s deadline and the book was failed."""
+    import zipfile
+    n = 100000
+    items = "".join('<item id="i%d" href="p%d.xhtml" '
+                    'media-type="application/xhtml+xml"/>' % (i, i)
+                    for i in range(n))
+    spine = "".join('<itemref idref="x%d"/>' % i for i in range(n))
+    opf = ('<?xml version="1.0"?><package xmlns="http://www.idpf.org/2007/opf"'
+           ' version="3.0"><manifest>%s<item id="ch1" href="ch1.xhtml" '
+           'media-type="application/xhtml+xml"/></manifest><spine>%s'
+           '<itemref idref="ch1"/></spine></package>' % (items, spine))
+    container = ('<?xml version="1.0"?><container version="1.0" xmlns='
+                 '"urn:oasis:names:tc:opendocument:xmlns:container">'
+                 '<rootfiles><rootfile full-path="OEBPS/book.opf" '
+                 'media-type="application/oebps-package+xml"/></rootfiles>'
+                 '</container>')
+    page = ('<html xmlns="http://www.w3.org/1999/xhtml"><body><p>The lighthouse '
+            'keeper wrote his logbook every evening.</p></body></html>')
+    path = os.path.join(tmp, "spine.epub")
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("mimetype", "application/epub+zip",
+                   compress_type=zipfile.ZIP_STORED)
+        z.writestr("META-INF/container.xml", container)
+        z.writestr("OEBPS/book.opf", opf)
+        z.writestr("OEBPS/ch1.xhtml", page)
+    out, _ = run("terms", path)
+    terms = set(out.rstrip("\n").split("\t")[1:])
+    check({"lighthouse", "keeper", "logbook"} <= terms,
+          "the book's one page is read: %s" % sorted(terms))
+
+
 BUDGETS = ["budget-2024.xlsx", "budget-2024.ods", "budget-2025.xlsx",
            "budget-2025.ods", "budget-2024-fix.xlsx", "budget-2024.xls",
            "budget-2025.xls"]
@@ -412,7 +447,8 @@ CASES = {"one_cluster": case_one_cluster,
          "dates_1904": case_dates_1904,
          "pdf_cjk_lines": case_pdf_cjk_lines,
          "hidden_text": case_hidden_text,
-         "hidden_styles_many": case_hidden_styles_many}
+         "hidden_styles_many": case_hidden_styles_many,
+         "epub_spine_many": case_epub_spine_many}
 
 
 def main():

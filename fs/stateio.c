@@ -3,6 +3,7 @@
  * The lexicon and signature cache files (stateio.h).
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,13 +83,17 @@ int stateio_load(struct stateio *sio, struct im_lexicon **lex,
 	if (ret == -ENOENT && !sio->lexicon_given)
 		return load_cache(sio, cache);
 	if (ret) {
+		/* Corrupt, or no file at all (a directory): a restart will not
+		 * help, nor will the daemon replace it. */
+		bool unusable = ret == -EINVAL || ret == -EISDIR;
+
 		fprintf(stderr, "imatchfs: error: lexicon %s: %s%s\n",
 			sio->lexicon_path, why,
-			ret == -EINVAL && !sio->lexicon_given
+			unusable && !sio->lexicon_given
 				? " (refusing to replace it; move it away to "
 				  "rebuild)"
 				: "");
-		return ret == -EINVAL ? -EINVAL : -1;
+		return unusable ? -EINVAL : -1;
 	}
 	double lo, hi;
 	im_lexicon_window(*lex, &lo, &hi);

@@ -704,6 +704,16 @@ def test_corrupt_cache_exit_code(w):
                            'a corrupt cache')
     check(rc == EXIT_STATE_CORRUPT, 'a corrupt cache exits %d, not %d: %s'
           % (rc, EXIT_STATE_CORRUPT, line))
+    # A directory where the lexicon goes will not go away by itself
+    # either: it exited 1, and the unit restarted the daemon every 5 s.
+    os.rename(cache, cache + '.away')
+    lexicon = os.path.join(w.state, 'lexicon')
+    os.rename(lexicon, lexicon + '.away')
+    os.mkdir(lexicon)
+    rc, line = run_refused(w, ['-o', 'auto_unmount,state=' + w.state, w.src, w.mnt],
+                           'a directory as the lexicon')
+    check(rc == EXIT_STATE_CORRUPT, 'a directory as the lexicon exits %d, not %d: %s'
+          % (rc, EXIT_STATE_CORRUPT, line))
     unit = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..',
                         'packaging', 'imatchfs@.service.in')
     text = open(unit).read()

@@ -8,6 +8,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -230,6 +232,7 @@ struct im_state {
 	size_t nslots;
 	uint64_t *ck; /* offset of every CK_EVERY-th entry */
 	bool partial; /* loaded by its files key alone */
+	int guard;    /* its slot in guards[], or -1 */
 };
 
 static inline size_t slot_get(const struct im_state *st, size_t h)
@@ -280,6 +283,101 @@ static size_t entry_len(const struct im_state *st, size_t off)
 	       (size_t)__builtin_popcount(valid) * IM_SIG_LEN;
 }
 
+/* ---- The mapping, guarded ------------------------------------------------
+ *
+ * The daemon keeps its cache mapped for the whole mount (fullsigs.h). Another
+ * program truncating the file in place (`: > sigcache`) takes the pages
+ * away, and the next read of one raised SIGBUS, which killed the daemon.
+ * The mappings are registered here; a SIGBUS inside one maps zeros over
+ * the whole of it (MAP_FIXED, so every later read sees zeros, not a mix)
+ * and marks it damaged; the lookups then find nothing, as in an empty
+ * cache: the files are signed again, and the next save writes a sound file.
+ * A read that began before sees zeros midway, which decode as lengths of 0
+ * and stay within the mapping. A SIGBUS elsewhere gets the disposition
+ * there was before (the fault happens again once the handler returns).
+ */
+#define GUARDS 16
+
+static struct guard {
+	uintptr_t start; /* 0: free; set last, cleared first */
+	size_t len;
+	int hit;
+} guards[GUARDS];
+static struct sigaction sigbus_before;
+static pthread_once_t sigbus_once = PTHREAD_ONCE_INIT;
+
+static void on_sigbus(int sig, siginfo_t *si, void *ctx)
+{
+	uintptr_t a = (uintptr_t)si->si_addr;
+	int e = errno;
+
+	(void)sig;
+	(void)ctx;
+	for (int i = 0; i < GUARDS; i++) {
+		uintptr_t start =
+			__atomic_load_n(&guards[i].start, __ATOMIC_ACQUIRE);
+		size_t len = __atomic_load_n(&guards[i].len, __ATOMIC_RELAXED);
+
+		if (!start || a < start || a - start >= len)
+			continue;
+		if (mmap((void *)start, len, PROT_READ,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1,
+			 0) == MAP_FAILED)
+			break;
+		__atomic_store_n(&guards[i].hit, 1, __ATOMIC_RELEASE);
+		errno = e;
+		return;
+	}
+	sigaction(SIGBUS, &sigbus_before, NULL);
+	errno = e;
+}
+
+static void sigbus_install(void)
+{
+	struct sigaction sa = {.sa_sigaction = on_sigbus,
+			       .sa_flags = SA_SIGINFO | SA_RESTART};
+
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGBUS, &sa, &sigbus_before);
+}
+
+/* Register @p st's mapping: its guard, or -1 when every slot is taken (it
+ * is then read unguarded, as before). */
+static int guard_add(const struct im_state *st)
+{
+	pthread_once(&sigbus_once, sigbus_install);
+	for (int i = 0; i < GUARDS; i++) {
+		uintptr_t free_slot = 0;
+
+		if (__atomic_load_n(&guards[i].start, __ATOMIC_RELAXED))
+			continue;
+		__atomic_store_n(&guards[i].len, st->map_len, __ATOMIC_RELAXED);
+		__atomic_store_n(&guards[i].hit, 0, __ATOMIC_RELAXED);
+		if (__atomic_compare_exchange_n(
+			    &guards[i].start, &free_slot, (uintptr_t)st->map,
+			    false, __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+			return i;
+	}
+	return -1;
+}
+
+static void guard_drop(const struct im_state *st)
+{
+	if (st->guard >= 0)
+		__atomic_store_n(&guards[st->guard].start, 0, __ATOMIC_RELEASE);
+}
+
+static bool damaged(const struct im_state *st)
+{
+	return st->guard >= 0 &&
+	       __atomic_load_n(&guards[st->guard].hit, __ATOMIC_ACQUIRE);
+}
+
+bool im_state_damaged(const struct im_state *st)
+{
+	return st && damaged(st);
+}
+
 static void why_set(char *why, size_t why_len, const char *msg)
 {
 	if (why && why_len)
@@ -290,6 +388,7 @@ void im_state_free(struct im_state *st)
 {
 	if (!st)
 		return;
+	guard_drop(st);
 	if (st->map && st->map_len)
 		munmap((void *)st->map, st->map_len);
 	free(st->slots32);
@@ -477,6 +576,7 @@ int im_state_load_files(const char *path, uint64_t key, uint64_t files_key,
 	st = calloc(1, sizeof(*st));
 	if (!st)
 		return -ENOMEM;
+	st->guard = -1;
 	/* O_NONBLOCK: a fifo named by mistake must not hang the daemon. */
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
 	if (fd < 0 || fstat(fd, &sb)) {
@@ -554,6 +654,7 @@ int im_state_load_files(const char *path, uint64_t key, uint64_t files_key,
 	/* The checks read every page: leave them to the page cache, out of
 	 * the caller's resident set; entries are read again on demand. */
 	madvise((void *)st->map, st->map_len, MADV_DONTNEED);
+	st->guard = guard_add(st);
 	*out = st;
 	st = NULL;
 out:
@@ -571,7 +672,7 @@ size_t im_state_count(const struct im_state *st)
 int im_state_find(const struct im_state *st, const char *path,
 		  struct im_state_entry *out)
 {
-	if (!st || !st->n)
+	if (!st || !st->n || damaged(st))
 		return -ENOENT;
 	size_t len = strlen(path), off;
 	for (size_t h = slot_home(st, XXH3_64bits(path, len));
@@ -587,7 +688,7 @@ int im_state_find(const struct im_state *st, const char *path,
 int im_state_find_moved(const struct im_state *st, uint64_t ino,
 			const char *name, struct im_state_entry *out)
 {
-	if (!st || !st->n)
+	if (!st || !st->n || damaged(st))
 		return -ENOENT;
 	size_t len = strlen(name), off;
 	for (size_t h = slot_home(st, ino_hash(ino, name, len));
@@ -624,7 +725,7 @@ int im_state_each_path(const struct im_state *st,
 	size_t off = HEADER_LEN;
 	int ret = 0;
 
-	for (size_t i = 0; st && i < st->n && !ret;
+	for (size_t i = 0; st && i < st->n && !ret && !damaged(st);
 	     i++, off += entry_len(st, off))
 		ret = fn((const char *)st->map + off + 4,
 			 get_u32(st->map + off), i, arg);
@@ -633,7 +734,7 @@ int im_state_each_path(const struct im_state *st,
 
 int im_state_at(const struct im_state *st, size_t i, struct im_state_entry *out)
 {
-	if (!st || i >= st->n)
+	if (!st || i >= st->n || damaged(st))
 		return -ENOENT;
 	size_t off = st->ck[i / CK_EVERY];
 	for (size_t j = i / CK_EVERY * CK_EVERY; j < i; j++)

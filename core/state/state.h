@@ -213,6 +213,18 @@ int im_state_load_files(const char *path, uint64_t key, uint64_t files_key,
 /** Whether @p st was loaded by its files key alone. */
 bool im_state_partial(const struct im_state *st);
 
+/**
+ * Whether @p st's file was cut short under it (another program truncated
+ * it in place). A read of the missing pages raises SIGBUS; this module
+ * handles it (a process-wide SIGBUS handler, installed at the first load,
+ * which passes any other SIGBUS on to the disposition before it): the
+ * mapping then reads as zeros, and im_state_find(), im_state_find_moved(),
+ * im_state_at() and im_state_each_path() find nothing, as in an empty
+ * cache. Up to 16 loaded caches are guarded at once; more are read as
+ * before.
+ */
+bool im_state_damaged(const struct im_state *st);
+
 /** The key and the files key @p st was written with (0 for a files key
  *  never set); each pointer may be NULL. */
 void im_state_keys(const struct im_state *st, uint64_t *key,

@@ -722,6 +722,43 @@ def test_corrupt_cache_exit_code(w):
 
 
 @test
+def test_cache_truncated_while_mounted(w):
+    """The daemon keeps its signature cache mapped; another program cutting
+    the file short in place (`: > sigcache`) took its pages away, and the
+    next read of one (a document's `signatures`) killed the daemon with
+    SIGBUS. Now the cache reads as empty: the daemon serves on, and its
+    final save writes a sound cache that the next mount loads."""
+    make_tree(w.src, w.corpus)
+    d = w.daemon()
+    live(w, d)
+    before = cluster_sets(w.mnt)
+    d.umount()
+    d2 = w.daemon()
+    st = live(w, d2)
+    check(status_int(st, 'cached') > 0, 'nothing served from the cache: %s' % st)
+    with open(os.path.join(w.state, 'sigcache'), 'r+b') as f:
+        f.truncate(0)
+    docs = sorted(by_doc_documents(w.mnt))
+    for rel in docs:
+        try:
+            with open(os.path.join(w.mnt, 'by-doc', rel, 'signatures')) as f:
+                f.read()
+        except OSError:
+            pass  # its whole signatures were only in the cache
+        try:
+            read_status(w.mnt)
+        except OSError as e:
+            raise Fail('the daemon died reading %s/signatures: %s' % (rel, e))
+    check(cluster_sets(w.mnt) == before, 'the view changed with the cache cut')
+    d2.umount()
+    d3 = w.daemon()
+    live(w, d3)
+    check(cluster_sets(w.mnt) == before, 'the view after a restart: %s'
+          % fmt_clusters(cluster_sets(w.mnt)))
+    d3.umount()
+
+
+@test
 def test_older_cache_is_signed_afresh(w):
     """A signature cache an older imatchfs wrote (its version lower) is out
     of date, not corrupt: the upgraded daemon mounts, signs afresh, says so

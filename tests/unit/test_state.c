@@ -671,6 +671,42 @@ START_TEST(test_state_each_path_and_keys)
 }
 END_TEST
 
+/*
+ * The daemon keeps its cache mapped; another program truncating the file in
+ * place took the pages away, and the next read raised SIGBUS, which killed
+ * the daemon. Now the cache reads as empty and says it is damaged; a cache
+ * loaded afterwards is whole again.
+ */
+START_TEST(test_state_truncated_under_the_map)
+{
+	struct im_state_entry e;
+	struct paths_seen ps = {NULL, 0, SIZE_MAX};
+	struct im_state *st;
+	char name[64];
+
+	write_cache(3000, test_key());
+	ck_assert_int_eq(im_state_load(path, test_key(), &st, NULL, 0), 0);
+	ck_assert(!im_state_damaged(st));
+	ck_assert_int_eq(truncate(path, 0), 0);
+	snprintf(name, sizeof(name), "dir/file %u%%\n", 2000u);
+	ck_assert_int_eq(im_state_find(st, name, &e), -ENOENT);
+	ck_assert(im_state_damaged(st));
+	ck_assert_int_eq(im_state_at(st, 10, &e), -ENOENT);
+	ck_assert_int_eq(im_state_find_moved(st, 42 + 10, name, &e), -ENOENT);
+	ps.st = st;
+	ck_assert_int_eq(im_state_each_path(st, see_path, &ps), 0);
+	ck_assert_uint_eq(ps.n, 0);
+	im_state_free(st);
+
+	write_cache(3000, test_key());
+	ck_assert_int_eq(im_state_load(path, test_key(), &st, NULL, 0), 0);
+	ck_assert(!im_state_damaged(st));
+	ck_assert_int_eq(im_state_find(st, name, &e), 0);
+	ck_assert_uint_eq(e.ino, 42 + 2000);
+	im_state_free(st);
+}
+END_TEST
+
 static Suite *state_suite(void)
 {
 	Suite *s = suite_create("state");
@@ -691,6 +727,7 @@ static Suite *state_suite(void)
 	tcase_add_test(tc, test_state_ctime_fold);
 	tcase_add_test(tc, test_state_entry_fits_needs_ctime);
 	tcase_add_test(tc, test_state_each_path_and_keys);
+	tcase_add_test(tc, test_state_truncated_under_the_map);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -12,7 +12,10 @@
 #                   (LibreOffice)
 #   notes.docx, notes.doc   a short report with a footnote, a table, a
 #                   hyperlink (a field in the .doc) and typographic quotes:
-#                   pandoc, then LibreOffice
+#                   pandoc, then LibreOffice; notes.html: pandoc -s (its
+#                   <title> the file's name, as pandoc does without one)
+#   letterhead.odt/.docx/.html   LibreOffice, from a flat ODT with a title
+#                   in its properties and a page header and footer
 #   review.docx, review.doc   a reviewed text: a tracked deletion (kept for
 #                   undo) and a text box, LibreOffice from a flat ODT
 #   memo-a.rtf, memo-b.rtf   two short memos on different subjects, RTF from
@@ -128,7 +131,23 @@ Typography: “quoted” — ‘single’ café naïve Œuvre.
 [^1]: A footnote about the foghorn maintenance.
 MD
 pandoc -f markdown -t docx -o notes.docx notes.md
+pandoc -f markdown -s -t html -o notes.html notes.md 2>/dev/null
 office doc notes.docx
+cat > letterhead.fodt <<'FODT'
+<?xml version="1.0" encoding="UTF-8"?>
+<office:document xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" xmlns:style="urn:oasis:names:tc:opendocument:xmlns:style:1.0" xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" xmlns:dc="http://purl.org/dc/elements/1.1/" office:version="1.2" office:mimetype="application/vnd.oasis.opendocument.text">
+<office:meta><dc:title>Quarterly pilotage review</dc:title></office:meta>
+<office:automatic-styles><style:page-layout style:name="pm1"/></office:automatic-styles>
+<office:master-styles><style:master-page style:name="Standard" style:page-layout-name="pm1">
+<style:header><text:p>Meridian Shipping Consultancy, confidential assessment</text:p></style:header>
+<style:footer><text:p>Prepared by the Halvorsen cartography bureau</text:p></style:footer>
+</style:master-page></office:master-styles>
+<office:body><office:text>
+<text:p>The pilot boat leaves the outer harbour at dawn when the fog lifts.</text:p>
+<text:p>Cargo manifests are checked by the customs officer before unloading.</text:p>
+</office:text></office:body></office:document>
+FODT
+for f in odt docx html; do office $f letterhead.fodt; done
 cat > review.fodt <<'FODT'
 <?xml version="1.0" encoding="UTF-8"?>
 <office:document xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" xmlns:draw="urn:oasis:names:tc:opendocument:xmlns:drawing:1.0" xmlns:svg="urn:oasis:names:tc:opendocument:xmlns:svg-compatible:1.0" xmlns:dc="http://purl.org/dc/elements/1.1/" office:version="1.2" office:mimetype="application/vnd.oasis.opendocument.text">
@@ -354,7 +373,8 @@ mkdir -p "$out"
 cp cc0.txt cc0.html cc0.docx cc0.odt cc0.epub cc0.pdf cc0-utf16.txt cc0.txt.gz \
    cc0.rtf cc0-edited.docx cc0-edited.pdf artistic.docx artistic.odt artistic.pdf \
    artistic.rtf memo-a.rtf memo-b.rtf flyer.rtf flyer.docx \
-   cc0.doc cc0-edited.doc artistic.doc notes.docx notes.doc \
+   cc0.doc cc0-edited.doc artistic.doc notes.docx notes.doc notes.html \
+   letterhead.odt letterhead.docx letterhead.html \
    review.docx review.doc report.odt report.docx report.rtf \
    voyages.ods voyages.xlsx harbour-zh.odt harbour-zh.pdf \
    hidden.odt hidden.docx hidden.doc hidden.rtf \

@@ -77,8 +77,9 @@
  *      date1904).
  *  13: a PDF's full lines of ideographs or kana run on into the next.
  *  14: hidden text is left out of docx, odt and doc (as of RTF).
+ *  15: HTML's <title> is left out (as epub's, and docx's and odt's title).
  */
-#define IM_EXTRACT_VERSION 14
+#define IM_EXTRACT_VERSION 15
 
 /**
  * Formats. The values are stored in state files: append only.

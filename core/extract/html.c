@@ -10,7 +10,11 @@
  *     as a browser shows it. A tag that never ends drops the rest of the
  *     document (a browser shows none of it either). A '<' that starts no tag
  *     is text.
- *   - <script> and <style> bodies are dropped up to their end tag.
+ *   - <script> and <style> bodies are dropped up to their end tag, and so is
+ *     <title>: a browser shows it on the tab, not in the page (a heading
+ *     repeats it where it is the text's), docx and odt keep their title
+ *     among properties we do not read, and epub pages' titles are left out
+ *     (zipdoc.c).
  *   - Comments <!-- --> vanish; <!...> and <?...?> become a space;
  *     <![CDATA[ ... ]]> is copied verbatim.
  *   - Entities: the 252 named entities of HTML 4 plus &apos;, with or without
@@ -242,7 +246,14 @@ static const char *const inline_tags[] = {
 };
 /* clang-format on */
 
-enum tag_kind { TAG_OTHER, TAG_INLINE, TAG_SCRIPT, TAG_STYLE };
+/* TAG_SCRIPT and the kinds after it are dropped with their body. */
+enum tag_kind { TAG_OTHER, TAG_INLINE, TAG_SCRIPT, TAG_STYLE, TAG_TITLE };
+
+static const char *const dropped_names[] = {
+	[TAG_SCRIPT] = "script",
+	[TAG_STYLE] = "style",
+	[TAG_TITLE] = "title",
+};
 
 /*
  * Every tag is classified, so names are compared as one integer each: the
@@ -308,6 +319,7 @@ static void keys_init(void)
 		kind_put(inline_tags[i], TAG_INLINE);
 	kind_put("script", TAG_SCRIPT);
 	kind_put("style", TAG_STYLE);
+	kind_put("title", TAG_TITLE);
 }
 
 /* What the tag whose name packs to @p key does to the text. */
@@ -405,8 +417,8 @@ static inline uint64_t name_key(const char *s, size_t len, size_t n0, size_t n1)
 
 /*
  * The tag whose name packs to @p key ends with the '>' at s[k]: put what it
- * leaves of the text, skip a script or style body after it. @return the
- * index after the tag (and the body).
+ * leaves of the text, skip a script, style or title body after it. @return
+ * the index after the tag (and the body).
  */
 static inline size_t tag_end(struct html *h, size_t k, uint64_t key,
 			     bool closing)
@@ -415,10 +427,8 @@ static inline size_t tag_end(struct html *h, size_t k, uint64_t key,
 	enum tag_kind kind = tag_kind(key);
 
 	k++;
-	if (!closing && !self_closing && kind == TAG_SCRIPT)
-		k = skip_raw_text(h, k, "script");
-	else if (!closing && !self_closing && kind == TAG_STYLE)
-		k = skip_raw_text(h, k, "style");
+	if (!closing && !self_closing && kind >= TAG_SCRIPT)
+		k = skip_raw_text(h, k, dropped_names[kind]);
 	/* Written always, kept unless the tag is inline: no branch. */
 	*h->o = ' ';
 	h->o += kind != TAG_INLINE;
@@ -602,7 +612,7 @@ literal:
  *     outside a double-quoted value; a '>' inside a value ends the tag early
  *     and leaves an odd count, so it is caught too;
  *   - a '<' starting a tag inside another tag's bytes;
- *   - <script> and <style>.
+ *   - <script>, <style> and <title>.
  * A tag carried open from an earlier window that turns out to be one of
  * these takes the output back to where it stood before the tag.
  *
@@ -697,8 +707,8 @@ name_end(const struct html *h, size_t i, unsigned n0, uint64_t name)
  * lower-cased, hashed and looked up in kind_key[] / kind_val[] as
  * tag_kind(name_key()) does, one lane a tag. A loop over the tags cost
  * about 20 cycles a tag, half of the gear's time. The tags' bits go into
- * *spaces (not inline) and *raw (script or style, opening); a window with
- * no tag (text, or inside a long one) skips the lookup. @return the
+ * *spaces (not inline) and *raw (script, style or title, opening); a
+ * window with no tag (text, or inside a long one) skips the lookup. @return the
  * starts left for the scalar loop: past the eighth, or all of them if a
  * name starts past the window or the 64 bytes after it are not there.
  */

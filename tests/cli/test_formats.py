@@ -225,6 +225,19 @@ def case_rtf_notes(tmp):
           "the rtf's terms are the docx's: %s" % sorted(rtf ^ docx))
 
 
+def case_html_title(tmp):
+    """A page's <title> is not its text: LibreOffice's html of a letter
+    wrote the title of its properties there ("quarterly pilotage review"),
+    which its odt and docx keep out of the text, and pandoc the file's name
+    ("notes"); the body's words stay."""
+    html, odt = terms_of("letterhead.html", "letterhead.odt")
+    notes, = terms_of("notes.html")
+    check("pilot" in html and "pilotage" not in html and "quarterly" not in
+          html and "pilotage" not in odt and "lighthouse" in notes
+          and "notes" not in notes,
+          "no title's words: %s, %s" % (sorted(html - odt), sorted(notes)))
+
+
 def case_dates_1904(tmp):
     """A log of voyages in the 1904 date system (Excel for the Mac's) has
     the same terms as ods and as xlsx: the xlsx stores its dates as days
@@ -444,6 +457,7 @@ CASES = {"one_cluster": case_one_cluster,
          "budgets": case_budgets,
          "odt_like_docx": case_odt_like_docx,
          "rtf_notes": case_rtf_notes,
+         "html_title": case_html_title,
          "dates_1904": case_dates_1904,
          "pdf_cjk_lines": case_pdf_cjk_lines,
          "hidden_text": case_hidden_text,

@@ -27,7 +27,7 @@
 #                   CSV and a flat ODP (the .ppt gzip'ed: LibreOffice puts a
 #                   440 KB thumbnail in it)
 #                   (the budget-* spreadsheets: tests/make_budget_fixtures.sh)
-#   report.odt/.docx/.rtf   LibreOffice, from a flat ODT with a table of
+#   report.odt/.docx/.rtf/.html   LibreOffice, from a flat ODT with a table of
 #                   contents, a footnote, an endnote and an image with alt
 #                   text (the same words in each but the odt's index
 #                   template, note numbers and alt text)
@@ -320,6 +320,7 @@ PY
 office odt report.fodt
 office docx report.fodt
 office rtf report.fodt
+office html report.fodt
 office ods voyages.fods
 office xlsx voyages.fods
 for f in odt docx doc rtf; do office $f hidden.fodt; done
@@ -375,7 +376,7 @@ cp cc0.txt cc0.html cc0.docx cc0.odt cc0.epub cc0.pdf cc0-utf16.txt cc0.txt.gz \
    artistic.rtf memo-a.rtf memo-b.rtf flyer.rtf flyer.docx \
    cc0.doc cc0-edited.doc artistic.doc notes.docx notes.doc notes.html \
    letterhead.odt letterhead.docx letterhead.html \
-   review.docx review.doc report.odt report.docx report.rtf \
+   review.docx review.doc report.odt report.docx report.rtf report.html \
    voyages.ods voyages.xlsx harbour-zh.odt harbour-zh.pdf \
    hidden.odt hidden.docx hidden.doc hidden.rtf \
    loop.doc huge.doc truncated.doc encrypted.doc \

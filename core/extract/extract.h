@@ -78,8 +78,10 @@
  *  13: a PDF's full lines of ideographs or kana run on into the next.
  *  14: hidden text is left out of docx, odt and doc (as of RTF).
  *  15: HTML's <title> is left out (as epub's, and docx's and odt's title).
+ *  16: note numbers are left out of LibreOffice's and pandoc's HTML (as
+ *      docx's and odt's).
  */
-#define IM_EXTRACT_VERSION 15
+#define IM_EXTRACT_VERSION 16
 
 /**
  * Formats. The values are stored in state files: append only.

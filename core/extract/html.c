@@ -15,6 +15,11 @@
  *     repeats it where it is the text's), docx and odt keep their title
  *     among properties we do not read, and epub pages' titles are left out
  *     (zipdoc.c).
+ *   - In LibreOffice's and pandoc's exports of a document (as their
+ *     generator <meta> says: office_export()), a note's number, where the
+ *     note is referenced and before the note's own text, becomes one space:
+ *     docx and odt hold it as a mark, not as text, and glued to the words
+ *     around it, it made terms of its own ("gauges1", "1calibrated").
  *   - Comments <!-- --> vanish; <!...> and <?...?> become a space;
  *     <![CDATA[ ... ]]> is copied verbatim.
  *   - Entities: the 252 named entities of HTML 4 plus &apos;, with or without
@@ -368,6 +373,8 @@ struct html {
 	char *o;
 	/* Set once a search for that quote failed: none is left after it. */
 	bool no_dquote, no_squote;
+	/* LibreOffice's or pandoc's export of a document: office_export(). */
+	bool office;
 };
 
 /* Skip a <script> or <style> body from @from; @return the index after its
@@ -433,6 +440,61 @@ static inline size_t tag_end(struct html *h, size_t k, uint64_t key,
 	*h->o = ' ';
 	h->o += kind != TAG_INLINE;
 	return k;
+}
+
+/*
+ * Whether s[0, len) is LibreOffice's or pandoc's export of a document: both
+ * write a generator <meta> near the top of the head. The classes and roles
+ * office_drop() looks for are theirs; on other pages the search would cost
+ * every link a look at its attributes, and the AVX-512 gear its speed.
+ */
+static bool office_export(const char *s, size_t len)
+{
+	static const char *const programs[] = {"LibreOffice", "OpenOffice",
+					       "pandoc"};
+	size_t n = len < 1024 ? len : 1024, k;
+	const char *g = memmem(s, n, "name=\"generator\"", 16);
+
+	if (!g)
+		return false;
+	k = (size_t)(g - s) + 16;
+	while (k < n && is_space(s[k]))
+		k++;
+	if (!has_prefix(s + k, n - k, "content=\""))
+		return false;
+	k += 9;
+	for (size_t i = 0; i < sizeof(programs) / sizeof(programs[0]); i++)
+		if (has_prefix(s + k, n - k, programs[i]))
+			return true;
+	return false;
+}
+
+/* Whether the tag bytes s[from, to) hold @p needle. */
+static bool tag_has(const char *s, size_t from, size_t to, const char *needle)
+{
+	return memmem(s + from, to - from, needle, strlen(needle)) != NULL;
+}
+
+/*
+ * In an office export (h->office), the opening tag whose name s[.., n1)
+ * packs to @p key ends with the '>' at s[k]. If it is a note's number (an
+ * <a> of LibreOffice's classes sdfootnoteanc, sdfootnotesym and their
+ * sdendnote twins, pandoc's footnote-ref and footnote-back, or ARIA's roles
+ * doc-noteref and doc-backlink), @return the index after its end tag; else
+ * 0.
+ */
+static size_t office_drop(struct html *h, size_t n1, size_t k, uint64_t key)
+{
+	static const char *const note_marks[] = {
+		"sdfootnote",	 "sdendnote",	"footnote-ref",
+		"footnote-back", "doc-noteref", "doc-backlink"};
+
+	if (key != 'a')
+		return 0;
+	for (size_t i = 0; i < sizeof(note_marks) / sizeof(note_marks[0]); i++)
+		if (tag_has(h->s, n1, k, note_marks[i]))
+			return skip_raw_text(h, k + 1, "a");
+	return 0;
 }
 
 /* s[i] == '<'. Consume the markup; @return the index after it. */
@@ -512,6 +574,14 @@ static size_t markup(struct html *h, size_t i)
 	}
 	if (k >= len)
 		return len;
+	if (h->office && !closing && s[k - 1] != '/') {
+		size_t end = office_drop(h, n1, k, key);
+
+		if (end) {
+			*h->o++ = ' ';
+			return end;
+		}
+	}
 	return tag_end(h, k, key, closing);
 }
 
@@ -957,8 +1027,11 @@ static int html_text(const char *s, size_t len, struct im_buf *out,
 	if (im_buf_reserve(out, len + 1))
 		return -ENOMEM;
 	o0 = h.o = out->p + out->len;
+	h.office = office_export(s, len);
 #ifdef HAVE_AVX512_GEAR
-	if (gear == IM_HTML_AVX512)
+	/* The windows do not read attributes: an office export, rare among
+	 * pages and short, is the scalar loop's. */
+	if (gear == IM_HTML_AVX512 && !h.office)
 		i = html_text_avx512(&h);
 #endif
 	(void)gear;

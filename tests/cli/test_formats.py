@@ -238,6 +238,19 @@ def case_html_title(tmp):
           "no title's words: %s, %s" % (sorted(html - odt), sorted(notes)))
 
 
+def case_html_notes(tmp):
+    """A report's note numbers are left out of its html as of its docx:
+    LibreOffice's html glued them to the words ("gauges1", "1calibrated",
+    "stationi", "idescribed"), and so did pandoc's ("keeper1")."""
+    html, docx = terms_of("report.html", "report.docx")
+    check("rosendahl" in docx and html == docx,
+          "LibreOffice: the html's terms are the docx's: %s"
+          % sorted(html ^ docx))
+    html, docx = terms_of("notes.html", "notes.docx")
+    check("foghorn" in docx and html == docx,
+          "pandoc: the html's terms are the docx's: %s" % sorted(html ^ docx))
+
+
 def case_dates_1904(tmp):
     """A log of voyages in the 1904 date system (Excel for the Mac's) has
     the same terms as ods and as xlsx: the xlsx stores its dates as days
@@ -458,6 +471,7 @@ CASES = {"one_cluster": case_one_cluster,
          "odt_like_docx": case_odt_like_docx,
          "rtf_notes": case_rtf_notes,
          "html_title": case_html_title,
+         "html_notes": case_html_notes,
          "dates_1904": case_dates_1904,
          "pdf_cjk_lines": case_pdf_cjk_lines,
          "hidden_text": case_hidden_text,

@@ -1757,6 +1757,34 @@ START_TEST(test_text_html_tag_names)
 }
 END_TEST
 
+/* A note's number is not text in LibreOffice's and pandoc's exports, as in
+ * docx and odt; on another page, a link of those classes is. */
+START_TEST(test_text_html_office_notes)
+{
+	const char *lo = "<meta name=\"generator\" content=\"LibreOffice 7.4\"/>";
+	const char *pd = "<meta name=\"generator\" content=\"pandoc\" />";
+	char in[512];
+
+	snprintf(in, sizeof(in),
+		 "%sgauges<a class=\"sdfootnoteanc\" href=\"#sdfootnote1sym\">"
+		 "<sup>1</sup></a> and<p><a class=\"sdfootnotesym\">1</a>Note"
+		 "<a href=\"x\">link</a>",
+		 lo);
+	assert_html(in, " gauges  and  Notelink");
+	snprintf(in, sizeof(in),
+		 "%skeeper<a href=\"#fn1\" class=\"footnote-ref\" "
+		 "role=\"doc-noteref\"><sup>1</sup></a> wrote<a "
+		 "href=\"#fnref1\" role=\"doc-backlink\">back</a>",
+		 pd);
+	assert_html(in, " keeper  wrote ");
+	assert_html("keeper<a class=\"footnote-ref\"><sup>1</sup></a>",
+		    "keeper1");
+	/* An unclosed note drops the rest, as an unclosed <script>. */
+	snprintf(in, sizeof(in), "%sa<a role=\"doc-noteref\">1", pd);
+	assert_html(in, " a ");
+}
+END_TEST
+
 /*
  * The end of a tag and of a quoted value are searched 16 bytes at a time
  * (html.c, find3()): a tag, a quoted '>', an entity and the text after
@@ -1852,6 +1880,8 @@ START_TEST(test_text_html_gears_agree)
 		"<", ">", "</", "<!--", "-->", "<!DOCTYPE html>", "<?x?>",
 		"<script>", "</script>", "<style>", "</style>", "<![CDATA[",
 		"<title>", "</title>",
+		"<meta name=\"generator\" content=\"pandoc\">",
+		"<a class=\"footnote-ref\">", "</a>",
 		"]]>", "&amp;", "&", "&#x41;", "&lt", "word ", "text", " ",
 		"\n", "\xc3\xa9", "<div\n class = \"x\" >",
 		"<img src=\"a.png\" alt=\"a > b\"/>", "<br/>", "/", "x-y:z",
@@ -2442,6 +2472,7 @@ int main(void)
 	tcase_add_test(tc, test_text_html_entity_table);
 	tcase_add_test(tc, test_text_html_declared_charset);
 	tcase_add_test(tc, test_text_html_markup_removed);
+	tcase_add_test(tc, test_text_html_office_notes);
 	tcase_add_test(tc, test_text_html_tags);
 	tcase_add_test(tc, test_text_html_tag_names);
 	tcase_add_test(tc, test_text_html_block_boundaries);

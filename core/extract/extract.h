@@ -80,8 +80,10 @@
  *  15: HTML's <title> is left out (as epub's, and docx's and odt's title).
  *  16: note numbers are left out of LibreOffice's and pandoc's HTML (as
  *      docx's and odt's).
+ *  17: LibreOffice's HTML leaves out page headers and footers (as docx, odt
+ *      and rtf).
  */
-#define IM_EXTRACT_VERSION 16
+#define IM_EXTRACT_VERSION 17
 
 /**
  * Formats. The values are stored in state files: append only.

@@ -19,7 +19,10 @@
  *     generator <meta> says: office_export()), a note's number, where the
  *     note is referenced and before the note's own text, becomes one space:
  *     docx and odt hold it as a mark, not as text, and glued to the words
- *     around it, it made terms of its own ("gauges1", "1calibrated").
+ *     around it, it made terms of its own ("gauges1", "1calibrated"). So
+ *     does LibreOffice's page header and footer (<div title="header">),
+ *     which docx, odt and rtf leave out too (zipdoc.c, rtf.c): a template's
+ *     letterhead, repeated on every page.
  *   - Comments <!-- --> vanish; <!...> and <?...?> become a space;
  *     <![CDATA[ ... ]]> is copied verbatim.
  *   - Entities: the 252 named entities of HTML 4 plus &apos;, with or without
@@ -444,8 +447,9 @@ static inline size_t tag_end(struct html *h, size_t k, uint64_t key,
 
 /*
  * Whether s[0, len) is LibreOffice's or pandoc's export of a document: both
- * write a generator <meta> near the top of the head. The classes and roles
- * office_drop() looks for are theirs; on other pages the search would cost
+ * write a generator <meta> near the top of the head. The classes, roles and
+ * titles office_drop() looks for are theirs (elsewhere title="header" is a
+ * tooltip, its text shown); on other pages the search would cost
  * every link a look at its attributes, and the AVX-512 gear its speed.
  */
 static bool office_export(const char *s, size_t len)
@@ -475,13 +479,41 @@ static bool tag_has(const char *s, size_t from, size_t to, const char *needle)
 	return memmem(s + from, to - from, needle, strlen(needle)) != NULL;
 }
 
+/* The index after the </div> that closes a <div> whose body starts at
+ * @p from (those nested in it counted), or len. */
+static size_t skip_div(const struct html *h, size_t from)
+{
+	const char *s = h->s, *p;
+	size_t len = h->len, depth = 1;
+
+	while ((p = memchr(s + from, '<', len - from))) {
+		size_t n = (size_t)(p - s) + 1;
+		bool closing = n < len && s[n] == '/';
+
+		n += closing;
+		from = n;
+		if (len - n < 3 || strncasecmp(s + n, "div", 3) ||
+		    (n + 3 < len && name_byte[(unsigned char)s[n + 3]]))
+			continue;
+		if (!closing) {
+			depth++;
+			continue;
+		}
+		if (--depth)
+			continue;
+		p = memchr(s + n, '>', len - n);
+		return p ? (size_t)(p - s) + 1 : len;
+	}
+	return len;
+}
+
 /*
  * In an office export (h->office), the opening tag whose name s[.., n1)
  * packs to @p key ends with the '>' at s[k]. If it is a note's number (an
  * <a> of LibreOffice's classes sdfootnoteanc, sdfootnotesym and their
  * sdendnote twins, pandoc's footnote-ref and footnote-back, or ARIA's roles
- * doc-noteref and doc-backlink), @return the index after its end tag; else
- * 0.
+ * doc-noteref and doc-backlink) or LibreOffice's page header or footer,
+ * @return the index after its end tag; else 0.
  */
 static size_t office_drop(struct html *h, size_t n1, size_t k, uint64_t key)
 {
@@ -489,6 +521,10 @@ static size_t office_drop(struct html *h, size_t n1, size_t k, uint64_t key)
 		"sdfootnote",	 "sdendnote",	"footnote-ref",
 		"footnote-back", "doc-noteref", "doc-backlink"};
 
+	if (key == tag_key("div", 3) &&
+	    (tag_has(h->s, n1, k, "title=\"header\"") ||
+	     tag_has(h->s, n1, k, "title=\"footer\"")))
+		return skip_div(h, k + 1);
 	if (key != 'a')
 		return 0;
 	for (size_t i = 0; i < sizeof(note_marks) / sizeof(note_marks[0]); i++)

@@ -251,6 +251,16 @@ def case_html_notes(tmp):
           "pandoc: the html's terms are the docx's: %s" % sorted(html ^ docx))
 
 
+def case_html_header_footer(tmp):
+    """A letter's page header and footer (its template's letterhead) are
+    left out of its html as of its odt and docx: LibreOffice writes them as
+    <div title="header"> and "footer", whose words were read."""
+    html, odt, docx = terms_of("letterhead.html", "letterhead.odt",
+                               "letterhead.docx")
+    check("pilot" in odt and "meridian" not in odt and html == odt == docx,
+          "the html's terms are the odt's: %s" % sorted(html ^ odt))
+
+
 def case_dates_1904(tmp):
     """A log of voyages in the 1904 date system (Excel for the Mac's) has
     the same terms as ods and as xlsx: the xlsx stores its dates as days
@@ -472,6 +482,7 @@ CASES = {"one_cluster": case_one_cluster,
          "rtf_notes": case_rtf_notes,
          "html_title": case_html_title,
          "html_notes": case_html_notes,
+         "html_header_footer": case_html_header_footer,
          "dates_1904": case_dates_1904,
          "pdf_cjk_lines": case_pdf_cjk_lines,
          "hidden_text": case_hidden_text,

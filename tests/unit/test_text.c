@@ -1779,6 +1779,13 @@ START_TEST(test_text_html_office_notes)
 	assert_html(in, " keeper  wrote ");
 	assert_html("keeper<a class=\"footnote-ref\"><sup>1</sup></a>",
 		    "keeper1");
+	/* LibreOffice's page header and footer, divs nested in them. */
+	snprintf(in, sizeof(in),
+		 "%s<div title=\"header\"><p>Letterhead<div>x</div>y</div>"
+		 "<p>Body<div title=\"footer\"><DIV>Page</div></DIV>end"
+		 "<div title=\"note\">kept</div>",
+		 lo);
+	assert_html(in, "   Body end kept ");
 	/* An unclosed note drops the rest, as an unclosed <script>. */
 	snprintf(in, sizeof(in), "%sa<a role=\"doc-noteref\">1", pd);
 	assert_html(in, " a ");

@@ -14,6 +14,7 @@
 #                   hyperlink (a field in the .doc) and typographic quotes:
 #                   pandoc, then LibreOffice; notes.html: pandoc -s (its
 #                   <title> the file's name, as pandoc does without one)
+#                   and notes.epub: pandoc
 #   letterhead.odt/.docx/.html   LibreOffice, from a flat ODT with a title
 #                   in its properties and a page header and footer
 #   review.docx, review.doc   a reviewed text: a tracked deletion (kept for
@@ -132,6 +133,7 @@ Typography: “quoted” — ‘single’ café naïve Œuvre.
 MD
 pandoc -f markdown -t docx -o notes.docx notes.md
 pandoc -f markdown -s -t html -o notes.html notes.md 2>/dev/null
+pandoc -f markdown -t epub -o notes.epub notes.md 2>/dev/null
 office doc notes.docx
 cat > letterhead.fodt <<'FODT'
 <?xml version="1.0" encoding="UTF-8"?>
@@ -374,7 +376,7 @@ mkdir -p "$out"
 cp cc0.txt cc0.html cc0.docx cc0.odt cc0.epub cc0.pdf cc0-utf16.txt cc0.txt.gz \
    cc0.rtf cc0-edited.docx cc0-edited.pdf artistic.docx artistic.odt artistic.pdf \
    artistic.rtf memo-a.rtf memo-b.rtf flyer.rtf flyer.docx \
-   cc0.doc cc0-edited.doc artistic.doc notes.docx notes.doc notes.html \
+   cc0.doc cc0-edited.doc artistic.doc notes.docx notes.doc notes.html notes.epub \
    letterhead.odt letterhead.docx letterhead.html \
    review.docx review.doc report.odt report.docx report.rtf report.html \
    voyages.ods voyages.xlsx harbour-zh.odt harbour-zh.pdf \

@@ -82,8 +82,9 @@
  *      docx's and odt's).
  *  17: LibreOffice's HTML leaves out page headers and footers (as docx, odt
  *      and rtf).
+ *  18: an epub's note numbers are left out (pandoc's, as in its html).
  */
-#define IM_EXTRACT_VERSION 17
+#define IM_EXTRACT_VERSION 18
 
 /**
  * Formats. The values are stored in state files: append only.

@@ -1407,25 +1407,16 @@ static char *resolve_href(const char *opf, const char *href)
 	return s;
 }
 
-/* The text of one (X)HTML page from its <body> on: the <title> of a page
- * is a file name or a repeat of a heading, not the book's text. Text past
- * @p max_text (0: no cap) fails at once: a spine may name one page many
- * times, so the pages' sizes do not bound the book's. */
+/* The text of one (X)HTML page, head and all: html.c leaves its <title> out
+ * (a file name or a repeat of a heading, not the book's text), and the
+ * head's generator <meta> tells it a note's number is pandoc's mark. Text
+ * past @p max_text (0: no cap) fails at once: a spine may name one page
+ * many times, so the pages' sizes do not bound the book's. */
 static int page_text(const struct im_buf *page, size_t max_text,
 		     struct im_buf *out)
 {
-	const char *s = page->p ? page->p : "";
-	size_t n = page->len;
-	int ret;
+	int ret = im_html_text(page->p ? page->p : "", page->len, out);
 
-	for (size_t i = 0; i + 5 <= n; i++) {
-		if (s[i] == '<' && !strncasecmp(s + i + 1, "body", 4)) {
-			s += i;
-			n -= i;
-			break;
-		}
-	}
-	ret = im_html_text(s, n, out);
 	if (!ret && max_text && out->len > max_text)
 		ret = IM_XF_OUTPUT;
 	return ret;

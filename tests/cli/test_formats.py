@@ -261,6 +261,16 @@ def case_html_header_footer(tmp):
           "the html's terms are the odt's: %s" % sorted(html ^ odt))
 
 
+def case_epub_notes(tmp):
+    """A report's note number is left out of its epub as of its docx and
+    html: pandoc's epub glued it to the word ("keeper1"), its pages read
+    from <body> on, past the generator <meta> that says whose marks they
+    are."""
+    epub, docx = terms_of("notes.epub", "notes.docx")
+    check("foghorn" in docx and epub == docx,
+          "the epub's terms are the docx's: %s" % sorted(epub ^ docx))
+
+
 def case_dates_1904(tmp):
     """A log of voyages in the 1904 date system (Excel for the Mac's) has
     the same terms as ods and as xlsx: the xlsx stores its dates as days
@@ -483,6 +493,7 @@ CASES = {"one_cluster": case_one_cluster,
          "html_title": case_html_title,
          "html_notes": case_html_notes,
          "html_header_footer": case_html_header_footer,
+         "epub_notes": case_epub_notes,
          "dates_1904": case_dates_1904,
          "pdf_cjk_lines": case_pdf_cjk_lines,
          "hidden_text": case_hidden_text,

@@ -358,7 +358,13 @@ int cmd_terms(struct cli *c)
 			failed = 1;
 			continue;
 		}
-		if (st != IM_DOC_SIGNED && c->verbose)
+		/* A document read as no text is said, whatever -v: its line
+		 * alone would pass for one without words. */
+		if (st == IM_DOC_FAILED)
+			err_msg("%s: extraction failed: %s", c->argv[i],
+				im_extract_fail_name(
+					(enum im_extract_fail)im_signer_last_fail(s)));
+		else if (st != IM_DOC_SIGNED && c->verbose)
 			err_msg("%s: %s", c->argv[i], status_name(st));
 		put_text_path(stdout, c->argv[i]);
 		if (st == IM_DOC_SIGNED && u->n) {

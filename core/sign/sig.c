@@ -120,6 +120,7 @@ struct im_signer {
 
 	char *buf; /* the file being read */
 	size_t bufcap;
+	int last_fail; /* why im_signer_terms_at()'s last extraction failed */
 
 	/* The candidates of the last document (see collect()). */
 	struct cand *raw, *pc, *qc; /* as found; P and Q sorted */
@@ -1948,6 +1949,7 @@ int im_signer_terms_at(struct im_signer *s, int dirfd, const char *name,
 	int err, r = 0;
 
 	*terms = NULL;
+	s->last_fail = 0;
 	read_at(s, dirfd, name, NULL, status, &err, &len, exact);
 	if (*status != IM_DOC_SIGNED) {
 		drop_big_buffer(s);
@@ -1962,6 +1964,7 @@ int im_signer_terms_at(struct im_signer *s, int dirfd, const char *name,
 		goto out;
 	if (xr.format == IM_FMT_BINARY || xr.fail) {
 		*status = xr.fail ? IM_DOC_FAILED : IM_DOC_BINARY;
+		s->last_fail = xr.fail;
 		goto out;
 	}
 	r = im_extract_terms(&xr, &s->p, &s->terms);
@@ -1970,6 +1973,11 @@ int im_signer_terms_at(struct im_signer *s, int dirfd, const char *name,
 out:
 	drop_big_buffer(s);
 	return r;
+}
+
+int im_signer_last_fail(const struct im_signer *s)
+{
+	return s->last_fail;
 }
 
 /* ---- Explaining ------------------------------------------------------------ */

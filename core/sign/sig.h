@@ -177,6 +177,10 @@ int im_signer_terms_at(struct im_signer *s, int dirfd, const char *name,
 		       enum im_doc_status *status,
 		       const struct im_terms **terms);
 
+/** Why the last im_signer_terms_at() that gave IM_DOC_FAILED failed (an
+ *  enum im_extract_fail, for im_extract_fail_name()); 0 after any other. */
+int im_signer_last_fail(const struct im_signer *s);
+
 /**
  * Compute the signatures of a term set (no exact hash; status is SIGNED or
  * REJECTED). @p info, if not NULL, receives K+1 entries. @p u is only read

@@ -97,6 +97,13 @@ def case_failed_and_binary(tmp):
     check({"garbage-copy.pdf", "office/garbage.pdf"} in cl,
           "identical failed files are exact copies too: %s" % cl)
     check(not any("b.bin" in c for c in cl), "a unique binary stands alone")
+    # `imatch terms` of a failed file says why without -v: its line alone
+    # (the path, no term) read as a document without words.
+    out, err = run("terms", os.path.join(root, "office/nested.docx"),
+                   os.path.join(root, "a.bin"))
+    check(out.count("\n") == 2 and "nested.docx: extraction failed: nesting"
+          in err and "a.bin" not in err,
+          "imatch terms of a failed document: %r %r" % (out, err))
 
 
 def case_explain(tmp):

@@ -457,7 +457,8 @@ static bool office_export(const char *s, size_t len)
 	static const char *const programs[] = {"LibreOffice", "OpenOffice",
 					       "pandoc"};
 	size_t n = len < 1024 ? len : 1024, k;
-	const char *g = memmem(s, n, "name=\"generator\"", 16);
+	/* memmem() of no bytes may be given NULL, which it must not. */
+	const char *g = n ? memmem(s, n, "name=\"generator\"", 16) : NULL;
 
 	if (!g)
 		return false;

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/inotify.h>
 #include <sys/ioctl.h>
 #include <time.h>
@@ -84,9 +85,19 @@ struct reread {
 	size_t n, cap;
 };
 
+/* Files a worker found gone (watch_recheck()), by identity as above. */
+struct recheck {
+	struct {
+		uint32_t slot, gen;
+		bool look; /* at the disk, rather than signed again */
+	} * v;
+	size_t n, cap;
+};
+
 struct watch {
 	struct imfs *fs;
 	int ifd, stop_pipe[2];
+	int wake; /* eventfd: a worker handed over files (watch_recheck()) */
 	pthread_t tid;
 	bool started;
 	struct node **wd_map; /* wd -> directory; tree lock */
@@ -97,6 +108,8 @@ struct watch {
 	struct pending_move mv;
 	struct modified mod;
 	struct reread rr;
+	struct recheck rc;  /* files watch_recheck() was given; tree lock */
+	uint64_t rechecks;  /* atomic: given and not looked at yet */
 	uint64_t unsettled; /* atomic: rereads + a move + writes waiting */
 	uint64_t rereads;   /* atomic: directories read again */
 };
@@ -110,6 +123,7 @@ int watch_new(struct imfs *fs, struct watch **out)
 		return -ENOMEM;
 	w->fs = fs;
 	w->stop_pipe[0] = w->stop_pipe[1] = -1;
+	w->wake = -1;
 	w->ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
 	if (w->ifd < 0 || pipe2(w->stop_pipe, O_CLOEXEC | O_NONBLOCK)) {
 		imfs_log(LOG_WARNING,
@@ -120,6 +134,9 @@ int watch_new(struct imfs *fs, struct watch **out)
 			close(w->ifd);
 		w->ifd = -1;
 		w->limit = 1;
+	} else {
+		/* Without it, watch_recheck() says no: workers rescan. */
+		w->wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	}
 	*out = w;
 	return 0;
@@ -131,10 +148,13 @@ void watch_free(struct watch *w)
 		return;
 	if (w->ifd >= 0)
 		close(w->ifd);
+	if (w->wake >= 0)
+		close(w->wake);
 	for (int i = 0; i < 2; i++)
 		if (w->stop_pipe[i] >= 0)
 			close(w->stop_pipe[i]);
 	free(w->wd_map);
+	free(w->rc.v);
 	free(w);
 }
 
@@ -146,7 +166,8 @@ void watch_stats(struct watch *w, struct watch_stats *out)
 	out->limit = __atomic_load_n(&w->limit, __ATOMIC_RELAXED);
 	out->rereads = __atomic_load_n(&w->rereads, __ATOMIC_RELAXED);
 	out->settled = w->ifd < 0 ||
-		       __atomic_load_n(&w->unsettled, __ATOMIC_RELAXED) == 0;
+		       (__atomic_load_n(&w->unsettled, __ATOMIC_RELAXED) == 0 &&
+			__atomic_load_n(&w->rechecks, __ATOMIC_RELAXED) == 0);
 	/* Events the kernel holds that the thread has not read yet. */
 	int queued = 0;
 	if (w->ifd >= 0 && !ioctl(w->ifd, FIONREAD, &queued) && queued > 0)
@@ -560,6 +581,81 @@ static void look_and_apply(struct watch *w, char *path, bool resign, bool deep)
 		want_reread(w, parent);
 }
 
+/* ---- Files a worker found gone ------------------------------------------------ */
+
+bool watch_recheck(struct watch *w, struct node *n, bool look)
+{
+	struct recheck *r = &w->rc;
+	uint64_t one = 1;
+
+	if (w->wake < 0)
+		return false;
+	if (r->n == r->cap) {
+		size_t nc = r->cap ? 2 * r->cap : 16;
+		void *v = realloc(r->v, nc * sizeof(*r->v));
+		if (!v)
+			return false;
+		r->v = v;
+		r->cap = nc;
+	}
+	r->v[r->n].slot = n->slot;
+	r->v[r->n].gen = n->gen;
+	r->v[r->n].look = look;
+	r->n++;
+	__atomic_add_fetch(&w->rechecks, 1, __ATOMIC_RELAXED);
+	/* Fails only with the counter full: the thread wakes anyway. */
+	ssize_t ret = write(w->wake, &one, sizeof(one));
+	(void)ret;
+	return true;
+}
+
+/* The files watch_recheck() was given so far. Tree lock not held. */
+static struct recheck take_rechecks(struct watch *w)
+{
+	struct tree *t = w->fs->model->tree;
+	uint64_t count;
+
+	/* Only to clear the wakeup: the list says what there is. */
+	ssize_t ret = read(w->wake, &count, sizeof(count));
+	(void)ret;
+	tree_wrlock(t);
+	struct recheck todo = w->rc;
+	w->rc = (struct recheck){0};
+	tree_unlock(t);
+	return todo;
+}
+
+/*
+ * The files of @p todo (take_rechecks()), once the events queued when it
+ * was taken are applied: a file deleted is gone from the tree by then, one
+ * moved is under its new name and signed again. One still there had its
+ * event queued a moment after it vanished, or none (its directory is not
+ * watched): signed again, or, asked to look, looked at, which reads its
+ * directory again if it is still gone (look_and_apply()). Tree lock not
+ * held.
+ */
+static void recheck_all(struct watch *w, struct recheck *todo)
+{
+	struct tree *t = w->fs->model->tree;
+
+	for (size_t i = 0; i < todo->n; i++) {
+		tree_wrlock(t);
+		struct node *n = tree_by_id(t, todo->v[i].slot, todo->v[i].gen);
+		if (n && !(n->flags & NODE_DEAD)) {
+			char *path = todo->v[i].look ? tree_path(t, n) : NULL;
+			if (path)
+				look_and_apply(w, path, true, true);
+			else if (workers_queue(w->fs->workers, n))
+				scanner_request_rescan(w->fs->scanner);
+			free(path);
+		}
+		tree_unlock(t);
+		__atomic_sub_fetch(&w->rechecks, 1, __ATOMIC_RELAXED);
+	}
+	free(todo->v);
+	*todo = (struct recheck){0};
+}
+
 /* ---- Files being written ------------------------------------------------------------ */
 
 static void modified_clear(struct modified *m)
@@ -872,18 +968,25 @@ static void *watch_main(void *arg)
 	struct tree *t = w->fs->model->tree;
 
 	for (;;) {
-		struct pollfd pfd[2] = {
+		struct pollfd pfd[3] = {
 			{.fd = w->ifd, .events = POLLIN},
 			{.fd = w->stop_pipe[0], .events = POLLIN},
+			{.fd = w->wake, .events = POLLIN},
 		};
 		int timeout = w->mv.set || w->rr.n ? MOVE_PAIR_MS
 			      : w->mod.n	   ? MODIFY_SETTLE_MS / 2
 						   : -1;
-		int r = poll(pfd, 2, timeout);
+		int r = poll(pfd, 3, timeout);
 		if (r < 0 && errno != EINTR)
 			break;
 		if (r > 0 && pfd[1].revents)
 			break;
+		/* Taken before the events are read: whatever made those files
+		 * vanish is in the queue by now, and applied before they are
+		 * looked at. */
+		struct recheck gone = {0};
+		if (r > 0 && pfd[2].revents)
+			gone = take_rechecks(w);
 		if (r == 0 && w->mv.set) {
 			tree_wrlock(t);
 			move_out(w);
@@ -893,6 +996,8 @@ static void *watch_main(void *arg)
 			settle(w);
 		if (r > 0)
 			read_events(w);
+		if (gone.n)
+			recheck_all(w, &gone);
 		/* Once the queue is quiet for a moment. */
 		if (r == 0 && w->rr.n)
 			reread_all(w);

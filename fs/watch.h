@@ -10,8 +10,8 @@
  * periodically.
  *
  * Thread-safety: watch_dir() from any thread, no lock needed (it resolves a
- * path); watch_bind() and watch_forget() with the tree lock held
- * exclusively (the map from watches to nodes is protected by it);
+ * path); watch_bind(), watch_forget() and watch_recheck() with the tree
+ * lock held exclusively (the map from watches to nodes is protected by it);
  * watch_stats() from any thread; the rest from the main thread.
  */
 #ifndef IMFS_WATCH_H
@@ -54,6 +54,17 @@ int watch_dir(struct watch *w, const char *path);
 void watch_bind(struct watch *w, struct node *dir, int wd);
 /** @p dir leaves the tree: stop watching it. Tree lock exclusive. */
 void watch_forget(struct watch *w, struct node *dir);
+/**
+ * A worker found file @p n gone at its path: deleted, or a parent renamed,
+ * before the watcher applied the event (an editor's lock or temporary file
+ * lives for milliseconds). Once the watcher has applied the events queued
+ * by then, nothing is left to do if they removed it; if not (moved, its
+ * event late, or none: a directory not watched), it is queued for signing
+ * again, or, with @p look, looked at: signed if there, its directory read
+ * again if not. Tree lock exclusive.
+ * @return false when the watcher cannot (no inotify, no memory).
+ */
+bool watch_recheck(struct watch *w, struct node *n, bool look);
 void watch_stats(struct watch *w, struct watch_stats *out);
 
 #endif

@@ -9,7 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Tries for a file whose path led nowhere before a rescan is asked for. */
+/* Times a file whose path led nowhere is signed again, each time after the
+ * watcher applied the events then queued, before its directory is read. */
 #define GONE_RETRIES 15
 _Static_assert(GONE_RETRIES < 16, "a node counts retries in 4 bits (tree.h)");
 
@@ -18,6 +19,7 @@ _Static_assert(GONE_RETRIES < 16, "a node counts retries in 4 bits (tree.h)");
 #include "scanner.h"
 #include "sig.h"
 #include "util.h"
+#include "watch.h"
 #include "workers.h"
 
 struct workers {
@@ -228,15 +230,16 @@ static bool finish(struct workers *w, struct node *n, const char *path, int ret,
 		} else if (gone) {
 			/* Deleted (its event takes the node away), or a
 			 * parent renamed or swapped for a symlink meanwhile
-			 * (its events move the node): try again a few times,
-			 * then let a rescan settle it. Never a silent loss. */
-			if (n->retries < GONE_RETRIES) {
-				n->retries++;
-				workers_queue(w, n);
-			} else {
-				n->retries = 0;
+			 * (its events move the node): signed again once the
+			 * watcher applied them, which a try at once only
+			 * raced (a file an editor made and removed within
+			 * milliseconds cost a rescan of the whole tree). In
+			 * the end its directory is read again. Never a
+			 * silent loss. */
+			bool look = n->retries >= GONE_RETRIES;
+			n->retries = look ? 0 : n->retries + 1;
+			if (!watch_recheck(w->fs->watch, n, look))
 				scanner_request_rescan(w->fs->scanner);
-			}
 		} else {
 			n->retries = 0;
 			if (d->status == IM_DOC_ERROR)

@@ -675,6 +675,44 @@ def test_editor_patterns(w):
 
 
 @test
+def test_temporary_files(w):
+    """What editors and office programs make and remove within milliseconds
+    all day (~$report.docx, report.docx.tmp, vim's 4913) is simply gone:
+    no rescan of the whole tree, however many. A document saved through
+    such a file renamed over it is still read again. The view ends equal
+    to `imatch scan`."""
+    want, docs, names = standard(w)
+    a, b = names['family0']
+    c = names['family2'][0]
+    d = w.daemon()
+    settled(w, d, len(docs))
+    wait_clusters(w.mnt, want)
+    rescans = status_int(read_status(w.mnt), 'rescans')
+    with open(os.path.join(w.src, c)) as f:
+        text_c = f.read()
+    body = w.corpus.document()
+    for i in range(1000):
+        for name in ('reports/~$report.docx', 'notes/report.docx.tmp', '4913'):
+            p = os.path.join(w.src, name)
+            write(p, body)
+            os.unlink(p)
+    # Saved as office programs do: b becomes a copy of c.
+    tmp = os.path.join(w.src, os.path.dirname(b), 'saved.tmp')
+    write(tmp, w.corpus.near_duplicate(text_c))
+    os.rename(tmp, os.path.join(w.src, b))
+    poll(lambda: (b in cluster_with(w.mnt, c), sorted(cluster_with(w.mnt, c))),
+         'a document saved through a temporary file renamed over it')
+    st = poll(lambda: (read_status(w.mnt).get('converged') == 'yes', read_status(w.mnt)),
+              'status to say converged after 3000 temporary files')
+    check(status_int(st, 'rescans') == rescans,
+          '3000 temporary files cost %d rescan(s) of the whole tree'
+          % (status_int(st, 'rescans') - rescans))
+    view_equals_scan(w, 'after 3000 temporary files')
+    d.umount()
+    d.check_log()
+
+
+@test
 def test_truncate_syscall(w):
     """truncate(2) changes a document without opening it (`truncate -s`):
     only IN_MODIFY reaches the watcher, no IN_CLOSE_WRITE. The view must

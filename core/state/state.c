@@ -294,7 +294,8 @@ static size_t entry_len(const struct im_state *st, size_t off)
  * cache: the files are signed again, and the next save writes a sound file.
  * A read that began before sees zeros midway, which decode as lengths of 0
  * and stay within the mapping. A SIGBUS elsewhere gets the disposition
- * there was before (the fault happens again once the handler returns).
+ * there was before (the fault happens again once the handler returns; a
+ * SIGBUS sent by kill is sent again).
  */
 #define GUARDS 16
 
@@ -313,7 +314,8 @@ static void on_sigbus(int sig, siginfo_t *si, void *ctx)
 
 	(void)sig;
 	(void)ctx;
-	for (int i = 0; i < GUARDS; i++) {
+	/* si_code <= 0: sent (kill, raise), where si_addr is no address. */
+	for (int i = 0; si->si_code > 0 && i < GUARDS; i++) {
 		uintptr_t start =
 			__atomic_load_n(&guards[i].start, __ATOMIC_ACQUIRE);
 		size_t len = __atomic_load_n(&guards[i].len, __ATOMIC_RELAXED);
@@ -329,6 +331,10 @@ static void on_sigbus(int sig, siginfo_t *si, void *ctx)
 		return;
 	}
 	sigaction(SIGBUS, &sigbus_before, NULL);
+	/* A fault comes again on return; a sent signal does not: send it
+	 * again, to be taken (SIGBUS is blocked in here) as before. */
+	if (si->si_code <= 0)
+		raise(SIGBUS);
 	errno = e;
 }
 

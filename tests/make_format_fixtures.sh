@@ -44,6 +44,8 @@
 #   nested.docx     document.xml nested 100000 elements deep
 #   spine.epub      a 2 MB page that the spine names 10000 times (20 GB of
 #                   text from 8 KB)
+#   spine-blank.epub  a 4 MB page of no text (one comment) that the spine
+#                   names 20000 times (80 GB to read from 6 KB)
 #   truncated.pdf   the first half of cc0.pdf; garbage.pdf: a header and noise
 #   loop.doc, huge.doc, truncated.doc, encrypted.doc   notes.doc with its
 #                   WordDocument stream's sector chain looping, its size
@@ -367,6 +369,17 @@ with zipfile.ZipFile("spine.epub", "w", zipfile.ZIP_DEFLATED) as z:
                '<item id="p" href="p.xhtml" media-type="application/xhtml+xml"/></manifest><spine>'
                + '<itemref idref="p"/>' * 10000 + '</spine></package>')
     z.writestr("OEBPS/p.xhtml", "<html><body><p>" + "lighthouse keeper harbour " * 80000 + "</p></body></html>")
+with zipfile.ZipFile("spine-blank.epub", "w", zipfile.ZIP_DEFLATED) as z:
+    z.writestr("mimetype", "application/epub+zip", zipfile.ZIP_STORED)
+    z.writestr("META-INF/container.xml",
+               '<?xml version="1.0"?><container xmlns="urn:oasis:names:tc:opendocument:xmlns:container" version="1.0">'
+               '<rootfiles><rootfile full-path="OEBPS/content.opf" media-type="application/oebps-package+xml"/>'
+               '</rootfiles></container>')
+    z.writestr("OEBPS/content.opf",
+               '<?xml version="1.0"?><package xmlns="http://www.idpf.org/2007/opf" version="3.0"><manifest>'
+               '<item id="p" href="p.xhtml" media-type="application/xhtml+xml"/></manifest><spine>'
+               + '<itemref idref="p"/>' * 20000 + '</spine></package>')
+    z.writestr("OEBPS/p.xhtml", "<html><body><!--" + "x" * 4000000 + "--></body></html>")
 PY
 head -c 1073741824 /dev/zero | bzip2 -9 > bomb.txt.bz2
 head -c "$(($(stat -c %s cc0.pdf) / 2))" cc0.pdf > truncated.pdf
@@ -383,5 +396,5 @@ cp cc0.txt cc0.html cc0.docx cc0.odt cc0.epub cc0.pdf cc0-utf16.txt cc0.txt.gz \
    hidden.odt hidden.docx hidden.doc hidden.rtf \
    loop.doc huge.doc truncated.doc encrypted.doc \
    sheet.xlsx sheet.ods sheet.xls slides.pptx slides.odp slides.ppt.gz \
-   bomb.docx bomb.txt.bz2 entities.docx nested.docx spine.epub truncated.pdf garbage.pdf "$out/"
+   bomb.docx bomb.txt.bz2 entities.docx nested.docx spine.epub spine-blank.epub truncated.pdf garbage.pdf "$out/"
 ls -l "$out"

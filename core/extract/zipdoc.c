@@ -1411,12 +1411,19 @@ static char *resolve_href(const char *opf, const char *href)
  * (a file name or a repeat of a heading, not the book's text), and the
  * head's generator <meta> tells it a note's number is pandoc's mark. Text
  * past @p max_text (0: no cap) fails at once: a spine may name one page
- * many times, so the pages' sizes do not bound the book's. */
-static int page_text(const struct im_buf *page, size_t max_text,
+ * many times, so the pages' sizes do not bound the book's. Nor its work:
+ * a page with no text (a comment, tags), named 20,000 times from 5 KB,
+ * was read for minutes, so every read counts against *left, what may yet
+ * be read (max_unpacked, as the pages' unpacking). */
+static int page_text(const struct im_buf *page, size_t max_text, size_t *left,
 		     struct im_buf *out)
 {
-	int ret = im_html_text(page->p ? page->p : "", page->len, out);
+	int ret;
 
+	if (page->len > *left)
+		return IM_XF_EXPANSION;
+	*left -= page->len;
+	ret = im_html_text(page->p ? page->p : "", page->len, out);
 	if (!ret && max_text && out->len > max_text)
 		ret = IM_XF_OUTPUT;
 	return ret;
@@ -1463,6 +1470,7 @@ static int epub_text(const char *buf, size_t len,
 	struct part *pk, *c;
 	char ***items = NULL, ***pages = NULL;
 	size_t done = 0, nitems = 0;
+	size_t left = o->max_unpacked ? o->max_unpacked : SIZE_MAX;
 	int ret;
 
 	ret = zip_collect(buf, len, o, want_epub, &ps);
@@ -1504,7 +1512,7 @@ static int epub_text(const char *buf, size_t len,
 		p = name_find(pages, ps.n, path);
 		free(path);
 		if (p) {
-			ret = page_text(&p->data, o->max_text, out);
+			ret = page_text(&p->data, o->max_text, &left, out);
 			done++;
 		}
 	}
@@ -1516,7 +1524,7 @@ static int epub_text(const char *buf, size_t len,
 			if (has_suffix(ps.v[i].name, "htm") ||
 			    has_suffix(ps.v[i].name, "html")) {
 				ret = page_text(&ps.v[i].data, o->max_text,
-						out);
+						&left, out);
 				done++;
 			}
 		/* Neither a package naming a page that is there nor any

@@ -1001,6 +1001,30 @@ START_TEST(test_extract_doc_limits)
 }
 END_TEST
 
+/* A spine naming a page of no text 20,000 times: max_text never stops it,
+ * and it was read for seconds (80 GB); the pages read count against
+ * max_unpacked. A book that names each page once reads as before. */
+START_TEST(test_extract_epub_spine_blank_page)
+{
+	struct im_extract_opts o;
+	struct im_buf b = {0};
+	size_t len;
+	char *book = read_fixture("spine-blank.epub", &len);
+
+	im_extract_opts_init(&o);
+	o.max_unpacked = (size_t)16 << 20;
+	ck_assert_int_eq(im_zipdoc_text(IM_FMT_EPUB, book, len, &o, &b),
+			 IM_XF_EXPANSION);
+	free(book);
+	book = read_fixture("cc0.epub", &len);
+	b.len = 0;
+	ck_assert_int_eq(im_zipdoc_text(IM_FMT_EPUB, book, len, &o, &b), 0);
+	ck_assert(b.len && memmem(b.p, b.len, "Statement of Purpose", 20));
+	im_buf_release(&b);
+	free(book);
+}
+END_TEST
+
 /* A budget's .xls under a cap on its text a byte or two short of it: the
  * text is cut and says so, whatever the last bytes were (the line that
  * opens the number terms came after the check). */
@@ -1655,6 +1679,7 @@ static Suite *extract_suite(void)
 	tcase_add_test(tc, test_extract_doc_review);
 	tcase_add_test(tc, test_extract_cfb_not_doc);
 	tcase_add_test(tc, test_extract_doc_limits);
+	tcase_add_test(tc, test_extract_epub_spine_blank_page);
 	tcase_add_test(tc, test_extract_xls_records);
 	tcase_add_test(tc, test_extract_xls_output_cap);
 	tcase_add_test(tc, test_extract_xls_value_cells);

@@ -608,6 +608,9 @@ int im_state_load_files(const char *path, uint64_t key, uint64_t files_key,
 		goto out;
 	}
 	st->map = m;
+	/* Guarded from here: the checks read every page, for a while in a
+	 * large cache, and a daemon loads it while it serves. */
+	st->guard = guard_add(st);
 	const uint8_t *b = st->map;
 	size_t len = st->map_len;
 	if (memcmp(b, state_magic, 8)) {
@@ -657,10 +660,16 @@ int im_state_load_files(const char *path, uint64_t key, uint64_t files_key,
 		why_set(why, why_len, strerror(ENOMEM));
 	if (ret)
 		goto out;
+	/* Cut short under the checks, which then read zeros: refused, as a
+	 * file cut short before them. */
+	if (damaged(st)) {
+		why_set(why, why_len, "truncated while read");
+		ret = -EINVAL;
+		goto out;
+	}
 	/* The checks read every page: leave them to the page cache, out of
 	 * the caller's resident set; entries are read again on demand. */
 	madvise((void *)st->map, st->map_len, MADV_DONTNEED);
-	st->guard = guard_add(st);
 	*out = st;
 	st = NULL;
 out:

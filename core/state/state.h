@@ -189,10 +189,11 @@ int im_state_file_key(const char *path, uint64_t *out);
  * @param key  the running key; a file with another key is refused with
  *             -ESTALE (it is valid, only not usable).
  * @param why  if not NULL, receives a one-line reason on failure
- *             ("truncated", "bad checksum", "not an imatchfs state file",
- *             "unsupported version N", "made by an older imatchfs
- *             (version N)", "made with other parameters or another
- *             lexicon", or strerror).
+ *             ("truncated", "truncated while read" (cut short under the
+ *             load, see im_state_damaged()), "bad checksum", "not an
+ *             imatchfs state file", "unsupported version N", "made by an
+ *             older imatchfs (version N)", "made with other parameters or
+ *             another lexicon", or strerror).
  * @return 0; -ENOENT (or another open error) when there is no file;
  *         -EINVAL for a corrupt file or one of a newer version; -ESTALE
  *         for another key or an older version; -ENOMEM.

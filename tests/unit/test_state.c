@@ -2,6 +2,7 @@
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <signal.h>
@@ -774,6 +775,72 @@ START_TEST(test_state_other_sigbus_still_kills)
 }
 END_TEST
 
+/*
+ * The daemon loads its cache while it serves (the scanner, at the mount's
+ * start), and the load's checks read every page: a cache cut short under
+ * them killed the process with SIGBUS. Cut at points spread over a load,
+ * in a child each: the load finds the cache whole or refuses it, and the
+ * child lives.
+ */
+static long cut_after_us;
+
+static void *cut_cache(void *arg)
+{
+	(void)arg;
+	usleep((useconds_t)cut_after_us);
+	(void)truncate(path, 4096);
+	return NULL;
+}
+
+START_TEST(test_state_truncated_while_loading)
+{
+	char whole[160], cmd[400];
+	struct timespec t0, t1;
+	struct im_state *st;
+	long load_us;
+	int status;
+
+	write_cache(20000, test_key());
+	snprintf(whole, sizeof(whole), "%s/whole", dir);
+	ck_assert_int_eq(rename(path, whole), 0);
+	snprintf(cmd, sizeof(cmd), "cp '%s' '%s'", whole, path);
+	ck_assert_int_eq(system(cmd), 0);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	ck_assert_int_eq(im_state_load(path, test_key(), &st, NULL, 0), 0);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	im_state_free(st);
+	load_us = (t1.tv_sec - t0.tv_sec) * 1000000 +
+		  (t1.tv_nsec - t0.tv_nsec) / 1000;
+	for (int i = 0; i < 10; i++) {
+		pid_t pid;
+
+		ck_assert_int_eq(system(cmd), 0);
+		cut_after_us = load_us * i / 10;
+		pid = fork();
+		ck_assert_int_ge(pid, 0);
+		if (pid == 0) {
+			pthread_t cutter;
+			int ret;
+
+			if (pthread_create(&cutter, NULL, cut_cache, NULL))
+				_exit(2);
+			ret = im_state_load(path, test_key(), &st, NULL, 0);
+			pthread_join(cutter, NULL);
+			if (!ret)
+				im_state_free(st);
+			_exit(ret == 0 || ret == -EINVAL ? 0 : 3);
+		}
+		ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+		ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+			      "cut after %ld of %ld us: the child %s with %d",
+			      cut_after_us, load_us,
+			      WIFSIGNALED(status) ? "died" : "exited",
+			      WIFSIGNALED(status) ? WTERMSIG(status)
+						  : WEXITSTATUS(status));
+	}
+}
+END_TEST
+
 static Suite *state_suite(void)
 {
 	Suite *s = suite_create("state");
@@ -796,6 +863,7 @@ static Suite *state_suite(void)
 	tcase_add_test(tc, test_state_each_path_and_keys);
 	tcase_add_test(tc, test_state_truncated_under_the_map);
 	tcase_add_test(tc, test_state_other_sigbus_still_kills);
+	tcase_add_test(tc, test_state_truncated_while_loading);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -866,6 +866,24 @@ def case_links_keeper_replaced_midway(tmp):
               % (action, os.listdir(os.path.dirname(copy))))
 
 
+def check_save_kept(action, copy, trash, edited, log):
+    """After an editor saved @edited over @copy while apply held at its act
+    (apply_held()'s @log): the new content stays at its name, the line is
+    skipped and says why, no temporary name is left, the trash is empty."""
+    check(os.path.isfile(copy) and not os.path.islink(copy) and
+          open(copy, "rb").read() == edited,
+          "%s: the new content stays at its name: %s" % (action, log))
+    check("skipped %s: the file changed during verification" % copy
+          in log and "exited normally" in log,
+          "%s: the line is skipped and says why: %s" % (action, log))
+    check(sorted(os.listdir(os.path.dirname(copy))) == ["report.txt"],
+          "%s: no temporary name left: %s"
+          % (action, os.listdir(os.path.dirname(copy))))
+    check(not os.path.exists(trash) or
+          not any(files for _, _, files in os.walk(trash)),
+          "%s: nothing in the trash" % action)
+
+
 def case_file_replaced_midway(tmp):
     """The file is replaced by rename (an editor saving it: write a
     temporary, rename it over) after apply verified it, at the very moment
@@ -895,18 +913,7 @@ def case_file_replaced_midway(tmp):
             f.write(out)
         saved = put(root, "b/.report.txt.swp", edited)
         log = apply_held(tmp, plan, calls, "mv %s %s" % (saved, copy))
-        check(os.path.isfile(copy) and not os.path.islink(copy) and
-              open(copy, "rb").read() == edited,
-              "%s: the new content stays at its name: %s" % (action, log))
-        check("skipped %s: the file changed during verification" % copy
-              in log and "exited normally" in log,
-              "%s: the line is skipped and says why: %s" % (action, log))
-        check(sorted(os.listdir(os.path.dirname(copy))) == ["report.txt"],
-              "%s: no temporary name left: %s"
-              % (action, os.listdir(os.path.dirname(copy))))
-        check(not os.path.exists(trash) or
-              not any(files for _, _, files in os.walk(trash)),
-              "%s: nothing in the trash" % action)
+        check_save_kept(action, copy, trash, edited, log)
     # And the name taken again while apply gives it back: nothing is
     # unlinked or overwritten, the line fails and says where the content
     # it had moved is now.
@@ -1067,18 +1074,7 @@ def case_links_and_trash_without_rename_flags(tmp):
         saved = put(root, "b/.report.txt.swp", edited)
         log = apply_held(tmp, plan, ("renameat", "unlinkat"),
                          "mv %s %s" % (saved, copy), env=env)
-        check(os.path.isfile(copy) and not os.path.islink(copy) and
-              open(copy, "rb").read() == edited,
-              "%s: the new content stays at its name: %s" % (action, log))
-        check("skipped %s: the file changed during verification" % copy
-              in log and "exited normally" in log,
-              "%s: skipped, says why: %s" % (action, log))
-        check(sorted(os.listdir(os.path.dirname(copy))) == ["report.txt"],
-              "%s: no temporary name left: %s"
-              % (action, os.listdir(os.path.dirname(copy))))
-        check(not os.path.exists(trash) or
-              not any(files for _, _, files in os.walk(trash)),
-              "%s: nothing in the trash" % action)
+        check_save_kept(action, copy, trash, edited, log)
         # Untouched, it is done.
         put(root, "b/report.txt", data, mtime=1_600_000_001)
         out, _ = run("dedupe", "--action", action, root)

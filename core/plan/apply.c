@@ -1493,6 +1493,10 @@ static bool is_mine(int dirfd, const char *name, const struct stat *mine,
 		!memcmp(target, l->keeper.path, len));
 }
 
+/* A keeper that can take no more hard links (65,000 on ext4). */
+static const char *const link_limit = "the keeper has as many hard links as "
+				      "its filesystem allows";
+
 /*
  * Where the filesystem cannot exchange two names (NFS, SMB, many FUSE
  * filesystems): the file is moved aside as remove does, what moved is
@@ -1537,6 +1541,12 @@ static int swap_plain(const struct im_plan_line *l, struct side *f,
 		ok = false;
 		ret = -errno;
 		skip = "putting the link at the file's name";
+		/* Our link under the temporary name took the keeper's last
+		 * link but one: the limit, skipped as in link_over(). */
+		if (ret == -EMLINK) {
+			ret = 0;
+			skip = link_limit;
+		}
 	}
 	if (is_mine(f->dirfd, tmp, mine, l))
 		unlinkat(f->dirfd, tmp, 0);
@@ -1588,8 +1598,7 @@ static int link_over(const struct im_plan_line *l, struct side *f,
 	if (ret == -EMLINK) {
 		/* A filesystem's limit (65,000 on ext4), not a failure:
 		 * the file stays, as across filesystems. */
-		*why = "the keeper has as many hard links as its filesystem "
-		       "allows";
+		*why = link_limit;
 		return SKIP;
 	}
 	if (ret) {

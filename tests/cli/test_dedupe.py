@@ -1257,6 +1257,47 @@ def case_hardlink_link_limit(tmp):
           [os.path.basename(copy)], "the copy stays as it was")
 
 
+def case_hardlink_link_limit_without_rename_flags(tmp):
+    """Where renameat2 takes no flags (NFS, SMB, FUSE) the link to the
+    keeper is made under a temporary name and then linked at the file's
+    name: one link more than the keeper ends with. A keeper one link below
+    its filesystem's limit takes the first and not the second: the line is
+    skipped and says why, as where the limit is met at once, exit 0, and
+    the copy stays as it was with no temporary name beside it."""
+    root = os.path.join(tmp, "share")
+    groups = make_groups(root, sizes=(2,), singles=1)
+    keeper, copy = groups[0]
+    out, _ = run("dedupe", "--action", "hardlink", root)
+    check([l["path"] for l in plan_lines(out)] == [copy], "one line: %s" % out)
+    plan = out
+    many = os.path.join(tmp, "links")
+    os.mkdir(many)
+    for i in range(1 << 17):
+        try:
+            os.link(keeper, os.path.join(many, str(i)))
+        except OSError as e:
+            if e.errno != errno.EMLINK:
+                raise
+            break
+    else:
+        print("SKIP: no hard link limit within %d links here" % (1 << 17))
+        sys.exit(77)
+    os.unlink(os.path.join(many, "0"))
+    ino = os.stat(copy).st_ino
+    p = subprocess.run([test_cli.IMATCH, "apply", "-"], input=plan,
+                       capture_output=True, env=without_rename_flags(tmp),
+                       timeout=120)
+    out, err = p.stdout.decode(), p.stderr.decode()
+    check(p.returncode == 0 and
+          out == "skipped %s: the keeper has as many hard links as its "
+          "filesystem allows\n" % copy and " 1 skipped, 0 failed" in err,
+          "skipped, exit 0: %d %s %s" % (p.returncode, out, err))
+    check(os.stat(copy).st_ino == ino and
+          sorted(os.listdir(os.path.dirname(copy))) ==
+          [os.path.basename(copy)], "the copy stays as it was: %s"
+          % os.listdir(os.path.dirname(copy)))
+
+
 def case_apply_killed_leaves_no_temporary(tmp):
     """kill (or Ctrl-C, or a closed terminal) while apply has made a hard
     link under a temporary name and not yet renamed it over the file: the

@@ -2141,6 +2141,38 @@ out:
 	return same;
 }
 
+/* The directory of @p l's destination in the trash, the trash and @p rel
+ * (the file's path below the root), opened without following a symlink
+ * or creating anything: *dfd, and *base its last component in *buf, which
+ * the caller frees. @return 0, -ENOMEM, or not 0 when it cannot be opened
+ * (nothing to free then). */
+static int open_dest_dir(const struct im_plan_line *l, const char *rel,
+			 int *dfd, char **buf, const char **base)
+{
+	const char *why;
+	size_t len;
+	int ret;
+
+	*dfd = -1;
+	*buf = NULL;
+	if (l->action != IM_ACT_TRASH || !l->trash ||
+	    !(canonical(l->trash) || !strcmp(l->trash, "/")))
+		return -EINVAL; /* apply skips the line */
+	len = strlen(l->trash) + strlen(rel) + 2;
+	*buf = malloc(len);
+	if (!*buf)
+		return -ENOMEM;
+	snprintf(*buf, len, "%s/%s", strcmp(l->trash, "/") ? l->trash : "",
+		 rel);
+	ret = open_parent(*buf, false, dfd, base, &why, trash_whys);
+	if (ret || *dfd < 0) {
+		free(*buf);
+		*buf = NULL;
+		return ret ? ret : -ENOENT;
+	}
+	return 0;
+}
+
 /*
  * Is @p l a trash line already done: its destination, the trash and @p rel,
  * the file's path below the root, holding what the line records? Two
@@ -2152,25 +2184,43 @@ out:
  */
 static bool trashed(const struct im_plan_line *l, const char *rel)
 {
-	const char *base, *why;
+	const char *base;
 	char *buf;
-	size_t len;
-	int dfd = -1;
+	int dfd, ret = open_dest_dir(l, rel, &dfd, &buf, &base);
 	bool done;
 
-	if (!l->trash || !(canonical(l->trash) || !strcmp(l->trash, "/")))
-		return false; /* apply skips the line */
-	len = strlen(l->trash) + strlen(rel) + 2;
-	buf = malloc(len);
-	if (!buf)
+	if (ret == -ENOMEM)
 		return true; /* unknown: the file stays aside */
-	snprintf(buf, len, "%s/%s", strcmp(l->trash, "/") ? l->trash : "", rel);
-	done = !open_parent(buf, false, &dfd, &base, &why, trash_whys) &&
-	       dfd >= 0 && is_recorded_file(dfd, base, &l->file);
-	if (dfd >= 0)
-		close(dfd);
+	if (ret)
+		return false;
+	done = is_recorded_file(dfd, base, &l->file);
+	close(dfd);
 	free(buf);
 	return done;
+}
+
+/* Is @p name in @p dirfd another name of the regular file at @p l's
+ * destination in the trash, which has the size and mtime the line
+ * records? The trash then holds what @p name does. */
+static bool trashed_as(const struct im_plan_line *l, const char *rel, int dirfd,
+		       const char *name)
+{
+	const char *base;
+	char *buf;
+	struct stat a, b;
+	int dfd;
+	bool same;
+
+	if (open_dest_dir(l, rel, &dfd, &buf, &base))
+		return false;
+	same = !fstatat(dirfd, name, &a, AT_SYMLINK_NOFOLLOW) &&
+	       !fstatat(dfd, base, &b, AT_SYMLINK_NOFOLLOW) &&
+	       S_ISREG(b.st_mode) && a.st_dev == b.st_dev &&
+	       a.st_ino == b.st_ino && (uint64_t)b.st_size == l->file.size &&
+	       mtime_ns(&b) == l->file.mtime_ns;
+	close(dfd);
+	free(buf);
+	return same;
 }
 
 /*
@@ -2240,7 +2290,14 @@ int im_apply_reclaim(const struct im_plan_line *l, const char *tmp,
 		 !fstatat(k.dirfd, k.name, &kst, AT_SYMLINK_NOFOLLOW) &&
 		 S_ISREG(kst.st_mode);
 	hold_stop_signals(&old);
-	if (is_link_to_keeper(f.dirfd, tmp, l, keeper ? &kst : NULL)) {
+	if (l->action == IM_ACT_TRASH && trashed_as(l, rel_f, f.dirfd, tmp)) {
+		/* Linked into the trash (no rename flags), its temporary
+		 * name not yet unlinked. */
+		ret = unlinkat(f.dirfd, tmp, 0) ? -errno : 1;
+		*what = ret < 0 ? "removing it"
+				: "a second name of the file in the trash, "
+				  "removed";
+	} else if (is_link_to_keeper(f.dirfd, tmp, l, keeper ? &kst : NULL)) {
 		/* Made to replace the file, never exchanged with it. */
 		ret = unlinkat(f.dirfd, tmp, 0) ? -errno : 1;
 		*what = ret < 0 ? "removing it"

@@ -193,6 +193,10 @@ int im_apply_line(const struct im_plan_line *l, bool dry_run,
  * lost. Only a name of the form temp names take, made by a process that
  * no longer runs here, is considered (a live one may still be at work on
  * it), and then only:
+ *   - for trash, another name of the regular file at the line's
+ *     destination in the trash with the size and mtime the line records
+ *     (linked there where renameat2 takes no flags, its temporary name
+ *     not yet unlinked): the trash holds what it holds, and it is removed;
  *   - a link to the keeper as the line's action makes it (hardlink: a
  *     hard link of the inode the keeper's name leads to; symlink: a
  *     symlink whose target is the keeper's path), never exchanged with

@@ -1481,6 +1481,47 @@ def case_apply_killed_trash_keeps_names(tmp):
               if os.path.exists(moved[p])}))
 
 
+def case_apply_killed_trash_link_taken_back(tmp):
+    """Where renameat2 takes no flags (NFS, SMB, FUSE) trash moves the file
+    aside, links it into the trash, then unlinks its temporary name;
+    kill -9 between the last two leaves that name beside the file, a
+    second name of the file in the trash. Run again, apply removes it and
+    says so: the trash keeps the file, its bytes and its one name, and no
+    temporary name is left, exit 0."""
+    root = os.path.join(tmp, "share")
+    trash = os.path.join(tmp, "trash")
+    plan = os.path.join(tmp, "plan.jsonl")
+    rng = random.Random(73)
+    data = ("\n".join(document(rng, vocabulary(rng))) + "\n").encode()
+    plain = without_rename_flags(tmp)
+    put(root, "a/report.txt", data, mtime=1_600_000_000)
+    copy = put(root, "b/report.txt", data, mtime=1_600_000_001)
+    moved = os.path.join(trash, "b", "report.txt")
+    out, _ = run("dedupe", "--action", "trash=" + trash, root)
+    check([l["path"] for l in plan_lines(out)] == [copy], "one line: %s" % out)
+    with open(plan, "wb") as f:
+        f.write(out)
+    p = killed_at(tmp, plan, "unlinkat", plain)
+    directory = os.path.dirname(copy)
+    temps = os.listdir(directory)
+    check(p.returncode and len(temps) == 1 and
+          temps[0].startswith(".imatch-") and
+          os.stat(os.path.join(directory, temps[0])).st_ino ==
+          os.stat(moved).st_ino,
+          "killed with the file in the trash and beside: %s %s" % (temps, p))
+    r = subprocess.run([test_cli.IMATCH, "apply", plan], capture_output=True,
+                       text=True, env=plain, timeout=120)
+    check(r.returncode == 0 and
+          "imatch: apply: %s/%s: left by an apply that was killed: a second "
+          "name of the file in the trash, removed\n"
+          % (directory, temps[0]) in r.stderr,
+          "says what it took back: %s %s" % (r.stdout, r.stderr))
+    check(os.listdir(directory) == [] and
+          open(moved, "rb").read() == data and os.stat(moved).st_nlink == 1,
+          "the file in the trash, no temporary name: %s"
+          % os.listdir(directory))
+
+
 def case_apply_names_leftovers(tmp):
     """kill -9 after apply moved a file aside to be removed and before it
     unlinked it: the file sits under a hidden temporary name. What apply

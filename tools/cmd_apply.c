@@ -9,8 +9,9 @@
  * `dedupe --format sh`). Output: one line per plan line on stdout ("removed
  * PATH", "skipped PATH: why", …; "would …" with --dry-run), a summary on
  * stderr, before it the temporary names a killed apply left beside the
- * plan's files; first, unless --dry-run, what such an apply provably left
- * of a line is taken back (im_apply_reclaim()) and said on stderr. Exit 0
+ * plan's files or in their trash folders; first, unless --dry-run, what
+ * such an apply provably left of a line is taken back (im_apply_reclaim(),
+ * im_apply_reclaim_copy()) and said on stderr. Exit 0
  * when every line was done or skipped for safety, 1 when a line was
  * malformed or an action (or taking something back) failed.
  */
@@ -253,11 +254,6 @@ static void print_skipped(const char *path, const char *why)
 	printf(": %s\n", why);
 }
 
-static int cmp_str(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
 /* The directory of @p path, malloc'ed; NULL when it is not absolute (apply
  * skips the line) or out of memory. */
 static char *dir_of(const char *path)
@@ -284,6 +280,7 @@ static bool is_temp_name(const char *name)
 struct dir_line {
 	char *dir;
 	size_t line;
+	bool trash; /* dir is the line's in the trash, not its file's */
 };
 
 static int cmp_dir_line(const void *a, const void *b)
@@ -295,18 +292,26 @@ static int cmp_dir_line(const void *a, const void *b)
 }
 
 /* Try each temporary name against each line of the directory; one
- * taken back is gone for the others. @return the failures. */
+ * taken back is gone for the others. A folder that holds both planned
+ * files and a trash's copies: a file moved aside gets its name back
+ * before it could be taken for a copy of another. @return the failures. */
 static size_t reclaim_in(const struct plan *p, const struct dir_line *v,
 			 size_t n, char **names, size_t nnames)
 {
 	size_t failed = 0;
 
 	for (size_t t = 0; t < nnames; t++)
-		for (size_t i = 0; i < n; i++) {
+		for (size_t k = 0; k < 2 * n; k++) {
+			size_t i = k % n;
+			const struct im_plan_line *l = &p->v[v[i].line].l;
 			const char *what;
-			int ret = im_apply_reclaim(&p->v[v[i].line].l,
-						   names[t], &what);
+			int ret;
 
+			if (v[i].trash != (k >= n))
+				continue;
+			ret = v[i].trash ? im_apply_reclaim_copy(l, names[t],
+								 &what)
+					 : im_apply_reclaim(l, names[t], &what);
 			if (!ret)
 				continue;
 			err_msg("apply: %s%s%s: left by an apply that was "
@@ -320,26 +325,59 @@ static size_t reclaim_in(const struct plan *p, const struct dir_line *v,
 	return failed;
 }
 
+/* The directory of a trash line's destination, malloc'ed; NULL for
+ * another line, one apply skips, or out of memory. */
+static char *trash_dir_of(const struct im_plan_line *l)
+{
+	char *dest = im_plan_trash_dest(l), *d = dest ? dir_of(dest) : NULL;
+
+	free(dest);
+	return d;
+}
+
+/*
+ * The directories of the plan's files and of its trash lines'
+ * destinations, with the line of each (two for a trash line), sorted.
+ * @return the count, v[] holding them; the caller frees each dir.
+ */
+static size_t plan_dirs(const struct plan *p, struct dir_line *v)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < p->n; i++) {
+		if (!p->v[i].ok)
+			continue;
+		if ((v[n].dir = dir_of(p->v[i].l.file.path))) {
+			v[n].line = i;
+			v[n++].trash = false;
+		}
+		if ((v[n].dir = trash_dir_of(&p->v[i].l))) {
+			v[n].line = i;
+			v[n++].trash = true;
+		}
+	}
+	sort_n(v, n, sizeof(*v), cmp_dir_line);
+	return n;
+}
+
 /*
  * Before acting: what an apply killed by kill -9 left beside a planned
- * file is taken back where im_apply_reclaim() proves it safe, so that
- * running the plan again finishes it (a file moved aside gets its name
- * back, then is acted on as planned) and leaves no temporary name. Each
- * directory is read once; only one holding temporary names costs more.
- * @return the failures.
+ * file, or in the trash where it copied one to another filesystem, is
+ * taken back where im_apply_reclaim() and im_apply_reclaim_copy() prove
+ * it safe, so that running the plan again finishes it (a file moved aside
+ * gets its name back, then is acted on as planned) and leaves no
+ * temporary name. Each directory is read once; only one holding
+ * temporary names costs more. @return the failures.
  */
 static size_t reclaim_leftovers(const struct plan *p)
 {
-	struct dir_line *v = malloc((p->n ? p->n : 1) * sizeof(*v));
+	struct dir_line *v = malloc((p->n ? 2 * p->n : 1) * sizeof(*v));
 	char **names = NULL;
-	size_t n = 0, failed = 0, cap = 0;
+	size_t n, failed = 0, cap = 0;
 
 	if (!v)
 		return 0;
-	for (size_t i = 0; i < p->n; i++)
-		if (p->v[i].ok && (v[n].dir = dir_of(p->v[i].l.file.path)))
-			v[n++].line = i;
-	sort_n(v, n, sizeof(*v), cmp_dir_line);
+	n = plan_dirs(p, v);
 	for (size_t i = 0, j; i < n; i = j) {
 		DIR *d = opendir(v[i].dir);
 		struct dirent *e;
@@ -380,27 +418,23 @@ static size_t reclaim_leftovers(const struct plan *p)
  * Only kill -9 leaves a temporary name (apply.h), and the apply run again
  * afterwards did not say so: the line's file is then "gone" (moved aside,
  * not yet unlinked) or already a link, while the file sits under a hidden
- * name beside it, never removed. Each such name in the directories of the
- * plan's files is named once on stderr; whether to remove it is the
- * user's to decide, as another apply may still be at work on it.
+ * name beside it, never removed; or a copy to a trash on another
+ * filesystem stays in the trash under one. Each such name in the
+ * directories of the plan's files and destinations is named once on
+ * stderr; whether to remove it is the user's to decide, as another apply
+ * may still be at work on it.
  */
 static void name_leftovers(const struct plan *p)
 {
-	char **dirs = malloc((p->n ? p->n : 1) * sizeof(*dirs));
-	size_t n = 0;
+	struct dir_line *v = malloc((p->n ? 2 * p->n : 1) * sizeof(*v));
+	size_t n;
 
-	if (!dirs)
+	if (!v)
 		return;
-	for (size_t i = 0; i < p->n; i++) {
-		char *d = p->v[i].ok ? dir_of(p->v[i].l.file.path) : NULL;
-
-		if (d)
-			dirs[n++] = d;
-	}
-	sort_n(dirs, n, sizeof(*dirs), cmp_str);
+	n = plan_dirs(p, v);
 	for (size_t i = 0; i < n; i++) {
-		DIR *d = i && !strcmp(dirs[i], dirs[i - 1]) ? NULL
-							    : opendir(dirs[i]);
+		const char *dir = v[i].dir;
+		DIR *d = i && !strcmp(dir, v[i - 1].dir) ? NULL : opendir(dir);
 		struct dirent *e;
 
 		while (d && (e = readdir(d))) {
@@ -413,8 +447,7 @@ static void name_leftovers(const struct plan *p)
 			err_msg("apply: %s%s%s: a temporary name left by an "
 				"apply that was killed (or is still at work): "
 				"%s",
-				dirs[i], strcmp(dirs[i], "/") ? "/" : "",
-				e->d_name,
+				dir, strcmp(dir, "/") ? "/" : "", e->d_name,
 				S_ISLNK(st.st_mode)   ? "a symlink"
 				: !S_ISREG(st.st_mode) ? "not a regular file"
 				: st.st_nlink > 1      ? "a hard link"
@@ -424,8 +457,8 @@ static void name_leftovers(const struct plan *p)
 			closedir(d);
 	}
 	for (size_t i = 0; i < n; i++)
-		free(dirs[i]);
-	free(dirs);
+		free(v[i].dir);
+	free(v);
 }
 
 int cmd_apply(struct cli *c)

@@ -2329,3 +2329,118 @@ out:
 		close(rootfd);
 	return ret;
 }
+
+char *im_plan_trash_dest(const struct im_plan_line *l)
+{
+	const char *rel;
+	size_t len;
+	char *dest;
+
+	if (l->action != IM_ACT_TRASH || !l->trash ||
+	    !(canonical(l->trash) || !strcmp(l->trash, "/")) ||
+	    !canonical(l->file.path) || !l->root ||
+	    !(canonical(l->root) || !strcmp(l->root, "/")) ||
+	    !(rel = below(l->file.path, l->root)))
+		return NULL;
+	len = strlen(l->trash) + strlen(rel) + 2;
+	dest = malloc(len);
+	if (dest)
+		snprintf(dest, len, "%s/%s",
+			 strcmp(l->trash, "/") ? l->trash : "", rel);
+	return dest;
+}
+
+/* Are the @p n bytes of @p cfd the first bytes of the file @p f, and is
+ * @p f whole what @p rec records (size and content hash)? */
+static bool copy_of(const struct side *f, int cfd, uint64_t n,
+		    const struct im_plan_rec *rec)
+{
+	XXH3_state_t *x = XXH3_createState();
+	char *a = malloc(CHUNK), *b = malloc(CHUNK);
+	off_t off = 0;
+	bool same = x && a && b && n <= rec->size;
+
+	if (same)
+		XXH3_128bits_reset(x);
+	while (same) {
+		ssize_t k = pread(f->fd, a, CHUNK, off);
+
+		if (k <= 0) {
+			same = k == 0;
+			break;
+		}
+		XXH3_128bits_update(x, a, (size_t)k);
+		if ((uint64_t)off < n) {
+			size_t want = n - (uint64_t)off < (uint64_t)k
+					      ? (size_t)(n - (uint64_t)off)
+					      : (size_t)k;
+
+			same = pread(cfd, b, want, off) == (ssize_t)want &&
+			       !memcmp(a, b, want);
+		}
+		off += k;
+	}
+	if (same) {
+		XXH128_canonical_t c;
+
+		XXH128_canonicalFromHash(&c, XXH3_128bits_digest(x));
+		same = (uint64_t)off == rec->size &&
+		       !memcmp(c.digest, rec->hash, 16);
+	}
+	free(a);
+	free(b);
+	XXH3_freeState(x);
+	return same;
+}
+
+int im_apply_reclaim_copy(const struct im_plan_line *l, const char *tmp,
+			  const char **what)
+{
+	struct side f = {.dirfd = -1, .fd = -1};
+	const char *why, *rel_f, *base;
+	char *buf = NULL;
+	struct stat st;
+	sigset_t old;
+	int rootfd = -1, dfd = -1, cfd = -1, ret = 0;
+
+	*what = NULL;
+	if (!made_by_gone_apply(tmp) || !canonical(l->file.path) || !l->root ||
+	    !(canonical(l->root) || !strcmp(l->root, "/")) ||
+	    !(rel_f = below(l->file.path, l->root)) ||
+	    open_dest_dir(l, rel_f, &dfd, &buf, &base))
+		return 0;
+	hold_stop_signals(&old);
+	if (trashed_as(l, rel_f, dfd, tmp)) {
+		/* Linked into place, its temporary name not yet unlinked. */
+		ret = unlinkat(dfd, tmp, 0) ? -errno : 1;
+		*what = ret < 0 ? "removing it"
+				: "a second name of the copy in the trash, "
+				  "removed";
+		goto out;
+	}
+	/* Killed before the copy was linked into place: the file never
+	 * left its name, and the copy holds nothing it does not. A copy is
+	 * only made to another filesystem than the file's. */
+	cfd = openat(dfd, tmp,
+		     O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	if (cfd < 0 || fstat(cfd, &st) || !S_ISREG(st.st_mode) ||
+	    st.st_nlink != 1 || open_root(l->root, &rootfd, &why) ||
+	    open_side(rootfd, rel_f, &l->file, FILE_, &f, &why) ||
+	    f.st.st_dev == st.st_dev ||
+	    !copy_of(&f, cfd, (uint64_t)st.st_size, &l->file))
+		goto out;
+	ret = unlinkat(dfd, tmp, 0) ? -errno : 1;
+	*what = ret < 0 ? "removing it"
+			: "an unfinished copy of the file, removed (the file "
+			  "is still at its name)";
+out:
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (cfd >= 0)
+		close(cfd);
+	close_side(&f);
+	if (rootfd >= 0)
+		close(rootfd);
+	close(dfd);
+	free(buf);
+	return ret;
+}

@@ -95,7 +95,8 @@
  * in the calling thread and take effect once it is gone, so none outlives
  * a Ctrl-C or a kill; a long copy into a trash on another filesystem stops
  * for them, fails with -EINTR and removes its copy. Only SIGKILL can leave
- * a temporary name; im_apply_reclaim() takes back what it provably left.
+ * a temporary name; im_apply_reclaim() and im_apply_reclaim_copy() take
+ * back what it provably left.
  *
  * Thread-safety: reentrant; no global state.
  */
@@ -220,6 +221,36 @@ int im_apply_line(const struct im_plan_line *l, bool dry_run,
  */
 int im_apply_reclaim(const struct im_plan_line *l, const char *tmp,
 		     const char **what);
+
+/**
+ * Take back what an apply killed by SIGKILL left under @p tmp, a name in
+ * the directory of @p l's destination in the trash (im_plan_trash_dest()):
+ * the copy it makes there when the trash is on another filesystem than
+ * the file. As for im_apply_reclaim(), only a name of the form temp names
+ * take, made by a process that no longer runs here, is considered, and
+ * then only a regular file that is
+ *   - another name of the regular file at the line's destination with the
+ *     size and mtime the line records (linked into place, its temporary
+ *     name not yet unlinked), or
+ *   - with one name, on another filesystem than the file, a copy of the
+ *     file whole or cut short: its bytes are the first bytes of the file,
+ *     which is still at its path with the size, mtime and content hash
+ *     the line records;
+ * it is removed. Anything else stays where it is. Not for a dry run.
+ *
+ * @return as im_apply_reclaim().
+ */
+int im_apply_reclaim_copy(const struct im_plan_line *l, const char *tmp,
+			  const char **what);
+
+/**
+ * Where @p l, a trash line, sends its file: the trash and the file's path
+ * below the root.
+ *
+ * @return it, malloc'ed (the caller frees it); NULL for another action, a
+ *         path or trash apply would refuse, or out of memory.
+ */
+char *im_plan_trash_dest(const struct im_plan_line *l);
 
 /** Free what im_apply_line() left in @p r (call after each line). */
 void im_apply_result_release(struct im_apply_result *r);

@@ -1522,6 +1522,85 @@ def case_apply_killed_trash_link_taken_back(tmp):
           % os.listdir(directory))
 
 
+def case_apply_killed_trash_copy_taken_back(tmp):
+    """A trash on another filesystem (a tmpfs here) takes a copy, made
+    under a temporary name there and linked into place once whole and
+    checked. kill -9 part way through the copy, or after the link and
+    before the temporary name is unlinked, leaves that name in the trash:
+    a half file the user might trust, or a second name of the copy. A dry
+    run names it; run again, apply removes it and says so, then does the
+    line: the file's bytes are in the trash once, by the file's name, and
+    no temporary name is left, exit 0."""
+    if os.geteuid() != 0:
+        print("SKIP: needs root to mount a tmpfs")
+        sys.exit(77)
+    root = os.path.join(tmp, "share")
+    other = os.path.join(tmp, "other")
+    trash = os.path.join(other, "trash")
+    plan = os.path.join(tmp, "plan.jsonl")
+    rng = random.Random(79)
+    data = bytes(rng.getrandbits(8) for _ in range(600_000))
+    os.mkdir(other)
+    if subprocess.run(["mount", "-t", "tmpfs", "tmpfs", other]).returncode:
+        print("SKIP: cannot mount a tmpfs here")
+        sys.exit(77)
+    try:
+        for syscall, when, said in (
+                ("pwrite64", 2, "an unfinished copy of the file, removed "
+                 "(the file is still at its name)"),
+                ("unlinkat", 2, "a second name of the copy in the trash, "
+                 "removed")):
+            what = "killed at %s" % syscall
+            shutil.rmtree(root, ignore_errors=True)
+            shutil.rmtree(trash, ignore_errors=True)
+            put(root, "a/big.bin", data, mtime=1_600_000_000)
+            copy = put(root, "b/big.bin", data, mtime=1_600_000_001)
+            moved = os.path.join(trash, "b", "big.bin")
+            out, _ = run("dedupe", "--action", "trash=" + trash, root)
+            check([l["path"] for l in plan_lines(out)] == [copy],
+                  "%s: one line: %s" % (what, out))
+            with open(plan, "wb") as f:
+                f.write(out)
+            strace = shutil.which("strace")
+            if not strace:
+                print("SKIP: strace is not installed")
+                sys.exit(77)
+            p = subprocess.run([strace, "-f", "-o",
+                                os.path.join(tmp, "strace.log"), "-e",
+                                "trace=" + syscall, "-e",
+                                "inject=%s:signal=SIGKILL:when=%d"
+                                % (syscall, when),
+                                test_cli.IMATCH, "apply", plan],
+                               capture_output=True, timeout=60)
+            directory = os.path.dirname(moved)
+            temps = [n for n in os.listdir(directory)
+                     if n.startswith(".imatch-")]
+            check(p.returncode and len(temps) == 1,
+                  "%s: a temporary name in the trash: %s %s"
+                  % (what, os.listdir(directory), p))
+            left = os.path.join(directory, temps[0])
+            _, err = run("apply", "--dry-run", plan, text=True)
+            check("imatch: apply: %s: a temporary name left by an apply "
+                  "that was killed (or is still at work): " % left in err,
+                  "%s: a dry run names it: %s" % (what, err))
+            r = subprocess.run([test_cli.IMATCH, "apply", plan],
+                               capture_output=True, text=True, timeout=120)
+            check(r.returncode == 0 and "imatch: apply: %s: left by an apply "
+                  "that was killed: %s\n" % (left, said) in r.stderr,
+                  "%s: says what it took back: %s %s"
+                  % (what, r.stdout, r.stderr))
+            check(os.listdir(directory) == ["big.bin"] and
+                  open(moved, "rb").read() == data and
+                  os.stat(moved).st_nlink == 1,
+                  "%s: the copy in the trash once, no temporary name: %s"
+                  % (what, os.listdir(directory)))
+            check(not os.path.exists(copy) or
+                  open(copy, "rb").read() == data,
+                  "%s: nothing lost" % what)
+    finally:
+        subprocess.run(["umount", other])
+
+
 def case_apply_names_leftovers(tmp):
     """kill -9 after apply moved a file aside to be removed and before it
     unlinked it: the file sits under a hidden temporary name. What apply

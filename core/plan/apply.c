@@ -1085,9 +1085,20 @@ static int left_behind(const struct im_plan_line *l, int dirfd, const char *tmp,
 	const char *name = tmp ? tmp : strrchr(r->dest, '/') + 1;
 	size_t len = (size_t)(strrchr(dir, '/') - dir);
 	char proc[64], now[PATH_MAX];
+	struct stat st;
 	ssize_t n;
 
 	*why = what;
+	/* Nothing is there: another apply took it back for a killed one's,
+	 * one that cannot see this one run (in another PID namespace, or on
+	 * another machine sharing the folder). Never name an empty place. */
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) && errno == ENOENT) {
+		*why = tmp ? "the file's temporary name was taken away "
+			     "meanwhile (another apply that cannot see this "
+			     "one run?)"
+			   : "the file was taken out of the trash meanwhile";
+		return err;
+	}
 	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", dirfd);
 	n = readlink(proc, now, sizeof(now));
 	if (n > 0 && n < (ssize_t)sizeof(now) && now[0] == '/') {

@@ -168,8 +168,10 @@ struct im_apply_result {
 	 * could not be given it back (the name was taken again meanwhile):
 	 * where that is now, a temporary name beside the file or (trash)
 	 * the destination, never removed, by its folder's path at that
-	 * time (a folder renamed meanwhile is followed); else NULL. Owned
-	 * by @p r. */
+	 * time (a folder renamed meanwhile is followed); else NULL, and
+	 * NULL too when nothing is there any more (another apply, one that
+	 * cannot see this one run, took it back), why then saying so.
+	 * Owned by @p r. */
 	char *left;
 };
 

@@ -1601,6 +1601,51 @@ def case_apply_killed_trash_copy_taken_back(tmp):
         subprocess.run(["umount", other])
 
 
+def case_apply_overlapping_elsewhere(tmp):
+    """Two applies of one plan at once, one in another PID namespace (a
+    container; or on another machine sharing the folder over NFS): neither
+    can see the other run, so the second takes the first's temporary name
+    for a killed apply's, gives the file its name back and removes it as
+    planned. Nothing is lost (the keeper stays), and the first, whose
+    temporary name is gone, fails its line without saying the file is
+    now at that name. apply runs under gdb, held as it unlinks the file it
+    moved aside while the other runs in a new PID namespace."""
+    unshare = shutil.which("unshare")
+    if not unshare or subprocess.run(
+            [unshare, "--pid", "--fork", "--mount-proc", "true"],
+            capture_output=True).returncode:
+        print("SKIP: cannot run in a new PID namespace here")
+        sys.exit(77)
+    root = os.path.join(tmp, "share")
+    plan = os.path.join(tmp, "plan.jsonl")
+    other = os.path.join(tmp, "other.log")
+    rng = random.Random(83)
+    data = ("\n".join(document(rng, vocabulary(rng))) + "\n").encode()
+    keeper = put(root, "a/report.txt", data, mtime=1_600_000_000)
+    copy = put(root, "b/report.txt", data, mtime=1_600_000_001)
+    out, _ = run("dedupe", root)
+    check([l["path"] for l in plan_lines(out)] == [copy], "one line: %s" % out)
+    with open(plan, "wb") as f:
+        f.write(out)
+    log = apply_held(tmp, plan, "unlinkat",
+                     "%s --pid --fork --mount-proc %s apply %s > %s 2>&1"
+                     % (unshare, test_cli.IMATCH, plan, other))
+    with open(other) as f:
+        elsewhere = f.read()
+    check("removed %s\n" % copy in elsewhere,
+          "the other apply did the line: %s" % elsewhere)
+    m = re.search(r"failed %s: ([^\n]*)\n" % re.escape(copy), log)
+    check(m and "exited with code 01" in log,
+          "the first fails the line: %s" % log)
+    now = re.search(r"; it is now at (\S+)$", m.group(1))
+    check(not now or os.path.lexists(now.group(1)),
+          "it names no path that does not exist: %s" % m.group(1))
+    check(open(keeper, "rb").read() == data and
+          os.listdir(os.path.dirname(copy)) == [],
+          "the keeper stays, no temporary name: %s"
+          % os.listdir(os.path.dirname(copy)))
+
+
 def case_apply_names_leftovers(tmp):
     """kill -9 after apply moved a file aside to be removed and before it
     unlinked it: the file sits under a hidden temporary name. What apply

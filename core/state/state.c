@@ -295,7 +295,7 @@ static size_t entry_len(const struct im_state *st, size_t off)
  * A read that began before sees zeros midway, which decode as lengths of 0
  * and stay within the mapping. A SIGBUS elsewhere gets the disposition
  * there was before (the fault happens again once the handler returns; a
- * SIGBUS sent by kill is sent again).
+ * SIGBUS sent by kill is sent again, unless it was ignored).
  */
 #define GUARDS 16
 
@@ -327,6 +327,13 @@ static void on_sigbus(int sig, siginfo_t *si, void *ctx)
 			 0) == MAP_FAILED)
 			break;
 		__atomic_store_n(&guards[i].hit, 1, __ATOMIC_RELEASE);
+		errno = e;
+		return;
+	}
+	/* A sent SIGBUS ignored before is ignored here, and the handler stays:
+	 * putting SIG_IGN back would leave the mappings unguarded for good. */
+	if (si->si_code <= 0 && sigbus_before.sa_handler == SIG_IGN &&
+	    !(sigbus_before.sa_flags & SA_SIGINFO)) {
 		errno = e;
 		return;
 	}

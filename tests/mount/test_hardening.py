@@ -21,6 +21,7 @@ import os
 import pwd
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -756,6 +757,40 @@ def test_cache_truncated_while_mounted(w):
     check(cluster_sets(w.mnt) == before, 'the view after a restart: %s'
           % fmt_clusters(cluster_sets(w.mnt)))
     d3.umount()
+
+
+@test
+def test_cache_truncated_after_an_ignored_sigbus(w):
+    """A daemon started with SIGBUS ignored (`trap '' BUS` in the script
+    that starts it) lives through a `kill -BUS`, as it always did. That
+    SIGBUS put the disposition from before the cache's handler back for
+    good, so a cache cut short afterwards killed the daemon on the next
+    read of it, as if it had no handler."""
+    make_tree(w.src, w.corpus)
+    d = w.daemon()
+    live(w, d)
+    before = cluster_sets(w.mnt)
+    d.umount()
+    d2 = w.daemon(wrap=['sh', '-c', 'trap "" BUS; exec "$0" "$@"'])
+    st = live(w, d2)
+    check(status_int(st, 'cached') > 0, 'nothing served from the cache: %s' % st)
+    d2.kill(signal.SIGBUS)
+    time.sleep(0.2)
+    check(d2.proc.poll() is None, 'an ignored SIGBUS killed the daemon')
+    with open(os.path.join(w.state, 'sigcache'), 'r+b') as f:
+        f.truncate(0)
+    for rel in sorted(by_doc_documents(w.mnt)):
+        try:
+            with open(os.path.join(w.mnt, 'by-doc', rel, 'signatures')) as f:
+                f.read()
+        except OSError:
+            pass  # its whole signatures were only in the cache
+        try:
+            read_status(w.mnt)
+        except OSError as e:
+            raise Fail('the daemon died reading %s/signatures: %s' % (rel, e))
+    check(cluster_sets(w.mnt) == before, 'the view changed with the cache cut')
+    d2.umount()
 
 
 @test

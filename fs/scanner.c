@@ -103,6 +103,7 @@ void scanner_stats(struct scanner *s, struct scanner_stats *out)
 	out->hidden = __atomic_load_n(&s->st.hidden, __ATOMIC_RELAXED);
 	out->other = __atomic_load_n(&s->st.other, __ATOMIC_RELAXED);
 	out->excluded = __atomic_load_n(&s->st.excluded, __ATOMIC_RELAXED);
+	out->sampled = __atomic_load_n(&s->st.sampled, __ATOMIC_RELAXED);
 	out->walk_errors =
 		__atomic_load_n(&s->st.walk_errors, __ATOMIC_RELAXED);
 	out->rescans = __atomic_load_n(&s->st.rescans, __ATOMIC_RELAXED);
@@ -681,6 +682,7 @@ static int scan_tree(struct scanner *s, const struct im_state *cache,
 	ST_SET(s, other, counts.other);
 	ST_SET(s, excluded, counts.excluded);
 	ST_SET(s, walk_errors, counts.errors);
+	ST_ADD(s, sampled, counts.sampled);
 	if (ret) {
 		if (ret == -ECANCELED)
 			return ret; /* a stop: saves leave the files unread */

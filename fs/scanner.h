@@ -45,6 +45,9 @@ struct scanner_stats {
 	uint64_t cached_files;
 	uint64_t hidden, other, walk_errors; /* of the last full scan */
 	uint64_t excluded; /* of the last full scan: left out by the scope */
+	/* texts the scans read from a sample of their terms (IM_TERMS_MAX),
+	 * since the start; the workers count theirs (workers_sampled()) */
+	uint64_t sampled;
 	uint64_t rescans, saves;
 	uint64_t save_errors; /* saves of the state that failed (logged) */
 	uint64_t relexicons;  /* lexicons rebuilt from a grown tree */

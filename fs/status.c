@@ -157,6 +157,7 @@ size_t status_text(struct imfs *fs, char *out, size_t cap)
 		"state_dir: %s\n"
 		"rereads: %llu\n"
 		"copies_reused: %llu\n"
+		"sampled: %llu\n"
 		"converged: %s\n",
 		phase_name(ss.phase), fs->source_real,
 		LD(c[IM_DOC_SIGNED] + c[IM_DOC_REJECTED]), LD(c[IM_DOC_SIGNED]),
@@ -171,6 +172,7 @@ size_t status_text(struct imfs *fs, char *out, size_t cap)
 		LD(ss.save_errors), ss.source_lost ? "yes" : "no",
 		LD(inval_sent(fs->inval)), fs->state_dir, LD(ws.rereads),
 		LD(workers_copies_reused(fs->workers)),
+		LD(ss.sampled + workers_sampled(fs->workers)),
 		converged ? "yes" : "no");
 	size_t len = n < 0 ? 0 : (size_t)n;
 	if (len >= sizeof(buf))

@@ -37,6 +37,7 @@ struct workers {
 	unsigned busy;		/* signing now; lock */
 	bool stop;		/* lock */
 	uint64_t copies_reused; /* atomic: workers_copies_reused() */
+	uint64_t sampled;	/* atomic: workers_sampled() */
 	bool lend;		/* atomic: workers_lend() */
 };
 
@@ -145,6 +146,11 @@ static bool lend_copy(const uint8_t exact[16], struct im_doc_sigs *out,
 uint64_t workers_copies_reused(struct workers *w)
 {
 	return __atomic_load_n(&w->copies_reused, __ATOMIC_RELAXED);
+}
+
+uint64_t workers_sampled(struct workers *w)
+{
+	return __atomic_load_n(&w->sampled, __ATOMIC_RELAXED);
 }
 
 uint64_t workers_pending(struct workers *w)
@@ -343,10 +349,12 @@ static void *worker_main(void *arg)
 		tree_wrlock(t);
 		/* Counted once applied: a result dropped for a file renamed
 		 * meanwhile is read again and counted then. */
-		if (finish(w, n, path, ret, &st, &d) &&
-		    im_signer_reused(signer))
+		bool applied = finish(w, n, path, ret, &st, &d);
+		if (applied && im_signer_reused(signer))
 			__atomic_add_fetch(&w->copies_reused, 1,
 					   __ATOMIC_RELAXED);
+		if (applied && im_signer_sampled(signer))
+			__atomic_add_fetch(&w->sampled, 1, __ATOMIC_RELAXED);
 		tree_unlock(t);
 		free(path);
 	}

@@ -72,4 +72,9 @@ void workers_lend(struct workers *w, bool lend);
  *  daemon started. Any thread. */
 uint64_t workers_copies_reused(struct workers *w);
 
+/** Texts of more than IM_TERMS_MAX unique terms the workers signed from a
+ *  sample of them (im_signer_sampled()), since the daemon started; counted
+ *  as copies_reused is. Any thread. */
+uint64_t workers_sampled(struct workers *w);
+
 #endif

@@ -11,8 +11,10 @@ import ctypes
 import ctypes.util
 import os
 import random
+import re
 import shutil
 import struct
+import subprocess
 import sys
 import zipfile
 
@@ -249,6 +251,41 @@ def test_huge_word_lists_memory_bounded(w):
           % (first // 1024, peak // 1024))
     poll(lambda: 'copy.txt' in cluster_with(w.mnt, 'words.txt'),
          'the two word lists in one cluster')
+    d.umount()
+    d.check_log()
+
+
+def scan_sampled(w):
+    """The `sampled:` count of `imatch scan -v` on the share (0 when it
+    prints none)."""
+    r = subprocess.run([w.imatch, 'scan', '-v', w.src], capture_output=True)
+    check(r.returncode == 0, 'imatch scan -v failed (%d)' % r.returncode)
+    m = re.search(r'^sampled: (\d+)', r.stderr.decode(errors='replace'), re.M)
+    return int(m.group(1)) if m else 0
+
+
+@test
+def test_sampled_texts_counted(w):
+    """A text of more than 2^20 unique terms (a word list) is signed from a
+    sample of them. `imatch scan -v` counts such texts (`sampled:`); the
+    mount's `status` said nothing of them. It counts them too, those its
+    scan read and those read while mounted, as `imatch scan -v` does."""
+    fill(w.src, [])
+    n = 1200000  # past 2^20 words, 11 MB
+    random_words(os.path.join(w.src, 'words.txt'), n, 1)
+    d = w.daemon(opts=['threads=2'])
+    st = settled(w, lambda st: status_int(st, 'documents') > 0, 'the first scan')
+    base = status_int(st, 'documents')
+    check(status_int(st, 'sampled') == 1,
+          'status counts %s sampled texts after the first scan, not 1'
+          % st.get('sampled'))
+    outside = os.path.join(w.top, 'more.txt')
+    random_words(outside, n, 2)
+    os.rename(outside, os.path.join(w.src, 'more.txt'))
+    st = settled(w, lambda st: status_int(st, 'documents') == base + 1, 'the second list')
+    check(status_int(st, 'sampled') == 2 == scan_sampled(w),
+          'status counts %s sampled texts, imatch scan -v %d, not 2'
+          % (st.get('sampled'), scan_sampled(w)))
     d.umount()
     d.check_log()
 

@@ -719,20 +719,19 @@ static int scan_tree(struct scanner *s, const struct im_state *cache,
 /*
  * A walk applies each directory and file as it saw it, after events the
  * watcher applied meanwhile may have shown newer truth (a directory swapped
- * for a symlink after the walk listed it comes back). So a scan that ran
- * while names changed asks for another, until one runs without such events.
- * Writes do not count: scan_result_cb() keeps a newer signature, and a file
- * being written all along must not chain rescans of the whole tree.
+ * for a symlink after the walk listed it comes back). So the directories
+ * where names changed during the scan are read again by the watcher, after
+ * it (watch_scan_end()), in order with the events that follow. Another
+ * scan, which under churn met changes again and asked for the next, until
+ * the churn stopped, only when they could not all be held. Writes do not
+ * count: scan_result_cb() keeps a newer signature.
  */
 static int scan_quiet(struct scanner *s, const struct im_state *cache,
 		      bool first, bool *no_lex)
 {
-	struct watch_stats before, after;
-
-	watch_stats(s->fs->watch, &before);
+	watch_scan_begin(s->fs->watch);
 	int ret = scan_tree(s, cache, first, no_lex);
-	watch_stats(s->fs->watch, &after);
-	if (!ret && after.name_events != before.name_events) {
+	if (!watch_scan_end(s->fs->watch) && !ret) {
 		imfs_log(LOG_INFO, "names changed during the scan: scanning "
 				   "again");
 		scanner_request_rescan(s);

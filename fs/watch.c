@@ -78,20 +78,35 @@ struct pending_move {
  */
 #define REREAD_MAX 4096
 
+struct node_id {
+	uint32_t slot, gen;
+};
+
 struct reread {
+	struct node_id *v;
+	size_t n, cap;
+};
+
+/* Files a worker found gone (watch_recheck()), by identity as above; and
+ * directories to read again after a scan (watch_scan_end()). */
+struct recheck {
 	struct {
 		uint32_t slot, gen;
+		bool look;   /* at the disk, rather than signed again */
+		bool reread; /* a directory: want_reread() */
 	} * v;
 	size_t n, cap;
 };
 
-/* Files a worker found gone (watch_recheck()), by identity as above. */
-struct recheck {
-	struct {
-		uint32_t slot, gen;
-		bool look; /* at the disk, rather than signed again */
-	} * v;
-	size_t n, cap;
+/*
+ * Directories whose names changed while a scan ran (watch_scan_begin()):
+ * its walk may have applied there what it saw before the change, over it.
+ * lost: one could not be held (no node for the watch, no memory, too
+ * many, an overflow); only a rescan then sets everything right.
+ */
+struct scan_names {
+	bool on, lost;
+	struct reread dirs;
 };
 
 struct watch {
@@ -108,10 +123,11 @@ struct watch {
 	struct pending_move mv;
 	struct modified mod;
 	struct reread rr;
-	struct recheck rc;  /* files watch_recheck() was given; tree lock */
-	uint64_t rechecks;  /* atomic: given and not looked at yet */
-	uint64_t unsettled; /* atomic: rereads + a move + writes waiting */
-	uint64_t rereads;   /* atomic: directories read again */
+	struct recheck rc;    /* files watch_recheck() was given; tree lock */
+	struct scan_names sn; /* tree lock */
+	uint64_t rechecks;    /* atomic: given and not looked at yet */
+	uint64_t unsettled;   /* atomic: rereads + a move + writes waiting */
+	uint64_t rereads;     /* atomic: directories read again */
 };
 
 int watch_new(struct imfs *fs, struct watch **out)
@@ -155,6 +171,7 @@ void watch_free(struct watch *w)
 			close(w->stop_pipe[i]);
 	free(w->wd_map);
 	free(w->rc.v);
+	free(w->sn.dirs.v);
 	free(w);
 }
 
@@ -583,7 +600,9 @@ static void look_and_apply(struct watch *w, char *path, bool resign, bool deep)
 
 /* ---- Files a worker found gone ------------------------------------------------ */
 
-bool watch_recheck(struct watch *w, struct node *n, bool look)
+/* Hand the thread one entry of struct recheck. Tree lock exclusive. */
+static bool recheck_add(struct watch *w, uint32_t slot, uint32_t gen, bool look,
+			bool reread)
 {
 	struct recheck *r = &w->rc;
 	uint64_t one = 1;
@@ -598,15 +617,118 @@ bool watch_recheck(struct watch *w, struct node *n, bool look)
 		r->v = v;
 		r->cap = nc;
 	}
-	r->v[r->n].slot = n->slot;
-	r->v[r->n].gen = n->gen;
+	r->v[r->n].slot = slot;
+	r->v[r->n].gen = gen;
 	r->v[r->n].look = look;
+	r->v[r->n].reread = reread;
 	r->n++;
 	__atomic_add_fetch(&w->rechecks, 1, __ATOMIC_RELAXED);
 	/* Fails only with the counter full: the thread wakes anyway. */
 	ssize_t ret = write(w->wake, &one, sizeof(one));
 	(void)ret;
 	return true;
+}
+
+bool watch_recheck(struct watch *w, struct node *n, bool look)
+{
+	return recheck_add(w, n->slot, n->gen, look, false);
+}
+
+/* ---- Names changed during a scan -------------------------------------------- */
+
+void watch_scan_begin(struct watch *w)
+{
+	struct tree *t = w->fs->model->tree;
+
+	tree_wrlock(t);
+	w->sn.on = true;
+	w->sn.lost = false;
+	w->sn.dirs.n = 0;
+	tree_unlock(t);
+}
+
+/* Hold the directory of @p e, an event that changes names, while a scan
+ * runs. Tree lock exclusive. */
+static void scan_names_add(struct watch *w, const struct inotify_event *e)
+{
+	struct scan_names *sn = &w->sn;
+	struct reread *d = &sn->dirs;
+	struct node *dir = wd_node(w, e->wd);
+
+	if (!sn->on || sn->lost)
+		return;
+	if ((e->mask & IN_Q_OVERFLOW) || !dir) {
+		sn->lost = true;
+		return;
+	}
+	/* Removed: the event that removed it is its parent's. */
+	if (dir->flags & NODE_DEAD)
+		return;
+	for (size_t i = d->n; i-- > 0;)
+		if (d->v[i].slot == dir->slot && d->v[i].gen == dir->gen)
+			return;
+	if (d->n == REREAD_MAX) {
+		sn->lost = true;
+		return;
+	}
+	if (d->n == d->cap) {
+		size_t nc = d->cap ? 2 * d->cap : 16;
+		void *v = realloc(d->v, nc * sizeof(*d->v));
+		if (!v) {
+			sn->lost = true;
+			return;
+		}
+		d->v = v;
+		d->cap = nc;
+	}
+	d->v[d->n].slot = dir->slot;
+	d->v[d->n].gen = dir->gen;
+	d->n++;
+}
+
+static int cmp_id(const void *a, const void *b)
+{
+	const struct node_id *x = a, *y = b;
+
+	if (x->slot != y->slot)
+		return x->slot < y->slot ? -1 : 1;
+	return x->gen < y->gen ? -1 : x->gen > y->gen;
+}
+
+/* Whether a directory above @p n is held in @p d (sorted). Tree lock. */
+static bool parent_held(const struct tree *t, const struct reread *d,
+			const struct node *n)
+{
+	for (n = tree_parent(t, n); n; n = tree_parent(t, n)) {
+		struct node_id key = {.slot = n->slot, .gen = n->gen};
+		if (bsearch(&key, d->v, d->n, sizeof(*d->v), cmp_id))
+			return true;
+	}
+	return false;
+}
+
+bool watch_scan_end(struct watch *w)
+{
+	struct tree *t = w->fs->model->tree;
+	struct scan_names *sn = &w->sn;
+	struct reread *d = &sn->dirs;
+
+	tree_wrlock(t);
+	bool ok = !sn->lost;
+	/* A directory's deep read covers those below it: at most one walk of
+	 * each part of the tree, never more than a rescan reads. */
+	if (ok && d->n > 1)
+		qsort(d->v, d->n, sizeof(*d->v), cmp_id);
+	for (size_t i = 0; ok && i < d->n; i++) {
+		struct node *n = tree_by_id(t, d->v[i].slot, d->v[i].gen);
+		if (n && !parent_held(t, d, n))
+			ok = recheck_add(w, d->v[i].slot, d->v[i].gen, false,
+					 true);
+	}
+	sn->on = false;
+	d->n = 0;
+	tree_unlock(t);
+	return ok;
 }
 
 /* The files watch_recheck() was given so far. Tree lock not held. */
@@ -641,7 +763,10 @@ static void recheck_all(struct watch *w, struct recheck *todo)
 	for (size_t i = 0; i < todo->n; i++) {
 		tree_wrlock(t);
 		struct node *n = tree_by_id(t, todo->v[i].slot, todo->v[i].gen);
-		if (n && !(n->flags & NODE_DEAD)) {
+		if (n && !(n->flags & NODE_DEAD) && todo->v[i].reread) {
+			if (n->flags & NODE_DIR)
+				want_reread(w, n);
+		} else if (n && !(n->flags & NODE_DEAD)) {
 			char *path = todo->v[i].look ? tree_path(t, n) : NULL;
 			if (path)
 				look_and_apply(w, path, true, true);
@@ -942,9 +1067,11 @@ static void read_events(struct watch *w)
 		for (char *p = buf; p < buf + n;) {
 			const struct inotify_event *e = (const void *)p;
 			__atomic_add_fetch(&w->events, 1, __ATOMIC_RELAXED);
-			if (changes_names(e))
+			if (changes_names(e)) {
 				__atomic_add_fetch(&w->name_events, 1,
 						   __ATOMIC_RELAXED);
+				scan_names_add(w, e);
+			}
 			handle(w, e, &req);
 			if (req.path) {
 				/* it lets the tree lock go meanwhile */

@@ -32,7 +32,8 @@ struct watch_stats {
 	 * applied out of order (scanner.c, scan_quiet()). Writes are not. */
 	uint64_t name_events;
 	uint64_t rereads; /* directories read again: events that could not
-			     be placed (a path gone by the time it was looked at) */
+			     be placed (a path gone by the time it was looked
+			     at), names changed during a scan */
 	bool limit;	  /* watches ran out (or no inotify): rescans instead */
 	bool settled; /* no event queued or waiting to be paired or read again */
 };
@@ -65,6 +66,25 @@ void watch_forget(struct watch *w, struct node *dir);
  * @return false when the watcher cannot (no inotify, no memory).
  */
 bool watch_recheck(struct watch *w, struct node *n, bool look);
+
+/**
+ * A scan starts: until watch_scan_end(), the directories in which the
+ * watcher applies an event that changes names are held. The scan's walk
+ * may apply what it saw in one of them before such an event, over it.
+ * Tree lock not held.
+ */
+void watch_scan_begin(struct watch *w);
+/**
+ * The scan ended: the directories held since watch_scan_begin() are read
+ * again, deep, once the events queued by then are applied (as the watcher
+ * reads again a directory whose event named a path gone), which sets right
+ * what the walk applied there out of order.
+ * @return false when that is not enough: one could not be held (an event
+ * of a watch without a directory, a queue overflow, more than the watcher
+ * reads again at once, no memory) or handed over (no thread). The caller
+ * then rescans. Tree lock not held.
+ */
+bool watch_scan_end(struct watch *w);
 void watch_stats(struct watch *w, struct watch_stats *out);
 
 #endif

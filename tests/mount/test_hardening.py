@@ -159,6 +159,51 @@ def test_rename_right_after_writes(w):
     d.check_log()
 
 
+@test
+def test_renames_during_a_rescan_chain_none(w):
+    """Files renamed all the time while the daemon rescans (for a new
+    .imatchignore here; also after a lexicon rebuild): a rescan that saw
+    names change asked for another, which saw them change too, so the
+    daemon walked the whole tree again and again for as long as the renames
+    went on (tools/stress/churn.py --short: 2 to 19 rescans). The
+    directories where names changed are read again instead, in order with
+    the events: one rescan, and the view equals imatch scan after."""
+    make_tree(w.src, w.corpus)
+    # Enough files for a rescan to take a moment: renames meet every one.
+    for k in range(20):
+        os.mkdir(os.path.join(w.src, 'many%d' % k))
+        for i in range(100):
+            write(os.path.join(w.src, 'many%d' % k, 's%d.txt' % i), w.corpus.short())
+    spin = os.path.join(w.src, 'spin')
+    os.mkdir(spin)
+    names = []
+    for i in range(20):
+        names.append('f%d.txt' % i)
+        write(os.path.join(spin, names[-1]), w.corpus.document(words=80))
+    d = w.daemon()
+    live(w, d)
+    write(os.path.join(w.src, '.imatchignore'), '# nothing left out\n')
+    serial = 0
+    start = time.monotonic()
+    while time.monotonic() < start + 3:
+        # 2,000 a second: more overflowed the inotify queue (a rescan, rightly).
+        if serial > (time.monotonic() - start) * 2000:
+            time.sleep(0.001)
+            continue
+        i = serial % len(names)
+        serial += 1
+        new = 'f%d.txt' % (serial + len(names))
+        os.rename(os.path.join(spin, names[i]), os.path.join(spin, new))
+        names[i] = new
+    converged(w, 'after %d renames' % serial)
+    st = read_status(w.mnt)
+    check(status_int(st, 'rescans') <= 2,
+          '%s rescans for one .imatchignore while files were renamed'
+          % st.get('rescans'))
+    d.umount()
+    d.check_log()
+
+
 # ---- 2. Escape through a swapped symlink --------------------------------------------
 
 AT_FDCWD = -100

@@ -17,6 +17,8 @@
 #                   and notes.epub: pandoc
 #   letterhead.odt/.docx/.html   LibreOffice, from a flat ODT with a title
 #                   in its properties and a page header and footer
+#   commission.odt/.docx/.html   LibreOffice, from a flat ODT with a title of
+#                   over 1 KB in its properties, a page header and a footnote
 #   review.docx, review.doc   a reviewed text: a tracked deletion (kept for
 #                   undo) and a text box, LibreOffice from a flat ODT
 #   memo-a.rtf, memo-b.rtf   two short memos on different subjects, RTF from
@@ -152,6 +154,20 @@ cat > letterhead.fodt <<'FODT'
 </office:text></office:body></office:document>
 FODT
 for f in odt docx html; do office $f letterhead.fodt; done
+# A title of over 1 KB, which LibreOffice's html writes before its generator <meta>.
+cat > commission.fodt <<'FODT'
+<?xml version="1.0" encoding="UTF-8"?>
+<office:document xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" xmlns:style="urn:oasis:names:tc:opendocument:xmlns:style:1.0" xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" xmlns:dc="http://purl.org/dc/elements/1.1/" office:version="1.2" office:mimetype="application/vnd.oasis.opendocument.text">
+<office:meta><dc:title>Report of the harbour commission on the pilotage service, the tide gauges of the outer harbour and the breakwater lights, with the accounts of the dredging fund, the minutes of the quarterly meetings held with the fishermen's cooperative, the ferry operators and the customs office, and the recommendations of the inspectors for the coming season, prepared at the request of the municipal council following the storms of the previous winter, which damaged the north quay, the slipway and two of the mooring buoys, together with a survey of the soundings taken along the approach channel and an estimate of the cost of repairs to the quay walls, the lighthouse lantern, the signal station and the pilot boat moorings, as agreed by the commission at its meeting in the spring and forwarded to the harbour board, the port authority, the coastguard station and the regional maritime office for their comments before the end of the year</dc:title></office:meta>
+<office:automatic-styles><style:page-layout style:name="pm1"/></office:automatic-styles>
+<office:master-styles><style:master-page style:name="Standard" style:page-layout-name="pm1">
+<style:header><text:p>Meridian Shipping Consultancy, confidential assessment</text:p></style:header>
+</style:master-page></office:master-styles>
+<office:body><office:text>
+<text:p>The harbour keeps three tide gauges<text:note text:id="n1" text:note-class="footnote"><text:note-citation>1</text:note-citation><text:note-body><text:p>Calibrated by the Rosendahl instrument workshop.</text:p></text:note-body></text:note> on the pier.</text:p>
+</office:text></office:body></office:document>
+FODT
+for f in odt docx html; do office $f commission.fodt; done
 cat > review.fodt <<'FODT'
 <?xml version="1.0" encoding="UTF-8"?>
 <office:document xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" xmlns:draw="urn:oasis:names:tc:opendocument:xmlns:drawing:1.0" xmlns:svg="urn:oasis:names:tc:opendocument:xmlns:svg-compatible:1.0" xmlns:dc="http://purl.org/dc/elements/1.1/" office:version="1.2" office:mimetype="application/vnd.oasis.opendocument.text">
@@ -391,6 +407,7 @@ cp cc0.txt cc0.html cc0.docx cc0.odt cc0.epub cc0.pdf cc0-utf16.txt cc0.txt.gz \
    artistic.rtf memo-a.rtf memo-b.rtf flyer.rtf flyer.docx \
    cc0.doc cc0-edited.doc artistic.doc notes.docx notes.doc notes.html notes.epub \
    letterhead.odt letterhead.docx letterhead.html \
+   commission.odt commission.docx commission.html \
    review.docx review.doc report.odt report.docx report.rtf report.html \
    voyages.ods voyages.xlsx harbour-zh.odt harbour-zh.pdf \
    hidden.odt hidden.docx hidden.doc hidden.rtf \

@@ -83,8 +83,10 @@
  *  17: LibreOffice's HTML leaves out page headers and footers (as docx, odt
  *      and rtf).
  *  18: an epub's note numbers are left out (pandoc's, as in its html).
+ *  19: an office export's generator <meta> is found anywhere in its head
+ *      (LibreOffice writes it after a title of any length).
  */
-#define IM_EXTRACT_VERSION 18
+#define IM_EXTRACT_VERSION 19
 
 /**
  * Formats. The values are stored in state files: append only.

@@ -446,31 +446,154 @@ static inline size_t tag_end(struct html *h, size_t k, uint64_t key,
 }
 
 /*
- * Whether s[0, len) is LibreOffice's or pandoc's export of a document: both
- * write a generator <meta> near the top of the head. The classes, roles and
- * titles office_drop() looks for are theirs (elsewhere title="header" is a
- * tooltip, its text shown); on other pages the search would cost
- * every link a look at its attributes, and the AVX-512 gear its speed.
+ * The value of the attribute @p name (lower case) among the attributes of a
+ * tag, the bytes s[from, to) after its name: double-quoted, single-quoted or
+ * unquoted, as HTML writes it; its length in *vlen. NULL if the tag has
+ * none. One pass over the bytes.
  */
-static bool office_export(const char *s, size_t len)
+static const char *tag_attr(const char *s, size_t from, size_t to,
+			    const char *name, size_t *vlen)
+{
+	size_t nl = strlen(name), i = from;
+
+	while (i < to) {
+		size_t a0, a1, v0, v1;
+
+		while (i < to && (is_space(s[i]) || s[i] == '/'))
+			i++;
+		a0 = i;
+		while (i < to && !is_space(s[i]) && s[i] != '/' && s[i] != '=')
+			i++;
+		a1 = i;
+		if (a1 == a0) { /* a stray '=' names nothing */
+			i++;
+			continue;
+		}
+		while (i < to && is_space(s[i]))
+			i++;
+		v0 = v1 = a1;
+		if (i < to && s[i] == '=') {
+			i++;
+			while (i < to && is_space(s[i]))
+				i++;
+			if (i < to && (s[i] == '"' || s[i] == '\'')) {
+				const char *q =
+					memchr(s + i + 1, s[i], to - i - 1);
+
+				v0 = i + 1;
+				v1 = q ? (size_t)(q - s) : to;
+				i = v1 + 1;
+			} else {
+				v0 = i;
+				while (i < to && !is_space(s[i]))
+					i++;
+				v1 = i;
+			}
+		}
+		if (a1 - a0 == nl && !strncasecmp(s + a0, name, nl)) {
+			*vlen = v1 - v0;
+			return s + v0;
+		}
+	}
+	return NULL;
+}
+
+/* Whether the <meta> whose attributes are s[from, to) names one of the
+ * programs whose exports office_drop() knows as the generator. */
+static bool office_generator(const char *s, size_t from, size_t to)
 {
 	static const char *const programs[] = {"LibreOffice", "OpenOffice",
 					       "pandoc"};
-	size_t n = len < 1024 ? len : 1024, k;
-	/* memmem() of no bytes may be given NULL, which it must not. */
-	const char *g = n ? memmem(s, n, "name=\"generator\"", 16) : NULL;
+	size_t n;
+	const char *v = tag_attr(s, from, to, "name", &n);
 
-	if (!g)
+	if (!v || n != 9 || strncasecmp(v, "generator", 9))
 		return false;
-	k = (size_t)(g - s) + 16;
-	while (k < n && is_space(s[k]))
-		k++;
-	if (!has_prefix(s + k, n - k, "content=\""))
-		return false;
-	k += 9;
-	for (size_t i = 0; i < sizeof(programs) / sizeof(programs[0]); i++)
-		if (has_prefix(s + k, n - k, programs[i]))
+	v = tag_attr(s, from, to, "content", &n);
+	for (size_t i = 0; v && i < sizeof(programs) / sizeof(programs[0]); i++)
+		if (has_prefix(v, n, programs[i]))
 			return true;
+	return false;
+}
+
+/*
+ * Whether s[0, len) is LibreOffice's or pandoc's export of a document: both
+ * write a generator <meta> in the head, LibreOffice's after a <title> that
+ * is the document's, of any length. The classes, roles and titles
+ * office_drop() looks for are theirs (elsewhere title="header" is a
+ * tooltip, its text shown); on other pages the search would cost every
+ * link a look at its attributes, and the AVX-512 gear its speed.
+ *
+ * The head is read tag by tag to its end: </head>, <body> or any other
+ * tag a head cannot hold (a page without a head ends it at its first
+ * one). The bodies of <title>, <style> and <script> and comments are
+ * skipped whole, so the walk is one pass over the head, never past it.
+ */
+static bool office_export(const char *s, size_t len)
+{
+	static const char *const head_tags[] = {
+		"html",	  "head", "meta", "title",    "style",
+		"script", "link", "base", "noscript", "template"};
+	const struct html h = {.s = s, .len = len};
+	size_t i = 0;
+	const char *p;
+
+	while (i < len && (p = memchr(s + i, '<', len - i))) {
+		size_t n0 = (size_t)(p - s) + 1, n1, k;
+		bool closing, head = false;
+		uint64_t key;
+
+		if (has_prefix(p, len - n0 + 1, "<!--")) {
+			k = find(s, len, n0 + 3, "-->");
+			i = k == len ? len : k + 3;
+			continue;
+		}
+		closing = n0 < len && s[n0] == '/';
+		n1 = n0 + closing;
+		if (n1 < len && (s[n1] == '!' || s[n1] == '?') && !closing) {
+			p = memchr(s + n1, '>', len - n1);
+			i = p ? (size_t)(p - s) + 1 : len;
+			continue;
+		}
+		if (n1 >= len || !im_ascii_alpha(s[n1])) {
+			i = n0; /* a '<' that starts no tag */
+			continue;
+		}
+		k = n1;
+		while (k < len && name_byte[(unsigned char)s[k]])
+			k++;
+		key = tag_key(s + n1, k - n1);
+		n1 = k;
+		p = memchr(s + n1, '>', len - n1);
+		if (!p)
+			return false;
+		k = (size_t)(p - s);
+		for (size_t t = 0; t < sizeof(head_tags) / sizeof(head_tags[0]);
+		     t++)
+			head |= key ==
+				tag_key(head_tags[t], strlen(head_tags[t]));
+		if (!head || (closing && key == tag_key("head", 4)))
+			return false;
+		if (closing) {
+			i = k + 1;
+		} else if (key == tag_key("meta", 4)) {
+			if (office_generator(s, n1, k))
+				return true;
+			i = k + 1;
+		} else if (key == tag_key("title", 5) ||
+			   key == tag_key("style", 5) ||
+			   key == tag_key("script", 6)) {
+			const char *raw = key == tag_key("title", 5) ? "title"
+					  : key == tag_key("style", 5)
+						  ? "style"
+						  : "script";
+
+			i = s[k - 1] == '/' ? k + 1
+					    : skip_raw_text(&h, k + 1, raw);
+		} else {
+			i = k + 1;
+		}
+	}
 	return false;
 }
 

@@ -268,6 +268,19 @@ def case_html_header_footer(tmp):
           "the html's terms are the odt's: %s" % sorted(html ^ odt))
 
 
+def case_html_long_head(tmp):
+    """A report whose title (in its properties) is over 1 KB long has the
+    terms of its odt and docx in its html as well: LibreOffice writes the
+    title before its generator <meta>, which was looked for in the first
+    1 KB only, so the page header's words and the note number glued to the
+    words around it ("gauges1", "1calibrated") were read."""
+    html, odt, docx = terms_of("commission.html", "commission.odt",
+                               "commission.docx")
+    check("rosendahl" in odt and "meridian" not in odt
+          and html == odt == docx,
+          "the html's terms are the odt's: %s" % sorted(html ^ odt))
+
+
 def case_epub_notes(tmp):
     """A report's note number is left out of its epub as of its docx and
     html: pandoc's epub glued it to the word ("keeper1"), its pages read
@@ -504,6 +517,7 @@ CASES = {"one_cluster": case_one_cluster,
          "dates_1904": case_dates_1904,
          "pdf_cjk_lines": case_pdf_cjk_lines,
          "hidden_text": case_hidden_text,
+         "html_long_head": case_html_long_head,
          "hidden_styles_many": case_hidden_styles_many,
          "epub_spine_many": case_epub_spine_many}
 

@@ -1792,6 +1792,32 @@ START_TEST(test_text_html_office_notes)
 }
 END_TEST
 
+/* The generator <meta> is looked for in the whole head, however long what
+ * comes before it, and not past the head. */
+START_TEST(test_text_html_office_head)
+{
+	char in[4096] = "<!DOCTYPE html><html><head><!-- <body> --><title>";
+	char *got;
+
+	for (int i = 0; i < 200; i++)
+		strcat(in, "a long title ");
+	strcat(in, "</title><style>p<b{}</style><script>if (a<b) x();</script>"
+		   "<link rel=stylesheet href=s.css>"
+		   "<meta name=generator content='pandoc 3.1'>"
+		   "</head><body>keeper<a class=\"footnote-ref\">1</a>");
+	got = html_text(in);
+	ck_assert_str_eq(got, "          keeper ");
+	free(got);
+	/* Past the head, a generator <meta> is not the page's. */
+	assert_html("<head></head><body><meta name=\"generator\" "
+		    "content=\"pandoc\">keeper<a class=\"footnote-ref\">1</a>",
+		    "    keeper1");
+	assert_html("<p>x</p><meta name=\"generator\" content=\"pandoc\">"
+		    "keeper<a class=\"footnote-ref\">1</a>",
+		    " x  keeper1");
+}
+END_TEST
+
 /*
  * The end of a tag and of a quoted value are searched 16 bytes at a time
  * (html.c, find3()): a tag, a quoted '>', an entity and the text after
@@ -2480,6 +2506,7 @@ int main(void)
 	tcase_add_test(tc, test_text_html_declared_charset);
 	tcase_add_test(tc, test_text_html_markup_removed);
 	tcase_add_test(tc, test_text_html_office_notes);
+	tcase_add_test(tc, test_text_html_office_head);
 	tcase_add_test(tc, test_text_html_tags);
 	tcase_add_test(tc, test_text_html_tag_names);
 	tcase_add_test(tc, test_text_html_block_boundaries);

@@ -19,6 +19,8 @@
 #                   in its properties and a page header and footer
 #   commission.odt/.docx/.html   LibreOffice, from a flat ODT with a title of
 #                   over 1 KB in its properties, a page header and a footnote
+#   links.odt/.docx/.html   LibreOffice, from a flat ODT with two links whose
+#                   addresses hold "doc-noteref" and "sdfootnote"
 #   review.docx, review.doc   a reviewed text: a tracked deletion (kept for
 #                   undo) and a text box, LibreOffice from a flat ODT
 #   memo-a.rtf, memo-b.rtf   two short memos on different subjects, RTF from
@@ -168,6 +170,15 @@ cat > commission.fodt <<'FODT'
 </office:text></office:body></office:document>
 FODT
 for f in odt docx html; do office $f commission.fodt; done
+# Links whose addresses hold the words of note marks (sdfootnote, doc-noteref).
+cat > links.fodt <<'FODT'
+<?xml version="1.0" encoding="UTF-8"?>
+<office:document xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" xmlns:xlink="http://www.w3.org/1999/xlink" office:version="1.2" office:mimetype="application/vnd.oasis.opendocument.text">
+<office:body><office:text>
+<text:p>Screen readers announce a note reference by the <text:a xlink:type="simple" xlink:href="https://www.w3.org/TR/dpub-aria-1.1/#doc-noteref">noteref role of the publishing module</text:a> and an old export by its <text:a xlink:type="simple" xlink:href="https://help.libreoffice.org/latest/en-US/text/shared/guide/sdfootnote.html">anchor class documentation</text:a> online.</text:p>
+</office:text></office:body></office:document>
+FODT
+for f in odt docx html; do office $f links.fodt; done
 cat > review.fodt <<'FODT'
 <?xml version="1.0" encoding="UTF-8"?>
 <office:document xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" xmlns:draw="urn:oasis:names:tc:opendocument:xmlns:drawing:1.0" xmlns:svg="urn:oasis:names:tc:opendocument:xmlns:svg-compatible:1.0" xmlns:dc="http://purl.org/dc/elements/1.1/" office:version="1.2" office:mimetype="application/vnd.oasis.opendocument.text">
@@ -407,7 +418,7 @@ cp cc0.txt cc0.html cc0.docx cc0.odt cc0.epub cc0.pdf cc0-utf16.txt cc0.txt.gz \
    artistic.rtf memo-a.rtf memo-b.rtf flyer.rtf flyer.docx \
    cc0.doc cc0-edited.doc artistic.doc notes.docx notes.doc notes.html notes.epub \
    letterhead.odt letterhead.docx letterhead.html \
-   commission.odt commission.docx commission.html \
+   commission.odt commission.docx commission.html links.odt links.docx links.html \
    review.docx review.doc report.odt report.docx report.rtf report.html \
    voyages.ods voyages.xlsx harbour-zh.odt harbour-zh.pdf \
    hidden.odt hidden.docx hidden.doc hidden.rtf \

@@ -85,8 +85,10 @@
  *  18: an epub's note numbers are left out (pandoc's, as in its html).
  *  19: an office export's generator <meta> is found anywhere in its head
  *      (LibreOffice writes it after a title of any length).
+ *  20: in such an export, a link whose address (not class or role) holds
+ *      a note mark's name keeps its text.
  */
-#define IM_EXTRACT_VERSION 19
+#define IM_EXTRACT_VERSION 20
 
 /**
  * Formats. The values are stored in state files: append only.

@@ -635,8 +635,8 @@ static size_t skip_div(const struct html *h, size_t from)
  * In an office export (h->office), the opening tag whose name s[.., n1)
  * packs to @p key ends with the '>' at s[k]. If it is a note's number (an
  * <a> of LibreOffice's classes sdfootnoteanc, sdfootnotesym and their
- * sdendnote twins, pandoc's footnote-ref and footnote-back, or ARIA's roles
- * doc-noteref and doc-backlink) or LibreOffice's page header or footer,
+ * sdendnote twins, pandoc's classes footnote-ref and footnote-back, or
+ * ARIA's roles doc-noteref and doc-backlink) or LibreOffice's page header or footer,
  * @return the index after its end tag; else 0.
  */
 static size_t office_drop(struct html *h, size_t n1, size_t k, uint64_t key)
@@ -651,9 +651,17 @@ static size_t office_drop(struct html *h, size_t n1, size_t k, uint64_t key)
 		return skip_div(h, k + 1);
 	if (key != 'a')
 		return 0;
-	for (size_t i = 0; i < sizeof(note_marks) / sizeof(note_marks[0]); i++)
-		if (tag_has(h->s, n1, k, note_marks[i]))
-			return skip_raw_text(h, k + 1, "a");
+	/* Only the class and role say so: a link's address may hold the
+	 * words too (a page on ARIA's #doc-noteref), and its text is read. */
+	for (size_t a = 0; a < 2; a++) {
+		size_t n;
+		const char *v = tag_attr(h->s, n1, k, a ? "role" : "class", &n);
+
+		for (size_t i = 0;
+		     v && i < sizeof(note_marks) / sizeof(note_marks[0]); i++)
+			if (memmem(v, n, note_marks[i], strlen(note_marks[i])))
+				return skip_raw_text(h, k + 1, "a");
+	}
 	return 0;
 }
 

@@ -281,6 +281,19 @@ def case_html_long_head(tmp):
           "the html's terms are the odt's: %s" % sorted(html ^ odt))
 
 
+def case_html_note_words_in_links(tmp):
+    """A link whose address holds the words of a note mark (a page on
+    ARIA's #doc-noteref role, a help page named sdfootnote.html) keeps its
+    text in LibreOffice's html, as in the odt and docx: the address was
+    searched for the marks as well as the class, and the link's words
+    ("noteref role of the publishing module") were dropped as a note's
+    number."""
+    html, odt, docx = terms_of("links.html", "links.odt", "links.docx")
+    check("publishing" in odt and "documentation" in odt
+          and html == odt == docx,
+          "the html's terms are the odt's: %s" % sorted(html ^ odt))
+
+
 def case_epub_notes(tmp):
     """A report's note number is left out of its epub as of its docx and
     html: pandoc's epub glued it to the word ("keeper1"), its pages read
@@ -518,6 +531,7 @@ CASES = {"one_cluster": case_one_cluster,
          "pdf_cjk_lines": case_pdf_cjk_lines,
          "hidden_text": case_hidden_text,
          "html_long_head": case_html_long_head,
+         "html_note_words_in_links": case_html_note_words_in_links,
          "hidden_styles_many": case_hidden_styles_many,
          "epub_spine_many": case_epub_spine_many}
 

@@ -1779,6 +1779,14 @@ START_TEST(test_text_html_office_notes)
 	assert_html(in, " keeper  wrote ");
 	assert_html("keeper<a class=\"footnote-ref\"><sup>1</sup></a>",
 		    "keeper1");
+	/* The marks in a link's address are not its class: its text stays.
+	 * An old export's upper-case CLASS is a class. */
+	snprintf(in, sizeof(in),
+		 "%sthe <a href=\"https://www.w3.org/TR/dpub-aria-1.1/"
+		 "#doc-noteref\">noteref role</a> and <a href='sdfootnote.html' "
+		 "title=doc-backlink>help</a> x<A CLASS=sdfootnoteanc>2</A>",
+		 lo);
+	assert_html(in, " the noteref role and help x ");
 	/* LibreOffice's page header and footer, divs nested in them. */
 	snprintf(in, sizeof(in),
 		 "%s<div title=\"header\"><p>Letterhead<div>x</div>y</div>"

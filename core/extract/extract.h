@@ -87,8 +87,10 @@
  *      (LibreOffice writes it after a title of any length).
  *  20: in such an export, a link whose address (not class or role) holds
  *      a note mark's name keeps its text.
+ *  21: LibreOffice's page header and footer are left out of its HTML
+ *      with their title quoted either way or not at all.
  */
-#define IM_EXTRACT_VERSION 20
+#define IM_EXTRACT_VERSION 21
 
 /**
  * Formats. The values are stored in state files: append only.

@@ -597,12 +597,6 @@ static bool office_export(const char *s, size_t len)
 	return false;
 }
 
-/* Whether the tag bytes s[from, to) hold @p needle. */
-static bool tag_has(const char *s, size_t from, size_t to, const char *needle)
-{
-	return memmem(s + from, to - from, needle, strlen(needle)) != NULL;
-}
-
 /* The index after the </div> that closes a <div> whose body starts at
  * @p from (those nested in it counted), or len. */
 static size_t skip_div(const struct html *h, size_t from)
@@ -645,10 +639,15 @@ static size_t office_drop(struct html *h, size_t n1, size_t k, uint64_t key)
 		"sdfootnote",	 "sdendnote",	"footnote-ref",
 		"footnote-back", "doc-noteref", "doc-backlink"};
 
-	if (key == tag_key("div", 3) &&
-	    (tag_has(h->s, n1, k, "title=\"header\"") ||
-	     tag_has(h->s, n1, k, "title=\"footer\"")))
-		return skip_div(h, k + 1);
+	if (key == tag_key("div", 3)) {
+		size_t n;
+		const char *v = tag_attr(h->s, n1, k, "title", &n);
+
+		if (v && n == 6 &&
+		    (!memcmp(v, "header", 6) || !memcmp(v, "footer", 6)))
+			return skip_div(h, k + 1);
+		return 0;
+	}
 	if (key != 'a')
 		return 0;
 	/* Only the class and role say so: a link's address may hold the

@@ -294,6 +294,26 @@ def case_html_note_words_in_links(tmp):
           "the html's terms are the odt's: %s" % sorted(html ^ odt))
 
 
+def case_html_header_quotes(tmp):
+    """A letter's page header and footer are left out of its html however
+    the attribute that marks them is quoted: LibreOffice writes
+    <div title="header">, and a page tidied or minified after (title=header,
+    title='footer', as HTML allows) read the letterhead's words."""
+    with open(os.path.join(SRC, "tests/data/formats/letterhead.html")) as f:
+        page = f.read()
+    check('<div title="header">' in page and '<div title="footer">' in page,
+          "the fixture's header and footer are LibreOffice's")
+    path = os.path.join(tmp, "letterhead.html")
+    with open(path, "w") as f:
+        f.write(page.replace('<div title="header">', "<div title=header>")
+                .replace('<div title="footer">', "<DIV TITLE = 'footer'>"))
+    out, _ = run("terms", path)
+    html = set(out.rstrip("\n").split("\t")[1:])
+    odt, = terms_of("letterhead.odt")
+    check("pilot" in odt and html == odt,
+          "the html's terms are the odt's: %s" % sorted(html ^ odt))
+
+
 def case_epub_notes(tmp):
     """A report's note number is left out of its epub as of its docx and
     html: pandoc's epub glued it to the word ("keeper1"), its pages read
@@ -532,6 +552,7 @@ CASES = {"one_cluster": case_one_cluster,
          "hidden_text": case_hidden_text,
          "html_long_head": case_html_long_head,
          "html_note_words_in_links": case_html_note_words_in_links,
+         "html_header_quotes": case_html_header_quotes,
          "hidden_styles_many": case_hidden_styles_many,
          "epub_spine_many": case_epub_spine_many}
 

@@ -1794,6 +1794,13 @@ START_TEST(test_text_html_office_notes)
 		 "<div title=\"note\">kept</div>",
 		 lo);
 	assert_html(in, "   Body end kept ");
+	/* Quoted either way, or not at all, as HTML allows. */
+	snprintf(in, sizeof(in),
+		 "%s<div title=header>Letterhead</div>Body"
+		 "<div class=x title = 'footer' >Page</div>end"
+		 "<div data-title=\"header\">kept</div>",
+		 lo);
+	assert_html(in, "  Body end kept ");
 	/* An unclosed note drops the rest, as an unclosed <script>. */
 	snprintf(in, sizeof(in), "%sa<a role=\"doc-noteref\">1", pd);
 	assert_html(in, " a ");

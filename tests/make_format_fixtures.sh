@@ -42,6 +42,8 @@
 #                   paragraph that the PDF breaks inside runs of ideographs
 #   hidden.odt/.docx/.doc/.rtf   LibreOffice, from a flat ODT with a run
 #                   of hidden text (character attribute, not shown)
+#   hidden-styles.odt/.docx/.rtf   LibreOffice, from a flat ODT whose common
+#                   styles (a character and a paragraph style) hide text
 #   bomb.docx       a docx whose document.xml unpacks to 512 MiB (bzip2 in the ZIP)
 #   bomb.txt.bz2    1 GiB of zeros in 800 bytes
 #   entities.docx   "billion laughs" entity declarations in document.xml
@@ -179,6 +181,29 @@ cat > links.fodt <<'FODT'
 </office:text></office:body></office:document>
 FODT
 for f in odt docx html; do office $f links.fodt; done
+# Text hidden by styles: a character style, a paragraph style, an automatic
+# style based on it, and a character style that shows its text again.
+cat > hidden-styles.fodt <<'FODT'
+<?xml version="1.0" encoding="UTF-8"?>
+<office:document xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" xmlns:style="urn:oasis:names:tc:opendocument:xmlns:style:1.0" xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" xmlns:fo="urn:oasis:names:tc:opendocument:xmlns:xsl-fo-compatible:1.0" office:version="1.2" office:mimetype="application/vnd.oasis.opendocument.text">
+<office:styles>
+<style:style style:name="Standard" style:family="paragraph"/>
+<style:style style:name="Secret" style:family="text"><style:text-properties text:display="none"/></style:style>
+<style:style style:name="Unveiled" style:family="text" style:parent-style-name="Secret"><style:text-properties text:display="true"/></style:style>
+<style:style style:name="Aside" style:family="text" style:parent-style-name="Secret"><style:text-properties fo:font-style="italic"/></style:style>
+<style:style style:name="Clerk" style:family="paragraph" style:parent-style-name="Standard"><style:text-properties text:display="none"/></style:style>
+<style:style style:name="Clerk_20_detail" style:display-name="Clerk detail" style:family="paragraph" style:parent-style-name="Clerk"><style:paragraph-properties fo:margin-left="1cm"/></style:style>
+</office:styles>
+<office:automatic-styles><style:style style:name="P1" style:family="paragraph" style:parent-style-name="Clerk"><style:paragraph-properties fo:text-align="center"/></style:style></office:automatic-styles>
+<office:body><office:text>
+<text:p>The ferry leaves the north quay at seven.<text:span text:style-name="Secret"> Reminder for the clerk: smuggled tobacco crates in shed four.</text:span> Tickets are sold on board<text:span text:style-name="Aside"> beside contraband</text:span><text:span text:style-name="Unveiled"> and at the kiosk</text:span>.</text:p>
+<text:p text:style-name="Clerk">Whisky barrels are stored behind the net loft.</text:p>
+<text:p text:style-name="Clerk_20_detail">Forged customs stamps are kept in the lighthouse.</text:p>
+<text:p text:style-name="P1">Bribes are paid on the first Monday.</text:p>
+<text:p>Passengers with bicycles board first.</text:p>
+</office:text></office:body></office:document>
+FODT
+for f in odt docx rtf; do office $f hidden-styles.fodt; done
 cat > review.fodt <<'FODT'
 <?xml version="1.0" encoding="UTF-8"?>
 <office:document xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" xmlns:draw="urn:oasis:names:tc:opendocument:xmlns:drawing:1.0" xmlns:svg="urn:oasis:names:tc:opendocument:xmlns:svg-compatible:1.0" xmlns:dc="http://purl.org/dc/elements/1.1/" office:version="1.2" office:mimetype="application/vnd.oasis.opendocument.text">
@@ -422,6 +447,7 @@ cp cc0.txt cc0.html cc0.docx cc0.odt cc0.epub cc0.pdf cc0-utf16.txt cc0.txt.gz \
    review.docx review.doc report.odt report.docx report.rtf report.html \
    voyages.ods voyages.xlsx harbour-zh.odt harbour-zh.pdf \
    hidden.odt hidden.docx hidden.doc hidden.rtf \
+   hidden-styles.odt hidden-styles.docx hidden-styles.rtf \
    loop.doc huge.doc truncated.doc encrypted.doc \
    sheet.xlsx sheet.ods sheet.xls slides.pptx slides.odp slides.ppt.gz \
    bomb.docx bomb.txt.bz2 entities.docx nested.docx spine.epub spine-blank.epub truncated.pdf garbage.pdf "$out/"

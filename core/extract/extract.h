@@ -89,8 +89,10 @@
  *      a note mark's name keeps its text.
  *  21: LibreOffice's page header and footer are left out of its HTML
  *      with their title quoted either way or not at all.
+ *  22: text hidden by a style (docx's and odt's styles.xml) is left out, as
+ *      text formatted hidden is.
  */
-#define IM_EXTRACT_VERSION 21
+#define IM_EXTRACT_VERSION 22
 
 /**
  * Formats. The values are stored in state files: append only.

@@ -19,7 +19,8 @@
  * What each format gives:
  *   - docx: word/document.xml, then footnotes and endnotes: w:t runs, a
  *     newline per paragraph, a space for tabs and breaks. Deleted text
- *     (w:delText), hidden runs (w:vanish) and field codes are not text;
+ *     (w:delText), hidden runs (w:vanish, or their character or paragraph
+ *     style's in word/styles.xml) and field codes are not text;
  *     headers, footers and comments are left out (templates repeat them
  *     across documents).
  *   - xlsx: shared strings and inline strings of every sheet, one per line;
@@ -31,8 +32,8 @@
  *     paragraph, heading, list item and cell; as in docx, deleted text
  *     (text:tracked-changes), comments (office:annotation), note numbers
  *     (text:note-citation), index templates (text:*-source) and alt text
- *     (svg:title, svg:desc) are not text, nor is text in an automatic
- *     style with text:display="none" (hidden).
+ *     (svg:title, svg:desc) are not text, nor is text in a style,
+ *     automatic or common (styles.xml), with text:display="none" (hidden).
  *     In ods a cell whose office:value-type is a number (float, percentage,
  *     currency, date, time) is its value as xlsx stores it instead of the
  *     text it displays ("1,234.50", "15 January 2024"), so a sheet saved
@@ -578,9 +579,11 @@ enum cells {
  * a PDF, which does not draw it). */
 enum hidden {
 	HIDDEN_NONE,
-	HIDDEN_DOCX, /* <w:r><w:rPr><w:vanish/>: the run */
-	HIDDEN_ODF,  /* a text:span, p or h whose automatic style has
-		      * text:display="none" */
+	HIDDEN_DOCX, /* <w:r><w:rPr><w:vanish/>: the run; a character style
+		      * (w:rStyle) or paragraph style (w:pStyle) whose w:rPr
+		      * has w:vanish (styles.xml) */
+	HIDDEN_ODF,  /* a text:span, p or h whose style, automatic or common
+		      * (styles.xml), has text:display="none" */
 };
 
 /* Which elements carry text, and where lines and spaces go. */
@@ -594,12 +597,26 @@ struct xml_rules {
 	enum hidden hidden;
 };
 
-/* Names, as 64-bit hashes in open addressing: a hostile document may
- * define and use a million hidden styles, which a list made quadratic.
- * The hash is keyed by where the set lives (random per process): names
- * crafted to share probe chains or a whole hash need the key. */
-struct name_set {
-	uint64_t *slot;
+/* What a style says of its text's display: hidden, shown (over a style it
+ * is based on that hides it), or nothing (that style's). */
+enum display { DISPLAY_INHERIT, DISPLAY_NONE, DISPLAY_SHOWN };
+
+/* The style families a reference names: a span's or run's (ODF "text",
+ * OOXML "character") and a paragraph's; others are kept apart. */
+enum family { FAMILY_OTHER, FAMILY_TEXT, FAMILY_PARAGRAPH };
+
+struct style {
+	uint64_t name, parent; /* keyed hashes (style_hash()); 0: none */
+	enum display display;
+};
+
+/* Styles by family and name, as 64-bit hashes in open addressing: a
+ * hostile document may define and use a million hidden styles, which a
+ * list made quadratic. The hash is keyed by where the set lives (random
+ * per process): names crafted to share probe chains or a whole hash need
+ * the key. */
+struct styles {
+	struct style *slot;
 	size_t cap, n;
 };
 
@@ -611,11 +628,15 @@ struct xml_ctx {
 	unsigned depth, in_text, in_within, in_skip;
 	int fail;
 	/* Hidden text: in the element begun at this depth (0: not); docx: in
-	 * the run and its properties begun at these depths; ODF: the style
-	 * being defined, and the hidden styles' names, each NUL-ended. */
-	unsigned hide_depth, run_depth, rpr_depth;
-	char style[64];
-	struct name_set hidden_styles;
+	 * the paragraph, the run and its properties begun at these depths;
+	 * the style being defined (and its w:rPr) at these, its key; the
+	 * styles of the document's parts, shared by them. */
+	unsigned hide_depth, para_depth, run_depth, rpr_depth;
+	unsigned style_depth, style_rpr_depth;
+	enum family style_family;
+	uint64_t style_key;
+	struct styles *styles;
+	bool styles_only; /* a part of styles: no text (its headers') */
 	/* Spreadsheets: the number cells' terms, a line each. */
 	struct im_buf *nums;
 	unsigned num_depth; /* ods: in the number cell begun at this depth */
@@ -656,7 +677,7 @@ static void xml_stop(struct xml_ctx *c, int fail)
 static void xml_put_to(struct xml_ctx *c, struct im_buf *b, const char *s,
 		       size_t n)
 {
-	if (c->fail)
+	if (c->fail || c->styles_only)
 		return;
 	if (im_buf_append(b, s, n))
 		xml_stop(c, -ENOMEM);
@@ -810,93 +831,232 @@ static const char *attr_local(const XML_Char **atts, const char *local)
 	return NULL;
 }
 
-/* The keyed hash of @p s, never 0 (an empty slot of a name_set). */
-static uint64_t name_hash(const struct name_set *set, const char *s)
+/* The keyed hash of the style @p name of @p family, never 0 (an empty
+ * slot). */
+static uint64_t style_hash(const struct styles *set, enum family family,
+			   const char *name)
 {
-	uint64_t h = XXH3_64bits_withSeed(s, strlen(s), (uintptr_t)set);
+	uint64_t h = XXH3_64bits_withSeed(name, strlen(name),
+					  (uintptr_t)set + (uint64_t)family);
 
 	return h ? h : 1;
 }
 
 /* The slot of @p h in @p set: where it is, or the empty one where it would
  * go. */
-static uint64_t *name_slot(const struct name_set *set, uint64_t h)
+static struct style *style_slot(const struct styles *set, uint64_t h)
 {
 	size_t i = (size_t)h & (set->cap - 1);
 
-	while (set->slot[i] && set->slot[i] != h)
+	while (set->slot[i].name && set->slot[i].name != h)
 		i = (i + 1) & (set->cap - 1);
 	return &set->slot[i];
 }
 
-static bool name_set_has(const struct name_set *set, const char *name)
+/* Define the style whose hash is @p h, based on the one hashed @p parent
+ * (0: none), saying nothing of display yet; a style defined again (an
+ * odt's content.xml names its automatic styles as styles.xml does its
+ * own) is the last definition. @return 0 or -ENOMEM. */
+static int style_define(struct styles *set, uint64_t h, uint64_t parent)
 {
-	return set->n && *name_slot(set, name_hash(set, name));
-}
-
-static int name_set_add(struct name_set *set, const char *name)
-{
-	uint64_t h = name_hash(set, name), *s;
+	struct style *s;
 
 	if (2 * (set->n + 1) > set->cap) {
-		struct name_set big = {.cap = set->cap ? 2 * set->cap : 16};
+		struct styles big = {.cap = set->cap ? 2 * set->cap : 16};
 
 		big.slot = calloc(big.cap, sizeof(*big.slot));
 		if (!big.slot)
 			return -ENOMEM;
 		for (size_t i = 0; i < set->cap; i++)
-			if (set->slot[i])
-				*name_slot(&big, set->slot[i]) = set->slot[i];
+			if (set->slot[i].name)
+				*style_slot(&big, set->slot[i].name) =
+					set->slot[i];
 		big.n = set->n;
 		free(set->slot);
 		*set = big;
 	}
-	s = name_slot(set, h);
-	set->n += !*s;
-	*s = h;
+	s = style_slot(set, h);
+	set->n += !s->name;
+	*s = (struct style){.name = h, .parent = parent};
 	return 0;
 }
 
-/* A w:vanish in a run's properties hides the run (one in a paragraph's
- * hides only its mark, which is no text); its w:val is a toggle. */
+/* The style hashed @p h, or NULL. */
+static struct style *style_find(const struct styles *set, uint64_t h)
+{
+	struct style *s;
+
+	if (!set->n || !h)
+		return NULL;
+	s = style_slot(set, h);
+	return s->name ? s : NULL;
+}
+
+/*
+ * Whether text in the style @p name of @p family is hidden: what the style
+ * says, or else the style it is based on, and so on. Real chains are a few
+ * styles long; the walk stops after STYLE_CHAIN (then, and in a loop, the
+ * text is shown), so a document of a million styles based on one another
+ * costs each use at most that many steps.
+ */
+#define STYLE_CHAIN 32
+static bool style_hides(const struct styles *set, enum family family,
+			const char *name)
+{
+	uint64_t h = style_hash(set, family, name);
+
+	for (unsigned i = 0; i < STYLE_CHAIN; i++) {
+		const struct style *s = style_find(set, h);
+
+		if (!s)
+			return false;
+		if (s->display != DISPLAY_INHERIT)
+			return s->display == DISPLAY_NONE;
+		h = s->parent;
+	}
+	return false;
+}
+
+/* Begin the definition of a style: from now on its display and parent
+ * are @p c's to set. */
+static void style_begin(struct xml_ctx *c, enum family family, const char *name,
+			const char *parent)
+{
+	struct styles *set = c->styles;
+
+	if (!name)
+		return;
+	c->style_depth = c->depth;
+	c->style_family = family;
+	c->style_key = style_hash(set, family, name);
+	if (style_define(set, c->style_key,
+			 parent ? style_hash(set, family, parent) : 0))
+		xml_stop(c, -ENOMEM);
+}
+
+static void style_display(struct xml_ctx *c, enum display d)
+{
+	struct style *s = style_find(c->styles, c->style_key);
+
+	if (s)
+		s->display = d;
+}
+
+/* Whether a w:val (of w:vanish) turns its property off. */
+static bool val_off(const char *v)
+{
+	return v &&
+	       (!strcmp(v, "0") || !strcmp(v, "false") || !strcmp(v, "off"));
+}
+
+/* styles.xml: a style whose w:rPr has w:vanish hides its text, and so does
+ * one based (w:basedOn) on it, unless it says otherwise. */
+static void docx_style(struct xml_ctx *c, const char *l, const XML_Char **atts)
+{
+	const char *t;
+
+	if (!strcmp(l, "style")) {
+		t = attr_local(atts, "type");
+		style_begin(c,
+			    t && !strcmp(t, "character")    ? FAMILY_TEXT
+			    : !t || !strcmp(t, "paragraph") ? FAMILY_PARAGRAPH
+							    : FAMILY_OTHER,
+			    attr_local(atts, "styleId"), NULL);
+	} else if (!c->style_depth) {
+		return;
+	} else if (!strcmp(l, "basedOn") && c->depth == c->style_depth + 1) {
+		struct style *st = style_find(c->styles, c->style_key);
+		const char *v = attr_local(atts, "val");
+
+		if (st && v)
+			st->parent = style_hash(c->styles, c->style_family, v);
+	} else if (!strcmp(l, "rPr") && c->depth == c->style_depth + 1) {
+		c->style_rpr_depth = c->depth;
+	} else if (!strcmp(l, "vanish") && c->style_rpr_depth &&
+		   c->depth == c->style_rpr_depth + 1) {
+		style_display(c, val_off(attr_local(atts, "val"))
+					 ? DISPLAY_SHOWN
+					 : DISPLAY_NONE);
+	}
+}
+
+/*
+ * A w:vanish in a run's properties hides the run (one in a paragraph's
+ * hides only its mark, which is no text), and so does one in its character
+ * style's (w:rStyle), which the run's own w:vanish w:val="0" overrides; one
+ * in a paragraph style's (w:pStyle) hides the paragraph. The styles are
+ * styles.xml's, read before the body (docx_style()).
+ */
 static void docx_hidden(struct xml_ctx *c, const char *l, const XML_Char **atts)
 {
 	const char *v;
 
-	if (!strcmp(l, "r")) {
+	docx_style(c, l, atts);
+	if (!strcmp(l, "p")) {
+		c->para_depth = c->depth;
+	} else if (!strcmp(l, "pStyle") && c->para_depth &&
+		   c->depth == c->para_depth + 2 && !c->hide_depth) {
+		v = attr_local(atts, "val");
+		if (v && style_hides(c->styles, FAMILY_PARAGRAPH, v))
+			c->hide_depth = c->para_depth;
+	} else if (!strcmp(l, "r")) {
 		c->run_depth = c->depth;
 	} else if (!strcmp(l, "rPr") && c->run_depth &&
 		   c->depth == c->run_depth + 1) {
 		c->rpr_depth = c->depth;
-	} else if (!strcmp(l, "vanish") && c->rpr_depth &&
+	} else if (!strcmp(l, "rStyle") && c->rpr_depth &&
 		   c->depth == c->rpr_depth + 1 && !c->hide_depth) {
 		v = attr_local(atts, "val");
-		if (!v || !(!strcmp(v, "0") || !strcmp(v, "false") ||
-			    !strcmp(v, "off")))
+		if (v && style_hides(c->styles, FAMILY_TEXT, v))
+			c->hide_depth = c->run_depth;
+	} else if (!strcmp(l, "vanish") && c->rpr_depth &&
+		   c->depth == c->rpr_depth + 1) {
+		bool off = val_off(attr_local(atts, "val"));
+
+		if (off && c->hide_depth == c->run_depth)
+			c->hide_depth = 0;
+		else if (!off && !c->hide_depth)
 			c->hide_depth = c->run_depth;
 	}
 }
 
-/* Automatic styles come before the body: those with text:display="none"
- * are remembered, and text in one of them is hidden. Common styles
- * (styles.xml) are not read. */
+static enum family odf_family(const char *family)
+{
+	if (family && !strcmp(family, "text"))
+		return FAMILY_TEXT;
+	if (family && !strcmp(family, "paragraph"))
+		return FAMILY_PARAGRAPH;
+	return FAMILY_OTHER;
+}
+
+/*
+ * Styles come before the body, common ones in styles.xml (read first) and
+ * automatic ones in content.xml: a style with text:display="none" hides
+ * its text, and so does one based on it (style:parent-style-name), unless
+ * it says "true". A text:span, p or h in such a style is left out.
+ */
 static void odf_hidden(struct xml_ctx *c, const char *l, const XML_Char **atts)
 {
 	const char *v;
 
 	if (!strcmp(l, "style")) {
-		v = attr_local(atts, "name");
-		if (v && strlen(v) < sizeof(c->style))
-			strcpy(c->style, v);
-	} else if (!strcmp(l, "text-properties") && c->style[0]) {
+		style_begin(c, odf_family(attr_local(atts, "family")),
+			    attr_local(atts, "name"),
+			    attr_local(atts, "parent-style-name"));
+	} else if (!strcmp(l, "text-properties") && c->style_depth &&
+		   c->depth == c->style_depth + 1) {
 		v = attr_local(atts, "display");
-		if (v && !strcmp(v, "none") &&
-		    name_set_add(&c->hidden_styles, c->style))
-			xml_stop(c, -ENOMEM);
+		if (v && !strcmp(v, "none"))
+			style_display(c, DISPLAY_NONE);
+		else if (v && !strcmp(v, "true"))
+			style_display(c, DISPLAY_SHOWN);
 	} else if ((!strcmp(l, "span") || !strcmp(l, "p") || !strcmp(l, "h")) &&
 		   !c->hide_depth) {
 		v = attr_local(atts, "style-name");
-		if (v && name_set_has(&c->hidden_styles, v))
+		if (v &&
+		    style_hides(c->styles,
+				l[0] == 's' ? FAMILY_TEXT : FAMILY_PARAGRAPH,
+				v))
 			c->hide_depth = c->depth;
 	}
 }
@@ -952,8 +1112,14 @@ static void XMLCALL xml_end(void *arg, const XML_Char *name)
 		c->run_depth = 0;
 	if (c->rpr_depth == c->depth)
 		c->rpr_depth = 0;
-	if (c->r->hidden == HIDDEN_ODF && !strcmp(l, "style"))
-		c->style[0] = '\0';
+	if (c->para_depth == c->depth)
+		c->para_depth = 0;
+	if (c->style_rpr_depth == c->depth)
+		c->style_rpr_depth = 0;
+	if (c->style_depth == c->depth) {
+		c->style_depth = 0;
+		c->style_key = 0;
+	}
 	c->depth--;
 	if (c->in_text && in_list(c->r->text, l))
 		c->in_text--;
@@ -1028,11 +1194,18 @@ static int xml_parse(XML_Parser p, const struct im_buf *data, int *fail)
 	return *fail;
 }
 
+/* The text of one part, a line after it; a part of styles (@p text
+ * false) only defines @p styles, for the parts after it. */
 static int xml_text(const struct im_buf *data, const struct xml_rules *r,
 		    const struct im_extract_opts *o, struct im_buf *out,
-		    struct im_buf *nums)
+		    struct im_buf *nums, struct styles *styles, bool text)
 {
-	struct xml_ctx c = {.r = r, .o = o, .out = out, .nums = nums};
+	struct xml_ctx c = {.r = r,
+			    .o = o,
+			    .out = out,
+			    .nums = nums,
+			    .styles = styles,
+			    .styles_only = !text};
 	int ret;
 
 	c.p = xml_parser(&c);
@@ -1042,8 +1215,7 @@ static int xml_text(const struct im_buf *data, const struct xml_rules *r,
 	xp.set_character_data_handler(c.p, xml_chars);
 	ret = xml_parse(c.p, data, &c.fail);
 	xp.parser_free(c.p);
-	free(c.hidden_styles.slot);
-	if (!ret)
+	if (!ret && text)
 		ret = im_buf_putc(out, '\n') ? -ENOMEM : 0;
 	return ret;
 }
@@ -1115,9 +1287,16 @@ static bool has_suffix(const char *s, const char *suffix)
 	return n >= k && !strcmp(s + n - k, suffix);
 }
 
+/* Where a document keeps the styles its text names (read first). */
+static bool styles_part(const char *n)
+{
+	return !strcmp(n, "word/styles.xml") || !strcmp(n, "styles.xml");
+}
+
 static bool want_docx(const char *n)
 {
 	return !strcmp(n, "word/document.xml") ||
+	       !strcmp(n, "word/styles.xml") ||
 	       !strcmp(n, "word/footnotes.xml") ||
 	       !strcmp(n, "word/endnotes.xml");
 }
@@ -1140,6 +1319,12 @@ static bool want_odf(const char *n)
 	return !strcmp(n, "content.xml");
 }
 
+/* odt and odp: their styles too, which may hide text. */
+static bool want_odf_styled(const char *n)
+{
+	return !strcmp(n, "content.xml") || !strcmp(n, "styles.xml");
+}
+
 /* Entry order for docx (the body first) and pptx (slides before notes, by
  * number: slide2 before slide10). */
 static unsigned long name_number(const char *s)
@@ -1151,6 +1336,8 @@ static unsigned long name_number(const char *s)
 
 static int part_rank(const char *n)
 {
+	if (styles_part(n))
+		return -1;
 	if (!strcmp(n, "word/document.xml") ||
 	    !strcmp(n, "xl/sharedStrings.xml"))
 		return 0;
@@ -1180,18 +1367,24 @@ static int office_text(const char *buf, size_t len, want_fn want,
 {
 	struct im_buf nums = {0};
 	struct parts ps = {0};
+	struct styles styles = {0};
+	size_t texts = 0;
 	int ret;
 
 	ret = zip_collect(buf, len, o, want, &ps);
-	if (!ret && !ps.n)
+	for (size_t i = 0; i < ps.n; i++)
+		texts += !styles_part(ps.v[i].name);
+	if (!ret && !texts)
 		ret = IM_XF_CORRUPT;
 	if (!ret)
 		qsort(ps.v, ps.n, sizeof(*ps.v), part_cmp);
 	for (size_t i = 0; i < ps.n && !ret; i++)
 		ret = xml_text(&ps.v[i].data, rules, o, out,
-			       rules->cells ? &nums : NULL);
+			       rules->cells ? &nums : NULL, &styles,
+			       !styles_part(ps.v[i].name));
 	if (!ret)
 		ret = im_extract_put_numbers(out, &nums);
+	free(styles.slot);
 	im_buf_release(&nums);
 	parts_release(&ps);
 	return ret;
@@ -1560,7 +1753,8 @@ int im_zipdoc_text(enum im_format f, const char *buf, size_t len,
 		return office_text(buf, len, want_odf, &ods_rules, o, out);
 	case IM_FMT_ODT:
 	case IM_FMT_ODP:
-		return office_text(buf, len, want_odf, &odf_rules, o, out);
+		return office_text(buf, len, want_odf_styled, &odf_rules, o,
+				   out);
 	case IM_FMT_EPUB: return epub_text(buf, len, o, out);
 	default: return -EINVAL;
 	}

@@ -314,6 +314,89 @@ def case_html_header_quotes(tmp):
           "the html's terms are the odt's: %s" % sorted(html ^ odt))
 
 
+def case_hidden_styles(tmp):
+    """Text hidden by a style, not by direct formatting, is left out of
+    odt and docx as of rtf and pdf: a character style (the clerk's
+    reminder), a paragraph style (the whisky barrels) and an automatic
+    style based on it (the bribes) hide text, which the odt and docx read
+    (their styles.xml was not), while a style that shows its text again
+    (the kiosk) does not."""
+    odt, docx, rtf = terms_of("hidden-styles.odt", "hidden-styles.docx",
+                              "hidden-styles.rtf")
+    check("kiosk" in rtf and not {"tobacco", "whisky", "bribes"} & rtf
+          and odt == rtf and docx == rtf,
+          "the odt's and docx's terms are the rtf's: %s, %s"
+          % (sorted(odt ^ rtf), sorted(docx ^ rtf)))
+
+
+def docx_of(path, styles, body):
+    """A docx of @body (w:body's content) and @styles (w:styles')."""
+    import zipfile
+    w = 'xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"'
+    ct = ('<?xml version="1.0" encoding="UTF-8"?><Types xmlns="http://schemas.'
+          'openxmlformats.org/package/2006/content-types"><Override PartName='
+          '"/word/document.xml" ContentType="application/vnd.openxmlformats-'
+          'officedocument.wordprocessingml.document.main+xml"/></Types>')
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("[Content_Types].xml", ct)
+        z.writestr("word/styles.xml", "<w:styles %s>%s</w:styles>" % (w, styles))
+        z.writestr("word/document.xml", "<w:document %s><w:body>%s</w:body>"
+                   "</w:document>" % (w, body))
+
+
+def case_hidden_styles_docx(tmp):
+    """In a docx, a style based on a hidden one (w:basedOn) hides its text
+    too unless it says otherwise, a run's own w:vanish w:val="0" shows text
+    its character style hides, and styles based on one another in a loop
+    or a chain of 50,000 are read in a moment."""
+    def style(kind, sid, based=None, vanish=None):
+        return ('<w:style w:type="%s" w:styleId="%s">%s%s</w:style>'
+                % (kind, sid, '<w:basedOn w:val="%s"/>' % based if based else "",
+                   "<w:rPr><w:vanish%s/></w:rPr>" % vanish if vanish is not None
+                   else ""))
+
+    def wrun(text, rstyle=None, vanish=None):
+        props = ('<w:rStyle w:val="%s"/>' % rstyle if rstyle else "") + \
+            ("<w:vanish%s/>" % vanish if vanish is not None else "")
+        return "<w:r><w:rPr>%s</w:rPr><w:t>%s</w:t></w:r>" % (props, text)
+
+    def para(runs, pstyle=None):
+        return "<w:p>%s%s</w:p>" % (
+            '<w:pPr><w:pStyle w:val="%s"/></w:pPr>' % pstyle if pstyle else "",
+            "".join(runs))
+
+    n = 50000
+    styles = (style("character", "Secret", vanish="")
+              + style("character", "Aside", based="Secret")
+              + style("character", "Shown", based="Secret", vanish=' w:val="0"')
+              + style("paragraph", "Clerk", vanish="")
+              + style("paragraph", "ClerkDetail", based="Clerk")
+              + style("character", "LoopA", based="LoopB")
+              + style("character", "LoopB", based="LoopA")
+              + "".join(style("character", "C%d" % i, based="C%d" % (i + 1))
+                        for i in range(n))
+              + style("character", "C%d" % n, vanish=""))
+    body = (para([wrun("ferry "), wrun("tobacco ", "Secret"),
+                  wrun("contraband ", "Aside"), wrun("kiosk ", "Shown"),
+                  wrun("tickets ", "Secret", ' w:val="false"'),
+                  wrun("loops ", "LoopA")])
+            + para([wrun("whisky")], "Clerk")
+            + para([wrun("stamps")], "ClerkDetail")
+            + "".join(para([wrun("deck%s" % "abcdefghij"[i % 10], "C%d" % i)])
+                      for i in range(n - 10, n + 1))
+            + "".join(para([wrun("quay%s" % "abcdefghij"[i % 10], "C%d" % i)])
+                      for i in range(0, n, 5)))
+    path = os.path.join(tmp, "styles.docx")
+    docx_of(path, styles, body)
+    out, _ = run("terms", path)
+    terms = set(out.rstrip("\n").split("\t")[1:])
+    hidden = {"tobacco", "contraband", "whisky", "stamps"} | {
+        "deck" + c for c in "abcdefghij"}
+    check({"ferry", "kiosk", "tickets", "loops", "quaya"} <= terms
+          and not hidden & terms,
+          "the shown words, not the hidden ones: %s" % sorted(terms)[:20])
+
+
 def case_epub_notes(tmp):
     """A report's note number is left out of its epub as of its docx and
     html: pandoc's epub glued it to the word ("keeper1"), its pages read
@@ -554,6 +637,8 @@ CASES = {"one_cluster": case_one_cluster,
          "html_note_words_in_links": case_html_note_words_in_links,
          "html_header_quotes": case_html_header_quotes,
          "hidden_styles_many": case_hidden_styles_many,
+         "hidden_styles": case_hidden_styles,
+         "hidden_styles_docx": case_hidden_styles_docx,
          "epub_spine_many": case_epub_spine_many}
 
 

@@ -42,7 +42,7 @@
 #                   paragraph that the PDF breaks inside runs of ideographs
 #   hidden.odt/.docx/.doc/.rtf   LibreOffice, from a flat ODT with a run
 #                   of hidden text (character attribute, not shown)
-#   hidden-styles.odt/.docx/.rtf   LibreOffice, from a flat ODT whose common
+#   hidden-styles.odt/.docx/.doc/.rtf   LibreOffice, from a flat ODT whose common
 #                   styles (a character and a paragraph style) hide text
 #   bomb.docx       a docx whose document.xml unpacks to 512 MiB (bzip2 in the ZIP)
 #   bomb.txt.bz2    1 GiB of zeros in 800 bytes
@@ -203,7 +203,7 @@ cat > hidden-styles.fodt <<'FODT'
 <text:p>Passengers with bicycles board first.</text:p>
 </office:text></office:body></office:document>
 FODT
-for f in odt docx rtf; do office $f hidden-styles.fodt; done
+for f in odt docx doc rtf; do office $f hidden-styles.fodt; done
 cat > review.fodt <<'FODT'
 <?xml version="1.0" encoding="UTF-8"?>
 <office:document xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" xmlns:draw="urn:oasis:names:tc:opendocument:xmlns:drawing:1.0" xmlns:svg="urn:oasis:names:tc:opendocument:xmlns:svg-compatible:1.0" xmlns:dc="http://purl.org/dc/elements/1.1/" office:version="1.2" office:mimetype="application/vnd.oasis.opendocument.text">
@@ -447,7 +447,7 @@ cp cc0.txt cc0.html cc0.docx cc0.odt cc0.epub cc0.pdf cc0-utf16.txt cc0.txt.gz \
    review.docx review.doc report.odt report.docx report.rtf report.html \
    voyages.ods voyages.xlsx harbour-zh.odt harbour-zh.pdf \
    hidden.odt hidden.docx hidden.doc hidden.rtf \
-   hidden-styles.odt hidden-styles.docx hidden-styles.rtf \
+   hidden-styles.odt hidden-styles.docx hidden-styles.doc hidden-styles.rtf \
    loop.doc huge.doc truncated.doc encrypted.doc \
    sheet.xlsx sheet.ods sheet.xls slides.pptx slides.odp slides.ppt.gz \
    bomb.docx bomb.txt.bz2 entities.docx nested.docx spine.epub spine-blank.epub truncated.pdf garbage.pdf "$out/"

@@ -91,8 +91,9 @@
  *      with their title quoted either way or not at all.
  *  22: text hidden by a style (docx's and odt's styles.xml) is left out, as
  *      text formatted hidden is.
+ *  23: and so is text a style hides in a doc (its stylesheet).
  */
-#define IM_EXTRACT_VERSION 22
+#define IM_EXTRACT_VERSION 23
 
 /**
  * Formats. The values are stored in state files: append only.

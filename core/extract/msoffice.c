@@ -19,7 +19,9 @@
  * still in the pieces, kept for undo: the character properties (the FKP
  * pages PlcBteChpx lists) mark it (sprmCFRMarkDel), and it is left out, as
  * docx leaves out w:delText; so is hidden text (sprmCFVanish), as docx's
- * w:vanish. Word 6 and 95 files (an older FIB) are not
+ * w:vanish, whether the run's own properties hide it or its character
+ * style (sprmCIstd) or paragraph style (PlcBtePapx) does, as the
+ * stylesheet (STSH) says. Word 6 and 95 files (an older FIB) are not
  * read: sniffing calls them binary, so an external filter can take them.
  *
  * Every count is checked against the streams it indexes, and the characters
@@ -182,37 +184,154 @@ struct deleted {
 #define SPRM_C_RMARK_DEL 0x0800
 /* Hidden text, left out as docx's w:vanish and RTF's \v are. */
 #define SPRM_C_F_VANISH 0x083c
+/* A run's character style: an index into the stylesheet. */
+#define SPRM_C_ISTD 0x4a30
 
-/* Whether the properties @p g / @p n mark text deleted or hidden. A sprm's operand
- * size is in its top 3 bits ([MS-DOC] 2.2.5.1); 6 is a byte of size
- * first. */
-static bool grpprl_deleted(const unsigned char *g, size_t n)
+/* The operand of the last @p sprm in the properties @p g / @p n, or NULL;
+ * *size its size. A sprm's operand size is in its top 3 bits ([MS-DOC]
+ * 2.2.5.1); 6 is a byte of size first. */
+static const unsigned char *grpprl_find(const unsigned char *g, size_t n,
+					unsigned want, size_t *size)
 {
+	const unsigned char *found = NULL;
 	size_t i = 0;
 
 	while (i + 2 <= n) {
 		unsigned sprm = im_le16(g + i);
-		size_t size;
+		size_t k;
 
 		i += 2;
 		switch (sprm >> 13) {
 		case 0:
-		case 1: size = 1; break;
+		case 1: k = 1; break;
 		case 2:
 		case 4:
-		case 5: size = 2; break;
-		case 3: size = 4; break;
-		case 7: size = 3; break;
-		default: size = i < n ? 1 + (size_t)g[i] : 1;
+		case 5: k = 2; break;
+		case 3: k = 4; break;
+		case 7: k = 3; break;
+		default: k = i < n ? 1 + (size_t)g[i] : 1;
 		}
-		/* A toggle: 1 on; 0x81 the style's opposite, and a style
-		 * never marks a deletion (nor, as a rule, hides text). */
-		if ((sprm == SPRM_C_RMARK_DEL || sprm == SPRM_C_F_VANISH) &&
-		    i < n && (g[i] == 0x01 || g[i] == 0x81))
-			return true;
-		i += size;
+		if (sprm == want && i + k <= n) {
+			found = g + i;
+			*size = k;
+		}
+		i += k;
+	}
+	return found;
+}
+
+/* A toggle's operand: 1 on; 0x81 the style's opposite, and a style never
+ * marks a deletion (nor, as a rule, hides text). -1: not there. */
+static int grpprl_toggle(const unsigned char *g, size_t n, unsigned sprm)
+{
+	size_t k;
+	const unsigned char *v = grpprl_find(g, n, sprm, &k);
+
+	return v ? v[0] == 0x01 || v[0] == 0x81 : -1;
+}
+
+/*
+ * The styles of the stylesheet ([MS-DOC] 2.9.271 STSH) that hide text, as
+ * docx's w:vanish in a style (zipdoc.c): each style's base (istdBase) and
+ * what its character properties say of sprmCFVanish (-1: nothing, its
+ * base's; 0 shown; 1 hidden).
+ */
+struct word_styles {
+	size_t n;
+	uint16_t *base;
+	int8_t *vanish;
+};
+
+/* Whether text in style @p istd is hidden: what it says, or else its
+ * base, and so on; a walk of 32 styles at most (a loop shows the text). */
+static bool style_hides(const struct word_styles *st, unsigned istd)
+{
+	for (unsigned i = 0; i < 32 && istd < st->n; i++) {
+		if (st->vanish[istd] >= 0)
+			return st->vanish[istd];
+		istd = st->base[istd];
 	}
 	return false;
+}
+
+/*
+ * Read the stylesheet at tbl[off, off + len): a count of bytes and the
+ * Stshi (cstd, the count of styles, and cbSTDBaseInFile, the size of each
+ * style's fixed part), then each style: a count of bytes (0: no style)
+ * and the STD: the fixed part (its kind, stk, in the low 4 bits and
+ * istdBase in the high 12 of its second word), the name (a count of
+ * UTF-16 units, them and a 0), then the property exceptions: a paragraph
+ * style's paragraph then character ones, a character style's character
+ * ones, each a count of bytes and them, padded to an even count. What
+ * does not parse says nothing: the styles are a refinement.
+ */
+static int word_styles(const struct im_buf *tbl, uint32_t off, uint32_t len,
+		       struct word_styles *st)
+{
+	const unsigned char *p;
+	size_t i, cb_base, n;
+
+	if (len < 6 || (size_t)off + len > tbl->len)
+		return 0;
+	p = (const unsigned char *)tbl->p + off;
+	i = 2 + (size_t)im_le16(p);
+	n = im_le16(p + 2);
+	cb_base = im_le16(p + 4);
+	if (i > len || cb_base < 10 || !n)
+		return 0;
+	st->base = malloc(n * sizeof(*st->base));
+	st->vanish = malloc(n);
+	if (!st->base || !st->vanish)
+		return -ENOMEM;
+	st->n = n;
+	memset(st->vanish, -1, n);
+	for (size_t s = 0; s < n; s++) {
+		size_t at, end, k, cb;
+		unsigned stk;
+
+		st->base[s] = 0xfff;
+		if (i + 2 > len)
+			continue;
+		at = i + 2;
+		end = at + im_le16(p + i);
+		i = end;
+		if (end > len || end - at < cb_base)
+			continue;
+		stk = im_le16(p + at + 2) & 0xf;
+		st->base[s] = im_le16(p + at + 2) >> 4;
+		k = at + cb_base;
+		if (k + 2 > end)
+			continue;
+		k += 4 + 2 * (size_t)im_le16(p + k);
+		if (stk == 1 && k + 2 <= end) { /* past the paragraph's */
+			cb = im_le16(p + k);
+			k += 2 + cb + (cb & 1);
+		} else if (stk != 2) {
+			continue;
+		}
+		if (k + 2 > end || k + 2 + im_le16(p + k) > end)
+			continue;
+		st->vanish[s] = (int8_t)grpprl_toggle(p + k + 2, im_le16(p + k),
+						      SPRM_C_F_VANISH);
+	}
+	return 0;
+}
+
+/* Whether a run of the character properties @p g / @p n is deleted or
+ * hidden: its own sprmCFVanish, or else its character style's. */
+static bool run_gone(const struct word_styles *st, const unsigned char *g,
+		     size_t n)
+{
+	int vanish = grpprl_toggle(g, n, SPRM_C_F_VANISH);
+	const unsigned char *istd;
+	size_t k;
+
+	if (grpprl_toggle(g, n, SPRM_C_RMARK_DEL) == 1 || vanish == 1)
+		return true;
+	if (vanish == 0)
+		return false;
+	istd = grpprl_find(g, n, SPRM_C_ISTD, &k);
+	return istd && k == 2 && style_hides(st, im_le16(istd));
 }
 
 static int span_cmp(const void *a, const void *b)
@@ -223,15 +342,19 @@ static int span_cmp(const void *a, const void *b)
 }
 
 /*
- * The deleted ranges of the character property pages that PlcBteChpx
- * (tbl[off, off + len)) lists: each 512-byte page of WordDocument holds
- * crun runs (its last byte), their crun + 1 offsets, then a byte per run
- * locating its properties (a count and sprms) in the page, in words. The
- * properties are a refinement: pages that do not parse are passed over,
- * and each page is read once however often it is listed.
+ * The deleted and hidden ranges of the property pages that PlcBteChpx or,
+ * @p papx, PlcBtePapx (tbl[off, off + len)) lists: each 512-byte page of
+ * WordDocument holds crun runs (its last byte), their crun + 1 offsets,
+ * then per run a byte (13 for paragraphs) locating its properties in the
+ * page, in words. A run's are a count and sprms (run_gone()); a
+ * paragraph's a count (of words, less a byte; if 0, the next byte counts
+ * words), its style (istd) and sprms: the paragraph is hidden if its
+ * style is. The properties are a refinement: pages that do not parse are
+ * passed over, and each page is read once however often it is listed.
  */
 static int word_deleted(const struct im_buf *wd, const struct im_buf *tbl,
-			uint32_t off, uint32_t len, struct deleted *d)
+			uint32_t off, uint32_t len, bool papx,
+			const struct word_styles *st, struct deleted *d)
 {
 	const unsigned char *t = (const unsigned char *)tbl->p;
 	size_t pages = wd->len / 512, n;
@@ -254,14 +377,25 @@ static int word_deleted(const struct im_buf *wd, const struct im_buf *tbl,
 		seen[pn / 8] |= (unsigned char)(1U << (pn % 8));
 		pg = (const unsigned char *)wd->p + 512 * (size_t)pn;
 		crun = pg[511];
-		if (!crun || 5 * crun + 4 > 511)
+		if (!crun || (papx ? 17 : 5) * crun + 4 > 511)
 			continue;
 		for (unsigned r = 0; r < crun && !ret; r++) {
-			size_t at = 2 * (size_t)pg[4 * (crun + 1) + r];
+			size_t at = 2 * (size_t)pg[4 * (crun + 1) +
+						   (papx ? 13 : 1) * r];
 
-			if (!at || at + 1 + pg[at] > 511 ||
-			    !grpprl_deleted(pg + at + 1, pg[at]))
+			if (!at || at + 1 + pg[at] > 511)
 				continue;
+			if (papx) {
+				size_t cb = pg[at] ? 2 * (size_t)pg[at] - 1
+						   : 2 * (size_t)pg[at + 1];
+
+				at += pg[at] ? 1 : 2;
+				if (cb < 2 || at + cb > 511 ||
+				    !style_hides(st, im_le16(pg + at)))
+					continue;
+			} else if (!run_gone(st, pg + at + 1, pg[at])) {
+				continue;
+			}
 			if (d->n == d->cap) {
 				size_t cap = d->cap ? 2 * d->cap : 16;
 				struct span *v =
@@ -279,9 +413,27 @@ static int word_deleted(const struct im_buf *wd, const struct im_buf *tbl,
 		}
 	}
 	free(seen);
-	if (d->n)
-		qsort(d->v, d->n, sizeof(*d->v), span_cmp);
 	return ret;
+}
+
+/* Sort the spans and merge those that overlap: a hidden paragraph's holds
+ * its runs', which is_deleted() must not find instead. */
+static void spans_merge(struct deleted *d)
+{
+	size_t k = 0;
+
+	if (!d->n)
+		return;
+	qsort(d->v, d->n, sizeof(*d->v), span_cmp);
+	for (size_t i = 1; i < d->n; i++) {
+		if (d->v[i].lo <= d->v[k].hi) {
+			if (d->v[i].hi > d->v[k].hi)
+				d->v[k].hi = d->v[i].hi;
+		} else {
+			d->v[++k] = d->v[i];
+		}
+	}
+	d->n = k + 1;
 }
 
 /* Whether byte @p at of WordDocument is deleted text. */
@@ -392,6 +544,7 @@ int im_doc_text(const char *buf, size_t len, const struct im_extract_opts *o,
 	size_t budget = o->max_unpacked ? o->max_unpacked : SIZE_MAX;
 	struct word w = {.out = out, .max_text = o->max_text};
 	struct deleted del = {0};
+	struct word_styles st = {0};
 	const unsigned char *f;
 	struct im_cfb_entry e;
 	struct pieces pt;
@@ -436,9 +589,20 @@ int im_doc_text(const char *buf, size_t len, const struct im_extract_opts *o,
 	if (!ret)
 		ret = word_pieces(&tbl, im_le32(f + fc + 33 * 8),
 				  im_le32(f + fc + 33 * 8 + 4), &pt);
+	/* The stylesheet is the 2nd pair, PlcBtePapx the 14th. */
+	if (!ret)
+		ret = word_styles(&tbl, im_le32(f + fc + 1 * 8),
+				  im_le32(f + fc + 1 * 8 + 4), &st);
 	if (!ret)
 		ret = word_deleted(&wd, &tbl, im_le32(f + fc + 12 * 8),
-				   im_le32(f + fc + 12 * 8 + 4), &del);
+				   im_le32(f + fc + 12 * 8 + 4), false, &st,
+				   &del);
+	if (!ret)
+		ret = word_deleted(&wd, &tbl, im_le32(f + fc + 13 * 8),
+				   im_le32(f + fc + 13 * 8 + 4), true, &st,
+				   &del);
+	if (!ret)
+		spans_merge(&del);
 	/* Main text, footnotes, then endnotes and text boxes (after
 	 * headers, a reserved count and comments). */
 	if (!ret)
@@ -460,6 +624,8 @@ out:
 	im_buf_release(&wd);
 	im_buf_release(&tbl);
 	free(del.v);
+	free(st.base);
+	free(st.vanish);
 	return ret;
 }
 

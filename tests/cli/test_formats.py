@@ -329,6 +329,17 @@ def case_hidden_styles(tmp):
           % (sorted(odt ^ rtf), sorted(docx ^ rtf)))
 
 
+def case_hidden_styles_doc(tmp):
+    """Text hidden by a style is left out of a doc as of its rtf: the
+    doc's runs name their character style (sprmCIstd) and its paragraphs
+    their paragraph style, whose hidden text (the clerk's reminder, the
+    whisky barrels, the bribes) was read, as only a run's own properties
+    were looked at."""
+    doc, rtf = terms_of("hidden-styles.doc", "hidden-styles.rtf")
+    check("kiosk" in rtf and doc == rtf,
+          "the doc's terms are the rtf's: %s" % sorted(doc ^ rtf))
+
+
 def docx_of(path, styles, body):
     """A docx of @body (w:body's content) and @styles (w:styles')."""
     import zipfile
@@ -639,6 +650,7 @@ CASES = {"one_cluster": case_one_cluster,
          "hidden_styles_many": case_hidden_styles_many,
          "hidden_styles": case_hidden_styles,
          "hidden_styles_docx": case_hidden_styles_docx,
+         "hidden_styles_doc": case_hidden_styles_doc,
          "epub_spine_many": case_epub_spine_many}
 
 

@@ -223,7 +223,10 @@ const struct im_lex_term *im_lexicon_find(const struct im_lexicon *lex,
  * number (see im_lexicon_term(); it is below im_lexicon_primary_size() for a
  * term of L) and, if @p str is not NULL, the lexicon's copy of the bytes
  * (NUL-terminated and padded as IM_LEX_STR_PAD says) in *str, without reading
- * the term table: one cache line for a miss, two for a hit.
+ * the term table: one cache line for a miss, two for a hit. The first
+ * lookup in a built lexicon (not a loaded one) first fills its table, once
+ * for every thread, about 35 ns a term: a one-pass scan signs from term
+ * numbers and never asks.
  *
  * @return the term number, or -1 if absent.
  */

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -876,6 +877,78 @@ START_TEST(test_lexicon_lookup)
 }
 END_TEST
 
+/* A thread that looks every term of a built lexicon up as soon as the
+ * others are ready, counting those found at their own number. */
+struct looker {
+	const struct im_lexicon *lex;
+	pthread_barrier_t *go;
+	size_t found;
+};
+
+static void *look_all(void *arg)
+{
+	struct looker *lk = arg;
+	size_t n = im_lexicon_primary_size(lk->lex) +
+		   im_lexicon_secondary_size(lk->lex);
+
+	pthread_barrier_wait(lk->go);
+	for (size_t i = 0; i < n; i++) {
+		const struct im_lex_term *t = im_lexicon_term(lk->lex, i);
+
+		lk->found += im_lexicon_lookup(lk->lex, t->str, t->len,
+					       XXH3_64bits(t->str, t->len),
+					       NULL) == (long)i;
+	}
+	return NULL;
+}
+
+START_TEST(test_lexicon_first_lookups_at_once)
+{
+	/* A built lexicon fills its lookup table at the first lookup: the
+	 * daemon's workers make theirs together after a first scan. */
+	struct looker lk[4];
+	pthread_barrier_t go;
+	struct im_lexicon *lex;
+	struct im_df *df;
+	struct im_terms u;
+	pthread_t t[4];
+	char w[32];
+	size_t n;
+
+	ck_assert_int_eq(im_df_new(&df), 0);
+	im_terms_init(&u);
+	for (int d = 0; d < 4; d++) {
+		im_terms_clear(&u);
+		for (int i = 0; i < 20000; i++) {
+			int len = snprintf(w, sizeof(w), "word%dy", i);
+
+			if (i % 4 >= d)
+				ck_assert_int_eq(
+					im_terms_add(&u, w, (size_t)len), 0);
+		}
+		ck_assert_int_eq(im_df_add(df, &u), 0);
+	}
+	ck_assert_int_eq(im_lexicon_build(df, 0.0, 0.5, 100000, &lex), 0);
+	n = im_lexicon_primary_size(lex) + im_lexicon_secondary_size(lex);
+	ck_assert_uint_eq(n, 20000);
+	pthread_barrier_init(&go, NULL, 4);
+	for (int i = 0; i < 4; i++) {
+		lk[i] = (struct looker){lex, &go, 0};
+		ck_assert_int_eq(pthread_create(&t[i], NULL, look_all, &lk[i]),
+				 0);
+	}
+	for (int i = 0; i < 4; i++) {
+		pthread_join(t[i], NULL);
+		ck_assert_uint_eq(lk[i].found, n);
+	}
+	pthread_barrier_destroy(&go);
+	ck_assert_ptr_null(find(lex, "word20000y"));
+	im_lexicon_free(lex);
+	im_terms_release(&u);
+	im_df_free(df);
+}
+END_TEST
+
 START_TEST(test_lexicon_build_refuses)
 {
 	struct im_df *df;
@@ -1274,6 +1347,7 @@ static Suite *lexicon_suite(void)
 	tcase_add_test(tc, test_lexicon_secondary_order_and_cap);
 	tcase_add_test(tc, test_lexicon_sort_shared_prefixes);
 	tcase_add_test(tc, test_lexicon_lookup);
+	tcase_add_test(tc, test_lexicon_first_lookups_at_once);
 	tcase_add_test(tc, test_lexicon_build_refuses);
 	suite_add_tcase(s, tc);
 

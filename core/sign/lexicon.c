@@ -530,6 +530,7 @@ struct im_lexicon {
 	bool slots_lazy;
 	pthread_mutex_t index_lock;
 	uint64_t file_key; /* im_lexicon_file_key() */
+	uint32_t *bo;	   /* im_lexicon_byte_order(); NULL when loaded */
 };
 
 void im_lexicon_free(struct im_lexicon *lex)
@@ -546,6 +547,7 @@ void im_lexicon_free(struct im_lexicon *lex)
 		im_table_free(lex->slots,
 			      (lex->mask + 1) * sizeof(*lex->slots));
 	pthread_mutex_destroy(&lex->index_lock);
+	free(lex->bo);
 	free(lex);
 }
 
@@ -627,6 +629,11 @@ long im_lexicon_lookup(const struct im_lexicon *lex, const char *s, size_t len,
 		}
 		j = (j + 1) & lex->mask;
 	}
+}
+
+const uint32_t *im_lexicon_byte_order(const struct im_lexicon *lex)
+{
+	return lex->bo;
 }
 
 const struct im_lex_term *im_lexicon_find(const struct im_lexicon *lex,
@@ -880,15 +887,13 @@ static struct pick *radix_picks(struct pick *v, struct pick *tmp, size_t n,
 }
 
 /*
- * Sort @p v in byte order, or if @p by_rank by decreasing df and then byte
- * order, into @p v: both orders are total on distinct terms, so any sort
- * gives the same. The prefix puts all but the terms that share their first
- * 8 bytes in place without a comparison; those few runs are sorted by
- * their bytes, and the df (a stable pass, B's dfs are small) comes last.
- * @p tmp has room for @p n picks.
+ * Sort @p v in byte order into @p v: the order is total on distinct terms,
+ * so any sort gives the same. The prefix puts all but the terms that share
+ * their first 8 bytes in place without a comparison; those few runs are
+ * sorted by their bytes. @p tmp has room for @p n picks.
  */
 static void sort_picks(const struct im_df *df, struct pick *v, struct pick *tmp,
-		       size_t n, bool by_rank)
+		       size_t n)
 {
 	struct pick *sorted;
 
@@ -905,8 +910,41 @@ static void sort_picks(const struct im_df *df, struct pick *v, struct pick *tmp,
 				pick_cmp_bytes, (void *)df);
 		i = j;
 	}
-	if (by_rank)
-		sorted = radix_picks(sorted, sorted == v ? tmp : v, n, true);
+	if (sorted != v)
+		memcpy(v, sorted, n * sizeof(*v));
+}
+
+/*
+ * The place of every term of L (@p pl) and B (@p pb), both in byte order,
+ * in the byte order of the two together: bo[i] for pl[i], and pb[j].pre
+ * for pb[j] (its prefix is no longer needed once B is sorted).
+ */
+static void byte_places(const struct im_df *df, const struct pick *pl,
+			size_t npl, struct pick *pb, size_t npb, uint32_t *bo)
+{
+	size_t i = 0, j = 0;
+
+	while (i < npl || j < npb) {
+		if (j == npb || (i < npl && pick_cmp_bytes(&pl[i], &pb[j],
+							   (void *)df) < 0)) {
+			bo[i] = (uint32_t)(i + j);
+			i++;
+		} else {
+			pb[j].pre = i + j;
+			j++;
+		}
+	}
+}
+
+/* B from byte order to rank order: by decreasing df, a stable pass (B's
+ * dfs are small), so that ties stay in byte order. */
+static void rank_picks(struct pick *v, struct pick *tmp, size_t n)
+{
+	struct pick *sorted;
+
+	if (n < 2)
+		return;
+	sorted = radix_picks(v, tmp, n, true);
 	if (sorted != v)
 		memcpy(v, sorted, n * sizeof(*v));
 }
@@ -961,11 +999,21 @@ int im_lexicon_build_numbered(const struct im_df *df, double lo, double hi,
 	tmp = malloc((npl > npb ? npl : npb ? npb : 1) * sizeof(*tmp));
 	if (!tmp)
 		goto out;
-	sort_picks(df, pl, tmp, npl, false);
+	sort_picks(df, pl, tmp, npl);
+	sort_picks(df, pb, tmp, npb);
+	/* Byte order across L and B is known here for the price of a merge;
+	 * the signer would compare bytes for it in every document that takes
+	 * terms from B. */
+	lex->bo = malloc((npl + npb ? npl + npb : 1) * sizeof(*lex->bo));
+	if (!lex->bo)
+		goto out;
+	byte_places(df, pl, npl, pb, npb, lex->bo);
+	rank_picks(pb, tmp, npb);
 	/* Only the secondary_cap best-ranked terms of B are kept. */
-	sort_picks(df, pb, tmp, npb, true);
 	if (npb > secondary_cap)
 		npb = secondary_cap;
+	for (size_t i = 0; i < npb; i++)
+		lex->bo[npl + i] = (uint32_t)pb[i].pre;
 
 	size_t n = npl + npb, bytes = 0;
 	if (n >= UINT32_MAX) {

@@ -247,6 +247,16 @@ void im_lexicon_prefetch(const struct im_lexicon *lex, uint64_t hash);
 const struct im_lex_term *im_lexicon_term(const struct im_lexicon *lex,
 					  size_t i);
 
+/**
+ * Where each term falls in the byte order of all the lexicon's terms: for
+ * term numbers i and j, bo[i] < bo[j] exactly when term i's bytes come
+ * before term j's (memcmp, a prefix first). Within L it grows with the
+ * number; B, in rank order, is where it says something. NULL for a loaded
+ * lexicon, whose B the file holds in rank order only: only a build knows
+ * it for free.
+ */
+const uint32_t *im_lexicon_byte_order(const struct im_lexicon *lex);
+
 size_t im_lexicon_primary_size(const struct im_lexicon *lex);
 size_t im_lexicon_secondary_size(const struct im_lexicon *lex);
 /** N, the number of documents the statistics came from. */

@@ -131,6 +131,7 @@ struct im_signer {
 	uint64_t *pk, *qk, *tmp;
 	size_t npc, nqc, ccap;
 	uint32_t *qb;  /* indices into qc, in byte order of the terms */
+	uint64_t *qbk; /* sort keys for qb, with im_lexicon_byte_order() */
 	uint32_t *qs;  /* indices into qc of the terms S took from Q */
 	uint32_t *sel; /* sel[i] == stamp: qc[i] is in the current S */
 	uint32_t stamp;
@@ -311,6 +312,7 @@ static void cand_arrays_free(struct im_signer *s)
 	free(s->qk);
 	free(s->tmp);
 	free(s->qb);
+	free(s->qbk);
 	free(s->qs);
 	free(s->sel);
 }
@@ -460,15 +462,39 @@ static int qb_cmp(const void *pa, const void *pb, void *arg)
 	return cand_cmp(&qc[*(const uint32_t *)pa], &qc[*(const uint32_t *)pb]);
 }
 
-/* Q in byte order, once per document and only if some coordinate needs it. */
+/*
+ * Q in byte order, once per document and only if some coordinate needs it.
+ * A built lexicon knows every term's place in byte order (qk[i] holds qc[i]'s
+ * term number once Q is sorted): a radix sort on it, where comparing the
+ * bytes of the terms was a sixth of a first scan's signing step.
+ */
 static void sort_qb(struct im_signer *s)
 {
+	const uint32_t *bo = im_lexicon_byte_order(s->lex);
+
 	if (s->qb_sorted)
 		return;
-	for (size_t i = 0; i < s->nqc; i++)
-		s->qb[i] = (uint32_t)i;
-	qsort_r(s->qb, s->nqc, sizeof(*s->qb), qb_cmp, s->qc);
+	if (bo) {
+		for (size_t i = 0; i < s->nqc; i++)
+			s->qbk[i] = (uint64_t)bo[s->qk[i] >> 32] << 32 | i;
+		sort_by_number(s->qbk, s->tmp, s->nqc);
+		for (size_t i = 0; i < s->nqc; i++)
+			s->qb[i] = (uint32_t)s->qbk[i];
+	} else {
+		for (size_t i = 0; i < s->nqc; i++)
+			s->qb[i] = (uint32_t)i;
+		qsort_r(s->qb, s->nqc, sizeof(*s->qb), qb_cmp, s->qc);
+	}
 	s->qb_sorted = 1;
+}
+
+/* Whether qc[a] comes before qc[b] in byte order; @p bo as in sort_qb(). */
+static inline bool q_before(const struct im_signer *s, const uint32_t *bo,
+			    uint32_t a, uint32_t b)
+{
+	if (bo)
+		return bo[s->qk[a] >> 32] < bo[s->qk[b] >> 32];
+	return cand_cmp(&s->qc[a], &s->qc[b]) < 0;
 }
 
 /* Make room for @p n candidates in every per-candidate array. */
@@ -488,10 +514,11 @@ static int cand_reserve(struct im_signer *s, size_t n)
 	s->qk = malloc(cap * sizeof(*s->qk));
 	s->tmp = malloc(cap * sizeof(*s->tmp));
 	s->qb = malloc(cap * sizeof(*s->qb));
+	s->qbk = malloc(cap * sizeof(*s->qbk));
 	s->qs = malloc(cap * sizeof(*s->qs));
 	s->sel = im_zeroed(cap, sizeof(*s->sel));
 	if (!s->raw || !s->pc || !s->qc || !s->pk || !s->qk || !s->tmp ||
-	    !s->qb || !s->qs || !s->sel) {
+	    !s->qb || !s->qbk || !s->qs || !s->sel) {
 		s->ccap = 0;
 		return -ENOMEM;
 	}
@@ -985,6 +1012,7 @@ static void coord_select(struct im_signer *s, unsigned k, size_t need,
 
 static void coord_order(struct im_signer *s, const struct coord *c)
 {
+	const uint32_t *bo = im_lexicon_byte_order(s->lex);
 	uint32_t *qs = s->qs;
 	size_t n = c->secondary;
 
@@ -992,9 +1020,7 @@ static void coord_order(struct im_signer *s, const struct coord *c)
 		for (size_t i = 1; i < n; i++) {
 			uint32_t x = qs[i];
 			size_t j = i;
-			for (; j > 0 &&
-			       cand_cmp(&s->qc[qs[j - 1]], &s->qc[x]) > 0;
-			     j--)
+			for (; j > 0 && q_before(s, bo, x, qs[j - 1]); j--)
 				qs[j] = qs[j - 1];
 			qs[j] = x;
 		}
@@ -1085,13 +1111,27 @@ static void coord_bytes(struct im_signer *s, unsigned k, const struct coord *c,
 		for (size_t i = 0; i < s->npc; i++)
 			len = put(hb, len, &s->pc[i], (s->pc[i].mask >> k) & 1);
 	} else {
+		const uint32_t *bo = im_lexicon_byte_order(s->lex);
 		size_t i = 0;
+
 		coord_order(s, c);
 		for (size_t j = 0; j < c->secondary; j++) {
 			const struct cand *b = &s->qc[s->qs[j]];
-			for (; i < s->npc && cand_cmp(&s->pc[i], b) < 0; i++)
-				len = put(hb, len, &s->pc[i],
-					  (s->pc[i].mask >> k) & 1);
+
+			/* pk[i] holds pc[i]'s term number (collect_end()). */
+			if (bo) {
+				uint32_t at = bo[s->qk[s->qs[j]] >> 32];
+
+				for (; i < s->npc && bo[s->pk[i] >> 32] < at;
+				     i++)
+					len = put(hb, len, &s->pc[i],
+						  (s->pc[i].mask >> k) & 1);
+			} else {
+				for (; i < s->npc && cand_cmp(&s->pc[i], b) < 0;
+				     i++)
+					len = put(hb, len, &s->pc[i],
+						  (s->pc[i].mask >> k) & 1);
+			}
 			len = put(hb, len, b, 1);
 		}
 		for (; i < s->npc; i++)

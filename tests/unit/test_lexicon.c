@@ -805,6 +805,27 @@ START_TEST(test_lexicon_sort_shared_prefixes)
 			(unsigned long long)da, b->str, (unsigned long long)db);
 	}
 	im_lexicon_free(lex);
+
+	/* L and B both: byte order across them, as the build tells it. */
+	ck_assert_int_eq(im_lexicon_build(df, 0, 0.3, NW, &lex), 0);
+	const uint32_t *bo = im_lexicon_byte_order(lex);
+	size_t n = im_lexicon_primary_size(lex) +
+		   im_lexicon_secondary_size(lex);
+	ck_assert_uint_eq(n, NW);
+	ck_assert(im_lexicon_primary_size(lex) > 0 &&
+		  im_lexicon_secondary_size(lex) > 0);
+	for (size_t i = 0; i < n; i++)
+		for (size_t j = 0; j < n; j++) {
+			const struct im_lex_term *a = im_lexicon_term(lex, i);
+			const struct im_lex_term *b = im_lexicon_term(lex, j);
+			int c = term_cmp(a->str, a->len, b->str, b->len);
+
+			ck_assert_msg((bo[i] < bo[j]) == (c < 0) &&
+					      (bo[i] == bo[j]) == (c == 0),
+				      "%s at %u, %s at %u", a->str, bo[i],
+				      b->str, bo[j]);
+		}
+	im_lexicon_free(lex);
 	im_df_free(df);
 }
 END_TEST

@@ -867,6 +867,76 @@ START_TEST(test_sig_numbers_equal_terms)
 }
 END_TEST
 
+START_TEST(test_sig_loaded_lexicon_signs_as_built)
+{
+	/* A built lexicon orders B's terms among L's by the places its build
+	 * noted, a loaded one by their bytes: the same S, the same bytes
+	 * hashed. L holds w0, w2, ...; B w1, w3, ...: in byte order they
+	 * interleave, so every term taken from B lands among P's. */
+	char path[] = "/tmp/test_sig_lex.XXXXXX";
+	struct im_lexicon *built, *loaded;
+	struct im_coord_info info[IM_MAX_COORDS];
+	struct im_doc_sigs a, b;
+	struct im_params p;
+	struct im_terms u;
+	struct im_df *df;
+	int fd = mkstemp(path);
+
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	ck_assert_int_eq(im_df_new(&df), 0);
+	im_terms_init(&u);
+	for (unsigned d = 0; d < 100; d++) {
+		im_terms_clear(&u);
+		for (unsigned i = 0; i < 1200; i++)
+			if (d < (i % 2 ? 1 + i % 3 / 2 : 10u))
+				add(&u, word("w", i));
+		ck_assert_int_eq(im_df_add(df, &u), 0);
+	}
+	ck_assert_int_eq(im_lexicon_build(df, 0.2, 0.8, 100000, &built), 0);
+	im_df_free(df);
+	ck_assert_ptr_nonnull(im_lexicon_byte_order(built));
+	ck_assert_int_eq(im_lexicon_save(built, path), 0);
+	ck_assert_int_eq(im_lexicon_load(path, &loaded, NULL, 0), 0);
+	unlink(path);
+	ck_assert_ptr_null(im_lexicon_byte_order(loaded));
+
+	test_params(&p);
+	p.keep = 0.5;
+	xs_state = 88172645463325252ull;
+	for (int doc = 0; doc < 60; doc++) {
+		struct im_signer *sa, *sb;
+		/* Few L terms and some or many of B: S is extended by up to
+		 * 32 terms sorted on the spot, or by more read off B in
+		 * byte order. */
+		unsigned nl = 5 + xs(40), nb = doc % 2 ? xs(30) : 60 + xs(300);
+
+		p.min_ratio = doc % 3 ? 0.5 : 0.9;
+		sa = signer(built, &p);
+		sb = signer(loaded, &p);
+		im_terms_clear(&u);
+		for (unsigned i = 0; i < nl; i++)
+			add(&u, word("w", 2 * xs(600)));
+		for (unsigned i = 0; i < nb; i++)
+			add(&u, word("w", 2 * xs(600) + 1));
+		ck_assert_int_eq(im_signer_sign_terms(sa, &u, &a, info), 0);
+		ck_assert_int_eq(im_signer_sign_terms(sb, &u, &b, NULL), 0);
+		ck_assert_msg(a.status == b.status && a.valid == b.valid &&
+				      !memcmp(a.sig, b.sig, sizeof(a.sig)),
+			      "document %d: the loaded lexicon signs as built",
+			      doc);
+		for (unsigned k = 0; k <= p.k; k++)
+			if (is_set(&a, k))
+				assert_hash_matches_set(sa, &a, k);
+		im_signer_free(sa);
+		im_signer_free(sb);
+	}
+	im_terms_release(&u);
+	im_lexicon_free(built);
+	im_lexicon_free(loaded);
+}
+END_TEST
+
 /* im_signer_sign_numbers() of a signer that signed nothing before. */
 static void sign_fresh(const struct im_lexicon *lex, const struct im_params *p,
 		       const uint32_t *nums, size_t n, uint32_t unique_terms,
@@ -1657,6 +1727,7 @@ static Suite *sig_suite(void)
 	tcase_add_test(tc, test_sig_membership_fraction);
 	tcase_add_test(tc, test_sig_secondary_extension_threshold);
 	tcase_add_test(tc, test_sig_extension_hashes_merged_set);
+	tcase_add_test(tc, test_sig_loaded_lexicon_signs_as_built);
 	tcase_add_test(tc, test_sig_min_terms_boundary);
 	tcase_add_test(tc, test_sig_min_unique);
 	tcase_add_test(tc, test_sig_long_document_small_overlap);

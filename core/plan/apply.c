@@ -1333,6 +1333,51 @@ out:
 }
 
 /*
+ * Does @p base in @p dfd, on another filesystem than the file @p fd (@p st),
+ * hold the file's bytes whole, with the size and mtime @p rec records and
+ * the file's mode and extended attributes, as copy_across() makes it? Such
+ * a copy is one linked into place by an apply killed before the file went:
+ * the file may go now. Flushed first, as a copy is before its file goes.
+ */
+static bool holds_copy(int dfd, const char *base, int fd, const struct stat *st,
+		       const struct im_plan_rec *rec)
+{
+	char *a = malloc(CHUNK), *b = malloc(CHUNK);
+	struct stat cst;
+	off_t off = 0;
+	bool same = false;
+	int cfd = openat(dfd, base,
+			 O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY |
+				 O_CLOEXEC);
+
+	if (cfd < 0 || !a || !b || fstat(cfd, &cst) || !S_ISREG(cst.st_mode) ||
+	    cst.st_dev == st->st_dev || (uint64_t)cst.st_size != rec->size ||
+	    mtime_ns(&cst) != rec->mtime_ns ||
+	    (cst.st_mode & 07777) != (st->st_mode & 07777) ||
+	    same_xattrs(fd, cfd) != 1)
+		goto out;
+	for (;;) {
+		ssize_t k = pread(fd, a, CHUNK, off);
+
+		if (k < 0)
+			goto out;
+		if (k == 0)
+			break;
+		if (pread(cfd, b, (size_t)k, off) != k ||
+		    memcmp(a, b, (size_t)k))
+			goto out;
+		off += k;
+	}
+	same = (uint64_t)off == rec->size && !fsync(cfd);
+out:
+	if (cfd >= 0)
+		close(cfd);
+	free(a);
+	free(b);
+	return same;
+}
+
+/*
  * Into the trash where the filesystem has no RENAME_NOREPLACE: the file is
  * moved aside as remove does, what moved is checked, then linked into the
  * trash (a link fails on a taken name) and its temporary name unlinked.
@@ -1420,6 +1465,17 @@ static int do_trash(const struct im_plan_line *l, struct side *f, bool dry,
 		return ret;
 	}
 	if (!fstatat(dfd, base, &st, AT_SYMLINK_NOFOLLOW)) {
+		/* An apply killed between linking its copy into place and
+		 * unlinking the file: the file goes, as it would have. */
+		if (holds_copy(dfd, base, f->fd, &f->st, &l->file)) {
+			if (!dry)
+				ret = unlink_verified(
+					l, f, NULL,
+					"the file changed since it was copied; "
+					"the copy in the trash stays",
+					r, why);
+			goto out;
+		}
 		*why = "something is already at the destination in the trash";
 		ret = SKIP;
 		goto out;
@@ -2234,6 +2290,31 @@ static bool trashed_as(const struct im_plan_line *l, const char *rel, int dirfd,
 	return same;
 }
 
+/* Is @p name in @p dirfd, the file moved aside, already copied whole into
+ * the trash on another filesystem, at @p l's destination (holds_copy())? */
+static bool copied_to_trash(const struct im_plan_line *l, const char *rel,
+			    int dirfd, const char *name)
+{
+	const char *base;
+	char *buf;
+	struct stat st;
+	int dfd, fd;
+	bool copied = false;
+
+	if (open_dest_dir(l, rel, &dfd, &buf, &base))
+		return false;
+	fd = openat(dirfd, name,
+		    O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	if (fd >= 0) {
+		copied = !fstat(fd, &st) &&
+			 holds_copy(dfd, base, fd, &st, &l->file);
+		close(fd);
+	}
+	close(dfd);
+	free(buf);
+	return copied;
+}
+
 /*
  * The file at @p tmp gets its name back from the link to the keeper that
  * took it, which then goes: exchanged with it; or, where the filesystem
@@ -2315,6 +2396,16 @@ int im_apply_reclaim(const struct im_plan_line *l, const char *tmp,
 			: l->action == IM_ACT_HARDLINK
 				? "a hard link of the keeper, removed"
 				: "a symlink to the keeper, removed";
+	} else if (l->action == IM_ACT_TRASH &&
+		   is_recorded_file(f.dirfd, tmp, &l->file) &&
+		   copied_to_trash(l, rel_f, f.dirfd, tmp)) {
+		/* Killed after its copy was linked into place, before it
+		 * was unlinked: whichever line's file it is, its bytes are
+		 * in the trash now. */
+		ret = unlinkat(f.dirfd, tmp, 0) ? -errno : 1;
+		*what = ret < 0 ? "removing it"
+				: "the file, already copied into the trash, "
+				  "removed";
 	} else if (is_recorded_file(f.dirfd, tmp, &l->file) &&
 		   !(l->action == IM_ACT_TRASH && trashed(l, rel_f))) {
 		/* The file, moved aside: its name back by a link, which

@@ -204,6 +204,13 @@ int im_apply_line(const struct im_plan_line *l, bool dry_run,
  *     hard link of the inode the keeper's name leads to; symlink: a
  *     symlink whose target is the keeper's path), never exchanged with
  *     the file: it holds no bytes, and is removed;
+ *   - for trash, the file itself, moved aside (a regular file with one
+ *     name and the size, mtime and content hash the line records), when
+ *     the line's destination is on another filesystem and holds its bytes
+ *     whole with the size and mtime the line records, its mode and
+ *     extended attributes (the checked copy,
+ *     linked into place before the file was to be unlinked): it is
+ *     removed;
  *   - the file itself, moved aside (a regular file with one name and the
  *     size, mtime and content hash the line records; for trash, not when
  *     the line's destination in the trash holds that already, the line

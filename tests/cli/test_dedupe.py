@@ -1601,6 +1601,89 @@ def case_apply_killed_trash_copy_taken_back(tmp):
         subprocess.run(["umount", other])
 
 
+def case_apply_killed_trash_copy_finishes(tmp):
+    """A trash on another filesystem (a tmpfs here): kill -9 once the
+    checked copy is linked into place, before the file is moved aside or
+    before it is unlinked. Run again, apply finishes the line: the file's
+    bytes are in the trash once, no name of the file is left in the share,
+    no temporary name anywhere, exit 0; whether the trash's folder is read
+    before the file's or after. A copy in the trash that differs from the
+    file (its size and mtime alike) is no proof: the file stays."""
+    if os.geteuid() != 0:
+        print("SKIP: needs root to mount a tmpfs")
+        sys.exit(77)
+    other = os.path.join(tmp, "other")
+    trash = os.path.join(other, "trash")
+    plan = os.path.join(tmp, "plan.jsonl")
+    rng = random.Random(83)
+    data = bytes(rng.getrandbits(8) for _ in range(300_000))
+    os.mkdir(other)
+    if subprocess.run(["mount", "-t", "tmpfs", "tmpfs", other]).returncode:
+        print("SKIP: cannot mount a tmpfs here")
+        sys.exit(77)
+    try:
+        # "a" sorts before "other", "z" after: the order folders are read.
+        for share, syscall, when, differs in (
+                ("a", "unlinkat", 1, False), ("z", "unlinkat", 1, False),
+                ("a", "renameat2", 2, False), ("z", "renameat2", 2, True)):
+            what = "%s, killed at %s %d" % (share, syscall, when)
+            root = os.path.join(tmp, share, "share")
+            shutil.rmtree(os.path.join(tmp, "a"), ignore_errors=True)
+            shutil.rmtree(os.path.join(tmp, "z"), ignore_errors=True)
+            shutil.rmtree(trash, ignore_errors=True)
+            put(root, "a/big.bin", data, mtime=1_600_000_000)
+            copy = put(root, "b/big.bin", data, mtime=1_600_000_001)
+            moved = os.path.join(trash, "b", "big.bin")
+            out, _ = run("dedupe", "--action", "trash=" + trash, root)
+            with open(plan, "wb") as f:
+                f.write(out)
+            strace = shutil.which("strace")
+            if not strace:
+                print("SKIP: strace is not installed")
+                sys.exit(77)
+            p = subprocess.run([strace, "-f", "-o",
+                                os.path.join(tmp, "strace.log"), "-e",
+                                "trace=" + syscall, "-e",
+                                "inject=%s:signal=SIGKILL:when=%d"
+                                % (syscall, when),
+                                test_cli.IMATCH, "apply", plan],
+                               capture_output=True, timeout=60)
+            check(p.returncode and os.path.exists(moved),
+                  "%s: killed with the copy in place: %s" % (what, p))
+            if differs:
+                with open(moved, "r+b") as f:
+                    f.seek(1000)
+                    f.write(b"\x00" if data[1000] else b"\x01")
+                os.utime(moved, ns=(1_600_000_001_000_000_000,) * 2)
+            r = subprocess.run([test_cli.IMATCH, "apply", plan],
+                               capture_output=True, text=True, timeout=120)
+            temps = [n for d in (os.path.dirname(copy),
+                                 os.path.dirname(moved))
+                     for n in os.listdir(d) if n.startswith(".imatch-")]
+            check(r.returncode == 0 and not temps,
+                  "%s: exit 0, no temporary name: %s %s %s"
+                  % (what, temps, r.stdout, r.stderr))
+            if differs:
+                check(open(copy, "rb").read() == data and
+                      "skipped %s: something is already at the destination "
+                      "in the trash" % copy in r.stdout,
+                      "%s: a different copy in the trash, the file stays: "
+                      "%s" % (what, r.stdout))
+                continue
+            check(not os.path.exists(copy) and
+                  open(moved, "rb").read() == data and
+                  os.stat(moved).st_nlink == 1,
+                  "%s: the line finished, the file in the trash once: "
+                  "%s %s" % (what, r.stdout, r.stderr))
+            r = subprocess.run([test_cli.IMATCH, "apply", plan],
+                               capture_output=True, text=True, timeout=120)
+            check(r.returncode == 0 and "left by" not in r.stderr,
+                  "%s: a third run has nothing to take back: %s"
+                  % (what, r.stderr))
+    finally:
+        subprocess.run(["umount", other])
+
+
 def case_apply_overlapping_elsewhere(tmp):
     """Two applies of one plan at once, one in another PID namespace (a
     container; or on another machine sharing the folder over NFS): neither

@@ -2290,6 +2290,17 @@ static bool trashed_as(const struct im_plan_line *l, const char *rel, int dirfd,
 	return same;
 }
 
+/* Are @p a and @p b in @p dirfd two names of one regular file? */
+static bool same_file(int dirfd, const char *a, const char *b)
+{
+	struct stat sa, sb;
+
+	return !fstatat(dirfd, a, &sa, AT_SYMLINK_NOFOLLOW) &&
+	       !fstatat(dirfd, b, &sb, AT_SYMLINK_NOFOLLOW) &&
+	       S_ISREG(sa.st_mode) && sa.st_dev == sb.st_dev &&
+	       sa.st_ino == sb.st_ino;
+}
+
 /* Is @p name in @p dirfd, the file moved aside, already copied whole into
  * the trash on another filesystem, at @p l's destination (holds_copy())? */
 static bool copied_to_trash(const struct im_plan_line *l, const char *rel,
@@ -2396,6 +2407,14 @@ int im_apply_reclaim(const struct im_plan_line *l, const char *tmp,
 			: l->action == IM_ACT_HARDLINK
 				? "a hard link of the keeper, removed"
 				: "a symlink to the keeper, removed";
+	} else if (same_file(f.dirfd, tmp, f.name)) {
+		/* Killed between the link that gave the file its name back
+		 * and the unlink of its temporary name. Left, it would keep
+		 * the bytes of a file the line then removes, unseen. */
+		ret = unlinkat(f.dirfd, tmp, 0) ? -errno : 1;
+		*what = ret < 0 ? "removing it"
+				: "a second name of the file, removed (the "
+				  "file is at its name)";
 	} else if (l->action == IM_ACT_TRASH &&
 		   is_recorded_file(f.dirfd, tmp, &l->file) &&
 		   copied_to_trash(l, rel_f, f.dirfd, tmp)) {

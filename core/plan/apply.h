@@ -204,6 +204,9 @@ int im_apply_line(const struct im_plan_line *l, bool dry_run,
  *     hard link of the inode the keeper's name leads to; symlink: a
  *     symlink whose target is the keeper's path), never exchanged with
  *     the file: it holds no bytes, and is removed;
+ *   - another name of the regular file at the file's name (killed
+ *     between the link that gave the file its name back and the unlink of
+ *     the temporary name): the file keeps its bytes, and it is removed;
  *   - for trash, the file itself, moved aside (a regular file with one
  *     name and the size, mtime and content hash the line records), when
  *     the line's destination is on another filesystem and holds its bytes

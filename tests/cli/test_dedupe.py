@@ -1429,6 +1429,42 @@ def case_apply_killed_finishes_on_rerun(tmp):
               "%s: nothing lost" % what)
 
 
+def case_apply_killed_twice_finishes(tmp):
+    """kill -9 after remove moved the file aside, and again in the run
+    that gave it its name back, before that run unlinked the temporary
+    name: the file then has two names. A third run removes the temporary
+    name and says so, then removes the file: no hidden copy of its bytes
+    is left behind a line that says it was removed, exit 0."""
+    root = os.path.join(tmp, "share")
+    plan = os.path.join(tmp, "plan.jsonl")
+    rng = random.Random(89)
+    data = ("\n".join(document(rng, vocabulary(rng))) + "\n").encode()
+    keeper = put(root, "a/report.txt", data, mtime=1_600_000_000)
+    copy = put(root, "b/report.txt", data, mtime=1_600_000_001)
+    directory = os.path.dirname(copy)
+    out, _ = run("dedupe", "--action", "remove", root)
+    with open(plan, "wb") as f:
+        f.write(out)
+    for n in (1, 2):
+        p = killed_at(tmp, plan, "unlinkat")
+        check(p.returncode, "killed %d: %s" % (n, p))
+    temps = [n for n in os.listdir(directory) if n.startswith(".imatch-")]
+    check(len(temps) == 1 and os.stat(copy).st_nlink == 2,
+          "the file has its name and a temporary one: %s"
+          % os.listdir(directory))
+    r = subprocess.run([test_cli.IMATCH, "apply", plan],
+                       capture_output=True, text=True, timeout=120)
+    check(r.returncode == 0 and "imatch: apply: %s/%s: left by an apply that "
+          "was killed: a second name of the file, removed (the file is at "
+          "its name)\n" % (directory, temps[0]) in r.stderr and
+          r.stdout == "removed %s\n" % copy,
+          "says what it took back, then removes: %s %s"
+          % (r.stdout, r.stderr))
+    check(os.listdir(directory) == [] and
+          open(keeper, "rb").read() == data,
+          "no name of the file left: %s" % os.listdir(directory))
+
+
 def case_apply_killed_trash_keeps_names(tmp):
     """Two copies in one folder with the same bytes and mtime (cp -p), to
     be trashed on a filesystem without rename flags, by a plan whose lines

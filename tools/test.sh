@@ -54,10 +54,13 @@ selector() {
 	zipdoc:*.epub) echo 4 ;;
 	esac
 }
-for t in sniff pdf zipdoc unpack terms html rtf msoffice; do
+for t in sniff pdf zipdoc unpack terms html rtf msoffice zipxml; do
 	# Seeds: the format fixtures (written nowhere: -runs on a copy).
 	seeds=$(mktemp -d)
-	if [ "$t" = zipdoc ] || [ "$t" = msoffice ]; then
+	if [ "$t" = zipxml ]; then
+		# The XML parts of each docx and odt, which it zips itself.
+		python3 tests/fuzz/make_zipxml_seeds.py tests/data/formats "$seeds"
+	elif [ "$t" = zipdoc ] || [ "$t" = msoffice ]; then
 		for f in tests/data/formats/*; do
 			b=$(selector "$t" "$f")
 			[ -n "$b" ] || continue

@@ -22,6 +22,10 @@
  *                first byte picks; the compound-file reader under them)
  *                with and without an output cap: a cap is either kept or
  *                reported; a stream found is read whole or not at all
+ *   FUZZ_ZIPXML  im_zipdoc_text() of a docx or odt built from the input's
+ *                XML parts, so that the XML and style logic sees every
+ *                mutation (fuzz_zipdoc's ZIP fails its CRC at the first
+ *                change inside a member); with and without an output cap
  * Built by meson with -Dfuzz=enabled and clang (tests/fuzz/meson.build).
  */
 #include <stddef.h>
@@ -159,6 +163,165 @@ static void fuzz_msoffice(uint8_t which, const char *s, size_t len,
 }
 #endif
 
+#if defined(FUZZ_ZIPXML)
+static void put16(uint8_t **p, unsigned v)
+{
+	*(*p)++ = v & 0xff;
+	*(*p)++ = (v >> 8) & 0xff;
+}
+
+static void put32(uint8_t **p, uint32_t v)
+{
+	put16(p, v & 0xffff);
+	put16(p, v >> 16);
+}
+
+/* The CRC-32 of ZIP (reflected, 0xedb88320), a table of it made at the
+ * first call: libarchive checks it. */
+static uint32_t crc32_of(const char *s, size_t n)
+{
+	static uint32_t table[256];
+	uint32_t c = 0xffffffff;
+
+	if (!table[1])
+		for (uint32_t i = 0; i < 256; i++) {
+			uint32_t t = i;
+
+			for (int k = 0; k < 8; k++)
+				t = (t >> 1) ^ (0xedb88320 & -(t & 1));
+			table[i] = t;
+		}
+	for (size_t i = 0; i < n; i++)
+		c = table[(c ^ (uint8_t)s[i]) & 0xff] ^ (c >> 8);
+	return ~c;
+}
+
+struct member {
+	const char *name, *data;
+	size_t len;
+};
+
+/* A ZIP of @p n stored members, with its central directory (libarchive
+ * reads a ZIP in memory by it); the caller frees it. */
+static uint8_t *zip_build(const struct member *m, size_t n, size_t *len)
+{
+	uint32_t crc[4], off[4];
+	size_t total = 22;
+	uint8_t *z, *p, *cd, *cd_end;
+
+	for (size_t i = 0; i < n; i++)
+		total += 30 + 46 + 2 * strlen(m[i].name) + m[i].len;
+	z = malloc(total);
+	if (!z)
+		return NULL;
+	p = z;
+	for (size_t i = 0; i < n; i++) {
+		crc[i] = crc32_of(m[i].data, m[i].len);
+		off[i] = (uint32_t)(p - z);
+		put32(&p, 0x04034b50);
+		put16(&p, 20);
+		put16(&p, 0);	 /* flags */
+		put16(&p, 0);	 /* stored */
+		put16(&p, 0);	 /* time */
+		put16(&p, 0x21); /* 1980-01-01 */
+		put32(&p, crc[i]);
+		put32(&p, (uint32_t)m[i].len);
+		put32(&p, (uint32_t)m[i].len);
+		put16(&p, (unsigned)strlen(m[i].name));
+		put16(&p, 0);
+		memcpy(p, m[i].name, strlen(m[i].name));
+		p += strlen(m[i].name);
+		memcpy(p, m[i].data, m[i].len);
+		p += m[i].len;
+	}
+	cd = p;
+	for (size_t i = 0; i < n; i++) {
+		put32(&p, 0x02014b50);
+		put16(&p, 20);
+		put16(&p, 20);
+		put16(&p, 0);
+		put16(&p, 0);
+		put16(&p, 0);
+		put16(&p, 0x21);
+		put32(&p, crc[i]);
+		put32(&p, (uint32_t)m[i].len);
+		put32(&p, (uint32_t)m[i].len);
+		put16(&p, (unsigned)strlen(m[i].name));
+		put16(&p, 0); /* extra */
+		put16(&p, 0); /* comment */
+		put16(&p, 0); /* disk */
+		put16(&p, 0); /* internal attributes */
+		put32(&p, 0); /* external attributes */
+		put32(&p, off[i]);
+		memcpy(p, m[i].name, strlen(m[i].name));
+		p += strlen(m[i].name);
+	}
+	cd_end = p;
+	put32(&p, 0x06054b50);
+	put16(&p, 0);
+	put16(&p, 0);
+	put16(&p, (unsigned)n);
+	put16(&p, (unsigned)n);
+	put32(&p, (uint32_t)(cd_end - cd));
+	put32(&p, (uint32_t)(cd - z));
+	put16(&p, 0);
+	*len = (size_t)(p - z);
+	return z;
+}
+
+/*
+ * @p how: bit 0 docx (word/document.xml, word/styles.xml,
+ * word/footnotes.xml) or odt (content.xml, styles.xml); bit 1 the styles
+ * after the text in the ZIP (they are read first wherever they are). The
+ * parts are @p s split at NUL bytes, which XML cannot hold; those missing
+ * are left out of the ZIP.
+ */
+static void fuzz_zipxml(uint8_t how, const char *s, size_t len,
+			struct im_extract_opts *o)
+{
+	static const char *const docx[] = {
+		"word/document.xml", "word/styles.xml", "word/footnotes.xml"};
+	static const char *const odt[] = {"content.xml", "styles.xml"};
+	const char *const *names = how & 1 ? odt : docx;
+	size_t nnames = how & 1 ? 2 : 3, n = 0, zlen;
+	enum im_format f = how & 1 ? IM_FMT_ODT : IM_FMT_DOCX;
+	struct im_buf all = {0}, capped = {0};
+	struct member m[3];
+	const char *end = s + len;
+	uint8_t *z;
+	int ret;
+
+	while (n < nnames) {
+		const char *nul = memchr(s, '\0', (size_t)(end - s));
+		const char *stop = nul ? nul : end;
+
+		m[n] = (struct member){names[n], s, (size_t)(stop - s)};
+		n++;
+		if (!nul)
+			break;
+		s = nul + 1;
+	}
+	if ((how & 2) && n >= 2) {
+		struct member t = m[0];
+
+		m[0] = m[1];
+		m[1] = t;
+	}
+	z = zip_build(m, n, &zlen);
+	if (!z)
+		return;
+	if (!im_zipdoc_text(f, (const char *)z, zlen, o, &all))
+		o->max_text = all.len / 2;
+	ret = im_zipdoc_text(f, (const char *)z, zlen, o, &capped);
+	if (o->max_text && ((ret == 0 && capped.len > o->max_text) ||
+			    (ret == IM_XF_OUTPUT && all.len <= o->max_text)))
+		abort();
+	free(z);
+	im_buf_release(&all);
+	im_buf_release(&capped);
+}
+#endif
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct im_extract_opts o = opts();
@@ -201,9 +364,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (size < 1)
 		return 0;
 	fuzz_msoffice(data[0], s + 1, size - 1, &o);
+#elif defined(FUZZ_ZIPXML)
+	if (size < 1 || size > (1 << 24))
+		return 0;
+	fuzz_zipxml(data[0], s + 1, size - 1, &o);
 #else
 #error "define FUZZ_SNIFF, FUZZ_PDF, FUZZ_ZIPDOC, FUZZ_UNPACK, FUZZ_TERMS, \
-FUZZ_HTML, FUZZ_RTF or FUZZ_MSOFFICE"
+FUZZ_HTML, FUZZ_RTF, FUZZ_MSOFFICE or FUZZ_ZIPXML"
 #endif
 	im_buf_release(&out);
 	return 0;

@@ -608,7 +608,15 @@ enum family { FAMILY_OTHER, FAMILY_TEXT, FAMILY_PARAGRAPH };
 struct style {
 	uint64_t name, parent; /* keyed hashes (style_hash()); 0: none */
 	enum display display;
+	/* What style_hides() found, kept: each style is walked past at most
+	 * once, however often text names it or a style based on it. */
+	uint8_t walk; /* WALK_* */
+	uint8_t dist; /* WALK_DONE: styles up to the one that says (0: this
+		       * one), STYLE_CHAIN if none that near */
+	bool hides;
 };
+
+enum { WALK_NONE, WALK_ON, WALK_DONE };
 
 /* Styles by family and name, as 64-bit hashes in open addressing: a
  * hostile document may define and use a million hidden styles, which a
@@ -618,6 +626,9 @@ struct style {
 struct styles {
 	struct style *slot;
 	size_t cap, n;
+	/* Text has named a style: what style_hides() kept stays true only
+	 * if no style changes after, so none is defined any more. */
+	bool frozen;
 };
 
 struct xml_ctx {
@@ -895,26 +906,67 @@ static struct style *style_find(const struct styles *set, uint64_t h)
 /*
  * Whether text in the style @p name of @p family is hidden: what the style
  * says, or else the style it is based on, and so on. Real chains are a few
- * styles long; the walk stops after STYLE_CHAIN (then, and in a loop, the
- * text is shown), so a document of a million styles based on one another
- * costs each use at most that many steps.
+ * styles long; one STYLE_CHAIN styles or more from the one that says (or
+ * in a loop, or based on one missing) shows its text. Walking each use's
+ * chain anew cost a document of a million styles based on one another and
+ * named millions of times STYLE_CHAIN random reads per use in a table of
+ * 100 MB (27 s for an odt of 123 MB): what a walk finds is kept in every
+ * style it passed, and a walk stops at the first such style. Freezes
+ * @p set.
  */
 #define STYLE_CHAIN 32
-static bool style_hides(const struct styles *set, enum family family,
+static bool style_hides(struct styles *set, enum family family,
 			const char *name)
 {
-	uint64_t h = style_hash(set, family, name);
+	struct style *s = style_find(set, style_hash(set, family, name)), *x;
+	size_t n = 0, d;
+	uint8_t dist;
+	bool hides;
 
-	for (unsigned i = 0; i < STYLE_CHAIN; i++) {
-		const struct style *s = style_find(set, h);
-
-		if (!s)
-			return false;
-		if (s->display != DISPLAY_INHERIT)
-			return s->display == DISPLAY_NONE;
-		h = s->parent;
+	set->frozen = true;
+	if (!s)
+		return false;
+	/* Up to a style walked before, one that says, one missing, or one
+	 * this walk passed (a loop). */
+	for (x = s; x && x->walk == WALK_NONE && x->display == DISPLAY_INHERIT;
+	     x = style_find(set, x->parent)) {
+		x->walk = WALK_ON;
+		n++;
 	}
-	return false;
+	if (!x || x->walk == WALK_ON) {
+		dist = STYLE_CHAIN;
+		hides = false;
+	} else if (x->walk == WALK_DONE) {
+		dist = x->dist;
+		hides = x->hides;
+	} else {
+		x->walk = WALK_DONE;
+		x->dist = dist = 0;
+		x->hides = hides = x->display == DISPLAY_NONE;
+	}
+	/* Again over the n styles passed: the i-th is n - i further. */
+	for (x = s; n; n--, x = style_find(set, x->parent)) {
+		d = dist + n;
+		x->walk = WALK_DONE;
+		x->dist = d < STYLE_CHAIN ? (uint8_t)d : STYLE_CHAIN;
+		x->hides = hides && x->dist < STYLE_CHAIN;
+	}
+	return s->hides;
+}
+
+/* The style being defined, or NULL (none, or no more definitions: text
+ * has named styles, style_hides()). */
+static struct style *style_defining(const struct xml_ctx *c)
+{
+	return c->styles->frozen ? NULL : style_find(c->styles, c->style_key);
+}
+
+/* Whether text in the style @p name of @p family is hidden. A part of
+ * styles (no text) looks nothing up: its styles, and the automatic ones
+ * of the part after it, are not all defined yet. */
+static bool text_hidden(struct xml_ctx *c, enum family family, const char *name)
+{
+	return !c->styles_only && style_hides(c->styles, family, name);
 }
 
 /* Begin the definition of a style: from now on its display and parent
@@ -924,7 +976,9 @@ static void style_begin(struct xml_ctx *c, enum family family, const char *name,
 {
 	struct styles *set = c->styles;
 
-	if (!name)
+	/* After text named styles, as in no valid document (styles.xml and
+	 * automatic styles come before the body): not read. */
+	if (!name || set->frozen)
 		return;
 	c->style_depth = c->depth;
 	c->style_family = family;
@@ -936,7 +990,7 @@ static void style_begin(struct xml_ctx *c, enum family family, const char *name,
 
 static void style_display(struct xml_ctx *c, enum display d)
 {
-	struct style *s = style_find(c->styles, c->style_key);
+	struct style *s = style_defining(c);
 
 	if (s)
 		s->display = d;
@@ -965,7 +1019,7 @@ static void docx_style(struct xml_ctx *c, const char *l, const XML_Char **atts)
 	} else if (!c->style_depth) {
 		return;
 	} else if (!strcmp(l, "basedOn") && c->depth == c->style_depth + 1) {
-		struct style *st = style_find(c->styles, c->style_key);
+		struct style *st = style_defining(c);
 		const char *v = attr_local(atts, "val");
 
 		if (st && v)
@@ -997,7 +1051,7 @@ static void docx_hidden(struct xml_ctx *c, const char *l, const XML_Char **atts)
 	} else if (!strcmp(l, "pStyle") && c->para_depth &&
 		   c->depth == c->para_depth + 2 && !c->hide_depth) {
 		v = attr_local(atts, "val");
-		if (v && style_hides(c->styles, FAMILY_PARAGRAPH, v))
+		if (v && text_hidden(c, FAMILY_PARAGRAPH, v))
 			c->hide_depth = c->para_depth;
 	} else if (!strcmp(l, "r")) {
 		c->run_depth = c->depth;
@@ -1007,7 +1061,7 @@ static void docx_hidden(struct xml_ctx *c, const char *l, const XML_Char **atts)
 	} else if (!strcmp(l, "rStyle") && c->rpr_depth &&
 		   c->depth == c->rpr_depth + 1 && !c->hide_depth) {
 		v = attr_local(atts, "val");
-		if (v && style_hides(c->styles, FAMILY_TEXT, v))
+		if (v && text_hidden(c, FAMILY_TEXT, v))
 			c->hide_depth = c->run_depth;
 	} else if (!strcmp(l, "vanish") && c->rpr_depth &&
 		   c->depth == c->rpr_depth + 1) {
@@ -1054,8 +1108,7 @@ static void odf_hidden(struct xml_ctx *c, const char *l, const XML_Char **atts)
 		   !c->hide_depth) {
 		v = attr_local(atts, "style-name");
 		if (v &&
-		    style_hides(c->styles,
-				l[0] == 's' ? FAMILY_TEXT : FAMILY_PARAGRAPH,
+		    text_hidden(c, l[0] == 's' ? FAMILY_TEXT : FAMILY_PARAGRAPH,
 				v))
 			c->hide_depth = c->depth;
 	}

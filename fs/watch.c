@@ -128,6 +128,10 @@ struct watch {
 	uint64_t rechecks;    /* atomic: given and not looked at yet */
 	uint64_t unsettled;   /* atomic: rereads + a move + writes waiting */
 	uint64_t rereads;     /* atomic: directories read again */
+	/* Atomic: the thread is between poll() and count_unsettled(). The
+	 * events it read out of the kernel's queue are in no count until
+	 * applied, nor the rereads they or a recheck asked for. */
+	int busy;
 };
 
 int watch_new(struct imfs *fs, struct watch **out)
@@ -182,13 +186,16 @@ void watch_stats(struct watch *w, struct watch_stats *out)
 	out->name_events = __atomic_load_n(&w->name_events, __ATOMIC_RELAXED);
 	out->limit = __atomic_load_n(&w->limit, __ATOMIC_RELAXED);
 	out->rereads = __atomic_load_n(&w->rereads, __ATOMIC_RELAXED);
-	out->settled = w->ifd < 0 ||
-		       (__atomic_load_n(&w->unsettled, __ATOMIC_RELAXED) == 0 &&
-			__atomic_load_n(&w->rechecks, __ATOMIC_RELAXED) == 0);
-	/* Events the kernel holds that the thread has not read yet. */
+	/* Asked before busy: an event the thread read out of the queue
+	 * before that is then either applied and counted or still busy. */
 	int queued = 0;
-	if (w->ifd >= 0 && !ioctl(w->ifd, FIONREAD, &queued) && queued > 0)
-		out->settled = false;
+	bool in_queue =
+		w->ifd >= 0 && !ioctl(w->ifd, FIONREAD, &queued) && queued > 0;
+	out->settled =
+		w->ifd < 0 ||
+		(!in_queue && !__atomic_load_n(&w->busy, __ATOMIC_SEQ_CST) &&
+		 __atomic_load_n(&w->unsettled, __ATOMIC_RELAXED) == 0 &&
+		 __atomic_load_n(&w->rechecks, __ATOMIC_RELAXED) == 0);
 }
 
 /* ---- Watches --------------------------------------------------------------- */
@@ -1108,6 +1115,7 @@ static void *watch_main(void *arg)
 			break;
 		if (r > 0 && pfd[1].revents)
 			break;
+		__atomic_store_n(&w->busy, 1, __ATOMIC_SEQ_CST);
 		/* Taken before the events are read: whatever made those files
 		 * vanish is in the queue by now, and applied before they are
 		 * looked at. */
@@ -1129,6 +1137,7 @@ static void *watch_main(void *arg)
 		if (r == 0 && w->rr.n)
 			reread_all(w);
 		count_unsettled(w);
+		__atomic_store_n(&w->busy, 0, __ATOMIC_SEQ_CST);
 	}
 	free(w->rr.v);
 	w->rr = (struct reread){0};

@@ -204,6 +204,37 @@ def test_renames_during_a_rescan_chain_none(w):
     d.check_log()
 
 
+@test
+def test_converged_not_while_events_are_applied(w):
+    """A directory of 6,000 files moved into SOURCE from outside: the
+    watcher reads the event, then walks the directory before it applies
+    what it found. Meanwhile the event was no longer in the kernel's queue
+    and nothing counted it as waiting, so status said `converged: yes`
+    while by-doc/ lacked every file of the directory."""
+    make_tree(w.src, w.corpus)
+    big = os.path.join(w.top, 'outside', 'big')
+    os.makedirs(big)
+    for k in range(60):
+        os.mkdir(os.path.join(big, 'd%d' % k))
+        for i in range(100):
+            write(os.path.join(big, 'd%d' % k, 's%d.txt' % i), w.corpus.short())
+    d = w.daemon()
+    live(w, d)
+    os.rename(big, os.path.join(w.src, 'big'))
+    # As fast as a script polls: the window is the walk of the directory.
+    start = time.monotonic()
+    while read_status(w.mnt).get('converged') != 'yes':
+        check(time.monotonic() < start + DEADLINE,
+              'status never said converged after the move')
+    missing = documents_in(w.src) - by_doc_documents(w.mnt)
+    check(not missing, 'status said converged: yes %.3f s after the move, but by-doc/ '
+          'missed %d documents (%s)' % (time.monotonic() - start, len(missing),
+                                        sorted(missing)[:3]))
+    converged(w, 'after the move')
+    d.umount()
+    d.check_log()
+
+
 # ---- 2. Escape through a swapped symlink --------------------------------------------
 
 AT_FDCWD = -100

@@ -1861,7 +1861,7 @@ void im_signer_trim(struct im_signer *s)
 	if (cand_bytes > TRIM_KEEP) {
 		cand_arrays_free(s);
 		s->raw = s->pc = s->qc = NULL;
-		s->pk = s->qk = s->tmp = NULL;
+		s->pk = s->qk = s->tmp = s->qbk = NULL;
 		s->qb = s->qs = s->sel = NULL;
 		s->ccap = 0;
 		s->npc = s->nqc = 0;

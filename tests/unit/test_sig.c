@@ -937,6 +937,34 @@ START_TEST(test_sig_loaded_lexicon_signs_as_built)
 }
 END_TEST
 
+START_TEST(test_sig_trim_then_sign_again)
+{
+	/* A daemon's worker trims its signer after a text of many terms (a
+	 * word list) and signs on with it. Trimming freed Q's sort keys and
+	 * left them named: the next large text or im_signer_free() (the
+	 * daemon's unmount) freed them again. 300,000 terms pass the 32 MB
+	 * a trim keeps. */
+	struct im_lexicon *lex = make_lexicon(200, 100, NULL, NULL);
+	struct im_doc_sigs a, b;
+	struct im_signer *s;
+	struct im_params p;
+	struct im_terms u;
+
+	test_params(&p);
+	s = signer(lex, &p);
+	im_terms_init(&u);
+	doc_terms(&u, 150, 80, 300000);
+	ck_assert_int_eq(im_signer_sign_terms(s, &u, &a, NULL), 0);
+	im_signer_trim(s);
+	ck_assert_int_eq(im_signer_sign_terms(s, &u, &b, NULL), 0);
+	ck_assert(a.status == b.status && !memcmp(a.sig, b.sig, sizeof(a.sig)));
+	im_signer_trim(s);
+	im_signer_free(s);
+	im_terms_release(&u);
+	im_lexicon_free(lex);
+}
+END_TEST
+
 /* im_signer_sign_numbers() of a signer that signed nothing before. */
 static void sign_fresh(const struct im_lexicon *lex, const struct im_params *p,
 		       const uint32_t *nums, size_t n, uint32_t unique_terms,
@@ -1728,6 +1756,7 @@ static Suite *sig_suite(void)
 	tcase_add_test(tc, test_sig_secondary_extension_threshold);
 	tcase_add_test(tc, test_sig_extension_hashes_merged_set);
 	tcase_add_test(tc, test_sig_loaded_lexicon_signs_as_built);
+	tcase_add_test(tc, test_sig_trim_then_sign_again);
 	tcase_add_test(tc, test_sig_min_terms_boundary);
 	tcase_add_test(tc, test_sig_min_unique);
 	tcase_add_test(tc, test_sig_long_document_small_overlap);

@@ -1852,10 +1852,10 @@ void im_signer_keep_results(struct im_signer *s, bool keep)
 
 void im_signer_trim(struct im_signer *s)
 {
-	/* cand_reserve() sizes these for every term of a document: 84 bytes
+	/* cand_reserve() sizes these for every term of a document: 92 bytes
 	 * a term, most never written, but all of it held. */
 	size_t cand_bytes =
-		s->ccap * (3 * sizeof(struct cand) + 3 * sizeof(uint64_t) +
+		s->ccap * (3 * sizeof(struct cand) + 4 * sizeof(uint64_t) +
 			   3 * sizeof(uint32_t));
 
 	if (cand_bytes > TRIM_KEEP) {

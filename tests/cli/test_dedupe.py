@@ -1558,6 +1558,18 @@ def case_apply_killed_trash_link_taken_back(tmp):
           % os.listdir(directory))
 
 
+def mount_tmpfs(path):
+    """A tmpfs at @path (made here), for a trash on another filesystem
+    than the share; the caller unmounts it. Skips (77) where it cannot."""
+    if os.geteuid() != 0:
+        print("SKIP: needs root to mount a tmpfs")
+        sys.exit(77)
+    os.mkdir(path)
+    if subprocess.run(["mount", "-t", "tmpfs", "tmpfs", path]).returncode:
+        print("SKIP: cannot mount a tmpfs here")
+        sys.exit(77)
+
+
 def case_apply_killed_trash_copy_taken_back(tmp):
     """A trash on another filesystem (a tmpfs here) takes a copy, made
     under a temporary name there and linked into place once whole and
@@ -1567,19 +1579,13 @@ def case_apply_killed_trash_copy_taken_back(tmp):
     run names it; run again, apply removes it and says so, then does the
     line: the file's bytes are in the trash once, by the file's name, and
     no temporary name is left, exit 0."""
-    if os.geteuid() != 0:
-        print("SKIP: needs root to mount a tmpfs")
-        sys.exit(77)
     root = os.path.join(tmp, "share")
     other = os.path.join(tmp, "other")
     trash = os.path.join(other, "trash")
     plan = os.path.join(tmp, "plan.jsonl")
     rng = random.Random(79)
     data = bytes(rng.getrandbits(8) for _ in range(600_000))
-    os.mkdir(other)
-    if subprocess.run(["mount", "-t", "tmpfs", "tmpfs", other]).returncode:
-        print("SKIP: cannot mount a tmpfs here")
-        sys.exit(77)
+    mount_tmpfs(other)
     try:
         for syscall, when, said in (
                 ("pwrite64", 2, "an unfinished copy of the file, removed "
@@ -1645,18 +1651,12 @@ def case_apply_killed_trash_copy_finishes(tmp):
     no temporary name anywhere, exit 0; whether the trash's folder is read
     before the file's or after. A copy in the trash that differs from the
     file (its size and mtime alike) is no proof: the file stays."""
-    if os.geteuid() != 0:
-        print("SKIP: needs root to mount a tmpfs")
-        sys.exit(77)
     other = os.path.join(tmp, "other")
     trash = os.path.join(other, "trash")
     plan = os.path.join(tmp, "plan.jsonl")
     rng = random.Random(83)
     data = bytes(rng.getrandbits(8) for _ in range(300_000))
-    os.mkdir(other)
-    if subprocess.run(["mount", "-t", "tmpfs", "tmpfs", other]).returncode:
-        print("SKIP: cannot mount a tmpfs here")
-        sys.exit(77)
+    mount_tmpfs(other)
     try:
         # "a" sorts before "other", "z" after: the order folders are read.
         for share, syscall, when, differs in (

@@ -1344,16 +1344,18 @@ def case_apply_killed_leaves_no_temporary(tmp):
           "the line was finished: %s %s" % (out, err))
 
 
-def killed_at(tmp, plan, syscall, env=None):
+def killed_at(tmp, plan, syscall, env=None, when=None):
     """Run `imatch apply PLAN`, killed by SIGKILL as it first enters
-    @syscall (strace injects it, every time)."""
+    @syscall (strace injects it, every time), or its @when-th time."""
     strace = shutil.which("strace")
     if not strace:
         print("SKIP: strace is not installed")
         sys.exit(77)
+    inject = "inject=%s:signal=SIGKILL" % syscall
+    if when is not None:
+        inject += ":when=%d" % when
     return subprocess.run([strace, "-f", "-o", os.path.join(tmp, "strace.log"),
-                           "-e", "trace=" + syscall, "-e",
-                           "inject=%s:signal=SIGKILL" % syscall,
+                           "-e", "trace=" + syscall, "-e", inject,
                            test_cli.IMATCH, "apply", plan],
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                           timeout=60, env=env)
@@ -1603,17 +1605,7 @@ def case_apply_killed_trash_copy_taken_back(tmp):
                   "%s: one line: %s" % (what, out))
             with open(plan, "wb") as f:
                 f.write(out)
-            strace = shutil.which("strace")
-            if not strace:
-                print("SKIP: strace is not installed")
-                sys.exit(77)
-            p = subprocess.run([strace, "-f", "-o",
-                                os.path.join(tmp, "strace.log"), "-e",
-                                "trace=" + syscall, "-e",
-                                "inject=%s:signal=SIGKILL:when=%d"
-                                % (syscall, when),
-                                test_cli.IMATCH, "apply", plan],
-                               capture_output=True, timeout=60)
+            p = killed_at(tmp, plan, syscall, when=when)
             directory = os.path.dirname(moved)
             temps = [n for n in os.listdir(directory)
                      if n.startswith(".imatch-")]
@@ -1673,17 +1665,7 @@ def case_apply_killed_trash_copy_finishes(tmp):
             out, _ = run("dedupe", "--action", "trash=" + trash, root)
             with open(plan, "wb") as f:
                 f.write(out)
-            strace = shutil.which("strace")
-            if not strace:
-                print("SKIP: strace is not installed")
-                sys.exit(77)
-            p = subprocess.run([strace, "-f", "-o",
-                                os.path.join(tmp, "strace.log"), "-e",
-                                "trace=" + syscall, "-e",
-                                "inject=%s:signal=SIGKILL:when=%d"
-                                % (syscall, when),
-                                test_cli.IMATCH, "apply", plan],
-                               capture_output=True, timeout=60)
+            p = killed_at(tmp, plan, syscall, when=when)
             check(p.returncode and os.path.exists(moved),
                   "%s: killed with the copy in place: %s" % (what, p))
             if differs:

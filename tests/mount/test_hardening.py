@@ -798,6 +798,21 @@ def test_corrupt_cache_exit_code(w):
           'the unit does not prevent restarts on exit status %d' % EXIT_STATE_CORRUPT)
 
 
+def read_every_signature(w):
+    """Read each document's `signatures` file with the cache cut short
+    under the daemon; it must serve on (status readable) after each."""
+    for rel in sorted(by_doc_documents(w.mnt)):
+        try:
+            with open(os.path.join(w.mnt, 'by-doc', rel, 'signatures')) as f:
+                f.read()
+        except OSError:
+            pass  # its whole signatures were only in the cache
+        try:
+            read_status(w.mnt)
+        except OSError as e:
+            raise Fail('the daemon died reading %s/signatures: %s' % (rel, e))
+
+
 @test
 def test_cache_truncated_while_mounted(w):
     """The daemon keeps its signature cache mapped; another program cutting
@@ -815,17 +830,7 @@ def test_cache_truncated_while_mounted(w):
     check(status_int(st, 'cached') > 0, 'nothing served from the cache: %s' % st)
     with open(os.path.join(w.state, 'sigcache'), 'r+b') as f:
         f.truncate(0)
-    docs = sorted(by_doc_documents(w.mnt))
-    for rel in docs:
-        try:
-            with open(os.path.join(w.mnt, 'by-doc', rel, 'signatures')) as f:
-                f.read()
-        except OSError:
-            pass  # its whole signatures were only in the cache
-        try:
-            read_status(w.mnt)
-        except OSError as e:
-            raise Fail('the daemon died reading %s/signatures: %s' % (rel, e))
+    read_every_signature(w)
     check(cluster_sets(w.mnt) == before, 'the view changed with the cache cut')
     d2.umount()
     d3 = w.daemon()
@@ -855,16 +860,7 @@ def test_cache_truncated_after_an_ignored_sigbus(w):
     check(d2.proc.poll() is None, 'an ignored SIGBUS killed the daemon')
     with open(os.path.join(w.state, 'sigcache'), 'r+b') as f:
         f.truncate(0)
-    for rel in sorted(by_doc_documents(w.mnt)):
-        try:
-            with open(os.path.join(w.mnt, 'by-doc', rel, 'signatures')) as f:
-                f.read()
-        except OSError:
-            pass  # its whole signatures were only in the cache
-        try:
-            read_status(w.mnt)
-        except OSError as e:
-            raise Fail('the daemon died reading %s/signatures: %s' % (rel, e))
+    read_every_signature(w)
     check(cluster_sets(w.mnt) == before, 'the view changed with the cache cut')
     d2.umount()
 

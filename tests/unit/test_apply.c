@@ -4,7 +4,6 @@
  * what it never writes; telling shared extents on a real filesystem.
  * Acting on real files is tested by tests/cli/test_dedupe.py.
  */
-#include <check.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>
@@ -17,6 +16,7 @@
 #include <linux/fs.h>
 #include <sys/ioctl.h>
 
+#include "unit.h"
 #include "apply.h"
 
 #define H32 "00112233445566778899aabbccddeeff"

@@ -4,7 +4,6 @@
  * anywhere on the path, and never reach outside even while another thread
  * swaps a directory for a symlink to the outside as fast as it can.
  */
-#include <check.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -16,12 +15,8 @@
 #include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
-#if __has_include(<valgrind/valgrind.h>)
-#include <valgrind/valgrind.h>
-#else
-#define RUNNING_ON_VALGRIND 0
-#endif
 
+#include "unit.h"
 #include "beneath.h"
 
 typedef int (*open_fn)(int dirfd, const char *path, int flags, int *out);

@@ -3,11 +3,11 @@
  * copied folder is one group at its top, a partial copy or a folder with one
  * unique document is none, nesting is reported once.
  */
-#include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "unit.h"
 #include "dupdirs.h"
 
 static struct im_index *idx;

@@ -5,11 +5,11 @@
  * escape reverses exactly, measures like snprintf, never cuts an escape in
  * two, and escapes piece by piece.
  */
-#include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "unit.h"
 #include "escape.h"
 
 #define SEED 20261125u

@@ -5,7 +5,6 @@
  * shared sizes read whole; and the head hash size-first dedupe tells files
  * apart by, with its checks that a file is still as walked.
  */
-#include <check.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -15,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "unit.h"
 #include "exact.h"
 #include "index.h"
 #include "scan.h"

@@ -3,7 +3,6 @@
  * Inputs are copied into heap buffers of their exact length so that ASan and
  * valgrind catch a read past the end.
  */
-#include <check.h>
 #include <errno.h>
 #include <math.h>
 #include <stdbool.h>
@@ -12,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "unit.h"
 #include "extract.h"
 #include "extract_internal.h"
 #include "text.h"

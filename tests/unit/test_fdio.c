@@ -4,7 +4,6 @@
  * through short writes and reads and signals, and a failing descriptor
  * says why.
  */
-#include <check.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -14,6 +13,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include "unit.h"
 #include "fdio.h"
 
 #define BIG (4u << 20)

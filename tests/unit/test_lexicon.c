@@ -3,7 +3,6 @@
  * ranked secondary lexicon and the lexicon file (round trip and refusal of
  * every kind of damage).
  */
-#include <check.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -17,6 +16,7 @@
 
 #include <xxhash.h>
 
+#include "unit.h"
 #include "lexicon.h"
 
 /* ---- Fixtures ------------------------------------------------------------- */

@@ -3,7 +3,6 @@
  * the refused one learns the holder's pid, a waiter gets the lock once the
  * holder exits (even by SIGKILL), and a lock survives fork() in the child.
  */
-#include <check.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -12,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "unit.h"
 #include "lock.h"
 
 static char dir[256];

@@ -4,13 +4,13 @@
  * aligned as promised, and a growing buffer keeps its bytes when it moves from the heap
  * to a mapping and between mappings.
  */
-#include <check.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "unit.h"
 #include "mem.h"
 
 static bool all_zero(const unsigned char *p, size_t n)

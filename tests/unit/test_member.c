@@ -3,11 +3,11 @@
  * <member> names (fs/member.h): encoding, decoding, and the shortening that
  * keeps every name at most 255 bytes, deterministic and unique.
  */
-#include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "unit.h"
 #include "member.h"
 
 static char *repeat(char c, size_t n)

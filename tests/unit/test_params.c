@@ -1,7 +1,7 @@
-#include <check.h>
 #include <errno.h>
 #include <stdlib.h>
 
+#include "unit.h"
 #include "params.h"
 
 START_TEST(test_params_defaults_are_valid)

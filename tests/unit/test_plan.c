@@ -4,13 +4,13 @@
  * cluster: pick a keeper, plan its direct links, repeat) on thousands of
  * random graphs.
  */
-#include <check.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "unit.h"
 #include "plan.h"
 
 /* ---- Keep rules ------------------------------------------------------------ */

@@ -3,13 +3,15 @@
  * The record pool (core/index/pool.h): records of many sizes do not
  * overlap, keep their bytes, are reused once put back, and big ones work.
  */
-#include <check.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "unit.h"
 #include "pool.h"
 
+/* Records of the randomized tests; a quarter of them under valgrind, where
+ * the pool is bypassed and every record is malloc'd. */
 #define N 20000
 
 START_TEST(test_pool_records_keep_their_bytes)
@@ -18,10 +20,11 @@ START_TEST(test_pool_records_keep_their_bytes)
 	static size_t size[N];
 	unsigned char want[2 * IM_POOL_MAX];
 	struct im_pool p;
+	int n = under_valgrind_quarter(N);
 
 	im_pool_init(&p);
 	for (int round = 0; round < 3; round++) {
-		for (int i = 0; i < N; i++) {
+		for (int i = 0; i < n; i++) {
 			if (rec[i] && (i + round) % 3)
 				continue;
 			im_pool_put(&p, rec[i], size[i]);
@@ -33,13 +36,13 @@ START_TEST(test_pool_records_keep_their_bytes)
 			ck_assert_uint_eq((uintptr_t)rec[i] % 8, 0);
 			memset(rec[i], (unsigned char)i, size[i]);
 		}
-		for (int i = 0; i < N; i++) {
+		for (int i = 0; i < n; i++) {
 			memset(want, (unsigned char)i, size[i]);
 			ck_assert_msg(!memcmp(rec[i], want, size[i]),
 				      "record %d overwritten", i);
 		}
 	}
-	for (int i = 0; i < N; i++)
+	for (int i = 0; i < n; i++)
 		im_pool_put(&p, rec[i], size[i]);
 	im_pool_free(&p);
 }
@@ -69,10 +72,11 @@ START_TEST(test_hpool_handles_name_their_records)
 	static size_t size[N];
 	unsigned char want[2 * IM_POOL_MAX];
 	struct im_hpool p;
+	int n = under_valgrind_quarter(N);
 
 	im_hpool_init(&p);
 	for (int round = 0; round < 3; round++) {
-		for (int i = 0; i < N; i++) {
+		for (int i = 0; i < n; i++) {
 			if (rec[i] && (i + round) % 3)
 				continue;
 			if (rec[i])
@@ -88,7 +92,7 @@ START_TEST(test_hpool_handles_name_their_records)
 			ck_assert_uint_lt(h[i], 1u << 31);
 			memset(rec[i], (unsigned char)i, size[i]);
 		}
-		for (int i = 0; i < N; i++) {
+		for (int i = 0; i < n; i++) {
 			memset(want, (unsigned char)i, size[i]);
 			ck_assert_ptr_eq(im_hpool_at(&p, h[i]), rec[i]);
 			ck_assert_msg(!memcmp(rec[i], want, size[i]),

@@ -4,7 +4,6 @@
  * that the parallel scans give exactly what signing each file alone gives,
  * whatever the number of threads.
  */
-#include <check.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -17,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "unit.h"
 #include "scan.h"
 
 /* ---- Helpers ---------------------------------------------------------------- */

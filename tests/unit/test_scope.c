@@ -3,7 +3,6 @@
  * gitignore(5), precedence between the command line and .imatchignore files
  * at several depths, and what the walker visits with them.
  */
-#include <check.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -14,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "unit.h"
 #include "scan.h"
 #include "scope.h"
 

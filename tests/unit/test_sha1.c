@@ -5,7 +5,6 @@
  * every size up to 13 messages of mixed lengths (lanes that end at
  * different blocks and take the next message), and the FIPS 180-4 examples.
  */
-#include <check.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +12,7 @@
 
 #include <openssl/evp.h>
 
+#include "unit.h"
 #include "sha1.h"
 
 static uint64_t rng = 88172645463325252ull;

@@ -3,7 +3,6 @@
  * extension and both rejection thresholds, SHA1 signatures checked against an
  * independent computation, determinism, and reading real files.
  */
-#include <check.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -17,12 +16,7 @@
 #include <openssl/evp.h>
 #include <xxhash.h>
 
-#if __has_include(<valgrind/valgrind.h>)
-#include <valgrind/valgrind.h>
-#else
-#define RUNNING_ON_VALGRIND 0
-#endif
-
+#include "unit.h"
 #include "sig.h"
 
 #define SEED UINT64_C(20260131)

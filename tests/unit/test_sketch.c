@@ -4,12 +4,12 @@
  * sets (from how many distinct terms a near-duplicate is found: README,
  * "Detection"), bands, serialisation.
  */
-#include <check.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "unit.h"
 #include "detmath.h"
 #include "sketch.h"
 

@@ -1,6 +1,5 @@
 /* Unit tests for core/spool.c: records come back in order, byte for byte,
  * from memory and from the spill file alike. */
-#include <check.h>
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -8,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "unit.h"
 #include "spool.h"
 
 /* AddressSanitizer's allocator and shadow make resident sizes no measure

@@ -1,5 +1,4 @@
 /* Unit tests for core/scale: the stage file container and shard lists. */
-#include <check.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -10,6 +9,7 @@
 
 #include <xxhash.h>
 
+#include "unit.h"
 #include "records.h"
 #include "shard.h"
 #include "stage.h"

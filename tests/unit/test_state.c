@@ -1,5 +1,4 @@
 /* Unit tests for core/state/state: the crash-safe signature cache. */
-#include <check.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -13,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "unit.h"
 #include "state.h"
 
 static char dir[64];

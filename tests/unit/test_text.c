@@ -3,7 +3,6 @@
  * extraction, and kind detection. Every input is copied into a heap buffer
  * of its exact length, so that ASan and valgrind catch any read past it.
  */
-#include <check.h>
 #include <ctype.h>
 #include <errno.h>
 #include <pthread.h>
@@ -15,12 +14,7 @@
 
 #include <xxhash.h>
 
-#if __has_include(<valgrind/valgrind.h>)
-#include <valgrind/valgrind.h>
-#else
-#define RUNNING_ON_VALGRIND 0
-#endif
-
+#include "unit.h"
 #include "extract.h"
 #include "text.h"
 #include "text_internal.h"

@@ -4,11 +4,11 @@
  * node and moved out by a rename that makes them longer, permissions and
  * owners kept once per distinct value, lookups and paths after renames.
  */
-#include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "unit.h"
 #include "tree.h"
 
 static struct tree *t;

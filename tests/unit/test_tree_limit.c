@@ -6,11 +6,11 @@
  * it passes the limit without ever being exactly at it: the check must
  * not depend on the table being full.
  */
-#include <check.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "unit.h"
 #include "tree.h"
 
 #define LIMIT (1u << 11)

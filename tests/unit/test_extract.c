@@ -1300,7 +1300,7 @@ START_TEST(test_extract_pdf_repairs)
 
 	im_extract_opts_init(&o);
 	ck_assert_int_eq(im_pdf_text(pdf, (size_t)n, &o, &b), 0);
-	ck_assert_msg(b.len && memmem(b.p, b.len, "an example of Jean-", 19),
+	ck_assert_msg(b.p && b.len && memmem(b.p, b.len, "an example of Jean-", 19),
 		      "hyphenation joined before a lower-case letter only: "
 		      "%.*s",
 		      (int)b.len, b.p);

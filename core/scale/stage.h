@@ -55,8 +55,10 @@
  * files their partition, records fingerprint their list (stages given a
  * partial or mismatched set refuse it); 16 meta words, not 8. 7: document
  * records keep a fingerprint of the ctime (for `imatch state import`).
- * 8: document records keep the figures (im_doc_sigs.numbers). */
-#define IM_STAGE_VERSION 8
+ * 8: document records keep the figures (im_doc_sigs.numbers). 9: tiny
+ * sketches keep their terms' hashes and densified bins are remixed
+ * (sketch.h), so band keys and records of 8 do not compare with 9's. */
+#define IM_STAGE_VERSION 9
 #define IM_STAGE_META	 16
 /** Most partitions a shuffle may use. */
 #define IM_STAGE_MAX_PARTS 4096

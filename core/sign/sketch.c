@@ -67,6 +67,9 @@ struct builder {
 	 * terms a level leaves out. */
 	uint8_t mapb[IM_SKETCH_MAP_BITS + 1];
 	unsigned level;
+	/* A set of up to IM_SKETCH_TINY terms: their g, kept instead of the
+	 * map (finish() sorts them). */
+	uint64_t tiny[IM_SKETCH_TINY];
 	/* The top level bits of a map hash: a term is in the sample when
 	 * they are all zero (0 at level 0: every term is). */
 	uint64_t unsampled;
@@ -262,12 +265,21 @@ _Static_assert(
 	"im_sketch_compute() hands builder_add_x8() hashes 16 bytes apart");
 
 /* builder_add() of hashes 8 or 16 bytes apart, eight terms at a time where
- * the CPU can. */
+ * the CPU can; a tiny set keeps its terms' g instead of map bits. */
 static void builder_add_any(struct builder *b, const void *h, size_t step,
 			    size_t n, uint64_t seed)
 {
 	size_t done = 0;
 
+	if (n <= IM_SKETCH_TINY) {
+		const char *at = h;
+
+		for (size_t i = 0; i < n; i++, at += step) {
+			b->tiny[i] = mix(*(const uint64_t *)at ^ seed);
+			bin_put(b, b->tiny[i]);
+		}
+		return;
+	}
 #if HAVE_X8_CODE
 	if (have_x8())
 		done = builder_add_x8(b, h, step, n, seed);
@@ -322,6 +334,24 @@ static unsigned draw_filled(const uint8_t *filled, uint64_t seed, unsigned i)
 	return j;
 }
 
+/* A tiny set's g, ascending (so the bytes do not depend on the terms'
+ * order), little-endian in the map's place; the rest stays zero. */
+static void tiny_store(uint64_t *g, size_t n, uint8_t *out)
+{
+	for (size_t i = 1; i < n; i++)
+		for (size_t j = i; j > 0 && g[j - 1] > g[j]; j--) {
+			uint64_t t = g[j];
+
+			g[j] = g[j - 1];
+			g[j - 1] = t;
+		}
+	for (size_t i = 0; i < n; i++) {
+		uint64_t le = htole64(g[i]);
+
+		memcpy(out + 8 * i, &le, 8);
+	}
+}
+
 static void finish(struct builder *b, size_t n, uint64_t seed,
 		   struct im_sketch *out)
 {
@@ -339,14 +369,24 @@ static void finish(struct builder *b, size_t n, uint64_t seed,
 	/* Each empty bin draws bins from its own fixed sequence until one that
 	 * a term filled: the same sequence in every document, so two
 	 * documents with the same filled bins fill their empty ones alike.
-	 * Only empty bins are written, so a filled bin read here still holds
-	 * its own minimum. */
+	 * The copy is remixed with the empty bin's index (above the 32 bits
+	 * of a minimum) before its low bits are kept: two documents that copy
+	 * the same minimum still agree, and different minima agree 1 time in
+	 * 2^b per bin independently, not in every bin that copied them (two
+	 * one-term documents shared all their bands 1 time in 16). Only empty
+	 * bins are written, so a filled bin read here still holds its own
+	 * minimum. */
 	for (unsigned i = 0; i < IM_SKETCH_BINS; i++)
 		if (!filled[i])
-			bins[i] = bins[draw_filled(filled, seed, i)];
+			bins[i] = mix(bins[draw_filled(filled, seed, i)] ^
+				      (uint64_t)(i + 1) << 32);
 	for (unsigned i = 0; i < IM_SKETCH_BINS; i += 2)
 		out->v[i / 2] =
 			(uint8_t)((bins[i] & 0xf) | (bins[i + 1] & 0xf) << 4);
+	if (n <= IM_SKETCH_TINY) {
+		tiny_store(b->tiny, n, out->v + IM_SKETCH_BIN_BYTES);
+		return;
+	}
 #if HAVE_X8_CODE
 	if (have_x8()) {
 		map_bits_x8(b->mapb, out->v + IM_SKETCH_BIN_BYTES);
@@ -408,11 +448,46 @@ static inline unsigned pop64(uint64_t x)
 	return (unsigned)((x * UINT64_C(0x0101010101010101)) >> 56);
 }
 
+/* Term @p i's g of a tiny sketch. */
+static inline uint64_t tiny_g(const struct im_sketch *s, unsigned i)
+{
+	uint64_t g;
+
+	memcpy(&g, s->v + IM_SKETCH_BIN_BYTES + 8 * i, 8);
+	return le64toh(g);
+}
+
+/* The map of @p s; a tiny sketch's is made from its terms' g, bit for bit
+ * the one builder_add() would have set (level 0). */
 static void map_load(const struct im_sketch *s, uint64_t map[MAP_WORDS])
 {
+	if (s->n <= IM_SKETCH_TINY) {
+		memset(map, 0, IM_SKETCH_MAP_BYTES);
+		for (unsigned i = 0; i < s->n; i++) {
+			unsigned p = reduce(mix(tiny_g(s, i) ^ MAP_SALT),
+					    IM_SKETCH_MAP_BITS);
+
+			map[p / 64] |= UINT64_C(1) << (p % 64);
+		}
+		return;
+	}
 	memcpy(map, s->v + IM_SKETCH_BIN_BYTES, IM_SKETCH_MAP_BYTES);
 	for (unsigned w = 0; w < MAP_WORDS; w++)
 		map[w] = le64toh(map[w]);
+}
+
+/* Terms of tiny sketch @p a that tiny sketch @p b holds. */
+static unsigned tiny_held(const struct im_sketch *a, const struct im_sketch *b)
+{
+	unsigned held = 0;
+
+	for (unsigned i = 0; i < a->n; i++)
+		for (unsigned j = 0; j < b->n; j++)
+			if (tiny_g(a, i) == tiny_g(b, j)) {
+				held++;
+				break;
+			}
+	return held;
 }
 
 /* The @p bits bits of @p map at half the resolution: bit p of the result
@@ -532,6 +607,16 @@ static bool map_estimate(const struct im_sketch *a, const struct im_sketch *b,
 	unsigned bits = IM_SKETCH_MAP_BITS, set_a = 0, set_b = 0, differ = 0;
 	double na = a->n, nb = b->n, lambda, qa, qb, arg, c;
 
+	if (a->n <= IM_SKETCH_TINY && b->n <= IM_SKETCH_TINY) {
+		/* Both sets whole: the exact count. The smaller of the two
+		 * ways keeps it symmetric for a damaged record whose g repeat. */
+		unsigned ab = tiny_held(a, b), ba = tiny_held(b, a);
+
+		c = ab < ba ? ab : ba;
+		*common = c;
+		*all = na + nb - c;
+		return true;
+	}
 	if (la > lb) {
 		const struct im_sketch *t = a;
 		unsigned l = la;

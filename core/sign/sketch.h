@@ -29,16 +29,28 @@
  * exactly the threshold is linked (the estimator takes the likelier
  * count, not the mean, see sketch.c).
  *
+ * A tiny set, of up to IM_SKETCH_TINY (13) terms, keeps its terms' g
+ * themselves in the map's bytes, not bits: below about 10 terms one
+ * differing term already takes the cosine under 0.9, so a single collision
+ * could fake a link (two different one-word documents had equal maps 1
+ * time in 832). Two tiny sets compare exactly (the g they share); a tiny
+ * set against a larger one sets the bits of its map from its g and
+ * compares as above, where a false equality takes several collisions.
+ *
  * The bins (IM_SKETCH_BINS of IM_SKETCH_BITS bits) find candidates:
  * one-permutation b-bit MinHash with optimal densification. g picks one
  * of the bins and competes for its minimum; an empty bin (a set smaller
  * than the bins, or bad luck) copies the minimum of another bin chosen by
  * a seeded hash sequence of its own index, so every document densifies the
  * same way (Shrivastava, "Optimal densification for fast and accurate
- * minwise hashing", ICML 2017). Only the low IM_SKETCH_BITS bits of each
- * bin's minimum are kept (Li & König, "b-Bit minwise hashing", WWW 2010).
- * Two sketches agree in a bin with probability P = J + (1 - J) / 2^b, J
- * being the Jaccard similarity of the two sets.
+ * minwise hashing", ICML 2017), remixed with its own index. Only the low
+ * IM_SKETCH_BITS bits of each bin's value are kept (Li & König, "b-Bit
+ * minwise hashing", WWW 2010). Two sketches agree in a bin with
+ * probability P = J + (1 - J) / 2^b, J being the Jaccard similarity of the
+ * two sets; the remix makes the chance agreements of bins that copied
+ * different minima independent, where bare copies agreed in every bin
+ * that copied them (two one-term sets, whose one minimum fills all 48
+ * bins, shared every band 1 time in 16).
  *
  * Bands: IM_SKETCH_BAND_BINS consecutive bins (24 bits) form one band. Two
  * documents whose sketches agree on a whole band are candidates. Near the
@@ -48,7 +60,8 @@
  * 0.23 and 87%; on the licences corpus 31 of its 219 pairs with cosine in
  * [0.9, 1) then shared no key, 4 with bands of 6). Unrelated documents agree
  * on a band with probability 2^-24, so even 2^26 documents put about four
- * on one band value, well under the hot-key cap.
+ * on one band value, well under the hot-key cap. Short documents are no
+ * exception (the remix above).
  *
  * The estimate turns J into the cosine of the two sets, the relation
  * DESIGN §2 targets, with the exact term counts:
@@ -56,8 +69,9 @@
  *
  * Serialisation: IM_SKETCH_RECORD bytes, the term count as u32 little-endian
  * followed by v as stored: the bins (two per byte, bin 2i in the low
- * nibble), then the map (bit p in byte p / 8, bit p % 8). Every byte
- * pattern decodes to a valid sketch.
+ * nibble), then the map (bit p in byte p / 8, bit p % 8) or, for a tiny
+ * set of n terms, their n g ascending as u64 little-endian, then zeros.
+ * Every byte pattern decodes to a valid sketch.
  *
  * Thread-safety: every function is pure and reentrant; nothing allocates.
  * Computing a sketch keeps under 1 kB of per-thread state (the densification
@@ -84,6 +98,8 @@
 /** The map's bits: a multiple of 64 whose half is whole bytes. */
 #define IM_SKETCH_MAP_BITS  832
 #define IM_SKETCH_MAP_BYTES (IM_SKETCH_MAP_BITS / 8)
+/** Sets of up to this many terms keep their terms' g in the map's bytes. */
+#define IM_SKETCH_TINY (IM_SKETCH_MAP_BYTES / 8)
 /** Levels further apart than this compare as unrelated: the larger set has
  *  more than twice the terms, so the cosine is below 0.71, and a map
  *  folded twice (208 bits for 416 to 832 sampled terms) is too full to

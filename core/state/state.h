@@ -63,8 +63,10 @@
 
 /* 2: the sketch joined each entry. 3: the sketch verifies with a map.
  * 4: the files key. 5: the ctime's fingerprint. 6: the figures
- * (im_doc_sigs.numbers), which removal compares. */
-#define IM_STATE_VERSION 6
+ * (im_doc_sigs.numbers), which removal compares. 7: a sketch of up to
+ * IM_SKETCH_TINY terms keeps their hashes, not map bits, and densified
+ * bins are remixed (an older sketch would be misread). */
+#define IM_STATE_VERSION 7
 
 /** One cached file, decoded by im_state_find() / im_state_at(). */
 struct im_state_entry {

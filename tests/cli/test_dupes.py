@@ -153,6 +153,36 @@ def case_explain(root):
           "identical bytes not exact:\n" + out)
 
 
+def case_one_word(root):
+    """1,000 files of one random word each are not near-duplicates of one
+    another (their sketches once faked a link 66 times: one map bit per
+    term, and one band value repeated across the bins); a byte copy of one
+    and a 12-word text with one word added still are."""
+    rng = random.Random(21)
+    vocab = words(rng, 1025)
+    for i in range(1000):
+        with open(os.path.join(root, "w%04d.txt" % i), "w") as f:
+            f.write(vocab[i] + "\n")
+    with open(os.path.join(root, "copy.txt"), "w") as f:
+        f.write(vocab[7] + "\n")
+    short = vocab[1000:1012]
+    with open(os.path.join(root, "short12.txt"), "w") as f:
+        f.write(" ".join(short) + "\n")
+    with open(os.path.join(root, "short13.txt"), "w") as f:
+        f.write(" ".join(reversed(short + [vocab[1012]])) + "\n")
+    rel = dupes_text(root)
+    check(rel == {"copy.txt": ["w0007.txt"], "w0007.txt": ["copy.txt"],
+                  "short12.txt": ["short13.txt"],
+                  "short13.txt": ["short12.txt"]},
+          "%d documents with dupes, e.g. %r"
+          % (len(rel), sorted(rel.items())[:4]))
+    js = json.loads(run("dupes", "--json", root)[0])
+    kinds = {d["path"]: [x["kind"] for x in d["dupes"]]
+             for d in js["documents"]}
+    check(kinds["copy.txt"] == ["exact"], "the copy: %r" % kinds)
+    check(kinds["short12.txt"] == ["near"], "12 + 1 words: %r" % kinds)
+
+
 def case_usage(root):
     _, err = run("dupes", os.path.join(root, "missing"), code=1)
     check("missing" in err, "no reason for a missing DIR: " + err)
@@ -163,7 +193,7 @@ def case_usage(root):
 def main():
     test_cli.IMATCH = sys.argv[1]
     case = {"relation": case_relation, "explain": case_explain,
-            "usage": case_usage}[sys.argv[2]]
+            "usage": case_usage, "one_word": case_one_word}[sys.argv[2]]
     with tempfile.TemporaryDirectory() as tmp:
         root = os.path.join(tmp, "tree")
         os.mkdir(root)

@@ -258,10 +258,10 @@ START_TEST(test_stage_corrupt_refused)
 	ck_assert_str_eq(why, "not an imatch stage file");
 	/* Unknown version, even with a good checksum. */
 	write_stage(20);
-	poke(8, 9);
+	poke(8, 99);
 	reseal();
 	ck_assert_int_eq(open_why(why, sizeof(why)), -EINVAL);
-	ck_assert_str_eq(why, "unsupported version 9");
+	ck_assert_str_eq(why, "unsupported version 99");
 	/* Unknown kind. */
 	write_stage(20);
 	poke(12, 200);

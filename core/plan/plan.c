@@ -366,9 +366,11 @@ static int claim(struct claim *c, uint32_t k, uint32_t j, float similarity,
 			  });
 }
 
-int im_plan_build(const struct im_plan_file *files, size_t nfiles,
-		  const struct im_plan_link *links, size_t nlinks,
-		  const struct im_plan_opts *o, struct im_plan *out)
+/* Plan the files, asking @p links_of for each keeper's links (contract at
+ * im_plan_build_lazy()). */
+static int plan_walk(const struct im_plan_file *files, size_t nfiles,
+		     im_plan_links_cb links_of, void *arg,
+		     const struct im_plan_opts *o, struct im_plan *out)
 {
 	struct adj adj = {0};
 	struct rank_ctx ctx = {.f = files, .keep = &o->keep};
@@ -393,9 +395,7 @@ int im_plan_build(const struct im_plan_file *files, size_t nfiles,
 	if (!order || !rank || !entry_of || !state || !prot || !counted ||
 	    !plen)
 		goto out;
-	ret = adj_build(nfiles, links, nlinks, o->near, &adj);
-	if (!ret)
-		ret = classes_build(files, nfiles, &adj);
+	ret = classes_build(files, nfiles, &adj);
 	if (ret)
 		goto out;
 	for (size_t i = 0; i < nfiles; i++) {
@@ -410,22 +410,28 @@ int im_plan_build(const struct im_plan_file *files, size_t nfiles,
 	for (size_t i = 0; i < nfiles; i++)
 		rank[order[i]] = (uint32_t)i;
 
-	ret = -ENOMEM;
 	struct claim cl = {files, state, entry_of, prot, counted, &p, &cap, 0};
 	for (size_t oi = 0; oi < nfiles; oi++) {
 		uint32_t k = order[oi];
-		size_t first, end;
+		const struct im_plan_link *lv;
+		size_t first, end, nl = 0;
 
 		if (state[k] != FREE)
 			continue;
 		state[k] = KEEPER;
-		for (size_t e = adj.start[k]; e < adj.start[k + 1]; e++) {
-			const struct im_plan_link *l = &links[adj.link[e]];
+		ret = links_of(k, &lv, &nl, arg);
+		for (size_t e = 0; !ret && e < nl; e++) {
+			const struct im_plan_link *l = &lv[e];
+			uint32_t j = l->a == k ? l->b : l->a;
 
-			if (claim(&cl, k, l->a == k ? l->b : l->a,
-				  l->similarity, l->exact))
-				goto out;
+			if ((l->a != k && l->b != k) || j >= nfiles || j == k)
+				ret = -EINVAL;
+			else if (o->near || l->exact)
+				ret = claim(&cl, k, j, l->similarity, l->exact);
 		}
+		if (ret)
+			goto out;
+		ret = -ENOMEM;
 		class_span(files, &adj, k, &first, &end);
 		for (size_t e = first; e < end; e++)
 			if (adj.by_class[e] != k &&
@@ -461,8 +467,6 @@ int im_plan_build(const struct im_plan_file *files, size_t nfiles,
 	ret = 0;
 out:
 	im_plan_release(&p);
-	free(adj.start);
-	free(adj.link);
 	free(adj.by_class);
 	free(order);
 	free(rank);
@@ -472,4 +476,60 @@ out:
 	free(counted);
 	free(plen);
 	return ret;
+}
+
+/* im_plan_build()'s links, handed out keeper by keeper from the CSR. */
+struct given {
+	const struct im_plan_link *links;
+	const struct adj *adj;
+	struct im_plan_link *buf; /* room for the largest degree */
+};
+
+static int given_links(uint32_t k, const struct im_plan_link **links, size_t *n,
+		       void *arg)
+{
+	struct given *g = arg;
+	size_t first = g->adj->start[k], end = g->adj->start[k + 1];
+
+	for (size_t e = first; e < end; e++)
+		g->buf[e - first] = g->links[g->adj->link[e]];
+	*links = g->buf;
+	*n = end - first;
+	return 0;
+}
+
+int im_plan_build(const struct im_plan_file *files, size_t nfiles,
+		  const struct im_plan_link *links, size_t nlinks,
+		  const struct im_plan_opts *o, struct im_plan *out)
+{
+	struct adj adj = {0};
+	struct given g = {links, &adj, NULL};
+	size_t most = 1;
+	int ret;
+
+	im_plan_init(out);
+	if (nfiles > UINT32_MAX)
+		return -EINVAL;
+	ret = adj_build(nfiles, links, nlinks, o->near, &adj);
+	if (ret)
+		goto out;
+	for (size_t i = 0; i < nfiles; i++)
+		if (adj.start[i + 1] - adj.start[i] > most)
+			most = adj.start[i + 1] - adj.start[i];
+	ret = -ENOMEM;
+	g.buf = malloc(most * sizeof(*g.buf));
+	if (g.buf)
+		ret = plan_walk(files, nfiles, given_links, &g, o, out);
+out:
+	free(adj.start);
+	free(adj.link);
+	free(g.buf);
+	return ret;
+}
+
+int im_plan_build_lazy(const struct im_plan_file *files, size_t nfiles,
+		       im_plan_links_cb links_of, void *arg,
+		       const struct im_plan_opts *o, struct im_plan *out)
+{
+	return plan_walk(files, nfiles, links_of, arg, o, out);
 }

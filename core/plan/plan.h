@@ -31,7 +31,8 @@
  * whose keeper is the same inode (a hard link of it) frees nothing and is
  * left out of the plan; it is counted in im_plan.same_inode.
  *
- * Cost: O(F log F + L) time, O(F + L) memory for F files and L links.
+ * Cost: O(F log F + L) time, O(F + L) memory for F files and L links
+ * (im_plan_build_lazy(): only the keepers' links, asked for one at a time).
  *
  * Thread-safety: the functions are reentrant and keep no state; the inputs
  * are only read.
@@ -163,6 +164,35 @@ void im_plan_release(struct im_plan *p);
 int im_plan_build(const struct im_plan_file *files, size_t nfiles,
 		  const struct im_plan_link *links, size_t nlinks,
 		  const struct im_plan_opts *o, struct im_plan *out);
+
+/**
+ * The links of files[@p k], asked for by im_plan_build_lazy() when @p k
+ * becomes a keeper. Set *@p links to *@p n links, each with @p k at one end
+ * (exact or not; links that are not exact are ignored unless near-duplicates
+ * are planned); the callee owns them, and they need stay valid only until
+ * the next call.
+ *
+ * @return 0, or a negative errno that stops the plan with that error.
+ */
+typedef int (*im_plan_links_cb)(uint32_t k, const struct im_plan_link **links,
+				size_t *n, void *arg);
+
+/**
+ * im_plan_build() with each file's links asked for only when it becomes a
+ * keeper, at most once per file: a planned file's own links decide
+ * nothing, so a driver for which finding links is the cost (the index
+ * verifies each candidate against sketches again) finds only the keepers'
+ * (a cluster of n near-duplicates: those of one file instead of n). Gives
+ * im_plan_build()'s plan over the links reported, provided they are
+ * symmetric (a file linked to @p k reports @p k when asked).
+ *
+ * @return 0, -EINVAL if a link lacks @p k at one end, names a file out of
+ *         range or links @p k to itself, @p links_of's error, or -ENOMEM;
+ *         on error @p out is empty.
+ */
+int im_plan_build_lazy(const struct im_plan_file *files, size_t nfiles,
+		       im_plan_links_cb links_of, void *arg,
+		       const struct im_plan_opts *o, struct im_plan *out);
 
 /* ---- From the index --------------------------------------------------------
  * The driver used by `imatch dedupe` and the daemon: the files are the members

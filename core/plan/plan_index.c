@@ -3,12 +3,15 @@
  * Removal plans over the index's clusters (contract in plan.h).
  *
  * The index is only queried (never held locked across calls), one cluster at
- * a time: its members, then each member's verified near links (similarity as
- * the index holds it), looked up among the members by binary search. A
- * neighbour that is not a member (the index changed between the two calls) is
- * ignored. Exact copies are not links but classes (im_plan_file.exact_class:
- * the members of one cluster with one content hash), so that m copies of one
- * file cost m, not m^2/2.
+ * a time: its members, in path order. The links are what costs (the index
+ * verifies every candidate of a document against its sketch again), and
+ * only a keeper's decide anything, so they are asked for keeper by keeper
+ * (im_plan_build_lazy()): a cluster of n near-duplicates costs the links of
+ * its few keepers, not of its n members. Each neighbour is looked up among
+ * the keeper's cluster by binary search; one that is not a member (the
+ * index changed between the two calls) is ignored. Exact copies are not
+ * links but classes (im_plan_file.exact_class: the members of one cluster
+ * with one content hash), so that m copies of one file cost m, not m^2/2.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -30,13 +33,17 @@ struct gather {
 	bool *hv;
 	uint64_t *numbers;
 	size_t aux_cap;
+};
 
-	struct im_plan_link *links;
-	size_t nlinks, links_cap;
-
-	/* During one cluster's im_index_dupes() walk. */
-	size_t first, count; /* the cluster's members: paths[first..+count) */
-	uint32_t cur;	     /* whose near-duplicates are being listed */
+/* im_plan_build_lazy()'s questions, answered from the index. */
+struct asker {
+	const struct im_index *idx;
+	const struct im_plan_set *s;
+	const uint32_t *first, *end; /* each file's cluster in s->files */
+	bool near;
+	uint32_t k;		/* whose links are being listed */
+	struct im_plan_link *v; /* its links */
+	size_t n, cap;
 };
 
 static int grow(void **v, size_t *cap, size_t need, size_t size)
@@ -115,32 +122,7 @@ static int cmp_path(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static int on_link(const struct im_link *l, void *arg)
-{
-	struct gather *g = arg;
-	const char *path = l->path;
-	char **hit = bsearch(&path, g->paths + g->first, g->count,
-			     sizeof(*g->paths), cmp_path);
-	uint32_t j;
-
-	if (!hit)
-		return 0;
-	j = (uint32_t)(hit - g->paths);
-	if (j <= g->cur)
-		return 0; /* each pair once: from its smaller end */
-	if (grow((void **)&g->links, &g->links_cap, g->nlinks + 1,
-		 sizeof(*g->links)))
-		return -ENOMEM;
-	g->links[g->nlinks++] = (struct im_plan_link){
-		.a = g->cur,
-		.b = j,
-		.similarity = (float)l->similarity,
-		.exact = l->exact,
-	};
-	return 0;
-}
-
-/* Members and links of one cluster, appended to g. */
+/* Members of one cluster, appended to g. */
 static int gather_cluster(const struct im_index *idx, struct gather *g,
 			  const struct im_sig *name)
 {
@@ -168,15 +150,52 @@ static int gather_cluster(const struct im_index *idx, struct gather *g,
 		if (!g->hv[i])
 			memset(g->hash[i], 0, sizeof(g->hash[i]));
 	}
-	g->first = first;
-	g->count = g->n - first;
-	for (size_t i = first; i < g->n; i++) {
-		g->cur = (uint32_t)i;
-		ret = im_index_links_near(idx, g->paths[i], on_link, g);
-		if (ret && ret != -ENOENT)
-			return ret;
-	}
 	return 0;
+}
+
+static int cmp_file_path(const void *key, const void *f)
+{
+	return strcmp(key, ((const struct im_plan_file *)f)->path);
+}
+
+static int on_link(const struct im_link *l, void *arg)
+{
+	struct asker *a = arg;
+	const struct im_plan_file *f = a->s->files;
+	uint32_t first = a->first[a->k];
+	const struct im_plan_file *hit =
+		bsearch(l->path, f + first, a->end[a->k] - first, sizeof(*f),
+			cmp_file_path);
+
+	if (!hit)
+		return 0;
+	if (grow((void **)&a->v, &a->cap, a->n + 1, sizeof(*a->v)))
+		return -ENOMEM;
+	a->v[a->n++] = (struct im_plan_link){
+		.a = a->k,
+		.b = (uint32_t)(hit - f),
+		.similarity = (float)l->similarity,
+		.exact = l->exact,
+	};
+	return 0;
+}
+
+static int ask_links(uint32_t k, const struct im_plan_link **links, size_t *n,
+		     void *arg)
+{
+	struct asker *a = arg;
+	int ret = 0;
+
+	a->n = 0;
+	a->k = k;
+	/* The index's near links only: copies are classes, and without
+	 * near-duplicates nothing else counts. */
+	if (a->near)
+		ret = im_index_links_near(a->idx, a->s->files[k].path, on_link,
+					  a);
+	*links = a->v;
+	*n = a->n;
+	return ret == -ENOENT ? 0 : ret; /* gone meanwhile */
 }
 
 /* Files x and y are in one exact class when this is 0: one cluster, one
@@ -235,9 +254,11 @@ int im_plan_from_index(const struct im_index *idx, const struct im_plan_opts *o,
 {
 	struct gather g;
 	struct im_plan_set s;
-	uint32_t *remap = NULL;
-	size_t kept = 0, nl = 0;
-	int ret;
+	struct asker ask = {.idx = idx, .near = o->near};
+	size_t *bound = NULL; /* cluster c: g.paths[bound[c]..bound[c + 1]) */
+	uint32_t *first = NULL, *end = NULL;
+	size_t kept = 0;
+	int ret = -ENOMEM;
 
 	memset(&g, 0, sizeof(g));
 	memset(&s, 0, sizeof(s));
@@ -245,51 +266,61 @@ int im_plan_from_index(const struct im_index *idx, const struct im_plan_opts *o,
 	memset(out, 0, sizeof(*out));
 	im_plan_init(&out->plan);
 	ret = im_index_foreach_cluster(idx, on_cluster, &g);
-	for (size_t c = 0; !ret && c < g.nnames; c++)
+	if (ret)
+		goto out;
+	ret = -ENOMEM;
+	bound = malloc((g.nnames + 1) * sizeof(*bound));
+	if (!bound)
+		goto out;
+	ret = 0;
+	bound[0] = 0;
+	for (size_t c = 0; !ret && c < g.nnames; c++) {
 		ret = gather_cluster(idx, &g, &g.names[c]);
+		bound[c + 1] = g.n;
+	}
 	if (ret)
 		goto out;
 
 	ret = -ENOMEM;
-	remap = malloc((g.n ? g.n : 1) * sizeof(*remap));
 	s.files = calloc(g.n ? g.n : 1, sizeof(*s.files));
 	s.hash = malloc((g.n ? g.n : 1) * sizeof(*s.hash));
 	s.hash_valid = malloc((g.n ? g.n : 1) * sizeof(*s.hash_valid));
 	s.cluster = malloc((g.n ? g.n : 1) * sizeof(*s.cluster));
-	if (!remap || !s.files || !s.hash || !s.hash_valid || !s.cluster)
+	first = malloc((g.n ? g.n : 1) * sizeof(*first));
+	end = malloc((g.n ? g.n : 1) * sizeof(*end));
+	if (!s.files || !s.hash || !s.hash_valid || !s.cluster || !first ||
+	    !end)
 		goto out;
-	for (size_t i = 0; i < g.n; i++) {
-		struct im_plan_file f = {.path = g.paths[i]};
+	for (size_t c = 0; c < g.nnames; c++) {
+		size_t from = kept;
 
-		ret = meta(g.paths[i], &f, arg);
-		if (ret < 0)
-			goto out;
-		if (ret > 0) {
-			remap[i] = UINT32_MAX;
-			continue;
+		for (size_t i = bound[c]; i < bound[c + 1]; i++) {
+			struct im_plan_file f = {.path = g.paths[i]};
+
+			ret = meta(g.paths[i], &f, arg);
+			if (ret < 0)
+				goto out;
+			if (ret > 0)
+				continue;
+			f.numbers = g.numbers[i];
+			s.files[kept] = f;
+			g.paths[i] = NULL; /* now owned by s */
+			memcpy(s.hash[kept], g.hash[i], sizeof(s.hash[kept]));
+			s.hash_valid[kept] = g.hv[i];
+			s.cluster[kept] = g.cl[i];
+			first[kept] = (uint32_t)from;
+			s.nfiles = ++kept;
 		}
-		remap[i] = (uint32_t)kept;
-		f.numbers = g.numbers[i];
-		s.files[kept] = f;
-		g.paths[i] = NULL; /* now owned by s */
-		memcpy(s.hash[kept], g.hash[i], sizeof(s.hash[kept]));
-		s.hash_valid[kept] = g.hv[i];
-		s.cluster[kept] = g.cl[i];
-		s.nfiles = ++kept;
-	}
-	for (size_t l = 0; l < g.nlinks; l++) {
-		uint32_t a = remap[g.links[l].a], b = remap[g.links[l].b];
-
-		if (a == UINT32_MAX || b == UINT32_MAX)
-			continue;
-		g.links[nl] = g.links[l];
-		g.links[nl].a = a;
-		g.links[nl].b = b;
-		nl++;
+		for (size_t i = from; i < kept; i++)
+			end[i] = (uint32_t)kept;
 	}
 	ret = number_classes(&s);
+	ask.s = &s;
+	ask.first = first;
+	ask.end = end;
 	if (!ret)
-		ret = im_plan_build(s.files, s.nfiles, g.links, nl, o, &s.plan);
+		ret = im_plan_build_lazy(s.files, s.nfiles, ask_links, &ask, o,
+					 &s.plan);
 	if (ret)
 		goto out;
 	*out = s;
@@ -305,7 +336,9 @@ out:
 	free(g.hv);
 	free(g.numbers);
 	free(g.names);
-	free(g.links);
-	free(remap);
+	free(bound);
+	free(first);
+	free(end);
+	free(ask.v);
 	return ret;
 }

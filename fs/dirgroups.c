@@ -24,6 +24,9 @@ struct dirgroups {
 	/* protected by lock */
 	bool valid;
 	uint64_t gen; /* the index generation the groups are of */
+	/* dirgroups_count_update() could not make the groups of this
+	 * generation (+ 1; 0: none failed) */
+	uint64_t failed;
 	struct im_dupdirs groups;
 	struct dir_ref *by_dir; /* every group's directories, by path */
 	size_t ndirs;
@@ -64,33 +67,44 @@ static int cmp_ref(const void *a, const void *b)
 		      ((const struct dir_ref *)b)->dir);
 }
 
+/* The groups of the index as it is into @p out's groups and by_dir. */
+static int make(struct imfs *fs, struct dirgroups *out)
+{
+	size_t n = 0;
+	int ret;
+
+	/* Near links, as `imatch scan --dirs`: a copied folder whose
+	 * documents were re-saved is still a copy to its owner. */
+	ret = im_dupdirs_from_index(fs->model->idx, false, &out->groups);
+	if (ret)
+		return ret;
+	for (size_t g = 0; g < out->groups.n; g++)
+		n += out->groups.v[g].n;
+	out->by_dir = malloc((n ? n : 1) * sizeof(*out->by_dir));
+	if (!out->by_dir) {
+		im_dupdirs_release(&out->groups);
+		return -ENOMEM;
+	}
+	for (size_t g = 0; g < out->groups.n; g++)
+		for (size_t i = 0; i < out->groups.v[g].n; i++)
+			out->by_dir[out->ndirs++] = (struct dir_ref){
+				out->groups.v[g].dirs[i], (uint32_t)g};
+	qsort(out->by_dir, out->ndirs, sizeof(*out->by_dir), cmp_ref);
+	return 0;
+}
+
 /* Make the groups again if the index changed. d->lock held. */
 static int refresh(struct imfs *fs, struct dirgroups *d)
 {
 	uint64_t gen = im_index_generation(fs->model->idx);
-	size_t n = 0;
 	int ret;
 
 	if (d->valid && d->gen == gen)
 		return 0;
 	forget(d);
-	/* Near links, as `imatch scan --dirs`: a copied folder whose
-	 * documents were re-saved is still a copy to its owner. */
-	ret = im_dupdirs_from_index(fs->model->idx, false, &d->groups);
+	ret = make(fs, d);
 	if (ret)
 		return ret;
-	for (size_t g = 0; g < d->groups.n; g++)
-		n += d->groups.v[g].n;
-	d->by_dir = malloc((n ? n : 1) * sizeof(*d->by_dir));
-	if (!d->by_dir) {
-		im_dupdirs_release(&d->groups);
-		return -ENOMEM;
-	}
-	for (size_t g = 0; g < d->groups.n; g++)
-		for (size_t i = 0; i < d->groups.v[g].n; i++)
-			d->by_dir[d->ndirs++] = (struct dir_ref){
-				d->groups.v[g].dirs[i], (uint32_t)g};
-	qsort(d->by_dir, d->ndirs, sizeof(*d->by_dir), cmp_ref);
 	d->gen = gen;
 	d->valid = true;
 	return 0;
@@ -134,18 +148,52 @@ int dirgroups_of(struct imfs *fs, const char *dir, dirgroups_cb cb, void *arg)
 	return ret;
 }
 
-static int count_group(const char *const *dirs, size_t n, size_t docs,
-		       void *arg)
+void dirgroups_count_update(struct imfs *fs)
 {
-	(void)dirs, (void)n, (void)docs;
-	++*(long *)arg;
-	return 0;
+	struct dirgroups *d = fs->dirgroups, made = {.valid = false};
+	/* Read first: a change made meanwhile leaves the groups older. */
+	uint64_t gen = im_index_generation(fs->model->idx);
+	bool fresh;
+	int ret;
+
+	pthread_mutex_lock(&d->lock);
+	fresh = d->valid && d->gen >= gen;
+	pthread_mutex_unlock(&d->lock);
+	if (fresh)
+		return;
+	ret = make(fs, &made);
+	pthread_mutex_lock(&d->lock);
+	if (ret && d->failed < gen + 1)
+		d->failed = gen + 1;
+	if (!ret && (!d->valid || d->gen < gen)) {
+		forget(d);
+		d->groups = made.groups;
+		d->by_dir = made.by_dir;
+		d->ndirs = made.ndirs;
+		d->gen = gen;
+		d->valid = true;
+		made.by_dir = NULL;
+		memset(&made.groups, 0, sizeof(made.groups));
+	}
+	pthread_mutex_unlock(&d->lock);
+	forget(&made);
 }
 
-/* Asked by `status` only: a walk over the groups costs nothing there. */
-long dirgroups_count(struct imfs *fs)
+long dirgroups_count(struct imfs *fs, bool *current)
 {
-	long n = 0;
+	struct dirgroups *d = fs->dirgroups;
+	long n;
 
-	return dirgroups_foreach(fs, count_group, &n) ? -1 : n;
+	uint64_t gen = im_index_generation(fs->model->idx);
+
+	pthread_mutex_lock(&d->lock);
+	if (d->failed == gen + 1 && !(d->valid && d->gen == gen)) {
+		n = -1;
+		*current = true;
+	} else {
+		n = d->valid ? (long)d->groups.n : -1;
+		*current = d->valid && d->gen == gen;
+	}
+	pthread_mutex_unlock(&d->lock);
+	return n;
 }

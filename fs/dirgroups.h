@@ -9,14 +9,15 @@
  * A group is named after its first directory (the groups' directories are
  * sorted), so a group keeps its name while its first directory stays in it.
  *
- * Locking: every function needs the tree lock held (shared is enough); the
- * groups have their own mutex, taken after the tree lock and before the
- * index's. Callbacks run under that mutex and must not call back into this
- * module.
+ * Locking: every function but dirgroups_count_update() needs the tree lock
+ * held (shared is enough); the groups have their own mutex, taken after the
+ * tree lock and before the index's. Callbacks run under that mutex and must
+ * not call back into this module.
  */
 #ifndef IMFS_DIRGROUPS_H
 #define IMFS_DIRGROUPS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "imfs.h"
@@ -45,7 +46,17 @@ int dirgroups_foreach(struct imfs *fs, dirgroups_cb cb, void *arg);
  */
 int dirgroups_of(struct imfs *fs, const char *dir, dirgroups_cb cb, void *arg);
 
-/** Groups, or -1 when they could not be made. */
-long dirgroups_count(struct imfs *fs);
+/**
+ * Make the groups current, with NO lock held (the tree lock included): they
+ * are made outside the groups' mutex, so that the lookups that need it do
+ * not wait for them (redundant_count_update() says why).
+ */
+void dirgroups_count_update(struct imfs *fs);
+
+/**
+ * Groups as last made (never makes them), or -1 when they could not be made
+ * or never were. *@p current: whether they are of the index as it is now.
+ */
+long dirgroups_count(struct imfs *fs, bool *current);
 
 #endif

@@ -36,6 +36,7 @@
 #include "ctab.h"
 #include "ino.h"
 #include "model.h"
+#include "status.h"
 #include "util.h"
 #include "view.h"
 
@@ -601,6 +602,8 @@ static void imfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	if (!ct)
 		goto out;
+	if (ino == INO_STATUS)
+		status_update(fs);
 	tree_rdlock(T(req));
 	ret = view_get(fs, ino, &o);
 	caller(req, &who);

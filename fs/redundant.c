@@ -31,7 +31,7 @@ struct redundant {
 	bool pinned;
 	bool count_valid;
 	uint64_t count_gen; /* the plan_version() count is of */
-	long count;
+	long count;	    /* -1: the plan could not be made */
 };
 
 /* -o protect=DIR: absolute (through realpath, then below SOURCE) or
@@ -193,12 +193,47 @@ static uint64_t plan_version(const struct imfs *fs)
 	return im_index_generation(fs->model->idx) + fs->model->meta_gen;
 }
 
+/* meta() for a plan made without the tree lock: taken for this one
+ * document, so that a writer waits for a lookup, not for the plan. */
+static int meta_unlocked(const char *path, struct im_plan_file *f, void *arg)
+{
+	struct imfs *fs = arg;
+	int ret;
+
+	tree_rdlock(fs->model->tree);
+	ret = meta(path, f, fs);
+	tree_unlock(fs->model->tree);
+	return ret;
+}
+
+/* The plan into @p set and its path order into *@p by (caller frees both).
+ * @p unlocked: the caller does not hold the tree lock. */
+static int make(struct imfs *fs, const struct redundant *r, bool unlocked,
+		struct im_plan_set *set, uint32_t **by)
+{
+	int ret;
+
+	*by = NULL;
+	ret = im_plan_from_index(fs->model->idx, &r->o,
+				 unlocked ? meta_unlocked : meta, fs, set);
+	if (ret)
+		return ret;
+	*by = malloc((set->plan.n ? set->plan.n : 1) * sizeof(**by));
+	if (!*by) {
+		im_plan_set_release(set);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < set->plan.n; i++)
+		(*by)[i] = (uint32_t)i;
+	qsort_r(*by, set->plan.n, sizeof(**by), cmp_by_path, set);
+	return 0;
+}
+
 /* Make the plan again if the index or the nodes' metadata changed. r->lock
  * held. */
 static int refresh(struct imfs *fs, struct redundant *r)
 {
 	uint64_t gen = plan_version(fs);
-	uint32_t *by;
 	int ret;
 
 	if (r->valid && r->gen == gen)
@@ -207,18 +242,9 @@ static int refresh(struct imfs *fs, struct redundant *r)
 	im_plan_set_release(&r->set);
 	free(r->by_path);
 	r->by_path = NULL;
-	ret = im_plan_from_index(fs->model->idx, &r->o, meta, fs, &r->set);
+	ret = make(fs, r, false, &r->set, &r->by_path);
 	if (ret)
 		return ret;
-	by = malloc((r->set.plan.n ? r->set.plan.n : 1) * sizeof(*by));
-	if (!by) {
-		im_plan_set_release(&r->set);
-		return -ENOMEM;
-	}
-	for (size_t i = 0; i < r->set.plan.n; i++)
-		by[i] = (uint32_t)i;
-	qsort_r(by, r->set.plan.n, sizeof(*by), cmp_by_path, &r->set);
-	r->by_path = by;
 	r->gen = gen;
 	r->valid = true;
 	return 0;
@@ -242,29 +268,74 @@ int redundant_foreach(struct imfs *fs, redundant_cb cb, void *arg)
 	return ret;
 }
 
-long redundant_count(struct imfs *fs)
+/* The count of a plan made since the last count (redundant_find(),
+ * redundant_foreach()). r->lock held. */
+static void count_from_plan(struct redundant *r)
+{
+	if (r->valid && (!r->count_valid || r->count_gen < r->gen)) {
+		r->count = (long)r->set.plan.n;
+		r->count_gen = r->gen;
+		r->count_valid = true;
+	}
+}
+
+void redundant_count_update(struct imfs *fs)
+{
+	struct redundant *r = fs->redundant;
+	struct im_plan_set set;
+	uint32_t *by = NULL;
+	uint64_t gen;
+	bool fresh;
+	int ret;
+
+	/* Read before the plan is made: a change made meanwhile leaves it
+	 * older than the tree, as it is. */
+	tree_rdlock(fs->model->tree);
+	gen = plan_version(fs);
+	tree_unlock(fs->model->tree);
+	pthread_mutex_lock(&r->lock);
+	count_from_plan(r);
+	fresh = r->count_valid && r->count_gen >= gen && r->count >= 0;
+	pthread_mutex_unlock(&r->lock);
+	if (fresh)
+		return;
+	memset(&set, 0, sizeof(set));
+	im_plan_init(&set.plan);
+	ret = make(fs, r, true, &set, &by);
+	pthread_mutex_lock(&r->lock);
+	if (!r->count_valid || r->count_gen < gen || r->count < 0) {
+		r->count = ret ? -1 : (long)set.plan.n;
+		r->count_gen = gen;
+		r->count_valid = true;
+	}
+	/* Kept when something lists the plan: it need not be made again
+	 * under the tree lock. */
+	if (!ret && r->pinned && (!r->valid || r->gen < gen)) {
+		im_plan_set_release(&r->set);
+		free(r->by_path);
+		r->set = set;
+		r->by_path = by;
+		r->gen = gen;
+		r->valid = true;
+		memset(&set, 0, sizeof(set));
+		im_plan_init(&set.plan);
+		by = NULL;
+	}
+	pthread_mutex_unlock(&r->lock);
+	im_plan_set_release(&set);
+	free(by);
+}
+
+long redundant_count(struct imfs *fs, bool *current)
 {
 	struct redundant *r = fs->redundant;
 	uint64_t gen = plan_version(fs);
 	long n;
 
 	pthread_mutex_lock(&r->lock);
-	if (r->count_valid && r->count_gen == gen) {
-		n = r->count;
-	} else if (refresh(fs, r)) {
-		n = -1;
-	} else {
-		n = (long)r->set.plan.n;
-		r->count = n;
-		r->count_gen = r->gen;
-		r->count_valid = true;
-		if (!r->pinned) {
-			r->valid = false;
-			im_plan_set_release(&r->set);
-			free(r->by_path);
-			r->by_path = NULL;
-		}
-	}
+	count_from_plan(r);
+	n = r->count_valid ? r->count : -1;
+	*current = r->count_valid && r->count_gen == gen;
 	pthread_mutex_unlock(&r->lock);
 	return n;
 }

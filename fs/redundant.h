@@ -7,8 +7,8 @@
  * size, mtime or source inode (model.h, meta_gen) moved since the last
  * plan, so `redundant/` and `by-doc/.../keeper` follow removals and changes
  * in the source at once. Until redundant_foreach() or redundant_find() is
- * first called, redundant_count() keeps the count only and lets the plan
- * go (memory: the plan holds every clustered file).
+ * first called, redundant_count_update() keeps the count only and lets the
+ * plan go (memory: the plan holds every clustered file).
  *
  * File metadata come from the tree (size and mtime as last signed, the
  * source inode); the device is not kept, so two documents are "the same
@@ -16,9 +16,10 @@
  * crossing filesystems could see two unrelated files so, which only keeps
  * one of them off the plan).
  *
- * Locking: every function needs the tree lock held (shared is enough); the
- * plan has its own mutex, taken after the tree lock and before the index's.
- * Callbacks run under that mutex and must not call back into this module.
+ * Locking: every function but redundant_count_update() needs the tree lock
+ * held (shared is enough); the plan has its own mutex, taken after the tree
+ * lock and before the index's. Callbacks run under that mutex and must not
+ * call back into this module.
  */
 #ifndef IMFS_REDUNDANT_H
 #define IMFS_REDUNDANT_H
@@ -50,8 +51,23 @@ typedef int (*redundant_cb)(const char *path, const char *keeper,
  */
 int redundant_foreach(struct imfs *fs, redundant_cb cb, void *arg);
 
-/** Documents planned, or -1 when the plan could not be made. */
-long redundant_count(struct imfs *fs);
+/**
+ * Make the count of planned documents current, with NO lock held (the tree
+ * lock included). The plan is made outside the tree lock, which is taken
+ * for each document's metadata only: a plan takes seconds on a large tree
+ * (one of 60,000 short payslips, each of them a keeper), and held shared
+ * that long, the lock kept every lookup waiting behind the first writer
+ * queued for it (it prefers writers). Nor is the plan's mutex held
+ * meanwhile. Threads may call it at once; each makes its own plan.
+ */
+void redundant_count_update(struct imfs *fs);
+
+/**
+ * The number of documents planned as last counted (never makes a plan), or
+ * -1 when the plan could not be made or was never counted. *@p current:
+ * whether it is that of the tree as it is now.
+ */
+long redundant_count(struct imfs *fs, bool *current);
 
 /**
  * Whether document @p path is planned; if so and @p cb is not NULL, call it

@@ -60,39 +60,60 @@ static size_t formats_text(const struct model *m, char *out, size_t cap)
 	return len < cap ? len : cap ? cap - 1 : 0;
 }
 
+/* The view shows the tree as it is: live (or live without a lexicon),
+ * nothing to sign, no event the kernel still holds or the watcher still
+ * waits on, no rescan asked for. */
+static bool converged(const struct scanner_stats *ss,
+		      const struct watch_stats *ws, uint64_t pending)
+{
+	return (ss->phase == PHASE_LIVE || ss->phase == PHASE_NO_LEXICON) &&
+	       !pending && ws->settled && !ws->limit && !ss->rescan_wanted &&
+	       !ss->relexicon_due && !ss->source_lost;
+}
+
+static uint64_t pending_of(struct imfs *fs, const struct scanner_stats *ss)
+{
+	return workers_pending(fs->workers) + ss->pending;
+}
+
 /*
  * The removal plan's and dup-dirs' counts are made over the whole index. A
  * busy daemon (not converged) shows them a little old instead of making
  * them again for every read: status polled every 10 ms made the first
  * mount of 100,000 documents take 83-111 s instead of 8. Old by a second,
- * or by ten times what making them took, whichever is more: the plan of a
- * cluster of 6,000 near-duplicates takes some 0.7 s, and a status polled
- * while they came in spent 65% of the daemon's CPU on it with a second.
- * Converged, they are exact. One daemon per process: the last counts are
- * the process's.
+ * or by ten times what making them took, whichever is more: the plan of
+ * 60,000 short payslips (each a keeper: their figures differ) takes
+ * seconds, and a status polled while they came in would spend most of the
+ * daemon's CPU on it. Converged, they are made again whenever the tree
+ * changed. One daemon per process: the last time is the process's.
  */
-static void plan_counts(struct imfs *fs, bool exact, long *red, long *groups)
+void status_update(struct imfs *fs)
 {
 	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 	static struct {
 		bool have;
 		int64_t at_ms, wait_ms;
-		long red, groups;
 	} last; /* protected by lock */
-	int64_t now = mono_ms();
+	struct scanner_stats ss;
+	struct watch_stats ws;
+	int64_t now;
 
+	scanner_stats(fs->scanner, &ss);
+	watch_stats(fs->watch, &ws);
+	bool exact = converged(&ss, &ws, pending_of(fs, &ss));
+	/* Held while they are made: a second reader waits for these, and
+	 * the lock is never taken under the tree lock. */
 	pthread_mutex_lock(&lock);
+	now = mono_ms();
 	if (exact || !last.have || now - last.at_ms >= last.wait_ms) {
-		last.red = redundant_count(fs);
-		last.groups = dirgroups_count(fs);
+		redundant_count_update(fs);
+		dirgroups_count_update(fs);
 		last.at_ms = mono_ms();
 		last.wait_ms = 10 * (last.at_ms - now);
 		if (last.wait_ms < 1000)
 			last.wait_ms = 1000;
 		last.have = true;
 	}
-	*red = last.red;
-	*groups = last.groups;
 	pthread_mutex_unlock(&lock);
 }
 
@@ -112,14 +133,14 @@ size_t status_text(struct imfs *fs, char *out, size_t cap)
 		files += c[i];
 	scanner_stats(fs->scanner, &ss);
 	watch_stats(fs->watch, &ws);
-	uint64_t pending = workers_pending(fs->workers) + ss.pending;
-	/* The view shows the tree as it is: live (or live without a
-	 * lexicon), nothing to sign, no event the kernel still holds or the
-	 * watcher still waits on, no rescan asked for. */
-	bool converged =
-		(ss.phase == PHASE_LIVE || ss.phase == PHASE_NO_LEXICON) &&
-		!pending && ws.settled && !ws.limit && !ss.rescan_wanted &&
-		!ss.relexicon_due && !ss.source_lost;
+	uint64_t pending = pending_of(fs, &ss);
+	/* What redundant/ and dup-dirs/ list, as status_update() last
+	 * counted them: the view has not converged while they are older
+	 * than the tree. */
+	bool red_now, groups_now;
+	long red = redundant_count(fs, &red_now);
+	long groups = dirgroups_count(fs, &groups_now);
+	bool conv = converged(&ss, &ws, pending) && red_now && groups_now;
 	int n = snprintf(
 		buf, sizeof(buf),
 		"phase: %s\n"
@@ -173,14 +194,11 @@ size_t status_text(struct imfs *fs, char *out, size_t cap)
 		LD(inval_sent(fs->inval)), fs->state_dir, LD(ws.rereads),
 		LD(workers_copies_reused(fs->workers)),
 		LD(ss.sampled + workers_sampled(fs->workers)),
-		converged ? "yes" : "no");
+		conv ? "yes" : "no");
 	size_t len = n < 0 ? 0 : (size_t)n;
 	if (len >= sizeof(buf))
 		len = sizeof(buf) - 1;
 	len += formats_text(m, buf + len, sizeof(buf) - len);
-	/* What redundant/ and dup-dirs/ list. */
-	long red, groups;
-	plan_counts(fs, converged, &red, &groups);
 	if (len >= sizeof(buf))
 		len = sizeof(buf) - 1;
 	if (red >= 0) {

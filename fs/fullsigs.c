@@ -180,11 +180,11 @@ const struct im_state *fullsigs_saved(const struct fullsigs *f)
 	return f->saved;
 }
 
-void fullsigs_adopt(struct fullsigs *f, struct im_state *saved)
+struct im_state *fullsigs_adopt(struct fullsigs *f, struct im_state *saved)
 {
+	struct im_state *old = f->saved;
 	struct im_doc_sigs w;
 
-	im_state_free(f->saved);
 	f->saved = saved;
 	for (size_t i = 0; i < f->tab_size; i++) {
 		for (struct fresh **pp = &f->tab[i]; *pp;) {
@@ -205,6 +205,7 @@ void fullsigs_adopt(struct fullsigs *f, struct im_state *saved)
 		f->tab = NULL;
 		f->tab_size = 0;
 	}
+	return old;
 }
 
 /* ---- Changes ------------------------------------------------------------- */

@@ -575,9 +575,9 @@ int model_copy_of(const struct model *m, const uint8_t exact[16],
 	}
 }
 
-void model_adopt_cache(struct model *m, struct im_state *saved)
+struct im_state *model_adopt_cache(struct model *m, struct im_state *saved)
 {
-	fullsigs_adopt(m->full, saved);
+	return fullsigs_adopt(m->full, saved);
 }
 
 /* ---- Hard links ------------------------------------------------------------------ */

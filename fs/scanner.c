@@ -830,8 +830,10 @@ static int first_scan(struct scanner *s)
 
 	if (s->cache) {
 		tree_wrlock(s->fs->model->tree);
-		model_adopt_cache(s->fs->model, s->cache);
+		struct im_state *old =
+			model_adopt_cache(s->fs->model, s->cache);
 		tree_unlock(s->fs->model->tree);
+		im_state_free(old);
 		s->cache = NULL;
 	}
 	for (;;) {
@@ -1010,8 +1012,10 @@ static void *scanner_main(void *arg)
 		s->cache = NULL;
 		if (cache) {
 			tree_wrlock(fs->model->tree);
-			model_adopt_cache(fs->model, cache);
+			struct im_state *old =
+				model_adopt_cache(fs->model, cache);
 			tree_unlock(fs->model->tree);
+			im_state_free(old);
 		}
 		set_phase(s, PHASE_SCANNING);
 		ret = scan_quiet(s, cache, false, NULL);

@@ -256,15 +256,16 @@ int stateio_save(struct stateio *sio, struct model *m)
 	im_state_writer_set_files_key(w, sio->files_key);
 	path[0] = 0;
 	/* Cleared first: a change made while the image is built dirties it
-	 * again. Readers go on meanwhile; only updates wait. */
+	 * again. Readers go on meanwhile; only updates wait, apart (a long
+	 * reader: an update queued on the lock would hold up the readers). */
 	tree_wrlock(m->tree);
 	m->dirty = false;
 	tree_unlock(m->tree);
-	tree_rdlock(m->tree);
+	tree_rdlock_long(m->tree);
 	ret = add_subtree(m, w, tree_root(m->tree), path, 0, cap);
 	if (!ret)
 		ret = carry_out_of_scope(sio, m, w, path, cap);
-	tree_unlock(m->tree);
+	tree_unlock_long(m->tree);
 	if (!ret)
 		ret = im_state_writer_commit(w, sio->cache_path);
 	if (!ret) {
@@ -274,8 +275,9 @@ int stateio_save(struct stateio *sio, struct model *m)
 
 		if (saved) {
 			tree_wrlock(m->tree);
-			model_adopt_cache(m, saved);
+			struct im_state *old = model_adopt_cache(m, saved);
 			tree_unlock(m->tree);
+			im_state_free(old);
 		}
 	}
 	if (ret) {

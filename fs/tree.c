@@ -41,6 +41,13 @@
 
 struct tree {
 	pthread_rwlock_t lock;
+	/* Writers wait here, not queued on lock, while a long reader holds
+	 * it (tree_rdlock_long()). */
+	pthread_mutex_t gate;
+	pthread_cond_t gate_cv;
+	unsigned long_readers; /* protected by gate */
+	unsigned entering;     /* writers past the gate; protected by gate */
+
 	struct im_pool pool; /* the nodes */
 	struct node *root;
 	uint32_t *hash; /* by (parent, name): hash_entry(), or 0 */
@@ -407,6 +414,8 @@ int tree_new(uid_t uid, gid_t gid, struct tree **out)
 		&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
 	pthread_rwlock_init(&t->lock, &ra);
 	pthread_rwlockattr_destroy(&ra);
+	pthread_mutex_init(&t->gate, NULL);
+	pthread_cond_init(&t->gate_cv, NULL);
 	*out = t;
 	return 0;
 fail:
@@ -441,6 +450,8 @@ void tree_free(struct tree *t)
 	free(t->attr_hash);
 	im_pool_free(&t->pool);
 	pthread_rwlock_destroy(&t->lock);
+	pthread_mutex_destroy(&t->gate);
+	pthread_cond_destroy(&t->gate_cv);
 	free(t);
 }
 
@@ -451,12 +462,41 @@ void tree_rdlock(struct tree *t)
 
 void tree_wrlock(struct tree *t)
 {
+	pthread_mutex_lock(&t->gate);
+	while (t->long_readers)
+		pthread_cond_wait(&t->gate_cv, &t->gate);
+	t->entering++;
+	pthread_mutex_unlock(&t->gate);
 	pthread_rwlock_wrlock(&t->lock);
+	pthread_mutex_lock(&t->gate);
+	if (!--t->entering)
+		pthread_cond_broadcast(&t->gate_cv);
+	pthread_mutex_unlock(&t->gate);
 }
 
 void tree_unlock(struct tree *t)
 {
 	pthread_rwlock_unlock(&t->lock);
+}
+
+void tree_rdlock_long(struct tree *t)
+{
+	pthread_mutex_lock(&t->gate);
+	t->long_readers++;
+	/* A writer already past the gate goes first, as it would have. */
+	while (t->entering)
+		pthread_cond_wait(&t->gate_cv, &t->gate);
+	pthread_mutex_unlock(&t->gate);
+	pthread_rwlock_rdlock(&t->lock);
+}
+
+void tree_unlock_long(struct tree *t)
+{
+	pthread_rwlock_unlock(&t->lock);
+	pthread_mutex_lock(&t->gate);
+	if (!--t->long_readers)
+		pthread_cond_broadcast(&t->gate_cv);
+	pthread_mutex_unlock(&t->gate);
 }
 
 /* ---- Queries ----------------------------------------------------------------- */

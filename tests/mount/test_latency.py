@@ -15,13 +15,14 @@ valgrind, where the tests skip.
 import contextlib
 import os
 import random
+import shutil
 import subprocess
 import sys
 import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from util import (VALGRIND, Skip, check, poll, read_status,  # noqa: E402
+from util import (VALGRIND, Fail, Skip, check, poll, read_status,  # noqa: E402
                   run_tests, status_int)
 
 TESTS = {}
@@ -189,6 +190,78 @@ def test_lookups_never_wait_on_status(w):
         check(worst < 0.5, '%s waited %.2f s while status was read (a read took up to '
               '%.2f s)' % (what, worst, status_worst[0]))
         d.umount()
+
+
+@test
+def test_lookups_never_wait_on_a_save(w):
+    """A lookup while the daemon saves its state and a new document comes
+    in. The save reads every node under the tree's lock, held shared (some
+    200 ms at 100,000 documents); the watcher, come to add the document,
+    queued for the lock behind it, and every lookup queued behind the
+    watcher (0.07 to 0.26 s at 60,000 to 100,000 documents). The daemon
+    runs under gdb, non-stop, its save held at the first entry it writes,
+    so that this happens every time: the lookup waited for as long as the
+    save was held; now it does not, and the document comes after the
+    save."""
+    gdb = shutil.which('gdb')
+    if not gdb:
+        raise Skip('gdb is not installed (tools/deps.sh installs it)')
+    if VALGRIND:
+        raise Skip('the daemon runs under gdb here')
+    n = 200
+    short_near_duplicates(w.src, n)
+    held = os.path.join(w.top, 'held')
+    cmds = os.path.join(w.top, 'gdb.cmds')
+    with open(cmds, 'w') as f:
+        f.write('set non-stop on\nset pagination off\nset confirm off\n'
+                'break im_state_writer_add\ncommands 1\nshell touch %s\nend\n'
+                'run &\n' % held)
+    d = w.daemon(wrap=[gdb, '-q', '-nx', '-x', cmds, '--args'], stdin=subprocess.PIPE,
+                 start=False)
+    released = False
+
+    def release():
+        d.proc.stdin.write(b'delete\ncontinue -a\n')
+        d.proc.stdin.flush()
+
+    def lookup(i):
+        done = threading.Event()
+        p = os.path.join(w.mnt, 'by-doc', 'missing%d' % i)
+        t = threading.Thread(target=lambda: (os.path.exists(p), done.set()))
+        t.start()
+        return t, done
+
+    try:
+        d.start()
+        try:
+            poll(lambda: (os.path.exists(held), None), 'the save held in gdb')
+        except Fail:
+            if 'ptrace' in d.log_text():
+                raise Skip('gdb may not trace here: %s' % d.log_text()[-300:])
+            raise
+        t, done = lookup(0)
+        check(done.wait(5), 'a lookup waited on the held save with no update queued')
+        t.join()
+        with open(os.path.join(w.src, 'new.txt'), 'w') as f:
+            f.write('a new document at the top of the tree, come during a save\n')
+        time.sleep(0.5)  # the watcher reads the event and asks for the lock
+        t, done = lookup(1)
+        waited = not done.wait(2)
+        release()
+        released = True
+        t.join()
+        check(not waited, 'a lookup waited (2 s and more) for a held save, behind '
+              'the watcher come to add a document')
+    finally:
+        if not released and d.proc.poll() is None:
+            try:
+                release()
+            except OSError:
+                pass
+    converged(w, n + 1)
+    subprocess.run(['fusermount3', '-u', w.mnt], check=True)
+    d.proc.stdin.close()
+    d.wait_exit(0, 'gdb after the unmount')
 
 
 if __name__ == '__main__':

@@ -20,6 +20,9 @@ struct fresh {
 	struct fresh *next;
 	uint32_t valid; /* masked to ncoords */
 	uint8_t ncoords;
+	/* fullsigs_mark(): the cache to be adopted holds it. Read and
+	 * written by the thread that adopts only. */
+	uint8_t held;
 	uint8_t b[]; /* the valid signatures in coordinate order, the path */
 };
 
@@ -180,7 +183,21 @@ const struct im_state *fullsigs_saved(const struct fullsigs *f)
 	return f->saved;
 }
 
-struct im_state *fullsigs_adopt(struct fullsigs *f, struct im_state *saved)
+void fullsigs_mark(struct fullsigs *f, const struct im_state *saved)
+{
+	struct fullsigs next = {.saved = (struct im_state *)saved};
+	struct im_doc_sigs w;
+
+	for (size_t i = 0; i < f->tab_size; i++) {
+		for (struct fresh *e = f->tab[i]; e; e = e->next) {
+			fresh_unpack(e, &w);
+			e->held = saved_holds(&next, fresh_path(e), &w);
+		}
+	}
+}
+
+struct im_state *fullsigs_adopt(struct fullsigs *f, struct im_state *saved,
+				bool marked)
 {
 	struct im_state *old = f->saved;
 	struct im_doc_sigs w;
@@ -190,8 +207,10 @@ struct im_state *fullsigs_adopt(struct fullsigs *f, struct im_state *saved)
 		for (struct fresh **pp = &f->tab[i]; *pp;) {
 			struct fresh *e = *pp;
 
-			fresh_unpack(e, &w);
-			if (saved_holds(f, fresh_path(e), &w)) {
+			if (!marked)
+				fresh_unpack(e, &w);
+			if (marked ? e->held
+				   : saved_holds(f, fresh_path(e), &w)) {
 				*pp = e->next;
 				free(e);
 				f->n--;
@@ -227,6 +246,7 @@ int fullsigs_put(struct fullsigs *f, const char *path,
 		return -ENOMEM;
 	e->valid = valid;
 	e->ncoords = d->ncoords;
+	e->held = 0;
 	s = e->b;
 	for (unsigned k = 0; k < d->ncoords; k++) {
 		if (valid & (1u << k)) {

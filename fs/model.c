@@ -575,9 +575,15 @@ int model_copy_of(const struct model *m, const uint8_t exact[16],
 	}
 }
 
-struct im_state *model_adopt_cache(struct model *m, struct im_state *saved)
+struct im_state *model_adopt_cache(struct model *m, struct im_state *saved,
+				   bool marked)
 {
-	return fullsigs_adopt(m->full, saved);
+	return fullsigs_adopt(m->full, saved, marked);
+}
+
+void model_mark_cache(struct model *m, const struct im_state *saved)
+{
+	fullsigs_mark(m->full, saved);
 }
 
 /* ---- Hard links ------------------------------------------------------------------ */

@@ -225,9 +225,13 @@ void model_remove(struct model *m, struct node *n);
 int model_move(struct model *m, struct node *n, struct node *dir,
 	       const char *name);
 /** The state cache @p saved was just loaded or written: it holds the whole
- *  signatures from now on (takes ownership; fullsigs_adopt()). @return the
- *  previous one, which the caller frees after the tree lock. */
-struct im_state *model_adopt_cache(struct model *m, struct im_state *saved);
+ *  signatures from now on (takes ownership; fullsigs_adopt(), @p marked by
+ *  model_mark_cache()). @return the previous one, which the caller frees
+ *  after the tree lock. */
+struct im_state *model_adopt_cache(struct model *m, struct im_state *saved,
+				   bool marked);
+/** fullsigs_mark(): tree lock shared, taken with tree_rdlock_long(). */
+void model_mark_cache(struct model *m, const struct im_state *saved);
 /**
  * Remove every node not seen by scan generation @p gen, and call @p unread
  * with each file the scan asked for but got no result for (scan_reads still

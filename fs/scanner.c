@@ -831,7 +831,7 @@ static int first_scan(struct scanner *s)
 	if (s->cache) {
 		tree_wrlock(s->fs->model->tree);
 		struct im_state *old =
-			model_adopt_cache(s->fs->model, s->cache);
+			model_adopt_cache(s->fs->model, s->cache, false);
 		tree_unlock(s->fs->model->tree);
 		im_state_free(old);
 		s->cache = NULL;
@@ -1013,7 +1013,7 @@ static void *scanner_main(void *arg)
 		if (cache) {
 			tree_wrlock(fs->model->tree);
 			struct im_state *old =
-				model_adopt_cache(fs->model, cache);
+				model_adopt_cache(fs->model, cache, false);
 			tree_unlock(fs->model->tree);
 			im_state_free(old);
 		}

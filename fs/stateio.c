@@ -274,8 +274,12 @@ int stateio_save(struct stateio *sio, struct model *m)
 		struct im_state *saved = stateio_load_cache(sio);
 
 		if (saved) {
+			tree_rdlock_long(m->tree);
+			model_mark_cache(m, saved);
+			tree_unlock_long(m->tree);
 			tree_wrlock(m->tree);
-			struct im_state *old = model_adopt_cache(m, saved);
+			struct im_state *old =
+				model_adopt_cache(m, saved, true);
 			tree_unlock(m->tree);
 			im_state_free(old);
 		}

@@ -22,8 +22,8 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from util import (VALGRIND, Fail, Skip, check, poll, read_status,  # noqa: E402
-                  run_tests, status_int)
+from util import (VALGRIND, Fail, Skip, check, make_tree, poll,  # noqa: E402
+                  read_status, run_tests, status_int)
 
 TESTS = {}
 
@@ -259,6 +259,71 @@ def test_lookups_never_wait_on_a_save(w):
             except OSError:
                 pass
     converged(w, n + 1)
+    subprocess.run(['fusermount3', '-u', w.mnt], check=True)
+    d.proc.stdin.close()
+    d.wait_exit(0, 'gdb after the unmount')
+
+
+@test
+def test_lookups_never_wait_on_adopting_a_save(w):
+    """A lookup while the daemon takes the state it just saved as its cache
+    of whole signatures (fullsigs.h): it lets go of the documents signed
+    since the last save that the file now holds, each looked up in it.
+    That was done under the tree's lock held exclusively: 0.3 s with every
+    reader waiting after the first scan of 100,000 documents. The daemon
+    runs under gdb, non-stop, held at the first of those lookups, so that
+    this happens every time: the lookup waited for as long as it was held;
+    now it does not."""
+    gdb = shutil.which('gdb')
+    if not gdb:
+        raise Skip('gdb is not installed (tools/deps.sh installs it)')
+    if VALGRIND:
+        raise Skip('the daemon runs under gdb here')
+    if subprocess.run([gdb, '-q', '-nx', '-batch', '-ex', 'python print(1)'],
+                      capture_output=True).stdout.strip() != b'1':
+        raise Skip('gdb without Python ($_any_caller_matches)')
+    _, docs, _ = make_tree(w.src, w.corpus)
+    n = len(docs)
+    held = os.path.join(w.top, 'held')
+    cmds = os.path.join(w.top, 'gdb.cmds')
+    with open(cmds, 'w') as f:
+        f.write('set non-stop on\nset pagination off\nset confirm off\n'
+                'break im_state_find if '
+                '$_any_caller_matches("^fullsigs_(adopt|mark)$", 3)\n'
+                'commands 1\nshell touch %s\nend\nrun &\n' % held)
+    d = w.daemon(wrap=[gdb, '-q', '-nx', '-x', cmds, '--args'], stdin=subprocess.PIPE,
+                 start=False)
+    released = False
+
+    def release():
+        d.proc.stdin.write(b'delete\ncontinue -a\n')
+        d.proc.stdin.flush()
+
+    try:
+        d.start()
+        try:
+            poll(lambda: (os.path.exists(held), None), 'the adoption held in gdb')
+        except Fail:
+            if 'ptrace' in d.log_text():
+                raise Skip('gdb may not trace here: %s' % d.log_text()[-300:])
+            raise
+        done = threading.Event()
+        p = os.path.join(w.mnt, 'by-doc', 'missing')
+        t = threading.Thread(target=lambda: (os.path.exists(p), done.set()))
+        t.start()
+        waited = not done.wait(2)
+        release()
+        released = True
+        t.join()
+        check(not waited, 'a lookup waited (2 s and more) for the cache of a save '
+              'being taken')
+    finally:
+        if not released and d.proc.poll() is None:
+            try:
+                release()
+            except OSError:
+                pass
+    converged(w, n)
     subprocess.run(['fusermount3', '-u', w.mnt], check=True)
     d.proc.stdin.close()
     d.wait_exit(0, 'gdb after the unmount')

@@ -469,23 +469,72 @@ static bool was_found(const struct found_list *l, const char *path)
 	return bsearch(&key, l->v, l->n, sizeof(*l->v), cmp_found_path);
 }
 
-/* Remove what is below @p dir that list @p l (sorted) did not find. */
-static void sweep_below(struct model *m, struct node *dir,
-			const struct found_list *l)
-{
-	struct node *c, *next;
+/* Nodes by identity (tree_by_id()). */
+struct ids {
+	struct node_id *v;
+	size_t n, cap;
+};
 
-	for (c = tree_first_child(m->tree, dir); c; c = next) {
-		next = tree_next_sibling(m->tree, c);
-		char *path = tree_path(m->tree, c);
+/* What is below @p dir that list @p l (sorted) did not find, into @p out
+ * (a directory, not what is below it). Tree lock held, shared is enough. */
+static void find_gone(const struct tree *t, const struct node *dir,
+		      const struct found_list *l, struct ids *out)
+{
+	for (const struct node *c = tree_first_child(t, dir); c;
+	     c = tree_next_sibling(t, c)) {
+		char *path = tree_path(t, c);
 		if (!path)
 			continue; /* out of memory: kept, as a rescan would */
-		if (!was_found(l, path))
-			model_remove(m, c);
-		else if (c->flags & NODE_DIR)
-			sweep_below(m, c, l);
+		if (!was_found(l, path)) {
+			if (out->n == out->cap) {
+				size_t nc = out->cap ? 2 * out->cap : 64;
+				void *v = realloc(out->v, nc * sizeof(*out->v));
+				if (!v) {
+					free(path);
+					continue; /* kept, as above */
+				}
+				out->v = v;
+				out->cap = nc;
+			}
+			out->v[out->n].slot = c->slot;
+			out->v[out->n].gen = c->gen;
+			out->n++;
+		} else if (c->flags & NODE_DIR) {
+			find_gone(t, c, l, out);
+		}
 		free(path);
 	}
+}
+
+/*
+ * Remove what is below @p top that list @p l (sorted) did not find. The
+ * search reads every node below (116 ms under a root of 100,000 documents,
+ * after a scan): as a long reader (tree_rdlock_long()), so that lookups go
+ * on; only the removals take the lock exclusively. Called with it held
+ * exclusively, and so returns; let go meanwhile.
+ */
+static void sweep_below(struct model *m, struct node *top,
+			const struct found_list *l)
+{
+	struct tree *t = m->tree;
+	uint32_t slot = top->slot, gen = top->gen;
+	struct ids gone = {0};
+
+	tree_unlock(t);
+	tree_rdlock_long(t);
+	top = tree_by_id(t, slot, gen);
+	if (top && !(top->flags & NODE_DEAD))
+		find_gone(t, top, l, &gone);
+	tree_unlock_long(t);
+	tree_wrlock(t);
+	model_hold_index(m);
+	for (size_t i = 0; i < gone.n; i++) {
+		struct node *n = tree_by_id(t, gone.v[i].slot, gone.v[i].gen);
+		if (n && !(n->flags & NODE_DEAD))
+			model_remove(m, n);
+	}
+	model_release_index(m);
+	free(gone.v);
 }
 
 static void count_unsettled(struct watch *w)
@@ -586,12 +635,12 @@ static void look_and_apply(struct watch *w, char *path, bool resign, bool deep)
 		struct node *top = l.complete ? tree_lookup(t, path) : NULL;
 		if (top && (top->flags & NODE_DIR)) {
 			qsort(l.v, l.n, sizeof(*l.v), cmp_found_path);
-			model_hold_index(w->fs->model);
 			sweep_below(w->fs->model, top, &l);
-			model_release_index(w->fs->model);
 		}
 		if (slash)
 			*slash = 0;
+		if (top) /* the lock went meanwhile */
+			parent = tree_lookup(t, slash ? path : "");
 	}
 	found_release(&l);
 	/* Gone: read again the nearest directory the tree still has. */

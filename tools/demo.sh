@@ -8,7 +8,9 @@
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 source_dir=$(realpath -e "${1:-$top/tests/data/demo}")
-mnt=${2:-/tmp/imatchfs-demo}
+# Absolute before the cd below, as SOURCE is: a relative MOUNTPOINT is where
+# the user stands, not in the checkout.
+mnt=$(realpath -m -- "${2:-/tmp/imatchfs-demo}")
 
 "$top/tools/deps.sh"
 cd "$top"

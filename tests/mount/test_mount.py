@@ -13,6 +13,8 @@ KEEP_TMP=1 keeps each test's tmp directory.
 """
 
 import errno
+import fcntl
+import glob
 import os
 import re
 import shutil
@@ -1579,6 +1581,75 @@ def test_bad_arguments(w):
     refused(w, ['-o', st + ',lexicon=' + lex, w.src, w.mnt], 'corrupt lexicon')
     check(open(lex, 'rb').read() == b'this is not a lexicon\n' * 10, 'the lexicon file was rewritten')
     refused(w, ['-o', st + ',lexicon=' + lex + '.missing', w.src, w.mnt], 'missing lexicon')
+
+
+def demo_checkout(w):
+    """A checkout of tools/demo.sh alone under w.top: its deps.sh finds
+    nothing to install and its build has nothing to do, so only the mount
+    is exercised. Return the script's path."""
+    if VALGRIND:
+        raise Skip('demo.sh starts the daemon itself')
+    here = os.path.dirname(os.path.abspath(__file__))
+    top = os.path.join(w.top, 'checkout')
+    os.makedirs(os.path.join(top, 'tools'))
+    os.makedirs(os.path.join(top, 'build', 'fs'))
+    shutil.copy(os.path.join(here, '..', '..', 'tools', 'demo.sh'),
+                os.path.join(top, 'tools', 'demo.sh'))
+    write(os.path.join(top, 'tools', 'deps.sh'), '#!/bin/sh\nexit 0\n', mode=0o755)
+    write(os.path.join(top, 'build', 'build.ninja'), '')
+    os.symlink(w.imatchfs, os.path.join(top, 'build', 'fs', 'imatchfs'))
+    for i in range(2):
+        write(os.path.join(w.src, 'doc%d.txt' % i), w.corpus.document())
+    return os.path.join(top, 'tools', 'demo.sh')
+
+
+def run_demo(w, script, *args):
+    out = subprocess.run(['bash', script] + list(args), cwd=w.top,
+                         env=dict(os.environ, XDG_STATE_HOME=w.state),
+                         capture_output=True, text=True, timeout=DEADLINE * 4)
+    check(out.returncode == 0, 'demo.sh %s exited %d: %s'
+          % (' '.join(args), out.returncode, out.stderr))
+    return out.stdout
+
+
+def demo_cleanup(w, mnts):
+    for m in mnts:
+        if in_proc_mounts(m):
+            subprocess.run([fusermount(), '-u', m], check=False)
+    # The daemon lets its state's lock go after its final save: wait for
+    # that before the tmp directory goes.
+    for lock in glob.glob(os.path.join(w.state, 'imatchfs', '*', 'lock')):
+        with open(lock) as f:
+            poll(lambda: flock_free(f), 'the daemon to let %s go' % lock)
+
+
+def flock_free(f):
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    fcntl.flock(f, fcntl.LOCK_UN)
+    return True
+
+
+@test
+def test_demo_relative_mountpoint(w):
+    """tools/demo.sh SOURCE MOUNTPOINT with relative paths mounts where the
+    user stands, not inside the checkout it builds in: the commands it
+    prints next (ls, fusermount3 -u) name that mountpoint."""
+    script = demo_checkout(w)
+    here_mnt = os.path.join(w.top, 'view')
+    wrong_mnt = os.path.join(w.top, 'checkout', 'view')
+    try:
+        out = run_demo(w, script, 'src', 'view')
+        check(not in_proc_mounts(wrong_mnt), 'demo.sh mounted inside its checkout, at %s'
+              % wrong_mnt)
+        check(in_proc_mounts(here_mnt), 'nothing mounted at %s, where demo.sh was asked to'
+              % here_mnt)
+        check('fusermount3 -u %s' % here_mnt in out,
+              'demo.sh does not say how to unmount %s:\n%s' % (here_mnt, out))
+    finally:
+        demo_cleanup(w, (here_mnt, wrong_mnt))
 
 
 if __name__ == '__main__':

@@ -18,9 +18,10 @@ cd "$top"
 ninja -C build >/dev/null
 
 # An earlier demo's mount is replaced; anything else mounted there is left
-# alone (as root, fusermount3 -u would unmount any FUSE filesystem).
-if mountpoint -q "$mnt" 2>/dev/null; then
-	fstype=$(findmnt -n -o FSTYPE --mountpoint "$mnt" || true)
+# alone (as root, fusermount3 -u would unmount any FUSE filesystem). Asked of
+# the mount table, not of the mountpoint, which a dead daemon's mount answers
+# with ENOTCONN.
+if fstype=$(findmnt -n -o FSTYPE --mountpoint "$mnt"); then
 	if [ "$fstype" != fuse.imatchfs ]; then
 		echo "demo.sh: $mnt is already a mount point (${fstype:-unknown})," \
 			"not imatchfs: give another MOUNTPOINT" >&2

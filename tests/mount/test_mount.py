@@ -27,7 +27,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from util import (DEADLINE, DEFAULT_K, Fail, Skip, by_doc_documents, by_doc_path, check,  # noqa: E402
                   check_view_invariants, cluster_sets, encode_member,
-                  expect_errno, fmt_clusters, fusermount, in_proc_mounts, is_mounted, poll,
+                  expect_errno, fmt_clusters, fusermount, in_proc_mounts, is_mounted,
+                  mount_minor, poll,
                   read_clusters, read_dupes, read_status, run_tests, scan,
                   status_int, write, make_tree, VALGRIND)
 
@@ -1651,6 +1652,33 @@ def test_demo_relative_mountpoint(w):
     finally:
         demo_cleanup(w, (here_mnt, wrong_mnt))
 
+
+
+@test
+def test_demo_replaces_a_dead_mount(w):
+    """demo.sh again after its daemon died (killed, crashed): the dead
+    mount it left, where every stat fails with ENOTCONN, is replaced like a
+    live one instead of failing in mkdir."""
+    script = demo_checkout(w)
+    mnt = os.path.join(w.top, 'view')
+    try:
+        run_demo(w, script, 'src', mnt)
+        ctl = '/sys/fs/fuse/connections'
+        if not os.path.isdir(os.path.join(ctl, str(mount_minor(mnt)))):
+            subprocess.run(['mount', '-t', 'fusectl', 'none', ctl], capture_output=True)
+        try:
+            with open(os.path.join(ctl, str(mount_minor(mnt)), 'abort'), 'w') as f:
+                f.write('1')
+        except OSError as e:
+            raise Skip('cannot abort a FUSE connection: %s' % e.strerror)
+        expect_errno(lambda: os.stat(mnt), errno.ENOTCONN, 'stat of the dead mount')
+        # Its daemon, told the connection is gone, saves and exits.
+        demo_cleanup(w, ())
+        out = run_demo(w, script, 'src', mnt)
+        check(is_mounted(mnt) and 'phase: live' in out,
+              'demo.sh did not mount again over the dead mount:\n%s' % out)
+    finally:
+        demo_cleanup(w, (mnt,))
 
 if __name__ == '__main__':
     sys.exit(run_tests(TESTS, sys.argv[1:]))

@@ -396,5 +396,24 @@ def test_cache_of_more_terms_than_kept_read_again(w):
     d.check_log()
 
 
+
+@test
+def test_status_keys_documented(w):
+    """Every format_<name> and failed_<reason> line of status is named in
+    the README's list of them (Formats, Visibility), and every name there
+    is in status: a user reading a count there can look it up."""
+    fill(w.src, ['cc0.docx'])
+    w.daemon()
+    st = settled(w, lambda st: status_int(st, 'format_docx') == 1, 'the docx to be read')
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..',
+                           'README.md')) as f:
+        para = f.read().split('**Visibility.**', 1)[1].split('\n\n', 1)[0]
+    for kind, after in (('format', 'for every format'), ('failed', 'for every reason')):
+        listed = set(re.findall(r'`([a-z]+)`', para.split(after, 1)[1].split(')', 1)[0]))
+        shown = {k[len(kind) + 1:] for k in st if k.startswith(kind + '_')}
+        check(listed == shown, '%s_<name>: in status, not in the README: %s; in the'
+              ' README, not in status: %s' % (kind, sorted(shown - listed),
+                                               sorted(listed - shown)))
+
 if __name__ == '__main__':
     sys.exit(run_tests(TESTS, sys.argv[1:]))

@@ -606,6 +606,80 @@ static void check_classes(const struct world *w, int round)
 	im_plan_release(&b);
 }
 
+/* im_plan_build_lazy()'s questions, answered from a world's links in an
+ * order of their own (reversed every other call): who was asked, how often. */
+struct lazy {
+	const struct world *w;
+	struct im_plan_link v[4 * MF * MF];
+	int asked[MF];
+	unsigned calls;
+};
+
+static int lazy_links(uint32_t k, const struct im_plan_link **links, size_t *n,
+		      void *arg)
+{
+	struct lazy *z = arg;
+	size_t m = 0;
+
+	z->asked[k]++;
+	for (size_t l = 0; l < z->w->nlinks; l++)
+		if (z->w->links[l].a == k || z->w->links[l].b == k)
+			z->v[m++] = z->w->links[l];
+	if (z->calls++ % 2)
+		for (size_t i = 0; i < m / 2; i++) {
+			struct im_plan_link t = z->v[i];
+
+			z->v[i] = z->v[m - 1 - i];
+			z->v[m - 1 - i] = t;
+		}
+	*links = z->v;
+	*n = m;
+	return 0;
+}
+
+/* Asked for each keeper's links only, once, in any order, the lazy build
+ * plans what the build over every link plans. */
+static void check_lazy(const struct world *w, int round)
+{
+	static struct lazy z;
+	struct im_plan a, b;
+	bool keeper[MF] = {0}, planned[MF] = {0};
+
+	memset(&z, 0, sizeof(z));
+	z.w = w;
+	ck_assert_int_eq(im_plan_build(w->f, (size_t)w->n, w->links,
+				       w->nlinks, &w->o, &a),
+			 0);
+	ck_assert_int_eq(im_plan_build_lazy(w->f, (size_t)w->n, lazy_links,
+					    &z, &w->o, &b),
+			 0);
+	CHECK(a.n == b.n && a.same_inode == b.same_inode &&
+		      a.protected_kept == b.protected_kept &&
+		      a.nkept == b.nkept && a.keepers == b.keepers &&
+		      a.exact == b.exact && a.bytes == b.bytes,
+	      "round %d: lazy plans %zu entries, built %zu", round, b.n, a.n);
+	for (size_t e = 0; e < a.n; e++) {
+		CHECK(a.v[e].file == b.v[e].file &&
+			      a.v[e].keeper == b.v[e].keeper &&
+			      a.v[e].exact == b.v[e].exact &&
+			      a.v[e].similarity == b.v[e].similarity,
+		      "round %d: entry %zu differs when lazy", round, e);
+		keeper[a.v[e].keeper] = true;
+		planned[a.v[e].file] = true;
+	}
+	for (int i = 0; i < w->n; i++) {
+		CHECK(z.asked[i] <= 1, "round %d: %s asked %d times", round,
+		      w->path[i], z.asked[i]);
+		CHECK(!planned[i] || !z.asked[i],
+		      "round %d: planned %s was asked for its links", round,
+		      w->path[i]);
+		CHECK(!keeper[i] || z.asked[i],
+		      "round %d: keeper %s was never asked", round, w->path[i]);
+	}
+	im_plan_release(&a);
+	im_plan_release(&b);
+}
+
 START_TEST(test_plan_random_graphs_match_reference)
 {
 	static struct world w;
@@ -618,6 +692,7 @@ START_TEST(test_plan_random_graphs_match_reference)
 		random_world(&w, &s);
 		check_world(&w, round);
 		check_classes(&w, round);
+		check_lazy(&w, round);
 		ref_plan(&w, &r);
 		for (int i = 0; i < w.n; i++) {
 			planned += r.keeper[i] >= 0;

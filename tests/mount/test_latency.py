@@ -95,6 +95,73 @@ def read_file(path):
         return f.read()
 
 
+class HeldInGdb:
+    """The daemon under gdb, non-stop, one thread held at @p breakpoint (gdb
+    lines) until release(): what a test needs to make a lock's holder stay
+    put every time. Skips where gdb is missing, cannot trace, or lacks
+    Python when @p python is set ($_any_caller_matches)."""
+
+    def __init__(self, w, breakpoint, python=False):
+        self.gdb = shutil.which('gdb')
+        if not self.gdb:
+            raise Skip('gdb is not installed (tools/deps.sh installs it)')
+        if VALGRIND:
+            raise Skip('the daemon runs under gdb here')
+        if python and subprocess.run(
+                [self.gdb, '-q', '-nx', '-batch', '-ex', 'python print(1)'],
+                capture_output=True).stdout.strip() != b'1':
+            raise Skip('gdb without Python ($_any_caller_matches)')
+        self.w = w
+        self.held = os.path.join(w.top, 'held')
+        cmds = os.path.join(w.top, 'gdb.cmds')
+        with open(cmds, 'w') as f:
+            f.write('set non-stop on\nset pagination off\nset confirm off\n'
+                    '%s\ncommands 1\nshell touch %s\nend\nrun &\n'
+                    % (breakpoint, self.held))
+        self.d = w.daemon(wrap=[self.gdb, '-q', '-nx', '-x', cmds, '--args'],
+                          stdin=subprocess.PIPE, start=False)
+        self.released = False
+
+    def wait_held(self, what):
+        try:
+            poll(lambda: (os.path.exists(self.held), None), what + ' held in gdb')
+        except Fail:
+            if 'ptrace' in self.d.log_text():
+                raise Skip('gdb may not trace here: %s'
+                           % self.d.log_text()[-300:])
+            raise
+
+    def release(self):
+        if not self.released and self.d.proc.poll() is None:
+            self.released = True
+            self.d.proc.stdin.write(b'delete\ncontinue -a\n')
+            self.d.proc.stdin.flush()
+
+    def unmount(self):
+        subprocess.run(['fusermount3', '-u', self.w.mnt], check=True)
+        self.d.proc.stdin.close()
+        self.d.wait_exit(0, 'gdb after the unmount')
+
+
+def lookup(w, name):
+    """A lookup of by-doc/NAME on a thread of its own: (thread, done event)."""
+    done = threading.Event()
+    p = os.path.join(w.mnt, 'by-doc', name)
+    t = threading.Thread(target=lambda: (os.path.exists(p), done.set()))
+    t.start()
+    return t, done
+
+
+def lookup_waited(g, name):
+    """Whether a lookup waited 2 s and more while g holds its thread; g is
+    released either way."""
+    t, done = lookup(g.w, name)
+    waited = not done.wait(2)
+    g.release()
+    t.join()
+    return waited
+
+
 @test
 def test_status_quick_after_a_change(w):
     """`cat status` after one new document in a tree of 20,000 short
@@ -203,65 +270,25 @@ def test_lookups_never_wait_on_a_save(w):
     so that this happens every time: the lookup waited for as long as the
     save was held; now it does not, and the document comes after the
     save."""
-    gdb = shutil.which('gdb')
-    if not gdb:
-        raise Skip('gdb is not installed (tools/deps.sh installs it)')
-    if VALGRIND:
-        raise Skip('the daemon runs under gdb here')
+    g = HeldInGdb(w, 'break im_state_writer_add')
     n = 200
     short_near_duplicates(w.src, n)
-    held = os.path.join(w.top, 'held')
-    cmds = os.path.join(w.top, 'gdb.cmds')
-    with open(cmds, 'w') as f:
-        f.write('set non-stop on\nset pagination off\nset confirm off\n'
-                'break im_state_writer_add\ncommands 1\nshell touch %s\nend\n'
-                'run &\n' % held)
-    d = w.daemon(wrap=[gdb, '-q', '-nx', '-x', cmds, '--args'], stdin=subprocess.PIPE,
-                 start=False)
-    released = False
-
-    def release():
-        d.proc.stdin.write(b'delete\ncontinue -a\n')
-        d.proc.stdin.flush()
-
-    def lookup(i):
-        done = threading.Event()
-        p = os.path.join(w.mnt, 'by-doc', 'missing%d' % i)
-        t = threading.Thread(target=lambda: (os.path.exists(p), done.set()))
-        t.start()
-        return t, done
-
     try:
-        d.start()
-        try:
-            poll(lambda: (os.path.exists(held), None), 'the save held in gdb')
-        except Fail:
-            if 'ptrace' in d.log_text():
-                raise Skip('gdb may not trace here: %s' % d.log_text()[-300:])
-            raise
-        t, done = lookup(0)
+        g.d.start()
+        g.wait_held('the save')
+        t, done = lookup(w, 'missing0')
         check(done.wait(5), 'a lookup waited on the held save with no update queued')
         t.join()
         with open(os.path.join(w.src, 'new.txt'), 'w') as f:
             f.write('a new document at the top of the tree, come during a save\n')
         time.sleep(0.5)  # the watcher reads the event and asks for the lock
-        t, done = lookup(1)
-        waited = not done.wait(2)
-        release()
-        released = True
-        t.join()
-        check(not waited, 'a lookup waited (2 s and more) for a held save, behind '
-              'the watcher come to add a document')
+        check(not lookup_waited(g, 'missing1'),
+              'a lookup waited (2 s and more) for a held save, behind the '
+              'watcher come to add a document')
     finally:
-        if not released and d.proc.poll() is None:
-            try:
-                release()
-            except OSError:
-                pass
+        g.release()
     converged(w, n + 1)
-    subprocess.run(['fusermount3', '-u', w.mnt], check=True)
-    d.proc.stdin.close()
-    d.wait_exit(0, 'gdb after the unmount')
+    g.unmount()
 
 
 @test
@@ -274,59 +301,20 @@ def test_lookups_never_wait_on_adopting_a_save(w):
     runs under gdb, non-stop, held at the first of those lookups, so that
     this happens every time: the lookup waited for as long as it was held;
     now it does not."""
-    gdb = shutil.which('gdb')
-    if not gdb:
-        raise Skip('gdb is not installed (tools/deps.sh installs it)')
-    if VALGRIND:
-        raise Skip('the daemon runs under gdb here')
-    if subprocess.run([gdb, '-q', '-nx', '-batch', '-ex', 'python print(1)'],
-                      capture_output=True).stdout.strip() != b'1':
-        raise Skip('gdb without Python ($_any_caller_matches)')
+    g = HeldInGdb(w, 'break im_state_find if '
+                  '$_any_caller_matches("^fullsigs_(adopt|mark)$", 3)',
+                  python=True)
     _, docs, _ = make_tree(w.src, w.corpus)
-    n = len(docs)
-    held = os.path.join(w.top, 'held')
-    cmds = os.path.join(w.top, 'gdb.cmds')
-    with open(cmds, 'w') as f:
-        f.write('set non-stop on\nset pagination off\nset confirm off\n'
-                'break im_state_find if '
-                '$_any_caller_matches("^fullsigs_(adopt|mark)$", 3)\n'
-                'commands 1\nshell touch %s\nend\nrun &\n' % held)
-    d = w.daemon(wrap=[gdb, '-q', '-nx', '-x', cmds, '--args'], stdin=subprocess.PIPE,
-                 start=False)
-    released = False
-
-    def release():
-        d.proc.stdin.write(b'delete\ncontinue -a\n')
-        d.proc.stdin.flush()
-
     try:
-        d.start()
-        try:
-            poll(lambda: (os.path.exists(held), None), 'the adoption held in gdb')
-        except Fail:
-            if 'ptrace' in d.log_text():
-                raise Skip('gdb may not trace here: %s' % d.log_text()[-300:])
-            raise
-        done = threading.Event()
-        p = os.path.join(w.mnt, 'by-doc', 'missing')
-        t = threading.Thread(target=lambda: (os.path.exists(p), done.set()))
-        t.start()
-        waited = not done.wait(2)
-        release()
-        released = True
-        t.join()
-        check(not waited, 'a lookup waited (2 s and more) for the cache of a save '
-              'being taken')
+        g.d.start()
+        g.wait_held('the adoption')
+        check(not lookup_waited(g, 'missing'),
+              'a lookup waited (2 s and more) for the cache of a save being '
+              'taken')
     finally:
-        if not released and d.proc.poll() is None:
-            try:
-                release()
-            except OSError:
-                pass
-    converged(w, n)
-    subprocess.run(['fusermount3', '-u', w.mnt], check=True)
-    d.proc.stdin.close()
-    d.wait_exit(0, 'gdb after the unmount')
+        g.release()
+    converged(w, len(docs))
+    g.unmount()
 
 
 @test
@@ -340,32 +328,12 @@ def test_lookups_never_wait_on_a_deep_look(w):
     100,000 documents read again after a scan). The daemon runs under gdb,
     non-stop, held in that search, so that this happens every time: the
     lookup waited for as long as it was held; now it does not."""
-    gdb = shutil.which('gdb')
-    if not gdb:
-        raise Skip('gdb is not installed (tools/deps.sh installs it)')
-    if VALGRIND:
-        raise Skip('the daemon runs under gdb here')
-    if subprocess.run([gdb, '-q', '-nx', '-batch', '-ex', 'python print(1)'],
-                      capture_output=True).stdout.strip() != b'1':
-        raise Skip('gdb without Python ($_any_caller_matches)')
+    g = HeldInGdb(w, 'break tree_path if '
+                  '$_any_caller_matches("^(sweep_below|find_gone)$", 2)',
+                  python=True)
     _, docs, _ = make_tree(w.src, w.corpus)
-    held = os.path.join(w.top, 'held')
-    cmds = os.path.join(w.top, 'gdb.cmds')
-    with open(cmds, 'w') as f:
-        f.write('set non-stop on\nset pagination off\nset confirm off\n'
-                'break tree_path if '
-                '$_any_caller_matches("^(sweep_below|find_gone)$", 2)\n'
-                'commands 1\nshell touch %s\nend\nrun &\n' % held)
-    d = w.daemon(wrap=[gdb, '-q', '-nx', '-x', cmds, '--args'], stdin=subprocess.PIPE,
-                 start=False)
-    released = False
-
-    def release():
-        d.proc.stdin.write(b'delete\ncontinue -a\n')
-        d.proc.stdin.flush()
-
     try:
-        d.start()
+        g.d.start()
         converged(w, len(docs))
         incoming = os.path.join(w.top, 'incoming')
         os.mkdir(incoming)
@@ -373,32 +341,14 @@ def test_lookups_never_wait_on_a_deep_look(w):
             with open(os.path.join(incoming, 'moved%d.txt' % i), 'w') as f:
                 f.write(w.corpus.document())
         os.rename(incoming, os.path.join(w.src, 'incoming'))
-        try:
-            poll(lambda: (os.path.exists(held), None), 'the deep look held in gdb')
-        except Fail:
-            if 'ptrace' in d.log_text():
-                raise Skip('gdb may not trace here: %s' % d.log_text()[-300:])
-            raise
-        done = threading.Event()
-        p = os.path.join(w.mnt, 'by-doc', 'missing')
-        t = threading.Thread(target=lambda: (os.path.exists(p), done.set()))
-        t.start()
-        waited = not done.wait(2)
-        release()
-        released = True
-        t.join()
-        check(not waited, 'a lookup waited (2 s and more) for the search below a '
+        g.wait_held('the deep look')
+        check(not lookup_waited(g, 'missing'),
+              'a lookup waited (2 s and more) for the search below a '
               'directory moved in')
     finally:
-        if not released and d.proc.poll() is None:
-            try:
-                release()
-            except OSError:
-                pass
+        g.release()
     converged(w, len(docs) + 2)
-    subprocess.run(['fusermount3', '-u', w.mnt], check=True)
-    d.proc.stdin.close()
-    d.wait_exit(0, 'gdb after the unmount')
+    g.unmount()
 
 
 if __name__ == '__main__':

@@ -750,8 +750,9 @@ static int parse_and_run(const struct command *cmd, int argc, char **argv)
 			c.lexicon = env;
 		} else {
 			err_msg("%s: no lexicon: give --lexicon FILE or set "
-				"IMATCH_LEXICON (build one with 'imatch "
-				"lexicon build')",
+				"IMATCH_LEXICON (a mount's is STATE_DIR/lexicon, "
+				"its status names state_dir; or build one with "
+				"'imatch lexicon build')",
 				cmd->name);
 			return EXIT_USAGE;
 		}

@@ -293,8 +293,10 @@ def case_sign_format(tmp):
     env.pop("IMATCH_LEXICON")
     p = subprocess.run([IMATCH, "sign", fam[0]], env=env,
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    check(p.returncode == 2 and b"--lexicon" in p.stderr,
-          "sign without a lexicon is a usage error naming --lexicon")
+    check(p.returncode == 2 and b"--lexicon" in p.stderr
+          and b"STATE_DIR/lexicon" in p.stderr,
+          "sign without a lexicon is a usage error naming --lexicon and "
+          "where a mount keeps its lexicon")
     # scan with the saved lexicon gives the same clusters as without.
     a, _ = run("scan", tree)
     b, _ = run("scan", "--lexicon", lex, tree)

@@ -357,8 +357,16 @@ int im_stage_open(const char *path, struct im_stage_reader **out, char *why,
 		goto out;
 	}
 	version = (uint32_t)get_le(m + 8, 4);
+	/* Stage files are made again, never migrated: say which way it is,
+	 * so that the user knows to remake an older one. */
 	if (version != IM_STAGE_VERSION) {
-		fail(why, why_len, ret, "unsupported version %u", version);
+		fail(why, why_len, ret,
+		     "unsupported version %u (made by %s imatch: this one "
+		     "reads version %u%s)",
+		     version,
+		     version < IM_STAGE_VERSION ? "an older" : "a newer",
+		     IM_STAGE_VERSION,
+		     version < IM_STAGE_VERSION ? "; make it again" : "");
 		goto out;
 	}
 	tr = m + st.st_size - TRAILER_LEN;

@@ -142,7 +142,8 @@ struct im_stage_reader;
  * handed out from a file that fails any check.
  *
  * @param why  if not NULL, receives a one-line reason on failure, without
- *             the path: "not an imatch stage file", "unsupported version N",
+ *             the path: "not an imatch stage file", "unsupported version N
+ *             (made by an older|a newer imatch: ...)",
  *             "unknown kind N", "truncated", "bad checksum", "corrupt: ...",
  *             "not a regular file", or strerror() of the open's error.
  * @return 0, -EINVAL for a file that fails a check, -ENOMEM, or the open's

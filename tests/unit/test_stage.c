@@ -261,7 +261,16 @@ START_TEST(test_stage_corrupt_refused)
 	poke(8, 99);
 	reseal();
 	ck_assert_int_eq(open_why(why, sizeof(why)), -EINVAL);
-	ck_assert_str_eq(why, "unsupported version 99");
+	ck_assert_msg(strstr(why, "unsupported version 99 (made by a newer"),
+		      "reason: %s", why);
+	/* An older version says to make the file again. */
+	write_stage(20);
+	poke(8, IM_STAGE_VERSION - 1);
+	reseal();
+	ck_assert_int_eq(open_why(why, sizeof(why)), -EINVAL);
+	ck_assert_msg(strstr(why, "made by an older imatch") &&
+			      strstr(why, "make it again"),
+		      "reason: %s", why);
 	/* Unknown kind. */
 	write_stage(20);
 	poke(12, 200);

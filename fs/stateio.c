@@ -127,7 +127,9 @@ struct im_state *stateio_load_cache(struct stateio *sio)
 	int ret = im_state_load(sio->cache_path, sio->key, &cache, why,
 				sizeof(why));
 
-	if (ret && ret != -ENOENT)
+	/* An older cache was said at the mount (load_cache()): the scanner
+	 * asks again once the lexicon is there. */
+	if (ret && ret != -ENOENT && ret != -ESTALE)
 		imfs_log(LOG_NOTICE, "not using the signature cache %s: %s",
 			 sio->cache_path, why);
 	return cache;

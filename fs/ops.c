@@ -36,6 +36,7 @@
 #include "ctab.h"
 #include "ino.h"
 #include "model.h"
+#include "redundant.h"
 #include "status.h"
 #include "util.h"
 #include "view.h"
@@ -243,6 +244,28 @@ static double attr_secs(fuse_req_t req, const struct stat *st)
 	return entry_secs(req);
 }
 
+/*
+ * Make the removal plan current before the tree lock is taken, for an
+ * operation on @p ino that will ask for it: in redundant/, or, when @p doc,
+ * in a document's by-doc directory (its keeper). Made under the lock, held
+ * shared, it took seconds on a large tree, and every reader waited behind
+ * the first writer queued meanwhile (the lock prefers writers). Not for
+ * other operations: while the tree changes, each would make it again.
+ */
+static void plan_ahead(struct imfs *fs, fuse_ino_t ino, bool doc)
+{
+	bool want = ino == INO_REDUNDANT;
+	struct vobj o;
+
+	if (!want && doc) {
+		tree_rdlock(fs->model->tree);
+		want = !view_get(fs, ino, &o) && o.kind == V_DOC;
+		tree_unlock(fs->model->tree);
+	}
+	if (want)
+		redundant_prepare(fs);
+}
+
 /* ---- Life cycle ----------------------------------------------------------- */
 
 static void imfs_init(void *userdata, struct fuse_conn_info *conn)
@@ -279,6 +302,7 @@ static void imfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 
 	caller(req, &who);
 	memset(&e, 0, sizeof(e));
+	plan_ahead(fs, parent, !strcmp(name, "keeper"));
 	tree_rdlock(T(req));
 	ret = view_get(fs, parent, &dir);
 	if (!ret)
@@ -411,6 +435,7 @@ static void imfs_opendir(fuse_req_t req, fuse_ino_t ino,
 	if (!h)
 		goto out;
 	caller(req, &h->who);
+	plan_ahead(fs, ino, true);
 	tree_rdlock(T(req));
 	ret = list_dir(fs, ino, h);
 	tree_unlock(T(req));
@@ -533,6 +558,9 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
+	/* Only offset 0 may list again. */
+	if (off == 0)
+		plan_ahead(fs, ino, true);
 	tree_rdlock(T(req));
 	if (!h) {
 		ret = fill_kept(req, ino, buf, size, off, plus, &len);
@@ -699,6 +727,9 @@ static void imfs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		return;
 	}
 	caller(req, &who);
+	plan_ahead(fs, ino,
+		   !strcmp(name, "user.imatch.keeper") ||
+			   !strcmp(name, "user.imatch.similarity"));
 	tree_rdlock(T(req));
 	ret = view_get(fs, ino, &o);
 	if (!ret)

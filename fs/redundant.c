@@ -18,6 +18,10 @@
 struct redundant {
 	struct im_plan_opts o;
 	char **protect; /* relative to SOURCE; o.protect points here */
+	/* Held by the thread making a plan outside the tree lock, so that
+	 * another one waits for it rather than makes its own; taken before the
+	 * tree lock and lock. */
+	pthread_mutex_t making;
 	pthread_mutex_t lock;
 	/* protected by lock */
 	bool valid;
@@ -100,6 +104,7 @@ int redundant_new(const struct imfs *fs, struct redundant **out)
 	*out = NULL;
 	if (!r)
 		return -ENOMEM;
+	pthread_mutex_init(&r->making, NULL);
 	pthread_mutex_init(&r->lock, NULL);
 	im_plan_init(&r->set.plan);
 	r->o.near = true;
@@ -137,6 +142,7 @@ void redundant_free(struct redundant *r)
 		free(r->protect[i]);
 	free(r->protect);
 	pthread_mutex_destroy(&r->lock);
+	pthread_mutex_destroy(&r->making);
 	free(r);
 }
 
@@ -279,26 +285,46 @@ static void count_from_plan(struct redundant *r)
 	}
 }
 
-void redundant_count_update(struct imfs *fs)
+/* Whether the count, or the plan when @p want_plan, is that of the tree as
+ * it is now, *@p gen. No lock held. */
+static bool fresh(struct imfs *fs, bool want_plan, uint64_t *gen)
+{
+	struct redundant *r = fs->redundant;
+	bool yes;
+
+	tree_rdlock(fs->model->tree);
+	*gen = plan_version(fs);
+	tree_unlock(fs->model->tree);
+	pthread_mutex_lock(&r->lock);
+	if (want_plan)
+		r->pinned = true;
+	count_from_plan(r);
+	if (want_plan)
+		yes = r->valid && r->gen >= *gen;
+	else
+		yes = r->count_valid && r->count_gen >= *gen && r->count >= 0;
+	pthread_mutex_unlock(&r->lock);
+	return yes;
+}
+
+/* The count, and the plan itself when @p want_plan or something lists it,
+ * made current outside the tree lock (redundant_count_update()). */
+static void update(struct imfs *fs, bool want_plan)
 {
 	struct redundant *r = fs->redundant;
 	struct im_plan_set set;
 	uint32_t *by = NULL;
 	uint64_t gen;
-	bool fresh;
 	int ret;
 
-	/* Read before the plan is made: a change made meanwhile leaves it
-	 * older than the tree, as it is. */
-	tree_rdlock(fs->model->tree);
-	gen = plan_version(fs);
-	tree_unlock(fs->model->tree);
-	pthread_mutex_lock(&r->lock);
-	count_from_plan(r);
-	fresh = r->count_valid && r->count_gen >= gen && r->count >= 0;
-	pthread_mutex_unlock(&r->lock);
-	if (fresh)
+	/* Asked again once the plan's maker is waited for: it may have made
+	 * what is needed. The version is read before the plan is made: a
+	 * change made meanwhile leaves it older than the tree, as it is. */
+	if (fresh(fs, want_plan, &gen))
 		return;
+	pthread_mutex_lock(&r->making);
+	if (fresh(fs, want_plan, &gen))
+		goto out;
 	memset(&set, 0, sizeof(set));
 	im_plan_init(&set.plan);
 	ret = make(fs, r, true, &set, &by);
@@ -324,6 +350,18 @@ void redundant_count_update(struct imfs *fs)
 	pthread_mutex_unlock(&r->lock);
 	im_plan_set_release(&set);
 	free(by);
+out:
+	pthread_mutex_unlock(&r->making);
+}
+
+void redundant_count_update(struct imfs *fs)
+{
+	update(fs, false);
+}
+
+void redundant_prepare(struct imfs *fs)
+{
+	update(fs, true);
 }
 
 long redundant_count(struct imfs *fs, bool *current)

@@ -6,9 +6,10 @@
  * made again, lazily, whenever the index's generation or a document's
  * size, mtime or source inode (model.h, meta_gen) moved since the last
  * plan, so `redundant/` and `by-doc/.../keeper` follow removals and changes
- * in the source at once. Until redundant_foreach() or redundant_find() is
- * first called, redundant_count_update() keeps the count only and lets the
- * plan go (memory: the plan holds every clustered file).
+ * in the source at once. Until redundant_foreach(), redundant_find() or
+ * redundant_prepare() is first called, redundant_count_update() keeps the
+ * count only and lets the plan go (memory: the plan holds every clustered
+ * file).
  *
  * File metadata come from the tree (size and mtime as last signed, the
  * source inode); the device is not kept, so two documents are "the same
@@ -16,10 +17,10 @@
  * crossing filesystems could see two unrelated files so, which only keeps
  * one of them off the plan).
  *
- * Locking: every function but redundant_count_update() needs the tree lock
- * held (shared is enough); the plan has its own mutex, taken after the tree
- * lock and before the index's. Callbacks run under that mutex and must not
- * call back into this module.
+ * Locking: every function but redundant_count_update() and
+ * redundant_prepare() needs the tree lock held (shared is enough); the plan
+ * has its own mutex, taken after the tree lock and before the index's.
+ * Callbacks run under that mutex and must not call back into this module.
  */
 #ifndef IMFS_REDUNDANT_H
 #define IMFS_REDUNDANT_H
@@ -58,9 +59,20 @@ int redundant_foreach(struct imfs *fs, redundant_cb cb, void *arg);
  * (one of 60,000 short payslips, each of them a keeper), and held shared
  * that long, the lock kept every lookup waiting behind the first writer
  * queued for it (it prefers writers). Nor is the plan's mutex held
- * meanwhile. Threads may call it at once; each makes its own plan.
+ * meanwhile. Threads may call it at once: one makes the plan, the others
+ * wait for it (this and redundant_prepare()).
  */
 void redundant_count_update(struct imfs *fs);
+
+/**
+ * Make the plan itself current, as redundant_count_update() makes the
+ * count, with NO lock held, before the tree lock is taken for a call of
+ * redundant_find() or redundant_foreach(): they then find it made, unless
+ * the tree changed in between (then they make it again, under the lock).
+ * Only for a caller about to ask for the plan: while the tree changes, each
+ * call makes it again.
+ */
+void redundant_prepare(struct imfs *fs);
 
 /**
  * The number of documents planned as last counted (never makes a plan), or

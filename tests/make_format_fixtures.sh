@@ -44,6 +44,10 @@
 #                   of hidden text (character attribute, not shown)
 #   hidden-styles.odt/.docx/.doc/.rtf   LibreOffice, from a flat ODT whose common
 #                   styles (a character and a paragraph style) hide text
+#   rules.txt/.docx/.odt/.html   two lists typed "1." to "3." and pandoc's
+#                   docx, odt and html of them (automatic numbering)
+#   outline.odt/.docx/.html   LibreOffice, from a flat ODT with a list
+#                   numbered 1., 1.1. and a), and one I. from IV.
 #   bomb.docx       a docx whose document.xml unpacks to 512 MiB (bzip2 in the ZIP)
 #   bomb.txt.bz2    1 GiB of zeros in 800 bytes
 #   entities.docx   "billion laughs" entity declarations in document.xml
@@ -204,6 +208,62 @@ cat > hidden-styles.fodt <<'FODT'
 </office:text></office:body></office:document>
 FODT
 for f in odt docx doc rtf; do office $f hidden-styles.fodt; done
+cat > rules.txt <<'TXT'
+Harbour rules
+
+The harbour master sets these rules for every vessel that moors here.
+
+1. Report to the harbour office within one hour of arrival.
+2. Keep the quay clear of cargo after sunset.
+3. Pay the mooring fee before leaving.
+
+The pilots follow their own steps when bringing a ship in.
+
+1. Board the vessel outside the breakwater.
+2. Check the draught against the tide table.
+3. Hand over to the berthing master at the quay.
+TXT
+pandoc -f markdown -t docx -o rules.docx rules.txt
+pandoc -f markdown -t odt -o rules.odt rules.txt
+pandoc -f markdown -s -t html --metadata title=Rules -o rules.html rules.txt
+cat > outline.fodt <<'FODT'
+<?xml version="1.0" encoding="UTF-8"?>
+<office:document xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" xmlns:style="urn:oasis:names:tc:opendocument:xmlns:style:1.0" xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" xmlns:fo="urn:oasis:names:tc:opendocument:xmlns:xsl-fo-compatible:1.0" office:version="1.2" office:mimetype="application/vnd.oasis.opendocument.text">
+<office:automatic-styles>
+<text:list-style style:name="L1">
+<text:list-level-style-number text:level="1" style:num-suffix="." style:num-format="1"/>
+<text:list-level-style-number text:level="2" style:num-suffix="." style:num-format="1" text:display-levels="2"/>
+<text:list-level-style-number text:level="3" style:num-suffix=")" style:num-format="a"/>
+</text:list-style>
+<text:list-style style:name="L2">
+<text:list-level-style-number text:level="1" style:num-suffix="." style:num-format="I" text:start-value="4"/>
+</text:list-style>
+</office:automatic-styles>
+<office:body><office:text>
+<text:p>Harbour regulations, as amended by the port council.</text:p>
+<text:list text:style-name="L1">
+<text:list-item><text:p>Moorings are let by the harbour office.</text:p>
+<text:list>
+<text:list-item><text:p>Fees are paid in advance for the season.</text:p></text:list-item>
+<text:list-item><text:p>Berths are assigned by length of vessel:</text:p>
+<text:list>
+<text:list-item><text:p>trawlers along the north quay</text:p></text:list-item>
+<text:list-item><text:p>yachts along the south quay</text:p></text:list-item>
+</text:list></text:list-item>
+</text:list></text:list-item>
+<text:list-item><text:p>Pilotage is compulsory above fifty metres.</text:p>
+<text:list>
+<text:list-item><text:p>Pilots board outside the breakwater.</text:p></text:list-item>
+</text:list></text:list-item>
+</text:list>
+<text:p>The articles below replace those of the previous edition.</text:p>
+<text:list text:style-name="L2">
+<text:list-item><text:p>Anchoring in the fairway is forbidden.</text:p></text:list-item>
+<text:list-item><text:p>Fishing from the pier needs a permit.</text:p></text:list-item>
+</text:list>
+</office:text></office:body></office:document>
+FODT
+for f in odt docx html; do office $f outline.fodt; done
 cat > review.fodt <<'FODT'
 <?xml version="1.0" encoding="UTF-8"?>
 <office:document xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" xmlns:draw="urn:oasis:names:tc:opendocument:xmlns:drawing:1.0" xmlns:svg="urn:oasis:names:tc:opendocument:xmlns:svg-compatible:1.0" xmlns:dc="http://purl.org/dc/elements/1.1/" office:version="1.2" office:mimetype="application/vnd.oasis.opendocument.text">
@@ -448,6 +508,7 @@ cp cc0.txt cc0.html cc0.docx cc0.odt cc0.epub cc0.pdf cc0-utf16.txt cc0.txt.gz \
    voyages.ods voyages.xlsx harbour-zh.odt harbour-zh.pdf \
    hidden.odt hidden.docx hidden.doc hidden.rtf \
    hidden-styles.odt hidden-styles.docx hidden-styles.doc hidden-styles.rtf \
+   rules.txt rules.docx rules.odt rules.html outline.odt outline.docx outline.html \
    loop.doc huge.doc truncated.doc encrypted.doc \
    sheet.xlsx sheet.ods sheet.xls slides.pptx slides.odp slides.ppt.gz \
    bomb.docx bomb.txt.bz2 entities.docx nested.docx spine.epub spine-blank.epub truncated.pdf garbage.pdf "$out/"

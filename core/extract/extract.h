@@ -92,8 +92,11 @@
  *  22: text hidden by a style (docx's and odt's styles.xml) is left out, as
  *      text formatted hidden is.
  *  23: and so is text a style hides in a doc (its stylesheet).
+ *  24: a numbered list's items start with their numbers, as shown (docx
+ *      numbering.xml, odt list styles, HTML <ol>): "1. " as a .txt types
+ *      it.
  */
-#define IM_EXTRACT_VERSION 23
+#define IM_EXTRACT_VERSION 24
 
 /**
  * Formats. The values are stored in state files: append only.

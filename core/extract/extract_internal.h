@@ -79,6 +79,38 @@ size_t im_ods_time_term(const char *s, char *out);
 int im_unpack(const char *buf, size_t len, const struct im_extract_opts *o,
 	      struct im_buf *out);
 
+/* ---- List labels (zipdoc.c) ---------------------------------------------- */
+
+/**
+ * How a list numbers its items, as docx (w:numFmt), odt (style:num-format)
+ * and HTML (<ol type>) name it. Letters past z go on as a spreadsheet's
+ * columns (aa, ab, ...: odt and HTML) or repeat (aa, bb, ...: Word, and
+ * odt's style:num-letter-sync).
+ */
+enum im_list_fmt {
+	IM_LIST_NONE, /**< no number: a bullet, or "none" */
+	IM_LIST_DECIMAL,
+	IM_LIST_DECIMAL_ZERO, /**< 01 ... 09, 10 (Word's decimalZero) */
+	IM_LIST_LOWER_LETTER,
+	IM_LIST_UPPER_LETTER,
+	IM_LIST_LOWER_LETTER_SYNC,
+	IM_LIST_UPPER_LETTER_SYNC,
+	IM_LIST_LOWER_ROMAN,
+	IM_LIST_UPPER_ROMAN,
+};
+
+/** The longest number im_list_number() writes (no NUL). */
+#define IM_LIST_NUMBER_MAX 24
+
+/**
+ * Write the number @p n in the format @p f at @p out, as Word, LibreOffice
+ * and browsers show it: letters from 1 (repeated letters up to 16 of
+ * them), Roman numerals from 1 to 3999, decimal for any other number, as
+ * they fall back to. @return its length, at most IM_LIST_NUMBER_MAX; 0 for
+ * IM_LIST_NONE.
+ */
+size_t im_list_number(enum im_list_fmt f, int64_t n, char *out);
+
 /* ---- Compound File Binary (cfb.c) ---------------------------------------- */
 
 /** An open compound file: its header, read; the bytes are borrowed. */

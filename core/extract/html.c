@@ -23,6 +23,9 @@
  *     does LibreOffice's page header and footer (<div title="header">),
  *     which docx, odt and rtf leave out too (zipdoc.c, rtf.c): a template's
  *     letterhead, repeated on every page.
+ *   - An <ol>'s <li> starts with its number as a browser shows it ("1. "),
+ *     from the first <ol> on (list_tag()), as a .txt types it and docx and
+ *     odt number their items (zipdoc.c).
  *   - Comments <!-- --> vanish; <!...> and <?...?> become a space;
  *     <![CDATA[ ... ]]> is copied verbatim.
  *   - Entities: the 252 named entities of HTML 4 plus &apos;, with or without
@@ -52,6 +55,7 @@
 #define HAVE_AVX512_GEAR 1
 #endif
 
+#include "extract_internal.h"
 #include "text_internal.h"
 
 struct entity {
@@ -254,8 +258,17 @@ static const char *const inline_tags[] = {
 };
 /* clang-format on */
 
-/* TAG_SCRIPT and the kinds after it are dropped with their body. */
-enum tag_kind { TAG_OTHER, TAG_INLINE, TAG_SCRIPT, TAG_STYLE, TAG_TITLE };
+/* TAG_SCRIPT and the kinds after it up to TAG_TITLE are dropped with their
+ * body; an ordered list (TAG_OL) has the scalar loop number its items
+ * (list_tag()), and the windows stop at it as at those. */
+enum tag_kind {
+	TAG_OTHER,
+	TAG_INLINE,
+	TAG_SCRIPT,
+	TAG_STYLE,
+	TAG_TITLE,
+	TAG_OL
+};
 
 static const char *const dropped_names[] = {
 	[TAG_SCRIPT] = "script",
@@ -328,6 +341,7 @@ static void keys_init(void)
 	kind_put("script", TAG_SCRIPT);
 	kind_put("style", TAG_STYLE);
 	kind_put("title", TAG_TITLE);
+	kind_put("ol", TAG_OL);
 }
 
 /* What the tag whose name packs to @p key does to the text. */
@@ -378,7 +392,20 @@ struct html {
 	bool no_dquote, no_squote;
 	/* LibreOffice's or pandoc's export of a document: office_export(). */
 	bool office;
+	/* The text's first byte: what is written stays within what is read. */
+	char *o0;
+	/* An <ol> was met: lists are numbered from there on (the scalar
+	 * loop's). Of the <ol> and <ul> open, the innermost LIST_STACK: which
+	 * are ordered (bit i: level i), and each one's next number, step
+	 * and format. */
+	bool lists;
+	size_t list_depth;
+	uint32_t ordered;
+	int64_t next[32];
+	int8_t step[32];
+	uint8_t fmt[32];
 };
+#define LIST_STACK 32
 
 /* Skip a <script> or <style> body from @from; @return the index after its
  * end tag, or len. */
@@ -437,7 +464,8 @@ static inline size_t tag_end(struct html *h, size_t k, uint64_t key,
 	enum tag_kind kind = tag_kind(key);
 
 	k++;
-	if (!closing && !self_closing && kind >= TAG_SCRIPT)
+	if (!closing && !self_closing && kind >= TAG_SCRIPT &&
+	    kind <= TAG_TITLE)
 		k = skip_raw_text(h, k, dropped_names[kind]);
 	/* Written always, kept unless the tag is inline: no branch. */
 	*h->o = ' ';
@@ -664,6 +692,93 @@ static size_t office_drop(struct html *h, size_t n1, size_t k, uint64_t key)
 	return 0;
 }
 
+/* An attribute's value as a number, clamped to int32_t; @p dflt if none. */
+static int64_t attr_number(const char *v, size_t n, int64_t dflt)
+{
+	int64_t x = 0;
+	size_t i = 0;
+	bool neg;
+
+	while (i < n && is_space(v[i]))
+		i++;
+	neg = i < n && v[i] == '-';
+	i += i < n && (v[i] == '-' || v[i] == '+');
+	if (i == n || !im_ascii_digit(v[i]))
+		return dflt;
+	for (; i < n && im_ascii_digit(v[i]); i++)
+		if (x <= INT32_MAX)
+			x = 10 * x + (v[i] - '0');
+	x = x > INT32_MAX ? INT32_MAX : x;
+	return neg ? -x : x;
+}
+
+/*
+ * The <ol>, <ul> or <li> (@p key, the attributes s[n1, k)) that ends with
+ * the '>' at s[k], once h->lists: an <li> of an <ol> starts with its
+ * number as a browser shows it ("3. ", "c. ", "iv. "; <ol start type
+ * reversed>, <li value>), where the text has room for it (what the tag
+ * and the markup before it left; it has, but for thousands of items of
+ * a hostile page's <li><li>...). A reversed list without a start (its
+ * items would be counted first) numbers nothing. @return whether it was
+ * one of those; tag_end() writes its space.
+ */
+static bool list_tag(struct html *h, size_t n1, size_t k, uint64_t key,
+		     bool closing)
+{
+	size_t d = h->list_depth, n;
+	const char *v;
+
+	if (key == tag_key("ol", 2) || key == tag_key("ul", 2)) {
+		if (closing) {
+			h->list_depth -= d > 0;
+			return true;
+		}
+		h->list_depth++;
+		if (d >= LIST_STACK)
+			return true;
+		h->ordered &= ~(UINT32_C(1) << d);
+		if (key == tag_key("ul", 2))
+			return true;
+		v = tag_attr(h->s, n1, k, "type", &n);
+		h->fmt[d] = !v || n != 1 ? IM_LIST_DECIMAL
+			    : *v == 'a'	 ? IM_LIST_LOWER_LETTER
+			    : *v == 'A'	 ? IM_LIST_UPPER_LETTER
+			    : *v == 'i'	 ? IM_LIST_LOWER_ROMAN
+			    : *v == 'I'	 ? IM_LIST_UPPER_ROMAN
+					 : IM_LIST_DECIMAL;
+		h->step[d] = tag_attr(h->s, n1, k, "reversed", &n) ? -1 : 1;
+		v = tag_attr(h->s, n1, k, "start", &n);
+		if (h->step[d] < 0 && !v)
+			return true;
+		h->next[d] = v ? attr_number(v, n, 1) : 1;
+		h->ordered |= UINT32_C(1) << d;
+		return true;
+	}
+	if (key != tag_key("li", 2))
+		return false;
+	if (closing || !d || d > LIST_STACK || !(h->ordered >> (d - 1) & 1))
+		return true;
+	d--;
+	v = tag_attr(h->s, n1, k, "value", &n);
+	if (v)
+		h->next[d] = attr_number(v, n, h->next[d]);
+	{
+		char label[IM_LIST_NUMBER_MAX + 3];
+		size_t len = 0;
+
+		label[len++] = ' ';
+		len += im_list_number((enum im_list_fmt)h->fmt[d], h->next[d],
+				      label + len);
+		label[len++] = '.';
+		if ((size_t)(h->o - h->o0) + len + 1 <= k + 1) {
+			memcpy(h->o, label, len);
+			h->o += len;
+		}
+	}
+	h->next[d] += h->step[d];
+	return true;
+}
+
 /* s[i] == '<'. Consume the markup; @return the index after it. */
 static size_t markup(struct html *h, size_t i)
 {
@@ -741,6 +856,10 @@ static size_t markup(struct html *h, size_t i)
 	}
 	if (k >= len)
 		return len;
+	if (key == tag_key("ol", 2))
+		h->lists = true;
+	if (h->lists && list_tag(h, n1, k, key, closing))
+		return tag_end(h, k, key, closing);
 	if (h->office && !closing && s[k - 1] != '/') {
 		size_t end = office_drop(h, n1, k, key);
 
@@ -1122,7 +1241,8 @@ html_text_avx512(struct html *h)
 	const char *s = h->s;
 	size_t i = 0;
 
-	while (h->len - i >= WINDOW + 2 && !h->no_dquote && !h->no_squote) {
+	while (h->len - i >= WINDOW + 2 && !h->no_dquote && !h->no_squote &&
+	       !h->lists) {
 		long done = window_avx512(h, i, &ot);
 
 		if (done == WINDOW) {
@@ -1180,7 +1300,9 @@ size_t im_html_charset(const char *s, size_t len, const char **name)
  * point below U+10000, at most 3 bytes of UTF-8. A numeric one has 3 bytes
  * or more ("&#0") and decodes to at most 3 bytes (U+FFFD for an invalid
  * value, windows-1252 for 128-159), or to 4 for a value of U+10000 or more,
- * which takes 8 bytes or more ("&#65536", "&#x10000"). The scan asserts it.
+ * which takes 8 bytes or more ("&#65536", "&#x10000"). A list item's
+ * number is written only where it fits so (list_tag()). The scan asserts
+ * it.
  */
 static int html_text(const char *s, size_t len, struct im_buf *out,
 		     enum im_html_gear gear)
@@ -1193,7 +1315,7 @@ static int html_text(const char *s, size_t len, struct im_buf *out,
 	/* len would do; the + 1 makes out->p a buffer even when len is 0. */
 	if (im_buf_reserve(out, len + 1))
 		return -ENOMEM;
-	o0 = h.o = out->p + out->len;
+	o0 = h.o = h.o0 = out->p + out->len;
 	h.office = office_export(s, len);
 #ifdef HAVE_AVX512_GEAR
 	/* The windows do not read attributes: an office export, rare among

@@ -22,7 +22,8 @@
  *     (w:delText), hidden runs (w:vanish, or their character or paragraph
  *     style's in word/styles.xml) and field codes are not text;
  *     headers, footers and comments are left out (templates repeat them
- *     across documents).
+ *     across documents). A numbered paragraph (word/numbering.xml) starts
+ *     with its number, as Word shows it and a .txt types it.
  *   - xlsx: shared strings and inline strings of every sheet, one per line;
  *     then each number cell's value (<v> of a cell of type n), as
  *     im_number_term() writes it, after IM_EXTRACT_NUMBERS.
@@ -34,6 +35,7 @@
  *     (text:note-citation), index templates (text:*-source) and alt text
  *     (svg:title, svg:desc) are not text, nor is text in a style,
  *     automatic or common (styles.xml), with text:display="none" (hidden).
+ *     An odt's list item starts with its number (its list style's).
  *     In ods a cell whose office:value-type is a number (float, percentage,
  *     currency, date, time) is its value as xlsx stores it instead of the
  *     text it displays ("1,234.50", "15 January 2024"), so a sheet saved
@@ -566,6 +568,294 @@ size_t im_ods_time_term(const char *s, char *out)
 	return days_term(neg ? -units : units, out);
 }
 
+/* ---- List labels --------------------------------------------------------- */
+
+#define LETTER_REPEATS_MAX 16
+
+size_t im_list_number(enum im_list_fmt f, int64_t n, char *out)
+{
+	static const char *const roman[][10] = {
+		{"", "i", "ii", "iii", "iv", "v", "vi", "vii", "viii", "ix"},
+		{"", "x", "xx", "xxx", "xl", "l", "lx", "lxx", "lxxx", "xc"},
+		{"", "c", "cc", "ccc", "cd", "d", "dc", "dcc", "dccc", "cm"},
+		{"", "m", "mm", "mmm"},
+	};
+	bool upper = f == IM_LIST_UPPER_LETTER ||
+		     f == IM_LIST_UPPER_LETTER_SYNC || f == IM_LIST_UPPER_ROMAN;
+	char tmp[IM_LIST_NUMBER_MAX];
+	size_t k = 0, len = 0;
+
+	switch (f) {
+	case IM_LIST_NONE: return 0;
+	case IM_LIST_LOWER_ROMAN:
+	case IM_LIST_UPPER_ROMAN:
+		if (n < 1 || n > 3999)
+			break;
+		for (int d = 3, v = (int)n; d >= 0; d--) {
+			int p = d == 3 ? 1000 : d == 2 ? 100 : d == 1 ? 10 : 1;
+
+			for (const char *r = roman[d][v / p % 10]; *r; r++)
+				out[len++] = *r;
+		}
+		goto cased;
+	case IM_LIST_LOWER_LETTER_SYNC:
+	case IM_LIST_UPPER_LETTER_SYNC:
+		if (n < 1 || (n - 1) / 26 >= LETTER_REPEATS_MAX)
+			break;
+		for (int64_t i = 0; i <= (n - 1) / 26; i++)
+			out[len++] = (char)('a' + (n - 1) % 26);
+		goto cased;
+	case IM_LIST_LOWER_LETTER:
+	case IM_LIST_UPPER_LETTER:
+		if (n < 1)
+			break;
+		/* Bijective base 26: z is 26, aa 27. */
+		for (uint64_t v = (uint64_t)n; v; v = (v - 1) / 26)
+			tmp[k++] = (char)('a' + (v - 1) % 26);
+		while (k)
+			out[len++] = tmp[--k];
+		goto cased;
+	case IM_LIST_DECIMAL_ZERO:
+		if (n >= 0 && n < 10)
+			out[len++] = '0';
+		break;
+	case IM_LIST_DECIMAL: break;
+	}
+	return len + (size_t)sprintf(out + len, "%" PRId64, n);
+cased:
+	for (size_t i = 0; upper && i < len; i++)
+		out[i] = (char)(out[i] - 'a' + 'A');
+	return len;
+}
+
+/*
+ * A list's levels as a document defines them (a docx w:abstractNum, an odt
+ * text:list-style): each level's format, first number and label, whose
+ * bytes LIST_REF + k stand for the number of level k (bytes no XML 1.0
+ * document can hold), the others as they are ("%1.%2." is "\x10.\x11.").
+ */
+#define LIST_LEVELS   10 /* odt's; docx has 9 */
+#define LIST_TEXT_MAX 32
+#define LIST_REF      0x10
+/* Definitions kept of a document, and docx w:num kept: real documents
+ * have a few dozen, a hostile one no more than these. */
+#define LISTS_MAX 4096
+
+struct list_level {
+	int32_t start;
+	uint8_t fmt;		  /* enum im_list_fmt */
+	char text[LIST_TEXT_MAX]; /* NUL-terminated; "" and IM_LIST_NONE:
+				   * no label */
+};
+
+/* The counters of one list as it goes: each level's last number, valid
+ * where its bit of @p counted is set. */
+struct list_count {
+	int64_t cur[LIST_LEVELS];
+	uint16_t counted;
+};
+
+struct list_def {
+	uint64_t key; /* docx: w:abstractNumId; odt: style_hash() of the name */
+	uint32_t seq; /* order defined: the last of a key is the one */
+	struct list_level lvl[LIST_LEVELS];
+	/* docx: the count of the w:num of these levels that start nowhere
+	 * else, which Word numbers as one list */
+	struct list_count count;
+};
+
+/* A docx w:num: the list a paragraph names (w:numId), numbered by the
+ * levels of an w:abstractNum, some starting elsewhere (w:startOverride). */
+struct list_num {
+	uint64_t key, def; /* w:numId, its w:abstractNumId */
+	uint32_t seq;
+	uint16_t restart; /* levels with a w:startOverride */
+	int32_t start[LIST_LEVELS];
+	struct list_count count;
+};
+
+/* A document's lists, defined by the parts before its text; once the text
+ * looks one up (sorted, by key then seq) no more are defined. */
+struct lists {
+	struct list_def *def;
+	struct list_num *num;
+	size_t ndef, nnum, defcap, numcap;
+	bool frozen;
+};
+
+static void lists_release(struct lists *ls)
+{
+	free(ls->def);
+	free(ls->num);
+	memset(ls, 0, sizeof(*ls));
+}
+
+static int key_seq_cmp(uint64_t ka, uint32_t sa, uint64_t kb, uint32_t sb)
+{
+	if (ka != kb)
+		return ka < kb ? -1 : 1;
+	return sa < sb ? -1 : sa > sb;
+}
+
+static int list_def_cmp(const void *a, const void *b)
+{
+	const struct list_def *x = a, *y = b;
+
+	return key_seq_cmp(x->key, x->seq, y->key, y->seq);
+}
+
+static int list_num_cmp(const void *a, const void *b)
+{
+	const struct list_num *x = a, *y = b;
+
+	return key_seq_cmp(x->key, x->seq, y->key, y->seq);
+}
+
+/* A new definition of @p key, every level decimal from 1 with no label
+ * (as a docx w:lvl or odt level the document leaves out shows none), or
+ * NULL: no room, or none wanted any more. */
+static struct list_def *list_def_new(struct lists *ls, uint64_t key)
+{
+	struct list_def *d;
+
+	if (ls->frozen || ls->ndef == LISTS_MAX)
+		return NULL;
+	if (ls->ndef == ls->defcap) {
+		size_t cap = ls->defcap ? 2 * ls->defcap : 4;
+
+		d = realloc(ls->def, cap * sizeof(*d));
+		if (!d)
+			return NULL;
+		ls->def = d;
+		ls->defcap = cap;
+	}
+	d = &ls->def[ls->ndef];
+	memset(d, 0, sizeof(*d));
+	d->key = key;
+	d->seq = (uint32_t)ls->ndef++;
+	for (size_t k = 0; k < LIST_LEVELS; k++) {
+		d->lvl[k].start = 1;
+		d->lvl[k].fmt = IM_LIST_DECIMAL;
+	}
+	return d;
+}
+
+static struct list_num *list_num_new(struct lists *ls, uint64_t key)
+{
+	struct list_num *n;
+
+	if (ls->frozen || ls->nnum == LISTS_MAX)
+		return NULL;
+	if (ls->nnum == ls->numcap) {
+		size_t cap = ls->numcap ? 2 * ls->numcap : 4;
+
+		n = realloc(ls->num, cap * sizeof(*n));
+		if (!n)
+			return NULL;
+		ls->num = n;
+		ls->numcap = cap;
+	}
+	n = &ls->num[ls->nnum];
+	memset(n, 0, sizeof(*n));
+	n->key = key;
+	n->seq = (uint32_t)ls->nnum++;
+	return n;
+}
+
+static void lists_freeze(struct lists *ls)
+{
+	if (ls->frozen)
+		return;
+	ls->frozen = true;
+	if (ls->ndef)
+		qsort(ls->def, ls->ndef, sizeof(*ls->def), list_def_cmp);
+	if (ls->nnum)
+		qsort(ls->num, ls->nnum, sizeof(*ls->num), list_num_cmp);
+}
+
+/* The index of the last entry of @p key in the sorted keys of @p n entries
+ * @p size bytes apart (the key first in each), or @p n. */
+static size_t last_of_key(const void *v, size_t n, size_t size, uint64_t key)
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		uint64_t k;
+
+		memcpy(&k, (const char *)v + mid * size, sizeof(k));
+		if (k <= key)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo) {
+		uint64_t k;
+
+		memcpy(&k, (const char *)v + (lo - 1) * size, sizeof(k));
+		if (k == key)
+			return lo - 1;
+	}
+	return n;
+}
+
+static struct list_def *list_def_find(struct lists *ls, uint64_t key)
+{
+	size_t i;
+
+	lists_freeze(ls);
+	i = last_of_key(ls->def, ls->ndef, sizeof(*ls->def), key);
+	return i < ls->ndef ? &ls->def[i] : NULL;
+}
+
+static struct list_num *list_num_find(struct lists *ls, uint64_t key)
+{
+	size_t i;
+
+	lists_freeze(ls);
+	i = last_of_key(ls->num, ls->nnum, sizeof(*ls->num), key);
+	return i < ls->nnum ? &ls->num[i] : NULL;
+}
+
+/* Count an item at level @p k of a list of levels @p d, which starts at
+ * @p start[k] where @p restart has bit k (docx's w:startOverride): the
+ * levels below it start again. */
+static void list_count_item(struct list_count *c, const struct list_def *d,
+			    unsigned k, uint16_t restart, const int32_t *start)
+{
+	int64_t first = restart >> k & 1 ? start[k] : d->lvl[k].start;
+
+	c->cur[k] = c->counted >> k & 1 ? c->cur[k] + 1 : first;
+	c->counted = (uint16_t)((c->counted | 1u << k) & ((2u << k) - 1));
+}
+
+/* The label of the item just counted at level @p k, a space after it, in
+ * @p out (room for LIST_LABEL_MAX bytes); @return its length, 0 for none. */
+#define LIST_LABEL_MAX (LIST_TEXT_MAX * IM_LIST_NUMBER_MAX + 1)
+static size_t list_label(const struct list_count *c, const struct list_def *d,
+			 unsigned k, char *out)
+{
+	const char *t = d->lvl[k].text;
+	size_t len = 0;
+
+	if (d->lvl[k].fmt == IM_LIST_NONE || !*t)
+		return 0;
+	for (; *t; t++) {
+		unsigned r = (unsigned char)*t - LIST_REF;
+
+		if (r >= LIST_LEVELS)
+			out[len++] = *t;
+		else
+			len += im_list_number((enum im_list_fmt)d->lvl[r].fmt,
+					      c->counted >> r & 1
+						      ? c->cur[r]
+						      : d->lvl[r].start,
+					      out + len);
+	}
+	out[len++] = ' ';
+	return len;
+}
+
 /* ---- XML to text --------------------------------------------------------- */
 
 /* Where a spreadsheet keeps a number cell's value. */
@@ -595,6 +885,8 @@ struct xml_rules {
 	const char *const *skip;   /* nothing inside these is text */
 	enum cells cells;
 	enum hidden hidden;
+	bool lists; /* list items are labelled with their numbers (docx's
+		     * and odt's way, as hidden says) */
 };
 
 /* What a style says of its text's display: hidden, shown (over a style it
@@ -603,7 +895,7 @@ enum display { DISPLAY_INHERIT, DISPLAY_NONE, DISPLAY_SHOWN };
 
 /* The style families a reference names: a span's or run's (ODF "text",
  * OOXML "character") and a paragraph's; others are kept apart. */
-enum family { FAMILY_OTHER, FAMILY_TEXT, FAMILY_PARAGRAPH };
+enum family { FAMILY_OTHER, FAMILY_TEXT, FAMILY_PARAGRAPH, FAMILY_LIST };
 
 struct style {
 	uint64_t name, parent; /* keyed hashes (style_hash()); 0: none */
@@ -614,6 +906,9 @@ struct style {
 	uint8_t dist; /* WALK_DONE: styles up to the one that says (0: this
 		       * one), STYLE_CHAIN if none that near */
 	bool hides;
+	/* docx: the list its paragraphs are items of (w:numPr), if has_num */
+	bool has_num;
+	int64_t num_id, num_ilvl;
 };
 
 enum { WALK_NONE, WALK_ON, WALK_DONE };
@@ -643,11 +938,34 @@ struct xml_ctx {
 	 * the style being defined (and its w:rPr) at these, its key; the
 	 * styles of the document's parts, shared by them. */
 	unsigned hide_depth, para_depth, run_depth, rpr_depth;
-	unsigned style_depth, style_rpr_depth;
+	unsigned style_depth, style_rpr_depth, style_ppr_depth;
 	enum family style_family;
 	uint64_t style_key;
 	struct styles *styles;
 	bool styles_only; /* a part of styles: no text (its headers') */
+	/* List labels: the lists the parts define, shared by them; a list
+	 * definition (docx: w:abstractNum, or the w:num in lnum; odt:
+	 * text:list-style), its level, and docx's w:lvlOverride (the level
+	 * + 1) being read, and where. */
+	struct lists *lists;
+	struct list_def *ldef;
+	struct list_level *llvl;
+	struct list_num *lnum;
+	unsigned ldef_depth, llvl_depth;
+	int lover;
+	/* docx: the paragraph's w:pPr and w:numPr at these depths, what they
+	 * say (num_id -1: no w:numId) and its style's key (0: none). */
+	unsigned ppr_depth, numpr_depth;
+	int64_t num_id, num_ilvl;
+	uint64_t num_style;
+	/* odt: the text:list elements open, the definition each level
+	 * numbers by, their count, and the label of the item begun, which
+	 * its first paragraph puts before its text. */
+	unsigned list_depth;
+	struct list_def *list_defs[LIST_LEVELS];
+	struct list_count list_count;
+	size_t pending_len;
+	char pending[LIST_LABEL_MAX];
 	/* Spreadsheets: the number cells' terms, a line each. */
 	struct im_buf *nums;
 	unsigned num_depth; /* ods: in the number cell begun at this depth */
@@ -996,6 +1314,22 @@ static void style_display(struct xml_ctx *c, enum display d)
 		s->display = d;
 }
 
+/* A decimal attribute value, clamped to int32_t (a hostile w:start of
+ * 10^30 starts at INT32_MAX); false if it is none. */
+static bool attr_int(const char *v, int64_t *out)
+{
+	char *end;
+	long long x;
+
+	if (!v)
+		return false;
+	x = strtoll(v, &end, 10);
+	if (end == v)
+		return false;
+	*out = x < INT32_MIN ? INT32_MIN : x > INT32_MAX ? INT32_MAX : x;
+	return true;
+}
+
 /* Whether a w:val (of w:vanish) turns its property off. */
 static bool val_off(const char *v)
 {
@@ -1026,6 +1360,17 @@ static void docx_style(struct xml_ctx *c, const char *l, const XML_Char **atts)
 			st->parent = style_hash(c->styles, c->style_family, v);
 	} else if (!strcmp(l, "rPr") && c->depth == c->style_depth + 1) {
 		c->style_rpr_depth = c->depth;
+	} else if (!strcmp(l, "pPr") && c->depth == c->style_depth + 1) {
+		c->style_ppr_depth = c->depth;
+	} else if ((!strcmp(l, "numId") || !strcmp(l, "ilvl")) &&
+		   c->style_ppr_depth && c->depth == c->style_ppr_depth + 2) {
+		struct style *st = style_defining(c);
+		int64_t x;
+
+		if (st && attr_int(attr_local(atts, "val"), &x)) {
+			*(l[0] == 'n' ? &st->num_id : &st->num_ilvl) = x;
+			st->has_num |= l[0] == 'n';
+		}
 	} else if (!strcmp(l, "vanish") && c->style_rpr_depth &&
 		   c->depth == c->style_rpr_depth + 1) {
 		style_display(c, val_off(attr_local(atts, "val"))
@@ -1114,6 +1459,298 @@ static void odf_hidden(struct xml_ctx *c, const char *l, const XML_Char **atts)
 	}
 }
 
+/* w:numFmt's value; one we do not write is shown as decimal, as Word
+ * shows a format it lacks. */
+static enum im_list_fmt docx_num_fmt(const char *v)
+{
+	static const struct {
+		const char *name;
+		enum im_list_fmt fmt;
+	} fmts[] = {
+		{"bullet", IM_LIST_NONE},
+		{"none", IM_LIST_NONE},
+		{"decimalZero", IM_LIST_DECIMAL_ZERO},
+		{"lowerLetter", IM_LIST_LOWER_LETTER_SYNC},
+		{"upperLetter", IM_LIST_UPPER_LETTER_SYNC},
+		{"lowerRoman", IM_LIST_LOWER_ROMAN},
+		{"upperRoman", IM_LIST_UPPER_ROMAN},
+	};
+
+	for (size_t i = 0; v && i < sizeof(fmts) / sizeof(fmts[0]); i++)
+		if (!strcmp(v, fmts[i].name))
+			return fmts[i].fmt;
+	return IM_LIST_DECIMAL;
+}
+
+/* w:lvlText: "%1.%2." into list_level.text's form. */
+static void docx_lvl_text(struct list_level *lv, const char *v)
+{
+	size_t n = 0;
+
+	for (; *v && n + 1 < LIST_TEXT_MAX; v++) {
+		if (v[0] == '%' && v[1] >= '1' && v[1] <= '9') {
+			lv->text[n++] = (char)(LIST_REF + (v[1] - '1'));
+			v++;
+		} else {
+			lv->text[n++] = *v;
+		}
+	}
+	lv->text[n] = '\0';
+}
+
+/*
+ * numbering.xml: each w:abstractNum's levels (w:lvl: w:start, w:numFmt,
+ * w:lvlText) and each w:num, which names one (w:abstractNumId) and may
+ * start its levels elsewhere (w:lvlOverride/w:startOverride).
+ */
+static void docx_numbering(struct xml_ctx *c, const char *l,
+			   const XML_Char **atts)
+{
+	const char *v = attr_local(atts, "val");
+	int64_t x;
+
+	if (!strcmp(l, "abstractNum") &&
+	    attr_int(attr_local(atts, "abstractNumId"), &x)) {
+		c->ldef = list_def_new(c->lists, (uint64_t)x);
+		c->ldef_depth = c->depth;
+	} else if (!strcmp(l, "num") &&
+		   attr_int(attr_local(atts, "numId"), &x)) {
+		c->lnum = list_num_new(c->lists, (uint64_t)x);
+		c->ldef_depth = c->depth;
+	} else if (c->ldef && !strcmp(l, "lvl") &&
+		   c->depth == c->ldef_depth + 1) {
+		c->llvl = attr_int(attr_local(atts, "ilvl"), &x) && x >= 0 &&
+					  x < LIST_LEVELS
+				  ? &c->ldef->lvl[x]
+				  : NULL;
+		c->llvl_depth = c->depth;
+	} else if (c->llvl && c->depth == c->llvl_depth + 1 && v) {
+		if (!strcmp(l, "start") && attr_int(v, &x))
+			c->llvl->start = (int32_t)x;
+		else if (!strcmp(l, "numFmt"))
+			c->llvl->fmt = (uint8_t)docx_num_fmt(v);
+		else if (!strcmp(l, "lvlText"))
+			docx_lvl_text(c->llvl, v);
+	} else if (c->lnum && c->depth == c->ldef_depth + 1) {
+		if (!strcmp(l, "abstractNumId") && attr_int(v, &x))
+			c->lnum->def = (uint64_t)x;
+		else if (!strcmp(l, "lvlOverride"))
+			c->lover = attr_int(attr_local(atts, "ilvl"), &x) &&
+						   x >= 0 && x < LIST_LEVELS
+					   ? (int)x + 1
+					   : 0;
+	} else if (c->lnum && c->lover && c->depth == c->ldef_depth + 2 &&
+		   !strcmp(l, "startOverride") && attr_int(v, &x)) {
+		c->lnum->start[c->lover - 1] = (int32_t)x;
+		c->lnum->restart |= (uint16_t)(1u << (c->lover - 1));
+	}
+}
+
+/* A paragraph's w:numPr (in its w:pPr, or in its style's: w:pStyle, or a
+ * style that one is based on), read as the w:pPr goes by. */
+static void docx_para_num(struct xml_ctx *c, const char *l,
+			  const XML_Char **atts)
+{
+	int64_t x;
+
+	if (!strcmp(l, "pPr") && c->para_depth &&
+	    c->depth == c->para_depth + 1) {
+		c->ppr_depth = c->depth;
+		c->num_id = -1;
+		c->num_ilvl = 0;
+		c->num_style = 0;
+	} else if (!c->ppr_depth) {
+		return;
+	} else if (!strcmp(l, "numPr") && c->depth == c->ppr_depth + 1) {
+		c->numpr_depth = c->depth;
+	} else if (c->numpr_depth && c->depth == c->numpr_depth + 1 &&
+		   attr_int(attr_local(atts, "val"), &x)) {
+		if (!strcmp(l, "numId"))
+			c->num_id = x;
+		else if (!strcmp(l, "ilvl"))
+			c->num_ilvl = x;
+	} else if (!strcmp(l, "pStyle") && c->depth == c->ppr_depth + 1) {
+		const char *v = attr_local(atts, "val");
+
+		if (v)
+			c->num_style =
+				style_hash(c->styles, FAMILY_PARAGRAPH, v);
+	}
+}
+
+/* The numbering a paragraph's style gives it, if its own says none:
+ * the style's, or that of the nearest style it is based on. */
+static void docx_style_num(struct xml_ctx *c)
+{
+	struct style *s = style_find(c->styles, c->num_style);
+
+	for (unsigned n = 0; s && n < STYLE_CHAIN;
+	     n++, s = style_find(c->styles, s->parent))
+		if (s->has_num) {
+			c->num_id = s->num_id;
+			c->num_ilvl = s->num_ilvl;
+			return;
+		}
+}
+
+/* The end of a paragraph's w:pPr: its label, where it has one, before its
+ * text. w:numId 0 is no list (a paragraph of a numbered style taken out
+ * of it). */
+static void docx_para_label(struct xml_ctx *c)
+{
+	char label[LIST_LABEL_MAX];
+	struct list_count *count;
+	struct list_num *num;
+	struct list_def *def;
+	unsigned k;
+
+	c->ppr_depth = 0;
+	if (c->styles_only || c->hide_depth)
+		return;
+	if (c->num_id < 0)
+		docx_style_num(c);
+	if (c->num_id <= 0 || c->num_ilvl < 0 || c->num_ilvl >= LIST_LEVELS)
+		return;
+	num = list_num_find(c->lists, (uint64_t)c->num_id);
+	def = num ? list_def_find(c->lists, num->def) : NULL;
+	if (!def)
+		return;
+	k = (unsigned)c->num_ilvl;
+	/* Word numbers the w:num of one w:abstractNum as one list, but for
+	 * those that start elsewhere (pandoc's every list). */
+	count = num->restart ? &num->count : &def->count;
+	list_count_item(count, def, k, num->restart, num->start);
+	xml_put(c, label, list_label(count, def, k, label));
+}
+
+#define ODF_TEXT "urn:oasis:names:tc:opendocument:xmlns:text:1.0\x01"
+
+/* style:num-format's value ("" is no number). */
+static enum im_list_fmt odf_num_fmt(const char *v, bool sync)
+{
+	if (!v || !*v)
+		return IM_LIST_NONE;
+	switch (*v) {
+	case 'a':
+		return sync ? IM_LIST_LOWER_LETTER_SYNC : IM_LIST_LOWER_LETTER;
+	case 'A':
+		return sync ? IM_LIST_UPPER_LETTER_SYNC : IM_LIST_UPPER_LETTER;
+	case 'i': return IM_LIST_LOWER_ROMAN;
+	case 'I': return IM_LIST_UPPER_ROMAN;
+	default: return IM_LIST_DECIMAL;
+	}
+}
+
+/* Append @p s to @p lv's label, as much as fits. */
+static void lvl_text_put(struct list_level *lv, const char *s)
+{
+	size_t n = strlen(lv->text);
+
+	for (; s && *s && n + 1 < LIST_TEXT_MAX; s++)
+		lv->text[n++] = *s;
+	lv->text[n] = '\0';
+}
+
+/*
+ * A text:list-style's level of numbers (text:list-level-style-number, at
+ * text:level 1 to 10): the label is its style:num-prefix, the numbers of
+ * the text:display-levels levels up to it joined by '.', and its
+ * style:num-suffix. Bullets and images label nothing.
+ */
+static void odf_list_level(struct xml_ctx *c, const XML_Char **atts)
+{
+	const char *sync = attr_local(atts, "num-letter-sync");
+	struct list_level *lv;
+	int64_t level, shown = 1, start;
+
+	if (!attr_int(attr_local(atts, "level"), &level) || level < 1 ||
+	    level > LIST_LEVELS)
+		return;
+	lv = &c->ldef->lvl[level - 1];
+	lv->fmt = (uint8_t)odf_num_fmt(attr_local(atts, "num-format"),
+				       sync && !strcmp(sync, "true"));
+	if (attr_int(attr_local(atts, "start-value"), &start))
+		lv->start = (int32_t)start;
+	attr_int(attr_local(atts, "display-levels"), &shown);
+	shown = shown < 1 ? 1 : shown > level ? level : shown;
+	lv->text[0] = '\0';
+	lvl_text_put(lv, attr_local(atts, "num-prefix"));
+	for (int64_t k = level - shown; k < level; k++) {
+		char ref[3] = {(char)(LIST_REF + k), '.', '\0'};
+
+		ref[1] = k + 1 < level ? '.' : '\0';
+		lvl_text_put(lv, ref);
+	}
+	lvl_text_put(lv, attr_local(atts, "num-suffix"));
+}
+
+/*
+ * odt lists: a text:list-style (styles.xml, or automatic in content.xml)
+ * defines the levels; a text:list names it (a list nested in it names its
+ * own or goes on with it) and numbers its text:list-item, one level a
+ * nesting, as list_count_item() does; a list starts again at its first
+ * numbers unless it continues the one before (text:continue-numbering,
+ * text:continue-list). The label goes before the item's first paragraph.
+ */
+static void odf_list(struct xml_ctx *c, const XML_Char *name,
+		     const XML_Char **atts)
+{
+	static const size_t ns = sizeof(ODF_TEXT) - 1;
+	const char *l, *v;
+	unsigned k;
+
+	if (strncmp(name, ODF_TEXT, ns))
+		return;
+	l = name + ns;
+	if (!strcmp(l, "list-style")) {
+		v = attr_local(atts, "name");
+		c->ldef = v ? list_def_new(c->lists, style_hash(c->styles,
+								FAMILY_LIST, v))
+			    : NULL;
+		c->ldef_depth = c->depth;
+	} else if (!strcmp(l, "list-level-style-number") && c->ldef &&
+		   c->depth == c->ldef_depth + 1) {
+		odf_list_level(c, atts);
+	} else if (!strcmp(l, "list")) {
+		k = c->list_depth++;
+		if (!k) {
+			v = attr_local(atts, "continue-numbering");
+			if (!(v && !strcmp(v, "true")) &&
+			    !attr_local(atts, "continue-list"))
+				c->list_count = (struct list_count){0};
+		}
+		if (k >= LIST_LEVELS)
+			return;
+		v = attr_local(atts, "style-name");
+		c->list_defs[k] =
+			v   ? list_def_find(c->lists,
+					    style_hash(c->styles, FAMILY_LIST, v))
+			: k ? c->list_defs[k - 1]
+			    : NULL;
+	} else if (!strcmp(l, "list-item") && c->list_depth &&
+		   c->list_depth <= LIST_LEVELS) {
+		int32_t start[LIST_LEVELS];
+		int64_t x;
+		uint16_t restart = 0;
+
+		k = c->list_depth - 1;
+		c->pending_len = 0;
+		if (!c->list_defs[k])
+			return;
+		if (attr_int(attr_local(atts, "start-value"), &x)) {
+			start[k] = (int32_t)x;
+			restart = (uint16_t)(1u << k);
+			c->list_count.counted &= (uint16_t) ~(1u << k);
+		}
+		list_count_item(&c->list_count, c->list_defs[k], k, restart,
+				start);
+		c->pending_len = list_label(&c->list_count, c->list_defs[k], k,
+					    c->pending);
+	} else if (!strcmp(l, "list-header")) {
+		c->pending_len = 0;
+	}
+}
+
 static void XMLCALL xml_start(void *arg, const XML_Char *name,
 			      const XML_Char **atts)
 {
@@ -1138,6 +1775,12 @@ static void XMLCALL xml_start(void *arg, const XML_Char *name,
 		docx_hidden(c, l, atts);
 	else if (c->r->hidden == HIDDEN_ODF)
 		odf_hidden(c, l, atts);
+	if (c->r->lists && c->r->hidden == HIDDEN_DOCX) {
+		docx_numbering(c, l, atts);
+		docx_para_num(c, l, atts);
+	} else if (c->r->lists) {
+		odf_list(c, name, atts);
+	}
 	if (in_list(c->r->space, l))
 		xml_put(c, " ", 1);
 	if (in_list(c->r->text, l))
@@ -1146,6 +1789,11 @@ static void XMLCALL xml_start(void *arg, const XML_Char *name,
 		c->in_within++;
 	if (skipped(c, name, l))
 		c->in_skip++;
+	if (c->pending_len && (!strcmp(l, "p") || !strcmp(l, "h"))) {
+		if (!c->in_skip && !c->hide_depth && c->in_within)
+			xml_put(c, c->pending, c->pending_len);
+		c->pending_len = 0;
+	}
 }
 
 static void XMLCALL xml_end(void *arg, const XML_Char *name)
@@ -1169,6 +1817,30 @@ static void XMLCALL xml_end(void *arg, const XML_Char *name)
 		c->para_depth = 0;
 	if (c->style_rpr_depth == c->depth)
 		c->style_rpr_depth = 0;
+	if (c->style_ppr_depth == c->depth)
+		c->style_ppr_depth = 0;
+	if (c->ppr_depth == c->depth)
+		docx_para_label(c);
+	if (c->numpr_depth == c->depth)
+		c->numpr_depth = 0;
+	if (c->llvl_depth == c->depth) {
+		c->llvl_depth = 0;
+		c->llvl = NULL;
+	}
+	if (c->lover && c->depth == c->ldef_depth + 1)
+		c->lover = 0;
+	if (c->ldef_depth == c->depth) {
+		c->ldef_depth = 0;
+		c->ldef = NULL;
+		c->lnum = NULL;
+	}
+	if (c->r->lists && c->r->hidden == HIDDEN_ODF &&
+	    !strncmp(name, ODF_TEXT, sizeof(ODF_TEXT) - 1)) {
+		if (c->list_depth && !strcmp(l, "list"))
+			c->list_depth--;
+		else if (!strcmp(l, "list-item"))
+			c->pending_len = 0;
+	}
 	if (c->style_depth == c->depth) {
 		c->style_depth = 0;
 		c->style_key = 0;
@@ -1251,13 +1923,15 @@ static int xml_parse(XML_Parser p, const struct im_buf *data, int *fail)
  * false) only defines @p styles, for the parts after it. */
 static int xml_text(const struct im_buf *data, const struct xml_rules *r,
 		    const struct im_extract_opts *o, struct im_buf *out,
-		    struct im_buf *nums, struct styles *styles, bool text)
+		    struct im_buf *nums, struct styles *styles,
+		    struct lists *lists, bool text)
 {
 	struct xml_ctx c = {.r = r,
 			    .o = o,
 			    .out = out,
 			    .nums = nums,
 			    .styles = styles,
+			    .lists = lists,
 			    .styles_only = !text};
 	int ret;
 
@@ -1282,6 +1956,7 @@ static const struct xml_rules docx_rules = {
 	.nl_end = (const char *const[]){"p", "tr", NULL},
 	.space = (const char *const[]){"tab", "br", "cr", "tc", NULL},
 	.hidden = HIDDEN_DOCX,
+	.lists = true,
 };
 static const struct xml_rules xlsx_rules = {
 	.text = t_only,
@@ -1318,6 +1993,17 @@ static const struct xml_rules odf_rules = {
 	.skip = (const char *const[]){ODF_SKIP},
 	.hidden = HIDDEN_ODF,
 };
+/* odf_rules, and list labels: odp's are left out, as pptx's numbers
+ * (a:buAutoNum) are not read. */
+static const struct xml_rules odt_rules = {
+	.within = "body",
+	.nl_end = (const char *const[]){"p", "h", "list-item", "table-cell",
+					"frame", NULL},
+	.space = (const char *const[]){"s", "tab", "line-break", "note", NULL},
+	.skip = (const char *const[]){ODF_SKIP},
+	.hidden = HIDDEN_ODF,
+	.lists = true,
+};
 /* odf_rules, and number cells. */
 static const struct xml_rules ods_rules = {
 	.within = "body",
@@ -1340,16 +2026,19 @@ static bool has_suffix(const char *s, const char *suffix)
 	return n >= k && !strcmp(s + n - k, suffix);
 }
 
-/* Where a document keeps the styles its text names (read first). */
+/* Where a document keeps the styles and list numbers its text names
+ * (read first). */
 static bool styles_part(const char *n)
 {
-	return !strcmp(n, "word/styles.xml") || !strcmp(n, "styles.xml");
+	return !strcmp(n, "word/styles.xml") || !strcmp(n, "styles.xml") ||
+	       !strcmp(n, "word/numbering.xml");
 }
 
 static bool want_docx(const char *n)
 {
 	return !strcmp(n, "word/document.xml") ||
 	       !strcmp(n, "word/styles.xml") ||
+	       !strcmp(n, "word/numbering.xml") ||
 	       !strcmp(n, "word/footnotes.xml") ||
 	       !strcmp(n, "word/endnotes.xml");
 }
@@ -1421,6 +2110,7 @@ static int office_text(const char *buf, size_t len, want_fn want,
 	struct im_buf nums = {0};
 	struct parts ps = {0};
 	struct styles styles = {0};
+	struct lists lists = {0};
 	size_t texts = 0;
 	int ret;
 
@@ -1433,11 +2123,12 @@ static int office_text(const char *buf, size_t len, want_fn want,
 		qsort(ps.v, ps.n, sizeof(*ps.v), part_cmp);
 	for (size_t i = 0; i < ps.n && !ret; i++)
 		ret = xml_text(&ps.v[i].data, rules, o, out,
-			       rules->cells ? &nums : NULL, &styles,
+			       rules->cells ? &nums : NULL, &styles, &lists,
 			       !styles_part(ps.v[i].name));
 	if (!ret)
 		ret = im_extract_put_numbers(out, &nums);
 	free(styles.slot);
+	lists_release(&lists);
 	im_buf_release(&nums);
 	parts_release(&ps);
 	return ret;
@@ -1805,6 +2496,8 @@ int im_zipdoc_text(enum im_format f, const char *buf, size_t len,
 	case IM_FMT_ODS:
 		return office_text(buf, len, want_odf, &ods_rules, o, out);
 	case IM_FMT_ODT:
+		return office_text(buf, len, want_odf_styled, &odt_rules, o,
+				   out);
 	case IM_FMT_ODP:
 		return office_text(buf, len, want_odf_styled, &odf_rules, o,
 				   out);

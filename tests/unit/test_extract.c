@@ -4,6 +4,7 @@
  * valgrind catch a read past the end.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -583,6 +584,128 @@ START_TEST(test_extract_same_text_every_format)
 	result_terms(&t);
 	ck_assert_msg(jaccard(&base, &t) < 0.3,
 		      "another text by the same programs is another document");
+	im_terms_release(&base);
+	im_terms_release(&t);
+}
+END_TEST
+
+/* A list item's number as Word, LibreOffice and browsers show it: letters
+ * past z as columns (aa) or repeated (bb, Word's), Roman numerals up to
+ * 3999, and decimal where a format cannot write the number. */
+START_TEST(test_extract_list_numbers)
+{
+	static const struct {
+		enum im_list_fmt f;
+		int64_t n;
+		const char *want;
+	} cases[] = {
+		{IM_LIST_DECIMAL, 7, "7"},
+		{IM_LIST_DECIMAL, -3, "-3"},
+		{IM_LIST_DECIMAL, INT64_MIN, "-9223372036854775808"},
+		{IM_LIST_DECIMAL_ZERO, 7, "07"},
+		{IM_LIST_DECIMAL_ZERO, 12, "12"},
+		{IM_LIST_LOWER_LETTER, 1, "a"},
+		{IM_LIST_LOWER_LETTER, 26, "z"},
+		{IM_LIST_LOWER_LETTER, 27, "aa"},
+		{IM_LIST_LOWER_LETTER, 28, "ab"},
+		{IM_LIST_UPPER_LETTER, 702, "ZZ"},
+		{IM_LIST_UPPER_LETTER, 703, "AAA"},
+		{IM_LIST_LOWER_LETTER, INT64_MAX, "crpxnlskvljfhg"},
+		{IM_LIST_LOWER_LETTER, 0, "0"},
+		{IM_LIST_LOWER_LETTER_SYNC, 28, "bb"},
+		{IM_LIST_UPPER_LETTER_SYNC, 53, "AAA"},
+		{IM_LIST_LOWER_LETTER_SYNC, 416, "zzzzzzzzzzzzzzzz"},
+		{IM_LIST_LOWER_LETTER_SYNC, 417, "417"},
+		{IM_LIST_LOWER_ROMAN, 4, "iv"},
+		{IM_LIST_UPPER_ROMAN, 1994, "MCMXCIV"},
+		{IM_LIST_LOWER_ROMAN, 3999, "mmmcmxcix"},
+		{IM_LIST_UPPER_ROMAN, 4000, "4000"},
+		{IM_LIST_UPPER_ROMAN, 0, "0"},
+		{IM_LIST_NONE, 5, ""},
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char out[IM_LIST_NUMBER_MAX + 1];
+		size_t n = im_list_number(cases[i].f, cases[i].n, out);
+
+		ck_assert_uint_le(n, IM_LIST_NUMBER_MAX);
+		out[n] = '\0';
+		ck_assert_msg(!strcmp(out, cases[i].want),
+			      "%" PRId64 " in format %d: \"%s\", not \"%s\"",
+			      cases[i].n, (int)cases[i].f, out, cases[i].want);
+	}
+}
+END_TEST
+
+/* The text with each run of white space one space. */
+static void squeeze_text(void)
+{
+	size_t o = 0;
+
+	for (size_t i = 0; text[i]; i++)
+		if (!(text[i] == ' ' || text[i] == '\t' || text[i] == '\n') ||
+		    (o && text[o - 1] != ' '))
+			text[o++] = text[i] == '\t' || text[i] == '\n'
+					    ? ' '
+					    : text[i];
+	text[o] = '\0';
+}
+
+/* A list LibreOffice numbers 1., 1.1. (two levels shown) and a), and one
+ * in Roman numerals from IV: its odt (list styles) and docx
+ * (numbering.xml) give each item its number before its text, as shown;
+ * its html what a browser shows of its <ol>s (no "1.1." in HTML). */
+START_TEST(test_extract_list_labels)
+{
+	static const char *const shown[] = {
+		"1. Moorings",	      "1.1. Fees",	  "1.2. Berths",
+		"a) trawlers",	      "b) yachts",	  "2. Pilotage",
+		"2.1. Pilots",	      "IV. Anchoring",	  "V. Fishing",
+		"edition. IV. Anchoring",
+	};
+	static const char *const browser[] = {
+		"1. Moorings", "1. Fees",     "2. Berths",    "a. trawlers",
+		"b. yachts",   "2. Pilotage", "1. Pilots",    "IV. Anchoring",
+		"V. Fishing",
+	};
+
+	extract_fixture("outline.odt");
+	squeeze_text();
+	for (size_t i = 0; i < sizeof(shown) / sizeof(shown[0]); i++)
+		assert_text_has(shown[i]);
+	extract_fixture("outline.docx");
+	squeeze_text();
+	for (size_t i = 0; i < sizeof(shown) / sizeof(shown[0]); i++)
+		assert_text_has(shown[i]);
+	extract_fixture("outline.html");
+	squeeze_text();
+	for (size_t i = 0; i < sizeof(browser) / sizeof(browser[0]); i++)
+		assert_text_has(browser[i]);
+}
+END_TEST
+
+/* A text that types its lists' numbers ("1." to "3.", twice) and pandoc's
+ * docx, odt and html of it, which number them automatically: the same
+ * figures (im_terms.numbers), so removal plans them as near-duplicates
+ * of one another. */
+START_TEST(test_extract_list_figures)
+{
+	static const char *const exports[] = {"rules.docx", "rules.odt",
+					      "rules.html"};
+	struct im_terms base, t;
+
+	im_terms_init(&base);
+	im_terms_init(&t);
+	extract_fixture("rules.txt");
+	result_terms(&base);
+	ck_assert_uint_ne(base.numbers, 0);
+	for (size_t i = 0; i < sizeof(exports) / sizeof(exports[0]); i++) {
+		extract_fixture(exports[i]);
+		result_terms(&t);
+		ck_assert_msg(t.numbers == base.numbers,
+			      "%s's figures are the text's: \"%.300s\"",
+			      exports[i], text);
+	}
 	im_terms_release(&base);
 	im_terms_release(&t);
 }
@@ -1669,6 +1792,9 @@ static Suite *extract_suite(void)
 			    sizeof(fixtures) / sizeof(fixtures[0]));
 	tcase_add_test(tc, test_extract_same_text_every_format);
 	tcase_add_test(tc, test_extract_office_parts);
+	tcase_add_test(tc, test_extract_list_numbers);
+	tcase_add_test(tc, test_extract_list_labels);
+	tcase_add_test(tc, test_extract_list_figures);
 	tcase_add_test(tc, test_extract_sheet_figures);
 	tcase_add_test(tc, test_extract_terms_numbers_only_in_sheets);
 	tcase_add_test(tc, test_extract_number_terms);

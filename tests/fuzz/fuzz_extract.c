@@ -271,7 +271,7 @@ static uint8_t *zip_build(const struct member *m, size_t n, size_t *len)
 
 /*
  * @p how: bit 0 docx (word/document.xml, word/styles.xml,
- * word/footnotes.xml) or odt (content.xml, styles.xml); bit 1 the styles
+ * word/footnotes.xml, word/numbering.xml) or odt (content.xml, styles.xml); bit 1 the styles
  * after the text in the ZIP (they are read first wherever they are). The
  * parts are @p s split at NUL bytes, which XML cannot hold; those missing
  * are left out of the ZIP.
@@ -280,13 +280,14 @@ static void fuzz_zipxml(uint8_t how, const char *s, size_t len,
 			struct im_extract_opts *o)
 {
 	static const char *const docx[] = {
-		"word/document.xml", "word/styles.xml", "word/footnotes.xml"};
+		"word/document.xml", "word/styles.xml", "word/footnotes.xml",
+		"word/numbering.xml"};
 	static const char *const odt[] = {"content.xml", "styles.xml"};
 	const char *const *names = how & 1 ? odt : docx;
-	size_t nnames = how & 1 ? 2 : 3, n = 0, zlen;
+	size_t nnames = how & 1 ? 2 : 4, n = 0, zlen;
 	enum im_format f = how & 1 ? IM_FMT_ODT : IM_FMT_DOCX;
 	struct im_buf all = {0}, capped = {0};
-	struct member m[3];
+	struct member m[4];
 	const char *end = s + len;
 	uint8_t *z;
 	int ret;

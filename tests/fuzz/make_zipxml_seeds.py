@@ -8,7 +8,8 @@ import sys
 import zipfile
 
 PARTS = {
-    ".docx": (0, ["word/document.xml", "word/styles.xml", "word/footnotes.xml"]),
+    ".docx": (0, ["word/document.xml", "word/styles.xml", "word/footnotes.xml",
+                  "word/numbering.xml"]),
     ".odt": (1, ["content.xml", "styles.xml"]),
 }
 

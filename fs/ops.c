@@ -756,6 +756,8 @@ static void imfs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 	int ret;
 
 	caller(req, &who);
+	/* Whether user.imatch.keeper and .similarity are there asks the plan. */
+	plan_ahead(fs, ino, true);
 	tree_rdlock(T(req));
 	ret = view_get(fs, ino, &o);
 	if (!ret)

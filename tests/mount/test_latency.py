@@ -432,5 +432,17 @@ def test_lookups_never_wait_on_a_keeper_xattr(w):
           'a lookup waited (2 s and more) for the removal plan made for '
           'user.imatch.keeper, behind the watcher come to add a document')
 
+
+@test
+def test_lookups_never_wait_on_listing_xattrs(w):
+    """The same with getfattr -d (listxattr) of a document's by-doc
+    directory: whether user.imatch.keeper and .similarity exist is asked of
+    the plan too."""
+    def ask(doc):
+        os.listxattr(doc)
+    check(not lookup_waits_on_the_plan(w, ask, 'listxattr'),
+          'a lookup waited (2 s and more) for the removal plan made for '
+          'listxattr of a document, behind the watcher come to add one')
+
 if __name__ == '__main__':
     sys.exit(run_tests(TESTS, sys.argv[1:]))

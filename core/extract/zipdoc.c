@@ -711,6 +711,24 @@ static int list_num_cmp(const void *a, const void *b)
 	return key_seq_cmp(x->key, x->seq, y->key, y->seq);
 }
 
+/* Room in *@p v (capacity *@p cap elements of @p size bytes, doubled as
+ * needed) for element @p n: 0, or -ENOMEM. */
+static int room_for_one(void **v, size_t *cap, size_t n, size_t size)
+{
+	void *nv;
+	size_t c;
+
+	if (n < *cap)
+		return 0;
+	c = *cap ? 2 * *cap : 4;
+	nv = realloc(*v, c * size);
+	if (!nv)
+		return -ENOMEM;
+	*v = nv;
+	*cap = c;
+	return 0;
+}
+
 /* A new definition of @p key, every level decimal from 1 with no label
  * (as a docx w:lvl or odt level the document leaves out shows none), or
  * NULL: no room, or none wanted any more. */
@@ -718,17 +736,10 @@ static struct list_def *list_def_new(struct lists *ls, uint64_t key)
 {
 	struct list_def *d;
 
-	if (ls->frozen || ls->ndef == LISTS_MAX)
+	if (ls->frozen || ls->ndef == LISTS_MAX ||
+	    room_for_one((void **)&ls->def, &ls->defcap, ls->ndef,
+			 sizeof(*ls->def)))
 		return NULL;
-	if (ls->ndef == ls->defcap) {
-		size_t cap = ls->defcap ? 2 * ls->defcap : 4;
-
-		d = realloc(ls->def, cap * sizeof(*d));
-		if (!d)
-			return NULL;
-		ls->def = d;
-		ls->defcap = cap;
-	}
 	d = &ls->def[ls->ndef];
 	memset(d, 0, sizeof(*d));
 	d->key = key;
@@ -744,17 +755,10 @@ static struct list_num *list_num_new(struct lists *ls, uint64_t key)
 {
 	struct list_num *n;
 
-	if (ls->frozen || ls->nnum == LISTS_MAX)
+	if (ls->frozen || ls->nnum == LISTS_MAX ||
+	    room_for_one((void **)&ls->num, &ls->numcap, ls->nnum,
+			 sizeof(*ls->num)))
 		return NULL;
-	if (ls->nnum == ls->numcap) {
-		size_t cap = ls->numcap ? 2 * ls->numcap : 4;
-
-		n = realloc(ls->num, cap * sizeof(*n));
-		if (!n)
-			return NULL;
-		ls->num = n;
-		ls->numcap = cap;
-	}
 	n = &ls->num[ls->nnum];
 	memset(n, 0, sizeof(*n));
 	n->key = key;

@@ -351,8 +351,6 @@ def test_lookups_never_wait_on_a_deep_look(w):
     g.unmount()
 
 
-
-
 def lookup_waits_on_the_plan(w, ask, what):
     """Whether a lookup waited while ask(n000002's by-doc directory) made
     the removal plan again after a change, with a new document coming in.
@@ -443,6 +441,7 @@ def test_lookups_never_wait_on_listing_xattrs(w):
     check(not lookup_waits_on_the_plan(w, ask, 'listxattr'),
           'a lookup waited (2 s and more) for the removal plan made for '
           'listxattr of a document, behind the watcher come to add one')
+
 
 if __name__ == '__main__':
     sys.exit(run_tests(TESTS, sys.argv[1:]))

@@ -298,13 +298,20 @@ static inline unsigned dense_bin(uint64_t seed, unsigned i, uint64_t a)
 /*
  * The first DENSE_TRIES draws of every bin for the last seed, per thread:
  * a document of fewer terms than bins leaves many bins empty, and each
- * empty bin would compute its draws again, two mixes a try.
+ * empty bin would compute its draws again, two mixes a try. A document of
+ * a few terms fills so few bins that an empty one tries about
+ * IM_SKETCH_BINS / filled draws: there each bin's try at which every other
+ * bin first comes up (first_try, filled on the first such document) finds
+ * the earliest filled bin in one look per filled bin instead.
  */
 #define DENSE_TRIES 16
+#define FIRST_TRIES 255 /* first_try[][] holds tries 1..255; 0: not there */
+#define FEW_FILLED  8	/* at most this many filled bins: first_try[][] */
 static __thread struct {
 	uint64_t seed;
-	bool valid;
+	bool valid, first_valid;
 	uint8_t bin[IM_SKETCH_BINS][DENSE_TRIES];
+	uint8_t first_try[IM_SKETCH_BINS][IM_SKETCH_BINS];
 } dense;
 
 static void dense_fill(uint64_t seed)
@@ -314,6 +321,16 @@ static void dense_fill(uint64_t seed)
 			dense.bin[i][a - 1] = (uint8_t)dense_bin(seed, i, a);
 	dense.seed = seed;
 	dense.valid = true;
+	dense.first_valid = false;
+}
+
+static void first_fill(uint64_t seed)
+{
+	memset(dense.first_try, 0, sizeof(dense.first_try));
+	for (unsigned i = 0; i < IM_SKETCH_BINS; i++)
+		for (unsigned a = FIRST_TRIES; a >= 1; a--)
+			dense.first_try[i][dense_bin(seed, i, a)] = (uint8_t)a;
+	dense.first_valid = true;
 }
 
 /* The bin empty bin @p i copies: its first draw that a term filled. The
@@ -331,6 +348,31 @@ static unsigned draw_filled(const uint8_t *filled, uint64_t seed, unsigned i)
 	j = draw[8];
 	for (uint64_t a = 9; !filled[j]; a++)
 		j = a < DENSE_TRIES ? draw[a] : dense_bin(seed, i, a + 1);
+	return j;
+}
+
+/* draw_filled() for a document that filled only the @p nf bins @p fill:
+ * the filled bin that comes up first in bin @p i's draws, by first_try[][]
+ * when one comes up within its tries, else by drawing on after them. */
+static unsigned draw_filled_few(const uint8_t *filled, const uint8_t *fill,
+				unsigned nf, uint64_t seed, unsigned i)
+{
+	const uint8_t *first = dense.first_try[i];
+	unsigned best = 0, at = FIRST_TRIES + 1, j;
+
+	for (unsigned k = 0; k < nf; k++) {
+		unsigned a = first[fill[k]];
+
+		if (a && a < at) {
+			at = a;
+			best = fill[k];
+		}
+	}
+	if (at <= FIRST_TRIES)
+		return best;
+	j = dense_bin(seed, i, FIRST_TRIES + 1);
+	for (uint64_t a = FIRST_TRIES + 2; !filled[j]; a++)
+		j = dense_bin(seed, i, a);
 	return j;
 }
 
@@ -355,17 +397,23 @@ static void tiny_store(uint64_t *g, size_t n, uint8_t *out)
 static void finish(struct builder *b, size_t n, uint64_t seed,
 		   struct im_sketch *out)
 {
-	uint8_t filled[IM_SKETCH_BINS];
+	uint8_t filled[IM_SKETCH_BINS], fill[IM_SKETCH_BINS];
 	uint64_t *bins = b->bins;
+	unsigned nf = 0;
 
 	memset(out, 0, sizeof(*out));
 	if (n == 0)
 		return;
 	out->n = n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
-	for (unsigned i = 0; i < IM_SKETCH_BINS; i++)
+	for (unsigned i = 0; i < IM_SKETCH_BINS; i++) {
 		filled[i] = bins[i] != EMPTY;
+		fill[nf] = (uint8_t)i;
+		nf += filled[i];
+	}
 	if (!dense.valid || dense.seed != seed)
 		dense_fill(seed);
+	if (nf <= FEW_FILLED && !dense.first_valid)
+		first_fill(seed);
 	/* Each empty bin draws bins from its own fixed sequence until one that
 	 * a term filled: the same sequence in every document, so two
 	 * documents with the same filled bins fill their empty ones alike.
@@ -378,8 +426,12 @@ static void finish(struct builder *b, size_t n, uint64_t seed,
 	 * minimum. */
 	for (unsigned i = 0; i < IM_SKETCH_BINS; i++)
 		if (!filled[i])
-			bins[i] = mix(bins[draw_filled(filled, seed, i)] ^
-				      (uint64_t)(i + 1) << 32);
+			bins[i] = mix(
+				bins[nf <= FEW_FILLED
+					     ? draw_filled_few(filled, fill, nf,
+							       seed, i)
+					     : draw_filled(filled, seed, i)] ^
+				(uint64_t)(i + 1) << 32);
 	for (unsigned i = 0; i < IM_SKETCH_BINS; i += 2)
 		out->v[i / 2] =
 			(uint8_t)((bins[i] & 0xf) | (bins[i + 1] & 0xf) << 4);

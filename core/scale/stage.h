@@ -57,8 +57,10 @@
  * records keep a fingerprint of the ctime (for `imatch state import`).
  * 8: document records keep the figures (im_doc_sigs.numbers). 9: tiny
  * sketches keep their terms' hashes and densified bins are remixed
- * (sketch.h), so band keys and records of 8 do not compare with 9's. */
-#define IM_STAGE_VERSION 9
+ * (sketch.h), so band keys and records of 8 do not compare with 9's.
+ * 10: tiny sketches keep 32-bit fingerprints of up to 26 terms, so a
+ * record of 9 would be misread. */
+#define IM_STAGE_VERSION 10
 #define IM_STAGE_META	 16
 /** Most partitions a shuffle may use. */
 #define IM_STAGE_MAX_PARTS 4096

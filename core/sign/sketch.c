@@ -67,9 +67,9 @@ struct builder {
 	 * terms a level leaves out. */
 	uint8_t mapb[IM_SKETCH_MAP_BITS + 1];
 	unsigned level;
-	/* A set of up to IM_SKETCH_TINY terms: their g, kept instead of the
-	 * map (finish() sorts them). */
-	uint64_t tiny[IM_SKETCH_TINY];
+	/* A set of up to IM_SKETCH_TINY terms: their fingerprints, kept
+	 * instead of the map (finish() sorts them). */
+	uint32_t tiny[IM_SKETCH_TINY];
 	/* The top level bits of a map hash: a term is in the sample when
 	 * they are all zero (0 at level 0: every term is). */
 	uint64_t unsampled;
@@ -264,8 +264,19 @@ _Static_assert(
 	sizeof(struct im_term) == 16,
 	"im_sketch_compute() hands builder_add_x8() hashes 16 bytes apart");
 
+/*
+ * A tiny set's fingerprint of a term of remixed hash @p g: the top 32 bits
+ * of its map hash, which are all that reduce() reads to place it in a
+ * level-0 map, so the map can be made again from them (map_load()).
+ */
+static inline uint32_t tiny_fingerprint(uint64_t g)
+{
+	return (uint32_t)(mix(g ^ MAP_SALT) >> 32);
+}
+
 /* builder_add() of hashes 8 or 16 bytes apart, eight terms at a time where
- * the CPU can; a tiny set keeps its terms' g instead of map bits. */
+ * the CPU can; a tiny set keeps its terms' fingerprints instead of map
+ * bits. */
 static void builder_add_any(struct builder *b, const void *h, size_t step,
 			    size_t n, uint64_t seed)
 {
@@ -275,8 +286,10 @@ static void builder_add_any(struct builder *b, const void *h, size_t step,
 		const char *at = h;
 
 		for (size_t i = 0; i < n; i++, at += step) {
-			b->tiny[i] = mix(*(const uint64_t *)at ^ seed);
-			bin_put(b, b->tiny[i]);
+			uint64_t g = mix(*(const uint64_t *)at ^ seed);
+
+			bin_put(b, g);
+			b->tiny[i] = tiny_fingerprint(g);
 		}
 		return;
 	}
@@ -376,21 +389,22 @@ static unsigned draw_filled_few(const uint8_t *filled, const uint8_t *fill,
 	return j;
 }
 
-/* A tiny set's g, ascending (so the bytes do not depend on the terms'
- * order), little-endian in the map's place; the rest stays zero. */
-static void tiny_store(uint64_t *g, size_t n, uint8_t *out)
+/* A tiny set's fingerprints, ascending (so the bytes do not depend on the
+ * terms' order, and two sets compare in one pass), little-endian in the
+ * map's place; the rest stays zero. */
+static void tiny_store(uint32_t *f, size_t n, uint8_t *out)
 {
 	for (size_t i = 1; i < n; i++)
-		for (size_t j = i; j > 0 && g[j - 1] > g[j]; j--) {
-			uint64_t t = g[j];
+		for (size_t j = i; j > 0 && f[j - 1] > f[j]; j--) {
+			uint32_t t = f[j];
 
-			g[j] = g[j - 1];
-			g[j - 1] = t;
+			f[j] = f[j - 1];
+			f[j - 1] = t;
 		}
 	for (size_t i = 0; i < n; i++) {
-		uint64_t le = htole64(g[i]);
+		uint32_t le = htole32(f[i]);
 
-		memcpy(out + 8 * i, &le, 8);
+		memcpy(out + 4 * i, &le, 4);
 	}
 }
 
@@ -500,23 +514,23 @@ static inline unsigned pop64(uint64_t x)
 	return (unsigned)((x * UINT64_C(0x0101010101010101)) >> 56);
 }
 
-/* Term @p i's g of a tiny sketch. */
-static inline uint64_t tiny_g(const struct im_sketch *s, unsigned i)
+/* Term @p i's fingerprint in a tiny sketch. */
+static inline uint32_t tiny_f(const struct im_sketch *s, unsigned i)
 {
-	uint64_t g;
+	uint32_t f;
 
-	memcpy(&g, s->v + IM_SKETCH_BIN_BYTES + 8 * i, 8);
-	return le64toh(g);
+	memcpy(&f, s->v + IM_SKETCH_BIN_BYTES + 4 * i, 4);
+	return le32toh(f);
 }
 
-/* The map of @p s; a tiny sketch's is made from its terms' g, bit for bit
- * the one builder_add() would have set (level 0). */
+/* The map of @p s; a tiny sketch's is made from its terms' fingerprints,
+ * bit for bit the one builder_add() would have set (level 0). */
 static void map_load(const struct im_sketch *s, uint64_t map[MAP_WORDS])
 {
 	if (s->n <= IM_SKETCH_TINY) {
 		memset(map, 0, IM_SKETCH_MAP_BYTES);
 		for (unsigned i = 0; i < s->n; i++) {
-			unsigned p = reduce(mix(tiny_g(s, i) ^ MAP_SALT),
+			unsigned p = reduce((uint64_t)tiny_f(s, i) << 32,
 					    IM_SKETCH_MAP_BITS);
 
 			map[p / 64] |= UINT64_C(1) << (p % 64);
@@ -528,18 +542,23 @@ static void map_load(const struct im_sketch *s, uint64_t map[MAP_WORDS])
 		map[w] = le64toh(map[w]);
 }
 
-/* Terms of tiny sketch @p a that tiny sketch @p b holds. */
-static unsigned tiny_held(const struct im_sketch *a, const struct im_sketch *b)
+/* Fingerprints the tiny sketches @p a and @p b share, in one pass over
+ * both ascending lists. The pass is its own mirror image, so the count is
+ * symmetric and at most the smaller n even for a damaged record whose
+ * fingerprints repeat or are out of order. */
+static unsigned tiny_common(const struct im_sketch *a,
+			    const struct im_sketch *b)
 {
-	unsigned held = 0;
+	unsigned i = 0, j = 0, common = 0;
 
-	for (unsigned i = 0; i < a->n; i++)
-		for (unsigned j = 0; j < b->n; j++)
-			if (tiny_g(a, i) == tiny_g(b, j)) {
-				held++;
-				break;
-			}
-	return held;
+	while (i < a->n && j < b->n) {
+		uint32_t x = tiny_f(a, i), y = tiny_f(b, j);
+
+		i += x <= y;
+		j += y <= x;
+		common += x == y;
+	}
+	return common;
 }
 
 /* The @p bits bits of @p map at half the resolution: bit p of the result
@@ -660,11 +679,9 @@ static bool map_estimate(const struct im_sketch *a, const struct im_sketch *b,
 	double na = a->n, nb = b->n, lambda, qa, qb, arg, c;
 
 	if (a->n <= IM_SKETCH_TINY && b->n <= IM_SKETCH_TINY) {
-		/* Both sets whole: the exact count. The smaller of the two
-		 * ways keeps it symmetric for a damaged record whose g repeat. */
-		unsigned ab = tiny_held(a, b), ba = tiny_held(b, a);
-
-		c = ab < ba ? ab : ba;
+		/* Both sets whole: the exact count (up to fingerprints of
+		 * different terms that agree, 1 pair in 2^32). */
+		c = tiny_common(a, b);
 		*common = c;
 		*all = na + nb - c;
 		return true;

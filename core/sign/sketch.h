@@ -29,12 +29,18 @@
  * exactly the threshold is linked (the estimator takes the likelier
  * count, not the mean, see sketch.c).
  *
- * A tiny set, of up to IM_SKETCH_TINY (13) terms, keeps its terms' g
- * themselves in the map's bytes, not bits: below about 10 terms one
- * differing term already takes the cosine under 0.9, so a single collision
- * could fake a link (two different one-word documents had equal maps 1
- * time in 832). Two tiny sets compare exactly (the g they share); a tiny
- * set against a larger one sets the bits of its map from its g and
+ * A tiny set, of up to IM_SKETCH_TINY (26) terms, keeps a 32-bit
+ * fingerprint of each term in the map's bytes, not bits: the top 32 bits
+ * of the hash that places the term in a map. Below about 30 terms two or
+ * three differing terms already take the cosine under 0.9, so a single
+ * collision could fake a link (two different one-word documents had equal
+ * maps 1 time in 832; sets of 14 to 26 terms two or three apart, 0.85 to
+ * 0.89, were linked 0.3 to 1.5 times in 100). Two tiny sets compare
+ * exactly (the fingerprints they share; two different terms agree 1 time
+ * in 2^32, so a pair of 26-term sets counts a term too many about once in
+ * 6 million comparisons, and only a pair just under the threshold could be
+ * lifted over it); a tiny set against a larger one sets the bits of its
+ * map from its fingerprints, the same bits as a map of the set, and
  * compares as above, where a false equality takes several collisions.
  *
  * The bins (IM_SKETCH_BINS of IM_SKETCH_BITS bits) find candidates:
@@ -70,7 +76,8 @@
  * Serialisation: IM_SKETCH_RECORD bytes, the term count as u32 little-endian
  * followed by v as stored: the bins (two per byte, bin 2i in the low
  * nibble), then the map (bit p in byte p / 8, bit p % 8) or, for a tiny
- * set of n terms, their n g ascending as u64 little-endian, then zeros.
+ * set of n terms, their n fingerprints ascending as u32 little-endian,
+ * then zeros.
  * Every byte pattern decodes to a valid sketch.
  *
  * Thread-safety: every function is pure and reentrant; nothing allocates.
@@ -98,8 +105,9 @@
 /** The map's bits: a multiple of 64 whose half is whole bytes. */
 #define IM_SKETCH_MAP_BITS  832
 #define IM_SKETCH_MAP_BYTES (IM_SKETCH_MAP_BITS / 8)
-/** Sets of up to this many terms keep their terms' g in the map's bytes. */
-#define IM_SKETCH_TINY (IM_SKETCH_MAP_BYTES / 8)
+/** Sets of up to this many terms keep their terms' 32-bit fingerprints in
+ *  the map's bytes. */
+#define IM_SKETCH_TINY (IM_SKETCH_MAP_BYTES / 4)
 /** Levels further apart than this compare as unrelated: the larger set has
  *  more than twice the terms, so the cosine is below 0.71, and a map
  *  folded twice (208 bits for 416 to 832 sampled terms) is too full to

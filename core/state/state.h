@@ -65,8 +65,9 @@
  * 4: the files key. 5: the ctime's fingerprint. 6: the figures
  * (im_doc_sigs.numbers), which removal compares. 7: a sketch of up to
  * IM_SKETCH_TINY terms keeps their hashes, not map bits, and densified
- * bins are remixed (an older sketch would be misread). */
-#define IM_STATE_VERSION 7
+ * bins are remixed (an older sketch would be misread). 8: a tiny sketch
+ * keeps 32-bit fingerprints, of up to 26 terms, not 13 hashes of 64 bits. */
+#define IM_STATE_VERSION 8
 
 /** One cached file, decoded by im_state_find() / im_state_at(). */
 struct im_state_entry {

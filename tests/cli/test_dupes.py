@@ -183,6 +183,44 @@ def case_one_word(root):
     check(kinds["short12.txt"] == ["near"], "12 + 1 words: %r" % kinds)
 
 
+def case_short_pairs(root):
+    """1,000 pairs of files of 14 to 26 random words, one a copy of the
+    other with two or three words replaced (cosine 0.85 to 0.895, under
+    the 0.9 threshold), are not near-duplicates, and `dedupe --near`
+    plans none of them (their maps once faked about 6 links and as many
+    removals: a collision of the two terms apart hid the difference); two
+    pairs at or above 0.9, 2 words of 20 and one of 26 replaced, are."""
+    rng = random.Random(27)
+    vocab = words(rng, 30000)
+    rng.shuffle(vocab)
+    fresh = iter(vocab)
+
+    def pair(name, n, replaced):
+        a = [next(fresh) for _ in range(n)]
+        b = list(a)
+        for i in rng.sample(range(n), replaced):
+            b[i] = next(fresh)
+        rng.shuffle(b)
+        for suffix, w in (("a", a), ("b", b)):
+            with open(os.path.join(root, name + suffix + ".txt"), "w") as f:
+                f.write(" ".join(w) + "\n")
+
+    for p in range(1000):
+        n = 14 + p % 13
+        pair("p%04d" % p, n, 2 if n < 20 else 3)
+    pair("at20", 20, 2)
+    pair("one26", 26, 1)
+    rel = dupes_text(root)
+    want = {"at20a.txt": ["at20b.txt"], "at20b.txt": ["at20a.txt"],
+            "one26a.txt": ["one26b.txt"], "one26b.txt": ["one26a.txt"]}
+    check(rel == want, "%d documents with dupes, e.g. %r"
+          % (len(rel), sorted(set(rel) - set(want))[:4]))
+    plan, _ = run("dedupe", "--near", root)
+    planned = sorted(os.path.basename(json.loads(line)["path"])[:-5]
+                     for line in plan.splitlines())
+    check(planned == ["at20", "one26"], "planned: %r" % planned[:6])
+
+
 def case_usage(root):
     _, err = run("dupes", os.path.join(root, "missing"), code=1)
     check("missing" in err, "no reason for a missing DIR: " + err)
@@ -193,7 +231,8 @@ def case_usage(root):
 def main():
     test_cli.IMATCH = sys.argv[1]
     case = {"relation": case_relation, "explain": case_explain,
-            "usage": case_usage, "one_word": case_one_word}[sys.argv[2]]
+            "usage": case_usage, "one_word": case_one_word,
+            "short_pairs": case_short_pairs}[sys.argv[2]]
     with tempfile.TemporaryDirectory() as tmp:
         root = os.path.join(tmp, "tree")
         os.mkdir(root)

@@ -14,6 +14,7 @@ import random
 import re
 import subprocess
 import sys
+import textwrap
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from util import (by_doc_path, check, decode_member, encode_member,  # noqa: E402
@@ -265,6 +266,71 @@ def test_redundant_keeps_payslips(w):
           {edited: 'pay/payslip-2024-01.txt'},
           'the edited copy is planned, kept by January: %r' % want)
     poll(lambda: (view(w) == want, view(w)), 'redundant/ to equal the new plan')
+
+
+def readme_review(mnt):
+    """The commands of the README's review of redundant/ ("In the mount"),
+    as a user at MOUNT types them: /mnt/dupes is MOUNT."""
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..',
+                           'README.md')) as f:
+        bullet = f.read().split('- **In the mount.**', 1)[1].split('\n- **', 1)[0]
+    check('```sh\n' in bullet, 'no ```sh block in the README\'s "In the mount"')
+    block = textwrap.dedent(bullet.split('```sh\n', 1)[1].split('```', 1)[0])
+    check('/mnt/dupes' in block, 'the README\'s review names no /mnt/dupes:\n' + block)
+    return block.replace('/mnt/dupes', mnt)
+
+
+@test
+def test_readme_review_names_every_keeper(w):
+    """The README's review of redundant/, run as written in sh, prints one
+    line per listed file with the file kept in its place, whatever the
+    names: a newline (also at the end), a TAB, a leading dash, spaces, a
+    backslash, '*', '%' and '/', a leading '.', a name too long for the
+    view (shortened), and a binary copy (no by-doc/ entry) named there."""
+    rng = random.Random(11)
+    pairs = [('new\nline.txt', 'orig/new.txt'), ('tab\there.txt', 'keep\tme.txt'),
+             ('-dash.txt', 'orig/dash.txt'), (' two  spaces .txt', 'orig/spaces.txt'),
+             ('ends in a newline\n', 'orig/newline.txt'), ('back\\slash', 'orig/back'),
+             ('star*', 'orig/star'), ('50%/of.txt', 'orig/50%.txt'),
+             ('.hidden.txt', 'orig/hidden.txt'),
+             ('deep/' + 'x' * 250 + '.txt', 'orig/deep.txt')]
+    near = ('draft\nv2.txt', 'orig/draft.txt')
+    binary = ('img/photo\ncopy.png', 'img/photo.png')
+    for i, (copy, orig) in enumerate(pairs + [near, binary]):
+        if (copy, orig) == binary:
+            text = b'\x89PNG\r\n\x1a\n\x00' + rng.randbytes(3000)
+        else:
+            text = w.corpus.document(rng).encode()
+        write(os.path.join(w.src, orig), text)
+        write(os.path.join(w.src, copy),
+              w.corpus.near_duplicate(text.decode(), rng).encode()
+              if (copy, orig) == near else text)
+        os.utime(os.path.join(w.src, orig), (1_500_000_000 + i,) * 2)
+        os.utime(os.path.join(w.src, copy), (1_600_000_000 + i,) * 2)
+    w.daemon(opts=['hidden'])
+    settle(w, 2 * len(pairs) + 2)
+    every = pairs + [near, binary]
+    poll(lambda: (len(os.listdir(os.path.join(w.mnt, 'redundant'))) == len(every),
+                  os.listdir(os.path.join(w.mnt, 'redundant'))),
+         'redundant/ to list every copy')
+
+    def esc(rel):
+        path = os.path.join(w.src, rel)
+        return path.replace('\\', '\\\\').replace('\t', '\\t').replace('\n', '\\n')
+    want = sorted('%s\t->\t%s' % (esc(c), esc(o)) for c, o in every)
+    for shell in ('sh', 'bash'):
+        r = subprocess.run([shell, '-c', readme_review(w.mnt)], capture_output=True,
+                           cwd=w.top)
+        out = os.fsdecode(r.stdout).split('\n')
+        check(r.returncode == 0 and not r.stderr, '%s: the review failed (%d): %s'
+              % (shell, r.returncode, os.fsdecode(r.stderr)))
+        check(out[-1] == '', '%s: the review\'s output does not end in a newline' % shell)
+        got = sorted(l for l in out[:-1] if '\t' in l)
+        check(got == want, '%s: the review printed:\n  %s\nnot:\n  %s'
+              % (shell, '\n  '.join(map(repr, got)), '\n  '.join(map(repr, want))))
+        listed = [l for l in out[:-1] if '\t' not in l]
+        check(len(listed) == len(every), '%s: `ls` of redundant/ printed %d lines for %d'
+              ' files: %r' % (shell, len(listed), len(every), listed))
 
 
 def cluster_named(mnt, rel):

@@ -127,6 +127,10 @@ struct dedupe {
 	bool freed_known;
 	uint64_t freed;
 	bool verbose; /* -v: name the files kept for their figures */
+	/* Where -v reads those files again to say which figures differ: the
+	 * scan's root and options; NULL when the plan came from elsewhere. */
+	const struct cli *reread;
+	int rootfd;
 };
 
 /*
@@ -501,6 +505,165 @@ static const char *noun(size_t n, const char *one, const char *many)
 	return n == 1 ? one : many;
 }
 
+/* ---- -v: the figures that differ ------------------------------------------- */
+
+struct figure {
+	size_t off;   /* in figures.bytes */
+	bool matched; /* the other file has this one too */
+};
+
+/* The figures of one file, in reading order, each NUL-terminated in bytes. */
+struct figures {
+	char *bytes;
+	size_t len, cap;
+	struct figure *v;
+	size_t n, cap_v;
+};
+
+static int add_figure(const char *s, size_t n, void *arg)
+{
+	struct figures *f = arg;
+
+	if (f->len + n + 1 > f->cap) {
+		size_t cap = f->cap ? 2 * f->cap : 256;
+		char *b;
+
+		while (cap < f->len + n + 1)
+			cap *= 2;
+		b = realloc(f->bytes, cap);
+		if (!b)
+			return -ENOMEM;
+		f->bytes = b;
+		f->cap = cap;
+	}
+	if (f->n == f->cap_v) {
+		size_t cap = f->cap_v ? 2 * f->cap_v : 64;
+		struct figure *v = realloc(f->v, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		f->v = v;
+		f->cap_v = cap;
+	}
+	memcpy(f->bytes + f->len, s, n);
+	f->bytes[f->len + n] = '\0';
+	f->v[f->n++] = (struct figure){f->len, false};
+	f->len += n + 1;
+	return 0;
+}
+
+/* One figure while two files' figures are matched: its text, its entry. */
+struct figure_ref {
+	const char *s;
+	struct figure *fig;
+};
+
+static int cmp_figure_ref(const void *a, const void *b)
+{
+	return strcmp(((const struct figure_ref *)a)->s,
+		      ((const struct figure_ref *)b)->s);
+}
+
+static struct figure_ref *figure_refs(struct figures *f)
+{
+	struct figure_ref *r = malloc((f->n ? f->n : 1) * sizeof(*r));
+
+	if (!r)
+		return NULL;
+	for (size_t i = 0; i < f->n; i++)
+		r[i] = (struct figure_ref){f->bytes + f->v[i].off, &f->v[i]};
+	sort_n(r, f->n, sizeof(*r), cmp_figure_ref);
+	return r;
+}
+
+/* Marks each figure that the other file holds as often: what is left
+ * unmatched on either side is the difference of the two multisets, which is
+ * what made their fingerprints (im_terms.numbers, a sum) differ. */
+static int match_figures(struct figures *a, struct figures *b)
+{
+	struct figure_ref *x = figure_refs(a), *y = figure_refs(b);
+	size_t i = 0, j = 0;
+
+	while (x && y && i < a->n && j < b->n) {
+		int c = strcmp(x[i].s, y[j].s);
+
+		if (c == 0) {
+			x[i++].fig->matched = true;
+			y[j++].fig->matched = true;
+		} else if (c < 0) {
+			i++;
+		} else {
+			j++;
+		}
+	}
+	free(x);
+	free(y);
+	return x && y ? 0 : -ENOMEM;
+}
+
+static bool any_unmatched(const struct figures *f)
+{
+	for (size_t i = 0; i < f->n; i++)
+		if (!f->v[i].matched)
+			return true;
+	return false;
+}
+
+/* A few of @p f's unmatched figures, then how many more there are. */
+#define FIGURES_SHOWN 5
+
+static void put_unmatched(const struct figures *f)
+{
+	size_t shown = 0, more = 0;
+
+	for (size_t i = 0; i < f->n; i++) {
+		if (f->v[i].matched)
+			continue;
+		if (shown == FIGURES_SHOWN) {
+			more++;
+			continue;
+		}
+		fputs(shown++ ? ", " : "", stderr);
+		put_text_path(stderr, f->bytes + f->v[i].off);
+	}
+	/* A figure holds a digit: "none" cannot be one. */
+	if (!shown)
+		fputs("none", stderr);
+	if (more)
+		fprintf(stderr, " (and %zu more)", more);
+}
+
+/*
+ * "figures differ: A, B vs C": the figures of @p file its keeper lacks,
+ * then those of @p keeper @p file lacks, both read again as the scan read
+ * them. Nothing when either cannot be read or the two now agree (a file
+ * changed since the scan): the line above still names the pair.
+ */
+static void print_figures_differ(struct im_signer *s, int rootfd,
+				 const char *file, const char *keeper)
+{
+	struct figures a = {NULL}, b = {NULL};
+	enum im_doc_status sa, sb;
+
+	if (im_signer_figures_at(s, rootfd, file, &sa, add_figure, &a) ||
+	    sa != IM_DOC_SIGNED ||
+	    im_signer_figures_at(s, rootfd, keeper, &sb, add_figure, &b) ||
+	    sb != IM_DOC_SIGNED || match_figures(&a, &b))
+		goto out;
+	if (any_unmatched(&a) || any_unmatched(&b)) {
+		fputs("imatch: dedupe:   figures differ: ", stderr);
+		put_unmatched(&a);
+		fputs(" vs ", stderr);
+		put_unmatched(&b);
+		fputc('\n', stderr);
+	}
+out:
+	free(a.bytes);
+	free(a.v);
+	free(b.bytes);
+	free(b.v);
+}
+
 static void print_summary(const struct dedupe *dd)
 {
 	const struct im_plan *p = &dd->set.plan;
@@ -546,6 +709,11 @@ static void print_summary(const struct dedupe *dd)
 			noun(p->nkept, "its", "their"),
 			noun(p->nkept, "its", "their"),
 			dd->verbose ? "" : " (-v names them)");
+	struct im_signer *s = NULL;
+
+	if (dd->verbose && p->nkept && dd->reread &&
+	    im_signer_new(NULL, &dd->reread->p, &s))
+		s = NULL; /* the figures are not named, the files still are */
 	for (size_t i = 0; dd->verbose && p->kept && i < p->nkept; i++) {
 		fputs("imatch: dedupe: kept ", stderr);
 		put_abs(stderr, dd, dd->set.files[p->kept[i].file].path,
@@ -554,7 +722,14 @@ static void print_summary(const struct dedupe *dd)
 		put_abs(stderr, dd, dd->set.files[p->kept[i].keeper].path,
 			put_text_path);
 		fputc('\n', stderr);
+		if (s)
+			print_figures_differ(
+				s, dd->rootfd,
+				dd->set.files[p->kept[i].file].path,
+				dd->set.files[p->kept[i].keeper].path);
 	}
+	if (s)
+		im_signer_free(s);
 }
 
 static void release(struct dedupe *dd)
@@ -817,6 +992,8 @@ int cmd_dedupe(struct cli *c)
 	if (c->near) {
 		if (scan_tree(c, fd, &idx, on_file, &recs))
 			goto out;
+		dd.reread = c;
+		dd.rootfd = fd;
 	} else {
 		struct exact_scan_stats st;
 

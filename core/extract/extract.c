@@ -907,16 +907,21 @@ int im_extract_put_numbers(struct im_buf *out, const struct im_buf *nums)
 	return 0;
 }
 
+/* Where a spreadsheet's number cells begin in @p r's text, or NULL. */
+static const char *numbers_mark(const struct im_extract_result *r)
+{
+	if (r->format != IM_FMT_XLSX && r->format != IM_FMT_ODS &&
+	    r->format != IM_FMT_XLS)
+		return NULL;
+	return r->len ? memchr(r->text, IM_EXTRACT_NUMBERS, r->len) : NULL;
+}
+
 int im_extract_terms(const struct im_extract_result *r,
 		     const struct im_params *p, struct im_terms *out)
 {
-	const char *mark = NULL, *s, *end;
+	const char *mark = numbers_mark(r), *s, *end;
 	int ret;
 
-	if (r->format == IM_FMT_XLSX || r->format == IM_FMT_ODS ||
-	    r->format == IM_FMT_XLS)
-		mark = r->len ? memchr(r->text, IM_EXTRACT_NUMBERS, r->len)
-			      : NULL;
 	if (!mark)
 		return im_text_terms(r->text, r->len, p, out);
 	ret = im_text_terms(r->text, (size_t)(mark - r->text), p, out);
@@ -929,6 +934,27 @@ int im_extract_terms(const struct im_extract_result *r,
 			ret = im_terms_add(out, s, (size_t)(e - s));
 			out->numbers += im_figure_hash(s, (size_t)(e - s));
 		}
+		s = e + 1;
+	}
+	return ret;
+}
+
+int im_extract_figures(const struct im_extract_result *r,
+		       int (*fn)(const char *s, size_t n, void *arg), void *arg)
+{
+	const char *mark = numbers_mark(r), *s, *end;
+	int ret;
+
+	if (!mark)
+		return im_text_figures(r->text, r->len, fn, arg);
+	ret = im_text_figures(r->text, (size_t)(mark - r->text), fn, arg);
+	end = r->text + r->len;
+	for (s = mark + 1; !ret && s < end;) {
+		const char *nl = memchr(s, '\n', (size_t)(end - s));
+		const char *e = nl ? nl : end;
+
+		if (e > s)
+			ret = fn(s, (size_t)(e - s), arg);
 		s = e + 1;
 	}
 	return ret;

@@ -277,6 +277,18 @@ struct im_terms;
 int im_extract_terms(const struct im_extract_result *r,
 		     const struct im_params *p, struct im_terms *out);
 
+/**
+ * Tell @p fn each figure of what im_extract() gave @p r, in reading order:
+ * those im_extract_terms() sums into out->numbers, its text's words holding
+ * a digit (im_text_figures()) and then each number cell of a spreadsheet.
+ * @p fn is an im_figure_fn (text.h).
+ *
+ * @return 0, or the first nonzero value @p fn returned.
+ */
+int im_extract_figures(const struct im_extract_result *r,
+		       int (*fn)(const char *s, size_t n, void *arg),
+		       void *arg);
+
 /** Helpers started by this extractor since it was made (tests). */
 unsigned im_extractor_spawned(const struct im_extractor *x);
 

@@ -1980,37 +1980,62 @@ void im_signer_set_lender(struct im_signer *s, im_result_lender lender,
 	s->lender_arg = arg;
 }
 
+/*
+ * Read and extract @p name as signing does. *status is IM_DOC_SIGNED when
+ * @p xr holds its text, which may point into the signer's buffer: the
+ * caller reads it before drop_big_buffer(). @return 0 or -ENOMEM.
+ */
+static int extract_at(struct im_signer *s, int dirfd, const char *name,
+		      enum im_doc_status *status, struct im_extract_result *xr)
+{
+	uint8_t exact[16];
+	size_t len;
+	int err, r;
+
+	s->last_fail = 0;
+	read_at(s, dirfd, name, NULL, status, &err, &len, exact);
+	if (*status != IM_DOC_SIGNED)
+		return 0;
+	const char *base = strrchr(name, '/');
+
+	r = im_extract(s->x, base ? base + 1 : name, s->buf ? s->buf : "", len,
+		       xr);
+	if (r < 0)
+		return r;
+	if (xr->format == IM_FMT_BINARY || xr->fail) {
+		*status = xr->fail ? IM_DOC_FAILED : IM_DOC_BINARY;
+		s->last_fail = xr->fail;
+	}
+	return 0;
+}
+
 int im_signer_terms_at(struct im_signer *s, int dirfd, const char *name,
 		       enum im_doc_status *status,
 		       const struct im_terms **terms)
 {
-	uint8_t exact[16];
-	size_t len;
-	int err, r = 0;
+	struct im_extract_result xr;
+	int r = extract_at(s, dirfd, name, status, &xr);
 
 	*terms = NULL;
-	s->last_fail = 0;
-	read_at(s, dirfd, name, NULL, status, &err, &len, exact);
-	if (*status != IM_DOC_SIGNED) {
-		drop_big_buffer(s);
-		return 0;
+	if (!r && *status == IM_DOC_SIGNED) {
+		r = im_extract_terms(&xr, &s->p, &s->terms);
+		if (r == 0)
+			*terms = &s->terms;
 	}
-	const char *base = strrchr(name, '/');
-	struct im_extract_result xr;
+	drop_big_buffer(s);
+	return r;
+}
 
-	r = im_extract(s->x, base ? base + 1 : name, s->buf ? s->buf : "", len,
-		       &xr);
-	if (r < 0)
-		goto out;
-	if (xr.format == IM_FMT_BINARY || xr.fail) {
-		*status = xr.fail ? IM_DOC_FAILED : IM_DOC_BINARY;
-		s->last_fail = xr.fail;
-		goto out;
-	}
-	r = im_extract_terms(&xr, &s->p, &s->terms);
-	if (r == 0)
-		*terms = &s->terms;
-out:
+int im_signer_figures_at(struct im_signer *s, int dirfd, const char *name,
+			 enum im_doc_status *status,
+			 int (*fn)(const char *s, size_t n, void *arg),
+			 void *arg)
+{
+	struct im_extract_result xr;
+	int r = extract_at(s, dirfd, name, status, &xr);
+
+	if (!r && *status == IM_DOC_SIGNED)
+		r = im_extract_figures(&xr, fn, arg);
 	drop_big_buffer(s);
 	return r;
 }

@@ -177,8 +177,23 @@ int im_signer_terms_at(struct im_signer *s, int dirfd, const char *name,
 		       enum im_doc_status *status,
 		       const struct im_terms **terms);
 
-/** Why the last im_signer_terms_at() that gave IM_DOC_FAILED failed (an
- *  enum im_extract_fail, for im_extract_fail_name()); 0 after any other. */
+/**
+ * Tell @p fn each figure of a file (im_extract_figures(), text.h's
+ * im_figure_fn), read and extracted as im_signer_terms_at() does: the
+ * figures whose fingerprint signing keeps in im_doc_sigs.numbers.
+ *
+ * @param status  as im_signer_terms_at(): IM_DOC_SIGNED when the text was
+ *                read, and only then is @p fn called.
+ * @return 0, -ENOMEM, or the first nonzero value @p fn returned.
+ */
+int im_signer_figures_at(struct im_signer *s, int dirfd, const char *name,
+			 enum im_doc_status *status,
+			 int (*fn)(const char *s, size_t n, void *arg),
+			 void *arg);
+
+/** Why the last im_signer_terms_at() or im_signer_figures_at() that gave
+ *  IM_DOC_FAILED failed (an enum im_extract_fail, for
+ *  im_extract_fail_name()); 0 after any other. */
 int im_signer_last_fail(const struct im_signer *s);
 
 /**

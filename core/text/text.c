@@ -244,6 +244,10 @@ struct scan {
 	 * figures_pass() counts those afterwards. */
 	bool terms, fig_ascii, fig_other;
 	struct im_terms *out;
+	/* im_text_figures()' listener, told each figure it counts; NULL while
+	 * terms are read, and the SIMD gears never see one. */
+	im_figure_fn figure;
+	void *figure_arg;
 };
 
 static int word_end(struct scan *sc)
@@ -252,8 +256,11 @@ static int word_end(struct scan *sc)
 	int ret = 0;
 
 	if (w->ndig && w->len <= IM_WORD_MAX &&
-	    (w->len == w->ncp ? sc->fig_ascii : sc->fig_other))
+	    (w->len == w->ncp ? sc->fig_ascii : sc->fig_other)) {
 		sc->numbers += figure_hash(w->buf, w->len);
+		if (sc->figure)
+			ret = sc->figure(w->buf, w->len, sc->figure_arg);
+	}
 	if (sc->terms && w->len <= IM_WORD_MAX && w->ncp >= sc->min_len &&
 	    w->ndig <= sc->max_digits)
 		ret = im_terms_add_padded(sc->out, w->buf, w->len);
@@ -454,8 +461,12 @@ static const unsigned char *scan_word(struct scan *sc, const unsigned char *c,
 					       (k == C_ALPHA ? 0x20 : 0));
 				ndig += k == C_DIGIT;
 			}
-			if (ndig && sc->fig_ascii)
+			if (ndig && sc->fig_ascii) {
 				sc->numbers += figure_hash(sc->w.buf, n);
+				if (sc->figure)
+					*ret = sc->figure(sc->w.buf, n,
+							  sc->figure_arg);
+			}
 			if (ndig <= sc->max_digits && sc->terms)
 				*ret = im_terms_add_padded(sc->out, sc->w.buf,
 							   n);
@@ -1067,6 +1078,7 @@ static int words_add(const char *s, size_t len, const struct im_params *p,
 	sc.fig_ascii = gear == IM_WORDS_SCALAR;
 	sc.fig_other = true;
 	sc.out = out;
+	sc.figure = NULL;
 
 #ifdef HAVE_AVX512_GEAR
 	if (gear == IM_WORDS_AVX512)
@@ -1121,6 +1133,33 @@ int im_words_add_scalar(const char *s, size_t len, const struct im_params *p,
 			struct im_terms *out)
 {
 	return words_add(s, len, p, out, IM_WORDS_SCALAR);
+}
+
+int im_text_figures(const char *text, size_t len, im_figure_fn fn, void *arg)
+{
+	const unsigned char *c = (const unsigned char *)text;
+	const unsigned char *end;
+	struct scan sc;
+	int ret = 0;
+
+	/* NULL + 0 is undefined behaviour: an empty text may come as NULL. */
+	if (len == 0)
+		return 0;
+	end = c + len;
+	memset(&sc, 0, sizeof(sc));
+	/* min_len 0: every ASCII word is folded where a figure is told. A
+	 * shorter one's fingerprint, short_numbers(), is the same hash. */
+	sc.fig_ascii = true;
+	sc.fig_other = true;
+	sc.figure = fn;
+	sc.figure_arg = arg;
+	while (c < end && !ret) {
+		while (byte_class[*c] == C_SEP)
+			if (++c == end)
+				return ret;
+		c = scan_word(&sc, c, end, &ret);
+	}
+	return ret;
 }
 
 /* ---- Terms -------------------------------------------------------------- */

@@ -133,6 +133,23 @@ static inline const char *im_terms_str(const struct im_terms *t, size_t i)
  */
 uint64_t im_figure_hash(const char *s, size_t n);
 
+/**
+ * Told one figure: @p n bytes at @p s, folded, not NUL-terminated, valid
+ * during the call. @return 0 to go on, else that value is returned.
+ */
+typedef int (*im_figure_fn)(const char *s, size_t n, void *arg);
+
+/**
+ * Tell @p fn each figure of the UTF-8 text @p text / @p len, in reading
+ * order, once per occurrence: exactly the words whose im_figure_hash()
+ * im_text_terms() sums into im_terms.numbers, so two texts with the same
+ * figures, in any order, are told the same ones. For people to see what
+ * differs, not for the hot path: one byte at a time.
+ *
+ * @return 0, or the first nonzero value @p fn returned.
+ */
+int im_text_figures(const char *text, size_t len, im_figure_fn fn, void *arg);
+
 /* ---- Extraction ---------------------------------------------------------- */
 
 /**

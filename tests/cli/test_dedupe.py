@@ -2179,6 +2179,51 @@ def case_near_figures(tmp):
           "the edited copy goes, kept by January's: %s" % got)
 
 
+def case_near_figures_named(tmp):
+    """-v says which figures differ between a kept near-duplicate and its
+    keeper, as they were read: those of the file its keeper lacks, "vs"
+    those of the keeper the file lacks, a few of each, then how many more.
+    Without -v the summary is as before, and the plan is the same."""
+    root = os.path.join(tmp, "share")
+    lic = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                       os.pardir, "data", "demo", "licenses")
+    shutil.copytree(lic, root)
+    jan = test_cli.payslip(1)
+    slips = [put(root, "pay/payslip-2024-%02d.txt" % m,
+                 test_cli.payslip(m).encode(), mtime=1_700_000_000 + m)
+             for m in (1, 2)]
+    # An amount retyped with a thousands separator, an account number
+    # mistyped: the figures are words, so 2,911.49 reads 2, 911 and 49.
+    retyped = put(root, "pay/payslip-2024-01 retyped.txt",
+                  jan.replace("2911.49", "2,911.49").replace(
+                      "4471", "4417").encode(), mtime=1_700_000_100)
+    quiet, err = run("dedupe", "--near", root)
+    check("figures differ:" not in err, "without -v: %s" % err)
+    out, err = run("dedupe", "--near", "-v", root)
+    check(out == quiet, "-v changed the plan:\n%s\n%s" % (out, quiet))
+    lines = err.splitlines()
+
+    def named(path, keeper):
+        head = ("imatch: dedupe: kept %s: its figures differ from its "
+                "keeper's, %s" % (path, keeper))
+        check(head in lines, "-v names %s: %s" % (path, err))
+        i = lines.index(head)
+        check(i + 1 < len(lines) and
+              lines[i + 1].startswith("imatch: dedupe:   figures differ: "),
+              "no figures under %s: %s" % (head, err))
+        return lines[i + 1][len("imatch: dedupe:   figures differ: "):]
+
+    got = named(slips[1], slips[0])
+    check(got == "2912, 414, 125, 203, 610 (and 4 more) vs "
+          "2911, 407, 115, 202, 607 (and 4 more)",
+          "February against January: %r" % got)
+    got = named(retyped, slips[0])
+    check(got == "2, 911, 4417 vs 2911, 4471", "the retyped copy: %r" % got)
+    out, _ = run("dedupe", "--help", text=True)
+    verbose = out[out.index("-v, --verbose"):].split("\n  -", 1)[0]
+    check("figures" in verbose, "dedupe --help on -v: %r" % verbose)
+
+
 def case_csv_exports(tmp):
     """scan, dupes and scan --dirs offer --csv with the rows of --json;
     names with commas, quotes and newlines survive (RFC 4180)."""

@@ -1169,6 +1169,94 @@ START_TEST(test_text_numbers_fingerprint)
 }
 END_TEST
 
+/* The figures im_text_figures() told, joined by ' ', and their hashes'
+ * sum. */
+struct told {
+	char s[4096];
+	size_t len;
+	uint64_t sum;
+	unsigned stop_after; /* 0: never stop */
+	unsigned n;
+};
+
+static int tell_cb(const char *s, size_t n, void *arg)
+{
+	struct told *t = arg;
+
+	t->sum += im_figure_hash(s, n);
+	if (t->len + n + 2 < sizeof(t->s)) {
+		if (t->len)
+			t->s[t->len++] = ' ';
+		memcpy(t->s + t->len, s, n);
+		t->len += n;
+		t->s[t->len] = '\0';
+	}
+	return ++t->n == t->stop_after ? 42 : 0;
+}
+
+/*
+ * im_text_figures() tells the figures whose hashes im_text_terms() sums,
+ * in reading order, folded, once per occurrence: on examples, and on
+ * random mixes of ASCII, UTF-8, invalid bytes and words too long to count,
+ * whatever the word rules.
+ */
+START_TEST(test_text_figures_are_the_fingerprint)
+{
+	/* clang-format off */
+	static const char *const pieces[] = {
+		"a", "B", "0", "7", " ", "\n", ".", "-", "é", "ß", "Σ", "½",
+		"\xe2\x80\x94", "\xc2\xad", "\xcc\x81", "\xff", "\x80", "\xc3",
+		"word ", "1234", "2,911.49 ", "x9y", "٣",
+		"abcdefghijklmnopqrstuvwxyz0123456789abcdefghijklmnopqrstuvwxyz"
+		"0123456789abcdefghijklmnopqrstuvwxyz0123456789abcdefghijklmnop",
+	};
+	/* clang-format on */
+	const size_t npieces = sizeof(pieces) / sizeof(pieces[0]);
+	unsigned long long x = 0x853c49e6748fea9bull; /* fixed seed */
+	struct told t = {.len = 0};
+	char buf[3000];
+
+	static const char room[] = "Room B12, 3 keys; 01.01 ROOM";
+	static const char strasse[] = "Straße7 ½ no digits";
+
+	ck_assert_int_eq(im_text_figures(room, strlen(room), tell_cb, &t), 0);
+	ck_assert_str_eq(t.s, "b12 3 01 01");
+	t = (struct told){.len = 0};
+	ck_assert_int_eq(im_text_figures(strasse, strlen(strasse), tell_cb, &t),
+			 0);
+	ck_assert_str_eq(t.s, "strasse7 ½");
+	t = (struct told){.len = 0};
+	ck_assert_int_eq(im_text_figures(NULL, 0, tell_cb, &t), 0);
+	ck_assert_uint_eq(t.n, 0);
+	t = (struct told){.stop_after = 2};
+	ck_assert_int_eq(im_text_figures("1 2 3 4", 7, tell_cb, &t), 42);
+	ck_assert_uint_eq(t.n, 2);
+	for (int iter = 0; iter < 1000; iter++) {
+		size_t n = 0, target;
+
+		xorshift(&x);
+		target = x % 2500;
+		while (n < target) {
+			const char *pc;
+
+			xorshift(&x);
+			pc = pieces[x % npieces];
+			memcpy(buf + n, pc, strlen(pc));
+			n += strlen(pc);
+		}
+		buf[n] = '\0';
+		params.min_word_len = 1 + (unsigned)(x >> 40) % 5;
+		params.max_digits = (unsigned)(x >> 50) % 3;
+		t = (struct told){.len = 0};
+		ck_assert_int_eq(im_text_figures(buf, n, tell_cb, &t), 0);
+		ck_assert_msg(t.sum == numbers_of(buf),
+			      "iteration %d: the figures told (%s) are not "
+			      "the fingerprint's",
+			      iter, t.s);
+	}
+}
+END_TEST
+
 /*
  * Every byte value classified alike by every gear: each of the 256 inside
  * a word, at each offset of a window, the bytes around the letter and digit
@@ -2504,6 +2592,7 @@ int main(void)
 	tcase_add_test(tc, test_text_fast_and_slow_paths_agree);
 	tcase_add_test(tc, test_text_gears);
 	tcase_add_test(tc, test_text_numbers_fingerprint);
+	tcase_add_test(tc, test_text_figures_are_the_fingerprint);
 	tcase_add_test(tc, test_text_every_byte_classified_alike);
 	tcase_add_test(tc, test_text_separator_sequences_alike);
 	tcase_add_test(tc, test_text_simd_matches_scalar);

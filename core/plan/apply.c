@@ -1928,6 +1928,50 @@ bool im_shares_extents(int a, int b, uint64_t size)
 /* The most one FIDEDUPERANGE call shares: btrfs stops at 16 MiB a call. */
 #define DEDUPE_CHUNK ((uint64_t)16 << 20)
 
+/* What a failed FIDEDUPERANGE (errno @p e) makes of the line. */
+static int dedupe_failed(int e, const char **why)
+{
+	if (e == EOPNOTSUPP || e == ENOTTY || e == EINVAL || e == EXDEV) {
+		*why = "the filesystem cannot share extents (reflink)";
+		return SKIP;
+	}
+	*why = e == EPERM || e == EACCES || e == EBADF
+		       ? "no permission to share the file's extents"
+		       : "sharing the keeper's extents";
+	return e == EPERM || e == EACCES || e == EBADF ? SKIP : -e;
+}
+
+/* The request and its one destination, suitably aligned. */
+#define DEDUPE_BUF_WORDS                                                       \
+	((sizeof(struct file_dedupe_range) +                                   \
+	  sizeof(struct file_dedupe_range_info)) /                             \
+		 sizeof(uint64_t) +                                            \
+	 1)
+
+/*
+ * For a dry run: whether the file's extents could be shared with the
+ * keeper's. A request of zero bytes is refused where sharing is (ext4, a
+ * filesystem without reflink, no permission) and returns at once, sharing
+ * nothing, where it is not: the kernel's "zero length dedupe exits
+ * immediately". @return 0, SKIP or a negative errno, as share_extents().
+ */
+static int could_share_extents(int keeper_fd, int file_fd, const char **why)
+{
+	uint64_t buf[DEDUPE_BUF_WORDS];
+	struct file_dedupe_range *req = (struct file_dedupe_range *)buf;
+
+	memset(buf, 0, sizeof(buf));
+	req->dest_count = 1;
+	req->info[0].dest_fd = file_fd;
+	if (ioctl(keeper_fd, FIDEDUPERANGE, req))
+		return dedupe_failed(errno, why);
+	if (req->info[0].status < 0) {
+		*why = "sharing the keeper's extents";
+		return req->info[0].status;
+	}
+	return 0;
+}
+
 /*
  * Share the keeper's extents with the file, @p size bytes, a chunk at a
  * time. The kernel locks both files and compares each range before it
@@ -1938,11 +1982,7 @@ bool im_shares_extents(int a, int b, uint64_t size)
 static int share_extents(int keeper_fd, int file_fd, uint64_t size,
 			 const char **why)
 {
-	/* The request and its one destination, suitably aligned. */
-	uint64_t buf[(sizeof(struct file_dedupe_range) +
-		      sizeof(struct file_dedupe_range_info)) /
-			     sizeof(uint64_t) +
-		     1];
+	uint64_t buf[DEDUPE_BUF_WORDS];
 	struct file_dedupe_range *req = (struct file_dedupe_range *)buf;
 	uint64_t off = 0;
 
@@ -1956,22 +1996,8 @@ static int share_extents(int keeper_fd, int file_fd, uint64_t size,
 		req->dest_count = 1;
 		req->info[0].dest_fd = file_fd;
 		req->info[0].dest_offset = off;
-		if (ioctl(keeper_fd, FIDEDUPERANGE, req)) {
-			int e = errno;
-
-			if (e == EOPNOTSUPP || e == ENOTTY || e == EINVAL ||
-			    e == EXDEV) {
-				*why = "the filesystem cannot share extents "
-				       "(reflink)";
-				return SKIP;
-			}
-			*why = e == EPERM || e == EACCES || e == EBADF
-				       ? "no permission to share the file's "
-					 "extents"
-				       : "sharing the keeper's extents";
-			return e == EPERM || e == EACCES || e == EBADF ? SKIP
-								       : -e;
-		}
+		if (ioctl(keeper_fd, FIDEDUPERANGE, req))
+			return dedupe_failed(errno, why);
 		if (req->info[0].status == FILE_DEDUPE_RANGE_DIFFERS) {
 			*why = "the file and the keeper differ (the kernel "
 			       "compared them)";
@@ -2004,7 +2030,7 @@ static int do_reflink(const struct im_plan_line *l, struct side *f,
 		return SKIP;
 	}
 	if (dry)
-		return 0;
+		return could_share_extents(k->fd, f->fd, why);
 	if (!still_there(f) || !still_there(k)) {
 		*why = "the file or the keeper changed during verification";
 		return SKIP;

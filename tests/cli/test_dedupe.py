@@ -643,7 +643,7 @@ def case_reflink(tmp):
     (filefrag says shared); a copy of another mode is reflinked too (no
     path changes its inode). On a filesystem that cannot share extents
     (ext4) apply skips each line and says why, changing nothing. A near
-    plan cannot reflink."""
+    plan cannot reflink. apply --dry-run says the same as apply."""
     mnt = btrfs_mount(tmp)
     try:
         root = os.path.join(mnt, "share")
@@ -660,6 +660,10 @@ def case_reflink(tmp):
               all(l["action"] == "reflink" for l in lines),
               "the plan reflinks every copy: %r" % lines)
         plan = out
+        out, err = run("apply", "--dry-run", "-", stdin=plan)
+        check(out.count(b"would reflink ") == len(lines) and
+              not any(shares_extents(p) for g in groups for p in g[1:]),
+              "apply --dry-run: %s %s" % (out, err))
         out, err = run("apply", "-", stdin=plan)
         check(out.count(b"reflinked ") == len(lines), "apply: %s %s" % (out, err))
         for g in groups:
@@ -694,7 +698,12 @@ def case_reflink(tmp):
     out, _ = run("dedupe", "--action", "reflink", root)
     if shares_extents_possible(root):
         return
-    out, err = run("apply", "-", stdin=out)
+    plan = out
+    # A dry run says so too: it used to say "would reflink".
+    out, err = run("apply", "--dry-run", "-", stdin=plan)
+    check(b"would reflink" not in out and "cannot share extents" in
+          err + out.decode(), "apply --dry-run on %s: %s %s" % (root, out, err))
+    out, err = run("apply", "-", stdin=plan)
     check(b"reflinked" not in out and "cannot share extents" in
           err + out.decode(), "apply on %s: %s %s" % (root, out, err))
     check(all(not shares_extents(p) for p in groups[0]), "nothing shared")

@@ -3,10 +3,11 @@
 that the view converges to `imatch scan` of the final tree (issue 12, defect 1).
 
     churn.py IMATCHFS IMATCH [--short] [--seconds N] [--rate N] [--seed N]
-                             [--deadline N] [--keep] [--first-scan]
+                             [--deadline N] [--keep] [--first-scan] [--readers]
+                             [--files N]
 
-Builds a tree of pool documents (families of near-duplicates spread over
-nested directories), mounts it, waits until it is live, then for --seconds
+Builds a tree of --files pool documents (families of near-duplicates spread
+over nested directories), mounts it, waits until it is live, then for --seconds
 drives --rate changes per second (default 1,000 for 60 s; --short: 5 s, for
 CI): creates, rewrites, editor-style replaces (write a temporary name, rename
 it over), exact copies, renames within and across directories, deletes, new
@@ -17,16 +18,22 @@ clusters/ equals the scan; on failure it prints what differs and what the
 daemon's status claimed meanwhile. With --first-scan the churn starts as soon
 as the mount is there, during the daemon's first scan (one pass: it reads
 the files before the lexicon exists and signs them after, while the watcher
-applies what changed meanwhile).
+applies what changed meanwhile). With --readers, threads read the view while
+it churns, as a user's scripts would: lookups of names that do not exist,
+and what asks for the removal plan (a document's by-doc listing, its keeper
+read with readlink and user.imatch.keeper, a listing of redundant/); the
+worst wait of each kind is printed after the churn.
 
 Exit 0 converged, 1 not (or an error), 77 without FUSE.
 """
 
 import argparse
+import contextlib
 import os
 import random
 import shutil
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -210,6 +217,55 @@ def build(tree, ndirs, nfiles):
     tree.counts.clear()
 
 
+class Readers:
+    """Threads reading the view of @p tree under @p mnt until stop(), each
+    kind of read timed; the worst of each kind is kept."""
+
+    def __init__(self, mnt, tree):
+        by_doc = os.path.join(mnt, 'by-doc')
+        self.mnt, self.tree, self.by_doc = mnt, tree, by_doc
+        self.worst = {}
+        self.count = {}
+        self.lock = threading.Lock()
+        self.done = threading.Event()
+        self.kinds = {
+            'lookup': lambda d, i: os.path.exists(os.path.join(by_doc, 'missing%d' % i)),
+            'listdir by-doc/DOC': lambda d, i: os.listdir(d),
+            'readlink by-doc/DOC/keeper': lambda d, i: os.readlink(os.path.join(d, 'keeper')),
+            'getxattr user.imatch.keeper': lambda d, i: os.getxattr(d, 'user.imatch.keeper'),
+            'listdir redundant/': lambda d, i: os.listdir(os.path.join(mnt, 'redundant')),
+        }
+        self.threads = [threading.Thread(target=self.loop, args=(k, n), daemon=True)
+                        for n, k in enumerate(self.kinds)]
+        for t in self.threads:
+            t.start()
+
+    def loop(self, kind, seed):
+        rng = random.Random(seed)
+        fn = self.kinds[kind]
+        i = 0
+        while not self.done.is_set():
+            files = self.tree.files
+            doc = os.path.join(self.by_doc, rng.choice(files)) if files else self.by_doc
+            t = time.monotonic()
+            with contextlib.suppress(OSError):  # gone meanwhile; no keeper
+                fn(doc, i)
+            dt = time.monotonic() - t
+            with self.lock:
+                self.count[kind] = self.count.get(kind, 0) + 1
+                self.worst[kind] = max(self.worst.get(kind, 0.0), dt)
+            i += 1
+            time.sleep(0.01)
+
+    def stop(self):
+        self.done.set()
+        for t in self.threads:
+            t.join()
+        for kind in self.kinds:
+            log('  worst %s: %.3f s of %d' % (kind, self.worst.get(kind, 0.0),
+                                             self.count.get(kind, 0)))
+
+
 def run(argv):
     ap = argparse.ArgumentParser(prog='churn.py')
     ap.add_argument('imatchfs')
@@ -223,6 +279,9 @@ def run(argv):
     ap.add_argument('--keep', action='store_true', help='keep the tmp directory')
     ap.add_argument('--first-scan', action='store_true',
                     help='churn during the first scan, not after it')
+    ap.add_argument('--readers', action='store_true',
+                    help='read the view meanwhile; print the worst waits')
+    ap.add_argument('--files', type=int, help='files to start from (1500; --short: 200)')
     a = ap.parse_args(argv)
     seconds = a.seconds or (5 if a.short else 60)
     w = World(os.path.abspath(a.imatchfs), os.path.abspath(a.imatch), 'churn')
@@ -231,13 +290,14 @@ def run(argv):
         rng = random.Random(a.seed)
         pool = Pool(60 if a.short else 200, seed=a.seed)
         tree = Tree(w.src, pool, rng)
-        build(tree, 10 if a.short else 40, 200 if a.short else 1500)
+        build(tree, 10 if a.short else 40, a.files or (200 if a.short else 1500))
         log('tree: %d files in %d directories; mounting' % (len(tree.files), len(tree.dirs)))
         d = w.daemon()
         if not a.first_scan:
             settle(w.mnt)
         log('%s: %s' % ('mounted' if a.first_scan else 'live',
                         summary_of(read_status(w.mnt))))
+        readers = Readers(w.mnt, tree) if a.readers else None
         t0 = time.monotonic()
         changes = 0
         while True:
@@ -251,6 +311,8 @@ def run(argv):
                 continue
             changes += tree.step()
         took = time.monotonic() - t0
+        if readers:
+            readers.stop()
         log('churn: %d changes in %.1f s = %.0f changes/s; final tree %d files in %d dirs'
             % (changes, took, changes / took, len(tree.files), len(tree.dirs)))
         log('  by kind: ' + ', '.join('%s %d' % kv for kv in sorted(tree.counts.items())))

@@ -245,25 +245,41 @@ static double attr_secs(fuse_req_t req, const struct stat *st)
 }
 
 /*
- * Make the removal plan current before the tree lock is taken, for an
- * operation on @p ino that will ask for it: in redundant/, or, when @p doc,
- * in a document's by-doc directory (its keeper). Made under the lock, held
- * shared, it took seconds on a large tree, and every reader waited behind
- * the first writer queued meanwhile (the lock prefers writers). Not for
- * other operations: while the tree changes, each would make it again.
+ * Take the tree lock for an operation on @p ino that may ask for the removal
+ * plan: in redundant/, or, when @p doc, in a document's by-doc directory (its
+ * keeper). While the plan is not current the lock is taken as a long reader
+ * (tree_rdlock_long()), and the operation makes the plan under it: no change
+ * lands before the answer is read from it, and lookups go on meanwhile.
+ * Made under the lock held as usual, a plan (seconds on a large tree) kept
+ * every lookup waiting behind the first writer queued (the lock prefers
+ * writers); made outside the lock, under steady changes it was old once
+ * made, and made again under it. Writers wait for one plan at most: made,
+ * it stays current until they change the tree, and operations hold the
+ * lock as usual while it is. @return whether it is held long: release it
+ * with plan_unlock().
  */
-static void plan_ahead(struct imfs *fs, fuse_ino_t ino, bool doc)
+static bool plan_lock(struct imfs *fs, fuse_ino_t ino, bool doc)
 {
+	struct tree *t = fs->model->tree;
 	bool want = ino == INO_REDUNDANT;
 	struct vobj o;
 
-	if (!want && doc) {
-		tree_rdlock(fs->model->tree);
+	tree_rdlock(t);
+	if (!want && doc)
 		want = !view_get(fs, ino, &o) && o.kind == V_DOC;
+	if (!want || redundant_current(fs))
+		return false;
+	tree_unlock(t);
+	tree_rdlock_long(t);
+	return true;
+}
+
+static void plan_unlock(struct imfs *fs, bool held_long)
+{
+	if (held_long)
+		tree_unlock_long(fs->model->tree);
+	else
 		tree_unlock(fs->model->tree);
-	}
-	if (want)
-		redundant_prepare(fs);
 }
 
 /* ---- Life cycle ----------------------------------------------------------- */
@@ -298,12 +314,12 @@ static void imfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	struct fuse_entry_param e;
 	struct vobj dir, o;
 	struct vcaller who;
+	bool held_long;
 	int ret;
 
 	caller(req, &who);
 	memset(&e, 0, sizeof(e));
-	plan_ahead(fs, parent, !strcmp(name, "keeper"));
-	tree_rdlock(T(req));
+	held_long = plan_lock(fs, parent, !strcmp(name, "keeper"));
 	ret = view_get(fs, parent, &dir);
 	if (!ret)
 		ret = view_lookup(fs, &dir, name, &who, &o);
@@ -315,7 +331,7 @@ static void imfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		if (o.kind == V_CLUSTER)
 			ret = ctab_ref(fs->ctab, &o.sig, e.ino, 1);
 	}
-	tree_unlock(T(req));
+	plan_unlock(fs, held_long);
 	if (ret) {
 		fuse_reply_err(req, -ret);
 	} else if (fuse_reply_entry(req, &e) && o.kind == V_CLUSTER) {
@@ -419,6 +435,7 @@ static void imfs_opendir(fuse_req_t req, fuse_ino_t ino,
 {
 	struct imfs *fs = FS(req);
 	struct dir_handle *h = NULL;
+	bool held_long;
 	int ret = -ENOMEM;
 
 	if (__atomic_load_n(&no_opendir, __ATOMIC_RELAXED)) {
@@ -435,10 +452,9 @@ static void imfs_opendir(fuse_req_t req, fuse_ino_t ino,
 	if (!h)
 		goto out;
 	caller(req, &h->who);
-	plan_ahead(fs, ino, true);
-	tree_rdlock(T(req));
+	held_long = plan_lock(fs, ino, true);
 	ret = list_dir(fs, ino, h);
-	tree_unlock(T(req));
+	plan_unlock(fs, held_long);
 	if (ret)
 		goto out;
 	fi->fh = handle_open(&h->h, dir_free);
@@ -552,16 +568,19 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	struct dir_handle *h = (void *)(uintptr_t)fi->fh;
 	char *buf = malloc(size);
 	size_t len = 0;
+	bool held_long = false;
 	int ret = 0;
 
 	if (!buf) {
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	/* Only offset 0 may list again. */
-	if (off == 0)
-		plan_ahead(fs, ino, true);
-	tree_rdlock(T(req));
+	/* Only offset 0 lists again, or any offset without a handle if the
+	 * view changed since the last call. */
+	if (off == 0 || !h)
+		held_long = plan_lock(fs, ino, true);
+	else
+		tree_rdlock(T(req));
 	if (!h) {
 		ret = fill_kept(req, ino, buf, size, off, plus, &len);
 	} else {
@@ -571,7 +590,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			len = fill(req, &h->list, buf, size, off, plus,
 				   h->clock_ns == fs->model->clock_ns);
 	}
-	tree_unlock(T(req));
+	plan_unlock(fs, held_long);
 	if (ret)
 		fuse_reply_err(req, -ret);
 	else
@@ -714,6 +733,7 @@ static void imfs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	char buf[PATH_MAX + 64];
 	struct vcaller who;
 	struct vobj o;
+	bool held_long;
 	size_t len;
 	int ret;
 
@@ -727,14 +747,13 @@ static void imfs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		return;
 	}
 	caller(req, &who);
-	plan_ahead(fs, ino,
-		   !strcmp(name, "user.imatch.keeper") ||
-			   !strcmp(name, "user.imatch.similarity"));
-	tree_rdlock(T(req));
+	held_long = plan_lock(fs, ino,
+			      !strcmp(name, "user.imatch.keeper") ||
+				      !strcmp(name, "user.imatch.similarity"));
 	ret = view_get(fs, ino, &o);
 	if (!ret)
 		ret = view_getxattr(fs, &o, name, &who, buf, sizeof(buf));
-	tree_unlock(T(req));
+	plan_unlock(fs, held_long);
 	len = ret ? 0 : strlen(buf);
 	if (ret)
 		fuse_reply_err(req, -ret);
@@ -753,16 +772,16 @@ static void imfs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 	struct vcaller who;
 	struct vobj o;
 	size_t len = 0;
+	bool held_long;
 	int ret;
 
 	caller(req, &who);
 	/* Whether user.imatch.keeper and .similarity are there asks the plan. */
-	plan_ahead(fs, ino, true);
-	tree_rdlock(T(req));
+	held_long = plan_lock(fs, ino, true);
 	ret = view_get(fs, ino, &o);
 	if (!ret)
 		len = view_listxattr(fs, &o, &who, buf, sizeof(buf));
-	tree_unlock(T(req));
+	plan_unlock(fs, held_long);
 	if (ret)
 		fuse_reply_err(req, -ret);
 	else if (size == 0)

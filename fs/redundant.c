@@ -285,9 +285,9 @@ static void count_from_plan(struct redundant *r)
 	}
 }
 
-/* Whether the count, or the plan when @p want_plan, is that of the tree as
- * it is now, *@p gen. No lock held. */
-static bool fresh(struct imfs *fs, bool want_plan, uint64_t *gen)
+/* Whether the count is that of the tree as it is now, *@p gen. No lock
+ * held. */
+static bool fresh(struct imfs *fs, uint64_t *gen)
 {
 	struct redundant *r = fs->redundant;
 	bool yes;
@@ -296,20 +296,13 @@ static bool fresh(struct imfs *fs, bool want_plan, uint64_t *gen)
 	*gen = plan_version(fs);
 	tree_unlock(fs->model->tree);
 	pthread_mutex_lock(&r->lock);
-	if (want_plan)
-		r->pinned = true;
 	count_from_plan(r);
-	if (want_plan)
-		yes = r->valid && r->gen >= *gen;
-	else
-		yes = r->count_valid && r->count_gen >= *gen && r->count >= 0;
+	yes = r->count_valid && r->count_gen >= *gen && r->count >= 0;
 	pthread_mutex_unlock(&r->lock);
 	return yes;
 }
 
-/* The count, and the plan itself when @p want_plan or something lists it,
- * made current outside the tree lock (redundant_count_update()). */
-static void update(struct imfs *fs, bool want_plan)
+void redundant_count_update(struct imfs *fs)
 {
 	struct redundant *r = fs->redundant;
 	struct im_plan_set set;
@@ -320,10 +313,10 @@ static void update(struct imfs *fs, bool want_plan)
 	/* Asked again once the plan's maker is waited for: it may have made
 	 * what is needed. The version is read before the plan is made: a
 	 * change made meanwhile leaves it older than the tree, as it is. */
-	if (fresh(fs, want_plan, &gen))
+	if (fresh(fs, &gen))
 		return;
 	pthread_mutex_lock(&r->making);
-	if (fresh(fs, want_plan, &gen))
+	if (fresh(fs, &gen))
 		goto out;
 	memset(&set, 0, sizeof(set));
 	im_plan_init(&set.plan);
@@ -335,7 +328,7 @@ static void update(struct imfs *fs, bool want_plan)
 		r->count_valid = true;
 	}
 	/* Kept when something lists the plan: it need not be made again
-	 * under the tree lock. */
+	 * for the next operation that asks for it. */
 	if (!ret && r->pinned && (!r->valid || r->gen < gen)) {
 		im_plan_set_release(&r->set);
 		free(r->by_path);
@@ -354,14 +347,15 @@ out:
 	pthread_mutex_unlock(&r->making);
 }
 
-void redundant_count_update(struct imfs *fs)
+bool redundant_current(struct imfs *fs)
 {
-	update(fs, false);
-}
+	struct redundant *r = fs->redundant;
+	bool yes;
 
-void redundant_prepare(struct imfs *fs)
-{
-	update(fs, true);
+	pthread_mutex_lock(&r->lock);
+	yes = r->valid && r->gen == plan_version(fs);
+	pthread_mutex_unlock(&r->lock);
+	return yes;
 }
 
 long redundant_count(struct imfs *fs, bool *current)

@@ -6,10 +6,9 @@
  * made again, lazily, whenever the index's generation or a document's
  * size, mtime or source inode (model.h, meta_gen) moved since the last
  * plan, so `redundant/` and `by-doc/.../keeper` follow removals and changes
- * in the source at once. Until redundant_foreach(), redundant_find() or
- * redundant_prepare() is first called, redundant_count_update() keeps the
- * count only and lets the plan go (memory: the plan holds every clustered
- * file).
+ * in the source at once. Until redundant_foreach() or redundant_find() is
+ * first called, redundant_count_update() keeps the count only and lets the
+ * plan go (memory: the plan holds every clustered file).
  *
  * File metadata come from the tree (size and mtime as last signed, the
  * source inode); the device is not kept, so two documents are "the same
@@ -17,10 +16,15 @@
  * crossing filesystems could see two unrelated files so, which only keeps
  * one of them off the plan).
  *
- * Locking: every function but redundant_count_update() and
- * redundant_prepare() needs the tree lock held (shared is enough); the plan
- * has its own mutex, taken after the tree lock and before the index's.
- * Callbacks run under that mutex and must not call back into this module.
+ * Locking: every function but redundant_count_update() needs the tree lock
+ * held (shared is enough); the plan has its own mutex, taken after the tree
+ * lock and before the index's. Callbacks run under that mutex and must not
+ * call back into this module. redundant_find() and redundant_foreach() make
+ * the plan, when it is not current, under the caller's hold of the tree
+ * lock, which a caller that may have it made takes as a long reader
+ * (tree_rdlock_long()): a plan takes seconds on a large tree, and so held
+ * the lock lets lookups go on while no change lands, which would leave the
+ * plan old before it is read (it was then made again).
  */
 #ifndef IMFS_REDUNDANT_H
 #define IMFS_REDUNDANT_H
@@ -60,19 +64,16 @@ int redundant_foreach(struct imfs *fs, redundant_cb cb, void *arg);
  * that long, the lock kept every lookup waiting behind the first writer
  * queued for it (it prefers writers). Nor is the plan's mutex held
  * meanwhile. Threads may call it at once: one makes the plan, the others
- * wait for it (this and redundant_prepare()).
+ * wait for it.
  */
 void redundant_count_update(struct imfs *fs);
 
 /**
- * Make the plan itself current, as redundant_count_update() makes the
- * count, with NO lock held, before the tree lock is taken for a call of
- * redundant_find() or redundant_foreach(): they then find it made, unless
- * the tree changed in between (then they make it again, under the lock).
- * Only for a caller about to ask for the plan: while the tree changes, each
- * call makes it again.
+ * Whether the plan is made and is that of the tree as it is now, so that
+ * redundant_find() and redundant_foreach() would not make it. Tree lock
+ * held.
  */
-void redundant_prepare(struct imfs *fs);
+bool redundant_current(struct imfs *fs);
 
 /**
  * The number of documents planned as last counted (never makes a plan), or

@@ -443,5 +443,115 @@ def test_lookups_never_wait_on_listing_xattrs(w):
           'listxattr of a document, behind the watcher come to add one')
 
 
+
+def plan_made_under_the_lock(w, ask, what):
+    """Whether a lookup waited while ask(n000002's by-doc directory) made
+    the removal plan again, under the tree's lock, because a change landed
+    while it was first made for that operation. The daemon runs under gdb,
+    non-stop, held at each plan made for an operation (after the first
+    listing's): at the first, a document comes in, and the test goes on
+    once it is in the index or its writer waits apart from the lock; at a
+    second one, another comes in and a lookup is made once that writer has
+    asked for the lock. Markers say where each writer is, so that no step
+    waits on a guess. (redundant_prepare() made the plan before the tree's
+    lock was taken, until the plan was made under the lock held long.)"""
+    gated = os.path.join(w.top, 'gated')
+    asked = os.path.join(w.top, 'asked')
+    g = HeldInGdb(
+        w, 'break im_plan_from_index if $_any_caller_matches('
+        '"^(redundant_find|redundant_foreach|redundant_prepare)$", 4)\n'
+        'ignore 1 1\nset breakpoint pending on\n'
+        'break pthread_cond_wait if $_any_caller_matches("^tree_wrlock$", 4)\n'
+        'commands 2\nsilent\nshell touch %s\ncontinue\nend\n'
+        'break pthread_rwlock_wrlock if $_any_caller_matches("^tree_wrlock$", 4)\n'
+        'commands 3\nsilent\nshell touch %s\ncontinue\nend' % (gated, asked),
+        python=True)
+    n = 200
+    short_near_duplicates(w.src, n, figures=True)
+    by_doc = os.path.join(w.mnt, 'by-doc')
+    with open(os.path.join(w.src, 'd000', 'n000001.txt')) as f:
+        text = f.read()
+
+    def add(i):
+        for m in (gated, asked):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(m)
+        with open(os.path.join(w.src, 'd000', 'new%d.txt' % i), 'w') as f:
+            f.write(text.replace(' ', ' extra%d ' % i, 1))
+    try:
+        g.d.start()
+        converged(w, n)
+        check('keeper' not in os.listdir(os.path.join(by_doc, 'd000', 'n000001.txt')),
+              'a payslip has a keeper')
+        # Status is not read: it would make the plan outside the operation.
+        add(1)
+        poll(lambda: (os.path.lexists(os.path.join(by_doc, 'd000', 'new1.txt', 'cluster')),
+                      None), 'the first new document in the index')
+        done = threading.Event()
+        t = threading.Thread(target=lambda: (
+            ask(os.path.join(by_doc, 'd000', 'n000002.txt')), done.set()))
+        t.start()
+        g.wait_held('the plan, for %s' % what)
+        add(2)
+        poll(lambda: (os.path.lexists(os.path.join(by_doc, 'd000', 'new2.txt', 'cluster'))
+                      or os.path.exists(gated), None),
+             'the second new document in the index, or its writer waiting apart')
+        os.unlink(g.held)
+        g.d.proc.stdin.write(b'continue -a\n')
+        g.d.proc.stdin.flush()
+        poll(lambda: (done.is_set() or os.path.exists(g.held), None),
+             'the answer to %s, or the plan made again' % what)
+        waited = False
+        if not done.is_set():
+            add(3)
+            poll(lambda: (os.path.exists(gated) or os.path.exists(asked), None),
+                 'the writer of a third document asking for the lock')
+            waited = lookup_waited(g, 'missing')
+        t.join()
+    finally:
+        g.release()
+    converged(w, n + 3 if waited else n + 2)
+    g.unmount()
+    return waited
+
+
+@test
+def test_lookups_never_wait_on_a_keeper_made_again(w):
+    """A lookup while a document's by-doc directory is listed and changes
+    keep landing: its keeper asks for the removal plan, which was made
+    outside the tree's lock and, a change having landed meanwhile, made
+    again under it (held shared), with the watcher queued behind it and
+    every lookup behind the watcher (under a change every 10 ms on 3,700
+    documents: listings up to 4.5 s, readlink of keeper up to 6.8 s). Now
+    the plan is made under the lock held as a long reader, which no change
+    can pass, so it is made once and lookups go on."""
+    check(not plan_made_under_the_lock(w, os.listdir, 'a listing of a document'),
+          'a lookup waited (2 s and more) for the removal plan made again '
+          'under the lock for a listing of a document, a change having '
+          'landed while it was made')
+
+
+@test
+def test_lookups_never_wait_on_a_keeper_link_made_again(w):
+    """The same with readlink of by-doc/DOC/keeper."""
+    def ask(doc):
+        with contextlib.suppress(OSError):  # a payslip: no keeper
+            os.readlink(os.path.join(doc, 'keeper'))
+    check(not plan_made_under_the_lock(w, ask, 'readlink of keeper'),
+          'a lookup waited (2 s and more) for the removal plan made again '
+          'under the lock for readlink of keeper, a change having landed '
+          'while it was made')
+
+
+@test
+def test_lookups_never_wait_on_redundant_made_again(w):
+    """The same with a listing of redundant/."""
+    def ask(doc):
+        os.listdir(os.path.join(w.mnt, 'redundant'))
+    check(not plan_made_under_the_lock(w, ask, 'a listing of redundant/'),
+          'a lookup waited (2 s and more) for the removal plan made again '
+          'under the lock for a listing of redundant/, a change having '
+          'landed while it was made')
+
 if __name__ == '__main__':
     sys.exit(run_tests(TESTS, sys.argv[1:]))

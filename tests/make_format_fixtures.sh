@@ -48,6 +48,12 @@
 #                   docx, odt and html of them (automatic numbering)
 #   outline.odt/.docx/.html   LibreOffice, from a flat ODT with a list
 #                   numbered 1., 1.1. and a), and one I. from IV.
+#   chapters.odt/.docx, chapters-4.odt/.docx   LibreOffice, from a flat ODT
+#                   whose headings its outline style numbers (1., 1.1.),
+#                   and the same from 4.
+#   headings.odt    LibreOffice, from a flat ODT: outline numbering's
+#                   edges (a level skipped, a list header, a restart, a
+#                   heading in a list)
 #   bomb.docx       a docx whose document.xml unpacks to 512 MiB (bzip2 in the ZIP)
 #   bomb.txt.bz2    1 GiB of zeros in 800 bytes
 #   entities.docx   "billion laughs" entity declarations in document.xml
@@ -264,6 +270,67 @@ cat > outline.fodt <<'FODT'
 </office:text></office:body></office:document>
 FODT
 for f in odt docx html; do office $f outline.fodt; done
+# Headings LibreOffice numbers by its outline style ("Chapter numbering":
+# text:outline-style in the odt, numbering on the Heading styles in the
+# docx); chapters-4 is the same report with its first chapter 4.
+python3 - <<'PY'
+head = ('<?xml version="1.0" encoding="UTF-8"?><office:document '
+        'xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" '
+        'xmlns:style="urn:oasis:names:tc:opendocument:xmlns:style:1.0" '
+        'xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" office:version="1.2" '
+        'office:mimetype="application/vnd.oasis.opendocument.text"><office:styles>'
+        '<style:style style:name="Heading_20_1" style:display-name="Heading 1" '
+        'style:family="paragraph" style:default-outline-level="1"/>'
+        '<style:style style:name="Heading_20_2" style:display-name="Heading 2" '
+        'style:family="paragraph" style:default-outline-level="2"/>'
+        '<text:outline-style style:name="Outline"><text:outline-level-style text:level="1" '
+        'style:num-format="1" style:num-suffix="."%s/><text:outline-level-style '
+        'text:level="2" style:num-format="1" style:num-suffix="." text:display-levels="2"/>'
+        '</text:outline-style></office:styles><office:body><office:text>')
+body = [(1, "Tide gauges"),
+        "The harbour keeps three tide gauges on the pier and logs their readings every ten minutes.",
+        (2, "Calibration"),
+        "The Rosendahl instrument workshop calibrates the floats every spring before the storms.",
+        (2, "Repairs"),
+        "A cracked stilling well was replaced after the winter gales flooded the slipway.",
+        (1, "Dredging"),
+        "The approach channel is dredged every second year to keep the fairway open for ferries.",
+        (2, "Spoil"),
+        "Spoil is dumped beyond the outer buoy where the currents carry it away from the beaches."]
+text = "".join('<text:h text:style-name="Heading_20_%d" text:outline-level="%d">%s</text:h>'
+               % (b[0], b[0], b[1]) if isinstance(b, tuple) else "<text:p>%s</text:p>" % b
+               for b in body)
+for name, start in (("chapters", ""), ("chapters-4", ' text:start-value="4"')):
+    open(name + ".fodt", "w").write(head % start + text + "</office:text></office:body></office:document>")
+PY
+for f in odt docx; do office $f chapters.fodt; office $f chapters-4.fodt; done
+# The outline's edges, as LibreOffice shows them: a level skipped (it
+# counts at its start: "1.i.A." then "1.ii."), a list header, a restart at
+# 7, a heading in a numbered list (the list's number).
+cat > headings.fodt <<'FODT'
+<?xml version="1.0" encoding="UTF-8"?>
+<office:document xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" xmlns:style="urn:oasis:names:tc:opendocument:xmlns:style:1.0" xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" office:version="1.2" office:mimetype="application/vnd.oasis.opendocument.text">
+<office:styles>
+<text:list-style style:name="Letters"><text:list-level-style-number text:level="1" style:num-format="a" style:num-suffix=")"/></text:list-style>
+<text:outline-style style:name="Outline">
+<text:outline-level-style text:level="1" style:num-format="1" style:num-prefix="Part " style:num-suffix="."/>
+<text:outline-level-style text:level="2" style:num-format="i" style:num-suffix="." text:display-levels="2"/>
+<text:outline-level-style text:level="3" style:num-format="A" style:num-suffix="." text:display-levels="3"/>
+</text:outline-style>
+</office:styles>
+<office:body><office:text>
+<text:h text:outline-level="1">Moorings</text:h>
+<text:h text:outline-level="3">Winter berths</text:h>
+<text:h text:outline-level="2">Summer berths</text:h>
+<text:h text:outline-level="1" text:is-list-header="true">Interlude on tides</text:h>
+<text:h text:outline-level="1">Pilotage</text:h>
+<text:h text:outline-level="1" text:restart-numbering="true" text:start-value="7">Customs</text:h>
+<text:h text:outline-level="2">Bonded stores</text:h>
+<text:list text:style-name="Letters"><text:list-item><text:h text:outline-level="1">Listed heading</text:h></text:list-item></text:list>
+<text:h text:outline-level="1">Lighthouse</text:h>
+</office:text></office:body></office:document>
+FODT
+office odt headings.fodt
 cat > review.fodt <<'FODT'
 <?xml version="1.0" encoding="UTF-8"?>
 <office:document xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" xmlns:draw="urn:oasis:names:tc:opendocument:xmlns:drawing:1.0" xmlns:svg="urn:oasis:names:tc:opendocument:xmlns:svg-compatible:1.0" xmlns:dc="http://purl.org/dc/elements/1.1/" office:version="1.2" office:mimetype="application/vnd.oasis.opendocument.text">
@@ -509,6 +576,7 @@ cp cc0.txt cc0.html cc0.docx cc0.odt cc0.epub cc0.pdf cc0-utf16.txt cc0.txt.gz \
    hidden.odt hidden.docx hidden.doc hidden.rtf \
    hidden-styles.odt hidden-styles.docx hidden-styles.doc hidden-styles.rtf \
    rules.txt rules.docx rules.odt rules.html outline.odt outline.docx outline.html \
+   chapters.odt chapters.docx chapters-4.odt chapters-4.docx headings.odt \
    loop.doc huge.doc truncated.doc encrypted.doc \
    sheet.xlsx sheet.ods sheet.xls slides.pptx slides.odp slides.ppt.gz \
    bomb.docx bomb.txt.bz2 entities.docx nested.docx spine.epub spine-blank.epub truncated.pdf garbage.pdf "$out/"

@@ -95,8 +95,9 @@
  *  24: a numbered list's items start with their numbers, as shown (docx
  *      numbering.xml, odt list styles, HTML <ol>): "1. " as a .txt types
  *      it.
+ *  25: and so does an odt's numbered heading (its outline style).
  */
-#define IM_EXTRACT_VERSION 24
+#define IM_EXTRACT_VERSION 25
 
 /**
  * Formats. The values are stored in state files: append only.

@@ -35,7 +35,8 @@
  *     (text:note-citation), index templates (text:*-source) and alt text
  *     (svg:title, svg:desc) are not text, nor is text in a style,
  *     automatic or common (styles.xml), with text:display="none" (hidden).
- *     An odt's list item starts with its number (its list style's).
+ *     An odt's list item starts with its number (its list style's),
+ *     and so does a heading (its outline style's).
  *     In ods a cell whose office:value-type is a number (float, percentage,
  *     currency, date, time) is its value as xlsx stores it instead of the
  *     text it displays ("1,234.50", "15 January 2024"), so a sheet saved
@@ -823,14 +824,19 @@ static struct list_num *list_num_find(struct lists *ls, uint64_t key)
 
 /* Count an item at level @p k of a list of levels @p d, which starts at
  * @p start[k] where @p restart has bit k (docx's w:startOverride): the
- * levels below it start again. */
+ * levels below it start again. A level above it that has no item yet (a
+ * heading 3 right after a heading 1) counts one at its start, as Word
+ * and LibreOffice show it ("1.1.1."), so its next item is its second. */
 static void list_count_item(struct list_count *c, const struct list_def *d,
 			    unsigned k, uint16_t restart, const int32_t *start)
 {
-	int64_t first = restart >> k & 1 ? start[k] : d->lvl[k].start;
+	for (unsigned j = 0; j <= k; j++) {
+		int64_t first = restart >> j & 1 ? start[j] : d->lvl[j].start;
 
-	c->cur[k] = c->counted >> k & 1 ? c->cur[k] + 1 : first;
-	c->counted = (uint16_t)((c->counted | 1u << k) & ((2u << k) - 1));
+		if (j == k || !(c->counted >> j & 1))
+			c->cur[j] = c->counted >> j & 1 ? c->cur[j] + 1 : first;
+	}
+	c->counted = (uint16_t)((2u << k) - 1);
 }
 
 /* The label of the item just counted at level @p k, a space after it, in
@@ -968,6 +974,8 @@ struct xml_ctx {
 	unsigned list_depth;
 	struct list_def *list_defs[LIST_LEVELS];
 	struct list_count list_count;
+	/* odt: the count of the headings its outline style numbers. */
+	struct list_count outline_count;
 	size_t pending_len;
 	char pending[LIST_LABEL_MAX];
 	/* Spreadsheets: the number cells' terms, a line each. */
@@ -1688,6 +1696,47 @@ static void odf_list_level(struct xml_ctx *c, const XML_Char **atts)
 	lvl_text_put(lv, attr_local(atts, "num-suffix"));
 }
 
+/* The key of an odt's text:outline-style among its lists' (named by
+ * style_hash(), never 0). */
+#define OUTLINE_KEY 0
+
+/*
+ * A heading outside a list (text:h, at text:outline-level 1 to 10, 1 if it
+ * says none) is numbered by the outline style, LibreOffice's "Chapter
+ * numbering", unless it is a list header; text:restart-numbering starts
+ * its level again, at its text:start-value if it has one. Its label, as
+ * a list item's, goes before its text.
+ */
+static void odf_heading(struct xml_ctx *c, const XML_Char **atts)
+{
+	const char *v = attr_local(atts, "is-list-header");
+	struct list_def *d;
+	int32_t start[LIST_LEVELS];
+	uint16_t restart = 0;
+	int64_t level = 1, x;
+	unsigned k;
+
+	if (v && !strcmp(v, "true"))
+		return;
+	v = attr_local(atts, "outline-level");
+	if ((v && !attr_int(v, &level)) || level < 1 || level > LIST_LEVELS)
+		return;
+	d = list_def_find(c->lists, OUTLINE_KEY);
+	if (!d)
+		return;
+	k = (unsigned)level - 1;
+	v = attr_local(atts, "restart-numbering");
+	if (v && !strcmp(v, "true")) {
+		c->outline_count.counted &= (uint16_t) ~(1u << k);
+		if (attr_int(attr_local(atts, "start-value"), &x)) {
+			start[k] = (int32_t)x;
+			restart = (uint16_t)(1u << k);
+		}
+	}
+	list_count_item(&c->outline_count, d, k, restart, start);
+	c->pending_len = list_label(&c->outline_count, d, k, c->pending);
+}
+
 /*
  * odt lists: a text:list-style (styles.xml, or automatic in content.xml)
  * defines the levels; a text:list names it (a list nested in it names its
@@ -1712,9 +1761,15 @@ static void odf_list(struct xml_ctx *c, const XML_Char *name,
 								FAMILY_LIST, v))
 			    : NULL;
 		c->ldef_depth = c->depth;
-	} else if (!strcmp(l, "list-level-style-number") && c->ldef &&
-		   c->depth == c->ldef_depth + 1) {
+	} else if (!strcmp(l, "outline-style")) {
+		c->ldef = list_def_new(c->lists, OUTLINE_KEY);
+		c->ldef_depth = c->depth;
+	} else if ((!strcmp(l, "list-level-style-number") ||
+		    !strcmp(l, "outline-level-style")) &&
+		   c->ldef && c->depth == c->ldef_depth + 1) {
 		odf_list_level(c, atts);
+	} else if (!strcmp(l, "h") && !c->list_depth) {
+		odf_heading(c, atts);
 	} else if (!strcmp(l, "list")) {
 		k = c->list_depth++;
 		if (!k) {

@@ -48,6 +48,28 @@ def case_dedupe_plans_exports(tmp):
     check("figures differ" not in err, "no figures differ: %s" % err)
 
 
+def case_chapters_not_copies(tmp):
+    """Two reports the same but for their chapter numbers (LibreOffice's
+    outline numbering, from 1 and from 4), each as odt and docx: imatch
+    dedupe --near plans each docx beside its own odt, never one report
+    beside the other. Before, an odt's headings had no numbers, so the
+    two odt had the same text and one was planned for removal."""
+    names = ["chapters.odt", "chapters.docx", "chapters-4.odt",
+             "chapters-4.docx"]
+    root = os.path.join(tmp, "share")
+    os.makedirs(root)
+    for n in names:
+        shutil.copy(os.path.join(SRC, "tests/data/formats", n), root)
+    out, err = run("dedupe", "--near", "-v", root)
+    plans = [json.loads(l) for l in out.splitlines() if l.startswith("{")]
+    report = lambda n: n.split(".")[0]
+    pairs = sorted((os.path.basename(p["path"]), os.path.basename(p["keeper"]))
+                   for p in plans)
+    check(len(pairs) == 2 and all(report(a) == report(b) for a, b in pairs),
+          "each report's docx and odt planned together, not the two "
+          "reports: %s\n%s" % (pairs, err))
+
+
 def docx_of(path, numbering, styles, body):
     """A docx of @body (w:body's content), @numbering and @styles."""
     w = 'xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"'
@@ -96,6 +118,7 @@ def case_hostile_numbering(tmp):
 
 
 CASES = {"dedupe_plans_exports": case_dedupe_plans_exports,
+         "chapters_not_copies": case_chapters_not_copies,
          "hostile_numbering": case_hostile_numbering}
 
 

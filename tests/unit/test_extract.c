@@ -684,6 +684,48 @@ START_TEST(test_extract_list_labels)
 }
 END_TEST
 
+/* Headings LibreOffice numbers by its outline style ("Chapter numbering"):
+ * the odt's text:outline-style and the docx's numbered Heading styles show
+ * the same numbers, and the same report from chapter 4 shows its own. The
+ * outline's edges as LibreOffice shows them (its text export): a level
+ * skipped counts at its start, a list header has no number, a restart, a
+ * heading in a list has the list's. */
+START_TEST(test_extract_outline_headings)
+{
+	static const char *const from1[] = {
+		"1. Tide gauges", "1.1. Calibration", "1.2. Repairs",
+		"2. Dredging",	  "2.1. Spoil",
+	};
+	static const char *const from4[] = {
+		"4. Tide gauges", "4.1. Calibration", "4.2. Repairs",
+		"5. Dredging",	  "5.1. Spoil",
+	};
+	static const char *const edges[] = {
+		"Part 1. Moorings 1.i.A. Winter berths 1.ii. Summer berths "
+		"Interlude on tides Part 2. Pilotage Part 7. Customs "
+		"7.i. Bonded stores a) Listed heading Part 8. Lighthouse",
+	};
+	static const struct {
+		const char *name;
+		const char *const *want;
+		size_t n;
+	} cases[] = {
+		{"chapters.odt", from1, 5},   {"chapters.docx", from1, 5},
+		{"chapters-4.odt", from4, 5}, {"chapters-4.docx", from4, 5},
+		{"headings.odt", edges, 1},
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		extract_fixture(cases[i].name);
+		squeeze_text();
+		for (size_t k = 0; k < cases[i].n; k++)
+			ck_assert_msg(strstr(text, cases[i].want[k]),
+				      "%s shows \"%s\": \"%.400s\"",
+				      cases[i].name, cases[i].want[k], text);
+	}
+}
+END_TEST
+
 /* A text that types its lists' numbers ("1." to "3.", twice) and pandoc's
  * docx, odt and html of it, which number them automatically: the same
  * figures (im_terms.numbers), so removal plans them as near-duplicates
@@ -1795,6 +1837,7 @@ static Suite *extract_suite(void)
 	tcase_add_test(tc, test_extract_list_numbers);
 	tcase_add_test(tc, test_extract_list_labels);
 	tcase_add_test(tc, test_extract_list_figures);
+	tcase_add_test(tc, test_extract_outline_headings);
 	tcase_add_test(tc, test_extract_sheet_figures);
 	tcase_add_test(tc, test_extract_terms_numbers_only_in_sheets);
 	tcase_add_test(tc, test_extract_number_terms);

@@ -58,6 +58,8 @@
 #   bomb.txt.bz2    1 GiB of zeros in 800 bytes
 #   entities.docx   "billion laughs" entity declarations in document.xml
 #   nested.docx     document.xml nested 100000 elements deep
+#   nested-lists.docx   40 lists (w:abstractNum) numbered from VII, each
+#                   with another list inside its level's definition
 #   spine.epub      a 2 MB page that the spine names 10000 times (20 GB of
 #                   text from 8 KB)
 #   spine-blank.epub  a 4 MB page of no text (one comment) that the spine
@@ -537,6 +539,18 @@ docx("entities.docx", ('<?xml version="1.0"?><!DOCTYPE w:document [<!ENTITY l0 "
                        % (lol, W)).encode())
 docx("nested.docx", ('<w:document %s><w:body>' % W + "<w:p>" * 100000 + "</w:p>" * 100000
                      + "</w:body></w:document>").encode())
+with zipfile.ZipFile("nested-lists.docx", "w", zipfile.ZIP_DEFLATED) as z:
+    z.writestr("[Content_Types].xml", ct)
+    # One list first, so that the inner lists are the ones that grow the
+    # table (its 4th, 8th, ... 64th).
+    z.writestr("word/numbering.xml", '<w:numbering %s><w:abstractNum w:abstractNumId="999"/>%s%s</w:numbering>' % (W, "".join(
+        '<w:abstractNum w:abstractNumId="%d"><w:lvl w:ilvl="0"><w:abstractNum w:abstractNumId="%d"/>'
+        '<w:start w:val="7"/><w:numFmt w:val="upperRoman"/><w:lvlText w:val="%%1."/></w:lvl>'
+        '</w:abstractNum>' % (i, 1000 + i) for i in range(40)), "".join(
+        '<w:num w:numId="%d"><w:abstractNumId w:val="%d"/></w:num>' % (i + 1, i) for i in range(40))))
+    z.writestr("word/document.xml", '<w:document %s><w:body>%s</w:body></w:document>' % (W, "".join(
+        '<w:p><w:pPr><w:numPr><w:ilvl w:val="0"/><w:numId w:val="%d"/></w:numPr></w:pPr>'
+        '<w:r><w:t>harbour rule %d</w:t></w:r></w:p>' % (i + 1, i) for i in range(40))))
 with zipfile.ZipFile("spine.epub", "w", zipfile.ZIP_DEFLATED) as z:
     z.writestr("mimetype", "application/epub+zip", zipfile.ZIP_STORED)
     z.writestr("META-INF/container.xml",
@@ -579,5 +593,5 @@ cp cc0.txt cc0.html cc0.docx cc0.odt cc0.epub cc0.pdf cc0-utf16.txt cc0.txt.gz \
    chapters.odt chapters.docx chapters-4.odt chapters-4.docx headings.odt \
    loop.doc huge.doc truncated.doc encrypted.doc \
    sheet.xlsx sheet.ods sheet.xls slides.pptx slides.odp slides.ppt.gz \
-   bomb.docx bomb.txt.bz2 entities.docx nested.docx spine.epub spine-blank.epub truncated.pdf garbage.pdf "$out/"
+   bomb.docx bomb.txt.bz2 entities.docx nested.docx nested-lists.docx spine.epub spine-blank.epub truncated.pdf garbage.pdf "$out/"
 ls -l "$out"

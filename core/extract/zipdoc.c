@@ -1521,11 +1521,13 @@ static void docx_numbering(struct xml_ctx *c, const char *l,
 	const char *v = attr_local(atts, "val");
 	int64_t x;
 
-	if (!strcmp(l, "abstractNum") &&
+	/* A definition inside another, as no valid document has, is not
+	 * read: the one open points into the table the new one may move. */
+	if (!strcmp(l, "abstractNum") && !c->ldef_depth &&
 	    attr_int(attr_local(atts, "abstractNumId"), &x)) {
 		c->ldef = list_def_new(c->lists, (uint64_t)x);
 		c->ldef_depth = c->depth;
-	} else if (!strcmp(l, "num") &&
+	} else if (!strcmp(l, "num") && !c->ldef_depth &&
 		   attr_int(attr_local(atts, "numId"), &x)) {
 		c->lnum = list_num_new(c->lists, (uint64_t)x);
 		c->ldef_depth = c->depth;
@@ -1755,13 +1757,13 @@ static void odf_list(struct xml_ctx *c, const XML_Char *name,
 	if (strncmp(name, ODF_TEXT, ns))
 		return;
 	l = name + ns;
-	if (!strcmp(l, "list-style")) {
+	if (!strcmp(l, "list-style") && !c->ldef_depth) {
 		v = attr_local(atts, "name");
 		c->ldef = v ? list_def_new(c->lists, style_hash(c->styles,
 								FAMILY_LIST, v))
 			    : NULL;
 		c->ldef_depth = c->depth;
-	} else if (!strcmp(l, "outline-style")) {
+	} else if (!strcmp(l, "outline-style") && !c->ldef_depth) {
 		c->ldef = list_def_new(c->lists, OUTLINE_KEY);
 		c->ldef_depth = c->depth;
 	} else if ((!strcmp(l, "list-level-style-number") ||

@@ -726,6 +726,29 @@ START_TEST(test_extract_outline_headings)
 }
 END_TEST
 
+/* A docx whose list definitions each hold another inside a level's: the
+ * inner ones are not read, and the outer ones are whole (each item "VII.").
+ * They wrote through a pointer into the table the inner one had moved
+ * (valgrind: invalid write), and their items had no number. Unsandboxed,
+ * so that valgrind sees the reading. */
+START_TEST(test_extract_nested_list_definitions)
+{
+	struct im_extract_opts o;
+	char want[64];
+
+	im_extractor_free(xtor);
+	im_extract_opts_init(&o);
+	o.sandbox = false;
+	ck_assert_int_eq(im_extractor_new(&o, &xtor), 0);
+	extract_fixture("nested-lists.docx");
+	ck_assert_int_eq(res.fail, IM_XF_NONE);
+	for (int i = 0; i < 40; i++) {
+		snprintf(want, sizeof(want), "VII. harbour rule %d\n", i);
+		assert_text_has(want);
+	}
+}
+END_TEST
+
 /* A text that types its lists' numbers ("1." to "3.", twice) and pandoc's
  * docx, odt and html of it, which number them automatically: the same
  * figures (im_terms.numbers), so removal plans them as near-duplicates
@@ -1837,6 +1860,7 @@ static Suite *extract_suite(void)
 	tcase_add_test(tc, test_extract_list_numbers);
 	tcase_add_test(tc, test_extract_list_labels);
 	tcase_add_test(tc, test_extract_list_figures);
+	tcase_add_test(tc, test_extract_nested_list_definitions);
 	tcase_add_test(tc, test_extract_outline_headings);
 	tcase_add_test(tc, test_extract_sheet_figures);
 	tcase_add_test(tc, test_extract_terms_numbers_only_in_sheets);

@@ -54,6 +54,8 @@
 #   headings.odt    LibreOffice, from a flat ODT: outline numbering's
 #                   edges (a level skipped, a list header, a restart, a
 #                   heading in a list)
+#   legal.docx      numbering.xml as Word writes it and no program here
+#                   does: w:isLgl, w:lvlRestart, w:lvlOverride/w:lvl
 #   bomb.docx       a docx whose document.xml unpacks to 512 MiB (bzip2 in the ZIP)
 #   bomb.txt.bz2    1 GiB of zeros in 800 bytes
 #   entities.docx   "billion laughs" entity declarations in document.xml
@@ -333,6 +335,44 @@ cat > headings.fodt <<'FODT'
 </office:text></office:body></office:document>
 FODT
 office odt headings.fodt
+# What no program here writes but Word does: its built-in "Article /
+# Section" list (w:isLgl: "Section 1.01" under "Article I."), a level
+# started again only by level 1 (w:lvlRestart 1) and one never (0), and a
+# w:num that defines level 1 anew (w:lvlOverride/w:lvl: "Annex C:", as
+# LibreOffice shows it, numbered on with the others).
+python3 - <<'PY'
+import zipfile
+W = 'xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"'
+ct = ('<?xml version="1.0" encoding="UTF-8"?><Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types">'
+      '<Default Extension="rels" ContentType="application/vnd.openxmlformats-package.relationships+xml"/>'
+      '<Default Extension="xml" ContentType="application/xml"/>'
+      '<Override PartName="/word/document.xml" ContentType="application/vnd.openxmlformats-officedocument.wordprocessingml.document.main+xml"/>'
+      '<Override PartName="/word/numbering.xml" ContentType="application/vnd.openxmlformats-officedocument.wordprocessingml.numbering+xml"/></Types>')
+rel = ('<?xml version="1.0" encoding="UTF-8"?><Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">'
+       '<Relationship Id="rId1" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/%s" Target="%s"/></Relationships>')
+def lvl(i, fmt, text, extra=""):
+    return ('<w:lvl w:ilvl="%d"><w:start w:val="1"/><w:numFmt w:val="%s"/>%s<w:lvlText w:val="%s"/>'
+            '<w:lvlJc w:val="left"/></w:lvl>' % (i, fmt, extra, text))
+numbering = ('<w:abstractNum w:abstractNumId="0"><w:multiLevelType w:val="multilevel"/>'
+             + lvl(0, "upperRoman", "Article %1.") + lvl(1, "decimalZero", "Section %1.%2", "<w:isLgl/>")
+             + lvl(2, "lowerLetter", "(%3)", '<w:lvlRestart w:val="1"/>')
+             + lvl(3, "decimal", "%4)", '<w:lvlRestart w:val="0"/>') + '</w:abstractNum>'
+             '<w:num w:numId="1"><w:abstractNumId w:val="0"/></w:num>'
+             '<w:num w:numId="2"><w:abstractNumId w:val="0"/><w:lvlOverride w:ilvl="0">'
+             '<w:lvl w:ilvl="0"><w:start w:val="5"/><w:numFmt w:val="upperLetter"/>'
+             '<w:lvlText w:val="Annex %1:"/></w:lvl></w:lvlOverride></w:num>')
+items = [(1, 0, "Moorings"), (1, 1, "Fees"), (1, 2, "Trawlers"), (1, 3, "Nets"), (1, 1, "Berths"),
+         (1, 2, "Yachts"), (1, 3, "Sails"), (1, 0, "Pilotage"), (1, 1, "Pilots"), (1, 2, "Boarding"),
+         (1, 3, "Ladders"), (2, 0, "Tariffs"), (2, 1, "Dues"), (2, 0, "Charts"), (1, 0, "Customs")]
+body = "".join('<w:p><w:pPr><w:numPr><w:ilvl w:val="%d"/><w:numId w:val="%d"/></w:numPr></w:pPr>'
+               '<w:r><w:t>%s</w:t></w:r></w:p>' % (k, n, t) for n, k, t in items)
+with zipfile.ZipFile("legal.docx", "w", zipfile.ZIP_DEFLATED) as z:
+    z.writestr("[Content_Types].xml", ct)
+    z.writestr("_rels/.rels", rel % ("officeDocument", "word/document.xml"))
+    z.writestr("word/_rels/document.xml.rels", rel % ("numbering", "numbering.xml"))
+    z.writestr("word/numbering.xml", "<w:numbering %s>%s</w:numbering>" % (W, numbering))
+    z.writestr("word/document.xml", "<w:document %s><w:body>%s</w:body></w:document>" % (W, body))
+PY
 cat > review.fodt <<'FODT'
 <?xml version="1.0" encoding="UTF-8"?>
 <office:document xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" xmlns:draw="urn:oasis:names:tc:opendocument:xmlns:drawing:1.0" xmlns:svg="urn:oasis:names:tc:opendocument:xmlns:svg-compatible:1.0" xmlns:dc="http://purl.org/dc/elements/1.1/" office:version="1.2" office:mimetype="application/vnd.oasis.opendocument.text">
@@ -590,7 +630,7 @@ cp cc0.txt cc0.html cc0.docx cc0.odt cc0.epub cc0.pdf cc0-utf16.txt cc0.txt.gz \
    hidden.odt hidden.docx hidden.doc hidden.rtf \
    hidden-styles.odt hidden-styles.docx hidden-styles.doc hidden-styles.rtf \
    rules.txt rules.docx rules.odt rules.html outline.odt outline.docx outline.html \
-   chapters.odt chapters.docx chapters-4.odt chapters-4.docx headings.odt \
+   chapters.odt chapters.docx chapters-4.odt chapters-4.docx headings.odt legal.docx \
    loop.doc huge.doc truncated.doc encrypted.doc \
    sheet.xlsx sheet.ods sheet.xls slides.pptx slides.odp slides.ppt.gz \
    bomb.docx bomb.txt.bz2 entities.docx nested.docx nested-lists.docx spine.epub spine-blank.epub truncated.pdf garbage.pdf "$out/"

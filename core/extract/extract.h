@@ -95,7 +95,8 @@
  *  24: a numbered list's items start with their numbers, as shown (docx
  *      numbering.xml, odt list styles, HTML <ol>): "1. " as a .txt types
  *      it.
- *  25: and so does an odt's numbered heading (its outline style).
+ *  25: and so does an odt's numbered heading (its outline style); docx's
+ *      w:lvlRestart, w:isLgl and w:lvlOverride/w:lvl are read.
  */
 #define IM_EXTRACT_VERSION 25
 

@@ -644,7 +644,12 @@ cased:
 
 struct list_level {
 	int32_t start;
-	uint8_t fmt;		  /* enum im_list_fmt */
+	uint8_t fmt; /* enum im_list_fmt */
+	/* An item at this level or above starts this level again: the
+	 * one above, or docx's w:lvlRestart (-1: none does) */
+	int8_t reset_by;
+	/* docx's w:isLgl: the label's numbers of other levels in decimal */
+	bool legal;
 	char text[LIST_TEXT_MAX]; /* NUL-terminated; "" and IM_LIST_NONE:
 				   * no label */
 };
@@ -666,12 +671,15 @@ struct list_def {
 };
 
 /* A docx w:num: the list a paragraph names (w:numId), numbered by the
- * levels of an w:abstractNum, some starting elsewhere (w:startOverride). */
+ * levels of an w:abstractNum, some starting elsewhere (w:startOverride),
+ * some defined anew (a w:lvl in its w:lvlOverride). */
 struct list_num {
 	uint64_t key, def; /* w:numId, its w:abstractNumId */
 	uint32_t seq;
-	uint16_t restart; /* levels with a w:startOverride */
+	uint16_t restart;   /* levels with a w:startOverride */
+	uint16_t redefined; /* levels of lvl defined here */
 	int32_t start[LIST_LEVELS];
+	struct list_level lvl[LIST_LEVELS];
 	struct list_count count;
 };
 
@@ -730,9 +738,18 @@ static int room_for_one(void **v, size_t *cap, size_t n, size_t size)
 	return 0;
 }
 
-/* A new definition of @p key, every level decimal from 1 with no label
- * (as a docx w:lvl or odt level the document leaves out shows none), or
- * NULL: no room, or none wanted any more. */
+/* Level @p k as a docx w:lvl or odt level the document leaves out: decimal
+ * from 1, with no label, started again by any item above it. */
+static void list_level_init(struct list_level *lv, unsigned k)
+{
+	memset(lv, 0, sizeof(*lv));
+	lv->start = 1;
+	lv->fmt = IM_LIST_DECIMAL;
+	lv->reset_by = (int8_t)((int)k - 1);
+}
+
+/* A new definition of @p key, every level list_level_init()'s, or NULL: no
+ * room, or none wanted any more. */
 static struct list_def *list_def_new(struct lists *ls, uint64_t key)
 {
 	struct list_def *d;
@@ -745,10 +762,8 @@ static struct list_def *list_def_new(struct lists *ls, uint64_t key)
 	memset(d, 0, sizeof(*d));
 	d->key = key;
 	d->seq = (uint32_t)ls->ndef++;
-	for (size_t k = 0; k < LIST_LEVELS; k++) {
-		d->lvl[k].start = 1;
-		d->lvl[k].fmt = IM_LIST_DECIMAL;
-	}
+	for (unsigned k = 0; k < LIST_LEVELS; k++)
+		list_level_init(&d->lvl[k], k);
 	return d;
 }
 
@@ -822,45 +837,57 @@ static struct list_num *list_num_find(struct lists *ls, uint64_t key)
 	return i < ls->nnum ? &ls->num[i] : NULL;
 }
 
-/* Count an item at level @p k of a list of levels @p d, which starts at
+/* Count an item at level @p k of a list of levels @p lv, which starts at
  * @p start[k] where @p restart has bit k (docx's w:startOverride): the
- * levels below it start again. A level above it that has no item yet (a
- * heading 3 right after a heading 1) counts one at its start, as Word
- * and LibreOffice show it ("1.1.1."), so its next item is its second. */
-static void list_count_item(struct list_count *c, const struct list_def *d,
+ * levels below it start again, but those it does not reset (reset_by). A
+ * level above it that has no item yet (a heading 3 right after a heading
+ * 1) counts one at its start, as Word and LibreOffice show it ("1.1.1."),
+ * so its next item is its second. */
+static void list_count_item(struct list_count *c, const struct list_level *lv,
 			    unsigned k, uint16_t restart, const int32_t *start)
 {
+	uint16_t kept = 0;
+
 	for (unsigned j = 0; j <= k; j++) {
-		int64_t first = restart >> j & 1 ? start[j] : d->lvl[j].start;
+		int64_t first = restart >> j & 1 ? start[j] : lv[j].start;
 
 		if (j == k || !(c->counted >> j & 1))
 			c->cur[j] = c->counted >> j & 1 ? c->cur[j] + 1 : first;
 	}
-	c->counted = (uint16_t)((2u << k) - 1);
+	for (unsigned m = k + 1; m < LIST_LEVELS; m++)
+		if (lv[m].reset_by < (int)k)
+			kept |= (uint16_t)(1u << m);
+	c->counted = (uint16_t)(((2u << k) - 1) | (c->counted & kept));
 }
 
 /* The label of the item just counted at level @p k, a space after it, in
  * @p out (room for LIST_LABEL_MAX bytes); @return its length, 0 for none. */
 #define LIST_LABEL_MAX (LIST_TEXT_MAX * IM_LIST_NUMBER_MAX + 1)
-static size_t list_label(const struct list_count *c, const struct list_def *d,
-			 unsigned k, char *out)
+static size_t list_label(const struct list_count *c,
+			 const struct list_level *lv, unsigned k, char *out)
 {
-	const char *t = d->lvl[k].text;
+	const char *t = lv[k].text;
 	size_t len = 0;
 
-	if (d->lvl[k].fmt == IM_LIST_NONE || !*t)
+	if (lv[k].fmt == IM_LIST_NONE || !*t)
 		return 0;
 	for (; *t; t++) {
 		unsigned r = (unsigned char)*t - LIST_REF;
+		enum im_list_fmt f;
 
-		if (r >= LIST_LEVELS)
+		if (r >= LIST_LEVELS) {
 			out[len++] = *t;
-		else
-			len += im_list_number((enum im_list_fmt)d->lvl[r].fmt,
-					      c->counted >> r & 1
-						      ? c->cur[r]
-						      : d->lvl[r].start,
-					      out + len);
+			continue;
+		}
+		f = (enum im_list_fmt)lv[r].fmt;
+		/* Legal numbering ("Section 1.01" under "Article I"): letters
+		 * and Roman numerals in decimal; "01" stays. */
+		if (lv[k].legal && f != IM_LIST_NONE &&
+		    f != IM_LIST_DECIMAL_ZERO)
+			f = IM_LIST_DECIMAL;
+		len += im_list_number(
+			f, c->counted >> r & 1 ? c->cur[r] : lv[r].start,
+			out + len);
 	}
 	out[len++] = ' ';
 	return len;
@@ -961,7 +988,7 @@ struct xml_ctx {
 	struct list_def *ldef;
 	struct list_level *llvl;
 	struct list_num *lnum;
-	unsigned ldef_depth, llvl_depth;
+	unsigned ldef_depth, llvl_depth, llvl_k;
 	int lover;
 	/* docx: the paragraph's w:pPr and w:numPr at these depths, what they
 	 * say (num_id -1: no w:numId) and its style's key (0: none). */
@@ -1510,10 +1537,38 @@ static void docx_lvl_text(struct list_level *lv, const char *v)
 	lv->text[n] = '\0';
 }
 
+/* An element @p l (its w:val @p v) of the w:lvl that defines level @p k
+ * as @p lv. */
+static void docx_lvl(struct list_level *lv, unsigned k, const char *l,
+		     const char *v)
+{
+	int64_t x;
+
+	if (!strcmp(l, "isLgl"))
+		lv->legal = !val_off(v);
+	else if (!v)
+		return;
+	else if (!strcmp(l, "start") && attr_int(v, &x))
+		lv->start = (int32_t)x;
+	else if (!strcmp(l, "numFmt"))
+		lv->fmt = (uint8_t)docx_num_fmt(v);
+	else if (!strcmp(l, "lvlText"))
+		docx_lvl_text(lv, v);
+	/* w:lvlRestart: the level (from 1) whose items, and those of the
+	 * levels above it, start this one again; 0: none; one not above
+	 * this level is ignored. */
+	else if (!strcmp(l, "lvlRestart") && attr_int(v, &x) && x >= 0 &&
+		 x <= (int64_t)k)
+		lv->reset_by = (int8_t)(x - 1);
+}
+
 /*
  * numbering.xml: each w:abstractNum's levels (w:lvl: w:start, w:numFmt,
- * w:lvlText) and each w:num, which names one (w:abstractNumId) and may
- * start its levels elsewhere (w:lvlOverride/w:startOverride).
+ * w:lvlText, w:lvlRestart, w:isLgl) and each w:num, which names one
+ * (w:abstractNumId) and may start its levels elsewhere
+ * (w:lvlOverride/w:startOverride) or define them anew (w:lvlOverride/w:lvl:
+ * numbered on with the others of its w:abstractNum, as LibreOffice shows
+ * it).
  */
 static void docx_numbering(struct xml_ctx *c, const char *l,
 			   const XML_Char **atts)
@@ -1537,14 +1592,19 @@ static void docx_numbering(struct xml_ctx *c, const char *l,
 					  x < LIST_LEVELS
 				  ? &c->ldef->lvl[x]
 				  : NULL;
+		c->llvl_k = c->llvl ? (unsigned)x : 0;
 		c->llvl_depth = c->depth;
-	} else if (c->llvl && c->depth == c->llvl_depth + 1 && v) {
-		if (!strcmp(l, "start") && attr_int(v, &x))
-			c->llvl->start = (int32_t)x;
-		else if (!strcmp(l, "numFmt"))
-			c->llvl->fmt = (uint8_t)docx_num_fmt(v);
-		else if (!strcmp(l, "lvlText"))
-			docx_lvl_text(c->llvl, v);
+	} else if (c->llvl && c->depth == c->llvl_depth + 1) {
+		docx_lvl(c->llvl, c->llvl_k, l, v);
+	} else if (c->lnum && c->lover && c->depth == c->ldef_depth + 2 &&
+		   !strcmp(l, "lvl")) {
+		/* The level defined anew for this w:num, whatever its own
+		 * w:ilvl says. */
+		c->llvl_k = (unsigned)c->lover - 1;
+		c->llvl = &c->lnum->lvl[c->llvl_k];
+		list_level_init(c->llvl, c->llvl_k);
+		c->lnum->redefined |= (uint16_t)(1u << c->llvl_k);
+		c->llvl_depth = c->depth;
 	} else if (c->lnum && c->depth == c->ldef_depth + 1) {
 		if (!strcmp(l, "abstractNumId") && attr_int(v, &x))
 			c->lnum->def = (uint64_t)x;
@@ -1612,6 +1672,8 @@ static void docx_style_num(struct xml_ctx *c)
  * of it). */
 static void docx_para_label(struct xml_ctx *c)
 {
+	struct list_level levels[LIST_LEVELS];
+	const struct list_level *lv;
 	char label[LIST_LABEL_MAX];
 	struct list_count *count;
 	struct list_num *num;
@@ -1630,11 +1692,19 @@ static void docx_para_label(struct xml_ctx *c)
 	if (!def)
 		return;
 	k = (unsigned)c->num_ilvl;
+	lv = def->lvl;
+	if (num->redefined) {
+		memcpy(levels, def->lvl, sizeof(levels));
+		for (unsigned j = 0; j < LIST_LEVELS; j++)
+			if (num->redefined >> j & 1)
+				levels[j] = num->lvl[j];
+		lv = levels;
+	}
 	/* Word numbers the w:num of one w:abstractNum as one list, but for
 	 * those that start elsewhere (pandoc's every list). */
 	count = num->restart ? &num->count : &def->count;
-	list_count_item(count, def, k, num->restart, num->start);
-	xml_put(c, label, list_label(count, def, k, label));
+	list_count_item(count, lv, k, num->restart, num->start);
+	xml_put(c, label, list_label(count, lv, k, label));
 }
 
 #define ODF_TEXT "urn:oasis:names:tc:opendocument:xmlns:text:1.0\x01"
@@ -1735,8 +1805,8 @@ static void odf_heading(struct xml_ctx *c, const XML_Char **atts)
 			restart = (uint16_t)(1u << k);
 		}
 	}
-	list_count_item(&c->outline_count, d, k, restart, start);
-	c->pending_len = list_label(&c->outline_count, d, k, c->pending);
+	list_count_item(&c->outline_count, d->lvl, k, restart, start);
+	c->pending_len = list_label(&c->outline_count, d->lvl, k, c->pending);
 }
 
 /*
@@ -1803,10 +1873,10 @@ static void odf_list(struct xml_ctx *c, const XML_Char *name,
 			restart = (uint16_t)(1u << k);
 			c->list_count.counted &= (uint16_t) ~(1u << k);
 		}
-		list_count_item(&c->list_count, c->list_defs[k], k, restart,
-				start);
-		c->pending_len = list_label(&c->list_count, c->list_defs[k], k,
-					    c->pending);
+		list_count_item(&c->list_count, c->list_defs[k]->lvl, k,
+				restart, start);
+		c->pending_len = list_label(
+			&c->list_count, c->list_defs[k]->lvl, k, c->pending);
 	} else if (!strcmp(l, "list-header")) {
 		c->pending_len = 0;
 	}

@@ -726,6 +726,24 @@ START_TEST(test_extract_outline_headings)
 }
 END_TEST
 
+/* Word's numbering that LibreOffice 7.4 does not show as Word does: legal
+ * numbering (w:isLgl: "Section 1.01" under "Article I.", not "I.01"), a
+ * level started again only by level 1 (w:lvlRestart 1: "(b) Yachts" under
+ * a new section) or never (0: "3) Ladders"); and a w:num that defines a
+ * level anew (w:lvlOverride/w:lvl), numbered on with the others, as
+ * LibreOffice shows it ("Annex C:", then "Article V."). */
+START_TEST(test_extract_docx_level_rules)
+{
+	extract_fixture("legal.docx");
+	squeeze_text();
+	assert_text_has("Article I. Moorings Section 1.01 Fees (a) Trawlers "
+			"1) Nets Section 1.02 Berths (b) Yachts 2) Sails "
+			"Article II. Pilotage Section 2.01 Pilots (a) Boarding "
+			"3) Ladders Annex C: Tariffs Section 3.01 Dues "
+			"Annex D: Charts Article V. Customs");
+}
+END_TEST
+
 /* A docx whose list definitions each hold another inside a level's: the
  * inner ones are not read, and the outer ones are whole (each item "VII.").
  * They wrote through a pointer into the table the inner one had moved
@@ -1861,6 +1879,7 @@ static Suite *extract_suite(void)
 	tcase_add_test(tc, test_extract_list_labels);
 	tcase_add_test(tc, test_extract_list_figures);
 	tcase_add_test(tc, test_extract_nested_list_definitions);
+	tcase_add_test(tc, test_extract_docx_level_rules);
 	tcase_add_test(tc, test_extract_outline_headings);
 	tcase_add_test(tc, test_extract_sheet_figures);
 	tcase_add_test(tc, test_extract_terms_numbers_only_in_sheets);

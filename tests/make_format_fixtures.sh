@@ -54,6 +54,9 @@
 #   headings.odt    LibreOffice, from a flat ODT: outline numbering's
 #                   edges (a level skipped, a list header, a restart, a
 #                   heading in a list)
+#   agenda.odp/.pptx, agenda-6.odp/.pptx   LibreOffice, from a flat ODP
+#                   with numbered lists (a:buAutoNum in the pptx), the
+#                   second slide's from 4, and the same from 6
 #   legal.docx      numbering.xml as Word writes it and no program here
 #                   does: w:isLgl, w:lvlRestart, w:lvlOverride/w:lvl
 #   bomb.docx       a docx whose document.xml unpacks to 512 MiB (bzip2 in the ZIP)
@@ -335,6 +338,41 @@ cat > headings.fodt <<'FODT'
 </office:text></office:body></office:document>
 FODT
 office odt headings.fodt
+# An agenda in numbered lists on two slides (the second's from 4), and
+# the same with the second from 6: odp and pptx (a:buAutoNum) by
+# LibreOffice.
+python3 - <<'PY'
+doc = ('<?xml version="1.0" encoding="UTF-8"?><office:document '
+       'xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" '
+       'xmlns:style="urn:oasis:names:tc:opendocument:xmlns:style:1.0" '
+       'xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" '
+       'xmlns:draw="urn:oasis:names:tc:opendocument:xmlns:drawing:1.0" '
+       'xmlns:svg="urn:oasis:names:tc:opendocument:xmlns:svg-compatible:1.0" '
+       'xmlns:presentation="urn:oasis:names:tc:opendocument:xmlns:presentation:1.0" '
+       'office:version="1.2" office:mimetype="application/vnd.oasis.opendocument.presentation">'
+       '<office:automatic-styles><text:list-style style:name="L1">'
+       '<text:list-level-style-number text:level="1" style:num-format="1" style:num-suffix="."/>'
+       '<text:list-level-style-number text:level="2" style:num-format="i" style:num-suffix=")"/>'
+       '</text:list-style><text:list-style style:name="L2"><text:list-level-style-number '
+       'text:level="1" style:num-format="1" style:num-suffix="." text:start-value="%d"/>'
+       '</text:list-style></office:automatic-styles><office:body><office:presentation>%s'
+       '</office:presentation></office:body></office:document>')
+def page(n, body):
+    return ('<draw:page draw:name="p%d"><draw:frame svg:width="20cm" svg:height="10cm" svg:x="1cm" '
+            'svg:y="1cm"><draw:text-box>%s</draw:text-box></draw:frame></draw:page>' % (n, body))
+def items(xs):
+    return "".join("<text:list-item><text:p>%s</text:p>%s</text:list-item>" % x for x in xs)
+sub = '<text:list>%s</text:list>' % items([("dredging the approach channel", ""),
+                                         ("moorings in the inner basin", "")])
+pages = (page(1, '<text:p>Harbour board agenda</text:p><text:list text:style-name="L1">%s</text:list>'
+              % items([("Minutes of the last meeting", ""), ("Budget of the works", sub),
+                       ("Pilotage fees for the season", "")]))
+         + page(2, '<text:list text:style-name="L2">%s</text:list>'
+                % items([("Lighthouse lantern repairs", ""), ("Any other business", "")])))
+for name, start in (("agenda", 4), ("agenda-6", 6)):
+    open(name + ".fodp", "w").write(doc % (start, pages))
+PY
+for f in odp pptx; do office $f agenda.fodp; office $f agenda-6.fodp; done
 # What no program here writes but Word does: its built-in "Article /
 # Section" list (w:isLgl: "Section 1.01" under "Article I."), a level
 # started again only by level 1 (w:lvlRestart 1) and one never (0), and a
@@ -631,6 +669,7 @@ cp cc0.txt cc0.html cc0.docx cc0.odt cc0.epub cc0.pdf cc0-utf16.txt cc0.txt.gz \
    hidden-styles.odt hidden-styles.docx hidden-styles.doc hidden-styles.rtf \
    rules.txt rules.docx rules.odt rules.html outline.odt outline.docx outline.html \
    chapters.odt chapters.docx chapters-4.odt chapters-4.docx headings.odt legal.docx \
+   agenda.odp agenda.pptx agenda-6.odp agenda-6.pptx \
    loop.doc huge.doc truncated.doc encrypted.doc \
    sheet.xlsx sheet.ods sheet.xls slides.pptx slides.odp slides.ppt.gz \
    bomb.docx bomb.txt.bz2 entities.docx nested.docx nested-lists.docx spine.epub spine-blank.epub truncated.pdf garbage.pdf "$out/"

@@ -95,8 +95,9 @@
  *  24: a numbered list's items start with their numbers, as shown (docx
  *      numbering.xml, odt list styles, HTML <ol>): "1. " as a .txt types
  *      it.
- *  25: and so does an odt's numbered heading (its outline style); docx's
- *      w:lvlRestart, w:isLgl and w:lvlOverride/w:lvl are read.
+ *  25: and so does an odt's numbered heading (its outline style), an
+ *      odp's list item and a pptx's numbered paragraph (a:buAutoNum);
+ *      docx's w:lvlRestart, w:isLgl and w:lvlOverride/w:lvl are read.
  */
 #define IM_EXTRACT_VERSION 25
 

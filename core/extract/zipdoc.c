@@ -28,15 +28,16 @@
  *     then each number cell's value (<v> of a cell of type n), as
  *     im_number_term() writes it, after IM_EXTRACT_NUMBERS.
  *   - pptx: slides, then notes, in slide-number order: a:t runs, a newline
- *     per paragraph.
+ *     per paragraph; a numbered paragraph (a:buAutoNum) starts with its
+ *     number, as PowerPoint shows it.
  *   - odt, ods, odp: content.xml, all text inside office:body, a newline per
  *     paragraph, heading, list item and cell; as in docx, deleted text
  *     (text:tracked-changes), comments (office:annotation), note numbers
  *     (text:note-citation), index templates (text:*-source) and alt text
  *     (svg:title, svg:desc) are not text, nor is text in a style,
  *     automatic or common (styles.xml), with text:display="none" (hidden).
- *     An odt's list item starts with its number (its list style's),
- *     and so does a heading (its outline style's).
+ *     An odt's or odp's list item starts with its number (its list
+ *     style's), and so does an odt's heading (its outline style's).
  *     In ods a cell whose office:value-type is a number (float, percentage,
  *     currency, date, time) is its value as xlsx stores it instead of the
  *     text it displays ("1,234.50", "15 January 2024"), so a sheet saved
@@ -913,6 +914,27 @@ enum hidden {
 		      * (styles.xml), has text:display="none" */
 };
 
+/* DrawingML's levels (a:pPr lvl). */
+#define DML_LEVELS 9
+
+/* A paragraph's a:buAutoNum: "(", its number, and ")", "." or nothing. */
+enum dml_affix { DML_PLAIN, DML_PERIOD, DML_PAREN_R, DML_PAREN_BOTH };
+struct dml_num {
+	bool on;
+	uint8_t fmt;   /* enum im_list_fmt */
+	uint8_t affix; /* enum dml_affix */
+	int32_t start; /* startAt */
+};
+
+/* How a document numbers its list items, which are labelled with their
+ * numbers. */
+enum list_kind {
+	LISTS_NONE,
+	LISTS_DOCX,	 /* numbering.xml, w:numPr */
+	LISTS_ODF,	 /* text:list-style, text:outline-style */
+	LISTS_DRAWINGML, /* pptx: a:buAutoNum */
+};
+
 /* Which elements carry text, and where lines and spaces go. */
 struct xml_rules {
 	const char *const *text;   /* character data kept inside these ... */
@@ -922,8 +944,7 @@ struct xml_rules {
 	const char *const *skip;   /* nothing inside these is text */
 	enum cells cells;
 	enum hidden hidden;
-	bool lists; /* list items are labelled with their numbers (docx's
-		     * and odt's way, as hidden says) */
+	enum list_kind lists;
 };
 
 /* What a style says of its text's display: hidden, shown (over a style it
@@ -1005,6 +1026,15 @@ struct xml_ctx {
 	struct list_count outline_count;
 	size_t pending_len;
 	char pending[LIST_LABEL_MAX];
+	/* pptx: each level's run of numbered paragraphs in the text body
+	 * (off: its last paragraph had no number, or one above it came
+	 * since) and its last number; the paragraph begun at dml_p_depth,
+	 * its level and numbering, and whether its text has begun. */
+	struct dml_num dml_run[DML_LEVELS];
+	int64_t dml_cur[DML_LEVELS];
+	struct dml_num dml_para;
+	unsigned dml_p_depth, dml_lvl;
+	bool dml_texted;
 	/* Spreadsheets: the number cells' terms, a line each. */
 	struct im_buf *nums;
 	unsigned num_depth; /* ods: in the number cell begun at this depth */
@@ -1018,6 +1048,18 @@ struct xml_ctx {
 	size_t nval; /* sizeof(val): too long for a value */
 	char val[64];
 };
+
+static bool has_prefix(const char *s, const char *prefix)
+{
+	return !strncmp(s, prefix, strlen(prefix));
+}
+
+static bool has_suffix(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), k = strlen(suffix);
+
+	return n >= k && !strcmp(s + n - k, suffix);
+}
 
 static const char *local_name(const XML_Char *name)
 {
@@ -1882,6 +1924,113 @@ static void odf_list(struct xml_ctx *c, const XML_Char *name,
 	}
 }
 
+/* a:buAutoNum's type (ST_TextAutonumberScheme): the Latin letters, Roman
+ * numerals and Arabic numbers of "alphaLcParenR" (a), "romanUcPeriod"
+ * (I.), "arabicPlain" (1); the others (circled, East Asian, Hebrew, Thai
+ * ... numbers) as Arabic numbers with their scheme's affix, which the
+ * words see alike. */
+static struct dml_num dml_auto_num(const XML_Char **atts)
+{
+	static const struct {
+		const char *name;
+		enum im_list_fmt fmt;
+	} fmts[] = {
+		{"alphaLc", IM_LIST_LOWER_LETTER_SYNC},
+		{"alphaUc", IM_LIST_UPPER_LETTER_SYNC},
+		{"romanLc", IM_LIST_LOWER_ROMAN},
+		{"romanUc", IM_LIST_UPPER_ROMAN},
+	};
+	const char *t = attr_local(atts, "type");
+	struct dml_num n = {.on = true, .fmt = IM_LIST_DECIMAL, .start = 1};
+	int64_t x;
+
+	for (size_t i = 0; t && i < sizeof(fmts) / sizeof(fmts[0]); i++)
+		if (has_prefix(t, fmts[i].name))
+			n.fmt = (uint8_t)fmts[i].fmt;
+	n.affix = !t			       ? DML_PERIOD
+		  : has_suffix(t, "ParenBoth") ? DML_PAREN_BOTH
+		  : has_suffix(t, "ParenR")    ? DML_PAREN_R
+		  : has_suffix(t, "Period")    ? DML_PERIOD
+					       : DML_PLAIN;
+	if (attr_int(attr_local(atts, "startAt"), &x))
+		n.start = (int32_t)x;
+	return n;
+}
+
+/* The first text of a paragraph: count it in its level's run (a run of
+ * another numbering starts again), and put its label before the text. A
+ * paragraph ends the runs of the levels below it, and one with no number
+ * its own level's; a paragraph with no text does neither, as it shows no
+ * number. */
+static void dml_label(struct xml_ctx *c)
+{
+	const struct dml_num *p = &c->dml_para;
+	struct dml_num *run;
+	char label[IM_LIST_NUMBER_MAX + 4];
+	unsigned k = c->dml_lvl;
+	size_t n = 0;
+
+	c->dml_texted = true;
+	if (k >= DML_LEVELS)
+		return;
+	for (unsigned m = k + 1; m < DML_LEVELS; m++)
+		c->dml_run[m].on = false;
+	run = &c->dml_run[k];
+	if (!p->on) {
+		run->on = false;
+		return;
+	}
+	if (run->on && run->fmt == p->fmt && run->affix == p->affix &&
+	    run->start == p->start)
+		c->dml_cur[k]++;
+	else
+		c->dml_cur[k] = p->start;
+	*run = *p;
+	if (p->affix == DML_PAREN_BOTH)
+		label[n++] = '(';
+	n += im_list_number((enum im_list_fmt)p->fmt, c->dml_cur[k], label + n);
+	if (p->affix != DML_PLAIN)
+		label[n++] = p->affix == DML_PERIOD ? '.' : ')';
+	label[n++] = ' ';
+	xml_put(c, label, n);
+}
+
+/*
+ * pptx: a paragraph whose properties (a:pPr, at level lvl 0 to 8) number
+ * it (a:buAutoNum) starts with its number as PowerPoint shows it ("1. ",
+ * "(c) ", "iv) "): paragraphs of one text body (a:txBody) at one level
+ * with the same numbering count on, those of a level below them between
+ * them, from startAt. A bullet (a:buChar, a:buBlip) or a:buNone numbers
+ * nothing. Numbering a placeholder takes from the slide's layout or
+ * master (a:lstStyle) is not read.
+ */
+static void dml_list(struct xml_ctx *c, const char *l, const XML_Char **atts)
+{
+	int64_t x;
+
+	if (!strcmp(l, "txBody")) {
+		memset(c->dml_run, 0, sizeof(c->dml_run));
+	} else if (!strcmp(l, "p")) {
+		c->dml_p_depth = c->depth;
+		c->dml_para = (struct dml_num){0};
+		c->dml_lvl = 0;
+		c->dml_texted = false;
+	} else if (!c->dml_p_depth) {
+		return;
+	} else if (!strcmp(l, "pPr") && c->depth == c->dml_p_depth + 1) {
+		if (attr_int(attr_local(atts, "lvl"), &x))
+			c->dml_lvl = x >= 0 && x < DML_LEVELS ? (unsigned)x
+							      : DML_LEVELS;
+	} else if (c->depth == c->dml_p_depth + 2 &&
+		   (!strcmp(l, "buAutoNum") || !strcmp(l, "buNone") ||
+		    !strcmp(l, "buChar") || !strcmp(l, "buBlip"))) {
+		c->dml_para =
+			l[2] == 'A' ? dml_auto_num(atts) : (struct dml_num){0};
+	} else if (!strcmp(l, "t") && !c->dml_texted) {
+		dml_label(c);
+	}
+}
+
 static void XMLCALL xml_start(void *arg, const XML_Char *name,
 			      const XML_Char **atts)
 {
@@ -1906,11 +2055,13 @@ static void XMLCALL xml_start(void *arg, const XML_Char *name,
 		docx_hidden(c, l, atts);
 	else if (c->r->hidden == HIDDEN_ODF)
 		odf_hidden(c, l, atts);
-	if (c->r->lists && c->r->hidden == HIDDEN_DOCX) {
+	if (c->r->lists == LISTS_DOCX) {
 		docx_numbering(c, l, atts);
 		docx_para_num(c, l, atts);
-	} else if (c->r->lists) {
+	} else if (c->r->lists == LISTS_ODF) {
 		odf_list(c, name, atts);
+	} else if (c->r->lists == LISTS_DRAWINGML) {
+		dml_list(c, l, atts);
 	}
 	if (in_list(c->r->space, l))
 		xml_put(c, " ", 1);
@@ -1965,13 +2116,15 @@ static void XMLCALL xml_end(void *arg, const XML_Char *name)
 		c->ldef = NULL;
 		c->lnum = NULL;
 	}
-	if (c->r->lists && c->r->hidden == HIDDEN_ODF &&
+	if (c->r->lists == LISTS_ODF &&
 	    !strncmp(name, ODF_TEXT, sizeof(ODF_TEXT) - 1)) {
 		if (c->list_depth && !strcmp(l, "list"))
 			c->list_depth--;
 		else if (!strcmp(l, "list-item"))
 			c->pending_len = 0;
 	}
+	if (c->dml_p_depth == c->depth)
+		c->dml_p_depth = 0;
 	if (c->style_depth == c->depth) {
 		c->style_depth = 0;
 		c->style_key = 0;
@@ -2087,7 +2240,7 @@ static const struct xml_rules docx_rules = {
 	.nl_end = (const char *const[]){"p", "tr", NULL},
 	.space = (const char *const[]){"tab", "br", "cr", "tc", NULL},
 	.hidden = HIDDEN_DOCX,
-	.lists = true,
+	.lists = LISTS_DOCX,
 };
 static const struct xml_rules xlsx_rules = {
 	.text = t_only,
@@ -2098,6 +2251,7 @@ static const struct xml_rules pptx_rules = {
 	.text = t_only,
 	.nl_end = (const char *const[]){"p", NULL},
 	.space = (const char *const[]){"br", "tab", NULL},
+	.lists = LISTS_DRAWINGML,
 };
 #define ODF_SVG "urn:oasis:names:tc:opendocument:xmlns:svg-compatible:1.0\x01"
 
@@ -2114,6 +2268,7 @@ static const struct xml_rules pptx_rules = {
 		"object-index-source", "user-index-source",                    \
 		"bibliography-source", ODF_SVG "title", ODF_SVG "desc", NULL
 
+/* odt and odp. */
 static const struct xml_rules odf_rules = {
 	.within = "body",
 	.nl_end = (const char *const[]){"p", "h", "list-item", "table-cell",
@@ -2123,17 +2278,7 @@ static const struct xml_rules odf_rules = {
 	.space = (const char *const[]){"s", "tab", "line-break", "note", NULL},
 	.skip = (const char *const[]){ODF_SKIP},
 	.hidden = HIDDEN_ODF,
-};
-/* odf_rules, and list labels: odp's are left out, as pptx's numbers
- * (a:buAutoNum) are not read. */
-static const struct xml_rules odt_rules = {
-	.within = "body",
-	.nl_end = (const char *const[]){"p", "h", "list-item", "table-cell",
-					"frame", NULL},
-	.space = (const char *const[]){"s", "tab", "line-break", "note", NULL},
-	.skip = (const char *const[]){ODF_SKIP},
-	.hidden = HIDDEN_ODF,
-	.lists = true,
+	.lists = LISTS_ODF,
 };
 /* odf_rules, and number cells. */
 static const struct xml_rules ods_rules = {
@@ -2144,18 +2289,6 @@ static const struct xml_rules ods_rules = {
 	.skip = (const char *const[]){ODF_SKIP},
 	.cells = CELLS_ODS,
 };
-
-static bool has_prefix(const char *s, const char *prefix)
-{
-	return !strncmp(s, prefix, strlen(prefix));
-}
-
-static bool has_suffix(const char *s, const char *suffix)
-{
-	size_t n = strlen(s), k = strlen(suffix);
-
-	return n >= k && !strcmp(s + n - k, suffix);
-}
 
 /* Where a document keeps the styles and list numbers its text names
  * (read first). */
@@ -2627,7 +2760,7 @@ int im_zipdoc_text(enum im_format f, const char *buf, size_t len,
 	case IM_FMT_ODS:
 		return office_text(buf, len, want_odf, &ods_rules, o, out);
 	case IM_FMT_ODT:
-		return office_text(buf, len, want_odf_styled, &odt_rules, o,
+		return office_text(buf, len, want_odf_styled, &odf_rules, o,
 				   out);
 	case IM_FMT_ODP:
 		return office_text(buf, len, want_odf_styled, &odf_rules, o,

@@ -70,6 +70,27 @@ def case_chapters_not_copies(tmp):
           "reports: %s\n%s" % (pairs, err))
 
 
+def case_slides_not_copies(tmp):
+    """Two agendas the same but for the numbers of their second slide's
+    list (from 4 and from 6), each as odp and pptx: imatch dedupe
+    --near plans each pptx beside its own odp, never one agenda beside
+    the other. Before, neither odp nor pptx had its list numbers, so the
+    two agendas had the same text."""
+    names = ["agenda.odp", "agenda.pptx", "agenda-6.odp", "agenda-6.pptx"]
+    root = os.path.join(tmp, "share")
+    os.makedirs(root)
+    for n in names:
+        shutil.copy(os.path.join(SRC, "tests/data/formats", n), root)
+    out, err = run("dedupe", "--near", "-v", root)
+    plans = [json.loads(l) for l in out.splitlines() if l.startswith("{")]
+    agenda = lambda n: n.split(".")[0]
+    pairs = sorted((os.path.basename(p["path"]), os.path.basename(p["keeper"]))
+                   for p in plans)
+    check(len(pairs) == 2 and all(agenda(a) == agenda(b) for a, b in pairs),
+          "each agenda's odp and pptx planned together, not the two "
+          "agendas: %s\n%s" % (pairs, err))
+
+
 def docx_of(path, numbering, styles, body):
     """A docx of @body (w:body's content), @numbering and @styles."""
     w = 'xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"'
@@ -119,6 +140,7 @@ def case_hostile_numbering(tmp):
 
 CASES = {"dedupe_plans_exports": case_dedupe_plans_exports,
          "chapters_not_copies": case_chapters_not_copies,
+         "slides_not_copies": case_slides_not_copies,
          "hostile_numbering": case_hostile_numbering}
 
 

@@ -744,6 +744,28 @@ START_TEST(test_extract_docx_level_rules)
 }
 END_TEST
 
+/* Slides with numbered lists, as LibreOffice shows them (its PDF): the odp
+ * (text:list and its list style) and the pptx (a:buAutoNum, with startAt)
+ * alike. */
+START_TEST(test_extract_slide_numbers)
+{
+	static const char *const names[] = {"agenda.odp", "agenda.pptx"};
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		extract_fixture(names[i]);
+		squeeze_text();
+		assert_text_has("agenda 1. Minutes of the last meeting "
+				"2. Budget of the works i) dredging the approach "
+				"channel ii) moorings in the inner basin "
+				"3. Pilotage fees for the season "
+				"4. Lighthouse lantern repairs "
+				"5. Any other business");
+	}
+	extract_fixture("agenda-6.pptx");
+	assert_text_has("6. Lighthouse lantern repairs\n7. Any other");
+}
+END_TEST
+
 /* A docx whose list definitions each hold another inside a level's: the
  * inner ones are not read, and the outer ones are whole (each item "VII.").
  * They wrote through a pointer into the table the inner one had moved
@@ -1880,6 +1902,7 @@ static Suite *extract_suite(void)
 	tcase_add_test(tc, test_extract_list_figures);
 	tcase_add_test(tc, test_extract_nested_list_definitions);
 	tcase_add_test(tc, test_extract_docx_level_rules);
+	tcase_add_test(tc, test_extract_slide_numbers);
 	tcase_add_test(tc, test_extract_outline_headings);
 	tcase_add_test(tc, test_extract_sheet_figures);
 	tcase_add_test(tc, test_extract_terms_numbers_only_in_sheets);

@@ -48,6 +48,8 @@
 #                   docx, odt and html of them (automatic numbering)
 #   outline.odt/.docx/.html   LibreOffice, from a flat ODT with a list
 #                   numbered 1., 1.1. and a), and one I. from IV.
+#   header-list.odt LibreOffice, from a flat ODT with a numbered list in
+#                   its page header and one in its body
 #   chapters.odt/.docx, chapters-4.odt/.docx   LibreOffice, from a flat ODT
 #                   whose headings its outline style numbers (1., 1.1.),
 #                   and the same from 4.
@@ -277,6 +279,22 @@ cat > outline.fodt <<'FODT'
 </office:text></office:body></office:document>
 FODT
 for f in odt docx html; do office $f outline.fodt; done
+# A numbered list in the page header (styles.xml) and one in the body.
+cat > header-list.fodt <<'FODT'
+<?xml version="1.0" encoding="UTF-8"?>
+<office:document xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" xmlns:style="urn:oasis:names:tc:opendocument:xmlns:style:1.0" xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" office:version="1.2" office:mimetype="application/vnd.oasis.opendocument.text">
+<office:automatic-styles><style:page-layout style:name="pm1"/>
+<text:list-style style:name="L1"><text:list-level-style-number text:level="1" style:num-suffix="." style:num-format="1"/></text:list-style>
+<text:list-style style:name="L2"><text:list-level-style-number text:level="1" style:num-suffix=")" style:num-format="a"/></text:list-style>
+</office:automatic-styles>
+<office:master-styles><style:master-page style:name="Standard" style:page-layout-name="pm1">
+<style:header><text:list text:style-name="L2"><text:list-item><text:p>Harbour office, north quay</text:p></text:list-item></text:list></style:header>
+</style:master-page></office:master-styles>
+<office:body><office:text>
+<text:list text:style-name="L1"><text:list-item><text:p>Moor bow and stern.</text:p></text:list-item><text:list-item><text:p>Keep the fairway clear.</text:p></text:list-item></text:list>
+</office:text></office:body></office:document>
+FODT
+office odt header-list.fodt
 # Headings LibreOffice numbers by its outline style ("Chapter numbering":
 # text:outline-style in the odt, numbering on the Heading styles in the
 # docx); chapters-4 is the same report with its first chapter 4.
@@ -668,7 +686,8 @@ cp cc0.txt cc0.html cc0.docx cc0.odt cc0.epub cc0.pdf cc0-utf16.txt cc0.txt.gz \
    hidden.odt hidden.docx hidden.doc hidden.rtf \
    hidden-styles.odt hidden-styles.docx hidden-styles.doc hidden-styles.rtf \
    rules.txt rules.docx rules.odt rules.html outline.odt outline.docx outline.html \
-   chapters.odt chapters.docx chapters-4.odt chapters-4.docx headings.odt legal.docx \
+   header-list.odt chapters.odt chapters.docx chapters-4.odt chapters-4.docx headings.odt \
+   legal.docx \
    agenda.odp agenda.pptx agenda-6.odp agenda-6.pptx \
    loop.doc huge.doc truncated.doc encrypted.doc \
    sheet.xlsx sheet.ods sheet.xls slides.pptx slides.odp slides.ppt.gz \

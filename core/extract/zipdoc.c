@@ -1882,6 +1882,11 @@ static void odf_list(struct xml_ctx *c, const XML_Char *name,
 		    !strcmp(l, "outline-level-style")) &&
 		   c->ldef && c->depth == c->ldef_depth + 1) {
 		odf_list_level(c, atts);
+	} else if (c->styles_only) {
+		/* styles.xml shows no text (its page headers' lists and
+		 * headings): looking their lists up would close the table
+		 * before content.xml's automatic list styles are in it. */
+		return;
 	} else if (!strcmp(l, "h") && !c->list_depth) {
 		odf_heading(c, atts);
 	} else if (!strcmp(l, "list")) {

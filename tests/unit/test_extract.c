@@ -684,6 +684,19 @@ START_TEST(test_extract_list_labels)
 }
 END_TEST
 
+/* An odt with a numbered list in its page header (styles.xml, not read as
+ * text) and one in its body: the body's items have their numbers. The
+ * header's list closed the table of lists before the body's list styles
+ * (content.xml) were in it, and the body had none. */
+START_TEST(test_extract_header_list)
+{
+	extract_fixture("header-list.odt");
+	assert_text_has("1. Moor bow and stern.");
+	assert_text_has("2. Keep the fairway clear.");
+	ck_assert_ptr_null(strstr(text, "Harbour office"));
+}
+END_TEST
+
 /* Headings LibreOffice numbers by its outline style ("Chapter numbering"):
  * the odt's text:outline-style and the docx's numbered Heading styles show
  * the same numbers, and the same report from chapter 4 shows its own. The
@@ -1903,6 +1916,7 @@ static Suite *extract_suite(void)
 	tcase_add_test(tc, test_extract_nested_list_definitions);
 	tcase_add_test(tc, test_extract_docx_level_rules);
 	tcase_add_test(tc, test_extract_slide_numbers);
+	tcase_add_test(tc, test_extract_header_list);
 	tcase_add_test(tc, test_extract_outline_headings);
 	tcase_add_test(tc, test_extract_sheet_figures);
 	tcase_add_test(tc, test_extract_terms_numbers_only_in_sheets);

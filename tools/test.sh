@@ -93,7 +93,7 @@ seeds=$(mktemp -d)
 for t in $extractors; do
 	mkdir "$seeds/$t"
 	if [ "$t" = zipxml ]; then
-		# The XML parts of each docx and odt, which it zips itself.
+		# The XML parts of each docx, odt, odp and pptx, which it zips itself.
 		python3 tests/fuzz/make_zipxml_seeds.py tests/data/formats "$seeds/$t"
 	elif [ "$t" = zipdoc ] || [ "$t" = msoffice ]; then
 		for f in tests/data/formats/*; do

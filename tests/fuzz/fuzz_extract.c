@@ -22,7 +22,7 @@
  *                first byte picks; the compound-file reader under them)
  *                with and without an output cap: a cap is either kept or
  *                reported; a stream found is read whole or not at all
- *   FUZZ_ZIPXML  im_zipdoc_text() of a docx or odt built from the input's
+ *   FUZZ_ZIPXML  im_zipdoc_text() of a docx, odt or pptx built from the input's
  *                XML parts, so that the XML and style logic sees every
  *                mutation (fuzz_zipdoc's ZIP fails its CRC at the first
  *                change inside a member); with and without an output cap
@@ -272,9 +272,9 @@ static uint8_t *zip_build(const struct member *m, size_t n, size_t *len)
 /*
  * @p how: bit 0 docx (word/document.xml, word/styles.xml,
  * word/footnotes.xml, word/numbering.xml) or odt (content.xml, styles.xml); bit 1 the styles
- * after the text in the ZIP (they are read first wherever they are). The
- * parts are @p s split at NUL bytes, which XML cannot hold; those missing
- * are left out of the ZIP.
+ * after the text in the ZIP (they are read first wherever they are); bit
+ * 2 a pptx instead (a slide and its notes). The parts are @p s split at
+ * NUL bytes, which XML cannot hold; those missing are left out of the ZIP.
  */
 static void fuzz_zipxml(uint8_t how, const char *s, size_t len,
 			struct im_extract_opts *o)
@@ -283,9 +283,13 @@ static void fuzz_zipxml(uint8_t how, const char *s, size_t len,
 		"word/document.xml", "word/styles.xml", "word/footnotes.xml",
 		"word/numbering.xml"};
 	static const char *const odt[] = {"content.xml", "styles.xml"};
-	const char *const *names = how & 1 ? odt : docx;
-	size_t nnames = how & 1 ? 2 : 4, n = 0, zlen;
-	enum im_format f = how & 1 ? IM_FMT_ODT : IM_FMT_DOCX;
+	static const char *const pptx[] = {"ppt/slides/slide1.xml",
+					   "ppt/notesSlides/notesSlide1.xml"};
+	const char *const *names = how & 4 ? pptx : how & 1 ? odt : docx;
+	size_t nnames = how & 4 || how & 1 ? 2 : 4, n = 0, zlen;
+	enum im_format f = how & 4   ? IM_FMT_PPTX
+			   : how & 1 ? IM_FMT_ODT
+				     : IM_FMT_DOCX;
 	struct im_buf all = {0}, capped = {0};
 	struct member m[4];
 	const char *end = s + len;

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Seeds for fuzz_zipxml (tests/fuzz/fuzz_extract.c) from real documents:
     tests/fuzz/make_zipxml_seeds.py DIR OUT
-writes OUT/NAME for each .docx and .odt in DIR: the byte that picks the
+writes OUT/NAME for each .docx, .odt, .odp and .pptx in DIR: the byte that picks the
 format, then its XML parts in the target's order, NUL between them."""
 import os
 import sys
@@ -11,6 +11,9 @@ PARTS = {
     ".docx": (0, ["word/document.xml", "word/styles.xml", "word/footnotes.xml",
                   "word/numbering.xml"]),
     ".odt": (1, ["content.xml", "styles.xml"]),
+    # odp is read as odt is.
+    ".odp": (1, ["content.xml", "styles.xml"]),
+    ".pptx": (4, ["ppt/slides/slide1.xml", "ppt/notesSlides/notesSlide1.xml"]),
 }
 
 src, out = sys.argv[1], sys.argv[2]

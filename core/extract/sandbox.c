@@ -430,8 +430,13 @@ static int spawn(struct im_helper *h, const struct im_extract_opts *o)
 	h->pid = pid;
 	h->fd = sv[0];
 	h->spawned++;
+	/* The caller's deadline, if longer, also bounds the start: a helper
+	 * forked under valgrind on a busy machine can take seconds to be
+	 * ready, and the unit tests give their helpers minutes. */
 	if (fcntl(h->fd, F_SETFL, O_NONBLOCK) ||
-	    xfer(h->fd, false, &ready, 1, now_ms() + 10000)) {
+	    xfer(h->fd, false, &ready, 1,
+		 now_ms() +
+			 (o->deadline_ms > 10000 ? o->deadline_ms : 10000))) {
 		reap(h, true);
 		return -EIO;
 	}

@@ -642,7 +642,7 @@ static void put_unmatched(const struct figures *f)
 static void print_figures_differ(struct im_signer *s, int rootfd,
 				 const char *file, const char *keeper)
 {
-	struct figures a = {NULL}, b = {NULL};
+	struct figures a = {0}, b = {0};
 	enum im_doc_status sa, sb;
 
 	if (im_signer_figures_at(s, rootfd, file, &sa, add_figure, &a) ||

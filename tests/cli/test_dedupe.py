@@ -443,6 +443,45 @@ def case_apply_reverifies(tmp):
           "malformed line named: %s" % err)
 
 
+def case_apply_changed_since_plan(tmp):
+    """Each side of a line touched, or grown with its mtime put back, after
+    the plan: the line is skipped with the reason that says which, and
+    nothing is removed (a touched file is no longer the one the keep rules
+    ranked; a grown one holds other bytes)."""
+    root = os.path.join(tmp, "share")
+    groups = make_groups(root, sizes=(2, 2, 2, 2, 2), singles=0)
+    out, _ = run("dedupe", root)
+    lines = {l["path"]: l for l in plan_lines(out)}
+    touched, keeper_touched, grown, keeper_grown, ok = groups
+    check(set(lines) == {g[1] for g in groups}, "planned: %s" % sorted(lines))
+
+    def grow(path):
+        st = os.stat(path)
+        with open(path, "ab") as f:
+            f.write(b"one more line\n")
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+    os.utime(touched[1])
+    os.utime(keeper_touched[0])
+    grow(grown[1])
+    grow(keeper_grown[0])
+    plan = os.path.join(tmp, "plan.jsonl")
+    dump(plan, lines.values())
+    out, err = run("apply", plan, text=True)
+    for path, why in ((touched[1], "the file was modified since the plan"),
+                      (keeper_touched[1],
+                       "the keeper was modified since the plan"),
+                      (grown[1], "the file's size changed"),
+                      (keeper_grown[1], "the keeper's size changed")):
+        check("skipped %s: %s\n" % (path, why) in out,
+              "%s: %s: %s" % (path, why, out))
+    check(all(os.path.exists(p) for g in groups[:4] for p in g),
+          "the changed lines' files are all still there")
+    check("removed %s\n" % ok[1] in out and not os.path.exists(ok[1]),
+          "the line that still verifies was applied: %s" % out)
+    check(" 4 skipped, 0 failed" in err, "summary: %s" % err)
+
+
 def case_apply_hand_edited(tmp):
     """Plans edited by hand into nonsense: a file that is its own keeper, two
     files each the other's keeper, a line given twice. Each such line is

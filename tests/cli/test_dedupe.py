@@ -482,6 +482,69 @@ def case_apply_changed_since_plan(tmp):
     check(" 4 skipped, 0 failed" in err, "summary: %s" % err)
 
 
+def case_apply_last_copy_kept(tmp):
+    """Lines that would leave a text with no copy anywhere are skipped, and
+    every file keeps its bytes: the keeper rewritten in place after the
+    plan, same size, mtime put back (only its hash can tell), near or
+    exact; a near line edited by hand to say "exact" (only comparing the
+    bytes can tell), or to replace the file by a symlink (only an exact
+    copy may be replaced by a link to its keeper)."""
+    from test_cli import variant
+    root = os.path.join(tmp, "share")
+    rng = random.Random(23)
+    vocab = vocabulary(rng)
+    near, copy, edited, linked = [], [], [], []
+    for i, (pair, how) in enumerate(((near, "reorder"), (copy, None),
+                                     (edited, "reorder"),
+                                     (linked, "reorder"))):
+        sents = document(rng, vocab, nsent=40)
+        text = "\n".join(sents) + "\n"
+        pair.append(put(root, "keep/%d.txt" % i, text.encode(),
+                        mtime=1_500_000_000))
+        pair.append(put(root, "other/%d.txt" % i,
+                        (variant(rng, sents, how) if how else
+                         text).encode(), mtime=1_600_000_000))
+    out, _ = run("dedupe", "--near", root)
+    lines = {l["path"]: l for l in plan_lines(out)}
+    check(set(lines) == {near[1], copy[1], edited[1], linked[1]} and
+          lines[near[1]]["kind"] == "near" and
+          lines[copy[1]]["kind"] == "exact",
+          "planned: %s" % sorted(lines.values(), key=str))
+    for keeper in (near[0], copy[0]):
+        st = os.stat(keeper)
+        with open(keeper, "r+b") as f:
+            b = f.read(1)
+            f.seek(0)
+            f.write(b"X" if b != b"X" else b"Y")
+        os.utime(keeper, ns=(st.st_atime_ns, st.st_mtime_ns))
+    before = {}
+    for path in (edited[1], linked[1]):
+        with open(path, "rb") as f:
+            before[path] = f.read()
+    check(len(before[edited[1]]) == os.path.getsize(edited[0]),
+          "a reordered copy has the keeper's size")
+    plan = os.path.join(tmp, "plan.jsonl")
+    dump(plan, [lines[near[1]], lines[copy[1]],
+                dict(lines[edited[1]], kind="exact", action="hardlink"),
+                dict(lines[linked[1]], action="symlink")])
+    out, err = run("apply", plan, text=True)
+    for path, why in ((near[1], "the keeper's content changed"),
+                      (copy[1], "the keeper's content changed"),
+                      (edited[1], "the file and the keeper differ, though "
+                                  "the plan says exact"),
+                      (linked[1], "hardlink and symlink replace exact "
+                                  "copies only")):
+        check("skipped %s: %s\n" % (path, why) in out,
+              "%s: %s: %s" % (path, why, out))
+    for path, data in before.items():
+        with open(path, "rb") as f:
+            check(f.read() == data and not os.path.islink(path) and
+                  os.stat(path).st_nlink == 1, "%s keeps its bytes" % path)
+    check(os.path.exists(near[1]) and os.path.exists(copy[1]),
+          "the files whose keeper changed are still there")
+    check(" 4 skipped, 0 failed" in err, "summary: %s" % err)
+
+
 def case_apply_hand_edited(tmp):
     """Plans edited by hand into nonsense: a file that is its own keeper, two
     files each the other's keeper, a line given twice. Each such line is

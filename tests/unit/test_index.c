@@ -2681,6 +2681,62 @@ START_TEST(test_index_put_many_same_path_twice)
 }
 END_TEST
 
+/* The similarity threshold is a floor, reached included (index.h: "at or
+ * above"): a pair whose similarity is exactly the threshold is linked by
+ * the live index and by the pure rule that a scaled-out index runs
+ * (im_doc_link(), im_group_links()) alike, and a hair above it by neither. */
+static int count_link(size_t i, size_t j, double sim, bool exact, void *arg)
+{
+	(void)i;
+	(void)j;
+	(void)sim;
+	(void)exact;
+	++*(int *)arg;
+	return 0;
+}
+
+START_TEST(test_index_threshold_is_inclusive)
+{
+	struct im_doc_sigs a, b;
+	const struct im_doc_sigs *m[2] = {&a, &b};
+	struct im_index *above;
+	double at, sim;
+	bool exact;
+	int n = 0;
+
+	verified_doc(&a, 0, 0, 1);
+	verified_doc(&b, 0, 1, 2); /* same family, another variant */
+	at = im_sketch_similarity(&a.sketch, &b.sketch);
+	ck_assert_msg(at > 0.1 && at < 0.99, "similarity %f", at);
+
+	ck_assert(im_doc_link(&a, &b, at, &sim, &exact));
+	ck_assert(!exact && sim == at);
+	ck_assert(!im_doc_link(&a, &b, at + 1e-9, &sim, &exact));
+	ck_assert_int_eq(
+		im_group_links(IM_KEY_COORD, m, 2, at, count_link, &n), 0);
+	ck_assert_int_eq(n, 1);
+	n = 0;
+	ck_assert_int_eq(im_group_links(IM_KEY_COORD, m, 2, at + 1e-9,
+					count_link, &n),
+			 0);
+	ck_assert_int_eq(n, 0);
+
+	ck_assert_int_eq(im_index_set_similarity(idx, at), 0);
+	ck_assert_int_eq(im_index_put(idx, "a", &a), 0);
+	ck_assert_int_eq(im_index_put(idx, "b", &b), 0);
+	ck_assert_str_eq(dupes(idx, "a"), "b");
+	ck_assert_uint_eq(im_index_cluster_count(idx), 1);
+
+	ck_assert_int_eq(im_index_new(&above), 0);
+	ck_assert_int_eq(im_index_set_similarity(above, at + 1e-9), 0);
+	ck_assert_int_eq(im_index_put(above, "a", &a), 0);
+	ck_assert_int_eq(im_index_put(above, "b", &b), 0);
+	ck_assert_str_eq(dupes(above, "a"), "");
+	ck_assert_uint_eq(im_index_cluster_count(above), 0);
+	im_index_free(above);
+}
+END_TEST
+
 /* A member that leaves is taken out without reconnecting its cluster only
  * when another stands in for it with every key it held: t has d's terms
  * (its sketch) but signs no coordinate, so it is linked to d (their bands)
@@ -2849,6 +2905,7 @@ static Suite *index_suite(void)
 	tcase_add_test(tc, test_index_put_sharing_every_key_at_once);
 	tcase_add_test(tc, test_index_hot_keys);
 	tcase_add_test(tc, test_index_links_give_similarity_and_kind);
+	tcase_add_test(tc, test_index_threshold_is_inclusive);
 	tcase_add_test(tc, test_index_stand_in_holds_every_key);
 	tcase_add_test(tc, test_index_stand_in_names_by_the_rest);
 	tcase_add_test(tc, test_index_promoted_links_the_next_holder);

@@ -1243,6 +1243,33 @@ def case_keeper_gone_midway(tmp):
                   % (action, os.listdir(os.path.dirname(copy))))
 
 
+def case_keeper_gone_while_hashing(tmp):
+    """The keeper is removed while apply reads the two files (a large file
+    takes minutes): trash and hardlink check it again before they act
+    (remove and symlink do again later: keeper_gone_midway), or the
+    trashed file would leave the tree with no copy of its bytes in it.
+    apply runs under gdb, held as it ends hashing."""
+    root = os.path.join(tmp, "share")
+    rng = random.Random(48)
+    data = ("\n".join(document(rng, vocabulary(rng))) + "\n").encode()
+    for action in ("trash=" + os.path.join(tmp, "trash"), "hardlink"):
+        shutil.rmtree(root, ignore_errors=True)
+        keeper = put(root, "a/report.txt", data, mtime=1_600_000_000)
+        copy = put(root, "b/report.txt", data, mtime=1_600_000_001)
+        out, _ = run("dedupe", "--action", action, root)
+        plan = os.path.join(tmp, "plan.jsonl")
+        with open(plan, "wb") as f:
+            f.write(out)
+        log = apply_held(tmp, plan, "XXH3_freeState", "rm " + keeper)
+        check(os.path.isfile(copy) and not os.path.islink(copy) and
+              open(copy, "rb").read() == data,
+              "%s: the file keeps its bytes: %s" % (action, log))
+        check(re.search("skipped %s: the (file or the )?keeper changed "
+                        "during verification" % re.escape(copy), log) and
+              "exited normally" in log,
+              "%s: skipped, says why: %s" % (action, log))
+
+
 def case_symlink_given_back_not_reused(tmp):
     """symlink: the file is replaced (an editor saving) as apply exchanges
     it with its symlink, so apply exchanges them back; meanwhile another

@@ -323,6 +323,30 @@ START_TEST(test_exact_hash_seen_head)
 }
 END_TEST
 
+/* A file whose length is not what it said when opened (written to while
+ * read) is refused, not hashed for the bytes that happened to be read. A
+ * /proc file does that every time: it says 0 bytes and reads more. */
+START_TEST(test_exact_hash_refuses_a_length_changed_while_read)
+{
+	static char buf[IM_EXACT_HEAD];
+	struct im_exact_seen seen = {0};
+	uint8_t x[16];
+	struct stat st;
+	int proc = open("/proc/self", O_RDONLY | O_DIRECTORY);
+
+	ck_assert_int_ge(proc, 0);
+	ck_assert_int_eq(fstatat(proc, "status", &st, 0), 0);
+	ck_assert(S_ISREG(st.st_mode) && st.st_size == 0);
+	seen.mtime_ns =
+		(int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+	ck_assert_int_eq(im_exact_hash_seen_at(proc, "status", &seen,
+					       UINT64_MAX, buf, sizeof(buf), x,
+					       NULL),
+			 -ESTALE);
+	close(proc);
+}
+END_TEST
+
 struct collect {
 	struct im_index *idx;
 };
@@ -478,6 +502,7 @@ static Suite *exact_suite(void)
 	tcase_add_checked_fixture(tf, setup, teardown);
 	tcase_add_test(tf, test_exact_hash_equals_signer);
 	tcase_add_test(tf, test_exact_hash_seen_head);
+	tcase_add_test(tf, test_exact_hash_refuses_a_length_changed_while_read);
 	tcase_add_test(tf, test_exact_fill_same_links);
 	tcase_add_test(tf, test_exact_fill_leaves_changed_files_unhashed);
 	suite_add_tcase(s, tf);

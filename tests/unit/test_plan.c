@@ -12,6 +12,7 @@
 
 #include "unit.h"
 #include "plan.h"
+#include "sketch.h"
 
 /* ---- Keep rules ------------------------------------------------------------ */
 
@@ -750,6 +751,85 @@ START_TEST(test_plan_large_exact_class)
 }
 END_TEST
 
+/* ---- From the index ---------------------------------------------------------
+ * im_plan_from_index() over a real index: exact copies, and texts of the same
+ * terms (near-duplicates of similarity 1).
+ */
+
+/* A text of terms @p first .. @p first + 39, bytes hashed to @p exact (0:
+ * not hashed). */
+static void text_doc(struct im_doc_sigs *d, uint64_t first, uint8_t exact)
+{
+	uint64_t terms[40];
+
+	memset(d, 0, sizeof(*d));
+	d->status = IM_DOC_REJECTED; /* a text that signs no coordinate */
+	d->ncoords = 1;
+	d->unique_terms = 40;
+	for (unsigned i = 0; i < 40; i++)
+		terms[i] = first + i;
+	im_sketch_from_hashes(terms, 40, 0, &d->sketch);
+	if (exact) {
+		memset(d->exact, exact, sizeof(d->exact));
+		d->exact_valid = 1;
+	}
+}
+
+/* Each path's mtime is its last character; "gone*" vanished since the
+ * scan (or the user left it out): the driver says so. */
+static int meta_of(const char *path, struct im_plan_file *f, void *arg)
+{
+	(void)arg;
+	if (!strncmp(path, "gone", 4))
+		return 1;
+	f->size = 100;
+	f->mtime_ns = path[strlen(path) - 1];
+	return 0;
+}
+
+static const char *show_set(const struct im_plan_set *s)
+{
+	static char buf[256];
+
+	buf[0] = '\0';
+	for (size_t i = 0; i < s->plan.n; i++)
+		snprintf(buf + strlen(buf), sizeof(buf) - strlen(buf),
+			 "%s%s%c%s", i ? " " : "",
+			 s->files[s->plan.v[i].file].path,
+			 s->plan.v[i].exact ? '=' : '~',
+			 s->files[s->plan.v[i].keeper].path);
+	return buf;
+}
+
+/* A document the driver leaves out (gone from the tree since the index saw
+ * it) is neither planned nor a keeper, though the keep rules rank it
+ * first: its copies stay with one that is there. */
+START_TEST(test_plan_from_index_leaves_out_what_is_gone)
+{
+	struct im_plan_opts o = opts(IM_KEEP_DEFAULT, true);
+	struct im_plan_set set = {0};
+	struct im_index *idx;
+	struct im_doc_sigs d;
+	static const char *const copies[] = {"gone0", "copy1", "copy2"};
+	static const char *const near[] = {"gone3", "near4", "near5"};
+
+	ck_assert_int_eq(im_index_new(&idx), 0);
+	text_doc(&d, 1, 0xaa);
+	for (size_t i = 0; i < 3; i++)
+		ck_assert_int_eq(im_index_put(idx, copies[i], &d), 0);
+	for (size_t i = 0; i < 3; i++) {
+		text_doc(&d, 1000, (uint8_t)(0xb0 + i)); /* the same terms */
+		ck_assert_int_eq(im_index_put(idx, near[i], &d), 0);
+	}
+	ck_assert_uint_eq(im_index_cluster_count(idx), 2);
+	ck_assert_int_eq(im_plan_from_index(idx, &o, meta_of, NULL, &set), 0);
+	ck_assert_str_eq(show_set(&set), "copy2=copy1 near5~near4");
+	ck_assert_uint_eq(set.nfiles, 4);
+	im_plan_set_release(&set);
+	im_index_free(idx);
+}
+END_TEST
+
 static Suite *plan_suite(void)
 {
 	Suite *s = suite_create("plan");
@@ -763,6 +843,7 @@ static Suite *plan_suite(void)
 	tcase_add_test(tc, test_plan_protected_never_planned_and_wins);
 	tcase_add_test(tc, test_plan_hard_links_and_repeated_links);
 	tcase_add_test(tc, test_plan_refuses_bad_links);
+	tcase_add_test(tc, test_plan_from_index_leaves_out_what_is_gone);
 	suite_add_tcase(s, tc);
 
 	/* Long under valgrind and sanitizers: Check's 4 s would not do. */

@@ -830,6 +830,32 @@ START_TEST(test_plan_from_index_leaves_out_what_is_gone)
 }
 END_TEST
 
+/* Texts of the same terms whose bytes were never hashed are linked (near),
+ * and are no exact copies: without near-duplicates nothing of them is
+ * planned, whatever their hashes' unset bytes hold. */
+START_TEST(test_plan_from_index_exact_needs_a_hash)
+{
+	struct im_plan_opts o = opts(IM_KEEP_DEFAULT, false);
+	struct im_plan_set set = {0};
+	struct im_index *idx;
+	struct im_doc_sigs d;
+
+	ck_assert_int_eq(im_index_new(&idx), 0);
+	text_doc(&d, 1000, 0);
+	ck_assert_int_eq(im_index_put(idx, "unhashed1", &d), 0);
+	ck_assert_int_eq(im_index_put(idx, "unhashed2", &d), 0);
+	ck_assert_uint_eq(im_index_cluster_count(idx), 1);
+	ck_assert_int_eq(im_plan_from_index(idx, &o, meta_of, NULL, &set), 0);
+	ck_assert_str_eq(show_set(&set), "");
+	im_plan_set_release(&set);
+	o.near = true;
+	ck_assert_int_eq(im_plan_from_index(idx, &o, meta_of, NULL, &set), 0);
+	ck_assert_str_eq(show_set(&set), "unhashed2~unhashed1");
+	im_plan_set_release(&set);
+	im_index_free(idx);
+}
+END_TEST
+
 static Suite *plan_suite(void)
 {
 	Suite *s = suite_create("plan");
@@ -844,6 +870,7 @@ static Suite *plan_suite(void)
 	tcase_add_test(tc, test_plan_hard_links_and_repeated_links);
 	tcase_add_test(tc, test_plan_refuses_bad_links);
 	tcase_add_test(tc, test_plan_from_index_leaves_out_what_is_gone);
+	tcase_add_test(tc, test_plan_from_index_exact_needs_a_hash);
 	suite_add_tcase(s, tc);
 
 	/* Long under valgrind and sanitizers: Check's 4 s would not do. */

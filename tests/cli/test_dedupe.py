@@ -1000,7 +1000,7 @@ def case_file_replaced_midway(tmp):
     temporary, rename it over) after apply verified it, at the very moment
     apply acts on its name: the new content stays at its name, the line is
     skipped and says why, and no temporary name is left, for remove, trash
-    and hardlink. apply runs under gdb, held at its first call that acts on
+    and hardlink, even when the new content has the file's size and mtime. apply runs under gdb, held at its first call that acts on
     the file's name (renameat2; unlinkat or renameat in builds that acted
     on the name directly) while the rename happens, every time."""
     root = os.path.join(tmp, "share")
@@ -1025,6 +1025,20 @@ def case_file_replaced_midway(tmp):
         saved = put(root, "b/.report.txt.swp", edited)
         log = apply_held(tmp, plan, calls, "mv %s %s" % (saved, copy))
         check_save_kept(action, copy, trash, edited, log)
+    # The new content with the file's very size, mtime and mode (a sync
+    # tool keeps times): only the inode tells it from what was verified.
+    for action in ("remove", "trash=" + trash):
+        shutil.rmtree(root, ignore_errors=True)
+        shutil.rmtree(trash, ignore_errors=True)
+        put(root, "a/report.txt", data, mtime=1_600_000_000)
+        copy = put(root, "b/report.txt", data, mtime=1_600_000_001)
+        out, _ = run("dedupe", "--action", action, root)
+        with open(plan, "wb") as f:
+            f.write(out)
+        same = bytes(reversed(data))
+        saved = put(root, "b/.report.txt.swp", same, mtime=1_600_000_001)
+        log = apply_held(tmp, plan, "renameat2", "mv %s %s" % (saved, copy))
+        check_save_kept(action, copy, trash, same, log)
     # And the name taken again while apply gives it back: nothing is
     # unlinked or overwritten, the line fails and says where the content
     # it had moved is now.

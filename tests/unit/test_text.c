@@ -1207,8 +1207,8 @@ START_TEST(test_text_figures_are_the_fingerprint)
 		"a", "B", "0", "7", " ", "\n", ".", "-", "é", "ß", "Σ", "½",
 		"\xe2\x80\x94", "\xc2\xad", "\xcc\x81", "\xff", "\x80", "\xc3",
 		"word ", "1234", "2,911.49 ", "x9y", "٣",
-		"abcdefghijklmnopqrstuvwxyz0123456789abcdefghijklmnopqrstuvwxyz"
-		"0123456789abcdefghijklmnopqrstuvwxyz0123456789abcdefghijklmnop",
+		("abcdefghijklmnopqrstuvwxyz0123456789abcdefghijklmnopqrstuvwxyz"
+		 "0123456789abcdefghijklmnopqrstuvwxyz0123456789abcdefghijklmnop"),
 	};
 	/* clang-format on */
 	const size_t npieces = sizeof(pieces) / sizeof(pieces[0]);

@@ -198,6 +198,23 @@ static unsigned long long xorshift(unsigned long long *x)
 	return *x;
 }
 
+/* Pieces drawn from @p pieces (@p npieces) into @p buf until it holds at
+ * least @p target bytes; @return its length. @p buf has room for @p target
+ * bytes and the longest piece. */
+static size_t random_text(char *buf, size_t target, const char *const *pieces,
+			  size_t npieces, unsigned long long *x)
+{
+	size_t n = 0;
+
+	while (n < target) {
+		const char *pc = pieces[xorshift(x) % npieces];
+
+		memcpy(buf + n, pc, strlen(pc));
+		n += strlen(pc);
+	}
+	return n;
+}
+
 START_TEST(test_text_terms_set_is_unique_and_ordered)
 {
 	char w[32];
@@ -1232,18 +1249,9 @@ START_TEST(test_text_figures_are_the_fingerprint)
 	ck_assert_int_eq(im_text_figures("1 2 3 4", 7, tell_cb, &t), 42);
 	ck_assert_uint_eq(t.n, 2);
 	for (int iter = 0; iter < 1000; iter++) {
-		size_t n = 0, target;
+		size_t n = random_text(buf, xorshift(&x) % 2500, pieces,
+				       npieces, &x);
 
-		xorshift(&x);
-		target = x % 2500;
-		while (n < target) {
-			const char *pc;
-
-			xorshift(&x);
-			pc = pieces[x % npieces];
-			memcpy(buf + n, pc, strlen(pc));
-			n += strlen(pc);
-		}
 		buf[n] = '\0';
 		params.min_word_len = 1 + (unsigned)(x >> 40) % 5;
 		params.max_digits = (unsigned)(x >> 50) % 3;
@@ -1391,18 +1399,9 @@ START_TEST(test_text_simd_matches_scalar)
 
 	im_terms_init(&ref);
 	for (int iter = 0; iter < 2000; iter++) {
-		size_t n = 0, target;
+		size_t n = random_text(buf, xorshift(&x) % 1000, pieces,
+				       npieces, &x);
 
-		xorshift(&x);
-		target = x % 1000;
-		while (n < target) {
-			const char *pc;
-
-			xorshift(&x);
-			pc = pieces[x % npieces];
-			memcpy(buf + n, pc, strlen(pc));
-			n += strlen(pc);
-		}
 		params.min_word_len = 1 + (unsigned)(x >> 40) % 5;
 		params.max_digits = (unsigned)(x >> 50) % 3;
 		snprintf(what, sizeof(what), "iteration %d", iter);

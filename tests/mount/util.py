@@ -168,6 +168,9 @@ class Daemon:
             # mount must not hold valgrind's lock (mount inside SOURCE).
             self.cmd += ['valgrind', '--quiet', '--error-exitcode=99',
                          '--sim-hints=fuse-compatible',
+                         # The cache's SIGBUS handler resumes the read it
+                         # stopped (core/state/state.c): exact registers.
+                         '--vex-iropt-register-updates=allregs-at-mem-access',
                          '--suppressions=' + supp,
                          '--leak-check=full', '--show-leak-kinds=definite',
                          '--errors-for-leak-kinds=definite']

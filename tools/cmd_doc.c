@@ -160,8 +160,16 @@ static void print_text_head(const char *path, uint64_t max_size)
 			    f);
 	fclose(f);
 	if (!buf || im_extractor_new(NULL, &x) ||
-	    im_extract(x, path, buf, len, &r) || r.fail)
+	    im_extract(x, path, buf, len, &r))
 		goto out;
+	if (r.fail) {
+		/* The failure itself is printed above; not why a helper
+		 * could not start, which only this extractor knows. */
+		if (im_extractor_sandbox_error(x))
+			printf("text: no helper could start: %s\n",
+			       im_extractor_sandbox_error(x));
+		goto out;
+	}
 	printf("text:\n");
 	for (size_t i = 0; i < r.len && shown < 5;) {
 		const char *nl = memchr(r.text + i, '\n', r.len - i);

@@ -896,6 +896,11 @@ unsigned im_extractor_spawned(const struct im_extractor *x)
 	return x->helper.spawned;
 }
 
+const char *im_extractor_sandbox_error(const struct im_extractor *x)
+{
+	return x->helper.why[0] ? x->helper.why : NULL;
+}
+
 int im_extract_put_numbers(struct im_buf *out, const struct im_buf *nums)
 {
 	static const char mark[] = {IM_EXTRACT_NUMBERS, '\n'};

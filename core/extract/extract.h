@@ -295,4 +295,12 @@ int im_extract_figures(const struct im_extract_result *r,
 /** Helpers started by this extractor since it was made (tests). */
 unsigned im_extractor_spawned(const struct im_extractor *x);
 
+/**
+ * Why this extractor's last helper failed to start (the step and its
+ * errno, a timeout, or how it ended), when a file failed IM_XF_SANDBOX; NULL
+ * when none has failed since one started. Owned by @p x, valid until its
+ * next extraction.
+ */
+const char *im_extractor_sandbox_error(const struct im_extractor *x);
+
 #endif

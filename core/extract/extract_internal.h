@@ -204,6 +204,7 @@ struct im_helper {
 	int fd;		 /* our end of its socket; -1: none */
 	uint64_t cpu_ms; /* CPU time it reported after its last file */
 	unsigned spawned;
+	char why[96]; /* why the last start failed; "" after one that worked */
 };
 
 void im_helper_init(struct im_helper *h);

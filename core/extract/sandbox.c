@@ -22,7 +22,9 @@
  *     reading and writing its already open fds, time, getrandom, futexes,
  *     exiting and signalling itself (abort()); every other call fails with
  *     EPERM, so it can open no file, socket or process;
- *   - says it is ready (one byte), or exits and the file fails "sandbox".
+ *   - says it is ready ({0, 0}), or says which step failed with which
+ *     errno and exits; the file fails "sandbox", and the extractor keeps
+ *     the reason (im_extractor_sandbox_error()).
  * Under valgrind the filter is not loaded (valgrind's own calls would be
  * refused); everything else is the same.
  * The parent retires a helper whose reported CPU time passed cpu_seconds,
@@ -40,6 +42,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -67,6 +70,32 @@ struct request {
 struct reply {
 	uint32_t fail, format, compressed, cpu_ms;
 	uint64_t len;
+};
+
+/* The child's first message: step 0 when ready, else what failed. */
+struct start {
+	uint32_t step;
+	int32_t err;
+};
+
+enum start_step {
+	START_READY,
+	START_PARENT,
+	START_SIGNALS,
+	START_FDS,
+	START_LIMITS,
+	START_SECCOMP,
+	START_EXTRACTOR,
+};
+
+static const char *const start_steps[] = {
+	[START_READY] = "ready",
+	[START_PARENT] = "parent-death signal",
+	[START_SIGNALS] = "signal mask",
+	[START_FDS] = "file descriptors",
+	[START_LIMITS] = "resource limits",
+	[START_SECCOMP] = "seccomp filter",
+	[START_EXTRACTOR] = "extractor",
 };
 
 /* ---- Time ---------------------------------------------------------------- */
@@ -258,39 +287,51 @@ static int load_seccomp(void)
 	return ret;
 }
 
-/* Everything a child does before its first request. @return 0 or -1. */
-static int child_setup(int fd, pid_t parent, const struct im_extract_opts *o)
+/*
+ * Everything a child does before its first request; its socket is fd 3
+ * after the step START_FDS. @return START_READY, or the step that failed
+ * (errno says why; for START_PARENT, 0 when the parent was gone).
+ */
+static enum start_step child_setup(int fd, pid_t parent,
+				   const struct im_extract_opts *o)
 {
 	sigset_t all;
 	int null;
 
+	errno = 0;
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL) || getppid() != parent)
-		return -1;
+		return START_PARENT;
 	for (int sig = 1; sig < NSIG; sig++)
 		if (sig != SIGKILL && sig != SIGSTOP)
 			signal(sig, SIG_DFL);
 	signal(SIGPIPE, SIG_IGN);
 	sigemptyset(&all);
-	sigprocmask(SIG_SETMASK, &all, NULL);
+	if (sigprocmask(SIG_SETMASK, &all, NULL))
+		return START_SIGNALS;
 	null = open("/dev/null", O_RDWR | O_CLOEXEC);
 	if (null < 0 || dup2(fd, 3) < 0)
-		return -1;
+		return START_FDS;
 	for (int i = 0; i < 3; i++)
 		if (dup2(null, i) < 0)
-			return -1;
+			return START_FDS;
 	if (close_range(4, ~0u, 0))
-		return -1;
+		return START_FDS;
 	if (limit(RLIMIT_AS, vm_size() + o->mem_bytes,
 		  vm_size() + o->mem_bytes) ||
 	    limit(RLIMIT_CPU, 2 * (uint64_t)o->cpu_seconds,
 		  2 * (uint64_t)o->cpu_seconds + 1) ||
 	    limit(RLIMIT_CORE, 0, 0) || limit(RLIMIT_FSIZE, 0, 0))
-		return -1;
+		return START_LIMITS;
 	/* Valgrind's own work in the child needs calls the filter refuses;
 	 * the tests that run under it check memory, not confinement. */
 	if (RUNNING_ON_VALGRIND)
-		return 0;
-	return load_seccomp() ? -1 : 0;
+		return START_READY;
+	int ret = load_seccomp();
+	if (ret) {
+		errno = ret < 0 ? -ret : 0;
+		return START_SECCOMP;
+	}
+	return START_READY;
 }
 
 static uint32_t cpu_ms(void)
@@ -310,13 +351,24 @@ static void child_main(int sock, pid_t parent, const struct im_extract_opts *po)
 	struct im_extract_opts o = *po;
 	struct im_extractor *x = NULL;
 	const int fd = 3;
-	char ready = 1;
+	struct start st = {0};
+	int ret;
 
 	o.sandbox = false;
 	o.filters = NULL;
-	if (child_setup(sock, parent, &o) || im_extractor_new(&o, &x))
+	st.step = child_setup(sock, parent, &o);
+	if (st.step == START_READY && (ret = im_extractor_new(&o, &x))) {
+		st.step = START_EXTRACTOR;
+		errno = -ret;
+	}
+	if (st.step != START_READY) {
+		st.err = errno;
+		/* The socket is fd 3 only past START_FDS. */
+		child_io(st.step > START_FDS ? fd : sock, true, &st,
+			 sizeof(st));
 		_exit(1);
-	child_io(fd, true, &ready, 1);
+	}
+	child_io(fd, true, &st, sizeof(st));
 	for (;;) {
 		struct im_extract_result r;
 		struct request q;
@@ -366,22 +418,27 @@ void im_helper_init(struct im_helper *h)
 	h->fd = -1;
 	h->cpu_ms = 0;
 	h->spawned = 0;
+	h->why[0] = '\0';
 }
 
-/* Reap a helper that is gone or going; @return why it ended. */
-static int reap(struct im_helper *h, bool killed_for_time)
+/* Reap a helper that is gone or going; @return why it ended, its wait
+ * status in @p status. */
+static int reap_status(struct im_helper *h, bool killed_for_time, int *status)
 {
-	int status = 0, why = IM_XF_CRASH;
+	int why = IM_XF_CRASH;
+
+	*status = 0;
 
 	if (h->pid > 0) {
 		if (killed_for_time)
 			kill(h->pid, SIGKILL);
-		while (waitpid(h->pid, &status, 0) < 0 && errno == EINTR)
+		while (waitpid(h->pid, status, 0) < 0 && errno == EINTR)
 			;
 		if (killed_for_time)
 			why = IM_XF_TIMEOUT;
-		else if (WIFSIGNALED(status) && (WTERMSIG(status) == SIGXCPU ||
-						 WTERMSIG(status) == SIGKILL))
+		else if (WIFSIGNALED(*status) &&
+			 (WTERMSIG(*status) == SIGXCPU ||
+			  WTERMSIG(*status) == SIGKILL))
 			why = IM_XF_CPU;
 	}
 	if (h->fd >= 0)
@@ -390,6 +447,13 @@ static int reap(struct im_helper *h, bool killed_for_time)
 	h->pid = 0;
 	h->cpu_ms = 0;
 	return why;
+}
+
+static int reap(struct im_helper *h, bool killed_for_time)
+{
+	int status;
+
+	return reap_status(h, killed_for_time, &status);
 }
 
 void im_helper_stop(struct im_helper *h)
@@ -401,9 +465,13 @@ void im_helper_stop(struct im_helper *h)
 
 static int spawn(struct im_helper *h, const struct im_extract_opts *o)
 {
+	/* The caller's deadline, if longer, also bounds the start: a helper
+	 * forked under valgrind on a busy machine can take seconds to be
+	 * ready, and the unit tests give their helpers minutes. */
+	unsigned start_ms = o->deadline_ms > 10000 ? o->deadline_ms : 10000;
 	pid_t parent = getpid(), pid;
-	int sv[2];
-	char ready;
+	struct start st;
+	int sv[2], ret, status;
 
 	/* A helper cannot open the libraries once it runs (seccomp), nor
 	 * safely load one after a threaded parent's fork. */
@@ -411,15 +479,20 @@ static int spawn(struct im_helper *h, const struct im_extract_opts *o)
 	im_archive_load();
 	im_xml_load();
 	pthread_once(&sc_once, sc_load);
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
-		return -errno;
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv)) {
+		ret = -errno;
+		snprintf(h->why, sizeof(h->why), "socketpair: %s",
+			 strerrordesc_np(-ret));
+		return ret;
+	}
 	pid = fork();
 	if (pid < 0) {
-		int err = errno;
-
+		ret = -errno;
 		close(sv[0]);
 		close(sv[1]);
-		return -err;
+		snprintf(h->why, sizeof(h->why), "fork: %s",
+			 strerrordesc_np(-ret));
+		return ret;
 	}
 	if (pid == 0) {
 		close(sv[0]);
@@ -430,17 +503,32 @@ static int spawn(struct im_helper *h, const struct im_extract_opts *o)
 	h->pid = pid;
 	h->fd = sv[0];
 	h->spawned++;
-	/* The caller's deadline, if longer, also bounds the start: a helper
-	 * forked under valgrind on a busy machine can take seconds to be
-	 * ready, and the unit tests give their helpers minutes. */
-	if (fcntl(h->fd, F_SETFL, O_NONBLOCK) ||
-	    xfer(h->fd, false, &ready, 1,
-		 now_ms() +
-			 (o->deadline_ms > 10000 ? o->deadline_ms : 10000))) {
-		reap(h, true);
-		return -EIO;
+	ret = fcntl(h->fd, F_SETFL, O_NONBLOCK)
+		      ? -errno
+		      : xfer(h->fd, false, &st, sizeof(st),
+			     now_ms() + start_ms);
+	if (!ret && st.step == START_READY) {
+		h->why[0] = '\0';
+		return 0;
 	}
-	return 0;
+	reap_status(h, ret == -ETIMEDOUT, &status);
+	if (!ret && st.step < sizeof(start_steps) / sizeof(start_steps[0]))
+		snprintf(h->why, sizeof(h->why), "%s: %s", start_steps[st.step],
+			 st.err ? strerrordesc_np(st.err) : "parent gone");
+	else if (!ret)
+		snprintf(h->why, sizeof(h->why), "bad start message");
+	else if (ret == -ETIMEDOUT)
+		snprintf(h->why, sizeof(h->why), "not ready within %u ms",
+			 start_ms);
+	else if (WIFSIGNALED(status))
+		snprintf(h->why, sizeof(h->why),
+			 "killed by signal %d before it was ready",
+			 WTERMSIG(status));
+	else
+		snprintf(h->why, sizeof(h->why),
+			 "exited with status %d before it was ready",
+			 WEXITSTATUS(status));
+	return -EIO;
 }
 
 int im_helper_extract(struct im_helper *h, const struct im_extract_opts *o,

@@ -4,6 +4,7 @@
  * valgrind catch a read past the end.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdbool.h>
@@ -11,6 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "unit.h"
 #include "extract.h"
@@ -22,6 +26,8 @@
 #endif
 
 static struct im_extractor *xtor;
+/* What test_extract_helper_start_failure_says_why() makes extractors with. */
+static struct im_extract_opts opts_for_start;
 static char *copy;
 static struct im_extract_result res;
 /* The last result's text, NUL-terminated, for assertions. */
@@ -280,9 +286,12 @@ START_TEST(test_extract_sniff_fixtures)
 	extract_fixture(fixtures[_i].name);
 	ck_assert_msg(res.format == fixtures[_i].f && !res.fail &&
 			      res.compressed == fixtures[_i].compressed,
-		      "%s: format %s, failure %s", fixtures[_i].name,
+		      "%s: format %s, failure %s (%s)", fixtures[_i].name,
 		      im_format_name(res.format),
-		      im_extract_fail_name(res.fail));
+		      im_extract_fail_name(res.fail),
+		      im_extractor_sandbox_error(xtor)
+			      ? im_extractor_sandbox_error(xtor)
+			      : "no start failure");
 }
 END_TEST
 
@@ -1633,6 +1642,68 @@ START_TEST(test_extract_helper_limits)
 }
 END_TEST
 
+/* In a child: extract a .gz with room for one more descriptor, not the
+ * two of a socket pair; 0 when the helper could not start and the
+ * extractor says so. */
+static int start_fails_for_want_of_descriptors(void)
+{
+	static const char why[] = "socketpair: Too many open files";
+	struct rlimit rl;
+	size_t len;
+	char *gz = read_fixture("cc0.txt.gz", &len);
+	const char *said;
+
+	/* A helper first: the libraries it needs are open from now on. */
+	extract_fixture("cc0.txt.gz");
+	if (res.fail)
+		return 2;
+	im_extractor_free(xtor);
+	ck_assert_int_eq(im_extractor_new(&opts_for_start, &xtor), 0);
+	/* Numbers from the lowest free one up are refused but that one. */
+	int lowest = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (lowest < 0 || close(lowest) || getrlimit(RLIMIT_NOFILE, &rl))
+		return 3;
+	rl.rlim_cur = (rlim_t)lowest + 1;
+	if (setrlimit(RLIMIT_NOFILE, &rl))
+		return 3;
+	extract_n(gz, len);
+	free(gz);
+	said = im_extractor_sandbox_error(xtor);
+	if (res.fail != IM_XF_SANDBOX || !said || !strstr(said, why)) {
+		fprintf(stderr, "want %s, got %s, \"%s\"\n", why,
+			im_extract_fail_name(res.fail), said ? said : "");
+		return 1;
+	}
+	/* And a start that works clears it. */
+	rl.rlim_cur = rl.rlim_max;
+	setrlimit(RLIMIT_NOFILE, &rl);
+	extract_fixture("cc0.txt.gz");
+	return res.fail || im_extractor_sandbox_error(xtor) ? 4 : 0;
+}
+
+/*
+ * A helper that cannot start fails its file "sandbox" and the extractor says
+ * why (a test's failure message, or a user's error, names the step); the
+ * next start that works clears it. In a child: the descriptor limit.
+ */
+START_TEST(test_extract_helper_start_failure_says_why)
+{
+	int status;
+	pid_t pid;
+
+	im_extract_opts_init(&opts_for_start);
+	opts_for_start.cpu_seconds = 120;
+	opts_for_start.deadline_ms = 240000;
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0)
+		_exit(start_fails_for_want_of_descriptors());
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		      "no reason for a failed start (status %d)", status);
+}
+END_TEST
+
 /* The same extractors without the sandbox (what fuzzing runs). */
 START_TEST(test_extract_unsandboxed)
 {
@@ -1942,6 +2013,7 @@ static Suite *extract_suite(void)
 	tcase_add_loop_test(tc, test_extract_hostile, 0,
 			    sizeof(hostile) / sizeof(hostile[0]));
 	tcase_add_test(tc, test_extract_helper_limits);
+	tcase_add_test(tc, test_extract_helper_start_failure_says_why);
 	tcase_add_test(tc, test_extract_filters);
 	suite_add_tcase(s, tc);
 	return s;

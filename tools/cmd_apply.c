@@ -7,7 +7,8 @@
  *
  * Blank lines and lines beginning with '#' are ignored (the comments of
  * `dedupe --format sh`). Output: one line per plan line on stdout ("removed
- * PATH", "skipped PATH: why", …; "would …" with --dry-run), a summary on
+ * PATH", "skipped PATH: why", …; "would …" with --dry-run; -v adds the
+ * keeper and the kind to each done line), a summary on
  * stderr, before it the temporary names a killed apply left beside the
  * plan's files or in their trash folders; first, unless --dry-run, what
  * such an apply provably left of a line is taken back (im_apply_reclaim(),
@@ -232,7 +233,9 @@ static const char *const done_verb[2][5] = {
 	 "would reflink"},
 };
 
-static void print_done(const struct im_plan_line *l, bool dry,
+/* -v adds what the line was checked against: a reviewer of a log of
+ * "removed PATH" lines cannot tell which copy stayed, nor how alike. */
+static void print_done(const struct im_plan_line *l, bool dry, bool verbose,
 		       const struct im_apply_result *r)
 {
 	fputs(done_verb[dry][l->action], stdout);
@@ -243,6 +246,16 @@ static void print_done(const struct im_plan_line *l, bool dry,
 		put_text_path(stdout, l->action == IM_ACT_TRASH
 					      ? r->dest
 					      : l->keeper.path);
+	}
+	if (verbose) {
+		fputs(" (kept ", stdout);
+		put_text_path(stdout, l->keeper.path);
+		if (l->exact)
+			printf(", the same %" PRIu64 " bytes)", l->file.size);
+		else
+			printf(", near %.3f, %" PRIu64 " bytes against %" PRIu64
+			       ")",
+			       l->similarity, l->file.size, l->keeper.size);
 	}
 	putchar('\n');
 }
@@ -534,7 +547,7 @@ int cmd_apply(struct cli *c)
 			print_skipped(l->file.path, r.why);
 			skipped++;
 		} else {
-			print_done(l, c->dry_run, &r);
+			print_done(l, c->dry_run, c->verbose > 0, &r);
 			done++;
 			bytes += l->file.size;
 		}

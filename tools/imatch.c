@@ -127,8 +127,12 @@ static const struct opt opts[] = {
 	{"json", 0, O_JSON, F_DEDUPE, NULL,
 	 "--json             the plan as JSON lines, one object per file (the "
 	 "default)"},
-	{"verbose", 0, 'v', (F_ALL & ~F_DEDUPE) | F_APPLY, NULL,
+	{"verbose", 0, 'v', F_ALL & ~F_DEDUPE & ~F_APPLY, NULL,
 	 "-v, --verbose      say more (scan: a summary on stderr; explain: S)"},
+	{"verbose", 0, 'v', F_APPLY, NULL,
+	 "-v, --verbose      name each done line's keeper and kind: (kept "
+	 "KEEPER,\n                   the same N bytes) or (kept KEEPER, near "
+	 "S, N bytes against M)"},
 	{"verbose", 0, 'v', F_DEDUPE, NULL,
 	 "-v, --verbose      say more on stderr: what was read, each file left "
 	 "out,\n                   each near-duplicate kept for its figures "

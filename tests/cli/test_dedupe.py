@@ -175,6 +175,12 @@ def case_exact_groups(tmp):
     check(out.count(b"would remove ") == len(want), "dry run: %s" % out)
     plan = os.path.join(tmp, "plan.jsonl")
     dump(plan, lines)
+    said, _ = run("apply", "-v", "--dry-run", plan)
+    for l in lines:
+        check(("would remove %s (kept %s, the same %d bytes)"
+               % (l["path"], l["keeper"], l["size"])).encode()
+              in said.splitlines(), "-v names %r: %s" % (l, said))
+    dump(plan, lines)
     out, err = run("apply", plan)
     check(files_under(root) == before - want,
           "apply removed exactly the planned files")
@@ -2294,10 +2300,20 @@ def case_near(tmp):
               "near line above the threshold: %r" % l)
     check("%d near-duplicates" % len(want) in err, err)
     run("dedupe", "--near", "--action", "hardlink", root, code=2)
-    out, err = run("apply", "-", stdin=out)
+    # -v names what each line was checked against: the keeper, how alike.
+    said, _ = run("apply", "-v", "--dry-run", "-", stdin=out)
+    said = said.decode().splitlines()
+    check(len(said) == len(lines), "one line per plan line: %s" % said)
+    for l in lines:
+        check("would remove %s (kept %s, near %.3f, %d bytes against %d)"
+              % (l["path"], l["keeper"], l["similarity"], l["size"],
+                 l["keeper_size"]) in said, "-v names %r: %s" % (l, said))
+    plan = out
+    out, err = run("apply", "-", stdin=plan)
     check(all(not os.path.exists(p) for p in want) and
           all(os.path.exists(f[0]) for f in families),
           "apply removed the near-duplicates, kept the keepers: %s" % out)
+    check(b"(kept" not in out, "without -v no keeper is named: %s" % out)
 
 
 def case_near_figures(tmp):

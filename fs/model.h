@@ -76,6 +76,10 @@ struct model {
 	uint64_t meta_gen;
 	uint16_t scan_gen; /* tree lock; node.seen */
 	bool dirty;	   /* changed since saved; tree lock */
+	/* A walk of the whole tree ended since the start. Until then the
+	 * tree lacks what the walk had not reached, and a save keeps the
+	 * cache's entries of those files (stateio.c). tree lock */
+	bool walked;
 	/* When the view last changed (ns, strictly increasing): the mtime of
 	 * every directory of the view, so that the kernel drops a cached
 	 * listing filled by a readdir that raced a change. tree lock */

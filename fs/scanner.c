@@ -712,6 +712,7 @@ static int scan_tree(struct scanner *s, const struct im_state *cache,
 		model_sweep(m, sc.gen, forget_unread, NULL);
 	else
 		model_sweep(m, sc.gen, read_unread, s);
+	m->walked = true;
 	tree_unlock(m->tree);
 	return 0;
 }

@@ -209,7 +209,7 @@ static int carry_entry(const char *path, size_t len, size_t i, void *arg)
 		return 0;
 	memcpy(c->path, path, len);
 	c->path[len] = 0;
-	if (!options_leave_out(c->params, c->path) ||
+	if ((c->m->walked && !options_leave_out(c->params, c->path)) ||
 	    tree_lookup(c->m->tree, c->path) || im_state_at(c->prev, i, &e) ||
 	    (!c->same_key && !im_state_lexicon_free(e.d.status)))
 		return 0;
@@ -221,7 +221,12 @@ static int carry_entry(const char *path, size_t len, size_t i, void *arg)
  * Add to @p w the entries of the cache the model holds (the last one loaded
  * or saved) that this mount's options leave out of its tree (QA 4/5): a
  * mount with -o exclude, or without -o hidden, must not cost the next
- * mount without it a read of every file it left out. Only while they may
+ * mount without it a read of every file it left out. Before a walk of the
+ * whole tree ended (a daemon stopped during its first scan), also those of
+ * every file the tree lacks, which the walk may just not have reached: a
+ * quick mount and unmount must not cost the next start a read of the
+ * tree. One deleted meanwhile keeps its entry, as an excluded one does,
+ * and is used only by a file that fits it. Only while they may
  * be used under @p w's keys: all of them under the same key, the
  * lexicon-free ones under the same files key (as im_state_load_files()
  * takes them). Each is used later only if its file still fits it, like

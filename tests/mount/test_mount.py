@@ -16,6 +16,7 @@ import errno
 import fcntl
 import glob
 import os
+import random
 import re
 import shutil
 import signal
@@ -893,6 +894,42 @@ def test_restart_from_cache(w):
     check(status_int(st, 'cached') == len(docs) - 1,
           'cached: %s after changing one file offline, wanted %d'
           % (st.get('cached'), len(docs) - 1))
+    d3.umount()
+    d3.check_log()
+
+
+@test
+def test_restart_after_a_stopped_scan_keeps_the_cache(w):
+    """A daemon unmounted before its first scan walked the whole tree (a
+    quick mount and unmount, a restart at boot) saves what it walked; the
+    cache's entries of the files it did not reach must stay, so that the
+    next start still reads none of them (it used to read all but the few
+    the stopped walk had reached)."""
+    want, docs, _ = standard(w)
+    rng = random.Random(5)
+    for i in range(3000):
+        rel = 'bulk/d%03d/f%04d.txt' % (i % 300, i)
+        write(os.path.join(w.src, rel), w.corpus.document(rng, 60))
+        docs.append(rel)
+    d = w.daemon()
+    settled(w, d, len(docs))
+    d.umount()
+    # Unmounted as soon as it is mounted, while it walks the tree.
+    stopped = False
+    for _ in range(10):
+        d2 = w.daemon(start=False).start(wait=False)
+        poll(lambda: is_mounted(w.mnt), 'the mount', interval=0.001)
+        d2.umount()
+        if 'scan done' not in d2.log_text():
+            stopped = True
+            break
+    if not stopped:
+        print('  info: every walk ended before its unmount: nothing stopped')
+    d3 = w.daemon()
+    st = settled(w, d3, len(docs))
+    check(status_int(st, 'cached') == len(docs),
+          'cached: %s after a start whose scan was stopped, wanted %d'
+          % (st.get('cached'), len(docs)))
     d3.umount()
     d3.check_log()
 

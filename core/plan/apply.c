@@ -560,14 +560,58 @@ static const char *below(const char *path, const char *root)
 }
 
 /*
+ * Make @p name in @p fd, a directory of the trash standing for @p rel, the
+ * directory below the root @p rootfd (-1: none) that the files it will
+ * hold come from. It takes that directory's owner and group (as root) and
+ * its permission bits for them and for others (and setgid, sticky): a
+ * folder only its owner could enter must not become one everybody can in
+ * the trash, nor, once `cp -a -n` puts the files back, in the share. Group
+ * bits only for the same group; the owner keeps rwx, so that what is
+ * below can be moved in. No source directory to read: 0700.
+ * @return 0 or -errno (-EEXIST: made meanwhile).
+ */
+static int make_trash_dir(int fd, const char *name, int rootfd, const char *rel)
+{
+	struct stat src = {0}, made;
+	mode_t mode = 0700;
+	int sfd, dfd, ret = 0;
+
+	if (rootfd >= 0 &&
+	    !im_open_beneath(rootfd, rel, O_RDONLY | O_DIRECTORY, &sfd)) {
+		if (fstat(sfd, &src))
+			src.st_mode = 0;
+		close(sfd);
+	}
+	if (mkdirat(fd, name, 0700))
+		return -errno;
+	dfd = openat(fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0)
+		return -errno;
+	if (S_ISDIR(src.st_mode)) {
+		if (geteuid() == 0 && fchown(dfd, src.st_uid, src.st_gid))
+			src.st_mode &= ~(mode_t)(S_ISGID | 070); /* root's */
+		if (!fstat(dfd, &made) && made.st_gid != src.st_gid)
+			src.st_mode &= ~(mode_t)(S_ISGID | 070);
+		mode |= src.st_mode & (S_ISGID | S_ISVTX | 077);
+	}
+	if (fchmod(dfd, mode))
+		ret = -errno;
+	close(dfd);
+	return ret;
+}
+
+/*
  * Open the directory that is to hold the last component of @p path (a
  * canonical absolute path in the trash, of any length) one component at a
  * time, never following a symlink; with @p create, make missing
  * directories, which im_open_beneath() (used for the file and the keeper)
- * does not. @p path is cut at its last '/'; *name points into it.
+ * does not: those from @p path + @p from on stand for the directories of
+ * the same path below @p rootfd (make_trash_dir()). @p path is cut at its
+ * last '/'; *name points into it.
  */
-static int open_parent(char *path, bool create, int *dirfd, const char **name,
-		       const char **why, const char *const whys[4])
+static int open_parent(char *path, bool create, size_t from, int rootfd,
+		       int *dirfd, const char **name, const char **why,
+		       const char *const whys[4])
 {
 	char *c, *slash;
 	int fd, nfd;
@@ -583,12 +627,15 @@ static int open_parent(char *path, bool create, int *dirfd, const char **name,
 		nfd = openat(fd, c,
 			     O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		if (nfd < 0 && errno == ENOENT && create) {
-			if (mkdirat(fd, c, 0777) && errno != EEXIST) {
-				int e = errno;
+			int e = c >= path + from
+					? make_trash_dir(fd, c, rootfd,
+							 path + from)
+					: (mkdirat(fd, c, 0777) ? -errno : 0);
 
+			if (e && e != -EEXIST) {
 				close(fd);
 				*why = whys[3];
-				return -e;
+				return e;
 			}
 			nfd = openat(fd, c,
 				     O_PATH | O_DIRECTORY | O_NOFOLLOW |
@@ -1431,8 +1478,8 @@ out:
 	return ret;
 }
 
-static int do_trash(const struct im_plan_line *l, struct side *f, bool dry,
-		    struct im_apply_result *r, const char **why)
+static int do_trash(const struct im_plan_line *l, int rootfd, struct side *f,
+		    bool dry, struct im_apply_result *r, const char **why)
 {
 	const char *rel, *base = NULL;
 	char *buf = NULL;
@@ -1457,7 +1504,8 @@ static int do_trash(const struct im_plan_line *l, struct side *f, bool dry,
 	snprintf(r->dest, len, "%s/%s", strcmp(l->trash, "/") ? l->trash : "",
 		 rel);
 	memcpy(buf, r->dest, len);
-	ret = open_parent(buf, !dry, &dfd, &base, why, trash_whys);
+	ret = open_parent(buf, !dry, strlen(buf) - strlen(rel), rootfd, &dfd,
+			  &base, why, trash_whys);
 	if (dry && ret == SKIP && *why == trash_whys[1])
 		ret = 0; /* would be created */
 	if (ret || dfd < 0) {
@@ -2123,7 +2171,7 @@ int im_apply_line(const struct im_plan_line *l, bool dry_run,
 			ret = SKIP;
 			break;
 		}
-		ret = do_trash(l, &f, dry_run, r, &why);
+		ret = do_trash(l, rootfd, &f, dry_run, r, &why);
 		break;
 	case IM_ACT_HARDLINK:
 	case IM_ACT_SYMLINK:
@@ -2257,7 +2305,7 @@ static int open_dest_dir(const struct im_plan_line *l, const char *rel,
 		return -ENOMEM;
 	snprintf(*buf, len, "%s/%s", strcmp(l->trash, "/") ? l->trash : "",
 		 rel);
-	ret = open_parent(*buf, false, dfd, base, &why, trash_whys);
+	ret = open_parent(*buf, false, len, -1, dfd, base, &why, trash_whys);
 	if (ret || *dfd < 0) {
 		free(*buf);
 		*buf = NULL;

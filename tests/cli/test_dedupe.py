@@ -17,6 +17,7 @@ import random
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -688,6 +689,49 @@ def case_trash(tmp):
             check(b"already at the destination" in out, out)
         finally:
             shutil.rmtree(trash, ignore_errors=True)
+
+
+def case_trash_keeps_private_folders_private(tmp):
+    """The folders trash=DIR makes for a file's path take the share's
+    folders' owner, group and permission bits: a copy in a private folder
+    (0700) is not readable by everyone in the trash, and the README's undo,
+    `cp -a -n DIR/. SHARE/`, leaves the share's folders as they were (they
+    were made 0755 and root's, which the undo then copied onto them)."""
+    root = os.path.join(tmp, "share")
+    trash = os.path.join(tmp, "trash")
+    text = b"the same private document in two folders of the share\n" * 40
+    put(root, "public/memo.txt", text, mtime=1_500_000_000)
+    secret = put(root, "private/hr/memo.txt", text, mtime=1_600_000_000)
+    modes = {"private": 0o700, "private/hr": 0o750}
+    for rel, mode in modes.items():
+        os.chmod(os.path.join(root, rel), mode)
+    owner = {}
+    if os.geteuid() == 0:
+        os.chown(os.path.join(root, "private/hr"), 65534, 65534)
+        owner = {"private/hr": (65534, 65534), "private": (0, 0)}
+    out, _ = run("dedupe", "--action", "trash=" + trash, root)
+    check([l["path"] for l in plan_lines(out)] == [secret],
+          "the private copy is planned: %s" % out)
+    out, err = run("apply", "-", stdin=out, text=True)
+    check(not os.path.exists(secret) and
+          os.path.exists(os.path.join(trash, "private/hr/memo.txt")),
+          "trashed: %s %s" % (out, err))
+    for rel, mode in modes.items():
+        st = os.stat(os.path.join(trash, rel))
+        check(stat.S_IMODE(st.st_mode) == mode,
+              "trash/%s is %o, the share's folder %o"
+              % (rel, stat.S_IMODE(st.st_mode), mode))
+        if rel in owner:
+            check((st.st_uid, st.st_gid) == owner[rel],
+                  "trash/%s belongs to %d:%d" % (rel, st.st_uid, st.st_gid))
+    subprocess.run(["cp", "-a", "-n", trash + "/.", root + "/"], check=True)
+    for rel, mode in modes.items():
+        st = os.stat(os.path.join(root, rel))
+        check(stat.S_IMODE(st.st_mode) == mode and
+              (rel not in owner or (st.st_uid, st.st_gid) == owner[rel]),
+              "after the undo, %s is %o %d:%d" % (rel, stat.S_IMODE(st.st_mode),
+                                                  st.st_uid, st.st_gid))
+    check(open(secret, "rb").read() == text, "the undo put the file back")
 
 
 def case_links(tmp):

@@ -91,8 +91,9 @@ static int read_plan(const char *name, FILE *in, struct plan *p)
 		}
 		ret = 0;
 	}
+	/* getline()'s own errno: a folder given for the plan is EISDIR. */
 	if (!ret && ferror(in))
-		ret = -EIO;
+		ret = errno ? -errno : -EIO;
 	free(line);
 	return ret;
 }

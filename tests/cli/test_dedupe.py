@@ -2271,6 +2271,11 @@ def case_usage(tmp):
         check(what in err, "%s: %s" % (args, err))
     _, err = run("apply", os.path.join(tmp, "nope"), code=1)
     check("nope" in err, err)
+    # A folder given for the plan (its path completed one word short) says
+    # so, where it said "Input/output error".
+    _, err = run("apply", root, code=1)
+    check(err == "imatch: apply: reading %s: %s\n"
+          % (root, os.strerror(errno.EISDIR)), err)
     # --keep-fraction is the signing fraction (--keep means rules here).
     run("dedupe", "--keep-fraction", "0.5", root)
 

@@ -4,7 +4,7 @@ that the view converges to `imatch scan` of the final tree (issue 12, defect 1).
 
     churn.py IMATCHFS IMATCH [--short] [--seconds N] [--rate N] [--seed N]
                              [--deadline N] [--keep] [--first-scan] [--readers]
-                             [--files N]
+                             [--files N] [--plan-loops N]
 
 Builds a tree of --files pool documents (families of near-duplicates spread
 over nested directories), mounts it, waits until it is live, then for --seconds
@@ -22,7 +22,12 @@ applies what changed meanwhile). With --readers, threads read the view while
 it churns, as a user's scripts would: lookups of names that do not exist,
 and what asks for the removal plan (a document's by-doc listing, its keeper
 read with readlink and user.imatch.keeper, a listing of redundant/); the
-worst wait of each kind is printed after the churn.
+worst wait of each kind is printed after the churn. With --plan-loops N,
+N processes loop without a pause over what asks for the plan (the four
+reads above, in turn), while the driver times, every half second, how long
+a new file takes to show in by-doc/, and, after the churn (the loops going
+on), how long status takes to say `converged: yes`; median and worst are
+printed.
 
 Exit 0 converged, 1 not (or an error), 77 without FUSE.
 """
@@ -266,6 +271,87 @@ class Readers:
                                              self.count.get(kind, 0)))
 
 
+def plan_loop(by_doc, redundant, files, seed, stop, reads):
+    """One process: ask for the plan over and over, with no pause."""
+    rng = random.Random(seed)
+    kinds = [lambda d: os.listdir(d),
+             lambda d: os.readlink(os.path.join(d, 'keeper')),
+             lambda d: os.getxattr(d, 'user.imatch.keeper'),
+             lambda d: os.listdir(redundant)]
+    i = 0
+    while not stop.is_set():
+        with contextlib.suppress(OSError):  # gone meanwhile; no keeper
+            kinds[i % len(kinds)](os.path.join(by_doc, rng.choice(files)))
+        i += 1
+        with reads.get_lock():
+            reads.value += 1
+
+
+class PlanLoops:
+    """@n processes looping on plan-asking reads (plan_loop()) until
+    stop(); meanwhile probe() times new files into by-doc/."""
+
+    def __init__(self, mnt, tree, n):
+        import multiprocessing
+        ctx = multiprocessing.get_context('fork')
+        self.mnt, self.tree = mnt, tree
+        self.stop_ev = ctx.Event()
+        self.reads = ctx.Value('l', 0)
+        files = list(tree.files)
+        self.procs = [ctx.Process(target=plan_loop, daemon=True,
+                                  args=(os.path.join(mnt, 'by-doc'),
+                                        os.path.join(mnt, 'redundant'), files, k,
+                                        self.stop_ev, self.reads))
+                      for k in range(n)]
+        for p in self.procs:
+            p.start()
+        self.waits = []
+        self.pending = []  # (probe file, made at)
+        self.next_probe = time.monotonic() + 0.5
+
+    def probe(self):
+        """Called by the driver between changes: make a probe file every
+        half second, and look whether the waiting ones are in by-doc/."""
+        now = time.monotonic()
+        if now >= self.next_probe:
+            # In the top directory, which no change moves or removes.
+            rel = self.tree.name('probe', '.txt')
+            self.tree.write(rel)
+            self.pending.append((rel, time.monotonic()))
+            self.next_probe = now + 0.5
+        still = []
+        for rel, t in self.pending:
+            if os.path.lexists(os.path.join(self.mnt, 'by-doc', rel, 'file')):
+                self.waits.append(time.monotonic() - t)
+            else:
+                still.append((rel, t))
+        self.pending = still
+
+    def converged(self, deadline):
+        """Seconds until status says converged: yes."""
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < deadline:
+            with contextlib.suppress(OSError):
+                if read_status(self.mnt).get('converged') == 'yes':
+                    return time.monotonic() - t0
+            time.sleep(0.02)
+        return float('inf')
+
+    def stop(self):
+        self.stop_ev.set()
+        for p in self.procs:
+            p.join()
+
+    def report(self, conv):
+        w = sorted(self.waits)
+        if w:
+            log('  new file into by-doc/: median %.3f s, 90%% %.3f s, worst %.3f s of %d '
+                '(%d made at the end not shown yet)'
+                % (w[len(w) // 2], w[len(w) * 9 // 10], w[-1], len(w), len(self.pending)))
+        log('  converged: yes %.2f s after the churn; %d plan-asking reads; '
+            'load %.2f %.2f %.2f' % ((conv, self.reads.value) + os.getloadavg()))
+
+
 def run(argv):
     ap = argparse.ArgumentParser(prog='churn.py')
     ap.add_argument('imatchfs')
@@ -282,6 +368,9 @@ def run(argv):
     ap.add_argument('--readers', action='store_true',
                     help='read the view meanwhile; print the worst waits')
     ap.add_argument('--files', type=int, help='files to start from (1500; --short: 200)')
+    ap.add_argument('--plan-loops', type=int, default=0,
+                    help='processes asking for the plan without a pause; time new '
+                    'files into by-doc/ and convergence')
     a = ap.parse_args(argv)
     seconds = a.seconds or (5 if a.short else 60)
     w = World(os.path.abspath(a.imatchfs), os.path.abspath(a.imatch), 'churn')
@@ -298,6 +387,7 @@ def run(argv):
         log('%s: %s' % ('mounted' if a.first_scan else 'live',
                         summary_of(read_status(w.mnt))))
         readers = Readers(w.mnt, tree) if a.readers else None
+        loops = PlanLoops(w.mnt, tree, a.plan_loops) if a.plan_loops else None
         t0 = time.monotonic()
         changes = 0
         while True:
@@ -308,11 +398,17 @@ def run(argv):
             ahead = changes - now * a.rate
             if ahead > 0:
                 time.sleep(min(ahead / a.rate, 0.05))
+                if loops:
+                    loops.probe()
                 continue
             changes += tree.step()
         took = time.monotonic() - t0
         if readers:
             readers.stop()
+        if loops:
+            conv = loops.converged(a.deadline)
+            loops.stop()
+            loops.report(conv)
         log('churn: %d changes in %.1f s = %.0f changes/s; final tree %d files in %d dirs'
             % (changes, took, changes / took, len(tree.files), len(tree.dirs)))
         log('  by kind: ' + ', '.join('%s %d' % kv for kv in sorted(tree.counts.items())))

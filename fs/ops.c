@@ -244,6 +244,11 @@ static double attr_secs(fuse_req_t req, const struct stat *st)
 	return entry_secs(req);
 }
 
+/* The longest an operation that makes the plan waits for the watcher's run
+ * of changes (tree_wait_batch()): a run is milliseconds, unless the disk
+ * stalls it. */
+#define PLAN_WAIT_MS 200
+
 /*
  * Take the tree lock for an operation on @p ino that may ask for the removal
  * plan: in redundant/, or, when @p doc, in a document's by-doc directory (its
@@ -268,6 +273,14 @@ static bool plan_lock(struct imfs *fs, fuse_ino_t ino, bool doc)
 	if (!want && doc)
 		want = !view_get(fs, ino, &o) && o.kind == V_DOC;
 	if (!want || redundant_current(fs))
+		return false;
+	tree_unlock(t);
+	/* Made between two changes of the watcher's run, the plan would be
+	 * stale at the next, and made again by the next operation: the
+	 * watcher would wait for one plan per change it applies. */
+	tree_wait_batch(t, PLAN_WAIT_MS);
+	tree_rdlock(t);
+	if (redundant_current(fs))
 		return false;
 	tree_unlock(t);
 	tree_rdlock_long(t);

@@ -24,6 +24,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <xxhash.h>
 
@@ -47,6 +48,12 @@ struct tree {
 	pthread_cond_t gate_cv;
 	unsigned long_readers; /* protected by gate */
 	unsigned entering;     /* writers past the gate; protected by gate */
+	/* Batches open (tree_batch_begin()) and ended; protected by gate.
+	 * Waited on with batch_cv, apart from the writers' and long
+	 * readers' waits, which a batch ended would wake for nothing. */
+	unsigned batches;
+	uint64_t batches_ended;
+	pthread_cond_t batch_cv; /* on CLOCK_MONOTONIC */
 
 	struct im_pool pool; /* the nodes */
 	struct node *root;
@@ -391,6 +398,7 @@ int tree_new(uid_t uid, gid_t gid, struct tree **out)
 {
 	struct tree *t = calloc(1, sizeof(*t));
 	pthread_rwlockattr_t ra;
+	pthread_condattr_t ca;
 
 	*out = NULL;
 	if (!t)
@@ -416,6 +424,10 @@ int tree_new(uid_t uid, gid_t gid, struct tree **out)
 	pthread_rwlockattr_destroy(&ra);
 	pthread_mutex_init(&t->gate, NULL);
 	pthread_cond_init(&t->gate_cv, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&t->batch_cv, &ca);
+	pthread_condattr_destroy(&ca);
 	*out = t;
 	return 0;
 fail:
@@ -452,6 +464,7 @@ void tree_free(struct tree *t)
 	pthread_rwlock_destroy(&t->lock);
 	pthread_mutex_destroy(&t->gate);
 	pthread_cond_destroy(&t->gate_cv);
+	pthread_cond_destroy(&t->batch_cv);
 	free(t);
 }
 
@@ -496,6 +509,44 @@ void tree_unlock_long(struct tree *t)
 	pthread_mutex_lock(&t->gate);
 	if (!--t->long_readers)
 		pthread_cond_broadcast(&t->gate_cv);
+	pthread_mutex_unlock(&t->gate);
+}
+
+void tree_batch_begin(struct tree *t)
+{
+	pthread_mutex_lock(&t->gate);
+	t->batches++;
+	pthread_mutex_unlock(&t->gate);
+}
+
+void tree_batch_end(struct tree *t)
+{
+	pthread_mutex_lock(&t->gate);
+	t->batches--;
+	t->batches_ended++;
+	pthread_cond_broadcast(&t->batch_cv);
+	pthread_mutex_unlock(&t->gate);
+}
+
+void tree_wait_batch(struct tree *t, unsigned max_ms)
+{
+	struct timespec end;
+
+	clock_gettime(CLOCK_MONOTONIC, &end);
+	end.tv_sec += max_ms / 1000;
+	end.tv_nsec += (long)(max_ms % 1000) * 1000000;
+	if (end.tv_nsec >= 1000000000) {
+		end.tv_sec++;
+		end.tv_nsec -= 1000000000;
+	}
+	pthread_mutex_lock(&t->gate);
+	/* Until one ends, not until none is open: batches that follow each
+	 * other closely would otherwise keep the caller waiting for ever. */
+	uint64_t ended = t->batches_ended;
+	while (t->batches && t->batches_ended == ended)
+		if (pthread_cond_timedwait(&t->batch_cv, &t->gate, &end) ==
+		    ETIMEDOUT)
+			break;
 	pthread_mutex_unlock(&t->gate);
 }
 

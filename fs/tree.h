@@ -140,6 +140,26 @@ void tree_unlock(struct tree *t);
 void tree_rdlock_long(struct tree *t);
 void tree_unlock_long(struct tree *t);
 
+/**
+ * A writer about to apply a run of changes (the watcher, the events it
+ * read at once), taking the lock exclusively and letting it go between
+ * them, opens a batch around the run. A reader about to hold the lock long
+ * for work that each change makes stale (the removal plan) first waits,
+ * with no lock held, for the batch open when it asks to end
+ * (tree_wait_batch()): else it would slip in between two changes of the
+ * run, each time, and the writer would wait for that work once per change.
+ * Other readers, and other writers, are not held up. No lock needed;
+ * tree_batch_end() once per tree_batch_begin().
+ */
+void tree_batch_begin(struct tree *t);
+void tree_batch_end(struct tree *t);
+/**
+ * Wait until a batch open now, if any, ends (or another does), or @p max_ms
+ * passed: a run that stalls (its writer waits on the disk) holds the caller
+ * up no longer. Not while holding the lock.
+ */
+void tree_wait_batch(struct tree *t, unsigned max_ms);
+
 /* ---- Queries (lock held, shared or exclusive) ------------------------------ */
 
 struct node *tree_root(const struct tree *t);

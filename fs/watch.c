@@ -1165,6 +1165,9 @@ static void *watch_main(void *arg)
 		if (r > 0 && pfd[1].revents)
 			break;
 		__atomic_store_n(&w->busy, 1, __ATOMIC_SEQ_CST);
+		/* The changes read now are applied before an operation
+		 * makes the plan that each would make old. */
+		tree_batch_begin(t);
 		/* Taken before the events are read: whatever made those files
 		 * vanish is in the queue by now, and applied before they are
 		 * looked at. */
@@ -1186,6 +1189,7 @@ static void *watch_main(void *arg)
 		if (r == 0 && w->rr.n)
 			reread_all(w);
 		count_unsettled(w);
+		tree_batch_end(t);
 		__atomic_store_n(&w->busy, 0, __ATOMIC_SEQ_CST);
 	}
 	free(w->rr.v);

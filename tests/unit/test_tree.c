@@ -2,11 +2,14 @@
  * @file test_tree.c
  * The daemon's mirror of the source tree (fs/tree.h): names kept in the
  * node and moved out by a rename that makes them longer, permissions and
- * owners kept once per distinct value, lookups and paths after renames.
+ * owners kept once per distinct value, lookups and paths after renames,
+ * and the wait for a writer's run of changes.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "unit.h"
 #include "tree.h"
@@ -237,6 +240,46 @@ START_TEST(test_tree_detached_links_survive_slot_reuse)
 	assert_path(fresh[3], "d/n3");
 }
 END_TEST
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void *wait_long(void *arg)
+{
+	(void)arg;
+	tree_wait_batch(t, 60000);
+	return NULL;
+}
+
+START_TEST(test_tree_wait_batch_until_the_run_ends_or_a_while)
+{
+	pthread_t th;
+	double t0;
+
+	t0 = now_s();
+	tree_wait_batch(t, 60000);
+	ck_assert_msg(now_s() - t0 < 30, "waited with no batch open");
+
+	tree_batch_begin(t);
+	t0 = now_s();
+	tree_wait_batch(t, 50);
+	ck_assert_msg(now_s() - t0 >= 0.049,
+		      "a batch open, the wait ended after %.3f s, not 0.05",
+		      now_s() - t0);
+	ck_assert_msg(now_s() - t0 < 30, "the wait overran its bound");
+
+	/* Whether it is waiting yet or not, the end lets it go. */
+	t0 = now_s();
+	ck_assert_int_eq(pthread_create(&th, NULL, wait_long, NULL), 0);
+	tree_batch_end(t);
+	ck_assert_int_eq(pthread_join(th, NULL), 0);
+	ck_assert_msg(now_s() - t0 < 30, "the batch ended, the wait went on");
+}
+END_TEST
 
 int main(void)
 {
@@ -250,6 +293,7 @@ int main(void)
 	tcase_add_test(tc, test_tree_attrs_are_shared_and_set);
 	tcase_add_test(tc, test_tree_random_ops_match_a_model);
 	tcase_add_test(tc, test_tree_detached_links_survive_slot_reuse);
+	tcase_add_test(tc, test_tree_wait_batch_until_the_run_ends_or_a_while);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

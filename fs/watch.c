@@ -13,6 +13,7 @@
  * resolves through the source's directory fd, never through the mountpoint.
  */
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
@@ -67,6 +68,18 @@ struct pending_move {
 	bool set;
 	uint32_t cookie;
 	uint32_t slot, gen;
+	/* The name it left, when it left it right after something was moved
+	 * to it: in renameat2(RENAME_EXCHANGE) both names stay, and are
+	 * looked at once the move is settled (malloc'ed; else NULL). */
+	char *swapped;
+};
+
+/* The last event, when it moved something to a name: RENAME_EXCHANGE
+ * gives "moved to NAME" then "moved from NAME" in a row. */
+struct last_moved_to {
+	bool set;
+	int wd;
+	char name[NAME_MAX + 1];
 };
 
 /*
@@ -121,6 +134,7 @@ struct watch {
 	int limit;			       /* atomic */
 	/* The thread's own. */
 	struct pending_move mv;
+	struct last_moved_to last_to;
 	struct modified mod;
 	struct reread rr;
 	struct recheck rc;    /* files watch_recheck() was given; tree lock */
@@ -929,7 +943,18 @@ static bool name_wanted(const struct watch *w, const char *name)
 	return w->fs->opts->params.hidden || name[0] != '.';
 }
 
-static void move_out(struct watch *w)
+/* What an event leaves to do with the disk: look at a path. */
+struct look_req {
+	char *path; /* or NULL: nothing */
+	bool resign, deep;
+	/* Also a name an exchange left (pending_move.swapped), or NULL:
+	 * looked at as new, after path. */
+	char *swapped;
+};
+
+/* The pending move left the tree (or the view): its node goes. A name
+ * it left in an exchange is handed to @p req, to be looked at. */
+static void move_out(struct watch *w, struct look_req *req)
 {
 	if (!w->mv.set)
 		return;
@@ -937,13 +962,10 @@ static void move_out(struct watch *w)
 	if (n && !(n->flags & NODE_DEAD))
 		model_remove(w->fs->model, n);
 	w->mv.set = false;
+	free(req->swapped);
+	req->swapped = w->mv.swapped;
+	w->mv.swapped = NULL;
 }
-
-/* What an event leaves to do with the disk: look at a path. */
-struct look_req {
-	char *path; /* or NULL: nothing */
-	bool resign, deep;
-};
 
 static void want_look(const struct tree *t, struct node *dir, const char *name,
 		      struct look_req *req, bool resign, bool deep)
@@ -978,6 +1000,9 @@ static void on_moved_to(struct watch *w, struct node *dir, const char *name,
 		if (n && (n->flags & NODE_DEAD))
 			n = NULL;
 		w->mv.set = false;
+		free(req->swapped);
+		req->swapped = w->mv.swapped;
+		w->mv.swapped = NULL;
 	}
 	if (n && !model_move(m, n, dir, name)) {
 		/* Renamed within the tree: signatures follow. A file renamed
@@ -1012,6 +1037,23 @@ static void on_close_write(struct watch *w, struct node *dir, const char *name,
 		scanner_request_rescan(w->fs->scanner);
 }
 
+/* @p e, a move from a name, follows a move to the same name. */
+static bool swapped_here(const struct watch *w, const struct inotify_event *e)
+{
+	return w->last_to.set && w->last_to.wd == e->wd &&
+	       !strcmp(w->last_to.name, e->name);
+}
+
+static void note_moved_to(struct watch *w, const struct inotify_event *e)
+{
+	w->last_to.set = (e->mask & IN_MOVED_TO) && e->len &&
+			 strlen(e->name) < sizeof(w->last_to.name);
+	if (w->last_to.set) {
+		w->last_to.wd = e->wd;
+		strcpy(w->last_to.name, e->name);
+	}
+}
+
 static void handle(struct watch *w, const struct inotify_event *e,
 		   struct look_req *req)
 {
@@ -1023,7 +1065,7 @@ static void handle(struct watch *w, const struct inotify_event *e,
 	 * view). Settled before anything else can take its name. */
 	if (w->mv.set &&
 	    !((e->mask & IN_MOVED_TO) && e->cookie == w->mv.cookie))
-		move_out(w);
+		move_out(w, req);
 	dir = wd_node(w, e->wd);
 	if (e->mask & IN_Q_OVERFLOW) {
 		on_overflow(w);
@@ -1060,17 +1102,29 @@ static void handle(struct watch *w, const struct inotify_event *e,
 			model_remove(m, n);
 		if ((e->mask & IN_MOVED_TO) && w->mv.set &&
 		    w->mv.cookie == e->cookie)
-			move_out(w);
+			move_out(w, req);
 		return;
 	}
 	if (e->mask & IN_MOVED_FROM) {
-		if (n)
+		if (n) {
 			w->mv = (struct pending_move){
 				.set = true,
 				.cookie = e->cookie,
 				.slot = n->slot,
 				.gen = n->gen,
 			};
+			/* An exchange (`imatch apply --action hardlink` swaps
+			 * each file with the keeper's link, made under a
+			 * hidden name): moved to, then from, the name holds
+			 * what was swapped in, which the move's settling
+			 * would take out of the view with the node. */
+			if (swapped_here(w, e)) {
+				struct look_req at = {0};
+
+				want_look(m->tree, dir, name, &at, true, true);
+				w->mv.swapped = at.path;
+			}
+		}
 	} else if (e->mask & IN_MOVED_TO) {
 		on_moved_to(w, dir, name, e->cookie, req);
 	} else if (e->mask & IN_CREATE) {
@@ -1129,14 +1183,20 @@ static void read_events(struct watch *w)
 				scan_names_add(w, e);
 			}
 			handle(w, e, &req);
-			if (req.path) {
+			note_moved_to(w, e);
+			if (req.path || req.swapped) {
 				/* it lets the tree lock go meanwhile */
 				model_release_index(w->fs->model);
-				look_and_apply(w, req.path, req.resign,
-					       req.deep);
+				if (req.path)
+					look_and_apply(w, req.path, req.resign,
+						       req.deep);
+				if (req.swapped)
+					look_and_apply(w, req.swapped, true,
+						       true);
 				model_hold_index(w->fs->model);
 				free(req.path);
-				req.path = NULL;
+				free(req.swapped);
+				req.path = req.swapped = NULL;
 			}
 			p += sizeof(*e) + e->len;
 		}
@@ -1175,9 +1235,14 @@ static void *watch_main(void *arg)
 		if (r > 0 && pfd[2].revents)
 			gone = take_rechecks(w);
 		if (r == 0 && w->mv.set) {
+			struct look_req req = {0};
+
 			tree_wrlock(t);
-			move_out(w);
+			move_out(w, &req);
+			if (req.swapped)
+				look_and_apply(w, req.swapped, true, true);
 			tree_unlock(t);
+			free(req.swapped);
 		}
 		if (w->mod.n)
 			settle(w);
@@ -1195,6 +1260,8 @@ static void *watch_main(void *arg)
 	free(w->rr.v);
 	w->rr = (struct reread){0};
 	w->mv.set = false;
+	free(w->mv.swapped);
+	w->mv.swapped = NULL;
 	modified_clear(&w->mod);
 	free(w->mod.paths);
 	free(w->mod.when);

@@ -28,7 +28,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from util import (DEADLINE, Fail, Skip, by_doc_documents, check,  # noqa: E402
+from util import (DEADLINE, Fail, Skip, by_doc_documents, by_doc_path, check,  # noqa: E402
                   expect_errno, fusermount,
                   cluster_sets, encode_member, fmt_clusters, in_proc_mounts,
                   is_mounted, make_tree, poll, read_status, run_tests, scan, status_int,
@@ -295,6 +295,29 @@ def test_symlink_swap_never_escapes(w):
     wait_converged_view(w, 'after %d swaps' % swaps)
     d.umount()
     d.check_log()
+
+
+@test
+def test_exchange_keeps_both_names(w):
+    """Two documents swapped by renameat2(RENAME_EXCHANGE) (as `imatch apply
+    --action hardlink` puts a link in a file's place): both names stay in
+    by-doc/, each with the other's near-duplicate now, and the view equals
+    imatch scan. The second name used to leave the view until a restart."""
+    libc = ctypes.CDLL(ctypes.util.find_library('c'), use_errno=True)
+    family(w, 'x.txt', 'copies/x-copy.txt')
+    family(w, 'y.txt', 'copies/y-copy.txt')
+    make_tree(w.src, w.corpus)
+    w.daemon()
+    live(w)
+    wait_converged_view(w, 'before the swap')
+    x, y = os.path.join(w.src, 'x.txt'), os.path.join(w.src, 'y.txt')
+    if libc.renameat2(AT_FDCWD, os.fsencode(x), AT_FDCWD, os.fsencode(y),
+                      RENAME_EXCHANGE):
+        raise Skip('renameat2(RENAME_EXCHANGE) is not supported here')
+    wait_converged_view(w, 'after x.txt and y.txt were swapped')
+    poll(lambda: os.listdir(by_doc_path(w.mnt, 'x.txt', 'dupes')) ==
+         [encode_member('copies/y-copy.txt')],
+         'x.txt to hold y.txt\'s text, and its near-duplicate')
 
 
 # ---- 3. Other users ---------------------------------------------------------------------

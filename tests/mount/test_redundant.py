@@ -17,9 +17,9 @@ import sys
 import textwrap
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from util import (by_doc_path, check, decode_member, encode_member,  # noqa: E402
-                  make_tree, poll, read_status, requests, run_tests, status_int,
-                  write)
+from util import (by_doc_documents, by_doc_path, check,  # noqa: E402
+                  decode_member, encode_member, make_tree, poll, read_status,
+                  requests, run_tests, status_int, write)
 
 TESTS = {}
 
@@ -228,6 +228,32 @@ def test_redundant_follows_a_rewrite_with_the_same_bytes(w):
     want = plan(w, ['--keep', 'newest,name'])
     check(planned not in want and planned in want.values(),
           'the rewritten file keeps its group in the new plan: %r' % want)
+    poll(lambda: (view(w) == want, view(w)), 'redundant/ to equal the new plan')
+
+
+@test
+def test_apply_hardlink_keeps_every_name_in_the_view(w):
+    """`imatch apply` of a --action hardlink plan puts a link to the keeper
+    at each copy's name by exchanging it with a temporary name
+    (RENAME_EXCHANGE): every name is still a document afterwards, so by-doc/
+    must still list each one, and redundant/ equal the new plan."""
+    docs = make_share(w)
+    w.daemon()
+    settle(w, len(docs))
+    r = subprocess.run([w.imatch, 'dedupe', '--action', 'hardlink', '--lexicon',
+                        state_lexicon(w), w.src], capture_output=True)
+    check(r.returncode == 0 and r.stdout.count(b'\n') >= 3,
+          'imatch dedupe --action hardlink planned too little: %r' % r.stderr)
+    r = subprocess.run([w.imatch, 'apply', '-'], input=r.stdout,
+                       capture_output=True)
+    check(r.returncode == 0, 'imatch apply failed: %s' % r.stderr.decode())
+    def listed():
+        got = by_doc_documents(w.mnt)
+        return got == set(docs), ('missing', sorted(set(docs) - got),
+                                  'extra', sorted(got - set(docs)))
+    poll(listed, 'by-doc/ to list every name after the hard links')
+    settle(w, len(docs))
+    want = plan(w, [])
     poll(lambda: (view(w) == want, view(w)), 'redundant/ to equal the new plan')
 
 

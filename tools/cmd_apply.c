@@ -36,7 +36,8 @@ struct item {
 struct plan {
 	struct item *v;
 	size_t n, cap;
-	size_t bad; /* malformed lines */
+	size_t bad;	 /* malformed lines */
+	size_t not_json; /* of them, not even a JSON object: said once */
 };
 
 static void say_bad(const char *name, size_t lineno, const char *why)
@@ -86,11 +87,22 @@ static int read_plan(const char *name, FILE *in, struct plan *p)
 			break;
 		it->ok = ret == 0;
 		if (ret) {
-			say_bad(name, lineno, why);
+			/* A plan printed with --format text or csv: one line
+			 * that says so, not one per line. */
+			if (*s != '{' && !p->not_json++)
+				say_bad(name, lineno,
+					"not a JSON object (apply reads the "
+					"plan 'imatch dedupe' prints by "
+					"default, not --format text or csv)");
+			else if (*s == '{')
+				say_bad(name, lineno, why);
 			p->bad++;
 		}
 		ret = 0;
 	}
+	if (p->not_json > 1)
+		err_msg("apply: %s: %zu more lines are not JSON objects", name,
+			p->not_json - 1);
 	/* getline()'s own errno: a folder given for the plan is EISDIR. */
 	if (!ret && ferror(in))
 		ret = errno ? -errno : -EIO;
@@ -478,7 +490,7 @@ static void name_leftovers(const struct plan *p)
 int cmd_apply(struct cli *c)
 {
 	const char *name = c->argv[0];
-	struct plan p = {NULL, 0, 0, 0};
+	struct plan p = {0};
 	const char **why = NULL;
 	struct item **order = NULL;
 	size_t done = 0, skipped = 0, failed = 0;

@@ -2276,6 +2276,15 @@ def case_usage(tmp):
     _, err = run("apply", root, code=1)
     check(err == "imatch: apply: reading %s: %s\n"
           % (root, os.strerror(errno.EISDIR)), err)
+    # A plan printed as text or csv: said once, not once per line.
+    for fmt in ("text", "csv"):
+        plan, _ = run("dedupe", "--format", fmt, root)
+        out, err = run("apply", "-", stdin=plan, code=1)
+        lines = err.splitlines()
+        check(out == b"" and len(lines) == 3 and
+              "not a JSON object (apply reads the plan" in lines[0] and
+              "more lines are not JSON objects" in lines[1] and
+              "malformed lines" in lines[2], "%s plan: %s" % (fmt, err))
     # --keep-fraction is the signing fraction (--keep means rules here).
     run("dedupe", "--keep-fraction", "0.5", root)
 

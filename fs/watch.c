@@ -948,7 +948,8 @@ struct look_req {
 	char *path; /* or NULL: nothing */
 	bool resign, deep;
 	/* Also a name an exchange left (pending_move.swapped), or NULL:
-	 * looked at as new, after path. */
+	 * looked at after path, deep, as a rename's target is (what did not
+	 * change below a swapped directory is not signed again). */
 	char *swapped;
 };
 
@@ -1191,7 +1192,7 @@ static void read_events(struct watch *w)
 					look_and_apply(w, req.path, req.resign,
 						       req.deep);
 				if (req.swapped)
-					look_and_apply(w, req.swapped, true,
+					look_and_apply(w, req.swapped, false,
 						       true);
 				model_hold_index(w->fs->model);
 				free(req.path);
@@ -1240,7 +1241,7 @@ static void *watch_main(void *arg)
 			tree_wrlock(t);
 			move_out(w, &req);
 			if (req.swapped)
-				look_and_apply(w, req.swapped, true, true);
+				look_and_apply(w, req.swapped, false, true);
 			tree_unlock(t);
 			free(req.swapped);
 		}

@@ -549,12 +549,17 @@ size_t im_ods_time_term(const char *s, char *out)
 	}
 	if (*s == 'T') {
 		s++;
-		for (int k = 0; k < 3 && *s; k++) {
+		/* H, M and S at most once each and in that order, as ISO 8601
+		 * has them: a unit repeated could overflow the sum. next is
+		 * the first unit still allowed (0 H, 1 M, 2 S). */
+		for (int next = 0; next < 3 && *s;) {
 			const char *at = s;
 
 			if (!read_uint(&s, 0, &v))
 				return 0;
-			if (*s == 'H' || *s == 'M') {
+			if ((*s == 'H' && next == 0) ||
+			    (*s == 'M' && next <= 1)) {
+				next = *s == 'H' ? 1 : 2;
 				units += v * (*s == 'H' ? 3600 : 60) * 1000000;
 				s++;
 				continue;
@@ -563,6 +568,7 @@ size_t im_ods_time_term(const char *s, char *out)
 			if (!read_seconds(&s, &v) || *s++ != 'S')
 				return 0;
 			units += v;
+			next = 3;
 		}
 	}
 	if (*s)

@@ -1005,7 +1005,11 @@ START_TEST(test_extract_ods_date_terms)
 	static const char *const bad[] = {"2024-1-05", "2024-13-01",
 					  "2024-01-05Z", "24-01-05",
 					  "2024-01-05T12:30", "P1Y",
-					  "PT5X", "T1H", "PT1H junk"};
+					  "PT5X", "T1H", "PT1H junk",
+					  /* a unit twice or out of order: the sum
+					   * of these overflowed */
+					  "P99999999DT99999999H99999999H99999999H",
+					  "PT1M1H", "PT1S1S"};
 	char out[IM_NUMBER_TERM_MAX];
 
 	for (size_t i = 0; i < sizeof(dates) / sizeof(dates[0]); i++) {

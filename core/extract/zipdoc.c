@@ -2585,7 +2585,7 @@ static char *resolve_href(const char *opf, const char *href)
 	const char *slash = strrchr(opf, '/');
 	size_t dl = slash ? (size_t)(slash - opf) + 1 : 0;
 	size_t n = strlen(href);
-	char *s = malloc(dl + n + 1), *w;
+	char *s = malloc(dl + n + 1), *w, *r;
 
 	if (!s)
 		return NULL;
@@ -2604,18 +2604,28 @@ static char *resolve_href(const char *opf, const char *href)
 		}
 	}
 	*w = '\0';
-	/* Resolve "./" and "dir/../" in place. */
-	for (char *p; (p = strstr(s, "/./"));)
-		memmove(p, p + 2, strlen(p + 2) + 1);
+	/* Resolve "./" and "dir/../" in place, each in one pass (w behind
+	 * r): searched from the start and moved down one at a time, the
+	 * thousands of them one href may hold cost seconds, and an href is
+	 * resolved at every spine entry naming its item. */
+	for (r = w = s; *r;)
+		if (w > s && w[-1] == '/' && r[0] == '.' && r[1] == '/')
+			r += 2;
+		else
+			*w++ = *r++;
+	*w = '\0';
 	if (!strncmp(s, "./", 2))
 		memmove(s, s + 2, strlen(s + 2) + 1);
-	for (char *p; (p = strstr(s, "/../"));) {
-		char *q = p;
-
-		while (q > s && q[-1] != '/')
-			q--;
-		memmove(q, p + 4, strlen(p + 4) + 1);
-	}
+	for (r = w = s; *r;)
+		if (w > s && w[-1] == '/' && r[0] == '.' && r[1] == '.' &&
+		    r[2] == '/') {
+			for (w--; w > s && w[-1] != '/';)
+				w--;
+			r += 3;
+		} else {
+			*w++ = *r++;
+		}
+	*w = '\0';
 	return s;
 }
 

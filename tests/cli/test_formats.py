@@ -579,6 +579,38 @@ def case_epub_spine_many(tmp):
           "the book's one page is read: %s" % sorted(terms))
 
 
+def case_epub_href_dots(tmp):
+    """An epub whose one item's href is 20,000 "./" before its page's name,
+    named 3,000 times by the spine (5 KB zipped), is read in a moment: the
+    "./" were resolved one at a time from the start of the href, at every
+    spine entry, which held the helper past its 10 CPU-seconds and the book
+    was failed."""
+    import zipfile
+    href = "./" * 20000 + "ch1.xhtml"
+    opf = ('<?xml version="1.0"?><package xmlns="http://www.idpf.org/2007/opf"'
+           ' version="3.0"><manifest><item id="ch1" href="%s" '
+           'media-type="application/xhtml+xml"/></manifest><spine>%s'
+           '</spine></package>' % (href, '<itemref idref="ch1"/>' * 3000))
+    container = ('<?xml version="1.0"?><container version="1.0" xmlns='
+                 '"urn:oasis:names:tc:opendocument:xmlns:container">'
+                 '<rootfiles><rootfile full-path="OEBPS/book.opf" '
+                 'media-type="application/oebps-package+xml"/></rootfiles>'
+                 '</container>')
+    page = ('<html xmlns="http://www.w3.org/1999/xhtml"><body><p>The lighthouse '
+            'keeper wrote his logbook every evening.</p></body></html>')
+    path = os.path.join(tmp, "dots.epub")
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("mimetype", "application/epub+zip",
+                   compress_type=zipfile.ZIP_STORED)
+        z.writestr("META-INF/container.xml", container)
+        z.writestr("OEBPS/book.opf", opf)
+        z.writestr("OEBPS/ch1.xhtml", page)
+    out, err = run("terms", path)
+    terms = set(out.rstrip("\n").split("\t")[1:])
+    check({"lighthouse", "keeper", "logbook"} <= terms,
+          "the page the spine names is read: %s %s" % (sorted(terms), err))
+
+
 BUDGETS = ["budget-2024.xlsx", "budget-2024.ods", "budget-2025.xlsx",
            "budget-2025.ods", "budget-2024-fix.xlsx", "budget-2024.xls",
            "budget-2025.xls"]
@@ -715,7 +747,8 @@ CASES = {"one_cluster": case_one_cluster,
          "hidden_styles": case_hidden_styles,
          "hidden_styles_docx": case_hidden_styles_docx,
          "hidden_styles_doc": case_hidden_styles_doc,
-         "epub_spine_many": case_epub_spine_many}
+         "epub_spine_many": case_epub_spine_many,
+         "epub_href_dots": case_epub_href_dots}
 
 
 def main():

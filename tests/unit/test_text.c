@@ -2166,6 +2166,26 @@ START_TEST(test_text_html_gears_agree_on_documents)
 }
 END_TEST
 
+/* Lists are numbered from the first <ol> on (the gear's windows stop at
+ * it): a stray </ol> before it, in a window, is no list met. The scalar
+ * gear counted lists from it, so a <ul> after it was a level deeper than
+ * the AVX-512 gear's, and under 32 <ol> the item was numbered in one gear
+ * only (fuzz_html). */
+START_TEST(test_text_html_gears_agree_on_a_stray_list_end)
+{
+	char buf[512];
+	size_t n = 0;
+
+	if (!im_html_has_gear(IM_HTML_AVX512))
+		return; /* said by test_text_html_gears_agree */
+	n += (size_t)sprintf(buf + n, "</ol><ul>");
+	for (int k = 0; k < 32; k++)
+		n += (size_t)sprintf(buf + n, "<ol>");
+	n += (size_t)sprintf(buf + n, "<li>item</li> and the text after it");
+	assert_html_gears_agree(buf, n, "a stray </ol>, 32 <ol> under a <ul>");
+}
+END_TEST
+
 START_TEST(test_text_html_unterminated)
 {
 	assert_html("text <!-- never closed words", "text ");
@@ -2611,6 +2631,7 @@ int main(void)
 	tcase_add_test(tc, test_text_html_gears_agree);
 	tcase_add_test(tc, test_text_html_gears_agree_at_every_offset);
 	tcase_add_test(tc, test_text_html_gears_agree_on_documents);
+	tcase_add_test(tc, test_text_html_gears_agree_on_a_stray_list_end);
 	tcase_add_test(tc, test_text_html_unterminated);
 	tcase_add_test(tc, test_text_malformed_input_never_crashes);
 	tcase_add_test(tc, test_text_truncated_fixtures);

@@ -1058,10 +1058,11 @@ def case_file_replaced_midway(tmp):
     rng = random.Random(43)
     data = ("\n".join(document(rng, vocabulary(rng))) + "\n").encode()
     edited = b"the copy, edited and saved\n"
-    for action, calls in (("remove", ("unlinkat", "renameat2")),
-                          ("trash=" + trash, ("renameat2",)),
-                          ("hardlink", ("renameat", "renameat2")),
-                          ("symlink", ("renameat", "renameat2"))):
+    plan = os.path.join(tmp, "plan.jsonl")
+
+    def planned(action):
+        """A fresh share of the report and its copy, the plan of @action
+        for it written to plan; the copy's path."""
         shutil.rmtree(root, ignore_errors=True)
         shutil.rmtree(trash, ignore_errors=True)
         put(root, "a/report.txt", data, mtime=1_600_000_000)
@@ -1069,22 +1070,22 @@ def case_file_replaced_midway(tmp):
         out, _ = run("dedupe", "--action", action, root)
         check([l["path"] for l in plan_lines(out)] == [copy],
               "%s: one line: %s" % (action, out))
-        plan = os.path.join(tmp, "plan.jsonl")
         with open(plan, "wb") as f:
             f.write(out)
+        return copy
+
+    for action, calls in (("remove", ("unlinkat", "renameat2")),
+                          ("trash=" + trash, ("renameat2",)),
+                          ("hardlink", ("renameat", "renameat2")),
+                          ("symlink", ("renameat", "renameat2"))):
+        copy = planned(action)
         saved = put(root, "b/.report.txt.swp", edited)
         log = apply_held(tmp, plan, calls, "mv %s %s" % (saved, copy))
         check_save_kept(action, copy, trash, edited, log)
     # The new content with the file's very size, mtime and mode (a sync
     # tool keeps times): only the inode tells it from what was verified.
     for action in ("remove", "trash=" + trash):
-        shutil.rmtree(root, ignore_errors=True)
-        shutil.rmtree(trash, ignore_errors=True)
-        put(root, "a/report.txt", data, mtime=1_600_000_000)
-        copy = put(root, "b/report.txt", data, mtime=1_600_000_001)
-        out, _ = run("dedupe", "--action", action, root)
-        with open(plan, "wb") as f:
-            f.write(out)
+        copy = planned(action)
         same = bytes(reversed(data))
         saved = put(root, "b/.report.txt.swp", same, mtime=1_600_000_001)
         log = apply_held(tmp, plan, "renameat2", "mv %s %s" % (saved, copy))
@@ -1093,13 +1094,7 @@ def case_file_replaced_midway(tmp):
     # unlinked or overwritten, the line fails and says where the content
     # it had moved is now.
     for action in ("remove", "trash=" + trash):
-        shutil.rmtree(root, ignore_errors=True)
-        shutil.rmtree(trash, ignore_errors=True)
-        put(root, "a/report.txt", data, mtime=1_600_000_000)
-        copy = put(root, "b/report.txt", data, mtime=1_600_000_001)
-        out, _ = run("dedupe", "--action", action, root)
-        with open(plan, "wb") as f:
-            f.write(out)
+        copy = planned(action)
         saved = put(root, "b/.report.txt.swp", edited)
         again = put(root, "b/.report.txt.swx", b"saved once more\n")
         log = apply_held(tmp, plan, "renameat2",

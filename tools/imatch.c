@@ -128,7 +128,9 @@ static const struct opt opts[] = {
 	 "--json             the plan as JSON lines, one object per file (the "
 	 "default)"},
 	{"verbose", 0, 'v', F_ALL & ~F_DEDUPE & ~F_APPLY, NULL,
-	 "-v, --verbose      say more (scan: a summary on stderr; explain: S)"},
+	 "-v, --verbose      say more on stderr (scan: a summary; scan, "
+	 "dupes: each file\n                   not read; terms, sign: why a "
+	 "file has no terms;\n                   explain: S)"},
 	{"verbose", 0, 'v', F_APPLY, NULL,
 	 "-v, --verbose      name each done line's keeper and kind: (kept "
 	 "KEEPER,\n                   the same N bytes) or (kept KEEPER, near "

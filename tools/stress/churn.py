@@ -4,7 +4,8 @@ that the view converges to `imatch scan` of the final tree (issue 12, defect 1).
 
     churn.py IMATCHFS IMATCH [--short] [--seconds N] [--rate N] [--seed N]
                              [--deadline N] [--keep] [--first-scan] [--readers]
-                             [--files N] [--plan-loops N]
+                             [--files N] [--plan-loops N] [--probe]
+                             [--show-status PREFIX,...]
 
 Builds a tree of --files pool documents (families of near-duplicates spread
 over nested directories), mounts it, waits until it is live, then for --seconds
@@ -27,7 +28,9 @@ N processes loop without a pause over what asks for the plan (the four
 reads above, in turn), while the driver times, every half second, how long
 a new file takes to show in by-doc/, and, after the churn (the loops going
 on), how long status takes to say `converged: yes`; median and worst are
-printed.
+printed. --probe times new files into by-doc/ so without the loops. With
+--show-status, the status fields whose names start with one of the prefixes
+are printed once the view converged (e.g. --show-status rereads,reused).
 
 Exit 0 converged, 1 not (or an error), 77 without FUSE.
 """
@@ -371,6 +374,10 @@ def run(argv):
     ap.add_argument('--plan-loops', type=int, default=0,
                     help='processes asking for the plan without a pause; time new '
                     'files into by-doc/ and convergence')
+    ap.add_argument('--probe', action='store_true',
+                    help='time new files into by-doc/ and convergence, without plan loops')
+    ap.add_argument('--show-status', metavar='PREFIX,...', default='',
+                    help='status fields to print at the end, by name prefix')
     a = ap.parse_args(argv)
     seconds = a.seconds or (5 if a.short else 60)
     w = World(os.path.abspath(a.imatchfs), os.path.abspath(a.imatch), 'churn')
@@ -387,7 +394,8 @@ def run(argv):
         log('%s: %s' % ('mounted' if a.first_scan else 'live',
                         summary_of(read_status(w.mnt))))
         readers = Readers(w.mnt, tree) if a.readers else None
-        loops = PlanLoops(w.mnt, tree, a.plan_loops) if a.plan_loops else None
+        loops = (PlanLoops(w.mnt, tree, a.plan_loops)
+                 if a.plan_loops or a.probe else None)
         t0 = time.monotonic()
         changes = 0
         while True:
@@ -416,7 +424,12 @@ def run(argv):
             log('warning: the driver reached only %.0f of %d changes/s' % (changes / took, a.rate))
         secs = converge(w.imatch, w.src, w.mnt, w.state, a.deadline,
                         'after %d changes, the view' % changes)
-        log('converged %.1f s after the churn: %s' % (secs, summary_of(read_status(w.mnt))))
+        st = read_status(w.mnt)
+        log('converged %.1f s after the churn: %s' % (secs, summary_of(st)))
+        prefixes = tuple(x for x in a.show_status.split(',') if x)
+        if prefixes:
+            log('  status: ' + ', '.join('%s %s' % kv for kv in st.items()
+                                         if kv[0].startswith(prefixes)))
         d.umount()
         ok = True
     finally:

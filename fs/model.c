@@ -20,6 +20,7 @@
 #include "ino.h"
 #include "member.h"
 #include "model.h"
+#include "text.h"
 #include "util.h"
 
 #define LINKS_SIZE 1024
@@ -578,7 +579,38 @@ int model_copy_of(const struct model *m, const uint8_t exact[16],
 struct im_state *model_adopt_cache(struct model *m, struct im_state *saved,
 				   bool marked)
 {
+	/* Loaded for the running key, or written from this view. */
+	m->saved_stale = false;
 	return fullsigs_adopt(m->full, saved, marked);
+}
+
+/* What the scanner's cache_find() asks of an entry besides fitting. */
+static bool saved_entry_usable(const struct im_state *saved,
+			       const struct im_state_entry *e,
+			       const struct stat *st, uint64_t max_size)
+{
+	return im_state_entry_fits(e, st) &&
+	       im_state_entry_within(e, max_size) &&
+	       e->d.status != IM_DOC_ERROR &&
+	       e->d.unique_terms <= IM_TERMS_MAX &&
+	       (!im_state_partial(saved) || im_state_lexicon_free(e->d.status));
+}
+
+bool model_saved_entry(const struct model *m, const char *path,
+		       const struct stat *st, uint64_t max_size,
+		       struct im_state_entry *e)
+{
+	const struct im_state *saved = fullsigs_saved(m->full);
+	const char *name = strrchr(path, '/');
+
+	if (!saved || m->saved_stale)
+		return false;
+	if (!im_state_find(saved, path, e) &&
+	    saved_entry_usable(saved, e, st, max_size))
+		return true;
+	return !im_state_find_moved(saved, st->st_ino, name ? name + 1 : path,
+				    e) &&
+	       saved_entry_usable(saved, e, st, max_size);
 }
 
 void model_mark_cache(struct model *m, const struct im_state *saved)
@@ -1062,5 +1094,6 @@ static void expect_reads(struct model *m, struct node *dir)
 
 void model_expect_reads(struct model *m)
 {
+	m->saved_stale = true;
 	expect_reads(m, tree_root(m->tree));
 }

@@ -76,6 +76,12 @@ struct model {
 	uint64_t meta_gen;
 	uint16_t scan_gen; /* tree lock; node.seen */
 	bool dirty;	   /* changed since saved; tree lock */
+	/* The saved cache (fullsigs_saved()) may hold results of a lexicon
+	 * that is being or was replaced: from the start of a scan that signs
+	 * every file anew (model_expect_reads()) until a cache is adopted,
+	 * which a save refuses while the view mixes lexicons (scanner_save()).
+	 * tree lock */
+	bool saved_stale;
 	/* A walk of the whole tree ended since the start. Until then the
 	 * tree lacks what the walk had not reached, and a save keeps the
 	 * cache's entries of those files (stateio.c). tree lock */
@@ -201,6 +207,22 @@ int model_full_sigs(const struct model *m, const char *path,
 int model_copy_of(const struct model *m, const uint8_t exact[16],
 		  struct im_doc_sigs *d);
 
+/**
+ * The saved cache's entry (fullsigs_saved()) for the file found as @p st at
+ * @p path, into *@p e: its path's, or its inode's under the same name (a
+ * directory renamed or moved out and back since the save), if the entry
+ * describes the file as it is now (im_state_entry_fits(): size, mtime,
+ * inode and ctime), agrees with @p max_size, and holds a result of the
+ * lexicon in use (none while model.saved_stale; of a partial cache, the
+ * lexicon-free ones only). Errors are never taken. As the scanner's check
+ * of its cache on a restart; the caller still asks whether the file may be
+ * read (its mode is not in the cache). Tree lock held, any mode.
+ * @return true with *@p e filled, else false.
+ */
+bool model_saved_entry(const struct model *m, const char *path,
+		       const struct stat *st, uint64_t max_size,
+		       struct im_state_entry *e);
+
 /* ---- Changes (tree lock held exclusively) ----------------------------------------- */
 
 /**
@@ -254,7 +276,9 @@ void model_unread(struct model *m, void (*unread)(struct node *n, void *arg),
  * or an error): a scan that signs every file anew is about to start, and
  * any of them it gives no result for (a directory renamed before the walk
  * reached it or its new name, the scan failing) keeps a record of the
- * lexicon before, to be read again (model_sweep(), model_unread()).
+ * lexicon before, to be read again (model_sweep(), model_unread()). The
+ * saved cache is not taken from (model_saved_entry()) until the next one
+ * is adopted.
  */
 void model_expect_reads(struct model *m);
 /**

@@ -177,6 +177,7 @@ size_t status_text(struct imfs *fs, char *out, size_t cap)
 		"invalidations: %llu\n"
 		"state_dir: %s\n"
 		"rereads: %llu\n"
+		"watch_reused: %llu\n"
 		"copies_reused: %llu\n"
 		"sampled: %llu\n"
 		"converged: %s\n",
@@ -192,7 +193,7 @@ size_t status_text(struct imfs *fs, char *out, size_t cap)
 		LD(ws.events), LD(ss.rescans), LD(ss.relexicons), LD(ss.saves),
 		LD(ss.save_errors), ss.source_lost ? "yes" : "no",
 		LD(inval_sent(fs->inval)), fs->state_dir, LD(ws.rereads),
-		LD(workers_copies_reused(fs->workers)),
+		LD(ws.reused), LD(workers_copies_reused(fs->workers)),
 		LD(ss.sampled + workers_sampled(fs->workers)),
 		conv ? "yes" : "no");
 	size_t len = n < 0 ? 0 : (size_t)n;

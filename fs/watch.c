@@ -142,6 +142,7 @@ struct watch {
 	uint64_t rechecks;    /* atomic: given and not looked at yet */
 	uint64_t unsettled;   /* atomic: rereads + a move + writes waiting */
 	uint64_t rereads;     /* atomic: directories read again */
+	uint64_t reused;      /* atomic: watch_stats.reused */
 	/* Atomic: the thread is between poll() and count_unsettled(). The
 	 * events it read out of the kernel's queue are in no count until
 	 * applied, nor the rereads they or a recheck asked for. */
@@ -200,6 +201,7 @@ void watch_stats(struct watch *w, struct watch_stats *out)
 	out->name_events = __atomic_load_n(&w->name_events, __ATOMIC_RELAXED);
 	out->limit = __atomic_load_n(&w->limit, __ATOMIC_RELAXED);
 	out->rereads = __atomic_load_n(&w->rereads, __ATOMIC_RELAXED);
+	out->reused = __atomic_load_n(&w->reused, __ATOMIC_RELAXED);
 	/* Asked before busy: an event the thread read out of the queue
 	 * before that is then either applied and counted or still busy. */
 	int queued = 0;
@@ -444,11 +446,75 @@ static bool look(struct watch *w, const char *path, bool deep,
 	return !(ret < 0 && path_gone(-ret));
 }
 
+/* Whether the daemon may read file @p path, as far as its mode says (the
+ * scanner asks the same before it takes a result from its cache). */
+static bool may_read(const struct imfs *fs, const char *path,
+		     const struct stat *st)
+{
+	return fs->reads_all || (st->st_mode & S_IROTH) ||
+	       !faccessat(fs->srcfd, path, R_OK, AT_EACCESS);
+}
+
+/* File @p n is read anyway, whatever it is found to be: queued or being
+ * signed (a write), to be hashed (exact.h), or asked for or expected by
+ * the running scan, whose result or sweep would follow what the watcher
+ * gave it. */
+static bool read_anyway(const struct node *n)
+{
+	return (n->flags & (NODE_QUEUED | NODE_SIGNING | NODE_HASH)) ||
+	       n->scan_reads;
+}
+
+/*
+ * Whether file @p n, found as @p f, must be read. Not when the tree holds
+ * the result of reading it as it is: its size, mtime, inode and ctime are
+ * those of its last read (model_unchanged()). That holds also where the
+ * caller asks for a read (@p resign: a name created, moved in without its
+ * pair, looked at after a worker found it gone), which is for a name that
+ * may hold another file now: another file has another inode, and a write
+ * moves the ctime. Without @p resign the ctime is not asked: the watcher
+ * is told of every write (model_unchanged_watched()). A chmod or chown
+ * since (@p perms) may have made the file unreadable to us: read to fail,
+ * unless we still may read it (one that was unreadable is an error, which
+ * is never unchanged). Tree lock held.
+ */
+static bool must_read(const struct watch *w, const struct node *n,
+		      const struct found *f, bool resign, bool perms)
+{
+	if (perms && !may_read(w->fs, f->path, &f->st))
+		return true;
+	return resign ? !model_unchanged(n, &f->st)
+		      : !model_unchanged_watched(n, &f->st);
+}
+
+/*
+ * Give file @p n, found as @p f, the saved cache's result for it instead of
+ * reading it (model_saved_entry()): a directory that comes back (moved out
+ * of the source and in again, or renamed while its pair of events was
+ * lost, so that it was taken out of the tree and walked as new) brings
+ * back files read before. Tree lock held exclusively.
+ */
+static bool take_saved(struct watch *w, struct node *n, const struct found *f)
+{
+	struct model *m = w->fs->model;
+	struct im_state_entry e;
+
+	if (!model_saved_entry(m, f->path, &f->st, w->fs->opts->params.max_size,
+			       &e) ||
+	    !may_read(w->fs, f->path, &f->st))
+		return false;
+	model_apply(m, n, f->path, &f->st, &e.d);
+	return true;
+}
+
 /* Apply what look() found. Tree lock held exclusively. */
 static void apply_found(struct watch *w, struct found_list *l, bool resign)
 {
 	struct model *m = w->fs->model;
 
+	/* A directory of near-duplicates that comes back from the cache
+	 * joins its clusters once, not once per file. */
+	model_hold_index(m);
 	for (size_t i = 0; i < l->n; i++) {
 		struct found *f = &l->v[i];
 		bool dir = S_ISDIR(f->st.st_mode);
@@ -456,18 +522,23 @@ static void apply_found(struct watch *w, struct found_list *l, bool resign)
 		if (!n)
 			continue;
 		n->seen = m->scan_gen;
-		/* A chmod or chown may have made the file unreadable to us (or
-		 * readable again): only a new read tells. */
 		bool perms = !dir && !w->fs->reads_all &&
 			     model_attr_changed(m, n, &f->st);
 		model_set_stat(m, n, &f->st);
-		if (dir)
+		if (dir) {
 			watch_bind(w, n, f->wd);
-		else if ((resign || perms ||
-			  !model_unchanged_watched(n, &f->st)) &&
-			 workers_queue(w->fs->workers, n))
+		} else if (!resign && !perms &&
+			   model_unchanged_watched(n, &f->st)) {
+			continue;
+		} else if (!read_anyway(n) &&
+			   (!must_read(w, n, f, resign, perms) ||
+			    take_saved(w, n, f))) {
+			__atomic_add_fetch(&w->reused, 1, __ATOMIC_RELAXED);
+		} else if (workers_queue(w->fs->workers, n)) {
 			scanner_request_rescan(w->fs->scanner);
+		}
 	}
+	model_release_index(m);
 }
 
 static int cmp_found_path(const void *a, const void *b)

@@ -34,7 +34,12 @@ struct watch_stats {
 	uint64_t rereads; /* directories read again: events that could not
 			     be placed (a path gone by the time it was looked
 			     at), names changed during a scan */
-	bool limit;	  /* watches ran out (or no inotify): rescans instead */
+	/* Files the watcher was to read again (a name created or moved in
+	 * without its pair, a file looked at again, a chmod or chown) that
+	 * it found as it had read them before, in the tree or in the saved
+	 * cache (moved out of the source and back), and did not read. */
+	uint64_t reused;
+	bool limit;   /* watches ran out (or no inotify): rescans instead */
 	bool settled; /* no event queued or waiting to be paired or read again */
 };
 

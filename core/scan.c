@@ -83,7 +83,8 @@ static void dref_put(struct dref *d)
 /* ---- The walker --------------------------------------------------------- */
 
 /* What the walker does with each file, internally: the directory's fd comes
- * along so that scans can open the file relative to it. */
+ * along so that scans can open the file relative to it; st is NULL for a file
+ * handed on unstat'ed (file_unstat). */
 struct walk_cbs {
 	int (*dir)(const char *path, const struct stat *st, void *arg);
 	int (*file)(struct dref *dir, const char *path, size_t name_off,
@@ -97,7 +98,20 @@ struct walk_cbs {
 	/* im_scan_ops.unreadable and its argument, or NULL */
 	void (*unreadable)(const char *path, int err, void *arg);
 	void *unreadable_arg;
+	/* A file its entry says regular (DT_REG) goes to file() with st NULL,
+	 * not stat'ed: its stat by name was the walk's one system call per
+	 * file, and path lookup, besides the open and fstat that read it
+	 * anyway. file() then reads it at once, before the next entry, and
+	 * returns WALK_RESTAT, having counted and delivered nothing, when it
+	 * was not a regular file it could open: the walk stats it then and
+	 * goes on as it always does, so that a name that cannot be stat'ed
+	 * (a directory readable but not searchable, a file gone) is an error
+	 * and no file, one become a directory is walked, and so on. */
+	bool file_unstat;
 };
+
+/* file() of walk_cbs.file_unstat: stat this one and hand it on again. */
+#define WALK_RESTAT 1
 
 /*
  * A directory's names, sorted: v[i] points into one block, each name
@@ -313,9 +327,9 @@ static int push_ignore(struct walker *w, int fd, const char *path, char **names,
 	return im_scope_chain_push(&w->chain, ig);
 }
 
-/* Whether path/name is out of scope (counted): 1 yes, 0 no, -ENOMEM. */
-static int out_of_scope(struct walker *w, const char *path, const char *name,
-			bool is_dir)
+/* Whether path/name is out of scope: 1 yes, 0 no, -ENOMEM. Not counted. */
+static int scope_excludes(struct walker *w, const char *path, const char *name,
+			  bool is_dir)
 {
 	char *fp;
 	bool out;
@@ -328,9 +342,45 @@ static int out_of_scope(struct walker *w, const char *path, const char *name,
 		return -ENOMEM;
 	out = im_scope_excluded(w->p->scope, &w->chain, fp, is_dir);
 	free(fp);
-	if (out)
+	return out;
+}
+
+/* As scope_excludes(), an exclusion counted. */
+static int out_of_scope(struct walker *w, const char *path, const char *name,
+			bool is_dir)
+{
+	int out = scope_excludes(w, path, name, is_dir);
+
+	if (out > 0)
 		w->counts->excluded++;
 	return out;
+}
+
+/*
+ * Hand on @p name of @p dir (at @p path), a regular file by its entry, without
+ * a stat (walk_cbs.file_unstat). @return 0, a failure that stops the walk, or
+ * WALK_RESTAT when the walk must stat it and go on as for any entry: out of
+ * scope (only a stat says whether as a file, a directory or neither), or
+ * not a regular file that file() could open.
+ */
+static int hand_on_unstat(struct walker *w, struct dref *dir, const char *path,
+			  const char *name)
+{
+	const struct walk_cbs *cb = w->cb;
+	int ret = scope_excludes(w, path, name, false);
+	char *fp;
+
+	if (ret)
+		return ret < 0 ? ret : WALK_RESTAT;
+	fp = im_path_join(path, name);
+	if (!fp)
+		return -ENOMEM;
+	w->counts->files++;
+	ret = cb->file(dir, fp, strlen(fp) - strlen(name), NULL, cb->arg);
+	if (ret == WALK_RESTAT)
+		w->counts->files--;
+	free(fp);
+	return ret;
 }
 
 /*
@@ -399,6 +449,15 @@ static int walk_enter(struct walker *w, int fd, char *path,
 		if (type != DT_REG && type != DT_UNKNOWN) {
 			c->other++;
 			continue;
+		}
+		if (type == DT_REG && cb->file_unstat) {
+			ret = hand_on_unstat(w, dir, path, name);
+			if (ret == WALK_RESTAT)
+				ret = 0;
+			else if (ret)
+				break;
+			else
+				continue;
 		}
 		if (fstatat(fd, name, &est, AT_SYMLINK_NOFOLLOW)) {
 			walk_error(w, path, name, errno);
@@ -652,7 +711,11 @@ struct item {
 	char *path;
 	size_t name_off;
 	struct dref *dir;
-	struct stat st;
+	struct stat st; /* the walker's, unless unstat */
+	/* Handed on without a stat (walk_cbs.file_unstat): st is zero, and
+	 * the work returns WALK_RESTAT for what is not a regular file it
+	 * could open (opened_regular()). */
+	bool unstat;
 };
 
 struct scan {
@@ -737,13 +800,19 @@ static int scan_push(struct dref *dir, const char *path, size_t name_off,
 	bool take = false;
 	int ret = 0;
 
+	/* Only a scan without want() and helpers hands files on unstat'ed. */
+	assert(st || (!(sc->ops && sc->ops->want) && !sc->helpers));
 	if (sc->ops && sc->ops->want && !sc->ops->want(path, st, sc->ops->arg))
 		return 0;
 	it.path = strdup(path);
 	if (!it.path)
 		return -ENOMEM;
 	it.name_off = name_off;
-	it.st = *st;
+	it.unstat = !st;
+	if (st)
+		it.st = *st;
+	else
+		memset(&it.st, 0, sizeof(it.st));
 	it.dir = dref_get(dir);
 	if (!sc->helpers)
 		return scan_stopping(sc) ? scan_stop_error(sc, &it)
@@ -905,6 +974,17 @@ static void *work_main(void *arg)
 	return NULL;
 }
 
+/*
+ * Whether the signer's stat @p st of an item's file is of a regular file it
+ * opened: for an item handed on unstat'ed, anything else (its open failed,
+ * or it is a directory, a fifo...) is left to the walk (WALK_RESTAT), which
+ * counts it as its stat says, as if the walk had stat'ed it first.
+ */
+static bool opened_regular(const struct stat *st)
+{
+	return st->st_ino && S_ISREG(st->st_mode);
+}
+
 static int sign_work(struct sign_worker *wk, struct item *it)
 {
 	const char *name = it->path + it->name_off;
@@ -913,6 +993,10 @@ static int sign_work(struct sign_worker *wk, struct item *it)
 	int ret = im_signer_sign_at(wk->signer, it->dir->fd, name, &d, &st);
 
 	dref_put(it->dir);
+	if (!ret && it->unstat && !opened_regular(&st)) {
+		free(it->path);
+		return WALK_RESTAT;
+	}
 	if (!ret && im_signer_sampled(wk->signer))
 		count_sampled(wk->sc);
 	/* The walker's stat when the file could not be opened. */
@@ -931,6 +1015,8 @@ static int df_work(struct sign_worker *wk, struct item *it)
 	int ret =
 		im_signer_terms_at(wk->signer, it->dir->fd, name, &status, &u);
 
+	/* Its byte count is the walker's stat's (terms_at() gives none). */
+	assert(!it->unstat);
 	dref_put(it->dir);
 	free(it->path);
 	if (!ret && u && u->level)
@@ -1146,6 +1232,10 @@ static int first_work(struct sign_worker *wk, struct item *it)
 	bool text = u || ret == 1;
 
 	dref_put(it->dir);
+	if (!ret && it->unstat && !opened_regular(&st)) {
+		free(it->path);
+		return WALK_RESTAT;
+	}
 	if (!ret && u && u->level)
 		count_sampled(wk->sc);
 	if (ret == 1) {
@@ -1166,7 +1256,7 @@ static int first_work(struct sign_worker *wk, struct item *it)
 	}
 	/* As df_work() counts, for a tree with no lexicon. */
 	if (!ret)
-		count_pre(wk, text ? IM_DOC_SIGNED : d.status, &it->st);
+		count_pre(wk, text ? IM_DOC_SIGNED : d.status, use);
 	free(it->path);
 	return ret;
 }
@@ -1501,6 +1591,12 @@ static int walk_with(int dirfd, struct scan *sc, struct sign_worker *wk,
 	       !pthread_create(&wk[sc->helpers + 1].tid, NULL, work_main,
 			       &wk[sc->helpers + 1]))
 		sc->helpers++;
+	/* The walking thread alone reads each file as the walk finds it, so
+	 * it can say at once which ones the walk must stat after all; a df
+	 * scan counts bytes from the walker's stat, and want() chooses by
+	 * it. */
+	cb.file_unstat =
+		!sc->helpers && work != df_work && !(sc->ops && sc->ops->want);
 	ret = walk(dirfd, sc->p, &cb, sc->counts);
 
 	pthread_mutex_lock(&sc->qlock);

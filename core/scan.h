@@ -165,7 +165,10 @@ unsigned im_scan_threads(unsigned threads, unsigned cap);
  * them: alone it reads each file as it finds it; with others it reads the
  * oldest queued file whenever the queue is full, and helps empty the queue
  * after the walk. A file is opened by the worker relative to an fd of its
- * own directory, so no path is resolved twice. The results
+ * own directory, so no path is resolved twice; alone, without ops->want,
+ * it opens a file its directory entry says regular without a stat of the
+ * name first, and stats only what it could not open as one (counts and
+ * results as if it had stat'ed every name). The results
  * (and @p counts) are the same whatever @p threads is; only the order of the
  * result calls differs. The results and @p counts are updated under one
  * mutex, so ops->result may touch them without locking. The workers share

@@ -113,6 +113,29 @@ class Skipped(Exception):
     pass
 
 
+def run_as_nobody(*args):
+    """Run imatch ARGS as nobody when root (who reads anything, so that
+    permissions would test nothing), else as is; check that it exits 0 and
+    return (stdout, stderr str). The caller makes the tree reachable."""
+    as_nobody = None
+    if os.geteuid() == 0:
+        def as_nobody():
+            os.setgroups([])
+            os.setgid(65534)
+            os.setuid(65534)
+    try:
+        p = subprocess.run([test_cli.IMATCH] + list(args),
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           timeout=300, preexec_fn=as_nobody)
+    except PermissionError:
+        p = None
+    if p is None or (as_nobody and p.returncode == 126):
+        raise Skipped("nobody cannot run %s" % test_cli.IMATCH)
+    err = p.stderr.decode("utf-8", "replace")
+    check(p.returncode == 0, "%s: exit %d: %s" % (args, p.returncode, err))
+    return p.stdout.decode(), err
+
+
 def case_verbose_names_unreadable(tmp):
     """scan -v names a directory it could not open as it names a file it
     could not read; the summary counts both in errors. dedupe -v, with or
@@ -127,42 +150,59 @@ def case_verbose_names_unreadable(tmp):
     os.chmod(os.path.join(root, "locked"), 0)
     os.chmod(os.path.join(root, "noread.txt"), 0)
     os.chmod(os.path.join(root, "ig", ".imatchignore"), 0)
-    as_nobody = None
-    if os.geteuid() == 0:
-        def as_nobody():
-            os.setgroups([])
-            os.setgid(65534)
-            os.setuid(65534)
-
-    def run_as_nobody(*args):
-        try:
-            p = subprocess.run([test_cli.IMATCH] + list(args) + [root],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               timeout=300, preexec_fn=as_nobody)
-        except PermissionError:
-            p = None
-        if p is None or (as_nobody and p.returncode == 126):
-            raise Skipped("nobody cannot run %s" % test_cli.IMATCH)
-        err = p.stderr.decode("utf-8", "replace")
-        check(p.returncode == 0, "%s: exit %d: %s" % (args, p.returncode,
-                                                      err))
-        return p.stdout.decode(), err
-
     unreadable = ["imatch: cannot read locked: Permission denied",
                   "imatch: cannot read noread.txt: Permission denied",
                   "imatch: cannot read ig/.imatchignore: Permission denied"]
-    out, err = run_as_nobody("scan", "-v")
+    out, err = run_as_nobody("scan", "-v", root)
     for want in unreadable + ["errors: 3"]:
         check(want in err.splitlines(), "scan -v says %r: %s" % (want, err))
     check(out == "a.txt\tb.txt\n", "clusters: %r" % out)
     for near in ([], ["--near"]):
-        out, err = run_as_nobody("dedupe", "-v", *near)
+        out, err = run_as_nobody("dedupe", "-v", *near, root)
         for want in unreadable:
             check(want in err.splitlines(),
                   "dedupe -v %s says %r: %s" % (near, want, err))
         check([os.path.relpath(json.loads(l)["path"], root)
                for l in out.splitlines()] ==
               ["b.txt"], "dedupe %s plan: %r" % (near, out))
+
+
+def case_unsearchable_counts(tmp):
+    """A directory that can be read but not searched lists names that
+    cannot be stat'ed nor opened: each is an error and no file, whether
+    one thread reads each file as the walk finds it or several read what
+    it queues, in a first scan as with --lexicon; a file that can be
+    stat'ed but not read is a file and an error."""
+    root = os.path.join(tmp, "s")
+    text = "several words of one text file, enough of them to count\n"
+    write(root, {"a.txt": text, "b.txt": text,
+                 "c.txt": "other words in a third text file, not a copy\n",
+                 "noread.txt": text, "rnox/x.txt": text,
+                 "rnox/y.txt": text, "rnox/sub/z.txt": text})
+    lex = os.path.join(tmp, "lex")
+    run("lexicon", "build", "-o", lex, root)
+    os.chmod(tmp, 0o711)
+    os.chmod(os.path.join(root, "noread.txt"), 0)
+    os.chmod(os.path.join(root, "rnox"), 0o444)
+    want = {"files": 4, "errors": 4, "directories": 2, "other": 0,
+            "hidden": 0, "documents": 3}
+    named = ["imatch: cannot read noread.txt: Permission denied",
+             "imatch: cannot read rnox/sub: Permission denied",
+             "imatch: cannot read rnox/x.txt: Permission denied",
+             "imatch: cannot read rnox/y.txt: Permission denied"]
+    for lexicon in ([], ["--lexicon", lex]):
+        got = {}
+        for jobs in ("1", "2"):
+            out, err = run_as_nobody("scan", "-v", "--json", "-j", jobs,
+                                     *lexicon, root)
+            counts = json.loads(out)["counts"]
+            got[jobs] = counts
+            check({k: counts[k] for k in want} == want,
+                  "scan -j %s %s counts %r" % (jobs, lexicon, counts))
+            check(sorted(l for l in err.splitlines()
+                         if l.startswith("imatch: cannot read")) == named,
+                  "scan -j %s %s -v names: %s" % (jobs, lexicon, err))
+        check(got["1"] == got["2"], "-j 1 and -j 2 count alike: %r" % got)
 
 
 def case_dupes_documents_only(tmp):
@@ -431,6 +471,7 @@ CASES = {
     "huge_word_lists": case_huge_word_lists,
     "verbose_names_failures": case_verbose_names_failures,
     "verbose_names_unreadable": case_verbose_names_unreadable,
+    "unsearchable_counts": case_unsearchable_counts,
 }
 
 

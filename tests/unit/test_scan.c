@@ -1286,6 +1286,200 @@ START_TEST(test_scan_first_cancel_and_refusal)
 }
 END_TEST
 
+/* ---- An entry changed between readdir and open ------------------------------ */
+
+/*
+ * What becomes of d/b.txt after the walk read d's names and before it stats
+ * or opens b.txt: the walk reports d/.imatchignore (a directory, so
+ * unreadable) between the two, and the hook changes b.txt then.
+ */
+enum swap { SWAP_NONE, SWAP_GONE, SWAP_FIFO, SWAP_DIR, SWAP_SYMLINK };
+
+struct swap_run {
+	struct results r;
+	enum swap swap;
+	bool armed;
+	char unreadable[8][64];
+	int nunreadable;
+};
+
+/* put() with a fixed mtime: each run remakes the file, and its result is
+ * compared with the last run's. */
+static void put_dated(const char *rel, const char *text)
+{
+	struct timespec t[2] = {{1000000000, 0}, {1000000000, 0}};
+
+	put(rel, text);
+	ck_assert_int_eq(utimensat(rootfd, rel, t, 0), 0);
+}
+
+static void swap_hook(const char *path, int err, void *arg)
+{
+	struct swap_run *sr = arg;
+	char p[4096];
+
+	(void)err;
+	if (sr->nunreadable < 8)
+		snprintf(sr->unreadable[sr->nunreadable++], 64, "%s", path);
+	if (!sr->armed || strcmp(path, "d/.imatchignore"))
+		return;
+	sr->armed = false;
+	snprintf(p, sizeof(p), "%s/d/b.txt", root);
+	if (sr->swap != SWAP_NONE)
+		ck_assert_int_eq(unlink(p), 0);
+	switch (sr->swap) {
+	case SWAP_NONE:
+	case SWAP_GONE:
+		break;
+	case SWAP_FIFO:
+		ck_assert_int_eq(mkfifo(p, 0600), 0);
+		break;
+	case SWAP_DIR:
+		mkpath("d/b.txt");
+		put_dated("d/b.txt/inner.txt",
+			  "inner words of a file in a new dir");
+		break;
+	case SWAP_SYMLINK:
+		ck_assert_int_eq(symlink("a.txt", p), 0);
+		break;
+	}
+}
+
+static void swap_result(const char *path, const struct stat *st,
+			const struct im_doc_sigs *d, void *arg)
+{
+	on_result(path, st, d, &((struct swap_run *)arg)->r);
+}
+
+static bool want_all(const char *path, const struct stat *st, void *arg)
+{
+	(void)path;
+	(void)arg;
+	ck_assert_msg(S_ISREG(st->st_mode), "want() gets a regular file's stat");
+	return true;
+}
+
+/* d/b.txt a regular file again, whatever the last run made of it. */
+static void swap_reset(void)
+{
+	rm_rf(rootfd, "d/b.txt");
+	put_dated("d/b.txt", "bravo words of the file the walk reads");
+}
+
+/* One -j 1 scan of the swap tree: a first scan, or a sign scan with @p lex;
+ * with @p want, the walk stats each file before handing it on. */
+static void swap_scan(struct swap_run *sr, enum swap swap, bool first,
+		      const struct im_lexicon *lex, bool want,
+		      struct im_scan_counts *c)
+{
+	struct im_scan_ops ops = {.result = swap_result,
+				  .unreadable = swap_hook,
+				  .want = want ? want_all : NULL,
+				  .arg = sr,
+				  .spill_dir = "/tmp"};
+	struct im_lexicon *built = NULL;
+	struct im_params p;
+
+	im_params_init(&p);
+	swap_reset();
+	memset(sr, 0, sizeof(*sr));
+	memset(c, 0, sizeof(*c));
+	sr->swap = swap;
+	sr->armed = true;
+	if (first)
+		ck_assert_int_eq(im_scan_first(rootfd, &p, 1, &ops, &built, c),
+				 0);
+	else
+		ck_assert_int_eq(im_scan_sign(rootfd, lex, &p, 1, &ops, c), 0);
+	ck_assert_msg(!sr->armed, "the hook ran");
+	im_lexicon_free(built);
+	qsort(sr->r.v, sr->r.n, sizeof(*sr->r.v), cmp_result);
+}
+
+/*
+ * A scan that reads each file as the walk finds it need not stat it first,
+ * but counts and delivers exactly what a walk that stats does (want() makes
+ * one), whatever the file became: gone (an error, no file), a fifo or a
+ * symlink (other, never opened: a fifo open would block), a directory
+ * (walked).
+ */
+START_TEST(test_scan_entry_swapped_before_open)
+{
+	static const struct {
+		enum swap swap;
+		uint64_t files, dirs, other, errors, errors_read;
+	} want[] = {
+		/* errors: the hook's .imatchignore, and b.txt gone. */
+		{SWAP_NONE, 18, 4, 0, 1, 0},  {SWAP_GONE, 17, 4, 0, 2, 0},
+		{SWAP_FIFO, 17, 4, 1, 1, 0},  {SWAP_DIR, 18, 5, 0, 1, 0},
+		{SWAP_SYMLINK, 17, 4, 1, 1, 0},
+	};
+	struct im_scan_counts c_ref, c;
+	struct im_lexicon *lex = NULL;
+	struct im_df *df = NULL;
+	struct swap_run ref, got;
+	struct im_params p;
+
+	im_params_init(&p);
+	make_corpus(12);
+	mkpath("d");
+	mkpath("d/.imatchignore");
+	put("d/a.txt", "alpha words of a text the walk reads first");
+	put("d/c.txt", "charlie words of a text the walk reads last");
+	swap_reset();
+	ck_assert_int_eq(im_scan_df(rootfd, &p, 1, NULL, &df, &c), 0);
+	ck_assert_int_eq(im_lexicon_build(df, p.nidf_lo, p.nidf_hi,
+					  p.secondary_cap, &lex),
+			 0);
+	im_df_free(df);
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+		for (int first = 0; first < 2; first++) {
+			swap_scan(&ref, want[i].swap, first, lex, true, &c_ref);
+			swap_scan(&got, want[i].swap, first, lex, false, &c);
+			ck_assert_msg(c.files == want[i].files &&
+					      c.dirs == want[i].dirs &&
+					      c.other == want[i].other &&
+					      c.errors == want[i].errors &&
+					      c.by_status[IM_DOC_ERROR] ==
+						      want[i].errors_read,
+				      "swap %d, first %d: files %llu dirs %llu "
+				      "other %llu errors %llu + %llu",
+				      want[i].swap, first,
+				      (unsigned long long)c.files,
+				      (unsigned long long)c.dirs,
+				      (unsigned long long)c.other,
+				      (unsigned long long)c.errors,
+				      (unsigned long long)
+					      c.by_status[IM_DOC_ERROR]);
+			ck_assert_msg(!memcmp(&c, &c_ref, sizeof(c)),
+				      "swap %d, first %d: the counts of a walk "
+				      "that stats",
+				      want[i].swap, first);
+			ck_assert_msg(got.nunreadable == ref.nunreadable,
+				      "swap %d, first %d: the same unreadable",
+				      want[i].swap, first);
+			for (int j = 0; j < got.nunreadable; j++)
+				ck_assert_str_eq(got.unreadable[j],
+						 ref.unreadable[j]);
+			ck_assert_uint_eq(got.r.n, ref.r.n);
+			for (size_t j = 0; j < ref.r.n; j++) {
+				ck_assert_str_eq(got.r.v[j].path,
+						 ref.r.v[j].path);
+				ck_assert_msg(same_result(&got.r.v[j].d,
+							  &ref.r.v[j].d),
+					      "swap %d, first %d, %s: the same "
+					      "result",
+					      want[i].swap, first,
+					      ref.r.v[j].path);
+			}
+			results_free(&got.r);
+			results_free(&ref.r);
+		}
+	}
+	im_lexicon_free(lex);
+}
+END_TEST
+
 static Suite *scan_suite(void)
 {
 	Suite *s = suite_create("scan");
@@ -1319,6 +1513,7 @@ static Suite *scan_suite(void)
 	tcase_add_test(tc, test_scan_first_without_lexicon);
 	tcase_add_test(tc, test_scan_first_unsigned_results);
 	tcase_add_test(tc, test_scan_first_cancel_and_refusal);
+	tcase_add_test(tc, test_scan_entry_swapped_before_open);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -83,11 +83,12 @@ static void dref_put(struct dref *d)
 /* ---- The walker --------------------------------------------------------- */
 
 /* What the walker does with each file, internally: the directory's fd comes
- * along so that scans can open the file relative to it; st is NULL for a file
- * handed on unstat'ed (file_unstat). */
+ * along so that scans can open the file relative to it; file() takes
+ * ownership of path (a scan queues it as it is: no copy per file); st is
+ * NULL for a file handed on unstat'ed (file_unstat). */
 struct walk_cbs {
 	int (*dir)(const char *path, const struct stat *st, void *arg);
-	int (*file)(struct dref *dir, const char *path, size_t name_off,
+	int (*file)(struct dref *dir, char *path, size_t name_off,
 		    const struct stat *st, void *arg);
 	void *arg;
 	dev_t skip_dev;
@@ -379,7 +380,6 @@ static int hand_on_unstat(struct walker *w, struct dref *dir, const char *path,
 	ret = cb->file(dir, fp, strlen(fp) - strlen(name), NULL, cb->arg);
 	if (ret == WALK_RESTAT)
 		w->counts->files--;
-	free(fp);
 	return ret;
 }
 
@@ -485,10 +485,8 @@ static int walk_enter(struct walker *w, int fd, char *path,
 			break;
 		}
 		c->files++;
-		if (cb->file)
-			ret = cb->file(dir, fp, strlen(fp) - strlen(name), &est,
-				       cb->arg);
-		free(fp);
+		ret = cb->file(dir, fp, strlen(fp) - strlen(name), &est,
+			       cb->arg);
 		if (ret)
 			break;
 	}
@@ -667,14 +665,16 @@ struct pub_walk {
 	const struct im_walk_ops *ops;
 };
 
-static int pub_file(struct dref *dir, const char *path, size_t name_off,
+static int pub_file(struct dref *dir, char *path, size_t name_off,
 		    const struct stat *st, void *arg)
 {
 	const struct im_walk_ops *ops = ((struct pub_walk *)arg)->ops;
+	int ret = ops->file ? ops->file(path, st, ops->arg) : 0;
 
 	(void)dir;
 	(void)name_off;
-	return ops->file ? ops->file(path, st, ops->arg) : 0;
+	free(path);
+	return ret;
 }
 
 static int pub_dir(const char *path, const struct stat *st, void *arg)
@@ -785,14 +785,14 @@ static void scan_fail(struct scan *sc, int err)
 }
 
 /*
- * Walker side: queue a file, taking a reference on @p dir. The walking
- * thread is a worker too: alone, it reads each file as it finds it; with
- * helpers, it reads the oldest queued file whenever the queue is full
- * instead of waiting (a walker of its own would take its CPU from the
- * busy workers, and a lone worker fed by a walker slept and woke for each
- * small file).
+ * Walker side: queue a file, taking a reference on @p dir and ownership of
+ * @p path. The walking thread is a worker too: alone, it reads each file as
+ * it finds it; with helpers, it reads the oldest queued file whenever the
+ * queue is full instead of waiting (a walker of its own would take its CPU
+ * from the busy workers, and a lone worker fed by a walker slept and woke
+ * for each small file).
  */
-static int scan_push(struct dref *dir, const char *path, size_t name_off,
+static int scan_push(struct dref *dir, char *path, size_t name_off,
 		     const struct stat *st, void *arg)
 {
 	struct scan *sc = arg;
@@ -802,11 +802,12 @@ static int scan_push(struct dref *dir, const char *path, size_t name_off,
 
 	/* Only a scan without want() and helpers hands files on unstat'ed. */
 	assert(st || (!(sc->ops && sc->ops->want) && !sc->helpers));
-	if (sc->ops && sc->ops->want && !sc->ops->want(path, st, sc->ops->arg))
+	if (sc->ops && sc->ops->want &&
+	    !sc->ops->want(path, st, sc->ops->arg)) {
+		free(path);
 		return 0;
-	it.path = strdup(path);
-	if (!it.path)
-		return -ENOMEM;
+	}
+	it.path = path;
 	it.name_off = name_off;
 	it.unstat = !st;
 	if (st)

@@ -147,6 +147,19 @@ int im_open_beneath(int dirfd, const char *path, int flags, int *out)
 	ret = check_path(path, flags);
 	if (ret)
 		return ret;
+	/* One name (what the scans open, relative to the file's directory)
+	 * cannot lead out, and O_NOFOLLOW follows no symlink: a plain
+	 * openat() opens what openat2() would, 0.2 us sooner per file. A
+	 * failure is asked again below, for the errno the contract gives (a
+	 * symlink opened with O_DIRECTORY is ENOTDIR here, ELOOP there). */
+	if (*path && !strchr(path, '/')) {
+		int fd = openat(dirfd, path, flags | O_NOFOLLOW | O_CLOEXEC);
+
+		if (fd >= 0) {
+			*out = fd;
+			return 0;
+		}
+	}
 	if (have >= 0) {
 		ret = open_openat2(dirfd, path, flags, out);
 		/* ENOTDIR may mean a symlink opened with O_DIRECTORY: the

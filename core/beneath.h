@@ -10,8 +10,10 @@
  * symlink at all: openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
  * RESOLVE_NO_MAGICLINKS) where the kernel has it (Linux 5.6), else one
  * component at a time with openat(O_NOFOLLOW | O_DIRECTORY). Both give the
- * same answers for every path (the unit tests run both). A path longer than
- * PATH_MAX is walked too, so any depth can be reached.
+ * same answers for every path (the unit tests run both). A path of one name
+ * is first opened with a plain openat(O_NOFOLLOW), which cannot lead out
+ * either and costs less; only its failures take one of those ways. A path
+ * longer than PATH_MAX is walked too, so any depth can be reached.
  *
  * A path is relative, components separated by '/' (repeated slashes and "."
  * are ignored), and may not contain "..": imatchfs never makes such paths, so

@@ -172,19 +172,22 @@ def case_unsearchable_counts(tmp):
     cannot be stat'ed nor opened: each is an error and no file, whether
     one thread reads each file as the walk finds it or several read what
     it queues, in a first scan as with --lexicon; a file that can be
-    stat'ed but not read is a file and an error."""
+    stat'ed but not read is a file and an error; a fifo (never opened: it
+    would block) and a symlink are other."""
     root = os.path.join(tmp, "s")
     text = "several words of one text file, enough of them to count\n"
     write(root, {"a.txt": text, "b.txt": text,
                  "c.txt": "other words in a third text file, not a copy\n",
                  "noread.txt": text, "rnox/x.txt": text,
                  "rnox/y.txt": text, "rnox/sub/z.txt": text})
+    os.mkfifo(os.path.join(root, "fifo"))
+    os.symlink("a.txt", os.path.join(root, "link.txt"))
     lex = os.path.join(tmp, "lex")
     run("lexicon", "build", "-o", lex, root)
     os.chmod(tmp, 0o711)
     os.chmod(os.path.join(root, "noread.txt"), 0)
     os.chmod(os.path.join(root, "rnox"), 0o444)
-    want = {"files": 4, "errors": 4, "directories": 2, "other": 0,
+    want = {"files": 4, "errors": 4, "directories": 2, "other": 2,
             "hidden": 0, "documents": 3}
     named = ["imatch: cannot read noread.txt: Permission denied",
              "imatch: cannot read rnox/sub: Permission denied",

@@ -1263,13 +1263,15 @@ static int first_work(struct sign_worker *wk, struct item *it)
 }
 
 /* Deliver the results @p wk holds, serialized with the others, and free
- * their paths. */
-static void deliver_pending(struct sign_worker *wk)
+ * their paths: once their signatures are made (im_signer_flush()), else
+ * only the paths. @return 0 or the flush's error. */
+static int deliver_pending(struct sign_worker *wk)
 {
 	struct scan *sc = wk->sc;
+	int ret = im_signer_flush(wk->signer);
 
-	if (!wk->npend)
-		return;
+	if (!wk->npend || ret)
+		goto out;
 	pthread_mutex_lock(&sc->rlock);
 	for (unsigned i = 0; i < wk->npend; i++) {
 		struct pending *r = &wk->pend[i];
@@ -1280,9 +1282,11 @@ static void deliver_pending(struct sign_worker *wk)
 			sc->ops->result(r->path, &r->st, &r->d, sc->ops->arg);
 	}
 	pthread_mutex_unlock(&sc->rlock);
+out:
 	for (unsigned i = 0; i < wk->npend; i++)
 		free(wk->pend[i].path);
 	wk->npend = 0;
+	return ret;
 }
 
 /* One file @p owner kept: finish its result and queue it with @p wk's
@@ -1292,9 +1296,10 @@ static int sign_kept(struct sign_worker *wk, const struct sign_worker *owner,
 {
 	struct scan *sc = wk->sc;
 	const char *p = rec;
-	struct im_doc_sigs d;
+	/* Its signatures may come with the next ones' (deliver_pending()). */
+	struct pending *r = &wk->pend[wk->npend];
+	struct im_doc_sigs *d = &r->d;
 	struct kept k;
-	const char *path;
 	size_t m = 0;
 	int ret = 0;
 
@@ -1303,18 +1308,23 @@ static int sign_kept(struct sign_worker *wk, const struct sign_worker *owner,
 	memcpy(&k, p, sizeof(k));
 	if (len != sizeof(k) + k.path_len + (size_t)k.nids * sizeof(uint32_t))
 		return -EIO;
-	memset(&d, 0, sizeof(d));
-	d.status = k.status;
-	d.ncoords = (uint8_t)(sc->p->k + 1);
-	d.exact_valid = k.exact_valid;
-	d.format = k.format;
-	d.err = k.err;
-	d.unique_terms = k.unique_terms;
-	d.numbers = k.numbers;
-	memcpy(d.exact, k.exact, sizeof(d.exact));
-	d.sketch = k.sketch;
-	d.size = k.size;
-	d.mtime_ns = k.mtime_ns;
+	/* The path as a C string: copy it out of the record. */
+	r->path = strndup(p + sizeof(k), k.path_len);
+	if (!r->path)
+		return -ENOMEM;
+	r->st = k.st;
+	memset(d, 0, sizeof(*d));
+	d->status = k.status;
+	d->ncoords = (uint8_t)(sc->p->k + 1);
+	d->exact_valid = k.exact_valid;
+	d->format = k.format;
+	d->err = k.err;
+	d->unique_terms = k.unique_terms;
+	d->numbers = k.numbers;
+	memcpy(d->exact, k.exact, sizeof(d->exact));
+	d->sketch = k.sketch;
+	d->size = k.size;
+	d->mtime_ns = k.mtime_ns;
 	/* A text, to be signed; without a lexicon it stays unsigned. */
 	if (k.status == IM_DOC_REJECTED && sc->lex) {
 		const char *ids = p + sizeof(k) + k.path_len;
@@ -1323,7 +1333,7 @@ static int sign_kept(struct sign_worker *wk, const struct sign_worker *owner,
 
 		ret = ids_reserve(wk, k.nids);
 		if (ret)
-			return ret;
+			goto fail;
 		nums = wk->ids;
 		/* Read off the record (the ids follow the path, unaligned),
 		 * with no branch on whether the lexicon holds the term: a
@@ -1333,24 +1343,24 @@ static int sign_kept(struct sign_worker *wk, const struct sign_worker *owner,
 			uint32_t id, num;
 
 			memcpy(&id, ids + i * sizeof(id), sizeof(id));
-			if (id >= owner->nown)
-				return -EIO;
+			if (id >= owner->nown) {
+				ret = -EIO;
+				goto fail;
+			}
 			num = map[id];
 			nums[m] = num;
 			m += num != IM_LEX_NO_TERM;
 		}
-		ret = im_signer_sign_numbers(wk->signer, nums, m, &d);
+		ret = im_signer_sign_numbers_later(wk->signer, nums, m, d);
 		if (ret)
-			return ret;
+			goto fail;
 	}
-	/* The path as a C string: copy it out of the record. */
-	path = strndup(p + sizeof(k), k.path_len);
-	if (!path)
-		return -ENOMEM;
-	wk->pend[wk->npend++] = (struct pending){(char *)path, k.st, d};
-	if (wk->npend == DELIVER_BATCH)
-		deliver_pending(wk);
+	if (++wk->npend == DELIVER_BATCH)
+		return deliver_pending(wk);
 	return 0;
+fail:
+	free(r->path);
+	return ret;
 }
 
 /*
@@ -1467,7 +1477,7 @@ static void *first_sign_main(void *arg)
 	struct sign_worker *owner;
 	struct scan *sc = wk->sc;
 	size_t len;
-	int ret;
+	int ret, flushed;
 
 	if (sc->lex) {
 		share_masks(sc);
@@ -1488,8 +1498,8 @@ static void *first_sign_main(void *arg)
 			break;
 	}
 	/* What was signed is delivered, even when the step stops early. */
-	deliver_pending(wk);
-	wk->ret = ret;
+	flushed = deliver_pending(wk);
+	wk->ret = ret ? ret : flushed;
 	return NULL;
 }
 

@@ -94,6 +94,26 @@ struct memo {
 /* Numbers of a document memo_hash() reads. */
 #define MEMO_HASHED 16
 
+/*
+ * Coordinates im_signer_sign_numbers_later() hashes at once, at most: a
+ * document has K + 1 of them, the hasher eight lanes (sha1.h), and alone
+ * one document left three idle from the start and its coordinate 0, about
+ * three times the others, ran on by itself at the end.
+ */
+#define LATER_MSGS 48
+/* Bytes of coordinates that wait, at most (more for one larger document). */
+#define LATER_BYTES ((size_t)192 << 10)
+
+/* A document whose coordinates wait to be hashed, and what the memo is to
+ * keep of it then; or a copy of one that waits, which takes its result. */
+struct later {
+	struct im_doc_sigs *out;
+	const struct im_doc_sigs *from; /* the copied one's out, or NULL */
+	uint64_t hash;			/* memo_hash() */
+	size_t nums;			/* offset of its numbers in lnums */
+	size_t n;
+};
+
 /* MEMO_SLOTS results, once the first is kept; shared ones under lock. */
 struct im_sig_memo {
 	struct memo *slots;
@@ -152,6 +172,20 @@ struct im_signer {
 	size_t hkcap, hk_stride;
 	size_t hk_len[IM_MAX_COORDS];
 	bool hk_filled;
+	/* The buffers of the document being signed: hk and hb, or its part of
+	 * lat, its coordinates then waiting there to be hashed. */
+	unsigned char *hkd, *hbd;
+	/* im_signer_sign_numbers_later(): documents whose coordinates wait
+	 * in lat, to be hashed with the next ones' (im_signer_flush()). */
+	bool later;
+	unsigned char *lat;
+	size_t latcap, latlen;
+	struct im_sha1_msg lmsg[LATER_MSGS];
+	size_t nlmsg;
+	struct later *ldoc; /* LATER_MSGS */
+	size_t nldoc;
+	uint32_t *lnums; /* their numbers, for the memo */
+	size_t lnumscap, lnumslen;
 	char *pb; /* the bytes of P's terms, in P's order, unless hk_filled */
 	size_t pbcap;
 	const char **setv; /* for im_signer_last_set() */
@@ -328,6 +362,9 @@ void im_signer_free(struct im_signer *s)
 	cand_arrays_free(s);
 	free(s->hb);
 	free(s->hk);
+	free(s->lat);
+	free(s->ldoc);
+	free(s->lnums);
 	free(s->pb);
 	free(s->setv);
 	im_table_free(s->nt, s->nnt * sizeof(*s->nt));
@@ -670,7 +707,7 @@ static void fill_terms(struct im_signer *s, size_t npk, unsigned ncoords)
 	size_t stride = s->hk_stride, end[IM_MAX_COORDS] = {0};
 	uint32_t all =
 		ncoords == 32 ? UINT32_MAX : (UINT32_C(1) << ncoords) - 1;
-	unsigned char *hk = s->hk;
+	unsigned char *hk = s->hkd;
 
 	/* end[k]: where coordinate k's next term goes, from hk */
 	for (unsigned k = 0; k < ncoords; k++) {
@@ -724,7 +761,7 @@ fill_fixed(struct im_signer *s, size_t npk, const unsigned nc)
 {
 	const unsigned nv = (nc + 3) / 4;
 	uint32_t stride = (uint32_t)s->hk_stride;
-	unsigned char *hk = s->hk;
+	unsigned char *hk = s->hkd;
 	v4u end[FILL_FIXED_MAX / 4], bit[FILL_FIXED_MAX / 4];
 
 	for (unsigned k = 0; k < 4 * nv; k++) {
@@ -802,6 +839,8 @@ static void copy_p(struct im_signer *s, size_t npk)
 	}
 }
 
+static int later_room(struct im_signer *s, size_t need, unsigned ncoords);
+
 /* P sorted by term number, which is byte order; Q waits for sort_q(). */
 static int collect_end(struct im_signer *s, struct collecting c,
 		       size_t n_unique)
@@ -815,9 +854,28 @@ static int collect_end(struct im_signer *s, struct collecting c,
 	 * coordinate (coord_hash()): a signer keeps its buffers, and K + 1
 	 * copies of the largest document's terms would stay with it. */
 	s->hk_filled = ncoords * stride <= HK_MAX;
-	if (s->hk_filled) {
-		if (grow((void **)&s->hk, &s->hkcap, ncoords * stride, 1) < 0)
+	if (s->hk_filled && s->later) {
+		/* Room in lat for hk and hb, after the documents waiting. */
+		int r = later_room(s, (ncoords + 1) * stride, ncoords);
+
+		if (r < 0)
+			return r;
+		s->hkd = s->lat + s->latlen;
+		s->hbd = s->hkd + ncoords * stride;
+		s->latlen += (ncoords + 1) * stride;
+	} else {
+		/* One buffer holds any S of this document. */
+		if (grow((void **)&s->hb, &s->hbcap, stride, 1) < 0)
 			return -ENOMEM;
+		s->hbd = (unsigned char *)s->hb;
+	}
+	if (s->hk_filled) {
+		if (!s->later) {
+			if (grow((void **)&s->hk, &s->hkcap, ncoords * stride,
+				 1) < 0)
+				return -ENOMEM;
+			s->hkd = s->hk;
+		}
 		s->hk_stride = stride;
 		fill_coords(s, c.npk);
 	} else {
@@ -829,9 +887,6 @@ static int collect_end(struct im_signer *s, struct collecting c,
 	s->nqc = c.nqk; /* qc[] is filled by sort_q(), if some coordinate
 			    needs it */
 	s->q_sorted = 0;
-	/* One buffer holds any S of this document. */
-	if (grow((void **)&s->hb, &s->hbcap, stride, 1) < 0)
-		return -ENOMEM;
 	s->last_n = n_unique;
 	s->have_last = 1;
 	return 0;
@@ -1096,16 +1151,16 @@ static inline size_t put(unsigned char *hb, size_t len, const struct cand *t,
 static void coord_bytes(struct im_signer *s, unsigned k, const struct coord *c,
 			struct im_sha1_msg *m)
 {
-	unsigned char *hb = s->hb;
+	unsigned char *hb = s->hbd;
 	size_t len = 1;
 
 	if (!c->secondary && s->hk_filled) {
-		m->data = s->hk + k * s->hk_stride;
+		m->data = s->hkd + k * s->hk_stride;
 		m->len = s->hk_len[k];
 		return;
 	}
 	if (s->hk_filled && k)
-		hb = s->hk + k * s->hk_stride;
+		hb = s->hkd + k * s->hk_stride;
 	hb[0] = (unsigned char)k;
 	if (!c->secondary) {
 		for (size_t i = 0; i < s->npc; i++)
@@ -1193,9 +1248,15 @@ static int sign_coords(struct im_signer *s, size_t n, struct im_doc_sigs *out,
 		}
 		out->valid |= UINT32_C(1) << k;
 	}
-	r = im_sha1_many(s->sha, msg, nmsg);
-	if (r < 0)
-		return r;
+	if (s->hk_filled && s->later) {
+		/* collect_end() made room (later_room()). */
+		memcpy(s->lmsg + s->nlmsg, msg, nmsg * sizeof(*msg));
+		s->nlmsg += nmsg;
+	} else {
+		r = im_sha1_many(s->sha, msg, nmsg);
+		if (r < 0)
+			return r;
+	}
 	if (out->valid)
 		out->status = IM_DOC_SIGNED;
 	return 0;
@@ -1329,12 +1390,132 @@ static void memo_keep(struct im_sig_memo *m, uint64_t h, const uint32_t *nums,
 	e->used = true;
 }
 
-int im_signer_sign_numbers(struct im_signer *s, const uint32_t *nums, size_t n,
-			   struct im_doc_sigs *out)
+/*
+ * Make room in lat for @p need more bytes and the @p ncoords coordinates
+ * of one more document, hashing those that wait first if need be.
+ */
+static int later_room(struct im_signer *s, size_t need, unsigned ncoords)
+{
+	int r;
+
+	if (s->latlen + need > s->latcap || s->nlmsg + ncoords > LATER_MSGS ||
+	    s->nldoc == LATER_MSGS) {
+		r = im_signer_flush(s);
+		if (r < 0)
+			return r;
+	}
+	if (!s->ldoc) {
+		s->ldoc = malloc(LATER_MSGS * sizeof(*s->ldoc));
+		if (!s->ldoc)
+			return -ENOMEM;
+	}
+	if (need > s->latcap) {
+		/* Nothing waits: the old bytes need not move. */
+		size_t cap = need > LATER_BYTES ? need : LATER_BYTES;
+
+		free(s->lat);
+		s->latcap = 0;
+		s->lat = malloc(cap);
+		if (!s->lat)
+			return -ENOMEM;
+		s->latcap = cap;
+	}
+	return 0;
+}
+
+int im_signer_flush(struct im_signer *s)
+{
+	struct im_sha1_msg *v = s->lmsg;
+	int r = 0;
+
+	/* Longest first: the lanes end together (sha1.h). */
+	for (size_t i = 1; i < s->nlmsg; i++) {
+		struct im_sha1_msg x = v[i];
+		size_t j = i;
+
+		for (; j > 0 && v[j - 1].len < x.len; j--)
+			v[j] = v[j - 1];
+		v[j] = x;
+	}
+	if (s->nlmsg)
+		r = im_sha1_many(s->sha, v, s->nlmsg);
+	for (size_t i = 0; !r && i < s->nldoc; i++) {
+		const struct later *l = &s->ldoc[i];
+
+		if (l->from)
+			memcpy(l->out->sig, l->from->sig, sizeof(l->out->sig));
+		else if (memo_lock(s->memo)) {
+			memo_keep(s->memo, l->hash, s->lnums + l->nums, l->n,
+				  l->out);
+			memo_unlock(s->memo);
+		}
+	}
+	s->nlmsg = 0;
+	s->nldoc = 0;
+	s->latlen = 0;
+	s->lnumslen = 0;
+	return r;
+}
+
+/* Keep what the memo is to keep of @p out, signed from @p nums, when its
+ * signatures are made: now, or once they are (im_signer_flush()). */
+static int memo_later(struct im_signer *s, uint64_t h, const uint32_t *nums,
+		      size_t n, struct im_doc_sigs *out, size_t nmsg)
+{
+	struct later *l;
+
+	if (nmsg == s->nlmsg) {
+		/* Hashed at once, or nothing to hash. */
+		if (memo_lock(s->memo)) {
+			memo_keep(s->memo, h, nums, n, out);
+			memo_unlock(s->memo);
+		}
+		return 0;
+	}
+	if (grow((void **)&s->lnums, &s->lnumscap, s->lnumslen + n,
+		 sizeof(*nums)) < 0)
+		return -ENOMEM;
+	l = &s->ldoc[s->nldoc++];
+	*l = (struct later){out, NULL, h, s->lnumslen, n};
+	memcpy(s->lnums + s->lnumslen, nums, n * sizeof(*nums));
+	s->lnumslen += n;
+	return 0;
+}
+
+/*
+ * Whether a document that waits has the numbers @p nums, hashed to @p h,
+ * and |U| of @p out: then @p out takes its result, its sig[] with the
+ * flush. The memo keeps a result once it is made; exact copies of a file
+ * (the same licence in every package) often come closer together.
+ */
+static bool copy_waiting(struct im_signer *s, uint64_t h, const uint32_t *nums,
+			 size_t n, struct im_doc_sigs *out)
+{
+	for (size_t i = 0; i < s->nldoc; i++) {
+		const struct later *l = &s->ldoc[i];
+
+		if (l->from || l->hash != h || l->n != n ||
+		    l->out->unique_terms != out->unique_terms ||
+		    memcmp(s->lnums + l->nums, nums, n * sizeof(*nums)))
+			continue;
+		if (s->nldoc == LATER_MSGS)
+			return false;
+		out->status = l->out->status;
+		out->valid = l->out->valid;
+		memset(out->sig, 0, sizeof(out->sig));
+		s->ldoc[s->nldoc++] = (struct later){out, l->out, h, 0, n};
+		return true;
+	}
+	return false;
+}
+
+static int sign_numbers(struct im_signer *s, const uint32_t *nums, size_t n,
+			struct im_doc_sigs *out, bool later)
 {
 	/* No term of the lexicon: rejected at once, nothing to save. */
 	bool memo = n && n <= MEMO_BYTES / sizeof(*nums);
 	uint64_t h = 0;
+	size_t nmsg;
 	int r;
 
 	if (!s->lex)
@@ -1348,32 +1529,47 @@ int im_signer_sign_numbers(struct im_signer *s, const uint32_t *nums, size_t n,
 					  out->unique_terms, out);
 			memo_unlock(s->memo);
 		}
-		if (found) {
+		if (found || (later && copy_waiting(s, h, nums, n, out))) {
 			s->have_last = 0;
 			return 0;
 		}
 	}
+	s->later = later;
 	r = collect_numbers(s, nums, n, out->unique_terms);
+	/* After a flush in collect_end(), if any: what this one adds. */
+	nmsg = s->nlmsg;
+	if (r >= 0)
+		r = sign_coords(s, out->unique_terms, out, NULL);
+	s->later = false;
 	if (r < 0)
 		return r;
-	r = sign_coords(s, out->unique_terms, out, NULL);
-	if (r < 0)
-		return r;
-	if (memo && memo_lock(s->memo)) {
-		memo_keep(s->memo, h, nums, n, out);
-		memo_unlock(s->memo);
-	}
-	return 0;
+	return memo ? memo_later(s, h, nums, n, out, nmsg) : 0;
+}
+
+int im_signer_sign_numbers(struct im_signer *s, const uint32_t *nums, size_t n,
+			   struct im_doc_sigs *out)
+{
+	return sign_numbers(s, nums, n, out, false);
+}
+
+int im_signer_sign_numbers_later(struct im_signer *s, const uint32_t *nums,
+				 size_t n, struct im_doc_sigs *out)
+{
+	return sign_numbers(s, nums, n, out, true);
 }
 
 void im_signer_share_memo(struct im_signer *s, struct im_sig_memo *m)
 {
+	/* What waits is kept where it was signed for. */
+	im_signer_flush(s);
 	s->memo = m ? m : &s->own;
 }
 
 void im_signer_set_lexicon(struct im_signer *s, const struct im_lexicon *lex,
 			   const uint32_t *masks)
 {
+	/* Results of the old lexicon, kept in the memo it forgets. */
+	im_signer_flush(s);
 	s->lex = lex;
 	s->masks = masks;
 	s->have_last = 0;

@@ -331,6 +331,31 @@ int im_signer_prepare_at(struct im_signer *s, int dirfd, const char *name,
 int im_signer_sign_numbers(struct im_signer *s, const uint32_t *nums, size_t n,
 			   struct im_doc_sigs *out);
 
+/**
+ * im_signer_sign_numbers(), except that sig[] of @p out may be written only
+ * by the next im_signer_flush(), with the signatures of other documents:
+ * a document has K + 1 coordinates to hash, fewer than the lanes of the
+ * hasher (sha1.h), which hashes several documents' better together (alone,
+ * one document left three lanes idle and its coordinate 0, about three
+ * times the others, to run on by itself). status and valid are set at
+ * once. @p out must stay valid, and be left alone, until the flush.
+ *
+ * @return as im_signer_sign_numbers().
+ */
+int im_signer_sign_numbers_later(struct im_signer *s, const uint32_t *nums,
+				 size_t n, struct im_doc_sigs *out);
+
+/**
+ * Write the signatures that im_signer_sign_numbers_later() left, and
+ * remember those results (the memo: a copy of a document that waits takes
+ * its result too). im_signer_set_lexicon() and
+ * im_signer_share_memo() flush first; im_signer_free() drops what waits.
+ *
+ * @return 0, or -ENOMEM when OpenSSL failed: what waited is then dropped,
+ *         its sig[] not written.
+ */
+int im_signer_flush(struct im_signer *s);
+
 /** Results of im_signer_sign_numbers() that signers share. */
 struct im_sig_memo;
 

@@ -1052,6 +1052,81 @@ START_TEST(test_sig_numbers_memo)
 }
 END_TEST
 
+/*
+ * im_signer_sign_numbers_later() then im_signer_flush(): every document as
+ * a fresh signer signs it, over more documents than wait at once, with
+ * exact copies next to each other (which take the result of the one that
+ * waits), a copy of another |U|, and documents with no term.
+ */
+START_TEST(test_sig_numbers_later)
+{
+	enum { DOCS = 40, MAXN = 120 };
+	struct im_lexicon *lex = make_lexicon(200, 40, NULL, NULL);
+	static uint32_t nums[DOCS][MAXN];
+	struct im_doc_sigs out[DOCS], ref, again;
+	size_t n[DOCS], nprimary[DOCS] = {0};
+	uint32_t unique[DOCS];
+	unsigned signed_docs = 0, took_b = 0;
+	struct im_params p;
+	struct im_signer *s;
+	uint64_t x = 42;
+
+	test_params(&p);
+	s = signer(NULL, &p);
+	im_signer_set_lexicon(s, lex, NULL);
+	for (unsigned d = 0; d < DOCS; d++) {
+		bool copy = d % 5 == 3 || d % 5 == 4;
+
+		n[d] = 0;
+		unique[d] = copy ? unique[d - 1] : 0;
+		if (copy) {
+			/* An exact copy of the one before; the second one
+			 * of another |U| (another document). */
+			memcpy(nums[d], nums[d - 1], sizeof(nums[d]));
+			n[d] = n[d - 1];
+			if (d % 5 == 4)
+				unique[d] = unique[d - 1] + 90;
+		} else if (d % 11 != 7) {
+			/* Distinct numbers of the 240, in a mixed order. */
+			for (uint32_t t = 0; t < 240 && n[d] < MAXN; t++) {
+				x = x * 6364136223846793005u + 1442695040888963407u;
+				if ((x >> 60) < 6)
+					nums[d][n[d]++] = (t * 97) % 240;
+			}
+		}
+		for (size_t i = 0; i < n[d]; i++)
+			nprimary[d] += nums[d][i] < im_lexicon_primary_size(lex);
+		/* Two in three with one term of L too few for min_ratio
+		 * 0.25 (the test's): S then takes a term of B, in every
+		 * coordinate. */
+		if (!copy)
+			unique[d] = (uint32_t)(d % 3 ? 4 * nprimary[d] + 4
+						     : n[d] + (x >> 58));
+		memset(&out[d], 0, sizeof(out[d]));
+		out[d].unique_terms = unique[d];
+		ck_assert_int_eq(im_signer_sign_numbers_later(s, nums[d], n[d],
+							      &out[d]),
+				 0);
+	}
+	ck_assert_int_eq(im_signer_flush(s), 0);
+	for (unsigned d = 0; d < DOCS; d++) {
+		sign_fresh(lex, &p, nums[d], n[d], unique[d], &ref);
+		ck_assert_msg(same_sigs(&out[d], &ref),
+			      "document %u signed as a fresh signer does", d);
+		signed_docs += ref.status == IM_DOC_SIGNED;
+		/* Coordinate 0 short of min_ratio 0.25 with L alone. */
+		took_b += ref.valid & 1 && 4 * nprimary[d] < unique[d];
+	}
+	ck_assert_msg(signed_docs > DOCS / 2, "most documents are signed");
+	ck_assert_msg(took_b > DOCS / 4, "S took terms of B");
+	/* What was flushed is remembered, right. */
+	sign_check(s, lex, &p, nums[DOCS - 2], n[DOCS - 2], unique[DOCS - 2],
+		   "a document signed before", &again);
+	im_signer_free(s);
+	im_lexicon_free(lex);
+}
+END_TEST
+
 /* Signers sharing a memo find each other's results: shown by one whose
  * lexicon differs (which sharing forbids) getting the other's. */
 START_TEST(test_sig_numbers_shared_memo)
@@ -1755,6 +1830,7 @@ static Suite *sig_suite(void)
 	tcase_add_test(tc, test_sig_coordinate0_is_imatch);
 	tcase_add_test(tc, test_sig_numbers_equal_terms);
 	tcase_add_test(tc, test_sig_numbers_memo);
+	tcase_add_test(tc, test_sig_numbers_later);
 	tcase_add_test(tc, test_sig_numbers_shared_memo);
 	tcase_add_test(tc, test_sig_numbers_shared_memo_threads);
 	tcase_add_test(tc, test_sig_membership_fraction);

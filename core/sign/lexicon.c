@@ -56,8 +56,14 @@
 
 #define NIDF_EPS 1e-12
 
-/* How many terms ahead im_df_add_ids() prefetches a term's slot. */
-#define DF_PREFETCH 8
+/*
+ * How many terms ahead im_df_add_ids() prefetches a term's slot. The
+ * slots of a collection's df pass a core's L2 (2 MB for the 39,000 terms
+ * of the kernel docs, on a machine of 1 MB a core): 8 ahead, two thirds of
+ * its time went to waiting for the slot's line all the same; 32 ahead, and
+ * a document's first 32 before the loop, it took a quarter less.
+ */
+#define DF_PREFETCH 32
 
 /* The longest term a lexicon holds (words from text.c are far shorter). */
 #define LEX_TERM_MAX 65536
@@ -379,6 +385,9 @@ int im_df_add_ids(struct im_df *df, const struct im_terms *u, uint32_t *ids)
 {
 	if (df->docs >= UINT32_MAX)
 		return -EOVERFLOW;
+	for (size_t i = 0; i < u->n && i < DF_PREFETCH && df->nslots; i++)
+		__builtin_prefetch(
+			&df->slots[df_tag(u->v[i].hash) & (df->nslots - 1)]);
 	for (size_t i = 0; i < u->n; i++) {
 		const struct im_term *t = &u->v[i];
 		uint32_t id;

@@ -58,6 +58,8 @@ XXH128_hash_t XXH3_128bits_dispatch(const void *input, size_t len);
 
 /* How many terms ahead collect() prefetches lexicon slots. */
 #define PREFETCH 8
+/* How many numbers ahead collect_numbers() prefetches a term's entry. */
+#define NT_PREFETCH 32
 
 /* Files read into a buffer larger than this do not keep it afterwards. */
 #define BUF_KEEP (4u << 20)
@@ -957,13 +959,16 @@ static int collect_numbers(struct im_signer *s, const uint32_t *nums, size_t n,
 	if (numterms_make(s) < 0 || collect_begin(s, n) < 0)
 		return -ENOMEM;
 	collecting_init(s, &c);
+	for (size_t i = 0; i < n && i < NT_PREFETCH; i++)
+		if (nums[i] < s->nnt)
+			__builtin_prefetch(&s->nt[nums[i]]);
 	for (size_t i = 0; i < n; i++) {
 		const struct cand *t;
 		int primary = nums[i] < nprimary;
 
 		/* Each term's entry is where the work waits: fetch ahead. */
-		if (i + PREFETCH < n && nums[i + PREFETCH] < s->nnt)
-			__builtin_prefetch(&s->nt[nums[i + PREFETCH]]);
+		if (i + NT_PREFETCH < n && nums[i + NT_PREFETCH] < s->nnt)
+			__builtin_prefetch(&s->nt[nums[i + NT_PREFETCH]]);
 		if (nums[i] >= s->nnt)
 			return -EINVAL;
 		t = &s->nt[nums[i]];

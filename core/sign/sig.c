@@ -1515,20 +1515,23 @@ static bool copy_waiting(struct im_signer *s, uint64_t h, const uint32_t *nums,
 }
 
 static int sign_numbers(struct im_signer *s, const uint32_t *nums, size_t n,
-			struct im_doc_sigs *out, bool later)
+			struct im_doc_sigs *out, bool later, unsigned use)
 {
 	/* No term of the lexicon: rejected at once, nothing to save. */
 	bool memo = n && n <= MEMO_BYTES / sizeof(*nums);
+	bool find = memo && (use & IM_MEMO_FIND);
+	bool keep = memo && (use & IM_MEMO_KEEP);
 	uint64_t h = 0;
 	size_t nmsg;
 	int r;
 
 	if (!s->lex)
 		return -EINVAL;
-	if (memo) {
+	if (find || keep)
+		h = memo_hash(nums, n, out->unique_terms);
+	if (find) {
 		bool found = false;
 
-		h = memo_hash(nums, n, out->unique_terms);
 		if (memo_lock(s->memo)) {
 			found = memo_find(s->memo, h, nums, n,
 					  out->unique_terms, out);
@@ -1548,19 +1551,21 @@ static int sign_numbers(struct im_signer *s, const uint32_t *nums, size_t n,
 	s->later = false;
 	if (r < 0)
 		return r;
-	return memo ? memo_later(s, h, nums, n, out, nmsg) : 0;
+	return keep ? memo_later(s, h, nums, n, out, nmsg) : 0;
 }
 
 int im_signer_sign_numbers(struct im_signer *s, const uint32_t *nums, size_t n,
 			   struct im_doc_sigs *out)
 {
-	return sign_numbers(s, nums, n, out, false);
+	return sign_numbers(s, nums, n, out, false,
+			    IM_MEMO_FIND | IM_MEMO_KEEP);
 }
 
 int im_signer_sign_numbers_later(struct im_signer *s, const uint32_t *nums,
-				 size_t n, struct im_doc_sigs *out)
+				 size_t n, struct im_doc_sigs *out,
+				 unsigned memo)
 {
-	return sign_numbers(s, nums, n, out, true);
+	return sign_numbers(s, nums, n, out, true, memo);
 }
 
 void im_signer_share_memo(struct im_signer *s, struct im_sig_memo *m)

@@ -331,6 +331,15 @@ int im_signer_prepare_at(struct im_signer *s, int dirfd, const char *name,
 int im_signer_sign_numbers(struct im_signer *s, const uint32_t *nums, size_t n,
 			   struct im_doc_sigs *out);
 
+/** What im_signer_sign_numbers_later() asks of the memo, as bits. */
+enum {
+	/** Look for the result of an exact copy (the same numbers in the same
+	 *  order, the same |U|) signed before. */
+	IM_MEMO_FIND = 1,
+	/** Remember this result for the copies to come. */
+	IM_MEMO_KEEP = 2,
+};
+
 /**
  * im_signer_sign_numbers(), except that sig[] of @p out may be written only
  * by the next im_signer_flush(), with the signatures of other documents:
@@ -339,11 +348,16 @@ int im_signer_sign_numbers(struct im_signer *s, const uint32_t *nums, size_t n,
  * one document left three lanes idle and its coordinate 0, about three
  * times the others, to run on by itself). status and valid are set at
  * once. @p out must stay valid, and be left alone, until the flush.
+ * @p memo says what the memo is for: im_signer_sign_numbers() asks
+ * IM_MEMO_FIND | IM_MEMO_KEEP, and a caller that knows which documents are
+ * exact copies (and of which) spares the others the memo's work, a copy of
+ * their numbers. A result is the same either way.
  *
  * @return as im_signer_sign_numbers().
  */
 int im_signer_sign_numbers_later(struct im_signer *s, const uint32_t *nums,
-				 size_t n, struct im_doc_sigs *out);
+				 size_t n, struct im_doc_sigs *out,
+				 unsigned memo);
 
 /**
  * Write the signatures that im_signer_sign_numbers_later() left, and

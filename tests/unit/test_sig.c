@@ -1104,8 +1104,9 @@ START_TEST(test_sig_numbers_later)
 						     : n[d] + (x >> 58));
 		memset(&out[d], 0, sizeof(out[d]));
 		out[d].unique_terms = unique[d];
-		ck_assert_int_eq(im_signer_sign_numbers_later(s, nums[d], n[d],
-							      &out[d]),
+		ck_assert_int_eq(im_signer_sign_numbers_later(
+					 s, nums[d], n[d], &out[d],
+					 IM_MEMO_FIND | IM_MEMO_KEEP),
 				 0);
 	}
 	ck_assert_int_eq(im_signer_flush(s), 0);
@@ -1127,6 +1128,71 @@ START_TEST(test_sig_numbers_later)
 }
 END_TEST
 
+/* Signers @p a of @p lex and @p b of @p lex2 that share the memo @p m. */
+static void sharing_signers(const struct im_lexicon *lex,
+			    const struct im_lexicon *lex2,
+			    const struct im_params *p, struct im_sig_memo *m,
+			    struct im_signer **a, struct im_signer **b)
+{
+	*a = signer(NULL, p);
+	*b = signer(NULL, p);
+	im_signer_set_lexicon(*a, lex, NULL);
+	im_signer_set_lexicon(*b, lex2, NULL);
+	im_signer_share_memo(*a, m);
+	im_signer_share_memo(*b, m);
+}
+
+/* im_signer_sign_numbers_later() of 60 numbers @p x, |U| 80, asking @p use
+ * of the memo, and the flush. */
+static void sign_later(struct im_signer *s, const uint32_t *x, unsigned use,
+		       struct im_doc_sigs *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->unique_terms = 80;
+	ck_assert_int_eq(im_signer_sign_numbers_later(s, x, 60, out, use), 0);
+	ck_assert_int_eq(im_signer_flush(s), 0);
+}
+
+/*
+ * im_signer_sign_numbers_later() remembers a result only with IM_MEMO_KEEP
+ * and looks one up only with IM_MEMO_FIND: shown, as above, by signers of
+ * different lexicons sharing a memo, where a result found is the other's.
+ */
+START_TEST(test_sig_numbers_later_memo_use)
+{
+	struct im_lexicon *lex = make_lexicon(200, 40, NULL, NULL);
+	struct im_lexicon *lex2 = make_lexicon(200, 40, long_l, NULL);
+	struct im_doc_sigs da, db, own2;
+	struct im_sig_memo *m;
+	struct im_signer *a, *b;
+	struct im_params p;
+	uint32_t x[60];
+
+	test_params(&p);
+	for (uint32_t i = 0; i < 60; i++)
+		x[i] = (i * 7) % 60;
+	sign_fresh(lex2, &p, x, 60, 80, &own2);
+	ck_assert_int_eq(im_sig_memo_new(&m), 0);
+	sharing_signers(lex, lex2, &p, m, &a, &b);
+	sign_later(a, x, IM_MEMO_FIND, &da);
+	sign_later(b, x, IM_MEMO_FIND, &db);
+	ck_assert_msg(same_sigs(&db, &own2) && !same_sigs(&da, &db),
+		      "without IM_MEMO_KEEP, a's result is not remembered");
+	sign_later(a, x, IM_MEMO_KEEP, &da);
+	sign_later(b, x, 0, &db);
+	ck_assert_msg(same_sigs(&db, &own2),
+		      "without IM_MEMO_FIND, b does not look a's result up");
+	sign_later(b, x, IM_MEMO_FIND, &db);
+	ck_assert_msg(same_sigs(&db, &da),
+		      "with IM_MEMO_FIND, b finds what a kept");
+	im_signer_free(a);
+	im_signer_free(b);
+	im_sig_memo_free(m);
+	im_lexicon_free(lex);
+	im_lexicon_free(lex2);
+}
+END_TEST
+
 /* Signers sharing a memo find each other's results: shown by one whose
  * lexicon differs (which sharing forbids) getting the other's. */
 START_TEST(test_sig_numbers_shared_memo)
@@ -1143,12 +1209,7 @@ START_TEST(test_sig_numbers_shared_memo)
 	for (uint32_t i = 0; i < 60; i++)
 		x[i] = (i * 7) % 60;
 	ck_assert_int_eq(im_sig_memo_new(&m), 0);
-	a = signer(NULL, &p);
-	b = signer(NULL, &p);
-	im_signer_set_lexicon(a, lex, NULL);
-	im_signer_set_lexicon(b, lex2, NULL);
-	im_signer_share_memo(a, m);
-	im_signer_share_memo(b, m);
+	sharing_signers(lex, lex2, &p, m, &a, &b);
 	sign_check(a, lex, &p, x, 60, 80, "a", &da);
 	memset(&db, 0, sizeof(db));
 	db.unique_terms = 80;
@@ -1831,6 +1892,7 @@ static Suite *sig_suite(void)
 	tcase_add_test(tc, test_sig_numbers_equal_terms);
 	tcase_add_test(tc, test_sig_numbers_memo);
 	tcase_add_test(tc, test_sig_numbers_later);
+	tcase_add_test(tc, test_sig_numbers_later_memo_use);
 	tcase_add_test(tc, test_sig_numbers_shared_memo);
 	tcase_add_test(tc, test_sig_numbers_shared_memo_threads);
 	tcase_add_test(tc, test_sig_membership_fraction);

@@ -1426,14 +1426,15 @@ fail:
 }
 
 /*
- * The next record of @p from's spool, copied to wk->rec (the spool's own
- * copy lasts only until its next read, which another worker may make), and
- * in *index its place in that spool.
+ * The next record of @p from's spool in *out: copied to wk->rec (the
+ * spool's own copy lasts only until its next read, which another worker
+ * may make), unless @p wk is the only worker; and in *index its place in
+ * that spool.
  * @return 1 with a record, 0 when that spool is through, or an error of
  * im_spool_next().
  */
 static int take_from(struct sign_worker *wk, struct sign_worker *from,
-		     uint64_t *index, size_t *len)
+		     const void **out, uint64_t *index, size_t *len)
 {
 	const void *rec;
 	int ret = 0;
@@ -1441,6 +1442,12 @@ static int take_from(struct sign_worker *wk, struct sign_worker *from,
 	pthread_mutex_lock(&from->spool_lock);
 	if (!from->spool_empty)
 		ret = im_spool_next(from->spool, &rec, len);
+	/* Alone, a worker is the only one to read its spool next. */
+	if (ret == 1 && wk->sc->nworkers == 1) {
+		*out = rec;
+		*index = from->taken++;
+		goto out;
+	}
 	if (ret == 1 && *len > wk->reccap) {
 		void *v = realloc(wk->rec, *len);
 
@@ -1453,8 +1460,10 @@ static int take_from(struct sign_worker *wk, struct sign_worker *from,
 	}
 	if (ret == 1) {
 		memcpy(wk->rec, rec, *len);
+		*out = wk->rec;
 		*index = from->taken++;
 	}
+out:
 	if (ret == 0)
 		from->spool_empty = true;
 	pthread_mutex_unlock(&from->spool_lock);
@@ -1462,16 +1471,16 @@ static int take_from(struct sign_worker *wk, struct sign_worker *from,
 }
 
 /*
- * The next kept file @p wk signs, into wk->rec: its own first, then what
- * the others have not reached yet. Each worker kept the files it read, and
- * their signing costs differ by tens of milliseconds over a tree: taking
- * from the others ends the step when the last file is signed, not when the
- * slowest worker is through its own. *owner receives the worker whose ids
- * the record holds, *index its place in that worker's spool. @return as
- * take_from().
+ * The next kept file @p wk signs, in *rec as take_from(): its own first,
+ * then what the others have not reached yet. Each worker kept the files it
+ * read, and their signing costs differ by tens of milliseconds over a
+ * tree: taking from the others ends the step when the last file is signed,
+ * not when the slowest worker is through its own. *owner receives the
+ * worker whose ids the record holds, *index its place in that worker's
+ * spool. @return as take_from().
  */
 static int take_kept(struct sign_worker *wk, struct sign_worker **owner,
-		     uint64_t *index, size_t *len)
+		     const void **rec, uint64_t *index, size_t *len)
 {
 	struct scan *sc = wk->sc;
 	unsigned self = (unsigned)(wk - sc->workers);
@@ -1479,7 +1488,7 @@ static int take_kept(struct sign_worker *wk, struct sign_worker **owner,
 	for (unsigned i = 0; i < sc->nworkers; i++) {
 		struct sign_worker *from =
 			&sc->workers[(self + i) % sc->nworkers];
-		int ret = take_from(wk, from, index, len);
+		int ret = take_from(wk, from, rec, index, len);
 
 		if (ret) {
 			*owner = from;
@@ -1542,6 +1551,7 @@ static void *first_sign_main(void *arg)
 	struct sign_worker *wk = arg;
 	struct sign_worker *owner;
 	struct scan *sc = wk->sc;
+	const void *rec;
 	uint64_t index;
 	size_t len;
 	int ret, flushed;
@@ -1556,11 +1566,11 @@ static void *first_sign_main(void *arg)
 		wk->ret = -ENOMEM;
 		return NULL;
 	}
-	while ((ret = take_kept(wk, &owner, &index, &len)) == 1) {
+	while ((ret = take_kept(wk, &owner, &rec, &index, &len)) == 1) {
 		if (scan_stopping(sc))
 			ret = -ECANCELED;
 		else
-			ret = sign_kept(wk, owner, index, wk->rec, len);
+			ret = sign_kept(wk, owner, index, rec, len);
 		if (ret)
 			break;
 	}

@@ -1,19 +1,34 @@
 #!/usr/bin/env python3
-"""False links between short documents: pairs of files of 14-26 random
-words, one a copy of the other with one to three words replaced, added or
-dropped, so that the true cosine of their unique-term sets lies just below
-or at/above 0.9. Counts the links `imatch dupes --json` prints against the
-cosine computed from `imatch terms`, and the files `imatch dedupe --near`
-plans to remove although no link of theirs reaches 0.9.
+"""False links between short documents: pairs of files of random words
+(14-26 distinct words by default), one a copy of the other with some words
+replaced, added or dropped, so that the true cosine of their unique-term
+sets lies just below or at/above 0.9. Counts the links `imatch dupes
+--json` prints against the cosine computed from `imatch terms`, and the
+files `imatch dedupe --near` plans to remove although no link of theirs
+reaches 0.9.
 
-Usage: short_links.py IMATCH [PAIRS] [SEED]
+Usage: short_links.py [--min-terms N] [--max-terms N] [--changes HOW]
+                      IMATCH [PAIRS] [SEED]
+
+  --min-terms, --max-terms  the words of a pair's first file, drawn
+                            uniformly from [min, max] (default 14, 26)
+  --changes HOW             how many words to change: "LO-HI" draws the
+                            count from [LO, HI] (default 1-3, which only
+                            takes sets of up to about 30 terms under 0.9);
+                            "near" draws it from the count that first takes
+                            the cosine under 0.9 for that size and kind of
+                            change, one less, or one more, so that about
+                            half the pairs fall on each side at any size
+
+The last line is a summary for tables: "summary: min max pairs seed below
+above true false planned wrong".
 """
+import argparse
 import json
 import math
 import os
 import random
 import subprocess
-import sys
 import tempfile
 
 
@@ -30,16 +45,44 @@ def run(*args):
                           text=True).stdout
 
 
+def crossing(n, how):
+    """The fewest words changed by @how that take a set of @n words under
+    cosine 0.9."""
+    for r in range(1, n):
+        m = n + r if how == "add" else n - r if how == "drop" else n
+        common = n - r if how == "replace" else min(n, m)
+        if common / math.sqrt(n * m) < 0.9:
+            return r
+    return n - 1
+
+
 def main():
-    imatch = sys.argv[1]
-    pairs = int(sys.argv[2]) if len(sys.argv) > 2 else 3000
-    rng = random.Random(int(sys.argv[3]) if len(sys.argv) > 3 else 1)
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--min-terms", type=int, default=14)
+    ap.add_argument("--max-terms", type=int, default=26)
+    ap.add_argument("--changes", default="1-3")
+    ap.add_argument("imatch")
+    ap.add_argument("pairs", nargs="?", type=int, default=3000)
+    ap.add_argument("seed", nargs="?", type=int, default=1)
+    o = ap.parse_args()
+    if not 1 <= o.min_terms <= o.max_terms:
+        ap.error("need 1 <= --min-terms <= --max-terms")
+    near = o.changes == "near"
+    if not near:
+        try:
+            lo, hi = (int(x) for x in o.changes.split("-"))
+        except ValueError:
+            ap.error("--changes: LO-HI or near")
+    imatch, pairs = o.imatch, o.pairs
+    rng = random.Random(o.seed)
     vocab = words(rng, 60000)
     with tempfile.TemporaryDirectory() as tmp:
         root = os.path.join(tmp, "tree")
         os.mkdir(root)
         for p in range(pairs):
-            n = rng.randint(14, 26)
+            n = rng.randint(o.min_terms, o.max_terms)
             a = rng.sample(vocab, n)
             used = set(a)
 
@@ -52,13 +95,17 @@ def main():
 
             b = list(a)
             how = rng.choice(["replace", "replace", "add", "drop"])
-            r = rng.randint(1, 3)
+            if near:
+                c = crossing(n, how)
+                r = rng.randint(max(1, c - 1), min(c + 1, n - 1))
+            else:
+                r = rng.randint(lo, hi)
             for _ in range(r):
                 if how == "replace":
                     b[rng.randrange(len(b))] = fresh()
                 elif how == "add":
                     b.insert(rng.randrange(len(b) + 1), fresh())
-                else:
+                elif len(b) > 1:
                     del b[rng.randrange(len(b))]
             rng.shuffle(b)
             for name, w in (("a", a), ("b", b)):
@@ -106,6 +153,9 @@ def main():
         wrong = [r for r in removed if os.path.basename(r) not in ok]
         print("dedupe --near: %d planned, %d with no link >= 0.9"
               % (len(removed), len(wrong)))
+        print("summary: %d %d %d %d %d %d %d %d %d %d"
+              % (o.min_terms, o.max_terms, pairs, o.seed, below, above,
+                 found, len(false), len(removed), len(wrong)))
 
 
 if __name__ == "__main__":

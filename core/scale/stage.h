@@ -59,8 +59,10 @@
  * sketches keep their terms' hashes and densified bins are remixed
  * (sketch.h), so band keys and records of 8 do not compare with 9's.
  * 10: tiny sketches keep 32-bit fingerprints of up to 26 terms, so a
- * record of 9 would be misread. */
-#define IM_STAGE_VERSION 10
+ * record of 9 would be misread. 11: tiny sketches keep fingerprints of up
+ * to 83 terms as wide as fit, led by the term's map position, so a record
+ * of 10 would be misread. */
+#define IM_STAGE_VERSION 11
 #define IM_STAGE_META	 16
 /** Most partitions a shuffle may use. */
 #define IM_STAGE_MAX_PARTS 4096

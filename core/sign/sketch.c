@@ -265,13 +265,34 @@ _Static_assert(
 	"im_sketch_compute() hands builder_add_x8() hashes 16 bytes apart");
 
 /*
- * A tiny set's fingerprint of a term of remixed hash @p g: the top 32 bits
- * of its map hash, which are all that reduce() reads to place it in a
- * level-0 map, so the map can be made again from them (map_load()).
+ * A tiny set's fingerprint of a term of remixed hash @p g, at the widest
+ * width: the term's bit in a level-0 map (the same reduce() of its map
+ * hash as builder_add()'s) in the top TINY_POS_BITS bits, then the low bits
+ * of the map hash, which reduce() does not read. A narrower fingerprint is
+ * its top bits (tiny_bits()), so it still places the term in the map
+ * (map_load()) and two widths compare at the narrower one.
  */
+#define TINY_POS_BITS 10
+_Static_assert(IM_SKETCH_MAP_BITS <= 1u << TINY_POS_BITS,
+	       "a map position fits the top bits of a fingerprint");
+_Static_assert(IM_SKETCH_MAP_BITS / IM_SKETCH_TINY >= TINY_POS_BITS,
+	       "the narrowest fingerprint holds its term's map position");
+
 static inline uint32_t tiny_fingerprint(uint64_t g)
 {
-	return (uint32_t)(mix(g ^ MAP_SALT) >> 32);
+	uint64_t m = mix(g ^ MAP_SALT);
+
+	return (uint32_t)reduce(m, IM_SKETCH_MAP_BITS) << (32 - TINY_POS_BITS) |
+	       ((uint32_t)m & ((UINT32_C(1) << (32 - TINY_POS_BITS)) - 1));
+}
+
+/* The width of a tiny set's fingerprints: the widest that fits @p n of
+ * them in the map's bits (1 <= n <= IM_SKETCH_TINY). */
+static inline unsigned tiny_bits(uint32_t n)
+{
+	unsigned w = IM_SKETCH_MAP_BITS / n;
+
+	return w < 32 ? w : 32;
 }
 
 /* builder_add() of hashes 8 or 16 bytes apart, eight terms at a time where
@@ -390,10 +411,15 @@ static unsigned draw_filled_few(const uint8_t *filled, const uint8_t *fill,
 }
 
 /* A tiny set's fingerprints, ascending (so the bytes do not depend on the
- * terms' order, and two sets compare in one pass), little-endian in the
- * map's place; the rest stays zero. */
+ * terms' order, and two sets compare in one pass), cut to tiny_bits() of
+ * them and packed in the map's place, fingerprint i in its bits
+ * [i w, i w + w) (bit p in byte p / 8, bit p % 8, as the map's); the rest
+ * stays zero. Cutting keeps the order. */
 static void tiny_store(uint32_t *f, size_t n, uint8_t *out)
 {
+	uint8_t buf[IM_SKETCH_MAP_BYTES + 8] = {0};
+	unsigned w = tiny_bits((uint32_t)n);
+
 	for (size_t i = 1; i < n; i++)
 		for (size_t j = i; j > 0 && f[j - 1] > f[j]; j--) {
 			uint32_t t = f[j];
@@ -402,10 +428,15 @@ static void tiny_store(uint32_t *f, size_t n, uint8_t *out)
 			f[j - 1] = t;
 		}
 	for (size_t i = 0; i < n; i++) {
-		uint32_t le = htole32(f[i]);
+		size_t bit = i * w;
+		uint64_t x;
 
-		memcpy(out + 4 * i, &le, 4);
+		memcpy(&x, buf + bit / 8, 8);
+		x = htole64(le64toh(x) | (uint64_t)(f[i] >> (32 - w))
+						 << (bit % 8));
+		memcpy(buf + bit / 8, &x, 8);
 	}
+	memcpy(out, buf, IM_SKETCH_MAP_BYTES);
 }
 
 static void finish(struct builder *b, size_t n, uint64_t seed,
@@ -514,27 +545,39 @@ static inline unsigned pop64(uint64_t x)
 	return (unsigned)((x * UINT64_C(0x0101010101010101)) >> 56);
 }
 
-/* Term @p i's fingerprint in a tiny sketch. */
-static inline uint32_t tiny_f(const struct im_sketch *s, unsigned i)
+/* The fingerprints of tiny sketch @p s in order, cut to @p w bits (at most
+ * tiny_bits() of s->n). */
+static void tiny_load(const struct im_sketch *s, unsigned w,
+		      uint32_t out[IM_SKETCH_TINY])
 {
-	uint32_t f;
+	uint8_t buf[IM_SKETCH_MAP_BYTES + 8] = {0};
+	unsigned have = tiny_bits(s->n);
 
-	memcpy(&f, s->v + IM_SKETCH_BIN_BYTES + 4 * i, 4);
-	return le32toh(f);
+	memcpy(buf, s->v + IM_SKETCH_BIN_BYTES, IM_SKETCH_MAP_BYTES);
+	for (unsigned i = 0; i < s->n; i++) {
+		unsigned bit = i * have;
+		uint64_t x;
+
+		memcpy(&x, buf + bit / 8, 8);
+		x = le64toh(x) >> (bit % 8);
+		out[i] = (uint32_t)((x & ((UINT64_C(1) << have) - 1)) >>
+				    (have - w));
+	}
 }
 
-/* The map of @p s; a tiny sketch's is made from its terms' fingerprints,
- * bit for bit the one builder_add() would have set (level 0). */
+/* The map of @p s; a tiny sketch's is made from the positions atop its
+ * terms' fingerprints, bit for bit the one builder_add() would have set
+ * (level 0). A damaged record's position past the map sets no bit. */
 static void map_load(const struct im_sketch *s, uint64_t map[MAP_WORDS])
 {
 	if (s->n <= IM_SKETCH_TINY) {
-		memset(map, 0, IM_SKETCH_MAP_BYTES);
-		for (unsigned i = 0; i < s->n; i++) {
-			unsigned p = reduce((uint64_t)tiny_f(s, i) << 32,
-					    IM_SKETCH_MAP_BITS);
+		uint32_t f[IM_SKETCH_TINY];
 
-			map[p / 64] |= UINT64_C(1) << (p % 64);
-		}
+		tiny_load(s, TINY_POS_BITS, f);
+		memset(map, 0, IM_SKETCH_MAP_BYTES);
+		for (unsigned i = 0; i < s->n; i++)
+			if (f[i] < IM_SKETCH_MAP_BITS)
+				map[f[i] / 64] |= UINT64_C(1) << (f[i] % 64);
 		return;
 	}
 	memcpy(map, s->v + IM_SKETCH_BIN_BYTES, IM_SKETCH_MAP_BYTES);
@@ -542,17 +585,22 @@ static void map_load(const struct im_sketch *s, uint64_t map[MAP_WORDS])
 		map[w] = le64toh(map[w]);
 }
 
-/* Fingerprints the tiny sketches @p a and @p b share, in one pass over
- * both ascending lists. The pass is its own mirror image, so the count is
- * symmetric and at most the smaller n even for a damaged record whose
- * fingerprints repeat or are out of order. */
+/* Fingerprints the tiny sketches @p a and @p b share, at the narrower of
+ * their widths, in one pass over both ascending lists. The pass is its
+ * own mirror image, so the count is symmetric and at most the smaller n
+ * even for a damaged record whose fingerprints repeat or are out of
+ * order. */
 static unsigned tiny_common(const struct im_sketch *a,
 			    const struct im_sketch *b)
 {
+	uint32_t fa[IM_SKETCH_TINY], fb[IM_SKETCH_TINY];
+	unsigned wa = tiny_bits(a->n), wb = tiny_bits(b->n);
 	unsigned i = 0, j = 0, common = 0;
 
+	tiny_load(a, wa < wb ? wa : wb, fa);
+	tiny_load(b, wa < wb ? wa : wb, fb);
 	while (i < a->n && j < b->n) {
-		uint32_t x = tiny_f(a, i), y = tiny_f(b, j);
+		uint32_t x = fa[i], y = fb[j];
 
 		i += x <= y;
 		j += y <= x;
@@ -680,7 +728,7 @@ static bool map_estimate(const struct im_sketch *a, const struct im_sketch *b,
 
 	if (a->n <= IM_SKETCH_TINY && b->n <= IM_SKETCH_TINY) {
 		/* Both sets whole: the exact count (up to fingerprints of
-		 * different terms that agree, 1 pair in 2^32). */
+		 * different terms that agree, 1 pair in 832 * 2^(w - 10)). */
 		c = tiny_common(a, b);
 		*common = c;
 		*all = na + nb - c;

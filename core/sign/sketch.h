@@ -29,19 +29,29 @@
  * exactly the threshold is linked (the estimator takes the likelier
  * count, not the mean, see sketch.c).
  *
- * A tiny set, of up to IM_SKETCH_TINY (26) terms, keeps a 32-bit
- * fingerprint of each term in the map's bytes, not bits: the top 32 bits
- * of the hash that places the term in a map. Below about 30 terms two or
- * three differing terms already take the cosine under 0.9, so a single
- * collision could fake a link (two different one-word documents had equal
- * maps 1 time in 832; sets of 14 to 26 terms two or three apart, 0.85 to
- * 0.89, were linked 0.3 to 1.5 times in 100). Two tiny sets compare
- * exactly (the fingerprints they share; two different terms agree 1 time
- * in 2^32, so a pair of 26-term sets counts a term too many about once in
- * 6 million comparisons, and only a pair just under the threshold could be
- * lifted over it); a tiny set against a larger one sets the bits of its
- * map from its fingerprints, the same bits as a map of the set, and
- * compares as above, where a false equality takes several collisions.
+ * A tiny set, of up to IM_SKETCH_TINY (83) terms, keeps a fingerprint of
+ * each term in the map's bytes, not bits, as wide as n of them fit:
+ * w = min(32, floor(IM_SKETCH_MAP_BITS / n)) bits (32 up to 26 terms, 24
+ * at 34, 16 at 52, 10 at 83). Its top 10 bits are the term's bit in a
+ * level-0 map, the rest more bits of the same hash, and a narrower
+ * fingerprint is the top w bits of the widest. In a map, a differing term
+ * that a collision hides lifts the estimate: two different one-word
+ * documents had equal maps 1 time in 832, and pairs one term under 0.9
+ * were linked 2 to 24 times in 100 from 27 to 83 terms. Two tiny sets
+ * compare exactly, at the narrower of their widths: the fingerprints they
+ * share. Only a term of one set alone whose fingerprint agrees with that
+ * of a term of the other alone counts a term too many (agreeing with a
+ * common term changes nothing), 1 pair of terms in 832 * 2^(w - 10); a
+ * pair one term under the threshold with r terms alone on each side is
+ * lifted over it with probability about r^2 / (832 * 2^(w - 10)): 1 in
+ * 10^8 at 27 terms, 1 in 850,000 at 34, 1 in 34,000 at 40, 1 in 1,500 at
+ * 52, 1 in 136 at 64 and 1 in 10 at 83 (measured: 1,478 of 200,000 pairs
+ * of 64 terms, 18,527 of 83, where the map lifted 9% and 24% and found
+ * only 60% and 80% of the pairs at exactly 0.9, the fingerprints all). A
+ * pair further under takes two such agreements. A tiny set against a
+ * larger one sets the bits of its map from its fingerprints, the same
+ * bits as a map of the set, and compares as above, where a false equality
+ * takes several collisions.
  *
  * The bins (IM_SKETCH_BINS of IM_SKETCH_BITS bits) find candidates:
  * one-permutation b-bit MinHash with optimal densification. g picks one
@@ -76,8 +86,11 @@
  * Serialisation: IM_SKETCH_RECORD bytes, the term count as u32 little-endian
  * followed by v as stored: the bins (two per byte, bin 2i in the low
  * nibble), then the map (bit p in byte p / 8, bit p % 8) or, for a tiny
- * set of n terms, their n fingerprints ascending as u32 little-endian,
- * then zeros.
+ * set of n terms, their n fingerprints of w bits (above) ascending,
+ * fingerprint i in bits i w to i w + w - 1 of the map's place numbered as
+ * the map's, its lowest bit first (at w = 32, u32 little-endian), then
+ * zeros. A damaged record's fingerprint whose top 10 bits are past the
+ * map sets no bit when its map is made.
  * Every byte pattern decodes to a valid sketch.
  *
  * Thread-safety: every function is pure and reentrant; nothing allocates.
@@ -105,9 +118,10 @@
 /** The map's bits: a multiple of 64 whose half is whole bytes. */
 #define IM_SKETCH_MAP_BITS  832
 #define IM_SKETCH_MAP_BYTES (IM_SKETCH_MAP_BITS / 8)
-/** Sets of up to this many terms keep their terms' 32-bit fingerprints in
- *  the map's bytes. */
-#define IM_SKETCH_TINY (IM_SKETCH_MAP_BYTES / 4)
+/** Sets of up to this many terms keep a fingerprint of each term in the
+ *  map's bytes: 32 bits up to 26 terms, else IM_SKETCH_MAP_BITS / n, down
+ *  to the 10 bits of a term's position in a map. */
+#define IM_SKETCH_TINY (IM_SKETCH_MAP_BITS / 10)
 /** Levels further apart than this compare as unrelated: the larger set has
  *  more than twice the terms, so the cosine is below 0.71, and a map
  *  folded twice (208 bits for 416 to 832 sampled terms) is too full to

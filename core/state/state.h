@@ -66,8 +66,10 @@
  * (im_doc_sigs.numbers), which removal compares. 7: a sketch of up to
  * IM_SKETCH_TINY terms keeps their hashes, not map bits, and densified
  * bins are remixed (an older sketch would be misread). 8: a tiny sketch
- * keeps 32-bit fingerprints, of up to 26 terms, not 13 hashes of 64 bits. */
-#define IM_STATE_VERSION 8
+ * keeps 32-bit fingerprints, of up to 26 terms, not 13 hashes of 64 bits.
+ * 9: a tiny sketch holds up to 83 terms in fingerprints as wide as fit,
+ * led by the term's map position (a sketch of 8 would be misread). */
+#define IM_STATE_VERSION 9
 
 /** One cached file, decoded by im_state_find() / im_state_at(). */
 struct im_state_entry {

@@ -337,17 +337,23 @@ END_TEST
 
 START_TEST(test_sketch_tiny_sets_estimate_exactly)
 {
-	/* A set of up to 26 terms against another: the estimate is the
-	 * cosine itself, whatever the terms' hashes, so one term of 12 or 13
-	 * replaced (0.917, 0.923) or 2 of 20 (0.9) is linked every time, and
-	 * 8 of 9 (the kernel's features.rst stubs, 0.889), 2 of 19 (0.895)
-	 * or 3 of 26 (0.885) never. */
+	/* A set of up to 34 terms against another: the estimate is the
+	 * cosine itself, so one term of 12 or 13 replaced (0.917, 0.923), 2
+	 * of 20 or 3 of 30 (0.9) is linked every time, and 8 of 9 (the
+	 * kernel's features.rst stubs, 0.889), 2 of 19 (0.895), 3 of 26
+	 * (0.885), 3 of 27 (0.889) or 4 of 34 (0.882) never; across
+	 * fingerprint widths too (32 bits to 26 terms, 30 at 27, 24 at 34,
+	 * 23 at 35). Unless two fingerprints of terms each set has alone
+	 * agree: 1 pair of terms in 832 * 2^14 at 34 terms (sketch.h). */
 	static const struct {
 		int na, nb, common;
 	} cases[] = {{12, 12, 11}, {13, 13, 12}, {12, 13, 12}, {9, 9, 8},
 		     {1, 1, 0},	   {2, 2, 1},	 {13, 13, 0},  {14, 14, 12},
 		     {19, 19, 17}, {20, 20, 18}, {20, 20, 17}, {26, 26, 23},
-		     {25, 26, 23}, {14, 26, 14}, {26, 26, 0},  {13, 14, 12}};
+		     {25, 26, 23}, {14, 26, 14}, {26, 26, 0},  {13, 14, 12},
+		     {27, 27, 24}, {30, 30, 27}, {30, 30, 26}, {34, 34, 30},
+		     {34, 34, 31}, {26, 27, 24}, {27, 30, 26}, {31, 34, 29},
+		     {34, 35, 32}, {27, 28, 27}, {33, 27, 27}};
 	const int trials = 20000;
 
 	rng = 43;
@@ -369,6 +375,184 @@ START_TEST(test_sketch_tiny_sets_estimate_exactly)
 				      "%.4f (want %.4f)",
 				      na, nb, k, s, cos, j, jac);
 		}
+	}
+}
+END_TEST
+
+/* The fewest terms that replacing (@p kind 0), adding (1) or dropping (2)
+ * takes out of a set of @p n, or into it, to take the cosine of the two
+ * under 0.9. */
+static int under_threshold(int n, int kind)
+{
+	for (int r = 1; r < n; r++) {
+		int m = kind == 1 ? n + r : kind == 2 ? n - r : n;
+		int common = kind == 0 ? n - r : (n < m ? n : m);
+
+		if (common / sqrt((double)n * m) < 0.9)
+			return r;
+	}
+	return n - 1;
+}
+
+/* Sketches of a set of @p n terms and of a copy with @p r of them
+ * replaced, added or dropped (@p kind as above). */
+static void sketch_changed(int n, int r, int kind, uint64_t seed,
+			   struct im_sketch *x, struct im_sketch *y)
+{
+	if (kind == 0)
+		sketch_pair(n, n, n - r, seed, x, y);
+	else if (kind == 1)
+		sketch_pair(n, n + r, n, seed, x, y);
+	else
+		sketch_pair(n, n - r, n - r, seed, x, y);
+}
+
+START_TEST(test_sketch_short_sets_never_fake_a_link)
+{
+	/* Sets of 27 to 34 terms, a term or two under 0.9 after terms
+	 * replaced, added or dropped, are never linked, and one at or over
+	 * it always is. Their maps linked 2 to 4 pairs in 100 just under
+	 * (27 of 27 terms, 24 in common: 0.926 for 0.889) and `imatch
+	 * dedupe --near` planned one of each such pair for removal. */
+	const int trials = 100000;
+	int faked = 0, missed = 0, over = 0;
+
+	rng = 53;
+	for (int t = 0; t < trials; t++) {
+		int n = 27 + (int)(rnd() % 8), kind = (int)(rnd() % 3);
+		int r = under_threshold(n, kind) - 1 + (int)(rnd() % 3);
+		struct im_sketch x, y;
+		double sim;
+
+		if (r < 1)
+			r = 1;
+		sketch_changed(n, r, kind, 3, &x, &y);
+		if (r >= under_threshold(n, kind)) {
+			faked += im_sketch_similar(&x, &y, 0.9, &sim);
+		} else {
+			over++;
+			missed += !im_sketch_similar(&x, &y, 0.9, &sim);
+		}
+	}
+	ck_assert_msg(faked == 0, "%d pairs below 0.9 linked", faked);
+	ck_assert_msg(missed == 0, "%d of %d pairs at or over 0.9 not linked",
+		      missed, over);
+}
+END_TEST
+
+START_TEST(test_sketch_tiny_sets_rarely_lift_a_pair)
+{
+	/* sketch.h: narrower fingerprints let a pair one term under 0.9 (n
+	 * terms, n / 10 + 1 replaced) over it about r^2 / (832 2^(w - 10))
+	 * of the time: 1 in 34,000 at 40 terms, 1 in 1,500 at 52, 1 in 136
+	 * at 64 and 1 in 10 at 83. Their maps lifted 7%, 12%, 9% and 24%,
+	 * and linked only 60% at 64 terms and 80% at 83 of the pairs at
+	 * 0.9 or just over it (n / 10 replaced), which fingerprints, whose
+	 * count is never short, link every time. */
+	static const struct {
+		int n, most;
+	} cases[] = {{40, 5}, {52, 40}, {64, 300}, {83, 2500}};
+	const int trials = 20000;
+
+	rng = 59;
+	for (unsigned c = 0; c < sizeof(cases) / sizeof(*cases); c++) {
+		int n = cases[c].n, lifted = 0, found = 0;
+
+		for (int t = 0; t < trials; t++) {
+			struct im_sketch x, y;
+
+			sketch_pair(n, n, n - n / 10 - 1, 3, &x, &y);
+			lifted += im_sketch_similarity(&x, &y) >= 0.9;
+			sketch_pair(n, n, n - n / 10, 3, &x, &y);
+			found += im_sketch_similarity(&x, &y) >= 0.9;
+		}
+		ck_assert_msg(lifted <= cases[c].most,
+			      "%d terms, %d replaced: %d of %d linked", n,
+			      n / 10 + 1, lifted, trials);
+		ck_assert_msg(found == trials,
+			      "%d terms, %d replaced: %d of %d linked", n,
+			      n / 10, found, trials);
+	}
+}
+END_TEST
+
+/* Bit @p p of @p x's map (or fingerprints). */
+static unsigned map_bit(const struct im_sketch *x, unsigned p)
+{
+	return x->v[IM_SKETCH_BIN_BYTES + p / 8] >> (p % 8) & 1;
+}
+
+START_TEST(test_sketch_tiny_fingerprints_are_as_documented)
+{
+	/* sketch.h's record format: a tiny set of n terms keeps n
+	 * fingerprints of w = min(32, 832 / n) bits, ascending, lowest bit
+	 * first, then zeros; the top 10 bits of each are the term's bit in a
+	 * map, so a map of a larger set that holds these terms has every one
+	 * of those bits set (the comparison of a tiny set with a larger one
+	 * relies on it). */
+	static uint64_t h[300];
+	struct im_sketch tiny, map;
+
+	rng = 61;
+	for (int t = 0; t < 2000; t++) {
+		uint32_t n = 1 + (uint32_t)t % IM_SKETCH_TINY;
+		uint32_t w = IM_SKETCH_MAP_BITS / n < 32 ? IM_SKETCH_MAP_BITS / n
+							 : 32;
+		uint64_t last = 0;
+
+		for (int i = 0; i < 300; i++)
+			h[i] = rnd();
+		im_sketch_from_hashes(h, n, 7, &tiny);
+		im_sketch_from_hashes(h, 300, 7, &map);
+		ck_assert_uint_eq(im_sketch_level(300), 0);
+		for (uint32_t i = 0; i < n; i++) {
+			uint64_t f = 0;
+
+			for (uint32_t k = 0; k < w; k++)
+				f |= (uint64_t)map_bit(&tiny, i * w + k) << k;
+			ck_assert_msg(f >= last,
+				      "%u terms: fingerprint %u below the last",
+				      n, i);
+			last = f;
+			ck_assert_msg(map_bit(&map, (unsigned)(f >> (w - 10))),
+				      "%u terms: fingerprint %u (%u bits) "
+				      "names bit %u, not set in the map",
+				      n, i, w, (unsigned)(f >> (w - 10)));
+		}
+		for (uint32_t p = n * w; p < IM_SKETCH_MAP_BITS; p++)
+			ck_assert_msg(!map_bit(&tiny, p),
+				      "%u terms: bit %u past the fingerprints",
+				      n, p);
+	}
+}
+END_TEST
+
+START_TEST(test_sketch_is_symmetric_across_widths)
+{
+	/* Tiny sets of every fingerprint width against each other and
+	 * against maps just above them: symmetric, and in [0, 1]. */
+	rng = 67;
+	for (int t = 0; t < 40000; t++) {
+		int na = 1 + (int)(rnd() % 120), nb = 1 + (int)(rnd() % 120);
+		int n = na < nb ? na : nb;
+		int common = n - (int)(rnd() % (n / 4 + 1));
+		struct im_sketch x, y;
+
+		if (t % 2)
+			nb = na + (int)(rnd() % 5);
+		n = na < nb ? na : nb;
+		if (common > n)
+			common = n;
+		sketch_pair(na, nb, common, 5, &x, &y);
+		double s = im_sketch_similarity(&x, &y);
+		double j = im_sketch_jaccard(&x, &y);
+
+		ck_assert_msg(s == im_sketch_similarity(&y, &x) &&
+				      j == im_sketch_jaccard(&y, &x),
+			      "%d and %d terms: not symmetric", na, nb);
+		ck_assert_msg(s >= 0 && s <= 1 && j >= 0 && j <= 1,
+			      "%d and %d terms: similarity %f, Jaccard %f",
+			      na, nb, s, j);
 	}
 }
 END_TEST
@@ -414,10 +598,10 @@ START_TEST(test_sketch_hidden_term_is_seen)
 	 * fewer than terms, the other's has none lost, and the estimate is
 	 * still the cosine (n - 1) / n exactly, not (n - 0.5) / n (the
 	 * kernel's features.rst stubs: 8 of 9 terms estimated 0.944, above
-	 * the threshold). Sets of up to IM_SKETCH_TINY terms keep no map
-	 * bits and are exact (test_sketch_tiny_sets_estimate_exactly), so
-	 * n - 1 is above it here. */
-	static const int sizes[] = {28, 40, 60};
+	 * the threshold). Sets of up to IM_SKETCH_TINY (83) terms keep no
+	 * map bits (test_sketch_tiny_sets_estimate_exactly), so n - 1 is
+	 * above it here. */
+	static const int sizes[] = {85, 90, 100};
 	static uint64_t a[MAXN], b[MAXN];
 
 	rng = 17;
@@ -486,8 +670,10 @@ START_TEST(test_sketch_any_bytes_compare_sanely)
 	/* Sketches come back from state caches and stage files that may be
 	 * damaged: any record decodes to a sketch whose comparisons are
 	 * numbers in [0, 1] and symmetric. */
-	static const uint32_t ns[] = {0,    1,	  2,	831,  832,	 833,
-				      1664, 1665, 1666, 5000, UINT32_MAX};
+	static const uint32_t ns[] = {0,    1,	  2,	26,   27,  34,
+				      35,   52,	  53,	82,   83,  84,
+				      831,  832,  833,	1664, 1665, 1666,
+				      5000, UINT32_MAX};
 	uint8_t rec[2][IM_SKETCH_RECORD];
 
 	rng = 13;
@@ -587,10 +773,13 @@ START_TEST(test_sketch_estimates_are_the_same_everywhere)
 	 * libm must print this digest; a difference means a pair at the
 	 * threshold could be linked here and not on a cluster's worker. A
 	 * deliberate change of the estimator changes the digest: update it.
+	 * Pairs with a set of more than 83 terms have a digest of their own:
+	 * it was made when sets of 27 to 83 terms still kept maps, so a tiny
+	 * set against a map still compares as a map of it did.
 	 */
 	static const int sizes[] = {3,	 10,  40,   100,  400,	831,
 				    832, 833, 1200, 1700, 2500, 3000};
-	uint64_t digest = UINT64_C(1469598103934665603);
+	uint64_t digest = UINT64_C(1469598103934665603), maps = digest;
 
 	rng = 23;
 	for (int t = 0; t < 600; t++) {
@@ -605,10 +794,16 @@ START_TEST(test_sketch_estimates_are_the_same_everywhere)
 		       j = im_sketch_jaccard(&x, &y);
 		memcpy(&bits[0], &s, 8);
 		memcpy(&bits[1], &j, 8);
-		for (int k = 0; k < 2; k++)
+		for (int k = 0; k < 2; k++) {
 			digest = (digest ^ bits[k]) * UINT64_C(1099511628211);
+			if (na > 83 || nb > 83)
+				maps = (maps ^ bits[k]) *
+				       UINT64_C(1099511628211);
+		}
 	}
-	ck_assert_msg(digest == UINT64_C(0xbf79a2aac9bcc066),
+	ck_assert_msg(maps == UINT64_C(0x68adfbf5611a4646), "maps: digest 0x%016llx",
+		      (unsigned long long)maps);
+	ck_assert_msg(digest == UINT64_C(0x664b1d75898b2116),
 		      "digest 0x%016llx", (unsigned long long)digest);
 }
 END_TEST
@@ -688,7 +883,7 @@ START_TEST(test_sketch_bytes_are_pinned)
 					 UINT64_C(1099511628211);
 		}
 	}
-	ck_assert_msg(digest == UINT64_C(0x9f2802571ce8512a),
+	ck_assert_msg(digest == UINT64_C(0xed9784c14747f156),
 		      "digest 0x%016llx", (unsigned long long)digest);
 }
 END_TEST
@@ -718,7 +913,7 @@ START_TEST(test_sketch_few_terms_bytes_are_pinned)
 		for (size_t i = 0; i < sizeof(rec); i++)
 			digest = (digest ^ rec[i]) * UINT64_C(1099511628211);
 	}
-	ck_assert_msg(digest == UINT64_C(0x05f5675e95b895d3),
+	ck_assert_msg(digest == UINT64_C(0xf422411fe296db8b),
 		      "digest 0x%016llx", (unsigned long long)digest);
 }
 END_TEST
@@ -777,6 +972,10 @@ static Suite *sketch_suite(void)
 	tcase_add_test(tc, test_sketch_tiny_sets_never_fake_a_link);
 	tcase_add_test(tc, test_sketch_tiny_sets_estimate_exactly);
 	tcase_add_test(tc, test_sketch_tiny_sets_share_no_band);
+	tcase_add_test(tc, test_sketch_short_sets_never_fake_a_link);
+	tcase_add_test(tc, test_sketch_tiny_sets_rarely_lift_a_pair);
+	tcase_add_test(tc, test_sketch_tiny_fingerprints_are_as_documented);
+	tcase_add_test(tc, test_sketch_is_symmetric_across_widths);
 	tcase_add_test(tc, test_sketch_bands_find_threshold_pairs);
 	tcase_add_test(tc, test_sketch_encode_decode);
 	tcase_add_test(tc, test_sketch_any_bytes_compare_sanely);

@@ -415,14 +415,21 @@ static unsigned draw_filled_few(const uint8_t *filled, const uint8_t *fill,
  * them and packed in the map's place, fingerprint i in its bits
  * [i w, i w + w) (bit p in byte p / 8, bit p % 8, as the map's); the rest
  * stays zero. Cutting keeps the order. */
-static void tiny_store(uint32_t *f, size_t n, uint8_t *out)
+static void tiny_store(const uint32_t *in, size_t n, uint8_t *out)
 {
-	uint8_t buf[IM_SKETCH_MAP_BYTES + 8] = {0};
+	uint8_t buf[IM_SKETCH_MAP_BYTES + 8] = {0}, at[65] = {0};
+	uint32_t f[IM_SKETCH_TINY];
 	unsigned w = tiny_bits((uint32_t)n);
 
-	/* Insertion with the new value held aside: swapping pairs made the
-	 * compiler reload each pair as one word just after storing its
-	 * halves, a stall a step (83 terms took 10 us to sort). */
+	/* Into 64 buckets by the top bits, then insertion within them: an
+	 * insertion sort of the whole list was most of the time dupes took
+	 * to sketch a short document. */
+	for (size_t i = 0; i < n; i++)
+		at[(in[i] >> 26) + 1]++;
+	for (unsigned k = 1; k < 64; k++)
+		at[k] = (uint8_t)(at[k] + at[k - 1]);
+	for (size_t i = 0; i < n; i++)
+		f[at[in[i] >> 26]++] = in[i];
 	for (size_t i = 1; i < n; i++) {
 		uint32_t x = f[i];
 		size_t j = i;

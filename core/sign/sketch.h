@@ -24,10 +24,11 @@
  * to M terms and 0.012 to 0.013 above (0.016 to 0.019 across a level
  * boundary), where 256 bins of one-permutation MinHash, the previous
  * sketch, gave 0.015 for sets of 110 terms and 0.014 for large ones
- * (tests/unit/test_sketch.c measures the bounds). A short set usually
- * loses no bit to a collision: its estimate is then exact, and a pair at
- * exactly the threshold is linked (the estimator takes the likelier
- * count, not the mean, see sketch.c).
+ * (tests/unit/test_sketch.c measures the bounds). A map that loses no
+ * bit to a collision gives an exact estimate, and a pair at exactly the
+ * threshold is linked (the estimator takes the likelier count, not the
+ * mean, see sketch.c); sets short enough for that to be usual are tiny
+ * (below) and compare without a map.
  *
  * A tiny set, of up to IM_SKETCH_TINY (83) terms, keeps a fingerprint of
  * each term in the map's bytes, not bits, as wide as n of them fit:

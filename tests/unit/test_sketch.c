@@ -269,7 +269,9 @@ START_TEST(test_sketch_short_sets_at_the_threshold)
 	 * hides a replaced term lifts the estimate of a pair below, at 0.85
 	 * at most 5 times in 100 (one the maps show, a term on a bit of its
 	 * own text's, is taken back: test_sketch_hidden_term_is_seen). From about 50 terms a bit is usually lost
-	 * and the estimate is the mean again (test_sketch_cosine_error_*). */
+	 * and the estimate is the mean again (test_sketch_cosine_error_*).
+	 * Sets of up to 83 terms, these among them, now keep fingerprints
+	 * and compare exactly (test_sketch_tiny_sets_*). */
 	static uint64_t a[MAXN], b[MAXN];
 	const int trials = 1000;
 

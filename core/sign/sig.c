@@ -188,6 +188,10 @@ struct im_signer {
 	size_t nldoc;
 	uint32_t *lnums; /* their numbers, for the memo */
 	size_t lnumscap, lnumslen;
+	/* The error of a flush that im_signer_flush() did not make (a full
+	 * lat, a new lexicon or memo): what waited was dropped, and the
+	 * caller learns it from the next im_signer_flush(); else 0. */
+	int dropped;
 	char *pb; /* the bytes of P's terms, in P's order, unless hk_filled */
 	size_t pbcap;
 	const char **setv; /* for im_signer_last_set() */
@@ -1395,6 +1399,8 @@ static void memo_keep(struct im_sig_memo *m, uint64_t h, const uint32_t *nums,
 	e->used = true;
 }
 
+static int flush_later(struct im_signer *s);
+
 /*
  * Make room in lat for @p need more bytes and the @p ncoords coordinates
  * of one more document, hashing those that wait first if need be.
@@ -1405,7 +1411,7 @@ static int later_room(struct im_signer *s, size_t need, unsigned ncoords)
 
 	if (s->latlen + need > s->latcap || s->nlmsg + ncoords > LATER_MSGS ||
 	    s->nldoc == LATER_MSGS) {
-		r = im_signer_flush(s);
+		r = flush_later(s);
 		if (r < 0)
 			return r;
 	}
@@ -1428,7 +1434,9 @@ static int later_room(struct im_signer *s, size_t need, unsigned ncoords)
 	return 0;
 }
 
-int im_signer_flush(struct im_signer *s)
+/* im_signer_flush() but for the error of an earlier flush; an error of
+ * this one is kept for the next im_signer_flush() too (s->dropped). */
+static int flush_later(struct im_signer *s)
 {
 	struct im_sha1_msg *v = s->lmsg;
 	int r = 0;
@@ -1459,6 +1467,19 @@ int im_signer_flush(struct im_signer *s)
 	s->nldoc = 0;
 	s->latlen = 0;
 	s->lnumslen = 0;
+	if (r < 0 && !s->dropped)
+		s->dropped = r;
+	return r;
+}
+
+int im_signer_flush(struct im_signer *s)
+{
+	int r = flush_later(s);
+
+	/* A flush that dropped results since the last call (said once). */
+	if (s->dropped)
+		r = s->dropped;
+	s->dropped = 0;
 	return r;
 }
 
@@ -1571,7 +1592,7 @@ int im_signer_sign_numbers_later(struct im_signer *s, const uint32_t *nums,
 void im_signer_share_memo(struct im_signer *s, struct im_sig_memo *m)
 {
 	/* What waits is kept where it was signed for. */
-	im_signer_flush(s);
+	flush_later(s);
 	s->memo = m ? m : &s->own;
 }
 
@@ -1579,7 +1600,7 @@ void im_signer_set_lexicon(struct im_signer *s, const struct im_lexicon *lex,
 			   const uint32_t *masks)
 {
 	/* Results of the old lexicon, kept in the memo it forgets. */
-	im_signer_flush(s);
+	flush_later(s);
 	s->lex = lex;
 	s->masks = masks;
 	s->have_last = 0;

@@ -353,7 +353,10 @@ enum {
  * exact copies (and of which) spares the others the memo's work, a copy of
  * their numbers. A result is the same either way.
  *
- * @return as im_signer_sign_numbers().
+ * @return as im_signer_sign_numbers(); -ENOMEM also when hashing the
+ *         documents that waited failed (making room for this one): their
+ *         sig[] are then not written, and the next im_signer_flush() says
+ *         so too.
  */
 int im_signer_sign_numbers_later(struct im_signer *s, const uint32_t *nums,
 				 size_t n, struct im_doc_sigs *out,
@@ -365,8 +368,11 @@ int im_signer_sign_numbers_later(struct im_signer *s, const uint32_t *nums,
  * its result too). im_signer_set_lexicon() and
  * im_signer_share_memo() flush first; im_signer_free() drops what waits.
  *
- * @return 0, or -ENOMEM when OpenSSL failed: what waited is then dropped,
- *         its sig[] not written.
+ * @return 0, or -ENOMEM when OpenSSL failed, in this flush or in one made
+ *         since the last call (by im_signer_sign_numbers_later(),
+ *         im_signer_set_lexicon() or im_signer_share_memo()): what waited
+ *         is then dropped, its sig[] not written, and no result left by
+ *         im_signer_sign_numbers_later() since the last call may be used.
  */
 int im_signer_flush(struct im_signer *s);
 

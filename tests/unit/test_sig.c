@@ -21,6 +21,25 @@
 
 #define SEED UINT64_C(20260131)
 
+/* ---- A hasher that fails ----------------------------------------------------
+ * The build links this test with -Wl,--wrap=im_sha1_many (tests/meson.build):
+ * the signer's hashing comes here, and fails while sha1_fail is set (only
+ * OpenSSL can fail, and the signer picks the SIMD hasher where there is one).
+ */
+struct im_sha1;
+struct im_sha1_msg;
+int __real_im_sha1_many(struct im_sha1 *h, const struct im_sha1_msg *v,
+			size_t n);
+int __wrap_im_sha1_many(struct im_sha1 *h, const struct im_sha1_msg *v,
+			size_t n);
+static bool sha1_fail;
+
+int __wrap_im_sha1_many(struct im_sha1 *h, const struct im_sha1_msg *v,
+			size_t n)
+{
+	return sha1_fail ? -ENOMEM : __real_im_sha1_many(h, v, n);
+}
+
 /* ---- Helpers ---------------------------------------------------------------- */
 
 /* A word made of letters only (so that text extraction keeps it). */
@@ -1193,6 +1212,66 @@ START_TEST(test_sig_numbers_later_memo_use)
 }
 END_TEST
 
+/* Sign documents later, each of 60 numbers of its own, until one's call
+ * fails (its room made by hashing those that waited, with sha1_fail set):
+ * @return how many calls succeeded first. */
+static unsigned sign_later_until_failure(struct im_signer *s)
+{
+	struct im_doc_sigs out[200];
+	uint32_t x[60];
+
+	for (unsigned d = 0; d < 200; d++) {
+		for (uint32_t i = 0; i < 60; i++)
+			x[i] = (i * 7 + d) % 200;
+		memset(&out[d], 0, sizeof(out[d]));
+		out[d].unique_terms = 80;
+		if (im_signer_sign_numbers_later(s, x, 60, &out[d], 0) < 0)
+			return d;
+	}
+	ck_abort_msg("no call failed");
+	return 0;
+}
+
+/*
+ * A flush that fails while documents are signed later drops what waited:
+ * the next im_signer_flush() says so, though nothing waits any more, or a
+ * caller that delivers its results after a successful flush (core/scan.c)
+ * delivered signed documents whose sig[] were never written. Once said,
+ * it is not said again.
+ */
+START_TEST(test_sig_numbers_later_dropped)
+{
+	struct im_lexicon *lex = make_lexicon(200, 40, NULL, NULL);
+	struct im_doc_sigs w;
+	struct im_params p;
+	struct im_signer *s;
+	uint32_t x[60];
+
+	test_params(&p);
+	s = signer(NULL, &p);
+	im_signer_set_lexicon(s, lex, NULL);
+	sha1_fail = true;
+	ck_assert_msg(sign_later_until_failure(s) > 0,
+		      "some documents waited before the failing flush");
+	sha1_fail = false;
+	ck_assert_int_eq(im_signer_flush(s), -ENOMEM);
+	ck_assert_int_eq(im_signer_flush(s), 0);
+	/* A new lexicon flushes too. */
+	for (uint32_t i = 0; i < 60; i++)
+		x[i] = (i * 7) % 60;
+	memset(&w, 0, sizeof(w));
+	w.unique_terms = 80;
+	ck_assert_int_eq(im_signer_sign_numbers_later(s, x, 60, &w, 0), 0);
+	sha1_fail = true;
+	im_signer_set_lexicon(s, lex, NULL);
+	sha1_fail = false;
+	ck_assert_int_eq(im_signer_flush(s), -ENOMEM);
+	ck_assert_int_eq(im_signer_flush(s), 0);
+	im_signer_free(s);
+	im_lexicon_free(lex);
+}
+END_TEST
+
 /* Signers sharing a memo find each other's results: shown by one whose
  * lexicon differs (which sharing forbids) getting the other's. */
 START_TEST(test_sig_numbers_shared_memo)
@@ -1893,6 +1972,7 @@ static Suite *sig_suite(void)
 	tcase_add_test(tc, test_sig_numbers_memo);
 	tcase_add_test(tc, test_sig_numbers_later);
 	tcase_add_test(tc, test_sig_numbers_later_memo_use);
+	tcase_add_test(tc, test_sig_numbers_later_dropped);
 	tcase_add_test(tc, test_sig_numbers_shared_memo);
 	tcase_add_test(tc, test_sig_numbers_shared_memo_threads);
 	tcase_add_test(tc, test_sig_membership_fraction);

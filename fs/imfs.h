@@ -22,9 +22,12 @@
 #ifndef IMFS_IMFS_H
 #define IMFS_IMFS_H
 
+#include <fcntl.h>
 #include <stdbool.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "options.h"
 
@@ -67,5 +70,26 @@ struct imfs {
 	struct dirgroups *dirgroups;
 	struct fuse_session *se;
 };
+
+/**
+ * Whether the daemon may read file @p path (relative to SOURCE), found as
+ * @p st, as far as its mode says: asked before a result is taken from an
+ * earlier read (the cache, the tree), which knows nothing of modes. The
+ * kernel is asked only where the mode does not settle it: on a file of the
+ * daemon's own user the owner's bits apply, whatever the others' say (mode
+ * 0004 keeps the owner out); on another's, read for both group and others
+ * lets any of them in. An ACL that names the daemon's user or group to keep
+ * it out of such a file is not looked for. Any thread.
+ */
+static inline bool imfs_may_read(const struct imfs *fs, const char *path,
+				 const struct stat *st)
+{
+	if (fs->reads_all)
+		return true;
+	if (st->st_uid == geteuid())
+		return st->st_mode & S_IRUSR;
+	return (st->st_mode & (S_IRGRP | S_IROTH)) == (S_IRGRP | S_IROTH) ||
+	       !faccessat(fs->srcfd, path, R_OK, AT_EACCESS);
+}
 
 #endif

@@ -183,20 +183,6 @@ static void take_cached(struct scanner *s, struct node *n, const char *path,
 }
 
 /*
- * Whether the file at @p path (relative to the source) is one the daemon may
- * read, as far as its mode says: the cache knows nothing of modes, and a
- * file made unreadable while the daemon was away must be signed (and fail)
- * again, not shown from the cache. Asked of the kernel only when the mode
- * keeps others out and the daemon does not read everything.
- */
-static bool may_read(const struct imfs *fs, const char *path,
-		     const struct stat *st)
-{
-	return fs->reads_all || (st->st_mode & S_IROTH) ||
-	       !faccessat(fs->srcfd, path, R_OK, AT_EACCESS);
-}
-
-/*
  * An entry with more unique terms than a document now keeps (IM_TERMS_MAX,
  * text.h) was signed from all of them by an older version: reading the file
  * again gives other signatures. Only those few are read again, not the
@@ -458,7 +444,7 @@ static bool scan_take_cached(const struct scan_ctx *sc, const char *path,
 			  e) &&
 	       ((!sc->s->resign_all && !im_state_partial(sc->cache)) ||
 		im_state_lexicon_free(e->d.status)) &&
-	       may_read(sc->s->fs, path, st);
+	       imfs_may_read(sc->s->fs, path, st);
 }
 
 static bool scan_want_cb(const char *path, const struct stat *st, void *arg)

@@ -446,15 +446,6 @@ static bool look(struct watch *w, const char *path, bool deep,
 	return !(ret < 0 && path_gone(-ret));
 }
 
-/* Whether the daemon may read file @p path, as far as its mode says (the
- * scanner asks the same before it takes a result from its cache). */
-static bool may_read(const struct imfs *fs, const char *path,
-		     const struct stat *st)
-{
-	return fs->reads_all || (st->st_mode & S_IROTH) ||
-	       !faccessat(fs->srcfd, path, R_OK, AT_EACCESS);
-}
-
 /* File @p n is read anyway, whatever it is found to be: queued or being
  * signed (a write), to be hashed (exact.h), or asked for or expected by
  * the running scan, whose result or sweep would follow what the watcher
@@ -481,7 +472,7 @@ static bool read_anyway(const struct node *n)
 static bool must_read(const struct watch *w, const struct node *n,
 		      const struct found *f, bool resign, bool perms)
 {
-	if (perms && !may_read(w->fs, f->path, &f->st))
+	if (perms && !imfs_may_read(w->fs, f->path, &f->st))
 		return true;
 	return resign ? !model_unchanged(n, &f->st)
 		      : !model_unchanged_watched(n, &f->st);
@@ -501,7 +492,7 @@ static bool take_saved(struct watch *w, struct node *n, const struct found *f)
 
 	if (!model_saved_entry(m, f->path, &f->st, w->fs->opts->params.max_size,
 			       &e) ||
-	    !may_read(w->fs, f->path, &f->st))
+	    !imfs_may_read(w->fs, f->path, &f->st))
 		return false;
 	model_apply(m, n, f->path, &f->st, &e.d);
 	return true;

@@ -11,12 +11,13 @@ read (watch_reused:), and the view ends equal to `imatch scan`.
 """
 
 import os
+import shutil
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from util import (by_doc_documents, check, cluster_sets, fmt_clusters,  # noqa: E402
-                  live_when, poll, read_status, run_tests, scan, status_int,
-                  write)
+from util import (Skip, by_doc_documents, by_doc_path, check,  # noqa: E402
+                  cluster_sets, fmt_clusters, live_when, poll, read_status,
+                  run_tests, scan, status_int, write)
 
 TESTS = {}
 
@@ -126,6 +127,75 @@ def test_dir_back_under_another_name(w):
     check(reused == 2 * FAMILIES - 1,
           '%d files taken from the cache; %d came back unchanged'
           % (reused, 2 * FAMILIES - 1))
+
+
+@test
+def test_chmod_unreadable_to_its_owner(w):
+    """A chmod that leaves others read permission but takes the owner's,
+    on a file the daemon's user owns, makes it unreadable to the daemon
+    (the owner's bits are the ones that apply): it is read again, fails
+    and leaves the view, as after chmod 000; so does another's file of the
+    daemon's group whose group may not read it; nor is it taken from a cache
+    a daemon that could read it saved. As root the daemon runs
+    without CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH (setpriv), so that
+    modes bind it; the files are its user's."""
+    wrap = ()
+    if os.geteuid() == 0:
+        if not shutil.which('setpriv'):
+            raise Skip('running as root and setpriv is missing: cannot make a file unreadable')
+        wrap = ('setpriv', '--bounding-set', '-dac_override,-dac_read_search',
+                '--inh-caps', '-dac_override,-dac_read_search', '--')
+    families(w, 'docs')
+    victim = os.path.join('docs', 'a00.txt')
+    path = os.path.join(w.src, victim)
+    d = w.daemon(wrap=wrap)
+    live_when(w, lambda st: status_int(st, 'documents') == 2 * FAMILIES,
+              '%d documents' % (2 * FAMILIES))
+    check(os.path.isdir(by_doc_path(w.mnt, victim)), 'by-doc/%s missing at first' % victim)
+    os.chmod(path, 0o004)
+    try:
+        open(path, 'rb').close()
+        readable = True
+    except PermissionError:
+        readable = False
+    if readable and not wrap:
+        raise Skip('this user reads a mode-0004 file it owns')
+    poll(lambda: not os.path.lexists(by_doc_path(w.mnt, victim)),
+         'by-doc/%s to go after chmod 0004 (unreadable to its owner)' % victim)
+    os.chmod(path, 0o644)
+    poll(lambda: os.path.isdir(by_doc_path(w.mnt, victim)),
+         'by-doc/%s to come back after chmod 644' % victim)
+    # Another's file in the daemon's group: the group's bits apply.
+    other = os.path.join('docs', 'b00.txt')
+    opath = os.path.join(w.src, other)
+    if os.geteuid() == 0:
+        os.chown(opath, 65534, os.getegid())
+        os.chmod(opath, 0o404)
+        poll(lambda: not os.path.lexists(by_doc_path(w.mnt, other)),
+             'by-doc/%s to go after chmod 0404 (unreadable to its group)' % other)
+        os.chown(opath, os.geteuid(), os.getegid())
+        os.chmod(opath, 0o644)
+        poll(lambda: os.path.isdir(by_doc_path(w.mnt, other)),
+             'by-doc/%s to come back after chmod 644' % other)
+    d.umount()
+    d.check_log(allow=[r'[ab]00\.txt', r'[Pp]ermission denied'])
+    # Saved by a daemon that read it (as root, with its capabilities), the
+    # cache fits the file; one bound by modes must still not take it.
+    if wrap:
+        os.chmod(path, 0o004)
+        d = w.daemon()
+        live_when(w, lambda st: status_int(st, 'documents') == 2 * FAMILIES
+                  and (status_int(st, 'saves') or 0) >= 1,
+                  '%d documents and a saved cache' % (2 * FAMILIES))
+        d.umount()
+        d = w.daemon(wrap=wrap)
+        live_when(w, lambda st: status_int(st, 'documents') == 2 * FAMILIES - 1
+                  and status_int(st, 'errors') == 1,
+                  '%d documents and an error' % (2 * FAMILIES - 1))
+        check(not os.path.lexists(by_doc_path(w.mnt, victim)),
+              'by-doc/%s shown from the cache, unreadable' % victim)
+        d.umount()
+        d.check_log(allow=[r'[ab]00\.txt', r'[Pp]ermission denied'])
 
 
 if __name__ == '__main__':

@@ -58,6 +58,7 @@ struct imfs {
 	 * daemon from reading a file, so a chmod never changes what it can
 	 * sign (imfs_reads_all()). */
 	bool reads_all;
+	uid_t euid; /* geteuid(): the owner whose bits bind the daemon */
 
 	/* The parts (set before any thread starts, then never changed). */
 	struct model *model;
@@ -86,7 +87,7 @@ static inline bool imfs_may_read(const struct imfs *fs, const char *path,
 {
 	if (fs->reads_all)
 		return true;
-	if (st->st_uid == geteuid())
+	if (st->st_uid == fs->euid)
 		return st->st_mode & S_IRUSR;
 	return (st->st_mode & (S_IRGRP | S_IROTH)) == (S_IRGRP | S_IROTH) ||
 	       !faccessat(fs->srcfd, path, R_OK, AT_EACCESS);

@@ -453,6 +453,7 @@ int main(int argc, char *argv[])
 	fs.owner_gid = getgid();
 	fs.started = time(NULL);
 	fs.reads_all = reads_every_file();
+	fs.euid = geteuid();
 	imfs_log_setup(false, o.debug);
 
 	/* FUSE options first: an unknown one is refused before anything is

@@ -102,12 +102,15 @@ struct walk_cbs {
 	/* A file its entry says regular (DT_REG) goes to file() with st NULL,
 	 * not stat'ed: its stat by name was the walk's one system call per
 	 * file, and path lookup, besides the open and fstat that read it
-	 * anyway. file() then reads it at once, before the next entry, and
-	 * returns WALK_RESTAT, having counted and delivered nothing, when it
-	 * was not a regular file it could open: the walk stats it then and
-	 * goes on as it always does, so that a name that cannot be stat'ed
-	 * (a directory readable but not searchable, a file gone) is an error
-	 * and no file, one become a directory is walked, and so on. */
+	 * anyway. When it was not a regular file the scan could open, the
+	 * scan counts and delivers nothing and it is stat'ed as the walk
+	 * would have, so that a name that cannot be stat'ed (a directory
+	 * readable but not searchable, a file gone) is an error and no file,
+	 * one become a directory is walked, and so on: alone, the scan reads
+	 * it at once and file() returns WALK_RESTAT for the walk to go on as
+	 * it always does; with helpers, the walking thread stats it later
+	 * (hand_back()) and walks such directories after the walk
+	 * (walk_late()). */
 	bool file_unstat;
 };
 
@@ -587,6 +590,50 @@ static int descend(struct walker *w, struct frame *f, const char *name)
 	return walk_enter(w, cfd, path, &st);
 }
 
+/*
+ * Walk the frames @p w holds down to none, unless @p ret already says to
+ * stop, and release what @p w holds. @return @p ret or what stopped the walk.
+ */
+static int walk_frames(struct walker *w, int ret)
+{
+	const struct walk_cbs *cb = w->cb;
+
+	while (!ret && w->depth) {
+		struct frame *f = &w->stack[w->depth - 1];
+
+		if (f->next == f->subdirs.n) {
+			frame_release(f);
+			im_scope_chain_pop(&w->chain);
+			w->depth--;
+			continue;
+		}
+		if (cancelled(cb)) {
+			ret = -ECANCELED;
+			break;
+		}
+		if (!f->dir) {
+			ret = frame_reopen(w, w->depth - 1);
+			if (ret == -ENOMEM)
+				break;
+			if (ret) {
+				/* Gone or replaced: its remaining subdirectories
+				 * cannot be reached safely. */
+				walk_error(w, f->path, NULL, -ret);
+				f->next = f->subdirs.n;
+				ret = 0;
+				continue;
+			}
+		}
+		ret = descend(w, f, f->subdirs.v[f->next++]);
+	}
+	while (w->depth)
+		frame_release(&w->stack[--w->depth]);
+	im_scope_chain_release(&w->chain);
+	free(w->stack);
+	free(w->dents);
+	return ret;
+}
+
 /* The internal walk over @p rootfd, shared by im_walk and the scans. */
 static int walk(int rootfd, const struct im_params *p,
 		const struct walk_cbs *cb, struct im_scan_counts *counts)
@@ -622,41 +669,58 @@ static int walk(int rootfd, const struct im_params *p,
 		im_scope_chain_release(&w.chain);
 		return -ENOMEM;
 	}
-	ret = walk_enter(&w, fd, root, &st);
-	while (!ret && w.depth) {
-		struct frame *f = &w.stack[w.depth - 1];
+	return walk_frames(&w, walk_enter(&w, fd, root, &st));
+}
 
-		if (f->next == f->subdirs.n) {
-			frame_release(f);
-			im_scope_chain_pop(&w.chain);
-			w.depth--;
-			continue;
-		}
-		if (cancelled(cb)) {
-			ret = -ECANCELED;
-			break;
-		}
-		if (!f->dir) {
-			ret = frame_reopen(&w, w.depth - 1);
-			if (ret == -ENOMEM)
-				break;
-			if (ret) {
-				/* Gone or replaced: its remaining subdirectories
-				 * cannot be reached safely. */
-				walk_error(&w, f->path, NULL, -ret);
-				f->next = f->subdirs.n;
-				ret = 0;
-				continue;
-			}
-		}
-		ret = descend(&w, f, f->subdirs.v[f->next++]);
+/*
+ * Walk @p path, a directory that a scan with helpers found where the walk
+ * had handed on a file (its entry said regular; walk_cbs.file_unstat) of
+ * the directory @p dir, @p name_off bytes into @p path: as descend() would
+ * have when the walk stat'ed it then, with the scope of that directory
+ * (its parents' .imatchignore files and its own, unreadable ones absent,
+ * as the walk had them). @return as walk().
+ */
+static int walk_late(int rootfd, const struct im_params *p,
+		     const struct walk_cbs *cb, struct im_scan_counts *counts,
+		     struct dref *dir, const char *path, size_t name_off)
+{
+	struct walker w = {.p = p, .cb = cb, .counts = counts};
+	struct frame parent = {.dir = dir};
+	struct im_ignore *ig = NULL;
+	bool excluded = false;
+	struct stat st;
+	int pfd = -1, ret;
+
+	parent.path = strndup(path, name_off ? name_off - 1 : 0);
+	if (!parent.path)
+		return -ENOMEM;
+	ret = im_scope_open_dir(rootfd, p->scope, parent.path, &w.chain, &pfd,
+				&excluded);
+	if (!ret && !excluded) {
+		ret = im_ignore_load_at(pfd, parent.path, &ig);
+		if (ret != -ENOMEM)
+			ret = im_scope_chain_push(&w.chain, ret ? NULL : ig);
 	}
-	while (w.depth)
-		frame_release(&w.stack[--w.depth]);
-	im_scope_chain_release(&w.chain);
-	free(w.stack);
-	free(w.dents);
-	return ret;
+	if (pfd >= 0)
+		close(pfd);
+	if (!ret && !excluded && fstat(dir->fd, &st))
+		ret = -errno;
+	if (!ret && !excluded)
+		w.dents = malloc(DENTS_SIZE);
+	if (!ret && !excluded && !w.dents)
+		ret = -ENOMEM;
+	if (ret || excluded) {
+		/* Its directory is gone or out of scope by now. */
+		if (ret && ret != -ENOMEM)
+			walk_error(&w, path, NULL, -ret);
+		im_scope_chain_release(&w.chain);
+		free(parent.path);
+		return ret == -ENOMEM ? ret : 0;
+	}
+	parent.dev = st.st_dev;
+	ret = descend(&w, &parent, path + name_off);
+	free(parent.path);
+	return walk_frames(&w, ret);
 }
 
 /* ---- Public walk -------------------------------------------------------- */
@@ -737,6 +801,17 @@ struct scan {
 	size_t head, len;	  /* protected by qlock */
 	bool done;		  /* protected by qlock: no more items */
 	int failure;		  /* protected by qlock: first fatal error */
+	/* With helpers: files handed on unstat'ed that a worker could not
+	 * open as regular files (hand_back()), for the walking thread to stat
+	 * (restat_drain()). */
+	struct item_list {
+		struct item *v;
+		size_t n, cap;
+	} restat;	     /* protected by qlock */
+	bool restat_waiting; /* atomic, set under qlock: restat.n > 0 */
+	/* Directories among them, walked after the walk (walk_late()):
+	 * walking thread only. */
+	struct item_list late;
 
 	pthread_mutex_t rlock;	       /* serializes results */
 	struct im_scan_counts *counts; /* protected by rlock */
@@ -785,27 +860,154 @@ static void scan_fail(struct scan *sc, int err)
 }
 
 /*
- * Walker side: queue a file, taking a reference on @p dir and ownership of
- * @p path. The walking thread is a worker too: alone, it reads each file as
- * it finds it; with helpers, it reads the oldest queued file whenever the
- * queue is full instead of waiting (a walker of its own would take its CPU
- * from the busy workers, and a lone worker fed by a walker slept and woke
- * for each small file).
+ * Walking thread: queue @p it (taken). The walking thread is a worker too:
+ * alone, it reads each file as it finds it; with helpers, it reads the
+ * oldest queued file whenever the queue is full instead of waiting (a
+ * walker of its own would take its CPU from the busy workers, and a lone
+ * worker fed by a walker slept and woke for each small file).
  */
+static int scan_queue(struct scan *sc, struct item *it)
+{
+	struct item oldest;
+	bool take = false;
+	int ret = 0;
+
+	if (!sc->helpers)
+		return scan_stopping(sc) ? scan_stop_error(sc, it)
+					 : sc->work(sc->walker, it);
+
+	pthread_mutex_lock(&sc->qlock);
+	if (scan_stopping(sc)) {
+		ret = scan_stop_error(sc, it);
+	} else {
+		if (sc->len == QUEUE_LEN) {
+			oldest = sc->q[sc->head];
+			sc->head = (sc->head + 1) % QUEUE_LEN;
+			sc->len--;
+			take = true;
+		}
+		sc->q[(sc->head + sc->len) % QUEUE_LEN] = *it;
+		sc->len++;
+		pthread_cond_signal(&sc->not_empty);
+	}
+	pthread_mutex_unlock(&sc->qlock);
+	if (take)
+		ret = sc->work(sc->walker, &oldest);
+	return ret;
+}
+
+static void item_drop(struct item *it)
+{
+	free(it->path);
+	dref_put(it->dir);
+}
+
+/* Append @p it to @p l. @return 0 or -ENOMEM (then @p it is dropped). */
+static int item_list_push(struct item_list *l, struct item *it)
+{
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? 2 * l->cap : 16;
+		struct item *v = realloc(l->v, cap * sizeof(*v));
+
+		if (!v) {
+			item_drop(it);
+			return -ENOMEM;
+		}
+		l->v = v;
+		l->cap = cap;
+	}
+	l->v[l->n++] = *it;
+	return 0;
+}
+
+static void item_list_release(struct item_list *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		item_drop(&l->v[i]);
+	free(l->v);
+	*l = (struct item_list){0};
+}
+
+/*
+ * Walking thread: stat @p it as the walk would have before handing it on,
+ * and count it so: an error, other, a directory to walk after the walk
+ * (sc->late), or a regular file queued again with its stat. Takes @p it.
+ * @return 0 or a failure that stops the scan.
+ */
+static int restat_one(struct scan *sc, struct item *it)
+{
+	struct im_scan_counts *c = sc->counts; /* the walker's counters */
+	struct stat st;
+
+	if (fstatat(it->dir->fd, it->path + it->name_off, &st,
+		    AT_SYMLINK_NOFOLLOW)) {
+		int err = errno;
+
+		c->files--;
+		c->errors++;
+		if (sc->ops->unreadable)
+			sc->ops->unreadable(it->path, err, sc->ops->arg);
+		item_drop(it);
+		return 0;
+	}
+	if (S_ISDIR(st.st_mode)) {
+		c->files--;
+		return item_list_push(&sc->late, it);
+	}
+	if (!S_ISREG(st.st_mode)) {
+		c->files--;
+		c->other++;
+		item_drop(it);
+		return 0;
+	}
+	it->st = st;
+	it->unstat = false;
+	return scan_queue(sc, it);
+}
+
+/* Walking thread: restat_one() what the workers handed back so far. */
+static int restat_drain(struct scan *sc)
+{
+	struct item_list l;
+	int ret = 0;
+
+	pthread_mutex_lock(&sc->qlock);
+	l = sc->restat;
+	sc->restat = (struct item_list){0};
+	__atomic_store_n(&sc->restat_waiting, false, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&sc->qlock);
+	for (size_t i = 0; i < l.n; i++) {
+		if (!ret)
+			ret = restat_one(sc, &l.v[i]);
+		else
+			item_drop(&l.v[i]);
+	}
+	free(l.v);
+	return ret;
+}
+
+/* Walker side: queue a file, taking a reference on @p dir and ownership of
+ * @p path, after what the workers handed back since the last one. */
 static int scan_push(struct dref *dir, char *path, size_t name_off,
 		     const struct stat *st, void *arg)
 {
 	struct scan *sc = arg;
-	struct item it, oldest;
-	bool take = false;
-	int ret = 0;
+	struct item it;
 
-	/* Only a scan without want() and helpers hands files on unstat'ed. */
-	assert(st || (!(sc->ops && sc->ops->want) && !sc->helpers));
+	/* Only a scan without want() hands files on unstat'ed. */
+	assert(st || !(sc->ops && sc->ops->want));
 	if (sc->ops && sc->ops->want &&
 	    !sc->ops->want(path, st, sc->ops->arg)) {
 		free(path);
 		return 0;
+	}
+	if (__atomic_load_n(&sc->restat_waiting, __ATOMIC_RELAXED)) {
+		int ret = restat_drain(sc);
+
+		if (ret) {
+			free(path);
+			return ret;
+		}
 	}
 	it.path = path;
 	it.name_off = name_off;
@@ -815,28 +1017,7 @@ static int scan_push(struct dref *dir, char *path, size_t name_off,
 	else
 		memset(&it.st, 0, sizeof(it.st));
 	it.dir = dref_get(dir);
-	if (!sc->helpers)
-		return scan_stopping(sc) ? scan_stop_error(sc, &it)
-					 : sc->work(sc->walker, &it);
-
-	pthread_mutex_lock(&sc->qlock);
-	if (scan_stopping(sc)) {
-		ret = scan_stop_error(sc, &it);
-	} else {
-		if (sc->len == QUEUE_LEN) {
-			oldest = sc->q[sc->head];
-			sc->head = (sc->head + 1) % QUEUE_LEN;
-			sc->len--;
-			take = true;
-		}
-		sc->q[(sc->head + sc->len) % QUEUE_LEN] = it;
-		sc->len++;
-		pthread_cond_signal(&sc->not_empty);
-	}
-	pthread_mutex_unlock(&sc->qlock);
-	if (take)
-		ret = sc->work(sc->walker, &oldest);
-	return ret;
+	return scan_queue(sc, &it);
 }
 
 static int scan_dir(const char *path, const struct stat *st, void *arg)
@@ -993,6 +1174,27 @@ static bool opened_regular(const struct stat *st)
 	return st->st_ino && S_ISREG(st->st_mode);
 }
 
+/*
+ * A worker's item handed on unstat'ed that was not a regular file it could
+ * open: alone, the walker stats it at once (WALK_RESTAT); with helpers, the
+ * walking thread does when it next hands a file on, or after the walk
+ * (restat_drain()). Takes @p it. @return WALK_RESTAT, 0 or -ENOMEM.
+ */
+static int hand_back(struct scan *sc, struct item *it)
+{
+	int ret;
+
+	if (!sc->helpers) {
+		item_drop(it);
+		return WALK_RESTAT;
+	}
+	pthread_mutex_lock(&sc->qlock);
+	ret = item_list_push(&sc->restat, it);
+	__atomic_store_n(&sc->restat_waiting, true, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&sc->qlock);
+	return ret;
+}
+
 static int sign_work(struct sign_worker *wk, struct item *it)
 {
 	const char *name = it->path + it->name_off;
@@ -1000,11 +1202,9 @@ static int sign_work(struct sign_worker *wk, struct item *it)
 	struct stat st;
 	int ret = im_signer_sign_at(wk->signer, it->dir->fd, name, &d, &st);
 
+	if (!ret && it->unstat && !opened_regular(&st))
+		return hand_back(wk->sc, it);
 	dref_put(it->dir);
-	if (!ret && it->unstat && !opened_regular(&st)) {
-		free(it->path);
-		return WALK_RESTAT;
-	}
 	if (!ret && im_signer_sampled(wk->signer))
 		count_sampled(wk->sc);
 	/* The walker's stat when the file could not be opened. */
@@ -1274,11 +1474,9 @@ static int first_work(struct sign_worker *wk, struct item *it)
 	 * terms are noted). */
 	bool text = u || ret == 1;
 
+	if (!ret && it->unstat && !opened_regular(&st))
+		return hand_back(wk->sc, it);
 	dref_put(it->dir);
-	if (!ret && it->unstat && !opened_regular(&st)) {
-		free(it->path);
-		return WALK_RESTAT;
-	}
 	if (!ret && u && u->level)
 		count_sampled(wk->sc);
 	if (ret == 1) {
@@ -1680,12 +1878,9 @@ static int walk_with(int dirfd, struct scan *sc, struct sign_worker *wk,
 	       !pthread_create(&wk[sc->helpers + 1].tid, NULL, work_main,
 			       &wk[sc->helpers + 1]))
 		sc->helpers++;
-	/* The walking thread alone reads each file as the walk finds it, so
-	 * it can say at once which ones the walk must stat after all; a df
-	 * scan counts bytes from the walker's stat, and want() chooses by
-	 * it. */
-	cb.file_unstat =
-		!sc->helpers && work != df_work && !(sc->ops && sc->ops->want);
+	/* Not for a df scan, which counts bytes from the walker's stat, nor
+	 * with want(), which chooses by it. */
+	cb.file_unstat = work != df_work && !(sc->ops && sc->ops->want);
 	ret = walk(dirfd, sc->p, &cb, sc->counts);
 
 	pthread_mutex_lock(&sc->qlock);
@@ -1709,6 +1904,31 @@ static int walk_with(int dirfd, struct scan *sc, struct sign_worker *wk,
 	}
 	if (!ret && sc->failure)
 		ret = sc->failure;
+	/* What the workers handed back, now that they are through: stat'ed
+	 * and read by this thread alone, and the directories among them
+	 * walked as the walk would have. */
+	sc->helpers = 0;
+	while (!ret && (sc->restat.n || sc->late.n)) {
+		struct item_list late;
+
+		ret = restat_drain(sc);
+		late = sc->late;
+		sc->late = (struct item_list){0};
+		for (size_t i = 0; i < late.n; i++) {
+			struct item *it = &late.v[i];
+
+			if (!ret)
+				ret = walk_late(dirfd, sc->p, &cb, sc->counts,
+						it->dir, it->path,
+						it->name_off);
+			item_drop(it);
+		}
+		free(late.v);
+		if (!ret && sc->failure)
+			ret = sc->failure;
+	}
+	item_list_release(&sc->restat);
+	item_list_release(&sc->late);
 	if (!ret && sc->cancel && __atomic_load_n(sc->cancel, __ATOMIC_RELAXED))
 		ret = -ECANCELED;
 	return ret;

@@ -20,7 +20,9 @@
  * reopened below their nearest open ancestor with im_open_beneath() (no
  * symlink followed, nothing outside reached) when the walk comes back to
  * them and must still be the same (st_dev, st_ino), else they count as an
- * error. A scan holds at most that many plus one per queued file (128).
+ * error. A scan holds at most that many plus one per queued file (128),
+ * and one per directory of a file that could not be opened as one until
+ * the walking thread has stat'ed it (im_scan_sign()).
  * Another imatchfs mount inside the tree is not entered (counts->mounts).
  *
  * Thread-safety: the functions are reentrant. Callbacks named "walker" run in
@@ -165,10 +167,12 @@ unsigned im_scan_threads(unsigned threads, unsigned cap);
  * them: alone it reads each file as it finds it; with others it reads the
  * oldest queued file whenever the queue is full, and helps empty the queue
  * after the walk. A file is opened by the worker relative to an fd of its
- * own directory, so no path is resolved twice; alone, without ops->want,
- * it opens a file its directory entry says regular without a stat of the
- * name first, and stats only what it could not open as one (counts and
- * results as if it had stat'ed every name). The results
+ * own directory, so no path is resolved twice; without ops->want, a file
+ * its directory entry says regular is opened without a stat of the name
+ * first, and only what could not be opened as one is stat'ed (counts and
+ * results as if the walk had stat'ed every name; with several threads,
+ * the walking thread stats those later, and walks a directory found so
+ * after the walk). The results
  * (and @p counts) are the same whatever @p threads is; only the order of the
  * result calls differs. The results and @p counts are updated under one
  * mutex, so ops->result may touch them without locking. The workers share

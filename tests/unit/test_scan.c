@@ -1366,11 +1366,17 @@ static void swap_reset(void)
 	put_dated("d/b.txt", "bravo words of the file the walk reads");
 }
 
-/* One -j 1 scan of the swap tree: a first scan, or a sign scan with @p lex;
- * with @p want, the walk stats each file before handing it on. */
+static int cmp_unreadable(const void *a, const void *b)
+{
+	return strcmp(a, b);
+}
+
+/* One scan of the swap tree with @p threads: a first scan, or a sign scan
+ * with @p lex; with @p want, the walk stats each file before handing it
+ * on. The unreadable names are sorted: their order is no count. */
 static void swap_scan(struct swap_run *sr, enum swap swap, bool first,
-		      const struct im_lexicon *lex, bool want,
-		      struct im_scan_counts *c)
+		      const struct im_lexicon *lex, unsigned threads,
+		      bool want, struct im_scan_counts *c)
 {
 	struct im_scan_ops ops = {.result = swap_result,
 				  .unreadable = swap_hook,
@@ -1387,13 +1393,18 @@ static void swap_scan(struct swap_run *sr, enum swap swap, bool first,
 	sr->swap = swap;
 	sr->armed = true;
 	if (first)
-		ck_assert_int_eq(im_scan_first(rootfd, &p, 1, &ops, &built, c),
+		ck_assert_int_eq(im_scan_first(rootfd, &p, threads, &ops,
+					       &built, c),
 				 0);
 	else
-		ck_assert_int_eq(im_scan_sign(rootfd, lex, &p, 1, &ops, c), 0);
+		ck_assert_int_eq(im_scan_sign(rootfd, lex, &p, threads, &ops,
+					      c),
+				 0);
 	ck_assert_msg(!sr->armed, "the hook ran");
 	im_lexicon_free(built);
 	qsort(sr->r.v, sr->r.n, sizeof(*sr->r.v), cmp_result);
+	qsort(sr->unreadable, (size_t)sr->nunreadable,
+	      sizeof(sr->unreadable[0]), cmp_unreadable);
 }
 
 /*
@@ -1433,18 +1444,24 @@ START_TEST(test_scan_entry_swapped_before_open)
 			 0);
 	im_df_free(df);
 	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
-		for (int first = 0; first < 2; first++) {
-			swap_scan(&ref, want[i].swap, first, lex, true, &c_ref);
-			swap_scan(&got, want[i].swap, first, lex, false, &c);
+		/* First and sign scans, with 1, 2 and 3 threads. */
+		for (int run = 0; run < 6; run++) {
+			bool first = run % 2;
+			unsigned threads = 1 + (unsigned)run / 2;
+
+			swap_scan(&ref, want[i].swap, first, lex, threads, true,
+				  &c_ref);
+			swap_scan(&got, want[i].swap, first, lex, threads, false,
+				  &c);
 			ck_assert_msg(c.files == want[i].files &&
 					      c.dirs == want[i].dirs &&
 					      c.other == want[i].other &&
 					      c.errors == want[i].errors &&
 					      c.by_status[IM_DOC_ERROR] ==
 						      want[i].errors_read,
-				      "swap %d, first %d: files %llu dirs %llu "
+				      "swap %d, first %d, -j %u: files %llu dirs %llu "
 				      "other %llu errors %llu + %llu",
-				      want[i].swap, first,
+				      want[i].swap, first, threads,
 				      (unsigned long long)c.files,
 				      (unsigned long long)c.dirs,
 				      (unsigned long long)c.other,
@@ -1452,12 +1469,12 @@ START_TEST(test_scan_entry_swapped_before_open)
 				      (unsigned long long)
 					      c.by_status[IM_DOC_ERROR]);
 			ck_assert_msg(!memcmp(&c, &c_ref, sizeof(c)),
-				      "swap %d, first %d: the counts of a walk "
+				      "swap %d, first %d, -j %u: the counts of a walk "
 				      "that stats",
-				      want[i].swap, first);
+				      want[i].swap, first, threads);
 			ck_assert_msg(got.nunreadable == ref.nunreadable,
-				      "swap %d, first %d: the same unreadable",
-				      want[i].swap, first);
+				      "swap %d, first %d, -j %u: the same unreadable",
+				      want[i].swap, first, threads);
 			for (int j = 0; j < got.nunreadable; j++)
 				ck_assert_str_eq(got.unreadable[j],
 						 ref.unreadable[j]);
@@ -1467,9 +1484,9 @@ START_TEST(test_scan_entry_swapped_before_open)
 						 ref.r.v[j].path);
 				ck_assert_msg(same_result(&got.r.v[j].d,
 							  &ref.r.v[j].d),
-					      "swap %d, first %d, %s: the same "
+					      "swap %d, first %d, -j %u, %s: the same "
 					      "result",
-					      want[i].swap, first,
+					      want[i].swap, first, threads,
 					      ref.r.v[j].path);
 			}
 			results_free(&got.r);

@@ -18,6 +18,7 @@
 
 #include "unit.h"
 #include "scan.h"
+#include "scope.h"
 
 /* ---- Helpers ---------------------------------------------------------------- */
 
@@ -1293,7 +1294,14 @@ END_TEST
  * or opens b.txt: the walk reports d/.imatchignore (a directory, so
  * unreadable) between the two, and the hook changes b.txt then.
  */
-enum swap { SWAP_NONE, SWAP_GONE, SWAP_FIFO, SWAP_DIR, SWAP_SYMLINK };
+enum swap {
+	SWAP_NONE,
+	SWAP_GONE,
+	SWAP_FIFO,
+	SWAP_DIR,
+	SWAP_SYMLINK,
+	SWAP_DIR_SCOPED /* a directory whose walk the scope decides */
+};
 
 struct swap_run {
 	struct results r;
@@ -1313,6 +1321,22 @@ static void put_dated(const char *rel, const char *text)
 	ck_assert_int_eq(utimensat(rootfd, rel, t, 0), 0);
 }
 
+/* The directory of the swapped b.txt and of the .imatchignore whose
+ * report swaps it: "d/", or "" for the root. */
+static const char *swap_dir = "d/";
+
+/* @p rel under the swapped directory: a directory, or a file of @p text. */
+static void swap_put(const char *rel, const char *text)
+{
+	char p[256];
+
+	snprintf(p, sizeof(p), "%sb.txt%s%s", swap_dir, *rel ? "/" : "", rel);
+	if (text)
+		put_dated(p, text);
+	else
+		mkpath(p);
+}
+
 static void swap_hook(const char *path, int err, void *arg)
 {
 	struct swap_run *sr = arg;
@@ -1321,10 +1345,11 @@ static void swap_hook(const char *path, int err, void *arg)
 	(void)err;
 	if (sr->nunreadable < 8)
 		snprintf(sr->unreadable[sr->nunreadable++], 64, "%s", path);
-	if (!sr->armed || strcmp(path, "d/.imatchignore"))
+	snprintf(p, sizeof(p), "%s.imatchignore", swap_dir);
+	if (!sr->armed || strcmp(path, p))
 		return;
 	sr->armed = false;
-	snprintf(p, sizeof(p), "%s/d/b.txt", root);
+	snprintf(p, sizeof(p), "%s/%sb.txt", root, swap_dir);
 	if (sr->swap != SWAP_NONE)
 		ck_assert_int_eq(unlink(p), 0);
 	switch (sr->swap) {
@@ -1341,6 +1366,20 @@ static void swap_hook(const char *path, int err, void *arg)
 		break;
 	case SWAP_SYMLINK:
 		ck_assert_int_eq(symlink("a.txt", p), 0);
+		break;
+	case SWAP_DIR_SCOPED:
+		swap_put("", NULL);
+		swap_put("sub", NULL);
+		swap_put("gone", NULL);
+		swap_put(".hdir", NULL);
+		swap_put("inner.txt", "inner words of a file in a new dir");
+		swap_put("by_root.txt", "words the root's ignore file leaves out");
+		swap_put("own1.txt", "words its own ignore file leaves out");
+		swap_put(".imatchignore", "own*\n");
+		swap_put(".hidden.txt", "hidden words in the new dir");
+		swap_put("sub/deep.txt", "deep words under the new dir");
+		swap_put("gone/g.txt", "words of a dir the scope drops");
+		swap_put(".hdir/h.txt", "words of a hidden dir");
 		break;
 	}
 }
@@ -1362,9 +1401,15 @@ static bool want_all(const char *path, const struct stat *st, void *arg)
 /* d/b.txt a regular file again, whatever the last run made of it. */
 static void swap_reset(void)
 {
-	rm_rf(rootfd, "d/b.txt");
-	put_dated("d/b.txt", "bravo words of the file the walk reads");
+	char p[64];
+
+	snprintf(p, sizeof(p), "%sb.txt", swap_dir);
+	rm_rf(rootfd, p);
+	put_dated(p, "bravo words of the file the walk reads");
 }
+
+/* The scope swap_scan() gives its scans, if not NULL. */
+static const struct im_scope *swap_scope;
 
 static int cmp_unreadable(const void *a, const void *b)
 {
@@ -1387,6 +1432,7 @@ static void swap_scan(struct swap_run *sr, enum swap swap, bool first,
 	struct im_params p;
 
 	im_params_init(&p);
+	p.scope = swap_scope;
 	swap_reset();
 	memset(sr, 0, sizeof(*sr));
 	memset(c, 0, sizeof(*c));
@@ -1497,6 +1543,99 @@ START_TEST(test_scan_entry_swapped_before_open)
 }
 END_TEST
 
+/*
+ * A file become a directory that a scan with helpers walks after the walk
+ * (walk_late()) is walked as the walk would have: out of scope by an
+ * --exclude that names directories only, or by its parents' .imatchignore
+ * and its own, its hidden names counted, the same counts and results as a
+ * walk that stats, with 1, 2 and 3 threads.
+ */
+/* Scoped swaps of swap_dir's b.txt, first and sign scans with 1, 2 and 3
+ * threads: counts @p w (files, dirs, excluded, hidden, errors) and those
+ * and the results of a walk that stats. */
+static void scoped_runs(const struct im_lexicon *lex, const uint64_t w[5])
+{
+	struct im_scan_counts c_ref, c;
+	struct swap_run ref, got;
+
+	for (int run = 0; run < 6; run++) {
+		bool first = run % 2;
+		unsigned threads = 1 + (unsigned)run / 2;
+
+		swap_scan(&ref, SWAP_DIR_SCOPED, first, lex, threads, true,
+			  &c_ref);
+		swap_scan(&got, SWAP_DIR_SCOPED, first, lex, threads, false, &c);
+		ck_assert_msg(c.files == w[0] && c.dirs == w[1] &&
+				      c.excluded == w[2] && c.hidden == w[3] &&
+				      c.errors == w[4],
+			      "%sb.txt, first %d, -j %u: files %llu dirs %llu "
+			      "excluded %llu hidden %llu errors %llu",
+			      swap_dir, first, threads,
+			      (unsigned long long)c.files,
+			      (unsigned long long)c.dirs,
+			      (unsigned long long)c.excluded,
+			      (unsigned long long)c.hidden,
+			      (unsigned long long)c.errors);
+		ck_assert_msg(!memcmp(&c, &c_ref, sizeof(c)),
+			      "%sb.txt, first %d, -j %u: the counts of a walk "
+			      "that stats",
+			      swap_dir, first, threads);
+		ck_assert_int_eq(got.r.n, ref.r.n);
+		for (size_t j = 0; j < got.r.n; j++) {
+			ck_assert_str_eq(got.r.v[j].path, ref.r.v[j].path);
+			ck_assert_msg(same_result(&got.r.v[j].d, &ref.r.v[j].d),
+				      "%sb.txt, first %d, -j %u, %s: the same "
+				      "result",
+				      swap_dir, first, threads, ref.r.v[j].path);
+		}
+		results_free(&got.r);
+		results_free(&ref.r);
+	}
+}
+
+START_TEST(test_scan_entry_swapped_to_a_scoped_dir)
+{
+	struct im_lexicon *lex = NULL;
+	struct im_scope *scope = NULL;
+	struct im_scan_counts c;
+	struct im_df *df = NULL;
+	struct im_params p;
+
+	im_params_init(&p);
+	make_corpus(12);
+	mkpath("d");
+	mkpath("d/.imatchignore");
+	put(".imatchignore", "by_root.txt\n");
+	put("d/a.txt", "alpha words of a text the walk reads first");
+	put("d/c.txt", "charlie words of a text the walk reads last");
+	swap_reset();
+	ck_assert_int_eq(im_scan_df(rootfd, &p, 1, NULL, &df, &c), 0);
+	ck_assert_int_eq(im_lexicon_build(df, p.nidf_lo, p.nidf_hi,
+					  p.secondary_cap, &lex),
+			 0);
+	im_df_free(df);
+	ck_assert_int_eq(im_scope_new(&scope), 0);
+	ck_assert_int_eq(im_scope_add_exclude(scope, "gone/"), 0);
+	swap_scope = scope;
+	/* In d/b.txt: inner.txt and sub/deep.txt read; by_root.txt,
+	 * own1.txt and gone/ excluded; its .imatchignore, .hidden.txt and
+	 * .hdir hidden, as are the root's and d's ignore files. */
+	scoped_runs(lex, (const uint64_t[5]){19, 6, 3, 5, 1});
+	/* At the root, whose .imatchignore is now the directory whose report
+	 * swaps b.txt: by_root.txt read, d/b.txt a file again; both
+	 * .imatchignore directories are errors. */
+	swap_reset();
+	ck_assert_int_eq(unlinkat(rootfd, ".imatchignore", 0), 0);
+	mkpath(".imatchignore");
+	swap_dir = "";
+	scoped_runs(lex, (const uint64_t[5]){21, 6, 2, 5, 2});
+	swap_dir = "d/";
+	swap_scope = NULL;
+	im_scope_free(scope);
+	im_lexicon_free(lex);
+}
+END_TEST
+
 static Suite *scan_suite(void)
 {
 	Suite *s = suite_create("scan");
@@ -1531,6 +1670,7 @@ static Suite *scan_suite(void)
 	tcase_add_test(tc, test_scan_first_unsigned_results);
 	tcase_add_test(tc, test_scan_first_cancel_and_refusal);
 	tcase_add_test(tc, test_scan_entry_swapped_before_open);
+	tcase_add_test(tc, test_scan_entry_swapped_to_a_scoped_dir);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1453,6 +1453,28 @@ static void swap_scan(struct swap_run *sr, enum swap swap, bool first,
 	      sizeof(sr->unreadable[0]), cmp_unreadable);
 }
 
+/* The tree the swap tests change d/b.txt in (the hook fires on the
+ * directory d/.imatchignore, after d's names are read), and its lexicon. */
+static struct im_lexicon *swap_tree(const struct im_params *p)
+{
+	struct im_lexicon *lex = NULL;
+	struct im_scan_counts c;
+	struct im_df *df = NULL;
+
+	make_corpus(12);
+	mkpath("d");
+	mkpath("d/.imatchignore");
+	put("d/a.txt", "alpha words of a text the walk reads first");
+	put("d/c.txt", "charlie words of a text the walk reads last");
+	swap_reset();
+	ck_assert_int_eq(im_scan_df(rootfd, p, 1, NULL, &df, &c), 0);
+	ck_assert_int_eq(im_lexicon_build(df, p->nidf_lo, p->nidf_hi,
+					  p->secondary_cap, &lex),
+			 0);
+	im_df_free(df);
+	return lex;
+}
+
 /*
  * A scan that reads each file as the walk finds it need not stat it first,
  * but counts and delivers exactly what a walk that stats does (want() makes
@@ -1473,22 +1495,11 @@ START_TEST(test_scan_entry_swapped_before_open)
 	};
 	struct im_scan_counts c_ref, c;
 	struct im_lexicon *lex = NULL;
-	struct im_df *df = NULL;
 	struct swap_run ref, got;
 	struct im_params p;
 
 	im_params_init(&p);
-	make_corpus(12);
-	mkpath("d");
-	mkpath("d/.imatchignore");
-	put("d/a.txt", "alpha words of a text the walk reads first");
-	put("d/c.txt", "charlie words of a text the walk reads last");
-	swap_reset();
-	ck_assert_int_eq(im_scan_df(rootfd, &p, 1, NULL, &df, &c), 0);
-	ck_assert_int_eq(im_lexicon_build(df, p.nidf_lo, p.nidf_hi,
-					  p.secondary_cap, &lex),
-			 0);
-	im_df_free(df);
+	lex = swap_tree(&p);
 	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
 		/* First and sign scans, with 1, 2 and 3 threads. */
 		for (int run = 0; run < 6; run++) {
@@ -1597,23 +1608,11 @@ START_TEST(test_scan_entry_swapped_to_a_scoped_dir)
 {
 	struct im_lexicon *lex = NULL;
 	struct im_scope *scope = NULL;
-	struct im_scan_counts c;
-	struct im_df *df = NULL;
 	struct im_params p;
 
 	im_params_init(&p);
-	make_corpus(12);
-	mkpath("d");
-	mkpath("d/.imatchignore");
 	put(".imatchignore", "by_root.txt\n");
-	put("d/a.txt", "alpha words of a text the walk reads first");
-	put("d/c.txt", "charlie words of a text the walk reads last");
-	swap_reset();
-	ck_assert_int_eq(im_scan_df(rootfd, &p, 1, NULL, &df, &c), 0);
-	ck_assert_int_eq(im_lexicon_build(df, p.nidf_lo, p.nidf_hi,
-					  p.secondary_cap, &lex),
-			 0);
-	im_df_free(df);
+	lex = swap_tree(&p);
 	ck_assert_int_eq(im_scope_new(&scope), 0);
 	ck_assert_int_eq(im_scope_add_exclude(scope, "gone/"), 0);
 	swap_scope = scope;

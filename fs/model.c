@@ -584,16 +584,32 @@ struct im_state *model_adopt_cache(struct model *m, struct im_state *saved,
 	return fullsigs_adopt(m->full, saved, marked);
 }
 
-/* What the scanner's cache_find() asks of an entry besides fitting. */
-static bool saved_entry_usable(const struct im_state *saved,
-			       const struct im_state_entry *e,
-			       const struct stat *st, uint64_t max_size)
+/*
+ * Whether entry @p e describes the file @p st as it is now and may stand for
+ * a read of it. An entry with more unique terms than a document now keeps
+ * (IM_TERMS_MAX, text.h) was signed from all of them by an older version:
+ * reading the file again gives other signatures. Only those few are read
+ * again, not the whole cache, as IM_EXTRACT_VERSION would.
+ */
+static bool entry_fits(const struct im_state_entry *e, const struct stat *st,
+		       uint64_t max_size)
 {
 	return im_state_entry_fits(e, st) &&
 	       im_state_entry_within(e, max_size) &&
-	       e->d.status != IM_DOC_ERROR &&
-	       e->d.unique_terms <= IM_TERMS_MAX &&
-	       (!im_state_partial(saved) || im_state_lexicon_free(e->d.status));
+	       e->d.status != IM_DOC_ERROR && e->d.unique_terms <= IM_TERMS_MAX;
+}
+
+bool model_cache_find(const struct im_state *cache, const char *path,
+		      const struct stat *st, uint64_t max_size,
+		      struct im_state_entry *e)
+{
+	const char *name = strrchr(path, '/');
+
+	if (!im_state_find(cache, path, e) && entry_fits(e, st, max_size))
+		return true;
+	return !im_state_find_moved(cache, st->st_ino, name ? name + 1 : path,
+				    e) &&
+	       entry_fits(e, st, max_size);
 }
 
 bool model_saved_entry(const struct model *m, const char *path,
@@ -601,16 +617,10 @@ bool model_saved_entry(const struct model *m, const char *path,
 		       struct im_state_entry *e)
 {
 	const struct im_state *saved = fullsigs_saved(m->full);
-	const char *name = strrchr(path, '/');
 
-	if (!saved || m->saved_stale)
-		return false;
-	if (!im_state_find(saved, path, e) &&
-	    saved_entry_usable(saved, e, st, max_size))
-		return true;
-	return !im_state_find_moved(saved, st->st_ino, name ? name + 1 : path,
-				    e) &&
-	       saved_entry_usable(saved, e, st, max_size);
+	return saved && !m->saved_stale &&
+	       model_cache_find(saved, path, st, max_size, e) &&
+	       (!im_state_partial(saved) || im_state_lexicon_free(e->d.status));
 }
 
 void model_mark_cache(struct model *m, const struct im_state *saved)

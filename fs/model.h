@@ -208,15 +208,26 @@ int model_copy_of(const struct model *m, const uint8_t exact[16],
 		  struct im_doc_sigs *d);
 
 /**
- * The saved cache's entry (fullsigs_saved()) for the file found as @p st at
- * @p path, into *@p e: its path's, or its inode's under the same name (a
- * directory renamed or moved out and back since the save), if the entry
+ * The entry of @p cache that describes the file found as @p st at @p path,
+ * into *@p e: the path's, or, for a file whose directory was renamed or
+ * moved (while the daemon was away, or out of the source and back), the
+ * one of its inode under the same name (the result of reading it is the
+ * same; its signatures become fresh ones, fullsigs.h). Only an entry that
  * describes the file as it is now (im_state_entry_fits(): size, mtime,
- * inode and ctime), agrees with @p max_size, and holds a result of the
- * lexicon in use (none while model.saved_stale; of a partial cache, the
- * lexicon-free ones only). Errors are never taken. As the scanner's check
- * of its cache on a restart; the caller still asks whether the file may be
- * read (its mode is not in the cache). Tree lock held, any mode.
+ * inode and ctime), agrees with @p max_size and is not an error is
+ * given. Pure; any thread that holds @p cache.
+ * @return true with *@p e filled, else false.
+ */
+bool model_cache_find(const struct im_state *cache, const char *path,
+		      const struct stat *st, uint64_t max_size,
+		      struct im_state_entry *e);
+
+/**
+ * model_cache_find() of the saved cache (fullsigs_saved()), if it holds a
+ * result of the lexicon in use (none while model.saved_stale; of a partial
+ * cache, the lexicon-free ones only): as the scanner's check of its cache
+ * on a restart. The caller still asks whether the file may be read (its
+ * mode is not in the cache). Tree lock held, any mode.
  * @return true with *@p e filled, else false.
  */
 bool model_saved_entry(const struct model *m, const char *path,

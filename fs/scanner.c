@@ -183,39 +183,6 @@ static void take_cached(struct scanner *s, struct node *n, const char *path,
 }
 
 /*
- * An entry with more unique terms than a document now keeps (IM_TERMS_MAX,
- * text.h) was signed from all of them by an older version: reading the file
- * again gives other signatures. Only those few are read again, not the
- * whole cache, as IM_EXTRACT_VERSION would.
- */
-static bool entry_fits(const struct im_state_entry *e, const struct stat *st,
-		       uint64_t max_size)
-{
-	return im_state_entry_fits(e, st) &&
-	       im_state_entry_within(e, max_size) &&
-	       e->d.status != IM_DOC_ERROR && e->d.unique_terms <= IM_TERMS_MAX;
-}
-
-/*
- * The entry of @p cache that describes the file @p st at @p path into *@p e:
- * the path's, or, for a file whose directory was renamed or moved while the
- * daemon was away, the one of its inode under the same name (the result of
- * reading it is the same; its signatures become fresh ones, fullsigs.h).
- */
-static bool cache_find(const struct im_state *cache, const char *path,
-		       const struct stat *st, uint64_t max_size,
-		       struct im_state_entry *e)
-{
-	const char *name = strrchr(path, '/');
-
-	if (!im_state_find(cache, path, e) && entry_fits(e, st, max_size))
-		return true;
-	return !im_state_find_moved(cache, st->st_ino, name ? name + 1 : path,
-				    e) &&
-	       entry_fits(e, st, max_size);
-}
-
-/*
  * A result refused for @p n because something was applied to it since the
  * walk saw it as @p st (a worker signed it meanwhile): where that was
  * another version than the walk's, a worker reads the file again and the
@@ -271,8 +238,9 @@ static void apply_batch(struct applier *a, struct apply_batch *b)
 		if (n->status != NODE_UNKNOWN) {
 			model_set_stat(m, n, st);
 			read_again_if_other(a->s, n, st);
-		} else if (cache_find(a->cache, path, st,
-				      a->s->fs->opts->params.max_size, &e)) {
+		} else if (model_cache_find(a->cache, path, st,
+					    a->s->fs->opts->params.max_size,
+					    &e)) {
 			take_cached(a->s, n, path, st, &e);
 		}
 	}
@@ -440,8 +408,8 @@ static bool scan_take_cached(const struct scan_ctx *sc, const char *path,
 			     const struct stat *st, struct im_state_entry *e)
 {
 	return sc->cache &&
-	       cache_find(sc->cache, path, st, sc->s->fs->opts->params.max_size,
-			  e) &&
+	       model_cache_find(sc->cache, path, st,
+				sc->s->fs->opts->params.max_size, e) &&
 	       ((!sc->s->resign_all && !im_state_partial(sc->cache)) ||
 		im_state_lexicon_free(e->d.status)) &&
 	       imfs_may_read(sc->s->fs, path, st);

@@ -7,7 +7,7 @@
  * Records stay in memory up to a budget; past it, what is in memory is
  * appended to a temporary file and memory starts again, so a tree of any
  * size costs at most the budget, rounded up to the chunks memory is taken
- * in (1 MiB, then 2 MiB; plus one record larger than that). The file
+ * in (256 KiB, then 2 MiB; plus one record larger than that). The file
  * is created in a directory the caller names, with O_TMPFILE where the file
  * system has it (else mkstemp() and unlink() at once): it has no name, so
  * nothing is left behind by a crash. Records are this process's own bytes

@@ -248,6 +248,12 @@ struct scan {
 	 * terms are read, and the SIMD gears never see one. */
 	im_figure_fn figure;
 	void *figure_arg;
+	/* A byte that is not UTF-8 was read (im_terms.invalid_utf8). Every
+	 * byte >= 0x80 goes through im_utf8_decode() in scan_slow(), at the
+	 * start of a sequence when those before it were valid, but for the
+	 * separators the AVX-512 windows take whole, which are valid: so this
+	 * is set exactly when im_utf8_valid() says false. */
+	bool invalid;
 };
 
 static int word_end(struct scan *sc)
@@ -399,6 +405,7 @@ static const unsigned char *scan_slow(struct scan *sc, const unsigned char *c,
 		n = im_utf8_decode(c, end, &cp);
 		if (!n) {
 			/* One invalid byte is one separator; resync on the next. */
+			sc->invalid = true;
 			c++;
 			break;
 		}
@@ -1079,6 +1086,7 @@ static int words_add(const char *s, size_t len, const struct im_params *p,
 	sc.fig_other = true;
 	sc.out = out;
 	sc.figure = NULL;
+	sc.invalid = false;
 
 #ifdef HAVE_AVX512_GEAR
 	if (gear == IM_WORDS_AVX512)
@@ -1104,6 +1112,7 @@ static int words_add(const char *s, size_t len, const struct im_params *p,
 out:
 	im_terms_settle(out);
 	out->numbers += sc.numbers;
+	out->invalid_utf8 |= sc.invalid;
 	return ret;
 }
 
@@ -1184,6 +1193,7 @@ int im_text_terms(const char *text, size_t len, const struct im_params *p,
 {
 	im_terms_clear(out);
 	out->numbers = 0;
+	out->invalid_utf8 = false;
 	im_terms_expect(out, expected_terms(len));
 	return im_words_add(text, len, p, out);
 }

@@ -37,6 +37,7 @@
 #ifndef IM_TEXT_H
 #define IM_TEXT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -88,6 +89,13 @@ struct im_terms {
 	 *  XXH3_64bits, terms.c) beginning with L zero bits: the set holds
 	 *  exactly those, about 1 in 2^L. im_terms_clear() resets it. */
 	unsigned level;
+	/** Whether the text im_text_terms() last read held bytes that are
+	 *  not UTF-8 (read as separators): exactly when im_utf8_valid() of
+	 *  it is false, found by the word scanner as it reads, so that a
+	 *  caller that would read such a text otherwise (extract.h,
+	 *  im_extract_opts.defer_utf8) need not check it first.
+	 *  im_terms_clear() does not reset it. */
+	bool invalid_utf8;
 	/* Private to terms.c: the hash table over v, and what its add checks. */
 	struct im_terms_slot *slots;
 	size_t nslots;	  /* slots in use: a power of two, the front of slots */
@@ -155,7 +163,8 @@ int im_text_figures(const char *text, size_t len, im_figure_fn fn, void *arg);
 /**
  * Clear @p out and fill it with the unique terms of the UTF-8 text
  * @p text / @p len (extract.h makes it; invalid sequences act as
- * separators). The text is only read; it may be NULL when @p len is 0.
+ * separators, and set im_terms.invalid_utf8). The text is only read; it may
+ * be NULL when @p len is 0.
  *
  * @return 0 or -ENOMEM. On error @p out holds part of the terms.
  */

@@ -16,6 +16,7 @@
 
 #include "unit.h"
 #include "extract.h"
+#include "extract_internal.h"
 #include "text.h"
 #include "text_internal.h"
 
@@ -1045,22 +1046,31 @@ static const char *const gear_names[] = {"scalar", "sse2", "avx2", "avx512"};
 /*
  * The same terms, in the same order, from the scalar scanner, from every
  * other gear this build and CPU have (text_internal.h), and from
- * im_words_add(), whichever gear it takes.
+ * im_words_add(), whichever gear it takes; and each says the text is not
+ * UTF-8 exactly when im_utf8_valid() does.
  */
 static void assert_scanners_agree(const char *s, size_t n, struct im_terms *ref,
 				  const char *what)
 {
 	char *copy = malloc(n ? n : 1);
+	bool invalid;
 
 	memcpy(copy, s, n);
+	invalid = !im_utf8_valid(copy, n);
 	im_terms_clear(ref);
 	ref->numbers = 0;
+	ref->invalid_utf8 = false;
 	ck_assert_int_eq(im_words_add_scalar(copy, n, &params, ref), 0);
+	ck_assert_msg(ref->invalid_utf8 == invalid,
+		      "%s: the scalar gear says invalid UTF-8 %d, "
+		      "im_utf8_valid() %d",
+		      what, ref->invalid_utf8, invalid);
 	for (int g = IM_WORDS_SSE2; g <= IM_WORDS_AVX512; g++) {
 		if (!im_words_has_gear((enum im_words_gear)g))
 			continue;
 		im_terms_clear(&terms);
 		terms.numbers = 0;
+		terms.invalid_utf8 = false;
 		ck_assert_int_eq(im_words_add_gear(copy, n, &params, &terms,
 						   (enum im_words_gear)g),
 				 0);
@@ -1068,6 +1078,10 @@ static void assert_scanners_agree(const char *s, size_t n, struct im_terms *ref,
 		ck_assert_msg(terms.numbers == ref->numbers,
 			      "%s: numbers fingerprint of gear %s differs", what,
 			      gear_names[g]);
+		ck_assert_msg(terms.invalid_utf8 == invalid,
+			      "%s: gear %s says invalid UTF-8 %d, "
+			      "im_utf8_valid() %d",
+			      what, gear_names[g], terms.invalid_utf8, invalid);
 	}
 	im_terms_clear(&terms);
 	terms.numbers = 0;

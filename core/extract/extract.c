@@ -733,7 +733,11 @@ static int local_text(struct im_extractor *x, enum im_format f, const char *buf,
 			len >= 2 && ((buf[0] == '\xff' && buf[1] == '\xfe') ||
 				     (buf[0] == '\xfe' && buf[1] == '\xff'));
 
-		ret = as_utf8(x, &buf, &len, true);
+		/* Unchecked where im_extract_terms() reads it: not in a
+		 * helper (a compressed file's), whose reply is the text. */
+		bool defer = x->o.defer_utf8 && !r->compressed;
+
+		ret = as_utf8(x, &buf, &len, !defer);
 		if (ret)
 			return ret;
 		/* Word saves "Unicode" HTML as UTF-16 with a byte-order mark,
@@ -749,6 +753,8 @@ static int local_text(struct im_extractor *x, enum im_format f, const char *buf,
 		} else {
 			r->text = len ? buf : NULL;
 			r->len = len;
+			r->unchecked = defer && !utf16;
+			r->x = x;
 			return 0;
 		}
 		r->format = f;
@@ -921,12 +927,35 @@ static const char *numbers_mark(const struct im_extract_result *r)
 	return r->len ? memchr(r->text, IM_EXTRACT_NUMBERS, r->len) : NULL;
 }
 
+/* An unchecked text (im_extract_result.unchecked) that is not UTF-8, as
+ * as_utf8() would have converted it, into r->x->conv. */
+static int convert_unchecked(const struct im_extract_result *r,
+			     const char **text, size_t *len)
+{
+	int ret = cp1252_to_utf8(r->text, r->len, &r->x->conv);
+
+	*text = r->x->conv.len ? r->x->conv.p : NULL;
+	*len = r->x->conv.len;
+	return ret;
+}
+
 int im_extract_terms(const struct im_extract_result *r,
 		     const struct im_params *p, struct im_terms *out)
 {
 	const char *mark = numbers_mark(r), *s, *end;
+	size_t len;
 	int ret;
 
+	if (!mark && r->unchecked) {
+		/* Read as UTF-8; again, converted, if it was not. */
+		ret = im_text_terms(r->text, r->len, p, out);
+		if (ret || !out->invalid_utf8)
+			return ret;
+		ret = convert_unchecked(r, &s, &len);
+		if (ret)
+			return ret;
+		return im_text_terms(s, len, p, out);
+	}
 	if (!mark)
 		return im_text_terms(r->text, r->len, p, out);
 	ret = im_text_terms(r->text, (size_t)(mark - r->text), p, out);
@@ -948,8 +977,15 @@ int im_extract_figures(const struct im_extract_result *r,
 		       int (*fn)(const char *s, size_t n, void *arg), void *arg)
 {
 	const char *mark = numbers_mark(r), *s, *end;
+	size_t len;
 	int ret;
 
+	if (!mark && r->unchecked && !im_utf8_valid(r->text, r->len)) {
+		ret = convert_unchecked(r, &s, &len);
+		if (ret)
+			return ret;
+		return im_text_figures(s, len, fn, arg);
+	}
 	if (!mark)
 		return im_text_figures(r->text, r->len, fn, arg);
 	ret = im_text_figures(r->text, (size_t)(mark - r->text), fn, arg);

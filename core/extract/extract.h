@@ -189,6 +189,16 @@ struct im_extract_opts {
 	 * text. NULL for none.
 	 */
 	const char *const *filters;
+	/**
+	 * Leave plain text that is windows-1252 if it is not UTF-8 unchecked
+	 * (im_extract_result.unchecked): im_extract_terms() and
+	 * im_extract_figures() then read it as it is, and convert and read it
+	 * again only if it was not UTF-8, which the word scanner finds as it
+	 * reads (text.h, im_terms.invalid_utf8) instead of a pass of its own
+	 * over the bytes. For a caller that reads results only through those
+	 * two; false by default.
+	 */
+	bool defer_utf8;
 };
 
 /** Fill @p o with the defaults. */
@@ -235,6 +245,13 @@ struct im_extract_result {
 	 *  extractor or until the caller's buffer changes. NULL when len is 0. */
 	const char *text;
 	size_t len;
+	/** With im_extract_opts.defer_utf8: text is a plain text's bytes,
+	 *  windows-1252 if they are not UTF-8, for im_extract_terms() and
+	 *  im_extract_figures() to read so. */
+	bool unchecked;
+	/* Private: the extractor that made it, whose buffer they convert
+	 * an unchecked text into. */
+	struct im_extractor *x;
 };
 
 /**
@@ -286,7 +303,8 @@ int im_extract_terms(const struct im_extract_result *r,
  * a digit (im_text_figures()) and then each number cell of a spreadsheet.
  * @p fn is an im_figure_fn (text.h).
  *
- * @return 0, or the first nonzero value @p fn returned.
+ * @return 0, the first nonzero value @p fn returned, or -ENOMEM (out of
+ *         memory converting an unchecked text).
  */
 int im_extract_figures(const struct im_extract_result *r,
 		       int (*fn)(const char *s, size_t n, void *arg),

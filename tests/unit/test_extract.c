@@ -151,6 +151,86 @@ START_TEST(test_extract_invalid_utf8_is_cp1252)
 }
 END_TEST
 
+/* Appends each figure to the string at @p arg, followed by a space. */
+static int list_figure(const char *s, size_t n, void *arg)
+{
+	char *out = arg;
+	size_t at = strlen(out);
+
+	if (at + n + 2 < 4096) {
+		memcpy(out + at, s, n);
+		out[at + n] = ' ';
+		out[at + n + 1] = '\0';
+	}
+	return 0;
+}
+
+/*
+ * With defer_utf8 a plain text is not checked before its words are read,
+ * but its terms, numbers fingerprint and figures are those of the checked
+ * text: windows-1252 where it is not UTF-8 (also when the invalid byte
+ * comes late, past the SIMD windows), UTF-8 where it is, UTF-16 decoded.
+ */
+START_TEST(test_extract_deferred_utf8_reads_as_checked)
+{
+	static const char *const texts[] = {
+		"na\xefve caf\xe9 \x93quoted\x94 \x80 2024 r\xe9sum\xe9 10\xb2",
+		"na\xc3\xafve caf\xc3\xa9 r\xc3\xa9sum\xc3\xa9 2024 words",
+		"a long plain ascii text with enough words to fill windows of "
+		"sixty four bytes before the one byte that is not utf8: "
+		"stra\xdf"
+		"e 42",
+		"truncated at the end \xc3",
+		/* UTF-16LE "Grüße" */
+		"\xff\xfeG\0r\0\xfc\0\xdf\0e\0",
+	};
+	static const size_t lens[] = {0, 0, 0, 0, 12};
+	struct im_extract_opts o;
+	struct im_extractor *deferred;
+	struct im_params p;
+	struct im_terms want, got;
+
+	im_params_init(&p);
+	im_terms_init(&want);
+	im_terms_init(&got);
+	im_extract_opts_init(&o);
+	o.defer_utf8 = true;
+	ck_assert_int_eq(im_extractor_new(&o, &deferred), 0);
+	for (size_t i = 0; i < sizeof(texts) / sizeof(texts[0]); i++) {
+		size_t n = lens[i] ? lens[i] : strlen(texts[i]);
+		static char fig_want[4096], fig_got[4096];
+		struct im_extract_result r;
+
+		extract_n(texts[i], n);
+		ck_assert(!res.unchecked);
+		ck_assert_int_eq(im_extract_terms(&res, &p, &want), 0);
+		fig_want[0] = '\0';
+		ck_assert_int_eq(im_extract_figures(&res, list_figure, fig_want),
+				 0);
+		ck_assert_int_eq(im_extract(deferred, NULL, copy, n, &r), 0);
+		ck_assert_msg(r.unchecked == (i < 4), "text %zu: unchecked %d",
+			      i, r.unchecked);
+		ck_assert_int_eq(im_extract_terms(&r, &p, &got), 0);
+		ck_assert_msg(got.n == want.n, "text %zu: %zu terms, not %zu",
+			      i, got.n, want.n);
+		for (size_t k = 0; k < want.n; k++)
+			ck_assert_msg(!strcmp(im_terms_str(&got, k),
+					      im_terms_str(&want, k)),
+				      "text %zu, term %zu: %s, not %s", i, k,
+				      im_terms_str(&got, k),
+				      im_terms_str(&want, k));
+		ck_assert(got.numbers == want.numbers);
+		fig_got[0] = '\0';
+		ck_assert_int_eq(im_extract_figures(&r, list_figure, fig_got),
+				 0);
+		ck_assert_str_eq(fig_got, fig_want);
+	}
+	im_extractor_free(deferred);
+	im_terms_release(&want);
+	im_terms_release(&got);
+}
+END_TEST
+
 /*
  * im_utf8_valid() skips ASCII in blocks of 32 and 8 bytes: every length up
  * to three blocks, with one two-byte character, a truncated one or a stray
@@ -1969,6 +2049,7 @@ static Suite *extract_suite(void)
 	tcase_add_test(tc, test_extract_utf8_is_not_copied);
 	tcase_add_test(tc, test_extract_utf16_with_bom);
 	tcase_add_test(tc, test_extract_invalid_utf8_is_cp1252);
+	tcase_add_test(tc, test_extract_deferred_utf8_reads_as_checked);
 	tcase_add_test(tc, test_extract_utf8_valid_at_every_offset);
 	tcase_add_test(tc, test_extract_sniff_finds_markers_anywhere);
 	tcase_add_test(tc, test_extract_sniff_key_value_files_are_text);

@@ -294,6 +294,9 @@ int im_signer_new(const struct im_lexicon *lex, const struct im_params *p,
 	im_terms_init(&s->terms);
 	im_extract_opts_init(&xo);
 	xo.filters = p->filters;
+	/* Results are read only through im_extract_terms() and
+	 * im_extract_figures(). */
+	xo.defer_utf8 = true;
 	if (im_sha1_new(IM_SHA1_AUTO, &s->sha) ||
 	    im_extractor_new(&xo, &s->x)) {
 		im_signer_free(s);

@@ -3,15 +3,18 @@
  * with -DFUZZ_ENTRY=...: the extractors run in the fuzzer's process (the
  * sandbox off), so the sanitizers see every read.
  *   FUZZ_SNIFF   im_extract(): sniffing, then text, UTF-16, windows-1252,
- *                HTML, e-mail or RTF, or any container format
+ *                HTML, e-mail or RTF, or any container format; then the
+ *                terms and figures of what it gave must be those an
+ *                extractor with defer_utf8 gives
  *   FUZZ_PDF     im_pdf_text()
  *   FUZZ_ZIPDOC  im_zipdoc_text(), the format taken from the first byte
  *   FUZZ_UNPACK  im_unpack()
  *   FUZZ_TERMS   the word scanner over plain text, or over what the HTML,
  *                e-mail or RTF converter makes of the input (the first byte picks,
  *                and the word length and digit filters): the SIMD scanner
- *                must give the scalar one's terms, in the same order; then
- *                the sketch of the terms
+ *                must give the scalar one's terms, in the same order, and
+ *                both must say the text is not UTF-8 exactly when
+ *                im_utf8_valid() does; then the sketch of the terms
  *   FUZZ_HTML    im_html_text() in every gear this CPU has: the AVX-512
  *                gear must give the scalar one's text, byte for byte
  *   FUZZ_RTF     im_rtf_text() with and without an output cap: the text
@@ -28,6 +31,7 @@
  *                change inside a member); with and without an output cap
  * Built by meson with -Dfuzz=enabled and clang (tests/fuzz/meson.build).
  */
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -85,7 +89,11 @@ static void fuzz_terms(uint8_t how, const char *s, size_t len,
 	im_terms_init(&scalar);
 	if (!im_words_add(s, len, &p, &simd) &&
 	    !im_words_add_scalar(s, len, &p, &scalar)) {
-		if (simd.n != scalar.n || simd.numbers != scalar.numbers)
+		bool invalid = !im_utf8_valid(s, len);
+
+		if (simd.n != scalar.n || simd.numbers != scalar.numbers ||
+		    simd.invalid_utf8 != invalid ||
+		    scalar.invalid_utf8 != invalid)
 			abort();
 		for (size_t i = 0; i < simd.n; i++)
 			if (simd.v[i].len != scalar.v[i].len ||
@@ -327,6 +335,49 @@ static void fuzz_zipxml(uint8_t how, const char *s, size_t len,
 }
 #endif
 
+#if defined(FUZZ_SNIFF)
+/* Appends each figure and a NUL to the im_buf at @p arg. */
+static int add_figure(const char *s, size_t n, void *arg)
+{
+	struct im_buf *b = arg;
+
+	return im_buf_append(b, s, n) || im_buf_append(b, "", 1);
+}
+
+/* Abort unless @p a and @p b, of one input with and without defer_utf8,
+ * read as the same terms, fingerprint and figures. */
+static void same_reading(const struct im_extract_result *a,
+			 const struct im_extract_result *b)
+{
+	struct im_buf fa = {0}, fb = {0};
+	struct im_terms ta, tb;
+	struct im_params p;
+
+	im_params_init(&p);
+	im_terms_init(&ta);
+	im_terms_init(&tb);
+	if (a->format != b->format || a->fail != b->fail)
+		abort();
+	if (!im_extract_terms(a, &p, &ta) && !im_extract_terms(b, &p, &tb)) {
+		if (ta.n != tb.n || ta.numbers != tb.numbers)
+			abort();
+		for (size_t i = 0; i < ta.n; i++)
+			if (ta.v[i].len != tb.v[i].len ||
+			    memcmp(im_terms_str(&ta, i), im_terms_str(&tb, i),
+				   ta.v[i].len))
+				abort();
+	}
+	if (!im_extract_figures(a, add_figure, &fa) &&
+	    !im_extract_figures(b, add_figure, &fb) &&
+	    (fa.len != fb.len || (fa.len && memcmp(fa.p, fb.p, fa.len))))
+		abort();
+	im_buf_release(&fa);
+	im_buf_release(&fb);
+	im_terms_release(&ta);
+	im_terms_release(&tb);
+}
+#endif
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct im_extract_opts o = opts();
@@ -334,12 +385,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct im_buf out = {0};
 
 #if defined(FUZZ_SNIFF)
-	struct im_extractor *x;
-	struct im_extract_result r;
+	struct im_extractor *x, *dx = NULL;
+	struct im_extract_result r, dr;
+	struct im_extract_opts dopts = o;
 
+	dopts.defer_utf8 = true;
 	if (im_extractor_new(&o, &x))
 		return 0;
-	im_extract(x, NULL, s, size, &r);
+	if (!im_extract(x, NULL, s, size, &r) &&
+	    !im_extractor_new(&dopts, &dx) &&
+	    !im_extract(dx, NULL, s, size, &dr))
+		same_reading(&r, &dr);
+	im_extractor_free(dx);
 	im_extractor_free(x);
 #elif defined(FUZZ_PDF)
 	im_pdf_text(s, size, &o, &out);

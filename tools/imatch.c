@@ -9,10 +9,13 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <malloc.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "extract.h"
 #include "imatch.h"
@@ -785,9 +788,66 @@ static int run_command(const struct command *cmd, int argc, char **argv)
 	return ret;
 }
 
+/*
+ * The heap of a run on transparent huge pages: a page touched for the
+ * first time cost 1.1 to 1.3 us here (a VM; mostly allocating and zeroing
+ * it, not the trap), a 2 MiB huge page 30 to 100 us, a tenth as much a
+ * byte. A first scan of the kernel docs took 2,100 faults, most of them
+ * in heap blocks that its steps allocate, grow and free one after the
+ * other (term sets, the df, the lexicon, the index); now 380, and 4% less
+ * CPU time.
+ * glibc grows the heap in steps of 128 KiB, too small for the kernel to
+ * back with huge pages, and returns freed space at its top, and blocks of
+ * 128 KiB or more, to the kernel, which faults them in again at the next
+ * use. So: one block of HEAP_HUGE_RESERVE taken and freed at once leaves
+ * the heap that large, marked for huge pages; nothing is trimmed, and
+ * large blocks come from the heap too, so that freed space is reused
+ * rather than faulted again. Pages are still only taken as they are
+ * touched, 2 MiB at a time: that scan's peak RSS went from 16.4 to 19.5 MB
+ * (khugepaged may yet fill the touched huge pages of a long run, at most
+ * HEAP_HUGE_RESERVE). The daemon (fs/main.c) sets its own allocator
+ * options, for a long life: this is the command line's only.
+ */
+#define HEAP_HUGE_PAGE	  ((uintptr_t)2 << 20)
+/* Below glibc's largest M_MMAP_THRESHOLD (32 MiB on 64-bit systems). */
+#define HEAP_HUGE_RESERVE ((size_t)30 << 20)
+
+/* The heap below its first huge page, never touched: kept for the run so
+ * that blocks are taken from huge pages from the start (volatile, else the
+ * compiler drops an allocation that nothing reads). */
+static void *volatile heap_head;
+
+static void heap_on_huge_pages(void)
+{
+#if defined(__GLIBC__) && defined(MADV_HUGEPAGE)
+	uintptr_t at, from, to;
+	char *p;
+
+	if (!mallopt(M_MMAP_THRESHOLD, 32 << 20) ||
+	    !mallopt(M_TRIM_THRESHOLD, 256 << 20) ||
+	    !mallopt(M_TOP_PAD, 8 << 20))
+		return;
+	p = malloc(HEAP_HUGE_RESERVE);
+	if (!p)
+		return;
+	at = (uintptr_t)p;
+	from = (at + HEAP_HUGE_PAGE - 1) & ~(HEAP_HUGE_PAGE - 1);
+	to = (at + HEAP_HUGE_RESERVE) & ~(HEAP_HUGE_PAGE - 1);
+	/* A hint: where the kernel has no huge pages, nothing changes. */
+	if (to > from)
+		madvise((void *)from, to - from, MADV_HUGEPAGE);
+	free(p);
+	/* The block just freed is where the next one starts. */
+	if (from - at > 64)
+		heap_head = malloc(from - at - 64);
+#endif
+}
+
 int main(int argc, char **argv)
 {
 	const char *name;
+
+	heap_on_huge_pages();
 
 	if (argc < 2) {
 		usage_all(stderr);

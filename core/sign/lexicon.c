@@ -520,6 +520,14 @@ struct im_lexicon {
 	uint64_t docs;
 	double lo, hi;
 	size_t nprimary, nsecondary;
+	/*
+	 * terms, dfs, bo and arena share one block (lex_alloc()): apart, a
+	 * first scan's build faulted in some 300 pages of them one at a time
+	 * (the terms alone are 24 bytes a term); together, from 1 MiB (some
+	 * 20,000 terms at about 50 bytes each), they are whole huge pages.
+	 */
+	void *block;
+	size_t block_size;
 	struct im_lex_term *terms; /* L in byte order, then B in rank order */
 	uint32_t *dfs;		   /* df of terms[i], for saving */
 	char *arena;		   /* the records (see struct lex_slot) */
@@ -546,9 +554,7 @@ void im_lexicon_free(struct im_lexicon *lex)
 {
 	if (!lex)
 		return;
-	free(lex->terms);
-	free(lex->dfs);
-	im_table_free(lex->arena, lex->arena_cap + IM_LEX_STR_PAD);
+	im_table_free(lex->block, lex->block_size);
 	if (lex->slots_lazy)
 		im_block_free(lex->slots,
 			      (lex->mask + 1) * sizeof(*lex->slots));
@@ -556,7 +562,6 @@ void im_lexicon_free(struct im_lexicon *lex)
 		im_table_free(lex->slots,
 			      (lex->mask + 1) * sizeof(*lex->slots));
 	pthread_mutex_destroy(&lex->index_lock);
-	free(lex->bo);
 	free(lex);
 }
 
@@ -695,14 +700,23 @@ static struct im_lexicon *lex_new(void)
 
 /*
  * Allocate the term arrays for @p n terms whose strings take @p bytes (their
- * NULs included) and the hash table. The caller adds the terms with
- * lex_set() and then calls lex_index(), or if @p lazy leaves the table to
- * the first lookup (lex_index_late()).
+ * NULs included), @p nbo entries of the byte order (0: none, lex->bo stays
+ * NULL) and the hash table. The caller adds the terms with lex_set() and
+ * then calls lex_index(), or if @p lazy leaves the table to the first
+ * lookup (lex_index_late()).
  */
-static int lex_alloc(struct im_lexicon *lex, size_t n, size_t bytes, bool lazy)
+static int lex_alloc(struct im_lexicon *lex, size_t n, size_t bytes, size_t nbo,
+		     bool lazy)
 {
 	/* Load at most 2/3: with 8-byte slots a probe run stays in a line. */
 	size_t nslots = 16;
+	size_t terms_size = n * sizeof(*lex->terms);
+	size_t dfs_size = n * sizeof(*lex->dfs);
+	size_t bo_size = nbo * sizeof(*lex->bo);
+	char *p;
+
+	if (n > UINT32_MAX || nbo > UINT32_MAX || bytes > UINT32_MAX)
+		return -EOVERFLOW;
 	while (nslots < n + n / 2)
 		nslots *= 2;
 	/* Records start at REC_HDR so that offset 0 can mean "empty". */
@@ -710,16 +724,22 @@ static int lex_alloc(struct im_lexicon *lex, size_t n, size_t bytes, bool lazy)
 	lex->arena_cap = REC_HDR + n * REC_HDR + bytes;
 	if (lex->arena_cap > UINT32_MAX)
 		return -EOVERFLOW;
-	lex->terms = calloc(n ? n : 1, sizeof(*lex->terms));
-	lex->dfs = calloc(n ? n : 1, sizeof(*lex->dfs));
 	/* The padding lets readers copy IM_LEX_STR_PAD bytes of any term. */
-	lex->arena = im_table_alloc(lex->arena_cap + IM_LEX_STR_PAD);
+	lex->block_size = terms_size + dfs_size + bo_size + lex->arena_cap +
+			  IM_LEX_STR_PAD;
+	lex->block = im_table_alloc(lex->block_size);
 	lex->slots_lazy = lazy;
 	lex->slots = lazy ? im_block_alloc(nslots * sizeof(*lex->slots))
 			  : im_table_alloc(nslots * sizeof(*lex->slots));
 	lex->mask = nslots - 1;
-	if (!lex->terms || !lex->dfs || !lex->arena || !lex->slots)
+	if (!lex->block || !lex->slots)
 		return -ENOMEM;
+	/* The terms first: the block is page-aligned, they need 8 bytes. */
+	p = lex->block;
+	lex->terms = (struct im_lex_term *)p;
+	lex->dfs = (uint32_t *)(p + terms_size);
+	lex->bo = nbo ? (uint32_t *)(p + terms_size + dfs_size) : NULL;
+	lex->arena = p + terms_size + dfs_size + bo_size;
 	return 0;
 }
 
@@ -727,15 +747,15 @@ _Static_assert(IM_SHORT >= IM_LEX_STR_PAD,
 	       "a df's arena keeps IM_LEX_STR_PAD bytes readable at each term");
 
 /*
- * Term number @p i. If @p padded, IM_LEX_STR_PAD bytes are readable at
- * @p s (a df's arena has that slack): a short term is then copied with one
- * fixed-size move, not a call. The bytes it writes past the term's NUL
- * are the next record's, written over next, or the arena's padding after
- * the last. @return 0, or -EINVAL if the arena has no room left.
+ * The bytes of term number @p i: its record, next in the arena. If
+ * @p padded, IM_LEX_STR_PAD bytes are readable at @p s (a df's arena has
+ * that slack): a short term is then copied with one fixed-size move, not a
+ * call. The bytes it writes past the term's NUL are the next record's,
+ * written over next, or the arena's padding after the last. @return 0, or
+ * -EINVAL if the arena has no room left.
  */
-static int lex_set(struct im_lexicon *lex, size_t i, const void *s,
-		   uint32_t len, bool padded, uint8_t kind, uint32_t rank,
-		   uint64_t df, const struct nidf_memo *nm)
+static int lex_set_bytes(struct im_lexicon *lex, size_t i, const void *s,
+			 uint32_t len, bool padded)
 {
 	if (lex->arena_cap - lex->arena_len < REC_HDR + (size_t)len + 1)
 		return -EINVAL;
@@ -753,11 +773,31 @@ static int lex_set(struct im_lexicon *lex, size_t i, const void *s,
 	lex->arena_len += REC_HDR + (size_t)len + 1;
 	t->str = rec + REC_HDR;
 	t->len = len;
+	return 0;
+}
+
+/* The rest of term number @p i. */
+static void lex_set_kind(struct im_lexicon *lex, size_t i, uint8_t kind,
+			 uint32_t rank, uint64_t df, const struct nidf_memo *nm)
+{
+	struct im_lex_term *t = &lex->terms[i];
+
 	t->kind = kind;
 	t->rank = rank;
 	t->nidf = (float)nidf_get(nm, df);
 	lex->dfs[i] = (uint32_t)df;
-	return 0;
+}
+
+/* Term number @p i: lex_set_bytes(), then lex_set_kind(). */
+static int lex_set(struct im_lexicon *lex, size_t i, const void *s,
+		   uint32_t len, bool padded, uint8_t kind, uint32_t rank,
+		   uint64_t df, const struct nidf_memo *nm)
+{
+	int r = lex_set_bytes(lex, i, s, len, padded);
+
+	if (!r)
+		lex_set_kind(lex, i, kind, rank, df, nm);
+	return r;
 }
 
 /* Insert term @p i, of XXH3_64bits @p h, into the table; it must not be
@@ -896,18 +936,19 @@ static struct pick *radix_picks(struct pick *v, struct pick *tmp, size_t n,
 }
 
 /*
- * Sort @p v in byte order into @p v: the order is total on distinct terms,
- * so any sort gives the same. The prefix puts all but the terms that share
- * their first 8 bytes in place without a comparison; those few runs are
- * sorted by their bytes. @p tmp has room for @p n picks.
+ * Sort @p v in byte order: the order is total on distinct terms, so any
+ * sort gives the same. The prefix puts all but the terms that share their
+ * first 8 bytes in place without a comparison; those few runs are sorted
+ * by their bytes. @p tmp has room for @p n picks; @return whichever of the
+ * two holds the result.
  */
-static void sort_picks(const struct im_df *df, struct pick *v, struct pick *tmp,
-		       size_t n)
+static struct pick *sort_picks(const struct im_df *df, struct pick *v,
+			       struct pick *tmp, size_t n)
 {
 	struct pick *sorted;
 
 	if (n < 2)
-		return;
+		return v;
 	sorted = radix_picks(v, tmp, n, false);
 	for (size_t i = 0; i < n;) {
 		size_t j = i + 1;
@@ -919,43 +960,150 @@ static void sort_picks(const struct im_df *df, struct pick *v, struct pick *tmp,
 				pick_cmp_bytes, (void *)df);
 		i = j;
 	}
-	if (sorted != v)
-		memcpy(v, sorted, n * sizeof(*v));
-}
-
-/*
- * The place of every term of L (@p pl) and B (@p pb), both in byte order,
- * in the byte order of the two together: bo[i] for pl[i], and pb[j].pre
- * for pb[j] (its prefix is no longer needed once B is sorted).
- */
-static void byte_places(const struct im_df *df, const struct pick *pl,
-			size_t npl, struct pick *pb, size_t npb, uint32_t *bo)
-{
-	size_t i = 0, j = 0;
-
-	while (i < npl || j < npb) {
-		if (j == npb || (i < npl && pick_cmp_bytes(&pl[i], &pb[j],
-							   (void *)df) < 0)) {
-			bo[i] = (uint32_t)(i + j);
-			i++;
-		} else {
-			pb[j].pre = i + j;
-			j++;
-		}
-	}
+	return sorted;
 }
 
 /* B from byte order to rank order: by decreasing df, a stable pass (B's
- * dfs are small), so that ties stay in byte order. */
-static void rank_picks(struct pick *v, struct pick *tmp, size_t n)
+ * dfs are small), so that ties stay in byte order. @return as
+ * sort_picks(). */
+static struct pick *rank_picks(struct pick *v, struct pick *tmp, size_t n)
 {
-	struct pick *sorted;
+	return n < 2 ? v : radix_picks(v, tmp, n, true);
+}
 
-	if (n < 2)
-		return;
-	sorted = radix_picks(v, tmp, n, true);
-	if (sorted != v)
-		memcpy(v, sorted, n * sizeof(*v));
+/* Where a term of document frequency @p df goes: an enum im_lex_kind, or
+ * 0 for neither lexicon. */
+static int pick_kind(const struct nidf_memo *nm, uint32_t df, double lo,
+		     double hi)
+{
+	double x = nidf_get(nm, df);
+
+	return x > hi + NIDF_EPS    ? IM_LEX_SECONDARY
+	       : x >= lo - NIDF_EPS ? IM_LEX_PRIMARY
+				    : 0;
+}
+
+/*
+ * im_lexicon_build_numbered() with @p picks, room for twice im_df_terms()
+ * picks, to work in, and @p nums, room for im_df_terms() numbers.
+ *
+ * The kept terms (L and B) are sorted together, once: a term's place in
+ * that order is its place in the byte order of L and B together
+ * (im_lexicon_byte_order()), and splitting them keeps each in byte order.
+ */
+static int build(const struct im_df *df, double lo, double hi,
+		 size_t secondary_cap, struct im_lexicon **out, uint32_t *nums,
+		 struct pick *picks)
+{
+	struct im_lexicon *lex = NULL;
+	struct pick *sorted, *pl, *pb;
+	size_t k = 0, npl = 0, npb = 0, bytes_l = 0, bytes_b = 0;
+	/* nidf falls as df grows: every term of L is more frequent than
+	 * every term of B, and the rarest of L tells them apart. */
+	uint32_t l_min = UINT32_MAX;
+	struct nidf_memo nm;
+	int kind, r;
+
+	nidf_memo_init(&nm, df->docs);
+	lex = lex_new();
+	if (!lex)
+		return -ENOMEM;
+	/*
+	 * The slots in their order, not the terms in id order: one read
+	 * through the table instead of a visit at random to each term's slot,
+	 * whose key holds a short term's first bytes as prefix8() takes them
+	 * (zero-padded). The sort gives the same order from any.
+	 */
+	for (size_t j = 0; j < df->nslots; j++) {
+		const struct df_slot *e = &df->slots[j];
+		uint32_t len = df_len(e);
+
+		if (!e->id1 || len > LEX_TERM_MAX)
+			continue; /* empty, or a term load would refuse */
+		kind = pick_kind(&nm, e->df, lo, hi);
+		if (kind == IM_LEX_PRIMARY) {
+			npl++;
+			bytes_l += len + 1;
+			if (e->df < l_min)
+				l_min = e->df;
+		} else if (kind == IM_LEX_SECONDARY) {
+			npb++;
+			bytes_b += len + 1;
+		} else {
+			continue;
+		}
+		picks[k++] = (struct pick){
+			len <= IM_SHORT ? be64toh(e->key[0])
+					: prefix8(df->arena.p + e->key[0], len),
+			e->df, e->id1 - 1};
+	}
+	sorted = sort_picks(df, picks, picks + k, k);
+	/* L and B apart, each in byte order, each pick's place in pre. */
+	pl = sorted == picks ? picks + k : picks;
+	pb = pl + npl;
+	for (size_t i = 0, il = 0, ib = 0; i < k; i++) {
+		struct pick p = sorted[i];
+
+		p.pre = i;
+		if (p.df >= l_min)
+			pl[il++] = p;
+		else
+			pb[ib++] = p;
+	}
+	pb = rank_picks(pb, sorted, npb); /* sorted's room is free again */
+	/* Only the secondary_cap best-ranked terms of B are kept. */
+	if (npb > secondary_cap) {
+		npb = secondary_cap;
+		bytes_b = 0;
+		for (size_t i = 0; i < npb; i++) {
+			uint32_t len;
+
+			df_bytes(df, pb[i].id, &len);
+			bytes_b += len + 1;
+		}
+	}
+
+	size_t n = npl + npb;
+	if (n >= UINT32_MAX) {
+		r = -EOVERFLOW;
+		goto out;
+	}
+	lex->docs = df->docs;
+	lex->lo = lo;
+	lex->hi = hi;
+	lex->nprimary = npl;
+	lex->nsecondary = npb;
+	r = lex_alloc(lex, n, bytes_l + bytes_b, n ? n : 1, true);
+	if (r < 0)
+		goto out;
+	for (size_t i = 0; i < df->n; i++)
+		nums[i] = IM_LEX_NO_TERM;
+	for (size_t i = 0; i < n; i++) {
+		const struct pick *p = i < npl ? &pl[i] : &pb[i - npl];
+
+		lex->bo[i] = (uint32_t)p->pre;
+		lex_set_kind(lex, i,
+			     i < npl ? IM_LEX_PRIMARY : IM_LEX_SECONDARY,
+			     i < npl ? 0 : (uint32_t)(i - npl), p->df, &nm);
+		nums[p->id] = (uint32_t)i;
+	}
+	/* The records in id order: the df's bytes are read in the order they
+	 * lie in, not at random; a record can be anywhere in the arena. */
+	for (size_t id = 0; id < df->n; id++) {
+		uint32_t len;
+		const char *str;
+
+		if (nums[id] == IM_LEX_NO_TERM)
+			continue;
+		str = df_bytes(df, (uint32_t)id, &len);
+		r = lex_set_bytes(lex, nums[id], str, len, true);
+		assert(r == 0); /* bytes was counted above */
+	}
+	*out = lex;
+	lex = NULL;
+out:
+	im_lexicon_free(lex);
+	return r;
 }
 
 int im_lexicon_build(const struct im_df *df, double lo, double hi,
@@ -968,105 +1116,22 @@ int im_lexicon_build_numbered(const struct im_df *df, double lo, double hi,
 			      size_t secondary_cap, struct im_lexicon **out,
 			      uint32_t *numbers)
 {
-	struct im_lexicon *lex = NULL;
-	struct pick *picks = NULL, *pl, *pb, *tmp = NULL;
-	size_t npl = 0, npb = 0;
-	struct nidf_memo nm;
+	size_t n = df->n ? df->n : 1;
+	struct pick *picks = NULL;
+	uint32_t *own = NULL;
 	int r;
 
 	*out = NULL;
 	if (!(lo >= 0 && lo <= hi && hi <= 1) || df->docs < 2)
 		return -EINVAL;
-	nidf_memo_init(&nm, df->docs);
-
-	/* L from the front, B from the back, of one array: the two together
-	 * hold at most every term once. */
 	r = -ENOMEM;
-	picks = malloc((df->n ? df->n : 1) * sizeof(*picks));
-	lex = lex_new();
-	if (!picks || !lex)
-		goto out;
-	pb = picks + df->n;
-	for (size_t i = 0; i < df->n; i++) {
-		const struct df_slot *e = df_slot_of(df, i);
-		uint32_t len;
-		const char *str = df_bytes(df, (uint32_t)i, &len);
-
-		if (i + DF_PREFETCH < df->n)
-			__builtin_prefetch(df_slot_of(df, i + DF_PREFETCH));
-		if (len > LEX_TERM_MAX)
-			continue; /* load would refuse it */
-		double x = nidf_get(&nm, e->df);
-		struct pick p = {prefix8(str, len), e->df, (uint32_t)i};
-		if (x > hi + NIDF_EPS)
-			*--pb = p;
-		else if (x >= lo - NIDF_EPS)
-			picks[npl++] = p;
-	}
-	pl = picks;
-	npb = (size_t)(picks + df->n - pb);
-	tmp = malloc((npl > npb ? npl : npb ? npb : 1) * sizeof(*tmp));
-	if (!tmp)
-		goto out;
-	sort_picks(df, pl, tmp, npl);
-	sort_picks(df, pb, tmp, npb);
-	/* Byte order across L and B is known here for the price of a merge;
-	 * the signer would compare bytes for it in every document that takes
-	 * terms from B. */
-	lex->bo = malloc((npl + npb ? npl + npb : 1) * sizeof(*lex->bo));
-	if (!lex->bo)
-		goto out;
-	byte_places(df, pl, npl, pb, npb, lex->bo);
-	rank_picks(pb, tmp, npb);
-	/* Only the secondary_cap best-ranked terms of B are kept. */
-	if (npb > secondary_cap)
-		npb = secondary_cap;
-	for (size_t i = 0; i < npb; i++)
-		lex->bo[npl + i] = (uint32_t)pb[i].pre;
-
-	size_t n = npl + npb, bytes = 0;
-	if (n >= UINT32_MAX) {
-		r = -EOVERFLOW;
-		goto out;
-	}
-	for (size_t i = 0; i < n; i++) {
-		uint32_t len;
-
-		df_bytes(df, i < npl ? pl[i].id : pb[i - npl].id, &len);
-		bytes += len + 1;
-	}
-	lex->docs = df->docs;
-	lex->lo = lo;
-	lex->hi = hi;
-	lex->nprimary = npl;
-	lex->nsecondary = npb;
-	r = lex_alloc(lex, n, bytes, true);
-	if (r < 0)
-		goto out;
-
-	for (size_t i = 0; i < n; i++) {
-		const struct pick *p = i < npl ? &pl[i] : &pb[i - npl];
-		uint32_t len;
-		const char *str = df_bytes(df, p->id, &len);
-
-		r = lex_set(lex, i, str, len, true,
-			    i < npl ? IM_LEX_PRIMARY : IM_LEX_SECONDARY,
-			    i < npl ? 0 : (uint32_t)(i - npl), p->df, &nm);
-		assert(r == 0); /* bytes was counted above */
-	}
-	if (numbers) {
-		for (size_t i = 0; i < df->n; i++)
-			numbers[i] = IM_LEX_NO_TERM;
-		for (size_t i = 0; i < n; i++)
-			numbers[i < npl ? pl[i].id : pb[i - npl].id] =
-				(uint32_t)i;
-	}
-	*out = lex;
-	lex = NULL;
-out:
+	picks = malloc(2 * n * sizeof(*picks));
+	if (!numbers)
+		numbers = own = malloc(n * sizeof(*numbers));
+	if (picks && numbers)
+		r = build(df, lo, hi, secondary_cap, out, numbers, picks);
 	free(picks);
-	free(tmp);
-	im_lexicon_free(lex);
+	free(own);
 	return r;
 }
 
@@ -1384,7 +1449,7 @@ int im_lexicon_load(const char *path, struct im_lexicon **out, char *why,
 	lex->hi = hi;
 	lex->nprimary = npl;
 	lex->nsecondary = npb;
-	r = lex_alloc(lex, n, bytes + n, false);
+	r = lex_alloc(lex, n, bytes + n, 0, false);
 	if (r < 0)
 		goto out;
 

@@ -1956,36 +1956,36 @@ static void scan_destroy(struct scan *sc)
  * A first scan's lexicon, and each worker's map from its ids to the
  * lexicon's term numbers: the workers' counts merged into wk[0].df, each
  * term's place in it noted (worker 0's own ids are already its first
- * nown), and the lexicon built from it saying where each of its terms went.
- * No term is looked up again. @return as im_lexicon_build().
+ * nown, so the lexicon's numbers are its map as they are), and the lexicon
+ * built from it saying where each of its terms went. No term is looked up
+ * again. The build works in wk[0].df's memory: the counts are done with.
+ * @return as im_lexicon_build().
  */
 static int build_and_number(struct sign_worker *wk, unsigned n,
 			    const struct im_params *p, struct im_lexicon **out)
 {
-	uint32_t *numbers = NULL;
 	int ret = 0;
 
-	for (unsigned i = 0; i < n && !ret; i++) {
+	for (unsigned i = 1; i < n && !ret; i++) {
 		wk[i].map = malloc((wk[i].nown ? wk[i].nown : 1) *
 				   sizeof(*wk[i].map));
 		if (!wk[i].map)
 			ret = -ENOMEM;
-		else if (i)
+		else
 			ret = im_df_merge_ids(wk[0].df, wk[i].df, wk[i].map);
 	}
 	if (!ret) {
 		size_t terms = im_df_terms(wk[0].df);
 
-		numbers = malloc((terms ? terms : 1) * sizeof(*numbers));
-		ret = numbers ? im_lexicon_build_numbered(
-					wk[0].df, p->nidf_lo, p->nidf_hi,
-					p->secondary_cap, out, numbers)
-			      : -ENOMEM;
+		wk[0].map = malloc((terms ? terms : 1) * sizeof(*wk[0].map));
+		ret = wk[0].map ? im_lexicon_build_from(
+					  wk[0].df, p->nidf_lo, p->nidf_hi,
+					  p->secondary_cap, out, wk[0].map)
+				: -ENOMEM;
 	}
-	for (unsigned i = 0; i < n && !ret; i++)
+	for (unsigned i = 1; i < n && !ret; i++)
 		for (size_t j = 0; j < wk[i].nown; j++)
-			wk[i].map[j] = numbers[i ? wk[i].map[j] : j];
-	free(numbers);
+			wk[i].map[j] = wk[0].map[wk[i].map[j]];
 	return ret;
 }
 

@@ -1135,6 +1135,32 @@ int im_lexicon_build_numbered(const struct im_df *df, double lo, double hi,
 	return r;
 }
 
+int im_lexicon_build_from(struct im_df *df, double lo, double hi,
+			  size_t secondary_cap, struct im_lexicon **out,
+			  uint32_t *numbers)
+{
+	/* Twice as many picks as terms: no more than the slots hold, since
+	 * a table has a slot per term at least. */
+	_Static_assert(2 * sizeof(struct pick) <= sizeof(struct df_slot),
+		       "the slots' memory has room for the build's picks");
+
+	*out = NULL;
+	if (!df->nslots)
+		return im_lexicon_build_numbered(df, lo, hi, secondary_cap, out,
+						 numbers);
+	if (!(lo >= 0 && lo <= hi && hi <= 1) || df->docs < 2)
+		return -EINVAL;
+	/*
+	 * The picks take the slots' place (they were faulted in, 1.2 MB of
+	 * the kernel docs' first scan that it need not fault in again): the
+	 * build's first pass reads each slot before it writes a pick over
+	 * it, and the k-th pick, 16 bytes, lies below the k-th slot it comes
+	 * from at the earliest, 32 bytes each.
+	 */
+	return build(df, lo, hi, secondary_cap, out, numbers,
+		     (struct pick *)df->slots);
+}
+
 /* ---- The file ------------------------------------------------------------- */
 
 static const char lex_magic[8] = {'I', 'M', 'L', 'E', 'X', 'I', 'C', 'N'};

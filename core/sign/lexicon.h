@@ -176,6 +176,18 @@ int im_lexicon_build_numbered(const struct im_df *df, double lo, double hi,
 			      uint32_t *numbers);
 
 /**
+ * im_lexicon_build_numbered() that works in @p df's own memory instead of
+ * memory of its own (as much as the terms' slots take: some 40 bytes a
+ * term), and leaves @p df fit for nothing but im_df_free(). A one-pass
+ * scan builds so from counts it is done with. @p numbers must not be NULL.
+ *
+ * @return as im_lexicon_build().
+ */
+int im_lexicon_build_from(struct im_df *df, double lo, double hi,
+			  size_t secondary_cap, struct im_lexicon **out,
+			  uint32_t *numbers);
+
+/**
  * Save crash-safely to @p path (write PATH.tmp.PID, fsync, rename, fsync dir).
  * @return 0 or a negative errno from the failing call.
  */

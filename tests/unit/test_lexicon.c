@@ -830,6 +830,101 @@ START_TEST(test_lexicon_sort_shared_prefixes)
 }
 END_TEST
 
+/* The bytes im_lexicon_save() writes for @p lex; caller frees. */
+static unsigned char *saved_bytes(const struct im_lexicon *lex, size_t *len)
+{
+	unsigned char *b;
+
+	ck_assert_int_eq(im_lexicon_save(lex, tmp_path("saved.lex")), 0);
+	b = slurp(tmp_path("saved.lex"), len);
+	unlink(tmp_path("saved.lex"));
+	return b;
+}
+
+/*
+ * im_lexicon_build_from() works in the df's own slots: it builds the very
+ * lexicon im_lexicon_build_numbered() builds from the same counts (the
+ * same file, byte order and term numbers), for a collection of terms short
+ * and long (longer than 16 bytes their slot holds no bytes), sharing
+ * prefixes, with a window that leaves terms out on both sides and B
+ * capped, and for one in which every term is kept.
+ */
+START_TEST(test_lexicon_build_from_same_as_numbered)
+{
+	enum { NW = 3000, NDOCS = 400 };
+	static char words[NW][40];
+	static const double windows[][2] = {{0.3, 0.7}, {0, 1}, {0.5, 0.5}};
+	static const size_t caps[] = {100, NW, 0};
+	const char *w[NW];
+	unsigned dfs[NW];
+	unsigned long long x = 0x9e3779b97f4a7c15ull; /* fixed seed */
+
+	for (unsigned i = 0; i < NW; i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		snprintf(words[i], sizeof(words[i]), "%s%x",
+			 x % 4 == 0   ? "a-term-longer-than-sixteen-bytes-"
+			 : x % 4 == 1 ? "abcdefgh"
+				      : "",
+			 i);
+		w[i] = words[i];
+		dfs[i] = 1 + (unsigned)(x >> 24) % NDOCS;
+	}
+	tmp_setup();
+	for (size_t k = 0; k < sizeof(caps) / sizeof(caps[0]); k++) {
+		struct im_df *a = collection(NDOCS, w, dfs, NW);
+		struct im_df *b = collection(NDOCS, w, dfs, NW);
+		size_t n = im_df_terms(a), la, lb, nl;
+		uint32_t *na = malloc(n * sizeof(*na));
+		uint32_t *nb = malloc(n * sizeof(*nb));
+		struct im_lexicon *lexa, *lexb;
+		unsigned char *ba, *bb;
+
+		ck_assert(na && nb);
+		ck_assert_int_eq(im_lexicon_build_numbered(
+					 a, windows[k][0], windows[k][1],
+					 caps[k], &lexa, na),
+				 0);
+		ck_assert_int_eq(im_lexicon_build_from(b, windows[k][0],
+						       windows[k][1], caps[k],
+						       &lexb, nb),
+				 0);
+		ba = saved_bytes(lexa, &la);
+		bb = saved_bytes(lexb, &lb);
+		ck_assert_msg(la == lb && !memcmp(ba, bb, la),
+			      "window %zu: the files differ", k);
+		ck_assert_msg(!memcmp(na, nb, n * sizeof(*na)),
+			      "window %zu: the term numbers differ", k);
+		nl = im_lexicon_primary_size(lexa) +
+		     im_lexicon_secondary_size(lexa);
+		ck_assert_msg(!memcmp(im_lexicon_byte_order(lexa),
+				      im_lexicon_byte_order(lexb),
+				      nl * sizeof(uint32_t)),
+			      "window %zu: the byte orders differ", k);
+		/* Each number is the one its term is looked up at. */
+		for (size_t i = 0; i < nl; i++) {
+			const struct im_lex_term *t = im_lexicon_term(lexb, i);
+
+			ck_assert_int_eq(im_lexicon_lookup(
+						 lexb, t->str, t->len,
+						 XXH3_64bits(t->str, t->len),
+						 NULL),
+					 (long)i);
+		}
+		free(ba);
+		free(bb);
+		free(na);
+		free(nb);
+		im_lexicon_free(lexa);
+		im_lexicon_free(lexb);
+		im_df_free(a);
+		im_df_free(b);
+	}
+	tmp_teardown();
+}
+END_TEST
+
 START_TEST(test_lexicon_secondary_order_and_cap)
 {
 	struct im_lexicon *lex = std_lexicon(100);
@@ -1367,6 +1462,7 @@ static Suite *lexicon_suite(void)
 	tcase_add_test(tc, test_lexicon_window_exact_boundaries);
 	tcase_add_test(tc, test_lexicon_secondary_order_and_cap);
 	tcase_add_test(tc, test_lexicon_sort_shared_prefixes);
+	tcase_add_test(tc, test_lexicon_build_from_same_as_numbered);
 	tcase_add_test(tc, test_lexicon_lookup);
 	tcase_add_test(tc, test_lexicon_first_lookups_at_once);
 	tcase_add_test(tc, test_lexicon_build_refuses);

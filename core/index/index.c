@@ -668,6 +668,14 @@ static inline uint32_t tab_next(const struct table *t, uint32_t i)
 static uint32_t slot_tag(const struct im_index *idx, const struct table *t,
 			 uint32_t val);
 
+/* Insert at the empty slot @p i, where a probe for @p tag ends. */
+static void tab_insert_at(struct table *t, uint32_t i, uint32_t tag,
+			  uint32_t val)
+{
+	slot_set(&t->s[i], tag, val);
+	t->n++;
+}
+
 /* Insert without growing: the caller reserved room. */
 static void tab_insert(struct table *t, uint32_t tag, uint32_t val)
 {
@@ -675,8 +683,7 @@ static void tab_insert(struct table *t, uint32_t tag, uint32_t val)
 
 	while (tab_val(t, i) != NONE)
 		i = tab_next(t, i);
-	slot_set(&t->s[i], tag, val);
-	t->n++;
+	tab_insert_at(t, i, tag, val);
 }
 
 /* Room for @p extra more entries at load 0.9 or less. */
@@ -814,37 +821,50 @@ static uint32_t posting_first(const struct im_index *idx, uint32_t val)
 	return val & PL_FLAG ? pl_ids(idx, &idx->pl[val & ~PL_FLAG])[0] : val;
 }
 
-/* Slot of @p key's posting, or NONE. */
-static uint32_t posting_slot(const struct im_index *idx, const struct key *key,
-			     uint32_t tag)
+/* Slot of @p key's posting, or NONE; then in *@p empty (if not NULL) the
+ * slot where the key would go, where tab_insert() would put it. The table
+ * must have room for one more. */
+static uint32_t posting_find(const struct im_index *idx, const struct key *key,
+			     uint32_t tag, uint32_t *empty)
 {
 	const struct table *t = key_table(idx, key);
+	uint32_t i = tab_home(t, tag);
 
-	if (!t->n)
-		return NONE;
-	for (uint32_t i = tab_home(t, tag);; i = tab_next(t, i)) {
+	for (; t->n; i = tab_next(t, i)) {
 		uint32_t val = tab_val(t, i);
 
 		if (val == NONE)
-			return NONE;
+			break;
 		if (tab_tag_is(t, i, tag) &&
 		    doc_has_key(D(idx, posting_first(idx, val)), key))
 			return i;
 	}
+	if (empty)
+		*empty = i;
+	return NONE;
+}
+
+/* Slot of @p key's posting, or NONE. */
+static uint32_t posting_slot(const struct im_index *idx, const struct key *key,
+			     uint32_t tag)
+{
+	return key_table(idx, key)->n ? posting_find(idx, key, tag, NULL)
+				      : NONE;
 }
 
 /*
  * The new lists a put will take (room reserved in idx->pl before it
  * commits), and how many it took; the document's keys, their tags and
- * their posting slots (NONE: a new key), found once by reserve_put(). The
- * slots stay right until insert_doc() is done with them: every key of a
+ * their posting slots (NONE: a new key, which goes to the empty slot
+ * empty[i] the lookup ended at), found once by reserve_put(). The slots
+ * stay right until insert_doc() is done with them: every key of a
  * document is in a table of its own, which only its own insertion changes.
  */
 struct spare {
 	unsigned n, used;
 	unsigned nkeys;
 	struct key keys[NKEYS];
-	uint32_t tags[NKEYS], slots[NKEYS];
+	uint32_t tags[NKEYS], slots[NKEYS], empty[NKEYS];
 };
 
 static uint32_t plist_take(struct im_index *idx)
@@ -900,21 +920,22 @@ static uint32_t plist_rank(const struct im_index *idx, const struct plist *pl,
 }
 
 /*
- * Add @p id to the posting of @p key, at slot @p i (NONE: a new key).
+ * Add @p id to the posting of @p key, at slot @p i (NONE: a new key, for
+ * the empty slot @p empty).
  * @return the document that thereby lost its place among the first HOT of a
  * near key (its pairs with the members past HOT are no longer compared), or
  * NONE.
  */
 static uint32_t posting_add(struct im_index *idx, const struct key *key,
-			    uint32_t tag, uint32_t i, uint32_t id,
-			    struct spare *sp)
+			    uint32_t tag, uint32_t i, uint32_t empty,
+			    uint32_t id, struct spare *sp)
 {
 	struct table *t = key_table(idx, key);
 	uint32_t val, p, r;
 	struct plist *pl;
 
 	if (i == NONE) {
-		tab_insert(t, tag, id);
+		tab_insert_at(t, empty, tag, id);
 		return NONE;
 	}
 	val = tab_val(t, i);
@@ -1997,7 +2018,7 @@ static void insert_doc(struct im_index *idx, uint32_t id, struct spare *sp)
 
 	for (unsigned i = 0; i < sp->nkeys; i++) {
 		uint32_t x = posting_add(idx, &sp->keys[i], sp->tags[i],
-					 sp->slots[i], id, sp);
+					 sp->slots[i], sp->empty[i], id, sp);
 
 		/* A document pushed out of a hot key's first HOT lost its
 		 * links to the holders past them, unless its place went to a
@@ -2346,11 +2367,19 @@ static int reserve_put(struct im_index *idx, const struct doc *d, bool new_path,
 		if ((ret = tab_reserve(idx, key_table(idx, &keys[i]), 1)))
 			return ret;
 
+	/* Each key's slot is a miss, in a table of its own: asked for all at
+	 * once, they are waited for together. */
+	for (unsigned i = 0; i < nkeys; i++) {
+		const struct table *t = key_table(idx, &keys[i]);
+
+		sp->tags[i] = key_tag(&keys[i]);
+		__builtin_prefetch(&t->s[tab_home(t, sp->tags[i])]);
+	}
 	for (unsigned i = 0; i < nkeys; i++) {
 		uint32_t s, val;
 
-		sp->tags[i] = key_tag(&keys[i]);
-		s = sp->slots[i] = posting_slot(idx, &keys[i], sp->tags[i]);
+		s = sp->slots[i] =
+			posting_find(idx, &keys[i], sp->tags[i], &sp->empty[i]);
 		if (s == NONE)
 			continue;
 		val = tab_val(key_table(idx, &keys[i]), s);

@@ -1157,7 +1157,7 @@ int im_lexicon_build_from(struct im_df *df, double lo, double hi,
 		       "the slots' memory has room for the build's picks");
 
 	*out = NULL;
-	if (!df->nslots)
+	if (!df->nslots || !numbers)
 		return im_lexicon_build_numbered(df, lo, hi, secondary_cap, out,
 						 numbers);
 	if (!(lo >= 0 && lo <= hi && hi <= 1) || df->docs < 2)

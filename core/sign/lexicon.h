@@ -177,9 +177,10 @@ int im_lexicon_build_numbered(const struct im_df *df, double lo, double hi,
 
 /**
  * im_lexicon_build_numbered() that works in @p df's own memory instead of
- * memory of its own (as much as the terms' slots take: some 40 bytes a
- * term), and leaves @p df fit for nothing but im_df_free(). A one-pass
- * scan builds so from counts it is done with. @p numbers must not be NULL.
+ * memory of its own (32 bytes a term, in the memory of its slots), and
+ * leaves @p df fit for nothing but im_df_free(). A one-pass scan builds so
+ * from counts it is done with. (With @p numbers NULL the build takes
+ * memory of its own, as im_lexicon_build_numbered() does.)
  *
  * @return as im_lexicon_build().
  */

@@ -894,6 +894,28 @@ START_TEST(test_lexicon_build_from_same_as_numbered)
 		bb = saved_bytes(lexb, &lb);
 		ck_assert_msg(la == lb && !memcmp(ba, bb, la),
 			      "window %zu: the files differ", k);
+		free(bb);
+		im_lexicon_free(lexb);
+		/* Without numbers asked for, the same lexicon. */
+		im_df_free(b);
+		b = collection(NDOCS, w, dfs, NW);
+		ck_assert_int_eq(im_lexicon_build_from(b, windows[k][0],
+						       windows[k][1], caps[k],
+						       &lexb, NULL),
+				 0);
+		bb = saved_bytes(lexb, &lb);
+		ck_assert_msg(la == lb && !memcmp(ba, bb, la),
+			      "window %zu: the files differ without numbers",
+			      k);
+		free(bb);
+		im_lexicon_free(lexb);
+		im_df_free(b);
+		b = collection(NDOCS, w, dfs, NW);
+		ck_assert_int_eq(im_lexicon_build_from(b, windows[k][0],
+						       windows[k][1], caps[k],
+						       &lexb, nb),
+				 0);
+		bb = saved_bytes(lexb, &lb);
 		ck_assert_msg(!memcmp(na, nb, n * sizeof(*na)),
 			      "window %zu: the term numbers differ", k);
 		nl = im_lexicon_primary_size(lexa) +

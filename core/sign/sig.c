@@ -751,67 +751,59 @@ static void fill_terms(struct im_signer *s, size_t npk, unsigned ncoords)
 		s->hk_len[k] = end[k] - k * stride;
 }
 
-typedef uint32_t v4u __attribute__((vector_size(16)));
-typedef int32_t v4i __attribute__((vector_size(16)));
-
-/* The most coordinates fill_fixed() fills: three vectors of four lanes. */
+/* The most coordinates fill_fixed() fills. */
 #define FILL_FIXED_MAX 12
 
 /*
  * fill_terms() for a number of coordinates @p nc known when it is compiled
- * (the callers below): the ends of the lanes of (nc + 3) / 4 vectors (the
- * buffers are below HK_MAX, so 32 bits hold them) move by the term's
- * length where its mask has the lane's bit, in two vector operations per
- * vector instead of a shift, a mask, a negation and an add for each
- * coordinate: the scalar loop's ends did not fit in registers.
+ * (the callers below): every loop over the coordinates is unrolled and
+ * indexes the ends with constants only, so they can stay in registers (the
+ * buffers are below HK_MAX: 32 bits hold them). A long term's loop over
+ * its mask's bits, indexing them with a variable, kept them on the stack,
+ * and the vectors they were kept in then went through memory for every
+ * term: a store of the vector, a load of each lane.
  */
 static inline __attribute__((always_inline)) void
 fill_fixed(struct im_signer *s, size_t npk, const unsigned nc)
 {
-	const unsigned nv = (nc + 3) / 4;
 	uint32_t stride = (uint32_t)s->hk_stride;
 	unsigned char *hk = s->hkd;
-	v4u end[FILL_FIXED_MAX / 4], bit[FILL_FIXED_MAX / 4];
+	uint32_t end[FILL_FIXED_MAX];
 
-	for (unsigned k = 0; k < 4 * nv; k++) {
-		end[k / 4][k % 4] = k * stride + 1;
-		bit[k / 4][k % 4] = UINT32_C(1) << k;
-	}
-	for (unsigned k = 0; k < nc; k++)
+#pragma GCC unroll 16
+	for (unsigned k = 0; k < nc; k++) {
+		end[k] = k * stride + 1;
 		hk[k * stride] = (unsigned char)k;
+	}
 	for (size_t i = 0; i < npk; i++) {
 		struct cand t = s->found[(uint32_t)s->pk[i]];
 		uint32_t tl = t.len + 1;
 		const char *str = t.str;
 
-		t.str = (const char *)hk + end[0][0]; /* bit 0: always in */
+		t.str = (const char *)hk + end[0]; /* bit 0: always in */
 		if (t.len < IM_LEX_STR_PAD) {
 			unsigned char b[IM_LEX_STR_PAD];
-			v4u m = {t.mask, t.mask, t.mask, t.mask};
-			v4u l = {tl, tl, tl, tl};
 
 			memcpy(b, str, IM_LEX_STR_PAD);
 #pragma GCC unroll 16
-			for (unsigned k = 0; k < nc; k++)
-				memcpy(hk + end[k / 4][k % 4], b,
-				       IM_LEX_STR_PAD);
-#pragma GCC unroll 3
-			for (unsigned g = 0; g < nv; g++)
-				end[g] += (v4u)((v4i)((m & bit[g]) == bit[g])) &
-					  l;
+			for (unsigned k = 0; k < nc; k++) {
+				memcpy(hk + end[k], b, IM_LEX_STR_PAD);
+				end[k] += tl & -((t.mask >> k) & 1);
+			}
 		} else {
-			for (uint32_t m = t.mask & ((UINT32_C(1) << nc) - 1); m;
-			     m &= m - 1) {
-				unsigned k = (unsigned)__builtin_ctz(m);
-
-				memcpy(hk + end[k / 4][k % 4], str, tl);
-				end[k / 4][k % 4] += tl;
+#pragma GCC unroll 16
+			for (unsigned k = 0; k < nc; k++) {
+				if ((t.mask >> k) & 1) {
+					memcpy(hk + end[k], str, tl);
+					end[k] += tl;
+				}
 			}
 		}
 		s->pc[i] = t;
 	}
+#pragma GCC unroll 16
 	for (unsigned k = 0; k < nc; k++)
-		s->hk_len[k] = end[k / 4][k % 4] - k * stride;
+		s->hk_len[k] = end[k] - k * stride;
 }
 
 /* The vector fill for the default K = 4 and the former default K = 10,

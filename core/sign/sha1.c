@@ -310,14 +310,18 @@ static int cpu_has_shani(void)
 	       __builtin_cpu_supports("ssse3");
 }
 
-/* ---- Eight messages in vector lanes -------------------------------------- */
+/* ---- Eight or sixteen messages in vector lanes --------------------------- */
 
 /*
- * Lane l of each 256-bit vector belongs to message l: the state words a..e
- * are five vectors and the schedule a ring of sixteen. The rounds are FIPS
- * 180-4 §6.1.2 as written, f being one vpternlogd and each rotation one
- * vprold. A block step loads 32 bytes twice from each lane's block and
- * transposes them (8 x 8 words) so that vector j holds word j of all lanes.
+ * Lane l of each 256-bit vector (X8) or 512-bit vector (X16) belongs to
+ * message l: the state words a..e are five vectors and the schedule a ring
+ * of sixteen. The rounds are FIPS 180-4 §6.1.2 as written, f being one
+ * vpternlogd and each rotation one vprold. A block step loads 32 bytes
+ * twice from each lane's block and transposes them (8 x 8 words) so that
+ * vector j holds word j of all lanes; X16 transposes two groups of eight
+ * and joins them. A step reads and writes the state in memory, 5 vectors
+ * each way beside 80 rounds, so one loop of scalar code runs the lanes of
+ * both.
  */
 
 #define X8    __attribute__((target("avx2,avx512f,avx512vl")))
@@ -364,105 +368,143 @@ x8_load(__m256i w[16], const unsigned char *const p[LANES])
 	}
 }
 
-/* Rounds t0..t0+19 with function F (a vpternlogd table) and constant K. */
-#define X8_ROUNDS(t0, F, K)                                                    \
+/*
+ * Rounds t0..t0+19 with function F (a vpternlogd table) and constant K, on
+ * vectors of type T whose intrinsics begin with V (_mm256 or _mm512) and
+ * whose XOR is XOR.
+ */
+#define X_ROUNDS(T, V, XOR, t0, F, K)                                          \
 	do {                                                                   \
-		const __m256i k_ = _mm256_set1_epi32((int)(K));                \
+		const T k_ = V##_set1_epi32((int)(K));                         \
 		_Pragma("GCC unroll 20") for (int t = (t0); t < (t0) + 20;     \
 					      t++)                             \
 		{                                                              \
 			if (t >= 16)                                           \
-				w[t & 15] = _mm256_rol_epi32(                  \
-					_mm256_xor_si256(                      \
-						_mm256_ternarylogic_epi32(     \
-							w[(t - 3) & 15],       \
-							w[(t - 8) & 15],       \
-							w[(t - 14) & 15],      \
-							0x96),                 \
-						w[t & 15]),                    \
+				w[t & 15] = V##_rol_epi32(                     \
+					XOR(V##_ternarylogic_epi32(            \
+						    w[(t - 3) & 15],           \
+						    w[(t - 8) & 15],           \
+						    w[(t - 14) & 15], 0x96),   \
+					    w[t & 15]),                        \
 					1);                                    \
-			__m256i x_ = _mm256_add_epi32(                         \
-				_mm256_add_epi32(_mm256_rol_epi32(a, 5),       \
-						 _mm256_ternarylogic_epi32(    \
-							 b, c, d, F)),         \
-				_mm256_add_epi32(                              \
-					e, _mm256_add_epi32(w[t & 15], k_)));  \
+			T x_ = V##_add_epi32(                                  \
+				V##_add_epi32(                                 \
+					V##_rol_epi32(a, 5),                   \
+					V##_ternarylogic_epi32(b, c, d, F)),   \
+				V##_add_epi32(e,                               \
+					      V##_add_epi32(w[t & 15], k_)));  \
 			e = d;                                                 \
 			d = c;                                                 \
-			c = _mm256_rol_epi32(b, 30);                           \
+			c = V##_rol_epi32(b, 30);                              \
 			b = a;                                                 \
 			a = x_;                                                \
 		}                                                              \
 	} while (0)
 
-/* One block of each lane, at p[l], into the state s (lane l of s[i] is
- * word i of lane l's state). */
-static inline X8 __attribute__((always_inline)) void
-x8_block(__m256i s[5], const unsigned char *const p[LANES])
+/* Add a..e, vectors of type T (intrinsics V, loads and stores of suffix
+ * S), to the state words st[0..4]. */
+#define X_ADD_STATE(T, V, S)                                                   \
+	do {                                                                   \
+		T *st_[5] = {(T *)st[0], (T *)st[1], (T *)st[2], (T *)st[3],   \
+			     (T *)st[4]};                                      \
+		V##_storeu_##S(st_[0],                                         \
+			       V##_add_epi32(V##_loadu_##S(st_[0]), a));       \
+		V##_storeu_##S(st_[1],                                         \
+			       V##_add_epi32(V##_loadu_##S(st_[1]), b));       \
+		V##_storeu_##S(st_[2],                                         \
+			       V##_add_epi32(V##_loadu_##S(st_[2]), c));       \
+		V##_storeu_##S(st_[3],                                         \
+			       V##_add_epi32(V##_loadu_##S(st_[3]), d));       \
+		V##_storeu_##S(st_[4],                                         \
+			       V##_add_epi32(V##_loadu_##S(st_[4]), e));       \
+	} while (0)
+
+/* The most lanes a step hashes. */
+#define X_LANES 16
+
+/*
+ * One block of each lane l at p[l], lane l of the state in st[0..4][l]:
+ * the steps below, for x_run().
+ */
+typedef void x_step_fn(uint32_t st[5][X_LANES],
+		       const unsigned char *const p[X_LANES]);
+
+/* Eight lanes, in 256-bit vectors. */
+static X8 void x8_step(uint32_t st[5][X_LANES],
+		       const unsigned char *const p[X_LANES])
 {
-	__m256i a = s[0], b = s[1], c = s[2], d = s[3], e = s[4], w[16];
+	__m256i a = _mm256_loadu_si256((const __m256i *)st[0]),
+		b = _mm256_loadu_si256((const __m256i *)st[1]),
+		c = _mm256_loadu_si256((const __m256i *)st[2]),
+		d = _mm256_loadu_si256((const __m256i *)st[3]),
+		e = _mm256_loadu_si256((const __m256i *)st[4]), w[16];
 
 	x8_load(w, p);
 	/* FIPS 180-4 §4.1.1: Ch, Parity, Maj, Parity. */
-	X8_ROUNDS(0, 0xca, 0x5a827999);
-	X8_ROUNDS(20, 0x96, 0x6ed9eba1);
-	X8_ROUNDS(40, 0xe8, 0x8f1bbcdc);
-	X8_ROUNDS(60, 0x96, 0xca62c1d6);
-	s[0] = _mm256_add_epi32(s[0], a);
-	s[1] = _mm256_add_epi32(s[1], b);
-	s[2] = _mm256_add_epi32(s[2], c);
-	s[3] = _mm256_add_epi32(s[3], d);
-	s[4] = _mm256_add_epi32(s[4], e);
+	X_ROUNDS(__m256i, _mm256, _mm256_xor_si256, 0, 0xca, 0x5a827999);
+	X_ROUNDS(__m256i, _mm256, _mm256_xor_si256, 20, 0x96, 0x6ed9eba1);
+	X_ROUNDS(__m256i, _mm256, _mm256_xor_si256, 40, 0xe8, 0x8f1bbcdc);
+	X_ROUNDS(__m256i, _mm256, _mm256_xor_si256, 60, 0x96, 0xca62c1d6);
+	X_ADD_STATE(__m256i, _mm256, si256);
+}
+
+/* Sixteen lanes, in 512-bit vectors: two transposes of eight lanes. */
+static X8 void x16_step(uint32_t st[5][X_LANES],
+			const unsigned char *const p[X_LANES])
+{
+	__m512i a = _mm512_loadu_si512(st[0]), b = _mm512_loadu_si512(st[1]),
+		c = _mm512_loadu_si512(st[2]), d = _mm512_loadu_si512(st[3]),
+		e = _mm512_loadu_si512(st[4]), w[16];
+	__m256i lo[16], hi[16];
+
+	x8_load(lo, p);
+	x8_load(hi, p + 8);
+	for (int j = 0; j < 16; j++)
+		w[j] = _mm512_inserti64x4(_mm512_castsi256_si512(lo[j]), hi[j],
+					  1);
+	X_ROUNDS(__m512i, _mm512, _mm512_xor_si512, 0, 0xca, 0x5a827999);
+	X_ROUNDS(__m512i, _mm512, _mm512_xor_si512, 20, 0x96, 0x6ed9eba1);
+	X_ROUNDS(__m512i, _mm512, _mm512_xor_si512, 40, 0xe8, 0x8f1bbcdc);
+	X_ROUNDS(__m512i, _mm512, _mm512_xor_si512, 60, 0x96, 0xca62c1d6);
+	X_ADD_STATE(__m512i, _mm512, si512);
 }
 
 /*
- * Hash in the eight lanes of @p l while at least @p min_live of them have a
- * message, each lane that ends taking the next of v[*next .. n). A lane
- * without one hashes a block of zeros again and again, unread. Leaves each
- * lane's state in its st[] and @return how many lanes still have a message
- * (l[i].m not NULL), each with blocks left.
+ * Hash in the @p nl lanes of @p l with @p step while at least @p min_live
+ * of them have a message, each lane that ends taking the next of
+ * v[*next .. n). A lane without one hashes a block of zeros again and
+ * again, unread. Leaves each lane's state in its st[] and @return how many
+ * lanes still have a message (l[i].m not NULL), each with blocks left.
  */
-static X8 int x8_run(struct lane l[LANES], const struct im_sha1_msg *v,
-		     size_t n, size_t *next, int min_live)
+static int x_run(struct lane *l, int nl, x_step_fn *step,
+		 const struct im_sha1_msg *v, size_t n, size_t *next,
+		 int min_live)
 {
 	static const unsigned char idle[64];
-	const unsigned char *p[LANES];
-	uint32_t st[5][LANES];
-	__m256i s[5];
+	const unsigned char *p[X_LANES];
+	uint32_t st[5][X_LANES];
 	int live = 0;
 
-	for (int i = 0; i < LANES; i++) {
+	for (int i = 0; i < nl; i++) {
 		live += l[i].m != NULL;
 		for (int j = 0; j < 5; j++)
 			st[j][i] = l[i].m ? l[i].st[j] : 0;
 	}
-	for (int j = 0; j < 5; j++)
-		s[j] = _mm256_loadu_si256((const __m256i *)st[j]);
 	while (live >= min_live && live) {
-		bool ended = false;
-
-		for (int i = 0; i < LANES; i++)
+		for (int i = 0; i < nl; i++)
 			p[i] = l[i].m ? l[i].p : idle;
-		x8_block(s, p);
-		for (int i = 0; i < LANES; i++) {
+		step(st, p);
+		for (int i = 0; i < nl; i++) {
 			if (!l[i].m)
 				continue;
 			l[i].p += 64;
 			if (--l[i].nblk)
 				continue;
-			if (!l[i].in_tail)
+			if (!l[i].in_tail) {
 				lane_advance(&l[i]); /* on to the tail */
-			else
-				ended = true;
-		}
-		if (!ended)
-			continue;
-		/* Digests out of the vectors, new messages in. */
-		for (int j = 0; j < 5; j++)
-			_mm256_storeu_si256((__m256i *)st[j], s[j]);
-		for (int i = 0; i < LANES; i++) {
-			if (!l[i].m || l[i].nblk)
 				continue;
+			}
+			/* The digest out, a new message in. */
 			for (int j = 0; j < 5; j++)
 				l[i].st[j] = st[j][i];
 			lane_advance(&l[i]);
@@ -475,12 +517,8 @@ static X8 int x8_run(struct lane l[LANES], const struct im_sha1_msg *v,
 			for (int j = 0; j < 5; j++)
 				st[j][i] = l[i].m ? l[i].st[j] : 0;
 		}
-		for (int j = 0; j < 5; j++)
-			s[j] = _mm256_loadu_si256((const __m256i *)st[j]);
 	}
-	for (int j = 0; j < 5; j++)
-		_mm256_storeu_si256((__m256i *)st[j], s[j]);
-	for (int i = 0; i < LANES; i++)
+	for (int i = 0; i < nl; i++)
 		for (int j = 0; j < 5; j++)
 			if (l[i].m)
 				l[i].st[j] = st[j][i];
@@ -488,30 +526,46 @@ static X8 int x8_run(struct lane l[LANES], const struct im_sha1_msg *v,
 }
 
 /*
- * A lane step costs about what X8_HAND_OVER blocks of SHA-NI cost: with
- * fewer lanes busy and no message left to start, the SHA extensions finish
- * the rest (where the CPU has them).
+ * Up to @p nl messages at once with @p step; the first should be the
+ * longest (a document's coordinate 0 is), so that it does not run on
+ * alone. With fewer than @p hand_over lanes busy and no message left to
+ * start, the SHA extensions finish the rest: a step costs about what that
+ * many blocks of theirs cost.
  */
-#define X8_HAND_OVER 4
-
-/* Up to eight messages at once; the first should be the longest (a
- * document's coordinate 0 is), so that it does not run on alone. */
-static void x8_many(const struct im_sha1_msg *v, size_t n)
+static void x_many(const struct im_sha1_msg *v, size_t n, int nl,
+		   x_step_fn *step, int hand_over)
 {
-	struct lane l[LANES], *held[LANES];
+	struct lane l[X_LANES], *held[X_LANES];
 	size_t next = 0;
 	int nheld = 0;
 
-	for (int i = 0; i < LANES; i++) {
+	for (int i = 0; i < nl; i++) {
 		l[i].m = NULL;
 		if (next < n)
 			lane_start(&l[i], &v[next++]);
 	}
-	x8_run(l, v, n, &next, X8_HAND_OVER);
-	for (int i = 0; i < LANES; i++)
+	x_run(l, nl, step, v, n, &next, hand_over);
+	for (int i = 0; i < nl; i++)
 		if (l[i].m)
 			held[nheld++] = &l[i];
 	shani_run(held, nheld, v, n, next);
+}
+
+/* Measured where X8 was written (a step of eight lanes: four blocks of
+ * SHA-NI) and where X16 was (AMD family 26: a step of either width takes
+ * about as long as eight blocks of SHA-NI, the rounds waiting on each
+ * other, not on the vector units). */
+#define X8_HAND_OVER  4
+#define X16_HAND_OVER 8
+
+static void x8_many(const struct im_sha1_msg *v, size_t n)
+{
+	x_many(v, n, 8, x8_step, X8_HAND_OVER);
+}
+
+static void x16_many(const struct im_sha1_msg *v, size_t n)
+{
+	x_many(v, n, 16, x16_step, X16_HAND_OVER);
 }
 
 /* The lanes hand their last messages to the SHA extensions: without them
@@ -527,6 +581,12 @@ static int cpu_has_x8(void)
 #else
 
 static void x8_many(const struct im_sha1_msg *v, size_t n)
+{
+	(void)v;
+	(void)n;
+}
+
+static void x16_many(const struct im_sha1_msg *v, size_t n)
 {
 	(void)v;
 	(void)n;
@@ -655,11 +715,11 @@ int im_sha1_new(enum im_sha1_impl impl, struct im_sha1 **out)
 
 	*out = NULL;
 	if (impl == IM_SHA1_AUTO)
-		impl = im_sha1_have_x8()      ? IM_SHA1_X8
+		impl = im_sha1_have_x8()      ? IM_SHA1_X16
 		       : im_sha1_have_shani() ? IM_SHA1_SHANI
 					      : IM_SHA1_OPENSSL;
 	if ((impl == IM_SHA1_SHANI && !im_sha1_have_shani()) ||
-	    (impl == IM_SHA1_X8 && !im_sha1_have_x8()))
+	    ((impl == IM_SHA1_X8 || impl == IM_SHA1_X16) && !im_sha1_have_x8()))
 		return -ENOTSUP;
 	if (impl == IM_SHA1_OPENSSL) {
 		pthread_once(&ossl_once, ossl_load);
@@ -703,7 +763,9 @@ int im_sha1_many(struct im_sha1 *h, const struct im_sha1_msg *v, size_t n)
 {
 	if (h->impl == IM_SHA1_OPENSSL)
 		return openssl_many(h, v, n);
-	if (h->impl == IM_SHA1_X8)
+	if (h->impl == IM_SHA1_X16)
+		x16_many(v, n);
+	else if (h->impl == IM_SHA1_X8)
 		x8_many(v, n);
 	else
 		shani_many(v, n);

@@ -380,6 +380,96 @@ START_TEST(test_sig_coordinate0_is_imatch)
 }
 END_TEST
 
+/*
+ * Terms of IM_LEX_STR_PAD bytes or more take fill_fixed()'s and
+ * fill_terms()'s other copy (their exact length, only to the coordinates
+ * of their mask); the "lex…" words above are all shorter. Every coordinate
+ * must still hash exactly its listed S, at the K each fill serves, for
+ * P of one term, of about 16 (where sort_below() starts) and of many.
+ */
+START_TEST(test_sig_long_terms_every_coordinate)
+{
+	/* 16 to 100 bytes: at, just past and well past IM_LEX_STR_PAD. */
+	static const unsigned lens[] = {16, 17, 18, 23, 24, 31,
+					32, 33, 47, 64, 65, 100};
+	enum { NLONG = sizeof(lens) / sizeof(lens[0]) };
+	static const unsigned nlex[] = {0, 1, 3, 4, 5, 40, 150};
+	static const unsigned ks[] = {0, 1, 4, 6, 10, 31};
+	char longw[NLONG][128];
+	const char *extra[NLONG + 1], *terms[256];
+	struct im_lexicon *lex;
+	struct im_params p;
+	struct im_terms u;
+	struct im_doc_sigs d;
+	struct im_sig want;
+	unsigned long_in_randomized = 0;
+
+	for (unsigned i = 0; i < NLONG; i++) {
+		for (unsigned j = 0; j < lens[i]; j++)
+			longw[i][j] = (char)('a' + (i * 7 + j * 3) % 26);
+		longw[i][lens[i]] = '\0';
+		extra[i] = longw[i];
+	}
+	extra[NLONG] = NULL;
+	lex = make_lexicon(200, 100, extra, NULL);
+	test_params(&p);
+	p.min_terms = 1;
+	p.min_ratio = 0;
+	p.min_unique = 1;
+	im_terms_init(&u);
+	for (unsigned ni = 0; ni < sizeof(nlex) / sizeof(*nlex); ni++) {
+		/* No short term: one long one alone, then all of them. */
+		unsigned nl = nlex[ni] ? NLONG : 1;
+
+		im_terms_clear(&u);
+		for (unsigned i = 0; i < nlex[ni]; i++)
+			add(&u, word("lex", (i * 37) % 200));
+		for (unsigned i = 0; i < nl; i++)
+			add(&u, longw[NLONG - 1 - i]);
+		for (unsigned ki = 0; ki < sizeof(ks) / sizeof(*ks); ki++) {
+			struct im_signer *s;
+
+			p.k = ks[ki];
+			s = signer(lex, &p);
+			ck_assert_int_eq(im_signer_sign_terms(s, &u, &d, NULL),
+					 0);
+			for (unsigned k = 0; k <= p.k; k++) {
+				const char *const *set =
+					im_signer_last_set(s, k);
+				size_t n = 0;
+
+				ck_assert_ptr_nonnull(set);
+				while (set[n]) {
+					if (k &&
+					    strlen(set[n]) >= IM_LEX_STR_PAD)
+						long_in_randomized++;
+					terms[n] = set[n], n++;
+				}
+				if (!is_set(&d, k)) {
+					ck_assert_msg(n == 0,
+						      "K = %u, %u + %u terms: "
+						      "coordinate %u of %zu "
+						      "terms unsigned",
+						      p.k, nlex[ni], nl, k, n);
+					continue;
+				}
+				imatch_sha1(k, terms, n, &want);
+				ck_assert_msg(im_sig_cmp(&d.sig[k], &want) == 0,
+					      "K = %u, %u short + %u long "
+					      "terms: coordinate %u is SHA1 "
+					      "over its listed S",
+					      p.k, nlex[ni], nl, k);
+			}
+			im_signer_free(s);
+		}
+	}
+	ck_assert_msg(long_in_randomized > 0,
+		      "some randomized coordinate holds a long term");
+	im_terms_release(&u);
+	im_lexicon_free(lex);
+}
+END_TEST
+
 struct mark {
 	char (*in)[IM_MAX_COORDS];
 	unsigned stop_after, seen;
@@ -1968,6 +2058,7 @@ static Suite *sig_suite(void)
 	tcase_add_test(tc, test_sig_word_order_and_duplicates);
 	tcase_add_test(tc, test_sig_text_order_invariance);
 	tcase_add_test(tc, test_sig_coordinate0_is_imatch);
+	tcase_add_test(tc, test_sig_long_terms_every_coordinate);
 	tcase_add_test(tc, test_sig_numbers_equal_terms);
 	tcase_add_test(tc, test_sig_numbers_memo);
 	tcase_add_test(tc, test_sig_numbers_later);

@@ -253,7 +253,7 @@ static SHANI void blocks2(struct lane *a, struct lane *b, size_t n)
 
 /*
  * Two lanes at a time, each taking the next message when its own ends:
- * first the @p nheld lanes of @p held, each with blocks left (x8_many()
+ * first the @p nheld lanes of @p held, each with blocks left (x_many()
  * hands them over), then v[next .. n).
  */
 static void shani_run(struct lane **held, int nheld,

@@ -89,7 +89,9 @@ static void fuzz_terms(uint8_t how, const char *s, size_t len,
 	im_terms_init(&scalar);
 	if (!im_words_add(s, len, &p, &simd) &&
 	    !im_words_add_scalar(s, len, &p, &scalar)) {
-		bool invalid = !im_utf8_valid(s, len);
+		/* A markup with no text hands over a NULL buffer, and NULL + 0
+		 * is undefined behaviour. */
+		bool invalid = len && !im_utf8_valid(s, len);
 
 		if (simd.n != scalar.n || simd.numbers != scalar.numbers ||
 		    simd.invalid_utf8 != invalid ||

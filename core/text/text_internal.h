@@ -136,8 +136,9 @@ enum im_words_gear {
 	IM_WORDS_AVX2,	 /**< the same with AVX2 and BMI2, chosen at run
 			      time: x86-64 builds need not assume them */
 	IM_WORDS_AVX512, /**< AVX2's, the keys of a window's words built
-			      four at a time (AVX-512 BW, VBMI and VBMI2,
-			      chosen at run time) */
+			      four at a time, figures hashed eight at a
+			      time (AVX-512 BW, DQ, VBMI and VBMI2, chosen
+			      at run time) */
 };
 
 /** @return whether this build and the CPU running it have @p gear. */

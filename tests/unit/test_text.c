@@ -1200,6 +1200,43 @@ START_TEST(test_text_numbers_fingerprint)
 }
 END_TEST
 
+/*
+ * Windows dense with figures, which the AVX-512 gear hashes eight at a time
+ * (text.c, figures_block_avx512()): up to 32 in a window, of 1 to 18 bytes
+ * (IM_SHORT and one past it are where it hands them to the scalar reading),
+ * upper and lower case, next to UTF-8 and at every offset of a window: each
+ * gear's fingerprint is the scalar scanner's.
+ */
+START_TEST(test_text_dense_figures_agree)
+{
+	/* clang-format off */
+	static const char *const pieces[] = {
+		"1 ", "2 ", "3\n", "a1 ", "X9y ", ("\xc3\xa9" "7 "), "7\xc3\xa9 ",
+		"12.5,", "\xd9\xa3 ", "word ", "0123456789abcdef ",
+		"0123456789ABCDEFG ", "0123456789abcdefgh ", "abcdefghijklmno1 ",
+	};
+	/* clang-format on */
+	const size_t npieces = sizeof(pieces) / sizeof(pieces[0]);
+	unsigned long long x = 0x9e3779b97f4a7c15ull; /* fixed seed */
+	struct im_terms ref;
+	char buf[700], what[48];
+
+	im_terms_init(&ref);
+	for (int iter = 0; iter < 300; iter++) {
+		size_t n = random_text(buf, 64 + xorshift(&x) % 600, pieces,
+				       npieces, &x);
+		size_t off = (size_t)(x >> 20) % 64;
+
+		params.min_word_len = 1 + (unsigned)(x >> 40) % 5;
+		params.max_digits = (unsigned)(x >> 50) % 3;
+		snprintf(what, sizeof(what), "iteration %d, offset %zu", iter,
+			 off);
+		assert_scanners_agree(buf + off, n - off, &ref, what);
+	}
+	im_terms_release(&ref);
+}
+END_TEST
+
 /* The figures im_text_figures() told, joined by ' ', and their hashes'
  * sum. */
 struct told {
@@ -2625,6 +2662,7 @@ int main(void)
 	tcase_add_test(tc, test_text_fast_and_slow_paths_agree);
 	tcase_add_test(tc, test_text_gears);
 	tcase_add_test(tc, test_text_numbers_fingerprint);
+	tcase_add_test(tc, test_text_dense_figures_agree);
 	tcase_add_test(tc, test_text_figures_are_the_fingerprint);
 	tcase_add_test(tc, test_text_every_byte_classified_alike);
 	tcase_add_test(tc, test_text_separator_sequences_alike);

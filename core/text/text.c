@@ -1192,7 +1192,13 @@ figures_pass_avx512(struct scan *sc, const unsigned char *s,
 		if (digit)
 			figures_block_avx512(sc, v, digit, s, &p, end, &sum);
 	}
-	sc->numbers += (uint64_t)_mm512_reduce_add_epi64(sum);
+	/* Added as unsigned: GCC's _mm512_reduce_add_epi64() adds signed
+	 * lanes, an overflow UBSan stops on, and the hashes wrap. */
+	uint64_t lanes[8];
+
+	_mm512_storeu_si512(lanes, sum);
+	for (unsigned i = 0; i < 8; i++)
+		sc->numbers += lanes[i];
 	for (; s < end; s++)
 		if (byte_class[*s] == C_DIGIT && s >= p)
 			p = figures_at(sc, p, s, end);

@@ -596,7 +596,8 @@ bool im_utf8_valid(const char *s, size_t len)
 {
 	const uint64_t high = UINT64_C(0x8080808080808080);
 	const unsigned char *c = (const unsigned char *)s;
-	const unsigned char *end = c + len;
+	/* An empty text may come as NULL, and NULL + 0 is undefined. */
+	const unsigned char *end = len ? c + len : c;
 	uint32_t cp;
 
 	while (c < end) {

@@ -148,6 +148,8 @@ START_TEST(test_extract_invalid_utf8_is_cp1252)
 	ck_assert(im_utf8_valid("ascii only, long enough to use words", 36));
 	ck_assert(!im_utf8_valid("ascii only, then \xc3", 19));
 	ck_assert(!im_utf8_valid("\xed\xa0\x80 surrogate", 13));
+	/* An empty result's text is NULL (extract.h). */
+	ck_assert(im_utf8_valid(NULL, 0));
 }
 END_TEST
 

@@ -1202,7 +1202,8 @@ END_TEST
 
 /*
  * Windows dense with figures, which the AVX-512 gear hashes eight at a time
- * (text.c, figures_block_avx512()): up to 32 in a window, of 1 to 18 bytes
+ * (text.c, figures_block_avx512()): often more than eight in a window
+ * (test_text_window_full_of_figures_agrees fills one), of 1 to 18 bytes
  * (IM_SHORT and one past it are where it hands them to the scalar reading),
  * upper and lower case, next to UTF-8 and at every offset of a window: each
  * gear's fingerprint is the scalar scanner's.
@@ -1233,6 +1234,43 @@ START_TEST(test_text_dense_figures_agree)
 			 off);
 		assert_scanners_agree(buf + off, n - off, &ref, what);
 	}
+	im_terms_release(&ref);
+}
+END_TEST
+
+/*
+ * Windows full of figures: 1 to 40 figures of one or two bytes ("7", "C2"),
+ * one after the other, at the first offsets of a window, so that a window
+ * holds up to 31 that the AVX-512 gear hashes here, in four groups of eight.
+ * The random texts above hold no window of more than 16 such: hashing
+ * only the first two groups, or three, passes them and fails here.
+ */
+START_TEST(test_text_window_full_of_figures_agrees)
+{
+	static const char *const seps = " ,\n.\t-";
+	struct im_terms ref;
+	char buf[256], what[48];
+
+	im_terms_init(&ref);
+	params.min_word_len = 3;
+	params.max_digits = 2;
+	for (unsigned k = 1; k <= 40; k++)
+		for (unsigned off = 0; off < 4; off++) {
+			size_t n = off;
+
+			memset(buf, ' ', off);
+			for (unsigned i = 0; i < k; i++) {
+				if (i % 3 == 2)
+					buf[n++] = (char)('A' + i % 26);
+				buf[n++] = (char)('0' + i % 10);
+				buf[n++] = seps[i % 6];
+			}
+			for (; n < 140; n++)
+				buf[n] = "word "[n % 5];
+			snprintf(what, sizeof(what), "%u figures at offset %u",
+				 k, off);
+			assert_scanners_agree(buf, n, &ref, what);
+		}
 	im_terms_release(&ref);
 }
 END_TEST
@@ -2663,6 +2701,7 @@ int main(void)
 	tcase_add_test(tc, test_text_gears);
 	tcase_add_test(tc, test_text_numbers_fingerprint);
 	tcase_add_test(tc, test_text_dense_figures_agree);
+	tcase_add_test(tc, test_text_window_full_of_figures_agrees);
 	tcase_add_test(tc, test_text_figures_are_the_fingerprint);
 	tcase_add_test(tc, test_text_every_byte_classified_alike);
 	tcase_add_test(tc, test_text_separator_sequences_alike);

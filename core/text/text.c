@@ -18,7 +18,8 @@
  *     straight into mask registers) measured no faster than AVX2; with
  *     VBMI and VBMI2 it also builds the keys of a window's words four at a
  *     time instead of one word after the other (queue_avx512()): 12% less
- *     time for the words of the bench corpus;
+ *     time for the words of the bench corpus; and with DQ (vpmullq) it
+ *     hashes a window's figures eight at a time (figures_pass_avx512());
  *   - a byte-class table does the same one byte at a time at the end of the
  *     buffer, and on machines without SSE2;
  *   - non-ASCII goes through a strict decoder and utf8proc's category and
@@ -43,9 +44,9 @@
  *   - Every word holding a digit, kept or not, is a figure: im_terms.numbers
  *     sums their hashes. The scalar reading counts them as it reads; the
  *     SIMD gears count those that fold to ASCII in a pass of their own
- *     after the windows (figures_pass()), so that the windows stay as they
- *     were: on Python sources, where a third of the windows hold a digit,
- *     the words take 15% more time, on licences 4%.
+ *     after the windows (figures_pass(), figures_pass_avx512()), so that the
+ *     windows stay as they were: on Python sources, where a third of the
+ *     windows hold a digit, the words take 15% more time, on licences 4%.
  */
 #include <errno.h>
 #include <math.h>

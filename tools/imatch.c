@@ -812,6 +812,12 @@ static int run_command(const struct command *cmd, int argc, char **argv)
  * reserve and the pad count in both, 38 MiB that the tables' own mappings
  * (mem.h) then lack. Under ulimit -v 45000 a scan of 445 licences failed
  * with ENOMEM (ulimit -d 40000 too) where it had needed less than 25 MB.
+ * One arena for every thread: glibc gives each further thread an arena of
+ * its own, mapped apart from this heap, not on huge pages and trimmed as
+ * it frees: a first scan of the kernel docs at -j 2 took 1,020 faults to
+ * -j 1's 190; with one arena, 265, and 2 to 4% less CPU time. Threads
+ * still take small blocks from their own caches (tcache), without the
+ * arena's lock.
  */
 #define HEAP_HUGE_PAGE	  ((uintptr_t)2 << 20)
 /* Below glibc's largest M_MMAP_THRESHOLD (32 MiB on 64-bit systems). */
@@ -841,7 +847,7 @@ static void heap_on_huge_pages(void)
 
 	if (memory_limited())
 		return;
-	if (!mallopt(M_MMAP_THRESHOLD, 32 << 20) ||
+	if (!mallopt(M_ARENA_MAX, 1) || !mallopt(M_MMAP_THRESHOLD, 32 << 20) ||
 	    !mallopt(M_TRIM_THRESHOLD, 256 << 20) ||
 	    !mallopt(M_TOP_PAD, 8 << 20))
 		return;

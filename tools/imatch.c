@@ -20,6 +20,7 @@
 
 #include "extract.h"
 #include "imatch.h"
+#include "mem.h"
 #include "stage.h"
 #include "plan.h"
 #include "scope.h"
@@ -819,7 +820,7 @@ static int run_command(const struct command *cmd, int argc, char **argv)
  * still take small blocks from their own caches (tcache), without the
  * arena's lock.
  */
-#define HEAP_HUGE_PAGE	  ((uintptr_t)2 << 20)
+#if defined(__GLIBC__) && defined(MADV_HUGEPAGE)
 /* Below glibc's largest M_MMAP_THRESHOLD (32 MiB on 64-bit systems). */
 #define HEAP_HUGE_RESERVE ((size_t)30 << 20)
 
@@ -828,7 +829,6 @@ static int run_command(const struct command *cmd, int argc, char **argv)
  * compiler drops an allocation that nothing reads). */
 static void *volatile heap_head;
 
-#if defined(__GLIBC__) && defined(MADV_HUGEPAGE)
 /* Whether the run's address space or data is limited (or unknown). */
 static bool memory_limited(void)
 {
@@ -855,8 +855,8 @@ static void heap_on_huge_pages(void)
 	if (!p)
 		return;
 	at = (uintptr_t)p;
-	from = (at + HEAP_HUGE_PAGE - 1) & ~(HEAP_HUGE_PAGE - 1);
-	to = (at + HEAP_HUGE_RESERVE) & ~(HEAP_HUGE_PAGE - 1);
+	from = (at + IM_HUGE_PAGE - 1) & ~(uintptr_t)(IM_HUGE_PAGE - 1);
+	to = (at + HEAP_HUGE_RESERVE) & ~(uintptr_t)(IM_HUGE_PAGE - 1);
 	/* A hint: where the kernel has no huge pages, nothing changes. */
 	if (to > from)
 		madvise((void *)from, to - from, MADV_HUGEPAGE);

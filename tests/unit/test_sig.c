@@ -1237,18 +1237,42 @@ START_TEST(test_sig_numbers_later)
 }
 END_TEST
 
-/* Signers @p a of @p lex and @p b of @p lex2 that share the memo @p m. */
-static void sharing_signers(const struct im_lexicon *lex,
-			    const struct im_lexicon *lex2,
-			    const struct im_params *p, struct im_sig_memo *m,
-			    struct im_signer **a, struct im_signer **b)
+/*
+ * Two signers sharing a memo: a of lexicon lex and b of lex2, which differ
+ * (which sharing forbids), so that a result b finds shows as a's; and the
+ * 60 numbers x they sign.
+ */
+struct sharing {
+	struct im_lexicon *lex, *lex2;
+	struct im_params p;
+	struct im_sig_memo *m;
+	struct im_signer *a, *b;
+	uint32_t x[60];
+};
+
+static void sharing_begin(struct sharing *f)
 {
-	*a = signer(NULL, p);
-	*b = signer(NULL, p);
-	im_signer_set_lexicon(*a, lex, NULL);
-	im_signer_set_lexicon(*b, lex2, NULL);
-	im_signer_share_memo(*a, m);
-	im_signer_share_memo(*b, m);
+	f->lex = make_lexicon(200, 40, NULL, NULL);
+	f->lex2 = make_lexicon(200, 40, long_l, NULL);
+	test_params(&f->p);
+	for (uint32_t i = 0; i < 60; i++)
+		f->x[i] = (i * 7) % 60;
+	ck_assert_int_eq(im_sig_memo_new(&f->m), 0);
+	f->a = signer(NULL, &f->p);
+	f->b = signer(NULL, &f->p);
+	im_signer_set_lexicon(f->a, f->lex, NULL);
+	im_signer_set_lexicon(f->b, f->lex2, NULL);
+	im_signer_share_memo(f->a, f->m);
+	im_signer_share_memo(f->b, f->m);
+}
+
+static void sharing_end(struct sharing *f)
+{
+	im_signer_free(f->a);
+	im_signer_free(f->b);
+	im_sig_memo_free(f->m);
+	im_lexicon_free(f->lex);
+	im_lexicon_free(f->lex2);
 }
 
 /* im_signer_sign_numbers_later() of 60 numbers @p x, |U| 80, asking @p use
@@ -1269,36 +1293,23 @@ static void sign_later(struct im_signer *s, const uint32_t *x, unsigned use,
  */
 START_TEST(test_sig_numbers_later_memo_use)
 {
-	struct im_lexicon *lex = make_lexicon(200, 40, NULL, NULL);
-	struct im_lexicon *lex2 = make_lexicon(200, 40, long_l, NULL);
 	struct im_doc_sigs da, db, own2;
-	struct im_sig_memo *m;
-	struct im_signer *a, *b;
-	struct im_params p;
-	uint32_t x[60];
+	struct sharing f;
 
-	test_params(&p);
-	for (uint32_t i = 0; i < 60; i++)
-		x[i] = (i * 7) % 60;
-	sign_fresh(lex2, &p, x, 60, 80, &own2);
-	ck_assert_int_eq(im_sig_memo_new(&m), 0);
-	sharing_signers(lex, lex2, &p, m, &a, &b);
-	sign_later(a, x, IM_MEMO_FIND, &da);
-	sign_later(b, x, IM_MEMO_FIND, &db);
+	sharing_begin(&f);
+	sign_fresh(f.lex2, &f.p, f.x, 60, 80, &own2);
+	sign_later(f.a, f.x, IM_MEMO_FIND, &da);
+	sign_later(f.b, f.x, IM_MEMO_FIND, &db);
 	ck_assert_msg(same_sigs(&db, &own2) && !same_sigs(&da, &db),
 		      "without IM_MEMO_KEEP, a's result is not remembered");
-	sign_later(a, x, IM_MEMO_KEEP, &da);
-	sign_later(b, x, 0, &db);
+	sign_later(f.a, f.x, IM_MEMO_KEEP, &da);
+	sign_later(f.b, f.x, 0, &db);
 	ck_assert_msg(same_sigs(&db, &own2),
 		      "without IM_MEMO_FIND, b does not look a's result up");
-	sign_later(b, x, IM_MEMO_FIND, &db);
+	sign_later(f.b, f.x, IM_MEMO_FIND, &db);
 	ck_assert_msg(same_sigs(&db, &da),
 		      "with IM_MEMO_FIND, b finds what a kept");
-	im_signer_free(a);
-	im_signer_free(b);
-	im_sig_memo_free(m);
-	im_lexicon_free(lex);
-	im_lexicon_free(lex2);
+	sharing_end(&f);
 }
 END_TEST
 
@@ -1366,32 +1377,20 @@ END_TEST
  * lexicon differs (which sharing forbids) getting the other's. */
 START_TEST(test_sig_numbers_shared_memo)
 {
-	struct im_lexicon *lex = make_lexicon(200, 40, NULL, NULL);
-	struct im_lexicon *lex2 = make_lexicon(200, 40, long_l, NULL);
 	struct im_doc_sigs da, db, want2;
-	struct im_sig_memo *m;
-	struct im_signer *a, *b;
-	struct im_params p;
-	uint32_t x[60];
+	struct sharing f;
 
-	test_params(&p);
-	for (uint32_t i = 0; i < 60; i++)
-		x[i] = (i * 7) % 60;
-	ck_assert_int_eq(im_sig_memo_new(&m), 0);
-	sharing_signers(lex, lex2, &p, m, &a, &b);
-	sign_check(a, lex, &p, x, 60, 80, "a", &da);
+	sharing_begin(&f);
+	sign_check(f.a, f.lex, &f.p, f.x, 60, 80, "a", &da);
 	memset(&db, 0, sizeof(db));
 	db.unique_terms = 80;
-	ck_assert_int_eq(im_signer_sign_numbers(b, x, 60, &db), 0);
+	ck_assert_int_eq(im_signer_sign_numbers(f.b, f.x, 60, &db), 0);
 	ck_assert_msg(same_sigs(&da, &db), "b found what a signed");
-	im_signer_share_memo(b, NULL);
-	sign_check(b, lex2, &p, x, 60, 80, "b with its own memo", &want2);
+	im_signer_share_memo(f.b, NULL);
+	sign_check(f.b, f.lex2, &f.p, f.x, 60, 80, "b with its own memo",
+		   &want2);
 	ck_assert_msg(!same_sigs(&da, &want2), "b's lexicon signs otherwise");
-	im_signer_free(a);
-	im_signer_free(b);
-	im_sig_memo_free(m);
-	im_lexicon_free(lex);
-	im_lexicon_free(lex2);
+	sharing_end(&f);
 }
 END_TEST
 

@@ -1920,7 +1920,7 @@ static void put_sparse(const char *name, size_t size, const char *tail)
 	close(fd);
 }
 
-/* From 64 KiB exact_of() takes libxxhash's XXH3 for the CPU at hand: the
+/* Past 240 bytes exact_of() takes libxxhash's XXH3 for the CPU at hand: the
  * same hash on either side, and at lengths around XXH3's stripes and
  * blocks. */
 START_TEST(test_sig_exact_hash_long)

@@ -1530,22 +1530,48 @@ out:
 }
 
 /*
+ * Whether a worker other than @p owner kept a text of the bytes @p exact
+ * (its copy slots), or may have: one whose spool spilled forgot the slots
+ * of the records it moved.
+ */
+static bool kept_elsewhere(const struct scan *sc,
+			   const struct sign_worker *owner,
+			   const uint8_t exact[16])
+{
+	for (unsigned i = 0; i < sc->nworkers; i++) {
+		const struct sign_worker *w = &sc->workers[i];
+
+		if (w == owner)
+			continue;
+		if (im_spool_spilled(w->spool))
+			return true;
+		if (w->ncopies && copy_find(w, exact)->rec)
+			return true;
+	}
+	return false;
+}
+
+/*
  * What signing the record @p index of @p owner, @p k, asks of the memo.
- * A lone worker noted every exact copy it kept while the record copied
- * was in memory (keep_copy()), and most files have none: only the records
+ * Each worker noted every exact copy it kept while the record copied was
+ * in memory (keep_copy()), and most files have none: only the records
  * copies were made of are remembered, and only copies look their result
  * up. Copying every document's numbers into the memo took 1 to 2% of a
  * first scan of the kernel docs (and 330 of its 2,450 page faults), which
- * hold 15 copies in 3,452 files. Workers do not know each other's copies:
- * with several, the memo sees every result.
+ * hold 15 copies in 3,452 files. A copy that two workers read, each its
+ * own, is known by the other's copy slots (read only, now): both look
+ * their result up and keep it.
  */
 static unsigned memo_use(const struct scan *sc, const struct sign_worker *owner,
 			 uint64_t index, const struct kept *k)
 {
-	if (sc->nworkers > 1)
-		return IM_MEMO_FIND | IM_MEMO_KEEP;
-	return (k->copy ? IM_MEMO_FIND : 0) |
-	       (was_lent(owner, index) ? IM_MEMO_KEEP : 0);
+	unsigned use = (k->copy ? IM_MEMO_FIND : 0) |
+		       (was_lent(owner, index) ? IM_MEMO_KEEP : 0);
+
+	if (sc->nworkers > 1 && k->exact_valid &&
+	    kept_elsewhere(sc, owner, k->exact))
+		use = IM_MEMO_FIND | IM_MEMO_KEEP;
+	return use;
 }
 
 /* One file @p owner kept, its record @p index: finish its result and

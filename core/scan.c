@@ -1666,8 +1666,10 @@ static int take_from(struct sign_worker *wk, struct sign_worker *from,
 	pthread_mutex_lock(&from->spool_lock);
 	if (!from->spool_empty)
 		ret = im_spool_next(from->spool, &rec, len);
-	/* Alone, a worker is the only one to read its spool next. */
-	if (ret == 1 && wk->sc->nworkers == 1) {
+	/* Alone, a worker is the only one to read its spool next; a spool
+	 * that never spilled leaves its records where they are. */
+	if (ret == 1 &&
+	    (wk->sc->nworkers == 1 || !im_spool_spilled(from->spool))) {
 		*out = rec;
 		*index = from->taken++;
 		goto out;

@@ -68,7 +68,9 @@ int im_spool_rewind(struct im_spool *sp);
 
 /**
  * The next record: *rec points at its @p *len bytes, 8-byte aligned, valid
- * until the next call.
+ * until the next call; in a spool that never spilled (im_spool_spilled()
+ * 0), until im_spool_free(): the records are read where they were written.
+ * A one-pass scan's workers then sign each other's records in place.
  *
  * @return 1 with a record, 0 at the end, -ENOMEM, -EIO for a file that came
  *         back shorter than written, or the read's negative errno.

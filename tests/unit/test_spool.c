@@ -126,6 +126,41 @@ START_TEST(test_spool_last_until_a_spill)
 }
 END_TEST
 
+/* What a spool that never spilled hands out stays valid after the next
+ * reads, until it is freed. */
+START_TEST(test_spool_unspilled_records_stay)
+{
+	enum { N = 20000 };
+	static const void *recs[N];
+	static size_t lens[N];
+	unsigned char buf[300];
+	struct im_spool *sp;
+
+	ck_assert_int_eq(im_spool_new("/tmp", 0, &sp), 0);
+	for (size_t i = 0; i < N; i++) {
+		struct iovec iov = {buf, rec_len(i, 300)};
+
+		for (size_t j = 0; j < iov.iov_len; j++)
+			buf[j] = rec_byte(i, j);
+		ck_assert_int_eq(im_spool_append(sp, &iov, 1), 0);
+	}
+	ck_assert_int_eq(im_spool_rewind(sp), 0);
+	for (size_t i = 0; i < N; i++)
+		ck_assert_int_eq(im_spool_next(sp, &recs[i], &lens[i]), 1);
+	ck_assert_int_eq(im_spool_spilled(sp), 0);
+	for (size_t i = 0; i < N; i++) {
+		for (size_t j = 0; j < lens[i]; j++)
+			buf[j] = rec_byte(i, j);
+		ck_assert_msg(lens[i] == rec_len(i, 300) &&
+				      !memcmp(recs[i], buf, lens[i]),
+			      "record %zu changed after the reads that "
+			      "followed it",
+			      i);
+	}
+	im_spool_free(sp);
+}
+END_TEST
+
 START_TEST(test_spool_spills_and_reads_back)
 {
 	struct im_spool *sp;
@@ -226,6 +261,7 @@ static Suite *spool_suite(void)
 
 	tcase_add_test(tc, test_spool_in_memory);
 	tcase_add_test(tc, test_spool_last_until_a_spill);
+	tcase_add_test(tc, test_spool_unspilled_records_stay);
 	tcase_add_test(tc, test_spool_spills_and_reads_back);
 	tcase_add_test(tc, test_spool_empty_and_misuse);
 	tcase_add_test(tc, test_spool_unwritable_dir);

@@ -1202,7 +1202,7 @@ END_TEST
 
 /*
  * Windows dense with figures, which the AVX-512 gear hashes eight at a time
- * (text.c, figures_block_avx512()): often more than eight in a window
+ * (text.c, figures_window_avx512()): often more than eight in a window
  * (test_text_window_full_of_figures_agrees fills one), of 1 to 18 bytes
  * (IM_SHORT and one past it are where it hands them to the scalar reading),
  * upper and lower case, next to UTF-8 and at every offset of a window: each
@@ -1271,6 +1271,37 @@ START_TEST(test_text_window_full_of_figures_agrees)
 				 k, off);
 			assert_scanners_agree(buf, n, &ref, what);
 		}
+	im_terms_release(&ref);
+}
+END_TEST
+
+/*
+ * Figures of 1 to 70 bytes, a digit at their start, middle or end, one
+ * after the other at every offset of a window: past IM_SHORT bytes the
+ * AVX-512 gear hashes a figure of its window alone, and one of 64 bytes or
+ * more fills a window; each gear's fingerprint is the scalar scanner's.
+ */
+START_TEST(test_text_long_figures_agree)
+{
+	struct im_terms ref;
+	char buf[3000], what[48];
+	size_t n = 0;
+
+	im_terms_init(&ref);
+	for (unsigned len = 1; len <= 70; len++) {
+		unsigned at = (len * 7) % len;
+
+		for (unsigned j = 0; j < len; j++)
+			buf[n++] = j == at || j == len / 2
+					   ? (char)('0' + j % 10)
+					   : (char)((j % 3 ? 'a' : 'A') + j % 26);
+		buf[n++] = len % 4 ? ' ' : '\n';
+	}
+	for (size_t off = 0; off < 64; off++) {
+		snprintf(what, sizeof(what), "long figures at offset %zu",
+			 off);
+		assert_scanners_agree(buf + off, n - off, &ref, what);
+	}
 	im_terms_release(&ref);
 }
 END_TEST
@@ -2702,6 +2733,7 @@ int main(void)
 	tcase_add_test(tc, test_text_numbers_fingerprint);
 	tcase_add_test(tc, test_text_dense_figures_agree);
 	tcase_add_test(tc, test_text_window_full_of_figures_agrees);
+	tcase_add_test(tc, test_text_long_figures_agree);
 	tcase_add_test(tc, test_text_figures_are_the_fingerprint);
 	tcase_add_test(tc, test_text_every_byte_classified_alike);
 	tcase_add_test(tc, test_text_separator_sequences_alike);

@@ -655,9 +655,13 @@ classify_avx512(const unsigned char *s, struct block *b)
 
 /*
  * Queued words are added once this many wait, with one call: the add of a
- * word is shorter than a call. A window queues at most 32 words.
+ * word is shorter than a call. A window queues at most 32 words. Each
+ * flush costs more than its call: the test for it and the end of the adds'
+ * loop go either way at random. Flushing at 224 words rather than 32 made
+ * the AVX-512 words of the kernel's documentation, with their adds, 6%
+ * faster (flushing at 96, 5%; at 480, 7%).
  */
-#define QUEUE_FLUSH 32
+#define QUEUE_FLUSH 224
 
 /* The short words kept, waiting for im_terms_add_shorts(). */
 struct queue {

@@ -74,8 +74,9 @@ extern const uint16_t im_cp1252_high[32];
  */
 int im_terms_add_padded(struct im_terms *t, const char *s, size_t len);
 
-/** The most terms one im_terms_add_shorts() takes. */
-#define IM_SHORT_BATCH 64
+/** The most terms one im_terms_add_shorts() takes: the word scanner hands
+ *  over a few windows' words at once. */
+#define IM_SHORT_BATCH 256
 
 /**
  * im_terms_add_padded() of the short terms (1 to IM_SHORT bytes) whose keys

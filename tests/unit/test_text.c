@@ -1276,6 +1276,43 @@ START_TEST(test_text_window_full_of_figures_agrees)
 END_TEST
 
 /*
+ * Words of 4 to 12 bytes holding 0 to 6 digits each, side by side in one
+ * window, with max_digits from 0 to 6: each gear keeps the words the scalar
+ * scanner keeps, whichever of a window's words have too many digits (the
+ * AVX-512 gear drops those from its batch of the window's words, and keeps
+ * the others). The random texts above go no further than max_digits 2.
+ */
+START_TEST(test_text_digits_per_word_agree)
+{
+	struct im_terms ref;
+	char buf[400], what[64];
+
+	im_terms_init(&ref);
+	for (unsigned maxd = 0; maxd <= 6; maxd++)
+		for (unsigned off = 0; off < 64; off += 5) {
+			size_t n = off;
+
+			params.min_word_len = 1 + maxd % 4;
+			params.max_digits = maxd;
+			memset(buf, ' ', off);
+			for (unsigned i = 0; n + 16 < sizeof(buf); i++) {
+				unsigned len = 4 + (i * 5 + maxd) % 9;
+				unsigned digits = (i * 3 + off) % 7;
+
+				for (unsigned j = 0; j < len; j++)
+					buf[n++] = j < digits ? (char)('0' + (i + j) % 10)
+							      : (char)('a' + (i + j) % 26);
+				buf[n++] = " \n,"[i % 3];
+			}
+			snprintf(what, sizeof(what),
+				 "max_digits %u at offset %u", maxd, off);
+			assert_scanners_agree(buf, n, &ref, what);
+		}
+	im_terms_release(&ref);
+}
+END_TEST
+
+/*
  * Figures of 1 to 70 bytes, a digit at their start, middle or end, one
  * after the other at every offset of a window: past IM_SHORT bytes the
  * AVX-512 gear hashes a figure of its window alone, and one of 64 bytes or
@@ -2733,6 +2770,7 @@ int main(void)
 	tcase_add_test(tc, test_text_numbers_fingerprint);
 	tcase_add_test(tc, test_text_dense_figures_agree);
 	tcase_add_test(tc, test_text_window_full_of_figures_agrees);
+	tcase_add_test(tc, test_text_digits_per_word_agree);
 	tcase_add_test(tc, test_text_long_figures_agree);
 	tcase_add_test(tc, test_text_figures_are_the_fingerprint);
 	tcase_add_test(tc, test_text_every_byte_classified_alike);

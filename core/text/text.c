@@ -709,10 +709,14 @@ queue_avx512(const struct block *b, uint64_t starts, unsigned max_digits,
 	 * any more has too many digits and is left out. No branch on them:
 	 * whether a window's words have too many is a coin toss. */
 	uint64_t more = b->digit & (after - starts), bad;
+	/* A word queued holds at most IM_SHORT digits. */
+	const unsigned keep = max_digits < IM_SHORT ? max_digits : 0;
 	unsigned count;
 	__m512i first, len;
 
-	for (unsigned k = 0; k < max_digits && k < 64; k++)
+	if (max_digits >= IM_SHORT)
+		more = 0;
+	for (unsigned k = 0; k < keep; k++)
 		more &= (more | after) - starts;
 	/* The ends of those words, and their starts by their order. */
 	bad = (b->alnum + more) & ~b->alnum;

@@ -1277,27 +1277,33 @@ END_TEST
 
 /*
  * Words of 4 to 12 bytes holding 0 to 6 digits each, side by side in one
- * window, with max_digits from 0 to 6: each gear keeps the words the scalar
+ * window, with max_digits from 0 to 6, and words of up to 19 bytes and
+ * digits with max_digits 15 to 100: each gear keeps the words the scalar
  * scanner keeps, whichever of a window's words have too many digits (the
  * AVX-512 gear drops those from its batch of the window's words, and keeps
  * the others). The random texts above go no further than max_digits 2.
  */
 START_TEST(test_text_digits_per_word_agree)
 {
+	static const unsigned maxds[] = {0, 1, 2, 3, 4, 5, 6, 15, 16, 17, 100};
 	struct im_terms ref;
 	char buf[400], what[64];
 
 	im_terms_init(&ref);
-	for (unsigned maxd = 0; maxd <= 6; maxd++)
+	for (unsigned m = 0; m < sizeof(maxds) / sizeof(maxds[0]); m++)
 		for (unsigned off = 0; off < 64; off += 5) {
+			unsigned maxd = maxds[m];
 			size_t n = off;
 
 			params.min_word_len = 1 + maxd % 4;
 			params.max_digits = maxd;
 			memset(buf, ' ', off);
-			for (unsigned i = 0; n + 16 < sizeof(buf); i++) {
-				unsigned len = 4 + (i * 5 + maxd) % 9;
-				unsigned digits = (i * 3 + off) % 7;
+			for (unsigned i = 0; n + 24 < sizeof(buf); i++) {
+				unsigned len = maxd < 15
+						       ? 4 + (i * 5 + maxd) % 9
+						       : 4 + (i * 5) % 16;
+				unsigned digits = maxd < 15 ? (i * 3 + off) % 7
+							    : (i * 7 + off) % 20;
 
 				for (unsigned j = 0; j < len; j++)
 					buf[n++] = j < digits ? (char)('0' + (i + j) % 10)

@@ -947,12 +947,48 @@ static struct pick *radix_picks(struct pick *v, struct pick *tmp, size_t n,
 	return v;
 }
 
+/* Picks in a run of one prefix that sort_run() sorts by insertion. */
+#define RUN_INSERT 16
+
+/*
+ * Sort the picks v[0, n), whose first 8 bytes are the same, by their bytes.
+ * Each pick's pre becomes its next 8 bytes as prefix8() takes them (pre is
+ * free: build() numbers the sorted picks over it), so that most pairs are
+ * again ordered without reading the bytes; a run of a few picks (2,114
+ * runs of 6,178 of the kernel docs' 38,930 picks) is then sorted by
+ * insertion, a longer one by qsort_r(). With qsort_r() for every run,
+ * sorting them took 0.6 ms, more than the radix sort of all the picks.
+ */
+static void sort_run(const struct im_df *df, struct pick *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		uint32_t len;
+		const char *s = df_bytes(df, v[i].id, &len);
+
+		/* IM_SHORT bytes are readable past the term's end. */
+		v[i].pre = len > 8 ? prefix8(s + 8, len - 8) : 0;
+	}
+	if (n > RUN_INSERT) {
+		qsort_r(v, n, sizeof(*v), pick_cmp_bytes, (void *)df);
+		return;
+	}
+	for (size_t i = 1; i < n; i++) {
+		struct pick x = v[i];
+		size_t j = i;
+
+		for (; j > 0 && pick_cmp_bytes(&v[j - 1], &x, (void *)df) > 0;
+		     j--)
+			v[j] = v[j - 1];
+		v[j] = x;
+	}
+}
+
 /*
  * Sort @p v in byte order: the order is total on distinct terms, so any
  * sort gives the same. The prefix puts all but the terms that share their
  * first 8 bytes in place without a comparison; those few runs are sorted
- * by their bytes. @p tmp has room for @p n picks; @return whichever of the
- * two holds the result.
+ * by their bytes (sort_run()). @p tmp has room for @p n picks; @return
+ * whichever of the two holds the result.
  */
 static struct pick *sort_picks(const struct im_df *df, struct pick *v,
 			       struct pick *tmp, size_t n)
@@ -968,8 +1004,7 @@ static struct pick *sort_picks(const struct im_df *df, struct pick *v,
 		while (j < n && sorted[j].pre == sorted[i].pre)
 			j++;
 		if (j - i > 1)
-			qsort_r(sorted + i, j - i, sizeof(*sorted),
-				pick_cmp_bytes, (void *)df);
+			sort_run(df, sorted + i, j - i);
 		i = j;
 	}
 	return sorted;
@@ -1014,40 +1049,48 @@ static int build(const struct im_df *df, double lo, double hi,
 	 * every term of B, and the rarest of L tells them apart. */
 	uint32_t l_min = UINT32_MAX;
 	struct nidf_memo nm;
-	int kind, r;
+	uint8_t kind_of[NIDF_MEMO];
+	int r;
 
 	nidf_memo_init(&nm, df->docs);
 	lex = lex_new();
 	if (!lex)
 		return -ENOMEM;
+	for (uint32_t d = 0; d < NIDF_MEMO; d++)
+		kind_of[d] = (uint8_t)pick_kind(&nm, d, lo, hi);
+	kind_of[0] = 0; /* the df of an empty slot */
 	/*
 	 * The slots in their order, not the terms in id order: one read
 	 * through the table instead of a visit at random to each term's slot,
 	 * whose key holds a short term's first bytes as prefix8() takes them
 	 * (zero-padded). The sort gives the same order from any.
+	 *
+	 * Without a branch on whether a slot is empty, nor on its term's
+	 * kind, which went either way at random: each slot's pick is
+	 * written, and kept by counting it. (picks[k] lies below the slot
+	 * being read, even when picks are written over the slots.)
 	 */
 	for (size_t j = 0; j < df->nslots; j++) {
 		const struct df_slot *e = &df->slots[j];
-		uint32_t len = df_len(e);
+		uint32_t len = df_len(e), edf = e->df, id1 = e->id1;
+		uint64_t pre = len <= IM_SHORT
+				       ? be64toh(e->key[0])
+				       : prefix8(df->arena.p + e->key[0], len);
+		unsigned kd = edf < NIDF_MEMO
+				      ? kind_of[edf]
+				      : (unsigned)pick_kind(&nm, edf, lo, hi);
+		size_t keep =
+			(size_t)(kd != 0) & (id1 != 0) & (len <= LEX_TERM_MAX);
+		size_t in_l = keep & (kd == IM_LEX_PRIMARY);
+		size_t in_b = keep & (kd == IM_LEX_SECONDARY);
 
-		if (!e->id1 || len > LEX_TERM_MAX)
-			continue; /* empty, or a term load would refuse */
-		kind = pick_kind(&nm, e->df, lo, hi);
-		if (kind == IM_LEX_PRIMARY) {
-			npl++;
-			bytes_l += len + 1;
-			if (e->df < l_min)
-				l_min = e->df;
-		} else if (kind == IM_LEX_SECONDARY) {
-			npb++;
-			bytes_b += len + 1;
-		} else {
-			continue;
-		}
-		picks[k++] = (struct pick){
-			len <= IM_SHORT ? be64toh(e->key[0])
-					: prefix8(df->arena.p + e->key[0], len),
-			e->df, e->id1 - 1};
+		picks[k] = (struct pick){pre, edf, id1 - 1};
+		k += keep;
+		npl += in_l;
+		npb += in_b;
+		bytes_l += (len + 1) & -in_l;
+		bytes_b += (len + 1) & -in_b;
+		l_min = in_l && edf < l_min ? edf : l_min;
 	}
 	sorted = sort_picks(df, picks, picks + k, k);
 	/* L and B apart, each in byte order, each pick's place in pre. */

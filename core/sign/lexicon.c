@@ -700,6 +700,17 @@ static double nidf_get(const struct nidf_memo *m, uint64_t df)
 	return df && df < NIDF_MEMO ? m->v[df] : nidf_of(df, m->n);
 }
 
+/*
+ * From this size on, the block of a built lexicon is whole huge pages (one
+ * fault, IM_TABLE_HUGE) where im_table_alloc() would fault in its 4 KiB
+ * pages one by one: 0.39 ms for the 0.9 MB of the copy-free licences'
+ * 21,000 terms, against about 0.1 ms for a huge page (which costs as much
+ * as some 64 faults). A first scan builds its lexicon to use it at once
+ * and then exit; a loaded lexicon, which a daemon keeps, takes no more
+ * than it needs.
+ */
+#define LEX_HUGE_FROM (IM_HUGE_PAGE / 8)
+
 /* An empty lexicon, for lex_alloc(); NULL without memory. */
 static struct im_lexicon *lex_new(void)
 {
@@ -739,6 +750,9 @@ static int lex_alloc(struct im_lexicon *lex, size_t n, size_t bytes, size_t nbo,
 	/* The padding lets readers copy IM_LEX_STR_PAD bytes of any term. */
 	lex->block_size = terms_size + dfs_size + bo_size + lex->arena_cap +
 			  IM_LEX_STR_PAD;
+	if (lazy && lex->block_size >= LEX_HUGE_FROM &&
+	    lex->block_size < IM_TABLE_HUGE)
+		lex->block_size = IM_TABLE_HUGE;
 	lex->block = im_table_alloc(lex->block_size);
 	lex->slots_lazy = lazy;
 	lex->slots = lazy ? im_block_alloc(nslots * sizeof(*lex->slots))

@@ -68,6 +68,17 @@
 /* The longest term a lexicon holds (words from text.c are far shorter). */
 #define LEX_TERM_MAX 65536
 
+/*
+ * From this size on, a table that will be written whole is asked for as
+ * whole huge pages (IM_TABLE_HUGE or more: one fault), where
+ * im_table_alloc() would fault in its 4 KiB pages one by one: a huge page
+ * costs about 0.1 ms, as much as some 64 faults. A built lexicon's block of
+ * 0.9 MB (the copy-free licences' 21,000 terms) took 0.39 ms in 4 KiB
+ * pages. A first scan builds its lexicon to use it at once and then exit;
+ * a loaded lexicon, which a daemon keeps, takes no more than it needs.
+ */
+#define HUGE_FROM (IM_HUGE_PAGE / 8)
+
 /* ---- Memory ------------------------------------------------------------- */
 
 struct arena {
@@ -144,7 +155,8 @@ struct im_df {
 /*
  * The slots of one huge page. Below it a table grows eightfold: a first scan
  * of 20,000 terms went through five tables, each faulted in, copied and
- * unmapped, before the huge page that held them all.
+ * unmapped, before the huge page that held them all; now it goes from 1,024
+ * slots to these (HUGE_FROM).
  */
 #define DF_HUGE (IM_HUGE_PAGE / sizeof(struct df_slot))
 
@@ -299,9 +311,8 @@ static int df_reserve(struct im_df *df, size_t n)
 			return -EOVERFLOW;
 		nslots *= 2;
 	}
-	/* im_table_alloc() gives whole huge pages from half of one. */
-	if (nslots * sizeof(struct df_slot) >= IM_TABLE_HUGE &&
-	    nslots < DF_HUGE)
+	/* Rather one huge page than the 4 KiB pages of 256 KiB or more. */
+	if (nslots * sizeof(struct df_slot) >= HUGE_FROM && nslots < DF_HUGE)
 		nslots = DF_HUGE;
 	return df_rehash(df, nslots);
 }
@@ -700,17 +711,6 @@ static double nidf_get(const struct nidf_memo *m, uint64_t df)
 	return df && df < NIDF_MEMO ? m->v[df] : nidf_of(df, m->n);
 }
 
-/*
- * From this size on, the block of a built lexicon is whole huge pages (one
- * fault, IM_TABLE_HUGE) where im_table_alloc() would fault in its 4 KiB
- * pages one by one: 0.39 ms for the 0.9 MB of the copy-free licences'
- * 21,000 terms, against about 0.1 ms for a huge page (which costs as much
- * as some 64 faults). A first scan builds its lexicon to use it at once
- * and then exit; a loaded lexicon, which a daemon keeps, takes no more
- * than it needs.
- */
-#define LEX_HUGE_FROM (IM_HUGE_PAGE / 8)
-
 /* An empty lexicon, for lex_alloc(); NULL without memory. */
 static struct im_lexicon *lex_new(void)
 {
@@ -750,7 +750,7 @@ static int lex_alloc(struct im_lexicon *lex, size_t n, size_t bytes, size_t nbo,
 	/* The padding lets readers copy IM_LEX_STR_PAD bytes of any term. */
 	lex->block_size = terms_size + dfs_size + bo_size + lex->arena_cap +
 			  IM_LEX_STR_PAD;
-	if (lazy && lex->block_size >= LEX_HUGE_FROM &&
+	if (lazy && lex->block_size >= HUGE_FROM &&
 	    lex->block_size < IM_TABLE_HUGE)
 		lex->block_size = IM_TABLE_HUGE;
 	lex->block = im_table_alloc(lex->block_size);

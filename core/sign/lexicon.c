@@ -1070,9 +1070,10 @@ static int build(const struct im_df *df, double lo, double hi,
 	lex = lex_new();
 	if (!lex)
 		return -ENOMEM;
+	/* An empty slot's df is 0 too: id1 tells it from a term of df 0,
+	 * whose nidf is above every window. */
 	for (uint32_t d = 0; d < NIDF_MEMO; d++)
 		kind_of[d] = (uint8_t)pick_kind(&nm, d, lo, hi);
-	kind_of[0] = 0; /* the df of an empty slot */
 	/*
 	 * The slots in their order, not the terms in id order: one read
 	 * through the table instead of a visit at random to each term's slot,

@@ -672,6 +672,38 @@ END_TEST
 
 /* ---- Building ------------------------------------------------------------ */
 
+/*
+ * A term counted in no document (im_df_add_term() with a count of 0, as a
+ * stage's run may say) has an nidf above every window: like the rarest
+ * terms it is in B, last in rank, whether the lexicon is built from a copy
+ * of the counts or in the df's own memory (as a first scan builds).
+ */
+START_TEST(test_lexicon_zero_count_in_b)
+{
+	struct im_df *df = collection(100, std_words, std_dfs, NSTD);
+	const struct im_lex_term *t;
+	struct im_lexicon *lex;
+	uint32_t nums[NSTD + 1];
+
+	ck_assert_int_eq(im_df_add_term(df, "never", 5, 0), 0);
+	ck_assert_uint_eq(im_df_terms(df), NSTD + 1);
+	for (int from = 0; from < 2; from++) {
+		ck_assert_int_eq(from ? im_lexicon_build_from(df, 0.2, 0.8,
+							      100, &lex, nums)
+				      : im_lexicon_build(df, 0.2, 0.8, 100,
+							 &lex),
+				 0);
+		t = find(lex, "never");
+		ck_assert_msg(t && t->kind == IM_LEX_SECONDARY,
+			      "built %s: a term of df 0 is in B",
+			      from ? "in the df" : "from a copy");
+		ck_assert_uint_eq(t->rank, im_lexicon_secondary_size(lex) - 1);
+		im_lexicon_free(lex);
+	}
+	im_df_free(df);
+}
+END_TEST
+
 START_TEST(test_lexicon_window)
 {
 	struct im_lexicon *lex = std_lexicon(100);
@@ -1473,6 +1505,7 @@ static Suite *lexicon_suite(void)
 
 	tc = tcase_create("build");
 	tcase_add_test(tc, test_lexicon_window);
+	tcase_add_test(tc, test_lexicon_zero_count_in_b);
 	tcase_add_test(tc, test_lexicon_window_exact_boundaries);
 	tcase_add_test(tc, test_lexicon_secondary_order_and_cap);
 	tcase_add_test(tc, test_lexicon_sort_shared_prefixes);

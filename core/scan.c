@@ -23,6 +23,8 @@
  * worker threads, each with its own struct im_signer (and struct im_df for
  * im_scan_df), sign; results and counters are serialized under one mutex.
  * The walking thread is a worker too (scan_push()), so -j N runs N threads.
+ * Files pass through the queue in batches (PUSH_BATCH, POP_BATCH), which
+ * adds those to the bound on open fds.
  */
 #include <assert.h>
 #include <dirent.h>
@@ -42,6 +44,14 @@
 #define WALK_MAX_OPEN 32
 /* Files waiting for a worker. */
 #define QUEUE_LEN 128
+/*
+ * Files the walking thread queues at once, and the most a worker takes at
+ * once. One file a queue operation cost each file two lock and unlock
+ * pairs of the queue's lock, taken on both cores (the lock's line and the
+ * queue's moved between them for every file), and a wake-up call.
+ */
+#define PUSH_BATCH 16
+#define POP_BATCH  8
 /* Bytes of directory entries read at once. */
 #define DENTS_SIZE  32768
 #define MAX_THREADS IM_SCAN_MAX_THREADS
@@ -794,13 +804,17 @@ struct scan {
 	int (*work)(struct sign_worker *wk, struct item *it);
 	struct sign_worker *walker; /* the walking thread's worker */
 	unsigned helpers;	    /* worker threads besides the walker */
+	unsigned readers; /* set before helpers start: workers asked for */
 
 	pthread_mutex_t qlock;
 	pthread_cond_t not_empty;
 	struct item q[QUEUE_LEN]; /* protected by qlock */
 	size_t head, len;	  /* protected by qlock */
-	bool done;		  /* protected by qlock: no more items */
-	int failure;		  /* protected by qlock: first fatal error */
+	/* Walking thread only, with helpers: files not queued yet. */
+	struct item pend[PUSH_BATCH];
+	size_t npend;
+	bool done;   /* protected by qlock: no more items */
+	int failure; /* protected by qlock: first fatal error */
 	/* With helpers: files handed on unstat'ed that a worker could not
 	 * open as regular files (hand_back()), for the walking thread to stat
 	 * (restat_drain()). */
@@ -859,47 +873,83 @@ static void scan_fail(struct scan *sc, int err)
 	pthread_mutex_unlock(&sc->qlock);
 }
 
-/*
- * Walking thread: queue @p it (taken). The walking thread is a worker too:
- * alone, it reads each file as it finds it; with helpers, it reads the
- * oldest queued file whenever the queue is full instead of waiting (a
- * walker of its own would take its CPU from the busy workers, and a lone
- * worker fed by a walker slept and woke for each small file).
- */
-static int scan_queue(struct scan *sc, struct item *it)
-{
-	struct item oldest;
-	bool take = false;
-	int ret = 0;
-
-	if (!sc->helpers)
-		return scan_stopping(sc) ? scan_stop_error(sc, it)
-					 : sc->work(sc->walker, it);
-
-	pthread_mutex_lock(&sc->qlock);
-	if (scan_stopping(sc)) {
-		ret = scan_stop_error(sc, it);
-	} else {
-		if (sc->len == QUEUE_LEN) {
-			oldest = sc->q[sc->head];
-			sc->head = (sc->head + 1) % QUEUE_LEN;
-			sc->len--;
-			take = true;
-		}
-		sc->q[(sc->head + sc->len) % QUEUE_LEN] = *it;
-		sc->len++;
-		pthread_cond_signal(&sc->not_empty);
-	}
-	pthread_mutex_unlock(&sc->qlock);
-	if (take)
-		ret = sc->work(sc->walker, &oldest);
-	return ret;
-}
-
 static void item_drop(struct item *it)
 {
 	free(it->path);
 	dref_put(it->dir);
+}
+
+/* Take the @p n oldest queued items into @p out. Under qlock. */
+static void queue_take(struct scan *sc, struct item *out, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		out[i] = sc->q[sc->head];
+		sc->head = (sc->head + 1) % QUEUE_LEN;
+	}
+	sc->len -= n;
+}
+
+/*
+ * Walking thread, with helpers: queue the files it holds (sc->pend), and
+ * whenever the queue is full, take as many of the oldest queued files and
+ * read them instead of waiting. @return 0 or a failure that stops the scan
+ * (then every file it held is dropped).
+ */
+static int scan_flush(struct scan *sc)
+{
+	struct item mine[PUSH_BATCH];
+	size_t n = sc->npend, nmine = 0, room, i;
+	int ret = 0;
+
+	if (!n)
+		return 0;
+	pthread_mutex_lock(&sc->qlock);
+	if (scan_stopping(sc)) {
+		ret = sc->failure ? sc->failure : -ECANCELED;
+	} else {
+		room = QUEUE_LEN - sc->len;
+		if (room < n) {
+			nmine = n - room;
+			queue_take(sc, mine, nmine);
+		}
+		for (i = 0; i < n; i++)
+			sc->q[(sc->head + sc->len + i) % QUEUE_LEN] =
+				sc->pend[i];
+		sc->len += n;
+		/* A wake-up for each helper that may be waiting. */
+		for (i = 0; i < n && i < sc->helpers; i++)
+			pthread_cond_signal(&sc->not_empty);
+	}
+	pthread_mutex_unlock(&sc->qlock);
+	if (ret) {
+		for (i = 0; i < n; i++)
+			item_drop(&sc->pend[i]);
+	}
+	sc->npend = 0;
+	for (i = 0; i < nmine; i++) {
+		if (!ret)
+			ret = sc->work(sc->walker, &mine[i]);
+		else
+			item_drop(&mine[i]);
+	}
+	return ret;
+}
+
+/*
+ * Walking thread: queue @p it (taken). The walking thread is a worker too:
+ * alone, it reads each file as it finds it; with helpers, it queues files
+ * PUSH_BATCH at a time and reads the oldest queued ones whenever the queue
+ * is full instead of waiting (a walker of its own would take its CPU from
+ * the busy workers, and a lone worker fed by a walker slept and woke for
+ * each small file).
+ */
+static int scan_queue(struct scan *sc, struct item *it)
+{
+	if (!sc->helpers)
+		return scan_stopping(sc) ? scan_stop_error(sc, it)
+					 : sc->work(sc->walker, it);
+	sc->pend[sc->npend++] = *it;
+	return sc->npend < PUSH_BATCH ? 0 : scan_flush(sc);
 }
 
 /* Append @p it to @p l. @return 0 or -ENOMEM (then @p it is dropped). */
@@ -1028,22 +1078,25 @@ static int scan_dir(const char *path, const struct stat *st, void *arg)
 				       : 0;
 }
 
-/* Worker side: the next item, or false when the queue is closed. */
-static bool scan_pop(struct scan *sc, struct item *it)
+/*
+ * Worker side: the next items into @p out (at most POP_BATCH), or 0 when
+ * the queue is closed. A worker takes its share of what is queued, so that
+ * the last files are read by every worker, not held by one.
+ */
+static size_t scan_pop(struct scan *sc, struct item *out)
 {
-	bool got = false;
+	size_t n = 0, share;
 
 	pthread_mutex_lock(&sc->qlock);
 	while (!sc->len && !sc->done && !scan_stopping(sc))
 		pthread_cond_wait(&sc->not_empty, &sc->qlock);
 	if (sc->len && !scan_stopping(sc)) {
-		*it = sc->q[sc->head];
-		sc->head = (sc->head + 1) % QUEUE_LEN;
-		sc->len--;
-		got = true;
+		share = (sc->len + sc->readers - 1) / sc->readers;
+		n = share < POP_BATCH ? share : POP_BATCH;
+		queue_take(sc, out, n);
 	}
 	pthread_mutex_unlock(&sc->qlock);
-	return got;
+	return n;
 }
 
 static void count_status(struct im_scan_counts *c, enum im_doc_status status,
@@ -1150,15 +1203,22 @@ static void *work_main(void *arg)
 {
 	struct sign_worker *wk = arg;
 	struct scan *sc = wk->sc;
-	struct item it;
+	struct item its[POP_BATCH];
+	size_t n;
+	int ret = 0;
 
-	while (scan_pop(sc, &it)) {
-		int ret = sc->work(wk, &it);
-
-		if (ret) {
-			scan_fail(sc, ret);
-			break;
+	while (!ret && (n = scan_pop(sc, its))) {
+		for (size_t i = 0; i < n; i++) {
+			if (!ret && sc->cancel &&
+			    __atomic_load_n(sc->cancel, __ATOMIC_RELAXED))
+				ret = -ECANCELED;
+			if (!ret)
+				ret = sc->work(wk, &its[i]);
+			else
+				item_drop(&its[i]);
 		}
+		if (ret)
+			scan_fail(sc, ret);
 	}
 	return NULL;
 }
@@ -1901,6 +1961,7 @@ static int walk_with(int dirfd, struct scan *sc, struct sign_worker *wk,
 	sc->work = work;
 	sc->walker = &wk[0];
 	sc->helpers = 0;
+	sc->readers = n;
 	/* Fewer helpers than asked still finish the job. */
 	while (sc->helpers + 1 < n &&
 	       !pthread_create(&wk[sc->helpers + 1].tid, NULL, work_main,
@@ -1910,6 +1971,11 @@ static int walk_with(int dirfd, struct scan *sc, struct sign_worker *wk,
 	 * with want(), which chooses by it. */
 	cb.file_unstat = work != df_work && !(sc->ops && sc->ops->want);
 	ret = walk(dirfd, sc->p, &cb, sc->counts);
+	if (!ret)
+		ret = scan_flush(sc);
+	for (size_t i = 0; i < sc->npend; i++)
+		item_drop(&sc->pend[i]);
+	sc->npend = 0;
 
 	pthread_mutex_lock(&sc->qlock);
 	sc->done = true;

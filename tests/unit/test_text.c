@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <xxhash.h>
 
@@ -1049,14 +1051,12 @@ static const char *const gear_names[] = {"scalar", "sse2", "avx2", "avx512"};
  * im_words_add(), whichever gear it takes; and each says the text is not
  * UTF-8 exactly when im_utf8_valid() does.
  */
-static void assert_scanners_agree(const char *s, size_t n, struct im_terms *ref,
-				  const char *what)
+static void assert_scanners_agree_in_place(const char *copy, size_t n,
+					   struct im_terms *ref,
+					   const char *what)
 {
-	char *copy = malloc(n ? n : 1);
-	bool invalid;
+	bool invalid = !im_utf8_valid(copy, n);
 
-	memcpy(copy, s, n);
-	invalid = !im_utf8_valid(copy, n);
 	im_terms_clear(ref);
 	ref->numbers = 0;
 	ref->invalid_utf8 = false;
@@ -1088,6 +1088,17 @@ static void assert_scanners_agree(const char *s, size_t n, struct im_terms *ref,
 	ck_assert_int_eq(im_words_add(copy, n, &params, &terms), 0);
 	assert_same_terms(&terms, ref, what, "of im_words_add()");
 	ck_assert(terms.numbers == ref->numbers);
+}
+
+/* assert_scanners_agree_in_place() of an exact-size heap copy of s[0, n). */
+static void assert_scanners_agree(const char *s, size_t n, struct im_terms *ref,
+				  const char *what)
+{
+	char *copy = malloc(n ? n : 1);
+
+	ck_assert_ptr_nonnull(copy);
+	memcpy(copy, s, n);
+	assert_scanners_agree_in_place(copy, n, ref, what);
 	free(copy);
 }
 
@@ -1346,6 +1357,63 @@ START_TEST(test_text_long_figures_agree)
 		assert_scanners_agree(buf + off, n - off, &ref, what);
 	}
 	im_terms_release(&ref);
+}
+END_TEST
+
+/*
+ * Every gear reads only the text: texts of 0 to 300 bytes (words, figures,
+ * UTF-8 cut anywhere, invalid bytes) ending against an unmapped page, and
+ * starting right after one, at every offset of a window (as the length
+ * goes). The windows load 64 bytes at a time, and the scalar reading
+ * steps back over a word (figures_at()): a load past either end faults.
+ */
+START_TEST(test_text_gears_read_only_the_text)
+{
+	/* clang-format off */
+	static const char *const parts[] = {
+		"Ab1", " ", "straße", "\xc2\xa0", "x9y", ",", "12345", "\n",
+		"\xe2\x80\x94", "zz", "\xff", "word", "7", ". ",
+		"\xf0\x9f\x98\x80", "abcdefghijklmnopq1", "(", "é2", "\xcc\x81",
+		"IM16CHARSWORD123", "\t",
+	};
+	/* clang-format on */
+	const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	struct im_terms ref;
+	char text[320], what[64];
+	size_t n = 0;
+	char *map;
+
+	for (unsigned i = 0; n < 300; i++) {
+		const char *p = parts[(i * 7 + i / 5) %
+				      (sizeof(parts) / sizeof(parts[0]))];
+		size_t l = strlen(p);
+
+		memcpy(text + n, p,
+		       l < sizeof(text) - n ? l : sizeof(text) - n);
+		n += l;
+	}
+	/* An unmapped page, two readable ones, an unmapped one. */
+	map = mmap(NULL, 4 * page, PROT_READ | PROT_WRITE,
+		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ck_assert_ptr_ne(map, MAP_FAILED);
+	ck_assert_int_eq(mprotect(map, page, PROT_NONE), 0);
+	ck_assert_int_eq(mprotect(map + 3 * page, page, PROT_NONE), 0);
+	im_terms_init(&ref);
+	params.min_word_len = 1;
+	params.max_digits = 2;
+	for (size_t len = 0; len <= 300; len++) {
+		char *at = map + 3 * page - len;
+
+		memcpy(at, text, len);
+		snprintf(what, sizeof(what), "%zu bytes before a hole", len);
+		assert_scanners_agree_in_place(at, len, &ref, what);
+		at = map + page + len * 7 % 64;
+		memcpy(at, text + 300 - len, len);
+		snprintf(what, sizeof(what), "%zu bytes after a hole", len);
+		assert_scanners_agree_in_place(at, len, &ref, what);
+	}
+	im_terms_release(&ref);
+	ck_assert_int_eq(munmap(map, 4 * page), 0);
 }
 END_TEST
 
@@ -2778,6 +2846,7 @@ int main(void)
 	tcase_add_test(tc, test_text_window_full_of_figures_agrees);
 	tcase_add_test(tc, test_text_digits_per_word_agree);
 	tcase_add_test(tc, test_text_long_figures_agree);
+	tcase_add_test(tc, test_text_gears_read_only_the_text);
 	tcase_add_test(tc, test_text_figures_are_the_fingerprint);
 	tcase_add_test(tc, test_text_every_byte_classified_alike);
 	tcase_add_test(tc, test_text_separator_sequences_alike);

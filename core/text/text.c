@@ -898,12 +898,15 @@ scan_blocks(struct scan *sc, const unsigned char *c, const unsigned char *end,
 }
 
 /*
- * The figures (im_terms.numbers) of text the windows read, which count
- * none that fold to ASCII: a test and a call for each window holding a
- * digit made the AVX-512 gear's words a third slower on Python sources (a
- * third of whose windows do), and even queueing such windows for later a
- * sixth. So they are found in a pass of their own, a digit test per 64
- * bytes (figures_pass()). Here the word of the digit at @p x is read again
+ * The figures (im_terms.numbers) of text the SSE2 and AVX2 gears' windows
+ * read, which count none that fold to ASCII: a test and a call to read
+ * the word again here for each window holding a digit made the words a
+ * third slower on Python sources (a third of whose windows do), and even
+ * queueing such windows for later a sixth. So they are found in a pass of
+ * their own, a digit test per 64 bytes (figures_pass()). The AVX-512 gear
+ * counts them in the window instead, from the masks it already has
+ * (figures_window_avx512()): that cost less than its pass.
+ * Here the word of the digit at @p x is read again
  * by scan_word(), counting figures only, from the last ASCII separator
  * before it: a word boundary in every reading of the text (no UTF-8
  * sequence holds an ASCII byte), so it reads the words the windows read.

@@ -1099,14 +1099,22 @@ static size_t scan_pop(struct scan *sc, struct item *out)
 	return n;
 }
 
-static void count_status(struct im_scan_counts *c, enum im_doc_status status,
+/* One file's status into per-status counters and the bytes read as text. */
+static void tally_status(uint64_t by_status[IM_DOC_STATUS_COUNT],
+			 uint64_t *bytes, enum im_doc_status status,
 			 const struct stat *st)
 {
 	if ((unsigned)status < IM_DOC_STATUS_COUNT)
-		c->by_status[status]++;
+		by_status[status]++;
 	/* A binary file is only sniffed: its size says nothing of the work. */
 	if (status == IM_DOC_SIGNED || status == IM_DOC_REJECTED)
-		c->bytes += (uint64_t)st->st_size;
+		*bytes += (uint64_t)st->st_size;
+}
+
+static void count_status(struct im_scan_counts *c, enum im_doc_status status,
+			 const struct stat *st)
+{
+	tally_status(c->by_status, &c->bytes, status, st);
 }
 
 /* Formats of what was read, failures by reason. */
@@ -1366,17 +1374,13 @@ static int keep_doc(struct sign_worker *wk, const char *path,
 	return im_spool_append(wk->spool, iov, 3);
 }
 
-/* count_status() into the worker's own counters, without a lock. */
+/* count_status() into the worker's own counters, without a lock: its
+ * statuses and bytes alone, not a whole struct im_scan_counts zeroed and
+ * added for each file. */
 static void count_pre(struct sign_worker *wk, enum im_doc_status status,
 		      const struct stat *st)
 {
-	struct im_scan_counts c;
-
-	memset(&c, 0, sizeof(c));
-	count_status(&c, status, st);
-	for (unsigned i = 0; i < IM_DOC_STATUS_COUNT; i++)
-		wk->pre_status[i] += c.by_status[i];
-	wk->pre_bytes += c.bytes;
+	tally_status(wk->pre_status, &wk->pre_bytes, status, st);
 }
 
 /* ---- Exact copies in a first scan ------------------------------------- */

@@ -67,6 +67,13 @@ struct im_params {
 	 *  hashes it only when another file has its size (exact.h). 0 hashes
 	 *  every file as it is read. */
 	int defer_binary;
+	/** Of a file, the signer's caller needs its size and that it is a
+	 *  regular file, nothing more of its stat: a file whose one read(2)
+	 *  comes short of the buffer (and is over no max_size) is not
+	 *  fstat'ed, and the stat handed back for it holds st_mode (S_IFREG)
+	 *  and st_size only; its mtime_ns is 0. A file growing meanwhile is
+	 *  read as far as that read saw it. 0 fstat's every file. */
+	int size_only;
 	/** -o exclude / -o include (scope.h), borrowed; NULL for none. The
 	 *  walker reads .imatchignore files in the tree either way. */
 	const struct im_scope *scope;

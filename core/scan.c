@@ -1239,7 +1239,9 @@ static void *work_main(void *arg)
  */
 static bool opened_regular(const struct stat *st)
 {
-	return st->st_ino && S_ISREG(st->st_mode);
+	/* Zero when the file was not opened; no more than st_mode and
+	 * st_size under im_params.size_only. */
+	return S_ISREG(st->st_mode);
 }
 
 /*
@@ -1277,7 +1279,7 @@ static int sign_work(struct sign_worker *wk, struct item *it)
 		count_sampled(wk->sc);
 	/* The walker's stat when the file could not be opened. */
 	if (!ret)
-		deliver(wk->sc, it->path, st.st_ino ? &st : &it->st, &d);
+		deliver(wk->sc, it->path, st.st_mode ? &st : &it->st, &d);
 	free(it->path);
 	return ret;
 }
@@ -1532,7 +1534,7 @@ static int first_work(struct sign_worker *wk, struct item *it)
 	struct stat st;
 	int ret = im_signer_prepare_at(wk->signer, it->dir->fd, name, &d, &st,
 				       &u);
-	const struct stat *use = st.st_ino ? &st : &it->st;
+	const struct stat *use = st.st_mode ? &st : &it->st;
 	size_t n = u ? u->n : 0;
 	/* Counted as a text: read as one, or a copy of one (only texts with
 	 * terms are noted). */

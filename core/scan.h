@@ -115,7 +115,8 @@ struct im_scan_ops {
 	 *  cache, say). NULL means every file. */
 	bool (*want)(const char *path, const struct stat *st, void *arg);
 	/** Worker thread, serialized: one signed (or skipped) file. @p st is the
-	 *  fstat of the opened file when it could be opened, else the walker's. */
+	 *  fstat of the opened file when it could be opened, else the walker's
+	 *  (im_params.size_only: perhaps its st_mode and st_size alone). */
 	void (*result)(const char *path, const struct stat *st,
 		       const struct im_doc_sigs *d, void *arg);
 	/** Walker thread, may be NULL: each directory, as im_walk_ops.dir. */

@@ -537,6 +537,8 @@ int cmd_scan(struct cli *c)
 	fd = open_tree(c->argv[0]);
 	if (fd < 0)
 		return EXIT_RUNTIME;
+	/* Clusters and counts need no mtime (dupes and dedupe do). */
+	c->p.size_only = 1;
 	if (sign_tree(c, fd, &col, &sum))
 		goto out;
 	if (c->dirs) {

@@ -156,7 +156,8 @@ int im_signer_sign_buf(struct im_signer *s, const char *name, const char *buf,
  * after the fstat() are not read, and a file that shrinks is signed as read.
  *
  * @param st  if not NULL, receives the fstat() of the opened file (all zero,
- *            so st_ino 0, when the open failed).
+ *            so st_mode 0, when the open failed; under im_params.size_only
+ *            perhaps st_mode and st_size alone).
  * @return 0 (see out->status), or -ENOMEM when signing itself ran out of
  *         memory, or -EINVAL for a signer made without a lexicon.
  */

@@ -360,25 +360,37 @@ static void on_result(const char *path, const struct stat *st,
 	ck_assert_int_eq(im_index_put(c->idx, path, d), 0);
 }
 
-/* Scan the tree into a new index; with @p st, complete the deferred tier
+/* Scan the tree into a new index with @p threads workers, the size_only
+ * of @p size_only, into @p counts; with @p st, complete the deferred tier
  * (im_exact_fill()). */
-static struct im_index *scan(int defer, struct im_exact_stats *st)
+static struct im_index *scan_with(int defer, int size_only, unsigned threads,
+				  struct im_scan_counts *counts,
+				  struct im_exact_stats *st)
 {
 	struct collect c = {NULL};
 	struct im_scan_ops ops = {.result = on_result, .arg = &c};
-	struct im_scan_counts counts = {0};
 	struct im_lexicon *lex;
 	struct im_params p;
 
 	im_params_init(&p);
 	p.defer_binary = defer;
+	p.size_only = size_only;
 	lex = empty_lexicon(&p);
 	ck_assert_int_eq(im_index_new(&c.idx), 0);
-	ck_assert_int_eq(im_scan_sign(rootfd, lex, &p, 2, &ops, &counts), 0);
+	*counts = (struct im_scan_counts){0};
+	ck_assert_int_eq(im_scan_sign(rootfd, lex, &p, threads, &ops, counts),
+			 0);
 	if (defer && st)
 		ck_assert_int_eq(im_exact_fill(c.idx, rootfd, st), 0);
 	im_lexicon_free(lex);
 	return c.idx;
+}
+
+static struct im_index *scan(int defer, struct im_exact_stats *st)
+{
+	struct im_scan_counts counts;
+
+	return scan_with(defer, 0, 2, &counts, st);
 }
 
 static int count_exact(const char *path, const struct im_doc_sigs *d, void *arg)
@@ -456,6 +468,56 @@ START_TEST(test_exact_fill_same_links)
 }
 END_TEST
 
+/* A scan told that only sizes matter (size_only: most files are not
+ * fstat'ed) still defers the same binaries, with the stat the fill checks
+ * them against: the same links, the same bytes counted. One worker, so
+ * that the later copies of 300000 bytes are read into a buffer already
+ * larger than they are. */
+START_TEST(test_exact_fill_size_only)
+{
+	static const char *const paths[] = {
+		"copy1.bin",  "copy2.bin",  "copy3.bin", "other.bin",
+		"small1.bin", "small2.bin", "doc.txt"};
+	enum { MID = 300000 };
+	char *a = binary(MID, 1), *o = binary(MID, 2), *small = binary(7777, 5);
+	struct im_scan_counts ca, cb;
+	struct im_index *all, *lazy;
+	struct im_exact_stats st;
+	char la[512], lb[512];
+
+	put("copy1.bin", a, MID);
+	put("copy2.bin", a, MID);
+	put("copy3.bin", a, MID);
+	put("other.bin", o, MID);
+	put("small1.bin", small, 7777);
+	put("small2.bin", small, 7777);
+	put("doc.txt", "a text, never deferred\n", 23);
+	all = scan_with(1, 0, 1, &ca, &st);
+	ck_assert_uint_eq(st.deferred, 4);
+	lazy = scan_with(1, 1, 1, &cb, &st);
+	ck_assert_uint_eq(st.deferred, 4);
+	ck_assert_uint_eq(st.hashed, 4);
+	ck_assert_uint_eq(st.changed, 0);
+	ck_assert_uint_eq(cb.bytes, ca.bytes);
+	ck_assert_uint_eq(cb.by_status[IM_DOC_BINARY],
+			  ca.by_status[IM_DOC_BINARY]);
+	ck_assert_uint_eq(cb.files, ca.files);
+	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+		links_of(all, paths[i], la);
+		links_of(lazy, paths[i], lb);
+		ck_assert_msg(!strcmp(la, lb), "%s: links %s, size_only %s",
+			      paths[i], la, lb);
+	}
+	links_of(lazy, "copy3.bin", lb);
+	ck_assert_str_eq(lb, "copy1.bin exact\ncopy2.bin exact\n");
+	im_index_free(all);
+	im_index_free(lazy);
+	free(a);
+	free(o);
+	free(small);
+}
+END_TEST
+
 /* Deferred files written to between the scan and the fill are left
  * unhashed and counted as changed: never put with a hash of bytes that were
  * not read, which would make them copies of each other (two different
@@ -505,6 +567,7 @@ static Suite *exact_suite(void)
 	tcase_add_test(tf, test_exact_hash_refuses_a_length_changed_while_read);
 	tcase_add_test(tf, test_exact_fill_same_links);
 	tcase_add_test(tf, test_exact_fill_leaves_changed_files_unhashed);
+	tcase_add_test(tf, test_exact_fill_size_only);
 	suite_add_tcase(s, tf);
 	return s;
 }

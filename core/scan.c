@@ -1290,11 +1290,12 @@ static int df_work(struct sign_worker *wk, struct item *it)
 	struct scan *sc = wk->sc;
 	const struct im_terms *u;
 	enum im_doc_status status;
-	int ret =
-		im_signer_terms_at(wk->signer, it->dir->fd, name, &status, &u);
+	struct stat st;
+	int ret = im_signer_terms_stat_at(wk->signer, it->dir->fd, name,
+					  &status, &u, &st);
 
-	/* Its byte count is the walker's stat's (terms_at() gives none). */
-	assert(!it->unstat);
+	if (!ret && it->unstat && !opened_regular(&st))
+		return hand_back(sc, it);
 	dref_put(it->dir);
 	free(it->path);
 	if (!ret && u && u->level)
@@ -1305,7 +1306,7 @@ static int df_work(struct sign_worker *wk, struct item *it)
 	if (ret)
 		return ret;
 	pthread_mutex_lock(&sc->rlock);
-	count_status(sc->counts, status, &it->st);
+	count_status(sc->counts, status, st.st_mode ? &st : &it->st);
 	pthread_mutex_unlock(&sc->rlock);
 	return 0;
 }
@@ -1973,9 +1974,8 @@ static int walk_with(int dirfd, struct scan *sc, struct sign_worker *wk,
 	       !pthread_create(&wk[sc->helpers + 1].tid, NULL, work_main,
 			       &wk[sc->helpers + 1]))
 		sc->helpers++;
-	/* Not for a df scan, which counts bytes from the walker's stat, nor
-	 * with want(), which chooses by it. */
-	cb.file_unstat = work != df_work && !(sc->ops && sc->ops->want);
+	/* Not with want(), which chooses by the walker's stat. */
+	cb.file_unstat = !(sc->ops && sc->ops->want);
 	ret = walk(dirfd, sc->p, &cb, sc->counts);
 	if (!ret)
 		ret = scan_flush(sc);
@@ -2163,14 +2163,19 @@ int im_scan_df(int dirfd, const struct im_params *p, unsigned threads,
 		.skip_dev = ops ? ops->skip_dev : 0,
 		.skip_ino = ops ? ops->skip_ino : 0,
 	};
+	/* Of a file, a df scan counts only the bytes: the stat of the walk
+	 * and of the read, one each per file, were a tenth of a `lexicon
+	 * build` of the kernel's Documentation/. */
+	struct im_params q = *p;
 	struct scan *sc;
 	int ret;
 
+	q.size_only = 1;
 	*out = NULL;
 	sc = calloc(1, sizeof(*sc));
 	if (!sc)
 		return -ENOMEM;
-	sc->p = p;
+	sc->p = &q;
 	sc->ops = &none;
 	sc->cancel = none.cancel;
 	sc->counts = counts;

@@ -2299,14 +2299,15 @@ void im_signer_set_lender(struct im_signer *s, im_result_lender lender,
  * caller reads it before drop_big_buffer(). @return 0 or -ENOMEM.
  */
 static int extract_at(struct im_signer *s, int dirfd, const char *name,
-		      enum im_doc_status *status, struct im_extract_result *xr)
+		      enum im_doc_status *status, struct im_extract_result *xr,
+		      struct stat *st)
 {
 	uint8_t exact[16];
 	size_t len;
 	int err, r;
 
 	s->last_fail = 0;
-	read_at(s, dirfd, name, NULL, status, &err, &len, exact);
+	read_at(s, dirfd, name, st, status, &err, &len, exact);
 	if (*status != IM_DOC_SIGNED)
 		return 0;
 	const char *base = strrchr(name, '/');
@@ -2326,8 +2327,15 @@ int im_signer_terms_at(struct im_signer *s, int dirfd, const char *name,
 		       enum im_doc_status *status,
 		       const struct im_terms **terms)
 {
+	return im_signer_terms_stat_at(s, dirfd, name, status, terms, NULL);
+}
+
+int im_signer_terms_stat_at(struct im_signer *s, int dirfd, const char *name,
+			    enum im_doc_status *status,
+			    const struct im_terms **terms, struct stat *st)
+{
 	struct im_extract_result xr;
-	int r = extract_at(s, dirfd, name, status, &xr);
+	int r = extract_at(s, dirfd, name, status, &xr, st);
 
 	*terms = NULL;
 	if (!r && *status == IM_DOC_SIGNED) {
@@ -2345,7 +2353,7 @@ int im_signer_figures_at(struct im_signer *s, int dirfd, const char *name,
 			 void *arg)
 {
 	struct im_extract_result xr;
-	int r = extract_at(s, dirfd, name, status, &xr);
+	int r = extract_at(s, dirfd, name, status, &xr, NULL);
 
 	if (!r && *status == IM_DOC_SIGNED)
 		r = im_extract_figures(&xr, fn, arg);

@@ -179,6 +179,15 @@ int im_signer_terms_at(struct im_signer *s, int dirfd, const char *name,
 		       const struct im_terms **terms);
 
 /**
+ * im_signer_terms_at(), also handing out the stat of the opened file as
+ * im_signer_sign_at() does (@p st: all zero when it could not be opened):
+ * for a caller that would otherwise stat the file itself.
+ */
+int im_signer_terms_stat_at(struct im_signer *s, int dirfd, const char *name,
+			    enum im_doc_status *status,
+			    const struct im_terms **terms, struct stat *st);
+
+/**
  * Tell @p fn each figure of a file (im_extract_figures(), text.h's
  * im_figure_fn), read and extracted as im_signer_terms_at() does: the
  * figures whose fingerprint signing keeps in im_doc_sigs.numbers.

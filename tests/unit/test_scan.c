@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "unit.h"
@@ -667,6 +668,82 @@ static bool want_odd(const char *path, const struct stat *st, void *arg)
 }
 
 /* A state directory inside the source must not feed the statistics. */
+/*
+ * A df scan reads each file as the walk finds it, unstat'ed, and counts what
+ * it could not open as a walk that stats does: a file it may stat but not
+ * read is a file that is an error; a name in a directory it may read but
+ * not search is an error and no file, as is the subdirectory there; a fifo
+ * and a symlink are other. Run as nobody (in a child, if root) so that the
+ * modes hold.
+ */
+START_TEST(test_scan_df_counts_what_it_cannot_open)
+{
+	const char *text = "several words of one text file, enough to count";
+	const char *other = "other words in a second text file, not a copy";
+	struct im_scan_counts c = {0};
+	struct im_df *df = NULL;
+	struct im_params p;
+	char fp[512];
+	int fds[2], status;
+	uint64_t docs = 0;
+	pid_t pid;
+
+	put("a.txt", text);
+	put("b.txt", other);
+	put("noread.txt", text);
+	mkpath("rnox");
+	put("rnox/x.txt", text);
+	mkpath("rnox/sub");
+	snprintf(fp, sizeof(fp), "%s/fifo", root);
+	ck_assert_int_eq(mkfifo(fp, 0600), 0);
+	snprintf(fp, sizeof(fp), "%s/link.txt", root);
+	ck_assert_int_eq(symlink("a.txt", fp), 0);
+	ck_assert_int_eq(fchmodat(rootfd, "noread.txt", 0, 0), 0);
+	ck_assert_int_eq(fchmodat(rootfd, "rnox", 0444, 0), 0);
+	ck_assert_int_eq(fchmod(rootfd, 0755), 0);
+	ck_assert_int_eq(pipe(fds), 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		close(fds[0]);
+		if (geteuid() == 0 && (setgid(65534) || setuid(65534)))
+			_exit(2);
+		im_params_init(&p);
+		if (im_scan_df(rootfd, &p, 1, NULL, &df, &c))
+			_exit(3);
+		docs = im_df_docs(df);
+		if (write(fds[1], &c, sizeof(c)) != sizeof(c) ||
+		    write(fds[1], &docs, sizeof(docs)) != sizeof(docs))
+			_exit(4);
+		_exit(0);
+	}
+	close(fds[1]);
+	ck_assert_int_eq(read(fds[0], &c, sizeof(c)), sizeof(c));
+	ck_assert_int_eq(read(fds[0], &docs, sizeof(docs)), sizeof(docs));
+	close(fds[0]);
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFEXITED(status) && !WEXITSTATUS(status),
+		      "the df scan ran");
+	ck_assert_int_eq(fchmodat(rootfd, "rnox", 0755, 0), 0);
+	ck_assert_msg(c.files == 3, "files: a, b and noread: %llu",
+		      (unsigned long long)c.files);
+	ck_assert_msg(c.errors == 2, "errors: rnox/x.txt and rnox/sub: %llu",
+		      (unsigned long long)c.errors);
+	ck_assert_msg(c.by_status[IM_DOC_ERROR] == 1,
+		      "noread.txt read as an error: %llu",
+		      (unsigned long long)c.by_status[IM_DOC_ERROR]);
+	ck_assert_msg(c.other == 2, "the fifo and the symlink: %llu",
+		      (unsigned long long)c.other);
+	ck_assert_msg(c.dirs == 2, "the root and rnox: %llu",
+		      (unsigned long long)c.dirs);
+	ck_assert_msg(docs == 2, "two documents with terms: %llu",
+		      (unsigned long long)docs);
+	ck_assert_msg(c.bytes == strlen(text) + strlen(other),
+		      "the bytes of the texts read: %llu",
+		      (unsigned long long)c.bytes);
+}
+END_TEST
+
 START_TEST(test_scan_df_skips_the_skip_dir)
 {
 	struct im_params p;
@@ -1657,6 +1734,7 @@ static Suite *scan_suite(void)
 	tcase_add_test(tc, test_scan_sign_equals_signing_alone);
 	tcase_add_test(tc, test_scan_sign_threads_agree);
 	tcase_add_test(tc, test_scan_df_skips_the_skip_dir);
+	tcase_add_test(tc, test_scan_df_counts_what_it_cannot_open);
 	tcase_add_test(tc, test_scan_sign_want_and_cancel);
 	tcase_add_test(tc, test_scan_sign_cancelled_by_another_thread);
 	tcase_add_test(tc, test_scan_first_equals_two_passes);

@@ -1,8 +1,10 @@
 /**
  * @file mem.c
- * Tables and buffers mapped apart from the heap (mem.h).
+ * Tables and buffers mapped apart from the heap, or in a heap on huge pages
+ * (mem.h).
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +12,25 @@
 #include <unistd.h>
 
 #include "mem.h"
+
+/* Set once, before any block, by im_mem_use_heap(). */
+static bool on_heap;
+
+void im_mem_use_heap(void)
+{
+	on_heap = true;
+}
+
+bool im_mem_on_heap(void)
+{
+	return on_heap;
+}
+
+/* Whether a table or buffer of @p size bytes lives in the heap. */
+static bool in_heap(size_t size)
+{
+	return on_heap && size <= IM_HEAP_MOST;
+}
 
 static size_t table_span(size_t size)
 {
@@ -19,7 +40,8 @@ static size_t table_span(size_t size)
 	return (size + align - 1) & ~(align - 1);
 }
 
-void *im_table_alloc(size_t size)
+/* im_table_alloc() apart from the heap. */
+static void *table_map(size_t size)
 {
 	size_t len, extra;
 	char *base, *p;
@@ -48,10 +70,30 @@ void *im_table_alloc(size_t size)
 	return p;
 }
 
-void im_table_free(void *p, size_t size)
+static void table_unmap(void *p, size_t size)
 {
 	if (p)
 		munmap(p, table_span(size ? size : 1));
+}
+
+void *im_table_alloc(size_t size)
+{
+	void *p;
+
+	if (!in_heap(size))
+		return table_map(size);
+	/* Memory the heap had given out before holds what was written. */
+	if (posix_memalign(&p, (size_t)sysconf(_SC_PAGESIZE), size ? size : 1))
+		return NULL;
+	return memset(p, 0, size);
+}
+
+void im_table_free(void *p, size_t size)
+{
+	if (in_heap(size))
+		free(p);
+	else
+		table_unmap(p, size);
 }
 
 static size_t page_span(size_t size)
@@ -66,7 +108,7 @@ void *im_block_alloc(size_t size)
 	void *p;
 
 	if (size >= IM_HUGE_PAGE)
-		return im_table_alloc(size);
+		return table_map(size);
 	p = mmap(NULL, page_span(size ? size : 1), PROT_READ | PROT_WRITE,
 		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	return p == MAP_FAILED ? NULL : p;
@@ -75,7 +117,7 @@ void *im_block_alloc(size_t size)
 void im_block_free(void *p, size_t size)
 {
 	if (size >= IM_HUGE_PAGE)
-		im_table_free(p, size);
+		table_unmap(p, size);
 	else if (p)
 		munmap(p, page_span(size ? size : 1));
 }
@@ -92,7 +134,7 @@ int im_buf_grow(char **p, size_t *cap, size_t need)
 			return -ENOMEM;
 		c *= 2;
 	}
-	if (c < IM_MEM_MAPPED) {
+	if (c < IM_MEM_MAPPED || in_heap(c)) {
 		q = realloc(*p, c);
 		if (!q)
 			return -ENOMEM;
@@ -111,7 +153,7 @@ int im_buf_grow(char **p, size_t *cap, size_t need)
 
 void im_buf_free(char *p, size_t cap)
 {
-	if (cap < IM_MEM_MAPPED)
+	if (cap < IM_MEM_MAPPED || in_heap(cap))
 		free(p);
 	else
 		im_table_free(p, cap);

@@ -819,6 +819,9 @@ static int run_command(const struct command *cmd, int argc, char **argv)
  * -j 1's 190; with one arena, 265, and 2 to 4% less CPU time. Threads
  * still take small blocks from their own caches (tcache), without the
  * arena's lock.
+ * core's own tables and buffers (mem.h) then come from this heap too, up to
+ * IM_HEAP_MOST each, where each was a mapping of its own: packed with the
+ * rest, and in memory a step before freed (im_mem_use_heap()).
  */
 #if defined(__GLIBC__) && defined(MADV_HUGEPAGE)
 /* Below glibc's largest M_MMAP_THRESHOLD (32 MiB on 64-bit systems). */
@@ -861,6 +864,7 @@ static void heap_on_huge_pages(void)
 	if (to > from)
 		madvise((void *)from, to - from, MADV_HUGEPAGE);
 	free(p);
+	im_mem_use_heap();
 	/* The block just freed is where the next one starts. */
 	if (from - at > 64)
 		heap_head = malloc(from - at - 64);

@@ -2,7 +2,7 @@
  * @file test_mem.c
  * Tables, blocks and buffers apart from the heap (core/mem.h): zeroed,
  * aligned as promised, and a growing buffer keeps its bytes when it moves from the heap
- * to a mapping and between mappings.
+ * to a mapping and between mappings; the same in the heap of the command line.
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -143,6 +143,44 @@ START_TEST(test_buf_grow_refuses_overflow)
 }
 END_TEST
 
+/* The heap of the command line (im_mem_use_heap()): what a table gets is
+ * zeroed even where the heap held bytes before, and a buffer keeps its
+ * bytes across IM_HEAP_MOST, into a mapping. Check runs each test in a
+ * process of its own, so the switch stays in this one. */
+START_TEST(test_heap_tables_zeroed_buffers_kept)
+{
+	static const size_t sizes[] = {1, 100000, IM_TABLE_HUGE,
+				       3 * IM_HUGE_PAGE + 5, IM_HEAP_MOST};
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	char *p = NULL;
+	size_t cap = 0, was;
+
+	im_mem_use_heap();
+	ck_assert(im_mem_on_heap());
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		size_t n = sizes[i];
+		unsigned char *dirty = malloc(n + 4 * page), *t;
+
+		ck_assert_ptr_nonnull(dirty);
+		memset(dirty, 0xa5, n + 4 * page);
+		free(dirty);
+		t = im_table_alloc(n);
+		ck_assert_ptr_nonnull(t);
+		ck_assert_uint_eq((uintptr_t)t % page, 0);
+		ck_assert_msg(all_zero(t, n), "a table of %zu bytes is zeroed",
+			      n);
+		memset(t, 0xa5, n);
+		im_table_free(t, n);
+	}
+	ck_assert_int_eq(im_buf_grow(&p, &cap, IM_MEM_MAPPED + 1), 0);
+	fill(p, cap, 3);
+	was = cap;
+	ck_assert_int_eq(im_buf_grow(&p, &cap, IM_HEAP_MOST + 1), 0);
+	ck_assert(same_fill(p, was, 3));
+	im_buf_free(p, cap);
+}
+END_TEST
+
 static Suite *mem_suite(void)
 {
 	Suite *s = suite_create("mem");
@@ -152,6 +190,7 @@ static Suite *mem_suite(void)
 	tcase_add_test(tc, test_block_alloc_zeroed_and_writable);
 	tcase_add_test(tc, test_buf_grow_keeps_bytes);
 	tcase_add_test(tc, test_buf_grow_refuses_overflow);
+	tcase_add_test(tc, test_heap_tables_zeroed_buffers_kept);
 	suite_add_tcase(s, tc);
 	return s;
 }

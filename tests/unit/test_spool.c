@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "unit.h"
+#include "mem.h"
 #include "spool.h"
 
 /* AddressSanitizer's allocator and shadow make resident sizes no measure
@@ -161,6 +162,27 @@ START_TEST(test_spool_unspilled_records_stay)
 }
 END_TEST
 
+/* In the heap of the command line (mem.h, im_mem_use_heap()): its first
+ * chunks come from the heap, unzeroed, later ones mapped; records come back
+ * all the same, before a spill and after. Check runs each test in a
+ * process of its own, so the switch stays in this one. */
+START_TEST(test_spool_in_the_heap)
+{
+	struct im_spool *sp;
+
+	im_mem_use_heap();
+	ck_assert_int_eq(im_spool_new("/nonexistent", 0, &sp), 0);
+	round_trip(sp, 20000, (size_t)3 << 19);
+	ck_assert_msg(im_spool_spilled(sp) == 0,
+		      "without a budget nothing reaches the file");
+	im_spool_free(sp);
+	ck_assert_int_eq(im_spool_new("/tmp", (size_t)1 << 20, &sp), 0);
+	round_trip(sp, 20000, (size_t)3 << 19);
+	ck_assert_msg(im_spool_spilled(sp) > 0, "past the budget it spills");
+	im_spool_free(sp);
+}
+END_TEST
+
 START_TEST(test_spool_spills_and_reads_back)
 {
 	struct im_spool *sp;
@@ -263,6 +285,7 @@ static Suite *spool_suite(void)
 	tcase_add_test(tc, test_spool_last_until_a_spill);
 	tcase_add_test(tc, test_spool_unspilled_records_stay);
 	tcase_add_test(tc, test_spool_spills_and_reads_back);
+	tcase_add_test(tc, test_spool_in_the_heap);
 	tcase_add_test(tc, test_spool_empty_and_misuse);
 	tcase_add_test(tc, test_spool_unwritable_dir);
 	tcase_add_test(tc, test_spool_few_records_take_few_pages);

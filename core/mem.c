@@ -13,23 +13,33 @@
 
 #include "mem.h"
 
-/* Set once, before any block, by im_mem_use_heap(). */
-static bool on_heap;
+/* The heap's part on huge pages, set once by im_mem_use_heap(). */
+static const char *heap_lo, *heap_hi;
 
-void im_mem_use_heap(void)
+void im_mem_use_heap(const void *lo, const void *hi)
 {
-	on_heap = true;
+	heap_lo = lo;
+	heap_hi = hi;
 }
 
-bool im_mem_on_heap(void)
+bool im_heap_holds(const void *p)
 {
-	return on_heap;
+	return heap_lo && (const char *)p >= heap_lo &&
+	       (const char *)p < heap_hi;
 }
 
-/* Whether a table or buffer of @p size bytes lives in the heap. */
-static bool in_heap(size_t size)
+void *im_heap_take(size_t size, size_t align)
 {
-	return on_heap && size <= IM_HEAP_MOST;
+	void *p;
+
+	if (!heap_lo || size > IM_HEAP_MOST || posix_memalign(&p, align, size))
+		return NULL;
+	/* Past the huge pages, or mapped by malloc(): a mapping of ours is
+	 * as good, and it is what a free of this address would expect. */
+	if (im_heap_holds(p) && size <= (size_t)(heap_hi - (const char *)p))
+		return p;
+	free(p);
+	return NULL;
 }
 
 static size_t table_span(size_t size)
@@ -78,19 +88,15 @@ static void table_unmap(void *p, size_t size)
 
 void *im_table_alloc(size_t size)
 {
-	void *p;
+	void *p = im_heap_take(size ? size : 1, (size_t)sysconf(_SC_PAGESIZE));
 
-	if (!in_heap(size))
-		return table_map(size);
-	/* Memory the heap had given out before holds what was written. */
-	if (posix_memalign(&p, (size_t)sysconf(_SC_PAGESIZE), size ? size : 1))
-		return NULL;
-	return memset(p, 0, size);
+	/* Memory the heap gave out before holds what was written there. */
+	return p ? memset(p, 0, size) : table_map(size);
 }
 
 void im_table_free(void *p, size_t size)
 {
-	if (in_heap(size))
+	if (im_heap_holds(p))
 		free(p);
 	else
 		table_unmap(p, size);
@@ -134,12 +140,14 @@ int im_buf_grow(char **p, size_t *cap, size_t need)
 			return -ENOMEM;
 		c *= 2;
 	}
-	if (c < IM_MEM_MAPPED || in_heap(c)) {
+	if (c < IM_MEM_MAPPED) {
 		q = realloc(*p, c);
 		if (!q)
 			return -ENOMEM;
 	} else {
-		q = im_table_alloc(c);
+		q = im_heap_take(c, 64);
+		if (!q)
+			q = table_map(c);
 		if (!q)
 			return -ENOMEM;
 		if (*cap)
@@ -153,7 +161,7 @@ int im_buf_grow(char **p, size_t *cap, size_t need)
 
 void im_buf_free(char *p, size_t cap)
 {
-	if (cap < IM_MEM_MAPPED || in_heap(cap))
+	if (cap < IM_MEM_MAPPED || im_heap_holds(p))
 		free(p);
 	else
 		im_table_free(p, cap);

@@ -16,14 +16,15 @@
  * bench corpus, from the freed tables of a growing df).
  *
  * A short-lived process whose heap is itself on huge pages and never
- * trimmed (the command line: tools/imatch.c) takes tables and buffers of up
- * to IM_HEAP_MOST from the heap instead (im_mem_use_heap()): there a block
- * shares its huge pages with its neighbours, where a mapping of its own
- * rounds it up to whole ones, and a block freed by one step of a run is
- * memory the next one takes without a fault. A first scan of the
- * copy-free licences (5.9 MB) zeroed 7 huge pages and 160 small ones
- * apart from start-up, now 5 and none: 4 to 5% less CPU time (2% for the
- * kernel docs, 7 huge pages still).
+ * trimmed (the command line: tools/imatch.c) takes tables and buffers of
+ * up to IM_HEAP_MOST from that part of the heap instead, while it has room
+ * (im_mem_use_heap(), im_heap_take()): there a block shares its huge pages
+ * with its neighbours, where a mapping of its own rounds it up to whole
+ * ones, and a block freed by one step of a run is memory the next one
+ * takes without a fault. A first scan of the copy-free licences (5.9 MB)
+ * zeroed 7 huge pages and 160 small ones apart from start-up, now 5 and
+ * none: 3 to 5% less CPU time (2% for the kernel docs, 7 huge pages
+ * still).
  *
  * Errors: NULL / -ENOMEM when out of memory or the size overflows.
  * Thread-safety: reentrant; im_mem_use_heap() is process-wide and comes
@@ -43,7 +44,7 @@
 
 /**
  * @p size bytes of zeroed memory, page-aligned (so no slot of a table
- * straddles two cache lines); in the heap (im_mem_use_heap()), aligned to
+ * straddles two cache lines); in the heap of im_mem_use_heap(), aligned to
  * no more than a page. Free with im_table_free() and the same size.
  */
 void *im_table_alloc(size_t size);
@@ -66,10 +67,9 @@ void im_block_free(void *p, size_t size);
 
 /**
  * Grow the byte buffer *p of *cap bytes to hold at least @p need (doubling),
- * keeping its first *cap bytes. Below IM_MEM_MAPPED bytes (in the heap of
- * im_mem_use_heap(), up to IM_HEAP_MOST) it lives on the heap (realloc),
- * from there on in im_table_alloc() blocks: free it with
- * im_buf_free(*p, *cap) only.
+ * keeping its first *cap bytes. Below IM_MEM_MAPPED bytes it lives on the
+ * heap (realloc), from there on in im_table_alloc() blocks (not zeroed):
+ * free it with im_buf_free(*p, *cap) only.
  * @return 0, or -ENOMEM (the buffer is left as it was).
  */
 int im_buf_grow(char **p, size_t *cap, size_t need);
@@ -82,20 +82,27 @@ void im_buf_free(char *p, size_t cap);
 
 /* ---- The heap of a short-lived process --------------------------------- */
 
-/** The largest table or buffer that im_mem_use_heap() puts in the heap:
- *  a larger one would grow it past the huge pages it was given. */
+/** The largest block im_heap_take() gives. */
 #define IM_HEAP_MOST ((size_t)8 << 20)
 
 /**
- * From now on take tables and growing buffers of up to IM_HEAP_MOST bytes
- * from the heap (malloc()), for a process whose heap is on huge pages and
- * never trimmed (see the top of this file). Process-wide: call it before
- * any block of this module exists and before any thread starts. A daemon
- * does not: its heap would keep the largest of them for its whole life.
+ * From now on take tables and growing buffers from the heap (malloc())
+ * where it places them within [@p lo, @p hi), the part of the heap on huge
+ * pages, of a process that never trims it (see the top of this file);
+ * elsewhere they are mapped as before. Process-wide: call it before any
+ * block of this module exists and before any thread starts. A daemon does
+ * not: its heap would keep the largest of them for its whole life.
  */
-void im_mem_use_heap(void);
+void im_mem_use_heap(const void *lo, const void *hi);
 
-/** Whether im_mem_use_heap() was called. */
-bool im_mem_on_heap(void);
+/**
+ * @p size bytes (up to IM_HEAP_MOST) from the heap of im_mem_use_heap(),
+ * aligned to @p align (a power of two, at least sizeof(void *)), not
+ * zeroed; free() them. NULL without such a heap or room in it.
+ */
+void *im_heap_take(size_t size, size_t align);
+
+/** Whether @p p is in the heap of im_mem_use_heap() (NULL: no). */
+bool im_heap_holds(const void *p);
 
 #endif

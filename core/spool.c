@@ -19,10 +19,10 @@
  * more CPU time. A spill writes the chunks out and keeps the first for
  * reuse.
  *
- * In a heap on huge pages (mem.h, im_mem_use_heap()) the first
- * IM_HEAP_MOST bytes are chunks of CHUNK_FIRST taken from it, packed with
- * the run's other blocks: the kernel docs' 3.7 MB of ids took 64 faults and
- * two huge pages of their own, the licences' 0.5 MB 64 faults and one.
+ * In a heap on huge pages (mem.h, im_mem_use_heap()) every chunk is one of
+ * CHUNK_FIRST taken from it while it has room, packed with the run's other
+ * blocks: the kernel docs' 3.7 MB of ids took 64 faults and two huge pages
+ * of their own, the licences' 0.5 MB 64 faults and one.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -77,12 +77,6 @@ static void chunk_free(struct chunk *c)
 	else
 		im_block_free(c->p, c->cap);
 	free(c);
-}
-
-/* Whether a chunk of @p cap more bytes is taken from the heap. */
-static bool heap_chunk(const struct im_spool *sp, size_t cap)
-{
-	return im_mem_on_heap() && sp->mem_len + cap <= IM_HEAP_MOST;
 }
 
 static size_t pad8(size_t n)
@@ -220,8 +214,6 @@ static int chunk_room(struct im_spool *sp, size_t need)
 
 	if (sp->tail && sp->tail->cap - sp->tail->len >= need)
 		return 0;
-	if (sp->tail && !heap_chunk(sp, cap))
-		cap = CHUNK;
 	while (cap < need) {
 		if (cap > SIZE_MAX / 2)
 			return -ENOMEM;
@@ -230,8 +222,13 @@ static int chunk_room(struct im_spool *sp, size_t need)
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
-	c->heap = heap_chunk(sp, cap);
-	c->p = c->heap ? malloc(cap) : im_block_alloc(cap);
+	c->p = im_heap_take(cap, 16);
+	c->heap = c->p != NULL;
+	if (!c->heap) {
+		if (sp->tail && cap < CHUNK)
+			cap = CHUNK;
+		c->p = im_block_alloc(cap);
+	}
 	if (!c->p) {
 		free(c);
 		return -ENOMEM;

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include "extract.h"
 #include "imatch.h"
@@ -801,16 +802,20 @@ static int run_command(const struct command *cmd, int argc, char **argv)
  * glibc grows the heap in steps of 128 KiB, too small for the kernel to
  * back with huge pages, and returns freed space at its top, and blocks of
  * 128 KiB or more, to the kernel, which faults them in again at the next
- * use. So: one block of HEAP_HUGE_RESERVE taken and freed at once leaves
- * the heap that large, marked for huge pages; nothing is trimmed, and
- * large blocks come from the heap too, so that freed space is reused
- * rather than faulted again. Pages are still only taken as they are
- * touched, 2 MiB at a time: that scan's peak RSS went from 16.4 to 19.5 MB
- * (khugepaged may yet fill the touched huge pages of a long run, at most
- * HEAP_HUGE_RESERVE). The daemon (fs/main.c) sets its own allocator
- * options, for a long life: this is the command line's only.
+ * use. So: the heap's first block comes with a pad of HEAP_HUGE_RESERVE
+ * (M_TOP_PAD), marked for huge pages; nothing is trimmed, and large blocks
+ * come from the heap too, so that freed space is reused rather than
+ * faulted again. (It was a block of 30 MiB taken and freed at once, below
+ * glibc's largest mmap threshold, but malloc() writes the header of what
+ * follows a block before madvise() can come: those 2 MiB came 4 KiB at a
+ * time, 300 to 600 faults at -j 2 on the manuals once core's blocks
+ * (below) had filled the heap up to them.) Pages are still only taken as
+ * they are touched, 2 MiB at a time: that scan's peak RSS went from 16.4
+ * to 19.5 MB (khugepaged may yet fill the touched huge pages of a long
+ * run, at most HEAP_HUGE_RESERVE). The daemon (fs/main.c) sets its own
+ * allocator options, for a long life: this is the command line's only.
  * Not under a limit on the address space or the data (ulimit -v, -d): the
- * reserve and the pad count in both, 38 MiB that the tables' own mappings
+ * reserve counts in both, 64 MiB (it was 38) that the tables' own mappings
  * (mem.h) then lack. Under ulimit -v 45000 a scan of 445 licences failed
  * with ENOMEM (ulimit -d 40000 too) where it had needed less than 25 MB.
  * One arena for every thread: glibc gives each further thread an arena of
@@ -819,13 +824,14 @@ static int run_command(const struct command *cmd, int argc, char **argv)
  * -j 1's 190; with one arena, 265, and 2 to 4% less CPU time. Threads
  * still take small blocks from their own caches (tcache), without the
  * arena's lock.
- * core's own tables and buffers (mem.h) then come from this heap too, up to
- * IM_HEAP_MOST each, where each was a mapping of its own: packed with the
- * rest, and in memory a step before freed (im_mem_use_heap()).
+ * core's own tables and buffers (mem.h) then come from its huge pages too,
+ * up to IM_HEAP_MOST each and while they have room, where each was a
+ * mapping of its own: packed with the rest, and in memory that a step
+ * before freed (im_mem_use_heap()).
  */
 #if defined(__GLIBC__) && defined(MADV_HUGEPAGE)
-/* Below glibc's largest M_MMAP_THRESHOLD (32 MiB on 64-bit systems). */
-#define HEAP_HUGE_RESERVE ((size_t)30 << 20)
+/* Address space only: pages come as they are touched. */
+#define HEAP_HUGE_RESERVE ((size_t)64 << 20)
 
 /* The heap below its first huge page, never touched: kept for the run so
  * that blocks are taken from huge pages from the start (volatile, else the
@@ -846,26 +852,32 @@ static void heap_on_huge_pages(void)
 {
 #if defined(__GLIBC__) && defined(MADV_HUGEPAGE)
 	uintptr_t at, from, to;
+	void *end;
 	char *p;
 
 	if (memory_limited())
 		return;
 	if (!mallopt(M_ARENA_MAX, 1) || !mallopt(M_MMAP_THRESHOLD, 32 << 20) ||
 	    !mallopt(M_TRIM_THRESHOLD, 256 << 20) ||
-	    !mallopt(M_TOP_PAD, 8 << 20))
+	    !mallopt(M_TOP_PAD, (int)HEAP_HUGE_RESERVE))
 		return;
-	p = malloc(HEAP_HUGE_RESERVE);
-	if (!p)
+	/* The heap's first block: the heap grows by the pad with it, and
+	 * nothing is written past the top's header, just after it. */
+	p = malloc(64);
+	mallopt(M_TOP_PAD, 8 << 20);
+	end = sbrk(0);
+	if (!p || end == (void *)-1)
 		return;
-	at = (uintptr_t)p;
+	at = (uintptr_t)p + 64 + 32;
 	from = (at + IM_HUGE_PAGE - 1) & ~(uintptr_t)(IM_HUGE_PAGE - 1);
-	to = (at + HEAP_HUGE_RESERVE) & ~(uintptr_t)(IM_HUGE_PAGE - 1);
+	to = (uintptr_t)end & ~(uintptr_t)(IM_HUGE_PAGE - 1);
+	if (to <= from)
+		return;
 	/* A hint: where the kernel has no huge pages, nothing changes. */
-	if (to > from)
-		madvise((void *)from, to - from, MADV_HUGEPAGE);
-	free(p);
-	im_mem_use_heap();
-	/* The block just freed is where the next one starts. */
+	madvise((void *)from, to - from, MADV_HUGEPAGE);
+	/* core's blocks that do not fit below it are mapped (mem.h). */
+	im_mem_use_heap((void *)from, (void *)to);
+	/* The next block starts at the first huge page. */
 	if (from - at > 64)
 		heap_head = malloc(from - at - 64);
 #endif

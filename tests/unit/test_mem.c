@@ -1,9 +1,11 @@
 /**
  * @file test_mem.c
  * Tables, blocks and buffers apart from the heap (core/mem.h): zeroed,
- * aligned as promised, and a growing buffer keeps its bytes when it moves from the heap
- * to a mapping and between mappings; the same in the heap of the command line.
+ * aligned as promised, and a growing buffer keeps its bytes when it moves
+ * from the heap to a mapping and between mappings; the same in the heap of
+ * the command line, and what it has no room for is mapped.
  */
+#include <malloc.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -143,10 +145,28 @@ START_TEST(test_buf_grow_refuses_overflow)
 }
 END_TEST
 
-/* The heap of the command line (im_mem_use_heap()): what a table gets is
- * zeroed even where the heap held bytes before, and a buffer keeps its
- * bytes across IM_HEAP_MOST, into a mapping. Check runs each test in a
- * process of its own, so the switch stays in this one. */
+/*
+ * A heap of @p mib MiB that the next blocks come from, as tools/imatch.c
+ * makes it: taken and freed at once, never trimmed. Check runs each test
+ * in a process of its own, so this stays in the test that calls it.
+ */
+static void heap_of(size_t mib)
+{
+	char *p;
+	volatile uintptr_t lo; /* read after the free: not the pointer */
+
+	ck_assert(mallopt(M_MMAP_THRESHOLD, 32 << 20));
+	ck_assert(mallopt(M_TRIM_THRESHOLD, 256 << 20));
+	p = malloc(mib << 20);
+	ck_assert_ptr_nonnull(p);
+	lo = (uintptr_t)p;
+	free(p);
+	im_mem_use_heap((void *)lo, (void *)(lo + (mib << 20)));
+}
+
+/* In the heap of the command line (im_mem_use_heap()): a table is zeroed
+ * even where the heap held bytes before, and a buffer keeps its bytes as
+ * it grows past the heap, into a mapping. */
 START_TEST(test_heap_tables_zeroed_buffers_kept)
 {
 	static const size_t sizes[] = {1, 100000, IM_TABLE_HUGE,
@@ -155,8 +175,7 @@ START_TEST(test_heap_tables_zeroed_buffers_kept)
 	char *p = NULL;
 	size_t cap = 0, was;
 
-	im_mem_use_heap();
-	ck_assert(im_mem_on_heap());
+	heap_of(24);
 	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
 		size_t n = sizes[i];
 		unsigned char *dirty = malloc(n + 4 * page), *t;
@@ -166,6 +185,8 @@ START_TEST(test_heap_tables_zeroed_buffers_kept)
 		free(dirty);
 		t = im_table_alloc(n);
 		ck_assert_ptr_nonnull(t);
+		ck_assert_msg(im_heap_holds(t), "a table of %zu bytes is in the heap",
+			      n);
 		ck_assert_uint_eq((uintptr_t)t % page, 0);
 		ck_assert_msg(all_zero(t, n), "a table of %zu bytes is zeroed",
 			      n);
@@ -173,11 +194,40 @@ START_TEST(test_heap_tables_zeroed_buffers_kept)
 		im_table_free(t, n);
 	}
 	ck_assert_int_eq(im_buf_grow(&p, &cap, IM_MEM_MAPPED + 1), 0);
+	ck_assert(im_heap_holds(p));
 	fill(p, cap, 3);
 	was = cap;
 	ck_assert_int_eq(im_buf_grow(&p, &cap, IM_HEAP_MOST + 1), 0);
+	ck_assert(!im_heap_holds(p));
 	ck_assert(same_fill(p, was, 3));
 	im_buf_free(p, cap);
+}
+END_TEST
+
+/* What the heap has no room for is mapped, on whole huge pages, as without
+ * it, and each is freed where it came from. */
+START_TEST(test_heap_full_maps_the_rest)
+{
+	unsigned char *t[6];
+	size_t n = IM_HUGE_PAGE + 100, held = 0;
+
+	heap_of(6);
+	for (size_t i = 0; i < 6; i++) {
+		t[i] = im_table_alloc(n);
+		ck_assert_ptr_nonnull(t[i]);
+		ck_assert(all_zero(t[i], n));
+		memset(t[i], (int)i + 1, n);
+		if (im_heap_holds(t[i]))
+			held++;
+		else
+			ck_assert_uint_eq((uintptr_t)t[i] % IM_HUGE_PAGE, 0);
+	}
+	ck_assert_msg(held >= 1 && held <= 2, "%zu tables of 2 MiB in 6 MiB",
+		      held);
+	for (size_t i = 0; i < 6; i++) {
+		ck_assert_int_eq(t[i][n - 1], (int)i + 1);
+		im_table_free(t[i], n);
+	}
 }
 END_TEST
 
@@ -191,6 +241,7 @@ static Suite *mem_suite(void)
 	tcase_add_test(tc, test_buf_grow_keeps_bytes);
 	tcase_add_test(tc, test_buf_grow_refuses_overflow);
 	tcase_add_test(tc, test_heap_tables_zeroed_buffers_kept);
+	tcase_add_test(tc, test_heap_full_maps_the_rest);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1,6 +1,7 @@
 /* Unit tests for core/spool.c: records come back in order, byte for byte,
  * from memory and from the spill file alike. */
 #include <errno.h>
+#include <malloc.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -162,15 +163,24 @@ START_TEST(test_spool_unspilled_records_stay)
 }
 END_TEST
 
-/* In the heap of the command line (mem.h, im_mem_use_heap()): its first
- * chunks come from the heap, unzeroed, later ones mapped; records come back
- * all the same, before a spill and after. Check runs each test in a
+/* In the heap of the command line (mem.h, im_mem_use_heap()): chunks come
+ * from the heap, unzeroed, while it has room, then mapped; records come
+ * back all the same, before a spill and after. Check runs each test in a
  * process of its own, so the switch stays in this one. */
 START_TEST(test_spool_in_the_heap)
 {
 	struct im_spool *sp;
+	char *p;
+	volatile uintptr_t lo; /* read after the free: not the pointer */
 
-	im_mem_use_heap();
+	/* A heap of 6 MiB as tools/imatch.c makes it: the rest is mapped. */
+	ck_assert(mallopt(M_MMAP_THRESHOLD, 32 << 20));
+	ck_assert(mallopt(M_TRIM_THRESHOLD, 256 << 20));
+	p = malloc((size_t)6 << 20);
+	ck_assert_ptr_nonnull(p);
+	lo = (uintptr_t)p;
+	free(p);
+	im_mem_use_heap((void *)lo, (void *)(lo + ((size_t)6 << 20)));
 	ck_assert_int_eq(im_spool_new("/nonexistent", 0, &sp), 0);
 	round_trip(sp, 20000, (size_t)3 << 19);
 	ck_assert_msg(im_spool_spilled(sp) == 0,

@@ -53,7 +53,7 @@ static void reference(const void *p, size_t len, uint8_t out[IM_SHA1_LEN])
 
 /* The implementations this machine runs: OpenSSL always, the others if the
  * CPU has what they need. */
-static size_t impls(enum im_sha1_impl v[4])
+static size_t impls(enum im_sha1_impl v[5])
 {
 	size_t n = 0;
 
@@ -65,6 +65,7 @@ static size_t impls(enum im_sha1_impl v[4])
 	if (im_sha1_have_x8()) {
 		v[n++] = IM_SHA1_X8;
 		v[n++] = IM_SHA1_X16;
+		v[n++] = IM_SHA1_X32;
 	} else
 		fprintf(stderr, "test_sha1: no AVX-512VL here\n");
 	return n;
@@ -103,7 +104,7 @@ START_TEST(test_sha1_fips_examples)
 		{"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq",
 		 "84983e441c3bd26ebaae4aa1f95129e5e54670f1"},
 	};
-	enum im_sha1_impl v[4];
+	enum im_sha1_impl v[5];
 	size_t ni = impls(v);
 
 	for (size_t i = 0; i < ni; i++) {
@@ -133,7 +134,7 @@ START_TEST(test_sha1_every_short_length)
 	enum { N = 301 };
 	static uint8_t out[N][IM_SHA1_LEN];
 	static struct im_sha1_msg m[N];
-	enum im_sha1_impl v[4];
+	enum im_sha1_impl v[5];
 	size_t ni = impls(v);
 
 	for (size_t len = 0; len < N; len++)
@@ -149,13 +150,13 @@ END_TEST
 
 START_TEST(test_sha1_mixed_batches)
 {
-	/* Random lengths, short and long, in batches of 0 to 24 messages
-	 * (from a document's K + 1 coordinates to more than X16's lanes),
+	/* Random lengths, short and long, in batches of 0 to 40 messages
+	 * (from a document's K + 1 coordinates to more than X32's lanes),
 	 * overlapping in the buffer. */
-	enum { MAXB = 24 };
+	enum { MAXB = 40 };
 	uint8_t out[MAXB][IM_SHA1_LEN];
 	struct im_sha1_msg m[MAXB];
-	enum im_sha1_impl v[4];
+	enum im_sha1_impl v[5];
 	size_t ni = impls(v);
 
 	rng = 11;
@@ -181,7 +182,7 @@ START_TEST(test_sha1_large)
 				      BIG - 56, BIG - 64, 65536 + 119};
 	uint8_t out[6][IM_SHA1_LEN];
 	struct im_sha1_msg m[6];
-	enum im_sha1_impl v[4];
+	enum im_sha1_impl v[5];
 	size_t ni = impls(v);
 
 	for (size_t j = 0; j < 6; j++)
@@ -199,7 +200,7 @@ START_TEST(test_sha1_auto_and_refusal)
 	struct im_sha1 *h;
 
 	ck_assert_int_eq(im_sha1_new(IM_SHA1_AUTO, &h), 0);
-	ck_assert_int_eq(im_sha1_impl(h), im_sha1_have_x8() ? IM_SHA1_X16
+	ck_assert_int_eq(im_sha1_impl(h), im_sha1_have_x8() ? IM_SHA1_X32
 					  : im_sha1_have_shani()
 						  ? IM_SHA1_SHANI
 						  : IM_SHA1_OPENSSL);
@@ -212,6 +213,8 @@ START_TEST(test_sha1_auto_and_refusal)
 		ck_assert_int_eq(im_sha1_new(IM_SHA1_X8, &h), -ENOTSUP);
 		ck_assert_ptr_null(h);
 		ck_assert_int_eq(im_sha1_new(IM_SHA1_X16, &h), -ENOTSUP);
+		ck_assert_ptr_null(h);
+		ck_assert_int_eq(im_sha1_new(IM_SHA1_X32, &h), -ENOTSUP);
 		ck_assert_ptr_null(h);
 	}
 }

@@ -1364,6 +1364,91 @@ START_TEST(test_text_long_figures_agree)
 END_TEST
 
 /*
+ * Text with a word of @p len bytes, @p split of them before byte @p border,
+ * digits at its start if @p dig & 1 and at its end if @p dig & 2, then
+ * @p after, then words up to @p total bytes (if more): its length.
+ */
+static size_t word_across(char *buf, unsigned len, unsigned split,
+			  unsigned border, unsigned dig, const char *after,
+			  size_t total)
+{
+	size_t at = border - split, n;
+
+	for (n = 0; n < at; n++)
+		buf[n] = "Ab1 cD ef9Gh "[n % 13];
+	buf[at - 1] = ' ';
+	for (unsigned j = 0; j < len; j++) {
+		bool digit = (dig & 1 && j == 0) || (dig & 2 && j + 1 == len);
+
+		buf[n++] = digit ? (char)('0' + j % 10) : "aBcDeFgHiJ"[j % 10];
+	}
+	memcpy(buf + n, after, strlen(after));
+	n += strlen(after);
+	for (; n < total; n++)
+		buf[n] = "word "[n % 5];
+	return n;
+}
+
+/*
+ * A word across the border of two windows of 64 bytes, at each of its
+ * splits: the AVX-512 gear takes a window every 64 bytes from the start of
+ * the text, each owning the words that start in it, and reads the end of
+ * its last word from the next window. The word is 1 to 20 bytes, or 63 to
+ * 66, its digits at its start, its end or both (so in either window), and
+ * what follows it a space, a letter of two bytes, a no-break space (a
+ * separator the AVX-512 windows read in place), a byte that is not UTF-8,
+ * or the end of the text; the border is the first one, or the last one
+ * before the windows of 64 bytes stop, two windows from the end of the
+ * text. Each gear keeps what the scalar scanner keeps.
+ */
+START_TEST(test_text_words_across_windows_agree)
+{
+	/* clang-format off */
+	static const char *const afters[] = {
+		" x", "\xc3\xa9" "a", "\xc2\xa0" "b", "\xff" "c", "",
+	};
+	/* clang-format on */
+	static const unsigned lens[] = {1,  2,  3,  4,  5,  6,	7,  8,
+					9,  12, 15, 16, 17, 18, 20, 63,
+					64, 65, 66};
+	struct im_terms ref;
+	char buf[600], what[96];
+
+	im_terms_init(&ref);
+	for (unsigned l = 0; l < sizeof(lens) / sizeof(lens[0]); l++)
+		for (unsigned split = 1; split < lens[l] && split < 64; split++)
+			for (unsigned a = 0; a < 5; a++)
+				for (unsigned dig = 0; dig < 4; dig++) {
+					size_t n = word_across(
+						buf, lens[l], split, 64, dig,
+						afters[a], a == 4 ? 0 : 300);
+
+					params.min_word_len =
+						1 + (split + a) % 4;
+					params.max_digits = dig % 2;
+					snprintf(what, sizeof(what),
+						 "%u bytes, %u before byte "
+						 "64, then %u, digits %u",
+						 lens[l], split, a, dig);
+					assert_scanners_agree(buf, n, &ref,
+							      what);
+					n = word_across(
+						buf, lens[l], split, 384, dig,
+						afters[a],
+						a == 4 ? 0 : 448 + split % 64);
+					snprintf(what, sizeof(what),
+						 "%u bytes, %u before byte "
+						 "384 of %zu, then %u, digits "
+						 "%u",
+						 lens[l], split, n, a, dig);
+					assert_scanners_agree(buf, n, &ref,
+							      what);
+				}
+	im_terms_release(&ref);
+}
+END_TEST
+
+/*
  * Every gear reads only the text: texts of 0 to 300 bytes (words, figures,
  * UTF-8 cut anywhere, invalid bytes) ending against an unmapped page, and
  * starting right after one, at every offset of a window (as the length
@@ -2849,6 +2934,7 @@ int main(void)
 	tcase_add_test(tc, test_text_window_full_of_figures_agrees);
 	tcase_add_test(tc, test_text_digits_per_word_agree);
 	tcase_add_test(tc, test_text_long_figures_agree);
+	tcase_add_test(tc, test_text_words_across_windows_agree);
 	tcase_add_test(tc, test_text_gears_read_only_the_text);
 	tcase_add_test(tc, test_text_figures_are_the_fingerprint);
 	tcase_add_test(tc, test_text_every_byte_classified_alike);

@@ -2,13 +2,16 @@
  * SHA-1 of many messages (core/sign/sha1.h): every implementation against
  * OpenSSL's one-shot digest, on every length from 0 to 300 bytes (every
  * padding case: the tail in one block or two), large messages, batches of
- * every size up to 13 messages of mixed lengths (lanes that end at
- * different blocks and take the next message), and the FIPS 180-4 examples.
+ * every size up to 40 messages of mixed lengths (lanes that end at
+ * different blocks and take the next message), batches up to 140 messages
+ * against an unmapped page, and the FIPS 180-4 examples.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <openssl/evp.h>
 
@@ -195,6 +198,59 @@ START_TEST(test_sha1_large)
 }
 END_TEST
 
+START_TEST(test_sha1_batches_at_a_guard_page)
+{
+	/* Batches as large as a flush of the signer's (sig.c: up to 128
+	 * coordinates) and larger, of lengths at the padding's edges, all
+	 * equal or one long among short ones, each message ending right
+	 * before an unmapped page or starting right after one: a read past a
+	 * message (or before it) faults. The messages are read-only: nothing
+	 * writes them. */
+	static const size_t edge[] = {0,   1,	55,  56,  57,  63,  64,
+				      65,  119, 120, 121, 127, 128, 129};
+	enum { MAXB = 140, AREA = 1 << 16 };
+	static uint8_t out[MAXB][IM_SHA1_LEN];
+	static struct im_sha1_msg m[MAXB];
+	long page = sysconf(_SC_PAGESIZE);
+	size_t area = ((size_t)AREA + (size_t)page - 1) / (size_t)page *
+		      (size_t)page;
+	enum im_sha1_impl v[5];
+	size_t ni = impls(v);
+	unsigned char *map, *a;
+
+	map = mmap(NULL, area + 2 * (size_t)page, PROT_READ | PROT_WRITE,
+		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ck_assert_ptr_ne(map, MAP_FAILED);
+	a = map + page;
+	memcpy(a, data, area);
+	ck_assert_int_eq(mprotect(map, (size_t)page, PROT_NONE), 0);
+	ck_assert_int_eq(mprotect(a + area, (size_t)page, PROT_NONE), 0);
+	ck_assert_int_eq(mprotect(a, area, PROT_READ), 0);
+	rng = 13;
+	for (int round = 0; round < 300; round++) {
+		size_t n = round < MAXB ? (size_t)round + 1 : rnd() % (MAXB + 1);
+		size_t same = edge[rnd() % (sizeof(edge) / sizeof(*edge))];
+		int kind = round % 3; /* edges; all equal; one long */
+
+		for (size_t j = 0; j < n; j++) {
+			size_t len = kind == 1 ? same
+				     : rnd() % 4
+					     ? edge[rnd() % (sizeof(edge) /
+							     sizeof(*edge))]
+					     : rnd() % 3000;
+
+			if (kind == 2 && j == n / 2)
+				len = 20000 + rnd() % 40000;
+			m[j] = (struct im_sha1_msg){
+				rnd() % 2 ? a + area - len : a, len, out[j]};
+		}
+		for (size_t i = 0; i < ni; i++)
+			check_batch(v[i], m, n, "batch at a guard page");
+	}
+	ck_assert_int_eq(munmap(map, area + 2 * (size_t)page), 0);
+}
+END_TEST
+
 START_TEST(test_sha1_auto_and_refusal)
 {
 	struct im_sha1 *h;
@@ -230,6 +286,7 @@ static Suite *sha1_suite(void)
 	tcase_add_test(tc, test_sha1_every_short_length);
 	tcase_add_test(tc, test_sha1_mixed_batches);
 	tcase_add_test(tc, test_sha1_large);
+	tcase_add_test(tc, test_sha1_batches_at_a_guard_page);
 	tcase_add_test(tc, test_sha1_auto_and_refusal);
 	suite_add_tcase(s, tc);
 	return s;

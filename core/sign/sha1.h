@@ -74,17 +74,17 @@ struct im_sha1;
 
 /** Whether this CPU runs IM_SHA1_SHANI (checked once per process). */
 int im_sha1_have_shani(void);
-/** Whether this CPU runs IM_SHA1_X8 and IM_SHA1_X16, which need
- *  IM_SHA1_SHANI too (checked once per process). */
+/** Whether this CPU runs IM_SHA1_X8, IM_SHA1_X16 and IM_SHA1_X32, which
+ *  need IM_SHA1_SHANI too (checked once per process). */
 int im_sha1_have_x8(void);
 
 /**
  * A hasher using @p impl. The caller frees it with im_sha1_free().
  *
- * @return 0, -ENOMEM, or -ENOTSUP for IM_SHA1_SHANI, IM_SHA1_X8 or
- *         IM_SHA1_X16 on a CPU
- *         without what it needs, and for IM_SHA1_OPENSSL (or IM_SHA1_AUTO
- *         falling back to it) when libcrypto cannot be loaded.
+ * @return 0, -ENOMEM, or -ENOTSUP for IM_SHA1_SHANI, IM_SHA1_X8,
+ *         IM_SHA1_X16 or IM_SHA1_X32 on a CPU without what it needs, and
+ *         for IM_SHA1_OPENSSL (or IM_SHA1_AUTO falling back to it) when
+ *         libcrypto cannot be loaded.
  */
 int im_sha1_new(enum im_sha1_impl impl, struct im_sha1 **out);
 void im_sha1_free(struct im_sha1 *h);

@@ -106,6 +106,28 @@ def case_failed_and_binary(tmp):
           "imatch terms of a failed document: %r %r" % (out, err))
 
 
+def case_large_binary_copies(tmp):
+    """Binary files over 256 KiB are sniffed, not hashed, while the tree is
+    read; two byte-identical ones are still exact copies, a third of their
+    size is not, and -v says how many were hashed after the walk."""
+    root = share(tmp, ["cc0.txt"])
+    blob = os.urandom(300_000)
+    for n in ("big.bin", "copy-of-big.dat"):
+        with open(os.path.join(root, n), "wb") as f:
+            f.write(blob)
+    with open(os.path.join(root, "other.bin"), "wb") as f:
+        f.write(blob[:-1] + bytes([blob[-1] ^ 1]))
+    with open(os.path.join(root, "alone.bin"), "wb") as f:
+        f.write(os.urandom(400_000))
+    doc, cl, err = clusters_of(root)
+    check({"big.bin", "copy-of-big.dat"} in cl,
+          "identical large binary files cluster: %s" % cl)
+    check(not any("other.bin" in c or "alone.bin" in c for c in cl),
+          "a large binary unlike the others stands alone: %s" % cl)
+    check("binary hashed after the walk: 3 of 4 sniffed" in err,
+          "the summary counts the large binaries hashed: %s" % err)
+
+
 def case_explain(tmp):
     root = share(tmp, ["cc0.pdf", "nested.docx"])
     lex = os.path.join(tmp, "lex")
@@ -740,7 +762,8 @@ CASES = {"one_cluster": case_one_cluster,
          "hidden_styles_docx": case_hidden_styles_docx,
          "hidden_styles_doc": case_hidden_styles_doc,
          "epub_spine_many": case_epub_spine_many,
-         "epub_href_dots": case_epub_href_dots}
+         "epub_href_dots": case_epub_href_dots,
+         "large_binary_copies": case_large_binary_copies}
 
 
 def main():

@@ -55,6 +55,7 @@
 #define HAVE_AVX512_GEAR 1
 #endif
 
+#include "cpu.h"
 #include "extract_internal.h"
 #include "text_internal.h"
 
@@ -1355,15 +1356,14 @@ bool im_html_has_gear(enum im_html_gear gear)
 {
 #ifdef HAVE_AVX512_GEAR
 	if (gear == IM_HTML_AVX512)
-		return __builtin_cpu_supports("avx512f") &&
-		       __builtin_cpu_supports("avx512bw") &&
-		       __builtin_cpu_supports("avx512dq") &&
-		       __builtin_cpu_supports("avx512vbmi") &&
-		       __builtin_cpu_supports("avx512vbmi2") &&
-		       __builtin_cpu_supports("bmi") &&
-		       __builtin_cpu_supports("bmi2") &&
-		       __builtin_cpu_supports("popcnt") &&
-		       __builtin_cpu_supports("pclmul");
+		return IM_CPU_HAS(AVX512F, "avx512f") &&
+		       IM_CPU_HAS(AVX512BW, "avx512bw") &&
+		       IM_CPU_HAS(AVX512DQ, "avx512dq") &&
+		       IM_CPU_HAS(AVX512_VBMI, "avx512vbmi") &&
+		       IM_CPU_HAS(AVX512_VBMI2, "avx512vbmi2") &&
+		       IM_CPU_HAS(BMI1, "bmi") && IM_CPU_HAS(BMI2, "bmi2") &&
+		       IM_CPU_HAS(POPCNT, "popcnt") &&
+		       IM_CPU_HAS(PCLMULQDQ, "pclmul");
 #endif
 	return gear == IM_HTML_SCALAR;
 }

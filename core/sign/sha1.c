@@ -23,6 +23,7 @@
 #include <openssl/evp.h>
 #include <openssl/opensslv.h>
 
+#include "cpu.h"
 #include "dl.h"
 #include "sha1.h"
 
@@ -297,17 +298,21 @@ static void shani_many(const struct im_sha1_msg *v, size_t n)
 	shani_run(NULL, 0, v, n, 0);
 }
 
-/* The SHA bit is read with cpuid (leaf 7, EBX bit 29): clang's
- * __builtin_cpu_supports() does not know "sha". The extensions use the
- * SSE registers only, which every x86-64 kernel saves. */
+/* Without glibc's answer the SHA bit is read with cpuid (leaf 7, EBX bit
+ * 29): clang's __builtin_cpu_supports() does not know "sha". The extensions
+ * use the SSE registers only, which every x86-64 kernel saves. */
 static int cpu_has_shani(void)
 {
+#if IM_CPU_FROM_GLIBC
+	return IM_CPU_HAS(SHA, "sha") && IM_CPU_HAS(SSE4_1, "sse4.1") &&
+	       IM_CPU_HAS(SSSE3, "ssse3");
+#else
 	unsigned int a, b, c, d;
 
 	__builtin_cpu_init();
 	return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b >> 29 & 1) &&
-	       __builtin_cpu_supports("sse4.1") &&
-	       __builtin_cpu_supports("ssse3");
+	       IM_CPU_HAS(SSE4_1, "sse4.1") && IM_CPU_HAS(SSSE3, "ssse3");
+#endif
 }
 
 /* ---- Eight or sixteen messages in vector lanes --------------------------- */
@@ -691,10 +696,11 @@ static void x32_many(const struct im_sha1_msg *v, size_t n)
  * (Skylake-X, say) nothing here was measured, and OpenSSL is chosen. */
 static int cpu_has_x8(void)
 {
+#if !IM_CPU_FROM_GLIBC
 	__builtin_cpu_init();
-	return __builtin_cpu_supports("avx2") &&
-	       __builtin_cpu_supports("avx512f") &&
-	       __builtin_cpu_supports("avx512vl") && cpu_has_shani();
+#endif
+	return IM_CPU_HAS(AVX2, "avx2") && IM_CPU_HAS(AVX512F, "avx512f") &&
+	       IM_CPU_HAS(AVX512VL, "avx512vl") && cpu_has_shani();
 }
 
 #else

@@ -49,6 +49,7 @@ XXH128_hash_t XXH3_128bits_dispatch(const void *input, size_t len);
 
 #include "beneath.h"
 #include "bytes.h"
+#include "cpu.h"
 #include "extract.h"
 #include "fdio.h"
 #include "mem.h"
@@ -1746,8 +1747,8 @@ static bool have_masks_x8(void)
 	int k = __atomic_load_n(&known, __ATOMIC_RELAXED);
 
 	if (k < 0) {
-		k = __builtin_cpu_supports("avx512f") &&
-		    __builtin_cpu_supports("avx512dq");
+		k = IM_CPU_HAS(AVX512F, "avx512f") &&
+		    IM_CPU_HAS(AVX512DQ, "avx512dq");
 		__atomic_store_n(&known, k, __ATOMIC_RELAXED);
 	}
 	return k;

@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <string.h>
 
+#include "cpu.h"
 #include "detmath.h"
 #include "sketch.h"
 
@@ -250,9 +251,9 @@ static bool have_x8(void)
 	int k = __atomic_load_n(&known, __ATOMIC_RELAXED);
 
 	if (k < 0) {
-		k = __builtin_cpu_supports("avx512f") &&
-		    __builtin_cpu_supports("avx512dq") &&
-		    __builtin_cpu_supports("avx512bw");
+		k = IM_CPU_HAS(AVX512F, "avx512f") &&
+		    IM_CPU_HAS(AVX512DQ, "avx512dq") &&
+		    IM_CPU_HAS(AVX512BW, "avx512bw");
 		__atomic_store_n(&known, k, __ATOMIC_RELAXED);
 	}
 	return k;

@@ -69,6 +69,7 @@
 #endif
 
 #include "bytes.h"
+#include "cpu.h"
 #include "mem.h"
 #include "text.h"
 #include "text_internal.h"
@@ -771,14 +772,31 @@ static inline uint64_t term_hash(const char *arena, const struct im_term *e)
 					  : XXH3_64bits(s, e->len);
 }
 
+#ifdef HAVE_AVX512_HASH
+/* Whether this CPU runs hash8_avx512() (checked once per process: glibc's
+ * answers, cpu.h, are calls into it). */
+static bool have_hash8(void)
+{
+	/* Shared by the scan's workers: a race only computes it twice. */
+	static int known = -1;
+	int k = __atomic_load_n(&known, __ATOMIC_RELAXED);
+
+	if (k < 0) {
+		k = IM_CPU_HAS(AVX512F, "avx512f") &&
+		    IM_CPU_HAS(AVX512BW, "avx512bw") &&
+		    IM_CPU_HAS(AVX512DQ, "avx512dq");
+		__atomic_store_n(&known, k, __ATOMIC_RELAXED);
+	}
+	return k;
+}
+#endif
+
 void im_terms_hash_pending(struct im_terms *t)
 {
 	size_t i = t->hashed;
 
 #ifdef HAVE_AVX512_HASH
-	if (t->n - i >= 8 && __builtin_cpu_supports("avx512f") &&
-	    __builtin_cpu_supports("avx512bw") &&
-	    __builtin_cpu_supports("avx512dq")) {
+	if (t->n - i >= 8 && have_hash8()) {
 		for (; t->n - i >= 8; i += 8) {
 			unsigned redo = hash8_avx512(t->v + i, t->arena);
 

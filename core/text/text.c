@@ -77,6 +77,7 @@
 	"popcnt"
 #endif
 
+#include "cpu.h"
 #include "text.h"
 #include "text_internal.h"
 
@@ -1381,19 +1382,17 @@ bool im_words_has_gear(enum im_words_gear gear)
 {
 #ifdef HAVE_AVX512_GEAR
 	if (gear == IM_WORDS_AVX512)
-		return __builtin_cpu_supports("avx512f") &&
-		       __builtin_cpu_supports("avx512bw") &&
-		       __builtin_cpu_supports("avx512dq") &&
-		       __builtin_cpu_supports("avx512vbmi") &&
-		       __builtin_cpu_supports("avx512vbmi2") &&
+		return IM_CPU_HAS(AVX512F, "avx512f") &&
+		       IM_CPU_HAS(AVX512BW, "avx512bw") &&
+		       IM_CPU_HAS(AVX512DQ, "avx512dq") &&
+		       IM_CPU_HAS(AVX512_VBMI, "avx512vbmi") &&
+		       IM_CPU_HAS(AVX512_VBMI2, "avx512vbmi2") &&
 		       im_words_has_gear(IM_WORDS_AVX2);
 #endif
 #ifdef HAVE_AVX2_GEAR
 	if (gear == IM_WORDS_AVX2)
-		return __builtin_cpu_supports("avx2") &&
-		       __builtin_cpu_supports("bmi") &&
-		       __builtin_cpu_supports("bmi2") &&
-		       __builtin_cpu_supports("popcnt");
+		return IM_CPU_HAS(AVX2, "avx2") && IM_CPU_HAS(BMI1, "bmi") &&
+		       IM_CPU_HAS(BMI2, "bmi2") && IM_CPU_HAS(POPCNT, "popcnt");
 #endif
 #ifdef __SSE2__
 	if (gear == IM_WORDS_SSE2)
@@ -1461,15 +1460,22 @@ out:
 int im_words_add(const char *s, size_t len, const struct im_params *p,
 		 struct im_terms *out)
 {
-	enum im_words_gear gear = IM_WORDS_SCALAR;
+	/* Chosen once per process: glibc's answers (cpu.h) are calls into
+	 * it. Shared by the scan's workers: a race only chooses twice. */
+	static int best = -1;
+	int gear = __atomic_load_n(&best, __ATOMIC_RELAXED);
 
-	if (im_words_has_gear(IM_WORDS_AVX512))
-		gear = IM_WORDS_AVX512;
-	else if (im_words_has_gear(IM_WORDS_AVX2))
-		gear = IM_WORDS_AVX2;
-	else if (im_words_has_gear(IM_WORDS_SSE2))
-		gear = IM_WORDS_SSE2;
-	return words_add(s, len, p, out, gear);
+	if (gear < 0) {
+		gear = IM_WORDS_SCALAR;
+		if (im_words_has_gear(IM_WORDS_AVX512))
+			gear = IM_WORDS_AVX512;
+		else if (im_words_has_gear(IM_WORDS_AVX2))
+			gear = IM_WORDS_AVX2;
+		else if (im_words_has_gear(IM_WORDS_SSE2))
+			gear = IM_WORDS_SSE2;
+		__atomic_store_n(&best, gear, __ATOMIC_RELAXED);
+	}
+	return words_add(s, len, p, out, (enum im_words_gear)gear);
 }
 
 int im_words_add_gear(const char *s, size_t len, const struct im_params *p,

@@ -1315,20 +1315,31 @@ static int df_work(struct sign_worker *wk, struct item *it)
 
 /*
  * What a first scan keeps of a file until the lexicon exists: the result
- * without signatures (a text has status IM_DOC_REJECTED), then path_len
- * bytes of path and nids term ids.
+ * without signatures (a text has status IM_DOC_REJECTED), then its struct
+ * stat (has_stat), path_len bytes of path and nids term ids.
  */
 struct kept {
-	struct stat st;
+	/* Under im_params.size_only results promise st_mode and st_size
+	 * alone (im_scan_ops.result): the 144-byte struct stat follows the
+	 * record only without it (has_stat). */
+	int64_t st_size;
+	uint32_t st_mode;
 	int32_t err;
 	uint32_t unique_terms, nids, path_len;
 	uint64_t size, numbers;
 	int64_t mtime_ns;
-	uint8_t status, format, exact_valid;
+	uint8_t status, format, exact_valid, has_stat;
 	uint8_t copy; /* an exact copy of a record before it (keep_copy()) */
 	uint8_t exact[16];
 	struct im_sketch sketch;
 };
+
+/* Bytes of a record before its path: the struct, and the stat if it has
+ * one. */
+static size_t kept_head(const struct kept *k)
+{
+	return sizeof(*k) + (k->has_stat ? sizeof(struct stat) : 0);
+}
 
 static int ids_reserve(struct sign_worker *wk, size_t n)
 {
@@ -1354,10 +1365,13 @@ static int keep_doc(struct sign_worker *wk, const char *path,
 		    size_t nids, bool copy)
 {
 	struct kept k;
-	struct iovec iov[3];
+	struct iovec iov[4];
+	int n = 0;
 
 	memset(&k, 0, sizeof(k));
-	k.st = *st;
+	k.st_size = st->st_size;
+	k.st_mode = st->st_mode;
+	k.has_stat = !wk->sc->p->size_only;
 	k.err = d->err;
 	k.unique_terms = d->unique_terms;
 	k.numbers = d->numbers;
@@ -1371,10 +1385,12 @@ static int keep_doc(struct sign_worker *wk, const char *path,
 	k.copy = copy;
 	memcpy(k.exact, d->exact, sizeof(k.exact));
 	k.sketch = d->sketch;
-	iov[0] = (struct iovec){&k, sizeof(k)};
-	iov[1] = (struct iovec){(void *)path, k.path_len};
-	iov[2] = (struct iovec){wk->ids, nids * sizeof(*wk->ids)};
-	return im_spool_append(wk->spool, iov, 3);
+	iov[n++] = (struct iovec){&k, sizeof(k)};
+	if (k.has_stat)
+		iov[n++] = (struct iovec){(void *)st, sizeof(*st)};
+	iov[n++] = (struct iovec){(void *)path, k.path_len};
+	iov[n++] = (struct iovec){wk->ids, nids * sizeof(*wk->ids)};
+	return im_spool_append(wk->spool, iov, n);
 }
 
 /* count_status() into the worker's own counters, without a lock: its
@@ -1512,7 +1528,7 @@ static int keep_copy(struct sign_worker *wk, const char *path,
 	ret = ids_reserve(wk, k.nids);
 	if (ret)
 		return ret;
-	memcpy(wk->ids, (const char *)wk->copy_rec + sizeof(k) + k.path_len,
+	memcpy(wk->ids, (const char *)wk->copy_rec + kept_head(&k) + k.path_len,
 	       (size_t)k.nids * sizeof(*wk->ids));
 	ret = im_df_add_known(wk->df, wk->ids, k.nids);
 	if (ret)
@@ -1652,19 +1668,26 @@ static int sign_kept(struct sign_worker *wk, const struct sign_worker *owner,
 	struct pending *r = &wk->pend[wk->npend];
 	struct im_doc_sigs *d = &r->d;
 	struct kept k;
-	size_t m = 0;
+	size_t m = 0, hdr;
 	int ret = 0;
 
 	if (len < sizeof(k))
 		return -EIO;
 	memcpy(&k, p, sizeof(k));
-	if (len != sizeof(k) + k.path_len + (size_t)k.nids * sizeof(uint32_t))
+	hdr = kept_head(&k);
+	if (len != hdr + k.path_len + (size_t)k.nids * sizeof(uint32_t))
 		return -EIO;
 	/* The path as a C string: copy it out of the record. */
-	r->path = strndup(p + sizeof(k), k.path_len);
+	r->path = strndup(p + hdr, k.path_len);
 	if (!r->path)
 		return -ENOMEM;
-	r->st = k.st;
+	if (k.has_stat) {
+		memcpy(&r->st, p + sizeof(k), sizeof(r->st));
+	} else {
+		memset(&r->st, 0, sizeof(r->st));
+		r->st.st_mode = k.st_mode;
+		r->st.st_size = k.st_size;
+	}
 	memset(d, 0, sizeof(*d));
 	d->status = k.status;
 	d->ncoords = (uint8_t)(sc->p->k + 1);
@@ -1679,7 +1702,7 @@ static int sign_kept(struct sign_worker *wk, const struct sign_worker *owner,
 	d->mtime_ns = k.mtime_ns;
 	/* A text, to be signed; without a lexicon it stays unsigned. */
 	if (k.status == IM_DOC_REJECTED && sc->lex) {
-		const char *ids = p + sizeof(k) + k.path_len;
+		const char *ids = p + hdr + k.path_len;
 		const uint32_t *map = owner->map;
 		uint32_t *nums;
 

@@ -15,19 +15,9 @@
 #include "unit.h"
 #include "mem.h"
 
-/* AddressSanitizer's allocator has no heap of glibc's: no mallopt(), and
- * blocks freed are held back. There only what the blocks hold is checked,
- * not where they are. */
-#if defined(__SANITIZE_ADDRESS__)
-#define UNDER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define UNDER_ASAN 1
-#endif
-#endif
-#ifndef UNDER_ASAN
-#define UNDER_ASAN 0
-#endif
+/* Under AddressSanitizer (UNDER_ASAN, unit.h) there is no heap of glibc's:
+ * no mallopt(), and blocks freed are held back. There only what the blocks
+ * hold is checked, not where they are. */
 
 static bool all_zero(const unsigned char *p, size_t n)
 {

@@ -13,18 +13,8 @@
 #include "mem.h"
 #include "spool.h"
 
-/* AddressSanitizer's allocator and shadow make resident sizes no measure
- * of ours. */
-#if defined(__SANITIZE_ADDRESS__)
-#define UNDER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define UNDER_ASAN 1
-#endif
-#endif
-#ifndef UNDER_ASAN
-#define UNDER_ASAN 0
-#endif
+/* Under AddressSanitizer (UNDER_ASAN, unit.h) its allocator and shadow
+ * make resident sizes no measure of ours. */
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 

@@ -22,6 +22,20 @@
 		: _ck_assert_failed(__FILE__, __LINE__,                    \
 				    "Assertion '" #expr "' failed", ##__VA_ARGS__))
 
+/* Whether AddressSanitizer owns malloc() (its allocator has no glibc heap
+ * and holds freed blocks back): 1 or 0. gcc defines __SANITIZE_ADDRESS__;
+ * clang (14) only answers __has_feature(). */
+#if defined(__SANITIZE_ADDRESS__)
+#define UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define UNDER_ASAN 1
+#endif
+#endif
+#ifndef UNDER_ASAN
+#define UNDER_ASAN 0
+#endif
+
 #if __has_include(<valgrind/valgrind.h>)
 #include <valgrind/valgrind.h>
 #else

@@ -24,8 +24,16 @@ void im_mem_use_heap(const void *lo, const void *hi)
 
 bool im_heap_holds(const void *p)
 {
-	return heap_lo && (const char *)p >= heap_lo &&
-	       (const char *)p < heap_hi;
+	const char *brk_now;
+
+	if (!heap_lo || (const char *)p < heap_lo || (const char *)p >= heap_hi)
+		return false;
+	/* Only below the break is it the heap's: past it, a trim gave the
+	 * range back and a mapping may have come in its place (under
+	 * valgrind, the range is no brk heap at all). sbrk(0) reads glibc's
+	 * copy of the break: no system call. */
+	brk_now = sbrk(0);
+	return brk_now != (void *)-1 && (const char *)p < brk_now;
 }
 
 void *im_heap_take(size_t size, size_t align)

@@ -42,6 +42,14 @@
 #define RUNNING_ON_VALGRIND 0
 #endif
 
+/* Whether malloc() is glibc's, whose heap a test may reason about: not
+ * under AddressSanitizer or valgrind, which bring allocators of their own
+ * (no mallopt(), freed blocks held back, no heap where glibc's would be). */
+static inline int malloc_is_glibcs(void)
+{
+	return !UNDER_ASAN && !RUNNING_ON_VALGRIND;
+}
+
 /*
  * @p n natively and under the sanitizers, a quarter of it (at least 1)
  * under valgrind: valgrind looks for memory errors, which a quarter of a

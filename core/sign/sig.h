@@ -353,11 +353,11 @@ enum {
 /**
  * im_signer_sign_numbers(), except that sig[] of @p out may be written only
  * by the next im_signer_flush(), with the signatures of other documents:
- * a document has K + 1 coordinates to hash, fewer than the lanes of the
- * hasher (sha1.h), which hashes several documents' better together (alone,
- * one document left three lanes idle and its coordinate 0, about three
- * times the others, to run on by itself). status and valid are set at
- * once. @p out must stay valid, and be left alone, until the flush.
+ * a document has K + 1 coordinates to hash, far fewer than the lanes of
+ * the hasher (sha1.h: up to 32), which hashes many documents' better
+ * together (alone, one document leaves most lanes idle and its coordinate
+ * 0, about three times the others, runs on by itself; a flush takes up to
+ * 128 coordinates). status and valid are set at once. @p out must stay valid, and be left alone, until the flush.
  * @p memo says what the memo is for: im_signer_sign_numbers() asks
  * IM_MEMO_FIND | IM_MEMO_KEEP, and a caller that knows which documents are
  * exact copies (and of which) spares the others the memo's work, a copy of
